@@ -1,0 +1,261 @@
+//! Reading and writing profile files (versioned JSON, see
+//! `docs/profile-format.md`).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::buckets::MIN_INDEX;
+use crate::profile::{Layer, Profile, FORMAT_NAME, FORMAT_VERSION};
+
+#[derive(Debug, Error)]
+pub enum FormatError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("{path} already exists; pass --force to overwrite it or choose another name")]
+    Exists { path: PathBuf },
+    #[error("{path} is not a valid profile: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("{path} is not an fsprof profile (no \"format\": \"{FORMAT_NAME}\" field)")]
+    NotAProfile { path: PathBuf },
+    #[error("{path} has profile format version {found}; this fsprof reads version {FORMAT_VERSION} (upgrade fsprof to read it)")]
+    UnsupportedVersion { path: PathBuf, found: u64 },
+}
+
+/// Reads, version-checks and validates a profile file.
+pub fn read_profile(path: &Path) -> Result<Profile, FormatError> {
+    let bytes = fs::read(path).map_err(|source| FormatError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_profile(&bytes, path)
+}
+
+/// Parses profile bytes; `path` only names the input in errors.
+pub fn parse_profile(bytes: &[u8], path: &Path) -> Result<Profile, FormatError> {
+    let corrupt = |detail: String| FormatError::Corrupt {
+        path: path.to_owned(),
+        detail,
+    };
+    // Look at the envelope before the body, so a newer or foreign file gets
+    // a message about its version or kind rather than a missing-field error.
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_eof() {
+            corrupt(format!("truncated JSON ({e})"))
+        } else {
+            corrupt(format!("malformed JSON ({e})"))
+        }
+    })?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+        return Err(FormatError::NotAProfile {
+            path: path.to_owned(),
+        });
+    }
+    let version = value.get("format_version").and_then(|v| v.as_u64());
+    match version {
+        Some(v) if v == FORMAT_VERSION as u64 => {}
+        Some(found) => {
+            return Err(FormatError::UnsupportedVersion {
+                path: path.to_owned(),
+                found,
+            })
+        }
+        None => return Err(corrupt("missing or non-numeric \"format_version\"".into())),
+    }
+    let profile: Profile = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+    validate(&profile).map_err(corrupt)?;
+    Ok(profile)
+}
+
+/// Structural checks that serde cannot express. Counter consistency is the
+/// business of `check`, not of loading.
+fn validate(p: &Profile) -> Result<(), String> {
+    let max = p.resolution().max_index();
+    let check_layers = |layers: &[Layer], what: &str| -> Result<(), String> {
+        for layer in layers {
+            if layer.name.is_empty() {
+                return Err(format!("{what}: a layer has an empty name"));
+            }
+            for op in &layer.ops {
+                if op.name.is_empty() {
+                    return Err(format!("{what}: layer {} has an op with an empty name", layer.name));
+                }
+                let h = &op.histogram;
+                let last = h.offset as i64 + h.counts.len() as i64 - 1;
+                if !h.counts.is_empty() && (h.offset < MIN_INDEX || last > max as i64) {
+                    return Err(format!(
+                        "{what}: {}/{} has buckets {}..={} outside {}..={} for resolution {}",
+                        layer.name,
+                        op.name,
+                        h.offset,
+                        last,
+                        MIN_INDEX,
+                        max,
+                        p.resolution()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    };
+    check_layers(&p.layers, "layers")?;
+    for (k, iv) in p.intervals.iter().enumerate() {
+        if iv.end_ns < iv.start_ns {
+            return Err(format!("interval {k} ends before it starts"));
+        }
+        check_layers(&iv.layers, &format!("interval {k}"))?;
+    }
+    for pr in &p.processes {
+        check_layers(&pr.layers, &format!("process {}", pr.pid))?;
+    }
+    Ok(())
+}
+
+pub fn to_json(profile: &Profile) -> String {
+    serde_json::to_string_pretty(profile).expect("a profile always serializes")
+}
+
+/// Writes `profile` to `path` atomically: readers never see a half-written
+/// file and a failed write leaves nothing behind. Without `overwrite`, an
+/// existing file is never replaced, even if it appears while we write.
+pub fn write_profile(path: &Path, profile: &Profile, overwrite: bool) -> Result<(), FormatError> {
+    write_atomic(path, to_json(profile).as_bytes(), overwrite)
+}
+
+pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FormatError> {
+    let werr = |source: io::Error| FormatError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if !overwrite && path.exists() {
+        return Err(FormatError::Exists {
+            path: path.to_owned(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| werr(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        if overwrite {
+            fs::rename(&tmp, path)
+        } else {
+            // link(2) fails if the target exists: a no-clobber rename.
+            fs::hard_link(&tmp, path)
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FormatError::Exists {
+            path: path.to_owned(),
+        }),
+        Err(e) => Err(werr(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Clock, Meta};
+    use crate::{OpStats, Resolution};
+
+    fn sample() -> Profile {
+        let mut p = Profile::new(Meta {
+            fsprof_version: "0.1.0".into(),
+            tool: "test".into(),
+            clock: Clock {
+                source: "monotonic".into(),
+                tsc_hz: None,
+            },
+            resolution: Resolution::new(2).unwrap(),
+            ..Default::default()
+        });
+        let mut op = OpStats::new("read");
+        op.pre = 3;
+        op.post = 3;
+        op.total_ns = 3000;
+        op.min_ns = Some(500);
+        op.max_ns = Some(1500);
+        op.histogram.add_to(Some(18), 2);
+        op.histogram.add_to(Some(21), 1);
+        p.layer_mut("user").ops.push(op);
+        p
+    }
+
+    #[test]
+    fn round_trip() {
+        let p = sample();
+        let back = parse_profile(to_json(&p).as_bytes(), Path::new("x")).unwrap();
+        assert_eq!(p, back);
+    }
+
+    #[test]
+    fn truncated_file_is_reported_as_truncated() {
+        let json = to_json(&sample());
+        let err = parse_profile(&json.as_bytes()[..json.len() / 2], Path::new("p.json")).unwrap_err();
+        assert!(err.to_string().contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn newer_version_names_both_versions() {
+        let json = to_json(&sample()).replace("\"format_version\": 1", "\"format_version\": 7");
+        let err = parse_profile(json.as_bytes(), Path::new("p.json")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("version 7") && msg.contains("version 1"), "{msg}");
+    }
+
+    #[test]
+    fn foreign_json_is_not_a_profile() {
+        let err = parse_profile(br#"{"hello": 1}"#, Path::new("p.json")).unwrap_err();
+        assert!(matches!(err, FormatError::NotAProfile { .. }));
+    }
+
+    #[test]
+    fn out_of_range_buckets_are_rejected() {
+        let mut p = sample();
+        p.layers[0].ops[0].histogram.offset = 200; // > 64*2-1
+        let err = parse_profile(to_json(&p).as_bytes(), Path::new("p.json")).unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
+    }
+
+    #[test]
+    fn bad_resolution_is_rejected() {
+        let json = to_json(&sample()).replace("\"resolution\": 2", "\"resolution\": 3");
+        let err = parse_profile(json.as_bytes(), Path::new("p.json")).unwrap_err();
+        assert!(err.to_string().contains("resolution 3"), "{err}");
+    }
+
+    #[test]
+    fn write_refuses_to_clobber() {
+        let dir = std::env::temp_dir().join(format!("fsprof-fmt-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.json");
+        fs::write(&path, "precious").unwrap();
+        let err = write_profile(&path, &sample(), false).unwrap_err();
+        assert!(matches!(err, FormatError::Exists { .. }));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "precious");
+        write_profile(&path, &sample(), true).unwrap();
+        assert!(read_profile(&path).is_ok());
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,332 @@
+//! Per-operation latency histogram and the counters kept beside it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::buckets::{Resolution, MIN_INDEX};
+
+/// Sparse-dense histogram: `counts[k]` is the count of bucket `offset + k`,
+/// exactly the `offset` + `bucket_counts` shape of an OpenTelemetry
+/// exponential histogram. Latencies of 0 ns are counted in `zero`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Histogram {
+    #[serde(default)]
+    pub zero: u64,
+    #[serde(default)]
+    pub offset: i32,
+    #[serde(default)]
+    pub counts: Vec<u64>,
+}
+
+impl Histogram {
+    /// Builds a histogram from a dense slot array where slot `j` holds bucket
+    /// `j + MIN_INDEX` (the shim's layout).
+    pub fn from_slots(zero: u64, slots: &[u64]) -> Self {
+        let first = slots.iter().position(|&c| c != 0);
+        let Some(first) = first else {
+            return Histogram {
+                zero,
+                ..Default::default()
+            };
+        };
+        let last = slots.iter().rposition(|&c| c != 0).unwrap();
+        Histogram {
+            zero,
+            offset: first as i32 + MIN_INDEX,
+            counts: slots[first..=last].to_vec(),
+        }
+    }
+
+    /// Total number of recorded latencies, zero bucket included.
+    pub fn total(&self) -> u64 {
+        self.zero + self.counts.iter().sum::<u64>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// `(bucket index, count)` for every non-empty bucket, ascending.
+    pub fn buckets(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c != 0)
+            .map(move |(k, &c)| (self.offset + k as i32, c))
+    }
+
+    pub fn get(&self, i: i32) -> u64 {
+        let k = i - self.offset;
+        if k < 0 {
+            return 0;
+        }
+        self.counts.get(k as usize).copied().unwrap_or(0)
+    }
+
+    /// Adds `n` to bucket `i` (`None` = the zero bucket), growing as needed.
+    pub fn add_to(&mut self, i: Option<i32>, n: u64) {
+        let Some(i) = i else {
+            self.zero += n;
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        if self.counts.is_empty() {
+            self.offset = i;
+            self.counts.push(n);
+            return;
+        }
+        if i < self.offset {
+            let grow = (self.offset - i) as usize;
+            self.counts.splice(0..0, std::iter::repeat(0).take(grow));
+            self.offset = i;
+        }
+        let k = (i - self.offset) as usize;
+        if k >= self.counts.len() {
+            self.counts.resize(k + 1, 0);
+        }
+        self.counts[k] += n;
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        self.zero += other.zero;
+        for (i, c) in other.buckets() {
+            self.add_to(Some(i), c);
+        }
+    }
+
+    /// Bucket-wise `self - earlier`, for the interval deltas of a growing
+    /// histogram. Buckets that shrank (they cannot, for counters read from
+    /// the same process) are clamped at zero.
+    pub fn delta_since(&self, earlier: &Histogram) -> Histogram {
+        let mut out = Histogram {
+            zero: self.zero.saturating_sub(earlier.zero),
+            ..Default::default()
+        };
+        for (i, c) in self.buckets() {
+            out.add_to(Some(i), c.saturating_sub(earlier.get(i)));
+        }
+        out.trim();
+        out
+    }
+
+    /// Re-expresses the histogram at a coarser resolution (exact).
+    pub fn downscale(&self, from: Resolution, to: Resolution) -> Histogram {
+        if from == to {
+            return self.clone();
+        }
+        let mut out = Histogram {
+            zero: self.zero,
+            ..Default::default()
+        };
+        for (i, c) in self.buckets() {
+            out.add_to(Some(from.downscale_index(i, to)), c);
+        }
+        out
+    }
+
+    fn trim(&mut self) {
+        while self.counts.last() == Some(&0) {
+            self.counts.pop();
+        }
+        let lead = self.counts.iter().take_while(|&&c| c == 0).count();
+        if lead > 0 {
+            self.counts.drain(..lead);
+            self.offset += lead as i32;
+        }
+        if self.counts.is_empty() {
+            self.offset = 0;
+        }
+    }
+
+    /// Latency at quantile `q` (0..=1) in ns, interpolated geometrically inside
+    /// the bucket that holds it and clamped to the observed `[min, max]`.
+    pub fn quantile(&self, q: f64, res: Resolution, min: Option<u64>, max: Option<u64>) -> f64 {
+        let total = self.total();
+        if total == 0 {
+            return 0.0;
+        }
+        let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
+        let mut seen = self.zero as f64;
+        let mut value = 0.0;
+        if rank > seen {
+            for (i, c) in self.buckets() {
+                let before = seen;
+                seen += c as f64;
+                if rank <= seen {
+                    let frac = (rank - before) / c as f64;
+                    let (lo, hi) = (res.lower_bound(i), res.upper_bound(i));
+                    value = lo * (hi / lo).powf(frac);
+                    break;
+                }
+            }
+        }
+        let lo = min.map(|m| m as f64).unwrap_or(0.0);
+        let hi = max.map(|m| m as f64).unwrap_or(f64::INFINITY);
+        value.clamp(lo, hi.max(lo))
+    }
+}
+
+/// Everything one layer knows about one operation: FSprof's pre/post counters
+/// (calls entered vs. calls returned), errors, latency sum and extremes, and
+/// the latency histogram of the returned calls.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpStats {
+    pub name: String,
+    /// Calls that entered the operation.
+    pub pre: u64,
+    /// Calls that returned; equals the histogram total in a sound profile.
+    pub post: u64,
+    /// Returned calls that reported failure (-1/NULL/EOF-with-error ...).
+    #[serde(default)]
+    pub errors: u64,
+    /// Sum of the latencies of the returned calls, ns.
+    #[serde(default)]
+    pub total_ns: u64,
+    /// Not known for interval slices (a minimum can't be differenced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ns: Option<u64>,
+    pub histogram: Histogram,
+}
+
+impl OpStats {
+    pub fn new(name: impl Into<String>) -> Self {
+        OpStats {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Number of completed calls.
+    pub fn count(&self) -> u64 {
+        self.post
+    }
+
+    /// Calls that entered but never returned (e.g. the process was killed
+    /// inside a blocking call).
+    pub fn unfinished(&self) -> u64 {
+        self.pre.saturating_sub(self.post)
+    }
+
+    pub fn mean_ns(&self) -> f64 {
+        if self.post == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / self.post as f64
+        }
+    }
+
+    pub fn quantile(&self, q: f64, res: Resolution) -> f64 {
+        self.histogram.quantile(q, res, self.min_ns, self.max_ns)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pre == 0 && self.post == 0
+    }
+
+    pub fn merge(&mut self, other: &OpStats) {
+        self.pre += other.pre;
+        self.post += other.post;
+        self.errors += other.errors;
+        self.total_ns += other.total_ns;
+        self.min_ns = match (self.min_ns, other.min_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.max_ns = match (self.max_ns, other.max_ns) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.histogram.merge(&other.histogram);
+    }
+
+    /// Counter-wise `self - earlier` for interval slices.
+    pub fn delta_since(&self, earlier: &OpStats) -> OpStats {
+        OpStats {
+            name: self.name.clone(),
+            pre: self.pre.saturating_sub(earlier.pre),
+            post: self.post.saturating_sub(earlier.post),
+            errors: self.errors.saturating_sub(earlier.errors),
+            total_ns: self.total_ns.saturating_sub(earlier.total_ns),
+            min_ns: None,
+            max_ns: None,
+            histogram: self.histogram.delta_since(&earlier.histogram),
+        }
+    }
+
+    pub fn downscale(&mut self, from: Resolution, to: Resolution) {
+        self.histogram = self.histogram.downscale(from, to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buckets::BucketLayout;
+    use proptest::prelude::*;
+
+    #[test]
+    fn from_slots_trims_to_nonempty_range() {
+        let h = Histogram::from_slots(2, &[0, 0, 3, 0, 5, 0]);
+        assert_eq!(h.offset, 1);
+        assert_eq!(h.counts, vec![3, 0, 5]);
+        assert_eq!(h.total(), 10);
+        assert_eq!(h.get(1), 3);
+        assert_eq!(h.get(3), 5);
+        assert_eq!(h.get(7), 0);
+    }
+
+    #[test]
+    fn quantile_lies_in_the_right_bucket() {
+        let res = Resolution::DEFAULT;
+        let mut h = Histogram::default();
+        h.add_to(Some(9), 99); // (512, 1024]
+        h.add_to(Some(19), 1); // (512Ki, 1Mi]
+        let p50 = h.quantile(0.5, res, None, None);
+        assert!(p50 > 512.0 && p50 <= 1024.0, "{p50}");
+        let p100 = h.quantile(1.0, res, None, None);
+        assert!(p100 > 524288.0 && p100 <= 1048576.0, "{p100}");
+        assert_eq!(h.quantile(1.0, res, Some(600), Some(700_000)), 700_000.0);
+    }
+
+    #[test]
+    fn delta_of_growing_histogram() {
+        let mut a = Histogram::default();
+        a.add_to(Some(3), 2);
+        let mut b = a.clone();
+        b.add_to(Some(5), 4);
+        b.add_to(None, 1);
+        let d = b.delta_since(&a);
+        assert_eq!(d.zero, 1);
+        assert_eq!(d.offset, 5);
+        assert_eq!(d.counts, vec![4]);
+    }
+
+    proptest! {
+        #[test]
+        fn merge_adds_totals_and_buckets(xs in proptest::collection::vec(0u64..1<<40, 0..200),
+                                         ys in proptest::collection::vec(0u64..1<<40, 0..200)) {
+            let l = BucketLayout::new(Resolution::new(4).unwrap());
+            let mut a = Histogram::default();
+            let mut b = Histogram::default();
+            let mut both = Histogram::default();
+            for &x in &xs { a.add_to(l.index(x), 1); both.add_to(l.index(x), 1); }
+            for &y in &ys { b.add_to(l.index(y), 1); both.add_to(l.index(y), 1); }
+            a.merge(&b);
+            prop_assert_eq!(a.total(), (xs.len() + ys.len()) as u64);
+            prop_assert_eq!(a.buckets().collect::<Vec<_>>(), both.buckets().collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn downscale_preserves_total(xs in proptest::collection::vec(0u64..1<<40, 0..200)) {
+            let fine = Resolution::new(16).unwrap();
+            let l = BucketLayout::new(fine);
+            let mut h = Histogram::default();
+            for &x in &xs { h.add_to(l.index(x), 1); }
+            let d = h.downscale(fine, Resolution::DEFAULT);
+            prop_assert_eq!(d.total(), h.total());
+        }
+    }
+}

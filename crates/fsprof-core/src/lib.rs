@@ -1,0 +1,19 @@
+//! The profile model every fsprof layer produces and every analysis reads.
+//!
+//! A profile is, per layer and per operation, a latency histogram whose bucket
+//! `i` covers `(2^(i/r), 2^((i+1)/r)]` nanoseconds — the bucket layout of
+//! OpenTelemetry exponential histograms at scale `log2(r)` — plus the counters
+//! FSprof keeps beside it (entered/returned calls, errors, total, min, max).
+//! See `docs/profile-format.md`.
+
+pub mod buckets;
+pub mod check;
+pub mod format;
+pub mod histogram;
+pub mod merge;
+pub mod profile;
+pub mod units;
+
+pub use buckets::{BucketLayout, Resolution};
+pub use histogram::{Histogram, OpStats};
+pub use profile::{Interval, Layer, Meta, Process, Profile};

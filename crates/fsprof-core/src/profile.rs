@@ -1,0 +1,238 @@
+//! The profile: layers → operations → histograms, optional time intervals
+//! (FSprof's 4-D profile: op × bucket × count × interval), per-process detail
+//! and the metadata that makes a file self-describing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::buckets::Resolution;
+use crate::histogram::OpStats;
+
+pub const FORMAT_NAME: &str = "fsprof-profile";
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Well-known layer names. Other layers (e.g. per-file-system names) are
+/// allowed; these are the ones fsprof's capture commands produce.
+pub mod layer {
+    /// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
+    pub const USER: &str = "user";
+    /// System calls, timed in the kernel (`fsprof kernel`).
+    pub const SYSCALL: &str = "syscall";
+    /// VFS / file-system operations.
+    pub const FS: &str = "fs";
+    /// Block requests.
+    pub const BLOCK: &str = "block";
+    /// Operations seen by a FUSE pass-through file system (`fsprof mount`).
+    pub const FUSE: &str = "fuse";
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Always [`FORMAT_NAME`]; lets readers reject other JSON early.
+    pub format: String,
+    pub format_version: u32,
+    pub meta: Meta,
+    pub layers: Vec<Layer>,
+    /// Per-interval slices (deltas, not running totals), when captured with
+    /// an interval. Each slice's counts add up to `layers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<Interval>,
+    /// Per-process detail; `layers` is their merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Process>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub fsprof_version: String,
+    /// What produced the profile: `run`, `kernel`, `mount`, `merge`, ...
+    pub tool: String,
+    /// The profiled command line, when there is one.
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub kernel: String,
+    /// Wall-clock start, RFC 3339 UTC.
+    #[serde(default)]
+    pub start_time: String,
+    #[serde(default)]
+    pub start_unix_ns: u64,
+    #[serde(default)]
+    pub duration_ns: u64,
+    pub clock: Clock,
+    pub resolution: Resolution,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<Overhead>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitStatus>,
+    /// For merged profiles: the metadata of each input.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<Source>,
+}
+
+/// How latencies were timed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Clock {
+    /// `tsc` (calibrated cycle counter) or `monotonic` (clock_gettime).
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tsc_hz: Option<f64>,
+}
+
+/// The profiler's own cost, measured at start (FSprof §4.2).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overhead {
+    /// Time added to each intercepted call by the measurement, ns.
+    pub per_call_ns: f64,
+    /// Two back-to-back clock reads: no latency below this can be recorded.
+    pub min_recordable_ns: f64,
+    /// `per_call_ns` × intercepted calls: the estimated total added time.
+    #[serde(default)]
+    pub estimated_total_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The status a shell would report: the code, or 128 + signal.
+    pub fn shell_code(&self) -> i32 {
+        match *self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub tool: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub start_time: String,
+    #[serde(default)]
+    pub duration_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layer {
+    pub name: String,
+    pub ops: Vec<OpStats>,
+}
+
+impl Layer {
+    pub fn new(name: impl Into<String>) -> Self {
+        Layer {
+            name: name.into(),
+            ops: Vec::new(),
+        }
+    }
+
+    pub fn op(&self, name: &str) -> Option<&OpStats> {
+        self.ops.iter().find(|o| o.name == name)
+    }
+
+    /// The op's stats, created empty if absent.
+    pub fn op_mut(&mut self, name: &str) -> &mut OpStats {
+        if let Some(k) = self.ops.iter().position(|o| o.name == name) {
+            return &mut self.ops[k];
+        }
+        self.ops.push(OpStats::new(name));
+        self.ops.last_mut().unwrap()
+    }
+
+    pub fn merge(&mut self, other: &Layer) {
+        for op in &other.ops {
+            self.op_mut(&op.name).merge(op);
+        }
+        self.normalize();
+    }
+
+    /// Drops ops nobody called and sorts by name, so equal layers compare
+    /// and serialize equal.
+    pub fn normalize(&mut self) {
+        self.ops.retain(|o| !o.is_empty());
+        self.ops.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    pub fn total_calls(&self) -> u64 {
+        self.ops.iter().map(|o| o.post).sum()
+    }
+
+    pub fn total_ns(&self) -> u64 {
+        self.ops.iter().map(|o| o.total_ns).sum()
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Offset of the slice from the profile start, ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub layers: Vec<Layer>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: i32,
+    #[serde(default)]
+    pub ppid: i32,
+    /// The executable (after exec, a process appears once per image).
+    #[serde(default)]
+    pub exe: String,
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Start offset from the profile start, ns.
+    #[serde(default)]
+    pub start_ns: u64,
+    pub layers: Vec<Layer>,
+}
+
+impl Profile {
+    pub fn new(meta: Meta) -> Self {
+        Profile {
+            format: FORMAT_NAME.to_string(),
+            format_version: FORMAT_VERSION,
+            meta,
+            layers: Vec::new(),
+            intervals: Vec::new(),
+            processes: Vec::new(),
+        }
+    }
+
+    pub fn resolution(&self) -> Resolution {
+        self.meta.resolution
+    }
+
+    pub fn layer(&self, name: &str) -> Option<&Layer> {
+        self.layers.iter().find(|l| l.name == name)
+    }
+
+    pub fn layer_mut(&mut self, name: &str) -> &mut Layer {
+        layer_in(&mut self.layers, name)
+    }
+
+    /// All completed calls over all layers.
+    pub fn total_calls(&self) -> u64 {
+        self.layers.iter().map(Layer::total_calls).sum()
+    }
+}
+
+/// The named layer of a list, created empty if absent.
+pub fn layer_in<'a>(layers: &'a mut Vec<Layer>, name: &str) -> &'a mut Layer {
+    if let Some(k) = layers.iter().position(|l| l.name == name) {
+        return &mut layers[k];
+    }
+    layers.push(Layer::new(name));
+    layers.last_mut().unwrap()
+}

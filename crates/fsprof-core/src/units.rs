@@ -1,0 +1,80 @@
+//! Human units for durations: parsing `--interval 500ms`, printing `4.2 ms`.
+
+/// Parses `1s`, `250ms`, `10us`/`10µs`, `100ns`, `2m`, `1.5s`; a bare number
+/// is seconds.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected a number with a unit, e.g. 1s or 250ms"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        u => return Err(format!("invalid duration {s:?}: unknown unit {u:?} (use ns, us, ms, s, m, h)")),
+    };
+    let ns = value * scale;
+    if !(ns >= 1.0 && ns < u64::MAX as f64) {
+        return Err(format!("invalid duration {s:?}: must be at least 1ns"));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// `1.23 µs`-style rendering with three significant digits.
+pub fn format_ns(ns: f64) -> String {
+    let (v, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let digits = if v >= 100.0 || v == v.trunc() && v < 1000.0 && unit == "ns" {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}{unit}")
+}
+
+/// Bucket bound in compact form: `512ns`, `1Ki`-free, e.g. `4.1µs`.
+pub fn format_bound(ns: f64) -> String {
+    format_ns(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse_duration_ns("1s").unwrap(), 1_000_000_000);
+        assert_eq!(parse_duration_ns("250ms").unwrap(), 250_000_000);
+        assert_eq!(parse_duration_ns("1.5s").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration_ns("10us").unwrap(), 10_000);
+        assert_eq!(parse_duration_ns("2").unwrap(), 2_000_000_000);
+        assert!(parse_duration_ns("fast").is_err());
+        assert!(parse_duration_ns("1 fortnight").is_err());
+        assert!(parse_duration_ns("0s").is_err());
+    }
+
+    #[test]
+    fn formats_three_digits() {
+        assert_eq!(format_ns(512.0), "512ns");
+        assert_eq!(format_ns(4200.0), "4.20µs");
+        assert_eq!(format_ns(42_000.0), "42.0µs");
+        assert_eq!(format_ns(4_200_000.0), "4.20ms");
+        assert_eq!(format_ns(1.5e9), "1.50s");
+    }
+}
