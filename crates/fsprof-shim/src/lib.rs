@@ -1,0 +1,20 @@
+//! The user-layer preload shim.
+//!
+//! The shim itself is C (`shim/`): interposing variadic libc functions,
+//! keeping errno intact and using initial-exec TLS are all natural there, and
+//! the traced program does not get a Rust runtime injected into it. This
+//! crate compiles it, embeds the resulting shared object, installs it where
+//! the dynamic linker can load it, and describes the files it shares with
+//! `fsprof run` ([`abi`]).
+
+pub mod abi;
+mod install;
+mod selftest;
+
+pub use install::install;
+pub use selftest::{LoadedShim, SelfTest};
+
+include!(concat!(env!("OUT_DIR"), "/ops.rs"));
+
+/// The shim's shared object, built from `shim/*.c` at compile time.
+pub static SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libfsprof_shim.so"));

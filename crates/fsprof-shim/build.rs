@@ -1,0 +1,58 @@
+//! Compiles the C shim into a shared object that `src/lib.rs` embeds, and
+//! turns `shim/ops.def` into the Rust op table, so C and Rust share one list.
+
+use std::env;
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
+    for f in ["ops.def", "abi.h", "record.h", "runtime.c", "wrappers.c"] {
+        println!("cargo:rerun-if-changed=shim/{f}");
+    }
+    println!("cargo:rerun-if-env-changed=CC");
+
+    let ops_def = fs::read_to_string(dir.join("ops.def")).expect("read ops.def");
+    let ops: Vec<&str> = ops_def
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("X(")?.strip_suffix(')'))
+        .collect();
+    let table = format!(
+        "/// User-layer op names, indexed like the shim's counters.\npub const OPS: &[&str] = &{ops:?};\n"
+    );
+    fs::write(out.join("ops.rs"), table).unwrap();
+
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    let so = out.join("libfsprof_shim.so");
+    let status = Command::new(&cc)
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-g0",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            "-fvisibility=hidden",
+            "-ftls-model=initial-exec",
+            "-fno-stack-protector",
+            // glibc's header inlines (getline, fread_unlocked ...) would clash
+            // with the definitions that interpose them.
+            "-D__NO_INLINE__",
+            "-U_FORTIFY_SOURCE",
+            "-Wl,-soname,libfsprof_shim.so",
+            "-Wl,--no-undefined",
+            "-o",
+        ])
+        .arg(&so)
+        .arg(dir.join("runtime.c"))
+        .arg(dir.join("wrappers.c"))
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));
+    assert!(status.success(), "building the preload shim with `{cc}` failed");
+}

@@ -1,0 +1,92 @@
+/* Layout of the files the shim shares with `fsprof run`.
+ * Mirrored in src/abi.rs; tests compare the two through fsprof_shim_abi(). */
+#ifndef FSPROF_ABI_H
+#define FSPROF_ABI_H
+
+#include <stdint.h>
+
+#define FSPROF_ABI_VERSION 1
+#define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
+#define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
+#define FSPROF_ENV "FSPROF_SHM"
+#define FSPROF_CTL_NAME "control"
+#define FSPROF_PROC_HDR_SIZE 4096
+#define FSPROF_SLOT_HDR_SIZE 64
+#define FSPROF_EXE_MAX 512
+#define FSPROF_CMDLINE_MAX 2048
+
+enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
+
+/* Written by `fsprof run` before the workload starts; read by every
+ * process. Only next_seq changes afterwards. */
+struct fsprof_control {
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t resolution;  /* buckets per power of two */
+    uint32_t nbuckets;    /* slots: bucket index -1 .. 64r-1 */
+    uint32_t clock;       /* enum fsprof_clock */
+    uint64_t tsc_mult;    /* ns = ticks * tsc_mult >> tsc_shift */
+    uint32_t tsc_shift;
+    uint32_t max_slots;   /* per process, slot 0 included */
+    uint64_t next_seq;    /* atomic: numbers the per-process files */
+    uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
+};
+
+/* One per operation per thread slot. Fields are written by one thread only
+ * (slot 0: by many, atomically) and read concurrently by `fsprof run`. */
+struct fsprof_ctr {
+    uint64_t pre;      /* calls entered */
+    uint64_t post;     /* calls returned, written last */
+    uint64_t errors;
+    uint64_t total_ns;
+    uint64_t min_ns;   /* 0 = none yet (0 ns calls count in zero) */
+    uint64_t max_ns;
+    uint64_t zero;     /* calls that took 0 ns at clock resolution */
+    uint64_t reserved;
+    uint64_t buckets[]; /* nbuckets */
+};
+
+/* Header of a per-process file p<seq>; thread slots follow at hdr_size.
+ * Slot s (FSPROF_SLOT_HDR_SIZE bytes of header, then nops counters of
+ * ctr_size bytes) is at hdr_size + s * slot_size. Slot 0 is shared by the
+ * threads that find no free slot and is updated with atomic adds. */
+struct fsprof_proc {
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t hdr_size;
+    uint32_t nops;
+    uint32_t nbuckets;
+    uint32_t ctr_size;
+    uint32_t max_slots;
+    uint64_t slot_size;
+    int32_t pid;
+    int32_t ppid;
+    uint64_t start_ns;    /* CLOCK_MONOTONIC */
+    uint32_t slots_used;  /* atomic, starts at 1 (slot 0 reserved) */
+    uint32_t ready;       /* 1 once the header is complete (release) */
+    uint64_t seq;
+    uint32_t exe_len;
+    uint32_t cmdline_len; /* NUL-separated argv */
+    char exe[FSPROF_EXE_MAX];
+    char cmdline[FSPROF_CMDLINE_MAX];
+};
+
+struct fsprof_slot_hdr {
+    uint32_t tid;
+    uint32_t shared;
+};
+
+/* For the Rust side's layout test. */
+struct fsprof_abi_layout {
+    uint32_t control_size, ctr_size, proc_size;
+    uint32_t off_proc_slots_used, off_proc_ready, off_proc_exe, off_proc_cmdline;
+    uint32_t off_ctl_next_seq, off_ctl_thresholds, off_ctr_buckets;
+    uint32_t nops;
+};
+
+struct fsprof_selftest {
+    double per_call_ns;       /* bookkeeping added around one call */
+    double min_recordable_ns; /* two back-to-back clock reads */
+};
+
+#endif

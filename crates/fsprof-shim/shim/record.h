@@ -1,0 +1,142 @@
+/* The hot path: timing one call and filing it in this thread's counters.
+ * No locks, no allocation, no system call, errno untouched. */
+#ifndef FSPROF_RECORD_H
+#define FSPROF_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "abi.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* initial-exec: a preloaded library gets static TLS, so each access is one
+ * %fs-relative load instead of a __tls_get_addr call. */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define X(n) OP_##n,
+enum fsprof_op {
+#include "ops.def"
+    OP_COUNT
+};
+#undef X
+
+/* Set once per process by the runtime; read-only afterwards. */
+extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size, g_shift;
+extern HIDDEN int g_clock;
+extern HIDDEN uint64_t g_mult;
+extern HIDDEN const uint64_t *g_thr;
+
+/* This thread's counters (the op array of its slot), NULL until its first
+ * call; t_shared when the thread had to use the shared slot 0. */
+extern TLS char *t_slot;
+extern TLS int t_shared;
+
+HIDDEN char *fsprof_slot_slow(void);
+
+static inline __attribute__((always_inline)) uint64_t now_ticks(void)
+{
+#if defined(__x86_64__)
+    if (LIKELY(g_clock == FSPROF_CLOCK_TSC))
+        return __builtin_ia32_rdtsc();
+#endif
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
+{
+    return (uint64_t)(((unsigned __int128)d * g_mult) >> g_shift);
+}
+
+/* Slot of the bucket (2^((j-1)/r), 2^(j/r)] holding ns >= 1: start at the
+ * first bucket of ns's power of two, step through at most r sub-buckets. */
+static inline __attribute__((always_inline)) uint32_t bucket_slot(uint64_t ns)
+{
+    uint32_t j = (uint32_t)(63 - __builtin_clzll(ns)) * g_res;
+    while (j + 1 < g_nbuckets && ns > g_thr[j + 1])
+        j++;
+    return j;
+}
+
+/* A private slot has one writer, so a plain add suffices; on x86 a single
+ * add-to-memory instruction also cannot be split by a signal handler that
+ * records a call of its own on the same thread. */
+static inline __attribute__((always_inline)) void add_private(uint64_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("addq %1, %0" : "+m"(*p) : "er"(v));
+#else
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline __attribute__((always_inline)) void add_shared(uint64_t *p, uint64_t v)
+{
+    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline)) void add(uint64_t *p, uint64_t v)
+{
+    if (LIKELY(!t_shared))
+        add_private(p, v);
+    else
+        add_shared(p, v);
+}
+
+static inline __attribute__((always_inline)) void set_extremes(struct fsprof_ctr *c, uint64_t ns)
+{
+    if (LIKELY(!t_shared)) {
+        uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
+        if (mn == 0 || ns < mn)
+            __atomic_store_n(&c->min_ns, ns, __ATOMIC_RELAXED);
+        if (ns > __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED))
+            __atomic_store_n(&c->max_ns, ns, __ATOMIC_RELAXED);
+        return;
+    }
+    uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
+    while ((mn == 0 || ns < mn) &&
+           !__atomic_compare_exchange_n(&c->min_ns, &mn, ns, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    uint64_t mx = __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED);
+    while (ns > mx &&
+           !__atomic_compare_exchange_n(&c->max_ns, &mx, ns, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* Counts the call as entered; NULL when this process is not profiled. */
+static inline __attribute__((always_inline)) struct fsprof_ctr *call_begin(int op)
+{
+    char *s = t_slot;
+    if (UNLIKELY(s == NULL)) {
+        s = fsprof_slot_slow();
+        if (s == NULL)
+            return NULL;
+    }
+    struct fsprof_ctr *c = (struct fsprof_ctr *)(s + (size_t)op * g_ctr_size);
+    add(&c->pre, 1);
+    return c;
+}
+
+static inline __attribute__((always_inline)) void call_end(struct fsprof_ctr *c, uint64_t t0, uint64_t t1, int failed)
+{
+    uint64_t ns = t1 > t0 ? ticks_to_ns(t1 - t0) : 0;
+    if (ns == 0) {
+        add(&c->zero, 1);
+    } else {
+        add(&c->buckets[bucket_slot(ns)], 1);
+        set_extremes(c, ns);
+    }
+    add(&c->total_ns, ns);
+    if (failed)
+        add(&c->errors, 1);
+    /* Last, so that a reader never sees more returned calls than filed ones. */
+    __atomic_signal_fence(__ATOMIC_RELEASE);
+    add(&c->post, 1);
+}
+
+#endif

@@ -1,0 +1,452 @@
+/* The interposed libc entry points. Each one times the real function found
+ * with dlsym(RTLD_NEXT) and files the latency under its op (ops.def); LFS
+ * `64` variants, `__xstat`-style and fortified `__*_chk` aliases and the
+ * `_unlocked` stdio variants fold into the op of their base function.
+ * Calls libc makes internally (fread's read, realpath's lstat) don't go
+ * through these symbols and are not seen: that is the syscall layer's job. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include "record.h"
+
+/* Symbols that only exist as old versioned compat symbols in current glibc
+ * (`__xstat@GLIBC_2.2.5`) are invisible to dlsym; ask for them by version. */
+static void *resolve(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    static const char *const versions[] = {"GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+    for (unsigned i = 0; !p && i < sizeof versions / sizeof *versions; i++)
+        p = dlvsym(RTLD_NEXT, name, versions[i]);
+    if (!p) {
+        /* Only reachable if the program calls a function no later library
+         * defines, which the dynamic linker would already have refused. */
+        static const char msg[] = "fsprof shim: cannot find the real libc function\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        abort();
+    }
+    return p;
+}
+
+static inline void *real_fn(void **slot, const char *name)
+{
+    void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (UNLIKELY(p == NULL)) {
+        p = resolve(name);
+        __atomic_store_n(slot, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
+#define REAL(name) ((__typeof__(real_##name))real_fn((void **)&real_##name, #name))
+
+/* Times `call` (an expression of type `type`) as op `op`; `failed` is an
+ * expression over the result `r`. */
+#define TIMED(op, type, failed, call)                                                    \
+    do {                                                                                 \
+        struct fsprof_ctr *c_ = call_begin(op);                                          \
+        if (UNLIKELY(c_ == NULL))                                                        \
+            return call;                                                                 \
+        uint64_t t0_ = now_ticks();                                                      \
+        type r = call;                                                                   \
+        uint64_t t1_ = now_ticks();                                                      \
+        call_end(c_, t0_, t1_, (failed));                                                \
+        return r;                                                                        \
+    } while (0)
+
+#define WRAP(op, type, name, params, args, failed)                                       \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params { TIMED(OP_##op, type, failed, REAL(name) args); }
+
+#define M1 (r == -1)
+#define NONZERO (r != 0)
+#define ISNULL (r == NULL)
+
+/* ---- open / close ------------------------------------------------------- */
+
+/* The mode argument exists only when the flags ask for a new file. */
+#define MODE_ARG(flags)                                                                  \
+    mode_t mode = 0;                                                                     \
+    if ((flags) & (O_CREAT | __O_TMPFILE)) {                                             \
+        va_list ap;                                                                      \
+        va_start(ap, flags);                                                             \
+        mode = (mode_t)va_arg(ap, int);                                                  \
+        va_end(ap);                                                                      \
+    }
+
+#define WRAP_OPEN(name)                                                                  \
+    static int (*real_##name)(const char *, int, ...);                                   \
+    EXPORT int name(const char *path, int flags, ...)                                    \
+    {                                                                                    \
+        MODE_ARG(flags);                                                                 \
+        TIMED(OP_open, int, M1, REAL(name)(path, flags, mode));                          \
+    }
+WRAP_OPEN(open)
+WRAP_OPEN(open64)
+
+#define WRAP_OPENAT(name)                                                                \
+    static int (*real_##name)(int, const char *, int, ...);                              \
+    EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
+    {                                                                                    \
+        MODE_ARG(flags);                                                                 \
+        TIMED(OP_openat, int, M1, REAL(name)(dirfd, path, flags, mode));                 \
+    }
+WRAP_OPENAT(openat)
+WRAP_OPENAT(openat64)
+
+WRAP(open, int, __open_2, (const char *path, int flags), (path, flags), M1)
+WRAP(open, int, __open64_2, (const char *path, int flags), (path, flags), M1)
+WRAP(openat, int, __openat_2, (int d, const char *path, int flags), (d, path, flags), M1)
+WRAP(openat, int, __openat64_2, (int d, const char *path, int flags), (d, path, flags), M1)
+WRAP(creat, int, creat, (const char *path, mode_t mode), (path, mode), M1)
+WRAP(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1)
+WRAP(close, int, close, (int fd), (fd), M1)
+
+/* ---- data ---------------------------------------------------------------- */
+
+WRAP(read, ssize_t, read, (int fd, void *b, size_t n), (fd, b, n), M1)
+WRAP(read, ssize_t, __read_chk, (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl), M1)
+WRAP(write, ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n), M1)
+WRAP(pread, ssize_t, pread, (int fd, void *b, size_t n, off_t o), (fd, b, n, o), M1)
+WRAP(pread, ssize_t, pread64, (int fd, void *b, size_t n, off64_t o), (fd, b, n, o), M1)
+WRAP(pread, ssize_t, __pread_chk, (int fd, void *b, size_t n, off_t o, size_t bl),
+     (fd, b, n, o, bl), M1)
+WRAP(pread, ssize_t, __pread64_chk, (int fd, void *b, size_t n, off64_t o, size_t bl),
+     (fd, b, n, o, bl), M1)
+WRAP(pwrite, ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o), M1)
+WRAP(pwrite, ssize_t, pwrite64, (int fd, const void *b, size_t n, off64_t o), (fd, b, n, o), M1)
+WRAP(readv, ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n), M1)
+WRAP(writev, ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n), M1)
+WRAP(preadv, ssize_t, preadv, (int fd, const struct iovec *v, int n, off_t o), (fd, v, n, o), M1)
+WRAP(preadv, ssize_t, preadv64, (int fd, const struct iovec *v, int n, off64_t o), (fd, v, n, o),
+     M1)
+WRAP(pwritev, ssize_t, pwritev, (int fd, const struct iovec *v, int n, off_t o), (fd, v, n, o),
+     M1)
+WRAP(pwritev, ssize_t, pwritev64, (int fd, const struct iovec *v, int n, off64_t o),
+     (fd, v, n, o), M1)
+WRAP(preadv2, ssize_t, preadv2, (int fd, const struct iovec *v, int n, off_t o, int f),
+     (fd, v, n, o, f), M1)
+WRAP(preadv2, ssize_t, preadv64v2, (int fd, const struct iovec *v, int n, off64_t o, int f),
+     (fd, v, n, o, f), M1)
+WRAP(pwritev2, ssize_t, pwritev2, (int fd, const struct iovec *v, int n, off_t o, int f),
+     (fd, v, n, o, f), M1)
+WRAP(pwritev2, ssize_t, pwritev64v2, (int fd, const struct iovec *v, int n, off64_t o, int f),
+     (fd, v, n, o, f), M1)
+WRAP(lseek, off_t, lseek, (int fd, off_t o, int w), (fd, o, w), M1)
+WRAP(lseek, off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), M1)
+WRAP(sendfile, ssize_t, sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n), M1)
+WRAP(sendfile, ssize_t, sendfile64, (int o, int i, off64_t *off, size_t n), (o, i, off, n), M1)
+WRAP(copy_file_range, ssize_t, copy_file_range,
+     (int i, off64_t *io, int o, off64_t *oo, size_t n, unsigned f), (i, io, o, oo, n, f), M1)
+
+/* ---- attributes ------------------------------------------------------------ */
+
+WRAP(stat, int, stat, (const char *p, struct stat *s), (p, s), M1)
+WRAP(stat, int, stat64, (const char *p, struct stat64 *s), (p, s), M1)
+WRAP(stat, int, __xstat, (int v, const char *p, struct stat *s), (v, p, s), M1)
+WRAP(stat, int, __xstat64, (int v, const char *p, struct stat64 *s), (v, p, s), M1)
+WRAP(lstat, int, lstat, (const char *p, struct stat *s), (p, s), M1)
+WRAP(lstat, int, lstat64, (const char *p, struct stat64 *s), (p, s), M1)
+WRAP(lstat, int, __lxstat, (int v, const char *p, struct stat *s), (v, p, s), M1)
+WRAP(lstat, int, __lxstat64, (int v, const char *p, struct stat64 *s), (v, p, s), M1)
+WRAP(fstat, int, fstat, (int fd, struct stat *s), (fd, s), M1)
+WRAP(fstat, int, fstat64, (int fd, struct stat64 *s), (fd, s), M1)
+WRAP(fstat, int, __fxstat, (int v, int fd, struct stat *s), (v, fd, s), M1)
+WRAP(fstat, int, __fxstat64, (int v, int fd, struct stat64 *s), (v, fd, s), M1)
+WRAP(fstatat, int, fstatat, (int d, const char *p, struct stat *s, int f), (d, p, s, f), M1)
+WRAP(fstatat, int, fstatat64, (int d, const char *p, struct stat64 *s, int f), (d, p, s, f), M1)
+WRAP(fstatat, int, __fxstatat, (int v, int d, const char *p, struct stat *s, int f),
+     (v, d, p, s, f), M1)
+WRAP(fstatat, int, __fxstatat64, (int v, int d, const char *p, struct stat64 *s, int f),
+     (v, d, p, s, f), M1)
+WRAP(statx, int, statx, (int d, const char *p, int f, unsigned m, struct statx *s),
+     (d, p, f, m, s), M1)
+WRAP(access, int, access, (const char *p, int m), (p, m), M1)
+WRAP(faccessat, int, faccessat, (int d, const char *p, int m, int f), (d, p, m, f), M1)
+WRAP(statfs, int, statfs, (const char *p, struct statfs *s), (p, s), M1)
+WRAP(statfs, int, statfs64, (const char *p, struct statfs64 *s), (p, s), M1)
+WRAP(fstatfs, int, fstatfs, (int fd, struct statfs *s), (fd, s), M1)
+WRAP(fstatfs, int, fstatfs64, (int fd, struct statfs64 *s), (fd, s), M1)
+WRAP(statvfs, int, statvfs, (const char *p, struct statvfs *s), (p, s), M1)
+WRAP(statvfs, int, statvfs64, (const char *p, struct statvfs64 *s), (p, s), M1)
+WRAP(fstatvfs, int, fstatvfs, (int fd, struct statvfs *s), (fd, s), M1)
+WRAP(fstatvfs, int, fstatvfs64, (int fd, struct statvfs64 *s), (fd, s), M1)
+
+/* ---- durability and size ---------------------------------------------------- */
+
+WRAP(fsync, int, fsync, (int fd), (fd), M1)
+WRAP(fdatasync, int, fdatasync, (int fd), (fd), M1)
+WRAP(syncfs, int, syncfs, (int fd), (fd), M1)
+WRAP(sync_file_range, int, sync_file_range, (int fd, off64_t o, off64_t n, unsigned f),
+     (fd, o, n, f), M1)
+WRAP(truncate, int, truncate, (const char *p, off_t n), (p, n), M1)
+WRAP(truncate, int, truncate64, (const char *p, off64_t n), (p, n), M1)
+WRAP(ftruncate, int, ftruncate, (int fd, off_t n), (fd, n), M1)
+WRAP(ftruncate, int, ftruncate64, (int fd, off64_t n), (fd, n), M1)
+WRAP(fallocate, int, fallocate, (int fd, int m, off_t o, off_t n), (fd, m, o, n), M1)
+WRAP(fallocate, int, fallocate64, (int fd, int m, off64_t o, off64_t n), (fd, m, o, n), M1)
+/* These two return the error number instead of setting errno. */
+WRAP(posix_fallocate, int, posix_fallocate, (int fd, off_t o, off_t n), (fd, o, n), NONZERO)
+WRAP(posix_fallocate, int, posix_fallocate64, (int fd, off64_t o, off64_t n), (fd, o, n), NONZERO)
+WRAP(posix_fadvise, int, posix_fadvise, (int fd, off_t o, off_t n, int a), (fd, o, n, a), NONZERO)
+WRAP(posix_fadvise, int, posix_fadvise64, (int fd, off64_t o, off64_t n, int a), (fd, o, n, a),
+     NONZERO)
+
+static void (*real_sync)(void);
+EXPORT void sync(void)
+{
+    struct fsprof_ctr *c = call_begin(OP_sync);
+    if (UNLIKELY(c == NULL)) {
+        REAL(sync)();
+        return;
+    }
+    uint64_t t0 = now_ticks();
+    REAL(sync)();
+    call_end(c, t0, now_ticks(), 0);
+}
+
+/* ---- namespace ----------------------------------------------------------------- */
+
+WRAP(mkdir, int, mkdir, (const char *p, mode_t m), (p, m), M1)
+WRAP(mkdirat, int, mkdirat, (int d, const char *p, mode_t m), (d, p, m), M1)
+WRAP(rmdir, int, rmdir, (const char *p), (p), M1)
+WRAP(unlink, int, unlink, (const char *p), (p), M1)
+WRAP(unlinkat, int, unlinkat, (int d, const char *p, int f), (d, p, f), M1)
+WRAP(rename, int, rename, (const char *a, const char *b), (a, b), M1)
+WRAP(renameat, int, renameat, (int da, const char *a, int db, const char *b), (da, a, db, b), M1)
+WRAP(renameat2, int, renameat2, (int da, const char *a, int db, const char *b, unsigned f),
+     (da, a, db, b, f), M1)
+WRAP(link, int, link, (const char *a, const char *b), (a, b), M1)
+WRAP(linkat, int, linkat, (int da, const char *a, int db, const char *b, int f),
+     (da, a, db, b, f), M1)
+WRAP(symlink, int, symlink, (const char *a, const char *b), (a, b), M1)
+WRAP(symlinkat, int, symlinkat, (const char *a, int d, const char *b), (a, d, b), M1)
+WRAP(readlink, ssize_t, readlink, (const char *p, char *b, size_t n), (p, b, n), M1)
+WRAP(readlink, ssize_t, __readlink_chk, (const char *p, char *b, size_t n, size_t bl),
+     (p, b, n, bl), M1)
+WRAP(readlinkat, ssize_t, readlinkat, (int d, const char *p, char *b, size_t n), (d, p, b, n), M1)
+WRAP(readlinkat, ssize_t, __readlinkat_chk, (int d, const char *p, char *b, size_t n, size_t bl),
+     (d, p, b, n, bl), M1)
+WRAP(mknod, int, mknod, (const char *p, mode_t m, dev_t d), (p, m, d), M1)
+WRAP(mknodat, int, mknodat, (int fd, const char *p, mode_t m, dev_t d), (fd, p, m, d), M1)
+WRAP(chmod, int, chmod, (const char *p, mode_t m), (p, m), M1)
+WRAP(fchmod, int, fchmod, (int fd, mode_t m), (fd, m), M1)
+WRAP(fchmodat, int, fchmodat, (int d, const char *p, mode_t m, int f), (d, p, m, f), M1)
+WRAP(chown, int, chown, (const char *p, uid_t u, gid_t g), (p, u, g), M1)
+WRAP(fchown, int, fchown, (int fd, uid_t u, gid_t g), (fd, u, g), M1)
+WRAP(lchown, int, lchown, (const char *p, uid_t u, gid_t g), (p, u, g), M1)
+WRAP(fchownat, int, fchownat, (int d, const char *p, uid_t u, gid_t g, int f), (d, p, u, g, f), M1)
+WRAP(utimensat, int, utimensat, (int d, const char *p, const struct timespec t[2], int f),
+     (d, p, t, f), M1)
+WRAP(futimens, int, futimens, (int fd, const struct timespec t[2]), (fd, t), M1)
+WRAP(utime, int, utime, (const char *p, const struct utimbuf *t), (p, t), M1)
+WRAP(utimes, int, utimes, (const char *p, const struct timeval t[2]), (p, t), M1)
+WRAP(futimes, int, futimes, (int fd, const struct timeval t[2]), (fd, t), M1)
+WRAP(lutimes, int, lutimes, (const char *p, const struct timeval t[2]), (p, t), M1)
+WRAP(chdir, int, chdir, (const char *p), (p), M1)
+WRAP(fchdir, int, fchdir, (int fd), (fd), M1)
+
+/* ---- extended attributes ----------------------------------------------------------- */
+
+WRAP(getxattr, ssize_t, getxattr, (const char *p, const char *n, void *v, size_t s), (p, n, v, s),
+     M1)
+WRAP(lgetxattr, ssize_t, lgetxattr, (const char *p, const char *n, void *v, size_t s),
+     (p, n, v, s), M1)
+WRAP(fgetxattr, ssize_t, fgetxattr, (int fd, const char *n, void *v, size_t s), (fd, n, v, s), M1)
+WRAP(setxattr, int, setxattr, (const char *p, const char *n, const void *v, size_t s, int f),
+     (p, n, v, s, f), M1)
+WRAP(lsetxattr, int, lsetxattr, (const char *p, const char *n, const void *v, size_t s, int f),
+     (p, n, v, s, f), M1)
+WRAP(fsetxattr, int, fsetxattr, (int fd, const char *n, const void *v, size_t s, int f),
+     (fd, n, v, s, f), M1)
+WRAP(listxattr, ssize_t, listxattr, (const char *p, char *l, size_t s), (p, l, s), M1)
+WRAP(llistxattr, ssize_t, llistxattr, (const char *p, char *l, size_t s), (p, l, s), M1)
+WRAP(flistxattr, ssize_t, flistxattr, (int fd, char *l, size_t s), (fd, l, s), M1)
+WRAP(removexattr, int, removexattr, (const char *p, const char *n), (p, n), M1)
+WRAP(lremovexattr, int, lremovexattr, (const char *p, const char *n), (p, n), M1)
+WRAP(fremovexattr, int, fremovexattr, (int fd, const char *n), (fd, n), M1)
+
+/* ---- directories ---------------------------------------------------------------------- */
+
+WRAP(opendir, DIR *, opendir, (const char *p), (p), ISNULL)
+WRAP(fdopendir, DIR *, fdopendir, (int fd), (fd), ISNULL)
+WRAP(closedir, int, closedir, (DIR * d), (d), M1)
+WRAP(getdents64, ssize_t, getdents64, (int fd, void *b, size_t n), (fd, b, n), M1)
+/* readdir_r returns the error number. */
+WRAP(readdir, int, readdir_r, (DIR * d, struct dirent *e, struct dirent **r_), (d, e, r_), NONZERO)
+WRAP(readdir, int, readdir64_r, (DIR * d, struct dirent64 *e, struct dirent64 **r_), (d, e, r_),
+     NONZERO)
+
+/* readdir returns NULL both at the end and on error; only errno tells them
+ * apart, so clear it around the call and put the caller's value back unless
+ * the call failed (readdir must leave errno alone at the end). */
+#define WRAP_READDIR(name, ent)                                                          \
+    static ent *(*real_##name)(DIR *);                                                   \
+    EXPORT ent *name(DIR *d)                                                             \
+    {                                                                                    \
+        struct fsprof_ctr *c = call_begin(OP_readdir);                                   \
+        if (UNLIKELY(c == NULL))                                                         \
+            return REAL(name)(d);                                                        \
+        int saved = errno;                                                               \
+        errno = 0;                                                                       \
+        uint64_t t0 = now_ticks();                                                       \
+        ent *r = REAL(name)(d);                                                          \
+        uint64_t t1 = now_ticks();                                                       \
+        int failed = r == NULL && errno != 0;                                            \
+        if (!failed)                                                                     \
+            errno = saved;                                                               \
+        call_end(c, t0, t1, failed);                                                     \
+        return r;                                                                        \
+    }
+WRAP_READDIR(readdir, struct dirent)
+WRAP_READDIR(readdir64, struct dirent64)
+
+/* ---- memory mappings -------------------------------------------------------------------- */
+
+/* munmap is timed only for mappings we saw mmap create from a file: most
+ * munmap calls release malloc's anonymous memory. A small lock-free set of
+ * start addresses remembers them; a partial unmap or a full set goes
+ * unrecorded rather than costing a lock. */
+#define MAPS 1024
+#define MAP_GONE ((uintptr_t)1)
+static uintptr_t file_maps[MAPS];
+
+static unsigned map_hash(uintptr_t a)
+{
+    return (unsigned)((a >> 12) * 0x9E3779B1u) % MAPS;
+}
+
+static void map_remember(void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    for (unsigned i = 0, h = map_hash(a); i < 16; i++, h = (h + 1) % MAPS) {
+        uintptr_t cur = __atomic_load_n(&file_maps[h], __ATOMIC_RELAXED);
+        if ((cur == 0 || cur == MAP_GONE) &&
+            __atomic_compare_exchange_n(&file_maps[h], &cur, a, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+static int map_forget(void *addr)
+{
+    uintptr_t a = (uintptr_t)addr;
+    for (unsigned i = 0, h = map_hash(a); i < 16; i++, h = (h + 1) % MAPS) {
+        uintptr_t cur = __atomic_load_n(&file_maps[h], __ATOMIC_RELAXED);
+        if (cur == 0)
+            return 0;
+        if (cur == a)
+            return __atomic_compare_exchange_n(&file_maps[h], &cur, MAP_GONE, 0, __ATOMIC_RELAXED,
+                                               __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
+#define WRAP_MMAP(name, off_type)                                                        \
+    static void *(*real_##name)(void *, size_t, int, int, int, off_type);                \
+    EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
+    {                                                                                    \
+        struct fsprof_ctr *c;                                                            \
+        if ((flags & MAP_ANONYMOUS) || fd < 0 || (c = call_begin(OP_mmap)) == NULL)      \
+            return REAL(name)(a, n, prot, flags, fd, off);                               \
+        uint64_t t0 = now_ticks();                                                       \
+        void *r = REAL(name)(a, n, prot, flags, fd, off);                                \
+        uint64_t t1 = now_ticks();                                                       \
+        if (r != MAP_FAILED)                                                             \
+            map_remember(r);                                                             \
+        call_end(c, t0, t1, r == MAP_FAILED);                                            \
+        return r;                                                                        \
+    }
+WRAP_MMAP(mmap, off_t)
+WRAP_MMAP(mmap64, off64_t)
+
+static int (*real_munmap)(void *, size_t);
+EXPORT int munmap(void *a, size_t n)
+{
+    struct fsprof_ctr *c;
+    if (!map_forget(a) || (c = call_begin(OP_munmap)) == NULL)
+        return REAL(munmap)(a, n);
+    uint64_t t0 = now_ticks();
+    int r = REAL(munmap)(a, n);
+    uint64_t t1 = now_ticks();
+    call_end(c, t0, t1, r == -1);
+    return r;
+}
+
+WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
+
+/* ---- locks and descriptors ------------------------------------------------------------------ */
+
+/* fcntl's third argument is an int or a pointer depending on the command;
+ * passing it on as a long is how libc itself forwards it. */
+#define WRAP_FCNTL(name)                                                                 \
+    static int (*real_##name)(int, int, ...);                                            \
+    EXPORT int name(int fd, int cmd, ...)                                                \
+    {                                                                                    \
+        va_list ap;                                                                      \
+        va_start(ap, cmd);                                                               \
+        long arg = va_arg(ap, long);                                                     \
+        va_end(ap);                                                                      \
+        TIMED(OP_fcntl, int, M1, REAL(name)(fd, cmd, arg));                              \
+    }
+WRAP_FCNTL(fcntl)
+WRAP_FCNTL(fcntl64)
+WRAP(flock, int, flock, (int fd, int op), (fd, op), M1)
+
+/* ---- stdio ------------------------------------------------------------------------------------ */
+
+WRAP(fopen, FILE *, fopen, (const char *p, const char *m), (p, m), ISNULL)
+WRAP(fopen, FILE *, fopen64, (const char *p, const char *m), (p, m), ISNULL)
+WRAP(freopen, FILE *, freopen, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL)
+WRAP(freopen, FILE *, freopen64, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL)
+WRAP(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL)
+WRAP(fclose, int, fclose, (FILE * f), (f), r == EOF)
+WRAP(fflush, int, fflush, (FILE * f), (f), r == EOF)
+WRAP(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF)
+/* A short count is an error only if the stream says so (else: end of file). */
+#define SHORT_ERR (r < n && ferror_unlocked(f))
+WRAP(fread, size_t, fread, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f), SHORT_ERR)
+WRAP(fread, size_t, fread_unlocked, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
+     SHORT_ERR)
+WRAP(fread, size_t, __fread_chk, (void *p, size_t pl, size_t s, size_t n, FILE *f),
+     (p, pl, s, n, f), SHORT_ERR)
+WRAP(fread, size_t, __fread_unlocked_chk, (void *p, size_t pl, size_t s, size_t n, FILE *f),
+     (p, pl, s, n, f), SHORT_ERR)
+WRAP(fwrite, size_t, fwrite, (const void *p, size_t s, size_t n, FILE *f), (p, s, n, f), r < n)
+WRAP(fwrite, size_t, fwrite_unlocked, (const void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
+     r < n)
+#define NULL_ERR (r == NULL && ferror_unlocked(f))
+WRAP(fgets, char *, fgets, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
+WRAP(fgets, char *, fgets_unlocked, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
+WRAP(fgets, char *, __fgets_chk, (char *b, size_t bl, int n, FILE *f), (b, bl, n, f), NULL_ERR)
+WRAP(fgets, char *, __fgets_unlocked_chk, (char *b, size_t bl, int n, FILE *f), (b, bl, n, f),
+     NULL_ERR)
+WRAP(fputs, int, fputs, (const char *s, FILE *f), (s, f), r == EOF)
+WRAP(fputs, int, fputs_unlocked, (const char *s, FILE *f), (s, f), r == EOF)
+#define M1_ERR (r == -1 && ferror_unlocked(f))
+WRAP(getline, ssize_t, getline, (char **l, size_t *n, FILE *f), (l, n, f), M1_ERR)
+WRAP(getdelim, ssize_t, getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
+WRAP(getdelim, ssize_t, __getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
+WRAP(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1)
+WRAP(fseek, int, fseeko, (FILE * f, off_t o, int w), (f, o, w), M1)
+WRAP(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1)
+WRAP(ftell, long, ftell, (FILE * f), (f), M1)
+WRAP(ftell, off_t, ftello, (FILE * f), (f), M1)
+WRAP(ftell, off64_t, ftello64, (FILE * f), (f), M1)

@@ -1,0 +1,114 @@
+//! Rust mirror of `shim/abi.h`: the control file `fsprof run` writes and the
+//! per-process counter files the shim writes. `tests` check every size and
+//! offset against the compiled shim.
+
+pub const ABI_VERSION: u32 = 1;
+pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
+pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
+/// Environment variable naming the run directory.
+pub const ENV: &str = "FSPROF_SHM";
+pub const CTL_NAME: &str = "control";
+pub const PROC_HDR_SIZE: usize = 4096;
+pub const SLOT_HDR_SIZE: usize = 64;
+pub const EXE_MAX: usize = 512;
+pub const CMDLINE_MAX: usize = 2048;
+/// Thread slots per process, the shared slot 0 included. Threads beyond
+/// this share slot 0 (atomic adds: slower, never lossy).
+pub const MAX_SLOTS: u32 = 256;
+
+pub const CLOCK_MONOTONIC: u32 = 0;
+pub const CLOCK_TSC: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ControlHeader {
+    pub magic: u64,
+    pub abi_version: u32,
+    pub resolution: u32,
+    pub nbuckets: u32,
+    pub clock: u32,
+    pub tsc_mult: u64,
+    pub tsc_shift: u32,
+    pub max_slots: u32,
+    pub next_seq: u64,
+    // thresholds: [u64; nbuckets] follow
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProcHeader {
+    pub magic: u64,
+    pub abi_version: u32,
+    pub hdr_size: u32,
+    pub nops: u32,
+    pub nbuckets: u32,
+    pub ctr_size: u32,
+    pub max_slots: u32,
+    pub slot_size: u64,
+    pub pid: i32,
+    pub ppid: i32,
+    pub start_ns: u64,
+    pub slots_used: u32,
+    pub ready: u32,
+    pub seq: u64,
+    pub exe_len: u32,
+    pub cmdline_len: u32,
+    pub exe: [u8; EXE_MAX],
+    pub cmdline: [u8; CMDLINE_MAX],
+}
+
+/// Counter words at the start of each op's record; buckets follow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CtrHeader {
+    pub pre: u64,
+    pub post: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub zero: u64,
+    pub reserved: u64,
+}
+
+/// Bytes of one op's counters for `nbuckets` buckets (cache-line padded).
+pub fn ctr_size(nbuckets: u32) -> usize {
+    (std::mem::size_of::<CtrHeader>() + nbuckets as usize * 8 + 63) & !63
+}
+
+/// Layout report of the compiled shim (`fsprof_shim_abi`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    pub control_size: u32,
+    pub ctr_size: u32,
+    pub proc_size: u32,
+    pub off_proc_slots_used: u32,
+    pub off_proc_ready: u32,
+    pub off_proc_exe: u32,
+    pub off_proc_cmdline: u32,
+    pub off_ctl_next_seq: u32,
+    pub off_ctl_thresholds: u32,
+    pub off_ctr_buckets: u32,
+    pub nops: u32,
+}
+
+/// The layout this crate assumes, to compare with [`Layout`] from the shim.
+pub fn expected_layout() -> Layout {
+    use std::mem::{offset_of, size_of};
+    Layout {
+        control_size: size_of::<ControlHeader>() as u32,
+        ctr_size: size_of::<CtrHeader>() as u32,
+        proc_size: size_of::<ProcHeader>() as u32,
+        off_proc_slots_used: offset_of!(ProcHeader, slots_used) as u32,
+        off_proc_ready: offset_of!(ProcHeader, ready) as u32,
+        off_proc_exe: offset_of!(ProcHeader, exe) as u32,
+        off_proc_cmdline: offset_of!(ProcHeader, cmdline) as u32,
+        off_ctl_next_seq: offset_of!(ControlHeader, next_seq) as u32,
+        off_ctl_thresholds: size_of::<ControlHeader>() as u32,
+        off_ctr_buckets: size_of::<CtrHeader>() as u32,
+        nops: crate::OPS.len() as u32,
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<ProcHeader>() <= PROC_HDR_SIZE);

@@ -1,0 +1,50 @@
+//! Puts the embedded shim where the dynamic linker can load it.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::SHIM_SO;
+
+/// Writes the shim to `<base>/fsprof-<uid>/libfsprof_shim-<hash>.so` unless
+/// an identical copy is there, and returns its path. The directory must be
+/// ours and private: whoever can replace the file runs code in every
+/// profiled program.
+pub fn install(base: &Path) -> io::Result<PathBuf> {
+    let uid = unsafe { libc::geteuid() };
+    let dir = base.join(format!("fsprof-{uid}"));
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory owned by uid {uid}; remove it or set TMPDIR elsewhere",
+                dir.display()
+            ),
+        ));
+    }
+    let path = dir.join(format!("libfsprof_shim-{:016x}.so", fnv1a(SHIM_SO)));
+    if fs::read(&path).map(|b| b == SHIM_SO).unwrap_or(false) {
+        return Ok(path);
+    }
+    let tmp = dir.join(format!(".shim-{}.tmp", std::process::id()));
+    {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(SHIM_SO)?;
+        f.set_permissions(fs::Permissions::from_mode(0o755))?;
+    }
+    fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}

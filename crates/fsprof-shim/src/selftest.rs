@@ -1,0 +1,79 @@
+//! Loads the installed shim into this process (without interposing anything:
+//! dlopen'ed objects do not join the global symbol scope) to ask it for its
+//! layout and to measure its own cost with the run's clock parameters.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::abi::{ControlHeader, Layout};
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SelfTest {
+    /// Time the bookkeeping adds around one call, ns.
+    pub per_call_ns: f64,
+    /// Two back-to-back clock reads: the smallest latency that can be seen.
+    pub min_recordable_ns: f64,
+}
+
+pub struct LoadedShim {
+    handle: *mut libc::c_void,
+}
+
+type AbiFn = unsafe extern "C" fn(*mut Layout);
+type SelfTestFn = unsafe extern "C" fn(*const u8, u32, *mut SelfTest) -> libc::c_int;
+
+impl LoadedShim {
+    pub fn load(path: &Path) -> io::Result<Self> {
+        let c = CString::new(path.as_os_str().as_bytes())?;
+        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            let msg = unsafe { std::ffi::CStr::from_ptr(libc::dlerror()) };
+            return Err(io::Error::other(format!(
+                "cannot load the preload shim {}: {}",
+                path.display(),
+                msg.to_string_lossy()
+            )));
+        }
+        Ok(LoadedShim { handle })
+    }
+
+    fn symbol(&self, name: &str) -> io::Result<*mut libc::c_void> {
+        let c = CString::new(name).unwrap();
+        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
+        if p.is_null() {
+            return Err(io::Error::other(format!("the preload shim lacks {name}")));
+        }
+        Ok(p)
+    }
+
+    pub fn layout(&self) -> io::Result<Layout> {
+        let f: AbiFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_abi")?) };
+        let mut out = Layout::default();
+        unsafe { f(&mut out) };
+        Ok(out)
+    }
+
+    /// `control` is a complete control block (header + thresholds).
+    pub fn selftest(&self, control: &[u8], iterations: u32) -> io::Result<SelfTest> {
+        assert!(control.len() >= std::mem::size_of::<ControlHeader>());
+        let f: SelfTestFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_selftest")?) };
+        // The block may be unaligned in a Vec<u8>; give the C side u64 alignment.
+        let mut aligned = vec![0u64; control.len().div_ceil(8)];
+        unsafe {
+            std::ptr::copy_nonoverlapping(control.as_ptr(), aligned.as_mut_ptr() as *mut u8, control.len());
+        }
+        let mut out = SelfTest::default();
+        let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
+        if rc != 0 {
+            return Err(io::Error::other("the preload shim rejected the self-test parameters"));
+        }
+        Ok(out)
+    }
+}
+
+// Deliberately no dlclose: the shim registers nothing, but unloading code
+// that a thread-local destructor or atfork list might point to is never
+// worth the few kilobytes.

@@ -1,0 +1,41 @@
+//! The Rust mirror of the shim's file layout must match the compiled C.
+
+use fsprof_shim::{abi, install, LoadedShim};
+
+#[test]
+fn rust_layout_matches_compiled_shim() {
+    let dir = tempdir();
+    let path = install(&dir).expect("install shim");
+    let shim = LoadedShim::load(&path).expect("load shim");
+    assert_eq!(shim.layout().unwrap(), abi::expected_layout());
+}
+
+#[test]
+fn install_is_idempotent_and_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let a = install(&dir).unwrap();
+    let b = install(&dir).unwrap();
+    assert_eq!(a, b);
+    let mode = std::fs::metadata(a.parent().unwrap()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "shim directory must be private");
+}
+
+#[test]
+fn ops_table_has_no_duplicates() {
+    let mut ops = fsprof_shim::OPS.to_vec();
+    ops.sort();
+    ops.dedup();
+    assert_eq!(ops.len(), fsprof_shim::OPS.len());
+    assert!(fsprof_shim::OPS.contains(&"read") && fsprof_shim::OPS.contains(&"fread"));
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "fsprof-shim-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
