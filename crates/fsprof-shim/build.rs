@@ -54,5 +54,8 @@ fn main() {
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));
-    assert!(status.success(), "building the preload shim with `{cc}` failed");
+    assert!(
+        status.success(),
+        "building the preload shim with `{cc}` failed"
+    );
 }

@@ -24,14 +24,28 @@ pub fn check_profile(p: &Profile) -> CheckReport {
     let mut rep = CheckReport::default();
     check_layers(&p.layers, "", &mut rep);
     for pr in &p.processes {
-        check_layers(&pr.layers, &format!("pid {} ", pr.pid), &mut CheckReport::default());
+        check_layers(
+            &pr.layers,
+            &format!("pid {} ", pr.pid),
+            &mut CheckReport::default(),
+        );
     }
     // Intervals and processes must add up to the totals.
     if !p.intervals.is_empty() {
-        compare_sum(&p.layers, p.intervals.iter().map(|i| &i.layers[..]), "intervals", &mut rep);
+        compare_sum(
+            &p.layers,
+            p.intervals.iter().map(|i| &i.layers[..]),
+            "intervals",
+            &mut rep,
+        );
     }
     if !p.processes.is_empty() {
-        compare_sum(&p.layers, p.processes.iter().map(|i| &i.layers[..]), "processes", &mut rep);
+        compare_sum(
+            &p.layers,
+            p.processes.iter().map(|i| &i.layers[..]),
+            "processes",
+            &mut rep,
+        );
     }
     rep
 }
@@ -60,7 +74,10 @@ fn check_layers(layers: &[Layer], prefix: &str, rep: &mut CheckReport) {
                 ));
             }
             if op.errors > op.post {
-                rep.errors.push(format!("{name}: {} errors but only {} calls", op.errors, op.post));
+                rep.errors.push(format!(
+                    "{name}: {} errors but only {} calls",
+                    op.errors, op.post
+                ));
             }
         }
     }

@@ -82,7 +82,10 @@ fn validate(p: &Profile) -> Result<(), String> {
             }
             for op in &layer.ops {
                 if op.name.is_empty() {
-                    return Err(format!("{what}: layer {} has an op with an empty name", layer.name));
+                    return Err(format!(
+                        "{what}: layer {} has an op with an empty name",
+                        layer.name
+                    ));
                 }
                 let h = &op.histogram;
                 let last = h.offset as i64 + h.counts.len() as i64 - 1;
@@ -140,9 +143,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), Fo
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| werr(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
+    let name = path.file_name().ok_or_else(|| {
+        werr(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file name",
+        ))
+    })?;
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
         name.to_string_lossy(),
@@ -211,7 +217,8 @@ mod tests {
     #[test]
     fn truncated_file_is_reported_as_truncated() {
         let json = to_json(&sample());
-        let err = parse_profile(&json.as_bytes()[..json.len() / 2], Path::new("p.json")).unwrap_err();
+        let err =
+            parse_profile(&json.as_bytes()[..json.len() / 2], Path::new("p.json")).unwrap_err();
         assert!(err.to_string().contains("truncated"), "{err}");
     }
 
@@ -220,7 +227,10 @@ mod tests {
         let json = to_json(&sample()).replace("\"format_version\": 1", "\"format_version\": 7");
         let err = parse_profile(json.as_bytes(), Path::new("p.json")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("version 7") && msg.contains("version 1"), "{msg}");
+        assert!(
+            msg.contains("version 7") && msg.contains("version 1"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -255,7 +265,11 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "precious");
         write_profile(&path, &sample(), true).unwrap();
         assert!(read_profile(&path).is_ok());
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

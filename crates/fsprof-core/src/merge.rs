@@ -17,8 +17,16 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
         .unwrap_or_default();
     let mut meta = meta_base;
     meta.resolution = res;
-    meta.duration_ns = profiles.iter().map(|p| p.meta.duration_ns).max().unwrap_or(0);
-    meta.start_unix_ns = profiles.iter().map(|p| p.meta.start_unix_ns).min().unwrap_or(0);
+    meta.duration_ns = profiles
+        .iter()
+        .map(|p| p.meta.duration_ns)
+        .max()
+        .unwrap_or(0);
+    meta.start_unix_ns = profiles
+        .iter()
+        .map(|p| p.meta.start_unix_ns)
+        .min()
+        .unwrap_or(0);
     meta.merged_from = profiles
         .iter()
         .flat_map(|p| {
@@ -44,12 +52,13 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
     let mut out = Profile::new(meta);
     for p in profiles {
         add_layers(&mut out.layers, &p.layers, p.resolution(), res);
-        out.processes.extend(p.processes.iter().cloned().map(|mut pr| {
-            for l in &mut pr.layers {
-                downscale_layer(l, p.resolution(), res);
-            }
-            pr
-        }));
+        out.processes
+            .extend(p.processes.iter().cloned().map(|mut pr| {
+                for l in &mut pr.layers {
+                    downscale_layer(l, p.resolution(), res);
+                }
+                pr
+            }));
     }
 
     let interval_lengths: Vec<Option<u64>> = profiles.iter().map(|p| p.meta.interval_ns).collect();
@@ -66,7 +75,12 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
                             layers: Vec::new(),
                         });
                     }
-                    add_layers(&mut out.intervals[k].layers, &iv.layers, p.resolution(), res);
+                    add_layers(
+                        &mut out.intervals[k].layers,
+                        &iv.layers,
+                        p.resolution(),
+                        res,
+                    );
                 }
             }
         }
@@ -124,7 +138,10 @@ mod tests {
 
     #[test]
     fn merge_adds_counts_and_keeps_extremes() {
-        let (m, w) = merge_profiles(&[profile(1, &[10, 20]), profile(1, &[3000])], Meta::default());
+        let (m, w) = merge_profiles(
+            &[profile(1, &[10, 20]), profile(1, &[3000])],
+            Meta::default(),
+        );
         assert!(w.is_empty());
         let op = m.layer("user").unwrap().op("read").unwrap();
         assert_eq!((op.pre, op.post, op.total_ns), (3, 3, 3030));

@@ -8,9 +8,9 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected a number with a unit, e.g. 1s or 250ms"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("invalid duration {s:?}: expected a number with a unit, e.g. 1s or 250ms")
+    })?;
     let scale = match unit.trim() {
         "" | "s" => 1e9,
         "ms" => 1e6,
@@ -18,7 +18,11 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "ns" => 1.0,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        u => return Err(format!("invalid duration {s:?}: unknown unit {u:?} (use ns, us, ms, s, m, h)")),
+        u => {
+            return Err(format!(
+                "invalid duration {s:?}: unknown unit {u:?} (use ns, us, ms, s, m, h)"
+            ))
+        }
     };
     let ns = value * scale;
     if !(ns >= 1.0 && ns < u64::MAX as f64) {
@@ -76,5 +80,45 @@ mod tests {
         assert_eq!(format_ns(42_000.0), "42.0µs");
         assert_eq!(format_ns(4_200_000.0), "4.20ms");
         assert_eq!(format_ns(1.5e9), "1.50s");
+    }
+}
+
+/// `2026-11-21T23:59:07.123Z` for a Unix time in ns.
+pub fn rfc3339_utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let millis = (unix_ns / 1_000_000) % 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod time_tests {
+    #[test]
+    fn rfc3339() {
+        assert_eq!(super::rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            super::rfc3339_utc(1_795_305_547_123_000_000),
+            "2026-11-21T23:59:07.123Z"
+        );
+        assert_eq!(
+            super::rfc3339_utc(951_782_400_000_000_000),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 }

@@ -63,12 +63,18 @@ impl LoadedShim {
         // The block may be unaligned in a Vec<u8>; give the C side u64 alignment.
         let mut aligned = vec![0u64; control.len().div_ceil(8)];
         unsafe {
-            std::ptr::copy_nonoverlapping(control.as_ptr(), aligned.as_mut_ptr() as *mut u8, control.len());
+            std::ptr::copy_nonoverlapping(
+                control.as_ptr(),
+                aligned.as_mut_ptr() as *mut u8,
+                control.len(),
+            );
         }
         let mut out = SelfTest::default();
         let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
         if rc != 0 {
-            return Err(io::Error::other("the preload shim rejected the self-test parameters"));
+            return Err(io::Error::other(
+                "the preload shim rejected the self-test parameters",
+            ));
         }
         Ok(out)
     }

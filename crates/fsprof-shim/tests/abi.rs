@@ -17,7 +17,10 @@ fn install_is_idempotent_and_private() {
     let a = install(&dir).unwrap();
     let b = install(&dir).unwrap();
     assert_eq!(a, b);
-    let mode = std::fs::metadata(a.parent().unwrap()).unwrap().permissions().mode();
+    let mode = std::fs::metadata(a.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o077, 0, "shim directory must be private");
 }
 

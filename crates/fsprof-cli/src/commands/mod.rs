@@ -1,0 +1,16 @@
+mod check;
+mod merge;
+mod report;
+mod run;
+
+use crate::cli::{Cli, Command};
+
+/// Runs a subcommand; the result is the process exit status.
+pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Report(a) => report::report(a),
+        Command::Check(a) => check::check(a),
+        Command::Merge(a) => merge::merge(a),
+    }
+}

@@ -1,0 +1,113 @@
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use fsprof_core::format::{to_json, write_atomic, FormatError};
+use fsprof_core::{Profile, Resolution};
+use fsprof_report::{render, ReportOptions};
+use fsprof_user::{ClockChoice, RunError, RunOptions};
+
+use crate::cli::{ClockArg, RunArgs};
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    // Refuse an existing -o before running anything: the run may be long.
+    if let Some(out) = &a.out.output {
+        if out.exists() && !a.out.force {
+            return Err(FormatError::Exists { path: out.clone() }.into());
+        }
+    }
+    let opts = RunOptions {
+        argv: a.command.clone(),
+        resolution: Resolution::new(a.resolution).map_err(anyhow::Error::msg)?,
+        interval_ns: a.interval,
+        clock: match a.clock {
+            ClockArg::Auto => ClockChoice::Auto,
+            ClockArg::Tsc => ClockChoice::Tsc,
+            ClockArg::Monotonic => ClockChoice::Monotonic,
+        },
+    };
+    let outcome = match fsprof_user::run(&opts) {
+        Ok(o) => o,
+        Err(RunError::Launch(e)) => {
+            eprintln!("fsprof: {e}");
+            return Ok(e.exit_code());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let code = outcome.exit.shell_code();
+    let path = save(&outcome.profile, &a)?;
+    for n in &outcome.notes {
+        eprintln!("fsprof: note: {n}");
+    }
+    let cmd = a.command[0].to_string_lossy();
+    if outcome.processes_seen == 0 {
+        eprintln!(
+            "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
+             (many Go binaries) and setuid ones ignore LD_PRELOAD; profile them at the syscall layer (`fsprof kernel -- {cmd}`)"
+        );
+    } else if outcome.profile.total_calls() == 0 {
+        eprintln!(
+            "fsprof: `{cmd}` made no file-system call through libc; calls made inside libc or by io_uring are only \
+             visible at the syscall layer (`fsprof kernel -- {cmd}`)"
+        );
+    } else if !a.quiet {
+        let opts = ReportOptions {
+            top: a.top,
+            ..Default::default()
+        };
+        eprint!("{}", render(&outcome.profile, &opts)?);
+    }
+    eprintln!("fsprof: profile written to {}", path.display());
+    Ok(code)
+}
+
+/// Writes the profile without ever replacing a file that is not ours to
+/// replace: `-o` needs `--force` to overwrite, the default name moves on to
+/// the next free name.
+fn save(p: &Profile, a: &RunArgs) -> Result<PathBuf> {
+    let json = to_json(p);
+    if let Some(out) = &a.out.output {
+        write_atomic(out, json.as_bytes(), a.out.force)?;
+        return Ok(out.clone());
+    }
+    let base = default_name(p, &a.command[0].to_string_lossy());
+    for n in 1..1000 {
+        let path = if n == 1 {
+            PathBuf::from(format!("{base}.json"))
+        } else {
+            PathBuf::from(format!("{base}-{n}.json"))
+        };
+        match write_atomic(&path, json.as_bytes(), false) {
+            Ok(()) => return Ok(path),
+            Err(FormatError::Exists { .. }) => continue,
+            Err(e) => {
+                return Err(e).context("writing the profile (use -o FILE to put it elsewhere)")
+            }
+        }
+    }
+    anyhow::bail!("could not find a free file name like {base}.json; use -o FILE")
+}
+
+fn default_name(p: &Profile, cmd: &str) -> String {
+    let prog: String = Path::new(cmd)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "cmd".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // 2026-11-21T23:59:07.123Z -> 20261121T235907
+    let stamp: String = p
+        .meta
+        .start_time
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    format!("fsprof-{prog}-{stamp}")
+}

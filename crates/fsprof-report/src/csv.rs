@@ -1,0 +1,37 @@
+use crate::summary::Summary;
+
+pub const HEADER: &str = "layer,op,count,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share";
+
+pub fn render(s: &Summary) -> String {
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    for l in &s.layers {
+        for r in &l.rows {
+            let o = r.op;
+            out.push_str(&format!(
+                "{},{},{},{},{},{:.1},{},{},{:.1},{:.1},{:.6}\n",
+                field(r.layer),
+                field(&o.name),
+                o.post,
+                o.errors,
+                o.total_ns,
+                o.mean_ns(),
+                o.min_ns.map(|v| v.to_string()).unwrap_or_default(),
+                o.max_ns.map(|v| v.to_string()).unwrap_or_default(),
+                r.p50_ns,
+                r.p99_ns,
+                r.share
+            ));
+        }
+    }
+    out
+}
+
+/// RFC 4180 quoting for names that need it.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,120 @@
+//! Ops ranked by total latency (FSprof Table 1), with the figures every
+//! report format shows.
+
+use fsprof_core::{OpStats, Profile};
+
+use crate::ReportError;
+
+/// Which part of a profile to report on; empty means everything.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub layers: Vec<String>,
+    pub ops: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Row<'a> {
+    pub layer: &'a str,
+    pub op: &'a OpStats,
+    pub p50_ns: f64,
+    pub p99_ns: f64,
+    /// Of the layer's total latency.
+    pub share: f64,
+}
+
+pub struct LayerSummary<'a> {
+    pub name: &'a str,
+    pub total_ns: u64,
+    pub calls: u64,
+    pub errors: u64,
+    pub rows: Vec<Row<'a>>,
+}
+
+pub struct Summary<'a> {
+    pub layers: Vec<LayerSummary<'a>>,
+}
+
+impl<'a> Summary<'a> {
+    pub fn build(p: &'a Profile, sel: &Selection) -> Result<Self, ReportError> {
+        let known_layers = || {
+            p.layers
+                .iter()
+                .map(|l| l.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for name in &sel.layers {
+            if p.layer(name).is_none() {
+                return Err(ReportError::UnknownLayer {
+                    name: name.clone(),
+                    known: known_layers(),
+                });
+            }
+        }
+        let chosen = |l: &str| sel.layers.is_empty() || sel.layers.iter().any(|s| s == l);
+        for name in &sel.ops {
+            let found = p
+                .layers
+                .iter()
+                .filter(|l| chosen(&l.name))
+                .any(|l| l.op(name).is_some());
+            if !found {
+                let mut known: Vec<&str> = p
+                    .layers
+                    .iter()
+                    .filter(|l| chosen(&l.name))
+                    .flat_map(|l| l.ops.iter().map(|o| o.name.as_str()))
+                    .collect();
+                known.sort();
+                known.dedup();
+                return Err(ReportError::UnknownOp {
+                    name: name.clone(),
+                    known: if known.is_empty() {
+                        "no ops".into()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        }
+        let res = p.resolution();
+        let layers = p
+            .layers
+            .iter()
+            .filter(|l| chosen(&l.name))
+            .map(|l| {
+                let total_ns = l.total_ns();
+                let mut rows: Vec<Row> = l
+                    .ops
+                    .iter()
+                    .filter(|o| sel.ops.is_empty() || sel.ops.contains(&o.name))
+                    .map(|op| Row {
+                        layer: &l.name,
+                        op,
+                        p50_ns: op.quantile(0.5, res),
+                        p99_ns: op.quantile(0.99, res),
+                        share: if total_ns == 0 {
+                            0.0
+                        } else {
+                            op.total_ns as f64 / total_ns as f64
+                        },
+                    })
+                    .collect();
+                rows.sort_by(|a, b| {
+                    b.op.total_ns
+                        .cmp(&a.op.total_ns)
+                        .then(b.op.post.cmp(&a.op.post))
+                        .then(a.op.name.cmp(&b.op.name))
+                });
+                LayerSummary {
+                    name: &l.name,
+                    total_ns,
+                    calls: l.total_calls(),
+                    errors: l.ops.iter().map(|o| o.errors).sum(),
+                    rows,
+                }
+            })
+            .collect();
+        Ok(Summary { layers })
+    }
+}

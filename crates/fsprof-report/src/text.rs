@@ -1,0 +1,248 @@
+//! The text report: a header saying what was profiled and what the
+//! profiler cost, ops ranked by total latency, then a log2 histogram per
+//! top op in the style bcc/bpftrace users read every day.
+
+use std::fmt::Write;
+
+use fsprof_core::units::format_ns;
+use fsprof_core::{OpStats, Profile, Resolution};
+
+use crate::summary::Summary;
+use crate::ReportOptions;
+
+const BAR: usize = 40;
+
+pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
+    let mut out = String::new();
+    header(&mut out, p);
+    for l in &s.layers {
+        let _ = writeln!(
+            out,
+            "\nlayer {}: {} calls, {} errors, {} in calls",
+            l.name,
+            group(l.calls),
+            group(l.errors),
+            format_ns(l.total_ns as f64)
+        );
+        if l.rows.is_empty() {
+            let _ = writeln!(out, "  (no calls)");
+            continue;
+        }
+        let w = l
+            .rows
+            .iter()
+            .map(|r| r.op.name.len())
+            .max()
+            .unwrap_or(2)
+            .max(2);
+        let _ = writeln!(
+            out,
+            "  {:<w$} {:>11} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9}",
+            "op", "calls", "errors", "total", "share", "mean", "p50", "p99"
+        );
+        for r in &l.rows {
+            let _ = writeln!(
+                out,
+                "  {:<w$} {:>11} {:>8} {:>10} {:>5.1}% {:>9} {:>9} {:>9}",
+                r.op.name,
+                group(r.op.post),
+                group(r.op.errors),
+                format_ns(r.op.total_ns as f64),
+                r.share * 100.0,
+                format_ns(r.op.mean_ns()),
+                format_ns(r.p50_ns),
+                format_ns(r.p99_ns),
+            );
+        }
+        for r in l.rows.iter().take(opts.top) {
+            let _ = writeln!(
+                out,
+                "\n{}/{}: {} calls, {} total, {:.1}% of the layer",
+                l.name,
+                r.op.name,
+                group(r.op.post),
+                format_ns(r.op.total_ns as f64),
+                r.share * 100.0
+            );
+            out.push_str(&histogram(r.op, p.resolution()));
+        }
+    }
+    if opts.processes && !p.processes.is_empty() {
+        processes(&mut out, p);
+    }
+    out
+}
+
+fn header(out: &mut String, p: &Profile) {
+    let m = &p.meta;
+    let what = if m.command.is_empty() {
+        m.tool.clone()
+    } else {
+        format!("{} -- {}", m.tool, m.command.join(" "))
+    };
+    let _ = writeln!(out, "fsprof {what}");
+    let mut facts = Vec::new();
+    if let Some(exit) = &m.exit {
+        facts.push(match exit {
+            fsprof_core::profile::ExitStatus::Code(c) => format!("exit {c}"),
+            fsprof_core::profile::ExitStatus::Signal(s) => format!("killed by signal {s}"),
+        });
+    }
+    facts.push(format!("{} wall", format_ns(m.duration_ns as f64)));
+    if !p.processes.is_empty() {
+        facts.push(format!("{} process image(s)", p.processes.len()));
+    }
+    let clock = match m.clock.tsc_hz {
+        Some(hz) => format!("clock {} {:.3} GHz", m.clock.source, hz / 1e9),
+        None => format!("clock {}", m.clock.source),
+    };
+    facts.push(clock);
+    facts.push(format!("{} bucket(s) per 2x", m.resolution));
+    if let Some(iv) = m.interval_ns {
+        facts.push(format!(
+            "{} intervals of {}",
+            p.intervals.len(),
+            format_ns(iv as f64)
+        ));
+    }
+    let _ = writeln!(out, "  {}", facts.join(" · "));
+    if !m.host.is_empty() {
+        let _ = writeln!(
+            out,
+            "  host {} · kernel {} · started {}",
+            m.host, m.kernel, m.start_time
+        );
+    }
+    if let Some(o) = &m.overhead {
+        let share = if m.duration_ns > 0 {
+            o.estimated_total_ns as f64 * 100.0 / m.duration_ns as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "  self-overhead {} per call (smallest recordable latency {}); ≈ {} in all, {:.2}% of wall time",
+            format_ns(o.per_call_ns),
+            format_ns(o.min_recordable_ns),
+            format_ns(o.estimated_total_ns as f64),
+            share
+        );
+    }
+    if !m.merged_from.is_empty() {
+        let _ = writeln!(out, "  merged from {} profile(s)", m.merged_from.len());
+    }
+}
+
+/// One row per bucket from the first to the last non-empty one.
+pub fn histogram(op: &OpStats, res: Resolution) -> String {
+    let h = &op.histogram;
+    let mut rows: Vec<(String, u64)> = Vec::new();
+    if h.zero > 0 {
+        rows.push(("0ns".into(), h.zero));
+    }
+    if !h.counts.is_empty() {
+        for (k, &c) in h.counts.iter().enumerate() {
+            let i = h.offset + k as i32;
+            let range = format!(
+                "{} -> {}",
+                format_ns(res.lower_bound(i)),
+                format_ns(res.upper_bound(i))
+            );
+            rows.push((range, c));
+        }
+    }
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
+    let w = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(13);
+    let cw = rows
+        .iter()
+        .map(|r| group(r.1).len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let mut out = String::new();
+    let _ = writeln!(out, "  {:>w$} : {:<cw$}  distribution", "latency", "count");
+    for (range, c) in rows {
+        let n = ((c as f64 / max as f64) * BAR as f64).ceil() as usize;
+        let pad = w - range.chars().count();
+        let _ = writeln!(
+            out,
+            "  {}{range} : {:<cw$}  |{:<BAR$}|",
+            " ".repeat(pad),
+            group(c),
+            "*".repeat(n.min(BAR))
+        );
+    }
+    out
+}
+
+fn processes(out: &mut String, p: &Profile) {
+    let _ = writeln!(out, "\nprocesses");
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>8} {:>11} {:>10}  command",
+        "pid", "ppid", "calls", "total"
+    );
+    for pr in &p.processes {
+        let calls: u64 = pr.layers.iter().map(|l| l.total_calls()).sum();
+        let total: u64 = pr.layers.iter().map(|l| l.total_ns()).sum();
+        let cmd = if pr.argv.is_empty() {
+            pr.exe.clone()
+        } else {
+            pr.argv.join(" ")
+        };
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>8} {:>11} {:>10}  {}",
+            pr.pid,
+            pr.ppid,
+            group(calls),
+            format_ns(total as f64),
+            cmd
+        );
+    }
+}
+
+/// 1234567 -> "1,234,567".
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn histogram_spans_first_to_last_bucket() {
+        let mut op = OpStats::new("read");
+        op.histogram.add_to(Some(9), 10); // 512ns..1.02µs
+        op.histogram.add_to(Some(12), 5);
+        op.post = 15;
+        let text = histogram(&op, Resolution::DEFAULT);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + 4, "{text}");
+        assert!(lines[1].contains("512ns -> 1.02µs") && lines[1].contains(&"*".repeat(BAR)));
+        assert!(lines[2].contains("|                                        |"));
+        assert!(lines[4].contains(&format!("|{}{}|", "*".repeat(20), " ".repeat(20))));
+    }
+}

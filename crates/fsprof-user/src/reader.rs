@@ -1,0 +1,165 @@
+//! Reads the per-process counter files while the processes still write
+//! them. Every counter is a naturally aligned u64 with a single writer (or
+//! atomic adds), read here with atomic loads, so values are never torn;
+//! counters of a call in progress may be one step apart until it returns.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use fsprof_core::{Histogram, OpStats};
+use fsprof_shim::abi::{self, ProcHeader};
+use fsprof_shim::OPS;
+
+/// One process image's counters, summed over its threads.
+#[derive(Clone, Debug)]
+pub struct ProcessCounters {
+    pub seq: u64,
+    pub pid: i32,
+    pub ppid: i32,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub start_mono_ns: u64,
+    pub threads: u32,
+    pub ops: Vec<OpStats>,
+}
+
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+impl Mapping {
+    fn u64_at(&self, off: usize) -> u64 {
+        debug_assert!(off + 8 <= self.len && off % 8 == 0);
+        // SAFETY: in bounds and aligned (checked by the callers' layout
+        // validation); the shim writes these words concurrently.
+        unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
+            .load(Ordering::Relaxed)
+    }
+
+    fn u32_at(&self, off: usize) -> u32 {
+        unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
+            .load(Ordering::Acquire)
+    }
+}
+
+/// Reads one counter file; `Ok(None)` if the process has not finished
+/// setting it up (it is still starting, or died doing so).
+pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCounters>> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len() as usize;
+    if len < abi::PROC_HDR_SIZE {
+        return Ok(None);
+    }
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let m = Mapping { ptr, len };
+    let ready_off = std::mem::offset_of!(ProcHeader, ready);
+    if m.u32_at(ready_off) != 1 {
+        return Ok(None);
+    }
+    // SAFETY: the header is complete once `ready` is set (release/acquire).
+    let h: ProcHeader = unsafe { std::ptr::read(ptr as *const ProcHeader) };
+    let bad = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
+        return Err(bad("not a counter file of this fsprof version"));
+    }
+    if h.nops as usize != OPS.len()
+        || h.nbuckets != nbuckets
+        || h.ctr_size as usize != abi::ctr_size(nbuckets)
+    {
+        return Err(bad("counter layout differs from this fsprof's"));
+    }
+    let slots = h.max_slots as usize;
+    if h.slot_size as usize != abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize
+        || h.hdr_size as usize + slots * h.slot_size as usize > len
+    {
+        return Err(bad("counter file is shorter than its header says"));
+    }
+    let used = (m.u32_at(std::mem::offset_of!(ProcHeader, slots_used)) as usize).min(slots);
+    let mut ops: Vec<OpStats> = Vec::new();
+    let mut buckets = vec![0u64; nbuckets as usize];
+    let words = std::mem::size_of::<abi::CtrHeader>();
+    for (k, name) in OPS.iter().enumerate() {
+        let mut op = OpStats::new(*name);
+        let mut zero = 0;
+        let mut min = u64::MAX;
+        let mut max = 0;
+        buckets.iter_mut().for_each(|b| *b = 0);
+        for s in 0..used {
+            let base = h.hdr_size as usize
+                + s * h.slot_size as usize
+                + abi::SLOT_HDR_SIZE
+                + k * h.ctr_size as usize;
+            let pre = m.u64_at(base);
+            if pre == 0 {
+                continue;
+            }
+            let post = m.u64_at(base + 8);
+            op.pre += pre;
+            op.post += post;
+            op.errors += m.u64_at(base + 16);
+            op.total_ns += m.u64_at(base + 24);
+            let mn = m.u64_at(base + 32);
+            if mn != 0 {
+                min = min.min(mn);
+            }
+            max = max.max(m.u64_at(base + 40));
+            zero += m.u64_at(base + 48);
+            for (j, b) in buckets.iter_mut().enumerate() {
+                *b += m.u64_at(base + words + j * 8);
+            }
+        }
+        if op.pre == 0 {
+            continue;
+        }
+        op.histogram = Histogram::from_slots(zero, &buckets);
+        if op.histogram.total() > 0 {
+            op.min_ns = Some(if zero > 0 { 0 } else { min });
+            op.max_ns = Some(max);
+        }
+        ops.push(op);
+    }
+    let exe =
+        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
+    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Ok(Some(ProcessCounters {
+        seq: h.seq,
+        pid: h.pid,
+        ppid: h.ppid,
+        exe,
+        argv,
+        start_mono_ns: h.start_ns,
+        threads: (used as u32).saturating_sub(1),
+        ops,
+    }))
+}

@@ -1,0 +1,274 @@
+//! One `fsprof run`: set up the run directory and the shim, start the
+//! command, sample the counters into intervals while it runs, and assemble
+//! the profile once it has exited — however it exited: the counters live in
+//! shared files, so a process killed by SIGKILL still has its calls counted.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fsprof_core::profile::{layer, ExitStatus, Interval, Layer, Meta, Overhead, Process};
+use fsprof_core::{BucketLayout, Profile, Resolution};
+use fsprof_shim::{abi, install, LoadedShim, SelfTest};
+
+use crate::clock::{mono_ns, ClockChoice, ClockParams};
+use crate::launch::{self, LaunchError};
+use crate::reader::{read_process, ProcessCounters};
+use crate::rundir::RunDir;
+use crate::sysinfo;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub argv: Vec<OsString>,
+    pub resolution: Resolution,
+    pub interval_ns: Option<u64>,
+    pub clock: ClockChoice,
+}
+
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub profile: Profile,
+    pub exit: ExitStatus,
+    /// Things the user should know about the capture (one line each).
+    pub notes: Vec<String>,
+    /// Number of process images that loaded the shim.
+    pub processes_seen: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> RunError {
+    move |e| RunError::Setup(format!("{what}: {e}"))
+}
+
+pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
+    let layout = BucketLayout::new(opts.resolution);
+    let shim_path =
+        install(&std::env::temp_dir()).map_err(setup("cannot install the preload shim"))?;
+    let cache = shim_path.parent().map(PathBuf::from);
+    let mut clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(RunError::Setup)?;
+    let dir = RunDir::create().map_err(setup("cannot create the run directory"))?;
+    let control = dir
+        .write_control(&clock, &layout)
+        .map_err(setup("cannot write the control file"))?;
+
+    // Measure our own cost on the other core while the command runs: its
+    // result is only needed for the report.
+    let selftest = {
+        let (path, control) = (shim_path.clone(), control.clone());
+        std::thread::spawn(move || -> std::io::Result<SelfTest> {
+            LoadedShim::load(&path)?.selftest(&control, 4000)
+        })
+    };
+
+    let env = vec![
+        ("LD_PRELOAD".to_string(), preload_value(&shim_path)),
+        (abi::ENV.to_string(), dir.path().as_os_str().to_owned()),
+    ];
+    let start_wall = SystemTime::now();
+    let start_mono = mono_ns();
+    let child = launch::spawn(&opts.argv, &env)?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(launch::wait(child));
+    });
+
+    let mut intervals = Vec::new();
+    let mut last: Vec<Layer> = Vec::new();
+    let mut last_t = 0u64;
+    let exit = loop {
+        let timeout = opts
+            .interval_ns
+            .map(|iv| {
+                Duration::from_nanos((intervals.len() as u64 + 1) * iv)
+                    .saturating_sub(Duration::from_nanos(mono_ns() - start_mono))
+            })
+            .unwrap_or(Duration::from_secs(3600));
+        match rx.recv_timeout(timeout) {
+            Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if opts.interval_ns.is_some() {
+                    let now = mono_ns() - start_mono;
+                    let (procs, _) = snapshot(&dir, &layout);
+                    let total = merged(&procs);
+                    intervals.push(slice(&total, &last, last_t, now));
+                    last = total;
+                    last_t = now;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RunError::Setup("the waiting thread died".into()))
+            }
+        }
+    };
+    let end_mono = mono_ns();
+    let duration_ns = end_mono - start_mono;
+    let (procs, unreadable) = snapshot(&dir, &layout);
+    let total = merged(&procs);
+    if opts.interval_ns.is_some() {
+        intervals.push(slice(&total, &last, last_t, duration_ns));
+    }
+
+    let mut notes = unreadable;
+    let drift = clock.refine();
+    if let Some(cache) = &cache {
+        if drift.abs() > 0.005 {
+            notes.push(format!(
+                "the TSC rate changed by {:.2}% during the run; latencies may be off by as much (use --clock monotonic if this repeats)",
+                drift * 100.0
+            ));
+            ClockParams::forget_rate(cache);
+        } else if duration_ns > 1_000_000_000 {
+            clock.save_rate(cache);
+        }
+    }
+    let selftest = match selftest.join() {
+        Ok(Ok(st)) => Some(st),
+        Ok(Err(e)) => {
+            notes.push(format!("could not measure the shim's own overhead: {e}"));
+            None
+        }
+        Err(_) => None,
+    };
+
+    let calls: u64 = total.iter().map(Layer::total_calls).sum();
+    let start_unix_ns = start_wall
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let meta = Meta {
+        fsprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        tool: "run".into(),
+        command: opts
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: sysinfo::hostname(),
+        kernel: sysinfo::kernel_release(),
+        start_time: fsprof_core::units::rfc3339_utc(start_unix_ns),
+        start_unix_ns,
+        duration_ns,
+        clock: clock.describe(),
+        resolution: opts.resolution,
+        interval_ns: opts.interval_ns,
+        overhead: selftest.map(|st| Overhead {
+            per_call_ns: st.per_call_ns,
+            min_recordable_ns: st.min_recordable_ns,
+            estimated_total_ns: (st.per_call_ns * calls as f64) as u64,
+        }),
+        exit: Some(exit.clone()),
+        merged_from: Vec::new(),
+    };
+    let mut profile = Profile::new(meta);
+    profile.layers = total;
+    profile.intervals = intervals;
+    let processes_seen = procs.len();
+    profile.processes = procs
+        .into_iter()
+        .map(|p| to_process(p, start_mono))
+        .collect();
+    for l in &profile.layers {
+        for op in &l.ops {
+            if op.unfinished() > 0 {
+                notes.push(format!(
+                    "{}: {} call(s) never returned (the process ended inside them); they are counted as entered only",
+                    op.name,
+                    op.unfinished()
+                ));
+            }
+        }
+    }
+    Ok(RunOutcome {
+        profile,
+        exit,
+        notes,
+        processes_seen,
+    })
+}
+
+/// Our shim first, then whatever the user preloads already, minus any
+/// fsprof shim of an enclosing `fsprof run`: two shims would both count
+/// every call into the inner run's files.
+fn preload_value(shim: &std::path::Path) -> OsString {
+    let mut v = shim.as_os_str().to_owned();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD") {
+        for part in existing.to_string_lossy().split([' ', ':']) {
+            if !part.is_empty() && !part.contains("libfsprof_shim") {
+                v.push(" ");
+                v.push(part);
+            }
+        }
+    }
+    v
+}
+
+fn snapshot(dir: &RunDir, layout: &BucketLayout) -> (Vec<ProcessCounters>, Vec<String>) {
+    let nbuckets = layout.thresholds().len() as u32;
+    let mut procs = Vec::new();
+    let mut notes = Vec::new();
+    for f in dir.process_files().unwrap_or_default() {
+        match read_process(&f, nbuckets) {
+            Ok(Some(p)) => procs.push(p),
+            Ok(None) => {}
+            Err(e) => notes.push(format!("skipped a process's counters: {e}")),
+        }
+    }
+    (procs, notes)
+}
+
+fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
+    let mut user = Layer::new(layer::USER);
+    for p in procs {
+        for op in &p.ops {
+            user.op_mut(&op.name).merge(op);
+        }
+    }
+    user.normalize();
+    vec![user]
+}
+
+fn slice(now: &[Layer], before: &[Layer], start_ns: u64, end_ns: u64) -> Interval {
+    let layers = now
+        .iter()
+        .map(|l| {
+            let prev = before.iter().find(|b| b.name == l.name);
+            let mut d = Layer::new(&l.name);
+            for op in &l.ops {
+                let delta = match prev.and_then(|p| p.op(&op.name)) {
+                    Some(o) => op.delta_since(o),
+                    None => op.delta_since(&fsprof_core::OpStats::new(&op.name)),
+                };
+                d.ops.push(delta);
+            }
+            d.normalize();
+            d
+        })
+        .collect();
+    Interval {
+        start_ns,
+        end_ns,
+        layers,
+    }
+}
+
+fn to_process(p: ProcessCounters, start_mono: u64) -> Process {
+    let mut user = Layer::new(layer::USER);
+    user.ops = p.ops;
+    user.normalize();
+    Process {
+        pid: p.pid,
+        ppid: p.ppid,
+        exe: p.exe,
+        argv: p.argv,
+        start_ns: p.start_mono_ns.saturating_sub(start_mono),
+        layers: vec![user],
+    }
+}
