@@ -78,7 +78,7 @@ impl Histogram {
         }
         if i < self.offset {
             let grow = (self.offset - i) as usize;
-            self.counts.splice(0..0, std::iter::repeat(0).take(grow));
+            self.counts.splice(0..0, std::iter::repeat_n(0, grow));
             self.offset = i;
         }
         let k = (i - self.offset) as usize;

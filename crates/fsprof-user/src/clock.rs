@@ -198,7 +198,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         let t1 = rdtsc();
         let m1 = mono_ns();
-        let ns = ((t1 - t0) as u128 * p.mult as u128 >> p.shift) as f64;
+        let ns = (((t1 - t0) as u128 * p.mult as u128) >> p.shift) as f64;
         let real = (m1 - m0) as f64;
         assert!(
             (ns - real).abs() / real < 0.01,

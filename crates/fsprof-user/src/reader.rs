@@ -39,7 +39,7 @@ impl Drop for Mapping {
 
 impl Mapping {
     fn u64_at(&self, off: usize) -> u64 {
-        debug_assert!(off + 8 <= self.len && off % 8 == 0);
+        debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
         // SAFETY: in bounds and aligned (checked by the callers' layout
         // validation); the shim writes these words concurrently.
         unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
