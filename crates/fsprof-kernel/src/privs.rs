@@ -1,0 +1,45 @@
+//! The privilege check done before touching bpf(2), so a missing capability
+//! is named instead of surfacing as a bare EPERM.
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Effective capabilities of this process.
+pub fn effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+/// `Ok` when bpf tracing is allowed, else the missing capability names.
+pub fn check(caps: u64) -> Result<(), String> {
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return Ok(());
+    }
+    let missing: Vec<&str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .iter()
+        .filter(|(c, _)| !has(*c))
+        .map(|(_, n)| *n)
+        .collect();
+    Err(missing.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capability_sets() {
+        assert!(check(1 << CAP_SYS_ADMIN).is_ok());
+        assert!(check((1 << CAP_BPF) | (1 << CAP_PERFMON)).is_ok());
+        assert_eq!(check(1 << CAP_BPF).unwrap_err(), "CAP_PERFMON");
+        assert_eq!(check(0).unwrap_err(), "CAP_BPF, CAP_PERFMON");
+    }
+}

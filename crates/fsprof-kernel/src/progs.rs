@@ -1,0 +1,611 @@
+//! The eBPF programs, generated for the running kernel's tracepoint layouts.
+//!
+//! Every latency is filed in the kernel: an enter program stores a start
+//! time keyed by what pairs the events (thread, request, sector), the exit
+//! program computes the latency, its bucket — exactly fsprof's
+//! `BucketLayout::index` — and adds it to per-CPU maps keyed by
+//! (op, device, bucket). User space only reads the maps; no event is ever
+//! copied out.
+
+use fsprof_core::BucketLayout;
+
+use crate::insn::{
+    helper, Alu, Asm, Jmp, Label, Size, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9,
+};
+use crate::tracefs::{Field, Tracepoint};
+use crate::Error;
+
+/// Slot number recorded for a 0 ns latency (the histogram's zero bucket).
+pub const ZERO_SLOT: u32 = 0xffff;
+/// Syscall numbers at or above this are ignored (x32 and garbage ids).
+pub const MAX_SYSCALLS: u32 = 1024;
+
+/// Op id spaces: the low 32 bits of an op key; the high 32 bits hold a
+/// device number for the block layer.
+pub const FS_BASE: u32 = 0x1000;
+pub const BLOCK_BASE: u32 = 0x2000;
+pub const BLOCK_SIZE_BASE: u32 = 0x3000;
+pub const FUSE_BASE: u32 = 0x4000;
+
+/// Block request kinds, in op-id order.
+pub const BLOCK_KINDS: [&str; 5] = ["read", "write", "flush", "discard", "other"];
+
+// Stack layout shared by all programs (offsets from r10).
+const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys
+const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
+const START_KEY: i16 = -104; // 16 bytes {a, b}
+const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
+const HIST_KEY: i16 = -32; // 16 bytes {opkey, slot}; stats key = first 8
+const ONE: i16 = -40;
+const STATS_INIT: i16 = -80; // 40 bytes {count, total, errors, max, !min}
+const THRESH_KEY: i16 = -84;
+
+/// Size of the start maps' values and the stats values.
+pub const START_KEY_SIZE: usize = 16;
+pub const START_VAL_SIZE: usize = 24;
+pub const STATS_VAL_SIZE: usize = 40;
+pub const HIST_KEY_SIZE: usize = 16;
+
+/// Which tasks the enter programs accept.
+#[derive(Clone, Debug)]
+pub enum Filter {
+    /// Everything (system-wide).
+    All,
+    /// Tasks whose tgid is in the targets map (a followed process tree).
+    Targets { map_fd: i32 },
+    /// Tasks whose comm is exactly this (at most 15 bytes, NUL padded).
+    Comm([u8; 16]),
+    /// Tasks in the cgroup v2 with this id.
+    Cgroup(u64),
+}
+
+/// Maps the generated code refers to.
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    pub stats_fd: i32,
+    pub hist_fd: i32,
+    /// Threshold table (one array element), used when r > 1.
+    pub thresh_fd: i32,
+    pub resolution: u32,
+}
+
+fn ld_field(a: &mut Asm, dst: u8, ctx: u8, f: &Field) -> Result<(), Error> {
+    let size = Size::of(f.size).ok_or_else(|| Error::NoTracepoint {
+        name: f.name.clone(),
+        why: format!("field `{}` has unsupported size {}", f.name, f.size),
+    })?;
+    a.ldx(size, dst, ctx, f.offset as i16);
+    if f.signed && f.size < 8 {
+        let sh = 64 - 8 * f.size as i32;
+        a.alu_imm(Alu::Lsh, dst, sh);
+        a.alu_imm(Alu::Arsh, dst, sh);
+    }
+    Ok(())
+}
+
+fn map_call(
+    a: &mut Asm,
+    helper_id: i32,
+    map_fd: i32,
+    key_off: i16,
+    val_off: Option<i16>,
+    flags: i32,
+) {
+    a.ld_map(R1, map_fd);
+    a.mov(R2, R10);
+    a.alu_imm(Alu::Add, R2, key_off as i32);
+    if let Some(v) = val_off {
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, v as i32);
+        a.mov_imm(R4, flags);
+    }
+    a.call(helper_id);
+}
+
+/// Jumps to `out` unless the current task passes the filter. Clobbers r0-r5.
+pub fn emit_filter(a: &mut Asm, f: &Filter, out: Label) {
+    match f {
+        Filter::All => {}
+        Filter::Targets { map_fd } => {
+            a.call(helper::GET_CURRENT_PID_TGID);
+            a.alu_imm(Alu::Rsh, R0, 32);
+            a.stx(Size::W, R10, FILTER_SCRATCH, R0);
+            map_call(a, helper::MAP_LOOKUP_ELEM, *map_fd, FILTER_SCRATCH, None, 0);
+            a.jmp_imm(Jmp::Eq, R0, 0, out);
+        }
+        Filter::Comm(c) => {
+            a.mov(R1, R10);
+            a.alu_imm(Alu::Add, R1, FILTER_SCRATCH as i32);
+            a.mov_imm(R2, 16);
+            a.call(helper::GET_CURRENT_COMM);
+            for half in 0..2 {
+                let want = u64::from_le_bytes(c[half * 8..half * 8 + 8].try_into().unwrap());
+                a.ldx(Size::DW, R1, R10, FILTER_SCRATCH + 8 * half as i16);
+                a.ld_imm64(R2, want);
+                a.jmp_reg(Jmp::Ne, R1, R2, out);
+            }
+        }
+        Filter::Cgroup(id) => {
+            a.call(helper::GET_CURRENT_CGROUP_ID);
+            a.ld_imm64(R1, *id);
+            a.jmp_reg(Jmp::Ne, R0, R1, out);
+        }
+    }
+}
+
+/// r6 = the slot of the value in r7 (slot j = bucket j - 1, ZERO_SLOT for
+/// 0), exactly `BucketLayout::index`: floor(log2) by binary search, then
+/// at most r threshold comparisons against the same integer table.
+/// Clobbers r0-r5; keeps r7-r9.
+pub fn emit_bucket(a: &mut Asm, sh: &Shared) {
+    let done = a.label();
+    let nonzero = a.label();
+    a.jmp_imm(Jmp::Ne, R7, 0, nonzero);
+    a.mov_imm(R6, ZERO_SLOT as i32);
+    a.ja(done);
+    a.bind(nonzero);
+    a.mov(R1, R7);
+    a.mov_imm(R6, 0);
+    for s in [32, 16, 8, 4, 2, 1] {
+        let skip = a.label();
+        a.mov(R2, R1);
+        a.alu_imm(Alu::Rsh, R2, s);
+        a.jmp_imm(Jmp::Eq, R2, 0, skip);
+        a.mov(R1, R2);
+        a.alu_imm(Alu::Add, R6, s);
+        a.bind(skip);
+    }
+    let r = sh.resolution;
+    if r == 1 {
+        // thresholds[p+1] = 2^p, so the slot moves up iff ns is not a power of two.
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Sub, R1, 1);
+        a.alu_reg(Alu::And, R1, R7);
+        a.jmp_imm(Jmp::Eq, R1, 0, done);
+        a.alu_imm(Alu::Add, R6, 1);
+    } else {
+        a.alu_imm(Alu::Mul, R6, r as i32);
+        a.st_imm(Size::W, R10, THRESH_KEY, 0);
+        map_call(
+            a,
+            helper::MAP_LOOKUP_ELEM,
+            sh.thresh_fd,
+            THRESH_KEY,
+            None,
+            0,
+        );
+        a.jmp_imm(Jmp::Eq, R0, 0, done);
+        for _ in 0..r {
+            a.mov(R1, R6);
+            a.alu_imm(Alu::Add, R1, 1);
+            a.jmp_imm(Jmp::Gt, R1, 64 * r as i32, done);
+            a.alu_imm(Alu::Lsh, R1, 3);
+            a.mov(R2, R0);
+            a.alu_reg(Alu::Add, R2, R1);
+            a.ldx(Size::DW, R3, R2, 0);
+            a.jmp_reg(Jmp::Le, R7, R3, done);
+            a.alu_imm(Alu::Add, R6, 1);
+        }
+    }
+    a.bind(done);
+}
+
+/// Bytes of the threshold map's single value for resolution r.
+pub fn thresh_value(layout: &BucketLayout) -> Vec<u8> {
+    layout
+        .thresholds()
+        .iter()
+        .flat_map(|t| t.to_le_bytes())
+        .collect()
+}
+
+/// Adds one observation: r7 = value (ns or bytes), r8 = op key, r9 = 1 if
+/// the call failed. Clobbers r0-r6.
+pub fn emit_record(a: &mut Asm, sh: &Shared) {
+    emit_bucket(a, sh);
+    a.stx(Size::DW, R10, HIST_KEY, R8);
+    a.stx(Size::DW, R10, HIST_KEY + 8, R6);
+
+    // Per-op counters.
+    let stats_new = a.label();
+    let hist = a.label();
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, stats_new);
+    emit_stats_add(a);
+    a.ja(hist);
+    a.bind(stats_new);
+    a.st_imm(Size::DW, R10, STATS_INIT, 1);
+    a.stx(Size::DW, R10, STATS_INIT + 8, R7);
+    a.stx(Size::DW, R10, STATS_INIT + 16, R9);
+    a.stx(Size::DW, R10, STATS_INIT + 24, R7);
+    a.mov(R2, R7);
+    a.alu_imm(Alu::Xor, R2, -1);
+    a.stx(Size::DW, R10, STATS_INIT + 32, R2);
+    map_call(
+        a,
+        helper::MAP_UPDATE_ELEM,
+        sh.stats_fd,
+        HIST_KEY,
+        Some(STATS_INIT),
+        1,
+    );
+    a.jmp_imm(Jmp::Eq, R0, 0, hist);
+    // Another CPU created the entry between our lookup and update.
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, hist);
+    emit_stats_add(a);
+
+    // Histogram bucket.
+    a.bind(hist);
+    let end = a.label();
+    let hist_new = a.label();
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.hist_fd, HIST_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, hist_new);
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 0, R1);
+    a.ja(end);
+    a.bind(hist_new);
+    a.st_imm(Size::DW, R10, ONE, 1);
+    map_call(
+        a,
+        helper::MAP_UPDATE_ELEM,
+        sh.hist_fd,
+        HIST_KEY,
+        Some(ONE),
+        1,
+    );
+    a.jmp_imm(Jmp::Eq, R0, 0, end);
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.hist_fd, HIST_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, end);
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 0, R1);
+    a.bind(end);
+}
+
+/// r0 = stats value: count += 1, total += r7, errors += r9, max, !min.
+fn emit_stats_add(a: &mut Asm) {
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 0, R1);
+    a.atomic_add64(R0, 8, R7);
+    a.atomic_add64(R0, 16, R9);
+    let nomax = a.label();
+    a.ldx(Size::DW, R1, R0, 24);
+    a.jmp_reg(Jmp::Le, R7, R1, nomax);
+    a.stx(Size::DW, R0, 24, R7);
+    a.bind(nomax);
+    let nomin = a.label();
+    a.mov(R2, R7);
+    a.alu_imm(Alu::Xor, R2, -1);
+    a.ldx(Size::DW, R1, R0, 32);
+    a.jmp_reg(Jmp::Le, R2, R1, nomin);
+    a.stx(Size::DW, R0, 32, R2);
+    a.bind(nomin);
+}
+
+fn ret0(a: &mut Asm, out: Label) {
+    a.bind(out);
+    a.mov_imm(R0, 0);
+    a.exit();
+}
+
+/// Stores START_KEY -> START_VAL. Clobbers r0-r4.
+fn store_start(a: &mut Asm, start_fd: i32) {
+    map_call(
+        a,
+        helper::MAP_UPDATE_ELEM,
+        start_fd,
+        START_KEY,
+        Some(START_VAL),
+        0,
+    );
+}
+
+/// Looks up START_KEY; on a hit r7 = now(r9) - ts, r8 = op key, the extra
+/// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss.
+fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
+    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::DW, R7, R0, 0);
+    a.ldx(Size::DW, R8, R0, 8);
+    a.ldx(Size::DW, R1, R0, 16);
+    a.stx(Size::DW, R10, SAVED, R1);
+    a.mov(R1, R9);
+    a.alu_reg(Alu::Sub, R1, R7);
+    a.mov(R7, R1);
+    map_call(a, helper::MAP_DELETE_ELEM, start_fd, START_KEY, None, 0);
+}
+
+/// raw_syscalls:sys_enter.
+pub fn sys_enter(
+    tp: &Tracepoint,
+    f: &Filter,
+    start_fd: i32,
+    mask_fd: i32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    emit_filter(&mut a, f, out);
+    ld_field(&mut a, R8, R6, tp.field("id")?)?;
+    a.jmp_imm(Jmp::Ge, R8, MAX_SYSCALLS as i32, out);
+    a.stx(Size::W, R10, FILTER_SCRATCH, R8);
+    map_call(
+        &mut a,
+        helper::MAP_LOOKUP_ELEM,
+        mask_fd,
+        FILTER_SCRATCH,
+        None,
+        0,
+    );
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::B, R1, R0, 0);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, START_KEY, R0);
+    a.st_imm(Size::DW, R10, START_KEY + 8, 0);
+    a.stx(Size::DW, R10, START_VAL + 8, R8);
+    a.st_imm(Size::DW, R10, START_VAL + 16, 0);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    store_start(&mut a, start_fd);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// raw_syscalls:sys_exit.
+pub fn sys_exit(
+    tp: &Tracepoint,
+    sh: &Shared,
+    start_fd: i32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, START_KEY, R0);
+    a.st_imm(Size::DW, R10, START_KEY + 8, 0);
+    take_start(&mut a, start_fd, out);
+    ld_field(&mut a, R9, R6, tp.field("ret")?)?;
+    emit_errno_flag(&mut a);
+    emit_record(&mut a, sh);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// r9 = 1 if r9 holds a -errno (-4095..-1), else 0.
+fn emit_errno_flag(a: &mut Asm) {
+    let ok = a.label();
+    let done = a.label();
+    a.jmp_imm(Jmp::Sge, R9, 0, ok);
+    a.jmp_imm(Jmp::Slt, R9, -4095, ok);
+    a.mov_imm(R9, 1);
+    a.ja(done);
+    a.bind(ok);
+    a.mov_imm(R9, 0);
+    a.bind(done);
+}
+
+/// `<fs>:X_enter` of pair `idx`: keyed by (thread, pair).
+pub fn fs_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Insn> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    emit_filter(&mut a, f, out);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, START_KEY, R0);
+    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
+    a.st_imm(Size::DW, R10, START_VAL + 8, (FS_BASE + idx) as i32);
+    a.st_imm(Size::DW, R10, START_VAL + 16, 0);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    store_start(&mut a, start_fd);
+    ret0(&mut a, out);
+    a.finish()
+}
+
+/// `<fs>:X_exit` of pair `idx`. A `ret` field < 0 counts as an error.
+pub fn fs_exit(
+    exit: &Tracepoint,
+    sh: &Shared,
+    start_fd: i32,
+    idx: u32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, START_KEY, R0);
+    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
+    take_start(&mut a, start_fd, out);
+    match exit.fields.iter().find(|f| f.name == "ret") {
+        Some(ret) => {
+            let mut ret = ret.clone();
+            ret.signed = true;
+            ld_field(&mut a, R9, R6, &ret)?;
+            a.alu_imm(Alu::Rsh, R9, 63);
+        }
+        None => a.mov_imm(R9, 0),
+    }
+    emit_record(&mut a, sh);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
+    ld_field(a, R1, R6, tp.field("dev")?)?;
+    a.stx(Size::DW, R10, START_KEY, R1);
+    ld_field(a, R1, R6, tp.field("sector")?)?;
+    a.stx(Size::DW, R10, START_KEY + 8, R1);
+    Ok(())
+}
+
+/// block:block_rq_issue. System-wide: requests are issued from plugs,
+/// kworkers and interrupt context, not reliably by the task that caused them.
+pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    block_key(&mut a, tp)?;
+    ld_field(&mut a, R1, R6, tp.field("bytes")?)?;
+    a.stx(Size::DW, R10, START_VAL + 16, R1);
+    // rwbs: an optional leading F (preflush) before the op letter.
+    let rwbs = tp.field("rwbs")?.offset as i16;
+    a.ldx(Size::B, R2, R6, rwbs);
+    a.ldx(Size::B, R3, R6, rwbs + 1);
+    let classify = a.label();
+    let take_second = a.label();
+    a.jmp_imm(Jmp::Ne, R2, b'F' as i32, classify);
+    for c in [b'W', b'R', b'D', b'N'] {
+        a.jmp_imm(Jmp::Eq, R3, c as i32, take_second);
+    }
+    a.ja(classify);
+    a.bind(take_second);
+    a.mov(R2, R3);
+    a.bind(classify);
+    let have = a.label();
+    a.mov_imm(R4, (BLOCK_BASE + 4) as i32);
+    for (letter, kind) in [(b'R', 0), (b'W', 1), (b'F', 2), (b'D', 3)] {
+        let next = a.label();
+        a.jmp_imm(Jmp::Ne, R2, letter as i32, next);
+        a.mov_imm(R4, (BLOCK_BASE + kind) as i32);
+        a.ja(have);
+        a.bind(next);
+    }
+    a.bind(have);
+    ld_field(&mut a, R5, R6, tp.field("dev")?)?;
+    a.alu_imm(Alu::Lsh, R5, 32);
+    a.alu_reg(Alu::Or, R5, R4);
+    a.stx(Size::DW, R10, START_VAL + 8, R5);
+    store_start(&mut a, start_fd);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// block:block_rq_complete: latency into `block`, request size into
+/// `block-size`.
+pub fn block_complete(
+    tp: &Tracepoint,
+    sh: &Shared,
+    start_fd: i32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    block_key(&mut a, tp)?;
+    take_start(&mut a, start_fd, out);
+    let mut err = tp.field("error")?.clone();
+    err.signed = true;
+    ld_field(&mut a, R9, R6, &err)?;
+    let ok = a.label();
+    a.jmp_imm(Jmp::Eq, R9, 0, ok);
+    a.mov_imm(R9, 1);
+    a.bind(ok);
+    emit_record(&mut a, sh);
+    a.ldx(Size::DW, R7, R10, SAVED);
+    a.alu_imm(Alu::Add, R8, (BLOCK_SIZE_BASE - BLOCK_BASE) as i32);
+    a.mov_imm(R9, 0);
+    emit_record(&mut a, sh);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
+    ld_field(a, R1, R6, tp.field("connection")?)?;
+    a.stx(Size::DW, R10, START_KEY, R1);
+    ld_field(a, R1, R6, tp.field("unique")?)?;
+    a.stx(Size::DW, R10, START_KEY + 8, R1);
+    Ok(())
+}
+
+/// fuse:fuse_request_send, in the context of the task that needs the reply.
+pub fn fuse_send(
+    tp: &Tracepoint,
+    f: &Filter,
+    start_fd: i32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    emit_filter(&mut a, f, out);
+    fuse_key(&mut a, tp)?;
+    ld_field(&mut a, R1, R6, tp.field("opcode")?)?;
+    a.alu_imm(Alu::Add, R1, FUSE_BASE as i32);
+    a.stx(Size::DW, R10, START_VAL + 8, R1);
+    a.st_imm(Size::DW, R10, START_VAL + 16, 0);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    store_start(&mut a, start_fd);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// fuse:fuse_request_end, usually in the FUSE server's context.
+pub fn fuse_end(
+    tp: &Tracepoint,
+    sh: &Shared,
+    start_fd: i32,
+) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    fuse_key(&mut a, tp)?;
+    take_start(&mut a, start_fd, out);
+    let mut err = tp.field("error")?.clone();
+    err.signed = true;
+    ld_field(&mut a, R9, R6, &err)?;
+    a.alu_imm(Alu::Rsh, R9, 63);
+    emit_record(&mut a, sh);
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// sched:sched_process_fork: a child of a target becomes a target.
+pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    emit_filter(&mut a, &Filter::Targets { map_fd: targets_fd }, out);
+    ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
+    a.stx(Size::W, R10, START_KEY, R1);
+    a.st_imm(Size::W, R10, START_VAL, 1);
+    map_call(
+        &mut a,
+        helper::MAP_UPDATE_ELEM,
+        targets_fd,
+        START_KEY,
+        Some(START_VAL),
+        0,
+    );
+    ret0(&mut a, out);
+    Ok(a.finish())
+}
+
+/// A program that files the u64 at the start of an XDP test packet and
+/// returns its slot: lets tests run `emit_bucket` in the real kernel against
+/// `BucketLayout::index`.
+pub fn bucket_probe(sh: &Shared) -> Vec<crate::insn::Insn> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.ldx(Size::W, R2, R1, 0);
+    a.ldx(Size::W, R3, R1, 4);
+    a.mov(R4, R2);
+    a.alu_imm(Alu::Add, R4, 8);
+    a.mov_imm(R0, -1);
+    a.jmp_reg(Jmp::Gt, R4, R3, out);
+    a.ldx(Size::DW, R7, R2, 0);
+    emit_bucket(&mut a, sh);
+    a.mov(R0, R6);
+    a.bind(out);
+    a.exit();
+    a.finish()
+}

@@ -1,0 +1,478 @@
+//! Raw `bpf(2)` and `perf_event_open(2)`: maps, program loading and
+//! tracepoint attachment. Every kernel object is held by an `OwnedFd`, so
+//! programs are detached and maps freed when the fds close — on return, on
+//! error, on panic unwinding and even when fsprof is killed, because nothing
+//! is pinned.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::insn::Insn;
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+
+pub const MAP_HASH: u32 = 1;
+pub const MAP_ARRAY: u32 = 2;
+pub const MAP_PERCPU_HASH: u32 = 5;
+pub const BPF_F_NO_PREALLOC: u32 = 1;
+pub const BPF_ANY: u64 = 0;
+
+pub const PROG_TRACEPOINT: u32 = 5;
+pub const PROG_XDP: u32 = 6;
+pub const PROG_TRACING: u32 = 26;
+pub const ATTACH_TRACE_FENTRY: u32 = 24;
+
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ElemAttr {
+    map_fd: u32,
+    pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+    prog_btf_fd: u32,
+    func_info_rec_size: u32,
+    func_info: u64,
+    func_info_cnt: u32,
+    line_info_rec_size: u32,
+    line_info: u64,
+    line_info_cnt: u32,
+    attach_btf_id: u32,
+    attach_prog_fd: u32,
+    pad: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+}
+
+fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: attr is a live, fully initialised repr(C) bpf_attr prefix and
+    // its size is passed along, as bpf(2) requires.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn name16(name: &str) -> [u8; 16] {
+    let mut n = [0u8; 16];
+    for (d, s) in n.iter_mut().zip(name.bytes().take(15)) {
+        *d = if s.is_ascii_alphanumeric() || s == b'_' {
+            s
+        } else {
+            b'_'
+        };
+    }
+    n
+}
+
+/// Number of possible CPUs: the stride of per-CPU map values.
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(s.trim()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot parse CPU list {s:?}"),
+        )
+    })
+}
+
+/// `0-3,5` → 6; the kernel sizes per-CPU values by the highest id + 1.
+pub fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut max = None::<usize>;
+    for part in s.split(',') {
+        let hi = match part.split_once('-') {
+            Some((_, hi)) => hi.parse().ok()?,
+            None => part.parse().ok()?,
+        };
+        max = Some(max.map_or(hi, |m: usize| m.max(hi)));
+    }
+    max.map(|m| m + 1)
+}
+
+/// A BPF map.
+#[derive(Debug)]
+pub struct Map {
+    fd: OwnedFd,
+    pub key_size: usize,
+    pub value_size: usize,
+    percpu: bool,
+    ncpus: usize,
+}
+
+impl Map {
+    pub fn create(
+        name: &str,
+        map_type: u32,
+        key_size: usize,
+        value_size: usize,
+        max_entries: u32,
+        flags: u32,
+    ) -> io::Result<Map> {
+        let mut attr = MapCreateAttr {
+            map_type,
+            key_size: key_size as u32,
+            value_size: value_size as u32,
+            max_entries,
+            map_flags: flags,
+            map_name: name16(name),
+            ..Default::default()
+        };
+        let fd = sys_bpf(BPF_MAP_CREATE, &mut attr)?;
+        let percpu = map_type == MAP_PERCPU_HASH;
+        Ok(Map {
+            // SAFETY: the kernel just returned this fd to us.
+            fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            key_size,
+            value_size,
+            percpu,
+            ncpus: if percpu { possible_cpus()? } else { 1 },
+        })
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Bytes one lookup returns: per-CPU values are 8-byte aligned per CPU.
+    pub fn value_buf_len(&self) -> usize {
+        if self.percpu {
+            self.value_size.div_ceil(8) * 8 * self.ncpus
+        } else {
+            self.value_size
+        }
+    }
+
+    pub fn update(&self, key: &[u8], value: &[u8], flags: u64) -> io::Result<()> {
+        assert_eq!(key.len(), self.key_size);
+        assert_eq!(value.len(), self.value_buf_len());
+        let mut attr = ElemAttr {
+            map_fd: self.fd() as u32,
+            key: key.as_ptr() as u64,
+            value: value.as_ptr() as u64,
+            flags,
+            ..Default::default()
+        };
+        sys_bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+    }
+
+    /// The value of `key`, `None` when absent.
+    pub fn lookup(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        assert_eq!(key.len(), self.key_size);
+        let mut v = vec![0u8; self.value_buf_len()];
+        let mut attr = ElemAttr {
+            map_fd: self.fd() as u32,
+            key: key.as_ptr() as u64,
+            value: v.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        match sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
+            Ok(_) => Ok(Some(v)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// All keys. Keys deleted while iterating may be skipped or restart the
+    /// walk, which only matters for the short-lived start maps, read once
+    /// at the end.
+    pub fn keys(&self) -> io::Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut cur: Option<Vec<u8>> = None;
+        loop {
+            let mut next = vec![0u8; self.key_size];
+            let mut attr = ElemAttr {
+                map_fd: self.fd() as u32,
+                key: cur.as_ref().map_or(0, |k| k.as_ptr() as u64),
+                value: next.as_mut_ptr() as u64,
+                ..Default::default()
+            };
+            match sys_bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
+                Err(e) => return Err(e),
+            }
+            out.push(next.clone());
+            if out.len() > 10_000_000 {
+                return Err(io::Error::other("map iteration does not terminate"));
+            }
+            cur = Some(next);
+        }
+    }
+
+    /// Every (key, value) with per-CPU values split per CPU.
+    pub fn entries(&self) -> io::Result<Vec<(Vec<u8>, Vec<Vec<u8>>)>> {
+        let mut out = Vec::new();
+        for k in self.keys()? {
+            if let Some(v) = self.lookup(&k)? {
+                let stride = if self.percpu {
+                    self.value_size.div_ceil(8) * 8
+                } else {
+                    self.value_size
+                };
+                let per = v
+                    .chunks(stride)
+                    .map(|c| c[..self.value_size].to_vec())
+                    .collect();
+                out.push((k, per));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A loaded program.
+#[derive(Debug)]
+pub struct Prog {
+    fd: OwnedFd,
+}
+
+/// Why the kernel refused a program; the verifier log says where.
+#[derive(Debug)]
+pub struct LoadError {
+    pub errno: io::Error,
+    pub log: String,
+}
+
+impl Prog {
+    pub fn load(name: &str, prog_type: u32, insns: &[Insn]) -> Result<Prog, LoadError> {
+        Self::load_full(name, prog_type, insns, 0, 0)
+    }
+
+    pub fn load_full(
+        name: &str,
+        prog_type: u32,
+        insns: &[Insn],
+        expected_attach_type: u32,
+        attach_btf_id: u32,
+    ) -> Result<Prog, LoadError> {
+        let license = b"GPL\0";
+        let try_load = |log: &mut Vec<u8>, level: u32| {
+            let mut attr = ProgLoadAttr {
+                prog_type,
+                insn_cnt: insns.len() as u32,
+                insns: insns.as_ptr() as u64,
+                license: license.as_ptr() as u64,
+                log_level: level,
+                log_size: log.len() as u32,
+                log_buf: if log.is_empty() {
+                    0
+                } else {
+                    log.as_mut_ptr() as u64
+                },
+                prog_name: name16(name),
+                expected_attach_type,
+                attach_btf_id,
+                ..Default::default()
+            };
+            sys_bpf(BPF_PROG_LOAD, &mut attr)
+        };
+        // Load without a log first (the log costs verifier time); on failure
+        // load again with one so the error says why.
+        match try_load(&mut Vec::new(), 0) {
+            // SAFETY: a program fd the kernel just returned.
+            Ok(fd) => Ok(Prog {
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            }),
+            Err(errno) => {
+                let mut log = vec![0u8; 1 << 20];
+                let _ = try_load(&mut log, 1);
+                let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+                let text = String::from_utf8_lossy(&log[..end]);
+                // The tail names the failing instruction and the reason.
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(12)..].join("\n");
+                Err(LoadError { errno, log: tail })
+            }
+        }
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// Runs the program once on `data` (BPF_PROG_TEST_RUN) and returns r0.
+    pub fn test_run(&self, data: &[u8]) -> io::Result<u32> {
+        let mut attr = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            data_size_in: data.len() as u32,
+            data_in: data.as_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+        Ok(attr.retval)
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    type_: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+
+/// A program attached to a tracepoint; closing the fd detaches it.
+#[derive(Debug)]
+pub struct Attachment {
+    _event: OwnedFd,
+}
+
+/// Attaches `prog` to the tracepoint with tracefs id `tp_id`. A tracepoint
+/// program hangs off the event itself, so one perf event on CPU 0 makes it
+/// run on every CPU.
+pub fn attach_tracepoint(prog: &Prog, tp_id: u64) -> io::Result<Attachment> {
+    let mut attr = PerfEventAttr {
+        type_: PERF_TYPE_TRACEPOINT,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: tp_id,
+        sample_period: 1,
+        wakeup_events: 1,
+        ..Default::default()
+    };
+    // SAFETY: attr is a valid perf_event_attr of the size it declares.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &mut attr as *mut PerfEventAttr,
+            -1 as libc::pid_t,
+            0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by perf_event_open.
+    let event = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // SAFETY: ioctls on our own perf event fd with an int argument.
+    unsafe {
+        if libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, prog.fd()) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(Attachment { _event: event })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0-1"), Some(2));
+        assert_eq!(parse_cpu_list("0-3,5"), Some(6));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn attr_layouts_match_the_uapi_sizes() {
+        // perf_event_attr VER5 is 112 bytes; bpf_attr prog-load prefix up to
+        // attach_prog_fd is 116 (padded to 120).
+        assert_eq!(std::mem::size_of::<PerfEventAttr>(), 112);
+        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 120);
+        assert_eq!(std::mem::size_of::<TestRunAttr>(), 40);
+    }
+}
+
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
+
+#[repr(C)]
+#[derive(Default)]
+struct RawTpAttr {
+    name: u64,
+    prog_fd: u32,
+    pad: u32,
+}
+
+/// Attaches a tracing (fentry/fexit) program; the link closes on drop.
+pub fn raw_tracepoint_open(prog: &Prog) -> io::Result<OwnedFd> {
+    let mut attr = RawTpAttr {
+        prog_fd: prog.fd() as u32,
+        ..Default::default()
+    };
+    let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
+    // SAFETY: a link fd the kernel just returned.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}

@@ -1,0 +1,58 @@
+//! The bucket code the kernel runs is fsprof's bucket function: run the
+//! generated eBPF (BPF_PROG_TEST_RUN) on every threshold, its neighbours and
+//! pseudo-random values, at every resolution, and compare with
+//! `BucketLayout::index`.
+
+mod common;
+
+use fsprof_core::{BucketLayout, Resolution};
+use fsprof_kernel::progs::{self, Shared, ZERO_SLOT};
+use fsprof_kernel::sys::{self, Map, Prog};
+
+#[test]
+fn kernel_buckets_equal_bucket_layout_index() {
+    if !common::require_root("kernel_buckets_equal_bucket_layout_index") {
+        return;
+    }
+    for r in Resolution::ALLOWED {
+        let layout = BucketLayout::new(Resolution::new(r).unwrap());
+        let tv = progs::thresh_value(&layout);
+        let thresh =
+            Map::create("t", sys::MAP_ARRAY, 4, tv.len(), 1, 0).expect("create threshold map");
+        thresh
+            .update(&0u32.to_le_bytes(), &tv, sys::BPF_ANY)
+            .unwrap();
+        let sh = Shared {
+            stats_fd: -1,
+            hist_fd: -1,
+            thresh_fd: thresh.fd(),
+            resolution: r,
+        };
+        let prog = Prog::load("bucket_probe", sys::PROG_XDP, &progs::bucket_probe(&sh))
+            .unwrap_or_else(|e| panic!("r={r}: load failed: {} {}", e.errno, e.log));
+        let mut values: Vec<u64> = vec![0, 1, 2, 3, u64::MAX, u64::MAX - 1, 1 << 63];
+        for &t in layout.thresholds() {
+            values.extend([t.saturating_sub(1), t, t.saturating_add(1)]);
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64));
+        }
+        for v in values {
+            let mut pkt = v.to_le_bytes().to_vec();
+            pkt.resize(64, 0);
+            let got = prog.test_run(&pkt).expect("BPF_PROG_TEST_RUN");
+            let want = match layout.index(v) {
+                None => ZERO_SLOT,
+                Some(i) => (i - fsprof_core::buckets::MIN_INDEX) as u32,
+            };
+            assert_eq!(
+                got, want,
+                "r={r} value {v}: kernel slot {got}, fsprof slot {want}"
+            );
+        }
+    }
+}
