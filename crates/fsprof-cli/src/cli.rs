@@ -22,6 +22,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Merge profiles of several processes, runs or hosts by adding buckets
     Merge(MergeArgs),
+    /// Profile syscall, file-system, FUSE and block latency in the kernel (eBPF)
+    Kernel(KernelArgs),
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +120,71 @@ pub struct MergeArgs {
     /// Replace FILE if it exists
     #[arg(short, long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KernelArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Layers to record [default: all the kernel has: syscall,fs,block,fuse]
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
+    pub layers: Vec<KernelLayerArg>,
+    /// Also record the profile per time interval, e.g. 1s or 250ms
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: Option<u64>,
+    /// Stop after this long, e.g. 10s
+    #[arg(long, value_name = "DURATION", value_parser = fsprof_core::units::parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Buckets per power of two
+    #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
+    pub resolution: u32,
+    /// Profile this process and the children it forks from now on
+    #[arg(long, value_name = "PID", group = "target")]
+    pub pid: Option<i32>,
+    /// Profile tasks in this cgroup v2 directory
+    #[arg(long, value_name = "PATH", group = "target")]
+    pub cgroup: Option<PathBuf>,
+    /// Profile tasks with this command name (as in /proc/PID/comm)
+    #[arg(long, value_name = "NAME", group = "target")]
+    pub comm: Option<String>,
+    /// Profile every task on the system
+    #[arg(long, group = "target")]
+    pub system_wide: bool,
+    /// Record every syscall, not only the file-system ones
+    #[arg(long)]
+    pub all_syscalls: bool,
+    /// List which layers this kernel supports and why not, then exit
+    #[arg(long, exclusive = true)]
+    pub probe_report: bool,
+    /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
+    #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
+    pub require_tracepoint: Vec<String>,
+    /// Don't print the report (the profile is still written)
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Ops that get a histogram in the report
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub top: usize,
+    /// The command to profile and its arguments
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD",
+        group = "target"
+    )]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelLayerArg {
+    /// raw_syscalls enter/exit, per syscall
+    Syscall,
+    /// ext4/xfs/btrfs enter/exit tracepoint pairs
+    Fs,
+    /// block request issue to completion, per device and op, plus sizes
+    Block,
+    /// FUSE request send to reply, per opcode
+    Fuse,
 }
 
 fn parse_interval(s: &str) -> Result<u64, String> {

@@ -9,6 +9,7 @@
 //! not need BTF.
 
 pub mod insn;
+pub mod launch;
 pub mod names;
 pub mod privs;
 pub mod probe;

@@ -46,6 +46,10 @@ pub struct Options {
     /// Tracepoints (`category:name`) that must exist; a test hook for the
     /// "kernel without this tracepoint" error path.
     pub require: Vec<String>,
+    /// The layers were named by the user: a missing tracepoint is an error.
+    /// Otherwise (the default set) a layer the kernel lacks is skipped with
+    /// a note.
+    pub explicit_layers: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -63,6 +67,8 @@ pub struct Session {
     _mask: Option<Map>,
     /// Which layers were attached.
     pub layers: Vec<&'static str>,
+    /// Layers skipped and why.
+    pub notes: Vec<String>,
 }
 
 fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Map, Error> {
@@ -215,6 +221,34 @@ impl Session {
         let mut layers = Vec::new();
         let mut mask_map = None;
         let mut fs_ops = Vec::new();
+        let mut notes = Vec::new();
+        let mut wanted = |on: bool, name: &str, tps: &[(&str, &str)]| {
+            if !on {
+                return false;
+            }
+            if o.explicit_layers {
+                return true;
+            }
+            match tps.iter().find(|(c, n)| !tracefs::exists(&root, c, n)) {
+                None => true,
+                Some((c, n)) => {
+                    notes.push(format!(
+                        "{name} layer skipped: this kernel has no {c}:{n} tracepoint"
+                    ));
+                    false
+                }
+            }
+        };
+        let want_block = wanted(
+            o.block,
+            "block",
+            &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
+        );
+        let want_fuse = wanted(
+            o.fuse,
+            "fuse",
+            &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
+        );
         let start_map = |name: &str, n: u32| {
             map(
                 name,
@@ -244,8 +278,12 @@ impl Session {
                 0,
             )?;
             for nr in 0..progs::MAX_SYSCALLS {
-                let on = o.all_syscalls
-                    || names::FILE_SYSCALLS.contains(&names::syscall_name(nr).as_str());
+                let name = names::syscall_name(nr);
+                // exit and exit_group never return: they have no latency,
+                // and their start entries would pile up in the map.
+                let never_returns = name == "exit" || name == "exit_group";
+                let on = !never_returns
+                    && (o.all_syscalls || names::FILE_SYSCALLS.contains(&name.as_str()));
                 if on {
                     mask.update(&nr.to_le_bytes(), &[1], sys::BPF_ANY)
                         .map_err(|err| Error::Read {
@@ -276,10 +314,15 @@ impl Session {
                     fs_ops.push(base);
                 }
             }
+            if fs_ops.is_empty() {
+                notes.push(
+                    "fs layer: no ext4/xfs/btrfs enter/exit tracepoint pairs on this kernel".into(),
+                );
+            }
             starts.push(start);
             layers.push(layer::FS);
         }
-        if o.block {
+        if want_block {
             let issue = Tracepoint::load(&root, "block", "block_rq_issue")?;
             let done = Tracepoint::load(&root, "block", "block_rq_complete")?;
             let start = start_map("fsprof_blk_start", 16384)?;
@@ -288,7 +331,7 @@ impl Session {
             starts.push(start);
             layers.push(layer::BLOCK);
         }
-        if o.fuse {
+        if want_fuse {
             let send = Tracepoint::load(&root, "fuse", "fuse_request_send")?;
             let end = Tracepoint::load(&root, "fuse", "fuse_request_end")?;
             let start = start_map("fsprof_fuse_start", 16384)?;
@@ -310,6 +353,7 @@ impl Session {
             _thresh: thresh,
             _mask: mask_map,
             layers,
+            notes,
         };
         if let Target::Tree(pids) = &o.target {
             for &p in pids {

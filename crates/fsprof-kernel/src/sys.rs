@@ -144,6 +144,9 @@ pub fn parse_cpu_list(s: &str) -> Option<usize> {
     max.map(|m| m + 1)
 }
 
+/// A map entry: the key and one value per CPU (one for shared maps).
+pub type Entry = (Vec<u8>, Vec<Vec<u8>>);
+
 /// A BPF map.
 #[derive(Debug)]
 pub struct Map {
@@ -255,7 +258,7 @@ impl Map {
     }
 
     /// Every (key, value) with per-CPU values split per CPU.
-    pub fn entries(&self) -> io::Result<Vec<(Vec<u8>, Vec<Vec<u8>>)>> {
+    pub fn entries(&self) -> io::Result<Vec<Entry>> {
         let mut out = Vec::new();
         for k in self.keys()? {
             if let Some(v) = self.lookup(&k)? {

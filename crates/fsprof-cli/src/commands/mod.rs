@@ -1,4 +1,5 @@
 mod check;
+mod kernel;
 mod merge;
 mod report;
 mod run;
@@ -12,5 +13,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::report(a),
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
+        Command::Kernel(a) => kernel::kernel(a),
     }
 }

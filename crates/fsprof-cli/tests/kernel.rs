@@ -1,0 +1,599 @@
+//! `fsprof kernel` end to end, as root, against real programs, a real
+//! loop-mounted ext4, a real FUSE mount (bindfs) and strace.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use fsprof_core::format::read_profile;
+use fsprof_core::{BucketLayout, Profile, Resolution};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fsprof");
+
+/// Kernel tests need root; under CI (root) a missing privilege is a failure.
+fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what}: needs root for eBPF, and CI=true forbids skipping"
+    );
+    eprintln!("SKIPPED {what}: needs root for eBPF (CI=true makes this a failure)");
+    false
+}
+
+fn need_tool(tool: &str) {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "{tool} is not installed; .ci/run installs it");
+}
+
+fn kernel(args: &[&str], out: &Path) -> (Profile, std::process::Output) {
+    let o = Command::new(BIN)
+        .arg("kernel")
+        .args(["-q", "-f", "-o"])
+        .arg(out)
+        .args(args)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.exists(),
+        "no profile written; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = read_profile(out).unwrap();
+    let rep = fsprof_core::check::check_profile(&p);
+    assert!(rep.ok(), "fsprof check failed: {:?}", rep.errors);
+    (p, o)
+}
+
+fn ops(p: &Profile, layer: &str) -> BTreeMap<String, (u64, u64)> {
+    p.layer(layer)
+        .map(|l| {
+            l.ops
+                .iter()
+                .map(|o| (o.name.clone(), (o.post, o.errors)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `strace -f -c` calls and errors per syscall.
+fn strace_counts(cmd: &[&str], dir: &Path) -> BTreeMap<String, (u64, u64)> {
+    let out = dir.join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&out)
+        .args(cmd)
+        // Same stdio as under `fsprof kernel` in `kernel()`: programs probe
+        // their stdio (isatty), so it must match for the counts to match.
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(st.status.code().is_some());
+    let mut m = BTreeMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 5 && f[0].as_bytes()[0].is_ascii_digit() && *f.last().unwrap() != "total" {
+            let errs = if f.len() == 6 {
+                f[4].parse().unwrap()
+            } else {
+                0
+            };
+            m.insert(f.last().unwrap().to_string(), (f[3].parse().unwrap(), errs));
+        }
+    }
+    m
+}
+
+#[test]
+fn syscall_counts_equal_strace_for_real_programs() {
+    if !root_or_skip("syscall_counts_equal_strace_for_real_programs") {
+        return;
+    }
+    need_tool("strace");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    for i in 0..20 {
+        std::fs::write(data.join(format!("f{i}")), vec![b'x'; 1000 * i]).unwrap();
+    }
+    let d = data.to_str().unwrap();
+    let programs: Vec<Vec<String>> = vec![
+        vec!["ls".into(), "-la".into(), "/usr/include".into()],
+        vec!["find".into(), "/usr/include".into(), "-name".into(), "*.h".into()],
+        vec!["tar".into(), "-cf".into(), "/dev/null".into(), d.into()],
+        // Several processes: follows forks.
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("ls {d} >/dev/null; cat {d}/f3 {d}/f5 >/dev/null; wc -c {d}/f7 >/dev/null; cat /nonexistent 2>/dev/null; true"),
+        ],
+    ];
+    for prog in &programs {
+        let argv: Vec<&str> = prog.iter().map(String::as_str).collect();
+        let want = strace_counts(&argv, dir.path());
+        let mut args = vec!["--all-syscalls", "--layers", "syscall", "--"];
+        args.extend(&argv);
+        let (p, _) = kernel(&args, &dir.path().join("k.json"));
+        let got = ops(&p, "syscall");
+        assert!(
+            want.len() > 10,
+            "strace saw too little of {argv:?}: {want:?}"
+        );
+        assert_eq!(got, want, "fsprof kernel vs strace -f -c for {argv:?}");
+
+        // Default: only the file-system syscalls, with the same counts.
+        let mut args = vec!["--layers", "syscall", "--"];
+        args.extend(&argv);
+        let (p, _) = kernel(&args, &dir.path().join("k2.json"));
+        let got = ops(&p, "syscall");
+        assert!(
+            got.contains_key("openat") && !got.contains_key("mmap"),
+            "{got:?}"
+        );
+        for (name, counts) in &got {
+            assert_eq!(Some(counts), want.get(name), "{name} in {argv:?}");
+        }
+    }
+}
+
+#[test]
+fn errors_name_the_problem() {
+    if !root_or_skip("errors_name_the_problem") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("kernel")
+            .arg("-o")
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // A pid that does not exist.
+    let mut pid = 4_000_000;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        pid += 1;
+    }
+    let (code, err) = run(&["--pid", &pid.to_string()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("no process with pid {pid}")), "{err}");
+    // A tracepoint this kernel lacks.
+    let (code, err) = run(&["--require-tracepoint", "nosuch:event", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("tracepoint nosuch:event is not usable: this kernel does not have it"),
+        "{err}"
+    );
+    // A layer asked for by name whose tracepoint is missing is an error too;
+    // nothing to profile is an error.
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("say what to profile"), "{err}");
+    let (code, err) = run(&["--", "/nonexistent/cmd"]);
+    assert_eq!(code, Some(127), "{err}");
+    assert!(err.contains("command not found"), "{err}");
+    assert!(!out.exists());
+    // Exactly one line per error, no panic.
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn unprivileged_user_gets_a_clear_error() {
+    if !root_or_skip("unprivileged_user_gets_a_clear_error") {
+        return;
+    }
+    need_tool("setpriv");
+    // A copy nobody can execute, outside any private directory.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("fsprof");
+    std::fs::copy(BIN, &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(&bin)
+        .args(["kernel", "-o", "/tmp/never-written.json", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs root, or CAP_BPF and CAP_PERFMON (missing: CAP_BPF, CAP_PERFMON)"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Starts `fsprof kernel` and returns once it has attached. The caller
+/// waits for the child; on a failed read the test is over anyway.
+#[allow(clippy::zombie_processes)]
+fn start_attached(
+    args: &[&str],
+    out: &Path,
+) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
+    let mut child = Command::new(BIN)
+        .arg("kernel")
+        .args(["-q", "-f", "-o"])
+        .arg(out)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let st = child.wait();
+            panic!("fsprof exited before attaching: {st:?}");
+        }
+        if line.contains("fsprof: tracing") {
+            return (child, err);
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_mid_run_writes_the_profile() {
+    if !root_or_skip("ctrl_c_mid_run_writes_the_profile") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // With a command: the interrupt is passed on, the profile written.
+    let out = dir.path().join("cmd.json");
+    let (mut child, mut err) = start_attached(
+        &[
+            "--all-syscalls",
+            "--layers",
+            "syscall",
+            "--",
+            "sh",
+            "-c",
+            "cat /etc/hostname >/dev/null; exec sleep 60",
+        ],
+        &out,
+    );
+    // Wait until sleep runs (the cat is done by then).
+    let pid = child.id() as i32;
+    loop {
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let k = kids.split_whitespace().next().map(str::to_string);
+        if let Some(k) = k {
+            if std::fs::read_to_string(format!("/proc/{k}/comm"))
+                .unwrap_or_default()
+                .trim()
+                == "sleep"
+            {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted by signal 2"), "{rest}");
+    let p = read_profile(&out).unwrap();
+    let sc = ops(&p, "syscall");
+    assert!(sc.get("execve").is_some_and(|c| c.0 >= 2), "{sc:?}");
+    assert!(sc.contains_key("openat"), "{sc:?}");
+    assert_eq!(
+        p.meta.exit,
+        Some(fsprof_core::profile::ExitStatus::Signal(2))
+    );
+
+    // Without a command (--comm): the profile is written on SIGINT too.
+    let out = dir.path().join("comm.json");
+    let (mut child, _err) =
+        start_attached(&["--comm", "fsprof-no-such", "--layers", "syscall"], &out);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    read_profile(&out).unwrap();
+}
+
+#[test]
+fn pid_mode_follows_a_running_process() {
+    if !root_or_skip("pid_mode_follows_a_running_process") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pid.json");
+    let f = dir.path().join("go");
+    // The target waits for a file to appear, then opens files and exits.
+    let script = format!(
+        "while [ ! -e {0} ]; do sleep 0.01; done; cat /etc/hostname /etc/passwd >/dev/null",
+        f.display()
+    );
+    let mut target = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let pid = target.id().to_string();
+    let (mut child, _err) = start_attached(&["--pid", &pid, "--layers", "syscall"], &out);
+    std::fs::write(&f, "").unwrap();
+    target.wait().unwrap();
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(0),
+        "fsprof stops when the pid exits"
+    );
+    let p = read_profile(&out).unwrap();
+    let sc = ops(&p, "syscall");
+    // cat (a forked child) opened its two files.
+    assert!(sc.get("openat").is_some_and(|c| c.0 >= 2), "{sc:?}");
+    assert!(sc.contains_key("execve"), "{sc:?}");
+}
+
+#[test]
+fn intervals_add_up_to_the_totals() {
+    if !root_or_skip("intervals_add_up_to_the_totals") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (p, o) = kernel(
+        &[
+            "--interval",
+            "20ms",
+            "--resolution",
+            "4",
+            "--layers",
+            "syscall",
+            "--",
+            "sh",
+            "-c",
+            "for i in 1 2 3 4 5; do cat /etc/hostname >/dev/null; sleep 0.02; done",
+        ],
+        &dir.path().join("i.json"),
+    );
+    assert!(o.status.success());
+    assert!(p.intervals.len() >= 3, "{} intervals", p.intervals.len());
+    assert_eq!(p.meta.resolution.get(), 4);
+    // check_profile (in `kernel`) compared the interval sums with the totals.
+}
+
+/// A loop-mounted ext4 image, torn down on drop (also when a test panics).
+struct LoopExt4 {
+    dir: tempfile::TempDir,
+    dev: String,
+    mounted: bool,
+}
+
+impl LoopExt4 {
+    fn new() -> LoopExt4 {
+        need_tool("mkfs.ext4");
+        need_tool("losetup");
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(64 << 20).unwrap();
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mkfs.ext4 failed");
+        let o = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let dev = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        let mut me = LoopExt4 {
+            dir,
+            dev,
+            mounted: false,
+        };
+        std::fs::create_dir(me.mnt()).unwrap();
+        let ok = Command::new("mount")
+            .arg(&me.dev)
+            .arg(me.mnt())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount {} failed", me.dev);
+        me.mounted = true;
+        me
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    fn name(&self) -> String {
+        self.dev.trim_start_matches("/dev/").to_string()
+    }
+}
+
+impl Drop for LoopExt4 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.mnt()).status();
+        }
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+#[test]
+fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
+    if !root_or_skip("block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount") {
+        return;
+    }
+    let fs = LoopExt4::new();
+    let dir = tempfile::tempdir().unwrap();
+    let target = fs.mnt().join("f");
+    let of = format!("of={}", target.display());
+    let (p, o) = kernel(
+        &[
+            "--layers",
+            "syscall,fs,block",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            &of,
+            "bs=64k",
+            "count=16",
+            "oflag=direct",
+            "conv=fsync",
+            "status=none",
+        ],
+        &dir.path().join("b.json"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sc = ops(&p, "syscall");
+    assert_eq!(sc.get("write").map(|c| c.0), Some(16), "{sc:?}");
+    assert_eq!(sc.get("fsync").map(|c| c.0), Some(1), "{sc:?}");
+    let fsl = ops(&p, "fs");
+    assert_eq!(fsl.get("ext4_sync_file").map(|c| c.0), Some(1), "{fsl:?}");
+
+    let op = format!("{}:write", fs.name());
+    let blk = p.layer("block").expect("block layer");
+    let lat = blk
+        .op(&op)
+        .unwrap_or_else(|| panic!("no {op} in {:?}", ops(&p, "block")));
+    assert!(lat.post >= 16, "{op}: {} requests", lat.post);
+    let sizes = p.layer("block-size").unwrap().op(&op).unwrap();
+    let layout = BucketLayout::new(Resolution::new(1).unwrap());
+    let b64k = layout.index(65536).unwrap();
+    // The 16 direct writes of 64 KiB are 64 KiB requests on the loop device
+    // (journal and metadata writes land in other buckets).
+    assert!(
+        sizes.histogram.get(b64k) >= 16,
+        "size buckets {:?}",
+        sizes.histogram
+    );
+    assert_eq!(sizes.post, lat.post);
+}
+
+/// A bindfs FUSE mount of a temp dir, unmounted on drop.
+struct Bindfs {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl Drop for Bindfs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let mnt = self.dir.path().join("mnt");
+            let ok = Command::new("fusermount")
+                .arg("-u")
+                .arg(&mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+            }
+        }
+    }
+}
+
+#[test]
+fn fuse_layer_sees_the_requests_of_a_bindfs_mount() {
+    if !root_or_skip("fuse_layer_sees_the_requests_of_a_bindfs_mount") {
+        return;
+    }
+    need_tool("bindfs");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::write(src.join("hello"), vec![b'h'; 100_000]).unwrap();
+    let ok = Command::new("bindfs")
+        .arg(&src)
+        .arg(&mnt)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "bindfs mount failed");
+    let guard = Bindfs { dir, mounted: true };
+    let file = mnt.join("hello");
+    let (p, o) = kernel(
+        &[
+            "--layers",
+            "fuse,syscall",
+            "--",
+            "cat",
+            file.to_str().unwrap(),
+        ],
+        &guard.dir.path().join("f.json"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fu = ops(&p, "fuse");
+    for op in ["lookup", "open", "read"] {
+        assert!(fu.get(op).is_some_and(|c| c.0 >= 1), "no FUSE {op}: {fu:?}");
+    }
+    let l = p.layer("fuse").unwrap();
+    assert!(
+        l.ops.iter().all(|o| o.pre == o.post),
+        "requests left unanswered: {:?}",
+        l.ops
+    );
+}
+
+#[test]
+fn probe_report_names_every_layer_and_the_fentry_verdict() {
+    if !root_or_skip("probe_report_names_every_layer_and_the_fentry_verdict") {
+        return;
+    }
+    let o = Command::new(BIN)
+        .args(["kernel", "--probe-report"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    for what in [
+        "syscall layer",
+        "fs layer (tracepoint pairs)",
+        "fs layer (fentry/fexit)",
+        "fuse layer",
+        "block layer",
+    ] {
+        let line = s
+            .lines()
+            .find(|l| l.starts_with(what))
+            .unwrap_or_else(|| panic!("no `{what}` in\n{s}"));
+        let verdict = line[28..].trim_start();
+        // Either usable, or a reason that is more than a bare "no".
+        assert!(
+            verdict.starts_with("yes ") || (verdict.starts_with("no ") && verdict.len() > 20),
+            "{line}"
+        );
+    }
+    // The layers fsprof uses were attached for real by the probe.
+    for what in ["syscall layer", "block layer"] {
+        let line = s.lines().find(|l| l.starts_with(what)).unwrap();
+        assert!(line[28..].trim_start().starts_with("yes"), "{line}");
+    }
+}
