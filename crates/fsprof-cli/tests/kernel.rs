@@ -507,8 +507,8 @@ impl Drop for Bindfs {
     fn drop(&mut self) {
         if self.mounted {
             let mnt = self.dir.path().join("mnt");
-            let ok = Command::new("fusermount")
-                .arg("-u")
+            // Root unmounts FUSE like any file system; lazily if busy.
+            let ok = Command::new("umount")
                 .arg(&mnt)
                 .status()
                 .is_ok_and(|s| s.success());
