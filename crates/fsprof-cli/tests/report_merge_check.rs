@@ -40,7 +40,12 @@ fn text_report_ranks_ops_by_total_latency() {
     let text = stdout(&["report", "--top", "2"], &p);
     let profile = load(&p);
     let mut ops: Vec<_> = profile.layer("user").unwrap().ops.iter().collect();
-    ops.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+    ops.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.post.cmp(&a.post))
+            .then(a.name.cmp(&b.name))
+    });
     let table_order: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.trim_start().starts_with("op "))
