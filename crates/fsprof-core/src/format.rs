@@ -159,8 +159,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), Fo
             .write(true)
             .create_new(true)
             .open(&tmp)?;
+        // No fsync: the rename already guarantees readers a whole file, and
+        // a flush to disk would add milliseconds to every short `fsprof run`.
         f.write_all(bytes)?;
-        f.sync_all()?;
         if overwrite {
             fs::rename(&tmp, path)
         } else {

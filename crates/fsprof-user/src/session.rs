@@ -64,7 +64,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let selftest = {
         let (path, control) = (shim_path.clone(), control.clone());
         std::thread::spawn(move || -> std::io::Result<SelfTest> {
-            LoadedShim::load(&path)?.selftest(&control, 4000)
+            LoadedShim::load(&path)?.selftest(&control, 2000)
         })
     };
 
@@ -125,7 +125,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 drift * 100.0
             ));
             ClockParams::forget_rate(cache);
-        } else if duration_ns > 1_000_000_000 {
+        } else {
             clock.save_rate(cache);
         }
     }
