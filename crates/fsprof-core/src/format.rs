@@ -255,6 +255,35 @@ mod tests {
         assert!(err.to_string().contains("resolution 3"), "{err}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_profile_round_trips(
+            ri in 0usize..5,
+            ops in proptest::collection::vec(("[a-z_]{1,12}", proptest::collection::vec(0u64..1 << 45, 0..50), 0u64..3), 0..8),
+        ) {
+            let res = Resolution::new(Resolution::ALLOWED[ri]).unwrap();
+            let layout = crate::BucketLayout::new(res);
+            let mut p = sample();
+            p.meta.resolution = res;
+            p.layers.clear();
+            let layer = p.layer_mut("user");
+            for (name, lats, extra_pre) in ops {
+                let op = layer.op_mut(&name);
+                for l in lats {
+                    op.pre += 1;
+                    op.post += 1;
+                    op.total_ns += l;
+                    op.min_ns = Some(op.min_ns.map_or(l, |m| m.min(l)));
+                    op.max_ns = Some(op.max_ns.map_or(l, |m| m.max(l)));
+                    op.histogram.add_to(layout.index(l), 1);
+                }
+                op.pre += extra_pre;
+            }
+            let back = parse_profile(to_json(&p).as_bytes(), Path::new("x")).unwrap();
+            proptest::prop_assert_eq!(p, back);
+        }
+    }
+
     #[test]
     fn write_refuses_to_clobber() {
         let dir = std::env::temp_dir().join(format!("fsprof-fmt-{}", std::process::id()));

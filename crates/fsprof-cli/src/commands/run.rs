@@ -28,6 +28,17 @@ pub fn run(a: RunArgs) -> Result<i32> {
         if out.exists() && !a.out.force {
             return Err(FormatError::Exists { path: out.clone() }.into());
         }
+        let dir = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "cannot write {}: directory {} does not exist",
+                out.display(),
+                dir.display()
+            );
+        }
     }
     let opts = RunOptions {
         argv: a.command.clone(),
