@@ -155,3 +155,22 @@ fn signal_deaths_pass_through_as_128_plus_signal() {
         std::fs::remove_file(path).unwrap();
     }
 }
+
+#[test]
+fn tmpdir_with_a_space_still_loads_the_shim() {
+    // LD_PRELOAD splits on spaces: the shim must not be installed there.
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("with space");
+    std::fs::create_dir(&odd).unwrap();
+    let out_path = dir.path().join("p.json");
+    let out = fsprof()
+        .env("TMPDIR", &odd)
+        .args(["run", "-q", "-o"])
+        .arg(&out_path)
+        .args(["--", "cat", "/etc/hostname"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("cannot be preloaded"));
+    assert!(count(&load(&out_path), "read") >= 1);
+}

@@ -284,6 +284,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the bytes, parsing answers with a profile or an error,
+        /// never a panic: damaged files are a normal input.
+        #[test]
+        fn damaged_files_never_panic(cut in 0usize..4000, flips in proptest::collection::vec((0usize..4000, 0u8..255), 0..6)) {
+            let mut bytes = to_json(&sample()).into_bytes();
+            for (at, b) in flips {
+                let n = bytes.len();
+                bytes[at % n] = b;
+            }
+            bytes.truncate(cut.min(bytes.len()));
+            let _ = parse_profile(&bytes, Path::new("x"));
+        }
+    }
+
     #[test]
     fn write_refuses_to_clobber() {
         let dir = std::env::temp_dir().join(format!("fsprof-fmt-{}", std::process::id()));

@@ -54,6 +54,14 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 format_ns(r.p99_ns),
             );
         }
+        for r in l.rows.iter().filter(|r| r.op.unfinished() > 0) {
+            let _ = writeln!(
+                out,
+                "  note: {}: {} call(s) entered but never returned (the process ended inside them)",
+                r.op.name,
+                r.op.unfinished()
+            );
+        }
         for r in l.rows.iter().take(opts.top) {
             let _ = writeln!(
                 out,
@@ -97,7 +105,10 @@ fn header(out: &mut String, p: &Profile) {
         None => format!("clock {}", m.clock.source),
     };
     facts.push(clock);
-    facts.push(format!("{} bucket(s) per 2x", m.resolution));
+    facts.push(match m.resolution.get() {
+        1 => "log2 buckets".to_string(),
+        r => format!("{r} buckets per power of 2"),
+    });
     if let Some(iv) = m.interval_ns {
         facts.push(format!(
             "{} intervals of {}",

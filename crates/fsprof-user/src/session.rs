@@ -50,8 +50,13 @@ fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> RunError {
 
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let layout = BucketLayout::new(opts.resolution);
-    let shim_path =
-        install(&std::env::temp_dir()).map_err(setup("cannot install the preload shim"))?;
+    // LD_PRELOAD splits on spaces and colons: a TMPDIR with either can't
+    // hold the shim.
+    let preloadable = |p: &std::path::Path| !p.to_string_lossy().contains([' ', ':', '\t']);
+    let base = Some(std::env::temp_dir())
+        .filter(|d| preloadable(d))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let shim_path = install(&base).map_err(setup("cannot install the preload shim"))?;
     let cache = shim_path.parent().map(PathBuf::from);
     let mut clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(RunError::Setup)?;
     let dir = RunDir::create().map_err(setup("cannot create the run directory"))?;
