@@ -44,7 +44,8 @@ def main():
         sys.exit(f"{args.fsprof} not found: run `cargo build --release` first")
     tmp = tempfile.mkdtemp(prefix="fsprof-bench-")
     prof = os.path.join(tmp, "p.json")
-    grep = ["grep", "-r", PATTERN, TARGET]
+    # bpftrace -c wants an unambiguous path
+    grep = [shutil.which("grep"), "-r", PATTERN, TARGET]
     variants = {
         "bare": grep,
         "fsprof run": [args.fsprof, "run", "-q", "-f", "-o", prof, "--"] + grep,

@@ -86,7 +86,8 @@ fn header(out: &mut String, p: &Profile) {
     let what = if m.command.is_empty() {
         m.tool.clone()
     } else {
-        format!("{} -- {}", m.tool, m.command.join(" "))
+        let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
+        format!("{} -- {}", m.tool, words.join(" "))
     };
     let _ = writeln!(out, "fsprof {what}");
     let mut facts = Vec::new();
@@ -218,6 +219,18 @@ fn processes(out: &mut String, p: &Profile) {
     }
 }
 
+/// The word as a shell would need it typed, so the header can be pasted.
+fn shell_quote(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// 1234567 -> "1,234,567".
 pub fn group(n: u64) -> String {
     let s = n.to_string();
@@ -234,6 +247,14 @@ pub fn group(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_words_a_shell_would_split() {
+        assert_eq!(shell_quote("grep"), "grep");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
 
     #[test]
     fn groups_thousands() {
