@@ -510,6 +510,60 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Detaches everything without making the caller wait for it.
+    ///
+    /// The kernel detaches tracepoint programs one at a time, each after an
+    /// RCU grace period (~40 ms here), so 25 tracepoints take a second. A
+    /// forked helper keeps a reference to every fd until this process has
+    /// exited, then exits itself: the last close, and the waiting, happen
+    /// there. Until then the programs run on but nothing reads their maps.
+    /// If the fork fails, this is an ordinary (slow) drop.
+    pub fn detach_in_background(self) {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid two-int array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return;
+        }
+        // SAFETY: the child only calls async-signal-safe functions.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::setsid();
+                for fd in 0..3 {
+                    libc::close(fd);
+                }
+                libc::close(fds[1]);
+                // EOF once the parent (every holder of the write end) exited.
+                let mut b = 0u8;
+                while libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1) > 0 {}
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: our own pipe fds; the write end stays open until we exit.
+        unsafe { libc::close(fds[0]) };
+        if pid < 0 {
+            // SAFETY: as above.
+            unsafe { libc::close(fds[1]) };
+        }
+        drop(self);
+    }
+}
+
+impl Drop for Session {
+    /// Detaching a tracepoint program waits for an RCU grace period (tens of
+    /// ms). Closing the events one after another would add that per
+    /// tracepoint to every run, so they are closed concurrently.
+    fn drop(&mut self) {
+        let atts = std::mem::take(&mut self._attachments);
+        std::thread::scope(|s| {
+            for a in atts {
+                s.spawn(move || drop(a));
+            }
+        });
+    }
+}
+
 /// Layers read from the kernel maps.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {

@@ -145,7 +145,6 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     let duration_ns = t0.elapsed().as_nanos() as u64;
     let snap = session.snapshot(true)?;
     let notes = session.notes.clone();
-    drop(session);
     if a.interval.is_some() {
         intervals.push(slice(&snap.layers, &prev, prev_ns, duration_ns));
     }
@@ -182,6 +181,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     profile.intervals = intervals;
 
     let path = save(&profile, &a)?;
+    session.detach_in_background();
     for n in &notes {
         eprintln!("fsprof: note: {n}");
     }
