@@ -6,8 +6,8 @@
 #   1. end to end, interleaved rounds: the whole tool invocation, start-up
 #      (program generation, load, attach) included; start-up is also
 #      measured alone (`-- true`) and subtracted in a second ratio;
-#   2. steady state: each tracer is attached once (filtering comm == grep)
-#      and only grep's own wall time is measured.
+#   2. grep's own wall time inside each tracer, timed by a small wrapper,
+#      so tool start-up and teardown are excluded.
 # Medians over ROUNDS (default 11). Needs root and `cargo build --release`.
 # usage: bench/kernel_overhead.sh [ROUNDS]
 set -euo pipefail
@@ -66,32 +66,57 @@ for k, ts in times.items():
     r2 = f"{(m - s) / bare:19.3f}" if k in st else ""
     print(f"{k:<30} {m:9.4f} {m / bare:7.3f} {s:11.4f} {r2}")
 
-def attached(cmd, ready):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in p.stdout:
-        if ready in line:
-            return p
-    sys.exit(f"{cmd[0]} did not attach")
+# 2. The command's own wall time inside each tracer, tool start-up and
+# teardown excluded: a tiny wrapper (not named grep) forks grep and times it
+# with CLOCK_MONOTONIC; the tracers record grep's syscalls (fsprof follows
+# the wrapper's tree, bpftrace filters comm == "grep").
+src = os.path.join(tmp, "timeit.c")
+with open(src, "w") as f:
+    f.write(r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    pid_t p = fork();
+    if (p == 0) { execv(argv[2], argv + 2); _exit(127); }
+    int st; waitpid(p, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    FILE *o = fopen(argv[1], "w");
+    fprintf(o, "%ld\n", (b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec));
+    fclose(o);
+    return 0;
+}
+""")
+timeit = os.path.join(tmp, "timeit")
+subprocess.run(["cc", "-O2", "-o", timeit, src], check=True)
+res = os.path.join(tmp, "ns")
+wrapped = [timeit, res] + grep
 
-def steady(name, cmd, ready):
-    out = []
-    if cmd:
-        p = attached(cmd, ready)
-    for _ in range(rounds):
-        out.append(wall(grep))
-    if cmd:
-        p.send_signal(signal.SIGINT)
-        p.communicate()
-    return name, statistics.median(out)
+def inner(cmd):
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return int(open(res).read()) / 1e9
 
-print(f"\n# 2. steady state: tracer attached once (comm == grep), grep timed alone, {rounds} runs, medians")
-rows = [steady("bare", None, None),
-        steady("fsprof kernel --comm grep", [fsprof, "kernel", "-f", "-o", prof, "--layers", "syscall", "--comm", "grep"], "fsprof: tracing"),
-        steady("fsprof kernel --comm grep --all-syscalls", [fsprof, "kernel", "-f", "-o", prof, "--layers", "syscall", "--all-syscalls", "--comm", "grep"], "fsprof: tracing"),
-        steady("bpftrace hist comm == grep", ["bpftrace", "-e", HIST % 'comm == "grep"'], "Attaching"),
-        steady("bare (again)", None, None)]
-b = rows[0][1]
-for name, m in rows:
-    print(f"{name:<42} {m:9.4f} {m / b:7.3f}")
+inside = {
+    "bare": wrapped,
+    "fsprof kernel": fs(cmd=wrapped),
+    "fsprof kernel --all-syscalls": fs("--all-syscalls", cmd=wrapped),
+    "bpftrace hist": ["bpftrace", "-q", "-e", HIST % 'comm == "grep"', "-c", " ".join(wrapped)],
+}
+for c in inside.values():
+    inner(c)
+t2 = {k: [] for k in inside}
+for _ in range(rounds):
+    for k, c in inside.items():
+        t2[k].append(inner(c))
+b = statistics.median(t2["bare"])
+print(f"\n# 2. grep's own wall time inside each tracer (start-up excluded), {rounds} interleaved rounds, medians")
+print(f"{'variant':<30} {'median s':>9} {'ratio':>7}   (min..max ratio)")
+for k, ts in t2.items():
+    m = statistics.median(ts)
+    print(f"{k:<30} {m:9.4f} {m / b:7.3f}   ({min(ts) / b:.3f}..{max(ts) / b:.3f})")
 shutil.rmtree(tmp)
 PY

@@ -132,6 +132,22 @@ fn syscall_counts_equal_strace_for_real_programs() {
         );
         assert_eq!(got, want, "fsprof kernel vs strace -f -c for {argv:?}");
 
+        // The fallback to perf tracepoints counts the same.
+        let mut args = vec![
+            "--all-syscalls",
+            "--perf-tracepoints",
+            "--layers",
+            "syscall",
+            "--",
+        ];
+        args.extend(&argv);
+        let (p, _) = kernel(&args, &dir.path().join("k3.json"));
+        assert_eq!(
+            ops(&p, "syscall"),
+            want,
+            "perf tracepoints vs strace for {argv:?}"
+        );
+
         // Default: only the file-system syscalls, with the same counts.
         let mut args = vec!["--layers", "syscall", "--"];
         args.extend(&argv);

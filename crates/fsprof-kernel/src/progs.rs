@@ -315,9 +315,10 @@ fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     map_call(a, helper::MAP_DELETE_ELEM, start_fd, START_KEY, None, 0);
 }
 
-/// raw_syscalls:sys_enter.
+/// raw_syscalls:sys_enter; `id` is where the syscall number is in the
+/// context: a tracepoint record field, or args[1] of the raw tracepoint.
 pub fn sys_enter(
-    tp: &Tracepoint,
+    id: &Field,
     f: &Filter,
     start_fd: i32,
     mask_fd: i32,
@@ -326,7 +327,7 @@ pub fn sys_enter(
     let out = a.label();
     a.mov(R6, R1);
     emit_filter(&mut a, f, out);
-    ld_field(&mut a, R8, R6, tp.field("id")?)?;
+    ld_field(&mut a, R8, R6, id)?;
     a.jmp_imm(Jmp::Ge, R8, MAX_SYSCALLS as i32, out);
     a.stx(Size::W, R10, FILTER_SCRATCH, R8);
     map_call(
@@ -352,12 +353,8 @@ pub fn sys_enter(
     Ok(a.finish())
 }
 
-/// raw_syscalls:sys_exit.
-pub fn sys_exit(
-    tp: &Tracepoint,
-    sh: &Shared,
-    start_fd: i32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
+/// raw_syscalls:sys_exit; `ret` as `id` in [`sys_enter`].
+pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
@@ -367,7 +364,7 @@ pub fn sys_exit(
     a.stx(Size::DW, R10, START_KEY, R0);
     a.st_imm(Size::DW, R10, START_KEY + 8, 0);
     take_start(&mut a, start_fd, out);
-    ld_field(&mut a, R9, R6, tp.field("ret")?)?;
+    ld_field(&mut a, R9, R6, ret)?;
     emit_errno_flag(&mut a);
     emit_record(&mut a, sh);
     ret0(&mut a, out);
@@ -385,6 +382,18 @@ fn emit_errno_flag(a: &mut Asm) {
     a.bind(ok);
     a.mov_imm(R9, 0);
     a.bind(done);
+}
+
+/// The second argument of a raw tracepoint (`struct bpf_raw_tracepoint_args`):
+/// the syscall number of sys_enter(regs, id), the return value of
+/// sys_exit(regs, ret). Stable kernel ABI, no struct layout needed.
+pub fn raw_arg1(name: &str) -> Field {
+    Field {
+        name: name.into(),
+        offset: 8,
+        size: 8,
+        signed: true,
+    }
 }
 
 /// `<fs>:X_enter` of pair `idx`: keyed by (thread, pair).

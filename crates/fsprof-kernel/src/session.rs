@@ -50,6 +50,9 @@ pub struct Options {
     /// Otherwise (the default set) a layer the kernel lacks is skipped with
     /// a note.
     pub explicit_layers: bool,
+    /// Use perf tracepoints for the syscall layer even where raw ones work
+    /// (tests the fallback).
+    pub perf_tracepoints: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -293,11 +296,49 @@ impl Session {
                 }
             }
             let start = start_map("fsprof_sys_start", 16384)?;
-            at.add(&exit, progs::sys_exit(&exit, &sh, start.fd()))?;
-            at.add(
-                &enter,
-                progs::sys_enter(&enter, &filter, start.fd(), mask.fd()),
-            )?;
+            // Raw tracepoints skip formatting the trace record, which is most
+            // of the per-syscall cost; perf tracepoints are the fallback.
+            let raw = (|| -> Result<(), Error> {
+                if o.perf_tracepoints {
+                    return Err(Error::NoTracepoint {
+                        name: "raw_syscalls".into(),
+                        why: "--perf-tracepoints".into(),
+                    });
+                }
+                let exit_p = progs::sys_exit(&progs::raw_arg1("ret"), &sh, start.fd())?;
+                let enter_p =
+                    progs::sys_enter(&progs::raw_arg1("id"), &filter, start.fd(), mask.fd())?;
+                for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
+                    let prog = Prog::load(name, sys::PROG_RAW_TRACEPOINT, &insns).map_err(|e| {
+                        Error::Load {
+                            prog: name.into(),
+                            errno: e.errno,
+                            log: e.log,
+                        }
+                    })?;
+                    let att =
+                        sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
+                            prog: name.into(),
+                            tracepoint: format!("raw:{name}"),
+                            err,
+                        })?;
+                    at.progs.push(prog);
+                    at.atts.push(att);
+                }
+                Ok(())
+            })();
+            if let Err(e) = raw {
+                if !o.perf_tracepoints {
+                    notes.push(format!(
+                        "syscall layer on perf tracepoints (raw tracepoints unavailable: {e})"
+                    ));
+                }
+                at.add(&exit, progs::sys_exit(exit.field("ret")?, &sh, start.fd()))?;
+                at.add(
+                    &enter,
+                    progs::sys_enter(enter.field("id")?, &filter, start.fd(), mask.fd()),
+                )?;
+            }
             starts.push(start);
             mask_map = Some(mask);
             layers.push(layer::SYSCALL);

@@ -24,6 +24,7 @@ pub const BPF_ANY: u64 = 0;
 
 pub const PROG_TRACEPOINT: u32 = 5;
 pub const PROG_XDP: u32 = 6;
+pub const PROG_RAW_TRACEPOINT: u32 = 17;
 pub const PROG_TRACING: u32 = 26;
 pub const ATTACH_TRACE_FENTRY: u32 = 24;
 
@@ -395,6 +396,23 @@ const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 #[derive(Debug)]
 pub struct Attachment {
     _event: OwnedFd,
+}
+
+/// Attaches a raw tracepoint program (no record formatting: cheaper per
+/// event than a perf tracepoint).
+pub fn attach_raw_tracepoint(prog: &Prog, name: &str) -> io::Result<Attachment> {
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut attr = RawTpAttr {
+        name: cname.as_ptr() as u64,
+        prog_fd: prog.fd() as u32,
+        ..Default::default()
+    };
+    let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
+    // SAFETY: a link fd the kernel just returned.
+    Ok(Attachment {
+        _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+    })
 }
 
 /// Attaches `prog` to the tracepoint with tracefs id `tp_id`. A tracepoint

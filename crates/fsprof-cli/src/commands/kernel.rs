@@ -46,6 +46,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         target,
         require: a.require_tracepoint.clone(),
         explicit_layers: explicit,
+        perf_tracepoints: a.perf_tracepoints,
     };
 
     // Signals are taken synchronously (sigtimedwait) so that Ctrl-C ends
