@@ -315,6 +315,47 @@ fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     map_call(a, helper::MAP_DELETE_ELEM, start_fd, START_KEY, None, 0);
 }
 
+/// Per-thread variant of [`store_start`]: a thread's entry is reused, not
+/// re-inserted, because a hash insert and delete per call cost more than
+/// the rest of the program. START_VAL+8 and +16 must be filled; takes the
+/// timestamp itself, last. Clobbers r0-r5 and r7.
+fn store_thread_start(a: &mut Asm, start_fd: i32) {
+    let insert = a.label();
+    let done = a.label();
+    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, insert);
+    a.mov(R7, R0);
+    a.ldx(Size::DW, R1, R10, START_VAL + 8);
+    a.stx(Size::DW, R7, 8, R1);
+    a.ldx(Size::DW, R1, R10, START_VAL + 16);
+    a.stx(Size::DW, R7, 16, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R7, 0, R0);
+    a.ja(done);
+    a.bind(insert);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    store_start(a, start_fd);
+    a.bind(done);
+}
+
+/// Per-thread variant of [`take_start`]: the entry stays, its timestamp is
+/// zeroed to mark it consumed (the map is an LRU, so exited threads' entries
+/// age out).
+fn take_thread_start(a: &mut Asm, start_fd: i32, out: Label) {
+    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::DW, R7, R0, 0);
+    a.jmp_imm(Jmp::Eq, R7, 0, out);
+    a.ldx(Size::DW, R8, R0, 8);
+    a.ldx(Size::DW, R1, R0, 16);
+    a.stx(Size::DW, R10, SAVED, R1);
+    a.st_imm(Size::DW, R0, 0, 0);
+    a.mov(R1, R9);
+    a.alu_reg(Alu::Sub, R1, R7);
+    a.mov(R7, R1);
+}
+
 /// raw_syscalls:sys_enter; `id` is where the syscall number is in the
 /// context: a tracepoint record field, or args[1] of the raw tracepoint.
 pub fn sys_enter(
@@ -346,9 +387,7 @@ pub fn sys_enter(
     a.st_imm(Size::DW, R10, START_KEY + 8, 0);
     a.stx(Size::DW, R10, START_VAL + 8, R8);
     a.st_imm(Size::DW, R10, START_VAL + 16, 0);
-    a.call(helper::KTIME_GET_NS);
-    a.stx(Size::DW, R10, START_VAL, R0);
-    store_start(&mut a, start_fd);
+    store_thread_start(&mut a, start_fd);
     ret0(&mut a, out);
     Ok(a.finish())
 }
@@ -363,7 +402,7 @@ pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::in
     a.call(helper::GET_CURRENT_PID_TGID);
     a.stx(Size::DW, R10, START_KEY, R0);
     a.st_imm(Size::DW, R10, START_KEY + 8, 0);
-    take_start(&mut a, start_fd, out);
+    take_thread_start(&mut a, start_fd, out);
     ld_field(&mut a, R9, R6, ret)?;
     emit_errno_flag(&mut a);
     emit_record(&mut a, sh);
@@ -407,9 +446,7 @@ pub fn fs_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Insn> {
     a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
     a.st_imm(Size::DW, R10, START_VAL + 8, (FS_BASE + idx) as i32);
     a.st_imm(Size::DW, R10, START_VAL + 16, 0);
-    a.call(helper::KTIME_GET_NS);
-    a.stx(Size::DW, R10, START_VAL, R0);
-    store_start(&mut a, start_fd);
+    store_thread_start(&mut a, start_fd);
     ret0(&mut a, out);
     a.finish()
 }
@@ -429,7 +466,7 @@ pub fn fs_exit(
     a.call(helper::GET_CURRENT_PID_TGID);
     a.stx(Size::DW, R10, START_KEY, R0);
     a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
-    take_start(&mut a, start_fd, out);
+    take_thread_start(&mut a, start_fd, out);
     match exit.fields.iter().find(|f| f.name == "ret") {
         Some(ret) => {
             let mut ret = ret.clone();

@@ -252,15 +252,12 @@ impl Session {
             "fuse",
             &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
         );
-        let start_map = |name: &str, n: u32| {
-            map(
-                name,
-                sys::MAP_HASH,
-                progs::START_KEY_SIZE,
-                progs::START_VAL_SIZE,
-                n,
-                0,
-            )
+        // Per-thread start maps keep one entry per thread (reused, see
+        // progs::store_thread_start), so they are LRU maps: exited threads
+        // age out instead of filling the map. Per-request ones insert and
+        // delete.
+        let start_map = |name: &str, n: u32, ty: u32| {
+            map(name, ty, progs::START_KEY_SIZE, progs::START_VAL_SIZE, n, 0)
         };
 
         if let Some(t) = &targets {
@@ -295,7 +292,7 @@ impl Session {
                         })?;
                 }
             }
-            let start = start_map("fsprof_sys_start", 16384)?;
+            let start = start_map("fsprof_sys_start", 16384, sys::MAP_LRU_HASH)?;
             // Raw tracepoints skip formatting the trace record, which is most
             // of the per-syscall cost; perf tracepoints are the fallback.
             let raw = (|| -> Result<(), Error> {
@@ -344,7 +341,7 @@ impl Session {
             layers.push(layer::SYSCALL);
         }
         if o.fs {
-            let start = start_map("fsprof_fs_start", 16384)?;
+            let start = start_map("fsprof_fs_start", 16384, sys::MAP_LRU_HASH)?;
             for cat in FS_CATEGORIES {
                 for base in tracefs::enter_exit_pairs(&root, cat) {
                     let idx = fs_ops.len() as u32;
@@ -366,7 +363,7 @@ impl Session {
         if want_block {
             let issue = Tracepoint::load(&root, "block", "block_rq_issue")?;
             let done = Tracepoint::load(&root, "block", "block_rq_complete")?;
-            let start = start_map("fsprof_blk_start", 16384)?;
+            let start = start_map("fsprof_blk_start", 16384, sys::MAP_HASH)?;
             at.add(&done, progs::block_complete(&done, &sh, start.fd()))?;
             at.add(&issue, progs::block_issue(&issue, start.fd()))?;
             starts.push(start);
@@ -375,7 +372,7 @@ impl Session {
         if want_fuse {
             let send = Tracepoint::load(&root, "fuse", "fuse_request_send")?;
             let end = Tracepoint::load(&root, "fuse", "fuse_request_end")?;
-            let start = start_map("fsprof_fuse_start", 16384)?;
+            let start = start_map("fsprof_fuse_start", 16384, sys::MAP_HASH)?;
             at.add(&end, progs::fuse_end(&end, &sh, start.fd()))?;
             at.add(&send, progs::fuse_send(&send, &filter, start.fd()))?;
             starts.push(start);
@@ -470,6 +467,10 @@ impl Session {
         if final_read {
             for m in &self.starts {
                 for (_, vals) in rd("start", m)? {
+                    // A zero timestamp marks a consumed per-thread entry.
+                    if vals[0][0..8] == [0; 8] {
+                        continue;
+                    }
                     let opkey = u64::from_le_bytes(vals[0][8..16].try_into().unwrap());
                     *unfinished.entry(opkey).or_default() += 1;
                     if (opkey as u32) >= progs::BLOCK_BASE
