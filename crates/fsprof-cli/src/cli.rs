@@ -93,6 +93,9 @@ pub struct ReportArgs {
     /// Also list the profiled processes
     #[arg(long)]
     pub processes: bool,
+    /// Also attribute upper-layer latency to lower layers (text format)
+    #[arg(long)]
+    pub attribution: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -8,6 +8,7 @@
 //! ([`sys`]). The kernel needs BPF tracepoint programs and tracefs; it does
 //! not need BTF.
 
+pub mod attribution;
 pub mod insn;
 pub mod launch;
 pub mod names;

@@ -201,6 +201,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
             ..Default::default()
         };
         eprint!("{}", render(&profile, &ropts)?);
+        eprint!("{}", fsprof_kernel::attribution::render_text(&profile));
     }
     eprintln!("fsprof: profile written to {}", path.display());
     Ok(match (exit, interrupted) {

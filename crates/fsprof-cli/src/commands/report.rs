@@ -21,7 +21,10 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         top: a.top,
         processes: a.processes,
     };
-    let text = render(&profile, &opts)?;
+    let mut text = render(&profile, &opts)?;
+    if a.attribution && matches!(a.format, FormatArg::Text) {
+        text.push_str(&fsprof_kernel::attribution::render_text(&profile));
+    }
     write_stdout(&text)?;
     Ok(0)
 }
