@@ -511,6 +511,23 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
         sizes.histogram
     );
     assert_eq!(sizes.post, lat.post);
+
+    // The layers side by side: direct writes against the loop device's.
+    let rep = Command::new(BIN)
+        .args(["report", "--attribution"])
+        .arg(dir.path().join("b.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    let table = text
+        .split("layered attribution")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no attribution table in\n{text}"));
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("syscall/write"))
+        .unwrap_or_else(|| panic!("no syscall/write attribution row in\n{text}"));
+    assert!(row.contains(&format!("{}:write", fs.name())), "{row}");
 }
 
 /// A bindfs FUSE mount of a temp dir, unmounted on drop.

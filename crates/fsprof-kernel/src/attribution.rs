@@ -238,7 +238,10 @@ mod tests {
         let layout = BucketLayout::new(res);
         let slow = 50.0 * midpoint(res, layout.index(100_000).unwrap());
         let fast = 1000.0 * midpoint(res, layout.index(300).unwrap());
-        assert!((mm - slow).abs() < 1e-6 && (mass - slow - fast).abs() < 1e-6, "{mm} of {mass}");
+        assert!(
+            (mm - slow).abs() < 1e-6 && (mass - slow - fast).abs() < 1e-6,
+            "{mm} of {mass}"
+        );
     }
 
     #[test]

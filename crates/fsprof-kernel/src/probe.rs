@@ -39,6 +39,23 @@ fn try_tracepoints(root: &Path, tps: &[(&str, &str)]) -> Result<String, String> 
         .join(", "))
 }
 
+/// Whether raw tracepoint programs attach to sys_enter/sys_exit (the
+/// cheaper route for the syscall layer; perf tracepoints are the fallback).
+fn try_raw_syscalls() -> Result<String, String> {
+    let prog = Prog::load("fsprof_probe", sys::PROG_RAW_TRACEPOINT, &trivial()).map_err(|e| {
+        format!(
+            "raw tracepoint programs are refused ({}); perf tracepoints are used",
+            e.errno
+        )
+    })?;
+    for name in ["sys_enter", "sys_exit"] {
+        sys::attach_raw_tracepoint(&prog, name).map_err(|e| {
+            format!("attaching to raw tracepoint {name}: {e}; perf tracepoints are used")
+        })?;
+    }
+    Ok("sys_enter, sys_exit (used by the syscall layer)".into())
+}
+
 /// Finds the BTF id of a kernel function in /sys/kernel/btf/vmlinux.
 pub fn btf_func_id(btf: &[u8], func: &str) -> Option<u32> {
     let u32_at = |o: usize| {
@@ -162,6 +179,7 @@ pub fn report() -> Vec<Finding> {
             &[("raw_syscalls", "sys_enter"), ("raw_syscalls", "sys_exit")],
         ),
     ));
+    out.push(f("syscall layer (raw tp)", try_raw_syscalls()));
     out.push(f(
         "process-tree following",
         try_tracepoints(&root, &[("sched", "sched_process_fork")]),
