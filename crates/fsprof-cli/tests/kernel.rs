@@ -206,6 +206,9 @@ fn errors_name_the_problem() {
     let (code, err) = run(&["--", "/nonexistent/cmd"]);
     assert_eq!(code, Some(127), "{err}");
     assert!(err.contains("command not found"), "{err}");
+    let (code, err) = run(&["--comm", "a-name-longer-than-15", "--duration", "1s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("longer than the 15 bytes"), "{err}");
     assert!(!out.exists());
     // Exactly one line per error, no panic.
     assert!(!err.contains("panicked"));
@@ -365,6 +368,28 @@ fn pid_mode_follows_a_running_process() {
     // cat (a forked child) opened its two files.
     assert!(sc.get("openat").is_some_and(|c| c.0 >= 2), "{sc:?}");
     assert!(sc.contains_key("execve"), "{sc:?}");
+}
+
+#[test]
+fn duration_ends_a_run_without_a_command() {
+    if !root_or_skip("duration_ends_a_run_without_a_command") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (p, o) = kernel(
+        &[
+            "--comm",
+            "fsprof-none",
+            "--duration",
+            "300ms",
+            "--layers",
+            "syscall",
+        ],
+        &dir.path().join("d.json"),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert!(p.meta.duration_ns >= 300_000_000, "{}", p.meta.duration_ns);
+    assert!(p.meta.exit.is_none());
 }
 
 #[test]
