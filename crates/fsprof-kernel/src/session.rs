@@ -173,7 +173,9 @@ impl Session {
             8,
             progs::STATS_VAL_SIZE,
             8192,
-            0,
+            // Per-CPU values are allocated per CPU: preallocating 8192 of
+            // them would take tens of MB on a large machine.
+            sys::BPF_F_NO_PREALLOC,
         )?;
         let hist = map(
             "fsprof_hist",

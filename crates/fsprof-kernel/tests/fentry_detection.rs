@@ -1,0 +1,44 @@
+//! The fentry/fexit verdict of `--probe-report` is a real attempt: find
+//! vfs_read in this kernel's BTF, load an fentry program on it, attach it.
+//! On kernels that allow it the attempt must succeed end to end; where the
+//! kernel refuses (the development VM returns EPERM on load), the verdict
+//! must name the step and the errno — that refusal is what this test pins.
+
+mod common;
+
+use fsprof_kernel::probe;
+
+#[test]
+fn btf_parser_finds_vfs_functions_in_the_running_kernel() {
+    let Ok(btf) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+        // Without BTF there is nothing to parse; fentry_support says so.
+        let why = probe::fentry_support().unwrap_err();
+        assert!(why.contains("no kernel BTF"), "{why}");
+        return;
+    };
+    for f in ["vfs_read", "vfs_write", "vfs_fsync_range", "iterate_dir"] {
+        assert!(
+            probe::btf_func_id(&btf, f).is_some(),
+            "{f} not found in vmlinux BTF"
+        );
+    }
+    assert_eq!(probe::btf_func_id(&btf, "fsprof_no_such_function"), None);
+}
+
+#[test]
+fn fentry_verdict_is_a_real_attempt_with_a_reason() {
+    if !common::require_root("fentry_verdict_is_a_real_attempt_with_a_reason") {
+        return;
+    }
+    match probe::fentry_support() {
+        Ok(s) => assert!(s.contains("loads and attaches"), "{s}"),
+        Err(why) => {
+            eprintln!("NOTE: fentry/fexit is not usable on this kernel, so fsprof's fs layer uses tracepoint pairs: {why}");
+            assert!(
+                why.contains("no kernel BTF")
+                    || (why.contains("refuses to") && why.contains("os error")),
+                "the verdict must name the failing step and errno: {why}"
+            );
+        }
+    }
+}
