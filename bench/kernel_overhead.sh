@@ -97,7 +97,11 @@ res = os.path.join(tmp, "ns")
 wrapped = [timeit, res] + grep
 
 def inner(cmd):
+    if os.path.exists(res):
+        os.unlink(res)
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not os.path.exists(res):
+        sys.exit(f"no timing from {cmd[:3]}...: the tool failed")
     return int(open(res).read()) / 1e9
 
 inside = {
@@ -105,6 +109,11 @@ inside = {
     "fsprof kernel": fs(cmd=wrapped),
     "fsprof kernel --all-syscalls": fs("--all-syscalls", cmd=wrapped),
     "bpftrace hist": ["bpftrace", "-q", "-e", HIST % 'comm == "grep"', "-c", " ".join(wrapped)],
+    # What enabling the syscall tracepoints costs before any work: empty
+    # programs (bpftrace 0.17 has no raw tracepoints, so perf ones).
+    "bpftrace empty programs": ["bpftrace", "-q", "-e",
+                                "tracepoint:raw_syscalls:sys_enter { } tracepoint:raw_syscalls:sys_exit { }",
+                                "-c", " ".join(wrapped)],
 }
 for c in inside.values():
     inner(c)

@@ -63,6 +63,9 @@ pub enum Filter {
 #[derive(Clone, Copy, Debug)]
 pub struct Shared {
     pub stats_fd: i32,
+    /// Per-CPU array of syscall counters indexed by syscall number: an
+    /// array lookup is inlined by the verifier, a hash lookup is a call.
+    pub sys_stats_fd: i32,
     pub hist_fd: i32,
     /// Threshold table (one array element), used when r > 1.
     pub thresh_fd: i32,
@@ -202,13 +205,44 @@ pub fn thresh_value(layout: &BucketLayout) -> Vec<u8> {
 /// Adds one observation: r7 = value (ns or bytes), r8 = op key, r9 = 1 if
 /// the call failed. Clobbers r0-r6.
 pub fn emit_record(a: &mut Asm, sh: &Shared) {
+    emit_record_with(a, sh, false)
+}
+
+/// [`emit_record`] for syscall ops (r8 < MAX_SYSCALLS): counters in the
+/// per-CPU array.
+pub fn emit_record_sys(a: &mut Asm, sh: &Shared) {
+    emit_record_with(a, sh, true)
+}
+
+fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
     emit_bucket(a, sh);
     a.stx(Size::DW, R10, HIST_KEY, R8);
     a.stx(Size::DW, R10, HIST_KEY + 8, R6);
 
     // Per-op counters.
-    let stats_new = a.label();
     let hist = a.label();
+    if sys_array {
+        a.stx(Size::W, R10, FILTER_SCRATCH, R8);
+        map_call(
+            a,
+            helper::MAP_LOOKUP_ELEM,
+            sh.sys_stats_fd,
+            FILTER_SCRATCH,
+            None,
+            0,
+        );
+        a.jmp_imm(Jmp::Eq, R0, 0, hist);
+        emit_stats_add(a);
+    } else {
+        emit_stats_hash(a, sh, hist);
+    }
+    emit_hist(a, sh, hist);
+}
+
+/// Counters in the per-op hash: lookup, else insert (racing inserts
+/// retried once as a lookup). Falls through to `hist`'s position.
+fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
+    let stats_new = a.label();
     map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
     a.jmp_imm(Jmp::Eq, R0, 0, stats_new);
     emit_stats_add(a);
@@ -234,8 +268,10 @@ pub fn emit_record(a: &mut Asm, sh: &Shared) {
     map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
     a.jmp_imm(Jmp::Eq, R0, 0, hist);
     emit_stats_add(a);
+}
 
-    // Histogram bucket.
+/// Histogram bucket; binds `hist` at its start.
+fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
     a.bind(hist);
     let end = a.label();
     let hist_new = a.label();
@@ -405,7 +441,7 @@ pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::in
     take_thread_start(&mut a, start_fd, out);
     ld_field(&mut a, R9, R6, ret)?;
     emit_errno_flag(&mut a);
-    emit_record(&mut a, sh);
+    emit_record_sys(&mut a, sh);
     ret0(&mut a, out);
     Ok(a.finish())
 }

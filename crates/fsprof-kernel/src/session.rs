@@ -59,6 +59,7 @@ pub struct Options {
 pub struct Session {
     layout: BucketLayout,
     stats: Map,
+    sys_stats: Map,
     hist: Map,
     targets: Option<Map>,
     starts: Vec<Map>,
@@ -197,8 +198,17 @@ impl Session {
         } else {
             None
         };
+        let sys_stats = map(
+            "fsprof_sysstats",
+            sys::MAP_PERCPU_ARRAY,
+            4,
+            progs::STATS_VAL_SIZE,
+            progs::MAX_SYSCALLS,
+            0,
+        )?;
         let sh = Shared {
             stats_fd: stats.fd(),
+            sys_stats_fd: sys_stats.fd(),
             hist_fd: hist.fd(),
             thresh_fd: thresh.as_ref().map_or(-1, Map::fd),
             resolution: r,
@@ -384,6 +394,7 @@ impl Session {
         let s = Session {
             layout,
             stats,
+            sys_stats,
             hist,
             targets,
             starts,
@@ -448,7 +459,17 @@ impl Session {
                 e.0[slot] += n;
             }
         }
-        for (k, vals) in rd("fsprof_stats", &self.stats)? {
+        let mut stats = rd("fsprof_stats", &self.stats)?;
+        // Syscall counters: index = syscall number = op key.
+        for (k, vals) in rd("fsprof_sysstats", &self.sys_stats)? {
+            let mut key = k.clone();
+            key.resize(8, 0);
+            stats.push((key, vals));
+        }
+        for (k, vals) in stats {
+            if vals.iter().all(|v| v[0..8] == [0; 8]) {
+                continue; // an array slot never used
+            }
             let opkey = u64::from_le_bytes(k[0..8].try_into().unwrap());
             let e = per_op
                 .entry(opkey)

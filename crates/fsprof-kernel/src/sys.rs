@@ -19,6 +19,7 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 pub const MAP_HASH: u32 = 1;
 pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERCPU_HASH: u32 = 5;
+pub const MAP_PERCPU_ARRAY: u32 = 6;
 pub const MAP_LRU_HASH: u32 = 9;
 pub const BPF_F_NO_PREALLOC: u32 = 1;
 pub const BPF_ANY: u64 = 0;
@@ -178,7 +179,7 @@ impl Map {
             ..Default::default()
         };
         let fd = sys_bpf(BPF_MAP_CREATE, &mut attr)?;
-        let percpu = map_type == MAP_PERCPU_HASH;
+        let percpu = map_type == MAP_PERCPU_HASH || map_type == MAP_PERCPU_ARRAY;
         Ok(Map {
             // SAFETY: the kernel just returned this fd to us.
             fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },

@@ -24,6 +24,7 @@ fn kernel_buckets_equal_bucket_layout_index() {
             .unwrap();
         let sh = Shared {
             stats_fd: -1,
+            sys_stats_fd: -1,
             hist_fd: -1,
             thresh_fd: thresh.fd(),
             resolution: r,
