@@ -299,7 +299,12 @@ fn ctrl_c_mid_run_writes_the_profile() {
     );
     // Wait until sleep runs (the cat is done by then).
     let pid = child.id() as i32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep never started under fsprof"
+        );
         let kids =
             std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         let k = kids.split_whitespace().next().map(str::to_string);

@@ -212,17 +212,13 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
 }
 
 fn probe_report() -> Result<i32> {
-    let mut all_ok = true;
+    // Exit 0 either way: "no" lines are findings, not failures.
     for f in fsprof_kernel::probe::report() {
         match f.result {
             Ok(d) => println!("{:<28} yes  {d}", f.what),
-            Err(why) => {
-                all_ok = false;
-                println!("{:<28} no   {why}", f.what)
-            }
+            Err(why) => println!("{:<28} no   {why}", f.what),
         }
     }
-    let _ = all_ok;
     Ok(0)
 }
 
