@@ -736,3 +736,67 @@ fn comm_and_cgroup_filters_select_tasks_in_the_kernel() {
     assert!(sc.get("execve").is_some_and(|c| c.0 - c.1 == 1), "{sc:?}");
     assert!(sc.get("openat").is_some_and(|c| c.0 >= 3), "{sc:?}");
 }
+
+fn progs_of(pid: u32) -> usize {
+    let prefix = fsprof_kernel::session::prog_prefix(pid);
+    fsprof_kernel::sys::loaded_prog_names()
+        .expect("listing BPF programs")
+        .iter()
+        .filter(|n| n.starts_with(&prefix))
+        .count()
+}
+
+/// Detaching is asynchronous (a helper, or the kernel's exit path, closes
+/// the fds), so wait for it, but not forever.
+fn assert_programs_gone(pid: u32, how: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while progs_of(pid) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{how}: {} programs of fsprof pid {pid} still loaded after 30 s",
+            progs_of(pid)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn programs_are_detached_after_exit_interrupt_and_kill() {
+    if !root_or_skip("programs_are_detached_after_exit_interrupt_and_kill") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (how, sig) in [
+        ("exit", 0),
+        ("SIGINT", libc::SIGINT),
+        ("SIGKILL", libc::SIGKILL),
+    ] {
+        let out = dir.path().join(format!("{how}.json"));
+        let args: &[&str] = if sig == 0 {
+            &["--", "sleep", "60"]
+        } else {
+            &["--comm", "fsprof-none"]
+        };
+        let (mut child, _err) = start_attached(args, &out);
+        let pid = child.id();
+        // Every layer's programs are loaded and named after this fsprof.
+        assert!(
+            progs_of(pid) >= 4,
+            "{how}: only {} programs of pid {pid} found",
+            progs_of(pid)
+        );
+        if sig == 0 {
+            // The command ends (killed), then fsprof exits normally.
+            let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+            for k in kids.split_whitespace() {
+                // SAFETY: signalling the test's grandchild.
+                unsafe { libc::kill(k.parse().unwrap(), libc::SIGTERM) };
+            }
+        } else {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, sig) };
+        }
+        child.wait().unwrap();
+        assert_programs_gone(pid, how);
+    }
+}

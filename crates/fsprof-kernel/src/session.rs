@@ -87,6 +87,18 @@ fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Ma
     })
 }
 
+/// Kernel-visible program name: `f<pid in hex>_<tracepoint>` (15 bytes
+/// kept), so `bpftool prog` shows whose programs these are and tests can
+/// check that a finished fsprof left none behind.
+pub fn prog_name(tp: &str) -> String {
+    format!("{}{tp}", prog_prefix(std::process::id()))
+}
+
+/// The name prefix of the programs of fsprof process `pid`.
+pub fn prog_prefix(pid: u32) -> String {
+    format!("f{pid:x}_")
+}
+
 fn load(name: &str, insns: &[crate::insn::Insn]) -> Result<Prog, Error> {
     Prog::load(name, sys::PROG_TRACEPOINT, insns).map_err(|e| Error::Load {
         prog: name.into(),
@@ -110,7 +122,7 @@ impl Attacher {
         tp: &Tracepoint,
         insns: Result<Vec<crate::insn::Insn>, Error>,
     ) -> Result<(), Error> {
-        let prog = load(&tp.name, &insns?)?;
+        let prog = load(&prog_name(&tp.name), &insns?)?;
         let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
             prog: tp.name.clone(),
             tracepoint: format!("{}:{}", tp.category, tp.name),
@@ -318,13 +330,12 @@ impl Session {
                 let enter_p =
                     progs::sys_enter(&progs::raw_arg1("id"), &filter, start.fd(), mask.fd())?;
                 for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
-                    let prog = Prog::load(name, sys::PROG_RAW_TRACEPOINT, &insns).map_err(|e| {
-                        Error::Load {
+                    let prog = Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns)
+                        .map_err(|e| Error::Load {
                             prog: name.into(),
                             errno: e.errno,
                             log: e.log,
-                        }
-                    })?;
+                        })?;
                     let att =
                         sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
                             prog: name.into(),

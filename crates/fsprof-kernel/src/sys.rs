@@ -499,3 +499,62 @@ pub fn raw_tracepoint_open(prog: &Prog) -> io::Result<OwnedFd> {
     // SAFETY: a link fd the kernel just returned.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
+
+const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
+const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+#[repr(C)]
+#[derive(Default)]
+struct IdAttr {
+    id: u32,
+    next_id: u32,
+    open_flags: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// Names of every BPF program loaded in the kernel (any owner).
+pub fn loaded_prog_names() -> io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut id = 0u32;
+    loop {
+        let mut a = IdAttr {
+            id,
+            ..Default::default()
+        };
+        match sys_bpf(BPF_PROG_GET_NEXT_ID, &mut a) {
+            Ok(_) => id = a.next_id,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(names),
+            Err(e) => return Err(e),
+        }
+        let mut g = IdAttr {
+            id,
+            ..Default::default()
+        };
+        // The program may be gone already: skip it.
+        let Ok(fd) = sys_bpf(BPF_PROG_GET_FD_BY_ID, &mut g) else {
+            continue;
+        };
+        // SAFETY: fd just returned by the kernel.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        // struct bpf_prog_info up to and including name[16] (offset 64).
+        let mut info = [0u8; 80];
+        let mut ia = InfoAttr {
+            bpf_fd: fd.as_raw_fd() as u32,
+            info_len: info.len() as u32,
+            info: info.as_mut_ptr() as u64,
+        };
+        if sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia).is_ok() {
+            let n = &info[64..80];
+            let end = n.iter().position(|&b| b == 0).unwrap_or(16);
+            names.push(String::from_utf8_lossy(&n[..end]).into_owned());
+        }
+    }
+}
