@@ -16,6 +16,7 @@ pub mod privs;
 pub mod probe;
 pub mod progs;
 pub mod session;
+pub mod sizes;
 pub mod sys;
 mod syscall_table;
 pub mod tracefs;

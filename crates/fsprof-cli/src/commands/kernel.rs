@@ -196,11 +196,23 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         eprintln!("fsprof: interrupted by signal {sig}; the profile covers the run until then");
     }
     if !a.quiet {
-        let ropts = ReportOptions {
+        // block-size counts bytes: printed below with byte labels.
+        let mut ropts = ReportOptions {
             top: a.top,
             ..Default::default()
         };
+        ropts.selection.layers = profile
+            .layers
+            .iter()
+            .map(|l| l.name.clone())
+            .filter(|n| n != fsprof_kernel::session::BLOCK_SIZE_LAYER)
+            .collect();
+        if ropts.selection.layers.is_empty() {
+            ropts.selection.layers.clear(); // nothing recorded: header only
+            ropts.selection = Default::default();
+        }
         eprint!("{}", render(&profile, &ropts)?);
+        eprint!("{}", fsprof_kernel::sizes::render_text(&profile));
         eprint!("{}", fsprof_kernel::attribution::render_text(&profile));
     }
     eprintln!("fsprof: profile written to {}", path.display());
