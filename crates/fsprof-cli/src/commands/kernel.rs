@@ -208,7 +208,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
             .filter(|n| n != fsprof_kernel::session::BLOCK_SIZE_LAYER)
             .collect();
         if ropts.selection.layers.is_empty() {
-            ropts.selection.layers.clear(); // nothing recorded: header only
+            // Nothing recorded: the header alone.
             ropts.selection = Default::default();
         }
         eprint!("{}", render(&profile, &ropts)?);
