@@ -327,9 +327,9 @@ fn compare_op(
     let peaks_b = find_peaks_with(hb, res, &opts.peaks);
     let name = a.op.name.clone();
     let (ca, cb) = (a.op.count(), b.op.count());
-    let status = if ca == 0 && cb == 0 {
-        Status::Negligible
-    } else if a.negligible(opts.negligible) && b.negligible(opts.negligible) {
+    let status = if (ca == 0 && cb == 0)
+        || (a.negligible(opts.negligible) && b.negligible(opts.negligible))
+    {
         Status::Negligible
     } else if ca == 0 {
         Status::Added

@@ -134,7 +134,7 @@ impl Calibration {
     /// The characteristic nearest to `ns` on a log scale, if within
     /// [`MAX_LABEL_RATIO`] of it.
     pub fn nearest(&self, ns: f64) -> Option<&Characteristic> {
-        if !(ns > 0.0) {
+        if ns.is_nan() || ns <= 0.0 {
             return None;
         }
         self.characteristics
