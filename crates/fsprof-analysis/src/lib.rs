@@ -16,9 +16,12 @@
 //! except [`calibrate`], which runs small workloads on this machine.
 
 pub mod compare;
+pub mod correlation;
 pub mod distance;
 pub mod labels;
 pub mod peaks;
+pub mod render;
+pub mod select;
 
 mod fmt;
 

@@ -10,7 +10,9 @@
 //! 2. hills that are *insignificant* — fewer than `min_calls` calls, or both
 //!    under `min_count_share` of the calls and under `min_latency_share` of
 //!    the latency — are folded into an adjacent hill, or, when separated
-//!    from every other hill by empty buckets, left out as outliers. This is
+//!    from every other hill by empty buckets, left out as outliers (a hill
+//!    just past a much bigger one, across at most `tail_gap` empty powers
+//!    of two, is folded into it: its tail). This is
 //!    what keeps sparse tails (a few scattered slow calls) from being
 //!    reported as dozens of one-call peaks, while a small group of calls
 //!    that carries much of the latency (2% of reads that go to disk and
@@ -83,8 +85,15 @@ pub struct PeakOptions {
     pub min_calls: u64,
     /// ... and at least this share of the calls ... Default 0.01.
     pub min_count_share: f64,
-    /// ... or at least this share of the latency. Default 0.05.
+    /// ... or at least this share of the latency, unless it trails a peak
+    /// (see `tail_gap`). Default 0.05.
     pub min_latency_share: f64,
+    /// A small hill at most this many powers of two of empty buckets away
+    /// from a neighbour with `tail_ratio` times its calls is that peak's
+    /// tail, not a peak. Default 2.
+    pub tail_gap: usize,
+    /// Default 10.
+    pub tail_ratio: u64,
 }
 
 impl Default for PeakOptions {
@@ -94,6 +103,8 @@ impl Default for PeakOptions {
             min_calls: 3,
             min_count_share: 0.01,
             min_latency_share: 0.05,
+            tail_gap: 2,
+            tail_ratio: 10,
         }
     }
 }
@@ -147,28 +158,54 @@ pub fn find_peaks_with(h: &Histogram, res: Resolution, opts: &PeakOptions) -> Ve
     }
 
     // 2: fold insignificant hills into a neighbour, smallest first; drop
-    // isolated ones.
-    let significant = |r: &(usize, usize)| {
-        let (count, lat) = stats(r);
+    // isolated ones. A hill "trails" a neighbour when at most `tail_gap`
+    // powers of two of empty buckets separate them and the neighbour has
+    // at least `tail_ratio` times its calls: the stragglers of that peak.
+    let gap = |l: &(usize, usize), r: &(usize, usize)| r.0 - l.1 - 1;
+    let max_gap = opts.tail_gap * res.get() as usize;
+    let trails = |hills: &[(usize, usize)], k: usize| {
+        let own = stats(&hills[k]).0;
+        let near = |j: usize, g: usize| g <= max_gap && stats(&hills[j]).0 >= opts.tail_ratio * own;
+        (k > 0 && near(k - 1, gap(&hills[k - 1], &hills[k])))
+            || (k + 1 < hills.len() && near(k + 1, gap(&hills[k], &hills[k + 1])))
+    };
+    let significant = |hills: &[(usize, usize)], k: usize| {
+        let (count, lat) = stats(&hills[k]);
         count >= opts.min_calls
             && (count as f64 / total_calls as f64 >= opts.min_count_share
-                || (total_lat > 0.0 && lat / total_lat >= opts.min_latency_share))
+                || (total_lat > 0.0
+                    && lat / total_lat >= opts.min_latency_share
+                    && !trails(hills, k)))
     };
     loop {
         let weakest = (0..hills.len())
-            .filter(|&k| !significant(&hills[k]))
+            .filter(|&k| !significant(&hills, k))
             .min_by_key(|&k| stats(&hills[k]).0);
         let Some(k) = weakest else { break };
-        let left = (k > 0 && adjacent(&hills[k - 1], &hills[k])).then(|| c[hills[k].0]);
-        let right =
-            (k + 1 < hills.len() && adjacent(&hills[k], &hills[k + 1])).then(|| c[hills[k].1]);
-        match (left, right) {
-            (Some(lv), Some(rv)) if rv > lv => {
-                hills[k + 1].0 = hills[k].0;
-            }
-            (Some(_), _) => hills[k - 1].1 = hills[k].1,
-            (None, Some(_)) => hills[k + 1].0 = hills[k].0,
-            (None, None) => {}
+        let own = stats(&hills[k]).0;
+        // Candidate neighbours: adjacent ones always; across a short gap
+        // only one that dwarfs this hill (don't chain stragglers together).
+        let take = |j: usize, g: usize| {
+            g == 0 || (g <= max_gap && stats(&hills[j]).0 >= opts.tail_ratio * own)
+        };
+        let left = (k > 0)
+            .then(|| (k - 1, gap(&hills[k - 1], &hills[k])))
+            .filter(|&(j, g)| take(j, g))
+            .map(|(_, g)| (g, c[hills[k].0]));
+        let right = (k + 1 < hills.len())
+            .then(|| (k + 1, gap(&hills[k], &hills[k + 1])))
+            .filter(|&(j, g)| take(j, g))
+            .map(|(_, g)| (g, c[hills[k].1]));
+        // The nearer neighbour; on a tie the one joined by the higher edge.
+        let into_right = match (left, right) {
+            (Some((lg, lv)), Some((rg, rv))) => rg < lg || (rg == lg && rv > lv),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if into_right {
+            hills[k + 1].0 = hills[k].0;
+        } else if left.is_some() {
+            hills[k - 1].1 = hills[k].1;
         }
         hills.remove(k);
     }
@@ -336,6 +373,18 @@ mod tests {
         let p = find_peaks(&hist(9, &[0, 990, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10]), R1);
         assert_eq!(modes(&p), vec![10, 21]);
         assert!(p[1].count_share < 0.02 && p[1].latency_share > 0.9);
+    }
+
+    #[test]
+    fn stragglers_just_past_a_device_peak_are_its_tail() {
+        // Direct reads: 513 around 50 µs, 5 at ~1.5 ms after an empty bucket.
+        // The 5 hold ~20% of the latency but are the peak's tail.
+        let p = find_peaks(
+            &hist(8, &[400, 600, 30, 0, 0, 0, 0, 315, 154, 29, 12, 0, 5]),
+            R1,
+        );
+        assert_eq!(modes(&p), vec![9, 15]);
+        assert_eq!((p[1].first, p[1].last, p[1].count), (15, 20, 515));
     }
 
     #[test]

@@ -1,4 +1,6 @@
+mod analysis;
 mod check;
+mod compare;
 mod merge;
 mod report;
 mod run;
@@ -12,5 +14,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::report(a),
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
+        Command::Compare(a) => compare::compare(a),
     }
 }
