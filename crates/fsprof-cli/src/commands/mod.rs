@@ -1,4 +1,5 @@
 mod analysis;
+mod calibrate;
 mod check;
 mod compare;
 mod merge;
@@ -15,5 +16,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Calibrate(a) => calibrate::calibrate(a),
     }
 }
