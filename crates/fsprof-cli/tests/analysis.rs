@@ -291,3 +291,145 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .success()
         .stdout(predicate::str::contains("≈ device read").not());
 }
+
+/// The shim records request size and seek distance per data call; `report
+/// --correlate` explains the slow read peak by its long seeks.
+#[test]
+fn value_correlation_explains_slow_reads_by_their_seeks() {
+    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let src = d.path().join("seeky.c");
+    std::fs::write(
+        &src,
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+/* 256 sequential 4 KiB reads of a cached file, then 100 reads of an evicted
+ * file, each after an lseek 17 MiB or more away; then 1000-byte freads. */
+int main(int argc, char **argv) {
+    static char b[4096];
+    int a = open(argv[1], O_RDONLY);
+    while (read(a, b, 4096) > 0) ;
+    int c = open(argv[2], O_RDONLY);
+    posix_fadvise(c, 0, 0, POSIX_FADV_DONTNEED);
+    posix_fadvise(c, 0, 0, POSIX_FADV_RANDOM);
+    for (int i = 0; i < 100; i++) {
+        lseek(c, (off_t)((i * 239) % 256) << 20, SEEK_SET);
+        if (read(c, b, 4096) != 4096) return 1;
+    }
+    FILE *f = fopen(argv[1], "r");
+    while (fread(b, 1, 1000, f) > 0) ;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.path().join("seeky");
+    assert!(Std::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    for (name, mib) in [("hot", 1), ("cold", 256)] {
+        let ok = Std::new("dd")
+            .args(["if=/dev/zero", "bs=1M", "status=none", "conv=fsync"])
+            .arg(format!("count={mib}"))
+            .arg(format!("of={}", d.path().join(name).display()))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let profile = d.path().join("p.json");
+    fsprof()
+        .current_dir(d.path())
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--"])
+        .arg(&exe)
+        .args(["hot", "cold"])
+        .assert()
+        .success();
+
+    // The recorded joint histograms: every successful read filed a size;
+    // seeks: 0 for the sequential reads, >= 16 MiB after each lseek.
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+    let read = p["layers"][0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "read")
+        .unwrap();
+    let cells = |kind: &str| -> Vec<(i64, i64, u64)> {
+        read["correlations"][kind]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c[0].as_i64().unwrap(),
+                    c[1].as_i64().unwrap(),
+                    c[2].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let size_total: u64 = cells("size").iter().map(|c| c.2).sum();
+    assert_eq!(size_total, read["post"].as_u64().unwrap());
+    let seeks = cells("seek");
+    let far: u64 = seeks.iter().filter(|c| c.1 >= 23).map(|c| c.2).sum();
+    let zero: u64 = seeks.iter().filter(|c| c.1 == -2).map(|c| c.2).sum();
+    // The first read of `cold` has no previous end on its fd, so no
+    // distance; the other 99 follow an lseek at least 17 MiB away.
+    assert!((98..=100).contains(&far), "{seeks:?}");
+    assert!(zero >= 256, "{seeks:?}");
+
+    let out = fsprof()
+        .args([
+            "report",
+            "--correlate",
+            "seek",
+            "--op",
+            "read",
+            "--format",
+            "json",
+        ])
+        .arg(&profile)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let peaks = v["correlation"]["peaks"].as_array().unwrap();
+    let slow = peaks
+        .iter()
+        .max_by_key(|p| p["peak"]["mode"].as_i64().unwrap())
+        .unwrap();
+    let fast = peaks
+        .iter()
+        .min_by_key(|p| p["peak"]["mode"].as_i64().unwrap())
+        .unwrap();
+    assert!(
+        slow["summary"].as_str().unwrap().contains("seeks of"),
+        "{v}"
+    );
+    assert!(
+        fast["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("sequential (seek 0)"),
+        "{v}"
+    );
+    // fread records stream-level request sizes (1000 bytes each).
+    fsprof()
+        .args(["report", "--correlate", "size", "--op", "fread"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
+}
