@@ -364,8 +364,9 @@ fn futex_handoff() -> Characteristic {
 }
 
 /// Two busy threads pinned to one CPU: the measuring thread records every
-/// gap in its clock reads longer than 20 µs, i.e. the times the scheduler
-/// gave the CPU to the other thread — one quantum each.
+/// gap in its clock reads longer than 200 µs, i.e. the times the scheduler
+/// gave the CPU to the other thread — one quantum each. (Shorter gaps are
+/// interrupts and other processes' wake-ups, not the competing thread.)
 fn sched_quantum() -> Characteristic {
     let method = "gaps seen by one of two busy threads pinned to one CPU".to_string();
     // SAFETY: sched_getcpu has no preconditions.
@@ -396,9 +397,9 @@ fn sched_quantum() -> Characteristic {
         }
         let end = now_ns() + 400_000_000;
         let mut last = now_ns();
-        while last < end && gaps.len() < 200 {
+        while last < end && gaps.len() < 100 {
             let t = now_ns();
-            if t - last > 20_000 {
+            if t - last > 200_000 {
                 gaps.push((t - last) as f64);
             }
             last = t;

@@ -7,13 +7,15 @@
 //!    both sides (one call is no distribution). Ops whose counts and
 //!    histograms are equal are `identical`.
 //! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
-//!    matched by overlapping bucket ranges; a peak in B without a partner in
-//!    A is `new`, the reverse `gone`, a matched peak whose mode moved by at
-//!    least two powers of two `moved`. A new or gone peak holding at least
-//!    [`CompareOptions::peak_change_share`] of the op's latency (and at
-//!    least 1% of its calls) makes the op interesting by itself — a few
-//!    calls that now go to the disk are a change even when they barely move
-//!    the distribution (turn off with `peak_changes: false`).
+//!    compared: a peak of B over a bucket range where A had less than half
+//!    its share of calls (within a power of two) is `new`, the reverse `gone`, and a peak whose
+//!    biggest overlapping peak on the other side has its mode two or more
+//!    powers of two away `moved`. A new or gone peak holding at least
+//!    [`CompareOptions::peak_change_share`] of the op's latency, with the
+//!    op's total latency up (down) by at least half of it, makes the op
+//!    interesting by itself — a few calls that now wait for the disk are a
+//!    change even when they barely move the distribution (turn off with
+//!    `peak_changes: false`).
 //! 3. **The difference is scored** with the chosen [`Method`]; a score at or
 //!    above the threshold makes the op interesting.
 //!
@@ -129,7 +131,8 @@ pub struct CompareOptions {
     /// interesting. Default true.
     pub peak_changes: bool,
     /// Phase 2: smallest share of the op's latency a new/gone peak must
-    /// hold (on its side) to count. Default 0.2.
+    /// hold (on its side) to count; the op's total latency must also have
+    /// grown (shrunk) by at least half the peak's latency. Default 0.2.
     pub peak_change_share: f64,
     pub peaks: PeakOptions,
     /// Labels peaks in reasons ("≈ device read") when given.
@@ -171,11 +174,11 @@ pub enum Status {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeakChangeKind {
-    /// A peak of B overlapping no peak of A.
+    /// A peak of B matching no peak of A (see the module docs).
     New,
-    /// A peak of A overlapping no peak of B.
+    /// A peak of A matching no peak of B.
     Gone,
-    /// Overlapping peaks whose modes are at least two powers of two apart.
+    /// Matching peaks whose modes are at least two powers of two apart.
     Moved,
 }
 
@@ -409,6 +412,31 @@ fn overlaps(x: &Peak, y: &Peak) -> bool {
     x.first <= y.last && y.first <= x.last
 }
 
+/// Share of `h`'s calls inside `p`'s bucket range widened by one power of
+/// two on each side.
+fn share_near(h: &Histogram, p: &Peak, res: Resolution) -> f64 {
+    let t = h.total();
+    if t == 0 {
+        return 0.0;
+    }
+    let r = res.get() as i32;
+    let n: u64 = h
+        .buckets()
+        .filter(|(i, _)| (p.first - r..=p.last + r).contains(i))
+        .map(|(_, c)| c)
+        .sum();
+    n as f64 / t as f64
+}
+
+/// Phase 2. A peak of B is `new` when A had less than half as large a share
+/// of its calls in the same bucket range widened by a power of two each
+/// side — judged on A's histogram, not on A's peaks, so that it does not
+/// depend on how each side's peaks happen to be cut (a straggler of A
+/// inside the range, A's mass split differently into peaks at a fine
+/// resolution, or a peak drifting by a bucket change nothing). `gone` is
+/// the reverse.
+/// A peak that is neither, whose biggest overlapping peak on the other side
+/// has its mode two or more powers of two away, `moved`.
 fn peak_changes(
     pa: &[Peak],
     pb: &[Peak],
@@ -417,38 +445,48 @@ fn peak_changes(
     res: Resolution,
     opts: &CompareOptions,
 ) -> Vec<PeakChange> {
-    let significant = |p: &Peak| {
-        opts.peak_changes && p.latency_share >= opts.peak_change_share && p.count_share >= 0.01
+    let (ha, hb) = (&a.op.histogram, &b.op.histogram);
+    // A new (gone) peak counts when it holds enough of the op's latency and
+    // the op's total latency grew (shrank) by at least half of what the
+    // peak holds: a change in where the time goes, not a few calls that
+    // moved between neighbouring buckets of a cheap op.
+    let grew = b.op.total_ns as f64 - a.op.total_ns as f64;
+    let significant = |p: &Peak, growth: f64| {
+        opts.peak_changes
+            && p.latency_share >= opts.peak_change_share
+            && growth >= p.latency_ns / 2.0
     };
     let mut out = Vec::new();
     for p in pb {
-        match pa.iter().filter(|q| overlaps(q, p)).max_by_key(|q| q.count) {
-            None => out.push(PeakChange {
+        if share_near(ha, p, res) < p.count_share / 2.0 {
+            out.push(PeakChange {
                 kind: PeakChangeKind::New,
                 a: None,
                 b: Some(p.clone()),
                 layer_latency_share: p.latency_share * b.latency_share,
-                significant: significant(p),
-            }),
-            Some(q) if (p.mode - q.mode).abs() >= 2 * res.get() as i32 => out.push(PeakChange {
-                kind: PeakChangeKind::Moved,
-                a: Some(q.clone()),
-                b: Some(p.clone()),
-                layer_latency_share: p.latency_share * b.latency_share,
-                // A moved peak is phase 3's business (it is what EMD measures).
-                significant: false,
-            }),
-            Some(_) => {}
+                significant: significant(p, grew),
+            });
+        } else if let Some(q) = pa.iter().filter(|q| overlaps(q, p)).max_by_key(|q| q.count) {
+            if (p.mode - q.mode).abs() >= 2 * res.get() as i32 {
+                out.push(PeakChange {
+                    kind: PeakChangeKind::Moved,
+                    a: Some(q.clone()),
+                    b: Some(p.clone()),
+                    layer_latency_share: p.latency_share * b.latency_share,
+                    // A moved peak is phase 3's business (it is what EMD measures).
+                    significant: false,
+                });
+            }
         }
     }
     for q in pa {
-        if !pb.iter().any(|p| overlaps(q, p)) {
+        if share_near(hb, q, res) < q.count_share / 2.0 {
             out.push(PeakChange {
                 kind: PeakChangeKind::Gone,
                 a: Some(q.clone()),
                 b: None,
                 layer_latency_share: q.latency_share * a.latency_share,
-                significant: significant(q),
+                significant: significant(q, -grew),
             });
         }
     }

@@ -16,8 +16,10 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// A peak is labelled with a characteristic only when its typical latency
 /// lies within this factor outside the characteristic's measured 10th–90th
-/// percentile range: one power of two, the width of a default bucket (a
-/// peak's typical latency is only known to a bucket).
+/// percentile range (itself cut to at most 4× either side of the median,
+/// so that a noisy measurement does not claim everything): one power of
+/// two, the width of a default bucket, since a peak's typical latency is
+/// only known to a bucket.
 pub const MAX_LABEL_RATIO: f64 = 2.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -133,8 +135,8 @@ impl Calibration {
     }
 
     /// Among the characteristics whose `[p10 / MAX_LABEL_RATIO, p90 ×
-    /// MAX_LABEL_RATIO]` range holds `ns`, the one whose median is nearest
-    /// on a log scale.
+    /// MAX_LABEL_RATIO]` range holds `ns` (p10 and p90 kept within 4× of
+    /// the median), the one whose median is nearest on a log scale.
     pub fn nearest(&self, ns: f64) -> Option<&Characteristic> {
         if ns.is_nan() || ns <= 0.0 {
             return None;
@@ -143,8 +145,8 @@ impl Calibration {
             .iter()
             .filter(|c| c.median_ns > 0.0)
             .filter(|c| {
-                let lo = c.p10_ns.min(c.median_ns) / MAX_LABEL_RATIO;
-                let hi = c.p90_ns.max(c.median_ns) * MAX_LABEL_RATIO;
+                let lo = c.p10_ns.clamp(c.median_ns / 4.0, c.median_ns) / MAX_LABEL_RATIO;
+                let hi = c.p90_ns.clamp(c.median_ns, c.median_ns * 4.0) * MAX_LABEL_RATIO;
                 (lo..=hi).contains(&ns)
             })
             .map(|c| (c, (ns / c.median_ns).log2().abs()))
@@ -198,6 +200,11 @@ mod tests {
         assert_eq!(c.label(60.0).as_deref(), Some("≈ null syscall"));
         assert_eq!(c.label(10_000.0), None);
         assert_eq!(c.label(0.0), None);
+        // A noisy measurement (p90 100× the median) does not claim 1 ms.
+        let mut noisy = c.clone();
+        noisy.characteristics[0].p90_ns = 8000.0;
+        assert_eq!(noisy.label(1_000_000.0), None);
+        assert_eq!(noisy.label(300.0).as_deref(), Some("≈ null syscall"));
     }
 
     #[test]

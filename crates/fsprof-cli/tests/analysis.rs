@@ -204,8 +204,8 @@ fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
     assert!(!fast.is_empty() && !slow.is_empty(), "{modes:?}");
     // 2 × (512 reads of 4 KiB + 1 at EOF) from the cache, 512 + 1 direct.
     let (nf, ns) = (calls(&fast), calls(&slow));
-    assert!((1000..=1030).contains(&nf), "{nf} cached reads: {v}");
-    assert!((500..=520).contains(&ns), "{ns} device reads: {v}");
+    assert!((980..=1030).contains(&nf), "{nf} cached reads: {v}");
+    assert!((500..=545).contains(&ns), "{ns} device reads: {v}");
     let slow_share: f64 = slow
         .iter()
         .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
