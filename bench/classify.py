@@ -7,7 +7,7 @@ effect on the ops is known:
   null     nothing changed                         -> no op
   cold     data file evicted from the page cache   -> pread
   delay    1 ms injected before every 16th read    -> read
-  compete  a second process doing O_DSYNC writes   -> fdatasync
+  compete  a second process: pwrite + fdatasync     -> fdatasync
 
 For every method, with and without phase 2 (peak changes), counts false
 positives (an unchanged op flagged) and false negatives (the changed op not
@@ -57,13 +57,14 @@ def merge(out, parts):
 
 
 def compete(d):
-    # A shell loop of synchronous 4 KiB writes on the same device.
-    return subprocess.Popen(
-        ["sh", "-c", f"while :; do dd if=/dev/zero of={d}/compete bs=4k count=50 oflag=dsync status=none; done"],
-        start_new_session=True)
+    # The workload's own competitor: 4 KiB pwrite + fdatasync in a loop.
+    return subprocess.Popen([os.path.join(d, "workload"), d, "0", "--compete"], start_new_session=True)
 
 
-def flagged(a, b, method, peaks):
+SCORES = {}  # method -> [(score, changed, flagged by phase 2)]
+
+
+def flagged(a, b, method, peaks, changed=frozenset()):
     args = [FSPROF, "compare", "--format", "json", "--method", method, "--no-labels"]
     if not peaks:
         args.append("--no-peak-changes")
@@ -71,6 +72,11 @@ def flagged(a, b, method, peaks):
     if r.returncode not in (0, 1):
         sys.exit(f"compare failed: {r.stderr}")
     doc = json.loads(r.stdout)
+    if peaks:
+        for o in doc["comparison"]["ops"]:
+            if o["op"] in OPS and o["status"] == "compared":
+                phase2 = any(c["significant"] for c in o["peak_changes"])
+                SCORES.setdefault(method, []).append((o["score"], o["op"] in changed, phase2))
     return {o["op"] for o in doc["comparison"]["ops"] if o["interesting"] and o["op"] in OPS}
 
 
@@ -102,7 +108,7 @@ def main():
             merge(b, pb)
             ops = [o for o in OPS if not (o == "fdatasync" and "--no-sync" in both)]
             for key, e in errors.items():
-                got = flagged(a, b, *key)
+                got = flagged(a, b, *key, changed=frozenset(changed))
                 for o in ops:
                     if o in changed:
                         e[3] += 1
@@ -126,6 +132,17 @@ def main():
         for x in l:
             counts[x] = counts.get(x, 0) + 1
         print(f"  {m} phase2={'on' if p else 'off'}: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())))
+    print("\nthreshold sweep (phase 2 on): the threshold with fewest errors on this set")
+    for m, rows in SCORES.items():
+        best = None
+        for t in sorted({r[0] for r in rows}) + [float("inf")]:
+            fp = sum(1 for s_, c, p in rows if not c and (s_ >= t or p))
+            fn = sum(1 for s_, c, p in rows if c and not (s_ >= t or p))
+            if best is None or fp + fn < best[1] + best[2]:
+                best = (t, fp, fn)
+        neg = sum(1 for r in rows if not r[1])
+        pos = len(rows) - neg
+        print(f"  {m}: threshold {best[0]:.3f}: false positives {best[1]}/{neg}, false negatives {best[2]}/{pos}")
     subprocess.run(["rm", "-rf", d])
 
 

@@ -9,8 +9,11 @@
  *
  *   --no-sync leave out the fdatasync calls (both runs of a pair)
  *
- * (a competing process doing synchronous writes on the same device is
- * started by the caller: fdatasync changes.)
+ *   --compete run as the competing process instead: 4 KiB pwrite +
+ *             fdatasync of DIR/compete.PID in a loop until killed. Started
+ *             unprofiled beside a profiled run, it changes fdatasync (and,
+ *             through the CPU it takes, possibly more: the benchmark counts
+ *             those as false positives).
  *
  * The delay pair is run with --no-sync: sleeping 1 ms at a time makes the
  * idle governor pick deeper C-states, which slows every device wait of the
@@ -23,7 +26,7 @@
  * Set-up I/O uses raw system calls so that it is the same, unprofiled, in
  * every mode.
  *
- * usage: workload DIR N [--cold] [--delay] [--no-sync]; DIR/data (16 MiB) must exist.
+ * usage: workload DIR N [--cold] [--delay] [--no-sync] | workload DIR 0 --compete; DIR/data (16 MiB) must exist.
  * The pipe writer uses raw system calls so that its own writes and sleeps
  * are not profiled. */
 #define _GNU_SOURCE
@@ -76,7 +79,7 @@ int main(int argc, char **argv)
     }
     const char *dir = argv[1];
     iterations = atol(argv[2]);
-    int cold = 0, sync = 1;
+    int cold = 0, sync = 1, compete = 0;
     for (int k = 3; k < argc; k++) {
         if (!strcmp(argv[k], "--cold"))
             cold = 1;
@@ -84,13 +87,24 @@ int main(int argc, char **argv)
             delay = 1;
         else if (!strcmp(argv[k], "--no-sync"))
             sync = 0;
+        else if (!strcmp(argv[k], "--compete"))
+            compete = 1;
     }
     char data[4096], small[4096], logf[4096];
+    static char buf[4096];
+    if (compete) {
+        snprintf(logf, sizeof logf, "%s/compete.%d", dir, (int)getpid());
+        int fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (long i = 0; fd >= 0; i++) {
+            syscall(SYS_pwrite64, fd, buf, sizeof buf, i % 256 * 4096);
+            syscall(SYS_fdatasync, fd);
+        }
+        return 1;
+    }
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(small, sizeof small, "%s/small", dir);
     snprintf(logf, sizeof logf, "%s/log.%d", dir, (int)getpid());
 
-    static char buf[4096];
     int dfd = open(data, O_RDONLY);
     int sfd = open(small, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int lfd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);

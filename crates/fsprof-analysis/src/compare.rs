@@ -728,6 +728,58 @@ mod tests {
     }
 
     #[test]
+    fn reasons_name_the_calibrated_characteristic() {
+        let cal = Calibration::from_json(
+            r#"{"format":"fsprof-calibration","format_version":1,"fsprof_version":"t",
+                "characteristics":[{"name":"device_read","label":"device read",
+                "median_ns":3000000,"p10_ns":2500000,"p90_ns":4000000,"samples":9}]}"#,
+        )
+        .unwrap();
+        let a = profile(vec![op("read", &[(9, 1000)])]);
+        let b = profile(vec![op("read", &[(9, 1000), (21, 50)])]);
+        let o = CompareOptions {
+            calibration: Some(cal),
+            ..Default::default()
+        };
+        let c = compare_profiles(&a, &b, &o);
+        assert!(
+            c.ops[0]
+                .reason
+                .starts_with("read: new peak at 2^22 ns (4.19ms) ≈ device read, "),
+            "{}",
+            c.ops[0].reason
+        );
+    }
+
+    #[test]
+    fn a_vanished_slow_peak_is_reported_when_the_time_went_with_it() {
+        let a = profile(vec![op("read", &[(9, 1000), (21, 50)])]);
+        let b = profile(vec![op("read", &[(9, 1000)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        assert!(c.ops[0].interesting);
+        assert!(
+            c.ops[0]
+                .reason
+                .starts_with("read: peak at 2^22 ns (4.19ms) gone"),
+            "{}",
+            c.ops[0].reason
+        );
+        // Same shape, but the op's total latency did not drop: no peak
+        // change is significant (the calls only moved between buckets).
+        let mut b2 = b.clone();
+        b2.layers[0].ops[0].total_ns = a.layers[0].ops[0].total_ns;
+        let c = compare_profiles(
+            &a,
+            &b2,
+            &CompareOptions {
+                method: Method::Count,
+                ..Default::default()
+            },
+        );
+        assert!(!c.ops[0].interesting, "{}", c.ops[0].reason);
+    }
+
+    #[test]
     fn method_names_parse() {
         for m in Method::ALL {
             assert_eq!(m.name().parse::<Method>().unwrap(), m);
