@@ -395,6 +395,41 @@ mod tests {
     }
 
     #[test]
+    fn time_range_spans_the_intervals_with_calls_in_the_peak() {
+        use fsprof_core::Layer;
+        let slice = |start: u64, buckets: &[(i32, u64)]| {
+            let mut l = Layer::new("user");
+            let o = l.op_mut("read");
+            for &(i, c) in buckets {
+                o.histogram.add_to(Some(i), c);
+            }
+            Interval {
+                start_ns: start,
+                end_ns: start + 1_000_000_000,
+                layers: vec![l],
+            }
+        };
+        let intervals = vec![
+            slice(0, &[(9, 100)]),
+            slice(1_000_000_000, &[(9, 80), (21, 5)]),
+            slice(2_000_000_000, &[(21, 7)]),
+            slice(3_000_000_000, &[(9, 90)]),
+        ];
+        let p = find_peaks(&hist(9, &[270, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12]), R1);
+        assert_eq!(modes(&p), vec![9, 21]);
+        assert_eq!(
+            peak_time_range(&intervals, "user", "read", &p[0]),
+            Some((0, 4_000_000_000))
+        );
+        assert_eq!(
+            peak_time_range(&intervals, "user", "read", &p[1]),
+            Some((1_000_000_000, 3_000_000_000))
+        );
+        assert_eq!(peak_time_range(&intervals, "user", "write", &p[1]), None);
+        assert_eq!(peak_time_range(&[], "user", "read", &p[1]), None);
+    }
+
+    #[test]
     fn finer_resolutions_find_the_same_modes() {
         // Samples from two log-normal-ish clusters at r=4.
         let r4 = Resolution::new(4).unwrap();

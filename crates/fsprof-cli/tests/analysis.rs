@@ -132,6 +132,63 @@ fn compare_errors_are_one_line_and_exit_2() {
 }
 
 #[test]
+fn report_analysis_tables_in_csv_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(
+        d.path(),
+        "a.json",
+        vec![op("read", &[(9, 1000), (21, 40)]), op("open", &[(12, 40)])],
+    );
+    fsprof()
+        .args(["report", "--peaks", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "layer,op,peak,first_bucket,last_bucket,mode_bucket",
+        ))
+        .stdout(predicate::str::contains("user,read,2,21,21,21,"));
+    fsprof()
+        .args(["report", "--interesting", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("top,user,read,"))
+        .stdout(predicate::str::contains(
+            "correlated,user,read,2,user,open,1,40,",
+        ));
+    fsprof()
+        .args(["report", "--peaks", "--interesting", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("CSV holds one table"));
+    let out = fsprof()
+        .args([
+            "report",
+            "--peaks",
+            "--interesting",
+            "--format",
+            "json",
+            "--top",
+            "1",
+        ])
+        .arg(&a)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["report"], "fsprof-report");
+    // --top 1: only read's peaks, fastest first.
+    let peaks = v["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), 2, "{v}");
+    assert_eq!(peaks[1]["peak"]["mode"], 21);
+    assert_eq!(v["interesting"]["top"][0]["op"], "read");
+}
+
+#[test]
 fn report_correlate_needs_one_op_and_data() {
     let d = tempfile::tempdir().unwrap();
     let a = write(d.path(), "a.json", vec![op("read", &[(9, 10)])]);
