@@ -779,6 +779,45 @@ mod tests {
         assert!(!c.ops[0].interesting, "{}", c.ops[0].reason);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_pair_of_profiles_compares_without_nan(
+            a in proptest::collection::vec((0usize..4, 0i32..40, 0u64..500), 0..20),
+            b in proptest::collection::vec((0usize..4, 0i32..40, 0u64..500), 0..20),
+            mi in 0usize..5,
+        ) {
+            let names = ["read", "write", "open", "stat"];
+            let build = |cells: &[(usize, i32, u64)]| {
+                let mut ops: Vec<OpStats> = Vec::new();
+                for &(n, i, c) in cells {
+                    let o = op(names[n], &[(i, c)]);
+                    match ops.iter_mut().find(|x| x.name == o.name) {
+                        Some(x) => x.merge(&o),
+                        None => ops.push(o),
+                    }
+                }
+                profile(ops)
+            };
+            let (pa, pb) = (build(&a), build(&b));
+            let o = CompareOptions { method: Method::ALL[mi], ..Default::default() };
+            let c = compare_profiles(&pa, &pb, &o);
+            let mut seen_rest = false;
+            for x in &c.ops {
+                if let Some(s) = x.score {
+                    proptest::prop_assert!(s.is_finite() && s >= 0.0, "{:?}", x);
+                }
+                let head = format!("{}: ", x.op);
+                proptest::prop_assert!(x.reason.starts_with(&head), "{}", x.reason);
+                // Interesting ops come first.
+                if !x.interesting { seen_rest = true; }
+                proptest::prop_assert!(!(seen_rest && x.interesting));
+            }
+            proptest::prop_assert_eq!(c.exit_code(), i32::from(c.ops.iter().any(|x| x.interesting)));
+            // Comparing a profile with itself finds nothing.
+            proptest::prop_assert_eq!(compare_profiles(&pa, &pa, &o).exit_code(), 0);
+        }
+    }
+
     #[test]
     fn method_names_parse() {
         for m in Method::ALL {

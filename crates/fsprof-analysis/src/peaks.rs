@@ -394,6 +394,46 @@ mod tests {
         assert_eq!(p[0].last, 12);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn peaks_are_ordered_disjoint_and_account_for_at_most_everything(
+            zero in 0u64..5,
+            offset in -1i32..50,
+            counts in proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u64), 0u64..5000], 0..40),
+            ri in 0usize..5,
+        ) {
+            let res = Resolution::new(Resolution::ALLOWED[ri]).unwrap();
+            let mut h = Histogram { zero, ..Default::default() };
+            for (k, &c) in counts.iter().enumerate() {
+                h.add_to(Some(offset + k as i32), c);
+            }
+            let p = find_peaks(&h, res);
+            let (mut calls, mut share, mut lat) = (0u64, 0.0, 0.0);
+            for (k, pk) in p.iter().enumerate() {
+                proptest::prop_assert!(pk.first <= pk.mode && pk.mode <= pk.last);
+                proptest::prop_assert!(h.get(pk.mode) > 0);
+                if k > 0 {
+                    proptest::prop_assert!(p[k - 1].last < pk.first);
+                }
+                let inside: u64 = (pk.first..=pk.last).map(|i| h.get(i)).sum();
+                proptest::prop_assert_eq!(inside, pk.count);
+                proptest::prop_assert!(pk.count >= PeakOptions::default().min_calls);
+                proptest::prop_assert!(pk.latency_share.is_finite() && pk.count_share.is_finite());
+                calls += pk.count;
+                share += pk.count_share;
+                lat += pk.latency_share;
+            }
+            proptest::prop_assert!(calls <= h.total());
+            proptest::prop_assert!(share <= 1.0 + 1e-9 && lat <= 1.0 + 1e-9);
+            // Something with most of the calls in one bucket always has a peak.
+            if let Some(&m) = counts.iter().max() {
+                if m >= 3 && m * 2 > h.total() {
+                    proptest::prop_assert!(!p.is_empty());
+                }
+            }
+        }
+    }
+
     #[test]
     fn time_range_spans_the_intervals_with_calls_in_the_peak() {
         use fsprof_core::Layer;
