@@ -7,7 +7,7 @@
 //! for data ops. The joint histograms are at resolution 1 on both axes; a
 //! peak found at a finer resolution is widened to whole powers of two.
 
-use fsprof_core::{JointHistogram, OpStats, Resolution};
+use fsprof_core::{JointHistogram, OpStats, Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
 use crate::fmt::bucket_human;
@@ -40,6 +40,43 @@ pub struct ValueBucket {
     pub share: f64,
 }
 
+impl ValueBucket {
+    /// Smallest and largest byte count the bucket holds.
+    pub fn bounds(&self) -> (u64, u64) {
+        match self.index {
+            i if i <= JointHistogram::ZERO => (0, 0),
+            -1 => (1, 1),
+            i => (
+                (1u64 << i) + 1,
+                1u64.checked_shl(i as u32 + 1).unwrap_or(u64::MAX),
+            ),
+        }
+    }
+
+    /// `0 B`, `2 KiB..4 KiB`.
+    pub fn range(&self) -> String {
+        let (lo, hi) = self.bounds();
+        if lo == hi {
+            format_bytes(lo as f64)
+        } else {
+            format!(
+                "{}..{}",
+                format_bytes((lo - 1) as f64),
+                format_bytes(hi as f64)
+            )
+        }
+    }
+}
+
+/// [`correlate`] for one op of a profile, with where it was found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpValues {
+    pub layer: String,
+    pub op: String,
+    pub value: Value,
+    pub peaks: Vec<PeakValues>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeakValues {
     pub peak: Peak,
@@ -55,6 +92,39 @@ pub struct PeakValues {
 pub enum CorrelationError {
     #[error("op {op:?} has no {value} correlation data: it is recorded by `fsprof run` for data ops (read, write, pread, pwrite, their vector forms, fread, fwrite) only")]
     Missing { op: String, value: &'static str },
+    #[error("no op named {op:?} in the profile")]
+    NoSuchOp { op: String },
+}
+
+/// [`correlate`] for op `op` of the first layer (among `layers`, or all if
+/// empty) that has it with recorded values.
+pub fn correlate_in(
+    p: &Profile,
+    layers: &[String],
+    op: &str,
+    value: Value,
+    opts: &PeakOptions,
+) -> Result<OpValues, CorrelationError> {
+    let mut last = None;
+    for l in &p.layers {
+        if !layers.is_empty() && !layers.contains(&l.name) {
+            continue;
+        }
+        if let Some(o) = l.op(op) {
+            match correlate(o, value, p.resolution(), opts) {
+                Ok(peaks) => {
+                    return Ok(OpValues {
+                        layer: l.name.clone(),
+                        op: op.to_string(),
+                        value,
+                        peaks,
+                    })
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+    }
+    Err(last.unwrap_or(CorrelationError::NoSuchOp { op: op.to_string() }))
 }
 
 /// Per peak of `op`'s latency histogram, the distribution of `value`.
@@ -252,6 +322,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("no size correlation data"), "{e}");
+    }
+
+    #[test]
+    fn value_buckets_print_their_byte_range() {
+        let b = |index| ValueBucket {
+            index,
+            count: 1,
+            share: 1.0,
+        };
+        assert_eq!(b(-2).range(), "0 B");
+        assert_eq!(b(-1).range(), "1 B");
+        assert_eq!(b(11).range(), "2 KiB..4 KiB");
+        assert_eq!(b(11).bounds(), (2049, 4096));
+        assert_eq!(b(63).bounds().1, u64::MAX);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use fsprof_core::{Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
 use crate::compare::Comparison;
+use crate::correlation::OpValues;
 use crate::fmt::{bucket_bound, pct};
 use crate::labels::Calibration;
 use crate::peaks::{find_peaks_with, peak_time_range, Peak, PeakOptions};
@@ -300,6 +301,54 @@ pub fn interesting_csv(i: &Interesting) -> String {
             c.a.peak.count,
             field(&c.reason)
         );
+    }
+    out
+}
+
+/// `report --correlate`: per peak its summary line, then the value buckets.
+pub fn correlation_text(c: &OpValues) -> String {
+    let mut out = format!(
+        "\n{}/{} latency peaks by {}:\n",
+        c.layer,
+        c.op,
+        c.value.name()
+    );
+    for p in &c.peaks {
+        let _ = writeln!(out, "  {}", p.summary);
+        for b in &p.values {
+            let _ = writeln!(
+                out,
+                "      {:>20} {:>9} {:>5.1}%",
+                b.range(),
+                b.count,
+                b.share * 100.0
+            );
+        }
+    }
+    out
+}
+
+pub const CORRELATION_CSV_HEADER: &str =
+    "layer,op,value,peak,value_bucket,value_lower,value_upper,count,share";
+
+pub fn correlation_csv(c: &OpValues) -> String {
+    let mut out = String::from(CORRELATION_CSV_HEADER);
+    out.push('\n');
+    for (k, p) in c.peaks.iter().enumerate() {
+        for b in &p.values {
+            let (lo, hi) = b.bounds();
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{lo},{hi},{},{:.6}",
+                field(&c.layer),
+                field(&c.op),
+                c.value.name(),
+                k + 1,
+                b.index,
+                b.count,
+                b.share
+            );
+        }
     }
     out
 }

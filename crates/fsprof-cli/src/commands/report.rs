@@ -1,7 +1,7 @@
 use std::io::Write;
 
 use anyhow::{bail, Result};
-use fsprof_analysis::correlation::{correlate, Value};
+use fsprof_analysis::correlation::{correlate_in, Value};
 use fsprof_analysis::peaks::PeakOptions;
 use fsprof_analysis::render;
 use fsprof_analysis::select::{interesting, SelectOptions};
@@ -61,7 +61,13 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         .interesting
         .then(|| interesting(&profile, &SelectOptions::default(), cal.as_ref()));
     let corr = match an.correlate {
-        Some(v) => Some(correlations(&profile, &a.layers, &a.ops[0], v, &popts)?),
+        Some(v) => {
+            let value = match v {
+                CorrelateArg::Size => Value::Size,
+                CorrelateArg::Seek => Value::Seek,
+            };
+            Some(correlate_in(&profile, &a.layers, &a.ops[0], value, &popts)?)
+        }
         None => None,
     };
     let text = match a.format {
@@ -73,23 +79,8 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             if let Some(i) = &chosen {
                 out.push_str(&render::interesting_text(i));
             }
-            if let Some((layer, v, c)) = &corr {
-                out.push_str(&format!(
-                    "\n{layer}/{} latency peaks by {}:\n",
-                    a.ops[0],
-                    v.name()
-                ));
-                for p in c {
-                    out.push_str(&format!("  {}\n", p.summary));
-                    for b in &p.values {
-                        out.push_str(&format!(
-                            "      {:>20} {:>9} {:>5.1}%\n",
-                            value_range(b.index),
-                            b.count,
-                            b.share * 100.0
-                        ));
-                    }
-                }
+            if let Some(c) = &corr {
+                out.push_str(&render::correlation_text(c));
             }
             out
         }
@@ -101,10 +92,8 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             if let Some(i) = &chosen {
                 doc["interesting"] = serde_json::to_value(i)?;
             }
-            if let Some((layer, v, c)) = &corr {
-                doc["correlation"] = serde_json::json!({
-                    "layer": layer, "op": a.ops[0], "value": v, "peaks": c,
-                });
+            if let Some(c) = &corr {
+                doc["correlation"] = serde_json::to_value(c)?;
             }
             serde_json::to_string_pretty(&doc)? + "\n"
         }
@@ -114,25 +103,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             } else if let Some(i) = &chosen {
                 render::interesting_csv(i)
             } else {
-                let (layer, v, c) = corr.as_ref().expect("one extra was asked for");
-                let mut out = String::from(
-                    "layer,op,value,peak,value_bucket,value_lower,value_upper,count,share\n",
-                );
-                for (k, p) in c.iter().enumerate() {
-                    for b in &p.values {
-                        let (lo, hi) = value_bounds(b.index);
-                        out.push_str(&format!(
-                            "{layer},{},{},{},{},{lo},{hi},{},{:.6}\n",
-                            a.ops[0],
-                            v.name(),
-                            k + 1,
-                            b.index,
-                            b.count,
-                            b.share
-                        ));
-                    }
-                }
-                out
+                render::correlation_csv(corr.as_ref().expect("one extra was asked for"))
             }
         }
     };
@@ -152,64 +123,6 @@ fn top_ops(p: &Profile, layers: &[String], n: usize) -> Vec<(String, String)> {
         out.extend(ops.iter().take(n).map(|o| (l.name.clone(), o.name.clone())));
     }
     out
-}
-
-type Correlated = (String, Value, Vec<fsprof_analysis::correlation::PeakValues>);
-
-fn correlations(
-    p: &Profile,
-    layers: &[String],
-    op: &str,
-    v: CorrelateArg,
-    popts: &PeakOptions,
-) -> Result<Correlated> {
-    let value = match v {
-        CorrelateArg::Size => Value::Size,
-        CorrelateArg::Seek => Value::Seek,
-    };
-    // The first selected layer that has the op with data (the user layer
-    // is the one that records it).
-    let mut last_err = None;
-    for l in &p.layers {
-        if !layers.is_empty() && !layers.contains(&l.name) {
-            continue;
-        }
-        if let Some(o) = l.op(op) {
-            match correlate(o, value, p.resolution(), popts) {
-                Ok(c) => return Ok((l.name.clone(), value, c)),
-                Err(e) => last_err = Some(e),
-            }
-        }
-    }
-    match last_err {
-        Some(e) => Err(e.into()),
-        None => bail!("no op named {op:?} in the profile"),
-    }
-}
-
-fn value_bounds(i: i32) -> (u64, u64) {
-    match i {
-        i if i <= -2 => (0, 0),
-        -1 => (1, 1),
-        i => (
-            (1u64 << i) + 1,
-            1u64.checked_shl(i as u32 + 1).unwrap_or(u64::MAX),
-        ),
-    }
-}
-
-fn value_range(i: i32) -> String {
-    use fsprof_analysis::correlation::format_bytes;
-    let (lo, hi) = value_bounds(i);
-    if lo == hi {
-        format_bytes(lo as f64)
-    } else {
-        format!(
-            "{}..{}",
-            format_bytes((lo - 1) as f64),
-            format_bytes(hi as f64)
-        )
-    }
 }
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
