@@ -16,7 +16,9 @@
 //! | `sched_quantum` | two busy threads pinned to one CPU: how long one is kept off it          |
 //!
 //! The files live in a temporary directory under the directory given (so
-//! the device measured is the one under it) and are removed afterwards.
+//! the device measured is the one under it) and are removed afterwards. A
+//! characteristic that cannot be measured there (a device read on tmpfs)
+//! is left out of the result.
 
 use std::fs::File;
 use std::io::Write;
@@ -66,14 +68,35 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
             source,
         })?;
     let clock = clock_cost();
+    let memory_fs = memory_fs(scratch.path());
+    let unmeasured = |name: &str, label: &str, fs: &str| {
+        characteristic(
+            name,
+            label,
+            format!("--dir is on {fs}, which has no device: pass a directory on a disk"),
+            Vec::new(),
+            clock,
+        )
+    };
     let mut out = vec![
         null_syscall(clock),
         page_cache_hit(scratch.path(), clock)?,
-        device_read(scratch.path(), clock)?,
-        fsync(scratch.path(), clock)?,
+        match memory_fs {
+            Some(fs) => unmeasured("device_read", "device read", fs),
+            None => device_read(scratch.path(), clock)?,
+        },
+        match memory_fs {
+            Some(fs) => unmeasured("fsync", "fsync", fs),
+            None => fsync(scratch.path(), clock)?,
+        },
         futex_handoff(),
         sched_quantum(),
     ];
+    let skipped = out
+        .iter()
+        .filter(|c| c.samples == 0)
+        .map(|c| format!("{}: {}", c.name, c.method))
+        .collect();
     out.retain(|c| c.samples > 0);
     Ok(Calibration {
         format: FORMAT_NAME.into(),
@@ -84,7 +107,25 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
         created: opts.created.clone(),
         dir: opts.dir.display().to_string(),
         characteristics: out,
+        skipped,
     })
+}
+
+/// `Some(name)` when `dir` is on a memory file system, whose "device" reads
+/// and fsyncs are memory copies and no-ops.
+fn memory_fs(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    match st.f_type as i64 {
+        0x0102_1994 => Some("tmpfs"),
+        0x8584_58f6 => Some("ramfs"),
+        _ => None,
+    }
 }
 
 fn now_ns() -> u64 {
@@ -264,11 +305,21 @@ fn device_read(dir: &Path, clock: f64) -> Result<Characteristic, CalibrateError>
     offsets.truncate(300);
     let v: Vec<f64> = if direct {
         how = "O_DIRECT";
-        let g = File::options()
+        // A file system without a device (tmpfs) can neither evict nor do
+        // O_DIRECT: there is no device read to measure there.
+        let Ok(g) = File::options()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(&path)
-            .map_err(io("opening the calibration file with O_DIRECT"))?;
+        else {
+            return Ok(characteristic(
+                "device_read",
+                "device read",
+                "not measurable: pages stay cached and O_DIRECT is refused (no block device under --dir?)".into(),
+                Vec::new(),
+                clock,
+            ));
+        };
         let mut raw = vec![0u8; 2 * PAGE];
         let shift = raw.as_ptr().align_offset(PAGE);
         let buf = &mut raw[shift..shift + PAGE];
@@ -421,7 +472,10 @@ mod tests {
     /// characteristic is physics, not tuning.
     #[test]
     fn measures_every_characteristic_in_plausible_order() {
-        let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+        // On the build's disk, not /tmp (which may be a tmpfs without a device).
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
         let c = calibrate(&CalibrateOptions {
             dir: dir.path().to_path_buf(),
             host: "h".into(),

@@ -40,6 +40,9 @@ pub struct Calibration {
     #[serde(default)]
     pub dir: String,
     pub characteristics: Vec<Characteristic>,
+    /// Characteristics that could not be measured, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// One measured latency of this machine.
@@ -182,6 +185,7 @@ mod tests {
             kernel: String::new(),
             created: String::new(),
             dir: String::new(),
+            skipped: Vec::new(),
             characteristics: vec![
                 ch("null_syscall", "null syscall", 80.0),
                 ch("page_cache_hit", "page-cache hit", 900.0),

@@ -210,7 +210,7 @@ fn report_correlate_needs_one_op_and_data() {
 /// disk under the temp dir: two clearly separated read peaks.
 #[test]
 fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
-    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let d = disk_tempdir();
     for name in ["hot", "cold"] {
         let ok = Std::new("dd")
             .args(["if=/dev/urandom", "bs=64k", "count=32", "status=none"])
@@ -281,7 +281,7 @@ fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
 /// label the page-cache and device peaks of a real profile.
 #[test]
 fn calibration_labels_peaks_of_a_real_profile() {
-    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let d = disk_tempdir();
     let cfg = d.path().join("cfg");
     let mut c = Command::cargo_bin("fsprof").unwrap();
     c.env("XDG_CONFIG_HOME", &cfg)
@@ -353,7 +353,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
 /// --correlate` explains the slow read peak by its long seeks.
 #[test]
 fn value_correlation_explains_slow_reads_by_their_seeks() {
-    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let d = disk_tempdir();
     let src = d.path().join("seeky.c");
     std::fs::write(
         &src,
@@ -489,4 +489,11 @@ int main(int argc, char **argv) {
         .assert()
         .success()
         .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
+}
+
+/// A scratch directory on the disk the build is on (cargo's per-target temp
+/// directory): the cache-miss and O_DIRECT workloads need a real block
+/// device, which /tmp is not when it is a tmpfs.
+fn disk_tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }

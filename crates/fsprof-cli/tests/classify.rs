@@ -61,7 +61,7 @@ fn flagged(dir: &Path, a: &str, b: &str) -> BTreeSet<String> {
 
 #[test]
 fn compare_flags_exactly_the_changed_op() {
-    let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let d = disk_tempdir();
     let dir = d.path();
     std::fs::write(dir.join("workload.c"), WORKLOAD).unwrap();
     let cc = Std::new("cc")
@@ -115,4 +115,11 @@ fn compare_flags_exactly_the_changed_op() {
         }
     }
     assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// A scratch directory on the disk the build is on (cargo's per-target temp
+/// directory): the cache-miss and O_DIRECT workloads need a real block
+/// device, which /tmp is not when it is a tmpfs.
+fn disk_tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }

@@ -61,6 +61,9 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         out
     };
     write_stdout(&text)?;
+    for s in &cal.skipped {
+        eprintln!("fsprof: not measured: {s}");
+    }
     eprintln!("fsprof: calibration written to {}", path.display());
     Ok(0)
 }
