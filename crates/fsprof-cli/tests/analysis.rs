@@ -497,3 +497,113 @@ int main(int argc, char **argv) {
 fn disk_tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
+
+/// Two runs of a program reading 4 KiB pages of a file at random offsets
+/// (readahead off), the file's pages dropped from the cache before the
+/// second (`dd iflag=nocache count=0`: a per-file posix_fadvise(DONTNEED),
+/// so tests running beside this one keep their caches): the cold run's
+/// reads get a slow peak that holds most of the time, the warm run's do
+/// not, and `compare` flags `read`.
+#[test]
+fn warm_and_cold_runs_differ_by_a_slow_read_peak() {
+    let d = disk_tempdir();
+    let src = d.path().join("random.c");
+    std::fs::write(
+        &src,
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char b[4096];
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0) return 1;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    for (long i = 0; i < 512; i++)
+        if (pread(fd, b, 4096, (i * 1237 % 4096) * 4096) != 4096) return 1;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.path().join("random");
+    assert!(Std::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let dd = |args: &[&str]| {
+        let ok = Std::new("dd")
+            .args(args)
+            .arg("status=none")
+            .current_dir(d.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "dd {args:?}");
+    };
+    dd(&[
+        "if=/dev/urandom",
+        "of=data",
+        "bs=1M",
+        "count=16",
+        "conv=fsync",
+    ]);
+    dd(&["if=data", "of=/dev/null", "bs=1M"]);
+    let run = |name: &str| {
+        let out = d.path().join(name);
+        fsprof()
+            .current_dir(d.path())
+            .args(["run", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe)
+            .arg("data")
+            .assert()
+            .success();
+        out
+    };
+    let warm = run("warm.json");
+    dd(&["if=data", "iflag=nocache", "count=0"]);
+    let cold = run("cold.json");
+
+    let slow_share = |p: &Path| -> f64 {
+        let out = fsprof()
+            .args(["report", "--peaks", "--op", "pread", "--format", "json"])
+            .arg(p)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v["peaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["mode_ns"].as_f64().unwrap() > 16_000.0)
+            .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
+            .sum()
+    };
+    // A cached 4 KiB page takes about a µs; one from the disk, tens of µs
+    // or more.
+    let (w, c) = (slow_share(&warm), slow_share(&cold));
+    assert!(
+        w < 0.5,
+        "warm run: {w} of pread latency in peaks over 16 µs"
+    );
+    assert!(
+        c > 0.5,
+        "cold run: only {c} of pread latency in peaks over 16 µs"
+    );
+    fsprof()
+        .arg("compare")
+        .arg(&warm)
+        .arg(&cold)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("user/pread: "));
+}
