@@ -160,7 +160,7 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value_t = MethodArg::Emd)]
     pub method: MethodArg,
     /// Score at or above which an op is interesting
-    /// [default: emd 0.5, chi2 0.15, jeffrey 0.1, count 0.2, latency 0.3]
+    /// [default: emd 0.5, chi2 0.5, jeffrey 0.3, count 0.2, latency 0.3]
     #[arg(long, value_name = "X", value_parser = parse_nonnegative)]
     pub threshold: Option<f64>,
     /// Ignore ops under this share of their layer's calls and latency in both profiles
