@@ -24,6 +24,27 @@ pub enum Command {
     Merge(MergeArgs),
     /// Profile syscall, file-system, FUSE and block latency in the kernel (eBPF)
     Kernel(KernelArgs),
+    /// Compare two profiles op by op; exit 1 if an op changed significantly
+    Compare(CompareArgs),
+    /// Measure this machine's characteristic latencies, used to label peaks
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Where to store the calibration
+    /// [default: $XDG_CONFIG_HOME/fsprof/calibration.json or ~/.config/fsprof/calibration.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists (the default file is always replaced)
+    #[arg(short, long)]
+    pub force: bool,
+    /// Measure the device under this directory (scratch files go there)
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Print the calibration as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +117,81 @@ pub struct ReportArgs {
     /// Also attribute upper-layer latency to lower layers (text format)
     #[arg(long)]
     pub attribution: bool,
+    #[command(flatten)]
+    pub analysis: ReportAnalysisArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportAnalysisArgs {
+    /// Add a per-peak table (bucket and time range, calls, latency share)
+    #[arg(long)]
+    pub peaks: bool,
+    /// Add the ops holding most latency and the peaks with matching counts
+    #[arg(long)]
+    pub interesting: bool,
+    /// Per latency peak of the --op, the distribution of request size or seek distance
+    #[arg(long, value_enum, value_name = "VALUE")]
+    pub correlate: Option<CorrelateArg>,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrationArgs {
+    /// Label peaks with this machine's characteristic latencies from FILE
+    /// [default: the file `fsprof calibrate` wrote, if any]
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Don't label peaks, even if a calibration file exists
+    #[arg(long, conflicts_with = "calibration")]
+    pub no_labels: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CorrelateArg {
+    /// Bytes requested per call
+    Size,
+    /// |offset - end offset of the previous call on the same fd|, bytes
+    Seek,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline profile
+    pub a: PathBuf,
+    /// Profile compared with the baseline
+    pub b: PathBuf,
+    /// How differences are scored
+    #[arg(long, value_enum, default_value_t = MethodArg::Emd)]
+    pub method: MethodArg,
+    /// Score at or above which an op is interesting
+    /// [default: emd 0.5, chi2 0.5, jeffrey 0.3, count 0.2, latency 0.3]
+    #[arg(long, value_name = "X", value_parser = parse_nonnegative)]
+    pub threshold: Option<f64>,
+    /// Ignore ops under this share of their layer's calls and latency in both profiles
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
+    pub negligible: f64,
+    /// Don't let a new or vanished peak alone make an op interesting
+    #[arg(long)]
+    pub no_peak_changes: bool,
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum MethodArg {
+    /// Earth Mover's Distance, in powers of two
+    Emd,
+    /// Symmetric chi-square distance
+    Chi2,
+    /// Jeffrey divergence (symmetric Kullback-Leibler)
+    Jeffrey,
+    /// Normalized difference in calls
+    Count,
+    /// Normalized difference in total latency
+    Latency,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -199,6 +295,22 @@ fn parse_interval(s: &str) -> Result<u64, String> {
         return Err("intervals shorter than 1ms are not supported".into());
     }
     Ok(ns)
+}
+
+fn parse_nonnegative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a share between 0 and 1 (e.g. 0.01 for 1%)"
+        )),
+    }
 }
 
 fn parse_resolution(s: &str) -> Result<u32, String> {

@@ -1,6 +1,7 @@
 //! `fsprof`: see `fsprof --help`. Exit status: what the profiled command
 //! returned for `run`; otherwise 0 on success, 1 when `check` finds an
-//! inconsistent profile, 2 on any error.
+//! inconsistent profile or `compare` finds an op that changed, 2 on any
+//! error.
 
 mod cli;
 mod commands;

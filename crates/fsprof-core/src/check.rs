@@ -73,6 +73,23 @@ fn check_layers(layers: &[Layer], prefix: &str, rep: &mut CheckReport) {
                     op.pre - op.post
                 ));
             }
+            // Value correlation: every successful data call files a size
+            // (right after its latency, so a process killed in between can
+            // be one short).
+            if let Some(c) = op.correlations.as_ref().filter(|c| !c.size.is_empty()) {
+                let sizes = c.size.total();
+                if sizes > op.post {
+                    rep.errors.push(format!(
+                        "{name}: {sizes} request sizes recorded for {} returned calls",
+                        op.post
+                    ));
+                } else if sizes < op.post.saturating_sub(op.errors) {
+                    rep.notes.push(format!(
+                        "{name}: {} successful call(s) without a recorded request size",
+                        op.post - op.errors - sizes
+                    ));
+                }
+            }
             if op.errors > op.post {
                 rep.errors.push(format!(
                     "{name}: {} errors but only {} calls",
@@ -110,5 +127,44 @@ fn compare_sum<'a>(
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod correlation_tests {
+    use super::*;
+    use crate::histogram::{Correlations, OpStats};
+    use crate::profile::Meta;
+
+    fn profile_with(sizes: u64, post: u64, errors: u64) -> Profile {
+        let mut p = Profile::new(Meta::default());
+        let mut o = OpStats::new("read");
+        o.pre = post;
+        o.post = post;
+        o.errors = errors;
+        o.histogram.add_to(Some(10), post);
+        let mut c = Correlations::default();
+        c.size.add(10, 11, sizes);
+        o.correlations = Some(c);
+        p.layer_mut("user").ops.push(o);
+        p
+    }
+
+    #[test]
+    fn request_sizes_must_not_outnumber_returned_calls() {
+        assert!(check_profile(&profile_with(10, 10, 0)).ok());
+        assert!(check_profile(&profile_with(8, 10, 2)).ok());
+        let r = check_profile(&profile_with(11, 10, 0));
+        assert!(
+            r.errors[0].contains("11 request sizes recorded for 10"),
+            "{:?}",
+            r.errors
+        );
+        let r = check_profile(&profile_with(8, 10, 0));
+        assert!(
+            r.ok() && r.notes[0].contains("2 successful call(s)"),
+            "{:?}",
+            r.notes
+        );
     }
 }

@@ -542,6 +542,7 @@ impl Session {
                 min_ns: (st[0] > 0).then_some(!st[4]),
                 max_ns: (st[0] > 0).then_some(st[3]),
                 histogram,
+                ..Default::default()
             };
             layer_in(&mut snap.layers, lname).ops.push(op);
         }

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 1
+#define FSPROF_ABI_VERSION 2
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 #define FSPROF_ENV "FSPROF_SHM"
@@ -18,6 +18,35 @@
 /* ns = ticks * tsc_mult >> FSPROF_TICK_SHIFT; a constant shift keeps the
  * conversion to one multiply on the hot path. */
 #define FSPROF_TICK_SHIFT 32
+
+/* Value correlation (data ops): per thread slot, after the op counters, one
+ * table per (data op, value kind) of FSPROF_CORR_LAT x FSPROF_CORR_VAL
+ * uint64_t cells, row-major by latency. Both axes are log2 at resolution 1:
+ * cell index 0 holds the value 0, 1 the value 1, k >= 2 values in
+ * (2^(k-2), 2^(k-1)]; the last index also holds everything larger.
+ * Latencies in ns (up to 2^38 ns ~ 4.6 min), values in bytes (up to
+ * 2^40 = 1 TiB). Kind 0: request size; kind 1: seek distance
+ * |offset - end of the previous data call on the same fd| (only calls
+ * whose distance is known). */
+#define FSPROF_CORR_LAT 40
+#define FSPROF_CORR_VAL 42
+#define FSPROF_CORR_KINDS 2
+#define FSPROF_CORR_CELLS (FSPROF_CORR_LAT * FSPROF_CORR_VAL)
+/* The data ops, in table order (ops.def names). Append only. */
+#define FSPROF_CORR_OPS_LIST                                                             \
+    C(read) C(write) C(pread) C(pwrite) C(readv) C(writev) C(preadv) C(pwritev)          \
+        C(preadv2) C(pwritev2) C(fread) C(fwrite)
+#define FSPROF_CORR_MAX_OPS 16
+/* After the value tables, each slot holds its thread's view of its fds
+ * (struct fsprof_fd_state, FSPROF_FD_TRACK of them): private scratch of
+ * the shim, ignored by readers. In the slot rather than in TLS because a
+ * 16 KiB initial-exec TLS block would not fit when `fsprof run` dlopens
+ * the shim for its self-test. */
+#define FSPROF_FD_TRACK 1024
+struct fsprof_fd_state {
+    uint64_t pos1; /* file position + 1, 0 = unknown */
+    uint64_t end1; /* end offset of the last data call + 1, 0 = unknown */
+};
 
 enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
 
@@ -52,7 +81,8 @@ struct fsprof_ctr {
 
 /* Header of a per-process file p<seq>; thread slots follow at hdr_size.
  * Slot s (FSPROF_SLOT_HDR_SIZE bytes of header, then nops counters of
- * ctr_size bytes) is at hdr_size + s * slot_size. Slot 0 is shared by the
+ * ctr_size bytes, then at corr_off the value tables, then the fd states)
+ * is at hdr_size + s * slot_size. Slot 0 is shared by the
  * threads that find no free slot and is updated with atomic adds. */
 struct fsprof_proc {
     uint64_t magic;
@@ -71,6 +101,10 @@ struct fsprof_proc {
     uint64_t seq;
     uint32_t exe_len;
     uint32_t cmdline_len; /* NUL-separated argv */
+    uint32_t corr_ops;    /* data ops with value tables */
+    uint32_t corr_lat;    /* FSPROF_CORR_LAT */
+    uint32_t corr_val;    /* FSPROF_CORR_VAL */
+    uint32_t corr_off;    /* offset of the value tables in a slot */
     char exe[FSPROF_EXE_MAX];
     char cmdline[FSPROF_CMDLINE_MAX];
 };
@@ -86,6 +120,8 @@ struct fsprof_abi_layout {
     uint32_t off_proc_slots_used, off_proc_ready, off_proc_exe, off_proc_cmdline;
     uint32_t off_ctl_next_seq, off_ctl_thresholds, off_ctr_buckets;
     uint32_t nops;
+    uint32_t off_proc_corr_ops, corr_ops, corr_lat, corr_val;
+    uint32_t corr_op_index[FSPROF_CORR_MAX_OPS]; /* ops.def index of each data op */
 };
 
 struct fsprof_selftest {

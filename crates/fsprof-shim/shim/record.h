@@ -24,6 +24,10 @@ enum fsprof_op {
 };
 #undef X
 
+#define C(n) CORR_##n,
+enum fsprof_corr_op { FSPROF_CORR_OPS_LIST CORR_COUNT };
+#undef C
+
 /* Set once per process by the runtime; read-only afterwards. */
 extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size;
 extern HIDDEN int g_clock;
@@ -34,6 +38,15 @@ extern HIDDEN const uint64_t *g_thr;
  * call; t_shared when the thread had to use the shared slot 0. */
 extern TLS char *t_slot;
 extern TLS int t_shared;
+/* This thread's value tables (inside its slot), set with t_slot. */
+extern TLS uint64_t *t_corr;
+
+/* This thread's fds below FSPROF_FD_TRACK (in its slot, set with t_slot):
+ * the file position as far as this thread's calls tell, and the end offset
+ * of its last data call. Per thread so that no lock or atomic is needed; a
+ * fd used by several threads gives each thread its own view (threads of
+ * the shared slot 0 share one, approximate, view). */
+extern TLS struct fsprof_fd_state *t_fd;
 
 HIDDEN char *fsprof_slot_slow(void);
 
@@ -141,14 +154,78 @@ static __attribute__((noinline)) void record_shared(struct fsprof_ctr *c, uint64
     __atomic_fetch_add(&c->post, 1, __ATOMIC_RELEASE);
 }
 
-static inline __attribute__((always_inline)) void call_end(struct fsprof_ctr *c, uint64_t t0,
-                                                           uint64_t t1, int failed)
+/* Files the call; returns its latency in ns. */
+static inline __attribute__((always_inline)) uint64_t call_end(struct fsprof_ctr *c, uint64_t t0,
+                                                               uint64_t t1, int failed)
 {
     uint64_t ns = t1 > t0 ? ticks_to_ns(t1 - t0) : 0;
     if (LIKELY(!t_shared))
         record_private(c, ns, failed);
     else
         record_shared(c, ns, failed);
+    return ns;
+}
+
+/* Cell index of a latency or value on a value-table axis of n cells. */
+static inline __attribute__((always_inline)) uint32_t corr_cell(uint64_t v, uint32_t n)
+{
+    uint32_t k = v <= 1 ? (uint32_t)v : 65 - (uint32_t)__builtin_clzll(v - 1);
+    return k < n ? k : n - 1;
+}
+
+/* Files the request size and, when known, the seek distance of a data call
+ * that succeeded (`done` >= 0 bytes transferred; failed calls are not
+ * filed, since e.g. an iovec of a failed call may not even be readable),
+ * and advances this thread's view of the fd. `off` is the explicit offset
+ * of a positional call, or -1 for calls at the file position. */
+static inline __attribute__((always_inline)) void record_value(int cop, uint64_t ns, int fd,
+                                                               int64_t off, uint64_t size,
+                                                               int64_t done)
+{
+    if (UNLIKELY(done < 0))
+        return;
+    uint64_t *t = t_corr + (size_t)cop * (FSPROF_CORR_KINDS * FSPROF_CORR_CELLS);
+    uint32_t row = corr_cell(ns, FSPROF_CORR_LAT) * FSPROF_CORR_VAL;
+    uint64_t *size_cell = &t[row + corr_cell(size, FSPROF_CORR_VAL)];
+    if (LIKELY(!t_shared))
+        add_private(size_cell, 1);
+    else
+        add_shared(size_cell, 1);
+    if (UNLIKELY((unsigned)fd >= FSPROF_FD_TRACK))
+        return;
+    struct fsprof_fd_state *st = &t_fd[fd];
+    /* A call at the file position with no position known yet (a fd this
+     * thread has not used) starts this thread's view of it at 0: distances
+     * are differences, so the base does not matter. */
+    uint64_t at = off >= 0 ? (uint64_t)off : (st->pos1 ? st->pos1 - 1 : 0);
+    if (st->end1 && (off >= 0 || st->pos1)) {
+        uint64_t end = st->end1 - 1;
+        uint64_t seek = at > end ? at - end : end - at;
+        uint64_t *seek_cell = &t[FSPROF_CORR_CELLS + row + corr_cell(seek, FSPROF_CORR_VAL)];
+        if (LIKELY(!t_shared))
+            add_private(seek_cell, 1);
+        else
+            add_shared(seek_cell, 1);
+    }
+    st->end1 = at + (uint64_t)done + 1;
+    if (off < 0)
+        st->pos1 = st->end1;
+}
+
+/* The fd's position became `pos` (lseek, fseek), or unknown (-1). */
+static inline __attribute__((always_inline)) void fd_moved(int fd, int64_t pos)
+{
+    if ((unsigned)fd < FSPROF_FD_TRACK && t_fd)
+        t_fd[fd].pos1 = pos >= 0 ? (uint64_t)pos + 1 : 0;
+}
+
+/* The fd number is being closed: forget what this thread knew of it. */
+static inline __attribute__((always_inline)) void fd_forget(int fd)
+{
+    if ((unsigned)fd < FSPROF_FD_TRACK && t_fd) {
+        t_fd[fd].pos1 = 0;
+        t_fd[fd].end1 = 0;
+    }
 }
 
 #endif

@@ -26,6 +26,8 @@ HIDDEN const uint64_t *g_thr;
 
 TLS char *t_slot;
 TLS int t_shared;
+TLS uint64_t *t_corr;
+TLS struct fsprof_fd_state *t_fd;
 static TLS int t_in_setup;
 
 enum { ST_UNINIT, ST_BUSY, ST_READY, ST_OFF };
@@ -36,6 +38,9 @@ static size_t g_ctl_len;
 static struct fsprof_proc *g_proc;
 static size_t g_proc_len;
 static uint64_t g_slot_size;
+
+#define CORR_BYTES ((uint64_t)CORR_COUNT * FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8)
+#define FD_BYTES ((uint64_t)FSPROF_FD_TRACK * sizeof(struct fsprof_fd_state))
 static int g_atfork_done;
 
 static long sys_open(const char *path, int flags, int mode)
@@ -146,7 +151,8 @@ static int create_process_file(void)
     long fd = sys_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return 0;
-    g_slot_size = FSPROF_SLOT_HDR_SIZE + (uint64_t)OP_COUNT * g_ctr_size;
+    uint64_t corr_off = FSPROF_SLOT_HDR_SIZE + (uint64_t)OP_COUNT * g_ctr_size;
+    g_slot_size = corr_off + CORR_BYTES + FD_BYTES;
     size_t len = FSPROF_PROC_HDR_SIZE + (size_t)g_ctl->max_slots * g_slot_size;
     void *m = MAP_FAILED;
     /* The file is sparse: only the pages of counters actually used are ever
@@ -165,6 +171,10 @@ static int create_process_file(void)
     p->ctr_size = g_ctr_size;
     p->max_slots = g_ctl->max_slots;
     p->slot_size = g_slot_size;
+    p->corr_ops = CORR_COUNT;
+    p->corr_lat = FSPROF_CORR_LAT;
+    p->corr_val = FSPROF_CORR_VAL;
+    p->corr_off = (uint32_t)corr_off;
     p->pid = (int32_t)syscall(SYS_getpid);
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = mono_ns();
@@ -190,6 +200,8 @@ static void after_fork_in_child(void)
         syscall(SYS_munmap, g_proc, g_proc_len);
     g_proc = NULL;
     t_slot = NULL;
+    t_corr = NULL;
+    t_fd = NULL;
     t_shared = 0;
     if (g_state == ST_READY || g_state == ST_BUSY)
         g_state = ST_UNINIT;
@@ -250,6 +262,8 @@ HIDDEN char *fsprof_slot_slow(void)
             ((struct fsprof_slot_hdr *)slot)->tid = (uint32_t)sys_gettid();
         t_shared = shared;
         ops = slot + FSPROF_SLOT_HDR_SIZE;
+        t_corr = (uint64_t *)(ops + (size_t)OP_COUNT * g_ctr_size);
+        t_fd = (struct fsprof_fd_state *)((char *)t_corr + CORR_BYTES);
         t_slot = ops;
     }
     t_in_setup = 0;
@@ -279,6 +293,15 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->off_ctl_thresholds = offsetof(struct fsprof_control, thresholds);
     out->off_ctr_buckets = offsetof(struct fsprof_ctr, buckets);
     out->nops = OP_COUNT;
+    out->off_proc_corr_ops = offsetof(struct fsprof_proc, corr_ops);
+    out->corr_ops = CORR_COUNT;
+    out->corr_lat = FSPROF_CORR_LAT;
+    out->corr_val = FSPROF_CORR_VAL;
+    uint32_t k = 0;
+#define C(n) out->corr_op_index[k++] = OP_##n;
+    FSPROF_CORR_OPS_LIST
+#undef C
+    (void)k;
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)
@@ -321,13 +344,17 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, uint32_t iters
         ctl->tsc_shift != FSPROF_TICK_SHIFT || iters == 0)
         return -1;
     apply_params(ctl);
-    size_t len = (size_t)OP_COUNT * g_ctr_size;
+    size_t len = (size_t)OP_COUNT * g_ctr_size + CORR_BYTES + FD_BYTES;
     char *scratch = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (scratch == MAP_FAILED)
         return -1;
     char *saved_slot = t_slot;
+    uint64_t *saved_corr = t_corr;
+    struct fsprof_fd_state *saved_fd = t_fd;
     int saved_shared = t_shared;
     t_slot = scratch;
+    t_corr = (uint64_t *)(scratch + (size_t)OP_COUNT * g_ctr_size);
+    t_fd = (struct fsprof_fd_state *)((char *)t_corr + CORR_BYTES);
     t_shared = 0;
     double bare = best_ns_per_iter(0, iters);
     double timed = best_ns_per_iter(1, iters);
@@ -340,6 +367,8 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, uint32_t iters
             min_pair = ns;
     }
     t_slot = saved_slot;
+    t_corr = saved_corr;
+    t_fd = saved_fd;
     t_shared = saved_shared;
     munmap(scratch, len);
     out->per_call_ns = timed > bare ? timed - bare : 0.0;

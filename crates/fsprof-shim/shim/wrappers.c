@@ -75,6 +75,50 @@ static inline void *real_fn(void **slot, const char *name)
     static type(*real_##name) params;                                                    \
     EXPORT type name params { TIMED(OP_##op, type, failed, REAL(name) args); }
 
+/* A data call (FSPROF_CORR_OPS_LIST): timed like TIMED, then its request
+ * size and seek distance are filed (record_value). `fd`, `off`, `size` and
+ * `done` are expressions over the parameters and the result `r`. */
+#define WRAP_DATA(op, type, name, params, args, failed, ...)                             \
+    WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
+#define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
+        if (UNLIKELY(c_ == NULL))                                                        \
+            return REAL(name) args;                                                      \
+        uint64_t t0_ = now_ticks();                                                      \
+        type r = REAL(name) args;                                                        \
+        uint64_t t1_ = now_ticks();                                                      \
+        uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
+        record_value(CORR_##op, ns_, (fd), (off), (size), (done));                      \
+        return r;                                                                        \
+    }
+
+/* Like WRAP, then `after` runs with the result `r` (profiled or not). */
+#define WRAP_THEN(op, type, name, params, args, failed, after)                           \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
+        uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
+        type r = REAL(name) args;                                                        \
+        if (c_)                                                                          \
+            call_end(c_, t0_, now_ticks(), (failed));                                    \
+        after;                                                                           \
+        return r;                                                                        \
+    }
+
+/* Bytes an iovec asks for; only read after the call succeeded, when the
+ * kernel has vouched for the array. */
+static inline uint64_t iov_total(const struct iovec *v, int n)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += v[i].iov_len;
+    return t;
+}
+
 #define M1 (r == -1)
 #define NONZERO (r != 0)
 #define ISNULL (r == NULL)
@@ -117,40 +161,62 @@ WRAP(openat, int, __openat_2, (int d, const char *path, int flags), (d, path, fl
 WRAP(openat, int, __openat64_2, (int d, const char *path, int flags), (d, path, flags), M1)
 WRAP(creat, int, creat, (const char *path, mode_t mode), (path, mode), M1)
 WRAP(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1)
-WRAP(close, int, close, (int fd), (fd), M1)
+static int (*real_close)(int);
+EXPORT int close(int fd)
+{
+    fd_forget(fd);
+    TIMED(OP_close, int, M1, REAL(close)(fd));
+}
 
 /* ---- data ---------------------------------------------------------------- */
 
-WRAP(read, ssize_t, read, (int fd, void *b, size_t n), (fd, b, n), M1)
-WRAP(read, ssize_t, __read_chk, (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl), M1)
-WRAP(write, ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n), M1)
-WRAP(pread, ssize_t, pread, (int fd, void *b, size_t n, off_t o), (fd, b, n, o), M1)
-WRAP(pread, ssize_t, pread64, (int fd, void *b, size_t n, off64_t o), (fd, b, n, o), M1)
-WRAP(pread, ssize_t, __pread_chk, (int fd, void *b, size_t n, off_t o, size_t bl),
-     (fd, b, n, o, bl), M1)
-WRAP(pread, ssize_t, __pread64_chk, (int fd, void *b, size_t n, off64_t o, size_t bl),
-     (fd, b, n, o, bl), M1)
-WRAP(pwrite, ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o), M1)
-WRAP(pwrite, ssize_t, pwrite64, (int fd, const void *b, size_t n, off64_t o), (fd, b, n, o), M1)
-WRAP(readv, ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n), M1)
-WRAP(writev, ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n), M1)
-WRAP(preadv, ssize_t, preadv, (int fd, const struct iovec *v, int n, off_t o), (fd, v, n, o), M1)
-WRAP(preadv, ssize_t, preadv64, (int fd, const struct iovec *v, int n, off64_t o), (fd, v, n, o),
-     M1)
-WRAP(pwritev, ssize_t, pwritev, (int fd, const struct iovec *v, int n, off_t o), (fd, v, n, o),
-     M1)
-WRAP(pwritev, ssize_t, pwritev64, (int fd, const struct iovec *v, int n, off64_t o),
-     (fd, v, n, o), M1)
-WRAP(preadv2, ssize_t, preadv2, (int fd, const struct iovec *v, int n, off_t o, int f),
-     (fd, v, n, o, f), M1)
-WRAP(preadv2, ssize_t, preadv64v2, (int fd, const struct iovec *v, int n, off64_t o, int f),
-     (fd, v, n, o, f), M1)
-WRAP(pwritev2, ssize_t, pwritev2, (int fd, const struct iovec *v, int n, off_t o, int f),
-     (fd, v, n, o, f), M1)
-WRAP(pwritev2, ssize_t, pwritev64v2, (int fd, const struct iovec *v, int n, off64_t o, int f),
-     (fd, v, n, o, f), M1)
-WRAP(lseek, off_t, lseek, (int fd, off_t o, int w), (fd, o, w), M1)
-WRAP(lseek, off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), M1)
+/* Data calls also file request size and seek distance (record_value):
+ * `fd, offset or -1, bytes asked, bytes done (< 0: failed)`. */
+#define AT_POS fd, -1, n, r
+#define AT_OFF fd, (int64_t)o, n, r
+#define V_AT_POS fd, -1, r >= 0 ? iov_total(v, n) : 0, r
+#define V_AT_OFF fd, (int64_t)o, r >= 0 ? iov_total(v, n) : 0, r
+WRAP_DATA(read, ssize_t, read, (int fd, void *b, size_t n), (fd, b, n), M1, AT_POS)
+WRAP_DATA(read, ssize_t, __read_chk, (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl), M1,
+          AT_POS)
+WRAP_DATA(write, ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n), M1, AT_POS)
+WRAP_DATA(pread, ssize_t, pread, (int fd, void *b, size_t n, off_t o), (fd, b, n, o), M1, AT_OFF)
+WRAP_DATA(pread, ssize_t, pread64, (int fd, void *b, size_t n, off64_t o), (fd, b, n, o), M1,
+          AT_OFF)
+WRAP_DATA(pread, ssize_t, __pread_chk, (int fd, void *b, size_t n, off_t o, size_t bl),
+          (fd, b, n, o, bl), M1, AT_OFF)
+WRAP_DATA(pread, ssize_t, __pread64_chk, (int fd, void *b, size_t n, off64_t o, size_t bl),
+          (fd, b, n, o, bl), M1, AT_OFF)
+WRAP_DATA(pwrite, ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o), M1,
+          AT_OFF)
+WRAP_DATA(pwrite, ssize_t, pwrite64, (int fd, const void *b, size_t n, off64_t o), (fd, b, n, o),
+          M1, AT_OFF)
+WRAP_DATA(readv, ssize_t, readv, (int fd, const struct iovec *v, int n), (fd, v, n), M1, V_AT_POS)
+WRAP_DATA(writev, ssize_t, writev, (int fd, const struct iovec *v, int n), (fd, v, n), M1,
+          V_AT_POS)
+WRAP_DATA(preadv, ssize_t, preadv, (int fd, const struct iovec *v, int n, off_t o), (fd, v, n, o),
+          M1, V_AT_OFF)
+WRAP_DATA(preadv, ssize_t, preadv64, (int fd, const struct iovec *v, int n, off64_t o),
+          (fd, v, n, o), M1, V_AT_OFF)
+WRAP_DATA(pwritev, ssize_t, pwritev, (int fd, const struct iovec *v, int n, off_t o),
+          (fd, v, n, o), M1, V_AT_OFF)
+WRAP_DATA(pwritev, ssize_t, pwritev64, (int fd, const struct iovec *v, int n, off64_t o),
+          (fd, v, n, o), M1, V_AT_OFF)
+/* An offset of -1 means "at the file position" for the v2 calls, which is
+ * what record_value takes -1 to mean. */
+WRAP_DATA(preadv2, ssize_t, preadv2, (int fd, const struct iovec *v, int n, off_t o, int f),
+          (fd, v, n, o, f), M1, V_AT_OFF)
+WRAP_DATA(preadv2, ssize_t, preadv64v2, (int fd, const struct iovec *v, int n, off64_t o, int f),
+          (fd, v, n, o, f), M1, V_AT_OFF)
+WRAP_DATA(pwritev2, ssize_t, pwritev2, (int fd, const struct iovec *v, int n, off_t o, int f),
+          (fd, v, n, o, f), M1, V_AT_OFF)
+WRAP_DATA(pwritev2, ssize_t, pwritev64v2,
+          (int fd, const struct iovec *v, int n, off64_t o, int f), (fd, v, n, o, f), M1,
+          V_AT_OFF)
+WRAP_THEN(lseek, off_t, lseek, (int fd, off_t o, int w), (fd, o, w), M1,
+          if (r >= 0) fd_moved(fd, (int64_t)r))
+WRAP_THEN(lseek, off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), M1,
+          if (r >= 0) fd_moved(fd, (int64_t)r))
 WRAP(sendfile, ssize_t, sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n), M1)
 WRAP(sendfile, ssize_t, sendfile64, (int o, int i, off64_t *off, size_t n), (o, i, off, n), M1)
 WRAP(copy_file_range, ssize_t, copy_file_range,
@@ -422,16 +488,21 @@ WRAP(fflush, int, fflush, (FILE * f), (f), r == EOF)
 WRAP(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF)
 /* A short count is an error only if the stream says so (else: end of file). */
 #define SHORT_ERR (r < n && ferror_unlocked(f))
-WRAP(fread, size_t, fread, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f), SHORT_ERR)
-WRAP(fread, size_t, fread_unlocked, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
-     SHORT_ERR)
-WRAP(fread, size_t, __fread_chk, (void *p, size_t pl, size_t s, size_t n, FILE *f),
-     (p, pl, s, n, f), SHORT_ERR)
-WRAP(fread, size_t, __fread_unlocked_chk, (void *p, size_t pl, size_t s, size_t n, FILE *f),
-     (p, pl, s, n, f), SHORT_ERR)
-WRAP(fwrite, size_t, fwrite, (const void *p, size_t s, size_t n, FILE *f), (p, s, n, f), r < n)
-WRAP(fwrite, size_t, fwrite_unlocked, (const void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
-     r < n)
+/* Streams file sizes and seek distances at the stream level, under the
+ * stream's fd: bytes asked (s * n), bytes done (count * s). */
+#define STREAM f->_fileno, -1, (uint64_t)s * n, (int64_t)(r * s)
+WRAP_DATA(fread, size_t, fread, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f), SHORT_ERR,
+          STREAM)
+WRAP_DATA(fread, size_t, fread_unlocked, (void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
+          SHORT_ERR, STREAM)
+WRAP_DATA(fread, size_t, __fread_chk, (void *p, size_t pl, size_t s, size_t n, FILE *f),
+          (p, pl, s, n, f), SHORT_ERR, STREAM)
+WRAP_DATA(fread, size_t, __fread_unlocked_chk,
+          (void *p, size_t pl, size_t s, size_t n, FILE *f), (p, pl, s, n, f), SHORT_ERR, STREAM)
+WRAP_DATA(fwrite, size_t, fwrite, (const void *p, size_t s, size_t n, FILE *f), (p, s, n, f),
+          r < n, STREAM)
+WRAP_DATA(fwrite, size_t, fwrite_unlocked, (const void *p, size_t s, size_t n, FILE *f),
+          (p, s, n, f), r < n, STREAM)
 #define NULL_ERR (r == NULL && ferror_unlocked(f))
 WRAP(fgets, char *, fgets, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
 WRAP(fgets, char *, fgets_unlocked, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
@@ -444,9 +515,22 @@ WRAP(fputs, int, fputs_unlocked, (const char *s, FILE *f), (s, f), r == EOF)
 WRAP(getline, ssize_t, getline, (char **l, size_t *n, FILE *f), (l, n, f), M1_ERR)
 WRAP(getdelim, ssize_t, getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
 WRAP(getdelim, ssize_t, __getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
-WRAP(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1)
-WRAP(fseek, int, fseeko, (FILE * f, off_t o, int w), (f, o, w), M1)
-WRAP(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1)
+/* A stream's position after fseek: known for SEEK_SET, moved for SEEK_CUR
+ * (if it was known), unknown for SEEK_END. */
+static inline void stream_moved(FILE *f, int64_t o, int w)
+{
+    int fd = f->_fileno;
+    if ((unsigned)fd >= FSPROF_FD_TRACK || !t_fd)
+        return;
+    uint64_t p1 = t_fd[fd].pos1;
+    fd_moved(fd, w == SEEK_SET ? o : (w == SEEK_CUR && p1) ? (int64_t)(p1 - 1) + o : -1);
+}
+WRAP_THEN(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1,
+          if (r == 0) stream_moved(f, o, w))
+WRAP_THEN(fseek, int, fseeko, (FILE * f, off_t o, int w), (f, o, w), M1,
+          if (r == 0) stream_moved(f, o, w))
+WRAP_THEN(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1,
+          if (r == 0) stream_moved(f, o, w))
 WRAP(ftell, long, ftell, (FILE * f), (f), M1)
 WRAP(ftell, off_t, ftello, (FILE * f), (f), M1)
 WRAP(ftell, off64_t, ftello64, (FILE * f), (f), M1)

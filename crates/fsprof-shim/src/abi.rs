@@ -2,7 +2,7 @@
 //! per-process counter files the shim writes. `tests` check every size and
 //! offset against the compiled shim.
 
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable naming the run directory.
@@ -15,6 +15,38 @@ pub const CMDLINE_MAX: usize = 2048;
 /// Thread slots per process, the shared slot 0 included. Threads beyond
 /// this share slot 0 (atomic adds: slower, never lossy).
 pub const MAX_SLOTS: u32 = 256;
+
+/// Value tables (`FSPROF_CORR_*` in abi.h): per thread slot, after the op
+/// counters, one `CORR_LAT × CORR_VAL` table of u64 per (data op, kind).
+/// Cell index 0 = value 0, 1 = value 1, k ≥ 2 = `(2^(k-2), 2^(k-1)]`; the
+/// last index also holds larger values. Kind 0 = request size, 1 = seek
+/// distance.
+pub const CORR_LAT: usize = 40;
+pub const CORR_VAL: usize = 42;
+pub const CORR_KINDS: usize = 2;
+pub const CORR_CELLS: usize = CORR_LAT * CORR_VAL;
+/// The data ops with value tables, in table order.
+pub const CORR_OPS: [&str; 12] = [
+    "read", "write", "pread", "pwrite", "readv", "writev", "preadv", "pwritev", "preadv2",
+    "pwritev2", "fread", "fwrite",
+];
+pub const CORR_MAX_OPS: usize = 16;
+
+/// Bytes of a slot's value tables.
+pub fn corr_size() -> usize {
+    CORR_OPS.len() * CORR_KINDS * CORR_CELLS * 8
+}
+
+/// fds whose position each slot tracks; their state (16 bytes each, the
+/// shim's private scratch) follows the value tables.
+pub const FD_TRACK: usize = 1024;
+pub const FD_STATE_SIZE: usize = 16;
+
+/// Bucket index (`fsprof_core::JointHistogram` convention: -2 = 0, -1 = 1,
+/// i = `(2^i, 2^(i+1)]`) of value-table cell `k`.
+pub fn corr_index(k: usize) -> i32 {
+    k as i32 - 2
+}
 
 pub const CLOCK_MONOTONIC: u32 = 0;
 pub const CLOCK_TSC: u32 = 1;
@@ -53,6 +85,11 @@ pub struct ProcHeader {
     pub seq: u64,
     pub exe_len: u32,
     pub cmdline_len: u32,
+    pub corr_ops: u32,
+    pub corr_lat: u32,
+    pub corr_val: u32,
+    /// Offset of the value tables inside a slot.
+    pub corr_off: u32,
     pub exe: [u8; EXE_MAX],
     pub cmdline: [u8; CMDLINE_MAX],
 }
@@ -91,6 +128,12 @@ pub struct Layout {
     pub off_ctl_thresholds: u32,
     pub off_ctr_buckets: u32,
     pub nops: u32,
+    pub off_proc_corr_ops: u32,
+    pub corr_ops: u32,
+    pub corr_lat: u32,
+    pub corr_val: u32,
+    /// Index into [`crate::OPS`] of each of [`CORR_OPS`].
+    pub corr_op_index: [u32; CORR_MAX_OPS],
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -108,6 +151,20 @@ pub fn expected_layout() -> Layout {
         off_ctl_thresholds: size_of::<ControlHeader>() as u32,
         off_ctr_buckets: size_of::<CtrHeader>() as u32,
         nops: crate::OPS.len() as u32,
+        off_proc_corr_ops: offset_of!(ProcHeader, corr_ops) as u32,
+        corr_ops: CORR_OPS.len() as u32,
+        corr_lat: CORR_LAT as u32,
+        corr_val: CORR_VAL as u32,
+        corr_op_index: {
+            let mut idx = [0u32; CORR_MAX_OPS];
+            for (k, name) in CORR_OPS.iter().enumerate() {
+                idx[k] = crate::OPS
+                    .iter()
+                    .position(|o| o == name)
+                    .expect("every data op is in ops.def") as u32;
+            }
+            idx
+        },
     }
 }
 

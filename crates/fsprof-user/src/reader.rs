@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use fsprof_core::{Histogram, OpStats};
+use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::{self, ProcHeader};
 use fsprof_shim::OPS;
 
@@ -96,7 +96,15 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(bad("counter layout differs from this fsprof's"));
     }
     let slots = h.max_slots as usize;
-    if h.slot_size as usize != abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize
+    let corr_off = abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize;
+    if h.corr_ops as usize != abi::CORR_OPS.len()
+        || h.corr_lat as usize != abi::CORR_LAT
+        || h.corr_val as usize != abi::CORR_VAL
+        || h.corr_off as usize != corr_off
+    {
+        return Err(bad("value-table layout differs from this fsprof's"));
+    }
+    if h.slot_size as usize != corr_off + abi::corr_size() + abi::FD_TRACK * abi::FD_STATE_SIZE
         || h.hdr_size as usize + slots * h.slot_size as usize > len
     {
         return Err(bad("counter file is shorter than its header says"));
@@ -139,6 +147,9 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
             continue;
         }
         op.histogram = Histogram::from_slots(zero, &buckets);
+        if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
+            op.correlations = read_correlations(&m, &h, used, corr_off, c);
+        }
         if op.histogram.total() > 0 {
             op.min_ns = Some(if zero > 0 { 0 } else { min });
             op.max_ns = Some(max);
@@ -162,4 +173,38 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         threads: (used as u32).saturating_sub(1),
         ops,
     }))
+}
+
+/// The size and seek tables of data op `c` (index into `abi::CORR_OPS`),
+/// summed over the used slots; `None` if no call was filed.
+fn read_correlations(
+    m: &Mapping,
+    h: &ProcHeader,
+    used: usize,
+    corr_off: usize,
+    c: usize,
+) -> Option<Correlations> {
+    let mut out = Correlations::default();
+    for s in 0..used {
+        let slot = h.hdr_size as usize + s * h.slot_size as usize;
+        for kind in 0..abi::CORR_KINDS {
+            let table = slot + corr_off + ((c * abi::CORR_KINDS + kind) * abi::CORR_CELLS) * 8;
+            let joint: &mut JointHistogram = if kind == 0 {
+                &mut out.size
+            } else {
+                &mut out.seek
+            };
+            for cell in 0..abi::CORR_CELLS {
+                let n = m.u64_at(table + cell * 8);
+                if n != 0 {
+                    joint.add(
+                        abi::corr_index(cell / abi::CORR_VAL),
+                        abi::corr_index(cell % abi::CORR_VAL),
+                        n,
+                    );
+                }
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }

@@ -1,4 +1,7 @@
+mod analysis;
+mod calibrate;
 mod check;
+mod compare;
 mod kernel;
 mod merge;
 mod report;
@@ -14,5 +17,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
         Command::Kernel(a) => kernel::kernel(a),
+        Command::Compare(a) => compare::compare(a),
+        Command::Calibrate(a) => calibrate::calibrate(a),
     }
 }

@@ -1,0 +1,39 @@
+//! `fsprof compare A B`: exit 0 when no op changed significantly, 1 when one
+//! did (so CI can gate on it), 2 on errors.
+
+use anyhow::Result;
+use fsprof_analysis::compare::{compare_profiles, CompareOptions, Method};
+use fsprof_analysis::render;
+use fsprof_core::format::read_profile;
+
+use super::analysis::calibration;
+use super::report::write_stdout;
+use crate::cli::{CompareArgs, FormatArg, MethodArg};
+
+pub fn compare(a: CompareArgs) -> Result<i32> {
+    let pa = read_profile(&a.a)?;
+    let pb = read_profile(&a.b)?;
+    let opts = CompareOptions {
+        method: match a.method {
+            MethodArg::Emd => Method::Emd,
+            MethodArg::Chi2 => Method::Chi2,
+            MethodArg::Jeffrey => Method::Jeffrey,
+            MethodArg::Count => Method::Count,
+            MethodArg::Latency => Method::Latency,
+        },
+        threshold: a.threshold,
+        negligible: a.negligible,
+        peak_changes: !a.no_peak_changes,
+        calibration: calibration(&a.calibration)?,
+        ..Default::default()
+    };
+    let c = compare_profiles(&pa, &pb, &opts);
+    let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
+    let text = match a.format {
+        FormatArg::Text => render::comparison_text(&c, &na, &nb),
+        FormatArg::Json => render::comparison_json(&c, &na, &nb),
+        FormatArg::Csv => render::comparison_csv(&c),
+    };
+    write_stdout(&text)?;
+    Ok(c.exit_code())
+}

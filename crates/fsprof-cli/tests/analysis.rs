@@ -1,0 +1,609 @@
+//! `fsprof compare` and `fsprof report --peaks/--interesting/--correlate`
+//! end to end: exit statuses, formats, errors, and peaks of a real profile.
+
+use std::path::Path;
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use fsprof_core::format::write_profile;
+use fsprof_core::profile::Meta;
+use fsprof_core::{OpStats, Profile};
+use predicates::prelude::*;
+
+fn fsprof() -> Command {
+    let mut c = Command::cargo_bin("fsprof").unwrap();
+    // Keep a calibration file in the real config dir out of these tests.
+    c.env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test");
+    c
+}
+
+fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
+    let mut o = OpStats::new(name);
+    for &(i, c) in buckets {
+        o.histogram.add_to(Some(i), c);
+        o.pre += c;
+        o.post += c;
+        o.total_ns += c * (3u64 << i) / 2;
+    }
+    o
+}
+
+fn write(dir: &Path, name: &str, ops: Vec<OpStats>) -> std::path::PathBuf {
+    let mut p = Profile::new(Meta {
+        tool: "test".into(),
+        ..Default::default()
+    });
+    p.layer_mut("user").ops = ops;
+    p.layer_mut("user").normalize();
+    let path = dir.join(name);
+    write_profile(&path, &p, false).unwrap();
+    path
+}
+
+#[test]
+fn compare_exit_status_says_whether_anything_changed() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(
+        d.path(),
+        "a.json",
+        vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])],
+    );
+    let same = write(
+        d.path(),
+        "same.json",
+        vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])],
+    );
+    let slow = write(
+        d.path(),
+        "slow.json",
+        vec![op("read", &[(9, 900), (21, 100)]), op("open", &[(12, 40)])],
+    );
+    fsprof()
+        .args(["compare"])
+        .arg(&a)
+        .arg(&same)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("no op changed significantly"));
+    fsprof()
+        .args(["compare"])
+        .arg(&a)
+        .arg(&slow)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "user/read: new peak at 2^22 ns (4.19ms), ",
+        ));
+    let out = fsprof()
+        .args(["compare", "--format", "json", "--method", "chi2"])
+        .arg(&a)
+        .arg(&slow)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["interesting"], true);
+    let ops = v["comparison"]["ops"].as_array().unwrap();
+    assert_eq!(ops[0]["op"], "read");
+    assert_eq!(ops[0]["method"], "chi2");
+    assert_eq!(ops[0]["interesting"], true);
+    assert_eq!(ops[1]["interesting"], false);
+    fsprof()
+        .args(["compare", "--format", "csv", "--method", "count"])
+        .arg(&a)
+        .arg(&slow)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::starts_with(
+            "layer,op,status,interesting,method,score",
+        ));
+}
+
+#[test]
+fn compare_errors_are_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.json", vec![op("read", &[(9, 10)])]);
+    fsprof()
+        .arg("compare")
+        .arg(&a)
+        .arg(d.path().join("missing.json"))
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::starts_with("fsprof: ").and(predicate::str::contains("missing.json")),
+        );
+    fsprof()
+        .args(["compare", "--negligible", "5"])
+        .arg(&a)
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("share between 0 and 1"));
+    fsprof()
+        .args(["compare", "--calibration"])
+        .arg(d.path().join("nocal.json"))
+        .arg(&a)
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read calibration"));
+}
+
+#[test]
+fn report_analysis_tables_in_csv_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(
+        d.path(),
+        "a.json",
+        vec![op("read", &[(9, 1000), (21, 40)]), op("open", &[(12, 40)])],
+    );
+    fsprof()
+        .args(["report", "--peaks", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(
+            "layer,op,peak,first_bucket,last_bucket,mode_bucket",
+        ))
+        .stdout(predicate::str::contains("user,read,2,21,21,21,"));
+    fsprof()
+        .args(["report", "--interesting", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("top,user,read,"))
+        .stdout(predicate::str::contains(
+            "correlated,user,read,2,user,open,1,40,",
+        ));
+    fsprof()
+        .args(["report", "--peaks", "--interesting", "--format", "csv"])
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("CSV holds one table"));
+    let out = fsprof()
+        .args([
+            "report",
+            "--peaks",
+            "--interesting",
+            "--format",
+            "json",
+            "--top",
+            "1",
+        ])
+        .arg(&a)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["report"], "fsprof-report");
+    // --top 1: only read's peaks, fastest first.
+    let peaks = v["peaks"].as_array().unwrap();
+    assert_eq!(peaks.len(), 2, "{v}");
+    assert_eq!(peaks[1]["peak"]["mode"], 21);
+    assert_eq!(v["interesting"]["top"][0]["op"], "read");
+}
+
+#[test]
+fn report_correlate_needs_one_op_and_data() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.json", vec![op("read", &[(9, 10)])]);
+    fsprof()
+        .args(["report", "--correlate", "seek"])
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("exactly one --op"));
+    fsprof()
+        .args(["report", "--correlate", "size", "--op", "read"])
+        .arg(&a)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no size correlation data"));
+}
+
+/// Reads of a file in the page cache and O_DIRECT reads of another on the
+/// disk under the temp dir: two clearly separated read peaks.
+#[test]
+fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
+    let d = disk_tempdir();
+    for name in ["hot", "cold"] {
+        let ok = Std::new("dd")
+            .args(["if=/dev/urandom", "bs=64k", "count=32", "status=none"])
+            .arg(format!("of={}", d.path().join(name).display()))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let profile = d.path().join("p.json");
+    let script = "dd if=hot of=/dev/null bs=4k status=none && dd if=hot of=/dev/null bs=4k status=none && dd if=cold of=/dev/null bs=4k iflag=direct status=none";
+    fsprof()
+        .current_dir(d.path())
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", script])
+        .assert()
+        .success();
+    let out = fsprof()
+        .args(["report", "--peaks", "--op", "read", "--format", "json"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let peaks: Vec<&serde_json::Value> = v["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["layer"] == "user")
+        .collect();
+    let modes: Vec<f64> = peaks
+        .iter()
+        .map(|p| p["mode_ns"].as_f64().unwrap())
+        .collect();
+    // Page-cache hits well under 16 µs, device reads well over it (the
+    // device side may itself be split, e.g. by a burst of slow requests).
+    let (fast, slow): (Vec<_>, Vec<_>) = peaks
+        .iter()
+        .partition(|p| p["mode_ns"].as_f64().unwrap() < 16_000.0);
+    let calls = |ps: &[&&serde_json::Value]| -> u64 {
+        ps.iter()
+            .map(|p| p["peak"]["count"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(!fast.is_empty() && !slow.is_empty(), "{modes:?}");
+    // 2 × (512 reads of 4 KiB + 1 at EOF) from the cache, 512 + 1 direct.
+    let (nf, ns) = (calls(&fast), calls(&slow));
+    assert!((980..=1030).contains(&nf), "{nf} cached reads: {v}");
+    assert!((500..=545).contains(&ns), "{ns} device reads: {v}");
+    let slow_share: f64 = slow
+        .iter()
+        .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
+        .sum();
+    assert!(slow_share > 0.5, "{v}");
+    // And the text table shows it.
+    fsprof()
+        .args(["report", "--peaks", "--op", "read"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("peaks (FSprof Table 3):"));
+}
+
+/// `calibrate` writes the default file, which `report --peaks` then uses to
+/// label the page-cache and device peaks of a real profile.
+#[test]
+fn calibration_labels_peaks_of_a_real_profile() {
+    let d = disk_tempdir();
+    let cfg = d.path().join("cfg");
+    let mut c = Command::cargo_bin("fsprof").unwrap();
+    c.env("XDG_CONFIG_HOME", &cfg)
+        .args(["calibrate", "--dir"])
+        .arg(d.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("page-cache hit"))
+        .stderr(predicate::str::contains("calibration written to"));
+    let file = cfg.join("fsprof/calibration.json");
+    assert!(file.exists());
+    // An explicit file is never clobbered without --force.
+    fsprof()
+        .args(["calibrate", "-o"])
+        .arg(&file)
+        .args(["--dir"])
+        .arg(d.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--force"));
+
+    for name in ["hot", "cold"] {
+        let ok = Std::new("dd")
+            .args(["if=/dev/urandom", "bs=64k", "count=16", "status=none"])
+            .arg(format!("of={}", d.path().join(name).display()))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let profile = d.path().join("p.json");
+    let script = "dd if=hot of=/dev/null bs=4k status=none && dd if=hot of=/dev/null bs=4k status=none && dd if=cold of=/dev/null bs=4k iflag=direct status=none";
+    fsprof()
+        .current_dir(d.path())
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", script])
+        .assert()
+        .success();
+    let mut c = Command::cargo_bin("fsprof").unwrap();
+    let out = c
+        .env("XDG_CONFIG_HOME", &cfg)
+        .args(["report", "--peaks", "--op", "read", "--format", "json"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let labels: Vec<&str> = v["peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["label"].as_str())
+        .collect();
+    assert!(labels.contains(&"≈ device read"), "{labels:?} {v}");
+    // --no-labels turns it off.
+    let mut c = Command::cargo_bin("fsprof").unwrap();
+    c.env("XDG_CONFIG_HOME", &cfg)
+        .args(["report", "--peaks", "--op", "read", "--no-labels"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("≈ device read").not());
+}
+
+/// The shim records request size and seek distance per data call; `report
+/// --correlate` explains the slow read peak by its long seeks.
+#[test]
+fn value_correlation_explains_slow_reads_by_their_seeks() {
+    let d = disk_tempdir();
+    let src = d.path().join("seeky.c");
+    std::fs::write(
+        &src,
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+/* 256 sequential 4 KiB reads of a cached file, then 100 reads of an evicted
+ * file, each after an lseek 17 MiB or more away; then 1000-byte freads. */
+int main(int argc, char **argv) {
+    static char b[4096];
+    int a = open(argv[1], O_RDONLY);
+    while (read(a, b, 4096) > 0) ;
+    int c = open(argv[2], O_RDONLY);
+    posix_fadvise(c, 0, 0, POSIX_FADV_DONTNEED);
+    posix_fadvise(c, 0, 0, POSIX_FADV_RANDOM);
+    for (int i = 0; i < 100; i++) {
+        lseek(c, (off_t)((i * 239) % 256) << 20, SEEK_SET);
+        if (read(c, b, 4096) != 4096) return 1;
+    }
+    FILE *f = fopen(argv[1], "r");
+    while (fread(b, 1, 1000, f) > 0) ;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.path().join("seeky");
+    assert!(Std::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    for (name, mib) in [("hot", 1), ("cold", 256)] {
+        let ok = Std::new("dd")
+            .args(["if=/dev/zero", "bs=1M", "status=none", "conv=fsync"])
+            .arg(format!("count={mib}"))
+            .arg(format!("of={}", d.path().join(name).display()))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let profile = d.path().join("p.json");
+    fsprof()
+        .current_dir(d.path())
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--"])
+        .arg(&exe)
+        .args(["hot", "cold"])
+        .assert()
+        .success();
+
+    // The recorded joint histograms: every successful read filed a size;
+    // seeks: 0 for the sequential reads, >= 16 MiB after each lseek.
+    let p: serde_json::Value = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+    let read = p["layers"][0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "read")
+        .unwrap();
+    let cells = |kind: &str| -> Vec<(i64, i64, u64)> {
+        read["correlations"][kind]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c[0].as_i64().unwrap(),
+                    c[1].as_i64().unwrap(),
+                    c[2].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let size_total: u64 = cells("size").iter().map(|c| c.2).sum();
+    assert_eq!(size_total, read["post"].as_u64().unwrap());
+    let seeks = cells("seek");
+    let far: u64 = seeks.iter().filter(|c| c.1 >= 23).map(|c| c.2).sum();
+    let zero: u64 = seeks.iter().filter(|c| c.1 == -2).map(|c| c.2).sum();
+    // The first read of `cold` has no previous end on its fd, so no
+    // distance; the other 99 follow an lseek at least 17 MiB away.
+    assert!((98..=100).contains(&far), "{seeks:?}");
+    assert!(zero >= 256, "{seeks:?}");
+
+    let out = fsprof()
+        .args([
+            "report",
+            "--correlate",
+            "seek",
+            "--op",
+            "read",
+            "--format",
+            "json",
+        ])
+        .arg(&profile)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let peaks = v["correlation"]["peaks"].as_array().unwrap();
+    let slow = peaks
+        .iter()
+        .max_by_key(|p| p["peak"]["mode"].as_i64().unwrap())
+        .unwrap();
+    let fast = peaks
+        .iter()
+        .min_by_key(|p| p["peak"]["mode"].as_i64().unwrap())
+        .unwrap();
+    assert!(
+        slow["summary"].as_str().unwrap().contains("seeks of"),
+        "{v}"
+    );
+    assert!(
+        fast["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("sequential (seek 0)"),
+        "{v}"
+    );
+    // fread records stream-level request sizes (1000 bytes each).
+    fsprof()
+        .args(["report", "--correlate", "size", "--op", "fread"])
+        .arg(&profile)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
+}
+
+/// A scratch directory on the disk the build is on (cargo's per-target temp
+/// directory): the cache-miss and O_DIRECT workloads need a real block
+/// device, which /tmp is not when it is a tmpfs.
+fn disk_tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// Two runs of a program reading 4 KiB pages of a file at random offsets
+/// (readahead off), the file's pages dropped from the cache before the
+/// second (`dd iflag=nocache count=0`: a per-file posix_fadvise(DONTNEED),
+/// so tests running beside this one keep their caches): the cold run's
+/// reads get a slow peak that holds most of the time, the warm run's do
+/// not, and `compare` flags `read`.
+#[test]
+fn warm_and_cold_runs_differ_by_a_slow_read_peak() {
+    let d = disk_tempdir();
+    let src = d.path().join("random.c");
+    std::fs::write(
+        &src,
+        r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char b[4096];
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0) return 1;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    for (long i = 0; i < 512; i++)
+        if (pread(fd, b, 4096, (i * 1237 % 4096) * 4096) != 4096) return 1;
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.path().join("random");
+    assert!(Std::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let dd = |args: &[&str]| {
+        let ok = Std::new("dd")
+            .args(args)
+            .arg("status=none")
+            .current_dir(d.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "dd {args:?}");
+    };
+    dd(&[
+        "if=/dev/urandom",
+        "of=data",
+        "bs=1M",
+        "count=16",
+        "conv=fsync",
+    ]);
+    dd(&["if=data", "of=/dev/null", "bs=1M"]);
+    let run = |name: &str| {
+        let out = d.path().join(name);
+        fsprof()
+            .current_dir(d.path())
+            .args(["run", "-q", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&exe)
+            .arg("data")
+            .assert()
+            .success();
+        out
+    };
+    let warm = run("warm.json");
+    dd(&["if=data", "iflag=nocache", "count=0"]);
+    let cold = run("cold.json");
+
+    let slow_share = |p: &Path| -> f64 {
+        let out = fsprof()
+            .args(["report", "--peaks", "--op", "pread", "--format", "json"])
+            .arg(p)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v["peaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["mode_ns"].as_f64().unwrap() > 16_000.0)
+            .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
+            .sum()
+    };
+    // A cached 4 KiB page takes about a µs; one from the disk, tens of µs
+    // or more.
+    let (w, c) = (slow_share(&warm), slow_share(&cold));
+    assert!(
+        w < 0.5,
+        "warm run: {w} of pread latency in peaks over 16 µs"
+    );
+    assert!(
+        c > 0.5,
+        "cold run: only {c} of pread latency in peaks over 16 µs"
+    );
+    fsprof()
+        .arg("compare")
+        .arg(&warm)
+        .arg(&cold)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("user/pread: "));
+}
