@@ -1,0 +1,281 @@
+//! Charts over elapsed time, from a profile's intervals: the latency
+//! distribution of one op per interval as a heat map (FSprof Fig 10 seen
+//! from above), and the total latency per interval (FSprof Figs 1/2).
+
+use fsprof_core::units::format_ns;
+use fsprof_core::{Interval, OpStats, Resolution};
+
+use crate::axis::{format_value, BucketAxis, Unit, ValueAxis};
+use crate::histchart::SERIES_COLOURS;
+use crate::svg::{Anchor, Svg};
+
+pub const WIDTH: f64 = 640.0;
+pub const HEIGHT: f64 = 300.0;
+const LEFT: f64 = 66.0;
+const RIGHT: f64 = 80.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 46.0;
+
+fn op_in<'a>(iv: &'a Interval, layer: &str, op: &str) -> Option<&'a OpStats> {
+    iv.layers
+        .iter()
+        .find(|l| l.name == layer)
+        .and_then(|l| l.op(op))
+}
+
+/// Perceptually ordered colours from few to many calls (viridis stops).
+const RAMP: [(u8, u8, u8); 6] = [
+    (68, 1, 84),
+    (65, 68, 135),
+    (42, 120, 142),
+    (34, 168, 132),
+    (122, 209, 81),
+    (253, 231, 37),
+];
+
+fn ramp(t: f64) -> String {
+    let t = t.clamp(0.0, 1.0) * (RAMP.len() - 1) as f64;
+    let k = (t.floor() as usize).min(RAMP.len() - 2);
+    let f = t - k as f64;
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
+    let (a, b) = (RAMP[k], RAMP[k + 1]);
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
+    )
+}
+
+/// Labels for the time axis: interval end offsets, thinned to about 8.
+fn time_labels(intervals: &[Interval]) -> Vec<(usize, String)> {
+    let n = intervals.len();
+    let step = n.div_ceil(8).max(1);
+    (0..n)
+        .step_by(step)
+        .map(|k| (k, format_ns(intervals[k].start_ns as f64)))
+        .collect()
+}
+
+fn time_axis(svg: &mut Svg, intervals: &[Interval], x0: f64, w: f64, base: f64) {
+    let n = intervals.len().max(1);
+    let cw = w / n as f64;
+    for (k, label) in time_labels(intervals) {
+        let x = x0 + k as f64 * cw;
+        svg.line(x, base, x, base + 4.0, "#333333", 1.0);
+        let label = if label == "0ns" { "0".into() } else { label };
+        svg.text(x, base + 16.0, Anchor::Middle, 10.0, "#444444", &label);
+    }
+    svg.text(
+        x0 + w / 2.0,
+        HEIGHT - 8.0,
+        Anchor::Middle,
+        11.0,
+        "#333333",
+        "elapsed time (interval start)",
+    );
+}
+
+/// Interval × latency bucket, colour = calls (log scale). `None` when the
+/// op never appears in any interval.
+pub fn heatmap(
+    title: &str,
+    res: Resolution,
+    intervals: &[Interval],
+    layer: &str,
+    op: &str,
+) -> String {
+    let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline heatmap");
+    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
+    let ops: Vec<Option<&OpStats>> = intervals.iter().map(|iv| op_in(iv, layer, op)).collect();
+    let present = ops
+        .iter()
+        .flatten()
+        .filter(|o| !o.histogram.counts.is_empty());
+    let lo = present
+        .clone()
+        .map(|o| o.histogram.offset)
+        .min()
+        .unwrap_or(0);
+    let hi = present
+        .map(|o| o.histogram.offset + o.histogram.counts.len() as i32 - 1)
+        .max()
+        .unwrap_or(0);
+    let ax = BucketAxis::new(res, false, lo, hi);
+    let max = ops
+        .iter()
+        .flatten()
+        .flat_map(|o| o.histogram.counts.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let base = TOP + ph;
+    let n = intervals.len().max(1);
+    let cw = pw / n as f64;
+    let ch = ph / ax.slots() as f64;
+    svg.rect(LEFT, TOP, pw, ph, "#f4f4f4", None);
+    let lmax = ((max as f64) + 1.0).ln();
+    for (k, o) in ops.iter().enumerate() {
+        let Some(o) = o else { continue };
+        for (i, c) in o.histogram.buckets() {
+            let t = ((c as f64) + 1.0).ln() / lmax;
+            let y = base - (ax.slot(i) + 1) as f64 * ch;
+            let tip = format!(
+                "{} – {}: {}: {} calls",
+                format_ns(intervals[k].start_ns as f64),
+                format_ns(intervals[k].end_ns as f64),
+                ax.describe(i),
+                format_value(c as f64, Unit::Count)
+            );
+            svg.rect(
+                LEFT + k as f64 * cw,
+                y,
+                cw + 0.3,
+                ch + 0.3,
+                &ramp(t),
+                Some(&tip),
+            );
+        }
+    }
+    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
+    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+    for (slot, label) in ax.labels() {
+        let y = base - slot as f64 * ch;
+        svg.line(LEFT - 4.0, y, LEFT, y, "#333333", 1.0);
+        svg.text(LEFT - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", &label);
+    }
+    svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency");
+    time_axis(&mut svg, intervals, LEFT, pw, base);
+
+    // Colour key.
+    let kx = WIDTH - RIGHT + 24.0;
+    let steps = 24;
+    for s in 0..steps {
+        let t = s as f64 / (steps - 1) as f64;
+        let y = base - (s + 1) as f64 * ph / steps as f64;
+        svg.rect(kx, y, 14.0, ph / steps as f64 + 0.3, &ramp(t), None);
+    }
+    svg.text(kx + 18.0, base, Anchor::Start, 10.0, "#444444", "1");
+    svg.text(
+        kx + 18.0,
+        TOP + 8.0,
+        Anchor::Start,
+        10.0,
+        "#444444",
+        &format_value(max as f64, Unit::Count),
+    );
+    svg.text(kx - 4.0, TOP - 6.0, Anchor::Start, 10.0, "#444444", "calls");
+    svg.finish()
+}
+
+/// Total latency per interval, stacked by the given ops (the rest as
+/// "other"): when the time was spent, and in what.
+pub fn latency_per_interval(
+    title: &str,
+    intervals: &[Interval],
+    layer: &str,
+    top_ops: &[&str],
+) -> String {
+    let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline total");
+    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
+    let stacks: Vec<Vec<f64>> = intervals
+        .iter()
+        .map(|iv| {
+            let l = iv.layers.iter().find(|l| l.name == layer);
+            let total = l.map(|l| l.total_ns()).unwrap_or(0) as f64;
+            let mut parts: Vec<f64> = top_ops
+                .iter()
+                .map(|op| l.and_then(|l| l.op(op)).map(|o| o.total_ns).unwrap_or(0) as f64)
+                .collect();
+            let named: f64 = parts.iter().sum();
+            parts.push((total - named).max(0.0));
+            parts
+        })
+        .collect();
+    let max = stacks
+        .iter()
+        .map(|s| s.iter().sum::<f64>())
+        .fold(0.0, f64::max);
+    let vy = ValueAxis::new(max, 1.0, false);
+    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let base = TOP + ph;
+    let n = intervals.len().max(1);
+    let cw = pw / n as f64;
+    for &t in &vy.ticks {
+        let y = base - vy.frac(t) * ph;
+        svg.line(LEFT, y, LEFT + pw, y, "#e6e6e6", 1.0);
+        svg.text(
+            LEFT - 6.0,
+            y + 4.0,
+            Anchor::End,
+            10.0,
+            "#444444",
+            &format_value(t, Unit::Nanos),
+        );
+    }
+    let colour = |k: usize| {
+        if k < top_ops.len() {
+            SERIES_COLOURS[k % SERIES_COLOURS.len()]
+        } else {
+            "#999999"
+        }
+    };
+    let names: Vec<&str> = top_ops.iter().copied().chain(["other"]).collect();
+    for (k, parts) in stacks.iter().enumerate() {
+        let mut acc = 0.0;
+        for (j, &v) in parts.iter().enumerate() {
+            if v <= 0.0 {
+                continue;
+            }
+            let y1 = base - vy.frac(acc) * ph;
+            acc += v;
+            let y2 = base - vy.frac(acc) * ph;
+            let tip = format!(
+                "{} – {}: {}: {}",
+                format_ns(intervals[k].start_ns as f64),
+                format_ns(intervals[k].end_ns as f64),
+                names[j],
+                format_ns(v)
+            );
+            let gap = if cw > 4.0 { 1.0 } else { 0.0 };
+            svg.rect(
+                LEFT + k as f64 * cw + gap / 2.0,
+                y2,
+                cw - gap,
+                y1 - y2,
+                colour(j),
+                Some(&tip),
+            );
+        }
+    }
+    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
+    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+    svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency in calls");
+    time_axis(&mut svg, intervals, LEFT, pw, base);
+    // Legend on the right, top down.
+    for (j, name) in names.iter().enumerate() {
+        let y = TOP + j as f64 * 16.0;
+        svg.rect(WIDTH - RIGHT + 10.0, y, 10.0, 10.0, colour(j), None);
+        svg.text(
+            WIDTH - RIGHT + 24.0,
+            y + 9.0,
+            Anchor::Start,
+            10.0,
+            "#333333",
+            name,
+        );
+    }
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramp_runs_dark_to_bright() {
+        assert_eq!(ramp(0.0), "#440154");
+        assert_eq!(ramp(1.0), "#fde725");
+        assert_eq!(ramp(7.0), "#fde725");
+    }
+}
