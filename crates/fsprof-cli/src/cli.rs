@@ -22,6 +22,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Merge profiles of several processes, runs or hosts by adding buckets
     Merge(MergeArgs),
+    /// Draw one op's histogram or timeline as SVG or PNG
+    Plot(PlotArgs),
+    /// Write a profile as OpenTelemetry (OTLP JSON) or Prometheus metrics
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -53,6 +57,12 @@ pub struct RunArgs {
     /// Ops that get a histogram in the report
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
+    /// Serve live Prometheus metrics on http://ADDR/metrics while the command runs (e.g. 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR")]
+    pub serve_metrics: Option<String>,
+    /// Allow --serve-metrics on an address other than loopback
+    #[arg(long, requires = "serve_metrics")]
+    pub metrics_allow_remote: bool,
     /// The command to profile and its arguments
     #[arg(
         required = true,
@@ -91,13 +101,80 @@ pub struct ReportArgs {
     /// Also list the profiled processes
     #[arg(long)]
     pub processes: bool,
+    /// Write the report to FILE instead of standard output (required for html)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     Text,
     Json,
     Csv,
+    /// One self-contained page with charts (needs -o)
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Profile file
+    pub file: PathBuf,
+    /// The op to draw
+    #[arg(long, value_name = "NAME", required = true)]
+    pub op: String,
+    /// The op's layer, when several layers have an op of that name
+    #[arg(long, value_name = "NAME")]
+    pub layer: Option<String>,
+    /// What to draw
+    #[arg(long, value_enum, default_value_t = PlotKindArg::Count)]
+    pub kind: PlotKindArg,
+    /// Logarithmic value axis (count and delay plots)
+    #[arg(long)]
+    pub log_y: bool,
+    /// Output file; its extension picks the format (.svg or .png)
+    #[arg(short, long, value_name = "FILE", required = true)]
+    pub output: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(short, long)]
+    pub force: bool,
+    /// PNG pixels per SVG unit
+    #[arg(long, default_value_t = 2.0, value_name = "X", value_parser = parse_scale)]
+    pub scale: f32,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlotKindArg {
+    /// Calls per latency bucket
+    Count,
+    /// Total latency per bucket (calls × bucket mean latency)
+    Delay,
+    /// Heat map of the latency distribution per interval (needs --interval profiles)
+    Timeline,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Profile file
+    pub file: PathBuf,
+    #[arg(long, value_enum, required = true)]
+    pub format: ExportFormatArg,
+    /// Write to FILE instead of standard output
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormatArg {
+    /// OpenTelemetry ExportMetricsServiceRequest, protobuf JSON mapping (exponential histograms)
+    OtlpJson,
+    /// Prometheus text exposition format 0.0.4 (classic histograms)
+    Prometheus,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +203,13 @@ fn parse_interval(s: &str) -> Result<u64, String> {
         return Err("intervals shorter than 1ms are not supported".into());
     }
     Ok(ns)
+}
+
+fn parse_scale(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(x) if (0.25..=8.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a scale between 0.25 and 8")),
+    }
 }
 
 fn parse_resolution(s: &str) -> Result<u32, String> {

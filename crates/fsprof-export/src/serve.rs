@@ -5,11 +5,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use fsprof_core::Profile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -56,8 +54,8 @@ pub fn resolve(addr: &str, allow_remote: bool) -> Result<Vec<SocketAddr>, ServeE
     Ok(addrs)
 }
 
-/// The profile to serve; `None` until the first sample.
-pub type Shared = Arc<Mutex<Option<Profile>>>;
+/// Renders the current exposition text for each scrape.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 pub struct MetricsServer {
     addr: SocketAddr,
@@ -66,7 +64,7 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    pub fn start(addrs: &[SocketAddr], source: Shared) -> Result<Self, ServeError> {
+    pub fn start(addrs: &[SocketAddr], render: Render) -> Result<Self, ServeError> {
         let listener = TcpListener::bind(addrs).map_err(|source| ServeError::Bind {
             addr: addrs[0].to_string(),
             source,
@@ -86,7 +84,7 @@ impl MetricsServer {
                     // One slow client must not hold up the next scrape for long.
                     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                     let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                    let _ = handle(s, &source);
+                    let _ = handle(s, &render);
                 }
             }
         });
@@ -114,7 +112,7 @@ impl Drop for MetricsServer {
     }
 }
 
-fn handle(mut s: TcpStream, source: &Shared) -> std::io::Result<()> {
+fn handle(mut s: TcpStream, render: &Render) -> std::io::Result<()> {
     let mut reader = BufReader::new(s.try_clone()?);
     let mut request = String::new();
     reader.read_line(&mut request)?;
@@ -128,13 +126,7 @@ fn handle(mut s: TcpStream, source: &Shared) -> std::io::Result<()> {
     let mut parts = request.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => {
-            let body = match &*source.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(p) => crate::prometheus::render(p),
-                None => String::new(),
-            };
-            ("200 OK", crate::prometheus::CONTENT_TYPE, body)
-        }
+        ("GET", "/metrics") => ("200 OK", crate::prometheus::CONTENT_TYPE, render()),
         ("GET", "/") => (
             "200 OK",
             "text/plain; charset=utf-8",
@@ -177,8 +169,8 @@ mod tests {
     #[test]
     fn serves_metrics_and_404() {
         use std::io::Read;
-        let shared: Shared = Arc::new(Mutex::new(None));
-        let srv = MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), shared).unwrap();
+        let render: Render = Arc::new(|| "# TYPE x counter\nx 1\n".to_string());
+        let srv = MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), render).unwrap();
         let get = |path: &str| {
             let mut c = TcpStream::connect(srv.local_addr()).unwrap();
             write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -189,6 +181,7 @@ mod tests {
         let r = get("/metrics");
         assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
         assert!(r.contains("version=0.0.4"));
+        assert!(r.ends_with("\r\n\r\n# TYPE x counter\nx 1\n"), "{r}");
         assert!(get("/nope").starts_with("HTTP/1.1 404"));
         drop(srv);
     }

@@ -47,25 +47,48 @@ fn ramp(t: f64) -> String {
     )
 }
 
-/// Labels for the time axis: interval end offsets, thinned to about 8.
-fn time_labels(intervals: &[Interval]) -> Vec<(usize, String)> {
-    let n = intervals.len();
-    let step = n.div_ceil(8).max(1);
-    (0..n)
-        .step_by(step)
-        .map(|k| (k, format_ns(intervals[k].start_ns as f64)))
-        .collect()
+/// Maps elapsed time to x, so a short last interval draws narrow.
+struct TimeScale {
+    x0: f64,
+    w: f64,
+    end: f64,
 }
 
-fn time_axis(svg: &mut Svg, intervals: &[Interval], x0: f64, w: f64, base: f64) {
-    let n = intervals.len().max(1);
-    let cw = w / n as f64;
-    for (k, label) in time_labels(intervals) {
-        let x = x0 + k as f64 * cw;
+impl TimeScale {
+    fn new(intervals: &[Interval], x0: f64, w: f64) -> Self {
+        let end = intervals
+            .iter()
+            .map(|iv| iv.end_ns)
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
+        TimeScale { x0, w, end }
+    }
+
+    fn x(&self, ns: u64) -> f64 {
+        self.x0 + ns as f64 / self.end * self.w
+    }
+
+    /// Left edge and width of an interval's column.
+    fn span(&self, iv: &Interval) -> (f64, f64) {
+        let (a, b) = (self.x(iv.start_ns), self.x(iv.end_ns));
+        (a, (b - a).max(0.5))
+    }
+}
+
+fn time_axis(svg: &mut Svg, intervals: &[Interval], ts: &TimeScale, base: f64) {
+    let n = intervals.len();
+    let step = n.div_ceil(8).max(1);
+    for k in (0..n).step_by(step) {
+        let x = ts.x(intervals[k].start_ns);
         svg.line(x, base, x, base + 4.0, "#333333", 1.0);
-        let label = if label == "0ns" { "0".into() } else { label };
+        let label = match intervals[k].start_ns {
+            0 => "0".into(),
+            ns => format_ns(ns as f64),
+        };
         svg.text(x, base + 16.0, Anchor::Middle, 10.0, "#444444", &label);
     }
+    let (x0, w) = (ts.x0, ts.w);
     svg.text(
         x0 + w / 2.0,
         HEIGHT - 8.0,
@@ -110,8 +133,7 @@ pub fn heatmap(
         .unwrap_or(0);
     let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
     let base = TOP + ph;
-    let n = intervals.len().max(1);
-    let cw = pw / n as f64;
+    let ts = TimeScale::new(intervals, LEFT, pw);
     let ch = ph / ax.slots() as f64;
     svg.rect(LEFT, TOP, pw, ph, "#f4f4f4", None);
     let lmax = ((max as f64) + 1.0).ln();
@@ -127,14 +149,8 @@ pub fn heatmap(
                 ax.describe(i),
                 format_value(c as f64, Unit::Count)
             );
-            svg.rect(
-                LEFT + k as f64 * cw,
-                y,
-                cw + 0.3,
-                ch + 0.3,
-                &ramp(t),
-                Some(&tip),
-            );
+            let (x, w) = ts.span(&intervals[k]);
+            svg.rect(x, y, w + 0.3, ch + 0.3, &ramp(t), Some(&tip));
         }
     }
     svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
@@ -145,7 +161,7 @@ pub fn heatmap(
         svg.text(LEFT - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", &label);
     }
     svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency");
-    time_axis(&mut svg, intervals, LEFT, pw, base);
+    time_axis(&mut svg, intervals, &ts, base);
 
     // Colour key.
     let kx = WIDTH - RIGHT + 24.0;
@@ -199,8 +215,7 @@ pub fn latency_per_interval(
     let vy = ValueAxis::new(max, 1.0, false);
     let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
     let base = TOP + ph;
-    let n = intervals.len().max(1);
-    let cw = pw / n as f64;
+    let ts = TimeScale::new(intervals, LEFT, pw);
     for &t in &vy.ticks {
         let y = base - vy.frac(t) * ph;
         svg.line(LEFT, y, LEFT + pw, y, "#e6e6e6", 1.0);
@@ -237,21 +252,15 @@ pub fn latency_per_interval(
                 names[j],
                 format_ns(v)
             );
-            let gap = if cw > 4.0 { 1.0 } else { 0.0 };
-            svg.rect(
-                LEFT + k as f64 * cw + gap / 2.0,
-                y2,
-                cw - gap,
-                y1 - y2,
-                colour(j),
-                Some(&tip),
-            );
+            let (x, w) = ts.span(&intervals[k]);
+            let gap = if w > 4.0 { 1.0 } else { 0.0 };
+            svg.rect(x + gap / 2.0, y2, w - gap, y1 - y2, colour(j), Some(&tip));
         }
     }
     svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
     svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
     svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency in calls");
-    time_axis(&mut svg, intervals, LEFT, pw, base);
+    time_axis(&mut svg, intervals, &ts, base);
     // Legend on the right, top down.
     for (j, name) in names.iter().enumerate() {
         let y = TOP + j as f64 * 16.0;

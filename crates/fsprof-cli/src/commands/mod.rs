@@ -1,5 +1,7 @@
 mod check;
+mod export;
 mod merge;
+mod plot;
 mod report;
 mod run;
 
@@ -12,5 +14,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(a) => report::report(a),
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
+        Command::Plot(a) => plot::plot(a),
+        Command::Export(a) => export::export(a),
     }
 }
