@@ -115,8 +115,14 @@ pub fn render(c: &HistogramChart) -> String {
         .copied()
         .filter(|v| *v > 0.0)
         .fold(f64::INFINITY, f64::min);
+    // Room above the tallest bar for a peak's marker and label.
+    let headroom = match (c.peaks.is_empty(), c.log_y) {
+        (true, _) => 1.0,
+        (false, false) => 1.25,
+        (false, true) => 4.0,
+    };
     let vy = ValueAxis::new(
-        max,
+        max * headroom,
         if min_pos.is_finite() { min_pos } else { 1.0 },
         c.log_y,
     );
