@@ -25,3 +25,21 @@ pub fn command_label(p: &fsprof_core::Profile) -> String {
         p.meta.command.join(" ")
     }
 }
+
+/// The host label: the profile's host, or for a merged profile the hosts it
+/// was merged from (`web1+web2`), so fleet aggregates say what they cover.
+pub fn host_label(p: &fsprof_core::Profile) -> String {
+    if !p.meta.host.is_empty() {
+        return p.meta.host.clone();
+    }
+    let mut hosts: Vec<&str> = p
+        .meta
+        .merged_from
+        .iter()
+        .map(|s| s.host.as_str())
+        .filter(|h| !h.is_empty())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts.join("+")
+}

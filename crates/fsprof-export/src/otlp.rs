@@ -5,18 +5,18 @@
 use fsprof_core::{OpStats, Profile};
 use serde_json::{json, Value};
 
-use crate::command_label;
+use crate::{command_label, host_label};
 
 fn attr(key: &str, value: &str) -> Value {
     json!({ "key": key, "value": { "stringValue": value } })
 }
 
-fn data_point(p: &Profile, layer: &str, op: &OpStats, command: &str) -> Value {
+fn data_point(p: &Profile, host: &str, layer: &str, op: &OpStats, command: &str) -> Value {
     let h = &op.histogram;
     let start = p.meta.start_unix_ns;
     let mut dp = json!({
         "attributes": [
-            attr("host", &p.meta.host),
+            attr("host", host),
             attr("layer", layer),
             attr("op", &op.name),
             attr("command", command),
@@ -48,14 +48,15 @@ fn data_point(p: &Profile, layer: &str, op: &OpStats, command: &str) -> Value {
 /// the `fsprof.op.latency` exponential histogram, plus error counts.
 pub fn render(p: &Profile) -> String {
     let command = command_label(p);
+    let host = host_label(p);
     let mut latency = Vec::new();
     let mut errors = Vec::new();
     for l in &p.layers {
         for op in &l.ops {
-            latency.push(data_point(p, &l.name, op, &command));
+            latency.push(data_point(p, &host, &l.name, op, &command));
             errors.push(json!({
                 "attributes": [
-                    attr("host", &p.meta.host),
+                    attr("host", &host),
                     attr("layer", &l.name),
                     attr("op", &op.name),
                     attr("command", &command),
@@ -71,7 +72,7 @@ pub fn render(p: &Profile) -> String {
             "resource": {
                 "attributes": [
                     attr("service.name", "fsprof"),
-                    attr("host.name", &p.meta.host),
+                    attr("host.name", &host),
                     attr("os.version", &p.meta.kernel),
                     attr("process.command_line", &command),
                 ]

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use fsprof_core::{OpStats, Profile, Resolution};
 
-use crate::{command_label, Labels};
+use crate::{command_label, host_label, Labels};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -81,6 +81,7 @@ fn histogram(out: &mut String, l: &Labels, op: &OpStats, res: Resolution) {
 /// All (layer, op) histograms and error counters of a profile.
 pub fn render(p: &Profile) -> String {
     let command = command_label(p);
+    let host = host_label(p);
     let res = p.resolution();
     let mut out = String::new();
     out.push_str("# HELP fsprof_op_latency_nanoseconds Latency of file-system operations (fsprof log2 buckets, upper bounds 2^(i/r) ns).\n");
@@ -88,7 +89,7 @@ pub fn render(p: &Profile) -> String {
     for layer in &p.layers {
         for op in &layer.ops {
             let l = Labels {
-                host: &p.meta.host,
+                host: &host,
                 layer: &layer.name,
                 op: &op.name,
                 command: &command,
@@ -101,7 +102,7 @@ pub fn render(p: &Profile) -> String {
     for layer in &p.layers {
         for op in &layer.ops {
             let l = Labels {
-                host: &p.meta.host,
+                host: &host,
                 layer: &layer.name,
                 op: &op.name,
                 command: &command,
