@@ -26,6 +26,8 @@ pub enum Command {
     Plot(PlotArgs),
     /// Write a profile as OpenTelemetry (OTLP JSON) or Prometheus metrics
     Export(ExportArgs),
+    /// Compare two profiles op by op; exit 1 if an op changed significantly
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +109,87 @@ pub struct ReportArgs {
     /// Replace FILE if it exists
     #[arg(short, long, requires = "output")]
     pub force: bool,
+    #[command(flatten)]
+    pub analysis: ReportAnalysisArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportAnalysisArgs {
+    /// Add a per-peak table (bucket and time range, calls, latency share)
+    #[arg(long)]
+    pub peaks: bool,
+    /// Add the ops holding most latency and the peaks with matching counts
+    #[arg(long)]
+    pub interesting: bool,
+    /// Per latency peak of the --op, the distribution of request size or seek distance
+    #[arg(long, value_enum, value_name = "VALUE")]
+    pub correlate: Option<CorrelateArg>,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrationArgs {
+    /// Label peaks with this machine's characteristic latencies from FILE
+    /// [default: the file `fsprof calibrate` wrote, if any]
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Don't label peaks, even if a calibration file exists
+    #[arg(long, conflicts_with = "calibration")]
+    pub no_labels: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CorrelateArg {
+    /// Bytes requested per call
+    Size,
+    /// |offset - end offset of the previous call on the same fd|, bytes
+    Seek,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline profile
+    pub a: PathBuf,
+    /// Profile compared with the baseline
+    pub b: PathBuf,
+    /// How differences are scored
+    #[arg(long, value_enum, default_value_t = MethodArg::Emd)]
+    pub method: MethodArg,
+    /// Score at or above which an op is interesting
+    /// [default: emd 0.5, chi2 0.15, jeffrey 0.1, count 0.2, latency 0.3]
+    #[arg(long, value_name = "X", value_parser = parse_nonnegative)]
+    pub threshold: Option<f64>,
+    /// Ignore ops under this share of their layer's calls and latency in both profiles
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
+    pub negligible: f64,
+    /// Don't let a new or vanished peak alone make an op interesting
+    #[arg(long)]
+    pub no_peak_changes: bool,
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Write to FILE instead of standard output (required for html)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum MethodArg {
+    /// Earth Mover's Distance, in powers of two
+    Emd,
+    /// Symmetric chi-square distance
+    Chi2,
+    /// Jeffrey divergence (symmetric Kullback-Leibler)
+    Jeffrey,
+    /// Normalized difference in calls
+    Count,
+    /// Normalized difference in total latency
+    Latency,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -143,6 +226,11 @@ pub struct PlotArgs {
     /// PNG pixels per SVG unit
     #[arg(long, default_value_t = 2.0, value_name = "X", value_parser = parse_scale)]
     pub scale: f32,
+    /// Don't mark the histogram's peaks
+    #[arg(long)]
+    pub no_peaks: bool,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -209,6 +297,22 @@ fn parse_scale(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(x) if (0.25..=8.0).contains(&x) => Ok(x),
         _ => Err(format!("{s:?} is not a scale between 0.25 and 8")),
+    }
+}
+
+fn parse_nonnegative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a share between 0 and 1 (e.g. 0.01 for 1%)"
+        )),
     }
 }
 

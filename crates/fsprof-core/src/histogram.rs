@@ -189,6 +189,113 @@ pub struct OpStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_ns: Option<u64>,
     pub histogram: Histogram,
+    /// Value correlation (data ops of the user layer): calls counted by
+    /// latency and request size / seek distance. Absent in profiles of
+    /// layers or versions that don't record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlations: Option<Correlations>,
+}
+
+/// The value correlations of one op (FSprof's extended profiles, OSprof's
+/// "direct profile and value correlation").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Correlations {
+    /// Bytes requested per call (`count` of read, total of an iovec, ...).
+    #[serde(default, skip_serializing_if = "JointHistogram::is_empty")]
+    pub size: JointHistogram,
+    /// `|offset − end offset of the previous data call on the same fd|` in
+    /// bytes: 0 for sequential access.
+    #[serde(default, skip_serializing_if = "JointHistogram::is_empty")]
+    pub seek: JointHistogram,
+}
+
+impl Correlations {
+    pub fn merge(&mut self, other: &Correlations) {
+        self.size.merge(&other.size);
+        self.seek.merge(&other.seek);
+    }
+
+    pub fn delta_since(&self, earlier: &Correlations) -> Correlations {
+        Correlations {
+            size: self.size.delta_since(&earlier.size),
+            seek: self.seek.delta_since(&earlier.seek),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size.is_empty() && self.seek.is_empty()
+    }
+}
+
+/// Sparse 2-D histogram of calls by (latency bucket, value bucket), both at
+/// resolution 1 whatever the profile's resolution: index `i` covers
+/// `(2^i, 2^(i+1)]` (ns or bytes), index `-1` the value 1, and index
+/// [`JointHistogram::ZERO`] (= -2) the value 0. Serialized as
+/// `[[latency, value, count], ...]`, sorted, no zero counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JointHistogram {
+    pub cells: Vec<(i32, i32, u64)>,
+}
+
+impl JointHistogram {
+    /// Index standing for the value 0 on either axis.
+    pub const ZERO: i32 = -2;
+
+    /// Resolution-1 index of a latency or value (`ZERO` for 0).
+    pub fn index(v: u64) -> i32 {
+        match v {
+            0 => Self::ZERO,
+            1 => -1,
+            v => 63 - (v - 1).leading_zeros() as i32,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.cells.iter().map(|c| c.2).sum()
+    }
+
+    pub fn add(&mut self, latency: i32, value: i32, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self
+            .cells
+            .binary_search_by(|c| (c.0, c.1).cmp(&(latency, value)))
+        {
+            Ok(k) => self.cells[k].2 += n,
+            Err(k) => self.cells.insert(k, (latency, value, n)),
+        }
+    }
+
+    pub fn get(&self, latency: i32, value: i32) -> u64 {
+        self.cells
+            .binary_search_by(|c| (c.0, c.1).cmp(&(latency, value)))
+            .map(|k| self.cells[k].2)
+            .unwrap_or(0)
+    }
+
+    pub fn merge(&mut self, other: &JointHistogram) {
+        for &(l, v, n) in &other.cells {
+            self.add(l, v, n);
+        }
+    }
+
+    /// Cell-wise `self − earlier`, clamped at 0, zero cells dropped.
+    pub fn delta_since(&self, earlier: &JointHistogram) -> JointHistogram {
+        JointHistogram {
+            cells: self
+                .cells
+                .iter()
+                .map(|&(l, v, n)| (l, v, n.saturating_sub(earlier.get(l, v))))
+                .filter(|c| c.2 > 0)
+                .collect(),
+        }
+    }
 }
 
 impl OpStats {
@@ -240,6 +347,11 @@ impl OpStats {
             (a, b) => a.or(b),
         };
         self.histogram.merge(&other.histogram);
+        if let Some(oc) = &other.correlations {
+            self.correlations
+                .get_or_insert_with(Default::default)
+                .merge(oc);
+        }
     }
 
     /// Counter-wise `self - earlier` for interval slices.
@@ -253,6 +365,10 @@ impl OpStats {
             min_ns: None,
             max_ns: None,
             histogram: self.histogram.delta_since(&earlier.histogram),
+            correlations: match (&self.correlations, &earlier.correlations) {
+                (Some(c), Some(e)) => Some(c.delta_since(e)),
+                (c, _) => c.clone(),
+            },
         }
     }
 
@@ -302,6 +418,48 @@ mod tests {
         assert_eq!(d.zero, 1);
         assert_eq!(d.offset, 5);
         assert_eq!(d.counts, vec![4]);
+    }
+
+    #[test]
+    fn joint_index_is_upper_inclusive_at_resolution_one() {
+        let l = BucketLayout::new(Resolution::DEFAULT);
+        assert_eq!(JointHistogram::index(0), JointHistogram::ZERO);
+        for v in [1u64, 2, 3, 4, 5, 4095, 4096, 4097, 1 << 40, u64::MAX] {
+            assert_eq!(Some(JointHistogram::index(v)), l.index(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn correlations_merge_and_difference() {
+        let mut a = OpStats::new("read");
+        a.correlations = Some(Correlations::default());
+        a.correlations.as_mut().unwrap().size.add(10, 11, 3);
+        let mut b = a.clone();
+        let mut more = OpStats::new("read");
+        let mut c = Correlations::default();
+        c.size.add(10, 11, 2);
+        c.seek.add(20, JointHistogram::ZERO, 1);
+        more.correlations = Some(c);
+        b.merge(&more);
+        let bc = b.correlations.as_ref().unwrap();
+        assert_eq!(bc.size.get(10, 11), 5);
+        assert_eq!(bc.seek.total(), 1);
+        let d = b.delta_since(&a).correlations.unwrap();
+        assert_eq!(d.size.cells, vec![(10, 11, 2)]);
+        assert_eq!(d.seek.cells, vec![(20, -2, 1)]);
+        // Profiles without correlations stay without.
+        let plain = OpStats::new("stat");
+        let mut m = plain.clone();
+        m.merge(&plain);
+        assert_eq!(m.correlations, None);
+        let json = serde_json::to_string(&b).unwrap();
+        assert!(
+            json.contains(r#""correlations":{"size":[[10,11,5]],"seek":[[20,-2,1]]}"#),
+            "{json}"
+        );
+        assert!(!serde_json::to_string(&plain)
+            .unwrap()
+            .contains("correlations"));
     }
 
     proptest! {

@@ -15,5 +15,5 @@ pub mod profile;
 pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};
-pub use histogram::{Histogram, OpStats};
+pub use histogram::{Correlations, Histogram, JointHistogram, OpStats};
 pub use profile::{Interval, Layer, Meta, Process, Profile};

@@ -29,7 +29,8 @@ pub struct CompareRow {
     pub layer: String,
     pub op: String,
     pub method: String,
-    pub score: f64,
+    /// None when the op is in only one profile (nothing to score).
+    pub score: Option<f64>,
     pub interesting: bool,
     pub reason: String,
 }
@@ -223,6 +224,10 @@ fn summary_tables(out: &mut String, s: &Summary) {
         }
         out.push_str("</table>\n");
     }
+}
+
+fn score(s: Option<f64>) -> String {
+    s.map(|s| format!("{s:.3}")).unwrap_or_else(|| "–".into())
 }
 
 fn group(n: u64) -> String {
@@ -442,7 +447,11 @@ pub fn compare(
     ranked.sort_by(|x, y| {
         y.interesting
             .cmp(&x.interesting)
-            .then(y.score.total_cmp(&x.score))
+            .then(
+                y.score
+                    .unwrap_or(f64::INFINITY)
+                    .total_cmp(&x.score.unwrap_or(f64::INFINITY)),
+            )
             .then(x.layer.cmp(&y.layer))
             .then(x.op.cmp(&y.op))
     });
@@ -474,7 +483,7 @@ pub fn compare(
         let _ = writeln!(
             out,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td class=\"l\">{}</td><td>{:.3}</td><td class=\"l\">{verdict}</td></tr>",
+             <td class=\"l\">{}</td><td>{}</td><td class=\"l\">{verdict}</td></tr>",
             esc(&r.layer),
             esc(&r.op),
             group(oa.post),
@@ -482,7 +491,7 @@ pub fn compare(
             format_ns(oa.total_ns as f64),
             format_ns(ob.total_ns as f64),
             esc(&r.method),
-            r.score,
+            score(r.score),
         );
     }
     out.push_str("</table>\n<h2 id=\"ops\">Interesting ops</h2>\n");
@@ -494,12 +503,12 @@ pub fn compare(
         let ob = find(pb, &r.layer, &r.op).unwrap_or_else(|| OpStats::new(&r.op));
         let _ = writeln!(
             out,
-            "<section class=\"op\" id=\"{}\"><h3>{}/{}: {} score {:.3}</h3><p class=\"muted\">{}</p><div class=\"charts\">",
+            "<section class=\"op\" id=\"{}\"><h3>{}/{}: {} score {}</h3><p class=\"muted\">{}</p><div class=\"charts\">",
             anchor(&r.layer, &r.op),
             esc(&r.layer),
             esc(&r.op),
             esc(&r.method),
-            r.score,
+            score(r.score),
             esc(&r.reason)
         );
         let mut chart = HistogramChart {

@@ -1,4 +1,6 @@
+mod analysis;
 mod check;
+mod compare;
 mod export;
 mod merge;
 mod plot;
@@ -16,5 +18,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Merge(a) => merge::merge(a),
         Command::Plot(a) => plot::plot(a),
         Command::Export(a) => export::export(a),
+        Command::Compare(a) => compare::compare(a),
     }
 }

@@ -1,26 +1,45 @@
 use std::io::Write;
 
 use anyhow::{bail, Result};
+use fsprof_analysis::correlation::{correlate, Value};
+use fsprof_analysis::peaks::PeakOptions;
+use fsprof_analysis::render;
+use fsprof_analysis::select::{interesting, SelectOptions};
 use fsprof_core::format::{read_profile, write_atomic};
+use fsprof_core::Profile;
 use fsprof_report::{render, Format, ReportOptions, Selection};
 
-use crate::cli::{FormatArg, ReportArgs};
+use super::analysis::calibration;
+use crate::cli::{CorrelateArg, FormatArg, ReportArgs};
 
 pub fn report(a: ReportArgs) -> Result<i32> {
     if a.format == FormatArg::Html && a.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
     let profile = read_profile(&a.file)?;
+    let an = &a.analysis;
     if a.format == FormatArg::Html {
+        if an.correlate.is_some() || an.interesting {
+            bail!("--format html shows every op with its peaks; --interesting and --correlate are for text, json and csv");
+        }
+        let cal = calibration(&an.calibration)?;
+        let finder = super::plot::peak_finder(cal.as_ref());
         let opts = fsprof_plot::HtmlOptions {
             selection: Selection {
                 layers: a.layers,
                 ops: a.ops,
             },
-            peaks: super::plot::peak_finder(),
+            peaks: Some(&finder),
         };
         let html = fsprof_plot::html::report(&profile, &opts)?;
         return finish(&html, a.output.as_deref(), a.force);
+    }
+    if an.correlate.is_some() && a.ops.len() != 1 {
+        bail!("--correlate needs exactly one --op, e.g. --correlate seek --op read");
+    }
+    let extras = an.peaks as u8 + an.interesting as u8 + an.correlate.is_some() as u8;
+    if extras > 1 && matches!(a.format, FormatArg::Csv) {
+        bail!("CSV holds one table: use only one of --peaks, --interesting, --correlate with --format csv");
     }
     let opts = ReportOptions {
         format: match a.format {
@@ -30,13 +49,113 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             FormatArg::Html => unreachable!("handled above"),
         },
         selection: Selection {
-            layers: a.layers,
-            ops: a.ops,
+            layers: a.layers.clone(),
+            ops: a.ops.clone(),
         },
         top: a.top,
         processes: a.processes,
     };
-    let text = render(&profile, &opts)?;
+    // Validates --op/--layer even when only analysis tables are printed.
+    let base = render(&profile, &opts)?;
+    if extras == 0 {
+        return finish(&base, a.output.as_deref(), a.force);
+    }
+    let cal = calibration(&an.calibration)?;
+    let popts = PeakOptions::default();
+    let keep = |layer: &str, op: &str| {
+        (a.layers.is_empty() || a.layers.iter().any(|l| l == layer))
+            && (a.ops.is_empty() || a.ops.iter().any(|o| o == op))
+    };
+    let mut peak_rows = if an.peaks {
+        render::peak_rows(&profile, keep, cal.as_ref(), &popts)
+    } else {
+        Vec::new()
+    };
+    if an.peaks && a.ops.is_empty() {
+        // Without --op, the peaks of the ops the text report details.
+        let top = top_ops(&profile, &a.layers, a.top);
+        peak_rows.retain(|r| top.contains(&(r.layer.clone(), r.op.clone())));
+    }
+    let chosen = an
+        .interesting
+        .then(|| interesting(&profile, &SelectOptions::default(), cal.as_ref()));
+    let corr = match an.correlate {
+        Some(v) => Some(correlations(&profile, &a.layers, &a.ops[0], v, &popts)?),
+        None => None,
+    };
+    let text = match a.format {
+        FormatArg::Text => {
+            let mut out = base;
+            if an.peaks {
+                out.push_str(&render::peaks_text(&peak_rows, profile.resolution()));
+            }
+            if let Some(i) = &chosen {
+                out.push_str(&render::interesting_text(i));
+            }
+            if let Some((layer, v, c)) = &corr {
+                out.push_str(&format!(
+                    "\n{layer}/{} latency peaks by {}:\n",
+                    a.ops[0],
+                    v.name()
+                ));
+                for p in c {
+                    out.push_str(&format!("  {}\n", p.summary));
+                    for b in &p.values {
+                        out.push_str(&format!(
+                            "      {:>20} {:>9} {:>5.1}%\n",
+                            value_range(b.index),
+                            b.count,
+                            b.share * 100.0
+                        ));
+                    }
+                }
+            }
+            out
+        }
+        FormatArg::Json => {
+            let mut doc: serde_json::Value = serde_json::from_str(&base)?;
+            if an.peaks {
+                doc["peaks"] = serde_json::to_value(&peak_rows)?;
+            }
+            if let Some(i) = &chosen {
+                doc["interesting"] = serde_json::to_value(i)?;
+            }
+            if let Some((layer, v, c)) = &corr {
+                doc["correlation"] = serde_json::json!({
+                    "layer": layer, "op": a.ops[0], "value": v, "peaks": c,
+                });
+            }
+            serde_json::to_string_pretty(&doc)? + "\n"
+        }
+        FormatArg::Csv => {
+            if an.peaks {
+                render::peaks_csv(&peak_rows)
+            } else if let Some(i) = &chosen {
+                render::interesting_csv(i)
+            } else {
+                let (layer, v, c) = corr.as_ref().expect("one extra was asked for");
+                let mut out = String::from(
+                    "layer,op,value,peak,value_bucket,value_lower,value_upper,count,share\n",
+                );
+                for (k, p) in c.iter().enumerate() {
+                    for b in &p.values {
+                        let (lo, hi) = value_bounds(b.index);
+                        out.push_str(&format!(
+                            "{layer},{},{},{},{},{lo},{hi},{},{:.6}\n",
+                            a.ops[0],
+                            v.name(),
+                            k + 1,
+                            b.index,
+                            b.count,
+                            b.share
+                        ));
+                    }
+                }
+                out
+            }
+        }
+        FormatArg::Html => unreachable!("handled above"),
+    };
     finish(&text, a.output.as_deref(), a.force)
 }
 
@@ -50,6 +169,78 @@ pub fn finish(text: &str, output: Option<&std::path::Path>, force: bool) -> Resu
         None => write_stdout(text)?,
     }
     Ok(0)
+}
+
+/// The `n` ops with most latency per layer (what the text report details).
+fn top_ops(p: &Profile, layers: &[String], n: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for l in &p.layers {
+        if !layers.is_empty() && !layers.contains(&l.name) {
+            continue;
+        }
+        let mut ops: Vec<_> = l.ops.iter().filter(|o| o.post > 0).collect();
+        ops.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        out.extend(ops.iter().take(n).map(|o| (l.name.clone(), o.name.clone())));
+    }
+    out
+}
+
+type Correlated = (String, Value, Vec<fsprof_analysis::correlation::PeakValues>);
+
+fn correlations(
+    p: &Profile,
+    layers: &[String],
+    op: &str,
+    v: CorrelateArg,
+    popts: &PeakOptions,
+) -> Result<Correlated> {
+    let value = match v {
+        CorrelateArg::Size => Value::Size,
+        CorrelateArg::Seek => Value::Seek,
+    };
+    // The first selected layer that has the op with data (the user layer
+    // is the one that records it).
+    let mut last_err = None;
+    for l in &p.layers {
+        if !layers.is_empty() && !layers.contains(&l.name) {
+            continue;
+        }
+        if let Some(o) = l.op(op) {
+            match correlate(o, value, p.resolution(), popts) {
+                Ok(c) => return Ok((l.name.clone(), value, c)),
+                Err(e) => last_err = Some(e),
+            }
+        }
+    }
+    match last_err {
+        Some(e) => Err(e.into()),
+        None => bail!("no op named {op:?} in the profile"),
+    }
+}
+
+fn value_bounds(i: i32) -> (u64, u64) {
+    match i {
+        i if i <= -2 => (0, 0),
+        -1 => (1, 1),
+        i => (
+            (1u64 << i) + 1,
+            1u64.checked_shl(i as u32 + 1).unwrap_or(u64::MAX),
+        ),
+    }
+}
+
+fn value_range(i: i32) -> String {
+    use fsprof_analysis::correlation::format_bytes;
+    let (lo, hi) = value_bounds(i);
+    if lo == hi {
+        format_bytes(lo as f64)
+    } else {
+        format!(
+            "{}..{}",
+            format_bytes((lo - 1) as f64),
+            format_bytes(hi as f64)
+        )
+    }
 }
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.

@@ -1,0 +1,686 @@
+//! Two whole profiles compared op by op, in OSprof §3.2's three phases:
+//!
+//! 1. **Negligible pairs are skipped.** An op is negligible when, in both
+//!    profiles, its share of its layer's total latency *and* its share of
+//!    the layer's calls are below [`CompareOptions::negligible`] (default
+//!    1%). Ops whose counts and histograms are equal are `identical`.
+//! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
+//!    matched by overlapping bucket ranges; a peak in B without a partner in
+//!    A is `new`, the reverse `gone`, a matched peak whose mode moved by at
+//!    least two powers of two `moved`. A new or gone peak holding at least
+//!    [`CompareOptions::peak_change_share`] of the op's calls or latency
+//!    makes the op interesting by itself (turn off with
+//!    `peak_changes: false`).
+//! 3. **The difference is scored** with the chosen [`Method`]; a score at or
+//!    above the threshold makes the op interesting.
+//!
+//! The layer is the "whole profile" for shares: different layers time the
+//! same calls at different depths, so adding them up would count time
+//! twice. Histograms at different resolutions are compared at the coarser
+//! one.
+
+use std::fmt;
+use std::str::FromStr;
+
+use fsprof_core::units::format_ns;
+use fsprof_core::{Histogram, Layer, OpStats, Profile, Resolution};
+use serde::{Deserialize, Serialize};
+
+use crate::distance;
+use crate::fmt::{bucket_human, pct};
+use crate::labels::Calibration;
+use crate::peaks::{find_peaks_with, Peak, PeakOptions};
+
+/// How phase 3 scores the difference between the two sides of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Earth Mover's Distance between the normalized histograms, in powers
+    /// of two (buckets at resolution 1): 1.0 = the calls moved one power of
+    /// two on average. Default threshold 0.5.
+    Emd,
+    /// Symmetric chi-square distance, `[0, 2]`. Default threshold 0.15.
+    Chi2,
+    /// Jeffrey divergence, `[0, 1.386]`. Default threshold 0.1.
+    Jeffrey,
+    /// Normalized difference in calls, `[0, 1]`. Default threshold 0.2.
+    Count,
+    /// Normalized difference in total latency, `[0, 1]`. Default 0.3.
+    Latency,
+}
+
+impl Method {
+    pub const ALL: [Method; 5] = [
+        Method::Emd,
+        Method::Chi2,
+        Method::Jeffrey,
+        Method::Count,
+        Method::Latency,
+    ];
+
+    /// The threshold used when [`CompareOptions::threshold`] is `None`,
+    /// chosen on the labelled profile pairs of `bench/classify.sh`.
+    pub fn default_threshold(self) -> f64 {
+        match self {
+            Method::Emd => 0.5,
+            Method::Chi2 => 0.15,
+            Method::Jeffrey => 0.1,
+            Method::Count => 0.2,
+            Method::Latency => 0.3,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Emd => "emd",
+            Method::Chi2 => "chi2",
+            Method::Jeffrey => "jeffrey",
+            Method::Count => "count",
+            Method::Latency => "latency",
+        }
+    }
+
+    /// How the score is named in reasons: `EMD`, `chi²`, ...
+    fn label(self) -> &'static str {
+        match self {
+            Method::Emd => "EMD",
+            Method::Chi2 => "chi2",
+            Method::Jeffrey => "Jeffrey",
+            Method::Count => "count diff",
+            Method::Latency => "latency diff",
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!("unknown method {s:?}: use emd, chi2, jeffrey, count or latency")
+            })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    pub method: Method,
+    /// Score at or above which an op is interesting; `None` = the method's
+    /// [`Method::default_threshold`].
+    pub threshold: Option<f64>,
+    /// Phase 1: share of the layer's latency and calls below which an op is
+    /// negligible (in both profiles). Default 0.01.
+    pub negligible: f64,
+    /// Phase 2 on/off: whether a new or gone peak alone makes an op
+    /// interesting. Default true.
+    pub peak_changes: bool,
+    /// Phase 2: smallest share of the op's calls *or* latency a new/gone
+    /// peak must hold to count. Default 0.05.
+    pub peak_change_share: f64,
+    pub peaks: PeakOptions,
+    /// Labels peaks in reasons ("≈ device read") when given.
+    pub calibration: Option<Calibration>,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            method: Method::Emd,
+            threshold: None,
+            negligible: 0.01,
+            peak_changes: true,
+            peak_change_share: 0.05,
+            peaks: PeakOptions::default(),
+            calibration: None,
+        }
+    }
+}
+
+/// What phase 1 decided about an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Scored in phase 3.
+    Compared,
+    /// Below the negligible threshold on both sides (still scored, never
+    /// interesting).
+    Negligible,
+    /// Same calls, same histogram.
+    Identical,
+    /// Only in B (and not negligible there: interesting).
+    Added,
+    /// Only in A (and not negligible there: interesting).
+    Removed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakChangeKind {
+    /// A peak of B overlapping no peak of A.
+    New,
+    /// A peak of A overlapping no peak of B.
+    Gone,
+    /// Overlapping peaks whose modes are at least two powers of two apart.
+    Moved,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeakChange {
+    pub kind: PeakChangeKind,
+    /// The peak in A (`gone`, `moved`).
+    pub a: Option<Peak>,
+    /// The peak in B (`new`, `moved`).
+    pub b: Option<Peak>,
+    /// Share of the layer's total latency the peak holds on its side (B for
+    /// `new`/`moved`, A for `gone`).
+    pub layer_latency_share: f64,
+    /// Whether it made the op interesting (see
+    /// [`CompareOptions::peak_change_share`]).
+    pub significant: bool,
+}
+
+/// One op of one layer in both profiles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpComparison {
+    pub layer: String,
+    pub op: String,
+    pub method: Method,
+    /// The phase-3 score (higher = more different); `None` when the op has
+    /// calls on one side only.
+    pub score: Option<f64>,
+    /// Whether the op crossed the threshold or had a significant peak
+    /// change (or appeared/disappeared).
+    pub interesting: bool,
+    /// One line for people, starting with the op name, e.g.
+    /// `read: new peak at 2^22 ns (4.19ms), 12% of total latency; EMD 1.20`.
+    pub reason: String,
+    pub status: Status,
+    pub calls_a: u64,
+    pub calls_b: u64,
+    pub total_ns_a: u64,
+    pub total_ns_b: u64,
+    /// Share of the layer's total latency in A and B.
+    pub latency_share_a: f64,
+    pub latency_share_b: f64,
+    pub peaks_a: Vec<Peak>,
+    pub peaks_b: Vec<Peak>,
+    pub peak_changes: Vec<PeakChange>,
+}
+
+/// The result of [`compare_profiles`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub method: Method,
+    pub threshold: f64,
+    pub negligible: f64,
+    /// The resolution the histograms were compared (and peak indices are
+    /// expressed) at.
+    pub resolution: Resolution,
+    /// Interesting ops first, ranked (appeared/disappeared ops, then by
+    /// score, highest first), then all the others by score.
+    pub ops: Vec<OpComparison>,
+}
+
+impl Comparison {
+    pub fn interesting(&self) -> impl Iterator<Item = &OpComparison> {
+        self.ops.iter().filter(|o| o.interesting)
+    }
+
+    pub fn any_interesting(&self) -> bool {
+        self.ops.iter().any(|o| o.interesting)
+    }
+
+    /// `fsprof compare`'s exit status: 1 if any op is interesting, else 0.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.any_interesting())
+    }
+}
+
+/// Compares profile `a` (the baseline) with `b`, every op of every layer
+/// present in either.
+pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comparison {
+    let res = a.resolution().min(b.resolution());
+    let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
+    let empty = Layer::default();
+    let mut layer_names: Vec<&str> = a.layers.iter().map(|l| l.name.as_str()).collect();
+    for l in &b.layers {
+        if !layer_names.contains(&l.name.as_str()) {
+            layer_names.push(&l.name);
+        }
+    }
+    let mut ops = Vec::new();
+    for name in layer_names {
+        let la = a.layer(name).unwrap_or(&empty);
+        let lb = b.layer(name).unwrap_or(&empty);
+        let mut op_names: Vec<&str> = la.ops.iter().map(|o| o.name.as_str()).collect();
+        for o in &lb.ops {
+            if !op_names.contains(&o.name.as_str()) {
+                op_names.push(&o.name);
+            }
+        }
+        for op in op_names {
+            let side = |l: &Layer, p: &Profile| {
+                let mut s = l.op(op).cloned().unwrap_or_else(|| OpStats::new(op));
+                s.downscale(p.resolution(), res);
+                Side::new(s, l)
+            };
+            ops.push(compare_op(
+                name,
+                side(la, a),
+                side(lb, b),
+                res,
+                threshold,
+                opts,
+            ));
+        }
+    }
+    rank(&mut ops);
+    Comparison {
+        method: opts.method,
+        threshold,
+        negligible: opts.negligible,
+        resolution: res,
+        ops,
+    }
+}
+
+struct Side {
+    op: OpStats,
+    latency_share: f64,
+    calls_share: f64,
+}
+
+impl Side {
+    fn new(op: OpStats, layer: &Layer) -> Self {
+        let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+        Side {
+            latency_share: share(op.total_ns, layer.total_ns()),
+            calls_share: share(op.post, layer.total_calls()),
+            op,
+        }
+    }
+
+    fn negligible(&self, limit: f64) -> bool {
+        self.latency_share < limit && self.calls_share < limit
+    }
+}
+
+fn compare_op(
+    layer: &str,
+    a: Side,
+    b: Side,
+    res: Resolution,
+    threshold: f64,
+    opts: &CompareOptions,
+) -> OpComparison {
+    let (ha, hb) = (&a.op.histogram, &b.op.histogram);
+    let score = score(opts.method, &a.op, &b.op, res);
+    let peaks_a = find_peaks_with(ha, res, &opts.peaks);
+    let peaks_b = find_peaks_with(hb, res, &opts.peaks);
+    let name = a.op.name.clone();
+    let (ca, cb) = (a.op.count(), b.op.count());
+    let status = if (ca == 0 && cb == 0)
+        || (a.negligible(opts.negligible) && b.negligible(opts.negligible))
+    {
+        Status::Negligible
+    } else if ca == 0 {
+        Status::Added
+    } else if cb == 0 {
+        Status::Removed
+    } else if ca == cb && ha == hb {
+        Status::Identical
+    } else {
+        Status::Compared
+    };
+    let peak_changes = if status == Status::Compared {
+        peak_changes(&peaks_a, &peaks_b, &a, &b, res, opts)
+    } else {
+        Vec::new()
+    };
+    let over = score.is_some_and(|s| s >= threshold);
+    let interesting = match status {
+        Status::Added | Status::Removed => true,
+        Status::Compared => over || peak_changes.iter().any(|c| c.significant),
+        Status::Negligible | Status::Identical => false,
+    };
+    let reason = reason(
+        &name,
+        status,
+        score,
+        threshold,
+        &a,
+        &b,
+        &peak_changes,
+        res,
+        opts,
+    );
+    OpComparison {
+        layer: layer.to_string(),
+        op: name,
+        method: opts.method,
+        score,
+        interesting,
+        reason,
+        status,
+        calls_a: ca,
+        calls_b: cb,
+        total_ns_a: a.op.total_ns,
+        total_ns_b: b.op.total_ns,
+        latency_share_a: a.latency_share,
+        latency_share_b: b.latency_share,
+        peaks_a,
+        peaks_b,
+        peak_changes,
+    }
+}
+
+/// The phase-3 score of one op; `None` when a shape measure meets an empty
+/// side.
+pub fn score(method: Method, a: &OpStats, b: &OpStats, res: Resolution) -> Option<f64> {
+    let (ha, hb): (&Histogram, &Histogram) = (&a.histogram, &b.histogram);
+    match method {
+        Method::Emd => distance::emd(ha, hb).map(|d| d / res.get() as f64),
+        Method::Chi2 => distance::chi2(ha, hb),
+        Method::Jeffrey => distance::jeffrey(ha, hb),
+        Method::Count if a.count() == 0 || b.count() == 0 => None,
+        Method::Count => Some(distance::count_diff(a, b)),
+        Method::Latency if a.count() == 0 || b.count() == 0 => None,
+        Method::Latency => Some(distance::latency_diff(a, b)),
+    }
+}
+
+fn overlaps(x: &Peak, y: &Peak) -> bool {
+    x.first <= y.last && y.first <= x.last
+}
+
+fn peak_changes(
+    pa: &[Peak],
+    pb: &[Peak],
+    a: &Side,
+    b: &Side,
+    res: Resolution,
+    opts: &CompareOptions,
+) -> Vec<PeakChange> {
+    let significant = |p: &Peak| {
+        opts.peak_changes
+            && (p.count_share >= opts.peak_change_share
+                || p.latency_share >= opts.peak_change_share)
+    };
+    let mut out = Vec::new();
+    for p in pb {
+        match pa.iter().filter(|q| overlaps(q, p)).max_by_key(|q| q.count) {
+            None => out.push(PeakChange {
+                kind: PeakChangeKind::New,
+                a: None,
+                b: Some(p.clone()),
+                layer_latency_share: p.latency_share * b.latency_share,
+                significant: significant(p),
+            }),
+            Some(q) if (p.mode - q.mode).abs() >= 2 * res.get() as i32 => out.push(PeakChange {
+                kind: PeakChangeKind::Moved,
+                a: Some(q.clone()),
+                b: Some(p.clone()),
+                layer_latency_share: p.latency_share * b.latency_share,
+                // A moved peak is phase 3's business (it is what EMD measures).
+                significant: false,
+            }),
+            Some(_) => {}
+        }
+    }
+    for q in pa {
+        if !pb.iter().any(|p| overlaps(q, p)) {
+            out.push(PeakChange {
+                kind: PeakChangeKind::Gone,
+                a: Some(q.clone()),
+                b: None,
+                layer_latency_share: q.latency_share * a.latency_share,
+                significant: significant(q),
+            });
+        }
+    }
+    // Biggest first, so the reason names the most important change.
+    out.sort_by(|x, y| {
+        (y.significant, y.layer_latency_share)
+            .partial_cmp(&(x.significant, x.layer_latency_share))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out
+}
+
+fn describe_peak(p: &Peak, res: Resolution, opts: &CompareOptions) -> String {
+    let mut s = bucket_human(p.mode, res);
+    if let Some(l) = opts
+        .calibration
+        .as_ref()
+        .and_then(|c| c.label(p.mode_ns(res)))
+    {
+        s.push(' ');
+        s.push_str(&l);
+    }
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reason(
+    name: &str,
+    status: Status,
+    score: Option<f64>,
+    threshold: f64,
+    a: &Side,
+    b: &Side,
+    changes: &[PeakChange],
+    res: Resolution,
+    opts: &CompareOptions,
+) -> String {
+    let calls = |n: u64| format!("{n} calls");
+    match status {
+        Status::Added => {
+            return format!(
+                "{name}: only in B, {}, {} of total latency",
+                calls(b.op.count()),
+                pct(b.latency_share)
+            )
+        }
+        Status::Removed => {
+            return format!(
+                "{name}: only in A, {}, {} of total latency",
+                calls(a.op.count()),
+                pct(a.latency_share)
+            )
+        }
+        Status::Identical => return format!("{name}: identical"),
+        Status::Negligible => {
+            return format!(
+                "{name}: negligible (under {} of calls and latency on both sides)",
+                pct(opts.negligible)
+            )
+        }
+        Status::Compared => {}
+    }
+    let mut parts = Vec::new();
+    if let Some(c) = changes.first().filter(|c| c.significant) {
+        parts.push(match c.kind {
+            PeakChangeKind::New => format!(
+                "new peak at {}, {} of total latency",
+                describe_peak(c.b.as_ref().unwrap(), res, opts),
+                pct(c.layer_latency_share)
+            ),
+            PeakChangeKind::Gone => format!(
+                "peak at {} gone (had {} of total latency)",
+                describe_peak(c.a.as_ref().unwrap(), res, opts),
+                pct(c.layer_latency_share)
+            ),
+            PeakChangeKind::Moved => unreachable!("moved peaks are never significant"),
+        });
+    } else if let Some(c) = changes.iter().find(|c| c.kind == PeakChangeKind::Moved) {
+        parts.push(format!(
+            "peak moved from {} to {}",
+            describe_peak(c.a.as_ref().unwrap(), res, opts),
+            describe_peak(c.b.as_ref().unwrap(), res, opts),
+        ));
+    }
+    let (oa, ob) = (&a.op, &b.op);
+    let detail = match opts.method {
+        Method::Count => format!("{} → {}", calls(oa.count()), calls(ob.count())),
+        Method::Latency => format!(
+            "total {} → {}",
+            format_ns(oa.total_ns as f64),
+            format_ns(ob.total_ns as f64)
+        ),
+        _ => format!(
+            "mean {} → {}",
+            format_ns(oa.mean_ns()),
+            format_ns(ob.mean_ns())
+        ),
+    };
+    if let Some(s) = score {
+        let cmp = if s >= threshold { "≥" } else { "<" };
+        let mut line = format!("{} {s:.2} {cmp} {threshold:.2}", opts.method.label());
+        if opts.method == Method::Emd {
+            if let Some(signed) = distance::emd_signed(&oa.histogram, &ob.histogram) {
+                let signed = signed / res.get() as f64;
+                if signed.abs() >= 0.05 {
+                    let dir = if signed > 0.0 { "slower" } else { "faster" };
+                    line.push_str(&format!(" ({:.2} powers of two {dir})", signed.abs()));
+                }
+            }
+        }
+        parts.push(line);
+    }
+    parts.push(detail);
+    format!("{name}: {}", parts.join("; "))
+}
+
+fn rank(ops: &mut [OpComparison]) {
+    let key = |o: &OpComparison| {
+        let one_sided = matches!(o.status, Status::Added | Status::Removed);
+        (
+            o.interesting,
+            one_sided,
+            o.score.unwrap_or(f64::INFINITY),
+            o.latency_share_a.max(o.latency_share_b),
+        )
+    };
+    ops.sort_by(|x, y| {
+        let (kx, ky) = (key(x), key(y));
+        (ky.0, ky.1)
+            .cmp(&(kx.0, kx.1))
+            .then(ky.2.total_cmp(&kx.2))
+            .then(ky.3.total_cmp(&kx.3))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsprof_core::profile::Meta;
+
+    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
+        let mut o = OpStats::new(name);
+        for &(i, c) in buckets {
+            o.histogram.add_to(Some(i), c);
+            o.pre += c;
+            o.post += c;
+            o.total_ns += c * (3u64 << i) / 2;
+        }
+        o
+    }
+
+    fn profile(ops: Vec<OpStats>) -> Profile {
+        let mut p = Profile::new(Meta::default());
+        let l = p.layer_mut("user");
+        l.ops = ops;
+        l.normalize();
+        p
+    }
+
+    #[test]
+    fn flags_the_op_with_a_new_slow_peak_and_nothing_else() {
+        let a = profile(vec![
+            op("read", &[(9, 1000), (10, 200)]),
+            op("open", &[(12, 50)]),
+            op("stat", &[(8, 3)]),
+        ]);
+        let b = profile(vec![
+            op("read", &[(9, 1000), (10, 200), (21, 100)]),
+            op("open", &[(12, 51)]),
+            op("stat", &[(8, 3), (20, 1)]),
+        ]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let hits: Vec<&str> = c.interesting().map(|o| o.op.as_str()).collect();
+        assert_eq!(hits, vec!["read"]);
+        assert_eq!(c.exit_code(), 1);
+        let read = &c.ops[0];
+        assert!(
+            read.reason
+                .starts_with("read: new peak at 2^22 ns (4.19ms), "),
+            "{}",
+            read.reason
+        );
+        assert_eq!(read.peak_changes[0].kind, PeakChangeKind::New);
+        let stat = c.ops.iter().find(|o| o.op == "stat").unwrap();
+        assert_eq!(stat.status, Status::Negligible);
+    }
+
+    #[test]
+    fn same_profile_is_not_interesting_under_any_method() {
+        let a = profile(vec![
+            op("read", &[(9, 1000), (20, 4)]),
+            op("open", &[(12, 50)]),
+        ]);
+        for m in Method::ALL {
+            let o = CompareOptions {
+                method: m,
+                ..Default::default()
+            };
+            let c = compare_profiles(&a, &a, &o);
+            assert_eq!(c.exit_code(), 0, "{m}");
+            assert!(c.ops.iter().all(|o| o.status == Status::Identical));
+        }
+    }
+
+    #[test]
+    fn added_and_removed_ops_rank_first() {
+        let a = profile(vec![op("read", &[(9, 100)]), op("fsync", &[(20, 10)])]);
+        let b = profile(vec![op("read", &[(12, 100)]), op("write", &[(11, 100)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let order: Vec<(&str, Status)> = c.ops.iter().map(|o| (o.op.as_str(), o.status)).collect();
+        assert_eq!(order[2], ("read", Status::Compared));
+        assert!(order[..2].contains(&("fsync", Status::Removed)));
+        assert!(order[..2].contains(&("write", Status::Added)));
+        let read = &c.ops[2];
+        assert!((read.score.unwrap() - 3.0).abs() < 1e-9);
+        assert!(
+            read.reason
+                .contains("EMD 3.00 ≥ 0.50 (3.00 powers of two slower)"),
+            "{}",
+            read.reason
+        );
+    }
+
+    #[test]
+    fn emd_is_in_powers_of_two_at_any_resolution() {
+        let mut a = profile(vec![op("read", &[(40, 100)])]);
+        let mut b = profile(vec![op("read", &[(48, 100)])]);
+        a.meta.resolution = Resolution::new(4).unwrap();
+        b.meta.resolution = Resolution::new(4).unwrap();
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        assert!((c.ops[0].score.unwrap() - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn method_names_parse() {
+        for m in Method::ALL {
+            assert_eq!(m.name().parse::<Method>().unwrap(), m);
+        }
+        assert!("kl".parse::<Method>().unwrap_err().contains("use emd"));
+    }
+}

@@ -1,0 +1,30 @@
+//! fsprof's automated analysis (OSprof §3.1–3.2, FSprof §5.1.1).
+//!
+//! - [`distance`]: how different two latency histograms are (EMD, χ², Jeffrey
+//!   divergence, normalized count and total-latency differences).
+//! - [`peaks`]: the modes of one histogram, with their mass in calls and in
+//!   latency — FSprof Table 3.
+//! - [`compare`]: two whole profiles op by op in OSprof's three phases, with a
+//!   ranked list of the ops whose behaviour changed and a one-line reason each.
+//! - [`labels`]: this machine's characteristic latencies (measured by
+//!   [`calibrate`]) used to name peaks: "≈ page-cache hit".
+//! - [`select`]: from one profile, the ops worth looking at first.
+//! - [`correlation`]: per latency peak, the distribution of request size or
+//!   seek distance recorded by the user-level shim.
+//!
+//! Everything here is pure computation on [`fsprof_core::Profile`] values
+//! except [`calibrate`], which runs small workloads on this machine.
+
+pub mod compare;
+pub mod correlation;
+pub mod distance;
+pub mod labels;
+pub mod peaks;
+pub mod render;
+pub mod select;
+
+mod fmt;
+
+pub use compare::{compare_profiles, CompareOptions, Comparison, Method, OpComparison};
+pub use labels::Calibration;
+pub use peaks::{find_peaks, Peak, PeakOptions};

@@ -1,0 +1,314 @@
+//! Text, JSON and CSV renderings of the analysis results, shared by
+//! `fsprof compare` and `fsprof report --peaks/--interesting`.
+
+use std::fmt::Write;
+
+use fsprof_core::units::format_ns;
+use fsprof_core::{Profile, Resolution};
+use serde::{Deserialize, Serialize};
+
+use crate::compare::Comparison;
+use crate::fmt::{bucket_bound, pct};
+use crate::labels::Calibration;
+use crate::peaks::{find_peaks_with, peak_time_range, Peak, PeakOptions};
+use crate::select::Interesting;
+
+/// `fsprof compare`'s text output: the interesting ops with their reasons,
+/// then a table of every op.
+pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A = {a_name}\nB = {b_name}\nmethod {} (threshold {:.2}), ops under {} of calls and latency ignored",
+        c.method,
+        c.threshold,
+        pct(c.negligible)
+    );
+    let hits: Vec<_> = c.interesting().collect();
+    if hits.is_empty() {
+        let _ = writeln!(out, "\nno op changed significantly");
+    } else {
+        let _ = writeln!(out, "\n{} interesting op(s):", hits.len());
+        for o in &hits {
+            let _ = writeln!(out, "  {}/{}", o.layer, o.reason);
+        }
+    }
+    let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(2);
+    let _ = writeln!(
+        out,
+        "\n  {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5}  status",
+        "layer", "op", "calls A", "calls B", "total A", "total B", "score", "peaks"
+    );
+    for o in &c.ops {
+        let _ = writeln!(
+            out,
+            "{} {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5}  {}",
+            if o.interesting { "*" } else { " " },
+            o.layer,
+            o.op,
+            o.calls_a,
+            o.calls_b,
+            format_ns(o.total_ns_a as f64),
+            format_ns(o.total_ns_b as f64),
+            o.score
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            format!("{}→{}", o.peaks_a.len(), o.peaks_b.len()),
+            serde_json::to_value(o.status)
+                .unwrap()
+                .as_str()
+                .unwrap_or(""),
+        );
+    }
+    out
+}
+
+pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
+    let doc = serde_json::json!({
+        "report": "fsprof-compare",
+        "fsprof_version": env!("CARGO_PKG_VERSION"),
+        "a": a_name,
+        "b": b_name,
+        "interesting": c.any_interesting(),
+        "comparison": c,
+    });
+    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+}
+
+pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,reason";
+
+pub fn comparison_csv(c: &Comparison) -> String {
+    let mut out = String::from(COMPARISON_CSV_HEADER);
+    out.push('\n');
+    for o in &c.ops {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            field(&o.layer),
+            field(&o.op),
+            serde_json::to_value(o.status)
+                .unwrap()
+                .as_str()
+                .unwrap_or(""),
+            o.interesting,
+            o.method,
+            o.score.map(|s| format!("{s:.6}")).unwrap_or_default(),
+            o.calls_a,
+            o.calls_b,
+            o.total_ns_a,
+            o.total_ns_b,
+            o.peaks_a.len(),
+            o.peaks_b.len(),
+            field(&o.reason)
+        );
+    }
+    out
+}
+
+/// One row of the per-peak table (FSprof Table 3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeakRow {
+    pub layer: String,
+    pub op: String,
+    /// 1-based position among the op's peaks, fastest first.
+    pub number: usize,
+    pub peak: Peak,
+    /// Exclusive lower bound of the first bucket and inclusive upper bound
+    /// of the last, ns.
+    pub lower_ns: f64,
+    pub upper_ns: f64,
+    pub mode_ns: f64,
+    /// Of the layer's total latency.
+    pub layer_latency_share: f64,
+    /// First and last moment (from the profile start, ns) an interval had
+    /// calls in the peak; only for profiles recorded with `--interval`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_range_ns: Option<(u64, u64)>,
+    /// `≈ page-cache hit`, with a calibration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// Peak rows for the ops of `p` accepted by `keep(layer, op)`, each layer's
+/// ops by decreasing total latency.
+pub fn peak_rows(
+    p: &Profile,
+    keep: impl Fn(&str, &str) -> bool,
+    calibration: Option<&Calibration>,
+    opts: &PeakOptions,
+) -> Vec<PeakRow> {
+    let res = p.resolution();
+    let mut rows = Vec::new();
+    for l in &p.layers {
+        let total = l.total_ns();
+        let mut ops: Vec<_> = l
+            .ops
+            .iter()
+            .filter(|o| o.post > 0 && keep(&l.name, &o.name))
+            .collect();
+        ops.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        for o in ops {
+            let op_share = if total == 0 {
+                0.0
+            } else {
+                o.total_ns as f64 / total as f64
+            };
+            for (k, pk) in find_peaks_with(&o.histogram, res, opts)
+                .into_iter()
+                .enumerate()
+            {
+                rows.push(PeakRow {
+                    layer: l.name.clone(),
+                    op: o.name.clone(),
+                    number: k + 1,
+                    lower_ns: pk.lower_ns(res),
+                    upper_ns: pk.upper_ns(res),
+                    mode_ns: pk.mode_ns(res),
+                    layer_latency_share: pk.latency_share * op_share,
+                    time_range_ns: peak_time_range(&p.intervals, &l.name, &o.name, &pk),
+                    label: calibration.and_then(|c| c.label(pk.mode_ns(res))),
+                    peak: pk,
+                });
+            }
+        }
+    }
+    rows
+}
+
+pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
+    let mut out = String::from("\npeaks (FSprof Table 3):\n");
+    if rows.is_empty() {
+        out.push_str("  (no peaks)\n");
+        return out;
+    }
+    let w = rows.iter().map(|r| r.op.len()).max().unwrap_or(2).max(2);
+    let timed = rows.iter().any(|r| r.time_range_ns.is_some());
+    let _ = write!(
+        out,
+        "  {:<7} {:<w$} {:>2} {:>21} {:>9} {:>10} {:>6} {:>7} {:>7}",
+        "layer", "op", "#", "range", "mode", "calls", "calls%", "op lat%", "latency%"
+    );
+    if timed {
+        let _ = write!(out, " {:>17}", "time");
+    }
+    out.push_str("  label\n");
+    for r in rows {
+        let range = format!("{}..{}", format_ns(r.lower_ns), format_ns(r.upper_ns));
+        let _ = write!(
+            out,
+            "  {:<7} {:<w$} {:>2} {:>21} {:>9} {:>10} {:>6} {:>7} {:>8}",
+            r.layer,
+            r.op,
+            r.number,
+            range,
+            bucket_bound(r.peak.mode, res),
+            r.peak.count,
+            pct(r.peak.count_share),
+            pct(r.peak.latency_share),
+            pct(r.layer_latency_share),
+        );
+        if timed {
+            let t = r
+                .time_range_ns
+                .map(|(a, b)| format!("{}..{}", format_ns(a as f64), format_ns(b as f64)))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(out, " {t:>17}");
+        }
+        let _ = writeln!(out, "  {}", r.label.as_deref().unwrap_or(""));
+    }
+    out
+}
+
+pub const PEAKS_CSV_HEADER: &str = "layer,op,peak,first_bucket,last_bucket,mode_bucket,lower_ns,upper_ns,mode_ns,count,count_share,latency_ns,latency_share,layer_latency_share,time_start_ns,time_end_ns,label";
+
+pub fn peaks_csv(rows: &[PeakRow]) -> String {
+    let mut out = String::from(PEAKS_CSV_HEADER);
+    out.push('\n');
+    for r in rows {
+        let p = &r.peak;
+        let (ts, te) = r
+            .time_range_ns
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{:.1},{:.1},{:.1},{},{:.6},{:.1},{:.6},{:.6},{},{},{}",
+            field(&r.layer),
+            field(&r.op),
+            r.number,
+            p.first,
+            p.last,
+            p.mode,
+            r.lower_ns,
+            r.upper_ns,
+            r.mode_ns,
+            p.count,
+            p.count_share,
+            p.latency_ns,
+            p.latency_share,
+            r.layer_latency_share,
+            ts,
+            te,
+            field(r.label.as_deref().unwrap_or("").trim_start_matches("≈ "))
+        );
+    }
+    out
+}
+
+pub fn interesting_text(i: &Interesting) -> String {
+    let mut out = String::from("\ninteresting ops (most latency):\n");
+    for t in &i.top {
+        let _ = writeln!(out, "  {}/{}", t.layer, t.reason);
+    }
+    out.push_str("\ncorrelated peaks (same number of calls):\n");
+    if i.correlated.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for c in &i.correlated {
+        let _ = writeln!(out, "  {}", c.reason);
+    }
+    out
+}
+
+pub const INTERESTING_CSV_HEADER: &str =
+    "kind,layer,op,peak,other_layer,other_op,other_peak,calls,latency_share,reason";
+
+pub fn interesting_csv(i: &Interesting) -> String {
+    let mut out = String::from(INTERESTING_CSV_HEADER);
+    out.push('\n');
+    for t in &i.top {
+        let _ = writeln!(
+            out,
+            "top,{},{},,,,,{},{:.6},{}",
+            field(&t.layer),
+            field(&t.op),
+            t.calls,
+            t.latency_share,
+            field(&t.reason)
+        );
+    }
+    for c in &i.correlated {
+        let _ = writeln!(
+            out,
+            "correlated,{},{},{},{},{},{},{},,{}",
+            field(&c.a.layer),
+            field(&c.a.op),
+            c.a.index + 1,
+            field(&c.b.layer),
+            field(&c.b.op),
+            c.b.index + 1,
+            c.a.peak.count,
+            field(&c.reason)
+        );
+    }
+    out
+}
+
+/// RFC 4180 quoting for fields that need it.
+pub(crate) fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
