@@ -121,6 +121,12 @@ pub fn render(c: &HistogramChart) -> String {
         (false, false) => 1.25,
         (false, true) => 4.0,
     };
+    // Calls are whole: no 0.2-call grid lines for a histogram of one call.
+    let max = if unit == Unit::Count {
+        max.max(5.0)
+    } else {
+        max
+    };
     let vy = ValueAxis::new(
         max * headroom,
         if min_pos.is_finite() { min_pos } else { 1.0 },
