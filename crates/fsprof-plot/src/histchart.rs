@@ -154,12 +154,14 @@ pub fn render(c: &HistogramChart) -> String {
     }
 
     // Peak bands sit under the bars.
-    for p in &c.peaks {
+    // Alternating tints tell adjacent peaks apart.
+    for (k, p) in c.peaks.iter().enumerate() {
         if p.hi < ax.lo || p.lo > ax.hi {
             continue;
         }
         let (a, b) = (ax.slot(p.lo.max(ax.lo)), ax.slot(p.hi.min(ax.hi)) + 1);
-        svg.rect(xs(a), TOP, xs(b) - xs(a), ph, "#fff4d6", None);
+        let tint = if k % 2 == 0 { "#fff4d6" } else { "#e6f0fa" };
+        svg.rect(xs(a), TOP, xs(b) - xs(a), ph, tint, None);
     }
 
     let n = c.series.len().max(1) as f64;
@@ -222,7 +224,13 @@ pub fn render(c: &HistogramChart) -> String {
     for (slot, label) in ax.labels() {
         let x = xs(slot);
         svg.line(x, base, x, base + 4.0, "#333333", 1.0);
-        svg.text(x, base + 16.0, Anchor::Middle, 10.0, "#444444", &label);
+        // The rightmost label would spill over the edge if centred.
+        let anchor = if x > WIDTH - RIGHT - 20.0 {
+            Anchor::End
+        } else {
+            Anchor::Middle
+        };
+        svg.text(x, base + 16.0, anchor, 10.0, "#444444", &label);
     }
     let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
     svg.text(

@@ -49,9 +49,11 @@ th { background: #f0f0f0; position: sticky; top: 0; }
 td.l, th.l { text-align: left; }
 table.meta td { text-align: left; }
 table.meta td:first-child { color: #555; }
+table.meta td:last-child { max-width: 440px; white-space: normal; overflow-wrap: anywhere; }
 .share { display: inline-block; height: 9px; background: #0072b2; vertical-align: middle; margin-right: 6px; }
 .controls { position: sticky; top: 0; background: #fafafa; padding: 8px 0; z-index: 2; border-bottom: 1px solid #ddd; }
 .op { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 12px; margin: 14px 0; }
+.top { display: flex; flex-wrap: wrap; gap: 0 40px; align-items: flex-start; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; }
 figure.chart { margin: 0; }
 figure.chart svg { display: block; max-width: 100%; height: auto; }
@@ -317,10 +319,12 @@ pub fn report(p: &Profile, opts: &HtmlOptions) -> Result<String, PlotError> {
         esc(&command_line(p))
     );
     controls(&mut out);
-    out.push_str("<h2 id=\"run\">Run</h2>\n");
+    // Run facts beside the ranking: both fit one screen on a wide display.
+    out.push_str("<div class=\"top\"><div>\n<h2 id=\"run\">Run</h2>\n");
     meta_table(&mut out, p);
-    out.push_str("<h2 id=\"summary\">Operations ranked by total latency</h2>\n");
+    out.push_str("</div><div>\n<h2 id=\"summary\">Operations ranked by total latency</h2>\n");
     summary_tables(&mut out, &summary);
+    out.push_str("</div></div>\n");
 
     if !p.intervals.is_empty() {
         out.push_str("<h2 id=\"timeline\">Over time</h2>\n<div class=\"charts\">\n");
