@@ -263,6 +263,8 @@ pub enum ExportFormatArg {
     OtlpJson,
     /// Prometheus text exposition format 0.0.4 (classic histograms)
     Prometheus,
+    /// Prometheus protobuf exposition, delimited MetricFamily messages (native and classic histograms)
+    PrometheusProtobuf,
 }
 
 #[derive(Debug, Args)]

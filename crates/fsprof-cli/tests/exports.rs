@@ -28,6 +28,20 @@ fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
         assert!(o.status.success(), "{}", stderr(&o));
         let out = py_check(&py, "check_prometheus.py", &[&prom, &p], &[]);
         assert!(out.contains("prometheus ok"), "{out}");
+        promtool_accepts(&prom);
+
+        // The protobuf exposition: delimited messages that tile the output.
+        let o = fsprof()
+            .args(["export", "--format", "prometheus-protobuf"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(
+            delimited_frames(&o.stdout),
+            2,
+            "histogram and error families"
+        );
 
         // OTLP to standard output, as a pipeline into a collector would take it.
         let o = fsprof()
@@ -66,6 +80,58 @@ fn export_refuses_to_overwrite_and_names_bad_files() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
+
+/// Counts the length-prefixed frames of a delimited protobuf stream,
+/// checking they end exactly at the end.
+fn delimited_frames(mut b: &[u8]) -> usize {
+    let mut n = 0;
+    while !b.is_empty() {
+        let (mut len, mut shift, mut k) = (0usize, 0, 0);
+        loop {
+            let byte = b[k];
+            len |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            k += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        assert!(k + len <= b.len(), "frame overruns the output");
+        b = &b[k + len..];
+        n += 1;
+    }
+    n
+}
+
+/// Prometheus' own (Go) parser, via `promtool check metrics`: it must
+/// parse; the one lint it may raise is the deliberate unit choice
+/// (nanoseconds keep the bucket bounds exact powers of two).
+fn promtool_accepts(path: &std::path::Path) {
+    let o = match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(path).unwrap())
+        .output()
+    {
+        Ok(o) => o,
+        Err(_) => {
+            missing("promtool", "apt-get install prometheus (.ci/run does)");
+            return;
+        }
+    };
+    let text = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+    let lints: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    match o.status.code() {
+        Some(0) => {}
+        // 3: lint problems only, the input parsed.
+        Some(3) => assert!(
+            lints
+                .iter()
+                .all(|l| l.contains("use base unit \"seconds\" instead of \"nanoseconds\"")),
+            "promtool: {text}"
+        ),
+        c => panic!("promtool rejected the exposition ({c:?}): {text}"),
+    }
 }
 
 fn scrape(addr: &str) -> Option<String> {

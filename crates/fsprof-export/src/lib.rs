@@ -6,6 +6,7 @@
 
 pub mod otlp;
 pub mod prometheus;
+pub mod protobuf;
 pub mod serve;
 
 /// The labels every exported series carries.

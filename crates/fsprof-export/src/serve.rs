@@ -54,8 +54,8 @@ pub fn resolve(addr: &str, allow_remote: bool) -> Result<Vec<SocketAddr>, ServeE
     Ok(addrs)
 }
 
-/// Renders the current exposition text for each scrape.
-pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+/// The current profile, asked for at each scrape.
+pub type Source = Arc<dyn Fn() -> fsprof_core::Profile + Send + Sync>;
 
 pub struct MetricsServer {
     addr: SocketAddr,
@@ -64,7 +64,7 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    pub fn start(addrs: &[SocketAddr], render: Render) -> Result<Self, ServeError> {
+    pub fn start(addrs: &[SocketAddr], source: Source) -> Result<Self, ServeError> {
         let listener = TcpListener::bind(addrs).map_err(|source| ServeError::Bind {
             addr: addrs[0].to_string(),
             source,
@@ -84,7 +84,7 @@ impl MetricsServer {
                     // One slow client must not hold up the next scrape for long.
                     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                     let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
-                    let _ = handle(s, &render);
+                    let _ = handle(s, &source);
                 }
             }
         });
@@ -112,42 +112,59 @@ impl Drop for MetricsServer {
     }
 }
 
-fn handle(mut s: TcpStream, render: &Render) -> std::io::Result<()> {
+fn handle(mut s: TcpStream, source: &Source) -> std::io::Result<()> {
     let mut reader = BufReader::new(s.try_clone()?);
     let mut request = String::new();
     reader.read_line(&mut request)?;
-    // Drain the headers; requests we answer carry no body.
+    // Read the headers (requests we answer carry no body) for the one that
+    // matters: Prometheus asks for protobuf to get native histograms.
+    let mut protobuf = false;
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
             break;
         }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("accept")
+                && v.contains("application/vnd.google.protobuf")
+                && v.contains("io.prometheus.client.MetricFamily")
+            {
+                protobuf = true;
+            }
+        }
     }
     let mut parts = request.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => ("200 OK", crate::prometheus::CONTENT_TYPE, render()),
-        ("GET", "/") => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            "fsprof live metrics: GET /metrics\n".to_string(),
-        ),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found; try /metrics\n".into(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
-            "only GET\n".into(),
-        ),
-    };
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let (status, ctype, body): (&str, &str, Vec<u8>) =
+        match (method, path.split('?').next().unwrap_or("")) {
+            ("GET", "/metrics") => {
+                let p = source();
+                if protobuf {
+                    (
+                        "200 OK",
+                        crate::protobuf::CONTENT_TYPE,
+                        crate::protobuf::render(&p),
+                    )
+                } else {
+                    let text = crate::prometheus::render(&p).into_bytes();
+                    ("200 OK", crate::prometheus::CONTENT_TYPE, text)
+                }
+            }
+            ("GET", "/") => (
+                "200 OK",
+                TEXT,
+                b"fsprof live metrics: GET /metrics\n".to_vec(),
+            ),
+            ("GET", _) => ("404 Not Found", TEXT, b"not found; try /metrics\n".to_vec()),
+            _ => ("405 Method Not Allowed", TEXT, b"only GET\n".to_vec()),
+        };
     write!(
         s,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )?;
+    s.write_all(&body)?;
     s.flush()
 }
 
@@ -169,8 +186,18 @@ mod tests {
     #[test]
     fn serves_metrics_and_404() {
         use std::io::Read;
-        let render: Render = Arc::new(|| "# TYPE x counter\nx 1\n".to_string());
-        let srv = MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), render).unwrap();
+        let source: Source = Arc::new(|| {
+            let mut p = fsprof_core::Profile::new(Default::default());
+            let mut l = fsprof_core::Layer::new("user");
+            let mut op = fsprof_core::OpStats::new("read");
+            op.post = 1;
+            op.pre = 1;
+            op.histogram.add_to(Some(3), 1);
+            l.ops.push(op);
+            p.layers.push(l);
+            p
+        });
+        let srv = MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), source).unwrap();
         let get = |path: &str| {
             let mut c = TcpStream::connect(srv.local_addr()).unwrap();
             write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -181,7 +208,7 @@ mod tests {
         let r = get("/metrics");
         assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
         assert!(r.contains("version=0.0.4"));
-        assert!(r.ends_with("\r\n\r\n# TYPE x counter\nx 1\n"), "{r}");
+        assert!(r.contains(r#"op="read",command="",le="16"} 1"#), "{r}");
         assert!(get("/nope").starts_with("HTTP/1.1 404"));
         drop(srv);
     }

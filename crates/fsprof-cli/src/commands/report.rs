@@ -161,12 +161,16 @@ pub fn report(a: ReportArgs) -> Result<i32> {
 
 /// To `-o FILE` (atomically, no partial file on failure) or standard output.
 pub fn finish(text: &str, output: Option<&std::path::Path>, force: bool) -> Result<i32> {
+    finish_bytes(text.as_bytes(), output, force)
+}
+
+pub fn finish_bytes(bytes: &[u8], output: Option<&std::path::Path>, force: bool) -> Result<i32> {
     match output {
         Some(path) => {
-            write_atomic(path, text.as_bytes(), force)?;
+            write_atomic(path, bytes, force)?;
             eprintln!("fsprof: wrote {}", path.display());
         }
-        None => write_stdout(text)?,
+        None => write_stdout(bytes)?,
     }
     Ok(0)
 }
@@ -244,9 +248,9 @@ fn value_range(i: i32) -> String {
 }
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
-pub fn write_stdout(text: &str) -> Result<()> {
+fn write_stdout(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         r => Ok(r?),
     }

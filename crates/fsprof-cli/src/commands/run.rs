@@ -99,12 +99,12 @@ fn serve_metrics(
         ..Default::default()
     });
     let layers = sink.layers.clone();
-    let render: serve::Render = std::sync::Arc::new(move || {
+    let source: serve::Source = std::sync::Arc::new(move || {
         let mut p = template.clone();
         p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        fsprof_export::prometheus::render(&p)
+        p
     });
-    let server = MetricsServer::start(&addrs, render)?;
+    let server = MetricsServer::start(&addrs, source)?;
     eprintln!(
         "fsprof: serving live metrics on http://{}/metrics",
         server.local_addr()
