@@ -3,7 +3,9 @@
 //! from above), and the total latency per interval (FSprof Figs 1/2).
 
 use fsprof_core::units::format_ns;
-use fsprof_core::{Interval, OpStats, Resolution};
+use std::borrow::Cow;
+
+use fsprof_core::{Interval, Layer, OpStats, Resolution};
 
 use crate::axis::{format_value, BucketAxis, Unit, ValueAxis};
 use crate::histchart::SERIES_COLOURS;
@@ -15,6 +17,39 @@ const LEFT: f64 = 66.0;
 const RIGHT: f64 = 80.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 46.0;
+
+/// More columns than this cannot be told apart at this width, and each
+/// costs every op a row of SVG elements: long runs are binned.
+pub const MAX_COLUMNS: usize = 300;
+
+/// Merges runs of consecutive intervals so at most `max` remain.
+pub fn coarsen(intervals: &[Interval], max: usize) -> Cow<'_, [Interval]> {
+    if intervals.len() <= max {
+        return Cow::Borrowed(intervals);
+    }
+    let per = intervals.len().div_ceil(max);
+    Cow::Owned(
+        intervals
+            .chunks(per)
+            .map(|chunk| {
+                let mut layers: Vec<Layer> = Vec::new();
+                for iv in chunk {
+                    for l in &iv.layers {
+                        match layers.iter_mut().find(|m| m.name == l.name) {
+                            Some(m) => m.merge(l),
+                            None => layers.push(l.clone()),
+                        }
+                    }
+                }
+                Interval {
+                    start_ns: chunk[0].start_ns,
+                    end_ns: chunk[chunk.len() - 1].end_ns,
+                    layers,
+                }
+            })
+            .collect(),
+    )
+}
 
 fn op_in<'a>(iv: &'a Interval, layer: &str, op: &str) -> Option<&'a OpStats> {
     iv.layers
@@ -108,6 +143,7 @@ pub fn heatmap(
     layer: &str,
     op: &str,
 ) -> String {
+    let intervals = &*coarsen(intervals, MAX_COLUMNS);
     let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline heatmap");
     svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
     let ops: Vec<Option<&OpStats>> = intervals.iter().map(|iv| op_in(iv, layer, op)).collect();
@@ -192,6 +228,7 @@ pub fn latency_per_interval(
     layer: &str,
     top_ops: &[&str],
 ) -> String {
+    let intervals = &*coarsen(intervals, MAX_COLUMNS);
     let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline total");
     svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
     let stacks: Vec<Vec<f64>> = intervals
@@ -280,6 +317,33 @@ pub fn latency_per_interval(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_runs_are_binned_without_losing_calls() {
+        let ivs: Vec<Interval> = (0..1000u64)
+            .map(|k| {
+                let mut l = Layer::new("user");
+                let op = l.op_mut("read");
+                op.post = 1;
+                op.pre = 1;
+                op.histogram.add_to(Some((k % 7) as i32), 1);
+                Interval {
+                    start_ns: k * 10,
+                    end_ns: (k + 1) * 10,
+                    layers: vec![l],
+                }
+            })
+            .collect();
+        let c = coarsen(&ivs, MAX_COLUMNS);
+        assert!(c.len() <= MAX_COLUMNS);
+        assert_eq!((c[0].start_ns, c[c.len() - 1].end_ns), (0, 10_000));
+        let calls: u64 = c
+            .iter()
+            .map(|iv| iv.layers[0].op("read").unwrap().post)
+            .sum();
+        assert_eq!(calls, 1000);
+        assert!(matches!(coarsen(&ivs[..10], MAX_COLUMNS), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn ramp_runs_dark_to_bright() {
