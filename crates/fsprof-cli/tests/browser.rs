@@ -4,12 +4,12 @@
 //! charts, each drawn, and switch to log axes. Screenshots land in
 //! target/browser-artifacts/ for CI to keep.
 
-mod common;
+mod report_helpers;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use report_helpers::*;
 use fsprof_core::format::read_profile;
 
 fn browser_ready() -> bool {

@@ -2,7 +2,7 @@
 //! parsers: the Prometheus Python client's text parser and the OTLP
 //! protobuf messages (opentelemetry-proto) via protobuf's JSON mapping.
 
-mod common;
+mod report_helpers;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use report_helpers::*;
 
 #[test]
 fn prometheus_and_otlp_exports_parse_and_match_the_profile() {

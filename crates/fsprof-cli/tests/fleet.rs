@@ -1,9 +1,9 @@
 //! Profiles from several hosts merged into one fleet profile with
 //! `fsprof merge`, then reported and exported like any other.
 
-mod common;
+mod report_helpers;
 
-use common::*;
+use report_helpers::*;
 use fsprof_core::format::{read_profile, write_profile};
 
 #[test]

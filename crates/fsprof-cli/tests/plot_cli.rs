@@ -2,11 +2,11 @@
 //! real profiles in, files out, and bad input refused with one line, exit 2
 //! and no file left behind.
 
-mod common;
+mod report_helpers;
 
 use std::path::Path;
 
-use common::*;
+use report_helpers::*;
 
 fn no_stray_files(dir: &Path, keep: &[&str]) {
     let names: Vec<String> = std::fs::read_dir(dir)

@@ -3,7 +3,7 @@
 //! histogram whose boundaries are exactly fsprof's `(2^(i/r), 2^((i+1)/r)]`.
 //! Everything stays on loopback; every wait is bounded.
 
-mod common;
+mod report_helpers;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use report_helpers::*;
 use fsprof_core::format::read_profile;
 
 /// Stops the server we started (by its pid) however the test ends.

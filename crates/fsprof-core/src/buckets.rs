@@ -9,6 +9,7 @@
 //! the analysis and the exports assume.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -109,13 +110,18 @@ pub struct BucketLayout {
 
 impl BucketLayout {
     pub fn new(resolution: Resolution) -> Self {
+        // The exact computation costs milliseconds at r = 16; every layout
+        // of a resolution is the same, so it is done once per process.
+        static TABLES: [OnceLock<Vec<u64>>; 5] = [const { OnceLock::new() }; 5];
         let r = resolution.get();
-        let thresholds = (0..resolution.slots())
-            .map(|j| floor_pow2_frac(j as i64 - 1, r))
-            .collect();
+        let table = TABLES[resolution.scale() as usize].get_or_init(|| {
+            (0..resolution.slots())
+                .map(|j| floor_pow2_frac(j as i64 - 1, r))
+                .collect()
+        });
         BucketLayout {
             resolution,
-            thresholds,
+            thresholds: table.clone(),
         }
     }
 

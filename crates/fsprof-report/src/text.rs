@@ -54,6 +54,14 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 format_ns(r.p99_ns),
             );
         }
+        for r in l.rows.iter().filter(|r| r.op.unfinished() > 0) {
+            let _ = writeln!(
+                out,
+                "  note: {}: {} call(s) entered but never returned (the process ended inside them)",
+                r.op.name,
+                r.op.unfinished()
+            );
+        }
         for r in l.rows.iter().take(opts.top) {
             let _ = writeln!(
                 out,
@@ -78,7 +86,8 @@ fn header(out: &mut String, p: &Profile) {
     let what = if m.command.is_empty() {
         m.tool.clone()
     } else {
-        format!("{} -- {}", m.tool, m.command.join(" "))
+        let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
+        format!("{} -- {}", m.tool, words.join(" "))
     };
     let _ = writeln!(out, "fsprof {what}");
     let mut facts = Vec::new();
@@ -97,7 +106,10 @@ fn header(out: &mut String, p: &Profile) {
         None => format!("clock {}", m.clock.source),
     };
     facts.push(clock);
-    facts.push(format!("{} bucket(s) per 2x", m.resolution));
+    facts.push(match m.resolution.get() {
+        1 => "log2 buckets".to_string(),
+        r => format!("{r} buckets per power of 2"),
+    });
     if let Some(iv) = m.interval_ns {
         facts.push(format!(
             "{} intervals of {}",
@@ -207,6 +219,18 @@ fn processes(out: &mut String, p: &Profile) {
     }
 }
 
+/// The word as a shell would need it typed, so the header can be pasted.
+fn shell_quote(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// 1234567 -> "1,234,567".
 pub fn group(n: u64) -> String {
     let s = n.to_string();
@@ -223,6 +247,14 @@ pub fn group(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_words_a_shell_would_split() {
+        assert_eq!(shell_quote("grep"), "grep");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
 
     #[test]
     fn groups_thousands() {

@@ -15,6 +15,10 @@
 #define FSPROF_EXE_MAX 512
 #define FSPROF_CMDLINE_MAX 2048
 
+/* ns = ticks * tsc_mult >> FSPROF_TICK_SHIFT; a constant shift keeps the
+ * conversion to one multiply on the hot path. */
+#define FSPROF_TICK_SHIFT 32
+
 enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
 
 /* Written by `fsprof run` before the workload starts; read by every
@@ -26,7 +30,7 @@ struct fsprof_control {
     uint32_t nbuckets;    /* slots: bucket index -1 .. 64r-1 */
     uint32_t clock;       /* enum fsprof_clock */
     uint64_t tsc_mult;    /* ns = ticks * tsc_mult >> tsc_shift */
-    uint32_t tsc_shift;
+    uint32_t tsc_shift;   /* must be FSPROF_TICK_SHIFT */
     uint32_t max_slots;   /* per process, slot 0 included */
     uint64_t next_seq;    /* atomic: numbers the per-process files */
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */

@@ -25,7 +25,7 @@ enum fsprof_op {
 #undef X
 
 /* Set once per process by the runtime; read-only afterwards. */
-extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size, g_shift;
+extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size;
 extern HIDDEN int g_clock;
 extern HIDDEN uint64_t g_mult;
 extern HIDDEN const uint64_t *g_thr;
@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) uint64_t now_ticks(void)
 
 static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
 {
-    return (uint64_t)(((unsigned __int128)d * g_mult) >> g_shift);
+    return (uint64_t)(((unsigned __int128)d * g_mult) >> FSPROF_TICK_SHIFT);
 }
 
 /* Slot of the bucket (2^((j-1)/r), 2^(j/r)] holding ns >= 1: start at the
@@ -80,34 +80,6 @@ static inline __attribute__((always_inline)) void add_shared(uint64_t *p, uint64
     __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
-static inline __attribute__((always_inline)) void add(uint64_t *p, uint64_t v)
-{
-    if (LIKELY(!t_shared))
-        add_private(p, v);
-    else
-        add_shared(p, v);
-}
-
-static inline __attribute__((always_inline)) void set_extremes(struct fsprof_ctr *c, uint64_t ns)
-{
-    if (LIKELY(!t_shared)) {
-        uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
-        if (mn == 0 || ns < mn)
-            __atomic_store_n(&c->min_ns, ns, __ATOMIC_RELAXED);
-        if (ns > __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED))
-            __atomic_store_n(&c->max_ns, ns, __ATOMIC_RELAXED);
-        return;
-    }
-    uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
-    while ((mn == 0 || ns < mn) &&
-           !__atomic_compare_exchange_n(&c->min_ns, &mn, ns, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    uint64_t mx = __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED);
-    while (ns > mx &&
-           !__atomic_compare_exchange_n(&c->max_ns, &mx, ns, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
 /* Counts the call as entered; NULL when this process is not profiled. */
 static inline __attribute__((always_inline)) struct fsprof_ctr *call_begin(int op)
 {
@@ -118,25 +90,65 @@ static inline __attribute__((always_inline)) struct fsprof_ctr *call_begin(int o
             return NULL;
     }
     struct fsprof_ctr *c = (struct fsprof_ctr *)(s + (size_t)op * g_ctr_size);
-    add(&c->pre, 1);
+    if (LIKELY(!t_shared))
+        add_private(&c->pre, 1);
+    else
+        add_shared(&c->pre, 1);
     return c;
 }
 
-static inline __attribute__((always_inline)) void call_end(struct fsprof_ctr *c, uint64_t t0, uint64_t t1, int failed)
+static inline __attribute__((always_inline)) void record_private(struct fsprof_ctr *c, uint64_t ns,
+                                                                 int failed)
 {
-    uint64_t ns = t1 > t0 ? ticks_to_ns(t1 - t0) : 0;
     if (ns == 0) {
-        add(&c->zero, 1);
+        add_private(&c->zero, 1);
     } else {
-        add(&c->buckets[bucket_slot(ns)], 1);
-        set_extremes(c, ns);
+        add_private(&c->buckets[bucket_slot(ns)], 1);
+        uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
+        if (mn == 0 || ns < mn)
+            __atomic_store_n(&c->min_ns, ns, __ATOMIC_RELAXED);
+        if (ns > __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED))
+            __atomic_store_n(&c->max_ns, ns, __ATOMIC_RELAXED);
     }
-    add(&c->total_ns, ns);
+    add_private(&c->total_ns, ns);
     if (failed)
-        add(&c->errors, 1);
+        add_private(&c->errors, 1);
     /* Last, so that a reader never sees more returned calls than filed ones. */
     __atomic_signal_fence(__ATOMIC_RELEASE);
-    add(&c->post, 1);
+    add_private(&c->post, 1);
+}
+
+/* Slot 0, shared by the threads that found no private slot. */
+static __attribute__((noinline)) void record_shared(struct fsprof_ctr *c, uint64_t ns, int failed)
+{
+    if (ns == 0) {
+        add_shared(&c->zero, 1);
+    } else {
+        add_shared(&c->buckets[bucket_slot(ns)], 1);
+        uint64_t mn = __atomic_load_n(&c->min_ns, __ATOMIC_RELAXED);
+        while ((mn == 0 || ns < mn) &&
+               !__atomic_compare_exchange_n(&c->min_ns, &mn, ns, 1, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+            ;
+        uint64_t mx = __atomic_load_n(&c->max_ns, __ATOMIC_RELAXED);
+        while (ns > mx && !__atomic_compare_exchange_n(&c->max_ns, &mx, ns, 1, __ATOMIC_RELAXED,
+                                                       __ATOMIC_RELAXED))
+            ;
+    }
+    add_shared(&c->total_ns, ns);
+    if (failed)
+        add_shared(&c->errors, 1);
+    __atomic_fetch_add(&c->post, 1, __ATOMIC_RELEASE);
+}
+
+static inline __attribute__((always_inline)) void call_end(struct fsprof_ctr *c, uint64_t t0,
+                                                           uint64_t t1, int failed)
+{
+    uint64_t ns = t1 > t0 ? ticks_to_ns(t1 - t0) : 0;
+    if (LIKELY(!t_shared))
+        record_private(c, ns, failed);
+    else
+        record_shared(c, ns, failed);
 }
 
 #endif

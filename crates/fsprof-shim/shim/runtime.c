@@ -19,7 +19,7 @@
 
 #include "record.h"
 
-HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size, g_shift;
+HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
 HIDDEN int g_clock;
 HIDDEN uint64_t g_mult;
 HIDDEN const uint64_t *g_thr;
@@ -83,7 +83,6 @@ static void apply_params(const struct fsprof_control *c)
     g_nbuckets = c->nbuckets;
     g_clock = (int)c->clock;
     g_mult = c->tsc_mult;
-    g_shift = c->tsc_shift;
     g_thr = c->thresholds;
     size_t raw = sizeof(struct fsprof_ctr) + (size_t)c->nbuckets * 8;
     g_ctr_size = (uint32_t)((raw + 63) & ~(size_t)63);
@@ -109,7 +108,7 @@ static int attach_control(void)
         return 0;
     struct fsprof_control *c = m;
     if (c->magic != FSPROF_CTL_MAGIC || c->abi_version != FSPROF_ABI_VERSION ||
-        c->nbuckets != 64 * c->resolution + 1 ||
+        c->nbuckets != 64 * c->resolution + 1 || c->tsc_shift != FSPROF_TICK_SHIFT ||
         (size_t)st.st_size < sizeof *c + (size_t)c->nbuckets * 8 || c->max_slots < 2) {
         syscall(SYS_munmap, m, (size_t)st.st_size);
         return 0;
@@ -292,7 +291,7 @@ static double best_ns_per_iter(int timed, uint32_t iters)
 {
     long (*volatile fn)(long) = fsprof_noop;
     double best = 1e300;
-    for (int round = 0; round < 7; round++) {
+    for (int round = 0; round < 5; round++) {
         uint64_t a = mono_ns();
         for (uint32_t i = 0; i < iters; i++) {
             if (timed) {
@@ -318,7 +317,8 @@ static double best_ns_per_iter(int timed, uint32_t iters)
 EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, uint32_t iters,
                                 struct fsprof_selftest *out)
 {
-    if (ctl->magic != FSPROF_CTL_MAGIC || ctl->abi_version != FSPROF_ABI_VERSION || iters == 0)
+    if (ctl->magic != FSPROF_CTL_MAGIC || ctl->abi_version != FSPROF_ABI_VERSION ||
+        ctl->tsc_shift != FSPROF_TICK_SHIFT || iters == 0)
         return -1;
     apply_params(ctl);
     size_t len = (size_t)OP_COUNT * g_ctr_size;

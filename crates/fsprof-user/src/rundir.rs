@@ -24,6 +24,7 @@ impl RunDir {
         } else {
             std::env::temp_dir()
         };
+        remove_stale(&base);
         let mut last = None;
         for attempt in 0..100u32 {
             let path = base.join(format!(
@@ -98,6 +99,32 @@ pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
         out.extend_from_slice(&t.to_ne_bytes());
     }
     out
+}
+
+/// Removes run directories left by `fsprof run`s that were killed before
+/// they could clean up (their pid is in the name and no longer alive).
+fn remove_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("fsprof-run-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        let ours = e.metadata().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid() == unsafe { libc::geteuid() }
+        });
+        if !alive && ours.unwrap_or(false) {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn writable(p: &Path) -> bool {

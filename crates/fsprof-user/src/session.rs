@@ -61,8 +61,13 @@ fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> RunError {
 
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let layout = BucketLayout::new(opts.resolution);
-    let shim_path =
-        install(&std::env::temp_dir()).map_err(setup("cannot install the preload shim"))?;
+    // LD_PRELOAD splits on spaces and colons: a TMPDIR with either can't
+    // hold the shim.
+    let preloadable = |p: &std::path::Path| !p.to_string_lossy().contains([' ', ':', '\t']);
+    let base = Some(std::env::temp_dir())
+        .filter(|d| preloadable(d))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let shim_path = install(&base).map_err(setup("cannot install the preload shim"))?;
     let cache = shim_path.parent().map(PathBuf::from);
     let mut clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(RunError::Setup)?;
     let dir = RunDir::create().map_err(setup("cannot create the run directory"))?;
@@ -75,7 +80,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let selftest = {
         let (path, control) = (shim_path.clone(), control.clone());
         std::thread::spawn(move || -> std::io::Result<SelfTest> {
-            LoadedShim::load(&path)?.selftest(&control, 4000)
+            LoadedShim::load(&path)?.selftest(&control, 2000)
         })
     };
 
@@ -142,7 +147,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                 drift * 100.0
             ));
             ClockParams::forget_rate(cache);
-        } else if duration_ns > 1_000_000_000 {
+        } else {
             clock.save_rate(cache);
         }
     }

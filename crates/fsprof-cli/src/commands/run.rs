@@ -10,10 +10,35 @@ use fsprof_user::{ClockChoice, LiveSink, RunError, RunOptions};
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    // clap hands an unknown `--flag` before CMD to CMD; only `--` makes a
+    // command that starts with `-` plausible.
+    let first = a.command[0].to_string_lossy();
+    let raw: Vec<_> = std::env::args_os().collect();
+    let after_dashdash = raw
+        .iter()
+        .position(|x| x == "--")
+        .is_some_and(|i| raw.get(i + 1) == Some(&a.command[0]));
+    if first.starts_with('-') && !after_dashdash {
+        eprintln!(
+            "error: unexpected argument '{first}' for `fsprof run` (put the command after `--`)"
+        );
+        return Ok(2);
+    }
     // Refuse an existing -o before running anything: the run may be long.
     if let Some(out) = &a.out.output {
         if out.exists() && !a.out.force {
             return Err(FormatError::Exists { path: out.clone() }.into());
+        }
+        let dir = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "cannot write {}: directory {} does not exist",
+                out.display(),
+                dir.display()
+            );
         }
     }
     let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;

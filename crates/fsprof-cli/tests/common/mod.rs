@@ -1,101 +1,76 @@
-//! Helpers shared by the report/export tests: real profiles from real
-//! runs, and the external checkers (Python parsers, Chromium) they hand
-//! output to.
+//! Helpers shared by the CLI's integration tests: the fsprof binary, test
+//! programs compiled from `tests/programs/*.c`, profile loading.
+
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+
+use fsprof_core::format::read_profile;
+use fsprof_core::{OpStats, Profile};
 
 pub fn fsprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fsprof"))
 }
 
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// A real profile of a small multi-process workload that reads files,
-/// stats and fails opens (so errors are non-zero), optionally in intervals.
-pub fn record(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let mut cmd = fsprof();
-    cmd.args(["run", "-q", "-o"]).arg(&out).args(extra).args([
-        "--",
-        "sh",
-        "-c",
-        "for i in 1 2 3; do find /usr/include -maxdepth 2 -name '*.h' | head -200 | xargs cat >/dev/null; \
-         ls /nonexistent-fsprof-test 2>/dev/null; sleep 0.05; done",
-    ]);
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "fsprof run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// A prerequisite a test cannot run without: fatal under CI, a loud
-/// notice (not a silent pass) on a developer machine.
-pub fn missing(what: &str, fix: &str) -> bool {
-    let msg = format!("{what} is not available: {fix}");
-    if in_ci() {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED (CI would fail): {msg}");
-    true
-}
-
-/// A Python with `prometheus_client` and `opentelemetry-proto`: $FSPROF_PYTHON,
-/// or the venv `.ci/run` makes in target/pyenv.
-pub fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("FSPROF_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/pyenv/bin/python3"));
-    let ok = Command::new(&candidate)
-        .args([
-            "-c",
-            "import prometheus_client, opentelemetry.proto, google.protobuf",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        Some(candidate)
-    } else {
-        missing(
-            &format!("{} with prometheus-client and opentelemetry-proto", candidate.display()),
-            "run .ci/run, or: python3 -m venv target/pyenv && target/pyenv/bin/pip install prometheus-client opentelemetry-proto",
-        );
-        None
-    }
-}
-
-/// Runs one of tests/exporters/*.py and asserts it passed.
-pub fn py_check(py: &Path, script: &str, args: &[&Path], extra: &[&str]) -> String {
-    let o = Command::new(py)
-        .arg(workspace().join("tests/exporters").join(script))
+/// `fsprof run -o <dir>/profile.json -- args...`, returning the output and
+/// the profile path.
+pub fn run_profiled(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
+    let out = dir.join("profile.json");
+    let output = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
         .args(args)
-        .args(extra)
+        .current_dir(dir)
         .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{script} rejected the output:\n{}{}",
-        out,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
+        .expect("run fsprof");
+    (output, out)
 }
 
-/// Lines of stderr, for error-message assertions.
-pub fn stderr(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+pub fn load(path: &Path) -> Profile {
+    read_profile(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn user_op<'a>(p: &'a Profile, op: &str) -> Option<&'a OpStats> {
+    p.layer("user")?.op(op)
+}
+
+pub fn count(p: &Profile, op: &str) -> u64 {
+    user_op(p, op).map(|o| o.post).unwrap_or(0)
+}
+
+/// Compiles `tests/programs/<name>.c` into `dir`.
+pub fn compile(name: &str, dir: &Path, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs")
+        .join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(extra)
+        .status()
+        .expect("a C compiler (cc) is needed to build test programs");
+    assert!(st.success(), "compiling {name}.c failed");
+    exe
+}
+
+/// Path of a program the tests drive; under CI a missing one is a failure,
+/// elsewhere the test says loudly that it could not run.
+pub fn require(program: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let msg = format!("{program} is not installed; this test cannot run (install it: apt-get install {program})");
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED LOUDLY: {msg}");
+    }
+    found
 }

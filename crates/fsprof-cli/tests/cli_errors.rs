@@ -1,0 +1,195 @@
+//! Bad input gets one clear line on stderr and a non-zero exit, never a
+//! panic, and nothing the user had is overwritten.
+
+mod common;
+
+use std::fs;
+
+use common::*;
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_one_clean_line(out: &std::process::Output) {
+    let err = stderr_of(out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.starts_with("fsprof: ") || err.starts_with("error: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_option_is_a_usage_error() {
+    let out = fsprof()
+        .args(["run", "--frobnicate", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("--frobnicate"));
+}
+
+#[test]
+fn missing_command_is_a_usage_error() {
+    let out = fsprof().args(["run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("CMD"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn bad_resolution_and_interval_are_refused() {
+    let out = fsprof()
+        .args(["run", "--resolution", "3", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("1, 2, 4, 8, 16"));
+    let out = fsprof()
+        .args(["run", "--interval", "soon", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn nonexistent_program_exits_127_like_a_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, path) = run_profiled(dir.path(), &["/no/such/program-fsprof"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        stderr_of(&out).contains("command not found"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_one_clean_line(&out);
+    assert!(!path.exists(), "no profile for a command that never ran");
+}
+
+#[test]
+fn non_executable_file_exits_126() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("script.txt");
+    fs::write(&f, "echo hi\n").unwrap();
+    let (out, _) = run_profiled(dir.path(), &[f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(126));
+}
+
+#[test]
+fn existing_output_is_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("keep.json");
+    fs::write(&out_path, "precious").unwrap();
+    let out = fsprof()
+        .args(["run", "-o"])
+        .arg(&out_path)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("--force"));
+    assert_eq!(fs::read_to_string(&out_path).unwrap(), "precious");
+    let out = fsprof()
+        .args(["run", "-q", "-f", "-o"])
+        .arg(&out_path)
+        .args(["--", "cat", "/etc/hostname"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    load(&out_path);
+}
+
+#[test]
+fn default_output_name_never_clobbers() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = fsprof()
+            .args(["run", "-q", "--", "true"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("profile written to fsprof-true-"));
+    }
+    let n = fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(n, 2, "two runs, two files");
+}
+
+fn profile_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let (out, path) = run_profiled(dir, &["cat", "/etc/hostname"]);
+    assert!(out.status.success());
+    path
+}
+
+#[test]
+fn truncated_profile_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = profile_file(dir.path());
+    let text = fs::read(&path).unwrap();
+    fs::write(&path, &text[..text.len() / 2]).unwrap();
+    for cmd in ["report", "check"] {
+        let out = fsprof().arg(cmd).arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        assert!(stderr_of(&out).contains("truncated"), "{}", stderr_of(&out));
+        assert_one_clean_line(&out);
+        assert_eq!(stderr_of(&out).lines().count(), 1);
+    }
+}
+
+#[test]
+fn garbage_and_foreign_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    fs::write(&junk, b"\x00\x01not json").unwrap();
+    let out = fsprof().arg("report").arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("malformed"));
+    fs::write(&junk, br#"{"some": "other json"}"#).unwrap();
+    let out = fsprof().arg("report").arg(&junk).output().unwrap();
+    assert!(stderr_of(&out).contains("not an fsprof profile"));
+    let out = fsprof()
+        .arg("report")
+        .arg(dir.path().join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("cannot read"));
+}
+
+#[test]
+fn unknown_format_version_names_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = profile_file(dir.path());
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"format_version\": 1", "\"format_version\": 99");
+    fs::write(&path, text).unwrap();
+    let out = fsprof().arg("report").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("version 99") && err.contains("version 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn statically_linked_program_is_explained_not_reported_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("static_hello", dir.path(), &["-static"]);
+    let out = fsprof()
+        .args(["run", "-o"])
+        .arg(dir.path().join("p.json"))
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"static hello\n");
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("statically linked") && err.contains("fsprof kernel"),
+        "{err}"
+    );
+    assert!(!err.contains("layer user"), "no empty report: {err}");
+}

@@ -1,0 +1,179 @@
+//! `report` in its three formats, `merge` and `check` on real profiles.
+
+mod common;
+
+use std::fs;
+
+use common::*;
+
+fn real_profile(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let (out, path) = run_profiled(dir, args);
+    assert!(out.status.code().is_some());
+    let dest = dir.join(name);
+    fs::rename(path, &dest).unwrap();
+    dest
+}
+
+fn stdout(args: &[&str], file: &std::path::Path) -> String {
+    let out = fsprof()
+        .args(&args[..1])
+        .arg(file)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn text_report_ranks_ops_by_total_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(
+        dir.path(),
+        "g.json",
+        &["grep", "-r", "-c", "x", "/usr/include/linux"],
+    );
+    let text = stdout(&["report", "--top", "2"], &p);
+    let profile = load(&p);
+    let mut ops: Vec<_> = profile.layer("user").unwrap().ops.iter().collect();
+    ops.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.post.cmp(&a.post))
+            .then(a.name.cmp(&b.name))
+    });
+    let table_order: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("op "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        table_order,
+        ops.iter().map(|o| o.name.as_str()).collect::<Vec<_>>()
+    );
+    // --top 2: two histograms, each with the bcc-style bar column.
+    assert_eq!(text.matches("distribution").count(), 2, "{text}");
+    assert!(text.contains("self-overhead"), "{text}");
+}
+
+#[test]
+fn csv_and_json_agree_with_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let profile = load(&p);
+    let csv = stdout(&["report", "--format", "csv"], &p);
+    let mut lines = csv.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("layer,op,count,errors,total_ns"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), profile.layer("user").unwrap().ops.len());
+    for r in &rows {
+        let op = user_op(&profile, r[1]).unwrap();
+        assert_eq!(r[0], "user");
+        assert_eq!(r[2].parse::<u64>().unwrap(), op.post);
+        assert_eq!(r[3].parse::<u64>().unwrap(), op.errors);
+        assert_eq!(r[4].parse::<u64>().unwrap(), op.total_ns);
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&["report", "--format", "json"], &p)).unwrap();
+    let ops = json["layers"][0]["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), rows.len());
+    assert_eq!(
+        ops[0]["op"].as_str().unwrap(),
+        rows[0][1],
+        "same ranking in both formats"
+    );
+}
+
+#[test]
+fn op_filter_and_unknown_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let csv = stdout(&["report", "--format", "csv", "--op", "read"], &p);
+    assert_eq!(csv.lines().count(), 2);
+    let out = fsprof()
+        .arg("report")
+        .arg(&p)
+        .args(["--op", "frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("frobnicate") && err.contains("read"), "{err}");
+}
+
+#[test]
+fn merge_adds_runs_and_passes_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_profile(dir.path(), "a.json", &["cat", "/etc/passwd"]);
+    let b = real_profile(
+        dir.path(),
+        "b.json",
+        &["cat", "/etc/passwd", "/etc/hostname"],
+    );
+    let m = dir.path().join("m.json");
+    let out = fsprof()
+        .arg("merge")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (pa, pb, pm) = (load(&a), load(&b), load(&m));
+    for op in ["read", "write", "close"] {
+        assert_eq!(count(&pm, op), count(&pa, op) + count(&pb, op), "{op}");
+    }
+    assert_eq!(pm.meta.merged_from.len(), 2);
+    assert_eq!(pm.processes.len(), pa.processes.len() + pb.processes.len());
+    let out = fsprof().arg("check").arg(&m).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Merging into an existing file needs --force.
+    let out = fsprof()
+        .arg("merge")
+        .arg(&a)
+        .arg("-o")
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn check_catches_a_lost_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let mut profile = load(&p);
+    let out = fsprof().arg("check").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // One returned call whose latency never reached the histogram.
+    let read = profile.layers[0]
+        .ops
+        .iter_mut()
+        .find(|o| o.name == "read")
+        .unwrap();
+    read.post += 1;
+    read.pre += 1;
+    fsprof_core::format::write_profile(&p, &profile, true).unwrap();
+    let out = fsprof().arg("check").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user/read"));
+}

@@ -1,0 +1,97 @@
+//! `fsprof run` counts every call exactly once: many threads, more threads
+//! than private counter slots, and a forked child that does not exec.
+
+mod common;
+
+use common::*;
+
+fn run_known(threads: u32, per_thread: u64, child_calls: u64) -> fsprof_core::Profile {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("known_calls", dir.path(), &["-pthread"]);
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let (out, path) = run_profiled(
+        dir.path(),
+        &[
+            exe.to_str().unwrap(),
+            work.to_str().unwrap(),
+            &threads.to_string(),
+            &per_thread.to_string(),
+            &child_calls.to_string(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    load(&path)
+}
+
+#[test]
+fn sixteen_plus_threads_and_fork_without_exec_count_exactly() {
+    let (threads, per, child) = (20, 1000, 500);
+    let p = run_known(threads, per, child);
+    let n = threads as u64 * per;
+    assert_eq!(count(&p, "pread"), n + child);
+    assert_eq!(count(&p, "fstat"), n + child);
+    assert_eq!(count(&p, "open"), 1);
+    assert_eq!(count(&p, "write"), 1);
+    assert_eq!(count(&p, "stat"), 1);
+    assert_eq!(user_op(&p, "stat").unwrap().errors, 1);
+    assert_eq!(count(&p, "close"), 2);
+    assert_eq!(user_op(&p, "close").unwrap().errors, 1);
+    assert_eq!(count(&p, "opendir"), 1);
+    assert_eq!(count(&p, "closedir"), 1);
+    assert_eq!(count(&p, "unlink"), 1);
+    // ".", ".." and "data", then the NULL that ends the loop.
+    assert_eq!(count(&p, "readdir"), 4);
+    assert_eq!(user_op(&p, "readdir").unwrap().errors, 0);
+
+    // The forked child has counters of its own: no double counting.
+    assert_eq!(
+        p.processes.len(),
+        2,
+        "{:?}",
+        p.processes.iter().map(|x| x.pid).collect::<Vec<_>>()
+    );
+    let parent = &p.processes[0];
+    let child_p = &p.processes[1];
+    assert_eq!(child_p.ppid, parent.pid);
+    let pread = |pr: &fsprof_core::Process| pr.layers[0].op("pread").map(|o| o.post).unwrap_or(0);
+    assert_eq!(pread(parent), n);
+    assert_eq!(pread(child_p), child);
+    assert!(child_p.layers[0].op("open").is_none());
+
+    // Every op passes FSprof's consistency check.
+    let rep = fsprof_core::check::check_profile(&p);
+    assert!(rep.ok(), "{:?}", rep.errors);
+    assert!(rep.notes.is_empty(), "{:?}", rep.notes);
+}
+
+#[test]
+fn threads_beyond_the_private_slots_lose_no_update() {
+    // 300 threads > 255 private slots: the rest share slot 0 atomically.
+    let p = run_known(300, 200, 0);
+    assert_eq!(count(&p, "pread"), 300 * 200);
+    assert_eq!(count(&p, "fstat"), 300 * 200);
+    let op = user_op(&p, "pread").unwrap();
+    assert_eq!(op.pre, op.post);
+    assert_eq!(op.histogram.total(), op.post);
+}
+
+#[test]
+fn latencies_land_in_plausible_buckets() {
+    let p = run_known(1, 2000, 0);
+    let op = user_op(&p, "pread").unwrap();
+    // A cached 16-byte pread takes well under a millisecond and more than a
+    // nanosecond; the histogram must say the same as min/max and the mean.
+    let (min, max) = (op.min_ns.unwrap(), op.max_ns.unwrap());
+    assert!(min >= 1 && min <= op.mean_ns() as u64 && op.mean_ns() as u64 <= max);
+    let res = p.resolution();
+    let first = op.histogram.offset;
+    let last = first + op.histogram.counts.len() as i32 - 1;
+    assert!(res.lower_bound(first) < min as f64 && min as f64 <= res.upper_bound(first));
+    assert!(res.lower_bound(last) < max as f64 && max as f64 <= res.upper_bound(last));
+    assert!(op.total_ns >= min * op.post);
+}

@@ -1,0 +1,41 @@
+//! A program killed by SIGKILL, or crashing, still yields its counts up to
+//! that moment: the counters live in memory `fsprof run` can read.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn sigkill_keeps_counts_up_to_the_kill() {
+    let Some(_) = require("python3") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import os,signal\n\
+                  fd=os.open('/etc/hostname', os.O_RDONLY)\n\
+                  for i in range(777): os.pread(fd, 1, 0)\n\
+                  os.kill(os.getpid(), signal.SIGKILL)\n";
+    let (out, path) = run_profiled(dir.path(), &["python3", "-c", script]);
+    assert_eq!(out.status.code(), Some(137));
+    let p = load(&path);
+    assert_eq!(count(&p, "pread"), 777);
+    assert!(fsprof_core::check::check_profile(&p).ok());
+}
+
+#[test]
+fn killed_inside_a_blocking_call_is_reported_as_unfinished() {
+    let dir = tempfile::tempdir().unwrap();
+    // `cat` blocks in read() on a FIFO nobody writes to; the shell kills it.
+    let script =
+        "mkfifo f; (exec 3<>f; cat f & pid=$!; sleep 0.3; kill -9 $pid; wait $pid; exit 9)";
+    let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(9));
+    let p = load(&path);
+    let read = user_op(&p, "read").expect("cat's read was entered");
+    assert_eq!(read.pre, read.post + 1, "one read never returned");
+    let rep = fsprof_core::check::check_profile(&p);
+    assert!(rep.ok(), "{:?}", rep.errors);
+    assert!(
+        rep.notes.iter().any(|n| n.contains("never returned")),
+        "{:?}",
+        rep.notes
+    );
+}

@@ -1,0 +1,176 @@
+//! The profiled program behaves exactly as without fsprof: same stdout,
+//! same exit status, same errno values, same signal deaths; exec'd children
+//! are profiled too.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// Runs `args` bare and under `fsprof run`, asserting identical stdout and
+/// exit status; returns the profile.
+fn same_behaviour(args: &[&str]) -> fsprof_core::Profile {
+    // Each run starts from its own empty directory, so side effects of the
+    // first (a database file, say) can't change what the second sees.
+    let (bare_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let bare = Command::new(args[0])
+        .args(&args[1..])
+        .current_dir(bare_dir.path())
+        .output()
+        .unwrap();
+    let (prof, path) = run_profiled(dir.path(), args);
+    assert_eq!(
+        String::from_utf8_lossy(&bare.stdout),
+        String::from_utf8_lossy(&prof.stdout),
+        "stdout differs for {args:?}"
+    );
+    assert_eq!(
+        bare.status.code(),
+        prof.status.code(),
+        "exit status differs for {args:?}: {}",
+        String::from_utf8_lossy(&prof.stderr)
+    );
+    let p = load(&path);
+    let rep = fsprof_core::check::check_profile(&p);
+    assert!(rep.ok(), "{args:?}: {:?}", rep.errors);
+    p
+}
+
+#[test]
+fn cat_reads_and_writes() {
+    let p = same_behaviour(&["cat", "/etc/passwd", "/etc/hostname"]);
+    assert!(count(&p, "read") >= 2 && count(&p, "write") >= 1);
+    assert!(count(&p, "openat") + count(&p, "open") >= 2);
+}
+
+#[test]
+fn cat_of_missing_file_fails_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = Command::new("cat").arg("/nonexistent/x").output().unwrap();
+    let (prof, path) = run_profiled(dir.path(), &["cat", "/nonexistent/x"]);
+    assert_eq!(bare.status.code(), Some(1));
+    assert_eq!(prof.status.code(), Some(1));
+    // cat's own message (with strerror of the errno it saw) is unchanged.
+    let msg = String::from_utf8_lossy(&bare.stderr).to_string();
+    assert!(
+        String::from_utf8_lossy(&prof.stderr).contains(msg.trim()),
+        "{msg}"
+    );
+    let p = load(&path);
+    let failed_opens: u64 = ["open", "openat"]
+        .iter()
+        .filter_map(|op| user_op(&p, op))
+        .map(|o| o.errors)
+        .sum();
+    assert_eq!(failed_opens, 1);
+}
+
+#[test]
+fn grep_recursive() {
+    let p = same_behaviour(&["grep", "-r", "-c", "define", "/usr/include/linux"]);
+    assert!(count(&p, "read") > 10);
+    assert!(count(&p, "openat") > 10);
+    // grep found nothing?  Then exit 1 both ways, also fine: checked above.
+}
+
+#[test]
+fn tar_archive_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let tarball = dir.path().join("inc.tar");
+    let t = tarball.to_str().unwrap();
+    let p = same_behaviour(&["tar", "-cf", t, "-C", "/usr/include", "linux"]);
+    assert!(count(&p, "write") > 0);
+    let listing = same_behaviour(&["tar", "-tf", t]);
+    assert!(count(&listing, "read") > 0);
+}
+
+#[test]
+fn python_with_stdio_and_exec_child() {
+    let Some(_) = require("python3") else { return };
+    let script = "import subprocess,sys\n\
+                  open('f.txt','w').write('x'*10000)\n\
+                  d=open('f.txt').read()\n\
+                  r=subprocess.run(['cat','f.txt'],capture_output=True)\n\
+                  print(len(d), len(r.stdout))\n\
+                  sys.exit(3)\n";
+    let p = same_behaviour(&["python3", "-c", script]);
+    // The exec'd `cat` child is profiled through the inherited LD_PRELOAD.
+    assert!(
+        p.processes.iter().any(|pr| pr.exe.ends_with("/cat")),
+        "{:?}",
+        p.processes.iter().map(|x| &x.exe).collect::<Vec<_>>()
+    );
+    assert!(p.processes.iter().any(|pr| pr.exe.contains("python3")));
+    assert_eq!(p.meta.exit, Some(fsprof_core::profile::ExitStatus::Code(3)));
+}
+
+#[test]
+fn sqlite3_database() {
+    let Some(_) = require("sqlite3") else { return };
+    let sql = "create table t(a,b); insert into t values(1,'one'),(2,'two'); select sum(a), group_concat(b) from t;";
+    let p = same_behaviour(&["sqlite3", "db.sqlite", sql]);
+    assert!(
+        count(&p, "fsync") + count(&p, "fdatasync") > 0,
+        "sqlite syncs its journal"
+    );
+    assert!(count(&p, "pwrite") + count(&p, "write") > 0);
+}
+
+#[test]
+fn errno_values_and_readdir_end_are_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("known_calls", dir.path(), &["-pthread"]);
+    let work = dir.path().join("w");
+    std::fs::create_dir(&work).unwrap();
+    let p = same_behaviour(&[
+        exe.to_str().unwrap(),
+        work.to_str().unwrap(),
+        "2",
+        "10",
+        "5",
+    ]);
+    assert_eq!(count(&p, "pread"), 25);
+}
+
+#[test]
+fn stdout_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _) = run_profiled(dir.path(), &["printf", "exact\\n"]);
+    assert_eq!(out.stdout, b"exact\n");
+}
+
+#[test]
+fn signal_deaths_pass_through_as_128_plus_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    for (sig, code) in [("TERM", 143), ("KILL", 137), ("SEGV", 139)] {
+        let script = format!("cat /etc/hostname >/dev/null; kill -{sig} $$");
+        let bare = Command::new("sh").args(["-c", &script]).status().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(bare.signal().map(|s| 128 + s), Some(code));
+        let (out, path) = run_profiled(dir.path(), &["sh", "-c", &script]);
+        assert_eq!(out.status.code(), Some(code), "{sig}");
+        let p = load(&path);
+        assert_eq!(p.meta.exit.as_ref().map(|e| e.shell_code()), Some(code));
+        std::fs::remove_file(path).unwrap();
+    }
+}
+
+#[test]
+fn tmpdir_with_a_space_still_loads_the_shim() {
+    // LD_PRELOAD splits on spaces: the shim must not be installed there.
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("with space");
+    std::fs::create_dir(&odd).unwrap();
+    let out_path = dir.path().join("p.json");
+    let out = fsprof()
+        .env("TMPDIR", &odd)
+        .args(["run", "-q", "-o"])
+        .arg(&out_path)
+        .args(["--", "cat", "/etc/hostname"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("cannot be preloaded"));
+    assert!(count(&load(&out_path), "read") >= 1);
+}
