@@ -3,14 +3,17 @@
 //! 1. **Negligible pairs are skipped.** An op is negligible when, in both
 //!    profiles, its share of its layer's total latency *and* its share of
 //!    the layer's calls are below [`CompareOptions::negligible`] (default
-//!    1%). Ops whose counts and histograms are equal are `identical`.
+//!    1%), or when it has fewer than [`CompareOptions::min_calls`] calls on
+//!    both sides (one call is no distribution). Ops whose counts and
+//!    histograms are equal are `identical`.
 //! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
 //!    matched by overlapping bucket ranges; a peak in B without a partner in
 //!    A is `new`, the reverse `gone`, a matched peak whose mode moved by at
 //!    least two powers of two `moved`. A new or gone peak holding at least
-//!    [`CompareOptions::peak_change_share`] of the op's calls or latency
-//!    makes the op interesting by itself (turn off with
-//!    `peak_changes: false`).
+//!    [`CompareOptions::peak_change_share`] of the op's latency (and at
+//!    least 1% of its calls) makes the op interesting by itself — a few
+//!    calls that now go to the disk are a change even when they barely move
+//!    the distribution (turn off with `peak_changes: false`).
 //! 3. **The difference is scored** with the chosen [`Method`]; a score at or
 //!    above the threshold makes the op interesting.
 //!
@@ -119,11 +122,14 @@ pub struct CompareOptions {
     /// Phase 1: share of the layer's latency and calls below which an op is
     /// negligible (in both profiles). Default 0.01.
     pub negligible: f64,
+    /// Phase 1: ops with fewer calls than this on both sides are
+    /// negligible. Default 10.
+    pub min_calls: u64,
     /// Phase 2 on/off: whether a new or gone peak alone makes an op
     /// interesting. Default true.
     pub peak_changes: bool,
-    /// Phase 2: smallest share of the op's calls *or* latency a new/gone
-    /// peak must hold to count. Default 0.05.
+    /// Phase 2: smallest share of the op's latency a new/gone peak must
+    /// hold (on its side) to count. Default 0.2.
     pub peak_change_share: f64,
     pub peaks: PeakOptions,
     /// Labels peaks in reasons ("≈ device read") when given.
@@ -136,8 +142,9 @@ impl Default for CompareOptions {
             method: Method::Emd,
             threshold: None,
             negligible: 0.01,
+            min_calls: 10,
             peak_changes: true,
-            peak_change_share: 0.05,
+            peak_change_share: 0.2,
             peaks: PeakOptions::default(),
             calibration: None,
         }
@@ -329,6 +336,7 @@ fn compare_op(
     let (ca, cb) = (a.op.count(), b.op.count());
     let status = if (ca == 0 && cb == 0)
         || (a.negligible(opts.negligible) && b.negligible(opts.negligible))
+        || (ca < opts.min_calls && cb < opts.min_calls)
     {
         Status::Negligible
     } else if ca == 0 {
@@ -410,9 +418,7 @@ fn peak_changes(
     opts: &CompareOptions,
 ) -> Vec<PeakChange> {
     let significant = |p: &Peak| {
-        opts.peak_changes
-            && (p.count_share >= opts.peak_change_share
-                || p.latency_share >= opts.peak_change_share)
+        opts.peak_changes && p.latency_share >= opts.peak_change_share && p.count_share >= 0.01
     };
     let mut out = Vec::new();
     for p in pb {
@@ -497,6 +503,13 @@ fn reason(
             )
         }
         Status::Identical => return format!("{name}: identical"),
+        Status::Negligible if a.op.count() < opts.min_calls && b.op.count() < opts.min_calls => {
+            return format!(
+                "{name}: too few calls to compare ({} and {})",
+                a.op.count(),
+                b.op.count()
+            )
+        }
         Status::Negligible => {
             return format!(
                 "{name}: negligible (under {} of calls and latency on both sides)",

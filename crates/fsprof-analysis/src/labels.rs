@@ -15,8 +15,9 @@ pub const FORMAT_NAME: &str = "fsprof-calibration";
 pub const FORMAT_VERSION: u32 = 1;
 
 /// A peak is labelled with a characteristic only when its typical latency
-/// is within this factor of the characteristic's median: one power of two,
-/// i.e. the width of a default bucket.
+/// lies within this factor outside the characteristic's measured 10th–90th
+/// percentile range: one power of two, the width of a default bucket (a
+/// peak's typical latency is only known to a bucket).
 pub const MAX_LABEL_RATIO: f64 = 2.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -131,8 +132,9 @@ impl Calibration {
         }
     }
 
-    /// The characteristic nearest to `ns` on a log scale, if within
-    /// [`MAX_LABEL_RATIO`] of it.
+    /// Among the characteristics whose `[p10 / MAX_LABEL_RATIO, p90 ×
+    /// MAX_LABEL_RATIO]` range holds `ns`, the one whose median is nearest
+    /// on a log scale.
     pub fn nearest(&self, ns: f64) -> Option<&Characteristic> {
         if ns.is_nan() || ns <= 0.0 {
             return None;
@@ -140,8 +142,12 @@ impl Calibration {
         self.characteristics
             .iter()
             .filter(|c| c.median_ns > 0.0)
+            .filter(|c| {
+                let lo = c.p10_ns.min(c.median_ns) / MAX_LABEL_RATIO;
+                let hi = c.p90_ns.max(c.median_ns) * MAX_LABEL_RATIO;
+                (lo..=hi).contains(&ns)
+            })
             .map(|c| (c, (ns / c.median_ns).log2().abs()))
-            .filter(|(_, d)| *d <= MAX_LABEL_RATIO.log2())
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(c, _)| c)
     }
@@ -185,7 +191,9 @@ mod tests {
     #[test]
     fn labels_the_nearest_characteristic_within_a_factor_of_two() {
         let c = cal();
-        assert_eq!(c.label(1200.0).as_deref(), Some("≈ page-cache hit"));
+        // p90 of the hit is 1080 ns: up to 2160 ns is still a hit.
+        assert_eq!(c.label(2100.0).as_deref(), Some("≈ page-cache hit"));
+        assert_eq!(c.label(2300.0), None);
         assert_eq!(c.label(100_000.0).as_deref(), Some("≈ device read"));
         assert_eq!(c.label(60.0).as_deref(), Some("≈ null syscall"));
         assert_eq!(c.label(10_000.0), None);

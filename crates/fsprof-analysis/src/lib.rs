@@ -15,6 +15,7 @@
 //! Everything here is pure computation on [`fsprof_core::Profile`] values
 //! except [`calibrate`], which runs small workloads on this machine.
 
+pub mod calibrate;
 pub mod compare;
 pub mod correlation;
 pub mod distance;

@@ -28,6 +28,25 @@ pub enum Command {
     Export(ExportArgs),
     /// Compare two profiles op by op; exit 1 if an op changed significantly
     Compare(CompareArgs),
+    /// Measure this machine's characteristic latencies, used to label peaks
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Where to store the calibration
+    /// [default: $XDG_CONFIG_HOME/fsprof/calibration.json or ~/.config/fsprof/calibration.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists (the default file is always replaced)
+    #[arg(short, long)]
+    pub force: bool,
+    /// Measure the device under this directory (scratch files go there)
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Print the calibration as JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

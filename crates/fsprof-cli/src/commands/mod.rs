@@ -1,4 +1,5 @@
 mod analysis;
+mod calibrate;
 mod check;
 mod compare;
 mod export;
@@ -19,5 +20,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Plot(a) => plot::plot(a),
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
+        Command::Calibrate(a) => calibrate::calibrate(a),
     }
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Classification rates of `fsprof compare` on a labelled set of real profile
+pairs (OSprof §5.3): each pair is two `fsprof run` profiles of the same
+workload (bench/classify/workload.c), B with one controlled change whose
+effect on the ops is known:
+
+  null     nothing changed                         -> no op
+  cold     data file evicted from the page cache   -> pread
+  delay    1 ms injected before every 16th read    -> read
+  compete  a second process doing O_DSYNC writes   -> fdatasync
+
+For every method, with and without phase 2 (peak changes), counts false
+positives (an unchanged op flagged) and false negatives (the changed op not
+flagged) over the workload's ops, over ROUNDS rounds of all pairs. With
+--runs K each side is the merge of K runs, A and B interleaved.
+
+usage: bench/classify.py [--rounds N] [--runs K] [--resolution R] [--fsprof PATH]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--rounds", type=int, default=10)
+ap.add_argument("--runs", type=int, default=1)
+ap.add_argument("--resolution", default="1")
+ap.add_argument("--fsprof", default="target/release/fsprof")
+ARGS = ap.parse_args()
+ROUNDS, FSPROF = ARGS.rounds, ARGS.fsprof
+ITER = "2000"
+OPS = ["stat", "open", "close", "pread", "read", "pwrite", "fdatasync"]
+PAIRS = {
+    # name: (flags of both runs, flags of B only, competitor?, changed ops)
+    "null": ([], [], False, set()),
+    "cold": ([], ["--cold"], False, {"pread"}),
+    "delay": (["--no-sync"], ["--delay"], False, {"read"}),
+    "compete": ([], [], True, {"fdatasync"}),
+}
+METHODS = ["emd", "chi2", "jeffrey", "count", "latency"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(out, d, wl, flags):
+    subprocess.run([FSPROF, "run", "-q", "-f", "--resolution", ARGS.resolution, "-o", out,
+                    "--", wl, d, ITER] + flags, check=True, stderr=subprocess.DEVNULL)
+
+
+def merge(out, parts):
+    if len(parts) == 1:
+        os.replace(parts[0], out)
+        return
+    subprocess.run([FSPROF, "merge", "-f", "-o", out] + parts, check=True, stderr=subprocess.DEVNULL)
+
+
+def compete(d):
+    # A shell loop of synchronous 4 KiB writes on the same device.
+    return subprocess.Popen(
+        ["sh", "-c", f"while :; do dd if=/dev/zero of={d}/compete bs=4k count=50 oflag=dsync status=none; done"],
+        start_new_session=True)
+
+
+def flagged(a, b, method, peaks):
+    args = [FSPROF, "compare", "--format", "json", "--method", method, "--no-labels"]
+    if not peaks:
+        args.append("--no-peak-changes")
+    r = subprocess.run(args + [a, b], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        sys.exit(f"compare failed: {r.stderr}")
+    doc = json.loads(r.stdout)
+    return {o["op"] for o in doc["comparison"]["ops"] if o["interesting"] and o["op"] in OPS}
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="fsprof-classify-", dir=os.environ.get("TMPDIR", "/tmp"))
+    wl = os.path.join(d, "workload")
+    subprocess.run(["cc", "-O2", "-o", wl, os.path.join(HERE, "classify", "workload.c"), "-lpthread"], check=True)
+    with open(os.path.join(d, "data"), "wb") as f:
+        f.write(os.urandom(16 << 20))
+    # errors[(method, peaks)] = [fp, negatives, fn, positives]
+    errors = {(m, p): [0, 0, 0, 0] for m in METHODS for p in (True, False)}
+    misses = {}
+    for r in range(ROUNDS):
+        for name, (both, bonly, comp, changed) in PAIRS.items():
+            a, b = os.path.join(d, f"{name}-a.json"), os.path.join(d, f"{name}-b.json")
+            pa, pb = [], []
+            for k in range(ARGS.runs):
+                pa.append(os.path.join(d, f"{name}-a{k}.json"))
+                pb.append(os.path.join(d, f"{name}-b{k}.json"))
+                run(pa[-1], d, wl, both)
+                c = compete(d) if comp else None
+                try:
+                    run(pb[-1], d, wl, both + bonly)
+                finally:
+                    if c:
+                        os.killpg(c.pid, signal.SIGKILL)
+                        c.wait()
+            merge(a, pa)
+            merge(b, pb)
+            ops = [o for o in OPS if not (o == "fdatasync" and "--no-sync" in both)]
+            for key, e in errors.items():
+                got = flagged(a, b, *key)
+                for o in ops:
+                    if o in changed:
+                        e[3] += 1
+                        e[2] += o not in got
+                    else:
+                        e[1] += 1
+                        e[0] += o in got
+                    if (o in changed) != (o in got):
+                        misses.setdefault(key, []).append(f"{name}:{o}")
+        print(f"round {r + 1}/{ROUNDS} done", file=sys.stderr)
+    print(f"{ROUNDS} rounds x {len(PAIRS)} pairs, {ARGS.runs} run(s) per side, resolution "
+          f"{ARGS.resolution}, {ITER} iterations per run\n")
+    print("| method | phase 2 | false positives | false negatives | errors |")
+    print("|---|---|---|---|---|")
+    for (m, p), (fp, neg, fn, pos) in errors.items():
+        print(f"| {m} | {'on' if p else 'off'} | {fp}/{neg} = {100 * fp / neg:.1f}% "
+              f"| {fn}/{pos} = {100 * fn / pos:.1f}% | {100 * (fp + fn) / (neg + pos):.1f}% |")
+    print("\nmisclassified (pair:op) per method:")
+    for (m, p), l in misses.items():
+        counts = {}
+        for x in l:
+            counts[x] = counts.get(x, 0) + 1
+        print(f"  {m} phase2={'on' if p else 'off'}: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())))
+    subprocess.run(["rm", "-rf", d])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+/* The workload of fsprof's labelled compare set (bench/classify.py and
+ * crates/fsprof-cli/tests/classify.rs). Each iteration makes the same
+ * calls; flags change exactly one thing:
+ *
+ *   --cold    evict DIR/data from the page cache first, so that every 16th
+ *             pread (the one outside a small hot region) misses: only
+ *             pread changes
+ *   --delay   every 16th read waits 1 ms for its data: only read changes
+ *
+ *   --no-sync leave out the fdatasync calls (both runs of a pair)
+ *
+ * (a competing process doing synchronous writes on the same device is
+ * started by the caller: fdatasync changes.)
+ *
+ * The delay pair is run with --no-sync: sleeping 1 ms at a time makes the
+ * idle governor pick deeper C-states, which slows every device wait of the
+ * process — fdatasync included. compare reports that correctly, but it is
+ * a consequence of the change, not the change.
+ *
+ * Only 1 in 16 calls is changed, and each kind of call runs in its own
+ * phase, because every call that blocks leaves the CPU idle and the calls
+ * right after it run slower (cold caches, deeper C-states, lower clock).
+ * Set-up I/O uses raw system calls so that it is the same, unprofiled, in
+ * every mode.
+ *
+ * usage: workload DIR N [--cold] [--delay] [--no-sync]; DIR/data (16 MiB) must exist.
+ * The pipe writer uses raw system calls so that its own writes and sleeps
+ * are not profiled. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static int pipefd[2];
+static long iterations;
+static int delay;
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    char msg[64];
+    memset(msg, 'x', sizeof msg);
+    for (long i = 0; i < iterations; i++) {
+        if (delay && i % 16 == 0) {
+            struct timespec ms = {0, 1000000};
+            syscall(SYS_nanosleep, &ms, NULL);
+        }
+        if (syscall(SYS_write, pipefd[1], msg, sizeof msg) != (long)sizeof msg)
+            _exit(3);
+    }
+    return NULL;
+}
+
+/* 20 ms of busy waiting, unprofiled: lets the CPU's frequency and idle
+ * state settle before the next phase. */
+static void settle(void)
+{
+    struct timespec t0, t;
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t0);
+    do
+        syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000000L);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: workload DIR N [--cold] [--delay] [--no-sync]\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    iterations = atol(argv[2]);
+    int cold = 0, sync = 1;
+    for (int k = 3; k < argc; k++) {
+        if (!strcmp(argv[k], "--cold"))
+            cold = 1;
+        else if (!strcmp(argv[k], "--delay"))
+            delay = 1;
+        else if (!strcmp(argv[k], "--no-sync"))
+            sync = 0;
+    }
+    char data[4096], small[4096], logf[4096];
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(small, sizeof small, "%s/small", dir);
+    snprintf(logf, sizeof logf, "%s/log.%d", dir, (int)getpid());
+
+    static char buf[4096];
+    int dfd = open(data, O_RDONLY);
+    int sfd = open(small, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int lfd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (dfd < 0 || sfd < 0 || lfd < 0) {
+        perror("workload: open");
+        return 1;
+    }
+    close(sfd);
+    struct stat st;
+    fstat(dfd, &st);
+    long pages = st.st_size / 4096;
+    for (long p = 0; p < pages; p++)
+        syscall(SYS_pread64, dfd, buf, sizeof buf, p * 4096);
+    if (cold)
+        syscall(SYS_fadvise64, dfd, 0, 0, POSIX_FADV_DONTNEED);
+    syscall(SYS_fadvise64, dfd, 0, 0, POSIX_FADV_RANDOM);
+    /* Warm the hot region again so that only the far preads can miss. */
+    for (long p = 0; p < 16; p++)
+        syscall(SYS_pread64, dfd, buf, sizeof buf, p * 4096);
+    if (pipe(pipefd) != 0)
+        return 1;
+    pthread_t t;
+    pthread_create(&t, NULL, writer, NULL);
+
+    /* One phase per kind of call, with a busy pause between phases: a
+     * change that makes the CPU idle (a miss, a sleep) also slows the calls
+     * that run right after it, through idle states and clock frequency, so
+     * phases keep each change to the op it was made to. */
+    for (long i = 0; i < iterations; i++)
+        stat(small, &st);
+    settle();
+    for (long i = 0; i < iterations; i++)
+        close(open(small, O_RDONLY));
+    settle();
+    for (long i = 0; i < iterations; i++) {
+        if (pwrite(lfd, buf, sizeof buf, i % 20 * 4096) != (long)sizeof buf)
+            return 1;
+        if (sync && i % 20 == 19)
+            fdatasync(lfd);
+    }
+    settle();
+    for (long i = 0; i < iterations; i++) {
+        char msg[64];
+        if (read(pipefd[0], msg, sizeof msg) != (long)sizeof msg)
+            return 1;
+    }
+    settle();
+    for (long i = 0; i < iterations; i++) {
+        long page = i % 16 ? i % 16 : 16 + (i / 16 * 37) % (pages - 16);
+        pread(dfd, buf, sizeof buf, page * 4096);
+    }
+    pthread_join(t, NULL);
+    unlink(logf);
+    return 0;
+}
