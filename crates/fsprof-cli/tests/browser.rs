@@ -9,8 +9,8 @@ mod report_helpers;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use report_helpers::*;
 use fsprof_core::format::read_profile;
+use report_helpers::*;
 
 fn browser_ready() -> bool {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());

@@ -3,8 +3,8 @@
 
 mod report_helpers;
 
-use report_helpers::*;
 use fsprof_core::format::{read_profile, write_profile};
+use report_helpers::*;
 
 #[test]
 fn merge_profiles_of_several_hosts_then_report_and_export() {

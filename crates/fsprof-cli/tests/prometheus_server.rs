@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use report_helpers::*;
 use fsprof_core::format::read_profile;
+use report_helpers::*;
 
 /// Stops the server we started (by its pid) however the test ends.
 struct Killed(Child);

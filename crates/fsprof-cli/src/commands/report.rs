@@ -170,7 +170,7 @@ pub fn finish_bytes(bytes: &[u8], output: Option<&std::path::Path>, force: bool)
             write_atomic(path, bytes, force)?;
             eprintln!("fsprof: wrote {}", path.display());
         }
-        None => write_stdout(bytes)?,
+        None => write_stdout_bytes(bytes)?,
     }
     Ok(0)
 }
@@ -248,7 +248,11 @@ fn value_range(i: i32) -> String {
 }
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
-fn write_stdout(bytes: &[u8]) -> Result<()> {
+pub fn write_stdout(text: &str) -> Result<()> {
+    write_stdout_bytes(text.as_bytes())
+}
+
+fn write_stdout_bytes(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
