@@ -427,13 +427,9 @@ pub fn compare(
 ) -> Result<String, PlotError> {
     let (na, pa) = a;
     let (nb, pb) = b;
-    if pa.resolution() != pb.resolution() {
-        return Err(PlotError::Resolution {
-            a: pa.resolution().get(),
-            b: pb.resolution().get(),
-        });
-    }
-    let res = pa.resolution();
+    // Overlaid bars need one bucket layout: the coarser one, which the
+    // finer one's buckets nest in exactly (as the comparison itself does).
+    let res = pa.resolution().min(pb.resolution());
     let mut out = String::new();
     page_start(&mut out, &format!("fsprof compare: {na} vs {nb}"));
     let _ = writeln!(
@@ -470,7 +466,9 @@ pub fn compare(
          <th>total A</th><th>total B</th><th class=\"l\">method</th><th>score</th><th class=\"l\">verdict</th></tr>\n",
     );
     let find = |p: &'_ Profile, l: &str, o: &str| -> Option<OpStats> {
-        p.layer(l).and_then(|l| l.op(o)).cloned()
+        let mut op = p.layer(l).and_then(|l| l.op(o)).cloned()?;
+        op.downscale(p.resolution(), res);
+        Some(op)
     };
     for r in &ranked {
         let oa = find(pa, &r.layer, &r.op).unwrap_or_default();

@@ -25,8 +25,6 @@ pub enum PlotError {
     AmbiguousOp { op: String, layers: String },
     #[error("the profile has no intervals, so there is no timeline to plot; record one with `fsprof run --interval 1s ...`")]
     NoIntervals,
-    #[error("the profiles have different resolutions ({a} and {b} buckets per power of two); merge or re-record them at one resolution")]
-    Resolution { a: u32, b: u32 },
     #[error("cannot render the PNG: {0}")]
     Png(String),
 }

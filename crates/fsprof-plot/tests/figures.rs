@@ -267,7 +267,16 @@ fn compare_overlays_interesting_ops_with_scores() {
     // Overlaid: both series drawn, with a legend.
     assert!(page.contains(">A ("));
     assert!(page.contains(">B ("));
+    // A finer B is drawn at A's coarser buckets: index 2i and 2i+1 at r=2
+    // are index i at r=1.
     let mut c = b.clone();
     c.meta.resolution = Resolution::new(2).unwrap();
-    assert!(html::compare(("a", &a), ("c", &c), &rows).is_err());
+    for l in &mut c.layers {
+        for o in &mut l.ops {
+            o.histogram.offset *= 2;
+        }
+    }
+    let page = html::compare(("a", &a), ("c", &c), &rows).unwrap();
+    assert!(page.contains("1 per 2x"));
+    assert!(!page.contains("2 per 2x"));
 }
