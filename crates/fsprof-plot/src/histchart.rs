@@ -208,8 +208,12 @@ pub fn render(c: &HistogramChart) -> String {
         } else {
             p.label.clone()
         };
+        // Keep the label inside the plot: a peak at either end would push
+        // half of it past the edge (~6px per character at this size).
+        let half = 3.0 * label.chars().count() as f64;
+        let lx = cx.clamp(LEFT + half, (LEFT + pw - half).max(LEFT + half));
         svg.text(
-            cx,
+            lx,
             (y - 11.0).max(TOP - 2.0),
             Anchor::Middle,
             10.0,
