@@ -24,6 +24,10 @@ pub enum Command {
     Merge(MergeArgs),
     /// Profile syscall, file-system, FUSE and block latency in the kernel (eBPF)
     Kernel(KernelArgs),
+    /// Draw one op's histogram or timeline as SVG or PNG
+    Plot(PlotArgs),
+    /// Write a profile as OpenTelemetry (OTLP JSON) or Prometheus metrics
+    Export(ExportArgs),
     /// Compare two profiles op by op; exit 1 if an op changed significantly
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
@@ -76,6 +80,12 @@ pub struct RunArgs {
     /// Ops that get a histogram in the report
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
+    /// Serve live Prometheus metrics on http://ADDR/metrics while the command runs (e.g. 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR")]
+    pub serve_metrics: Option<String>,
+    /// Allow --serve-metrics on an address other than loopback
+    #[arg(long, requires = "serve_metrics")]
+    pub metrics_allow_remote: bool,
     /// The command to profile and its arguments
     #[arg(
         required = true,
@@ -117,6 +127,12 @@ pub struct ReportArgs {
     /// Also attribute upper-layer latency to lower layers (text format)
     #[arg(long)]
     pub attribution: bool,
+    /// Write the report to FILE instead of standard output (required for html)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
     #[command(flatten)]
     pub analysis: ReportAnalysisArgs,
 }
@@ -176,6 +192,12 @@ pub struct CompareArgs {
     pub no_peak_changes: bool,
     #[arg(long, value_enum, default_value_t = FormatArg::Text)]
     pub format: FormatArg,
+    /// Write to FILE instead of standard output (required for html)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
 }
@@ -194,11 +216,79 @@ pub enum MethodArg {
     Latency,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     Text,
     Json,
     Csv,
+    /// One self-contained page with charts (needs -o)
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Profile file
+    pub file: PathBuf,
+    /// The op to draw
+    #[arg(long, value_name = "NAME", required = true)]
+    pub op: String,
+    /// The op's layer, when several layers have an op of that name
+    #[arg(long, value_name = "NAME")]
+    pub layer: Option<String>,
+    /// What to draw
+    #[arg(long, value_enum, default_value_t = PlotKindArg::Count)]
+    pub kind: PlotKindArg,
+    /// Logarithmic value axis (count and delay plots)
+    #[arg(long)]
+    pub log_y: bool,
+    /// Output file; its extension picks the format (.svg or .png)
+    #[arg(short, long, value_name = "FILE", required = true)]
+    pub output: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(short, long)]
+    pub force: bool,
+    /// PNG pixels per SVG unit
+    #[arg(long, default_value_t = 2.0, value_name = "X", value_parser = parse_scale)]
+    pub scale: f32,
+    /// Don't mark the histogram's peaks
+    #[arg(long)]
+    pub no_peaks: bool,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlotKindArg {
+    /// Calls per latency bucket
+    Count,
+    /// Total latency per bucket (calls × bucket mean latency)
+    Delay,
+    /// Heat map of the latency distribution per interval (needs --interval profiles)
+    Timeline,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Profile file
+    pub file: PathBuf,
+    #[arg(long, value_enum, required = true)]
+    pub format: ExportFormatArg,
+    /// Write to FILE instead of standard output
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormatArg {
+    /// OpenTelemetry ExportMetricsServiceRequest, protobuf JSON mapping (exponential histograms)
+    OtlpJson,
+    /// Prometheus text exposition format 0.0.4 (classic histograms)
+    Prometheus,
+    /// Prometheus protobuf exposition, delimited MetricFamily messages (native and classic histograms)
+    PrometheusProtobuf,
 }
 
 #[derive(Debug, Args)]
@@ -295,6 +385,13 @@ fn parse_interval(s: &str) -> Result<u64, String> {
         return Err("intervals shorter than 1ms are not supported".into());
     }
     Ok(ns)
+}
+
+fn parse_scale(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(x) if (0.25..=8.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a scale between 0.25 and 8")),
+    }
 }
 
 fn parse_nonnegative(s: &str) -> Result<f64, String> {

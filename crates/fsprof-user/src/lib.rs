@@ -10,4 +10,4 @@ pub mod sysinfo;
 
 pub use clock::ClockChoice;
 pub use launch::LaunchError;
-pub use session::{run, RunError, RunOptions, RunOutcome};
+pub use session::{run, LiveSink, RunError, RunOptions, RunOutcome};

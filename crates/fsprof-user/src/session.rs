@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fsprof_core::profile::{layer, ExitStatus, Interval, Layer, Meta, Overhead, Process};
@@ -24,6 +24,17 @@ pub struct RunOptions {
     pub resolution: Resolution,
     pub interval_ns: Option<u64>,
     pub clock: ClockChoice,
+    /// Kept current while the command runs (for live metrics).
+    pub live: Option<LiveSink>,
+}
+
+/// Where `run` publishes the merged counters at every sample, for readers
+/// such as a metrics endpoint; sampled every `period_ns` (or at each
+/// `--interval`, when that is given).
+#[derive(Clone, Debug)]
+pub struct LiveSink {
+    pub layers: Arc<Mutex<Vec<Layer>>>,
+    pub period_ns: u64,
 }
 
 #[derive(Debug)]
@@ -88,24 +99,29 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let mut intervals = Vec::new();
     let mut last: Vec<Layer> = Vec::new();
     let mut last_t = 0u64;
+    let period = opts.interval_ns.or(opts.live.as_ref().map(|l| l.period_ns));
+    let mut samples = 0u64;
     let exit = loop {
-        let timeout = opts
-            .interval_ns
+        let timeout = period
             .map(|iv| {
-                Duration::from_nanos((intervals.len() as u64 + 1) * iv)
+                Duration::from_nanos((samples + 1) * iv)
                     .saturating_sub(Duration::from_nanos(mono_ns() - start_mono))
             })
             .unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(timeout) {
             Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if opts.interval_ns.is_some() {
+                if period.is_some() {
+                    samples += 1;
                     let now = mono_ns() - start_mono;
                     let (procs, _) = snapshot(&dir, &layout);
                     let total = merged(&procs);
-                    intervals.push(slice(&total, &last, last_t, now));
-                    last = total;
-                    last_t = now;
+                    publish(opts, &total);
+                    if opts.interval_ns.is_some() {
+                        intervals.push(slice(&total, &last, last_t, now));
+                        last = total;
+                        last_t = now;
+                    }
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -117,6 +133,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let duration_ns = end_mono - start_mono;
     let (procs, unreadable) = snapshot(&dir, &layout);
     let total = merged(&procs);
+    publish(opts, &total);
     if opts.interval_ns.is_some() {
         intervals.push(slice(&total, &last, last_t, duration_ns));
     }
@@ -213,6 +230,12 @@ fn preload_value(shim: &std::path::Path) -> OsString {
         }
     }
     v
+}
+
+fn publish(opts: &RunOptions, total: &[Layer]) {
+    if let Some(live) = &opts.live {
+        *live.layers.lock().unwrap_or_else(|e| e.into_inner()) = total.to_vec();
+    }
 }
 
 fn snapshot(dir: &RunDir, layout: &BucketLayout) -> (Vec<ProcessCounters>, Vec<String>) {

@@ -7,10 +7,15 @@ use fsprof_analysis::render;
 use fsprof_core::format::read_profile;
 
 use super::analysis::calibration;
-use super::report::write_stdout;
+use fsprof_plot::CompareRow;
+
+use super::report::finish;
 use crate::cli::{CompareArgs, FormatArg, MethodArg};
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
+    if a.format == FormatArg::Html && a.output.is_none() {
+        anyhow::bail!("--format html writes a file: add -o compare.html");
+    }
     let pa = read_profile(&a.a)?;
     let pb = read_profile(&a.b)?;
     let opts = CompareOptions {
@@ -33,7 +38,22 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         FormatArg::Text => render::comparison_text(&c, &na, &nb),
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
+        FormatArg::Html => {
+            let rows: Vec<CompareRow> = c
+                .ops
+                .iter()
+                .map(|o| CompareRow {
+                    layer: o.layer.clone(),
+                    op: o.op.clone(),
+                    method: o.method.name().to_string(),
+                    score: o.score,
+                    interesting: o.interesting,
+                    reason: o.reason.clone(),
+                })
+                .collect();
+            fsprof_plot::html::compare((&na, &pa), (&nb, &pb), &rows)?
+        }
     };
-    write_stdout(&text)?;
+    finish(&text, a.output.as_deref(), a.force)?;
     Ok(c.exit_code())
 }

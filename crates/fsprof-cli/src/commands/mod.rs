@@ -3,7 +3,9 @@ mod calibrate;
 mod check;
 mod compare;
 mod kernel;
+mod export;
 mod merge;
+mod plot;
 mod report;
 mod run;
 
@@ -17,6 +19,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Check(a) => check::check(a),
         Command::Merge(a) => merge::merge(a),
         Command::Kernel(a) => kernel::kernel(a),
+        Command::Plot(a) => plot::plot(a),
+        Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
     }

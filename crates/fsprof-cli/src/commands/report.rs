@@ -5,7 +5,7 @@ use fsprof_analysis::correlation::{correlate_in, Value};
 use fsprof_analysis::peaks::PeakOptions;
 use fsprof_analysis::render;
 use fsprof_analysis::select::{interesting, SelectOptions};
-use fsprof_core::format::read_profile;
+use fsprof_core::format::{read_profile, write_atomic};
 use fsprof_core::Profile;
 use fsprof_report::{render, Format, ReportOptions, Selection};
 
@@ -13,8 +13,27 @@ use super::analysis::calibration;
 use crate::cli::{CorrelateArg, FormatArg, ReportArgs};
 
 pub fn report(a: ReportArgs) -> Result<i32> {
+    if a.format == FormatArg::Html && a.output.is_none() {
+        bail!("--format html writes a file: add -o report.html");
+    }
     let profile = read_profile(&a.file)?;
     let an = &a.analysis;
+    if a.format == FormatArg::Html {
+        if an.correlate.is_some() || an.interesting {
+            bail!("--format html shows every op with its peaks; --interesting and --correlate are for text, json and csv");
+        }
+        let cal = calibration(&an.calibration)?;
+        let finder = super::plot::peak_finder(cal.as_ref());
+        let opts = fsprof_plot::HtmlOptions {
+            selection: Selection {
+                layers: a.layers,
+                ops: a.ops,
+            },
+            peaks: Some(&finder),
+        };
+        let html = fsprof_plot::html::report(&profile, &opts)?;
+        return finish(&html, a.output.as_deref(), a.force);
+    }
     if an.correlate.is_some() && a.ops.len() != 1 {
         bail!("--correlate needs exactly one --op, e.g. --correlate seek --op read");
     }
@@ -27,6 +46,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             FormatArg::Text => Format::Text,
             FormatArg::Json => Format::Json,
             FormatArg::Csv => Format::Csv,
+            FormatArg::Html => unreachable!("handled above"),
         },
         selection: Selection {
             layers: a.layers.clone(),
@@ -41,8 +61,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         base.push_str(&fsprof_kernel::attribution::render_text(&profile));
     }
     if extras == 0 {
-        write_stdout(&base)?;
-        return Ok(0);
+        return finish(&base, a.output.as_deref(), a.force);
     }
     let cal = calibration(&an.calibration)?;
     let popts = PeakOptions::default();
@@ -109,8 +128,24 @@ pub fn report(a: ReportArgs) -> Result<i32> {
                 render::correlation_csv(corr.as_ref().expect("one extra was asked for"))
             }
         }
+        FormatArg::Html => unreachable!("handled above"),
     };
-    write_stdout(&text)?;
+    finish(&text, a.output.as_deref(), a.force)
+}
+
+/// To `-o FILE` (atomically, no partial file on failure) or standard output.
+pub fn finish(text: &str, output: Option<&std::path::Path>, force: bool) -> Result<i32> {
+    finish_bytes(text.as_bytes(), output, force)
+}
+
+pub fn finish_bytes(bytes: &[u8], output: Option<&std::path::Path>, force: bool) -> Result<i32> {
+    match output {
+        Some(path) => {
+            write_atomic(path, bytes, force)?;
+            eprintln!("fsprof: wrote {}", path.display());
+        }
+        None => write_stdout_bytes(bytes)?,
+    }
     Ok(0)
 }
 
@@ -130,8 +165,12 @@ fn top_ops(p: &Profile, layers: &[String], n: usize) -> Vec<(String, String)> {
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
 pub fn write_stdout(text: &str) -> Result<()> {
+    write_stdout_bytes(text.as_bytes())
+}
+
+fn write_stdout_bytes(bytes: &[u8]) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         r => Ok(r?),
     }

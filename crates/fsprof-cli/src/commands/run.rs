@@ -3,8 +3,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use fsprof_core::format::{to_json, write_atomic, FormatError};
 use fsprof_core::{Profile, Resolution};
+use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::{render, ReportOptions};
-use fsprof_user::{ClockChoice, RunError, RunOptions};
+use fsprof_user::{ClockChoice, LiveSink, RunError, RunOptions};
 
 use crate::cli::{ClockArg, RunArgs};
 
@@ -40,15 +41,24 @@ pub fn run(a: RunArgs) -> Result<i32> {
             );
         }
     }
+    let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;
+    let (live, server) = match &a.serve_metrics {
+        Some(addr) => {
+            let (sink, server) = serve_metrics(addr, &a, resolution)?;
+            (Some(sink), Some(server))
+        }
+        None => (None, None),
+    };
     let opts = RunOptions {
         argv: a.command.clone(),
-        resolution: Resolution::new(a.resolution).map_err(anyhow::Error::msg)?,
+        resolution,
         interval_ns: a.interval,
         clock: match a.clock {
             ClockArg::Auto => ClockChoice::Auto,
             ClockArg::Tsc => ClockChoice::Tsc,
             ClockArg::Monotonic => ClockChoice::Monotonic,
         },
+        live,
     };
     let outcome = match fsprof_user::run(&opts) {
         Ok(o) => o,
@@ -58,6 +68,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    drop(server);
     let code = outcome.exit.shell_code();
     let path = save(&outcome.profile, &a)?;
     for n in &outcome.notes {
@@ -83,6 +94,47 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     eprintln!("fsprof: profile written to {}", path.display());
     Ok(code)
+}
+
+/// Live metrics sampled every --interval, or every second without one.
+const LIVE_PERIOD_NS: u64 = 1_000_000_000;
+
+/// Starts the endpoint before the command, so a bad or busy address fails
+/// the run up front rather than after a long capture.
+fn serve_metrics(
+    addr: &str,
+    a: &RunArgs,
+    resolution: Resolution,
+) -> Result<(LiveSink, MetricsServer)> {
+    let addrs = serve::resolve(addr, a.metrics_allow_remote)?;
+    let sink = LiveSink {
+        layers: Default::default(),
+        period_ns: a.interval.unwrap_or(LIVE_PERIOD_NS),
+    };
+    let template = Profile::new(fsprof_core::Meta {
+        fsprof_version: env!("CARGO_PKG_VERSION").into(),
+        tool: "run".into(),
+        command: a
+            .command
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect(),
+        host: fsprof_user::sysinfo::hostname(),
+        resolution,
+        ..Default::default()
+    });
+    let layers = sink.layers.clone();
+    let source: serve::Source = std::sync::Arc::new(move || {
+        let mut p = template.clone();
+        p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        p
+    });
+    let server = MetricsServer::start(&addrs, source)?;
+    eprintln!(
+        "fsprof: serving live metrics on http://{}/metrics",
+        server.local_addr()
+    );
+    Ok((sink, server))
 }
 
 /// Writes the profile without ever replacing a file that is not ours to

@@ -1,0 +1,14 @@
+use anyhow::Result;
+use fsprof_core::format::read_profile;
+
+use crate::cli::{ExportArgs, ExportFormatArg};
+
+pub fn export(a: ExportArgs) -> Result<i32> {
+    let profile = read_profile(&a.file)?;
+    let bytes = match a.format {
+        ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile).into_bytes(),
+        ExportFormatArg::Prometheus => fsprof_export::prometheus::render(&profile).into_bytes(),
+        ExportFormatArg::PrometheusProtobuf => fsprof_export::protobuf::render(&profile),
+    };
+    super::report::finish_bytes(&bytes, a.output.as_deref(), a.force)
+}

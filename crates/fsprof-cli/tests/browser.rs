@@ -1,0 +1,165 @@
+//! The HTML reports in a real browser: Debian's Chromium, headless, driven
+//! by playwright-core (tests/browser/check_report.mjs). The page must load
+//! without console errors or network requests, show the expected number of
+//! charts, each drawn, and switch to log axes. Screenshots land in
+//! target/browser-artifacts/ for CI to keep.
+
+mod report_helpers;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fsprof_core::format::read_profile;
+use report_helpers::*;
+
+fn browser_ready() -> bool {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return !missing(
+            "Chromium (/usr/bin/chromium)",
+            "apt-get install chromium (.ci/run does)",
+        );
+    }
+    let dir = workspace().join("tests/browser");
+    // Both tests may get here at once; one installs, the other waits.
+    let lock = std::fs::File::create(workspace().join("target/.browser-npm.lock")).unwrap();
+    lock.lock().unwrap();
+    if !dir.join("node_modules/playwright-core").exists() {
+        // `npm ci` installs exactly the locked version; no browser download
+        // (playwright-core has none).
+        let o = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output();
+        match o {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => {
+                return !missing(
+                    "playwright-core",
+                    &format!("npm ci failed: {}", String::from_utf8_lossy(&o.stderr)),
+                )
+            }
+            Err(e) => return !missing("npm", &format!("{e}: apt-get install npm")),
+        }
+    }
+    true
+}
+
+fn artifacts() -> PathBuf {
+    let d = workspace().join("target/browser-artifacts");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) {
+    let shot = artifacts().join(shot_name);
+    let o = Command::new("node")
+        .arg(workspace().join("tests/browser/check_report.mjs"))
+        .arg("--html")
+        .arg(html)
+        .args([
+            "--expect-charts",
+            &expect_charts.to_string(),
+            "--screenshot",
+        ])
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "browser check failed:\n{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    println!("screenshot: {}", shot.display());
+}
+
+/// Charts the report should hold, counted from the profile itself: count
+/// and delay histograms per op; with intervals, a heat map per op seen in
+/// an interval and a latency-per-interval chart per layer.
+fn expected_charts(p: &fsprof_core::Profile) -> usize {
+    let mut n = 0;
+    for l in &p.layers {
+        for op in &l.ops {
+            n += 2;
+            let in_intervals = p.intervals.iter().any(|iv| {
+                iv.layers.iter().filter(|il| il.name == l.name).any(|il| {
+                    il.op(&op.name)
+                        .is_some_and(|o| !o.histogram.counts.is_empty())
+                })
+            });
+            n += usize::from(in_intervals);
+        }
+        n += usize::from(!p.intervals.is_empty());
+    }
+    n
+}
+
+#[test]
+fn html_report_renders_in_chromium() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = record(dir.path(), "p.json", &["--interval", "50ms"]);
+    let profile = read_profile(&p).unwrap();
+    assert!(!profile.intervals.is_empty());
+    let html = dir.path().join("report.html");
+    let o = fsprof()
+        .arg("report")
+        .arg(&p)
+        .args(["--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let n = expected_charts(&profile);
+    assert!(n >= 10, "a real run has several ops: {n}");
+    check_in_browser(&html, n, "report.png");
+}
+
+#[test]
+fn compare_report_renders_in_chromium() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = record(dir.path(), "a.json", &[]);
+    // B does more: a sync and writes a file, which A never does.
+    let b = dir.path().join("b.json");
+    let target = dir.path().join("copy.x");
+    let o = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&b)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "find /usr/include -maxdepth 2 -name '*.h' | head -200 | xargs cat > '{}'; sync",
+                target.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = dir.path().join("compare.html");
+    let o = fsprof()
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .args(["--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    // 1: some op changed significantly (B syncs, A does not).
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let interesting = page.matches("<section class=\"op\"").count();
+    assert!(interesting >= 1, "no interesting op");
+    assert!(page.contains("sync"));
+    // Two overlaid histograms (count, delay) per interesting op.
+    check_in_browser(&html, 2 * interesting, "compare.png");
+}

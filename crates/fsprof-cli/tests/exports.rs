@@ -1,0 +1,244 @@
+//! `fsprof export` and `fsprof run --serve-metrics`, checked by the real
+//! parsers: the Prometheus Python client's text parser and the OTLP
+//! protobuf messages (opentelemetry-proto) via protobuf's JSON mapping.
+
+mod report_helpers;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use report_helpers::*;
+
+#[test]
+fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, extra) in [("r1.json", vec![]), ("r4.json", vec!["--resolution", "4"])] {
+        let p = record(dir.path(), name, &extra);
+        let prom = dir.path().join(format!("{name}.prom"));
+        let o = fsprof()
+            .args(["export", "--format", "prometheus", "-o"])
+            .arg(&prom)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = py_check(&py, "check_prometheus.py", &[&prom, &p], &[]);
+        assert!(out.contains("prometheus ok"), "{out}");
+        promtool_accepts(&prom);
+
+        // The protobuf exposition: delimited messages that tile the output.
+        let o = fsprof()
+            .args(["export", "--format", "prometheus-protobuf"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(
+            delimited_frames(&o.stdout),
+            2,
+            "histogram and error families"
+        );
+
+        // OTLP to standard output, as a pipeline into a collector would take it.
+        let o = fsprof()
+            .args(["export", "--format", "otlp-json"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let otlp = dir.path().join(format!("{name}.otlp.json"));
+        std::fs::write(&otlp, &o.stdout).unwrap();
+        let out = py_check(&py, "check_otlp.py", &[&otlp, &p], &[]);
+        let scale = if name == "r4.json" { 2 } else { 0 };
+        assert!(out.contains(&format!("at scale {scale}")), "{out}");
+    }
+}
+
+#[test]
+fn export_refuses_to_overwrite_and_names_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = record(dir.path(), "p.json", &[]);
+    let out = dir.path().join("m.prom");
+    std::fs::write(&out, "keep").unwrap();
+    let o = fsprof()
+        .args(["export", "--format", "prometheus", "-o"])
+        .arg(&out)
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
+    let o = fsprof()
+        .args(["export", "--format", "otlp-json"])
+        .arg(dir.path().join("nope.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
+
+/// Counts the length-prefixed frames of a delimited protobuf stream,
+/// checking they end exactly at the end.
+fn delimited_frames(mut b: &[u8]) -> usize {
+    let mut n = 0;
+    while !b.is_empty() {
+        let (mut len, mut shift, mut k) = (0usize, 0, 0);
+        loop {
+            let byte = b[k];
+            len |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            k += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        assert!(k + len <= b.len(), "frame overruns the output");
+        b = &b[k + len..];
+        n += 1;
+    }
+    n
+}
+
+/// Prometheus' own (Go) parser, via `promtool check metrics`: it must
+/// parse; the one lint it may raise is the deliberate unit choice
+/// (nanoseconds keep the bucket bounds exact powers of two).
+fn promtool_accepts(path: &std::path::Path) {
+    let o = match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(path).unwrap())
+        .output()
+    {
+        Ok(o) => o,
+        Err(_) => {
+            missing("promtool", "apt-get install prometheus (.ci/run does)");
+            return;
+        }
+    };
+    let text = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+    let lints: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    match o.status.code() {
+        Some(0) => {}
+        // 3: lint problems only, the input parsed.
+        Some(3) => assert!(
+            lints
+                .iter()
+                .all(|l| l.contains("use base unit \"seconds\" instead of \"nanoseconds\"")),
+            "promtool: {text}"
+        ),
+        c => panic!("promtool rejected the exposition ({c:?}): {text}"),
+    }
+}
+
+fn scrape(addr: &str) -> Option<String> {
+    let mut c = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    let (head, body) = s.split_once("\r\n\r\n")?;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    Some(body.to_string())
+}
+
+#[test]
+fn serve_metrics_exposes_live_counts_while_the_command_runs() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+    let profile = dir.path().join("live.json");
+    // The command keeps reading until the test has seen its calls (at most
+    // ~20 s), so the scrape happens during the run, not after it.
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 400 ]; do cat /etc/hostname /etc/passwd >/dev/null; i=$((i+1)); sleep 0.05; done",
+        done.display()
+    );
+    let mut child = fsprof()
+        .args(["run", "-q", "--serve-metrics", "127.0.0.1:0", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    let addr = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no serving line; stderr: {lines:?}"));
+        if let Some(rest) = line.strip_prefix("fsprof: serving live metrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+        lines.push(line);
+    };
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+
+    let mut body = String::new();
+    for _ in 0..100 {
+        if let Some(b) = scrape(&addr) {
+            if b.lines().any(|l| {
+                l.starts_with("fsprof_op_latency_nanoseconds_count{")
+                    && l.contains("op=\"read\"")
+                    && !l.ends_with(" 0")
+            }) {
+                body = b;
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!body.is_empty(), "never scraped read calls from {addr}");
+    assert!(body.contains("command=\"sh -c "), "{body}");
+    std::fs::write(&done, "").unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+
+    // The scrape parses and is bounded by the final profile.
+    let scraped = dir.path().join("scrape.prom");
+    std::fs::write(&scraped, &body).unwrap();
+    let out = py_check(
+        &py,
+        "check_prometheus.py",
+        &[&scraped, &profile],
+        &["--live"],
+    );
+    assert!(out.contains("prometheus ok"), "{out}");
+    // The endpoint went away with the run.
+    assert!(TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn serve_metrics_refuses_non_loopback_before_running_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let o = fsprof()
+        .current_dir(dir.path())
+        .args(["run", "--serve-metrics", "0.0.0.0:0", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("not a loopback address") && e.contains("--metrics-allow-remote"),
+        "{e}"
+    );
+    assert!(!marker.exists(), "the command ran anyway");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "left files behind"
+    );
+}

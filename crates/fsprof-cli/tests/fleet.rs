@@ -1,0 +1,90 @@
+//! Profiles from several hosts merged into one fleet profile with
+//! `fsprof merge`, then reported and exported like any other.
+
+mod report_helpers;
+
+use fsprof_core::format::{read_profile, write_profile};
+use report_helpers::*;
+
+#[test]
+fn merge_profiles_of_several_hosts_then_report_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs = Vec::new();
+    for host in ["web1", "web2", "db1"] {
+        let p = record(dir.path(), &format!("{host}.json"), &[]);
+        // Each run here is on this machine; give each the name of the host
+        // it stands for, as profiles collected across a fleet would have.
+        let mut prof = read_profile(&p).unwrap();
+        prof.meta.host = host.into();
+        write_profile(&p, &prof, true).unwrap();
+        inputs.push((p, prof));
+    }
+    let merged = dir.path().join("fleet.json");
+    let o = fsprof()
+        .arg("merge")
+        .args(inputs.iter().map(|(p, _)| p))
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = read_profile(&merged).unwrap();
+    let hosts: Vec<&str> = m.meta.merged_from.iter().map(|s| s.host.as_str()).collect();
+    assert_eq!(hosts, ["web1", "web2", "db1"]);
+    // Counts add up bucket by bucket.
+    let user = m.layer("user").unwrap();
+    for op in &user.ops {
+        let sum: u64 = inputs
+            .iter()
+            .filter_map(|(_, p)| p.layer("user").and_then(|l| l.op(&op.name)))
+            .map(|o| o.post)
+            .sum();
+        assert_eq!(op.post, sum, "{}", op.name);
+    }
+    let o = fsprof().arg("check").arg(&merged).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // Exports label the aggregate with every host it covers.
+    let o = fsprof()
+        .args(["export", "--format", "prometheus"])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("host=\"db1+web1+web2\""),
+        "{}",
+        &text[..400.min(text.len())]
+    );
+    if let Some(py) = python() {
+        let prom = dir.path().join("fleet.prom");
+        std::fs::write(&prom, &text).unwrap();
+        py_check(&py, "check_prometheus.py", &[&prom, &merged], &[]);
+        let otlp = dir.path().join("fleet.otlp.json");
+        let o = fsprof()
+            .args(["export", "--format", "otlp-json", "-o"])
+            .arg(&otlp)
+            .arg(&merged)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        py_check(&py, "check_otlp.py", &[&otlp, &merged], &[]);
+    }
+
+    // The HTML report lists the merged runs.
+    let html = dir.path().join("fleet.html");
+    let o = fsprof()
+        .arg("report")
+        .arg(&merged)
+        .args(["--format", "html", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("merged from 3 profiles"));
+    for h in ["web1", "web2", "db1"] {
+        assert!(page.contains(&format!("<td class=\"l\">{h}</td>")), "{h}");
+    }
+}

@@ -1,0 +1,170 @@
+//! The live endpoint scraped by a real Prometheus server (Debian's, with
+//! native histograms enabled): it must ingest fsprof's buckets as a native
+//! histogram whose boundaries are exactly fsprof's `(2^(i/r), 2^((i+1)/r)]`.
+//! Everything stays on loopback; every wait is bounded.
+
+mod report_helpers;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fsprof_core::format::read_profile;
+use report_helpers::*;
+
+/// Stops the server we started (by its pid) however the test ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut c = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut s = String::new();
+    c.read_to_string(&mut s).ok()?;
+    Some(s.split_once("\r\n\r\n")?.1.to_string())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
+    let Ok(prom) = which("prometheus") else {
+        missing("prometheus", "apt-get install prometheus (.ci/run does)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+    let profile = dir.path().join("live.json");
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do cat /etc/passwd >/dev/null; i=$((i+1)); sleep 0.05; done",
+        done.display()
+    );
+    // Resolution 2: schema 1, so the check below tells sub-buckets apart.
+    let mut run = fsprof()
+        .args(["run", "-q", "--resolution", "2", "--interval", "250ms"])
+        .args(["--serve-metrics", "127.0.0.1:0", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = run.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let target = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("fsprof never said where it serves");
+        if let Some(rest) = line.strip_prefix("fsprof: serving live metrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+
+    let web = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: fsprof\n    static_configs:\n      - targets: ['{target}']\n"),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let _server = Killed(
+        Command::new(prom)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .arg("--enable-feature=native-histograms")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+
+    let query = "/api/v1/query?query=fsprof_op_latency_nanoseconds%7Bop%3D%22read%22%7D";
+    let mut result = None;
+    for _ in 0..80 {
+        std::thread::sleep(Duration::from_millis(500));
+        if let Some(body) = http_get(&web, query) {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            if let Some(r) = v["data"]["result"].as_array().and_then(|r| r.first()) {
+                if r.get("histogram").is_some() {
+                    result = Some(r.clone());
+                    break;
+                }
+            }
+        }
+    }
+    std::fs::write(&done, "").unwrap();
+    assert!(run.wait().unwrap().success());
+    let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
+    let r = result.unwrap_or_else(|| {
+        panic!("Prometheus never stored a native histogram for read; its log:\n{log}")
+    });
+
+    let m = &r["metric"];
+    assert_eq!(m["layer"], "user");
+    assert_eq!(m["host"], fsprof_user::sysinfo::hostname());
+    assert!(m["command"].as_str().unwrap().starts_with("sh -c "));
+    let h = &r["histogram"][1];
+    let count: u64 = h["count"].as_str().unwrap().parse().unwrap();
+    assert!(count > 0);
+    let buckets = h["buckets"].as_array().unwrap();
+    let fin = read_profile(&profile).unwrap();
+    let read = fin.layer("user").unwrap().op("read").unwrap();
+    let res = fin.resolution();
+    let mut total = 0;
+    for b in buckets {
+        // [boundary rule, lower, upper, count]; rule 0 = open left, closed right.
+        assert_eq!(b[0], 0, "{b}");
+        let lo: f64 = b[1].as_str().unwrap().parse().unwrap();
+        let hi: f64 = b[2].as_str().unwrap().parse().unwrap();
+        let n: u64 = b[3].as_str().unwrap().parse().unwrap();
+        let i = (lo.log2() * 2.0).round() as i32;
+        assert!((lo - res.lower_bound(i)).abs() <= lo * 1e-12, "{b}");
+        assert!((hi - res.upper_bound(i)).abs() <= hi * 1e-12, "{b}");
+        // Scraped mid-run: never more than the final profile holds.
+        assert!(
+            n <= read.histogram.get(i),
+            "bucket {i}: {n} > {}",
+            read.histogram.get(i)
+        );
+        total += n;
+    }
+    assert_eq!(total, count);
+    assert!(count <= read.post);
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

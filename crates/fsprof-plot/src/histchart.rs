@@ -1,0 +1,273 @@
+//! Latency histograms as bar charts (FSprof Figs 4–9): calls per log2
+//! bucket, or total delay per bucket; several profiles overlaid side by
+//! side (FSprof Fig 14); peaks marked.
+
+use fsprof_core::units::format_ns;
+use fsprof_core::{Histogram, Resolution};
+
+use crate::axis::{bucket_mean_ns, format_value, BucketAxis, Unit, ValueAxis};
+use crate::svg::{Anchor, Svg};
+
+/// Colours of overlaid series, distinguishable in print and for the common
+/// colour-vision deficiencies (Okabe–Ito).
+pub const SERIES_COLOURS: [&str; 4] = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Calls per bucket.
+    Count,
+    /// Calls × the bucket's mean latency: where the time went.
+    Delay,
+}
+
+/// A peak to mark: buckets `lo..=hi`, highest at `mode`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakMark {
+    pub lo: i32,
+    pub hi: i32,
+    pub mode: i32,
+    pub label: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Series<'a> {
+    pub label: String,
+    pub hist: &'a Histogram,
+}
+
+#[derive(Clone, Debug)]
+pub struct HistogramChart<'a> {
+    pub title: String,
+    pub res: Resolution,
+    pub kind: Kind,
+    pub series: Vec<Series<'a>>,
+    pub log_y: bool,
+    /// Marked on the first series.
+    pub peaks: Vec<PeakMark>,
+}
+
+pub const WIDTH: f64 = 640.0;
+pub const HEIGHT: f64 = 280.0;
+const LEFT: f64 = 66.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 46.0;
+
+fn value(h: &Histogram, res: Resolution, kind: Kind, bucket: Option<i32>) -> f64 {
+    match (bucket, kind) {
+        (None, Kind::Count) => h.zero as f64,
+        (None, Kind::Delay) => 0.0,
+        (Some(i), Kind::Count) => h.get(i) as f64,
+        (Some(i), Kind::Delay) => h.get(i) as f64 * bucket_mean_ns(res, i),
+    }
+}
+
+pub fn render(c: &HistogramChart) -> String {
+    let class = match c.kind {
+        Kind::Count => "chart hist count",
+        Kind::Delay => "chart hist delay",
+    };
+    let mut svg = Svg::new(WIDTH, HEIGHT, class);
+    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", &c.title);
+
+    let nonempty: Vec<&Histogram> = c
+        .series
+        .iter()
+        .map(|s| s.hist)
+        .filter(|h| !h.counts.is_empty())
+        .collect();
+    let lo = nonempty.iter().map(|h| h.offset).min().unwrap_or(0);
+    let hi = nonempty
+        .iter()
+        .map(|h| h.offset + h.counts.len() as i32 - 1)
+        .max()
+        .unwrap_or(0);
+    let zero_slot = c.kind == Kind::Count && c.series.iter().any(|s| s.hist.zero > 0);
+    let ax = BucketAxis::new(c.res, zero_slot, lo, hi);
+    let buckets: Vec<Option<i32>> = (0..ax.slots())
+        .map(|s| {
+            if zero_slot && s == 0 {
+                None
+            } else {
+                Some(ax.lo + s as i32 - i32::from(zero_slot))
+            }
+        })
+        .collect();
+
+    let unit = match c.kind {
+        Kind::Count => Unit::Count,
+        Kind::Delay => Unit::Nanos,
+    };
+    let values: Vec<Vec<f64>> = c
+        .series
+        .iter()
+        .map(|s| {
+            buckets
+                .iter()
+                .map(|&b| value(s.hist, c.res, c.kind, b))
+                .collect()
+        })
+        .collect();
+    let max = values.iter().flatten().copied().fold(0.0, f64::max);
+    let min_pos = values
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // Room above the tallest bar for a peak's marker and label.
+    let headroom = match (c.peaks.is_empty(), c.log_y) {
+        (true, _) => 1.0,
+        (false, false) => 1.25,
+        (false, true) => 4.0,
+    };
+    // Calls are whole: no 0.2-call grid lines for a histogram of one call.
+    let max = if unit == Unit::Count {
+        max.max(5.0)
+    } else {
+        max
+    };
+    let vy = ValueAxis::new(
+        max * headroom,
+        if min_pos.is_finite() { min_pos } else { 1.0 },
+        c.log_y,
+    );
+
+    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let base = TOP + ph;
+    let slot_w = pw / ax.slots() as f64;
+    let xs = |slot: usize| LEFT + slot as f64 * slot_w;
+    let ys = |v: f64| base - vy.frac(v) * ph;
+
+    // Grid and value labels.
+    for &t in &vy.ticks {
+        let y = ys(t);
+        svg.line(LEFT, y, LEFT + pw, y, "#e6e6e6", 1.0);
+        svg.text(
+            LEFT - 6.0,
+            y + 4.0,
+            Anchor::End,
+            10.0,
+            "#444444",
+            &format_value(t, unit),
+        );
+    }
+
+    // Peak bands sit under the bars.
+    // Alternating tints tell adjacent peaks apart.
+    for (k, p) in c.peaks.iter().enumerate() {
+        if p.hi < ax.lo || p.lo > ax.hi {
+            continue;
+        }
+        let (a, b) = (ax.slot(p.lo.max(ax.lo)), ax.slot(p.hi.min(ax.hi)) + 1);
+        let tint = if k % 2 == 0 { "#fff4d6" } else { "#e6f0fa" };
+        svg.rect(xs(a), TOP, xs(b) - xs(a), ph, tint, None);
+    }
+
+    let n = c.series.len().max(1) as f64;
+    let bar_w = (slot_w - 2.0).max(1.0) / n;
+    for (k, s) in c.series.iter().enumerate() {
+        let colour = SERIES_COLOURS[k % SERIES_COLOURS.len()];
+        for (slot, (&b, &v)) in buckets.iter().zip(&values[k]).enumerate() {
+            if v <= 0.0 || (vy.log && v < vy.lo) {
+                continue;
+            }
+            let range = match b {
+                None => "0ns (below the clock's resolution)".to_string(),
+                Some(i) => ax.describe(i),
+            };
+            let what = match c.kind {
+                Kind::Count => format!("{} calls", format_value(v, Unit::Count)),
+                Kind::Delay => format!("{} in calls", format_ns(v)),
+            };
+            let tip = if c.series.len() > 1 {
+                format!("{}: {range}: {what}", s.label)
+            } else {
+                format!("{range}: {what}")
+            };
+            let x = xs(slot) + 1.0 + k as f64 * bar_w;
+            let y = ys(v);
+            svg.rect(x, y, bar_w, base - y, colour, Some(&tip));
+        }
+    }
+
+    // Peak markers above the mode bar.
+    for (n, p) in c.peaks.iter().enumerate() {
+        if p.mode < ax.lo || p.mode > ax.hi || c.series.is_empty() {
+            continue;
+        }
+        let v = value(c.series[0].hist, c.res, c.kind, Some(p.mode));
+        let cx = xs(ax.slot(p.mode)) + slot_w / 2.0;
+        let y = ys(v).min(base) - 4.0;
+        svg.polygon(
+            &[(cx - 5.0, y - 8.0), (cx + 5.0, y - 8.0), (cx, y)],
+            "#d55e00",
+        );
+        let label = if p.label.is_empty() {
+            format!("peak {}", n + 1)
+        } else {
+            p.label.clone()
+        };
+        // Keep the label inside the plot: a peak at either end would push
+        // half of it past the edge (~6px per character at this size).
+        let half = 3.0 * label.chars().count() as f64;
+        let lx = cx.clamp(LEFT + half, (LEFT + pw - half).max(LEFT + half));
+        svg.text(
+            lx,
+            (y - 11.0).max(TOP - 2.0),
+            Anchor::Middle,
+            10.0,
+            "#d55e00",
+            &label,
+        );
+    }
+
+    // Axes and latency labels.
+    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
+    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+    for (slot, label) in ax.labels() {
+        let x = xs(slot);
+        svg.line(x, base, x, base + 4.0, "#333333", 1.0);
+        // The rightmost label would spill over the edge if centred.
+        let anchor = if x > WIDTH - RIGHT - 20.0 {
+            Anchor::End
+        } else {
+            Anchor::Middle
+        };
+        svg.text(x, base + 16.0, anchor, 10.0, "#444444", &label);
+    }
+    let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
+    svg.text(
+        LEFT + pw / 2.0,
+        HEIGHT - 8.0,
+        Anchor::Middle,
+        11.0,
+        "#333333",
+        &xtitle,
+    );
+    let ytitle = match (c.kind, c.log_y) {
+        (Kind::Count, false) => "calls",
+        (Kind::Count, true) => "calls (log)",
+        (Kind::Delay, false) => "total latency",
+        (Kind::Delay, true) => "total latency (log)",
+    };
+    svg.vtext(14.0, TOP + ph / 2.0, 11.0, ytitle);
+
+    if c.series.len() > 1 {
+        let mut x = WIDTH - RIGHT;
+        for (k, s) in c.series.iter().enumerate().rev() {
+            let w = 14.0 + 6.5 * s.label.chars().count() as f64;
+            x -= w + 10.0;
+            svg.rect(
+                x,
+                26.0,
+                10.0,
+                10.0,
+                SERIES_COLOURS[k % SERIES_COLOURS.len()],
+                None,
+            );
+            svg.text(x + 14.0, 35.0, Anchor::Start, 10.0, "#333333", &s.label);
+        }
+    }
+    svg.finish()
+}

@@ -1,0 +1,88 @@
+// Loads an fsprof HTML report in Debian's Chromium (headless, no network)
+// and checks what a reader would see: no console errors, no request leaving
+// the file, the expected number of charts, each drawn, and the log-axis
+// switch working. Writes a screenshot for CI artifacts.
+//
+// usage: node check_report.mjs --html FILE --expect-charts N --screenshot OUT.png
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+function arg(name) {
+  const k = process.argv.indexOf(name);
+  if (k < 0 || k + 1 >= process.argv.length) {
+    console.error(`missing ${name}`);
+    process.exit(2);
+  }
+  return process.argv[k + 1];
+}
+
+const html = arg('--html');
+const expected = Number(arg('--expect-charts'));
+const shot = arg('--screenshot');
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!existsSync(executablePath)) {
+  console.error(`no Chromium at ${executablePath}: apt-get install chromium`);
+  process.exit(3);
+}
+
+const profileDir = mkdtempSync(join(tmpdir(), 'fsprof-chromium-'));
+const failures = [];
+// A fresh user-data-dir (playwright passes it as --user-data-dir).
+const browser = await chromium.launchPersistentContext(profileDir, {
+  executablePath,
+  headless: true,
+  viewport: { width: 1400, height: 1600 },
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+});
+try {
+  const page = await browser.newPage();
+  page.on('console', (m) => {
+    if (m.type() === 'error') failures.push(`console error: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  page.on('request', (r) => {
+    if (!r.url().startsWith('file:')) failures.push(`network request: ${r.url()}`);
+  });
+  await page.goto(pathToFileURL(html).href, { waitUntil: 'load' });
+
+  const charts = await page.locator('figure.chart').count();
+  if (charts !== expected) failures.push(`expected ${expected} charts, found ${charts}`);
+
+  // Every chart shows exactly one drawn SVG with bars or cells in it.
+  const drawn = await page.$$eval('figure.chart', (figs) =>
+    figs.map((f) => {
+      const visible = [...f.querySelectorAll('svg')].filter((s) => {
+        const r = s.getBoundingClientRect();
+        return r.width > 100 && r.height > 100 && getComputedStyle(s.parentElement).display !== 'none';
+      });
+      return { visible: visible.length, marks: visible.length ? visible[0].querySelectorAll('rect title').length : 0 };
+    }));
+  drawn.forEach((d, k) => {
+    if (d.visible !== 1) failures.push(`chart ${k}: ${d.visible} visible drawings`);
+    if (d.marks === 0) failures.push(`chart ${k}: no bars or cells`);
+  });
+
+  // The log-axis switch swaps every histogram to its log variant.
+  const before = await page.locator('.ylog svg').first().isVisible().catch(() => false);
+  await page.check('#logy');
+  const after = await page.locator('.ylog svg').first().isVisible().catch(() => false);
+  const linAfter = await page.locator('.ylin svg').first().isVisible().catch(() => true);
+  if (before || !after || linAfter) failures.push(`log-axis switch: log visible ${before} -> ${after}, linear still visible ${linAfter}`);
+  await page.uncheck('#logy');
+
+  await page.screenshot({ path: shot });
+  console.log(JSON.stringify({ html, charts, screenshot: shot, failures }));
+} finally {
+  await browser.close();
+  rmSync(profileDir, { recursive: true, force: true });
+}
+if (failures.length) {
+  for (const f of failures) console.error(`FAIL: ${f}`);
+  process.exit(1);
+}
