@@ -28,7 +28,7 @@ fn fsprof() -> Command {
 
 fn profile(dir: &Path, out: &str, flags: &[&str]) {
     fsprof()
-        .args(["run", "-q", "--resolution", "4", "-o"])
+        .args(["run", "-q", "-f", "--resolution", "4", "-o"])
         .arg(dir.join(out))
         .arg("--")
         .arg(dir.join("workload"))
@@ -84,37 +84,52 @@ fn compare_flags_exactly_the_changed_op() {
     ];
     let mut report = Vec::new();
     for (name, change, expected) in pairs {
-        let (a, b) = (format!("{name}-a.json"), format!("{name}-b.json"));
-        let mut flags = vec!["--no-sync"];
-        flags.extend_from_slice(change);
-        for k in 0..3 {
-            profile(dir, &format!("{name}-a{k}.json"), &["--no-sync"]);
-            profile(dir, &format!("{name}-b{k}.json"), &flags);
-        }
-        for (side, out) in [("a", &a), ("b", &b)] {
-            fsprof()
-                .current_dir(dir)
-                .args(["merge", "-o", out])
-                .args((0..3).map(|k| format!("{name}-{side}{k}.json")))
-                .assert()
-                .success();
-        }
-        let got = flagged(dir, &a, &b);
         let want: BTreeSet<String> = expected.iter().map(|s| s.to_string()).collect();
-        if got != want {
-            let text = fsprof()
-                .arg("compare")
-                .arg(dir.join(&a))
-                .arg(dir.join(&b))
-                .output()
-                .unwrap();
-            report.push(format!(
-                "{name}: flagged {got:?}, expected {want:?}\n{}",
-                String::from_utf8_lossy(&text.stdout)
+        // Timing on a shared machine is noisy: a pair is measured again once
+        // before its answer counts as wrong. A broken compare is wrong twice;
+        // noise (about one pair in fifty under load) almost never is.
+        let mut wrong = None;
+        for attempt in 0..2 {
+            let (got, text) = measure_pair(dir, name, change);
+            if got == want {
+                wrong = None;
+                break;
+            }
+            wrong = Some(format!(
+                "{name} (attempt {attempt}): flagged {got:?}, expected {want:?}\n{text}"
             ));
         }
+        report.extend(wrong);
     }
     assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// Profiles both sides of a pair (three merged runs each) and returns the
+/// ops `compare` flags, with its text output for the failure message.
+fn measure_pair(dir: &std::path::Path, name: &str, change: &[&str]) -> (BTreeSet<String>, String) {
+    let (a, b) = (format!("{name}-a.json"), format!("{name}-b.json"));
+    let mut flags = vec!["--no-sync"];
+    flags.extend_from_slice(change);
+    for k in 0..3 {
+        profile(dir, &format!("{name}-a{k}.json"), &["--no-sync"]);
+        profile(dir, &format!("{name}-b{k}.json"), &flags);
+    }
+    for (side, out) in [("a", &a), ("b", &b)] {
+        fsprof()
+            .current_dir(dir)
+            .args(["merge", "-f", "-o", out])
+            .args((0..3).map(|k| format!("{name}-{side}{k}.json")))
+            .assert()
+            .success();
+    }
+    let got = flagged(dir, &a, &b);
+    let text = fsprof()
+        .arg("compare")
+        .arg(dir.join(&a))
+        .arg(dir.join(&b))
+        .output()
+        .unwrap();
+    (got, String::from_utf8_lossy(&text.stdout).into_owned())
 }
 
 /// A scratch directory on the disk the build is on (cargo's per-target temp
