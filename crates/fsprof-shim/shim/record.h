@@ -70,6 +70,10 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
  * first bucket of ns's power of two, step through at most r sub-buckets. */
 static inline __attribute__((always_inline)) uint32_t bucket_slot(uint64_t ns)
 {
+    /* At one bucket per power of two (the default) the slot of (2^(j-1), 2^j]
+     * is ceil(log2 ns): no table look-up. */
+    if (LIKELY(g_res == 1))
+        return ns == 1 ? 0 : 64 - (uint32_t)__builtin_clzll(ns - 1);
     uint32_t j = (uint32_t)(63 - __builtin_clzll(ns)) * g_res;
     while (j + 1 < g_nbuckets && ns > g_thr[j + 1])
         j++;

@@ -375,3 +375,12 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, uint32_t iters
     out->min_recordable_ns = (double)min_pair;
     return 0;
 }
+
+/* For the tests: the slot the hot path files a latency of `ns` > 0 in, with
+ * the run's parameters, so it can be compared with fsprof-core's exact
+ * bucket function at every resolution. */
+EXPORT uint32_t fsprof_shim_bucket_slot(const struct fsprof_control *ctl, uint64_t ns)
+{
+    apply_params(ctl);
+    return bucket_slot(ns);
+}

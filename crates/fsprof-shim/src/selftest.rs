@@ -23,6 +23,7 @@ pub struct LoadedShim {
 }
 
 type AbiFn = unsafe extern "C" fn(*mut Layout);
+type BucketFn = unsafe extern "C" fn(*const u8, u64) -> u32;
 type SelfTestFn = unsafe extern "C" fn(*const u8, u32, *mut SelfTest) -> libc::c_int;
 
 impl LoadedShim {
@@ -56,19 +57,20 @@ impl LoadedShim {
         Ok(out)
     }
 
+    /// The slot the compiled hot path files a latency of `ns` (> 0) in, for
+    /// the parameters of `control` (tests compare it with fsprof-core).
+    pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<u32> {
+        assert!(ns > 0);
+        let f: BucketFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_bucket_slot")?) };
+        let aligned = aligned_copy(control);
+        Ok(unsafe { f(aligned.as_ptr() as *const u8, ns) })
+    }
+
     /// `control` is a complete control block (header + thresholds).
     pub fn selftest(&self, control: &[u8], iterations: u32) -> io::Result<SelfTest> {
         assert!(control.len() >= std::mem::size_of::<ControlHeader>());
         let f: SelfTestFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_selftest")?) };
-        // The block may be unaligned in a Vec<u8>; give the C side u64 alignment.
-        let mut aligned = vec![0u64; control.len().div_ceil(8)];
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                control.as_ptr(),
-                aligned.as_mut_ptr() as *mut u8,
-                control.len(),
-            );
-        }
+        let aligned = aligned_copy(control);
         let mut out = SelfTest::default();
         let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
         if rc != 0 {
@@ -78,6 +80,19 @@ impl LoadedShim {
         }
         Ok(out)
     }
+}
+
+/// The block may be unaligned in a Vec<u8>; the C side reads it as u64s.
+fn aligned_copy(control: &[u8]) -> Vec<u64> {
+    let mut aligned = vec![0u64; control.len().div_ceil(8)];
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            control.as_ptr(),
+            aligned.as_mut_ptr() as *mut u8,
+            control.len(),
+        );
+    }
+    aligned
 }
 
 // Deliberately no dlclose: the shim registers nothing, but unloading code
