@@ -25,8 +25,12 @@ pub const VFS_FUNCTIONS: [&str; 5] = [
 
 /// Path lookup, outermost first. Static functions the compiler inlined are
 /// not in BTF, so each kernel gets the subset it has.
-pub const LOOKUP_FUNCTIONS: [&str; 4] =
-    ["filename_lookup", "path_lookupat", "lookup_fast", "__lookup_slow"];
+pub const LOOKUP_FUNCTIONS: [&str; 4] = [
+    "filename_lookup",
+    "path_lookupat",
+    "lookup_fast",
+    "__lookup_slow",
+];
 
 /// Which half of a pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,7 +256,10 @@ mod tests {
             assert_eq!(ret_loads(&p), vec![off], "{name}");
         }
         let p = progs::fexit_exit(&b.func("noop").unwrap(), &shared(1), 7, 0);
-        assert!(ret_loads(&p).is_empty(), "a void function has no return slot");
+        assert!(
+            ret_loads(&p).is_empty(),
+            "a void function has no return slot"
+        );
     }
 
     #[test]

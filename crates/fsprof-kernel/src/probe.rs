@@ -87,7 +87,12 @@ pub fn fs_mechanism(fentry: &Result<String, String>, pairs: &[String]) -> String
         Ok(_) => {
             let funcs = crate::btf::Btf::vmlinux()
                 .and_then(|b| crate::fentry::targets(&b, &[]))
-                .map(|t| t.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "))
+                .map(|t| {
+                    t.iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .unwrap_or_default();
             format!("fentry/fexit on {funcs}, plus {pairs_s}")
         }

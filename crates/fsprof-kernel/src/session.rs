@@ -385,8 +385,14 @@ impl Session {
                     for func in targets {
                         let idx = fs_ops.len() as u32;
                         let name = prog_name(&func.name);
-                        match crate::fentry::attach_pair(&name, &func, &filter, &sh, start.fd(), idx)
-                        {
+                        match crate::fentry::attach_pair(
+                            &name,
+                            &func,
+                            &filter,
+                            &sh,
+                            start.fd(),
+                            idx,
+                        ) {
                             Ok(pair) => {
                                 for (p, a) in pair {
                                     at.progs.push(p);
