@@ -6,6 +6,8 @@
 /// Kinds used here (include/uapi/linux/btf.h).
 const KIND_INT: u32 = 1;
 const KIND_PTR: u32 = 2;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_VOLATILE: u32 = 9;
@@ -26,6 +28,8 @@ struct Type {
     vlen: u32,
     /// `size` or `type`, depending on the kind.
     size_type: u32,
+    /// Offset of the kind-specific data after the 12-byte header.
+    extra: usize,
 }
 
 /// A parsed BTF blob. Type ids start at 1; index 0 stands for `void`.
@@ -52,9 +56,13 @@ pub struct Func {
     pub name: String,
     /// BTF id of the FUNC: the program's `attach_btf_id`.
     pub id: u32,
-    /// Parameter count of its prototype: the context is a u64 array of the
-    /// arguments, then (fexit only) the return value.
+    /// Parameter count of its prototype.
     pub nargs: u32,
+    /// u64 context slots the arguments take: the context is a u64 array of
+    /// the arguments, then (fexit only) the return value. One per argument,
+    /// except a struct passed by value, which takes size/8 rounded up (as
+    /// the kernel's trampoline lays it out).
+    pub slots: u32,
     pub ret: Ret,
 }
 
@@ -89,6 +97,7 @@ impl Btf {
                 kind: (info >> 24) & 0x1f,
                 vlen: info & 0xffff,
                 size_type: u32_at(p + 8)?,
+                extra: p + 12,
             };
             let vlen = t.vlen as usize;
             p += 12
@@ -139,12 +148,44 @@ impl Btf {
         let ret = self
             .ret_kind(proto.size_type)
             .ok_or_else(|| format!("{func} returns a type fexit cannot read"))?;
+        let mut slots = 0;
+        for i in 0..proto.vlen as usize {
+            let ty = self
+                .u32_at(proto.extra + 8 * i + 4)
+                .ok_or_else(|| format!("BTF prototype of {func} is truncated"))?;
+            slots += match self.skip_modifiers(ty) {
+                Some(t) if t.kind == KIND_STRUCT || t.kind == KIND_UNION => {
+                    t.size_type.div_ceil(8).max(1)
+                }
+                _ => 1,
+            };
+        }
         Ok(Func {
             name: func.into(),
             id,
             nargs: proto.vlen,
+            slots,
             ret,
         })
+    }
+
+    fn u32_at(&self, o: usize) -> Option<u32> {
+        self.data
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    fn skip_modifiers(&self, mut id: u32) -> Option<&Type> {
+        for _ in 0..32 {
+            let t = self.ty(id)?;
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.size_type
+                }
+                _ => return Some(t),
+            }
+        }
+        None
     }
 
     fn ret_kind(&self, mut id: u32) -> Option<Ret> {
@@ -171,7 +212,8 @@ impl Btf {
 }
 
 /// A hand-built BTF blob for tests: `(name, params, ret)` functions where
-/// `ret` is "void", "int", "long" or "ptr".
+/// `ret` is "void", "int", "long" or "ptr", optionally with "+struct" for a
+/// first parameter that is a 24-byte struct passed by value.
 pub fn synthetic(funcs: &[(&str, u32, &str)]) -> Vec<u8> {
     let mut strs = vec![0u8];
     let mut types: Vec<u8> = Vec::new();
@@ -181,21 +223,31 @@ pub fn synthetic(funcs: &[(&str, u32, &str)]) -> Vec<u8> {
         types.extend(st.to_le_bytes());
         types.extend(extra);
     };
-    // 1: int (4 bytes), 2: long (8), 3: typedef ssize_t -> long, 4: void *
+    // 1: int (4 bytes), 2: long (8), 3: typedef ssize_t -> long, 4: void *,
+    // 5: a 24-byte struct with no members
     push(0, KIND_INT, 0, 4, &(32u32 | (1 << 24)).to_le_bytes());
     push(0, KIND_INT, 0, 8, &(64u32 | (1 << 24)).to_le_bytes());
     push(0, KIND_TYPEDEF, 0, 2, &[]);
     push(0, KIND_PTR, 0, 0, &[]);
-    let mut id = 5u32;
+    push(0, KIND_STRUCT, 0, 24, &[]);
+    let mut id = 6u32;
     for (name, nargs, ret) in funcs {
-        let ret_id = match *ret {
+        // "int+struct": an int return and the first argument a struct by value.
+        let (ret, by_value) = match ret.strip_suffix("+struct") {
+            Some(r) => (r, true),
+            None => (*ret, false),
+        };
+        let ret_id = match ret {
             "void" => 0,
             "int" => 1,
             "long" => 3,
             _ => 4,
         };
         let params: Vec<u8> = (0..*nargs)
-            .flat_map(|_| [0u32.to_le_bytes(), 4u32.to_le_bytes()].concat())
+            .flat_map(|i| {
+                let ty = if by_value && i == 0 { 5u32 } else { 4 };
+                [0u32.to_le_bytes(), ty.to_le_bytes()].concat()
+            })
             .collect();
         push(0, KIND_FUNC_PROTO, *nargs, ret_id, &params);
         let off = strs.len() as u32;
@@ -229,12 +281,15 @@ mod tests {
         ]))
         .unwrap();
         let f = b.func("vfs_read").unwrap();
-        assert_eq!((f.id, f.nargs, f.ret), (6, 4, Ret::Int(8)));
+        assert_eq!((f.id, f.nargs, f.slots, f.ret), (7, 4, 4, Ret::Int(8)));
         assert_eq!(b.func("iterate_dir").unwrap().nargs, 2);
         assert_eq!(b.func("iterate_dir").unwrap().ret, Ret::Int(4));
         assert_eq!(b.func("lookup_fast").unwrap().ret, Ret::Ptr);
         assert_eq!(b.func("noop").unwrap().ret, Ret::Void);
         assert!(b.func("nope").unwrap_err().contains("no function nope"));
+        let b = Btf::parse(synthetic(&[("by_value", 2, "int+struct")])).unwrap();
+        let f = b.func("by_value").unwrap();
+        assert_eq!((f.nargs, f.slots), (2, 4), "24-byte struct = 3 slots");
         assert!(Btf::parse(b"junk".to_vec()).is_none());
     }
 }

@@ -526,7 +526,7 @@ pub fn fentry_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Ins
 /// Offset of the return value in an fexit context: the context is a u64
 /// array holding the arguments of the prototype, then the return value.
 pub fn fexit_ret_offset(func: &crate::btf::Func) -> i16 {
-    8 * func.nargs as i16
+    8 * func.slots as i16
 }
 
 /// fexit on `func`, paired with [`fentry_enter`] of the same `idx`. A
