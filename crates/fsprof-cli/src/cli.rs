@@ -342,6 +342,10 @@ pub struct KernelArgs {
     /// Record every syscall, not only the file-system ones
     #[arg(long)]
     pub all_syscalls: bool,
+    /// Also time these kernel functions in the fs layer with fentry/fexit,
+    /// e.g. ext4_file_read_iter,ext4_lookup (needs a kernel that allows fentry)
+    #[arg(long, value_delimiter = ',', value_name = "FUNC,...")]
+    pub fs_functions: Vec<String>,
     /// List which layers this kernel supports and why not, then exit
     #[arg(long, exclusive = true)]
     pub probe_report: bool,

@@ -800,3 +800,63 @@ fn programs_are_detached_after_exit_interrupt_and_kill() {
         assert_programs_gone(pid, how);
     }
 }
+
+#[test]
+fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
+    let what = "fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise";
+    if !root_or_skip(what) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    let (p, o) = kernel(&["--layers", "fs", "--", "cat", "/etc/passwd"], &out);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("fentry")).collect();
+    let report = Command::new(BIN)
+        .args(["kernel", "--probe-report"])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&report.stdout);
+    let uses = report
+        .lines()
+        .find(|l| l.starts_with("fs layer uses"))
+        .unwrap_or_else(|| panic!("no `fs layer uses` line in\n{report}"));
+    match fsprof_kernel::probe::fentry_support() {
+        Ok(_) => {
+            assert!(lines.is_empty(), "{err}");
+            assert!(uses.contains("fentry/fexit on vfs_read"), "{uses}");
+            let fs = ops(&p, "fs");
+            assert!(fs.get("vfs_read").is_some_and(|c| c.0 > 0), "{fs:?}");
+        }
+        Err(why) => {
+            eprintln!("NOTE {what}: fentry refused here, checking the fallback: {why}");
+            assert_eq!(lines.len(), 1, "{err}");
+            assert!(
+                lines[0].contains("refuses to")
+                    && lines[0].contains("os error")
+                    && lines[0].contains("tracepoint pairs instead"),
+                "{}",
+                lines[0]
+            );
+            assert!(uses.contains("tracepoint pairs only"), "{uses}");
+        }
+    }
+    let o = Command::new(BIN)
+        .args(["kernel", "-q", "-f", "-o"])
+        .arg(&out)
+        .args([
+            "--layers",
+            "fs",
+            "--fs-functions",
+            "fsprof_no_such_fn",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--fs-functions fsprof_no_such_fn"), "{err}");
+}

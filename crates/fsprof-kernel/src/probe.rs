@@ -58,83 +58,45 @@ fn try_raw_syscalls() -> Result<String, String> {
 
 /// Finds the BTF id of a kernel function in /sys/kernel/btf/vmlinux.
 pub fn btf_func_id(btf: &[u8], func: &str) -> Option<u32> {
-    let u32_at = |o: usize| {
-        btf.get(o..o + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-    };
-    if btf.get(0..2)? != [0x9f, 0xeb] {
-        return None;
-    }
-    let hdr_len = u32_at(4)? as usize;
-    let (type_off, type_len) = (u32_at(8)? as usize, u32_at(12)? as usize);
-    let str_off = u32_at(16)? as usize;
-    let types = hdr_len + type_off;
-    let strs = hdr_len + str_off;
-    let mut p = types;
-    let mut id = 1u32;
-    while p + 12 <= types + type_len {
-        let name_off = u32_at(p)? as usize;
-        let info = u32_at(p + 4)?;
-        let vlen = (info & 0xffff) as usize;
-        let kind = (info >> 24) & 0x1f;
-        if kind == 12 {
-            let s = btf.get(strs + name_off..)?;
-            let end = s.iter().position(|&b| b == 0)?;
-            if &s[..end] == func.as_bytes() {
-                return Some(id);
-            }
-        }
-        p += 12
-            + match kind {
-                1 | 14 | 17 => 4,
-                3 => 12,
-                4 | 5 | 15 | 19 => vlen * 12,
-                6 | 13 => vlen * 8,
-                _ => 0,
-            };
-        id += 1;
-    }
-    None
+    crate::btf::Btf::parse(btf.to_vec())?.func_id(func)
 }
 
 /// Whether fentry/fexit programs can be loaded and attached here (the
 /// route to VFS and file-system function latency without tracepoints).
 pub fn fentry_support() -> Result<String, String> {
-    let btf = std::fs::read("/sys/kernel/btf/vmlinux").map_err(|e| {
-        format!("no kernel BTF (/sys/kernel/btf/vmlinux: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
-    })?;
-    let id = btf_func_id(&btf, "vfs_read").ok_or("kernel BTF has no vfs_read function")?;
-    let prog = Prog::load_full(
-        "fsprof_fentry",
-        sys::PROG_TRACING,
-        &trivial(),
-        sys::ATTACH_TRACE_FENTRY,
-        id,
-    )
-    .map_err(|e| {
-        format!(
-            "the kernel refuses to load fentry programs ({}){}",
-            e.errno,
-            lockdown_hint()
-        )
-    })?;
-    sys::raw_tracepoint_open(&prog).map_err(|e| {
-        format!(
-            "the kernel refuses to attach fentry programs ({e}){}",
-            lockdown_hint()
-        )
-    })?;
-    Ok(format!(
-        "fentry on vfs_read (BTF id {id}) loads and attaches"
-    ))
+    let btf = crate::btf::Btf::vmlinux();
+    match crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
+        Ok(f) => Ok(format!(
+            "fentry and fexit on vfs_read (BTF id {}): each loads and attaches",
+            f.id
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
-fn lockdown_hint() -> String {
-    match std::fs::read_to_string("/sys/kernel/security/lockdown") {
-        Ok(s) if s.contains("[integrity]") || s.contains("[confidentiality]") => {
-            format!("; kernel lockdown is {}", s.trim())
+/// The fs layer's mechanism on this kernel, as `fsprof kernel --layers fs`
+/// will choose it: fentry/fexit when [`fentry_support`] succeeds, else the
+/// tracepoint pairs.
+pub fn fs_mechanism(fentry: &Result<String, String>, pairs: &[String]) -> String {
+    let pairs_s = if pairs.is_empty() {
+        "no tracepoint pairs".to_string()
+    } else {
+        format!("{} tracepoint pairs", pairs.len())
+    };
+    match fentry {
+        Ok(_) => {
+            let funcs = crate::btf::Btf::vmlinux()
+                .and_then(|b| crate::fentry::targets(&b, &[]))
+                .map(|t| {
+                    t.iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            format!("fentry/fexit on {funcs}, plus {pairs_s}")
         }
-        _ => String::new(),
+        Err(_) => format!("{pairs_s} only (fentry/fexit unusable, see above)"),
     }
 }
 
@@ -198,10 +160,15 @@ pub fn report() -> Vec<Finding> {
             Ok(pairs.join(", "))
         },
     ));
+    let fentry = fentry_support();
     out.push(f(
         "fs layer (fentry/fexit)",
-        fentry_support().map(|s| format!("{s}; not used yet by fsprof")),
+        fentry
+            .clone()
+            .map(|s| format!("{s}; used by the fs layer"))
+            .map_err(|e| format!("{e}; the fs layer uses tracepoint pairs instead")),
     ));
+    out.push(f("fs layer uses", Ok(fs_mechanism(&fentry, &pairs))));
     out.push(f(
         "fs layer (kprobes)",
         kprobe_support(Some(&root)).map(|s| format!("{s}; not used by fsprof")),

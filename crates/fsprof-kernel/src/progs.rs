@@ -517,6 +517,59 @@ pub fn fs_exit(
     Ok(a.finish())
 }
 
+/// fentry on a kernel function: the same per-thread start entry as
+/// [`fs_enter`] (fentry arguments are not needed to time the call).
+pub fn fentry_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Insn> {
+    fs_enter(f, start_fd, idx)
+}
+
+/// Offset of the return value in an fexit context: the context is a u64
+/// array holding the arguments of the prototype, then the return value.
+pub fn fexit_ret_offset(func: &crate::btf::Func) -> i16 {
+    8 * func.slots as i16
+}
+
+/// fexit on `func`, paired with [`fentry_enter`] of the same `idx`. A
+/// return value of -4095..-1 (also as an ERR_PTR) counts as an error.
+pub fn fexit_exit(
+    func: &crate::btf::Func,
+    sh: &Shared,
+    start_fd: i32,
+    idx: u32,
+) -> Vec<crate::insn::Insn> {
+    use crate::btf::Ret;
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, START_KEY, R0);
+    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
+    take_thread_start(&mut a, start_fd, out);
+    match func.ret {
+        Ret::Void => a.mov_imm(R9, 0),
+        Ret::Int(size) => {
+            a.ldx(Size::DW, R9, R6, fexit_ret_offset(func));
+            // Only the low `size` bytes of the return register are defined.
+            if size < 8 {
+                let sh = 64 - 8 * size as i32;
+                a.alu_imm(Alu::Lsh, R9, sh);
+                a.alu_imm(Alu::Arsh, R9, sh);
+            }
+            emit_errno_flag(&mut a);
+        }
+        // Only compared, never shifted: the verifier types it as a pointer.
+        Ret::Ptr => {
+            a.ldx(Size::DW, R9, R6, fexit_ret_offset(func));
+            emit_errno_flag(&mut a);
+        }
+    }
+    emit_record(&mut a, sh);
+    ret0(&mut a, out);
+    a.finish()
+}
+
 fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
     ld_field(a, R1, R6, tp.field("dev")?)?;
     a.stx(Size::DW, R10, START_KEY, R1);

@@ -53,6 +53,9 @@ pub struct Options {
     /// Use perf tracepoints for the syscall layer even where raw ones work
     /// (tests the fallback).
     pub perf_tracepoints: bool,
+    /// Kernel functions (in vmlinux BTF) timed with fentry/fexit in the fs
+    /// layer besides the VFS entry points, e.g. ext4_file_read_iter.
+    pub fs_functions: Vec<String>,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -365,8 +368,63 @@ impl Session {
         }
         if o.fs {
             let start = start_map("fsprof_fs_start", 16384, sys::MAP_LRU_HASH)?;
+            // fentry/fexit where the kernel allows it; the tracepoint pairs
+            // below are file-system internals fentry on VFS does not show,
+            // so they are recorded either way.
+            let btf = crate::btf::Btf::vmlinux();
+            // Functions the user named must exist, whatever the kernel allows.
+            if !o.fs_functions.is_empty() {
+                let b = btf.as_ref().map_err(|e| Error::Fentry(e.clone()))?;
+                crate::fentry::targets(b, &o.fs_functions).map_err(Error::Fentry)?;
+            }
+            match crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
+                Ok(_) => {
+                    let btf = btf.as_ref().expect("detect succeeded, so BTF parsed");
+                    let targets =
+                        crate::fentry::targets(btf, &o.fs_functions).map_err(Error::Fentry)?;
+                    for func in targets {
+                        let idx = fs_ops.len() as u32;
+                        let name = prog_name(&func.name);
+                        match crate::fentry::attach_pair(
+                            &name,
+                            &func,
+                            &filter,
+                            &sh,
+                            start.fd(),
+                            idx,
+                        ) {
+                            Ok(pair) => {
+                                for (p, a) in pair {
+                                    at.progs.push(p);
+                                    at.atts.push(a);
+                                }
+                                fs_ops.push(func.name);
+                            }
+                            Err(r) if o.fs_functions.contains(&func.name) => {
+                                return Err(Error::Fentry(r.to_string()))
+                            }
+                            // One function the kernel will not trace (e.g.
+                            // notrace) must not cost the rest of the layer.
+                            Err(r) => notes.push(format!("fs layer: {} not timed: {r}", func.name)),
+                        }
+                    }
+                }
+                Err(why) => {
+                    if !o.fs_functions.is_empty() {
+                        return Err(Error::Fentry(format!(
+                            "--fs-functions needs fentry/fexit, which is unusable here: {why}"
+                        )));
+                    }
+                    notes.push(format!(
+                        "fs layer: fentry/fexit not used ({why}); using the ext4/xfs/btrfs enter/exit tracepoint pairs instead"
+                    ));
+                }
+            }
             for cat in FS_CATEGORIES {
                 for base in tracefs::enter_exit_pairs(&root, cat) {
+                    if fs_ops.contains(&base) {
+                        continue; // already timed by fentry under the same name
+                    }
                     let idx = fs_ops.len() as u32;
                     let enter = Tracepoint::load(&root, cat, &format!("{base}_enter"))?;
                     let exit = Tracepoint::load(&root, cat, &format!("{base}_exit"))?;

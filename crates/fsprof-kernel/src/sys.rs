@@ -29,6 +29,7 @@ pub const PROG_XDP: u32 = 6;
 pub const PROG_RAW_TRACEPOINT: u32 = 17;
 pub const PROG_TRACING: u32 = 26;
 pub const ATTACH_TRACE_FENTRY: u32 = 24;
+pub const ATTACH_TRACE_FEXIT: u32 = 25;
 
 #[repr(C)]
 #[derive(Default)]
@@ -498,6 +499,14 @@ pub fn raw_tracepoint_open(prog: &Prog) -> io::Result<OwnedFd> {
     let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
     // SAFETY: a link fd the kernel just returned.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// [`raw_tracepoint_open`] as an [`Attachment`], for sessions that hold
+/// tracing links next to tracepoint events.
+pub fn attach_tracing(prog: &Prog) -> io::Result<Attachment> {
+    Ok(Attachment {
+        _event: raw_tracepoint_open(prog)?,
+    })
 }
 
 const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;

@@ -47,6 +47,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         require: a.require_tracepoint.clone(),
         explicit_layers: explicit,
         perf_tracepoints: a.perf_tracepoints,
+        fs_functions: a.fs_functions.clone(),
     };
 
     // Signals are taken synchronously (sigtimedwait) so that Ctrl-C ends

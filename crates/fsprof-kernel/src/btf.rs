@@ -1,0 +1,295 @@
+//! Just enough of the kernel's BTF (/sys/kernel/btf/vmlinux) to attach
+//! fentry/fexit programs: a function's type id, how many arguments its
+//! prototype has (fexit finds the return value after them in its context)
+//! and what it returns.
+
+/// Kinds used here (include/uapi/linux/btf.h).
+const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+/// Where the kernel publishes its own BTF.
+pub const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+#[derive(Clone, Copy, Debug)]
+struct Type {
+    name_off: u32,
+    kind: u32,
+    vlen: u32,
+    /// `size` or `type`, depending on the kind.
+    size_type: u32,
+    /// Offset of the kind-specific data after the 12-byte header.
+    extra: usize,
+}
+
+/// A parsed BTF blob. Type ids start at 1; index 0 stands for `void`.
+pub struct Btf {
+    data: Vec<u8>,
+    strs: usize,
+    types: Vec<Type>,
+}
+
+/// What a function returns, as fexit must read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ret {
+    Void,
+    /// An integer (or enum, bool) of this many bytes; sign-extended before
+    /// use because only those low bytes of the return register are defined.
+    Int(u32),
+    /// A pointer: errors come back as ERR_PTR(-errno).
+    Ptr,
+}
+
+/// A kernel function as fentry/fexit see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Func {
+    pub name: String,
+    /// BTF id of the FUNC: the program's `attach_btf_id`.
+    pub id: u32,
+    /// Parameter count of its prototype.
+    pub nargs: u32,
+    /// u64 context slots the arguments take: the context is a u64 array of
+    /// the arguments, then (fexit only) the return value. One per argument,
+    /// except a struct passed by value, which takes size/8 rounded up (as
+    /// the kernel's trampoline lays it out).
+    pub slots: u32,
+    pub ret: Ret,
+}
+
+impl Btf {
+    /// Reads the running kernel's BTF.
+    pub fn vmlinux() -> Result<Btf, String> {
+        let data = std::fs::read(VMLINUX).map_err(|e| {
+            format!("no kernel BTF ({VMLINUX}: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
+        })?;
+        Btf::parse(data).ok_or_else(|| format!("{VMLINUX} is not BTF this parser understands"))
+    }
+
+    pub fn parse(data: Vec<u8>) -> Option<Btf> {
+        let u32_at = |o: usize| {
+            data.get(o..o + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        };
+        if data.get(0..2)? != [0x9f, 0xeb] {
+            return None;
+        }
+        let hdr_len = u32_at(4)? as usize;
+        let (type_off, type_len) = (u32_at(8)? as usize, u32_at(12)? as usize);
+        let str_off = u32_at(16)? as usize;
+        let start = hdr_len + type_off;
+        let end = start + type_len;
+        let mut types = Vec::new();
+        let mut p = start;
+        while p + 12 <= end {
+            let info = u32_at(p + 4)?;
+            let t = Type {
+                name_off: u32_at(p)?,
+                kind: (info >> 24) & 0x1f,
+                vlen: info & 0xffff,
+                size_type: u32_at(p + 8)?,
+                extra: p + 12,
+            };
+            let vlen = t.vlen as usize;
+            p += 12
+                + match t.kind {
+                    1 | 14 | 17 => 4,
+                    3 => 12,
+                    4 | 5 | 15 | 19 => vlen * 12,
+                    6 | 13 => vlen * 8,
+                    _ => 0,
+                };
+            types.push(t);
+        }
+        Some(Btf {
+            strs: hdr_len + str_off,
+            data,
+            types,
+        })
+    }
+
+    fn ty(&self, id: u32) -> Option<&Type> {
+        id.checked_sub(1).and_then(|i| self.types.get(i as usize))
+    }
+
+    fn name(&self, t: &Type) -> Option<&[u8]> {
+        let s = self.data.get(self.strs + t.name_off as usize..)?;
+        let end = s.iter().position(|&b| b == 0)?;
+        Some(&s[..end])
+    }
+
+    /// The id of the FUNC named `func`.
+    pub fn func_id(&self, func: &str) -> Option<u32> {
+        self.types
+            .iter()
+            .position(|t| t.kind == KIND_FUNC && self.name(t) == Some(func.as_bytes()))
+            .map(|i| i as u32 + 1)
+    }
+
+    /// `func` with its prototype's parameter count and return kind.
+    pub fn func(&self, func: &str) -> Result<Func, String> {
+        let id = self
+            .func_id(func)
+            .ok_or_else(|| format!("kernel BTF has no function {func}"))?;
+        let proto = self
+            .ty(id)
+            .and_then(|f| self.ty(f.size_type))
+            .filter(|p| p.kind == KIND_FUNC_PROTO)
+            .ok_or_else(|| format!("BTF function {func} has no prototype"))?;
+        let ret = self
+            .ret_kind(proto.size_type)
+            .ok_or_else(|| format!("{func} returns a type fexit cannot read"))?;
+        let mut slots = 0;
+        for i in 0..proto.vlen as usize {
+            let ty = self
+                .u32_at(proto.extra + 8 * i + 4)
+                .ok_or_else(|| format!("BTF prototype of {func} is truncated"))?;
+            slots += match self.skip_modifiers(ty) {
+                Some(t) if t.kind == KIND_STRUCT || t.kind == KIND_UNION => {
+                    t.size_type.div_ceil(8).max(1)
+                }
+                _ => 1,
+            };
+        }
+        Ok(Func {
+            name: func.into(),
+            id,
+            nargs: proto.vlen,
+            slots,
+            ret,
+        })
+    }
+
+    fn u32_at(&self, o: usize) -> Option<u32> {
+        self.data
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    fn skip_modifiers(&self, mut id: u32) -> Option<&Type> {
+        for _ in 0..32 {
+            let t = self.ty(id)?;
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.size_type
+                }
+                _ => return Some(t),
+            }
+        }
+        None
+    }
+
+    fn ret_kind(&self, mut id: u32) -> Option<Ret> {
+        // Modifier chains are short; the bound only guards against a
+        // malformed cycle.
+        for _ in 0..32 {
+            if id == 0 {
+                return Some(Ret::Void);
+            }
+            let t = self.ty(id)?;
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.size_type
+                }
+                KIND_INT | KIND_ENUM | KIND_ENUM64 if matches!(t.size_type, 1 | 2 | 4 | 8) => {
+                    return Some(Ret::Int(t.size_type))
+                }
+                KIND_PTR => return Some(Ret::Ptr),
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+/// A hand-built BTF blob for tests: `(name, params, ret)` functions where
+/// `ret` is "void", "int", "long" or "ptr", optionally with "+struct" for a
+/// first parameter that is a 24-byte struct passed by value.
+pub fn synthetic(funcs: &[(&str, u32, &str)]) -> Vec<u8> {
+    let mut strs = vec![0u8];
+    let mut types: Vec<u8> = Vec::new();
+    let mut push = |name_off: u32, kind: u32, vlen: u32, st: u32, extra: &[u8]| {
+        types.extend(name_off.to_le_bytes());
+        types.extend(((kind << 24) | vlen).to_le_bytes());
+        types.extend(st.to_le_bytes());
+        types.extend(extra);
+    };
+    // 1: int (4 bytes), 2: long (8), 3: typedef ssize_t -> long, 4: void *,
+    // 5: a 24-byte struct with no members
+    push(0, KIND_INT, 0, 4, &(32u32 | (1 << 24)).to_le_bytes());
+    push(0, KIND_INT, 0, 8, &(64u32 | (1 << 24)).to_le_bytes());
+    push(0, KIND_TYPEDEF, 0, 2, &[]);
+    push(0, KIND_PTR, 0, 0, &[]);
+    push(0, KIND_STRUCT, 0, 24, &[]);
+    let mut id = 6u32;
+    for (name, nargs, ret) in funcs {
+        // "int+struct": an int return and the first argument a struct by value.
+        let (ret, by_value) = match ret.strip_suffix("+struct") {
+            Some(r) => (r, true),
+            None => (*ret, false),
+        };
+        let ret_id = match ret {
+            "void" => 0,
+            "int" => 1,
+            "long" => 3,
+            _ => 4,
+        };
+        let params: Vec<u8> = (0..*nargs)
+            .flat_map(|i| {
+                let ty = if by_value && i == 0 { 5u32 } else { 4 };
+                [0u32.to_le_bytes(), ty.to_le_bytes()].concat()
+            })
+            .collect();
+        push(0, KIND_FUNC_PROTO, *nargs, ret_id, &params);
+        let off = strs.len() as u32;
+        strs.extend(name.as_bytes());
+        strs.push(0);
+        push(off, KIND_FUNC, 1, id, &[]);
+        id += 2;
+    }
+    let mut b = vec![0x9f, 0xeb, 1, 0];
+    b.extend(24u32.to_le_bytes());
+    b.extend(0u32.to_le_bytes());
+    b.extend((types.len() as u32).to_le_bytes());
+    b.extend((types.len() as u32).to_le_bytes());
+    b.extend((strs.len() as u32).to_le_bytes());
+    b.extend(types);
+    b.extend(strs);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prototypes_give_argument_counts_and_return_kinds() {
+        let b = Btf::parse(synthetic(&[
+            ("vfs_read", 4, "long"),
+            ("iterate_dir", 2, "int"),
+            ("lookup_fast", 1, "ptr"),
+            ("noop", 0, "void"),
+        ]))
+        .unwrap();
+        let f = b.func("vfs_read").unwrap();
+        assert_eq!((f.id, f.nargs, f.slots, f.ret), (7, 4, 4, Ret::Int(8)));
+        assert_eq!(b.func("iterate_dir").unwrap().nargs, 2);
+        assert_eq!(b.func("iterate_dir").unwrap().ret, Ret::Int(4));
+        assert_eq!(b.func("lookup_fast").unwrap().ret, Ret::Ptr);
+        assert_eq!(b.func("noop").unwrap().ret, Ret::Void);
+        assert!(b.func("nope").unwrap_err().contains("no function nope"));
+        let b = Btf::parse(synthetic(&[("by_value", 2, "int+struct")])).unwrap();
+        let f = b.func("by_value").unwrap();
+        assert_eq!((f.nargs, f.slots), (2, 4), "24-byte struct = 3 slots");
+        assert!(Btf::parse(b"junk".to_vec()).is_none());
+    }
+}
