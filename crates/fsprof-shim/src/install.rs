@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::SHIM_SO;
+use crate::{SHIM_HASH, SHIM_SO};
 
 /// Writes the shim to `<base>/fsprof-<uid>/libfsprof_shim-<hash>.so` unless
 /// an identical copy is there, and returns its path. The directory must be
@@ -29,8 +29,11 @@ pub fn install(base: &Path) -> io::Result<PathBuf> {
             ),
         ));
     }
-    let path = dir.join(format!("libfsprof_shim-{:016x}.so", fnv1a(SHIM_SO)));
-    if fs::read(&path).map(|b| b == SHIM_SO).unwrap_or(false) {
+    let path = dir.join(format!("libfsprof_shim-{SHIM_HASH:016x}.so"));
+    // The name is the content's hash and only we can write the directory,
+    // so a file of the right size is the right file (a partial write never
+    // gets this name: it is renamed into place).
+    if fs::metadata(&path).is_ok_and(|m| m.len() == SHIM_SO.len() as u64) {
         return Ok(path);
     }
     let tmp = dir.join(format!(".shim-{}.tmp", std::process::id()));
@@ -41,10 +44,4 @@ pub fn install(base: &Path) -> io::Result<PathBuf> {
     }
     fs::rename(&tmp, &path)?;
     Ok(path)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }

@@ -15,6 +15,7 @@ pub use install::install;
 pub use selftest::{LoadedShim, SelfTest};
 
 include!(concat!(env!("OUT_DIR"), "/ops.rs"));
+include!(concat!(env!("OUT_DIR"), "/shim_hash.rs"));
 
 /// The shim's shared object, built from `shim/*.c` at compile time.
 pub static SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libfsprof_shim.so"));

@@ -156,7 +156,7 @@ fn tsc_mono_pair() -> (u64, u64) {
     (best.1, best.2)
 }
 
-fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
     let id = id.trim();
     (!id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))

@@ -5,6 +5,7 @@ pub mod clock;
 pub mod launch;
 pub mod reader;
 pub mod rundir;
+mod selfcost;
 mod session;
 pub mod sysinfo;
 

@@ -10,12 +10,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fsprof_core::profile::{layer, ExitStatus, Interval, Layer, Meta, Overhead, Process};
 use fsprof_core::{BucketLayout, Profile, Resolution};
-use fsprof_shim::{abi, install, LoadedShim, SelfTest};
+use fsprof_shim::{abi, install};
 
 use crate::clock::{mono_ns, ClockChoice, ClockParams};
 use crate::launch::{self, LaunchError};
 use crate::reader::{read_process, ProcessCounters};
 use crate::rundir::RunDir;
+use crate::selfcost::SelfCost;
 use crate::sysinfo;
 
 #[derive(Clone, Debug)]
@@ -75,14 +76,13 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
         .write_control(&clock, &layout)
         .map_err(setup("cannot write the control file"))?;
 
-    // Measure our own cost on the other core while the command runs: its
-    // result is only needed for the report.
-    let selftest = {
-        let (path, control) = (shim_path.clone(), control.clone());
-        std::thread::spawn(move || -> std::io::Result<SelfTest> {
-            LoadedShim::load(&path)?.selftest(&control, 2000)
-        })
-    };
+    let selfcost = SelfCost::start(
+        cache.as_deref(),
+        &shim_path,
+        &control,
+        clock.kind,
+        opts.resolution.get(),
+    );
 
     let env = vec![
         ("LD_PRELOAD".to_string(), preload_value(&shim_path)),
@@ -91,41 +91,41 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let start_wall = SystemTime::now();
     let start_mono = mono_ns();
     let child = launch::spawn(&opts.argv, &env)?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(launch::wait(child));
-    });
 
     let mut intervals = Vec::new();
     let mut last: Vec<Layer> = Vec::new();
     let mut last_t = 0u64;
     let period = opts.interval_ns.or(opts.live.as_ref().map(|l| l.period_ns));
-    let mut samples = 0u64;
-    let exit = loop {
-        let timeout = period
-            .map(|iv| {
-                Duration::from_nanos((samples + 1) * iv)
-                    .saturating_sub(Duration::from_nanos(mono_ns() - start_mono))
-            })
-            .unwrap_or(Duration::from_secs(3600));
-        match rx.recv_timeout(timeout) {
-            Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if period.is_some() {
-                    samples += 1;
-                    let now = mono_ns() - start_mono;
-                    let (procs, _) = snapshot(&dir, &layout);
-                    let total = merged(&procs);
-                    publish(opts, &total);
-                    if opts.interval_ns.is_some() {
-                        intervals.push(slice(&total, &last, last_t, now));
-                        last = total;
-                        last_t = now;
+    let exit = match period {
+        // Nothing to sample: wait on this thread, no waker in between.
+        None => launch::wait(child).map_err(setup("waiting for the command failed"))?,
+        Some(period) => {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(launch::wait(child));
+            });
+            let mut samples = 0u64;
+            loop {
+                let timeout = Duration::from_nanos((samples + 1) * period)
+                    .saturating_sub(Duration::from_nanos(mono_ns() - start_mono));
+                match rx.recv_timeout(timeout) {
+                    Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        samples += 1;
+                        let now = mono_ns() - start_mono;
+                        let (procs, _) = snapshot(&dir, &layout);
+                        let total = merged(&procs);
+                        publish(opts, &total);
+                        if opts.interval_ns.is_some() {
+                            intervals.push(slice(&total, &last, last_t, now));
+                            last = total;
+                            last_t = now;
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        return Err(RunError::Setup("the waiting thread died".into()))
                     }
                 }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(RunError::Setup("the waiting thread died".into()))
             }
         }
     };
@@ -151,13 +151,12 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
             clock.save_rate(cache);
         }
     }
-    let selftest = match selftest.join() {
-        Ok(Ok(st)) => Some(st),
-        Ok(Err(e)) => {
+    let selftest = match selfcost.finish() {
+        Ok(st) => Some(st),
+        Err(e) => {
             notes.push(format!("could not measure the shim's own overhead: {e}"));
             None
         }
-        Err(_) => None,
     };
 
     let calls: u64 = total.iter().map(Layer::total_calls).sum();
