@@ -1,14 +1,14 @@
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
-use fsprof_core::format::{to_json, write_atomic, FormatError};
+use anyhow::Result;
+use fsprof_core::format::FormatError;
 use fsprof_core::profile::{layer_in, Clock, ExitStatus, Interval, Layer, Meta};
 use fsprof_core::{Profile, Resolution};
 use fsprof_kernel::launch::GatedChild;
 use fsprof_kernel::{Options, Session, Target};
 use fsprof_report::{render, ReportOptions};
 
+use super::save::save_profile;
 use crate::cli::{KernelArgs, KernelLayerArg};
 
 pub fn kernel(a: KernelArgs) -> Result<i32> {
@@ -182,7 +182,8 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     profile.layers = snap.layers;
     profile.intervals = intervals;
 
-    let path = save(&profile, &a)?;
+    let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
+    let path = save_profile(&profile, &a.out, "kernel", program.as_deref())?;
     session.detach_in_background();
     for n in &notes {
         eprintln!("fsprof: note: {n}");
@@ -283,54 +284,4 @@ fn slice(now: &[Layer], prev: &[Layer], start_ns: u64, end_ns: u64) -> Interval 
         end_ns,
         layers,
     }
-}
-
-fn save(p: &Profile, a: &KernelArgs) -> Result<PathBuf> {
-    let json = to_json(p);
-    if let Some(out) = &a.out.output {
-        write_atomic(out, json.as_bytes(), a.out.force)?;
-        return Ok(out.clone());
-    }
-    let prog = a
-        .command
-        .first()
-        .and_then(|c| {
-            std::path::Path::new(c)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "kernel".into());
-    let prog: String = prog
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let stamp: String = p
-        .meta
-        .start_time
-        .chars()
-        .take(19)
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    let base = format!("fsprof-kernel-{prog}-{stamp}");
-    for n in 1..1000 {
-        let path = PathBuf::from(if n == 1 {
-            format!("{base}.json")
-        } else {
-            format!("{base}-{n}.json")
-        });
-        match write_atomic(&path, json.as_bytes(), false) {
-            Ok(()) => return Ok(path),
-            Err(FormatError::Exists { .. }) => continue,
-            Err(e) => {
-                return Err(e).context("writing the profile (use -o FILE to put it elsewhere)")
-            }
-        }
-    }
-    anyhow::bail!("could not find a free file name like {base}.json; use -o FILE")
 }

@@ -8,6 +8,7 @@ mod merge;
 mod plot;
 mod report;
 mod run;
+mod save;
 
 use crate::cli::{Cli, Command};
 

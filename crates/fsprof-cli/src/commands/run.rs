@@ -1,12 +1,13 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result};
-use fsprof_core::format::{to_json, write_atomic, FormatError};
+use anyhow::Result;
+use fsprof_core::format::FormatError;
 use fsprof_core::{Profile, Resolution};
 use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::{render, ReportOptions};
 use fsprof_user::{ClockChoice, LiveSink, RunError, RunOptions};
 
+use super::save::save_profile;
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
@@ -70,7 +71,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     drop(server);
     let code = outcome.exit.shell_code();
-    let path = save(&outcome.profile, &a)?;
+    let cmd0 = a.command[0].to_string_lossy().into_owned();
+    let path = save_profile(&outcome.profile, &a.out, "", Some(&cmd0))?;
     for n in &outcome.notes {
         eprintln!("fsprof: note: {n}");
     }
@@ -135,56 +137,4 @@ fn serve_metrics(
         server.local_addr()
     );
     Ok((sink, server))
-}
-
-/// Writes the profile without ever replacing a file that is not ours to
-/// replace: `-o` needs `--force` to overwrite, the default name moves on to
-/// the next free name.
-fn save(p: &Profile, a: &RunArgs) -> Result<PathBuf> {
-    let json = to_json(p);
-    if let Some(out) = &a.out.output {
-        write_atomic(out, json.as_bytes(), a.out.force)?;
-        return Ok(out.clone());
-    }
-    let base = default_name(p, &a.command[0].to_string_lossy());
-    for n in 1..1000 {
-        let path = if n == 1 {
-            PathBuf::from(format!("{base}.json"))
-        } else {
-            PathBuf::from(format!("{base}-{n}.json"))
-        };
-        match write_atomic(&path, json.as_bytes(), false) {
-            Ok(()) => return Ok(path),
-            Err(FormatError::Exists { .. }) => continue,
-            Err(e) => {
-                return Err(e).context("writing the profile (use -o FILE to put it elsewhere)")
-            }
-        }
-    }
-    anyhow::bail!("could not find a free file name like {base}.json; use -o FILE")
-}
-
-fn default_name(p: &Profile, cmd: &str) -> String {
-    let prog: String = Path::new(cmd)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "cmd".into())
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    // 2026-11-21T23:59:07.123Z -> 20261121T235907
-    let stamp: String = p
-        .meta
-        .start_time
-        .chars()
-        .take(19)
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    format!("fsprof-{prog}-{stamp}")
 }
