@@ -95,3 +95,35 @@ fn latencies_land_in_plausible_buckets() {
     assert!(res.lower_bound(last) < max as f64 && max as f64 <= res.upper_bound(last));
     assert!(op.total_ns >= min * op.post);
 }
+
+#[test]
+fn ended_processes_are_folded_in_and_their_files_released() {
+    let dir = tempfile::tempdir().unwrap();
+    // 300 short-lived processes, then a pause longer than the harvest
+    // period, then count the counter files left in the run directory.
+    let script = "for i in $(seq 300); do cat /etc/hostname; done >/dev/null; sleep 1.5; \
+                  ls \"$FSPROF_SHM\" | grep -c '^p'";
+    let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files_left: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    // sh, ls and grep are alive, and the sleep may have ended since the
+    // last harvest; the 300 cats are long gone.
+    assert!(
+        files_left <= 10,
+        "{files_left} counter files still in the run directory"
+    );
+    let p = load(&path);
+    let cats = p
+        .processes
+        .iter()
+        .filter(|pr| pr.exe.ends_with("/cat"))
+        .count();
+    assert_eq!(cats, 300, "every process is still in the profile");
+    assert!(count(&p, "read") >= 600);
+    let rep = fsprof_core::check::check_profile(&p);
+    assert!(rep.ok(), "{:?}", rep.errors);
+}

@@ -2,6 +2,7 @@
 //! preload shim and turns the counters the shim keeps into a profile.
 
 pub mod clock;
+mod collector;
 pub mod launch;
 pub mod reader;
 pub mod rundir;

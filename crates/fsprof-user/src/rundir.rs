@@ -52,8 +52,9 @@ impl RunDir {
         Ok(bytes)
     }
 
-    /// Counter files of the processes seen so far, in creation order.
-    pub fn process_files(&self) -> io::Result<Vec<PathBuf>> {
+    /// Counter files of the processes seen so far, with their sequence
+    /// numbers, in creation order.
+    pub fn process_files(&self) -> io::Result<Vec<(u64, PathBuf)>> {
         let mut files: Vec<(u64, PathBuf)> = fs::read_dir(&self.path)?
             .filter_map(|e| e.ok())
             .filter_map(|e| {
@@ -63,7 +64,7 @@ impl RunDir {
             })
             .collect();
         files.sort();
-        Ok(files.into_iter().map(|(_, p)| p).collect())
+        Ok(files)
     }
 }
 

@@ -13,8 +13,9 @@ use fsprof_core::{BucketLayout, Profile, Resolution};
 use fsprof_shim::{abi, install};
 
 use crate::clock::{mono_ns, ClockChoice, ClockParams};
+use crate::collector::Collector;
 use crate::launch::{self, LaunchError};
-use crate::reader::{read_process, ProcessCounters};
+use crate::reader::ProcessCounters;
 use crate::rundir::RunDir;
 use crate::selfcost::SelfCost;
 use crate::sysinfo;
@@ -60,6 +61,9 @@ fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> RunError {
     move |e| RunError::Setup(format!("{what}: {e}"))
 }
 
+/// How often ended processes' counter files are folded into memory.
+const HARVEST_NS: u64 = 500_000_000;
+
 pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let layout = BucketLayout::new(opts.resolution);
     // LD_PRELOAD splits on spaces and colons: a TMPDIR with either can't
@@ -95,50 +99,53 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let mut intervals = Vec::new();
     let mut last: Vec<Layer> = Vec::new();
     let mut last_t = 0u64;
-    let period = opts.interval_ns.or(opts.live.as_ref().map(|l| l.period_ns));
-    let exit = match period {
-        // Nothing to sample: wait on this thread, no waker in between.
-        None => launch::wait(child).map_err(setup("waiting for the command failed"))?,
-        Some(period) => {
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                let _ = tx.send(launch::wait(child));
-            });
-            let mut samples = 0u64;
-            loop {
-                let timeout = Duration::from_nanos((samples + 1) * period)
-                    .saturating_sub(Duration::from_nanos(mono_ns() - start_mono));
-                match rx.recv_timeout(timeout) {
-                    Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        samples += 1;
-                        let now = mono_ns() - start_mono;
-                        let (procs, _) = snapshot(&dir, &layout);
-                        let total = merged(&procs);
-                        publish(opts, &total);
-                        if opts.interval_ns.is_some() {
-                            intervals.push(slice(&total, &last, last_t, now));
-                            last = total;
-                            last_t = now;
-                        }
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        return Err(RunError::Setup("the waiting thread died".into()))
+    let mut collector = Collector::new(&dir, layout.thresholds().len() as u32);
+    let sample_period = opts.interval_ns.or(opts.live.as_ref().map(|l| l.period_ns));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(launch::wait(child));
+    });
+    // Wake for each sample, and at least every HARVEST_NS to retire the
+    // files of processes that have ended.
+    let mut next_sample = sample_period.unwrap_or(u64::MAX);
+    let mut next_harvest = HARVEST_NS;
+    let exit = loop {
+        let due = next_sample.min(next_harvest);
+        let timeout = Duration::from_nanos(due.saturating_sub(mono_ns() - start_mono));
+        match rx.recv_timeout(timeout) {
+            Ok(status) => break status.map_err(setup("waiting for the command failed"))?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = mono_ns() - start_mono;
+                if now >= next_harvest {
+                    collector.harvest();
+                    next_harvest = now + HARVEST_NS;
+                }
+                if let Some(period) = sample_period.filter(|_| now >= next_sample) {
+                    next_sample += period;
+                    let total = merged(&collector.snapshot());
+                    publish(opts, &total);
+                    if opts.interval_ns.is_some() {
+                        intervals.push(slice(&total, &last, last_t, now));
+                        last = total;
+                        last_t = now;
                     }
                 }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(RunError::Setup("the waiting thread died".into()))
             }
         }
     };
     let end_mono = mono_ns();
     let duration_ns = end_mono - start_mono;
-    let (procs, unreadable) = snapshot(&dir, &layout);
+    let procs = collector.snapshot();
     let total = merged(&procs);
     publish(opts, &total);
     if opts.interval_ns.is_some() {
         intervals.push(slice(&total, &last, last_t, duration_ns));
     }
 
-    let mut notes = unreadable;
+    let mut notes = std::mem::take(&mut collector.notes);
     let drift = clock.refine();
     if let Some(cache) = &cache {
         if drift.abs() > 0.005 {
@@ -235,20 +242,6 @@ fn publish(opts: &RunOptions, total: &[Layer]) {
     if let Some(live) = &opts.live {
         *live.layers.lock().unwrap_or_else(|e| e.into_inner()) = total.to_vec();
     }
-}
-
-fn snapshot(dir: &RunDir, layout: &BucketLayout) -> (Vec<ProcessCounters>, Vec<String>) {
-    let nbuckets = layout.thresholds().len() as u32;
-    let mut procs = Vec::new();
-    let mut notes = Vec::new();
-    for f in dir.process_files().unwrap_or_default() {
-        match read_process(&f, nbuckets) {
-            Ok(Some(p)) => procs.push(p),
-            Ok(None) => {}
-            Err(e) => notes.push(format!("skipped a process's counters: {e}")),
-        }
-    }
-    (procs, notes)
 }
 
 fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
