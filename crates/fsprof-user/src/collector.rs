@@ -52,7 +52,7 @@ impl<'a> Collector<'a> {
             // A pid runs one image at a time: an older file of a pid that
             // has a newer one belongs to an image that exec replaced.
             let replaced = newest[&pid] > seq;
-            if !(replaced || !alive(pid)) {
+            if !replaced && alive(pid) {
                 continue;
             }
             match read_process(path, self.nbuckets) {
