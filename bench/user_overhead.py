@@ -9,7 +9,7 @@ the same run, interleaved, repeated, reported as medians and ratios.
 2. Nanoseconds the shim adds per intercepted call: a tight loop of cached
    pread(1 byte) and fstat, timed from inside, bare vs under `fsprof run`.
 
-usage: bench/user_overhead.py [--rounds N] [--fsprof PATH]
+usage: bench/user_overhead.py [--rounds N] [--fsprof PATH] [--target DIR] [--no-peers] [--no-percall]
 """
 import argparse
 import os
@@ -39,20 +39,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
+    ap.add_argument("--target", default=TARGET, help="directory grep -r searches")
+    ap.add_argument("--no-peers", action="store_true", help="skip strace and bpftrace")
+    ap.add_argument("--no-percall", action="store_true", help="skip the per-call loop")
     args = ap.parse_args()
     if not os.path.exists(args.fsprof):
         sys.exit(f"{args.fsprof} not found: run `cargo build --release` first")
     tmp = tempfile.mkdtemp(prefix="fsprof-bench-")
     prof = os.path.join(tmp, "p.json")
     # bpftrace -c wants an unambiguous path
-    grep = [shutil.which("grep"), "-r", PATTERN, TARGET]
+    grep = [shutil.which("grep"), "-r", PATTERN, args.target]
     variants = {
         "bare": grep,
         "fsprof run": [args.fsprof, "run", "-q", "-f", "-o", prof, "--"] + grep,
     }
-    if shutil.which("strace"):
+    if shutil.which("strace") and not args.no_peers:
         variants["strace -f -c"] = ["strace", "-f", "-c", "-o", os.path.join(tmp, "s.txt")] + grep
-    have_bpftrace = shutil.which("bpftrace") and os.geteuid() == 0
+    have_bpftrace = shutil.which("bpftrace") and os.geteuid() == 0 and not args.no_peers
     if have_bpftrace:
         variants["bpftrace hist"] = ["bpftrace", "-q", "-e", BPFTRACE, "-c", " ".join(grep)]
     for _ in range(2):  # warm the page cache and every binary
@@ -63,7 +66,7 @@ def main():
         for k, cmd in variants.items():
             times[k].append(wall(cmd))
     bare = statistics.median(times["bare"])
-    print(f"# grep -r {PATTERN} {TARGET}, warm cache, {args.rounds} interleaved rounds, medians")
+    print(f"# grep -r {PATTERN} {args.target}, warm cache, {args.rounds} interleaved rounds, medians")
     print(f"{'variant':<16} {'median s':>9} {'ratio':>7}   (min..max ratio)")
     for k, ts in times.items():
         m = statistics.median(ts)
@@ -74,6 +77,9 @@ def main():
         bt = statistics.median(times["bpftrace hist"])
         print(f"bpftrace start-up alone (-c true): {m:.4f} s; bpftrace minus start-up: ratio {(bt - m) / bare:.3f}")
 
+    if args.no_percall:
+        shutil.rmtree(tmp)
+        return
     exe = os.path.join(tmp, "percall")
     subprocess.run(["cc", "-O2", "-o", exe, os.path.join(ROOT, "bench/percall.c")], check=True)
     n = "2000000"
