@@ -182,6 +182,33 @@ pub struct Interval {
     pub layers: Vec<Layer>,
 }
 
+impl Interval {
+    /// The slice between two cumulative snapshots of the same layers:
+    /// counter-wise `now - before` (ops absent before count from zero).
+    pub fn between(now: &[Layer], before: &[Layer], start_ns: u64, end_ns: u64) -> Self {
+        let layers = now
+            .iter()
+            .map(|l| {
+                let prev = before.iter().find(|b| b.name == l.name);
+                let mut d = Layer::new(&l.name);
+                for op in &l.ops {
+                    d.ops.push(match prev.and_then(|p| p.op(&op.name)) {
+                        Some(o) => op.delta_since(o),
+                        None => op.delta_since(&OpStats::new(&op.name)),
+                    });
+                }
+                d.normalize();
+                d
+            })
+            .collect();
+        Interval {
+            start_ns,
+            end_ns,
+            layers,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Process {
     pub pid: i32,

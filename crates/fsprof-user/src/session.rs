@@ -125,7 +125,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
                     let total = merged(&collector.snapshot());
                     publish(opts, &total);
                     if opts.interval_ns.is_some() {
-                        intervals.push(slice(&total, &last, last_t, now));
+                        intervals.push(Interval::between(&total, &last, last_t, now));
                         last = total;
                         last_t = now;
                     }
@@ -142,7 +142,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, RunError> {
     let total = merged(&procs);
     publish(opts, &total);
     if opts.interval_ns.is_some() {
-        intervals.push(slice(&total, &last, last_t, duration_ns));
+        intervals.push(Interval::between(&total, &last, last_t, duration_ns));
     }
 
     let mut notes = std::mem::take(&mut collector.notes);
@@ -253,30 +253,6 @@ fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
     }
     user.normalize();
     vec![user]
-}
-
-fn slice(now: &[Layer], before: &[Layer], start_ns: u64, end_ns: u64) -> Interval {
-    let layers = now
-        .iter()
-        .map(|l| {
-            let prev = before.iter().find(|b| b.name == l.name);
-            let mut d = Layer::new(&l.name);
-            for op in &l.ops {
-                let delta = match prev.and_then(|p| p.op(&op.name)) {
-                    Some(o) => op.delta_since(o),
-                    None => op.delta_since(&fsprof_core::OpStats::new(&op.name)),
-                };
-                d.ops.push(delta);
-            }
-            d.normalize();
-            d
-        })
-        .collect();
-    Interval {
-        start_ns,
-        end_ns,
-        layers,
-    }
 }
 
 fn to_process(p: ProcessCounters, start_mono: u64) -> Process {

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use fsprof_core::format::FormatError;
-use fsprof_core::profile::{layer_in, Clock, ExitStatus, Interval, Layer, Meta};
+use fsprof_core::profile::{Clock, ExitStatus, Interval, Layer, Meta};
 use fsprof_core::{Profile, Resolution};
 use fsprof_kernel::launch::GatedChild;
 use fsprof_kernel::{Options, Session, Target};
@@ -116,7 +116,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
             if now >= t {
                 let snap = session.snapshot(false)?;
                 let end_ns = t0.elapsed().as_nanos() as u64;
-                intervals.push(slice(&snap.layers, &prev, prev_ns, end_ns));
+                intervals.push(Interval::between(&snap.layers, &prev, prev_ns, end_ns));
                 prev = snap.layers;
                 prev_ns = end_ns;
                 next_tick = Some(t + Duration::from_nanos(a.interval.unwrap()));
@@ -148,7 +148,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     let snap = session.snapshot(true)?;
     let notes = session.notes.clone();
     if a.interval.is_some() {
-        intervals.push(slice(&snap.layers, &prev, prev_ns, duration_ns));
+        intervals.push(Interval::between(&snap.layers, &prev, prev_ns, duration_ns));
     }
 
     let mut command: Vec<String> = a
@@ -257,31 +257,4 @@ fn wait_signal(set: &libc::sigset_t, d: Duration) -> Option<i32> {
     // SAFETY: valid set and timeout; the info pointer may be null.
     let s = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
     (s > 0).then_some(s)
-}
-
-/// The calls between two snapshots.
-fn slice(now: &[Layer], prev: &[Layer], start_ns: u64, end_ns: u64) -> Interval {
-    let mut layers = Vec::new();
-    for l in now {
-        let before = prev.iter().find(|p| p.name == l.name);
-        let out = layer_in(&mut layers, &l.name);
-        for op in &l.ops {
-            let d = match before.and_then(|b| b.op(&op.name)) {
-                Some(e) => op.delta_since(e),
-                None => {
-                    let mut d = op.clone();
-                    d.min_ns = None;
-                    d.max_ns = None;
-                    d
-                }
-            };
-            out.ops.push(d);
-        }
-        out.normalize();
-    }
-    Interval {
-        start_ns,
-        end_ns,
-        layers,
-    }
 }
