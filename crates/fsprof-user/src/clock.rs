@@ -187,10 +187,11 @@ mod tests {
 
     #[test]
     fn tsc_calibration_converts_to_ns() {
-        let Ok(p) = ClockParams::choose(ClockChoice::Auto, None) else {
-            return;
-        };
+        let p = ClockParams::choose(ClockChoice::Auto, None).unwrap();
         if p.kind != abi::CLOCK_TSC {
+            // Not a failure: this CPU has no invariant TSC, so fsprof uses
+            // CLOCK_MONOTONIC and there is no calibration to check.
+            eprintln!("SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC calibration is not exercised");
             return;
         }
         let t0 = rdtsc();
