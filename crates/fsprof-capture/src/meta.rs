@@ -1,0 +1,63 @@
+//! The one place a captured profile's [`Meta`] is put together, so that
+//! every capture (and every live view of one) describes itself the same way.
+
+use std::ffi::OsString;
+
+use fsprof_core::profile::{ExitStatus, Meta};
+use fsprof_core::Resolution;
+use fsprof_sys::host;
+
+use crate::source::Finish;
+
+/// What is known before a capture starts: fsprof's version, the tool
+/// (`run`, `kernel`, ...), the profiled command line, the host, the
+/// resolution. Live views (a metrics endpoint) describe the capture with it.
+pub fn describe(tool: &str, command: &[OsString], resolution: Resolution) -> Meta {
+    Meta {
+        fsprof_version: env!("CARGO_PKG_VERSION").to_string(),
+        tool: tool.into(),
+        command: command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        host: host::hostname(),
+        kernel: host::kernel_release(),
+        resolution,
+        ..Default::default()
+    }
+}
+
+/// When and how long a capture ran.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    pub interval_ns: Option<u64>,
+}
+
+/// The metadata of a finished capture. Without a command (a capture of a
+/// pid, a cgroup or the whole system) the command line recorded is
+/// fsprof's own, which says what was captured.
+pub(crate) fn finished(
+    tool: &str,
+    command: &[OsString],
+    resolution: Resolution,
+    span: Span,
+    fin: &Finish,
+    exit: Option<ExitStatus>,
+) -> Meta {
+    let mut meta = describe(tool, command, resolution);
+    if meta.command.is_empty() {
+        meta.command = std::env::args().collect();
+    }
+    Meta {
+        start_time: fsprof_core::units::rfc3339_utc(span.start_unix_ns),
+        start_unix_ns: span.start_unix_ns,
+        duration_ns: span.duration_ns,
+        clock: fin.clock.clone(),
+        interval_ns: span.interval_ns,
+        overhead: fin.overhead.clone(),
+        exit,
+        ..meta
+    }
+}

@@ -1,0 +1,25 @@
+//! How a capture tells its caller what is happening. The caller owns the
+//! terminal (and anything else that shows progress, such as a live metrics
+//! endpoint); the capture only reports events.
+
+use fsprof_core::profile::Layer;
+
+pub trait Progress {
+    /// The source is attached and the command (if any) let go; `what`
+    /// says what is captured.
+    fn started(&mut self, what: &str) {
+        let _ = what;
+    }
+
+    /// The cumulative counts, `elapsed_ns` after the start: at every
+    /// interval or sample period, and once more with the final counts.
+    fn sampled(&mut self, elapsed_ns: u64, layers: &[Layer]) {
+        let _ = (elapsed_ns, layers);
+    }
+}
+
+/// Reports nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Silent;
+
+impl Progress for Silent {}

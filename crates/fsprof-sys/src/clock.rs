@@ -1,0 +1,199 @@
+//! The clocks fsprof times with. CLOCK_MONOTONIC is the reference every
+//! layer shares (the kernel's `ktime_get_ns` is the same clock); the cycle
+//! counter (TSC) costs a few ns to read, a third of a vDSO clock_gettime,
+//! which matters when the budget per intercepted call is ~25 ns. It is
+//! trusted only where the CPU guarantees a constant, non-stop rate, and its
+//! rate is measured against CLOCK_MONOTONIC ([`TscRate`]).
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// CLOCK_MONOTONIC in ns.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Wall-clock time in ns since the Unix epoch (0 before 1970).
+pub fn wall_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The cycle counter; CLOCK_MONOTONIC ns where there is none.
+#[cfg(target_arch = "x86_64")]
+pub fn rdtsc() -> u64 {
+    // SAFETY: RDTSC has no memory effects and exists on every x86-64 CPU.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// The cycle counter; CLOCK_MONOTONIC ns where there is none.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn rdtsc() -> u64 {
+    mono_ns()
+}
+
+/// Whether the CPU promises a TSC that ticks at a constant rate and does
+/// not stop in idle states (`constant_tsc` and `nonstop_tsc`).
+pub fn tsc_is_invariant() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    let flags = info.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+    has("constant_tsc") && has("nonstop_tsc")
+}
+
+/// A (tsc, monotonic ns) pair read as close together as possible: the
+/// tightest of several tries bracketed by two clock reads.
+pub fn tsc_mono_pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..16 {
+        let m0 = mono_ns();
+        let t = rdtsc();
+        let m1 = mono_ns();
+        if m1 - m0 < best.0 {
+            best = (m1 - m0, t, m0 + (m1 - m0) / 2);
+        }
+    }
+    (best.1, best.2)
+}
+
+/// This boot's id, to key facts that hold until the next reboot.
+pub fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = id.trim();
+    (!id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+        .then(|| id.to_string())
+}
+
+/// Below this span a re-measurement cannot improve on the start-up
+/// calibration (two pair reads are each uncertain by ~100 ns).
+const MIN_REFINE_NS: u64 = 50_000_000;
+
+/// How long the first calibration of a boot watches the two clocks.
+const CALIBRATION: Duration = Duration::from_millis(10);
+
+/// The TSC rate, measured against CLOCK_MONOTONIC.
+#[derive(Clone, Copy, Debug)]
+pub struct TscRate {
+    pub hz: f64,
+    /// The calibration's reference pair, to refine the rate later.
+    start: (u64, u64),
+}
+
+impl TscRate {
+    /// Measures the rate, or takes the one kept in `cache` (a directory)
+    /// for this boot, so that only the first run of a boot waits ~10 ms.
+    pub fn calibrate(cache: Option<&Path>) -> TscRate {
+        let start = tsc_mono_pair();
+        let hz = match cache.and_then(read_cached_rate) {
+            Some(hz) => hz,
+            None => {
+                std::thread::sleep(CALIBRATION);
+                let b = tsc_mono_pair();
+                rate(start, b)
+            }
+        };
+        TscRate { hz, start }
+    }
+
+    /// Re-measures the rate since the calibration; returns the relative
+    /// change (0 when too little time has passed to say).
+    pub fn refine(&mut self) -> f64 {
+        let b = tsc_mono_pair();
+        if b.1 <= self.start.1 + MIN_REFINE_NS {
+            return 0.0;
+        }
+        let old = self.hz;
+        self.hz = rate(self.start, b);
+        (self.hz - old) / old
+    }
+
+    /// Keeps the rate for later runs of this boot.
+    pub fn save(&self, cache: &Path) {
+        if let Some(boot) = boot_id() {
+            let _ = std::fs::write(cache.join(format!("tsc-{boot}")), format!("{}\n", self.hz));
+        }
+    }
+
+    /// Forgets a kept rate that turned out wrong.
+    pub fn forget(cache: &Path) {
+        if let Some(boot) = boot_id() {
+            let _ = std::fs::remove_file(cache.join(format!("tsc-{boot}")));
+        }
+    }
+}
+
+fn rate(a: (u64, u64), b: (u64, u64)) -> f64 {
+    (b.0 - a.0) as f64 * 1e9 / (b.1 - a.1) as f64
+}
+
+fn read_cached_rate(cache: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(cache.join(format!("tsc-{}", boot_id()?))).ok()?;
+    let hz: f64 = text.trim().parse().ok()?;
+    (1e6..1e11).contains(&hz).then_some(hz)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_clock_advances_with_sleep() {
+        let a = mono_ns();
+        std::thread::sleep(Duration::from_millis(20));
+        let b = mono_ns();
+        assert!(b - a >= 20_000_000, "{a} -> {b}");
+        assert!(wall_unix_ns() > 1_600_000_000_000_000_000);
+    }
+
+    #[test]
+    fn tsc_rate_is_kept_per_boot_and_forgotten() {
+        if !tsc_is_invariant() {
+            eprintln!(
+                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let first = TscRate::calibrate(Some(dir.path()));
+        assert!((1e8..1e11).contains(&first.hz), "{}", first.hz);
+        first.save(dir.path());
+        // A kept rate is taken as it is, without a new measurement.
+        let fake = TscRate { hz: 1.5e9, ..first };
+        fake.save(dir.path());
+        assert_eq!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
+        TscRate::forget(dir.path());
+        assert_ne!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
+    }
+
+    #[test]
+    fn refining_a_wrong_rate_reports_the_drift() {
+        if !tsc_is_invariant() {
+            eprintln!(
+                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
+            );
+            return;
+        }
+        let real = TscRate::calibrate(None);
+        let mut wrong = TscRate {
+            hz: real.hz * 1.1,
+            ..real
+        };
+        std::thread::sleep(Duration::from_millis(60));
+        let drift = wrong.refine();
+        assert!((drift + 0.09).abs() < 0.02, "drift {drift}");
+        assert!((wrong.hz - real.hz).abs() / real.hz < 0.01);
+    }
+}

@@ -1,0 +1,27 @@
+//! fsprof's view of the operating system, in one place so that every
+//! capture source, benchmark and discovery tool reads the same clocks,
+//! launches commands by the same rules and sees the same host facts.
+//!
+//! - [`clock`]: CLOCK_MONOTONIC and the cycle counter, and the TSC rate
+//!   calibrated against it;
+//! - [`process`]: starting a command (optionally held before its `execve`),
+//!   waiting for it, and the shell's exit-status rules;
+//! - [`signals`]: the stop signals (Ctrl-C, SIGTERM, ...) taken synchronously
+//!   so that a capture can end cleanly and still write its profile;
+//! - [`host`]: host name, kernel, CPU, caches and memory;
+//! - [`pagecache`]: emptying the page cache and asking what of a file is in
+//!   it, for measurements that must control the cache state.
+//!
+//! Everything here is a thin, documented wrapper over a system call or a
+//! `/proc`/`/sys` file; no policy about profiles lives here.
+
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+pub mod clock;
+pub mod host;
+pub mod pagecache;
+pub mod process;
+pub mod signals;
+
+pub use process::{Child, LaunchError};
+pub use signals::{StopSignal, StopSignals};

@@ -1,0 +1,401 @@
+//! Starting the profiled command and waiting for it, by one set of rules
+//! for every capture source.
+//!
+//! The command is forked and held on a pipe before its `execve` until
+//! [`Child::release`]; a source that counts the command's own system calls
+//! attaches in between, so the launcher's work is not counted and the
+//! first call seen is the `execve` (what makes syscall counts comparable
+//! with `strace -f -c`). [`Child::spawn`] releases at once.
+//!
+//! Failures follow the shell: a command that cannot be found exits 127,
+//! one that is found but cannot be executed 126, and a failed `execve`
+//! is reported by the launcher (over a close-on-exec pipe, as
+//! `std::process` does) rather than as the command's exit status. Like
+//! `execvp`, a file the kernel does not recognise as a program is run by
+//! `/bin/sh`. The child starts with no signal blocked and SIGPIPE at its
+//! default, whatever fsprof itself blocks or ignores.
+//!
+//! Hand-written rather than `std::process::Command` because std cannot
+//! hold a child between fork and exec.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fsprof_core::profile::ExitStatus;
+
+/// Why a command could not be started. [`LaunchError::exit_code`] is the
+/// status a shell reports for the same failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0}: command not found")]
+    NotFound(String),
+    #[error("{0}: permission denied")]
+    NotExecutable(String),
+    #[error("{0}: cannot execute: {1}")]
+    CannotExecute(String, io::Error),
+    #[error("{0}: cannot start: {1}")]
+    Start(String, io::Error),
+}
+
+impl LaunchError {
+    /// 127 when the command was not found, 126 when it was found but could
+    /// not be run (as bash and POSIX sh do).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LaunchError::NotFound(_) => 127,
+            LaunchError::NotExecutable(_)
+            | LaunchError::CannotExecute(..)
+            | LaunchError::Start(..) => 126,
+        }
+    }
+
+    fn from_exec_errno(cmd: String, errno: i32) -> LaunchError {
+        match errno {
+            libc::ENOENT | libc::ENOTDIR => LaunchError::NotFound(cmd),
+            libc::EACCES | libc::EPERM => LaunchError::NotExecutable(cmd),
+            e => LaunchError::CannotExecute(cmd, io::Error::from_raw_os_error(e)),
+        }
+    }
+}
+
+/// How long [`Child::wait_parked`] waits for the child to reach its gate.
+const PARK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a command name without a slash is looked up when PATH is unset
+/// (glibc's default).
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A command started by fsprof.
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    name: String,
+    /// The write end of the pipe the child waits on before `execve`.
+    gate: Option<OwnedFd>,
+    /// The read end of the close-on-exec pipe a failed `execve` reports on.
+    exec_errors: Option<OwnedFd>,
+    reaped: Option<ExitStatus>,
+}
+
+/// Everything the child needs, allocated before `fork`: after it, the
+/// child of a multi-threaded process may only make async-signal-safe calls.
+/// The pointer arrays point into the heap buffers of the `CString`s, which
+/// stay put when this struct moves.
+struct Prepared {
+    exe: CString,
+    sh: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// `/bin/sh exe args...`: how `execvp` runs a file that is not a program.
+    sh_argv: Vec<*const libc::c_char>,
+}
+
+impl Prepared {
+    fn new(argv: &[OsString], exe: &Path, env: &[(OsString, OsString)]) -> io::Result<Prepared> {
+        let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(e, _)| e == k))
+            .collect();
+        vars.extend(env.iter().cloned());
+        let env: Vec<CString> = vars
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.clone();
+                kv.push("=");
+                kv.push(v);
+                cstr(&kv)
+            })
+            .collect::<io::Result<_>>()?;
+        let args: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<io::Result<_>>()?;
+        let exe = cstr(exe.as_os_str())?;
+        let sh = cstr(OsStr::new("/bin/sh"))?;
+        let sh_argv = pointers(
+            &[&sh, &exe]
+                .into_iter()
+                .chain(args.iter().skip(1))
+                .collect::<Vec<_>>(),
+        );
+        Ok(Prepared {
+            argv: pointers(&args.iter().collect::<Vec<_>>()),
+            envp: pointers(&env.iter().collect::<Vec<_>>()),
+            sh_argv,
+            exe,
+            sh,
+            _strings: args.into_iter().chain(env).collect(),
+        })
+    }
+}
+
+fn cstr(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))
+}
+
+fn pointers(v: &[&CString]) -> Vec<*const libc::c_char> {
+    v.iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The file `execve` will be given, found as `execvp` finds it: a name
+/// with a slash as it is, otherwise the first executable file of that name
+/// in PATH, else the first file of that name (which then fails with
+/// "permission denied", as in a shell).
+fn resolve(cmd: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    if cmd.is_empty() {
+        return None;
+    }
+    if cmd.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(cmd);
+        return p.symlink_metadata().is_ok().then_some(p);
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| DEFAULT_PATH.into());
+    let candidates: Vec<PathBuf> = std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .filter(|p| p.is_file())
+        .collect();
+    candidates
+        .iter()
+        .find(|p| is_executable(p))
+        .or(candidates.first())
+        .cloned()
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid two-int array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Child {
+    /// Starts `argv` with `env` added to fsprof's environment.
+    pub fn spawn(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Child, LaunchError> {
+        let mut c = Child::spawn_held(argv, env)?;
+        c.release()?;
+        Ok(c)
+    }
+
+    /// Forks the child of `argv` and holds it before its `execve` until
+    /// [`Child::release`]. Dropped unreleased, the child is killed.
+    pub fn spawn_held(
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> Result<Child, LaunchError> {
+        let name = argv
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
+            .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+        let start = |e| LaunchError::Start(name.clone(), e);
+        let prepared = Prepared::new(argv, &exe, env).map_err(start)?;
+        let (gate_r, gate_w) = pipe().map_err(start)?;
+        let (err_r, err_w) = pipe().map_err(start)?;
+        // SAFETY: the child branch only makes async-signal-safe calls on
+        // memory prepared above, then execs or exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(start(io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            // SAFETY: in the forked child; see `exec_child`.
+            unsafe { exec_child(&prepared, gate_r.as_raw_fd(), err_w.as_raw_fd()) }
+        }
+        Ok(Child {
+            pid,
+            name,
+            gate: Some(gate_w),
+            exec_errors: Some(err_r),
+            reaped: None,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Waits (up to 5 s) until the held child sits in the `read` of its
+    /// gate, so that whatever attaches next sees nothing of the launcher.
+    pub fn wait_parked(&self) {
+        let read_nr = libc::SYS_read.to_string();
+        let deadline = Instant::now() + PARK_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/syscall", self.pid)) {
+                if s.split_whitespace().next() == Some(read_nr.as_str()) {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Lets the held child exec, and returns once it has (or has failed
+    /// to, which is reported as the shell would).
+    pub fn release(&mut self) -> Result<(), LaunchError> {
+        if let Some(g) = self.gate.take() {
+            // SAFETY: writing one byte from a static buffer to our pipe.
+            unsafe { libc::write(g.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        }
+        let Some(errs) = self.exec_errors.take() else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 4];
+        let n = loop {
+            // SAFETY: reading at most 4 bytes into a 4-byte buffer.
+            let n = unsafe { libc::read(errs.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break n;
+            }
+        };
+        if n != 4 {
+            return Ok(()); // end of file: the exec succeeded
+        }
+        let _ = self.wait();
+        Err(LaunchError::from_exec_errno(
+            self.name.clone(),
+            i32::from_ne_bytes(buf),
+        ))
+    }
+
+    /// Non-blocking wait; `Some` once the child has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        if self.reaped.is_none() {
+            self.reap(libc::WNOHANG);
+        }
+        self.reaped.clone()
+    }
+
+    /// Waits for the child to exit.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        while self.reaped.is_none() {
+            if !self.reap(0) && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(self.reaped.clone().expect("reaped above"))
+    }
+
+    /// One waitpid; false when it failed.
+    fn reap(&mut self, flags: i32) -> bool {
+        let mut st = 0;
+        // SAFETY: waiting for our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(self.pid, &mut st, flags) };
+        if r == self.pid {
+            self.reaped = Some(exit_status(st));
+        }
+        r >= 0
+    }
+
+    /// Sends `sig` to the child unless it has been reaped (its pid may
+    /// belong to someone else by now).
+    pub fn signal(&self, sig: i32) {
+        if self.reaped.is_none() {
+            // SAFETY: signalling our own unreaped child.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+}
+
+impl Drop for Child {
+    /// A child that never got released (setup failed) must not linger.
+    fn drop(&mut self) {
+        if self.gate.is_some() && self.reaped.is_none() {
+            self.signal(libc::SIGKILL);
+            let _ = self.wait();
+        }
+    }
+}
+
+/// The child side of [`Child::spawn_held`]: wait at the gate, exec, and
+/// report a failed exec on the error pipe.
+///
+/// # Safety
+/// Only in the child of `fork`; `p` was prepared before the fork.
+unsafe fn exec_child(p: &Prepared, gate: i32, errors: i32) -> ! {
+    // SAFETY: async-signal-safe calls on buffers prepared before the fork.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // Rust ignores SIGPIPE in its own processes; commands get the default.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut b = 0u8;
+        let n = loop {
+            let n = libc::read(gate, (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                break n;
+            }
+        };
+        if n != 1 {
+            // fsprof went away without releasing us: never run unobserved.
+            libc::_exit(126);
+        }
+        libc::execve(p.exe.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
+        if *libc::__errno_location() == libc::ENOEXEC {
+            libc::execve(p.sh.as_ptr(), p.sh_argv.as_ptr(), p.envp.as_ptr());
+        }
+        let errno = *libc::__errno_location();
+        libc::write(errors, errno.to_ne_bytes().as_ptr().cast(), 4);
+        libc::_exit(if errno == libc::ENOENT { 127 } else { 126 });
+    }
+}
+
+/// A `waitpid` status as the profile records it.
+pub fn exit_status(st: i32) -> ExitStatus {
+    if libc::WIFSIGNALED(st) {
+        ExitStatus::Signal(libc::WTERMSIG(st))
+    } else {
+        ExitStatus::Code(libc::WEXITSTATUS(st))
+    }
+}
+
+/// Whether a process with this pid exists. A zombie counts, and so does a
+/// process we may not signal.
+pub fn pid_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the target exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Most processes [`descendants`] lists, so that a fork bomb cannot make
+/// it run forever.
+const MAX_DESCENDANTS: usize = 100_000;
+
+/// `pid` and all its current descendants (from /proc/PID/task/*/children).
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() && out.len() < MAX_DESCENDANTS {
+        let p = out[i];
+        if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in rd.flatten() {
+                if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                    out.extend(s.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
