@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use fsprof_sys::clock::mono_ns;
+use fsprof_sys::pagecache::{self, DropCaches};
+
 use crate::labels::{Calibration, Characteristic, FORMAT_NAME, FORMAT_VERSION};
 
 #[derive(Clone, Debug)]
@@ -128,22 +131,11 @@ fn memory_fs(dir: &Path) -> Option<&'static str> {
     }
 }
 
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Median cost of two back-to-back clock reads: subtracted from samples.
 fn clock_cost() -> f64 {
     let mut v: Vec<f64> = (0..2000)
         .map(|_| {
-            let t0 = now_ns();
-            let t1 = now_ns();
+            let t0 = mono_ns();
+            let t1 = mono_ns();
             (t1 - t0) as f64
         })
         .collect();
@@ -180,9 +172,9 @@ fn characteristic(
 }
 
 fn time(mut f: impl FnMut()) -> f64 {
-    let t0 = now_ns();
+    let t0 = mono_ns();
     f();
-    (now_ns() - t0) as f64
+    (mono_ns() - t0) as f64
 }
 
 fn null_syscall(clock: f64) -> Characteristic {
@@ -259,27 +251,9 @@ fn page_cache_hit(dir: &Path, clock: f64) -> Result<Characteristic, CalibrateErr
     ))
 }
 
-/// Pages of `f` resident in the page cache, per mincore(2).
-fn resident_pages(f: &File, len: usize) -> Option<usize> {
-    // SAFETY: a fresh shared read-only mapping of an open file, unmapped
-    // before returning; mincore writes len/PAGE bytes into `vec`.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        let mut vec = vec![0u8; len.div_ceil(PAGE)];
-        let r = libc::mincore(p, len, vec.as_mut_ptr());
-        libc::munmap(p, len);
-        (r == 0).then(|| vec.iter().filter(|&&b| b & 1 != 0).count())
-    }
+/// Whether most of `f` is still in the page cache (or that cannot be told).
+fn still_cached(f: &File) -> bool {
+    pagecache::residency(f).map_or(true, |r| r.fraction() > 0.1)
 }
 
 fn device_read(dir: &Path, clock: f64) -> Result<Characteristic, CalibrateError> {
@@ -287,14 +261,13 @@ fn device_read(dir: &Path, clock: f64) -> Result<Characteristic, CalibrateError>
     let path = dir.join("miss");
     let f = make_file(&path, LEN)?;
     let fd = f.as_raw_fd();
-    // SAFETY: plain advice calls on an open descriptor.
-    unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let _ = pagecache::evict(&f);
     let mut how = "posix_fadvise(DONTNEED)";
-    if resident_pages(&f, LEN).is_none_or(|n| n > LEN / PAGE / 10) {
+    if still_cached(&f) {
         how = "drop_caches";
-        let _ = std::fs::write("/proc/sys/vm/drop_caches", "1\n");
+        let _ = pagecache::drop_caches(DropCaches::PageCache);
     }
-    let direct = resident_pages(&f, LEN).is_none_or(|n| n > LEN / PAGE / 10);
+    let direct = still_cached(&f);
     let mut rng = Rng(11);
     let pages = (LEN / PAGE) as u64;
     // Distinct pages, so no sample hits a page an earlier one brought in.
@@ -397,11 +370,11 @@ fn futex_handoff() -> Characteristic {
     let mut v = Vec::with_capacity(ROUNDS);
     let mut g = m.lock().unwrap();
     for k in 0..ROUNDS as u64 {
-        let t0 = now_ns();
+        let t0 = mono_ns();
         *g += 1;
         cv.notify_one();
         g = cv.wait_while(g, |x| *x != 2 * k + 2).unwrap();
-        v.push((now_ns() - t0) as f64 / 2.0);
+        v.push((mono_ns() - t0) as f64 / 2.0);
     }
     drop(g);
     let _ = t.join();
@@ -446,10 +419,10 @@ fn sched_quantum() -> Characteristic {
         if !pin() {
             return gaps;
         }
-        let end = now_ns() + 400_000_000;
-        let mut last = now_ns();
+        let end = mono_ns() + 400_000_000;
+        let mut last = mono_ns();
         while last < end && gaps.len() < 100 {
-            let t = now_ns();
+            let t = mono_ns();
             if t - last > 200_000 {
                 gaps.push((t - last) as f64);
             }

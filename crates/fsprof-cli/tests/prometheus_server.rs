@@ -129,7 +129,7 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
 
     let m = &r["metric"];
     assert_eq!(m["layer"], "user");
-    assert_eq!(m["host"], fsprof_user::sysinfo::hostname());
+    assert_eq!(m["host"], fsprof_sys::host::hostname());
     assert!(m["command"].as_str().unwrap().starts_with("sh -c "));
     let h = &r["histogram"][1];
     let count: u64 = h["count"].as_str().unwrap().parse().unwrap();

@@ -9,22 +9,24 @@
 //! fs layer's fentry/fexit programs ([`fentry`]) need kernel BTF, and the fs
 //! layer falls back to tracepoint pairs without them.
 
+mod attach;
 pub mod attribution;
 pub mod btf;
 pub mod fentry;
 pub mod insn;
-pub mod launch;
 pub mod names;
 pub mod privs;
 pub mod probe;
 pub mod progs;
 pub mod session;
 pub mod sizes;
+mod source;
 pub mod sys;
 mod syscall_table;
 pub mod tracefs;
 
 pub use session::{Options, Session, Target};
+pub use source::KernelSource;
 
 /// Everything that can stop a kernel profile, each naming what to do.
 #[derive(Debug, thiserror::Error)]

@@ -2,16 +2,15 @@
 //! and the conversion of the in-kernel counters into fsprof layers.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use fsprof_core::histogram::{Histogram, OpStats};
 use fsprof_core::profile::{layer, layer_in, Layer};
 use fsprof_core::{BucketLayout, Resolution};
 
 use crate::names;
-use crate::progs::{self, Filter, Shared};
+use crate::progs;
 use crate::sys::{self, Attachment, Map, Prog};
-use crate::tracefs::{self, Tracepoint};
 use crate::Error;
 
 /// Layer holding block request sizes: same buckets, but the values are
@@ -60,429 +59,31 @@ pub struct Options {
 
 /// Loaded and attached programs. Dropping it detaches everything.
 pub struct Session {
-    layout: BucketLayout,
-    stats: Map,
-    sys_stats: Map,
-    hist: Map,
-    targets: Option<Map>,
-    starts: Vec<Map>,
-    fs_ops: Vec<String>,
+    pub(crate) layout: BucketLayout,
+    pub(crate) stats: Map,
+    pub(crate) sys_stats: Map,
+    pub(crate) hist: Map,
+    pub(crate) targets: Option<Map>,
+    pub(crate) starts: Vec<Map>,
+    pub(crate) fs_ops: Vec<String>,
     // Attachments before programs and maps: detach first, then free.
-    _attachments: Vec<Attachment>,
-    _progs: Vec<Prog>,
-    _thresh: Option<Map>,
-    _mask: Option<Map>,
+    pub(crate) _attachments: Vec<Attachment>,
+    pub(crate) _progs: Vec<Prog>,
+    pub(crate) _thresh: Option<Map>,
+    pub(crate) _mask: Option<Map>,
     /// Which layers were attached.
     pub layers: Vec<&'static str>,
     /// Layers skipped and why.
     pub notes: Vec<String>,
 }
 
-fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Map, Error> {
-    Map::create(name, ty, k, v, n, flags).map_err(|err| Error::Map {
-        name: name.into(),
-        hint: if err.raw_os_error() == Some(libc::EPERM) || err.raw_os_error() == Some(libc::ENOMEM) {
-            " (map memory is charged to the memory cgroup and, on old kernels, RLIMIT_MEMLOCK: raise them)"
-        } else {
-            ""
-        },
-        err,
-    })
-}
-
-/// Kernel-visible program name: `f<pid in hex>_<tracepoint>` (15 bytes
-/// kept), so `bpftool prog` shows whose programs these are and tests can
-/// check that a finished fsprof left none behind.
-pub fn prog_name(tp: &str) -> String {
-    format!("{}{tp}", prog_prefix(std::process::id()))
-}
-
-/// The name prefix of the programs of fsprof process `pid`.
-pub fn prog_prefix(pid: u32) -> String {
-    format!("f{pid:x}_")
-}
-
-fn load(name: &str, insns: &[crate::insn::Insn]) -> Result<Prog, Error> {
-    Prog::load(name, sys::PROG_TRACEPOINT, insns).map_err(|e| Error::Load {
-        prog: name.into(),
-        errno: e.errno,
-        log: if e.log.is_empty() {
-            "no verifier log".into()
-        } else {
-            e.log.replace('\n', " | ")
-        },
-    })
-}
-
-struct Attacher {
-    progs: Vec<Prog>,
-    atts: Vec<Attachment>,
-}
-
-impl Attacher {
-    fn add(
-        &mut self,
-        tp: &Tracepoint,
-        insns: Result<Vec<crate::insn::Insn>, Error>,
-    ) -> Result<(), Error> {
-        let prog = load(&prog_name(&tp.name), &insns?)?;
-        let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
-            prog: tp.name.clone(),
-            tracepoint: format!("{}:{}", tp.category, tp.name),
-            err,
-        })?;
-        self.progs.push(prog);
-        self.atts.push(att);
-        Ok(())
-    }
-}
+pub use crate::attach::{prog_name, prog_prefix};
 
 impl Session {
+    /// Checks, loads and attaches everything `o` asks for (see
+    /// [`crate::attach`]); dropping the session detaches it all.
     pub fn start(o: &Options) -> Result<Session, Error> {
-        crate::privs::check(crate::privs::effective_caps())
-            .map_err(|missing| Error::Privileges { missing })?;
-        if !(o.syscall || o.fs || o.block || o.fuse) {
-            return Err(Error::NoLayers);
-        }
-        let root = tracefs::root()?;
-        for req in &o.require {
-            let (cat, name) = req.split_once(':').unwrap_or(("", req));
-            Tracepoint::load(&root, cat, name)?;
-        }
-        let layout = BucketLayout::new(o.resolution);
-        let r = o.resolution.get();
-
-        // Resolve the target first: a bad pid or cgroup must fail before
-        // anything is loaded.
-        let filter_spec = match &o.target {
-            Target::Tree(pids) => {
-                for &p in pids {
-                    if !Path::new(&format!("/proc/{p}")).exists() {
-                        return Err(Error::NoSuchPid(p));
-                    }
-                }
-                None
-            }
-            Target::Comm(c) => {
-                if c.len() > 15 {
-                    return Err(Error::CommTooLong(c.clone()));
-                }
-                let mut b = [0u8; 16];
-                b[..c.len()].copy_from_slice(c.as_bytes());
-                Some(Filter::Comm(b))
-            }
-            Target::Cgroup(p) => {
-                use std::os::unix::fs::MetadataExt;
-                let md = std::fs::metadata(p).map_err(|err| Error::Cgroup {
-                    path: p.display().to_string(),
-                    err,
-                })?;
-                // A cgroup v2 id is the inode number of its directory.
-                Some(Filter::Cgroup(md.ino()))
-            }
-            Target::All => Some(Filter::All),
-        };
-
-        let stats = map(
-            "fsprof_stats",
-            sys::MAP_PERCPU_HASH,
-            8,
-            progs::STATS_VAL_SIZE,
-            8192,
-            // Per-CPU values are allocated per CPU: preallocating 8192 of
-            // them would take tens of MB on a large machine.
-            sys::BPF_F_NO_PREALLOC,
-        )?;
-        let hist = map(
-            "fsprof_hist",
-            sys::MAP_PERCPU_HASH,
-            progs::HIST_KEY_SIZE,
-            8,
-            65536,
-            sys::BPF_F_NO_PREALLOC,
-        )?;
-        let thresh = if r > 1 {
-            let v = progs::thresh_value(&layout);
-            let m = map("fsprof_thresh", sys::MAP_ARRAY, 4, v.len(), 1, 0)?;
-            m.update(&0u32.to_le_bytes(), &v, sys::BPF_ANY)
-                .map_err(|err| Error::Read {
-                    name: "fsprof_thresh".into(),
-                    err,
-                })?;
-            Some(m)
-        } else {
-            None
-        };
-        let sys_stats = map(
-            "fsprof_sysstats",
-            sys::MAP_PERCPU_ARRAY,
-            4,
-            progs::STATS_VAL_SIZE,
-            progs::MAX_SYSCALLS,
-            0,
-        )?;
-        let sh = Shared {
-            stats_fd: stats.fd(),
-            sys_stats_fd: sys_stats.fd(),
-            hist_fd: hist.fd(),
-            thresh_fd: thresh.as_ref().map_or(-1, Map::fd),
-            resolution: r,
-        };
-        let targets = match filter_spec {
-            None => Some(map(
-                "fsprof_targets",
-                sys::MAP_HASH,
-                4,
-                4,
-                65536,
-                sys::BPF_F_NO_PREALLOC,
-            )?),
-            Some(_) => None,
-        };
-        let filter = filter_spec.unwrap_or_else(|| Filter::Targets {
-            map_fd: targets.as_ref().unwrap().fd(),
-        });
-
-        let mut at = Attacher {
-            progs: Vec::new(),
-            atts: Vec::new(),
-        };
-        let mut starts = Vec::new();
-        let mut layers = Vec::new();
-        let mut mask_map = None;
-        let mut fs_ops = Vec::new();
-        let mut notes = Vec::new();
-        let mut wanted = |on: bool, name: &str, tps: &[(&str, &str)]| {
-            if !on {
-                return false;
-            }
-            if o.explicit_layers {
-                return true;
-            }
-            match tps.iter().find(|(c, n)| !tracefs::exists(&root, c, n)) {
-                None => true,
-                Some((c, n)) => {
-                    notes.push(format!(
-                        "{name} layer skipped: this kernel has no {c}:{n} tracepoint"
-                    ));
-                    false
-                }
-            }
-        };
-        let want_block = wanted(
-            o.block,
-            "block",
-            &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
-        );
-        let want_fuse = wanted(
-            o.fuse,
-            "fuse",
-            &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
-        );
-        // Per-thread start maps keep one entry per thread (reused, see
-        // progs::store_thread_start), so they are LRU maps: exited threads
-        // age out instead of filling the map. Per-request ones insert and
-        // delete.
-        let start_map = |name: &str, n: u32, ty: u32| {
-            map(name, ty, progs::START_KEY_SIZE, progs::START_VAL_SIZE, n, 0)
-        };
-
-        if let Some(t) = &targets {
-            // Follow forks before anything else so no child is missed.
-            let fork = Tracepoint::load(&root, "sched", "sched_process_fork")?;
-            at.add(&fork, progs::fork_follow(&fork, t.fd()))?;
-        }
-
-        if o.syscall {
-            let enter = Tracepoint::load(&root, "raw_syscalls", "sys_enter")?;
-            let exit = Tracepoint::load(&root, "raw_syscalls", "sys_exit")?;
-            let mask = map(
-                "fsprof_sysmask",
-                sys::MAP_ARRAY,
-                4,
-                1,
-                progs::MAX_SYSCALLS,
-                0,
-            )?;
-            for nr in 0..progs::MAX_SYSCALLS {
-                let name = names::syscall_name(nr);
-                // exit and exit_group never return: they have no latency,
-                // and their start entries would pile up in the map.
-                let never_returns = name == "exit" || name == "exit_group";
-                let on = !never_returns
-                    && (o.all_syscalls || names::FILE_SYSCALLS.contains(&name.as_str()));
-                if on {
-                    mask.update(&nr.to_le_bytes(), &[1], sys::BPF_ANY)
-                        .map_err(|err| Error::Read {
-                            name: "fsprof_sysmask".into(),
-                            err,
-                        })?;
-                }
-            }
-            let start = start_map("fsprof_sys_start", 16384, sys::MAP_LRU_HASH)?;
-            // Raw tracepoints skip formatting the trace record, which is most
-            // of the per-syscall cost; perf tracepoints are the fallback.
-            let raw = (|| -> Result<(), Error> {
-                if o.perf_tracepoints {
-                    return Err(Error::NoTracepoint {
-                        name: "raw_syscalls".into(),
-                        why: "--perf-tracepoints".into(),
-                    });
-                }
-                let exit_p = progs::sys_exit(&progs::raw_arg1("ret"), &sh, start.fd())?;
-                let enter_p =
-                    progs::sys_enter(&progs::raw_arg1("id"), &filter, start.fd(), mask.fd())?;
-                for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
-                    let prog = Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns)
-                        .map_err(|e| Error::Load {
-                            prog: name.into(),
-                            errno: e.errno,
-                            log: e.log,
-                        })?;
-                    let att =
-                        sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
-                            prog: name.into(),
-                            tracepoint: format!("raw:{name}"),
-                            err,
-                        })?;
-                    at.progs.push(prog);
-                    at.atts.push(att);
-                }
-                Ok(())
-            })();
-            if let Err(e) = raw {
-                if !o.perf_tracepoints {
-                    notes.push(format!(
-                        "syscall layer on perf tracepoints (raw tracepoints unavailable: {e})"
-                    ));
-                }
-                at.add(&exit, progs::sys_exit(exit.field("ret")?, &sh, start.fd()))?;
-                at.add(
-                    &enter,
-                    progs::sys_enter(enter.field("id")?, &filter, start.fd(), mask.fd()),
-                )?;
-            }
-            starts.push(start);
-            mask_map = Some(mask);
-            layers.push(layer::SYSCALL);
-        }
-        if o.fs {
-            let start = start_map("fsprof_fs_start", 16384, sys::MAP_LRU_HASH)?;
-            // fentry/fexit where the kernel allows it; the tracepoint pairs
-            // below are file-system internals fentry on VFS does not show,
-            // so they are recorded either way.
-            let btf = crate::btf::Btf::vmlinux();
-            // Functions the user named must exist, whatever the kernel allows.
-            if !o.fs_functions.is_empty() {
-                let b = btf.as_ref().map_err(|e| Error::Fentry(e.clone()))?;
-                crate::fentry::targets(b, &o.fs_functions).map_err(Error::Fentry)?;
-            }
-            match crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
-                Ok(_) => {
-                    let btf = btf.as_ref().expect("detect succeeded, so BTF parsed");
-                    let targets =
-                        crate::fentry::targets(btf, &o.fs_functions).map_err(Error::Fentry)?;
-                    for func in targets {
-                        let idx = fs_ops.len() as u32;
-                        let name = prog_name(&func.name);
-                        match crate::fentry::attach_pair(
-                            &name,
-                            &func,
-                            &filter,
-                            &sh,
-                            start.fd(),
-                            idx,
-                        ) {
-                            Ok(pair) => {
-                                for (p, a) in pair {
-                                    at.progs.push(p);
-                                    at.atts.push(a);
-                                }
-                                fs_ops.push(func.name);
-                            }
-                            Err(r) if o.fs_functions.contains(&func.name) => {
-                                return Err(Error::Fentry(r.to_string()))
-                            }
-                            // One function the kernel will not trace (e.g.
-                            // notrace) must not cost the rest of the layer.
-                            Err(r) => notes.push(format!("fs layer: {} not timed: {r}", func.name)),
-                        }
-                    }
-                }
-                Err(why) => {
-                    if !o.fs_functions.is_empty() {
-                        return Err(Error::Fentry(format!(
-                            "--fs-functions needs fentry/fexit, which is unusable here: {why}"
-                        )));
-                    }
-                    notes.push(format!(
-                        "fs layer: fentry/fexit not used ({why}); using the ext4/xfs/btrfs enter/exit tracepoint pairs instead"
-                    ));
-                }
-            }
-            for cat in FS_CATEGORIES {
-                for base in tracefs::enter_exit_pairs(&root, cat) {
-                    if fs_ops.contains(&base) {
-                        continue; // already timed by fentry under the same name
-                    }
-                    let idx = fs_ops.len() as u32;
-                    let enter = Tracepoint::load(&root, cat, &format!("{base}_enter"))?;
-                    let exit = Tracepoint::load(&root, cat, &format!("{base}_exit"))?;
-                    at.add(&exit, progs::fs_exit(&exit, &sh, start.fd(), idx))?;
-                    at.add(&enter, Ok(progs::fs_enter(&filter, start.fd(), idx)))?;
-                    fs_ops.push(base);
-                }
-            }
-            if fs_ops.is_empty() {
-                notes.push(
-                    "fs layer: no ext4/xfs/btrfs enter/exit tracepoint pairs on this kernel".into(),
-                );
-            }
-            starts.push(start);
-            layers.push(layer::FS);
-        }
-        if want_block {
-            let issue = Tracepoint::load(&root, "block", "block_rq_issue")?;
-            let done = Tracepoint::load(&root, "block", "block_rq_complete")?;
-            let start = start_map("fsprof_blk_start", 16384, sys::MAP_HASH)?;
-            at.add(&done, progs::block_complete(&done, &sh, start.fd()))?;
-            at.add(&issue, progs::block_issue(&issue, start.fd()))?;
-            starts.push(start);
-            layers.push(layer::BLOCK);
-        }
-        if want_fuse {
-            let send = Tracepoint::load(&root, "fuse", "fuse_request_send")?;
-            let end = Tracepoint::load(&root, "fuse", "fuse_request_end")?;
-            let start = start_map("fsprof_fuse_start", 16384, sys::MAP_HASH)?;
-            at.add(&end, progs::fuse_end(&end, &sh, start.fd()))?;
-            at.add(&send, progs::fuse_send(&send, &filter, start.fd()))?;
-            starts.push(start);
-            layers.push(layer::FUSE);
-        }
-
-        let s = Session {
-            layout,
-            stats,
-            sys_stats,
-            hist,
-            targets,
-            starts,
-            fs_ops,
-            _attachments: at.atts,
-            _progs: at.progs,
-            _thresh: thresh,
-            _mask: mask_map,
-            layers,
-            notes,
-        };
-        if let Target::Tree(pids) = &o.target {
-            for &p in pids {
-                for d in descendants(p) {
-                    s.add_target(d)?;
-                }
-            }
-        }
-        Ok(s)
+        crate::attach::start(o)
     }
 
     /// Adds a process (by tgid) to the followed tree.
@@ -706,22 +307,4 @@ pub struct Snapshot {
     /// Observations whose counters and histogram disagree: a map was full
     /// or an insert raced. Zero in a sound profile.
     pub lost: u64,
-}
-
-/// `pid` and all its current descendants (from /proc/<pid>/task/*/children).
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() && out.len() < 100_000 {
-        let p = out[i];
-        if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
-            for t in rd.flatten() {
-                if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-                    out.extend(s.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
-                }
-            }
-        }
-        i += 1;
-    }
-    out
 }

@@ -16,10 +16,10 @@ use fsprof_core::profile::layer;
 use fsprof_core::Resolution;
 use fsprof_kernel::btf::{Btf, Ret};
 use fsprof_kernel::fentry::{self, Unusable};
-use fsprof_kernel::launch::GatedChild;
 use fsprof_kernel::progs::{self, Filter, Shared};
 use fsprof_kernel::sys::{self, Map};
 use fsprof_kernel::{Options, Session, Target};
+use fsprof_sys::Child;
 
 /// The running kernel's BTF, or `None` (with the reason checked) without it.
 fn vmlinux() -> Option<Btf> {
@@ -226,15 +226,15 @@ fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
         "-c".into(),
         format!("cat '{}' >/dev/null", file.display()).into(),
     ];
-    let mut child = GatedChild::spawn(&argv).unwrap();
+    let mut child = Child::spawn_held(&argv, &[]).unwrap();
     child.wait_parked();
-    let s = fs_session(Target::Tree(vec![child.pid])).unwrap();
+    let s = fs_session(Target::Tree(vec![child.pid()])).unwrap();
     assert!(
         !s.notes.iter().any(|n| n.contains("fentry")),
         "{:?}",
         s.notes
     );
-    child.release();
+    child.release().unwrap();
     let t0 = std::time::Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait() {

@@ -13,26 +13,32 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use fsprof_shim::abi::ProcHeader;
+use fsprof_sys::process::pid_exists;
 
 use crate::reader::{read_process, ProcessCounters};
 use crate::rundir::RunDir;
 
-pub struct Collector<'a> {
-    dir: &'a RunDir,
+pub struct Collector {
+    /// Owned, so the directory (and every file in it) goes with the run.
+    dir: RunDir,
     nbuckets: u32,
     /// Processes whose counters are final, in no particular order.
     done: Vec<ProcessCounters>,
     pub notes: Vec<String>,
 }
 
-impl<'a> Collector<'a> {
-    pub fn new(dir: &'a RunDir, nbuckets: u32) -> Self {
+impl Collector {
+    pub fn new(dir: RunDir, nbuckets: u32) -> Self {
         Collector {
             dir,
             nbuckets,
             done: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    pub fn dir(&self) -> &RunDir {
+        &self.dir
     }
 
     /// Moves the counters of processes that cannot write any more into
@@ -52,7 +58,10 @@ impl<'a> Collector<'a> {
             // A pid runs one image at a time: an older file of a pid that
             // has a newer one belongs to an image that exec replaced.
             let replaced = newest[&pid] > seq;
-            if !replaced && alive(pid) {
+            // A zombie counts as alive (harmless: it is harvested once
+            // reaped); a pid reused by an unrelated process only delays
+            // the harvest.
+            if !replaced && pid_exists(pid) {
                 continue;
             }
             match read_process(path, self.nbuckets) {
@@ -100,11 +109,4 @@ fn peek_pid(path: &Path) -> io::Result<Option<i32>> {
     Ok(Some(i32::from_ne_bytes(
         head[pid..pid + 4].try_into().unwrap(),
     )))
-}
-
-/// A zombie counts as alive (harmless: it is harvested once reaped); a pid
-/// reused by an unrelated process only delays the harvest.
-fn alive(pid: i32) -> bool {
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }

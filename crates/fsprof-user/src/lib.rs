@@ -1,15 +1,14 @@
 //! The user layer: `fsprof run` runs a dynamically linked program with the
-//! preload shim and turns the counters the shim keeps into a profile.
+//! preload shim and turns the counters the shim keeps into a profile. It
+//! is a [`fsprof_capture::Source`] ([`UserSource`]); the capture loop,
+//! the launcher and the profile's metadata are fsprof-capture's.
 
 pub mod clock;
 mod collector;
-pub mod launch;
 pub mod reader;
 pub mod rundir;
 mod selfcost;
-mod session;
-pub mod sysinfo;
+mod source;
 
 pub use clock::ClockChoice;
-pub use launch::LaunchError;
-pub use session::{run, LiveSink, RunError, RunOptions, RunOutcome};
+pub use source::{SetupError, UserOptions, UserSource};

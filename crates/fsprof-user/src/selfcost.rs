@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use fsprof_shim::{LoadedShim, SelfTest, SHIM_HASH};
 
-use crate::clock::boot_id;
+use fsprof_sys::clock::boot_id;
 
 pub enum SelfCost {
     Known(SelfTest),

@@ -3,7 +3,7 @@ use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
 use fsprof_core::format::write_atomic;
 use fsprof_core::units::{format_ns, rfc3339_utc};
-use fsprof_user::sysinfo;
+use fsprof_sys::host;
 
 use super::report::write_stdout;
 use crate::cli::CalibrateArgs;
@@ -31,8 +31,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         std::fs::canonicalize(&a.dir).with_context(|| format!("--dir {}", a.dir.display()))?;
     let cal = measure(&CalibrateOptions {
         dir,
-        host: sysinfo::hostname(),
-        kernel: sysinfo::kernel_release(),
+        host: host::hostname(),
+        kernel: host::kernel_release(),
         created: rfc3339_utc(now),
     })?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -1,5 +1,6 @@
 mod analysis;
 mod calibrate;
+mod capture;
 mod check;
 mod compare;
 mod export;
@@ -8,7 +9,6 @@ mod merge;
 mod plot;
 mod report;
 mod run;
-mod save;
 
 use crate::cli::{Cli, Command};
 

@@ -1,13 +1,14 @@
-use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
-use fsprof_core::format::FormatError;
+use fsprof_capture::{meta, Capture, Plan, Progress};
+use fsprof_core::profile::Layer;
 use fsprof_core::{Profile, Resolution};
 use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::{render, ReportOptions};
-use fsprof_user::{ClockChoice, LiveSink, RunError, RunOptions};
+use fsprof_user::{ClockChoice, UserOptions, UserSource};
 
-use super::save::save_profile;
+use super::capture::{failed, output, save_and_tell};
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
@@ -26,58 +27,39 @@ pub fn run(a: RunArgs) -> Result<i32> {
         return Ok(2);
     }
     // Refuse an existing -o before running anything: the run may be long.
-    if let Some(out) = &a.out.output {
-        if out.exists() && !a.out.force {
-            return Err(FormatError::Exists { path: out.clone() }.into());
-        }
-        let dir = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            anyhow::bail!(
-                "cannot write {}: directory {} does not exist",
-                out.display(),
-                dir.display()
-            );
-        }
-    }
+    let out = output(&a.out);
+    out.check()?;
     let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;
-    let (live, server) = match &a.serve_metrics {
-        Some(addr) => {
-            let (sink, server) = serve_metrics(addr, &a, resolution)?;
-            (Some(sink), Some(server))
-        }
-        None => (None, None),
-    };
-    let opts = RunOptions {
-        argv: a.command.clone(),
+    // Before the metrics server starts its threads (see Capture::new).
+    let capture = Capture::new(Plan {
+        tool: "run".into(),
+        command: a.command.clone(),
         resolution,
         interval_ns: a.interval,
+        duration_ns: None,
+        sample_ns: a.serve_metrics.as_ref().map(|_| LIVE_PERIOD_NS),
+    });
+    let mut live = LiveMetrics::default();
+    let server = match &a.serve_metrics {
+        Some(addr) => Some(serve_metrics(addr, &a, resolution, &mut live)?),
+        None => None,
+    };
+    let mut source = UserSource::new(&UserOptions {
+        resolution,
         clock: match a.clock {
             ClockArg::Auto => ClockChoice::Auto,
             ClockArg::Tsc => ClockChoice::Tsc,
             ClockArg::Monotonic => ClockChoice::Monotonic,
         },
-        live,
-    };
-    let outcome = match fsprof_user::run(&opts) {
+    })?;
+    let outcome = match capture.run(&mut source, &mut live) {
         Ok(o) => o,
-        Err(RunError::Launch(e)) => {
-            eprintln!("fsprof: {e}");
-            return Ok(e.exit_code());
-        }
-        Err(e) => return Err(e.into()),
+        Err(e) => return failed(e),
     };
     drop(server);
-    let code = outcome.exit.shell_code();
-    let cmd0 = a.command[0].to_string_lossy().into_owned();
-    let path = save_profile(&outcome.profile, &a.out, "", Some(&cmd0))?;
-    for n in &outcome.notes {
-        eprintln!("fsprof: note: {n}");
-    }
     let cmd = a.command[0].to_string_lossy();
-    if outcome.processes_seen == 0 {
+    let path = save_and_tell(&outcome, &out, "", Some(&cmd))?;
+    if outcome.profile.processes.is_empty() {
         eprintln!(
             "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
              (many Go binaries) and setuid ones ignore LD_PRELOAD; profile them at the syscall layer (`fsprof kernel -- {cmd}`)"
@@ -95,11 +77,25 @@ pub fn run(a: RunArgs) -> Result<i32> {
         eprint!("{}", render(&outcome.profile, &opts)?);
     }
     eprintln!("fsprof: profile written to {}", path.display());
-    Ok(code)
+    Ok(outcome.exit_code())
 }
 
 /// Live metrics sampled every --interval, or every second without one.
 const LIVE_PERIOD_NS: u64 = 1_000_000_000;
+
+/// Keeps the counts of the last sample for the metrics endpoint.
+#[derive(Default)]
+struct LiveMetrics {
+    layers: Option<Arc<Mutex<Vec<Layer>>>>,
+}
+
+impl Progress for LiveMetrics {
+    fn sampled(&mut self, _elapsed_ns: u64, layers: &[Layer]) {
+        if let Some(live) = &self.layers {
+            *live.lock().unwrap_or_else(|e| e.into_inner()) = layers.to_vec();
+        }
+    }
+}
 
 /// Starts the endpoint before the command, so a bad or busy address fails
 /// the run up front rather than after a long capture.
@@ -107,26 +103,13 @@ fn serve_metrics(
     addr: &str,
     a: &RunArgs,
     resolution: Resolution,
-) -> Result<(LiveSink, MetricsServer)> {
+    live: &mut LiveMetrics,
+) -> Result<MetricsServer> {
     let addrs = serve::resolve(addr, a.metrics_allow_remote)?;
-    let sink = LiveSink {
-        layers: Default::default(),
-        period_ns: a.interval.unwrap_or(LIVE_PERIOD_NS),
-    };
-    let template = Profile::new(fsprof_core::Meta {
-        fsprof_version: env!("CARGO_PKG_VERSION").into(),
-        tool: "run".into(),
-        command: a
-            .command
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect(),
-        host: fsprof_user::sysinfo::hostname(),
-        resolution,
-        ..Default::default()
-    });
-    let layers = sink.layers.clone();
-    let source: serve::Source = std::sync::Arc::new(move || {
+    let template = Profile::new(meta::describe("run", &a.command, resolution));
+    let layers: Arc<Mutex<Vec<Layer>>> = Default::default();
+    live.layers = Some(layers.clone());
+    let source: serve::Source = Arc::new(move || {
         let mut p = template.clone();
         p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         p
@@ -136,5 +119,5 @@ fn serve_metrics(
         "fsprof: serving live metrics on http://{}/metrics",
         server.local_addr()
     );
-    Ok((sink, server))
+    Ok(server)
 }

@@ -1,0 +1,516 @@
+//! Building a [`Session`] step by step: check that the kernel can do it,
+//! resolve the target, create the maps, then load and attach each layer's
+//! programs. Every step that can fail does so before the next one loads
+//! anything the user would have to wait to have detached.
+
+use std::path::{Path, PathBuf};
+
+use fsprof_core::BucketLayout;
+
+use crate::names;
+use crate::progs::{self, Filter, Shared};
+use crate::session::{Options, Session, Target, FS_CATEGORIES};
+use crate::sys::{self, Attachment, Map, Prog};
+use crate::tracefs::{self, Tracepoint};
+use crate::Error;
+
+/// Entries of the per-op counter map (ops of the fs, block and FUSE
+/// layers; syscalls have an array of their own).
+const STATS_ENTRIES: u32 = 8192;
+/// Entries of the histogram map: one per (op, bucket) seen.
+const HIST_ENTRIES: u32 = 65536;
+/// Processes a followed tree may hold.
+const TARGET_ENTRIES: u32 = 65536;
+/// Calls (or block/FUSE requests) in flight at once.
+const START_ENTRIES: u32 = 16384;
+
+fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Map, Error> {
+    Map::create(name, ty, k, v, n, flags).map_err(|err| Error::Map {
+        name: name.into(),
+        hint: if err.raw_os_error() == Some(libc::EPERM) || err.raw_os_error() == Some(libc::ENOMEM) {
+            " (map memory is charged to the memory cgroup and, on old kernels, RLIMIT_MEMLOCK: raise them)"
+        } else {
+            ""
+        },
+        err,
+    })
+}
+
+/// Per-thread start maps keep one entry per thread (reused, see
+/// progs::store_thread_start), so they are LRU maps: exited threads age
+/// out instead of filling the map. Per-request ones insert and delete.
+fn start_map(name: &str, ty: u32) -> Result<Map, Error> {
+    map(
+        name,
+        ty,
+        progs::START_KEY_SIZE,
+        progs::START_VAL_SIZE,
+        START_ENTRIES,
+        0,
+    )
+}
+
+fn update(m: &Map, name: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
+    m.update(key, value, sys::BPF_ANY)
+        .map_err(|err| Error::Read {
+            name: name.into(),
+            err,
+        })
+}
+
+/// Kernel-visible program name: `f<pid in hex>_<tracepoint>` (15 bytes
+/// kept), so `bpftool prog` shows whose programs these are and tests can
+/// check that a finished fsprof left none behind.
+pub fn prog_name(tp: &str) -> String {
+    format!("{}{tp}", prog_prefix(std::process::id()))
+}
+
+/// The name prefix of the programs of fsprof process `pid`.
+pub fn prog_prefix(pid: u32) -> String {
+    format!("f{pid:x}_")
+}
+
+fn load(name: &str, insns: &[crate::insn::Insn]) -> Result<Prog, Error> {
+    Prog::load(name, sys::PROG_TRACEPOINT, insns).map_err(|e| Error::Load {
+        prog: name.into(),
+        errno: e.errno,
+        log: if e.log.is_empty() {
+            "no verifier log".into()
+        } else {
+            e.log.replace('\n', " | ")
+        },
+    })
+}
+
+/// Fails unless the layers can be profiled here at all: privileges, a
+/// layer asked for, tracefs, and the tracepoints `--require-tracepoint`
+/// names. Returns the tracefs root.
+fn check_ready(o: &Options) -> Result<PathBuf, Error> {
+    crate::privs::check(crate::privs::effective_caps())
+        .map_err(|missing| Error::Privileges { missing })?;
+    if !(o.syscall || o.fs || o.block || o.fuse) {
+        return Err(Error::NoLayers);
+    }
+    let root = tracefs::root()?;
+    for req in &o.require {
+        let (cat, name) = req.split_once(':').unwrap_or(("", req));
+        Tracepoint::load(&root, cat, name)?;
+    }
+    Ok(root)
+}
+
+/// The in-kernel filter for a target; `None` for a process tree, which is
+/// followed through a targets map. A bad pid or cgroup fails here, before
+/// anything is loaded.
+fn resolve_target(target: &Target) -> Result<Option<Filter>, Error> {
+    Ok(match target {
+        Target::Tree(pids) => {
+            if let Some(&p) = pids
+                .iter()
+                .find(|p| !Path::new(&format!("/proc/{p}")).exists())
+            {
+                return Err(Error::NoSuchPid(p));
+            }
+            None
+        }
+        Target::Comm(c) => {
+            if c.len() > 15 {
+                return Err(Error::CommTooLong(c.clone()));
+            }
+            let mut b = [0u8; 16];
+            b[..c.len()].copy_from_slice(c.as_bytes());
+            Some(Filter::Comm(b))
+        }
+        Target::Cgroup(p) => {
+            use std::os::unix::fs::MetadataExt;
+            let md = std::fs::metadata(p).map_err(|err| Error::Cgroup {
+                path: p.display().to_string(),
+                err,
+            })?;
+            // A cgroup v2 id is the inode number of its directory.
+            Some(Filter::Cgroup(md.ino()))
+        }
+        Target::All => Some(Filter::All),
+    })
+}
+
+/// The maps every program shares.
+struct Maps {
+    stats: Map,
+    sys_stats: Map,
+    hist: Map,
+    /// The bucket thresholds, when r > 1.
+    thresh: Option<Map>,
+    /// The followed process tree, for a `Target::Tree`.
+    targets: Option<Map>,
+}
+
+impl Maps {
+    fn create(layout: &BucketLayout, tree: bool) -> Result<Maps, Error> {
+        // Per-CPU values are allocated per CPU: preallocating them would
+        // take tens of MB on a large machine.
+        let lazy = sys::BPF_F_NO_PREALLOC;
+        let (pc_hash, stats_len) = (sys::MAP_PERCPU_HASH, progs::STATS_VAL_SIZE);
+        let stats = map("fsprof_stats", pc_hash, 8, stats_len, STATS_ENTRIES, lazy)?;
+        let hist_key = progs::HIST_KEY_SIZE;
+        let hist = map("fsprof_hist", pc_hash, hist_key, 8, HIST_ENTRIES, lazy)?;
+        let thresh = if layout.resolution().get() > 1 {
+            let v = progs::thresh_value(layout);
+            let m = map("fsprof_thresh", sys::MAP_ARRAY, 4, v.len(), 1, 0)?;
+            update(&m, "fsprof_thresh", &0u32.to_le_bytes(), &v)?;
+            Some(m)
+        } else {
+            None
+        };
+        let sys_stats = map(
+            "fsprof_sysstats",
+            sys::MAP_PERCPU_ARRAY,
+            4,
+            stats_len,
+            progs::MAX_SYSCALLS,
+            0,
+        )?;
+        let targets = match tree {
+            true => Some(map(
+                "fsprof_targets",
+                sys::MAP_HASH,
+                4,
+                4,
+                TARGET_ENTRIES,
+                lazy,
+            )?),
+            false => None,
+        };
+        Ok(Maps {
+            stats,
+            sys_stats,
+            hist,
+            thresh,
+            targets,
+        })
+    }
+
+    fn shared(&self, resolution: u32) -> Shared {
+        Shared {
+            stats_fd: self.stats.fd(),
+            sys_stats_fd: self.sys_stats.fd(),
+            hist_fd: self.hist.fd(),
+            thresh_fd: self.thresh.as_ref().map_or(-1, Map::fd),
+            resolution,
+        }
+    }
+}
+
+/// Loaded programs and their attachments, and what each layer added.
+struct Builder<'a> {
+    o: &'a Options,
+    root: PathBuf,
+    sh: Shared,
+    filter: Filter,
+    progs: Vec<Prog>,
+    atts: Vec<Attachment>,
+    starts: Vec<Map>,
+    mask: Option<Map>,
+    fs_ops: Vec<String>,
+    layers: Vec<&'static str>,
+    notes: Vec<String>,
+}
+
+impl Builder<'_> {
+    fn add(
+        &mut self,
+        tp: &Tracepoint,
+        insns: Result<Vec<crate::insn::Insn>, Error>,
+    ) -> Result<(), Error> {
+        let prog = load(&prog_name(&tp.name), &insns?)?;
+        let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
+            prog: tp.name.clone(),
+            tracepoint: format!("{}:{}", tp.category, tp.name),
+            err,
+        })?;
+        self.progs.push(prog);
+        self.atts.push(att);
+        Ok(())
+    }
+
+    /// Whether to attach a layer that is `on`. A layer the user named must
+    /// attach (a missing tracepoint is then an error); one of the default
+    /// set the kernel lacks is skipped with a note.
+    fn wanted(&mut self, on: bool, name: &str, tps: &[(&str, &str)]) -> bool {
+        if !on {
+            return false;
+        }
+        if self.o.explicit_layers {
+            return true;
+        }
+        match tps.iter().find(|(c, n)| !tracefs::exists(&self.root, c, n)) {
+            None => true,
+            Some((c, n)) => {
+                self.notes.push(format!(
+                    "{name} layer skipped: this kernel has no {c}:{n} tracepoint"
+                ));
+                false
+            }
+        }
+    }
+
+    /// Follows forks before anything else attaches, so no child is missed.
+    fn follow_forks(&mut self, targets: &Map) -> Result<(), Error> {
+        let fork = Tracepoint::load(&self.root, "sched", "sched_process_fork")?;
+        self.add(&fork, progs::fork_follow(&fork, targets.fd()))
+    }
+
+    /// Which syscalls are timed: the file-system ones (or all), never
+    /// exit and exit_group, which do not return: they have no latency, and
+    /// their start entries would pile up in the map.
+    fn syscall_mask(&self) -> Result<Map, Error> {
+        let mask = map(
+            "fsprof_sysmask",
+            sys::MAP_ARRAY,
+            4,
+            1,
+            progs::MAX_SYSCALLS,
+            0,
+        )?;
+        for nr in 0..progs::MAX_SYSCALLS {
+            let name = names::syscall_name(nr);
+            let never_returns = name == "exit" || name == "exit_group";
+            let on = !never_returns
+                && (self.o.all_syscalls || names::FILE_SYSCALLS.contains(&name.as_str()));
+            if on {
+                update(&mask, "fsprof_sysmask", &nr.to_le_bytes(), &[1])?;
+            }
+        }
+        Ok(mask)
+    }
+
+    /// Raw tracepoints skip formatting the trace record, which is most of
+    /// the per-syscall cost.
+    fn attach_raw_syscalls(&mut self, start: &Map, mask: &Map) -> Result<(), Error> {
+        if self.o.perf_tracepoints {
+            return Err(Error::NoTracepoint {
+                name: "raw_syscalls".into(),
+                why: "--perf-tracepoints".into(),
+            });
+        }
+        let exit_p = progs::sys_exit(&progs::raw_arg1("ret"), &self.sh, start.fd())?;
+        let enter_p =
+            progs::sys_enter(&progs::raw_arg1("id"), &self.filter, start.fd(), mask.fd())?;
+        for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
+            let prog =
+                Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns).map_err(|e| {
+                    Error::Load {
+                        prog: name.into(),
+                        errno: e.errno,
+                        log: e.log,
+                    }
+                })?;
+            let att = sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
+                prog: name.into(),
+                tracepoint: format!("raw:{name}"),
+                err,
+            })?;
+            self.progs.push(prog);
+            self.atts.push(att);
+        }
+        Ok(())
+    }
+
+    /// The syscall layer: raw tracepoints, perf tracepoints as the fallback.
+    fn attach_syscalls(&mut self) -> Result<(), Error> {
+        let enter = Tracepoint::load(&self.root, "raw_syscalls", "sys_enter")?;
+        let exit = Tracepoint::load(&self.root, "raw_syscalls", "sys_exit")?;
+        let mask = self.syscall_mask()?;
+        let start = start_map("fsprof_sys_start", sys::MAP_LRU_HASH)?;
+        if let Err(e) = self.attach_raw_syscalls(&start, &mask) {
+            if !self.o.perf_tracepoints {
+                self.notes.push(format!(
+                    "syscall layer on perf tracepoints (raw tracepoints unavailable: {e})"
+                ));
+            }
+            let sh = self.sh;
+            self.add(&exit, progs::sys_exit(exit.field("ret")?, &sh, start.fd()))?;
+            let enter_p = progs::sys_enter(enter.field("id")?, &self.filter, start.fd(), mask.fd());
+            self.add(&enter, enter_p)?;
+        }
+        self.starts.push(start);
+        self.mask = Some(mask);
+        self.layers.push(fsprof_core::profile::layer::SYSCALL);
+        Ok(())
+    }
+
+    /// fentry/fexit on the VFS entry points (and `--fs-functions`) where
+    /// the kernel allows it; one function the kernel will not trace (e.g.
+    /// notrace) must not cost the rest of the layer.
+    fn attach_fentry(&mut self, start: &Map) -> Result<(), Error> {
+        let btf = crate::btf::Btf::vmlinux();
+        // Functions the user named must exist, whatever the kernel allows.
+        if !self.o.fs_functions.is_empty() {
+            let b = btf.as_ref().map_err(|e| Error::Fentry(e.clone()))?;
+            crate::fentry::targets(b, &self.o.fs_functions).map_err(Error::Fentry)?;
+        }
+        if let Err(why) = crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
+            if !self.o.fs_functions.is_empty() {
+                return Err(Error::Fentry(format!(
+                    "--fs-functions needs fentry/fexit, which is unusable here: {why}"
+                )));
+            }
+            self.notes.push(format!(
+                "fs layer: fentry/fexit not used ({why}); using the ext4/xfs/btrfs enter/exit tracepoint pairs instead"
+            ));
+            return Ok(());
+        }
+        let btf = btf.as_ref().expect("detect succeeded, so BTF parsed");
+        let targets = crate::fentry::targets(btf, &self.o.fs_functions).map_err(Error::Fentry)?;
+        for func in targets {
+            let idx = self.fs_ops.len() as u32;
+            let name = prog_name(&func.name);
+            match crate::fentry::attach_pair(&name, &func, &self.filter, &self.sh, start.fd(), idx)
+            {
+                Ok(pair) => {
+                    for (p, a) in pair {
+                        self.progs.push(p);
+                        self.atts.push(a);
+                    }
+                    self.fs_ops.push(func.name);
+                }
+                Err(r) if self.o.fs_functions.contains(&func.name) => {
+                    return Err(Error::Fentry(r.to_string()))
+                }
+                Err(r) => self
+                    .notes
+                    .push(format!("fs layer: {} not timed: {r}", func.name)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The fs layer: fentry/fexit where allowed, and the file systems'
+    /// enter/exit tracepoint pairs either way (they are file-system
+    /// internals that fentry on VFS does not show).
+    fn attach_fs(&mut self) -> Result<(), Error> {
+        let start = start_map("fsprof_fs_start", sys::MAP_LRU_HASH)?;
+        self.attach_fentry(&start)?;
+        for cat in FS_CATEGORIES {
+            for base in tracefs::enter_exit_pairs(&self.root, cat) {
+                if self.fs_ops.contains(&base) {
+                    continue; // already timed by fentry under the same name
+                }
+                let idx = self.fs_ops.len() as u32;
+                let enter = Tracepoint::load(&self.root, cat, &format!("{base}_enter"))?;
+                let exit = Tracepoint::load(&self.root, cat, &format!("{base}_exit"))?;
+                let sh = self.sh;
+                self.add(&exit, progs::fs_exit(&exit, &sh, start.fd(), idx))?;
+                self.add(&enter, Ok(progs::fs_enter(&self.filter, start.fd(), idx)))?;
+                self.fs_ops.push(base);
+            }
+        }
+        if self.fs_ops.is_empty() {
+            self.notes.push(
+                "fs layer: no ext4/xfs/btrfs enter/exit tracepoint pairs on this kernel".into(),
+            );
+        }
+        self.starts.push(start);
+        self.layers.push(fsprof_core::profile::layer::FS);
+        Ok(())
+    }
+
+    /// Block requests, issue to completion.
+    fn attach_block(&mut self) -> Result<(), Error> {
+        let issue = Tracepoint::load(&self.root, "block", "block_rq_issue")?;
+        let done = Tracepoint::load(&self.root, "block", "block_rq_complete")?;
+        let start = start_map("fsprof_blk_start", sys::MAP_HASH)?;
+        let sh = self.sh;
+        self.add(&done, progs::block_complete(&done, &sh, start.fd()))?;
+        self.add(&issue, progs::block_issue(&issue, start.fd()))?;
+        self.starts.push(start);
+        self.layers.push(fsprof_core::profile::layer::BLOCK);
+        Ok(())
+    }
+
+    /// FUSE requests, send to reply.
+    fn attach_fuse(&mut self) -> Result<(), Error> {
+        let send = Tracepoint::load(&self.root, "fuse", "fuse_request_send")?;
+        let end = Tracepoint::load(&self.root, "fuse", "fuse_request_end")?;
+        let start = start_map("fsprof_fuse_start", sys::MAP_HASH)?;
+        let sh = self.sh;
+        self.add(&end, progs::fuse_end(&end, &sh, start.fd()))?;
+        let send_p = progs::fuse_send(&send, &self.filter, start.fd());
+        self.add(&send, send_p)?;
+        self.starts.push(start);
+        self.layers.push(fsprof_core::profile::layer::FUSE);
+        Ok(())
+    }
+}
+
+/// [`Session::start`]: see the module doc.
+pub(crate) fn start(o: &Options) -> Result<Session, Error> {
+    let root = check_ready(o)?;
+    let layout = BucketLayout::new(o.resolution);
+    let filter = resolve_target(&o.target)?;
+    let maps = Maps::create(&layout, filter.is_none())?;
+    let filter = filter.unwrap_or_else(|| Filter::Targets {
+        map_fd: maps.targets.as_ref().map_or(-1, Map::fd),
+    });
+    let mut b = Builder {
+        o,
+        root,
+        sh: maps.shared(o.resolution.get()),
+        filter,
+        progs: Vec::new(),
+        atts: Vec::new(),
+        starts: Vec::new(),
+        mask: None,
+        fs_ops: Vec::new(),
+        layers: Vec::new(),
+        notes: Vec::new(),
+    };
+    let block = b.wanted(
+        o.block,
+        "block",
+        &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
+    );
+    let fuse = b.wanted(
+        o.fuse,
+        "fuse",
+        &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
+    );
+    if let Some(t) = &maps.targets {
+        b.follow_forks(t)?;
+    }
+    if o.syscall {
+        b.attach_syscalls()?;
+    }
+    if o.fs {
+        b.attach_fs()?;
+    }
+    if block {
+        b.attach_block()?;
+    }
+    if fuse {
+        b.attach_fuse()?;
+    }
+    let s = Session {
+        layout,
+        stats: maps.stats,
+        sys_stats: maps.sys_stats,
+        hist: maps.hist,
+        targets: maps.targets,
+        starts: b.starts,
+        fs_ops: b.fs_ops,
+        _attachments: b.atts,
+        _progs: b.progs,
+        _thresh: maps.thresh,
+        _mask: b.mask,
+        layers: b.layers,
+        notes: b.notes,
+    };
+    if let Target::Tree(pids) = &o.target {
+        for &p in pids {
+            for d in fsprof_sys::process::descendants(p) {
+                s.add_target(d)?;
+            }
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,91 @@
+//! The kernel layers as a capture source: the session attaches once the
+//! command (if any) is held before its `execve`, so its first profiled
+//! syscall is that `execve`; snapshots read the maps; the end detaches in
+//! the background so that fsprof does not wait for the kernel.
+
+use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
+use fsprof_core::profile::{Clock, Layer};
+use fsprof_sys::process::pid_exists;
+
+use crate::session::{Options, Session, Target};
+
+pub struct KernelSource {
+    opts: Options,
+    session: Option<Session>,
+    /// The processes given by pid (`--pid`): when they are all gone, so is
+    /// what there was to profile.
+    followed: Vec<i32>,
+}
+
+impl KernelSource {
+    /// With a command, `opts.target` is replaced by the command's tree.
+    pub fn new(opts: Options) -> KernelSource {
+        let followed = match &opts.target {
+            Target::Tree(pids) => pids.clone(),
+            _ => Vec::new(),
+        };
+        KernelSource {
+            opts,
+            session: None,
+            followed,
+        }
+    }
+
+    fn session(&self) -> Result<&Session, SourceError> {
+        self.session
+            .as_ref()
+            .ok_or_else(|| "the kernel session was not started".into())
+    }
+}
+
+impl Source for KernelSource {
+    fn caps(&self) -> Caps {
+        Caps {
+            needs_command: false,
+            hold_command: true,
+            upkeep_ns: None,
+        }
+    }
+
+    fn start(&mut self, command: Option<i32>) -> Result<String, SourceError> {
+        if let Some(pid) = command {
+            self.opts.target = Target::Tree(vec![pid]);
+        }
+        let s = Session::start(&self.opts)?;
+        let what = s.layers.join(", ");
+        self.session = Some(s);
+        Ok(what)
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<Layer>, SourceError> {
+        Ok(self.session()?.snapshot(false)?.layers)
+    }
+
+    fn ended(&mut self) -> bool {
+        !self.followed.is_empty() && !self.followed.iter().any(|&p| pid_exists(p))
+    }
+
+    fn finish(&mut self, _how: &Ended) -> Result<Finish, SourceError> {
+        let snap = self.session()?.snapshot(true)?;
+        let session = self.session.take().expect("checked above");
+        let notes = session.notes.clone();
+        session.detach_in_background();
+        let mut warnings = Vec::new();
+        if snap.lost > 0 {
+            warnings.push(format!(
+                "{} observations were counted but not filed in a histogram bucket (a BPF map was full)",
+                snap.lost
+            ));
+        }
+        Ok(Finish {
+            layers: snap.layers,
+            clock: Clock {
+                source: "ktime_get_ns (CLOCK_MONOTONIC, in the kernel)".into(),
+                tsc_hz: None,
+            },
+            notes,
+            warnings,
+            ..Default::default()
+        })
+    }
+}

@@ -1,0 +1,229 @@
+//! The user layer as a capture source: set up the run directory and the
+//! shim, hand the command its LD_PRELOAD, fold the per-process counter
+//! files into layers while it runs, and assemble the final counts once it
+//! has exited — however it exited: the counters live in shared files, so a
+//! process killed by SIGKILL still has its calls counted.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
+use fsprof_core::profile::{layer, Layer, Overhead, Process};
+use fsprof_core::{BucketLayout, Resolution};
+use fsprof_shim::{abi, install};
+
+use crate::clock::{ClockChoice, ClockParams, MAX_DRIFT};
+use crate::collector::Collector;
+use crate::reader::ProcessCounters;
+use crate::rundir::RunDir;
+use crate::selfcost::SelfCost;
+
+#[derive(Clone, Copy, Debug)]
+pub struct UserOptions {
+    pub resolution: Resolution,
+    pub clock: ClockChoice,
+}
+
+/// What stopped the user layer from being set up, with the step it failed in.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetupError(String);
+
+fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> SetupError {
+    move |e| SetupError(format!("{what}: {e}"))
+}
+
+/// How often ended processes' counter files are folded into memory.
+const HARVEST_NS: u64 = 500_000_000;
+
+/// A prepared `fsprof run`: shim installed, clock chosen, run directory
+/// and control file written.
+pub struct UserSource {
+    resolution: Resolution,
+    shim: PathBuf,
+    /// Where per-boot facts (TSC rate, the shim's own cost) are kept.
+    cache: Option<PathBuf>,
+    clock: ClockParams,
+    control: Vec<u8>,
+    collector: Collector,
+    selfcost: Option<SelfCost>,
+}
+
+impl UserSource {
+    pub fn new(opts: &UserOptions) -> Result<UserSource, SetupError> {
+        let layout = BucketLayout::new(opts.resolution);
+        // LD_PRELOAD splits on spaces and colons: a TMPDIR with either can't
+        // hold the shim.
+        let preloadable = |p: &Path| !p.to_string_lossy().contains([' ', ':', '\t']);
+        let base = Some(std::env::temp_dir())
+            .filter(|d| preloadable(d))
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        let shim = install(&base).map_err(setup("cannot install the preload shim"))?;
+        let cache = shim.parent().map(PathBuf::from);
+        let clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(SetupError)?;
+        let dir = RunDir::create().map_err(setup("cannot create the run directory"))?;
+        let control = dir
+            .write_control(&clock, &layout)
+            .map_err(setup("cannot write the control file"))?;
+        Ok(UserSource {
+            resolution: opts.resolution,
+            shim,
+            cache,
+            clock,
+            control,
+            collector: Collector::new(dir, layout.thresholds().len() as u32),
+            selfcost: None,
+        })
+    }
+
+    /// Notes about the clock: a TSC rate that drifted during the run is
+    /// reported and forgotten, a steady one kept for the next run.
+    fn clock_notes(&mut self, notes: &mut Vec<String>) {
+        let drift = self.clock.refine();
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        if drift.abs() > MAX_DRIFT {
+            notes.push(format!(
+                "the TSC rate changed by {:.2}% during the run; latencies may be off by as much (use --clock monotonic if this repeats)",
+                drift * 100.0
+            ));
+            ClockParams::forget_rate(cache);
+        } else {
+            self.clock.save_rate(cache);
+        }
+    }
+
+    /// The shim's own cost per call, scaled to the calls counted.
+    fn overhead(&mut self, calls: u64, notes: &mut Vec<String>) -> Option<Overhead> {
+        let st = match self.selfcost.take()?.finish() {
+            Ok(st) => st,
+            Err(e) => {
+                notes.push(format!("could not measure the shim's own overhead: {e}"));
+                return None;
+            }
+        };
+        Some(Overhead {
+            per_call_ns: st.per_call_ns,
+            min_recordable_ns: st.min_recordable_ns,
+            estimated_total_ns: (st.per_call_ns * calls as f64) as u64,
+        })
+    }
+}
+
+impl Source for UserSource {
+    fn caps(&self) -> Caps {
+        Caps {
+            needs_command: true,
+            hold_command: false,
+            upkeep_ns: Some(HARVEST_NS),
+        }
+    }
+
+    fn command_env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("LD_PRELOAD".into(), preload_value(&self.shim)),
+            (
+                abi::ENV.into(),
+                self.collector.dir().path().as_os_str().to_owned(),
+            ),
+        ]
+    }
+
+    fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+        // Measured on the other core while the command runs.
+        self.selfcost = Some(SelfCost::start(
+            self.cache.as_deref(),
+            &self.shim,
+            &self.control,
+            self.clock.kind,
+            self.resolution.get(),
+        ));
+        Ok(layer::USER.into())
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<Layer>, SourceError> {
+        Ok(merged(&self.collector.snapshot()))
+    }
+
+    fn upkeep(&mut self) {
+        self.collector.harvest();
+    }
+
+    fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
+        let procs = self.collector.snapshot();
+        let layers = merged(&procs);
+        let mut notes = std::mem::take(&mut self.collector.notes);
+        self.clock_notes(&mut notes);
+        let calls = layers.iter().map(Layer::total_calls).sum();
+        let overhead = self.overhead(calls, &mut notes);
+        notes.extend(unfinished_notes(&layers));
+        Ok(Finish {
+            clock: self.clock.describe(),
+            overhead,
+            processes: procs
+                .into_iter()
+                .map(|p| to_process(p, how.start_mono_ns))
+                .collect(),
+            layers,
+            notes,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// Our shim first, then whatever the user preloads already, minus any
+/// fsprof shim of an enclosing `fsprof run`: two shims would both count
+/// every call into the inner run's files.
+fn preload_value(shim: &Path) -> OsString {
+    let mut v = shim.as_os_str().to_owned();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD") {
+        for part in existing.to_string_lossy().split([' ', ':']) {
+            if !part.is_empty() && !part.contains("libfsprof_shim") {
+                v.push(" ");
+                v.push(part);
+            }
+        }
+    }
+    v
+}
+
+fn unfinished_notes(layers: &[Layer]) -> Vec<String> {
+    layers
+        .iter()
+        .flat_map(|l| &l.ops)
+        .filter(|op| op.unfinished() > 0)
+        .map(|op| {
+            format!(
+                "{}: {} call(s) never returned (the process ended inside them); they are counted as entered only",
+                op.name,
+                op.unfinished()
+            )
+        })
+        .collect()
+}
+
+fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
+    let mut user = Layer::new(layer::USER);
+    for p in procs {
+        for op in &p.ops {
+            user.op_mut(&op.name).merge(op);
+        }
+    }
+    user.normalize();
+    vec![user]
+}
+
+fn to_process(p: ProcessCounters, start_mono: u64) -> Process {
+    let mut user = Layer::new(layer::USER);
+    user.ops = p.ops;
+    user.normalize();
+    Process {
+        pid: p.pid,
+        ppid: p.ppid,
+        exe: p.exe,
+        argv: p.argv,
+        start_ns: p.start_mono_ns.saturating_sub(start_mono),
+        layers: vec![user],
+    }
+}
