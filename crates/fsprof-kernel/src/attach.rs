@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use fsprof_core::profile::layer;
 use fsprof_core::BucketLayout;
 
 use crate::names;
@@ -335,7 +336,7 @@ impl Builder<'_> {
         }
         self.starts.push(start);
         self.mask = Some(mask);
-        self.layers.push(fsprof_core::profile::layer::SYSCALL);
+        self.layers.push(layer::SYSCALL);
         Ok(())
     }
 
@@ -411,36 +412,64 @@ impl Builder<'_> {
             );
         }
         self.starts.push(start);
-        self.layers.push(fsprof_core::profile::layer::FS);
+        self.layers.push(layer::FS);
         Ok(())
     }
 
-    /// Block requests, issue to completion.
-    fn attach_block(&mut self) -> Result<(), Error> {
-        let issue = Tracepoint::load(&self.root, "block", "block_rq_issue")?;
-        let done = Tracepoint::load(&self.root, "block", "block_rq_complete")?;
-        let start = start_map("fsprof_blk_start", sys::MAP_HASH)?;
-        let sh = self.sh;
-        self.add(&done, progs::block_complete(&done, &sh, start.fd()))?;
-        self.add(&issue, progs::block_issue(&issue, start.fd()))?;
+    /// A layer of requests timed from one tracepoint to the other,
+    /// paired on the request: block (issue → complete), FUSE (send →
+    /// end). `progs` makes the end program, then the begin program; the
+    /// end is attached first, so no request is begun that cannot end.
+    fn attach_requests(
+        &mut self,
+        layer: &'static str,
+        (cat, begin, end): (&str, &str, &str),
+        start_name: &str,
+        progs: RequestProgs,
+    ) -> Result<(), Error> {
+        let begin = Tracepoint::load(&self.root, cat, begin)?;
+        let end = Tracepoint::load(&self.root, cat, end)?;
+        let start = start_map(start_name, sys::MAP_HASH)?;
+        let [end_p, begin_p] = progs(&begin, &end, &self.sh, &self.filter, start.fd());
+        self.add(&end, end_p)?;
+        self.add(&begin, begin_p)?;
         self.starts.push(start);
-        self.layers.push(fsprof_core::profile::layer::BLOCK);
+        self.layers.push(layer);
         Ok(())
     }
+}
 
-    /// FUSE requests, send to reply.
-    fn attach_fuse(&mut self) -> Result<(), Error> {
-        let send = Tracepoint::load(&self.root, "fuse", "fuse_request_send")?;
-        let end = Tracepoint::load(&self.root, "fuse", "fuse_request_end")?;
-        let start = start_map("fsprof_fuse_start", sys::MAP_HASH)?;
-        let sh = self.sh;
-        self.add(&end, progs::fuse_end(&end, &sh, start.fd()))?;
-        let send_p = progs::fuse_send(&send, &self.filter, start.fd());
-        self.add(&send, send_p)?;
-        self.starts.push(start);
-        self.layers.push(fsprof_core::profile::layer::FUSE);
-        Ok(())
-    }
+/// The (end, begin) programs of a request layer, from the begin and end
+/// tracepoints, the shared maps, the filter and the start map's fd.
+type RequestProgs = fn(
+    &Tracepoint,
+    &Tracepoint,
+    &Shared,
+    &Filter,
+    i32,
+) -> [Result<Vec<crate::insn::Insn>, Error>; 2];
+
+fn block_progs(
+    issue: &Tracepoint,
+    done: &Tracepoint,
+    sh: &Shared,
+    _: &Filter,
+    fd: i32,
+) -> [Result<Vec<crate::insn::Insn>, Error>; 2] {
+    [
+        progs::block_complete(done, sh, fd),
+        progs::block_issue(issue, fd),
+    ]
+}
+
+fn fuse_progs(
+    send: &Tracepoint,
+    end: &Tracepoint,
+    sh: &Shared,
+    f: &Filter,
+    fd: i32,
+) -> [Result<Vec<crate::insn::Insn>, Error>; 2] {
+    [progs::fuse_end(end, sh, fd), progs::fuse_send(send, f, fd)]
 }
 
 /// [`Session::start`]: see the module doc.
@@ -485,10 +514,12 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         b.attach_fs()?;
     }
     if block {
-        b.attach_block()?;
+        let tps = ("block", "block_rq_issue", "block_rq_complete");
+        b.attach_requests(layer::BLOCK, tps, "fsprof_blk_start", block_progs)?;
     }
     if fuse {
-        b.attach_fuse()?;
+        let tps = ("fuse", "fuse_request_send", "fuse_request_end");
+        b.attach_requests(layer::FUSE, tps, "fsprof_fuse_start", fuse_progs)?;
     }
     let s = Session {
         layout,

@@ -7,13 +7,9 @@ const CAP_BPF: u32 = 39;
 
 /// Effective capabilities of this process.
 pub fn effective_caps() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    fsprof_sys::host::proc_field(&status, "CapEff")
+        .and_then(|v| u64::from_str_radix(v, 16).ok())
         .unwrap_or(0)
 }
 

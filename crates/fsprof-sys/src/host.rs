@@ -32,17 +32,22 @@ pub fn kernel_release() -> String {
     uname_field(|u| &u.release)
 }
 
+/// The value of the `key: value` line of a /proc file such as
+/// /proc/cpuinfo, /proc/meminfo or /proc/self/status (the first such line),
+/// trimmed.
+pub fn proc_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim())
+}
+
 /// The CPU's model name from /proc/cpuinfo (empty where it has none).
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.trim() == "model name")
-                .map(|(_, v)| v.trim().to_string())
-        })
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    proc_field(&info, "model name")
         .unwrap_or_default()
+        .to_string()
 }
 
 /// CPUs online now.
@@ -80,8 +85,7 @@ pub struct Memory {
 pub fn memory() -> Memory {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kib = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        proc_field(&text, name)
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
             .map_or(0, |k| k.saturating_mul(1024))
     };
@@ -199,6 +203,16 @@ impl HostFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_fields_are_found_by_their_whole_key() {
+        let text =
+            "MemTotal:       24683656 kB\nmodel name\t: AMD EPYC\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(proc_field(text, "MemTotal"), Some("24683656 kB"));
+        assert_eq!(proc_field(text, "model name"), Some("AMD EPYC"));
+        assert_eq!(proc_field(text, "CapEff"), Some("000001ffffffffff"));
+        assert_eq!(proc_field(text, "Mem"), None);
+    }
 
     #[test]
     fn sizes_and_cpu_lists_parse_as_sysfs_writes_them() {
