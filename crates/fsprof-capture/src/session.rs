@@ -5,11 +5,16 @@
 //! - The capture ends when the command exits, when the source says it has
 //!   ended (the `--pid` it followed is gone), at the `--duration` deadline,
 //!   or on a stop signal (SIGINT, SIGQUIT, SIGTERM, SIGHUP).
-//! - With a command still running, the first stop signal is passed on to
-//!   it, unless the terminal sent it (Ctrl-C reaches the whole foreground
-//!   group, so the command has it already: passing it on would deliver it
-//!   twice); the capture goes on until the command exits, so the profile
-//!   covers its way out. A second stop signal ends the capture at once.
+//! - With a command running, a stop signal the terminal sent (Ctrl-C,
+//!   Ctrl-\, hang-up) is the command's to handle: the terminal sent it to
+//!   the whole foreground group, so the command has it already, and an
+//!   interactive command may well go on. fsprof neither passes it on (that
+//!   would deliver it twice) nor stops: the capture ends when the command
+//!   does, as `time` does.
+//! - With a command running, the first stop signal sent to fsprof alone
+//!   (kill) is passed on to the command, and the capture goes on until the
+//!   command exits, so the profile covers its way out; a second one ends
+//!   the capture at once.
 //! - Without a command, the first stop signal ends the capture.
 //! - fsprof's exit status is the command's (128 + signal when killed);
 //!   without one, 128 + the stop signal, or 0.
@@ -64,8 +69,9 @@ pub struct Outcome {
     pub profile: Profile,
     /// How the command ended, when there was one and it ended.
     pub exit: Option<ExitStatus>,
-    /// The stop signal that interrupted the capture (passed on to the
-    /// command, or ending the capture).
+    /// The stop signal sent to fsprof that interrupted the capture (passed
+    /// on to the command, or ending the capture); a terminal's Ctrl-C while
+    /// a command runs is the command's, not an interruption.
     pub interrupted: Option<i32>,
     /// Things the user should know about the capture (one line each).
     pub notes: Vec<String>,
@@ -234,15 +240,16 @@ impl Watch<'_> {
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)))
                 .fold(POLL, Duration::min);
             if let Wake::Stop(sig) = self.signals.wait(wake) {
-                let first = interrupted.is_none();
-                interrupted = Some(sig.signo);
                 match self.child.as_deref() {
-                    Some(c) if first => {
-                        if !sig.from_terminal {
-                            c.signal(sig.signo);
-                        }
+                    Some(_) if sig.from_terminal => {}
+                    Some(c) if interrupted.is_none() => {
+                        c.signal(sig.signo);
+                        interrupted = Some(sig.signo);
                     }
-                    _ => break,
+                    _ => {
+                        interrupted = Some(sig.signo);
+                        break;
+                    }
                 }
             }
         }
