@@ -150,7 +150,7 @@ impl Capture {
             interval_ns: self.plan.interval_ns,
         };
         let p = &self.plan;
-        let meta = meta::finished(
+        let mut meta = meta::finished(
             &p.tool,
             &p.command,
             p.resolution,
@@ -158,6 +158,7 @@ impl Capture {
             &fin,
             stop.exit.clone(),
         );
+        source.amend_meta(&mut meta);
         let mut profile = Profile::new(meta);
         profile.intervals = sampler.finish(duration_ns, &fin.layers);
         profile.layers = fin.layers;

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 
-use fsprof_core::profile::{Clock, ExitStatus, Layer, Overhead, Process};
+use fsprof_core::profile::{Clock, ExitStatus, Layer, Meta, Overhead, Process};
 
 /// A source's own failure (a probe the kernel refused, a shim that cannot
 /// be installed). Shown to the user as it is: one line naming the problem.
@@ -51,7 +51,7 @@ pub struct Finish {
 
 /// A way of capturing a profile. The loop calls, in order: `command_env`
 /// (when there is a command), `start`, then `snapshot`/`upkeep`/`ended`
-/// while capturing, then `finish` once.
+/// while capturing, then `finish` and `amend_meta` once.
 pub trait Source {
     fn caps(&self) -> Caps;
 
@@ -80,4 +80,10 @@ pub trait Source {
 
     /// Stops capturing and hands over the final counts.
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError>;
+
+    /// Fills the metadata fields only this source knows; the common ones
+    /// (version, tool, command, host, times, clock, overhead, exit) are set.
+    fn amend_meta(&mut self, meta: &mut Meta) {
+        let _ = meta;
+    }
 }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 
 use fsprof_core::histogram::OpStats;
-use fsprof_core::profile::{Clock, Layer};
+use fsprof_core::profile::{Clock, Layer, Meta};
 
 use crate::source::{Caps, Ended, Finish, Source, SourceError};
 
@@ -23,11 +23,13 @@ pub struct CountingSource {
     pub end_after: Option<u64>,
     /// `start` fails with this message.
     pub fail_start: Option<String>,
-    /// What the loop called, in order: `start(pid)`, `snapshot`,
-    /// `upkeep`, `finish`.
+    /// What the loop called, in order: `start(true|false)` (with a
+    /// command or not), `snapshot`, `upkeep`, `finish`, `amend_meta`.
     pub log: Vec<String>,
     /// The `Ended` the finish was given.
     pub ended_with: Option<Ended>,
+    /// `amend_meta` records this as the host.
+    pub host: Option<String>,
 }
 
 impl CountingSource {
@@ -98,5 +100,12 @@ impl Source for CountingSource {
             notes: vec![format!("{} calls", self.calls)],
             ..Default::default()
         })
+    }
+
+    fn amend_meta(&mut self, meta: &mut Meta) {
+        self.log.push("amend_meta".into());
+        if let Some(h) = &self.host {
+            meta.host = h.clone();
+        }
     }
 }

@@ -58,7 +58,10 @@ fn duration_and_intervals_without_a_command() {
     let mut p = plan(&[]);
     p.duration_ns = Some(300 * MS);
     p.interval_ns = Some(100 * MS);
-    let mut src = CountingSource::default();
+    let mut src = CountingSource {
+        host: Some("amended".into()),
+        ..Default::default()
+    };
     let mut rec = Recorder::default();
     let out = Capture::new(p).run(&mut src, &mut rec).unwrap();
     assert_eq!(
@@ -75,7 +78,9 @@ fn duration_and_intervals_without_a_command() {
     assert_eq!(prof.meta.tool, "test");
     // Without a command, fsprof's own command line says what was captured.
     assert_eq!(prof.meta.command, std::env::args().collect::<Vec<_>>());
-    assert!(!prof.meta.host.is_empty() && !prof.meta.start_time.is_empty());
+    assert!(!prof.meta.kernel.is_empty() && !prof.meta.start_time.is_empty());
+    // The source's own metadata comes last.
+    assert_eq!(prof.meta.host, "amended");
     assert_eq!(prof.meta.clock.source, "monotonic");
     // Samples at 100 and 200 ms (one may be late on a loaded machine),
     // then the last slice at the end: the intervals add up to the totals
@@ -90,7 +95,7 @@ fn duration_and_intervals_without_a_command() {
     }
     assert_eq!(prof.intervals.last().unwrap().end_ns, prof.meta.duration_ns);
     assert_eq!(src.log.first().unwrap(), "start(false)");
-    assert_eq!(src.log.last().unwrap(), "finish");
+    assert_eq!(src.log[src.log.len() - 2..], ["finish", "amend_meta"]);
     assert_eq!(out.notes, vec![format!("{} calls", src.calls)]);
     // Progress heard the start, every sample and the final counts.
     assert_eq!(rec.started, vec!["ticks".to_string()]);
@@ -186,7 +191,7 @@ fn a_stop_signal_ends_a_capture_without_a_command() {
         (out.interrupted, out.exit_code()),
         (Some(libc::SIGTERM), 143)
     );
-    assert_eq!(src.log.last().unwrap(), "finish");
+    assert_eq!(src.log.last().unwrap(), "amend_meta");
 }
 
 #[test]
