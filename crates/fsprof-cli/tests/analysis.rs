@@ -263,11 +263,16 @@ fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
     let (nf, ns) = (calls(&fast), calls(&slow));
     assert!((980..=1030).contains(&nf), "{nf} cached reads: {v}");
     assert!((500..=545).contains(&ns), "{ns} device reads: {v}");
-    let slow_share: f64 = slow
-        .iter()
-        .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
-        .sum();
-    assert!(slow_share > 0.5, "{v}");
+    // Device reads hold far more of the time than cache hits. Compared
+    // between the peaks, not against the op's total: one stray read of
+    // tens of ms on a busy VM lies outside every peak and would otherwise
+    // decide the outcome.
+    let latency = |ps: &[&&serde_json::Value]| -> f64 {
+        ps.iter()
+            .map(|p| p["peak"]["latency_ns"].as_f64().unwrap())
+            .sum()
+    };
+    assert!(latency(&slow) > 5.0 * latency(&fast), "{v}");
     // And the text table shows it.
     fsprof()
         .args(["report", "--peaks", "--op", "read"])
