@@ -32,6 +32,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
+    Trace(crate::commands::trace::TraceArgs),
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod merge;
 mod plot;
 mod report;
 mod run;
+pub mod trace;
 
 use crate::cli::{Cli, Command};
 
@@ -24,5 +25,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Trace(a) => trace::trace(a),
     }
 }
