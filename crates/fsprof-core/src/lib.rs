@@ -10,7 +10,9 @@ pub mod buckets;
 pub mod check;
 pub mod format;
 pub mod histogram;
+pub mod layer;
 pub mod merge;
+pub mod ops;
 pub mod profile;
 pub mod units;
 
