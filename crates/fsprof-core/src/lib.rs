@@ -12,6 +12,7 @@ pub mod format;
 pub mod histogram;
 pub mod merge;
 pub mod profile;
+pub mod stats;
 pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};
