@@ -90,7 +90,9 @@ pub fn mad(xs: &[f64]) -> Option<f64> {
 /// freedom (`t_quantile(0.975, 9)` = 2.2622); `None` for `df < 1` or `p`
 /// outside (0, 1).
 pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
-    if !(df >= 1.0) || !(p > 0.0 && p < 1.0) {
+    // Written so that a NaN df or p fails the test too.
+    let usable = df >= 1.0 && p > 0.0 && p < 1.0;
+    if !usable {
         return None;
     }
     let t = StudentsT::new(0.0, 1.0, df).ok()?;
