@@ -14,6 +14,7 @@ pub mod layer;
 pub mod merge;
 pub mod ops;
 pub mod profile;
+pub mod stats;
 pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};
