@@ -34,6 +34,8 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
     Trace(crate::commands::trace::TraceArgs),
+    /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
+    Compile(crate::commands::compile::CompileArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,20 +1,22 @@
 //! What a trace holds: calls and the processes that made them.
 //!
-//! Ops are named with the user layer's vocabulary (the shim's `ops.def`,
+//! Ops are named with the user layer's vocabulary (`fsprof_core::ops::libc`,
 //! the names `fsprof run` profiles use), so a trace and a profile of the
 //! same run speak of the same `openat`, `pread`, `fstatat`.
 
 use std::fmt;
 
-use fsprof_shim::OPS;
+use fsprof_core::ops::libc::OPS;
 
-/// An operation: an index into [`fsprof_shim::OPS`].
+/// An operation: an index into [`fsprof_core::ops::libc::OPS`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Op(pub u16);
 
 impl Op {
     pub fn from_name(name: &str) -> Option<Op> {
-        OPS.iter().position(|o| *o == name).map(|i| Op(i as u16))
+        OPS.iter()
+            .position(|o| o.name == name)
+            .map(|i| Op(i as u16))
     }
 
     /// The op called `name`; panics on a name not in the vocabulary (for
@@ -24,7 +26,17 @@ impl Op {
     }
 
     pub fn name(self) -> &'static str {
-        OPS.get(self.0 as usize).copied().unwrap_or("?")
+        OPS.get(self.0 as usize).map(|o| o.name).unwrap_or("?")
+    }
+
+    /// Ops in the vocabulary.
+    pub fn count() -> usize {
+        OPS.len()
+    }
+
+    /// Every op's name, by index.
+    pub fn names() -> Vec<String> {
+        OPS.iter().map(|o| o.name.to_string()).collect()
     }
 
     pub fn is(self, name: &str) -> bool {

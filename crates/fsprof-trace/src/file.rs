@@ -62,7 +62,10 @@ impl TraceHeader {
             fsprof_version: env!("CARGO_PKG_VERSION").into(),
             source: source.into(),
             data: data.into(),
-            ops: fsprof_shim::OPS.iter().map(|s| s.to_string()).collect(),
+            ops: fsprof_core::ops::libc::OPS
+                .iter()
+                .map(|o| o.name.to_string())
+                .collect(),
             ..Default::default()
         }
     }

@@ -17,8 +17,11 @@
 pub mod capture;
 mod chunks;
 pub mod codec;
+pub mod compile;
 pub mod event;
 pub mod file;
+mod initial;
+pub mod replayfile;
 pub mod resolve;
 pub mod show;
 

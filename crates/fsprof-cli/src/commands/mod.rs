@@ -3,6 +3,7 @@ mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub mod compile;
 mod export;
 mod kernel;
 mod merge;
@@ -26,5 +27,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Trace(a) => trace::trace(a),
+        Command::Compile(a) => compile::compile(a),
     }
 }

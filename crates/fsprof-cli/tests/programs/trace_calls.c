@@ -3,8 +3,11 @@
  *   threads N        two threads pwrite N times each to their own file, and a
  *                    forked child writes once
  *   spin N [kill]    N preads of 1 byte; then SIGKILL itself if asked
- *   phases P N MS    P rounds of N preads, MS ms of sleep after each */
+ *   phases P N MS    P rounds of N preads; after each, wait (up to MS ms) until
+ *                    fsprof trace has moved this thread's finished chunks out
+ *                    of the run directory ($FSPROF_SHM) */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -87,6 +90,20 @@ static void spin(int n)
             exit(10);
 }
 
+/* Chunk files (t<seq>) in the run directory. */
+static int chunk_files(void)
+{
+    const char *dir = getenv("FSPROF_SHM");
+    DIR *d = dir ? opendir(dir) : NULL;
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] == 't';
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "basic")) {
@@ -98,10 +115,11 @@ int main(int argc, char **argv)
         if (argc >= 4 && !strcmp(argv[3], "kill"))
             raise(SIGKILL);
     } else if (argc >= 5 && !strcmp(argv[1], "phases")) {
-        struct timespec ts = {0, atol(argv[4]) * 1000000L};
+        struct timespec ts = {0, 10 * 1000000L};
         for (int p = 0; p < atoi(argv[2]); p++) {
             spin(atoi(argv[3]));
-            nanosleep(&ts, NULL);
+            for (long waited = 0; waited < atol(argv[4]) && chunk_files() > 1; waited += 10)
+                nanosleep(&ts, NULL);
         }
     } else {
         fprintf(stderr, "usage: trace_calls basic | threads N | spin N [kill] | phases P N MS\n");
