@@ -36,6 +36,8 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
+    /// File-system microbenchmarks with controlled cache state and confidence intervals
+    Bench(crate::commands::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]

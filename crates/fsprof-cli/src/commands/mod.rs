@@ -1,4 +1,5 @@
 mod analysis;
+pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
@@ -28,5 +29,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }
