@@ -21,6 +21,9 @@ pub mod layer {
     pub const FS: &str = "fs";
     /// Block requests.
     pub const BLOCK: &str = "block";
+    /// The sizes of the requests in `block`, in bytes: the same requests,
+    /// so the same ops with the same counts.
+    pub const BLOCK_SIZE: &str = "block-size";
     /// Operations seen by a FUSE pass-through file system (`fsprof mount`).
     pub const FUSE: &str = "fuse";
 }

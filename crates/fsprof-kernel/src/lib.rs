@@ -11,6 +11,7 @@
 
 mod attach;
 pub mod attribution;
+pub mod blockrq;
 pub mod btf;
 pub mod fentry;
 pub mod insn;

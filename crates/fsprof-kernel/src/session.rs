@@ -15,7 +15,7 @@ use crate::Error;
 
 /// Layer holding block request sizes: same buckets, but the values are
 /// bytes and `total_ns` is the total of bytes.
-pub const BLOCK_SIZE_LAYER: &str = "block-size";
+pub const BLOCK_SIZE_LAYER: &str = layer::BLOCK_SIZE;
 
 /// File systems whose `X_enter`/`X_exit` tracepoint pairs form the fs layer.
 pub const FS_CATEGORIES: [&str; 3] = ["ext4", "xfs", "btrfs"];
@@ -64,6 +64,9 @@ pub struct Session {
     pub(crate) sys_stats: Map,
     pub(crate) hist: Map,
     pub(crate) targets: Option<Map>,
+    pub(crate) on: Map,
+    pub(crate) blk_stats: Map,
+    pub(crate) blk_hist: Map,
     pub(crate) starts: Vec<Map>,
     pub(crate) fs_ops: Vec<String>,
     // Attachments before programs and maps: detach first, then free.
@@ -102,6 +105,29 @@ impl Session {
         })
     }
 
+    /// Stops recording and waits until no program can still be adding to
+    /// the counters, so that a final [`Session::snapshot`] reads them in a
+    /// consistent state (the block layer is system-wide and never idle).
+    pub fn stop_recording(&self) -> Result<(), Error> {
+        self.on
+            .update(&0u32.to_le_bytes(), &0u32.to_le_bytes(), sys::BPF_ANY)
+            .map_err(|err| Error::Read {
+                name: "fsprof_on".into(),
+                err,
+            })?;
+        // Tracepoint programs run with preemption disabled, so once every
+        // CPU has passed a grace period none is still inside one that saw
+        // the flag set: MEMBARRIER_CMD_GLOBAL is synchronize_rcu().
+        // SAFETY: membarrier takes no pointers.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, 1, 0, 0) };
+        if r != 0 {
+            // Not available (nohz_full CPUs refuse it): a program runs for
+            // microseconds, so a pause far longer than that will do.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
     /// The counters so far as fsprof layers. With `final_read`, calls still
     /// in flight are counted as entered but not returned.
     pub fn snapshot(&self, final_read: bool) -> Result<Snapshot, Error> {
@@ -113,7 +139,9 @@ impl Session {
         };
         let mut per_op: BTreeMap<u64, (Vec<u64>, u64, [u64; 5])> = BTreeMap::new();
         let nslots = self.layout.thresholds().len();
-        for (k, vals) in rd("fsprof_hist", &self.hist)? {
+        let mut hist = rd("fsprof_hist", &self.hist)?;
+        hist.extend(rd("fsprof_bhist", &self.blk_hist)?);
+        for (k, vals) in hist {
             let opkey = u64::from_le_bytes(k[0..8].try_into().unwrap());
             let slot = u64::from_le_bytes(k[8..16].try_into().unwrap()) as usize;
             let n: u64 = vals
@@ -130,6 +158,7 @@ impl Session {
             }
         }
         let mut stats = rd("fsprof_stats", &self.stats)?;
+        stats.extend(rd("fsprof_bstats", &self.blk_stats)?);
         // Syscall counters: index = syscall number = op key.
         for (k, vals) in rd("fsprof_sysstats", &self.sys_stats)? {
             let mut key = k.clone();

@@ -66,6 +66,7 @@ impl Source for KernelSource {
     }
 
     fn finish(&mut self, _how: &Ended) -> Result<Finish, SourceError> {
+        self.session()?.stop_recording()?;
         let snap = self.session()?.snapshot(true)?;
         let session = self.session.take().expect("checked above");
         let notes = session.notes.clone();
