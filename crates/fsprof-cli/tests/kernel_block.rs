@@ -120,9 +120,10 @@ fn fallback_pairing_counts_flushes_and_says_what_it_misses() {
         (stat.reads, stat.flushes, stat.discards)
     );
     // fdatasync of an overwrite sends an empty preflush write per call:
-    // counted by the kernel, not seen by the tracefs pairing.
+    // counted by the kernel, not seen by the tracefs pairing; each is
+    // served by a flush, so there are no more of them than flushes.
     assert!(
-        got.writes < stat.writes && got.writes + 40 >= stat.writes,
+        got.writes < stat.writes && stat.writes - got.writes <= stat.flushes,
         "{got:?} {stat:?}"
     );
 }

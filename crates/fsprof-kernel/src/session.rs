@@ -234,6 +234,11 @@ impl Session {
         for l in &mut snap.layers {
             l.normalize();
         }
+        snap.missed = self
+            ._progs
+            .iter()
+            .map(|p| p.recursion_misses().unwrap_or(0))
+            .sum();
         Ok(snap)
     }
 
@@ -333,4 +338,7 @@ pub struct Snapshot {
     /// Observations whose counters and histogram disagree: a map was full
     /// or an insert raced. Zero in a sound profile.
     pub lost: u64,
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU: events never seen.
+    pub missed: u64,
 }

@@ -1,6 +1,8 @@
 //! A loop-mounted ext4 for tests that hold fsprof's block layer against the
 //! kernel's own accounting (`/sys/block/loopN/stat`): made without lazy
-//! initialisation and mounted `noatime`, so that nothing but the workload
+//! initialisation, mounted `noatime` and without the background prefetch
+//! of block bitmaps (which reads the device some time after the mount,
+//! later still on a loaded machine), so that nothing but the workload
 //! touches the device while it is measured.
 #![allow(dead_code)]
 
@@ -81,7 +83,7 @@ impl LoopFs {
         };
         std::fs::create_dir(me.mnt()).unwrap();
         sh(Command::new("mount")
-            .args(["-o", "noatime"])
+            .args(["-o", "noatime,no_prefetch_block_bitmaps"])
             .arg(&me.dev)
             .arg(me.mnt()));
         me.mounted = true;
