@@ -10,7 +10,6 @@
 //! layer falls back to tracepoint pairs without them.
 
 mod attach;
-pub mod attribution;
 pub mod blockrq;
 pub mod btf;
 pub mod fentry;
@@ -20,7 +19,6 @@ pub mod privs;
 pub mod probe;
 pub mod progs;
 pub mod session;
-pub mod sizes;
 mod source;
 pub mod sys;
 pub mod tracefs;
