@@ -10,9 +10,6 @@ use fsprof_core::Profile;
 use crate::control;
 use crate::mountinfo;
 
-/// `statfs` magic of FUSE file systems.
-const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
-
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     #[error("{0} is not an fsprof mount")]
@@ -27,21 +24,11 @@ pub enum RemoteError {
     Lingering(i32, u64),
 }
 
+/// Whether a FUSE file system is mounted at `mountpoint`, from the mount
+/// table: asking the mount itself (statfs) would be a request the profile
+/// counts.
 fn is_fuse(mountpoint: &Path) -> Result<bool, RemoteError> {
-    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(
-        mountpoint.as_os_str(),
-    ))
-    .map_err(|_| RemoteError::NotOurs(mountpoint.into()))?;
-    // SAFETY: plain data the kernel fills in.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and an out-pointer.
-    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
-        return Err(RemoteError::Io(
-            mountpoint.into(),
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(s.f_type as i64 == FUSE_SUPER_MAGIC)
+    Ok(mountinfo::at(mountpoint).is_some_and(|e| e.fstype.starts_with("fuse")))
 }
 
 /// The live profile of the fsprof mount at `mountpoint`.

@@ -195,6 +195,9 @@ struct Registry {
     threads: Mutex<Vec<Arc<ThreadStats>>>,
     /// What `reset` subtracted: the counts of the live view at the reset.
     baseline: Mutex<Option<Layer>>,
+    /// Requests counted but then found to be the control file's (see
+    /// [`Recorder::exclude`]); subtracted from every view.
+    excluded: Mutex<Layer>,
 }
 
 /// Identifies a recorder, so that a thread-local pointer set by one
@@ -223,6 +226,7 @@ impl Recorder {
             registry: Arc::new(Registry {
                 threads: Mutex::new(Vec::new()),
                 baseline: Mutex::new(None),
+                excluded: Mutex::new(Layer::new(LAYER)),
             }),
             layout: Arc::new(BucketLayout::new(resolution)),
             ticks,
@@ -278,6 +282,42 @@ impl Recorder {
         r
     }
 
+    /// Like [`Recorder::timed`], also returning the latency filed (0 in the
+    /// untimed build), for a request that may later be excluded.
+    #[inline]
+    pub fn timed_ns<T, E>(&self, op: Op, f: impl FnOnce() -> Result<T, E>) -> (Result<T, E>, u64) {
+        if cfg!(feature = "untimed") {
+            return (f(), 0);
+        }
+        let ts = self.local();
+        ts.enter(op);
+        let t0 = self.ticks.now();
+        let r = f();
+        let ticks = self.ticks.now().wrapping_sub(t0);
+        self.file(ts, op, ticks, r.is_err());
+        (r, self.ticks.to_ns(ticks))
+    }
+
+    /// Takes one successful `op` call of `ns` back out of the counts: a
+    /// request that turned out to serve the control file (the kernel's
+    /// permission check of the mount root before it opens `.fsprof`).
+    pub fn exclude(&self, op: Op, ns: u64) {
+        if cfg!(feature = "untimed") {
+            return;
+        }
+        let mut one = OpStats::new(op.name());
+        one.pre = 1;
+        one.post = 1;
+        one.total_ns = ns;
+        one.histogram.add_to(self.layout.index(ns), 1);
+        self.registry
+            .excluded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .op_mut(op.name())
+            .merge(&one);
+    }
+
     /// The untimed build: the request runs, nothing is counted.
     #[inline]
     #[cfg(feature = "untimed")]
@@ -308,15 +348,26 @@ impl Recorder {
     /// `fusefs` layer.
     pub fn layer(&self) -> Layer {
         let total = self.raw_layer();
-        let base = self
+        let since = {
+            let base = self
+                .registry
+                .baseline
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match base.as_ref() {
+                None => total,
+                Some(b) => minus(&total, b),
+            }
+        };
+        let ex = self
             .registry
-            .baseline
+            .excluded
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        match base.as_ref() {
-            None => total,
-            Some(b) => minus(&total, b),
+        if ex.ops.is_empty() {
+            return since;
         }
+        minus(&since, &ex)
     }
 
     /// The counts since the start, ignoring resets.
@@ -354,11 +405,9 @@ impl Recorder {
     /// Zeroes the live counts: later views count from now.
     pub fn reset(&self) {
         let now = self.raw_layer();
-        *self
-            .registry
-            .baseline
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(now);
+        let reg = &self.registry;
+        *reg.baseline.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        *reg.excluded.lock().unwrap_or_else(|e| e.into_inner()) = Layer::new(LAYER);
     }
 
     /// What timing one request costs, measured with this recorder's clock
@@ -496,6 +545,19 @@ mod tests {
         assert!(r.layer().ops.is_empty());
         let _ = r.timed(Op::Write, || Ok::<(), ()>(()));
         assert_eq!(r.layer().op("write").unwrap().post, 1);
+    }
+
+    #[test]
+    fn an_excluded_call_leaves_the_counts_exactly() {
+        let r = rec();
+        let (_, ns) = r.timed_ns(Op::Getattr, || Ok::<(), ()>(()));
+        let _ = r.timed(Op::Getattr, || Ok::<(), ()>(()));
+        r.exclude(Op::Getattr, ns);
+        let op = r.layer().op("getattr").unwrap().clone();
+        assert_eq!((op.pre, op.post), (1, 1));
+        assert_eq!(op.histogram.total(), 1);
+        r.exclude(Op::Getattr, op.total_ns);
+        assert!(r.layer().ops.is_empty());
     }
 
     #[test]

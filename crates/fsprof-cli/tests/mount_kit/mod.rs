@@ -63,6 +63,19 @@ impl Mount {
         }
     }
 
+    /// A mount started some other way, known by its live profile.
+    pub fn adopt(lower: &Path, mp: &Path, out: &Path, live: &Profile) -> Mount {
+        Mount {
+            lower: lower.into(),
+            mp: mp.into(),
+            out: out.into(),
+            pid: live.meta.settings["daemon pid"]
+                .parse()
+                .expect("daemon pid"),
+            done: false,
+        }
+    }
+
     pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.mp.join(rel)
     }
