@@ -1,13 +1,16 @@
-//! The FUSE requests the daemon times, named as the kernel's `fuse` layer
-//! names them (`include/uapi/linux/fuse.h`, lower case without `FUSE_`), so
-//! that `fusefs/read` (the daemon's time) and `fuse/read` (the kernel's
-//! time for the same request, queueing included) line up in one report.
+//! The FUSE requests the daemon times. Their names come from the one op
+//! vocabulary ([`fsprof_core::ops::fuse`]), the same the kernel's `fuse`
+//! layer uses, so that `fusefs/read` (the daemon's time) and `fuse/read`
+//! (the kernel's time for the same request, queueing included) line up in
+//! one report.
 //!
 //! Dense indices, not opcode numbers, address the per-thread counters: the
 //! opcodes have gaps and run up to 4096 (`cuse_init`).
 
+use fsprof_core::ops::fuse::OPCODES;
+
 macro_rules! opcodes {
-    ($($variant:ident = $code:literal, $name:literal;)*) => {
+    ($($variant:ident = $code:literal;)*) => {
         /// A FUSE request kind.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
@@ -28,49 +31,52 @@ macro_rules! opcodes {
 
             /// The name in profiles (`lookup`, `read`, `readdirplus`, ...).
             pub fn name(self) -> &'static str {
-                match self {
-                    $(Op::$variant => $name,)*
-                }
+                let code = self.code();
+                OPCODES
+                    .iter()
+                    .find(|(c, _)| *c == code)
+                    .map(|(_, n)| *n)
+                    .expect("every op the daemon times is in the FUSE opcode table")
             }
         }
     };
 }
 
 opcodes! {
-    Lookup = 1, "lookup";
-    Forget = 2, "forget";
-    Getattr = 3, "getattr";
-    Setattr = 4, "setattr";
-    Readlink = 5, "readlink";
-    Symlink = 6, "symlink";
-    Mknod = 8, "mknod";
-    Mkdir = 9, "mkdir";
-    Unlink = 10, "unlink";
-    Rmdir = 11, "rmdir";
-    Rename = 12, "rename";
-    Link = 13, "link";
-    Open = 14, "open";
-    Read = 15, "read";
-    Write = 16, "write";
-    Statfs = 17, "statfs";
-    Release = 18, "release";
-    Fsync = 20, "fsync";
-    Setxattr = 21, "setxattr";
-    Getxattr = 22, "getxattr";
-    Listxattr = 23, "listxattr";
-    Removexattr = 24, "removexattr";
-    Flush = 25, "flush";
-    Opendir = 27, "opendir";
-    Readdir = 28, "readdir";
-    Releasedir = 29, "releasedir";
-    Fsyncdir = 30, "fsyncdir";
-    Access = 34, "access";
-    Create = 35, "create";
-    Fallocate = 43, "fallocate";
-    Readdirplus = 44, "readdirplus";
-    Rename2 = 45, "rename2";
-    Lseek = 46, "lseek";
-    CopyFileRange = 47, "copy_file_range";
+    Lookup = 1;
+    Forget = 2;
+    Getattr = 3;
+    Setattr = 4;
+    Readlink = 5;
+    Symlink = 6;
+    Mknod = 8;
+    Mkdir = 9;
+    Unlink = 10;
+    Rmdir = 11;
+    Rename = 12;
+    Link = 13;
+    Open = 14;
+    Read = 15;
+    Write = 16;
+    Statfs = 17;
+    Release = 18;
+    Fsync = 20;
+    Setxattr = 21;
+    Getxattr = 22;
+    Listxattr = 23;
+    Removexattr = 24;
+    Flush = 25;
+    Opendir = 27;
+    Readdir = 28;
+    Releasedir = 29;
+    Fsyncdir = 30;
+    Access = 34;
+    Create = 35;
+    Fallocate = 43;
+    Readdirplus = 44;
+    Rename2 = 45;
+    Lseek = 46;
+    CopyFileRange = 47;
 }
 
 impl Op {
@@ -100,6 +106,13 @@ mod tests {
         codes.sort();
         codes.dedup();
         assert_eq!(codes.len(), Op::ALL.len());
+    }
+
+    #[test]
+    fn every_op_has_its_name_in_the_shared_table() {
+        for op in Op::ALL {
+            assert!(!op.name().is_empty());
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::opcodes::Op;
 
 /// The layer name of the daemon's view. The kernel's own FUSE tracepoint
 /// layer keeps `fuse`; this one is the file system's side of the requests.
-pub const LAYER: &str = "fusefs";
+pub const LAYER: &str = fsprof_core::layer::FUSEFS;
 
 /// Counter fields per op, before the histogram slots.
 const PRE: usize = 0;

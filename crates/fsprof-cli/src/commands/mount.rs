@@ -208,7 +208,7 @@ fn serve_and_capture(
             top: 5,
             ..Default::default()
         };
-        eprint!("{}", render(&outcome.profile, &opts)?);
+        eprint!("{}", render(&outcome.profile, &opts, None)?);
     }
     eprintln!("fsprof: profile written to {}", path.display());
     Ok(outcome.exit_code())
@@ -302,7 +302,7 @@ pub fn stat(a: StatArgs) -> Result<i32> {
                 top: a.top,
                 ..Default::default()
             };
-            print!("{}", render(&p, &opts)?);
+            print!("{}", render(&p, &opts, None)?);
         }
     }
     if a.reset {
