@@ -38,6 +38,8 @@ pub enum Command {
     Stat(crate::commands::mount::StatArgs),
     /// Unmount an `fsprof mount` and wait until its profile is written
     Umount(crate::commands::mount::UmountArgs),
+    /// File-system microbenchmarks with controlled cache state and confidence intervals
+    Bench(crate::commands::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]

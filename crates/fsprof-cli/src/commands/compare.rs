@@ -16,6 +16,11 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     if a.format == FormatArg::Html && a.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
+    if let Some(code) =
+        super::bench::compare_results(&a.a, &a.b, a.format, a.output.as_deref(), a.force)?
+    {
+        return Ok(code);
+    }
     let pa = read_profile(&a.a)?;
     let pb = read_profile(&a.b)?;
     let opts = CompareOptions {

@@ -1,4 +1,5 @@
 mod analysis;
+pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
@@ -28,5 +29,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }
