@@ -8,7 +8,7 @@
 use std::ffi::CString;
 use std::io;
 
-use super::{cstring, cvt, median_ns, Ctx, PhaseRun, OPS_PER_S};
+use super::{cstring, cvt, median_ns, on_cpu, Ctx, PhaseRun, OPS_PER_S};
 use crate::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
 
@@ -85,6 +85,7 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
             file_ns: Vec::new(),
             ops: vec![samples.op_stats(name, ctx.resolution)],
             op_median_ns: median_ns(&[&samples]),
+            on_cpu: on_cpu(&[&samples]),
             cache,
         });
     }

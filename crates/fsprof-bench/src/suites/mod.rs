@@ -47,6 +47,8 @@ pub struct PhaseRun {
     pub ops: Vec<OpStats>,
     /// Exact median of this run's per-operation latencies, ns.
     pub op_median_ns: f64,
+    /// Share of the timed loops' wall time their thread was on a CPU.
+    pub on_cpu: Option<f64>,
     pub cache: Option<CacheCheck>,
 }
 
@@ -68,6 +70,18 @@ pub fn median_ns(samples: &[&Samples]) -> f64 {
         .flat_map(|s| s.ns.iter().map(|&n| n as f64))
         .collect();
     fsprof_core::stats::median(&xs).unwrap_or(0.0)
+}
+
+/// CPU time over wall time of several timed loops together.
+pub fn on_cpu(samples: &[&Samples]) -> Option<f64> {
+    let wall: u64 = samples.iter().map(|s| s.wall_ns).sum();
+    let cpu: u64 = samples.iter().map(|s| s.cpu_ns).sum();
+    Samples {
+        ns: Vec::new(),
+        wall_ns: wall,
+        cpu_ns: cpu,
+    }
+    .on_cpu()
 }
 
 pub fn cstring(p: &Path) -> io::Result<CString> {
