@@ -398,6 +398,47 @@ mod tests {
         assert_eq!(m.estimated_total_ns, (o.per_op_ns * 10.0) as u64);
     }
 
+    /// The thread's CPU time over the loop against getrusage(RUSAGE_THREAD),
+    /// a different interface the loop does not use: an op that burns 4 ms
+    /// of CPU is on the CPU, an op that sleeps 4 ms is not.
+    #[test]
+    fn cpu_time_is_the_threads_own_and_a_sleep_is_off_cpu() {
+        fn thread_rusage_ns() -> u64 {
+            // SAFETY: rusage is plain data the call fills in.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid out-pointer.
+            assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) }, 0);
+            let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+            tv(ru.ru_utime) + tv(ru.ru_stime)
+        }
+        let burn = 4_000_000;
+        let before = thread_rusage_ns();
+        let s = TimingLoop::new(Clock::best())
+            .run(3, |_| {
+                let t0 = thread_rusage_ns();
+                while thread_rusage_ns() - t0 < burn {
+                    black_box(0);
+                }
+                Ok(())
+            })
+            .unwrap();
+        let used = thread_rusage_ns() - before;
+        // getrusage has µs granularity; the loop's clock ns.
+        assert!(s.cpu_ns >= 3 * burn - 3_000, "{} < {}", s.cpu_ns, 3 * burn);
+        assert!(s.cpu_ns <= used + 1_000, "{} > {used}", s.cpu_ns);
+        assert!(s.cpu_ns <= s.wall_ns + 1_000, "{s:?}");
+        assert!(s.on_cpu().unwrap() > 0.0 && s.on_cpu().unwrap() <= 1.0);
+        let s = TimingLoop::new(Clock::best())
+            .run(3, |_| {
+                std::thread::sleep(Duration::from_millis(4));
+                Ok(())
+            })
+            .unwrap();
+        assert!(s.wall_ns >= 12_000_000, "{s:?}");
+        assert!(s.on_cpu().unwrap() < 0.5, "a sleep counted as CPU: {s:?}");
+        assert_eq!(Samples::default().on_cpu(), None);
+    }
+
     #[test]
     fn once_times_a_single_call() {
         let lp = TimingLoop::new(Clock::best());

@@ -175,6 +175,42 @@ fn pread_threads_each_do_their_ops() {
     assert!(r.phases[0].op_median_ns > 0.0);
 }
 
+/// One reader runs on the calling thread (no thread is spawned, see the
+/// module doc); its loop reports its on-CPU share, and a share under the
+/// limit raises a warning that names the cause and the fix.
+#[test]
+fn one_pread_reader_reports_its_cpu_share_and_a_low_share_is_warned() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = Params {
+        ops: 3000,
+        runs: 2,
+        ..Params::defaults(Suite::Pread, d.path().to_path_buf())
+    };
+    let (profile, mut r) = run(&p);
+    assert_eq!(
+        profile.layer(LAYER).unwrap().op("pread").unwrap().post,
+        6000
+    );
+    let f = r.phases[0].on_cpu.expect("on_cpu measured");
+    assert!(f > 0.0 && f <= 1.0, "{f}");
+    let off = |r: &BenchResult| {
+        fsprof_bench::warnings::all(r)
+            .into_iter()
+            .filter(|w| w.kind == "off_cpu")
+            .collect::<Vec<_>>()
+    };
+    r.phases[0].on_cpu = Some(0.3);
+    let w = off(&r);
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].message.contains("30%") && w[0].message.contains("taskset"),
+        "{}",
+        w[0].message
+    );
+    r.phases[0].on_cpu = Some(fsprof_bench::warnings::ON_CPU_LIMIT + 0.01);
+    assert!(off(&r).is_empty());
+}
+
 /// A file system image loop-mounted for one test, unmounted on drop.
 struct LoopFs {
     dir: tempfile::TempDir,

@@ -114,7 +114,7 @@ fn results_are_profiles_and_every_format_parses() {
             }
             "csv" => {
                 assert_eq!(s.lines().count(), 6, "{s}");
-                assert!(s.lines().all(|l| l.split(',').count() == 13), "{s}");
+                assert!(s.lines().all(|l| l.split(',').count() == 14), "{s}");
             }
             "markdown" => assert_eq!(s.lines().filter(|l| l.starts_with("| `")).count(), 5),
             _ => assert!(s.contains("± 95% CI") && s.contains("first file is dropped")),
