@@ -228,6 +228,39 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
 /// The sweep's figures against file size, one line per phase, the CPU
 /// caches and available memory marked; PNG when FILE ends in `.png`.
 fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> Result<()> {
+    let svg = sweep_svg(b);
+    let is_png = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let bytes = if is_png {
+        fsprof_plot::svg_to_png(&svg, 2.0)?
+    } else {
+        svg.into_bytes()
+    };
+    write_atomic(path, &bytes, force)?;
+    Ok(())
+}
+
+/// What `fsprof report --format html` adds for a bench result: a sweep's
+/// throughput chart. Nothing for a plain profile or a result without a
+/// sweep (the profile part is reported as any profile's).
+pub fn report_figures(path: &std::path::Path) -> Vec<fsprof_plot::html::Figure> {
+    let Ok((_, b)) = result::read_result(path) else {
+        return Vec::new();
+    };
+    if b.sweep.is_empty() {
+        return Vec::new();
+    }
+    vec![fsprof_plot::html::Figure {
+        id: "sweep".into(),
+        heading: "Benchmark sweep: throughput against file size".into(),
+        svg: sweep_svg(&b),
+        caption: "Mean of the measured runs with its 95% confidence interval per phase; dashed lines mark the CPU data caches (sysfs) and the memory available when the sweep started.".into(),
+    }]
+}
+
+/// The sweep chart's SVG.
+fn sweep_svg(b: &result::BenchResult) -> String {
     use fsprof_bench::params::human_bytes;
     use fsprof_plot::linechart::{render, Line, LineChart};
     let names: Vec<String> = b
@@ -274,17 +307,7 @@ fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> R
         markers,
         x_format: |x| human_bytes(x as u64),
     };
-    let svg = render(&chart);
-    let is_png = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    let bytes = if is_png {
-        fsprof_plot::svg_to_png(&svg, 2.0)?
-    } else {
-        svg.into_bytes()
-    };
-    write_atomic(path, &bytes, force)?;
-    Ok(())
+    render(&chart)
 }
 
 /// `fsprof compare A B` on two bench results: phases whose 95% intervals
