@@ -69,6 +69,12 @@ pub struct PhaseResult {
     /// file included (sprite); empty for suites without files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file_ns: Vec<Vec<u64>>,
+    /// With `--raw-samples`: per run (warm-up runs first), every latency
+    /// of the phase's op in ns, in the order the ops ran (sprite: all
+    /// files, the first included). Without it the per-op latencies are
+    /// kept only as the profile's histograms (layer `bench`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op_ns: Vec<Vec<u64>>,
     /// Whether the first file's figures were left out of `runs`.
     #[serde(default)]
     pub first_file_dropped: bool,

@@ -194,6 +194,11 @@ pub fn aggregate(runs: &[Vec<PhaseRun>], warmup: usize) -> (Vec<PhaseResult>, Ve
                 .map(|r| r.file_ns.clone())
                 .filter(|v| !v.is_empty())
                 .collect(),
+            op_ns: all
+                .iter()
+                .map(|r| r.op_ns.clone())
+                .filter(|v| !v.is_empty())
+                .collect(),
             first_file_dropped: !proto.file_ns.is_empty(),
             op_median_ns: fsprof_core::stats::median(&medians).unwrap_or(0.0),
             on_cpu: fsprof_core::stats::median(&on_cpu),

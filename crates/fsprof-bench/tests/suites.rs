@@ -110,6 +110,44 @@ fn sprite_drops_the_first_file_discards_warmup_and_its_interval_matches_a_refere
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }
 
+/// `raw_samples` keeps every op's latency per run; those of the measured
+/// runs' files 2..N rebuild the profile's histogram bucket for bucket
+/// (buckets computed here with floats, not by fsprof). Without it the
+/// result carries none.
+#[test]
+fn raw_samples_are_every_op_in_order_and_rebuild_the_histograms() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = Params {
+        raw_samples: true,
+        runs: 2,
+        ..small_sprite(d.path())
+    };
+    let (profile, r) = run(&p);
+    let layer = profile.layer(LAYER).unwrap();
+    for ph in &r.phases {
+        assert_eq!(ph.op_ns.len(), 3, "{}: warm-up + 2 runs", ph.name);
+        assert!(ph.op_ns.iter().all(|v| v.len() == 4 * 16), "{}", ph.name);
+        let mut want = std::collections::BTreeMap::new();
+        for run in &ph.op_ns[1..] {
+            for &ns in &run[16..] {
+                let i = if ns <= 1 {
+                    -1
+                } else {
+                    (ns as f64).log2().ceil() as i32 - 1
+                };
+                *want.entry(i).or_insert(0u64) += 1;
+            }
+        }
+        let op = layer.op(&ph.name).unwrap();
+        for (&i, &n) in &want {
+            assert_eq!(op.histogram.get(i), n, "{} bucket {i}", ph.name);
+        }
+        assert_eq!(want.values().sum::<u64>(), op.post);
+    }
+    let (_, r) = run(&small_sprite(d.path()));
+    assert!(r.phases.iter().all(|ph| ph.op_ns.is_empty()));
+}
+
 #[test]
 fn cold_on_tmpfs_is_caught_and_the_warning_says_what_to_do() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();

@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use super::{cstring, cvt, median_ns, on_cpu, Ctx, PhaseRun, OPS_PER_S};
+use super::{cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
 use crate::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
 
@@ -98,6 +98,7 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
             ops: vec![samples.op_stats(name, ctx.resolution)],
             op_median_ns: median_ns(&[&samples]),
             on_cpu: on_cpu(&[&samples]),
+            op_ns: raw(p, &[&samples]),
             cache,
         });
     }

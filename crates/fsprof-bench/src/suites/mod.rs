@@ -49,6 +49,10 @@ pub struct PhaseRun {
     pub op_median_ns: f64,
     /// Share of the timed loops' wall time their thread was on a CPU.
     pub on_cpu: Option<f64>,
+    /// Every latency of the phase's own op in this run, ns, in the order
+    /// they ran (files in order, first file included); empty unless
+    /// `--raw-samples`.
+    pub op_ns: Vec<u64>,
     pub cache: Option<CacheCheck>,
 }
 
@@ -70,6 +74,16 @@ pub fn median_ns(samples: &[&Samples]) -> f64 {
         .flat_map(|s| s.ns.iter().map(|&n| n as f64))
         .collect();
     fsprof_core::stats::median(&xs).unwrap_or(0.0)
+}
+
+/// The raw latencies a phase keeps: all of them in order with
+/// `--raw-samples`, none otherwise.
+pub fn raw(params: &Params, samples: &[&Samples]) -> Vec<u64> {
+    if params.raw_samples {
+        samples.iter().flat_map(|s| s.ns.iter().copied()).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// CPU time over wall time of several timed loops together.

@@ -18,7 +18,7 @@ use std::sync::Barrier;
 
 use fsprof_core::histogram::OpStats;
 
-use super::{cvt_size, median_ns, on_cpu, Ctx, PhaseRun, OPS_PER_S};
+use super::{cvt_size, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
 use crate::cache;
 use crate::timing::Samples;
 
@@ -78,6 +78,7 @@ pub fn run_once(ctx: &Ctx) -> std::io::Result<Vec<PhaseRun>> {
         ops: vec![op],
         op_median_ns: median_ns(&samples.iter().collect::<Vec<_>>()),
         on_cpu: on_cpu(&samples.iter().collect::<Vec<_>>()),
+        op_ns: raw(p, &samples.iter().collect::<Vec<_>>()),
         cache: Some(check),
     }])
 }

@@ -88,6 +88,9 @@ pub struct BenchArgs {
     /// Latency histogram buckets per power of two
     #[arg(long, default_value_t = 1, value_name = "R")]
     pub resolution: u32,
+    /// Keep every operation's latency in the JSON result (default: per-run and per-file figures, per-op histograms)
+    #[arg(long)]
+    pub raw_samples: bool,
     /// Files per phase (sprite, sweep); the first one's figures are dropped
     #[arg(long, default_value_t = 11, value_name = "N")]
     pub files: usize,
@@ -144,6 +147,7 @@ fn params(a: &BenchArgs) -> Params {
         drop_caches: a.drop_caches,
         resolution: a.resolution,
         seed: a.seed,
+        raw_samples: a.raw_samples,
         files: a.files,
         file_size: a.file_size,
         io_size: a.io_size,
