@@ -214,6 +214,8 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
         "no L1 marker in the report"
     );
     assert!(chart.contains("seq_read"));
+    let p50 = &page[page.find("id=\"sweep-op-p50\"").expect("op p50 chart")..];
+    assert!(p50.contains("ns per op (median)"));
     let sprite = out.path().join("sprite.json");
     quick(d.path(), &sprite, &[]);
     let html2 = out.path().join("r2.html");
@@ -240,10 +242,15 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
             "16k",
             "--max-size",
             "32k",
-            "--plot",
+            "--plot-p50",
             png.to_str().unwrap(),
         ],
     );
     assert!(o.status.success());
     assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    // An existing plot file is refused before anything runs.
+    one_error_line(
+        &bench(d.path(), &["sweep", "--plot-p50", png.to_str().unwrap()]),
+        "--force",
+    );
 }
