@@ -354,7 +354,8 @@ pub struct KernelArgs {
     /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
     #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
     pub require_tracepoint: Vec<String>,
-    /// Record syscalls with perf tracepoints, not raw ones (tests the fallback)
+    /// Record syscalls and block requests with perf tracepoints, not raw
+    /// ones (tests the fallbacks)
     #[arg(long, hide = true)]
     pub perf_tracepoints: bool,
     /// Don't print the report (the profile is still written)
