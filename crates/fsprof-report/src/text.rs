@@ -86,7 +86,7 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
 fn header(out: &mut String, p: &Profile) {
     let m = &p.meta;
     let what = if m.command.is_empty() {
-        m.tool.clone()
+        m.tool.to_string()
     } else {
         let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
         format!("{} -- {}", m.tool, words.join(" "))
