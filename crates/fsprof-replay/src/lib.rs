@@ -50,6 +50,8 @@ pub struct Replayed {
     /// `compare` of the two: how closely the replay behaved like the trace.
     pub fidelity: Comparison,
     pub prepared: usize,
+    /// Initial entries `--prepare` could not make, with the reason.
+    pub prepare_failures: Vec<String>,
 }
 
 /// Reads a compiled trace (a clear error for anything else).
@@ -71,6 +73,7 @@ pub fn replay(
     let root = root::Root::open(&opts.root)
         .map_err(|e| ReplayError::Root(format!("{}: {e}", opts.root.display())))?;
     let mut prepared = 0;
+    let mut prepare_failures = Vec::new();
     if opts.prepare {
         if !prepare::is_empty(&opts.root)? {
             return Err(ReplayError::Prepare(format!(
@@ -78,7 +81,7 @@ pub fn replay(
                 opts.root.display()
             )));
         }
-        prepared = prepare::prepare(&root, compiled)?;
+        (prepared, prepare_failures) = prepare::prepare(&root, compiled);
     }
     let engine = engine::Engine {
         compiled,
@@ -97,5 +100,6 @@ pub fn replay(
         replayed,
         fidelity,
         prepared,
+        prepare_failures,
     })
 }

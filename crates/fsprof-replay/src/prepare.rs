@@ -21,8 +21,28 @@ pub fn is_empty(dir: &std::path::Path) -> Result<bool, ReplayError> {
     Ok(rd.next().is_none())
 }
 
-/// Creates every initial entry; returns how many.
-pub fn prepare(root: &Root, c: &Compiled) -> Result<usize, ReplayError> {
+/// Creates every initial entry; returns how many were made, and why the
+/// others could not be (a path through a symlink the trace makes later, a
+/// `..` that leaves a directory not made yet). Those show up again as
+/// mismatches on their first access.
+pub fn prepare(root: &Root, c: &Compiled) -> (usize, Vec<String>) {
+    let mut made = 0;
+    let mut failed = Vec::new();
+    for e in &c.initial {
+        match entry(root, c, e) {
+            Ok(()) => made += 1,
+            Err(ReplayError::Prepare(m)) => failed.push(m),
+            Err(other) => failed.push(other.to_string()),
+        }
+    }
+    (made, failed)
+}
+
+fn entry(
+    root: &Root,
+    c: &Compiled,
+    e: &fsprof_trace::replayfile::InitEntry,
+) -> Result<(), ReplayError> {
     let fail = |path: &[u8], what: &str, e: i32| {
         ReplayError::Prepare(format!(
             "{}: {what}: {}",
@@ -30,7 +50,7 @@ pub fn prepare(root: &Root, c: &Compiled) -> Result<usize, ReplayError> {
             std::io::Error::from_raw_os_error(e)
         ))
     };
-    for e in &c.initial {
+    {
         let path = &c.strings[e.path as usize];
         match &e.kind {
             InitKind::Dir => {
@@ -48,7 +68,9 @@ pub fn prepare(root: &Root, c: &Compiled) -> Result<usize, ReplayError> {
                 let t = std::ffi::CString::new(target.clone())
                     .map_err(|_| fail(path, "symlink target", libc::EINVAL))?;
                 // SAFETY: valid C strings and a directory fd.
-                if unsafe { libc::symlinkat(t.as_ptr(), d.as_raw_fd(), n.as_ptr()) } != 0 {
+                if unsafe { libc::symlinkat(t.as_ptr(), d.as_raw_fd(), n.as_ptr()) } != 0
+                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
+                {
                     return Err(fail(
                         path,
                         "symlink",
@@ -58,9 +80,13 @@ pub fn prepare(root: &Root, c: &Compiled) -> Result<usize, ReplayError> {
             }
             InitKind::File { size, .. } => {
                 let flags = (libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY) as i64;
-                let f = root
-                    .openat(path, flags, e.mode.unwrap_or(0o644))
-                    .map_err(|x| fail(path, "create", x))?;
+                let f = match root.openat(path, flags, e.mode.unwrap_or(0o644)) {
+                    Ok(f) => f,
+                    // Another spelling of the same path (`a/../b` and `b`)
+                    // made it already: the root was empty before.
+                    Err(libc::EEXIST) => return Ok(()),
+                    Err(x) => return Err(fail(path, "create", x)),
+                };
                 let fd = f.as_raw_fd();
                 let write_at = |data: &[u8], off: u64| -> Result<(), ReplayError> {
                     let mut done = 0usize;
@@ -108,5 +134,5 @@ pub fn prepare(root: &Root, c: &Compiled) -> Result<usize, ReplayError> {
             }
         }
     }
-    Ok(c.initial.len())
+    Ok(())
 }

@@ -114,6 +114,13 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             a.root.display()
         );
     }
+    if !r.prepare_failures.is_empty() {
+        eprintln!(
+            "fsprof: warning: {} initial entr(ies) could not be made (their first accesses will differ): {}",
+            r.prepare_failures.len(),
+            r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+        );
+    }
     eprint!("{}", timing_text(&r.timing));
     eprintln!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
     eprint!(
