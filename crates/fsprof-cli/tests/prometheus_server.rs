@@ -46,6 +46,7 @@ fn free_port() -> u16 {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
 fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
     let Ok(prom) = which("prometheus") else {
         missing("prometheus", "apt-get install prometheus (.ci/run does)");

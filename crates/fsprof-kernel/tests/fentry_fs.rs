@@ -286,6 +286,7 @@ fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
 /// in the real kernel on raw syscall tracepoints: per-thread pairing, the
 /// return-value read, the errno flag and the shared buckets.
 #[test]
+#[allow(clippy::too_many_lines)] // one kernel scenario, read top to bottom
 fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
     let what = "fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel";
     if !common::require_root(what) {
