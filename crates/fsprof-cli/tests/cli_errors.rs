@@ -1,11 +1,9 @@
 //! Bad input gets one clear line on stderr and a non-zero exit, never a
 //! panic, and nothing the user had is overwritten.
 
-mod common;
-
 use std::fs;
 
-use common::*;
+use fsprof_testkit::*;
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
