@@ -24,11 +24,7 @@ pub fn check_profile(p: &Profile) -> CheckReport {
     let mut rep = CheckReport::default();
     check_layers(&p.layers, "", &mut rep);
     for pr in &p.processes {
-        check_layers(
-            &pr.layers,
-            &format!("pid {} ", pr.pid),
-            &mut CheckReport::default(),
-        );
+        check_layers(&pr.layers, &format!("pid {} ", pr.pid), &mut rep);
     }
     // Intervals and processes must add up to the totals.
     if !p.intervals.is_empty() {
@@ -127,6 +123,57 @@ fn compare_sum<'a>(
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+    use crate::histogram::OpStats;
+    use crate::profile::{Meta, Process};
+
+    fn read(post: u64, in_histogram: u64) -> Layer {
+        let mut o = OpStats::new("read");
+        o.pre = post;
+        o.post = post;
+        o.histogram.add_to(Some(10), in_histogram);
+        Layer {
+            name: "user".into(),
+            ops: vec![o],
+        }
+    }
+
+    /// Two processes that are each inconsistent but whose errors cancel in
+    /// the sum: only the per-process check sees them.
+    #[test]
+    fn an_inconsistent_process_is_reported_even_when_the_sum_agrees() {
+        let mut p = Profile::new(Meta::default());
+        p.layers = vec![read(8, 8)];
+        p.processes = vec![
+            Process {
+                pid: 10,
+                layers: vec![read(5, 4)],
+                ..Default::default()
+            },
+            Process {
+                pid: 11,
+                layers: vec![read(3, 4)],
+                ..Default::default()
+            },
+        ];
+        let r = check_profile(&p);
+        assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+        assert!(
+            r.errors[0].starts_with("pid 10 user/read: 5 calls returned but the histogram holds 4"),
+            "{:?}",
+            r.errors
+        );
+        assert!(
+            r.errors[1].starts_with("pid 11 user/read"),
+            "{:?}",
+            r.errors
+        );
+        assert_eq!(r.ops_checked, 3);
     }
 }
 

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use fsprof_core::ops::syscall;
 use fsprof_core::profile::layer;
 use fsprof_core::BucketLayout;
 
-use crate::names;
 use crate::progs::{self, Filter, Shared};
 use crate::session::{Options, Session, Target, FS_CATEGORIES};
 use crate::sys::{self, Attachment, Map, Prog};
@@ -274,10 +274,10 @@ impl Builder<'_> {
             0,
         )?;
         for nr in 0..progs::MAX_SYSCALLS {
-            let name = names::syscall_name(nr);
-            let never_returns = name == "exit" || name == "exit_group";
+            let name = syscall::name(nr);
+            let never_returns = syscall::NEVER_RETURN.contains(&name.as_str());
             let on = !never_returns
-                && (self.o.all_syscalls || names::FILE_SYSCALLS.contains(&name.as_str()));
+                && (self.o.all_syscalls || syscall::FILE_SYSCALLS.contains(&name.as_str()));
             if on {
                 update(&mask, "fsprof_sysmask", &nr.to_le_bytes(), &[1])?;
             }

@@ -22,7 +22,6 @@ pub mod session;
 pub mod sizes;
 mod source;
 pub mod sys;
-mod syscall_table;
 pub mod tracefs;
 
 pub use session::{Options, Session, Target};

@@ -28,7 +28,7 @@ pub const BLOCK_SIZE_BASE: u32 = 0x3000;
 pub const FUSE_BASE: u32 = 0x4000;
 
 /// Block request kinds, in op-id order.
-pub const BLOCK_KINDS: [&str; 5] = ["read", "write", "flush", "discard", "other"];
+pub use fsprof_core::ops::block::KINDS as BLOCK_KINDS;
 
 // Stack layout shared by all programs (offsets from r10).
 const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys

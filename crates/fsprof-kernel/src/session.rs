@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use fsprof_core::histogram::{Histogram, OpStats};
+use fsprof_core::ops::{block, fuse, syscall};
 use fsprof_core::profile::{layer, layer_in, Layer};
 use fsprof_core::{BucketLayout, Resolution};
 
@@ -12,10 +13,6 @@ use crate::names;
 use crate::progs;
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::Error;
-
-/// Layer holding block request sizes: same buckets, but the values are
-/// bytes and `total_ns` is the total of bytes.
-pub const BLOCK_SIZE_LAYER: &str = "block-size";
 
 /// File systems whose `X_enter`/`X_exit` tracepoint pairs form the fs layer.
 pub const FS_CATEGORIES: [&str; 3] = ["ext4", "xfs", "btrfs"];
@@ -220,7 +217,7 @@ impl Session {
                 .clone()
         };
         if op < progs::FS_BASE {
-            (layer::SYSCALL, names::syscall_name(op))
+            (layer::SYSCALL, syscall::name(op))
         } else if op < progs::BLOCK_BASE {
             let i = (op - progs::FS_BASE) as usize;
             (
@@ -231,17 +228,17 @@ impl Session {
                     .unwrap_or_else(|| format!("fs_{i}")),
             )
         } else if op < progs::BLOCK_SIZE_BASE {
-            let kind = progs::BLOCK_KINDS
+            let kind = block::KINDS
                 .get((op - progs::BLOCK_BASE) as usize)
-                .unwrap_or(&"other");
-            (layer::BLOCK, format!("{}:{kind}", dev_name()))
+                .unwrap_or(&block::OTHER);
+            (layer::BLOCK, block::op_name(&dev_name(), kind))
         } else if op < progs::FUSE_BASE {
-            let kind = progs::BLOCK_KINDS
+            let kind = block::KINDS
                 .get((op - progs::BLOCK_SIZE_BASE) as usize)
-                .unwrap_or(&"other");
-            (BLOCK_SIZE_LAYER, format!("{}:{kind}", dev_name()))
+                .unwrap_or(&block::OTHER);
+            (layer::BLOCK_SIZE, block::op_name(&dev_name(), kind))
         } else {
-            (layer::FUSE, names::fuse_opcode(op - progs::FUSE_BASE))
+            (layer::FUSE, fuse::name(op - progs::FUSE_BASE))
         }
     }
 }

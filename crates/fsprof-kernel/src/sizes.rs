@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use fsprof_core::Profile;
 
-use crate::session::BLOCK_SIZE_LAYER;
+use fsprof_core::layer::BLOCK_SIZE as BLOCK_SIZE_LAYER;
 
 /// `4096` → `4KiB`, `1536` → `1.5KiB`.
 pub fn format_bytes(b: f64) -> String {

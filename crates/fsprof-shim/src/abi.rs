@@ -2,6 +2,8 @@
 //! per-process counter files the shim writes. `tests` check every size and
 //! offset against the compiled shim.
 
+use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
+
 pub const ABI_VERSION: u32 = 2;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
@@ -25,11 +27,8 @@ pub const CORR_LAT: usize = 40;
 pub const CORR_VAL: usize = 42;
 pub const CORR_KINDS: usize = 2;
 pub const CORR_CELLS: usize = CORR_LAT * CORR_VAL;
-/// The data ops with value tables, in table order.
-pub const CORR_OPS: [&str; 12] = [
-    "read", "write", "pread", "pwrite", "readv", "writev", "preadv", "pwritev", "preadv2",
-    "pwritev2", "fread", "fwrite",
-];
+/// The data ops with value tables, in table order (`FSPROF_CORR_OPS_LIST`).
+pub const CORR_OPS: [&str; DATA_OP_COUNT] = DATA_OPS;
 pub const CORR_MAX_OPS: usize = 16;
 
 /// Bytes of a slot's value tables.
@@ -132,7 +131,7 @@ pub struct Layout {
     pub corr_ops: u32,
     pub corr_lat: u32,
     pub corr_val: u32,
-    /// Index into [`crate::OPS`] of each of [`CORR_OPS`].
+    /// Index into [`OPS`] of each of [`CORR_OPS`].
     pub corr_op_index: [u32; CORR_MAX_OPS],
 }
 
@@ -150,7 +149,7 @@ pub fn expected_layout() -> Layout {
         off_ctl_next_seq: offset_of!(ControlHeader, next_seq) as u32,
         off_ctl_thresholds: size_of::<ControlHeader>() as u32,
         off_ctr_buckets: size_of::<CtrHeader>() as u32,
-        nops: crate::OPS.len() as u32,
+        nops: OPS.len() as u32,
         off_proc_corr_ops: offset_of!(ProcHeader, corr_ops) as u32,
         corr_ops: CORR_OPS.len() as u32,
         corr_lat: CORR_LAT as u32,
@@ -158,10 +157,10 @@ pub fn expected_layout() -> Layout {
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {
-                idx[k] = crate::OPS
+                idx[k] = OPS
                     .iter()
-                    .position(|o| o == name)
-                    .expect("every data op is in ops.def") as u32;
+                    .position(|o| o.name == *name)
+                    .expect("every data op is an op") as u32;
             }
             idx
         },
@@ -169,3 +168,4 @@ pub fn expected_layout() -> Layout {
 }
 
 const _: () = assert!(std::mem::size_of::<ProcHeader>() <= PROC_HDR_SIZE);
+const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);

@@ -113,8 +113,8 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     let mut ops: Vec<OpStats> = Vec::new();
     let mut buckets = vec![0u64; nbuckets as usize];
     let words = std::mem::size_of::<abi::CtrHeader>();
-    for (k, name) in OPS.iter().enumerate() {
-        let mut op = OpStats::new(*name);
+    for (k, name) in OPS.iter().map(|o| o.name).enumerate() {
+        let mut op = OpStats::new(name);
         let mut zero = 0;
         let mut min = u64::MAX;
         let mut max = 0;
@@ -147,7 +147,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
             continue;
         }
         op.histogram = Histogram::from_slots(zero, &buckets);
-        if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
+        if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
             op.correlations = read_correlations(&m, &h, used, corr_off, c);
         }
         if op.histogram.total() > 0 {

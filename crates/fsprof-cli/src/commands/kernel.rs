@@ -39,7 +39,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
             .layers
             .iter()
             .map(|l| l.name.clone())
-            .filter(|n| n != fsprof_kernel::session::BLOCK_SIZE_LAYER)
+            .filter(|n| n != fsprof_core::layer::BLOCK_SIZE)
             .collect();
         if ropts.selection.layers.is_empty() {
             // Nothing recorded: the header alone.
