@@ -267,7 +267,16 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .stderr(predicate::str::contains("calibration written to"));
     let file = cfg.join("fsprof/calibration.json");
     assert!(file.exists());
-    // An explicit file is never clobbered without --force.
+    // Neither the default file nor an explicit one is replaced without
+    // --force (refused before measuring).
+    let before = std::fs::read(&file).unwrap();
+    fsprof()
+        .env("XDG_CONFIG_HOME", &cfg)
+        .args(["calibrate", "--dir"])
+        .arg(d.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already exists; pass --force"));
     fsprof()
         .args(["calibrate", "-o"])
         .arg(&file)
@@ -276,6 +285,24 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--force"));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    // `-o -`: the stored JSON on stdout, nothing written.
+    let out = fsprof()
+        .args(["calibrate", "--format", "json", "-o", "-", "--dir"])
+        .arg(d.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(
+        v["characteristics"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
 
     for name in ["hot", "cold"] {
         let ok = Std::new("dd")

@@ -107,7 +107,7 @@ fn default_output_name_never_clobbers() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
-        assert!(stderr_of(&out).contains("profile written to fsprof-true-"));
+        assert!(stderr_of(&out).contains("profile written to fsprof-run-true-"));
     }
     let n = fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(n, 2, "two runs, two files");

@@ -4,7 +4,7 @@ use fsprof_core::Resolution;
 use fsprof_kernel::{KernelSource, Options, Target};
 use fsprof_report::{render, ReportOptions};
 
-use super::capture::{failed, output, save_and_tell};
+use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::cli::{KernelArgs, KernelLayerArg};
 
 pub fn kernel(a: KernelArgs) -> Result<i32> {
@@ -27,7 +27,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         Err(e) => return failed(e),
     };
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
-    let path = save_and_tell(&outcome, &out, "kernel", program.as_deref())?;
+    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref());
     if !a.quiet {
         let profile = &outcome.profile;
         // block-size counts bytes: printed below with byte labels.
@@ -49,8 +49,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         eprint!("{}", fsprof_kernel::sizes::render_text(profile));
         eprint!("{}", fsprof_kernel::attribution::render_text(profile));
     }
-    eprintln!("fsprof: profile written to {}", path.display());
-    Ok(outcome.exit_code())
+    Ok(exit_status(&outcome, &saved))
 }
 
 /// The kernel session's options from the command line. With a command,

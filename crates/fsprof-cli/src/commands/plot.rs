@@ -1,30 +1,28 @@
 use anyhow::{bail, Result};
 use fsprof_analysis::find_peaks;
 use fsprof_analysis::Calibration;
-use fsprof_core::format::{read_profile, write_atomic};
 use fsprof_core::units::format_ns;
 use fsprof_core::{Histogram, Resolution};
 use fsprof_plot::{PeakMark, PlotKind, PlotRequest};
 
-use crate::cli::{PlotArgs, PlotKindArg};
+use crate::cli::{ImageFormatArg, PlotArgs, PlotKindArg};
 
 pub fn plot(a: PlotArgs) -> Result<i32> {
     let ext = a
         .output
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    let png = match ext.as_deref() {
-        Some("svg") => false,
-        Some("png") => true,
+    let png = match (a.format, ext.as_deref()) {
+        (Some(f), _) => f == ImageFormatArg::Png,
+        (None, Some("svg")) => false,
+        (None, Some("png")) => true,
         _ => bail!(
-            "cannot tell the image format of {}: name it *.svg or *.png",
+            "cannot tell the image format of {}: name it *.svg or *.png, or pass --format svg|png",
             a.output.display()
         ),
     };
-    if a.output.exists() && !a.force {
-        return Err(fsprof_core::format::FormatError::Exists { path: a.output }.into());
-    }
-    let profile = read_profile(&a.file)?;
+    crate::files::check_output(Some(&a.output), a.force)?;
+    let profile = crate::files::read_input(&a.file)?;
     let req = PlotRequest {
         op: a.op,
         layer: a.layer,
@@ -44,8 +42,7 @@ pub fn plot(a: PlotArgs) -> Result<i32> {
     } else {
         svg.into_bytes()
     };
-    write_atomic(&a.output, &bytes, a.force)?;
-    eprintln!("fsprof: wrote {}", a.output.display());
+    crate::files::write_output(&bytes, Some(&a.output), a.force)?;
     Ok(0)
 }
 

@@ -1,11 +1,8 @@
-use std::io::Write;
-
 use anyhow::{bail, Result};
 use fsprof_analysis::correlation::{correlate_in, Value};
 use fsprof_analysis::peaks::PeakOptions;
 use fsprof_analysis::render;
 use fsprof_analysis::select::{interesting, SelectOptions};
-use fsprof_core::format::{read_profile, write_atomic};
 use fsprof_core::Profile;
 use fsprof_report::{render, Format, ReportOptions, Selection};
 
@@ -16,7 +13,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     if a.format == FormatArg::Html && a.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
-    let profile = read_profile(&a.file)?;
+    let profile = crate::files::read_input(&a.file)?;
     let an = &a.analysis;
     if a.format == FormatArg::Html {
         if an.correlate.is_some() || an.interesting {
@@ -139,13 +136,7 @@ pub fn finish(text: &str, output: Option<&std::path::Path>, force: bool) -> Resu
 }
 
 pub fn finish_bytes(bytes: &[u8], output: Option<&std::path::Path>, force: bool) -> Result<i32> {
-    match output {
-        Some(path) => {
-            write_atomic(path, bytes, force)?;
-            eprintln!("fsprof: wrote {}", path.display());
-        }
-        None => write_stdout_bytes(bytes)?,
-    }
+    crate::files::write_output(bytes, output, force)?;
     Ok(0)
 }
 
@@ -165,13 +156,5 @@ fn top_ops(p: &Profile, layers: &[String], n: usize) -> Vec<(String, String)> {
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
 pub fn write_stdout(text: &str) -> Result<()> {
-    write_stdout_bytes(text.as_bytes())
-}
-
-fn write_stdout_bytes(bytes: &[u8]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        r => Ok(r?),
-    }
+    crate::files::write_stdout(text.as_bytes())
 }

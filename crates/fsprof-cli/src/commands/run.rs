@@ -8,7 +8,7 @@ use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::{render, ReportOptions};
 use fsprof_user::{ClockChoice, UserOptions, UserSource};
 
-use super::capture::{failed, output, save_and_tell};
+use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
@@ -58,7 +58,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     drop(server);
     let cmd = a.command[0].to_string_lossy();
-    let path = save_and_tell(&outcome, &out, "", Some(&cmd))?;
+    let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
     if outcome.profile.processes.is_empty() {
         eprintln!(
             "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
@@ -76,8 +76,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         };
         eprint!("{}", render(&outcome.profile, &opts)?);
     }
-    eprintln!("fsprof: profile written to {}", path.display());
-    Ok(outcome.exit_code())
+    Ok(exit_status(&outcome, &saved))
 }
 
 /// Live metrics sampled every --interval, or every second without one.
