@@ -16,4 +16,15 @@
 //! `fsprof_core::stats` so that every crate reports them the same way.
 
 pub mod cache;
+pub mod compare;
+pub mod export;
+pub mod machine;
+pub mod params;
+pub mod result;
+pub mod runner;
+pub mod suites;
 pub mod timing;
+pub mod warnings;
+
+pub use params::{Align, Params, Suite};
+pub use runner::{run, BenchError, Progress};

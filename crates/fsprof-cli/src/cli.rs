@@ -32,6 +32,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// File-system microbenchmarks with controlled cache state and confidence intervals
+    Bench(crate::commands::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]

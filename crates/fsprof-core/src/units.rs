@@ -1,4 +1,6 @@
-//! Human units for durations: parsing `--interval 500ms`, printing `4.2 ms`.
+//! Human units: parsing `--interval 500ms`; printing durations (`4.20ms`),
+//! byte counts (`4 KiB`) and times of day. Every renderer uses these, so a
+//! number reads the same in every report.
 
 /// Parses `1s`, `250ms`, `10us`/`10µs`, `100ns`, `2m`, `1.5s`; a bare number
 /// is seconds.
@@ -52,9 +54,21 @@ pub fn format_ns(ns: f64) -> String {
     format!("{v:.digits$}{unit}")
 }
 
-/// Bucket bound in compact form: `512ns`, `1Ki`-free, e.g. `4.1µs`.
-pub fn format_bound(ns: f64) -> String {
-    format_ns(ns)
+/// `4 KiB`, `16 MiB`, `1.5 KiB`, `512 B`: binary units, a whole number
+/// when within 0.05 of one, else one decimal.
+pub fn format_bytes(b: f64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if (v - v.round()).abs() < 0.05 {
+        format!("{} {}", v.round(), UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 #[cfg(test)]
@@ -80,6 +94,17 @@ mod tests {
         assert_eq!(format_ns(42_000.0), "42.0µs");
         assert_eq!(format_ns(4_200_000.0), "4.20ms");
         assert_eq!(format_ns(1.5e9), "1.50s");
+    }
+
+    #[test]
+    fn byte_units() {
+        assert_eq!(format_bytes(0.0), "0 B");
+        assert_eq!(format_bytes(512.0), "512 B");
+        assert_eq!(format_bytes(4096.0), "4 KiB");
+        assert_eq!(format_bytes(65536.0), "64 KiB");
+        assert_eq!(format_bytes(1536.0), "1.5 KiB");
+        assert_eq!(format_bytes(1048576.0), "1 MiB");
+        assert_eq!(format_bytes(1.5 * 1024.0 * 1024.0 * 1024.0), "1.5 GiB");
     }
 }
 

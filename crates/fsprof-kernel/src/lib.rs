@@ -10,7 +10,6 @@
 //! layer falls back to tracepoint pairs without them.
 
 mod attach;
-pub mod attribution;
 pub mod btf;
 pub mod fentry;
 pub mod insn;
@@ -19,7 +18,6 @@ pub mod privs;
 pub mod probe;
 pub mod progs;
 pub mod session;
-pub mod sizes;
 mod source;
 pub mod sys;
 pub mod tracefs;

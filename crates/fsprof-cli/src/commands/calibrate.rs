@@ -2,7 +2,7 @@ use anyhow::{anyhow, Context, Result};
 use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
 use fsprof_core::format::write_atomic;
-use fsprof_core::units::{format_ns, rfc3339_utc};
+use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
 
 use super::report::write_stdout;
@@ -38,7 +38,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         // The stored form on stdout; the table, if asked for, on stderr.
         write_stdout(&cal.to_json())?;
         if a.format == CalibrateFormatArg::Text {
-            eprint!("{}", table(&cal));
+            eprint!("{}", fsprof_report::calibration::render_text(&cal));
         }
         skipped(&cal);
         return Ok(0);
@@ -50,7 +50,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     write_atomic(&path, cal.to_json().as_bytes(), a.force)?;
     let text = match a.format {
         CalibrateFormatArg::Json => cal.to_json(),
-        CalibrateFormatArg::Text => table(&cal),
+        CalibrateFormatArg::Text => fsprof_report::calibration::render_text(&cal),
     };
     write_stdout(&text)?;
     skipped(&cal);
@@ -62,24 +62,4 @@ fn skipped(cal: &Calibration) {
     for s in &cal.skipped {
         eprintln!("fsprof: not measured: {s}");
     }
-}
-
-/// The characteristics as a table, one line each.
-fn table(cal: &Calibration) -> String {
-    let mut out = format!(
-        "{:<18} {:>10} {:>10} {:>10} {:>8}  how\n",
-        "characteristic", "median", "p10", "p90", "samples"
-    );
-    for c in &cal.characteristics {
-        out.push_str(&format!(
-            "{:<18} {:>10} {:>10} {:>10} {:>8}  {}\n",
-            c.label,
-            format_ns(c.median_ns),
-            format_ns(c.p10_ns),
-            format_ns(c.p90_ns),
-            c.samples,
-            c.method
-        ));
-    }
-    out
 }

@@ -1,4 +1,5 @@
 mod analysis;
+pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
@@ -24,5 +25,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }
