@@ -12,14 +12,15 @@ pub fn workspace() -> PathBuf {
 }
 
 /// Cargo's target directory for this build: the nearest directory above
-/// the running test binary that holds cargo's `CACHEDIR.TAG`. Derived from
-/// the binary rather than assumed to be `./target`, so `CARGO_TARGET_DIR`
-/// and `build.target-dir` are respected.
+/// the running test binary that holds cargo's `.rustc_info.json` (written
+/// in every target directory; `CACHEDIR.TAG` only in the default one).
+/// Derived from the binary rather than assumed to be `./target`, so
+/// `CARGO_TARGET_DIR` and `build.target-dir` are respected.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     exe.ancestors()
         .skip(1)
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .find(|d| d.join(".rustc_info.json").is_file())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| panic!("no cargo target directory above {}", exe.display()))
 }
