@@ -95,12 +95,7 @@ pub struct RunArgs {
     #[arg(long, requires = "serve_metrics")]
     pub metrics_allow_remote: bool,
     /// The command to profile and its arguments
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
@@ -346,7 +341,7 @@ pub struct KernelArgs {
     #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
     pub resolution: u32,
     /// Profile this process and the children it forks from now on
-    #[arg(long, value_name = "PID", group = "target")]
+    #[arg(short, long, value_name = "PID", group = "target")]
     pub pid: Option<i32>,
     /// Profile tasks in this cgroup v2 directory
     #[arg(long, value_name = "PATH", group = "target")]
@@ -380,12 +375,7 @@ pub struct KernelArgs {
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
     /// The command to profile and its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD",
-        group = "target"
-    )]
+    #[arg(trailing_var_arg = true, value_name = "CMD", group = "target")]
     pub command: Vec<OsString>,
 }
 

@@ -2,7 +2,7 @@
 //! loop-mounted ext4, a real FUSE mount (bindfs) and strace.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -366,20 +366,69 @@ fn pid_mode_follows_a_running_process() {
 fn duration_ends_a_run_without_a_command() {
     need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
-    let (p, o) = kernel(
+    // A task of the target that, once tracing runs, reads one line from a
+    // FIFO and then blocks in read(2) again: that read is still in
+    // progress when --duration stops tracing.
+    let cat = dir.path().join("fsprof-blk-tst");
+    std::fs::copy("/bin/cat", &cat).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut blocked = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<>\"$1\"; exec \"$0\" \"$1\"")
+        .arg(&cat)
+        .arg(&fifo)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = dir.path().join("d.json");
+    let (mut child, _err) = start_attached(
         &[
             "--comm",
-            "fsprof-none",
+            "fsprof-blk-tst",
             "--duration",
-            "300ms",
+            "500ms",
             "--layers",
-            "syscall",
+            "syscall,block",
         ],
-        &dir.path().join("d.json"),
+        &file,
     );
-    assert_eq!(o.status.code(), Some(0));
-    assert!(p.meta.duration_ns >= 300_000_000, "{}", p.meta.duration_ns);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"line\n")
+        .unwrap();
+    let status = child.wait().unwrap();
+    blocked.kill().unwrap();
+    blocked.wait().unwrap();
+    let p = read_profile(&file).unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(p.meta.duration_ns >= 500_000_000, "{}", p.meta.duration_ns);
     assert!(p.meta.exit.is_none());
+    // The profile says what it covers, not fsprof's own command line.
+    assert_eq!(p.meta.target.as_deref(), Some("tasks named fsprof-blk-tst"));
+    assert!(p.meta.command.is_empty(), "{:?}", p.meta.command);
+    let read = p.layer("syscall").and_then(|l| l.op("read")).unwrap();
+    assert_eq!(read.unfinished(), 1, "{read:?}");
+    let report = fsprof().arg("report").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.starts_with("fsprof kernel: tasks named fsprof-blk-tst\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  block layer: system-wide, every task's requests, not only the target's"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: read: 1 call(s) entered but not returned (they were in progress when tracing stopped)"),
+        "{text}"
+    );
 }
 
 #[test]

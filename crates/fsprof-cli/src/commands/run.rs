@@ -12,20 +12,6 @@ use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    // clap hands an unknown `--flag` before CMD to CMD; only `--` makes a
-    // command that starts with `-` plausible.
-    let first = a.command[0].to_string_lossy();
-    let raw: Vec<_> = std::env::args_os().collect();
-    let after_dashdash = raw
-        .iter()
-        .position(|x| x == "--")
-        .is_some_and(|i| raw.get(i + 1) == Some(&a.command[0]));
-    if first.starts_with('-') && !after_dashdash {
-        eprintln!(
-            "error: unexpected argument '{first}' for `fsprof run` (put the command after `--`)"
-        );
-        return Ok(2);
-    }
     // Refuse an existing -o before running anything: the run may be long.
     let out = output(&a.out);
     out.check()?;
