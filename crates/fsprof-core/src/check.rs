@@ -27,21 +27,12 @@ pub fn check_profile(p: &Profile) -> CheckReport {
         check_layers(&pr.layers, &format!("pid {} ", pr.pid), &mut rep);
     }
     // Intervals and processes must add up to the totals.
-    if !p.intervals.is_empty() {
-        compare_sum(
-            &p.layers,
-            p.intervals.iter().map(|i| &i.layers[..]),
-            "intervals",
-            &mut rep,
-        );
-    }
-    if !p.processes.is_empty() {
-        compare_sum(
-            &p.layers,
-            p.processes.iter().map(|i| &i.layers[..]),
-            "processes",
-            &mut rep,
-        );
+    let intervals: Vec<&[Layer]> = p.intervals.iter().map(|i| &i.layers[..]).collect();
+    let processes: Vec<&[Layer]> = p.processes.iter().map(|i| &i.layers[..]).collect();
+    for (what, parts) in [("intervals", intervals), ("processes", processes)] {
+        if !parts.is_empty() {
+            compare_sum(&p.layers, parts.into_iter(), what, &mut rep);
+        }
     }
     rep
 }

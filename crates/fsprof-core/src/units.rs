@@ -89,22 +89,32 @@ mod tests {
 
     #[test]
     fn formats_three_digits() {
-        assert_eq!(format_ns(512.0), "512ns");
-        assert_eq!(format_ns(4200.0), "4.20µs");
-        assert_eq!(format_ns(42_000.0), "42.0µs");
-        assert_eq!(format_ns(4_200_000.0), "4.20ms");
-        assert_eq!(format_ns(1.5e9), "1.50s");
+        let cases = [(512.0, "512ns"), (4200.0, "4.20µs"), (42_000.0, "42.0µs")];
+        for (ns, s) in cases
+            .into_iter()
+            .chain([(4_200_000.0, "4.20ms"), (1.5e9, "1.50s")])
+        {
+            assert_eq!(format_ns(ns), s);
+        }
     }
 
     #[test]
     fn byte_units() {
-        assert_eq!(format_bytes(0.0), "0 B");
-        assert_eq!(format_bytes(512.0), "512 B");
-        assert_eq!(format_bytes(4096.0), "4 KiB");
-        assert_eq!(format_bytes(65536.0), "64 KiB");
-        assert_eq!(format_bytes(1536.0), "1.5 KiB");
-        assert_eq!(format_bytes(1048576.0), "1 MiB");
-        assert_eq!(format_bytes(1.5 * 1024.0 * 1024.0 * 1024.0), "1.5 GiB");
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let cases = [
+            (0.0, "0 B"),
+            (512.0, "512 B"),
+            (4096.0, "4 KiB"),
+            (65536.0, "64 KiB"),
+        ];
+        let more = [
+            (1536.0, "1.5 KiB"),
+            (1048576.0, "1 MiB"),
+            (1.5 * gib, "1.5 GiB"),
+        ];
+        for (b, s) in cases.into_iter().chain(more) {
+            assert_eq!(format_bytes(b), s);
+        }
     }
 }
 

@@ -7,6 +7,8 @@
 //! (op, device, bucket). User space only reads the maps; no event is ever
 //! copied out.
 
+use std::mem::{offset_of, size_of};
+
 use fsprof_core::BucketLayout;
 
 use crate::insn::{
@@ -37,13 +39,54 @@ const START_KEY: i16 = -104; // 16 bytes {a, b}
 const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
 const HIST_KEY: i16 = -32; // 16 bytes {opkey, slot}; stats key = first 8
 const ONE: i16 = -40;
-const STATS_INIT: i16 = -80; // 40 bytes {count, total, errors, max, !min}
+const STATS_INIT: i16 = -80; // a StatsValue
+const _: () = assert!(STATS_INIT as isize + STATS_VAL_SIZE as isize <= ONE as isize);
 const THRESH_KEY: i16 = -84;
 
-/// Size of the start maps' values and the stats values.
+/// One op's counters on one CPU, the value of `fsprof_stats` and
+/// `fsprof_sysstats`: written by [`emit_stats_add`] and the insert in
+/// `emit_stats_hash`, read back by `Session::snapshot`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsValue {
+    /// Observations filed.
+    pub count: u64,
+    /// Sum of the values (ns, or bytes in `block-size`).
+    pub total: u64,
+    pub errors: u64,
+    pub max: u64,
+    /// `!min`, so that an all-zero fresh entry needs no special case: a
+    /// larger `!v` is a smaller `v`.
+    pub not_min: u64,
+}
+
+impl StatsValue {
+    /// The value in a map's bytes (native byte order, as the kernel wrote
+    /// it); `None` if `b` is too short.
+    pub fn from_bytes(b: &[u8]) -> Option<StatsValue> {
+        let w = |off: usize| Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?));
+        Some(StatsValue {
+            count: w(offset_of!(StatsValue, count))?,
+            total: w(offset_of!(StatsValue, total))?,
+            errors: w(offset_of!(StatsValue, errors))?,
+            max: w(offset_of!(StatsValue, max))?,
+            not_min: w(offset_of!(StatsValue, not_min))?,
+        })
+    }
+}
+
+/// A field's offset in a [`StatsValue`], for the generated code.
+macro_rules! stats_off {
+    ($f:ident) => {
+        offset_of!(StatsValue, $f) as i16
+    };
+}
+
+/// Size of the start maps' keys and values, the stats values and the
+/// histogram keys.
 pub const START_KEY_SIZE: usize = 16;
 pub const START_VAL_SIZE: usize = 24;
-pub const STATS_VAL_SIZE: usize = 40;
+pub const STATS_VAL_SIZE: usize = size_of::<StatsValue>();
 pub const HIST_KEY_SIZE: usize = 16;
 
 /// Which tasks the enter programs accept.
@@ -248,13 +291,13 @@ fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
     emit_stats_add(a);
     a.ja(hist);
     a.bind(stats_new);
-    a.st_imm(Size::DW, R10, STATS_INIT, 1);
-    a.stx(Size::DW, R10, STATS_INIT + 8, R7);
-    a.stx(Size::DW, R10, STATS_INIT + 16, R9);
-    a.stx(Size::DW, R10, STATS_INIT + 24, R7);
+    a.st_imm(Size::DW, R10, STATS_INIT + stats_off!(count), 1);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(total), R7);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(errors), R9);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(max), R7);
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
-    a.stx(Size::DW, R10, STATS_INIT + 32, R2);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(not_min), R2);
     map_call(
         a,
         helper::MAP_UPDATE_ELEM,
@@ -298,23 +341,23 @@ fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
     a.bind(end);
 }
 
-/// r0 = stats value: count += 1, total += r7, errors += r9, max, !min.
+/// r0 = a [`StatsValue`]: count += 1, total += r7, errors += r9, max, !min.
 fn emit_stats_add(a: &mut Asm) {
     a.mov_imm(R1, 1);
-    a.atomic_add64(R0, 0, R1);
-    a.atomic_add64(R0, 8, R7);
-    a.atomic_add64(R0, 16, R9);
+    a.atomic_add64(R0, stats_off!(count), R1);
+    a.atomic_add64(R0, stats_off!(total), R7);
+    a.atomic_add64(R0, stats_off!(errors), R9);
     let nomax = a.label();
-    a.ldx(Size::DW, R1, R0, 24);
+    a.ldx(Size::DW, R1, R0, stats_off!(max));
     a.jmp_reg(Jmp::Le, R7, R1, nomax);
-    a.stx(Size::DW, R0, 24, R7);
+    a.stx(Size::DW, R0, stats_off!(max), R7);
     a.bind(nomax);
     let nomin = a.label();
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
-    a.ldx(Size::DW, R1, R0, 32);
+    a.ldx(Size::DW, R1, R0, stats_off!(not_min));
     a.jmp_reg(Jmp::Le, R2, R1, nomin);
-    a.stx(Size::DW, R0, 32, R2);
+    a.stx(Size::DW, R0, stats_off!(not_min), R2);
     a.bind(nomin);
 }
 
@@ -743,4 +786,25 @@ pub fn bucket_probe(sh: &Shared) -> Vec<crate::insn::Insn> {
     a.bind(out);
     a.exit();
     a.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words `emit_stats_add` writes are read back as the same fields.
+    #[test]
+    fn stats_value_bytes_are_its_fields_in_order() {
+        let words: Vec<u8> = [3u64, 300, 1, 200, !50]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let v = StatsValue::from_bytes(&words).unwrap();
+        assert_eq!(
+            (v.count, v.total, v.errors, v.max, !v.not_min),
+            (3, 300, 1, 200, 50)
+        );
+        assert_eq!(STATS_VAL_SIZE, words.len());
+        assert_eq!(StatsValue::from_bytes(&words[..32]), None);
+    }
 }

@@ -260,10 +260,14 @@ mod tests {
 
     #[test]
     fn quotes_words_a_shell_would_split() {
-        assert_eq!(shell_quote("grep"), "grep");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
+        for (w, s) in [
+            ("grep", "grep"),
+            ("a b", "'a b'"),
+            ("it's", "'it'\\''s'"),
+            ("", "''"),
+        ] {
+            assert_eq!(shell_quote(w), s);
+        }
     }
 
     fn header_of(p: &Profile) -> String {

@@ -15,8 +15,14 @@ pub const SLOT_HDR_SIZE: usize = 64;
 pub const EXE_MAX: usize = 512;
 pub const CMDLINE_MAX: usize = 2048;
 /// Thread slots per process, the shared slot 0 included. Threads beyond
-/// this share slot 0 (atomic adds: slower, never lossy).
+/// this share slot 0 (atomic adds: slower, never lossy). `fsprof run`'s
+/// choice, handed to the shim in the control file; the shim accepts any
+/// value from 2 (slot 0 and one of its own).
 pub const MAX_SLOTS: u32 = 256;
+const _: () = assert!(MAX_SLOTS >= 2);
+/// `ns = ticks * tsc_mult >> TICK_SHIFT` (`FSPROF_TICK_SHIFT`): the shim
+/// refuses a control file with another shift.
+pub const TICK_SHIFT: u32 = 32;
 
 /// Value tables (`FSPROF_CORR_*` in abi.h): per thread slot, after the op
 /// counters, one `CORR_LAT × CORR_VAL` table of u64 per (data op, kind).
@@ -133,6 +139,14 @@ pub struct Layout {
     pub corr_val: u32,
     /// Index into [`OPS`] of each of [`CORR_OPS`].
     pub corr_op_index: [u32; CORR_MAX_OPS],
+    pub abi_version: u32,
+    pub tick_shift: u32,
+    pub fd_track: u32,
+    pub fd_state_size: u32,
+    pub slot_hdr_size: u32,
+    pub proc_hdr_size: u32,
+    /// Offsets of [`CtrHeader`]'s fields, in declaration order.
+    pub off_ctr_fields: [u32; 8],
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -154,6 +168,22 @@ pub fn expected_layout() -> Layout {
         corr_ops: CORR_OPS.len() as u32,
         corr_lat: CORR_LAT as u32,
         corr_val: CORR_VAL as u32,
+        abi_version: ABI_VERSION,
+        tick_shift: TICK_SHIFT,
+        fd_track: FD_TRACK as u32,
+        fd_state_size: FD_STATE_SIZE as u32,
+        slot_hdr_size: SLOT_HDR_SIZE as u32,
+        proc_hdr_size: PROC_HDR_SIZE as u32,
+        off_ctr_fields: [
+            offset_of!(CtrHeader, pre) as u32,
+            offset_of!(CtrHeader, post) as u32,
+            offset_of!(CtrHeader, errors) as u32,
+            offset_of!(CtrHeader, total_ns) as u32,
+            offset_of!(CtrHeader, min_ns) as u32,
+            offset_of!(CtrHeader, max_ns) as u32,
+            offset_of!(CtrHeader, zero) as u32,
+            offset_of!(CtrHeader, reserved) as u32,
+        ],
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {

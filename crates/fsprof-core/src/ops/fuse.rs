@@ -76,9 +76,9 @@ mod tests {
 
     #[test]
     fn fuse_names() {
-        assert_eq!(name(1), "lookup");
-        assert_eq!(name(15), "read");
-        assert_eq!(name(7), "opcode_7");
+        for (op, s) in [(1, "lookup"), (15, "read"), (7, "opcode_7")] {
+            assert_eq!(name(op), s);
+        }
         assert_eq!(opcode("getattr"), Some(3));
         assert!(OPCODES.windows(2).all(|w| w[0].0 < w[1].0));
     }
