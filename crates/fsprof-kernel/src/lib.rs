@@ -10,6 +10,7 @@
 //! layer falls back to tracepoint pairs without them.
 
 mod attach;
+pub mod blockrq;
 pub mod btf;
 pub mod fentry;
 pub mod insn;

@@ -34,9 +34,9 @@ pub use fsprof_core::ops::block::KINDS as BLOCK_KINDS;
 
 // Stack layout shared by all programs (offsets from r10).
 const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys
-const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
-const START_KEY: i16 = -104; // 16 bytes {a, b}
-const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
+pub(crate) const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
+pub(crate) const START_KEY: i16 = -104; // 16 bytes {a, b}
+pub(crate) const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
 const HIST_KEY: i16 = -32; // 16 bytes {opkey, slot}; stats key = first 8
 const ONE: i16 = -40;
 const STATS_INIT: i16 = -80; // a StatsValue
@@ -112,6 +112,10 @@ pub struct Shared {
     pub hist_fd: i32,
     /// Threshold table (one array element), used when r > 1.
     pub thresh_fd: i32,
+    /// One u32 array element: nothing is recorded while it is 0 (the
+    /// final read stops recording first, so counters and histograms are
+    /// read in a consistent state). -1: always record.
+    pub on_fd: i32,
     pub resolution: u32,
 }
 
@@ -257,6 +261,20 @@ pub fn emit_record_sys(a: &mut Asm, sh: &Shared) {
     emit_record_with(a, sh, true)
 }
 
+/// Jumps to `out` once recording has been stopped ([`Shared::on_fd`]).
+/// Every program that records calls it once, before its first record, so
+/// that an event is filed everywhere or nowhere. Clobbers r0-r5.
+pub fn emit_gate(a: &mut Asm, sh: &Shared, out: Label) {
+    if sh.on_fd < 0 {
+        return;
+    }
+    a.st_imm(Size::W, R10, THRESH_KEY, 0);
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.on_fd, THRESH_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::W, R1, R0, 0);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
+}
+
 fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
     emit_bucket(a, sh);
     a.stx(Size::DW, R10, HIST_KEY, R8);
@@ -361,14 +379,14 @@ fn emit_stats_add(a: &mut Asm) {
     a.bind(nomin);
 }
 
-fn ret0(a: &mut Asm, out: Label) {
+pub(crate) fn ret0(a: &mut Asm, out: Label) {
     a.bind(out);
     a.mov_imm(R0, 0);
     a.exit();
 }
 
 /// Stores START_KEY -> START_VAL. Clobbers r0-r4.
-fn store_start(a: &mut Asm, start_fd: i32) {
+pub(crate) fn store_start(a: &mut Asm, start_fd: i32) {
     map_call(
         a,
         helper::MAP_UPDATE_ELEM,
@@ -381,7 +399,7 @@ fn store_start(a: &mut Asm, start_fd: i32) {
 
 /// Looks up START_KEY; on a hit r7 = now(r9) - ts, r8 = op key, the extra
 /// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss.
-fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
+pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
@@ -476,6 +494,7 @@ pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::in
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -540,6 +559,7 @@ pub fn fs_exit(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -584,6 +604,7 @@ pub fn fexit_exit(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -613,26 +634,14 @@ pub fn fexit_exit(
     a.finish()
 }
 
-fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
-    ld_field(a, R1, R6, tp.field("dev")?)?;
-    a.stx(Size::DW, R10, START_KEY, R1);
-    ld_field(a, R1, R6, tp.field("sector")?)?;
-    a.stx(Size::DW, R10, START_KEY + 8, R1);
-    Ok(())
-}
+/// Where a flush is filed in the fallback's (device, sector) key: flushes
+/// carry no meaningful sector (traced as 0 at issue and 2^64−1 at
+/// completion), so they are paired per device.
+const FLUSH_SECTOR: i32 = -2;
 
-/// block:block_rq_issue. System-wide: requests are issued from plugs,
-/// kworkers and interrupt context, not reliably by the task that caused them.
-pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    a.call(helper::KTIME_GET_NS);
-    a.stx(Size::DW, R10, START_VAL, R0);
-    block_key(&mut a, tp)?;
-    ld_field(&mut a, R1, R6, tp.field("bytes")?)?;
-    a.stx(Size::DW, R10, START_VAL + 16, R1);
-    // rwbs: an optional leading F (preflush) before the op letter.
+/// r4 = BLOCK_BASE + kind from the record's rwbs: an optional leading F
+/// (preflush) before the op letter. Clobbers r2-r3.
+fn emit_rwbs_kind(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
     let rwbs = tp.field("rwbs")?.offset as i16;
     a.ldx(Size::B, R2, R6, rwbs);
     a.ldx(Size::B, R3, R6, rwbs + 1);
@@ -656,6 +665,36 @@ pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::In
         a.bind(next);
     }
     a.bind(have);
+    Ok(())
+}
+
+/// START_KEY = (dev, sector), or (dev, FLUSH_SECTOR) when r4 is a flush.
+/// Keeps r4.
+fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
+    ld_field(a, R1, R6, tp.field("dev")?)?;
+    a.stx(Size::DW, R10, START_KEY, R1);
+    let keyed = a.label();
+    a.mov_imm(R1, FLUSH_SECTOR);
+    a.jmp_imm(Jmp::Eq, R4, (BLOCK_BASE + 2) as i32, keyed);
+    ld_field(a, R1, R6, tp.field("sector")?)?;
+    a.bind(keyed);
+    a.stx(Size::DW, R10, START_KEY + 8, R1);
+    Ok(())
+}
+
+/// block:block_rq_issue (the fallback of [`crate::blockrq`]). System-wide:
+/// requests are issued from plugs, kworkers and interrupt context, not
+/// reliably by the task that caused them.
+pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    emit_rwbs_kind(&mut a, tp)?;
+    block_key(&mut a, tp)?;
+    ld_field(&mut a, R1, R6, tp.field("bytes")?)?;
+    a.stx(Size::DW, R10, START_VAL + 16, R1);
     ld_field(&mut a, R5, R6, tp.field("dev")?)?;
     a.alu_imm(Alu::Lsh, R5, 32);
     a.alu_reg(Alu::Or, R5, R4);
@@ -675,8 +714,10 @@ pub fn block_complete(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
+    emit_rwbs_kind(&mut a, tp)?;
     block_key(&mut a, tp)?;
     take_start(&mut a, start_fd, out);
     let mut err = tp.field("error")?.clone();
@@ -734,6 +775,7 @@ pub fn fuse_end(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     fuse_key(&mut a, tp)?;

@@ -79,6 +79,9 @@ pub struct Session {
     pub(crate) sys_stats: Map,
     pub(crate) hist: Map,
     pub(crate) targets: Option<Map>,
+    pub(crate) on: Map,
+    pub(crate) blk_stats: Map,
+    pub(crate) blk_hist: Map,
     pub(crate) starts: Vec<Map>,
     pub(crate) fs_ops: Vec<String>,
     // Attachments before programs and maps: detach first, then free.
@@ -115,6 +118,29 @@ impl Session {
             name: "fsprof_targets".into(),
             err,
         })
+    }
+
+    /// Stops recording and waits until no program can still be adding to
+    /// the counters, so that a final [`Session::snapshot`] reads them in a
+    /// consistent state (the block layer is system-wide and never idle).
+    pub fn stop_recording(&self) -> Result<(), Error> {
+        self.on
+            .update(&0u32.to_le_bytes(), &0u32.to_le_bytes(), sys::BPF_ANY)
+            .map_err(|err| Error::Read {
+                name: "fsprof_on".into(),
+                err,
+            })?;
+        // Tracepoint programs run with preemption disabled, so once every
+        // CPU has passed a grace period none is still inside one that saw
+        // the flag set: MEMBARRIER_CMD_GLOBAL is synchronize_rcu().
+        // SAFETY: membarrier takes no pointers.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, 1, 0, 0) };
+        if r != 0 {
+            // Not available (nohz_full CPUs refuse it): a program runs for
+            // microseconds, so a pause far longer than that will do.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// The counters so far as fsprof layers. With `final_read`, calls still
@@ -159,6 +185,11 @@ impl Session {
         for l in &mut snap.layers {
             l.normalize();
         }
+        snap.missed = self
+            ._progs
+            .iter()
+            .map(|p| p.recursion_misses().unwrap_or(0))
+            .sum();
         Ok(snap)
     }
 
@@ -168,7 +199,9 @@ impl Session {
         nslots: usize,
         per_op: &mut BTreeMap<u64, OpCounters>,
     ) -> Result<(), Error> {
-        for (k, vals) in read_map("fsprof_hist", &self.hist)? {
+        let mut hist = read_map("fsprof_hist", &self.hist)?;
+        hist.extend(read_map("fsprof_bhist", &self.blk_hist)?);
+        for (k, vals) in hist {
             let opkey = word(&k, 0);
             let slot = word(&k, 1) as usize;
             let n: u64 = vals.iter().map(|v| word(v, 0)).sum();
@@ -193,6 +226,7 @@ impl Session {
         per_op: &mut BTreeMap<u64, OpCounters>,
     ) -> Result<(), Error> {
         let mut stats = read_map("fsprof_stats", &self.stats)?;
+        stats.extend(read_map("fsprof_bstats", &self.blk_stats)?);
         for (mut key, vals) in read_map("fsprof_sysstats", &self.sys_stats)? {
             key.resize(8, 0);
             stats.push((key, vals));
@@ -367,4 +401,7 @@ pub struct Snapshot {
     /// Observations whose counters and histogram disagree: a map was full
     /// or an insert raced. Zero in a sound profile.
     pub lost: u64,
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU: events never seen.
+    pub missed: u64,
 }

@@ -7,6 +7,7 @@ mod compare;
 mod export;
 mod kernel;
 mod merge;
+pub(crate) mod mount;
 mod plot;
 mod report;
 mod run;
@@ -25,6 +26,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Mount(a) => mount::mount(a),
+        Command::Stat(a) => mount::stat(a),
+        Command::Umount(a) => mount::umount(a),
         Command::Bench(a) => bench::bench(a),
     }
 }
