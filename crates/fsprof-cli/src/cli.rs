@@ -32,6 +32,10 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
+    Trace(crate::commands::trace::TraceArgs),
+    /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
+    Compile(crate::commands::compile::CompileArgs),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)

@@ -4,6 +4,7 @@ mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub mod compile;
 mod export;
 mod kernel;
 mod merge;
@@ -11,6 +12,7 @@ pub(crate) mod mount;
 mod plot;
 mod report;
 mod run;
+pub mod trace;
 
 use crate::cli::{Cli, Command};
 
@@ -26,6 +28,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Trace(a) => trace::trace(a),
+        Command::Compile(a) => compile::compile(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
