@@ -353,6 +353,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
 /// The shim records request size and seek distance per data call; `report
 /// --correlate` explains the slow read peak by its long seeks.
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
 fn value_correlation_explains_slow_reads_by_their_seeks() {
     let d = disk_tempdir();
     let src = d.path().join("seeky.c");

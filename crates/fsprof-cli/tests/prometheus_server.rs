@@ -45,6 +45,7 @@ fn free_port() -> u16 {
 
 #[test]
 #[ignore = "needs prometheus"]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
 fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
     let prom = need_program("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();

@@ -43,6 +43,7 @@ fn ctrl_c_to_the_process_group_still_writes_the_profile() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), true);
     // What a terminal does on Ctrl-C: SIGINT to the whole foreground group.
+    // SAFETY: kill(2) takes no pointers.
     unsafe { libc_kill(-(child.id() as i32), 2) };
     let res = child.wait_with_output().unwrap();
     assert_eq!(
@@ -62,6 +63,7 @@ fn ctrl_c_to_the_process_group_still_writes_the_profile() {
 fn sigterm_to_fsprof_is_forwarded_to_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), false);
+    // SAFETY: kill(2) takes no pointers.
     unsafe { libc_kill(child.id() as i32, 15) };
     let res = child.wait_with_output().unwrap();
     assert_eq!(

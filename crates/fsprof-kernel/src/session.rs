@@ -327,6 +327,9 @@ impl Session {
         // SAFETY: the child only calls async-signal-safe functions.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: in the forked child of a possibly multi-threaded
+            // process: only async-signal-safe calls (setsid, close, read,
+            // _exit) on fds it owns, and it never returns.
             unsafe {
                 libc::setsid();
                 for fd in 0..3 {

@@ -284,6 +284,7 @@ fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
 /// return-value read, the errno flag and the shared buckets.
 #[test]
 #[ignore = "needs root"]
+#[allow(clippy::too_many_lines)] // one kernel scenario, read top to bottom
 fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
     fsprof_testkit::need_root("eBPF");
     let func = fsprof_kernel::btf::Func {

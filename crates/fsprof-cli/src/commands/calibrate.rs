@@ -1,3 +1,6 @@
+//! `fsprof calibrate`: measures this machine's characteristic latencies
+//! (fsprof-analysis) and writes the calibration file that labels peaks.
+
 use anyhow::{anyhow, Context, Result};
 use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;

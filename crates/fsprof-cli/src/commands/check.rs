@@ -1,3 +1,6 @@
+//! `fsprof check FILE...`: FSprof's consistency check on each profile;
+//! exit 1 when one is inconsistent.
+
 use anyhow::Result;
 use fsprof_core::check::check_profile;
 

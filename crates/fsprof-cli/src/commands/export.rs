@@ -1,3 +1,6 @@
+//! `fsprof export FILE`: a profile in a monitoring system's format
+//! (fsprof-export).
+
 use anyhow::Result;
 
 use crate::cli::{ExportArgs, ExportFormatArg};

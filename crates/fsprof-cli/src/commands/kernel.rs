@@ -1,3 +1,7 @@
+//! `fsprof kernel`: a capture with the eBPF source (fsprof-kernel) through
+//! fsprof-capture's loop, then the report after it; `--probe-report` lists
+//! what this kernel allows.
+
 use anyhow::Result;
 use fsprof_capture::{Capture, Plan, Progress};
 use fsprof_core::Resolution;

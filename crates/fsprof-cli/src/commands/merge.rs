@@ -1,3 +1,5 @@
+//! `fsprof merge`: several profiles into one (fsprof-core's merge).
+
 use anyhow::Result;
 use fsprof_core::format::to_json;
 use fsprof_core::merge::merge_profiles;

@@ -1,3 +1,6 @@
+//! The subcommands, one file each: clap's arguments are in `cli.rs`, the
+//! work in the library crates; these files join the two.
+
 mod analysis;
 pub mod bench;
 mod calibrate;

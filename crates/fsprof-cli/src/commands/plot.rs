@@ -1,3 +1,5 @@
+//! `fsprof plot FILE --op OP -o FIG.svg|png`: one figure (fsprof-plot).
+
 use anyhow::{bail, Result};
 use fsprof_plot::{PlotKind, PlotRequest};
 

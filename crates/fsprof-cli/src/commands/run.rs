@@ -1,3 +1,7 @@
+//! `fsprof run -- CMD`: a capture with the preload shim (fsprof-user)
+//! through fsprof-capture's loop, optionally serving live metrics, then the
+//! report after it.
+
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
