@@ -2,14 +2,12 @@
 //! replaying its trace; cross-thread ordering kept; hostile traces kept
 //! under the root; corrupt replay files refused.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{compile, fsprof, require};
+use fsprof_testkit::{compile, fsprof, need_program};
 use fsprof_trace::event::{Call, Op, ProcessInfo, Record};
 use fsprof_trace::file::{TraceHeader, TraceWriter};
 use fsprof_trace::replayfile::Compiled;
@@ -61,7 +59,7 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, (String, u32, u64, Vec<u8>)> {
 
 #[test]
 fn replaying_tar_extract_rebuilds_the_same_tree() {
-    let Some(tar) = require("tar") else { return };
+    let tar = need_program("tar", "tar");
     let d = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(d.path()).unwrap();
     // The archive: nested directories, files of several sizes and modes,
