@@ -1,13 +1,11 @@
 //! Ctrl-C and termination requests reach the profiled command, and fsprof
 //! survives them long enough to write the profile.
 
-mod common;
-
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use fsprof_testkit::*;
 
 fn wait_for(path: &std::path::Path, pattern: &str) {
     let t = Instant::now();

@@ -2,12 +2,11 @@
 //! (fsprof-export).
 
 use anyhow::Result;
-use fsprof_core::format::read_profile;
 
 use crate::cli::{ExportArgs, ExportFormatArg};
 
 pub fn export(a: ExportArgs) -> Result<i32> {
-    let profile = read_profile(&a.file)?;
+    let profile = crate::files::read_input(&a.file)?;
     let bytes = match a.format {
         ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile).into_bytes(),
         ExportFormatArg::Prometheus => fsprof_export::prometheus::render(&profile).into_bytes(),
