@@ -41,25 +41,6 @@ fn one_line(e: &anyhow::Error) -> String {
     line
 }
 
-#[cfg(test)]
-mod tests {
-    use super::one_line;
-
-    #[test]
-    fn causes_are_printed_once() {
-        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
-        let e = fsprof_core::format::FormatError::Read {
-            path: "p.json".into(),
-            source: io,
-        };
-        let e = anyhow::Error::new(e).context("comparing");
-        assert_eq!(
-            one_line(&e),
-            "comparing: cannot read p.json: No such file or directory (os error 2)"
-        );
-    }
-}
-
 /// Help and version print as clap prints them; a bad command line is one
 /// line like every other error (`fsprof: invalid value '1x' for
 /// '--file-size <SIZE>': ...`), with the usage when clap has one, exit 2.
@@ -85,4 +66,23 @@ fn parse_error(e: clap::Error) -> ! {
     let first = parts.join(" ").replace(" tip: ", "; tip: ");
     eprintln!("fsprof: {first}{usage}");
     std::process::exit(2);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn causes_are_printed_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = fsprof_core::format::FormatError::Read {
+            path: "p.json".into(),
+            source: io,
+        };
+        let e = anyhow::Error::new(e).context("comparing");
+        assert_eq!(
+            one_line(&e),
+            "comparing: cannot read p.json: No such file or directory (os error 2)"
+        );
+    }
 }
