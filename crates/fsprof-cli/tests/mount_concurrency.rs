@@ -111,6 +111,7 @@ fn live_check(mp: &Path, dir: &Path, n: usize) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
     if !root_or_skip("eight_threads_of_mixed_ops_neither_deadlock_nor_miscount") {
         return;

@@ -380,6 +380,7 @@ fn run(lower: &Path, mp: &Path, extra: &[&str], ops: usize, seed: u64) -> fsprof
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fsx_through_the_mount_matches_the_model_and_lower() {
     if !root_or_skip("fsx_through_the_mount_matches_the_model_and_lower") {
         return;
@@ -399,6 +400,7 @@ fn fsx_through_the_mount_matches_the_model_and_lower() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fsx_in_fast_mode_matches_too() {
     if !root_or_skip("fsx_in_fast_mode_matches_too") {
         return;

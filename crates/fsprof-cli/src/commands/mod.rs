@@ -1,16 +1,22 @@
+//! The subcommands, one file each: clap's arguments are in `cli.rs`, the
+//! work in the library crates; these files join the two.
+
 mod analysis;
 pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub mod compile;
 mod export;
 mod kernel;
 mod merge;
 pub(crate) mod mount;
 mod plot;
+pub mod replay;
 mod report;
 mod run;
+pub mod trace;
 
 use crate::cli::{Cli, Command};
 
@@ -26,6 +32,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Trace(a) => trace::trace(a),
+        Command::Compile(a) => compile::compile(a),
+        Command::Replay(a) => replay::replay(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
