@@ -405,7 +405,7 @@ fn fsx_in_fast_mode_matches_too() {
     if !root_or_skip("fsx_in_fast_mode_matches_too") {
         return;
     }
-    let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize / 4;
+    let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize / 5;
     let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee) ^ 0xfa57;
     let d = tempfile::tempdir().unwrap();
     let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
