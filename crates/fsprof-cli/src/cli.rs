@@ -5,8 +5,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `fsprof --version`: the release and the commit it was built from
+/// (`build.rs`; "unknown" when built outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FSPROF_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "fsprof", version, about = "Shows where file-system time goes", long_about = None)]
+#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -45,6 +54,10 @@ pub enum Command {
     Umount(crate::commands::mount::UmountArgs),
     /// File-system microbenchmarks with controlled cache state and confidence intervals
     Bench(crate::commands::bench::BenchArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(crate::commands::completions::CompletionsArgs),
+    /// Print the man page, or write one per command with --dir
+    Man(crate::commands::completions::ManArgs),
 }
 
 #[derive(Debug, Args)]
