@@ -46,6 +46,8 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
+    /// Replay a compiled trace under a root directory, timed and verified
+    Replay(crate::commands::replay::ReplayArgs),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)

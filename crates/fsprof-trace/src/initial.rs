@@ -77,7 +77,8 @@ impl Initial {
     fn dirs_above(&mut self, p: &[u8]) {
         let mut chain = Vec::new();
         let mut a = parent(p);
-        while a != b"/" && !self.known(a) {
+        // Above a `..` the lexical parent is not the real one: stop there.
+        while a != b"/" && !self.known(a) && !a.ends_with(b"/..") {
             chain.push(a.to_vec());
             a = parent(a);
         }
@@ -323,6 +324,7 @@ impl Initial {
     pub fn entries(&self, intern: &mut dyn FnMut(&[u8]) -> u32) -> Vec<InitEntry> {
         self.pre
             .iter()
+            .filter(|(p, _)| !p.ends_with(b"/..") && p.as_slice() != b"/")
             .map(|(p, e)| InitEntry {
                 path: intern(p),
                 kind: match &e.kind {

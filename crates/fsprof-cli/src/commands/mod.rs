@@ -14,6 +14,7 @@ mod kernel;
 mod merge;
 pub(crate) mod mount;
 mod plot;
+pub mod replay;
 mod report;
 mod run;
 pub mod trace;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
+        Command::Replay(a) => replay::replay(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
