@@ -51,6 +51,10 @@ pub struct CalibrateArgs {
     /// Print the calibration as JSON instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Measure every characteristic this many times, interleaved; one
+    /// whose rounds disagree by more than a power of two labels nothing
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub rounds: u32,
 }
 
 #[derive(Debug, Args)]

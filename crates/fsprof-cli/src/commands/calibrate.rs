@@ -1,6 +1,6 @@
 use anyhow::{anyhow, Context, Result};
-use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
+use fsprof_bench::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_core::format::write_atomic;
 use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
@@ -34,6 +34,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         host: host::hostname(),
         kernel: host::kernel_release(),
         created: rfc3339_utc(now),
+        rounds: a.rounds,
     })?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
