@@ -10,7 +10,16 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
-    for f in ["ops.def", "abi.h", "record.h", "runtime.c", "wrappers.c"] {
+    for f in [
+        "ops.def",
+        "abi.h",
+        "record.h",
+        "runtime.c",
+        "wrappers.c",
+        "trace.h",
+        "trace_abi.h",
+        "trace.c",
+    ] {
         println!("cargo:rerun-if-changed=shim/{f}");
     }
     println!("cargo:rerun-if-env-changed=CC");
@@ -42,6 +51,7 @@ fn main() {
         .arg(&so)
         .arg(dir.join("runtime.c"))
         .arg(dir.join("wrappers.c"))
+        .arg(dir.join("trace.c"))
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));

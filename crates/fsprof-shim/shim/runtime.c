@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "trace.h"
 
 HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
 HIDDEN int g_clock;
@@ -205,12 +206,15 @@ static void after_fork_in_child(void)
     t_shared = 0;
     if (g_state == ST_READY || g_state == ST_BUSY)
         g_state = ST_UNINIT;
+    fsprof_trace_after_fork();
 }
 
 static void setup_process(void)
 {
     int ok = g_ctl || attach_control();
     ok = ok && create_process_file();
+    if (ok)
+        fsprof_trace_process(getenv(FSPROF_ENV), &g_ctl->next_seq, g_proc->seq);
     if (ok && !g_atfork_done) {
         g_atfork_done = 1;
         pthread_atfork(NULL, NULL, after_fork_in_child);

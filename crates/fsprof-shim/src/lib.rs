@@ -10,6 +10,7 @@
 pub mod abi;
 mod install;
 mod selftest;
+pub mod trace_abi;
 
 pub use install::install;
 pub use selftest::{LoadedShim, SelfTest};

@@ -67,3 +67,30 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn rust_trace_layout_matches_compiled_shim() {
+    let dir = tempdir();
+    let shim = LoadedShim::load(&install(&dir).unwrap()).unwrap();
+    assert_eq!(
+        shim.trace_layout().unwrap(),
+        fsprof_shim::trace_abi::expected_trace_layout()
+    );
+}
+
+#[test]
+fn shim_digest_is_xxh64_however_the_bytes_arrive() {
+    let dir = tempdir();
+    let shim = LoadedShim::load(&install(&dir).unwrap()).unwrap();
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 3) as u8).collect();
+    for len in [0usize, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 100, 1000] {
+        let want = xxhash_rust::xxh64::xxh64(&data[..len], 0);
+        for step in [1u64, 5, 32, 1000] {
+            assert_eq!(
+                shim.xxh64(&data[..len], step).unwrap(),
+                want,
+                "len {len} step {step}"
+            );
+        }
+    }
+}
