@@ -32,19 +32,16 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
-<<<<<<< HEAD
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
-=======
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)
     Stat(crate::commands::mount::StatArgs),
     /// Unmount an `fsprof mount` and wait until its profile is written
     Umount(crate::commands::mount::UmountArgs),
->>>>>>> main
     /// File-system microbenchmarks with controlled cache state and confidence intervals
     Bench(crate::commands::bench::BenchArgs),
 }

@@ -28,14 +28,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
-<<<<<<< HEAD
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
-=======
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
->>>>>>> main
         Command::Bench(a) => bench::bench(a),
     }
 }
