@@ -343,7 +343,10 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .iter()
         .filter_map(|p| p["label"].as_str())
         .collect();
-    assert!(labels.contains(&"≈ device read"), "{labels:?} {v}");
+    assert!(
+        labels.iter().any(|l| l.starts_with("≈ device read")),
+        "{labels:?} {v}"
+    );
     // --no-labels turns it off.
     let mut c = Command::cargo_bin("fsprof").unwrap();
     c.env("XDG_CONFIG_HOME", &cfg)
