@@ -516,9 +516,7 @@ mod tests {
     #[test]
     fn measures_every_characteristic_in_rounds_and_in_plausible_order() {
         // On the build's disk, not /tmp (which may be a tmpfs without a device).
-        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        std::fs::create_dir_all(&base).unwrap();
-        let dir = tempfile::tempdir_in(&base).unwrap();
+        let dir = fsprof_testkit::disk_tempdir();
         let c = calibrate(&CalibrateOptions {
             dir: dir.path().to_path_buf(),
             host: "h".into(),

@@ -12,9 +12,8 @@ use std::process::{Command, Stdio};
 
 use fsprof_core::format::read_profile;
 use fsprof_core::Profile;
-use loopfs::{root_or_skip, DiskStat, LoopFs};
-
-const BIN: &str = env!("CARGO_BIN_EXE_fsprof");
+use fsprof_testkit::{fsprof_path, need_program, need_root};
+use loopfs::{DiskStat, LoopFs};
 
 /// 40 × (extend + fsync, overwrite + fdatasync), fstrim, a cold read back;
 /// then syncfs, so that no log write is still to come (one issued after
@@ -39,7 +38,7 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
     let out = dir.path().join("b.json");
     fs.settle();
     let before = fs.stat();
-    let o = Command::new(BIN)
+    let o = Command::new(fsprof_path())
         .args(["kernel", "-f", "--layers", "block", "-o"])
         .arg(&out)
         .args(extra)
@@ -52,7 +51,11 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{stderr}");
     let p = read_profile(&out).unwrap();
-    let check = Command::new(BIN).arg("check").arg(&out).output().unwrap();
+    let check = Command::new(fsprof_path())
+        .arg("check")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(
         check.status.success(),
         "fsprof check: {}{}",
@@ -77,10 +80,10 @@ fn fsprof_counts(p: &Profile, dev: &str, layer: &str) -> DiskStat {
 }
 
 #[test]
+#[ignore = "needs root, mkfs.xfs, python3"]
 fn block_counts_equal_sys_block_stat_for_reads_writes_flushes_and_discards() {
-    if !root_or_skip("block_counts_equal_sys_block_stat") {
-        return;
-    }
+    need_root("eBPF and a loop mount");
+    need_program("python3", "python3");
     let fs = LoopFs::xfs(300);
     let (p, stat, stderr) = profile_workload(&fs, &[]);
     let got = fsprof_counts(&p, &fs.name(), "block");
@@ -113,10 +116,10 @@ fn block_counts_equal_sys_block_stat_for_reads_writes_flushes_and_discards() {
 }
 
 #[test]
+#[ignore = "needs root, mkfs.xfs, python3"]
 fn fallback_pairing_counts_flushes_and_says_what_it_misses() {
-    if !root_or_skip("fallback_pairing_counts_flushes") {
-        return;
-    }
+    need_root("eBPF and a loop mount");
+    need_program("python3", "python3");
     let fs = LoopFs::xfs(300);
     let (p, stat, stderr) = profile_workload(&fs, &["--perf-tracepoints"]);
     let got = fsprof_counts(&p, &fs.name(), "block");

@@ -12,20 +12,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Kernel tests need root; under CI (root) a missing privilege is a failure.
-pub fn root_or_skip(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: needs root for eBPF and mounts, and CI=true forbids skipping"
-    );
-    eprintln!("SKIPPED {what}: needs root (CI=true makes this a failure)");
-    false
-}
-
 fn sh(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
@@ -67,6 +53,7 @@ impl DiskStat {
 
 impl LoopFs {
     pub fn ext4(size_mib: u64) -> LoopFs {
+        fsprof_testkit::need_program("mkfs.ext4", "e2fsprogs");
         Self::make(
             size_mib,
             &[
@@ -82,10 +69,13 @@ impl LoopFs {
 
     /// At least 300 MiB (mkfs.xfs's minimum); the image is sparse.
     pub fn xfs(size_mib: u64) -> LoopFs {
+        fsprof_testkit::need_program("mkfs.xfs", "xfsprogs");
         Self::make(size_mib.max(300), &["mkfs.xfs", "-q", "-f"], "noatime")
     }
 
     fn make(size_mib: u64, mkfs: &[&str], options: &str) -> LoopFs {
+        fsprof_testkit::need_root("a loop mount");
+        fsprof_testkit::need_program("losetup", "mount");
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         std::fs::File::create(&img)
