@@ -79,9 +79,8 @@ impl Root {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: a descriptor we just opened and own.
-        Ok(Root {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Root { fd })
     }
 
     /// `openat2(root, path, flags, mode)` confined under the root.
