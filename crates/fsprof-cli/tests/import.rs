@@ -21,6 +21,7 @@ fn counts(path: &Path) -> BTreeMap<(i32, String), u64> {
 }
 
 #[test]
+#[ignore = "needs strace"]
 fn strace_import_matches_the_native_trace_of_the_same_run() {
     let strace = need_program("strace", "strace");
     let d = tempfile::tempdir().unwrap();
