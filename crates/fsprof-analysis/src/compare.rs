@@ -669,25 +669,10 @@ mod status_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::Meta;
-
-    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-        let mut o = OpStats::new(name);
-        for &(i, c) in buckets {
-            o.histogram.add_to(Some(i), c);
-            o.pre += c;
-            o.post += c;
-            o.total_ns += c * (3u64 << i) / 2;
-        }
-        o
-    }
+    use fsprof_testkit::profiles::op;
 
     fn profile(ops: Vec<OpStats>) -> Profile {
-        let mut p = Profile::new(Meta::default());
-        let l = p.layer_mut("user");
-        l.ops = ops;
-        l.normalize();
-        p
+        fsprof_testkit::profiles::profile_of("user", ops)
     }
 
     #[test]
