@@ -9,18 +9,35 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
-    for f in ["ops.def", "abi.h", "record.h", "runtime.c", "wrappers.c"] {
-        println!("cargo:rerun-if-changed=shim/{f}");
+    // Every C file and header in shim/ is part of the shim.
+    let mut sources: Vec<PathBuf> = fs::read_dir(&dir)
+        .expect("read shim/")
+        .map(|e| e.expect("read shim/").path())
+        .collect();
+    sources.sort();
+    println!("cargo:rerun-if-changed=shim");
+    for f in &sources {
+        println!("cargo:rerun-if-changed={}", f.display());
     }
+    let c_files: Vec<&PathBuf> = sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
     println!("cargo:rerun-if-env-changed=CC");
 
     let ops_def = fs::read_to_string(dir.join("ops.def")).expect("read ops.def");
-    let ops: Vec<&str> = ops_def
+    let entry = |l: &str, tag: &str| -> Option<String> {
+        Some(l.trim().strip_prefix(tag)?.strip_suffix(')')?.to_string())
+    };
+    let ops: Vec<String> = ops_def
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("X(")?.strip_suffix(')'))
+        .filter_map(|l| entry(l, "X(").or_else(|| entry(l, "F(")))
         .collect();
+    let fd_ops: Vec<String> = ops_def.lines().filter_map(|l| entry(l, "F(")).collect();
     let table = format!(
-        "/// User-layer op names, indexed like the shim's counters.\npub const OPS: &[&str] = &{ops:?};\n"
+        "/// User-layer op names, indexed like the shim's counters.\npub const OPS: &[&str] = &{ops:?};\n\
+         /// The ops on a descriptor, whose calls on non-files are counted apart\n\
+         /// (`F()` in ops.def), in their order there.\npub const FD_OPS: &[&str] = &{fd_ops:?};\n"
     );
     fs::write(out.join("ops.rs"), table).unwrap();
 
@@ -49,8 +66,7 @@ fn main() {
             "-o",
         ])
         .arg(&so)
-        .arg(dir.join("runtime.c"))
-        .arg(dir.join("wrappers.c"))
+        .args(&c_files)
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));

@@ -15,6 +15,16 @@ pub const FORMAT_VERSION: u32 = 1;
 pub mod layer {
     /// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
     pub const USER: &str = "user";
+    /// The same entry points called on descriptors that are not files
+    /// (pipes, sockets, terminals and other devices, eventfd, io_uring...),
+    /// kept out of the file-system ops: ops named `<class>_<op>`
+    /// (`pipe_read`). Reports show it only when asked.
+    pub const USER_NONFILE: &str = "user-nonfile";
+
+    /// Layers a report leaves out unless they are named.
+    pub fn shown_by_default(name: &str) -> bool {
+        name != USER_NONFILE
+    }
     /// System calls, timed in the kernel (`fsprof kernel`).
     pub const SYSCALL: &str = "syscall";
     /// VFS / file-system operations.
@@ -71,6 +81,22 @@ pub struct Meta {
     /// For merged profiles: the metadata of each input.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<Source>,
+    /// Processes of the run that could not be profiled, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprofiled: Vec<Unprofiled>,
+}
+
+/// A process the capture saw but could not profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unprofiled {
+    pub pid: i32,
+    #[serde(default)]
+    pub ppid: i32,
+    /// What it ran (or, when it exec'd as another user, what it started).
+    #[serde(default)]
+    pub exe: String,
+    /// Why, in a few words.
+    pub reason: String,
 }
 
 /// How latencies were timed.

@@ -23,8 +23,8 @@ pub struct LoadedShim {
 }
 
 type AbiFn = unsafe extern "C" fn(*mut Layout);
-type BucketFn = unsafe extern "C" fn(*const u8, u64) -> u32;
-type SelfTestFn = unsafe extern "C" fn(*const u8, u32, *mut SelfTest) -> libc::c_int;
+type BucketFn = unsafe extern "C" fn(*const u8, usize, u64) -> u32;
+type SelfTestFn = unsafe extern "C" fn(*const u8, usize, u32, *mut SelfTest) -> libc::c_int;
 
 impl LoadedShim {
     pub fn load(path: &Path) -> io::Result<Self> {
@@ -58,12 +58,14 @@ impl LoadedShim {
     }
 
     /// The slot the compiled hot path files a latency of `ns` (> 0) in, for
-    /// the parameters of `control` (tests compare it with fsprof-core).
-    pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<u32> {
+    /// the parameters of `control` (tests compare it with fsprof-core);
+    /// `None` if the shim refuses the control block.
+    pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<Option<u32>> {
         assert!(ns > 0);
         let f: BucketFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_bucket_slot")?) };
         let aligned = aligned_copy(control);
-        Ok(unsafe { f(aligned.as_ptr() as *const u8, ns) })
+        let slot = unsafe { f(aligned.as_ptr() as *const u8, control.len(), ns) };
+        Ok((slot != u32::MAX).then_some(slot))
     }
 
     /// `control` is a complete control block (header + thresholds).
@@ -72,7 +74,14 @@ impl LoadedShim {
         let f: SelfTestFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_selftest")?) };
         let aligned = aligned_copy(control);
         let mut out = SelfTest::default();
-        let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
+        let rc = unsafe {
+            f(
+                aligned.as_ptr() as *const u8,
+                control.len(),
+                iterations,
+                &mut out,
+            )
+        };
         if rc != 0 {
             return Err(io::Error::other(
                 "the preload shim rejected the self-test parameters",

@@ -2,6 +2,13 @@
 //! them. Every counter is a naturally aligned u64 with a single writer (or
 //! atomic adds), read here with atomic loads, so values are never torn;
 //! counters of a call in progress may be one step apart until it returns.
+//!
+//! A counter file is a pool the shim fills as threads first need things
+//! (see `shim/abi.h`): the slot directory lists the thread slot records,
+//! each record lists the file offsets of its counters and value tables.
+//! Every offset is checked against the part of the file that is mapped
+//! (and allocated: the shim reserves before it publishes), so a damaged or
+//! half-written file is skipped, never a crash.
 
 use std::fs::File;
 use std::io;
@@ -10,8 +17,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
-use fsprof_shim::abi::{self, ProcHeader};
-use fsprof_shim::OPS;
+use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
+use fsprof_shim::{FD_OPS, OPS};
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -23,7 +30,15 @@ pub struct ProcessCounters {
     pub argv: Vec<String>,
     pub start_mono_ns: u64,
     pub threads: u32,
+    /// File-system ops.
     pub ops: Vec<OpStats>,
+    /// Calls on pipes, sockets, devices and other non-files, named
+    /// `<class>_<op>` (`pipe_read`).
+    pub nonfile: Vec<OpStats>,
+    /// Calls not counted for want of room for their counters, and the
+    /// errno of the first failure to make room.
+    pub dropped: u64,
+    pub dropped_err: i32,
 }
 
 struct Mapping {
@@ -38,18 +53,44 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
-    fn u64_at(&self, off: usize) -> u64 {
-        debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (checked by the callers' layout
-        // validation); the shim writes these words concurrently.
-        unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
-            .load(Ordering::Relaxed)
+    /// The word at `off` if it lies in the mapping (aligned), else None.
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        if !off.is_multiple_of(8) || off.checked_add(8)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds and aligned; the shim writes these words
+        // concurrently, hence the atomic load.
+        Some(
+            unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
+                .load(Ordering::Relaxed),
+        )
     }
 
-    fn u32_at(&self, off: usize) -> u32 {
-        unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
-            .load(Ordering::Acquire)
+    fn u32_at(&self, off: usize) -> Option<u32> {
+        if !off.is_multiple_of(4) || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: as u64_at.
+        Some(
+            unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
+                .load(Ordering::Acquire),
+        )
     }
+
+    /// Whether `[off, off + n)` lies in the mapping.
+    fn holds(&self, off: usize, n: usize) -> bool {
+        off.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+}
+
+/// Sums of one counter index over the threads.
+#[derive(Clone)]
+struct Acc {
+    op: OpStats,
+    zero: u64,
+    min: u64,
+    max: u64,
+    buckets: Vec<u64>,
 }
 
 /// Reads one counter file; `Ok(None)` if the process has not finished
@@ -60,6 +101,8 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     if len < abi::PROC_HDR_SIZE {
         return Ok(None);
     }
+    // SAFETY: a read-only shared mapping of the whole file; every page
+    // below its size is allocated (the shim reserves before it grows).
     let ptr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -74,11 +117,11 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(io::Error::last_os_error());
     }
     let m = Mapping { ptr, len };
-    let ready_off = std::mem::offset_of!(ProcHeader, ready);
-    if m.u32_at(ready_off) != 1 {
+    if m.u32_at(std::mem::offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
-    // SAFETY: the header is complete once `ready` is set (release/acquire).
+    // SAFETY: the header is complete once `ready` is set (release/acquire)
+    // and lies in the mapping (len >= PROC_HDR_SIZE).
     let h: ProcHeader = unsafe { std::ptr::read(ptr as *const ProcHeader) };
     let bad = |what: &str| {
         io::Error::new(
@@ -90,72 +133,54 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(bad("not a counter file of this fsprof version"));
     }
     if h.nops as usize != OPS.len()
+        || h.nctr as usize != abi::nctr()
+        || h.nfdops as usize != FD_OPS.len()
         || h.nbuckets != nbuckets
         || h.ctr_size as usize != abi::ctr_size(nbuckets)
+        || h.hdr_size as usize != abi::PROC_HDR_SIZE
+        || h.max_slots > abi::MAX_SLOTS_LIMIT
     {
         return Err(bad("counter layout differs from this fsprof's"));
     }
-    let slots = h.max_slots as usize;
-    let corr_off = abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize;
     if h.corr_ops as usize != abi::CORR_OPS.len()
         || h.corr_lat as usize != abi::CORR_LAT
         || h.corr_val as usize != abi::CORR_VAL
-        || h.corr_off as usize != corr_off
+        || (h.slot_size as usize) < abi::slot_size()
     {
         return Err(bad("value-table layout differs from this fsprof's"));
     }
-    if h.slot_size as usize != corr_off + abi::corr_size() + abi::FD_TRACK * abi::FD_STATE_SIZE
-        || h.hdr_size as usize + slots * h.slot_size as usize > len
-    {
-        return Err(bad("counter file is shorter than its header says"));
-    }
-    let used = (m.u32_at(std::mem::offset_of!(ProcHeader, slots_used)) as usize).min(slots);
-    let mut ops: Vec<OpStats> = Vec::new();
-    let mut buckets = vec![0u64; nbuckets as usize];
-    let words = std::mem::size_of::<abi::CtrHeader>();
-    for (k, name) in OPS.iter().enumerate() {
-        let mut op = OpStats::new(*name);
-        let mut zero = 0;
-        let mut min = u64::MAX;
-        let mut max = 0;
-        buckets.iter_mut().for_each(|b| *b = 0);
-        for s in 0..used {
-            let base = h.hdr_size as usize
-                + s * h.slot_size as usize
-                + abi::SLOT_HDR_SIZE
-                + k * h.ctr_size as usize;
-            let pre = m.u64_at(base);
-            if pre == 0 {
-                continue;
-            }
-            let post = m.u64_at(base + 8);
-            op.pre += pre;
-            op.post += post;
-            op.errors += m.u64_at(base + 16);
-            op.total_ns += m.u64_at(base + 24);
-            let mn = m.u64_at(base + 32);
-            if mn != 0 {
-                min = min.min(mn);
-            }
-            max = max.max(m.u64_at(base + 40));
-            zero += m.u64_at(base + 48);
-            for (j, b) in buckets.iter_mut().enumerate() {
-                *b += m.u64_at(base + words + j * 8);
-            }
-        }
-        if op.pre == 0 {
+    let nslots = m
+        .u32_at(std::mem::offset_of!(ProcHeader, nslots))
+        .unwrap_or(0)
+        .min(h.max_slots) as usize;
+    let nctr = abi::nctr();
+    let mut acc: Vec<Option<Acc>> = vec![None; nctr];
+    let mut corr: Vec<Correlations> = vec![Correlations::default(); abi::CORR_OPS.len()];
+    let mut threads = 0u32;
+    for s in 0..nslots {
+        let Some(rec) = m.u32_at(abi::SLOT_DIR_OFF + 4 * s).map(|o| o as usize) else {
             continue;
+        };
+        if rec < abi::PROC_HDR_SIZE || !m.holds(rec, h.slot_size as usize) {
+            continue; // not published yet, or beyond what is mapped
         }
-        op.histogram = Histogram::from_slots(zero, &buckets);
-        if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
-            op.correlations = read_correlations(&m, &h, used, corr_off, c);
+        let shared = m.u32_at(rec + std::mem::offset_of!(SlotHeader, shared)) == Some(1);
+        threads += u32::from(!shared);
+        let offs = rec + std::mem::size_of::<SlotHeader>();
+        for (k, slot) in acc.iter_mut().enumerate() {
+            let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
+                continue;
+            };
+            add_counter(&m, off as usize, h.ctr_size as usize, nbuckets, slot);
         }
-        if op.histogram.total() > 0 {
-            op.min_ns = Some(if zero > 0 { 0 } else { min });
-            op.max_ns = Some(max);
+        let corr_offs = offs + 4 * nctr;
+        for (c, out) in corr.iter_mut().enumerate() {
+            if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
+                add_correlations(&m, off as usize, out);
+            }
         }
-        ops.push(op);
     }
+    let (ops, nonfile) = finish_ops(acc, corr);
     let exe =
         String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
     let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
@@ -170,41 +195,101 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         exe,
         argv,
         start_mono_ns: h.start_ns,
-        threads: (used as u32).saturating_sub(1),
+        threads,
         ops,
+        nonfile,
+        dropped: m
+            .u64_at(std::mem::offset_of!(ProcHeader, dropped))
+            .unwrap_or(0),
+        dropped_err: h.dropped_err,
     }))
 }
 
-/// The size and seek tables of data op `c` (index into `abi::CORR_OPS`),
-/// summed over the used slots; `None` if no call was filed.
-fn read_correlations(
-    m: &Mapping,
-    h: &ProcHeader,
-    used: usize,
-    corr_off: usize,
-    c: usize,
-) -> Option<Correlations> {
-    let mut out = Correlations::default();
-    for s in 0..used {
-        let slot = h.hdr_size as usize + s * h.slot_size as usize;
-        for kind in 0..abi::CORR_KINDS {
-            let table = slot + corr_off + ((c * abi::CORR_KINDS + kind) * abi::CORR_CELLS) * 8;
-            let joint: &mut JointHistogram = if kind == 0 {
-                &mut out.size
-            } else {
-                &mut out.seek
-            };
-            for cell in 0..abi::CORR_CELLS {
-                let n = m.u64_at(table + cell * 8);
-                if n != 0 {
-                    joint.add(
-                        abi::corr_index(cell / abi::CORR_VAL),
-                        abi::corr_index(cell % abi::CORR_VAL),
-                        n,
-                    );
-                }
+/// Adds the counters at `off` to `slot`.
+fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &mut Option<Acc>) {
+    if !off.is_multiple_of(8) || !m.holds(off, ctr_size) {
+        return;
+    }
+    let word = |i: usize| m.u64_at(off + 8 * i).unwrap_or(0);
+    let pre = word(0);
+    if pre == 0 {
+        return;
+    }
+    let a = slot.get_or_insert_with(|| Acc {
+        op: OpStats::new(""),
+        zero: 0,
+        min: u64::MAX,
+        max: 0,
+        buckets: vec![0; nbuckets as usize],
+    });
+    a.op.pre = a.op.pre.saturating_add(pre);
+    a.op.post = a.op.post.saturating_add(word(1));
+    a.op.errors = a.op.errors.saturating_add(word(2));
+    a.op.total_ns = a.op.total_ns.saturating_add(word(3));
+    let mn = word(4);
+    if mn != 0 {
+        a.min = a.min.min(mn);
+    }
+    a.max = a.max.max(word(5));
+    a.zero = a.zero.saturating_add(word(6));
+    let first = std::mem::size_of::<CtrHeader>() / 8;
+    for (j, b) in a.buckets.iter_mut().enumerate() {
+        *b = b.saturating_add(word(first + j));
+    }
+}
+
+fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
+    if !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
+        return;
+    }
+    for kind in 0..abi::CORR_KINDS {
+        let table = off + kind * abi::CORR_CELLS * 8;
+        let joint: &mut JointHistogram = if kind == 0 {
+            &mut out.size
+        } else {
+            &mut out.seek
+        };
+        for cell in 0..abi::CORR_CELLS {
+            let n = m.u64_at(table + cell * 8).unwrap_or(0);
+            if n != 0 {
+                joint.add(
+                    abi::corr_index(cell / abi::CORR_VAL),
+                    abi::corr_index(cell % abi::CORR_VAL),
+                    n,
+                );
             }
         }
     }
-    (!out.is_empty()).then_some(out)
+}
+
+/// The accumulated counters as ops: file ops (with their value tables)
+/// and the non-file twins.
+fn finish_ops(acc: Vec<Option<Acc>>, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Vec<OpStats>) {
+    let (mut ops, mut nonfile) = (Vec::new(), Vec::new());
+    for (k, a) in acc.into_iter().enumerate() {
+        let Some(mut a) = a else { continue };
+        let Some((class, name)) = abi::counter_name(k) else {
+            continue;
+        };
+        a.op.name = match class {
+            None => name.to_string(),
+            Some(c) => format!("{c}_{name}"),
+        };
+        a.op.histogram = Histogram::from_slots(a.zero, &a.buckets);
+        if a.op.histogram.total() > 0 {
+            a.op.min_ns = Some(if a.zero > 0 { 0 } else { a.min });
+            a.op.max_ns = Some(a.max);
+        }
+        match class {
+            None => {
+                if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
+                    let t = std::mem::take(&mut corr[c]);
+                    a.op.correlations = (!t.is_empty()).then_some(t);
+                }
+                ops.push(a.op);
+            }
+            Some(_) => nonfile.push(a.op),
+        }
+    }
+    (ops, nonfile)
 }
