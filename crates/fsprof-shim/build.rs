@@ -1,5 +1,6 @@
-//! Compiles the C shim into a shared object that `src/lib.rs` embeds, and
-//! turns `shim/ops.def` into the Rust op table, so C and Rust share one list.
+//! Compiles the C shim into a shared object that `src/lib.rs` embeds.
+//! `shim/ops.def`, the op list the C side reads, is checked against
+//! `fsprof_core::ops::libc::OPS` by `tests/abi.rs`.
 
 use std::env;
 use std::fs;
@@ -24,22 +25,6 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|e| e == "c"))
         .collect();
     println!("cargo:rerun-if-env-changed=CC");
-
-    let ops_def = fs::read_to_string(dir.join("ops.def")).expect("read ops.def");
-    let entry = |l: &str, tag: &str| -> Option<String> {
-        Some(l.trim().strip_prefix(tag)?.strip_suffix(')')?.to_string())
-    };
-    let ops: Vec<String> = ops_def
-        .lines()
-        .filter_map(|l| entry(l, "X(").or_else(|| entry(l, "F(")))
-        .collect();
-    let fd_ops: Vec<String> = ops_def.lines().filter_map(|l| entry(l, "F(")).collect();
-    let table = format!(
-        "/// User-layer op names, indexed like the shim's counters.\npub const OPS: &[&str] = &{ops:?};\n\
-         /// The ops on a descriptor, whose calls on non-files are counted apart\n\
-         /// (`F()` in ops.def), in their order there.\npub const FD_OPS: &[&str] = &{fd_ops:?};\n"
-    );
-    fs::write(out.join("ops.rs"), table).unwrap();
 
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let so = out.join("libfsprof_shim.so");

@@ -32,6 +32,18 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
+    Trace(crate::commands::trace::TraceArgs),
+    /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
+    Compile(crate::commands::compile::CompileArgs),
+    /// Mount a pass-through view of a directory that profiles every request (FUSE)
+    Mount(crate::commands::mount::MountArgs),
+    /// Print the live profile of an `fsprof mount` (optionally zeroing it)
+    Stat(crate::commands::mount::StatArgs),
+    /// Unmount an `fsprof mount` and wait until its profile is written
+    Umount(crate::commands::mount::UmountArgs),
+    /// File-system microbenchmarks with controlled cache state and confidence intervals
+    Bench(crate::commands::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -352,7 +364,8 @@ pub struct KernelArgs {
     /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
     #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
     pub require_tracepoint: Vec<String>,
-    /// Record syscalls with perf tracepoints, not raw ones (tests the fallback)
+    /// Record syscalls and block requests with perf tracepoints, not raw
+    /// ones (tests the fallbacks)
     #[arg(long, hide = true)]
     pub perf_tracepoints: bool,
     /// Don't print the report (the profile is still written)

@@ -2,6 +2,8 @@
 //! (FSprof's 4-D profile: op × bucket × count × interval), per-process detail
 //! and the metadata that makes a file self-describing.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::Resolution;
@@ -10,30 +12,8 @@ use crate::histogram::OpStats;
 pub const FORMAT_NAME: &str = "fsprof-profile";
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Well-known layer names. Other layers (e.g. per-file-system names) are
-/// allowed; these are the ones fsprof's capture commands produce.
-pub mod layer {
-    /// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
-    pub const USER: &str = "user";
-    /// The same entry points called on descriptors that are not files
-    /// (pipes, sockets, terminals and other devices, eventfd, io_uring...),
-    /// kept out of the file-system ops: ops named `<class>_<op>`
-    /// (`pipe_read`). Reports show it only when asked.
-    pub const USER_NONFILE: &str = "user-nonfile";
-
-    /// Layers a report leaves out unless they are named.
-    pub fn shown_by_default(name: &str) -> bool {
-        name != USER_NONFILE
-    }
-    /// System calls, timed in the kernel (`fsprof kernel`).
-    pub const SYSCALL: &str = "syscall";
-    /// VFS / file-system operations.
-    pub const FS: &str = "fs";
-    /// Block requests.
-    pub const BLOCK: &str = "block";
-    /// Operations seen by a FUSE pass-through file system (`fsprof mount`).
-    pub const FUSE: &str = "fuse";
-}
+/// Layer names, here too for the paths that name them `profile::layer`.
+pub use crate::layer;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -81,6 +61,15 @@ pub struct Meta {
     /// For merged profiles: the metadata of each input.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<Source>,
+    /// How the capture was set up, in the source's words (`fsprof mount`:
+    /// `lower`, `mountpoint`, `mode`, ...); reports print them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
+    /// What a reader must know about what the profile does not show (one
+    /// line each, e.g. "data ops bypass the daemon"); every report prints
+    /// them, and a merge keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Processes of the run that could not be profiled, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprofiled: Vec<Unprofiled>,

@@ -6,6 +6,8 @@
 pub mod axis;
 pub mod histchart;
 pub mod html;
+pub mod linechart;
+pub mod marks;
 mod png;
 pub mod svg;
 pub mod timeline;

@@ -175,7 +175,7 @@ struct fsprof_slot_hdr {
 
 /* For the Rust side's layout test. */
 struct fsprof_abi_layout {
-    uint32_t control_size, ctr_size, proc_size, lost_size, slot_hdr_size;
+    uint32_t control_size, ctr_size, proc_size, lost_size;
     uint32_t off_ctl_next_seq, off_ctl_state, off_ctl_lost_count, off_ctl_lost;
     uint32_t off_ctl_thresholds, off_ctr_buckets;
     uint32_t off_proc_nslots, off_proc_ready, off_proc_dropped, off_proc_exe, off_proc_cmdline;
@@ -183,6 +183,9 @@ struct fsprof_abi_layout {
     uint32_t nops, nctr, nfdops;
     uint32_t corr_ops, corr_lat, corr_val;
     uint32_t corr_op_index[FSPROF_CORR_MAX_OPS]; /* ops.def index of each data op */
+    uint32_t abi_version, tick_shift, fd_track, fd_state_size, slot_hdr_size, proc_hdr_size;
+    /* offsets of pre, post, errors, total_ns, min_ns, max_ns, zero, reserved */
+    uint32_t off_ctr_fields[8];
 };
 
 struct fsprof_selftest {

@@ -18,21 +18,18 @@
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
 #define X(n) OP_##n,
-#define F(n) OP_##n,
 enum fsprof_op {
 #include "ops.def"
     OP_COUNT
 };
 #undef X
-#undef F
-/* The ops on a descriptor (F() in ops.def), numbered among themselves. */
-#define X(n)
+/* The ops on a descriptor with non-file twins (fdops.def), numbered among
+ * themselves. */
 #define F(n) FDOP_##n,
 enum fsprof_fdop {
-#include "ops.def"
+#include "fdops.def"
     FDOP_COUNT
 };
-#undef X
 #undef F
 /* Counter indices: the file ops, then FSPROF_NONFILE_CLASSES twins per fd op. */
 #define NCTR (OP_COUNT + FDOP_COUNT * FSPROF_NONFILE_CLASSES)

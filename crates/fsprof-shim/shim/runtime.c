@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "trace.h"
 
 HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
 HIDDEN int g_clock;
@@ -314,6 +315,7 @@ static void after_fork_in_child(void)
     t_shared = 0;
     if (!g_off_for_good)
         g_state = ST_UNINIT;
+    fsprof_trace_after_fork();
 }
 
 /* 1 if this process records; else 0, having said why when it matters. */
@@ -371,6 +373,7 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
         return 0;
     }
+    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc->seq);
     return 1;
 }
 

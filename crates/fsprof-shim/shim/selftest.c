@@ -16,7 +16,6 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->ctr_size = sizeof(struct fsprof_ctr);
     out->proc_size = sizeof(struct fsprof_proc);
     out->lost_size = sizeof(struct fsprof_lost);
-    out->slot_hdr_size = sizeof(struct fsprof_slot_hdr);
     out->off_ctl_next_seq = offsetof(struct fsprof_control, next_seq);
     out->off_ctl_state = offsetof(struct fsprof_control, state);
     out->off_ctl_lost_count = offsetof(struct fsprof_control, lost_count);
@@ -41,6 +40,21 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     FSPROF_CORR_OPS_LIST
 #undef C
     (void)k;
+    out->abi_version = FSPROF_ABI_VERSION;
+    out->tick_shift = FSPROF_TICK_SHIFT;
+    out->fd_track = FSPROF_FD_TRACK;
+    out->fd_state_size = sizeof(struct fsprof_fd_state);
+    out->slot_hdr_size = sizeof(struct fsprof_slot_hdr);
+    out->proc_hdr_size = FSPROF_PROC_HDR_SIZE;
+    uint32_t *f = out->off_ctr_fields;
+    f[0] = offsetof(struct fsprof_ctr, pre);
+    f[1] = offsetof(struct fsprof_ctr, post);
+    f[2] = offsetof(struct fsprof_ctr, errors);
+    f[3] = offsetof(struct fsprof_ctr, total_ns);
+    f[4] = offsetof(struct fsprof_ctr, min_ns);
+    f[5] = offsetof(struct fsprof_ctr, max_ns);
+    f[6] = offsetof(struct fsprof_ctr, zero);
+    f[7] = offsetof(struct fsprof_ctr, reserved);
 }
 
 static uint64_t mono_ns(void)

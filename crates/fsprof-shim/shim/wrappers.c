@@ -29,6 +29,7 @@
 #include <utime.h>
 
 #include "interpose.h"
+#include "trace.h"
 
 /* Times `call` (an expression of type `type`) as op `op`; `failed` is an
  * expression over the result `r`. */
@@ -46,7 +47,11 @@
 
 #define WRAP(op, type, name, params, args, failed)                                       \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params { TIMED(OP_##op, type, failed, REAL(name) args); }
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        TRACED(OP_##op, name, type, failed, args, (void)0)                               \
+        TIMED(OP_##op, type, failed, REAL(name) args);                                   \
+    }
 
 /* Times a call on descriptor `fdexpr` (an expression over the parameters)
  * as op `op` or, when the descriptor is not a file, as its non-file twin. */
@@ -65,7 +70,13 @@
 
 #define WRAP_FD(op, type, name, params, args, failed, fdexpr)                            \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params { TIMED_FD(op, (fdexpr), type, failed, REAL(name) args); }
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
+                    type, failed, args, (void)0)                                         \
+        TIMED_FD(op, (fdexpr), type, failed, REAL(name) args);                           \
+    }
 
 /* A data call (FSPROF_CORR_OPS_LIST): timed like WRAP_FD, then, on a file,
  * its request size and seek distance are filed (record_value). `fd`,
@@ -77,7 +88,10 @@
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
-        int file_;                                                                       \
+        int file_ = 0;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), name, type,  \
+                    failed, args,                                                        \
+                    if (c_ && file_) record_value(CORR_##op, ns_, (fd), (off), (size), (done))) \
         struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fd), &file_);         \
         if (UNLIKELY(c_ == NULL))                                                        \
             return REAL(name) args;                                                      \
@@ -95,7 +109,9 @@
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
-        int file_;                                                                       \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
+                    type, failed, args, after)                                           \
         struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_);     \
         uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
         type r = REAL(name) args;                                                        \
@@ -110,6 +126,7 @@
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
+        TRACED(OP_##op, name, type, failed, args, after)                                 \
         struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
         uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
         type r = REAL(name) args;                                                        \
@@ -152,6 +169,7 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
     EXPORT int name(const char *path, int flags, ...)                                    \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
+        TRACED(OP_open, name, int, M1, (path, flags, mode), if (r >= 0) OPENED)          \
         return opened(OP_open, path, REAL(name), 0, 0, flags, mode);                     \
     }
 
@@ -177,6 +195,7 @@ WRAP_OPEN(open64)
     EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
+        TRACED(OP_openat, name, int, M1, (dirfd, path, flags, mode), if (r >= 0) OPENED) \
         return opened(OP_openat, path, REAL(name), 1, dirfd, flags, mode);               \
     }
 WRAP_OPENAT(openat)
@@ -195,11 +214,14 @@ WRAP_THEN(creat, int, creat, (const char *path, mode_t mode), (path, mode), M1,
 WRAP_THEN(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1,
           if (r >= 0) OPENED)
 
-/* Filed by what the descriptor was; then it is forgotten. */
+/* Filed by what the descriptor was; then it is forgotten (after the call
+ * when tracing: a number reused meanwhile is only looked at again). */
 static int (*real_close)(int);
 EXPORT int close(int fd)
 {
-    int file;
+    int file = 1;
+    TRACED_WITH(OP_close, call_begin_fd(OP_close, FDOP_close, fd, &file), close, int, M1, (fd),
+                fd_forget(fd))
     struct fsprof_ctr *c = call_begin_fd(OP_close, FDOP_close, fd, &file);
     fd_forget(fd);
     if (UNLIKELY(c == NULL))
@@ -321,6 +343,19 @@ WRAP(posix_fadvise, int, posix_fadvise64, (int fd, off64_t o, off64_t n, int a),
 static void (*real_sync)(void);
 EXPORT void sync(void)
 {
+    if (UNLIKELY(g_trace)) {
+        struct fsprof_tpre pre;
+        fsprof_trace_pre(&pre, OP_sync, "sync", NULL, 0);
+        struct fsprof_ctr *c = call_begin(OP_sync);
+        uint64_t t0 = now_ticks();
+        REAL(sync)();
+        uint64_t t1 = now_ticks();
+        if (c) {
+            call_end(c, t0, t1, 0);
+            fsprof_trace_post(&pre, t0, t1, 0, 0);
+        }
+        return;
+    }
     struct fsprof_ctr *c = call_begin(OP_sync);
     if (UNLIKELY(c == NULL)) {
         REAL(sync)();
@@ -422,6 +457,12 @@ WRAP(readdir, int, readdir64_r, (DIR * d, struct dirent64 *e, struct dirent64 **
         if (!failed)                                                                     \
             errno = saved;                                                               \
         call_end(c, t0, t1, failed);                                                     \
+        if (UNLIKELY(g_trace)) {                                                         \
+            struct fsprof_tpre pre_;                                                     \
+            uint64_t a_[] = {TR_U(d)};                                                   \
+            fsprof_trace_pre(&pre_, OP_readdir, #name, a_, 1);                           \
+            fsprof_trace_post(&pre_, t0, t1, (int64_t)(intptr_t)r, failed);              \
+        }                                                                                \
         return r;                                                                        \
     }
 WRAP_READDIR(readdir, struct dirent)
@@ -473,7 +514,12 @@ static int map_forget(void *addr)
     EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
     {                                                                                    \
         struct fsprof_ctr *c;                                                            \
-        int file_;                                                                       \
+        int file_ = 1;                                                                   \
+        if (!(flags & MAP_ANONYMOUS) && fd >= 0) {                                       \
+            TRACED_WITH(OP_mmap, call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_), name,     \
+                        void *, r == MAP_FAILED, (a, n, prot, flags, fd, off),           \
+                        if (r != MAP_FAILED) map_remember(r))                            \
+        }                                                                                \
         if ((flags & MAP_ANONYMOUS) || fd < 0 ||                                         \
             (c = call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_)) == NULL)                 \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
@@ -492,7 +538,11 @@ static int (*real_munmap)(void *, size_t);
 EXPORT int munmap(void *a, size_t n)
 {
     struct fsprof_ctr *c;
-    if (!map_forget(a) || (c = call_begin(OP_munmap)) == NULL)
+    int known = map_forget(a);
+    if (known) {
+        TRACED(OP_munmap, munmap, int, M1, (a, n), (void)0)
+    }
+    if (!known || (c = call_begin(OP_munmap)) == NULL)
         return REAL(munmap)(a, n);
     uint64_t t0 = now_ticks();
     int r = REAL(munmap)(a, n);
@@ -504,6 +554,11 @@ EXPORT int munmap(void *a, size_t n)
 WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
 
 /* ---- locks and descriptors ------------------------------------------------------------------ */
+
+/* F_DUPFD and F_DUPFD_CLOEXEC make a descriptor of the same class. */
+#define DUPED(fd, cmd, r)                                                                \
+    if ((r) >= 0 && ((cmd) == F_DUPFD || (cmd) == F_DUPFD_CLOEXEC))                      \
+    fsprof_fd_dup((fd), (r))
 
 static inline __attribute__((always_inline)) int fcntl_timed(int (*fn)(int, int, ...), int fd,
                                                              int cmd, long arg)
@@ -521,9 +576,11 @@ static inline __attribute__((always_inline)) int fcntl_timed(int (*fn)(int, int,
         va_start(ap, cmd);                                                               \
         long arg = va_arg(ap, long);                                                     \
         va_end(ap);                                                                      \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_fcntl, call_begin_fd(OP_fcntl, FDOP_fcntl, fd, &file_), name, int, \
+                    M1, (fd, cmd, arg), DUPED(fd, cmd, r))                               \
         int r = fcntl_timed(REAL(name), fd, cmd, arg);                                   \
-        if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))                        \
-            fsprof_fd_dup(fd, r);                                                        \
+        DUPED(fd, cmd, r);                                                               \
         return r;                                                                        \
     }
 WRAP_FCNTL(fcntl)
@@ -552,7 +609,9 @@ WRAP_FD(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL, fd)
 static int (*real_fclose)(FILE *);
 EXPORT int fclose(FILE *f)
 {
-    int fd = FD_OF(f), file;
+    int fd = FD_OF(f), file = 1;
+    TRACED_WITH(OP_fclose, call_begin_fd(OP_fclose, FDOP_fclose, fd, &file), fclose, int,
+                r == EOF, (f), fd_forget(fd))
     struct fsprof_ctr *c = call_begin_fd(OP_fclose, FDOP_fclose, fd, &file);
     fd_forget(fd);
     if (UNLIKELY(c == NULL))

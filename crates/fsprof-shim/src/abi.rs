@@ -2,6 +2,8 @@
 //! per-process counter files the shim writes. `tests` check every size and
 //! offset against the compiled shim.
 
+use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
+
 pub const ABI_VERSION: u32 = 3;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
@@ -12,8 +14,14 @@ pub const CTL_NAME: &str = "control";
 pub const EXE_MAX: usize = 512;
 pub const CMDLINE_MAX: usize = 2048;
 /// Thread slots per process, the shared slot 0 included. Threads beyond
-/// this share slot 0 (atomic adds: slower, never lossy).
+/// this share slot 0 (atomic adds: slower, never lossy). `fsprof run`'s
+/// choice, handed to the shim in the control file; the shim accepts any
+/// value from 2 (slot 0 and one of its own) to [`MAX_SLOTS_LIMIT`].
 pub const MAX_SLOTS: u32 = 256;
+const _: () = assert!(MAX_SLOTS >= 2);
+/// `ns = ticks * tsc_mult >> TICK_SHIFT` (`FSPROF_TICK_SHIFT`): the shim
+/// refuses a control file with another shift.
+pub const TICK_SHIFT: u32 = 32;
 /// The most slots the shim accepts (entries of the slot directory).
 pub const MAX_SLOTS_LIMIT: u32 = 1024;
 pub const MAX_RESOLUTION: u32 = 16;
@@ -37,17 +45,28 @@ pub const CORR_LAT: usize = 40;
 pub const CORR_VAL: usize = 42;
 pub const CORR_KINDS: usize = 2;
 pub const CORR_CELLS: usize = CORR_LAT * CORR_VAL;
-/// The data ops with value tables, in table order.
-pub const CORR_OPS: [&str; 12] = [
-    "read", "write", "pread", "pwrite", "readv", "writev", "preadv", "pwritev", "preadv2",
-    "pwritev2", "fread", "fwrite",
-];
+/// The data ops with value tables, in table order (`FSPROF_CORR_OPS_LIST`).
+pub const CORR_OPS: [&str; DATA_OP_COUNT] = DATA_OPS;
 pub const CORR_MAX_OPS: usize = 16;
 
 /// Bytes of one value table (both kinds of one data op).
 pub fn corr_size() -> usize {
     CORR_KINDS * CORR_CELLS * 8
 }
+
+/// fds whose position each thread tracks (16 bytes of the shim's private
+/// scratch each).
+pub const FD_TRACK: usize = 1024;
+pub const FD_STATE_SIZE: usize = 16;
+
+/// The ops on a descriptor whose calls on non-files are counted apart
+/// (`shim/fdops.def`, in its order; the shim's tests check it).
+pub const FD_OPS: [&str; 32] = [
+    "close", "read", "write", "pread", "pwrite", "readv", "writev", "preadv", "pwritev",
+    "preadv2", "pwritev2", "lseek", "fstat", "fsync", "fdatasync", "ftruncate", "fstatfs",
+    "fstatvfs", "mmap", "fcntl", "flock", "fdopen", "fclose", "fread", "fwrite", "fgets",
+    "fputs", "fflush", "getline", "getdelim", "fseek", "ftell",
+];
 
 /// What a descriptor is, as the shim classifies it (`enum fsprof_fd_class`).
 /// Calls on non-files are counted under the fd ops' twins, one per class
@@ -209,7 +228,7 @@ pub fn ctr_size(nbuckets: u32) -> usize {
 
 /// Counter indices of the compiled shim: file ops, then the twins.
 pub fn nctr() -> usize {
-    crate::OPS.len() + crate::FD_OPS.len() * NONFILE_CLASSES.len()
+    OPS.len() + FD_OPS.len() * NONFILE_CLASSES.len()
 }
 
 /// Readers' part of a slot record.
@@ -220,13 +239,12 @@ pub fn slot_size() -> usize {
 /// Where counter index `k` belongs: `None` for a file op (named
 /// `OPS[k]`), else the non-file class and the fd op.
 pub fn counter_name(k: usize) -> Option<(Option<&'static str>, &'static str)> {
-    let ops = crate::OPS;
-    if k < ops.len() {
-        return Some((None, ops[k]));
+    if k < OPS.len() {
+        return Some((None, OPS[k].name));
     }
-    let j = k - ops.len();
+    let j = k - OPS.len();
     let classes = NONFILE_CLASSES.len();
-    let op = crate::FD_OPS.get(j / classes)?;
+    let op = FD_OPS.get(j / classes)?;
     Some((Some(NONFILE_CLASSES[j % classes]), op))
 }
 
@@ -245,7 +263,6 @@ pub struct Layout {
     pub ctr_size: u32,
     pub proc_size: u32,
     pub lost_size: u32,
-    pub slot_hdr_size: u32,
     pub off_ctl_next_seq: u32,
     pub off_ctl_state: u32,
     pub off_ctl_lost_count: u32,
@@ -265,8 +282,16 @@ pub struct Layout {
     pub corr_ops: u32,
     pub corr_lat: u32,
     pub corr_val: u32,
-    /// Index into [`crate::OPS`] of each of [`CORR_OPS`].
+    /// Index into [`OPS`] of each of [`CORR_OPS`].
     pub corr_op_index: [u32; CORR_MAX_OPS],
+    pub abi_version: u32,
+    pub tick_shift: u32,
+    pub fd_track: u32,
+    pub fd_state_size: u32,
+    pub slot_hdr_size: u32,
+    pub proc_hdr_size: u32,
+    /// Offsets of [`CtrHeader`]'s fields, in declaration order.
+    pub off_ctr_fields: [u32; 8],
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -277,7 +302,6 @@ pub fn expected_layout() -> Layout {
         ctr_size: size_of::<CtrHeader>() as u32,
         proc_size: size_of::<ProcHeader>() as u32,
         lost_size: size_of::<Lost>() as u32,
-        slot_hdr_size: size_of::<SlotHeader>() as u32,
         off_ctl_next_seq: offset_of!(ControlHeader, next_seq) as u32,
         off_ctl_state: offset_of!(ControlHeader, state) as u32,
         off_ctl_lost_count: offset_of!(ControlHeader, lost_count) as u32,
@@ -291,19 +315,35 @@ pub fn expected_layout() -> Layout {
         off_proc_cmdline: offset_of!(ProcHeader, cmdline) as u32,
         off_proc_corr_ops: offset_of!(ProcHeader, corr_ops) as u32,
         off_proc_slot_size: offset_of!(ProcHeader, slot_size) as u32,
-        nops: crate::OPS.len() as u32,
+        nops: OPS.len() as u32,
         nctr: nctr() as u32,
-        nfdops: crate::FD_OPS.len() as u32,
+        nfdops: FD_OPS.len() as u32,
         corr_ops: CORR_OPS.len() as u32,
         corr_lat: CORR_LAT as u32,
         corr_val: CORR_VAL as u32,
+        abi_version: ABI_VERSION,
+        tick_shift: TICK_SHIFT,
+        fd_track: FD_TRACK as u32,
+        fd_state_size: FD_STATE_SIZE as u32,
+        slot_hdr_size: size_of::<SlotHeader>() as u32,
+        proc_hdr_size: PROC_HDR_SIZE as u32,
+        off_ctr_fields: [
+            offset_of!(CtrHeader, pre) as u32,
+            offset_of!(CtrHeader, post) as u32,
+            offset_of!(CtrHeader, errors) as u32,
+            offset_of!(CtrHeader, total_ns) as u32,
+            offset_of!(CtrHeader, min_ns) as u32,
+            offset_of!(CtrHeader, max_ns) as u32,
+            offset_of!(CtrHeader, zero) as u32,
+            offset_of!(CtrHeader, reserved) as u32,
+        ],
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {
-                idx[k] = crate::OPS
+                idx[k] = OPS
                     .iter()
-                    .position(|o| o == name)
-                    .expect("every data op is in ops.def") as u32;
+                    .position(|o| o.name == *name)
+                    .expect("every data op is an op") as u32;
             }
             idx
         },
@@ -313,3 +353,4 @@ pub fn expected_layout() -> Layout {
 const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
 const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
 const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
+const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);

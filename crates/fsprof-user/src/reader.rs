@@ -12,13 +12,15 @@
 
 use std::fs::File;
 use std::io;
+use std::mem::offset_of;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
-use fsprof_shim::{FD_OPS, OPS};
+use fsprof_shim::abi::FD_OPS;
+use fsprof_shim::OPS;
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -117,7 +119,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(io::Error::last_os_error());
     }
     let m = Mapping { ptr, len };
-    if m.u32_at(std::mem::offset_of!(ProcHeader, ready)) != Some(1) {
+    if m.u32_at(offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
     // SAFETY: the header is complete once `ready` is set (release/acquire)
@@ -150,7 +152,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(bad("value-table layout differs from this fsprof's"));
     }
     let nslots = m
-        .u32_at(std::mem::offset_of!(ProcHeader, nslots))
+        .u32_at(offset_of!(ProcHeader, nslots))
         .unwrap_or(0)
         .min(h.max_slots) as usize;
     let nctr = abi::nctr();
@@ -164,7 +166,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         if rec < abi::PROC_HDR_SIZE || !m.holds(rec, h.slot_size as usize) {
             continue; // not published yet, or beyond what is mapped
         }
-        let shared = m.u32_at(rec + std::mem::offset_of!(SlotHeader, shared)) == Some(1);
+        let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
         threads += u32::from(!shared);
         let offs = rec + std::mem::size_of::<SlotHeader>();
         for (k, slot) in acc.iter_mut().enumerate() {
@@ -199,7 +201,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         ops,
         nonfile,
         dropped: m
-            .u64_at(std::mem::offset_of!(ProcHeader, dropped))
+            .u64_at(offset_of!(ProcHeader, dropped))
             .unwrap_or(0),
         dropped_err: h.dropped_err,
     }))
@@ -210,8 +212,8 @@ fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &m
     if !off.is_multiple_of(8) || !m.holds(off, ctr_size) {
         return;
     }
-    let word = |i: usize| m.u64_at(off + 8 * i).unwrap_or(0);
-    let pre = word(0);
+    let word = |field: usize| m.u64_at(off + field).unwrap_or(0);
+    let pre = word(offset_of!(CtrHeader, pre));
     if pre == 0 {
         return;
     }
@@ -223,18 +225,18 @@ fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &m
         buckets: vec![0; nbuckets as usize],
     });
     a.op.pre = a.op.pre.saturating_add(pre);
-    a.op.post = a.op.post.saturating_add(word(1));
-    a.op.errors = a.op.errors.saturating_add(word(2));
-    a.op.total_ns = a.op.total_ns.saturating_add(word(3));
-    let mn = word(4);
+    a.op.post = a.op.post.saturating_add(word(offset_of!(CtrHeader, post)));
+    a.op.errors = a.op.errors.saturating_add(word(offset_of!(CtrHeader, errors)));
+    a.op.total_ns = a.op.total_ns.saturating_add(word(offset_of!(CtrHeader, total_ns)));
+    let mn = word(offset_of!(CtrHeader, min_ns));
     if mn != 0 {
         a.min = a.min.min(mn);
     }
-    a.max = a.max.max(word(5));
-    a.zero = a.zero.saturating_add(word(6));
-    let first = std::mem::size_of::<CtrHeader>() / 8;
+    a.max = a.max.max(word(offset_of!(CtrHeader, max_ns)));
+    a.zero = a.zero.saturating_add(word(offset_of!(CtrHeader, zero)));
+    let first = std::mem::size_of::<CtrHeader>();
     for (j, b) in a.buckets.iter_mut().enumerate() {
-        *b = b.saturating_add(word(first + j));
+        *b = b.saturating_add(word(first + 8 * j));
     }
 }
 

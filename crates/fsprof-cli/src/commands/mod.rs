@@ -1,14 +1,18 @@
 mod analysis;
+pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub mod compile;
 mod export;
 mod kernel;
 mod merge;
+pub(crate) mod mount;
 mod plot;
 mod report;
 mod run;
+pub mod trace;
 
 use crate::cli::{Cli, Command};
 
@@ -24,5 +28,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Trace(a) => trace::trace(a),
+        Command::Compile(a) => compile::compile(a),
+        Command::Mount(a) => mount::mount(a),
+        Command::Stat(a) => mount::stat(a),
+        Command::Umount(a) => mount::umount(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }
