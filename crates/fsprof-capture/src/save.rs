@@ -34,14 +34,13 @@ const MAX_TRIES: u32 = 1000;
 
 impl Output {
     /// Refuses, before anything runs (a capture may be long), an `-o` that
-    /// exists without `--force` or whose directory does not exist.
+    /// exists without `--force`, that is not a file fsprof may write (a
+    /// directory, a socket...), or whose directory does not exist.
     pub fn check(&self) -> Result<(), SaveError> {
         let Some(out) = &self.path else {
             return Ok(());
         };
-        if out.exists() && !self.force {
-            return Err(FormatError::Exists { path: out.clone() }.into());
-        }
+        fsprof_core::output::check_output(out, self.force)?;
         let dir = match out.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),

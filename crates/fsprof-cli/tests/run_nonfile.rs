@@ -102,4 +102,8 @@ fn reports_show_non_file_calls_only_when_asked() {
         .unwrap();
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("--layer user-nonfile"), "{err}");
+    assert!(
+        err.contains("layer user:") && !err.contains("layer user-nonfile:"),
+        "{err}"
+    );
 }

@@ -13,6 +13,7 @@ pub mod histogram;
 pub mod layer;
 pub mod merge;
 pub mod ops;
+pub mod output;
 pub mod profile;
 pub mod stats;
 pub mod units;

@@ -178,6 +178,9 @@ fn fdops_def_is_the_rust_fd_op_list() {
         .collect();
     assert_eq!(have, abi::FD_OPS);
     for op in abi::FD_OPS {
-        assert!(fsprof_shim::OPS.iter().any(|o| o.name == op), "{op} is not an op");
+        assert!(
+            fsprof_shim::OPS.iter().any(|o| o.name == op),
+            "{op} is not an op"
+        );
     }
 }

@@ -18,8 +18,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
-use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
 use fsprof_shim::abi::FD_OPS;
+use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
 
 /// One process image's counters, summed over its threads.
@@ -200,9 +200,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         threads,
         ops,
         nonfile,
-        dropped: m
-            .u64_at(offset_of!(ProcHeader, dropped))
-            .unwrap_or(0),
+        dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
         dropped_err: h.dropped_err,
     }))
 }
@@ -226,8 +224,12 @@ fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &m
     });
     a.op.pre = a.op.pre.saturating_add(pre);
     a.op.post = a.op.post.saturating_add(word(offset_of!(CtrHeader, post)));
-    a.op.errors = a.op.errors.saturating_add(word(offset_of!(CtrHeader, errors)));
-    a.op.total_ns = a.op.total_ns.saturating_add(word(offset_of!(CtrHeader, total_ns)));
+    a.op.errors =
+        a.op.errors
+            .saturating_add(word(offset_of!(CtrHeader, errors)));
+    a.op.total_ns =
+        a.op.total_ns
+            .saturating_add(word(offset_of!(CtrHeader, total_ns)));
     let mn = word(offset_of!(CtrHeader, min_ns));
     if mn != 0 {
         a.min = a.min.min(mn);
