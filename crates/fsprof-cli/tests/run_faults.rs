@@ -4,26 +4,10 @@
 //! processes were lost and why), never the program: same output, same exit
 //! status, no crash, nothing printed on its stderr.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{compile, fsprof, load, require};
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn root_or_skip(why: &str) -> bool {
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let msg = format!("needs root: {why}");
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-    eprintln!("SKIPPED LOUDLY: {msg}");
-    false
-}
+use fsprof_testkit::{compile, count, fsprof, fsprof_path, load, need_program, need_root, stderr};
 
 fn run(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
     let out = dir.join("p.json");
@@ -68,19 +52,17 @@ fn run_with_small_shm(dir: &Path, free_kib: u32, cmd: &str) -> Output {
     );
     Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_path())
         .current_dir(dir)
         .output()
         .unwrap()
 }
 
 #[test]
+#[ignore = "needs root, unshare"]
 fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
-    if !root_or_skip("mounts a small tmpfs on /dev/shm in a private namespace")
-        || require("unshare").is_none()
-    {
-        return;
-    }
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
     let dir = tempfile::tempdir().unwrap();
     // Room for the control file, not for a process's counters.
     let o = run_with_small_shm(dir.path(), 48, "cat /etc/hostname; exit 3");
@@ -103,18 +85,16 @@ fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
 }
 
 #[test]
+#[ignore = "needs root, unshare"]
 fn completely_full_dev_shm_moves_the_run_to_tmpdir() {
-    if !root_or_skip("mounts a small tmpfs on /dev/shm in a private namespace")
-        || require("unshare").is_none()
-    {
-        return;
-    }
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
     let dir = tempfile::tempdir().unwrap();
     let o = run_with_small_shm(dir.path(), 0, "cat /etc/hostname >/dev/null; exit 4");
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let p = load(&dir.path().join("p.json"));
     assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);
-    assert!(common::count(&p, "read") >= 1, "cat was profiled");
+    assert!(count(&p, "read") >= 1, "cat was profiled");
 }
 
 #[test]
@@ -126,14 +106,14 @@ fn address_space_limit_leaves_room_for_the_program() {
                   'b = bytearray(100 << 20); open(\"/etc/hostname\").read(); print(\"ok\")'";
     let o = Command::new("sh")
         .args(["-c", script])
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_path())
         .current_dir(dir.path())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
     let p = load(&dir.path().join("p.json"));
-    assert!(common::count(&p, "read") >= 1);
+    assert!(count(&p, "read") >= 1);
 }
 
 #[test]
@@ -179,10 +159,10 @@ fn privilege_drop(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
 }
 
 #[test]
+#[ignore = "needs root, setpriv"]
 fn setpriv_to_another_user_is_reported_not_broken() {
-    if !root_or_skip("drops to another user") || require("setpriv").is_none() {
-        return;
-    }
+    need_root("drops to another user");
+    need_program("setpriv", "util-linux");
     let dir = tempfile::tempdir().unwrap();
     let (_, p) = privilege_drop(
         dir.path(),
@@ -203,10 +183,9 @@ fn setpriv_to_another_user_is_reported_not_broken() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_program_that_drops_privileges_itself_is_reported() {
-    if !root_or_skip("drops to another user") {
-        return;
-    }
+    need_root("drops to another user");
     let dir = tempfile::tempdir().unwrap();
     let script = "import os\nos.setgid(65534)\nos.setuid(65534)\n\
                   os.execv('/bin/cat', ['cat', '/etc/hostname'])";

@@ -2,10 +2,8 @@
 //! eventfd...) are not file-system I/O: they are counted in the
 //! `user-nonfile` layer, by class, and reports show them only on request.
 
-mod common;
-
-use common::{fsprof, load, run_profiled};
 use fsprof_core::Profile;
+use fsprof_testkit::{count, fsprof, load, run_profiled};
 
 fn nonfile(p: &Profile, op: &str) -> u64 {
     p.layer("user-nonfile")
@@ -46,7 +44,7 @@ fn a_pipe_reader_waits_on_a_pipe_not_on_the_file_system() {
     assert!(op(wc, "user-nonfile", "pipe_read") >= 2, "{wc:?}");
     // The layer totals agree with the processes.
     let user_reads: u64 = p.processes.iter().map(|pr| op(pr, "user", "read")).sum();
-    assert_eq!(common::count(&p, "read"), user_reads);
+    assert_eq!(count(&p, "read"), user_reads);
 }
 
 #[test]
@@ -67,7 +65,7 @@ fn sockets_devices_and_eventfds_each_have_their_class() {
     assert_eq!(nonfile(&p, "other_write"), 1);
     assert_eq!(nonfile(&p, "other_read"), 1);
     // Only the write to the regular file is a file-system write.
-    assert_eq!(common::count(&p, "write"), 1);
+    assert_eq!(count(&p, "write"), 1);
 }
 
 #[test]

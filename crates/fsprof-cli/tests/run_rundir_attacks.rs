@@ -9,27 +9,20 @@
 //! Runs as root with a throwaway unprivileged user (nobody, through
 //! setpriv), as the attack needs two users.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{fsprof, require};
 use fsprof_shim::abi;
+use fsprof_testkit::{fsprof, need_program, need_root};
 
-/// Root, setpriv and Debian's python3 (readable by nobody), or a loud
-/// skip (a failure under CI).
-fn can_run() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        let msg = "needs root (a second user attacks root's run)";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-        eprintln!("SKIPPED LOUDLY: {msg}");
-        return false;
-    }
-    require("setpriv").is_some() && Path::new("/usr/bin/python3").exists()
+/// Root, setpriv, unshare and Debian's python3 (which nobody can run).
+fn need_all() {
+    need_root("a second user attacks root's run");
+    need_program("setpriv", "util-linux");
+    need_program("unshare", "util-linux");
+    fsprof_testkit::need_file(Path::new("/usr/bin/python3"), "python3");
 }
 
 /// A daemon the profiled command leaves behind: it writes its FSPROF_SHM
@@ -135,6 +128,7 @@ fn forged_control() -> Vec<u8> {
         max_slots: abi::MAX_SLOTS,
         ..Default::default()
     };
+    // SAFETY: ControlHeader is repr(C) plain data, viewed as its bytes.
     let mut out = unsafe {
         std::slice::from_raw_parts(
             &hdr as *const abi::ControlHeader as *const u8,
@@ -158,10 +152,9 @@ fn files_owned_by_root(dir: &Path) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root, setpriv"]
 fn forged_run_directory_after_the_run_is_ignored() {
-    if !can_run() {
-        return;
-    }
+    need_all();
     let dir = tempfile::tempdir().unwrap();
     let rundir = start_daemon(dir.path());
     let forged = dir.path().join("forged-control");
@@ -208,10 +201,9 @@ find /dev/shm/attacker -user 0 > "$D/left"
 "#;
 
 #[test]
+#[ignore = "needs root, setpriv, unshare"]
 fn symlinked_run_directory_after_the_run_is_not_followed() {
-    if !can_run() || require("unshare").is_none() {
-        return;
-    }
+    need_all();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("daemon.py"), DAEMON).unwrap();
     let o = Command::new("unshare")
@@ -225,7 +217,7 @@ fn symlinked_run_directory_after_the_run_is_not_followed() {
             "sh",
         ])
         .arg(dir.path())
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_testkit::fsprof_path())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -43,6 +43,13 @@ pub fn shown_by_default(name: &str) -> bool {
     name != USER_NONFILE
 }
 
+/// Whether a layer records every task's work whatever the profile's target:
+/// block requests are issued from plugs, kworkers and interrupts, not by
+/// the task that caused them, so they cannot be filtered by task.
+pub fn system_wide(layer: &str) -> bool {
+    layer == BLOCK || layer == BLOCK_SIZE
+}
+
 /// Whether a layer's histograms hold byte counts rather than latencies.
 pub fn holds_bytes(layer: &str) -> bool {
     layer == BLOCK_SIZE

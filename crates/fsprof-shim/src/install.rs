@@ -15,6 +15,7 @@ use crate::{SHIM_HASH, SHIM_SO};
 /// it (ld.so would otherwise print "cannot be preloaded" on the program's
 /// stderr); the shim then finds it cannot join the run and stays idle.
 pub fn install(base: &Path) -> io::Result<PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let dir = base.join(format!("fsprof-{uid}"));
     match fs::DirBuilder::new().mode(0o711).create(&dir) {

@@ -113,6 +113,7 @@ fn control(edit: impl Fn(&mut abi::ControlHeader)) -> Vec<u8> {
         ..Default::default()
     };
     edit(&mut h);
+    // SAFETY: ControlHeader is repr(C) plain data, viewed as its bytes.
     let mut out = unsafe {
         std::slice::from_raw_parts(
             &h as *const abi::ControlHeader as *const u8,

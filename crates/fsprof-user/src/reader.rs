@@ -43,6 +43,7 @@ pub struct ProcessCounters {
     pub dropped_err: i32,
 }
 
+/// A counter file mapped read-only.
 struct Mapping {
     ptr: *mut libc::c_void,
     len: usize,
@@ -50,18 +51,42 @@ struct Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // SAFETY: unmaps exactly the range `new` mapped, once.
         unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
 
 impl Mapping {
+    /// Maps `file` (of `len` bytes) read-only and shared, so its counters
+    /// are seen as the shim updates them. Every page below the file's size
+    /// is allocated (the shim reserves before it grows), so reading never
+    /// makes tmpfs allocate.
+    fn new(file: &File, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
+        // else in this process refers to the address range.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr, len })
+    }
+
     /// The word at `off` if it lies in the mapping (aligned), else None.
     fn u64_at(&self, off: usize) -> Option<u64> {
         if !off.is_multiple_of(8) || off.checked_add(8)? > self.len {
             return None;
         }
-        // SAFETY: in bounds and aligned; the shim writes these words
-        // concurrently, hence the atomic load.
+        // SAFETY: in bounds and aligned (checked above); the shim writes
+        // these words concurrently, hence the atomic load.
         Some(
             unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
                 .load(Ordering::Relaxed),
@@ -72,7 +97,7 @@ impl Mapping {
         if !off.is_multiple_of(4) || off.checked_add(4)? > self.len {
             return None;
         }
-        // SAFETY: as u64_at.
+        // SAFETY: as in `u64_at`.
         Some(
             unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
                 .load(Ordering::Acquire),
@@ -82,6 +107,13 @@ impl Mapping {
     /// Whether `[off, off + n)` lies in the mapping.
     fn holds(&self, off: usize, n: usize) -> bool {
         off.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+
+    /// A copy of the header; only complete once `ready` is set.
+    fn header(&self) -> ProcHeader {
+        // SAFETY: callers map at least PROC_HDR_SIZE >= size_of ProcHeader
+        // bytes, page aligned; any bit pattern is a valid ProcHeader.
+        unsafe { std::ptr::read(self.ptr as *const ProcHeader) }
     }
 }
 
@@ -103,36 +135,44 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     if len < abi::PROC_HDR_SIZE {
         return Ok(None);
     }
-    // SAFETY: a read-only shared mapping of the whole file; every page
-    // below its size is allocated (the shim reserves before it grows).
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let m = Mapping { ptr, len };
+    let m = Mapping::new(&file, len)?;
     if m.u32_at(offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
-    // SAFETY: the header is complete once `ready` is set (release/acquire)
-    // and lies in the mapping (len >= PROC_HDR_SIZE).
-    let h: ProcHeader = unsafe { std::ptr::read(ptr as *const ProcHeader) };
-    let bad = |what: &str| {
+    let h = m.header();
+    check_header(&h, nbuckets).map_err(|what| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {what}", path.display()),
         )
-    };
+    })?;
+    let (ops, nonfile, threads) = read_slots(&m, &h, nbuckets);
+    let exe =
+        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
+    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Ok(Some(ProcessCounters {
+        seq: h.seq,
+        pid: h.pid,
+        ppid: h.ppid,
+        exe,
+        argv,
+        start_mono_ns: h.start_ns,
+        threads,
+        ops,
+        nonfile,
+        dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
+        dropped_err: h.dropped_err,
+    }))
+}
+
+/// `Err` names what in the header does not match this fsprof's layout.
+fn check_header(h: &ProcHeader, nbuckets: u32) -> Result<(), &'static str> {
     if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
-        return Err(bad("not a counter file of this fsprof version"));
+        return Err("not a counter file of this fsprof version");
     }
     if h.nops as usize != OPS.len()
         || h.nctr as usize != abi::nctr()
@@ -142,15 +182,22 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         || h.hdr_size as usize != abi::PROC_HDR_SIZE
         || h.max_slots > abi::MAX_SLOTS_LIMIT
     {
-        return Err(bad("counter layout differs from this fsprof's"));
+        return Err("counter layout differs from this fsprof's");
     }
     if h.corr_ops as usize != abi::CORR_OPS.len()
         || h.corr_lat as usize != abi::CORR_LAT
         || h.corr_val as usize != abi::CORR_VAL
         || (h.slot_size as usize) < abi::slot_size()
     {
-        return Err(bad("value-table layout differs from this fsprof's"));
+        return Err("value-table layout differs from this fsprof's");
     }
+    Ok(())
+}
+
+/// The file ops, the non-file ops and the number of private thread slots,
+/// summed over the slots published so far. A slot or counter whose offset
+/// is not (yet) inside the mapping is skipped.
+fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<OpStats>, u32) {
     let nslots = m
         .u32_at(offset_of!(ProcHeader, nslots))
         .unwrap_or(0)
@@ -173,36 +220,17 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
             let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
                 continue;
             };
-            add_counter(&m, off as usize, h.ctr_size as usize, nbuckets, slot);
+            add_counter(m, off as usize, h.ctr_size as usize, nbuckets, slot);
         }
         let corr_offs = offs + 4 * nctr;
         for (c, out) in corr.iter_mut().enumerate() {
             if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
-                add_correlations(&m, off as usize, out);
+                add_correlations(m, off as usize, out);
             }
         }
     }
     let (ops, nonfile) = finish_ops(acc, corr);
-    let exe =
-        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
-    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    Ok(Some(ProcessCounters {
-        seq: h.seq,
-        pid: h.pid,
-        ppid: h.ppid,
-        exe,
-        argv,
-        start_mono_ns: h.start_ns,
-        threads,
-        ops,
-        nonfile,
-        dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
-        dropped_err: h.dropped_err,
-    }))
+    (ops, nonfile, threads)
 }
 
 /// Adds the counters at `off` to `slot`.
