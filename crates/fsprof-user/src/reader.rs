@@ -12,15 +12,14 @@
 
 use std::fs::File;
 use std::io;
-use std::mem::offset_of;
-use std::os::fd::AsRawFd;
+use std::mem::{offset_of, size_of};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::FD_OPS;
 use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
+use fsprof_sys::mmap::SharedMap;
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -43,77 +42,38 @@ pub struct ProcessCounters {
     pub dropped_err: i32,
 }
 
-/// A counter file mapped read-only.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the range `new` mapped, once.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
+/// A counter file mapped read-only. Offsets come from the file, so every
+/// accessor answers `None` for a word outside the mapping rather than
+/// faulting; every page below the file's size is allocated (the shim
+/// reserves before it grows), so reading never makes tmpfs allocate.
+struct Mapping(SharedMap);
 
 impl Mapping {
-    /// Maps `file` (of `len` bytes) read-only and shared, so its counters
-    /// are seen as the shim updates them. Every page below the file's size
-    /// is allocated (the shim reserves before it grows), so reading never
-    /// makes tmpfs allocate.
     fn new(file: &File, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
-        // else in this process refers to the address range.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr, len })
-    }
-
-    /// The word at `off` if it lies in the mapping (aligned), else None.
-    fn u64_at(&self, off: usize) -> Option<u64> {
-        if !off.is_multiple_of(8) || off.checked_add(8)? > self.len {
-            return None;
-        }
-        // SAFETY: in bounds and aligned (checked above); the shim writes
-        // these words concurrently, hence the atomic load.
-        Some(
-            unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
-                .load(Ordering::Relaxed),
-        )
-    }
-
-    fn u32_at(&self, off: usize) -> Option<u32> {
-        if !off.is_multiple_of(4) || off.checked_add(4)? > self.len {
-            return None;
-        }
-        // SAFETY: as in `u64_at`.
-        Some(
-            unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
-                .load(Ordering::Acquire),
-        )
+        Ok(Mapping(SharedMap::new(file, len)?))
     }
 
     /// Whether `[off, off + n)` lies in the mapping.
     fn holds(&self, off: usize, n: usize) -> bool {
-        off.checked_add(n).is_some_and(|end| end <= self.len)
+        off.checked_add(n).is_some_and(|end| end <= self.0.len())
+    }
+
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        (off.is_multiple_of(8) && self.holds(off, 8)).then(|| self.0.u64_at(off))
+    }
+
+    fn u32_at(&self, off: usize) -> Option<u32> {
+        (off.is_multiple_of(4) && self.holds(off, 4)).then(|| self.0.u32_at(off))
     }
 
     /// A copy of the header; only complete once `ready` is set.
     fn header(&self) -> ProcHeader {
-        // SAFETY: callers map at least PROC_HDR_SIZE >= size_of ProcHeader
-        // bytes, page aligned; any bit pattern is a valid ProcHeader.
-        unsafe { std::ptr::read(self.ptr as *const ProcHeader) }
+        const _: () = assert!(size_of::<ProcHeader>() <= abi::PROC_HDR_SIZE);
+        assert!(self.0.len() >= abi::PROC_HDR_SIZE);
+        // SAFETY: the mapping holds at least PROC_HDR_SIZE >= size_of
+        // ProcHeader bytes (asserted), page aligned; any bit pattern is a
+        // valid ProcHeader.
+        unsafe { std::ptr::read(self.0.as_ptr() as *const ProcHeader) }
     }
 }
 
@@ -215,7 +175,7 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<
         }
         let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
         threads += u32::from(!shared);
-        let offs = rec + std::mem::size_of::<SlotHeader>();
+        let offs = rec + size_of::<SlotHeader>();
         for (k, slot) in acc.iter_mut().enumerate() {
             let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
                 continue;
@@ -264,7 +224,7 @@ fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &m
     }
     a.max = a.max.max(word(offset_of!(CtrHeader, max_ns)));
     a.zero = a.zero.saturating_add(word(offset_of!(CtrHeader, zero)));
-    let first = std::mem::size_of::<CtrHeader>();
+    let first = size_of::<CtrHeader>();
     for (j, b) in a.buckets.iter_mut().enumerate() {
         *b = b.saturating_add(word(first + 8 * j));
     }
