@@ -32,6 +32,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
+    Discover(crate::commands::discover::DiscoverArgs),
 }
 
 #[derive(Debug, Args)]

@@ -18,14 +18,19 @@
 //! iterations), [`series`] and [`classify`] (summaries, two latency
 //! levels, steps, confidence), [`methods`] (one module per method).
 
+pub mod cgroup;
 pub mod classify;
 pub mod cold;
 mod error;
 pub mod exposed;
 pub mod finding;
 pub mod methods;
+pub mod plot;
+pub mod profile;
+pub mod render;
 pub mod series;
 pub mod target;
+pub mod testing;
 mod timing;
 
 use std::path::PathBuf;
@@ -82,6 +87,8 @@ pub struct Options {
     pub cold: ColdChoice,
     /// The memory cgroup limit for the page-cache method.
     pub cgroup_limit: Option<u64>,
+    /// fsprof's command line, recorded in the report.
+    pub command: Vec<String>,
 }
 
 /// Default iterations per method: cheap ones many times (the minimum per
@@ -116,6 +123,7 @@ pub struct Report {
     pub fsprof_version: String,
     pub host: String,
     pub kernel: String,
+    pub command: Vec<String>,
     pub start_time: String,
     pub duration_ns: u64,
     pub clock: String,
@@ -160,7 +168,14 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
                     .and_then(|f| f.value);
                 methods::direct_blocks::discover(&t, &scratch, found, iters(p), ctx)?
             }
-            _ => Finding::new(p, "not yet", series::Summary::Min).not_applicable("not built yet"),
+            Parameter::PageCache => methods::page_cache::discover(
+                &t,
+                &scratch,
+                opts.cgroup_limit,
+                &cooler,
+                iters(p),
+                ctx,
+            )?,
         };
         findings.push(f);
     }
@@ -170,6 +185,7 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
         fsprof_version: env!("CARGO_PKG_VERSION").into(),
         host: fsprof_sys::host::hostname(),
         kernel: fsprof_sys::host::kernel_release(),
+        command: opts.command.clone(),
         start_time: fsprof_core::units::rfc3339_utc(start_wall),
         duration_ns: fsprof_sys::clock::mono_ns() - start,
         clock: "monotonic".into(),

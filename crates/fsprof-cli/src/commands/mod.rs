@@ -3,6 +3,7 @@ mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub(crate) mod discover;
 mod export;
 mod kernel;
 mod merge;
@@ -24,5 +25,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Discover(a) => discover::discover(a),
     }
 }

@@ -4,7 +4,7 @@
 
 pub mod block_size;
 pub mod direct_blocks;
-// pub mod page_cache;
+pub mod page_cache;
 pub mod readahead;
 pub mod sparse_read;
 pub mod write_period;
@@ -87,9 +87,7 @@ pub fn bytes(n: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else if v >= 100.0 {
+    if u == 0 || v.fract() == 0.0 || v >= 100.0 {
         format!("{v:.0} {}", UNITS[u])
     } else {
         format!("{v:.1} {}", UNITS[u])

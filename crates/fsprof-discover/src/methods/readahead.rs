@@ -44,7 +44,7 @@ pub fn span(i: u64) -> u64 {
 /// The initial sizes that fit a file of `file` bytes: 3·2^k pages.
 pub fn sizes(page: u64, file: u64) -> Vec<u64> {
     (0..)
-        .map(|k| 3 * page << k)
+        .map(|k| (3 * page) << k)
         .take_while(|&i| i + span(i) <= file)
         .collect()
 }
@@ -238,6 +238,48 @@ pub struct Inference {
     pub confidence: Confidence,
 }
 
+/// What one initial size left cached past itself, by a step fit.
+fn extent(p: &Point, levels: &Levels) -> Extent {
+    let v = p.series.summary(Summary::Min);
+    let hit: Vec<bool> = v.iter().map(|x| !levels.is_high(*x)).collect();
+    let at = p
+        .series
+        .offsets
+        .iter()
+        .position(|&o| o == p.initial)
+        .unwrap_or(0);
+    // A step, not the first miss: the read of the first page past the
+    // initial region hits the read-ahead marker and pays for starting the
+    // next window, so it can look like a miss.
+    let miss: Vec<bool> = hit[at..].iter().map(|h| !h).collect();
+    let step = step_up(&miss);
+    let end = p.series.offsets.get(at + step.at).copied();
+    Extent {
+        initial: p.initial,
+        extent: end.unwrap_or(p.initial + span(p.initial)) - p.initial,
+        truncated: end.is_none(),
+        errors: step.errors + hit[..at].iter().filter(|h| !**h).count(),
+    }
+}
+
+/// Plateaus: consecutive sizes with the same window (within a page), the
+/// larger still reading ahead. The largest is the limit; returns its
+/// window and its two initial sizes.
+fn largest_plateau(extents: &[Extent], page: u64) -> (Option<u64>, Vec<u64>) {
+    let mut plateau: Vec<u64> = Vec::new();
+    let mut readahead = None;
+    for w in extents.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let flat =
+            !a.truncated && !b.truncated && b.extent > 0 && a.window().abs_diff(b.window()) <= page;
+        if flat && readahead.is_none_or(|r| b.window() >= r) {
+            readahead = Some(b.window());
+            plateau = vec![a.initial, b.initial];
+        }
+    }
+    (readahead, plateau)
+}
+
 /// Extents per initial size and the plateau of the window.
 pub fn infer(points: &[Point]) -> Inference {
     let pooled: Vec<f64> = points
@@ -263,45 +305,8 @@ pub fn infer(points: &[Point]) -> Inference {
             Some(levels),
         );
     }
-    let page = fsprof_sys::host::page_size() as u64;
-    let extents: Vec<Extent> = points
-        .iter()
-        .map(|p| {
-            let v = p.series.summary(Summary::Min);
-            let hit: Vec<bool> = v.iter().map(|x| !levels.is_high(*x)).collect();
-            let at = p
-                .series
-                .offsets
-                .iter()
-                .position(|&o| o == p.initial)
-                .unwrap_or(0);
-            // A step, not the first miss: the read of the first page past
-            // the initial region hits the read-ahead marker and pays for
-            // starting the next window, so it can look like a miss.
-            let miss: Vec<bool> = hit[at..].iter().map(|h| !h).collect();
-            let step = step_up(&miss);
-            let end = p.series.offsets.get(at + step.at).copied();
-            Extent {
-                initial: p.initial,
-                extent: end.unwrap_or(p.initial + span(p.initial)) - p.initial,
-                truncated: end.is_none(),
-                errors: step.errors + hit[..at].iter().filter(|h| !**h).count(),
-            }
-        })
-        .collect();
-    // Plateaus: consecutive sizes with the same window (within a page), the
-    // larger still reading ahead. The largest is the limit.
-    let mut plateau: Vec<u64> = Vec::new();
-    let mut readahead = None;
-    for w in extents.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        if !a.truncated && !b.truncated && b.extent > 0 && a.window().abs_diff(b.window()) <= page {
-            if readahead.is_none_or(|r| b.window() >= r) {
-                readahead = Some(b.window());
-                plateau = vec![a.initial, b.initial];
-            }
-        }
-    }
+    let extents: Vec<Extent> = points.iter().map(|p| extent(p, &levels)).collect();
+    let (readahead, plateau) = largest_plateau(&extents, fsprof_sys::host::page_size() as u64);
     let n: usize = points.iter().map(|p| p.series.len()).sum();
     let errors: usize = extents.iter().map(|e| e.errors).sum();
     if readahead.is_none() && !extents.is_empty() && extents.iter().all(|e| e.extent == 0) {
@@ -358,6 +363,59 @@ pub fn file_size(free: u64) -> u64 {
     (32u64 << 20).min(free / 2 / (1 << 20) * (1 << 20))
 }
 
+/// fsdisco's Fig 4 (extent against initial size) and the backward reads
+/// after the plateau's larger initial size, boundaries marked.
+fn curves(points: &[Point], inf: &Inference) -> Vec<crate::finding::Curve> {
+    use crate::finding::{Curve, Mark};
+    let mut out = vec![Curve {
+        title: "Cached past the initial read, against the initial read size".into(),
+        x_label: "initial read size".into(),
+        x_bytes: true,
+        x: inf.extents.iter().map(|e| e.initial as f64).collect(),
+        min: inf.extents.iter().map(|e| e.extent as f64).collect(),
+        median: Vec::new(),
+        y_latency: false,
+        marks: inf
+            .plateau
+            .iter()
+            .map(|&i| Mark {
+                at: i as f64,
+                label: "plateau".into(),
+            })
+            .collect(),
+        threshold: None,
+    }];
+    let shown = inf
+        .plateau
+        .last()
+        .and_then(|&i| points.iter().find(|p| p.initial == i))
+        .or(points.last());
+    if let Some(p) = shown {
+        let mut c = Curve::from_series(
+            &format!(
+                "Backward-read latency after a cold initial read of {}",
+                bytes(p.initial)
+            ),
+            "file offset",
+            true,
+            &p.series,
+        );
+        c.threshold = inf.levels.map(|l| l.threshold_ns);
+        c.marks.push(Mark {
+            at: p.initial as f64,
+            label: "end of initial read".into(),
+        });
+        if let Some(e) = inf.extents.iter().find(|e| e.initial == p.initial) {
+            c.marks.push(Mark {
+                at: e.window() as f64,
+                label: format!("+{} read ahead", bytes(e.extent)),
+            });
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn discover(
     t: &crate::target::Target,
     scratch: &crate::target::Scratch,
@@ -366,7 +424,7 @@ pub fn discover(
     iterations: u32,
     ctx: &mut Ctx,
 ) -> Result<crate::Finding, DiscoverError> {
-    use crate::finding::{Curve, Finding, Mark, Parameter};
+    use crate::finding::{Finding, Parameter};
     let start = fsprof_sys::clock::mono_ns();
     let mut f = Finding::new(Parameter::Readahead, METHOD, Summary::Min);
     f.iterations = iterations;
@@ -404,53 +462,7 @@ pub fn discover(
         wait.as_millis(),
         cooler.method.name()
     ));
-    // fsdisco's Fig 4: extent against initial size.
-    f.curves.push(Curve {
-        title: "Cached past the initial read, against the initial read size".into(),
-        x_label: "initial read size".into(),
-        x_bytes: true,
-        x: inf.extents.iter().map(|e| e.initial as f64).collect(),
-        min: inf.extents.iter().map(|e| e.extent as f64).collect(),
-        median: Vec::new(),
-        y_latency: false,
-        marks: inf
-            .plateau
-            .iter()
-            .map(|&i| Mark {
-                at: i as f64,
-                label: "plateau".into(),
-            })
-            .collect(),
-        threshold: None,
-    });
-    let shown = inf
-        .plateau
-        .last()
-        .and_then(|&i| points.iter().find(|p| p.initial == i))
-        .or(points.last());
-    if let Some(p) = shown {
-        let mut c = Curve::from_series(
-            &format!(
-                "Backward-read latency after a cold initial read of {}",
-                bytes(p.initial)
-            ),
-            "file offset",
-            true,
-            &p.series,
-        );
-        c.threshold = inf.levels.map(|l| l.threshold_ns);
-        c.marks.push(Mark {
-            at: p.initial as f64,
-            label: "end of initial read".into(),
-        });
-        if let Some(e) = inf.extents.iter().find(|e| e.initial == p.initial) {
-            c.marks.push(Mark {
-                at: e.window() as f64,
-                label: format!("+{} read ahead", bytes(e.extent)),
-            });
-        }
-        f.curves.push(c);
-    }
+    f.curves = curves(&points, &inf);
     for p in points {
         f.samples.push(("readahead.read".into(), p.series));
     }
