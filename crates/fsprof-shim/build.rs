@@ -1,5 +1,6 @@
-//! Compiles the C shim into a shared object that `src/lib.rs` embeds, and
-//! turns `shim/ops.def` into the Rust op table, so C and Rust share one list.
+//! Compiles the C shim into a shared object that `src/lib.rs` embeds.
+//! `shim/ops.def`, the op list the C side reads, is checked against
+//! `fsprof_core::ops::libc::OPS` by `tests/abi.rs`.
 
 use std::env;
 use std::fs;
@@ -9,20 +10,19 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
-    for f in ["ops.def", "abi.h", "record.h", "runtime.c", "wrappers.c"] {
+    for f in [
+        "ops.def",
+        "abi.h",
+        "record.h",
+        "runtime.c",
+        "wrappers.c",
+        "trace.h",
+        "trace_abi.h",
+        "trace.c",
+    ] {
         println!("cargo:rerun-if-changed=shim/{f}");
     }
     println!("cargo:rerun-if-env-changed=CC");
-
-    let ops_def = fs::read_to_string(dir.join("ops.def")).expect("read ops.def");
-    let ops: Vec<&str> = ops_def
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("X(")?.strip_suffix(')'))
-        .collect();
-    let table = format!(
-        "/// User-layer op names, indexed like the shim's counters.\npub const OPS: &[&str] = &{ops:?};\n"
-    );
-    fs::write(out.join("ops.rs"), table).unwrap();
 
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
     let so = out.join("libfsprof_shim.so");
@@ -51,6 +51,7 @@ fn main() {
         .arg(&so)
         .arg(dir.join("runtime.c"))
         .arg(dir.join("wrappers.c"))
+        .arg(dir.join("trace.c"))
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));

@@ -174,6 +174,19 @@ pub enum Status {
     Removed,
 }
 
+impl Status {
+    /// The name reports print, as in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Compared => "compared",
+            Status::Negligible => "negligible",
+            Status::Identical => "identical",
+            Status::Added => "added",
+            Status::Removed => "removed",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PeakChangeKind {
@@ -630,6 +643,18 @@ fn rank(ops: &mut [OpComparison]) {
             .then(ky.2.total_cmp(&kx.2))
             .then(ky.3.total_cmp(&kx.3))
     });
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::Status::*;
+
+    #[test]
+    fn status_names_are_the_json_names() {
+        for s in [Compared, Negligible, Identical, Added, Removed] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! for data ops. The joint histograms are at resolution 1 on both axes; a
 //! peak found at a finer resolution is widened to whole powers of two.
 
+use fsprof_core::units::format_bytes;
 use fsprof_core::{JointHistogram, OpStats, Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
@@ -237,22 +238,6 @@ fn upper_bytes(i: i32) -> f64 {
     }
 }
 
-/// `4 KiB`, `16 MiB`, `1.5 GiB`, `512 B`.
-pub fn format_bytes(b: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v == v.trunc() {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,12 +321,5 @@ mod tests {
         assert_eq!(b(11).range(), "2 KiB..4 KiB");
         assert_eq!(b(11).bounds(), (2049, 4096));
         assert_eq!(b(63).bounds().1, u64::MAX);
-    }
-
-    #[test]
-    fn bytes_are_human() {
-        assert_eq!(format_bytes(4096.0), "4 KiB");
-        assert_eq!(format_bytes(512.0), "512 B");
-        assert_eq!(format_bytes(1.5 * 1024.0 * 1024.0 * 1024.0), "1.5 GiB");
     }
 }

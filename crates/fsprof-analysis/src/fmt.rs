@@ -1,4 +1,5 @@
-//! Small formatting helpers shared by the analysis reasons and labels.
+//! Small formatting helpers shared by the analysis reasons and labels (and
+//! by fsprof-report's tables of them, so both print bounds alike).
 
 use fsprof_core::units::format_ns;
 use fsprof_core::Resolution;

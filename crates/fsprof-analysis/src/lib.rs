@@ -11,20 +11,24 @@
 //! - [`select`]: from one profile, the ops worth looking at first.
 //! - [`correlation`]: per latency peak, the distribution of request size or
 //!   seek distance recorded by the user-level shim.
+//! - [`peak_table`]: the per-peak table (FSprof Table 3) of chosen ops.
+//! - [`attribution`]: how much of an upper layer's latency a lower layer's
+//!   histograms explain (OSprof's layered profiling).
 //!
 //! Everything here is pure computation on [`fsprof_core::Profile`] values
-//! except [`calibrate`], which runs small workloads on this machine.
+//! except [`calibrate`], which runs small workloads on this machine. The
+//! results are rendered by fsprof-report.
 
+pub mod attribution;
 pub mod calibrate;
 pub mod compare;
 pub mod correlation;
 pub mod distance;
+pub mod fmt;
 pub mod labels;
+pub mod peak_table;
 pub mod peaks;
-pub mod render;
 pub mod select;
-
-mod fmt;
 
 pub use compare::{compare_profiles, CompareOptions, Comparison, Method, OpComparison};
 pub use labels::Calibration;

@@ -95,7 +95,7 @@ pub fn interesting(
     for l in &p.layers {
         let total = l.total_ns();
         let mut ops: Vec<&OpStats> = l.ops.iter().filter(|o| o.post > 0).collect();
-        ops.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        ops.sort_by(|a, b| OpStats::by_latency(a, b));
         let mut covered = 0.0;
         for o in &ops {
             let peaks = find_peaks_with(&o.histogram, res, &opts.peaks);

@@ -34,6 +34,12 @@ pub enum Command {
     Calibrate(CalibrateArgs),
     /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
     Discover(crate::commands::discover::DiscoverArgs),
+    /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
+    Trace(crate::commands::trace::TraceArgs),
+    /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
+    Compile(crate::commands::compile::CompileArgs),
+    /// File-system microbenchmarks with controlled cache state and confidence intervals
+    Bench(crate::commands::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -354,7 +360,8 @@ pub struct KernelArgs {
     /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
     #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
     pub require_tracepoint: Vec<String>,
-    /// Record syscalls with perf tracepoints, not raw ones (tests the fallback)
+    /// Record syscalls and block requests with perf tracepoints, not raw
+    /// ones (tests the fallbacks)
     #[arg(long, hide = true)]
     pub perf_tracepoints: bool,
     /// Don't print the report (the profile is still written)

@@ -23,29 +23,17 @@ impl CheckReport {
 pub fn check_profile(p: &Profile) -> CheckReport {
     let mut rep = CheckReport::default();
     check_layers(&p.layers, "", &mut rep);
+    check_same_requests(&p.layers, &mut rep);
     for pr in &p.processes {
-        check_layers(
-            &pr.layers,
-            &format!("pid {} ", pr.pid),
-            &mut CheckReport::default(),
-        );
+        check_layers(&pr.layers, &format!("pid {} ", pr.pid), &mut rep);
     }
     // Intervals and processes must add up to the totals.
-    if !p.intervals.is_empty() {
-        compare_sum(
-            &p.layers,
-            p.intervals.iter().map(|i| &i.layers[..]),
-            "intervals",
-            &mut rep,
-        );
-    }
-    if !p.processes.is_empty() {
-        compare_sum(
-            &p.layers,
-            p.processes.iter().map(|i| &i.layers[..]),
-            "processes",
-            &mut rep,
-        );
+    let intervals: Vec<&[Layer]> = p.intervals.iter().map(|i| &i.layers[..]).collect();
+    let processes: Vec<&[Layer]> = p.processes.iter().map(|i| &i.layers[..]).collect();
+    for (what, parts) in [("intervals", intervals), ("processes", processes)] {
+        if !parts.is_empty() {
+            compare_sum(&p.layers, parts.into_iter(), what, &mut rep);
+        }
     }
     rep
 }
@@ -100,6 +88,34 @@ fn check_layers(layers: &[Layer], prefix: &str, rep: &mut CheckReport) {
     }
 }
 
+/// `block` and `block-size` file every request once each: a request
+/// counted in one and not the other was lost or mis-paired.
+fn check_same_requests(layers: &[Layer], rep: &mut CheckReport) {
+    use crate::profile::layer::{BLOCK, BLOCK_SIZE};
+    let find = |n: &str| layers.iter().find(|l| l.name == n);
+    let (Some(lat), Some(size)) = (find(BLOCK), find(BLOCK_SIZE)) else {
+        return;
+    };
+    let counts = |l: &Layer, op: &str| l.op(op).map_or((0, 0), |o| (o.pre, o.post));
+    let mut names: Vec<&str> = lat
+        .ops
+        .iter()
+        .chain(&size.ops)
+        .map(|o| &o.name[..])
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let (a, b) = (counts(lat, name), counts(size, name));
+        if a != b {
+            rep.errors.push(format!(
+                "{BLOCK}/{name} and {BLOCK_SIZE}/{name} disagree: {}/{} entered/returned against {}/{} (requests lost or mis-paired)",
+                a.0, a.1, b.0, b.1
+            ));
+        }
+    }
+}
+
 fn compare_sum<'a>(
     total: &[Layer],
     parts: impl Iterator<Item = &'a [Layer]>,
@@ -127,6 +143,97 @@ fn compare_sum<'a>(
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod block_tests {
+    use super::*;
+    use crate::histogram::OpStats;
+    use crate::profile::Meta;
+
+    fn with_block(lat: (u64, u64), size: Option<(u64, u64)>) -> Profile {
+        let mut p = Profile::new(Meta::default());
+        for (layer, counts) in [("block", Some(lat)), ("block-size", size)] {
+            let Some((pre, post)) = counts else { continue };
+            let mut o = OpStats::new("loop0:flush");
+            o.pre = pre;
+            o.post = post;
+            o.histogram.add_to(Some(10), post);
+            p.layer_mut(layer).ops.push(o);
+        }
+        p
+    }
+
+    #[test]
+    fn block_and_block_size_must_count_the_same_requests() {
+        assert!(check_profile(&with_block((131, 129), Some((131, 129)))).ok());
+        let r = check_profile(&with_block((131, 131), Some((128, 128))));
+        assert!(
+            r.errors.len() == 1 && r.errors[0].contains("131/131 entered/returned against 128/128"),
+            "{:?}",
+            r.errors
+        );
+        let r = check_profile(&with_block((1, 1), None));
+        assert!(r.ok(), "no size layer, nothing to compare: {:?}", r.errors);
+        let mut p = with_block((2, 2), Some((2, 2)));
+        p.layer_mut("block-size").ops[0].name = "loop0:write".into();
+        assert_eq!(
+            check_profile(&p).errors.len(),
+            2,
+            "an op missing from either side"
+        );
+    }
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+    use crate::histogram::OpStats;
+    use crate::profile::{Meta, Process};
+
+    fn read(post: u64, in_histogram: u64) -> Layer {
+        let mut o = OpStats::new("read");
+        o.pre = post;
+        o.post = post;
+        o.histogram.add_to(Some(10), in_histogram);
+        Layer {
+            name: "user".into(),
+            ops: vec![o],
+        }
+    }
+
+    /// Two processes that are each inconsistent but whose errors cancel in
+    /// the sum: only the per-process check sees them.
+    #[test]
+    fn an_inconsistent_process_is_reported_even_when_the_sum_agrees() {
+        let mut p = Profile::new(Meta::default());
+        p.layers = vec![read(8, 8)];
+        p.processes = vec![
+            Process {
+                pid: 10,
+                layers: vec![read(5, 4)],
+                ..Default::default()
+            },
+            Process {
+                pid: 11,
+                layers: vec![read(3, 4)],
+                ..Default::default()
+            },
+        ];
+        let r = check_profile(&p);
+        assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+        assert!(
+            r.errors[0].starts_with("pid 10 user/read: 5 calls returned but the histogram holds 4"),
+            "{:?}",
+            r.errors
+        );
+        assert!(
+            r.errors[1].starts_with("pid 11 user/read"),
+            "{:?}",
+            r.errors
+        );
+        assert_eq!(r.ops_checked, 3);
     }
 }
 

@@ -329,6 +329,15 @@ impl OpStats {
         self.histogram.quantile(q, res, self.min_ns, self.max_ns)
     }
 
+    /// The order of every ranked table of ops (FSprof Table 1): most total
+    /// latency first; ties by more calls, then by name.
+    pub fn by_latency(a: &OpStats, b: &OpStats) -> std::cmp::Ordering {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.post.cmp(&a.post))
+            .then(a.name.cmp(&b.name))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pre == 0 && self.post == 0
     }

@@ -10,8 +10,11 @@ pub mod buckets;
 pub mod check;
 pub mod format;
 pub mod histogram;
+pub mod layer;
 pub mod merge;
+pub mod ops;
 pub mod profile;
+pub mod stats;
 pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};

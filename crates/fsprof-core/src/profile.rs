@@ -10,20 +10,8 @@ use crate::histogram::OpStats;
 pub const FORMAT_NAME: &str = "fsprof-profile";
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Well-known layer names. Other layers (e.g. per-file-system names) are
-/// allowed; these are the ones fsprof's capture commands produce.
-pub mod layer {
-    /// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
-    pub const USER: &str = "user";
-    /// System calls, timed in the kernel (`fsprof kernel`).
-    pub const SYSCALL: &str = "syscall";
-    /// VFS / file-system operations.
-    pub const FS: &str = "fs";
-    /// Block requests.
-    pub const BLOCK: &str = "block";
-    /// Operations seen by a FUSE pass-through file system (`fsprof mount`).
-    pub const FUSE: &str = "fuse";
-}
+/// Layer names, here too for the paths that name them `profile::layer`.
+pub use crate::layer;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {

@@ -1,4 +1,6 @@
-//! Human units for durations: parsing `--interval 500ms`, printing `4.2 ms`.
+//! Human units: parsing `--interval 500ms`; printing durations (`4.20ms`),
+//! byte counts (`4 KiB`) and times of day. Every renderer uses these, so a
+//! number reads the same in every report.
 
 /// Parses `1s`, `250ms`, `10us`/`10µs`, `100ns`, `2m`, `1.5s`; a bare number
 /// is seconds.
@@ -52,9 +54,21 @@ pub fn format_ns(ns: f64) -> String {
     format!("{v:.digits$}{unit}")
 }
 
-/// Bucket bound in compact form: `512ns`, `1Ki`-free, e.g. `4.1µs`.
-pub fn format_bound(ns: f64) -> String {
-    format_ns(ns)
+/// `4 KiB`, `16 MiB`, `1.5 KiB`, `512 B`: binary units, a whole number
+/// when within 0.05 of one, else one decimal.
+pub fn format_bytes(b: f64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if (v - v.round()).abs() < 0.05 {
+        format!("{} {}", v.round(), UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 #[cfg(test)]
@@ -75,11 +89,32 @@ mod tests {
 
     #[test]
     fn formats_three_digits() {
-        assert_eq!(format_ns(512.0), "512ns");
-        assert_eq!(format_ns(4200.0), "4.20µs");
-        assert_eq!(format_ns(42_000.0), "42.0µs");
-        assert_eq!(format_ns(4_200_000.0), "4.20ms");
-        assert_eq!(format_ns(1.5e9), "1.50s");
+        let cases = [(512.0, "512ns"), (4200.0, "4.20µs"), (42_000.0, "42.0µs")];
+        for (ns, s) in cases
+            .into_iter()
+            .chain([(4_200_000.0, "4.20ms"), (1.5e9, "1.50s")])
+        {
+            assert_eq!(format_ns(ns), s);
+        }
+    }
+
+    #[test]
+    fn byte_units() {
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let cases = [
+            (0.0, "0 B"),
+            (512.0, "512 B"),
+            (4096.0, "4 KiB"),
+            (65536.0, "64 KiB"),
+        ];
+        let more = [
+            (1536.0, "1.5 KiB"),
+            (1048576.0, "1 MiB"),
+            (1.5 * gib, "1.5 GiB"),
+        ];
+        for (b, s) in cases.into_iter().chain(more) {
+            assert_eq!(format_bytes(b), s);
+        }
     }
 }
 

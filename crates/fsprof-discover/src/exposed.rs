@@ -82,21 +82,47 @@ fn read_kb(path: PathBuf) -> Option<Exposed> {
     })
 }
 
-/// The read-ahead limit of the device under `t`, in bytes.
-pub fn read_ahead(t: &Target, device: Option<&Path>) -> Option<Exposed> {
-    read_kb(bdi_dir(t, device)?.join("read_ahead_kb"))
+/// The read-ahead limits that apply, in bytes: first the one governing
+/// files in `t` (the file system's bdi: its disk's, or btrfs's own), then
+/// `device`'s when given and different (on btrfs the device's setting does
+/// not govern reads through the file system).
+pub fn read_ahead(t: &Target, device: Option<&Path>) -> Vec<Exposed> {
+    let fs = bdi_dir(t, None);
+    let mut out: Vec<Exposed> = fs
+        .iter()
+        .filter_map(|d| read_kb(d.join("read_ahead_kb")))
+        .collect();
+    if device.is_some() {
+        if let Some(d) = bdi_dir(t, device).filter(|d| Some(d) != fs.as_ref()) {
+            out.extend(read_kb(d.join("read_ahead_kb")));
+        }
+    }
+    out
+}
+
+/// The block device behind `t`: `device`, else the file system's own
+/// device number, else what is mounted (btrfs has an anonymous one).
+fn block_device(t: &Target, device: Option<&Path>) -> Option<(u32, u32)> {
+    let rdev = |p: &Path| {
+        let md = std::fs::metadata(p).ok()?;
+        md.file_type()
+            .is_block_device()
+            .then(|| (libc::major(md.rdev()), libc::minor(md.rdev())))
+    };
+    if let Some(d) = device {
+        return rdev(d);
+    }
+    let (major, minor) = t.dev;
+    if Path::new(&format!("/sys/dev/block/{major}:{minor}")).exists() {
+        return Some(t.dev);
+    }
+    rdev(Path::new(&t.mount.as_ref()?.source))
 }
 
 /// The largest request the device takes (`max_sectors_kb`): Linux lets a
 /// large read grow its read-ahead up to it.
 pub fn max_request(t: &Target, device: Option<&Path>) -> Option<Exposed> {
-    let (major, minor) = match device {
-        Some(d) => {
-            let md = std::fs::metadata(d).ok()?;
-            (libc::major(md.rdev()), libc::minor(md.rdev()))
-        }
-        None => t.dev,
-    };
+    let (major, minor) = block_device(t, device)?;
     let sysdev = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).ok()?;
     let disk = if sysdev.join("partition").exists() {
         sysdev.parent()?.to_path_buf()
@@ -127,8 +153,10 @@ mod tests {
     }
 
     #[test]
-    fn a_non_device_has_no_read_ahead() {
+    fn a_non_device_adds_no_read_ahead() {
         let t = Target::probe(Path::new("/")).unwrap();
-        assert!(read_ahead(&t, Some(Path::new("/etc/hostname"))).is_none());
+        let fs = read_ahead(&t, None);
+        // A path that is no device adds nothing to the file system's own.
+        assert_eq!(read_ahead(&t, Some(Path::new("/etc/hostname"))), fs);
     }
 }

@@ -126,7 +126,11 @@ pub struct Report {
     pub command: Vec<String>,
     pub start_time: String,
     pub duration_ns: u64,
+    /// The clock every latency was read with (`tsc` or `monotonic`).
     pub clock: String,
+    /// What fsprof-bench's timing loop adds to each timed call here, ns
+    /// (measured, reported, not subtracted).
+    pub timing_overhead_ns: f64,
     pub target: TargetInfo,
     /// How caches were emptied between iterations, and why that way.
     pub cold_cache: ColdMethod,
@@ -188,7 +192,8 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
         command: opts.command.clone(),
         start_time: fsprof_core::units::rfc3339_utc(start_wall),
         duration_ns: fsprof_sys::clock::mono_ns() - start,
-        clock: "monotonic".into(),
+        clock: timing::clock().describe().source,
+        timing_overhead_ns: timing::overhead().per_op_ns,
         target: TargetInfo {
             dir: t.dir.clone(),
             fs_type: t.fs_type.clone(),

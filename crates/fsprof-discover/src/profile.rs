@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 
-use fsprof_core::profile::{Clock, Layer};
+use fsprof_core::profile::Layer;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
 use crate::Report;
@@ -18,10 +18,7 @@ pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> P
     let mut meta = fsprof_capture::meta::describe("discover", command, resolution);
     meta.start_time = report.start_time.clone();
     meta.duration_ns = report.duration_ns;
-    meta.clock = Clock {
-        source: "monotonic".into(),
-        tsc_hz: None,
-    };
+    meta.clock = crate::timing::clock().describe();
     let layout = BucketLayout::new(resolution);
     let mut layer = Layer::new(LAYER);
     for f in &report.findings {
@@ -38,6 +35,7 @@ pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> P
         }
     }
     layer.normalize();
+    meta.overhead = Some(crate::timing::overhead().describe(layer.total_calls()));
     let mut p = Profile::new(meta);
     if !layer.ops.is_empty() {
         p.layers.push(layer);

@@ -64,14 +64,14 @@ impl Series {
     pub fn summary(&self, s: Summary) -> Vec<f64> {
         (0..self.len())
             .map(|i| {
-                let mut c: Vec<u64> = self
+                let c: Vec<u64> = self
                     .column(i)
                     .into_iter()
                     .filter(|&v| v != MISSING)
                     .collect();
                 match s {
                     Summary::Min => c.iter().copied().min().unwrap_or(0) as f64,
-                    Summary::Median => median_u64(&mut c),
+                    Summary::Median => median_u64(&c),
                 }
             })
             .collect()
@@ -103,37 +103,21 @@ impl Series {
     }
 }
 
-/// The median of integer samples (mean of the middle two for an even count).
-// TODO(bench): use fsprof_core::stats once it is on main.
-pub fn median_u64(v: &mut [u64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_unstable();
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2] as f64
-    } else {
-        (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
-    }
+/// The median of integer samples (the mean of the middle two for an even
+/// count); 0 for none.
+pub fn median_u64(v: &[u64]) -> f64 {
+    let xs: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    median(&xs)
 }
 
-/// The `q` quantile (0..=1) of `v` by linear interpolation between order
-/// statistics.
-// TODO(bench): use fsprof_core::stats once it is on main.
+/// fsprof_core::stats's quantile, 0 for an empty sample.
 pub fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+    fsprof_core::stats::quantile(v, q).unwrap_or(0.0)
 }
 
+/// fsprof_core::stats's median, 0 for an empty sample.
 pub fn median(v: &[f64]) -> f64 {
-    quantile(v, 0.5)
+    fsprof_core::stats::median(v).unwrap_or(0.0)
 }
 
 #[cfg(test)]
@@ -169,6 +153,6 @@ mod tests {
         assert_eq!(quantile(&v, 0.0), 1.0);
         assert_eq!(quantile(&v, 1.0), 4.0);
         assert_eq!(median(&v), 2.5);
-        assert_eq!(median_u64(&mut [5, 1, 3]), 3.0);
+        assert_eq!(median_u64(&[5, 1, 3]), 3.0);
     }
 }

@@ -1,14 +1,27 @@
-//! Timing one system call: CLOCK_MONOTONIC read before and after (the
-//! vDSO clock costs ~20 ns, far below the microsecond effects discovery
-//! looks for, and needs no calibration).
+//! Timing through fsprof-bench's timing loop (one clock read per timed
+//! operation, samples stored in a vector reserved before the loop), on one
+//! clock per process: the invariant TSC where there is one, else
+//! CLOCK_MONOTONIC. The loop's own cost per operation is measured once and
+//! reported with the findings, not subtracted.
 
-// TODO(bench): switch to the shared timing loop of fsprof-bench once it is on main.
+use std::io;
+use std::sync::OnceLock;
 
-/// Runs `f` and returns its result with the elapsed ns.
-#[inline]
-pub fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let a = fsprof_sys::clock::mono_ns();
-    let r = f();
-    let b = fsprof_sys::clock::mono_ns();
-    (r, b.saturating_sub(a))
+use fsprof_bench::timing::{Clock, Overhead, TimingLoop};
+
+/// The clock every measurement of this process uses.
+pub fn clock() -> Clock {
+    static CLOCK: OnceLock<Clock> = OnceLock::new();
+    *CLOCK.get_or_init(Clock::best)
+}
+
+/// What the timing loop adds to each timed operation here.
+pub fn overhead() -> Overhead {
+    static OVERHEAD: OnceLock<Overhead> = OnceLock::new();
+    *OVERHEAD.get_or_init(|| Overhead::measure(clock()))
+}
+
+/// Times `op(i)` for `i` in `0..n`: one latency per call, in order.
+pub fn run(n: usize, op: impl FnMut(usize) -> io::Result<()>) -> io::Result<Vec<u64>> {
+    Ok(TimingLoop::new(clock()).run(n, op)?.ns)
 }

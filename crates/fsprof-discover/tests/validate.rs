@@ -243,4 +243,32 @@ fn xfs_and_btrfs_block_size() {
     );
     let f = finding(&r, Parameter::BlockSize);
     assert_eq!(f.value, Some(4096), "btrfs: {}", evidence(f));
+    // btrfs reads ahead through a bdi of its own (at least 4 MiB): the
+    // loop device's setting does not govern it, and the discovery follows
+    // the file system's bdi, not the device's.
+    btrfs.set_readahead_sectors(256).unwrap();
+    let r = run(
+        &btrfs,
+        &[Parameter::Readahead],
+        Some(2),
+        ColdChoice::Auto,
+        None,
+    );
+    let f = finding(&r, Parameter::Readahead);
+    let fs_bdi = &f.kernel[0];
+    assert!(fs_bdi.source.contains("btrfs"), "{:?}", f.kernel);
+    assert_eq!(
+        f.kernel[1].value,
+        128 << 10,
+        "the device's setting: {:?}",
+        f.kernel
+    );
+    let found = f
+        .value
+        .unwrap_or_else(|| panic!("btrfs read-ahead: {}", evidence(f)));
+    assert!(
+        found.abs_diff(fs_bdi.value) <= 4096,
+        "btrfs: found {found}: {}",
+        evidence(f)
+    );
 }

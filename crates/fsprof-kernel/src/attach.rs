@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use fsprof_core::ops::syscall;
 use fsprof_core::profile::layer;
 use fsprof_core::BucketLayout;
 
-use crate::names;
 use crate::progs::{self, Filter, Shared};
 use crate::session::{Options, Session, Target, FS_CATEGORIES};
 use crate::sys::{self, Attachment, Map, Prog};
@@ -20,6 +20,10 @@ use crate::Error;
 const STATS_ENTRIES: u32 = 8192;
 /// Entries of the histogram map: one per (op, bucket) seen.
 const HIST_ENTRIES: u32 = 65536;
+/// Entries of the block layer's own counter and histogram maps: (device,
+/// kind) ops and their (op, bucket) cells in `block` and `block-size`.
+const BLOCK_STATS_ENTRIES: u32 = 1024;
+const BLOCK_HIST_ENTRIES: u32 = 16384;
 /// Processes a followed tree may hold.
 const TARGET_ENTRIES: u32 = 65536;
 /// Calls (or block/FUSE requests) in flight at once.
@@ -144,6 +148,11 @@ struct Maps {
     thresh: Option<Map>,
     /// The followed process tree, for a `Target::Tree`.
     targets: Option<Map>,
+    /// Recording on (1) or stopped (0): see [`Shared::on_fd`].
+    on: Map,
+    /// The block layer's counters: see [`Maps::block_shared`].
+    blk_stats: Map,
+    blk_hist: Map,
 }
 
 impl Maps {
@@ -182,13 +191,36 @@ impl Maps {
             )?),
             false => None,
         };
+        let on = map("fsprof_on", sys::MAP_ARRAY, 4, 4, 1, 0)?;
+        let (h, n) = (sys::MAP_HASH, BLOCK_STATS_ENTRIES);
+        let blk_stats = map("fsprof_bstats", h, 8, stats_len, n, 0)?;
+        let n = BLOCK_HIST_ENTRIES;
+        let blk_hist = map("fsprof_bhist", h, hist_key, 8, n, 0)?;
+        update(&on, "fsprof_on", &0u32.to_le_bytes(), &1u32.to_le_bytes())?;
         Ok(Maps {
             stats,
             sys_stats,
             hist,
             thresh,
             targets,
+            on,
+            blk_stats,
+            blk_hist,
         })
+    }
+
+    /// Block requests complete in interrupt context, where a map that
+    /// allocates its elements on insert fails when the allocator's per-CPU
+    /// cache is empty (observed: a few zero-byte requests lost per run).
+    /// The block layer therefore files into preallocated maps of its own,
+    /// shared between CPUs (atomic adds) so their size does not grow with
+    /// the CPU count.
+    fn block_shared(&self, resolution: u32) -> Shared {
+        Shared {
+            stats_fd: self.blk_stats.fd(),
+            hist_fd: self.blk_hist.fd(),
+            ..self.shared(resolution)
+        }
     }
 
     fn shared(&self, resolution: u32) -> Shared {
@@ -197,6 +229,7 @@ impl Maps {
             sys_stats_fd: self.sys_stats.fd(),
             hist_fd: self.hist.fd(),
             thresh_fd: self.thresh.as_ref().map_or(-1, Map::fd),
+            on_fd: self.on.fd(),
             resolution,
         }
     }
@@ -207,6 +240,7 @@ struct Builder<'a> {
     o: &'a Options,
     root: PathBuf,
     sh: Shared,
+    block_sh: Shared,
     filter: Filter,
     progs: Vec<Prog>,
     atts: Vec<Attachment>,
@@ -274,10 +308,10 @@ impl Builder<'_> {
             0,
         )?;
         for nr in 0..progs::MAX_SYSCALLS {
-            let name = names::syscall_name(nr);
-            let never_returns = name == "exit" || name == "exit_group";
+            let name = syscall::name(nr);
+            let never_returns = syscall::NEVER_RETURN.contains(&name.as_str());
             let on = !never_returns
-                && (self.o.all_syscalls || names::FILE_SYSCALLS.contains(&name.as_str()));
+                && (self.o.all_syscalls || syscall::FILE_SYSCALLS.contains(&name.as_str()));
             if on {
                 update(&mask, "fsprof_sysmask", &nr.to_le_bytes(), &[1])?;
             }
@@ -430,11 +464,70 @@ impl Builder<'_> {
         let begin = Tracepoint::load(&self.root, cat, begin)?;
         let end = Tracepoint::load(&self.root, cat, end)?;
         let start = start_map(start_name, sys::MAP_HASH)?;
-        let [end_p, begin_p] = progs(&begin, &end, &self.sh, &self.filter, start.fd());
+        let sh = match layer {
+            layer::BLOCK => self.block_sh,
+            _ => self.sh,
+        };
+        let [end_p, begin_p] = progs(&begin, &end, &sh, &self.filter, start.fd());
         self.add(&end, end_p)?;
         self.add(&begin, begin_p)?;
         self.starts.push(start);
         self.layers.push(layer);
+        Ok(())
+    }
+}
+
+impl Builder<'_> {
+    /// The block layer paired by request identity (raw tracepoints and
+    /// BTF, [`crate::blockrq`]); where the kernel cannot, by the tracefs
+    /// records' (device, sector) with a note saying so.
+    fn attach_block(&mut self) -> Result<(), Error> {
+        let tps = ("block", "block_rq_issue", "block_rq_complete");
+        let by_request = match self.o.perf_tracepoints {
+            true => Err("--perf-tracepoints".to_string()),
+            false => self.attach_block_by_request(),
+        };
+        match by_request {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                self.notes.push(format!(
+                    "block layer: requests paired on (device, sector) from tracefs records, not by request ({why}); an empty write carrying a preflush is not counted"
+                ));
+                self.attach_requests(layer::BLOCK, tps, "fsprof_blk_start", block_progs)
+            }
+        }
+    }
+
+    fn attach_block_by_request(&mut self) -> Result<(), String> {
+        let l = crate::blockrq::RqLayout::vmlinux()?;
+        let start = start_map("fsprof_blk_start", sys::MAP_HASH).map_err(|e| e.to_string())?;
+        let programs = [
+            (
+                "block_rq_complete",
+                crate::blockrq::complete(&l, &self.block_sh, start.fd()),
+            ),
+            ("block_rq_issue", crate::blockrq::issue(&l, start.fd())),
+        ];
+        let mut loaded = Vec::new();
+        for (name, insns) in programs {
+            let prog =
+                Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns).map_err(|e| {
+                    format!(
+                        "raw tracepoint {name} refused: {} ({})",
+                        e.errno,
+                        e.log.replace('\n', " | ")
+                    )
+                })?;
+            let att = sys::attach_raw_tracepoint(&prog, name)
+                .map_err(|e| format!("raw tracepoint {name} not attached: {e}"))?;
+            loaded.push((prog, att));
+        }
+        for (p, a) in loaded {
+            self.progs.push(p);
+            self.atts.push(a);
+        }
+        self.starts.push(start);
+        self.layers.push(layer::BLOCK);
         Ok(())
     }
 }
@@ -485,6 +578,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         o,
         root,
         sh: maps.shared(o.resolution.get()),
+        block_sh: maps.block_shared(o.resolution.get()),
         filter,
         progs: Vec::new(),
         atts: Vec::new(),
@@ -514,8 +608,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         b.attach_fs()?;
     }
     if block {
-        let tps = ("block", "block_rq_issue", "block_rq_complete");
-        b.attach_requests(layer::BLOCK, tps, "fsprof_blk_start", block_progs)?;
+        b.attach_block()?;
     }
     if fuse {
         let tps = ("fuse", "fuse_request_send", "fuse_request_end");
@@ -527,6 +620,9 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         sys_stats: maps.sys_stats,
         hist: maps.hist,
         targets: maps.targets,
+        on: maps.on,
+        blk_stats: maps.blk_stats,
+        blk_hist: maps.blk_hist,
         starts: b.starts,
         fs_ops: b.fs_ops,
         _attachments: b.atts,

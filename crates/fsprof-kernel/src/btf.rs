@@ -1,7 +1,8 @@
 //! Just enough of the kernel's BTF (/sys/kernel/btf/vmlinux) to attach
-//! fentry/fexit programs: a function's type id, how many arguments its
+//! fentry/fexit programs — a function's type id, how many arguments its
 //! prototype has (fexit finds the return value after them in its context)
-//! and what it returns.
+//! and what it returns — and to read kernel structs from raw tracepoint
+//! programs: a struct member's offset and size, an enumerator's value.
 
 /// Kinds used here (include/uapi/linux/btf.h).
 const KIND_INT: u32 = 1;
@@ -26,6 +27,8 @@ struct Type {
     name_off: u32,
     kind: u32,
     vlen: u32,
+    /// Members' `offset` holds a bitfield size and bit offset.
+    kflag: bool,
     /// `size` or `type`, depending on the kind.
     size_type: u32,
     /// Offset of the kind-specific data after the 12-byte header.
@@ -96,6 +99,7 @@ impl Btf {
                 name_off: u32_at(p)?,
                 kind: (info >> 24) & 0x1f,
                 vlen: info & 0xffff,
+                kflag: info >> 31 == 1,
                 size_type: u32_at(p + 8)?,
                 extra: p + 12,
             };
@@ -122,9 +126,7 @@ impl Btf {
     }
 
     fn name(&self, t: &Type) -> Option<&[u8]> {
-        let s = self.data.get(self.strs + t.name_off as usize..)?;
-        let end = s.iter().position(|&b| b == 0)?;
-        Some(&s[..end])
+        self.str_at(t.name_off)
     }
 
     /// The id of the FUNC named `func`.
@@ -167,6 +169,84 @@ impl Btf {
             slots,
             ret,
         })
+    }
+
+    /// Where `member` is in `struct strukt`: (byte offset, byte size),
+    /// looking into anonymous struct and union members as C does. `None`
+    /// for a bitfield, an unknown struct or member.
+    pub fn member(&self, strukt: &str, member: &str) -> Option<(u32, u32)> {
+        let t = self.types.iter().find(|t| {
+            t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t) == Some(strukt.as_bytes())
+        })?;
+        self.find_member(t, member.as_bytes(), 0)
+    }
+
+    fn find_member(&self, t: &Type, member: &[u8], depth: u32) -> Option<(u32, u32)> {
+        if depth > 8 {
+            return None;
+        }
+        for i in 0..t.vlen as usize {
+            let at = t.extra + 12 * i;
+            let (name_off, ty, off) =
+                (self.u32_at(at)?, self.u32_at(at + 4)?, self.u32_at(at + 8)?);
+            let bits = if t.kflag { off & 0xff_ffff } else { off };
+            let bitfield = t.kflag && off >> 24 != 0;
+            let name = self.str_at(name_off)?;
+            if name.is_empty() {
+                let inner = self.skip_modifiers(ty)?;
+                if matches!(inner.kind, KIND_STRUCT | KIND_UNION) {
+                    if let Some((o, size)) = self.find_member(inner, member, depth + 1) {
+                        return Some((bits / 8 + o, size));
+                    }
+                }
+            } else if name == member {
+                if bitfield || bits % 8 != 0 {
+                    return None;
+                }
+                return Some((bits / 8, self.size_of(ty)?));
+            }
+        }
+        None
+    }
+
+    /// Size in bytes of a type (through typedefs and qualifiers).
+    fn size_of(&self, id: u32) -> Option<u32> {
+        let t = self.skip_modifiers(id)?;
+        match t.kind {
+            KIND_PTR => Some(8),
+            KIND_INT | KIND_ENUM | KIND_ENUM64 | KIND_STRUCT | KIND_UNION => Some(t.size_type),
+            _ => None,
+        }
+    }
+
+    /// The value of the enumerator `name` (of whichever enum has it).
+    pub fn enumerator(&self, name: &str) -> Option<i64> {
+        for t in &self.types {
+            let width = match t.kind {
+                KIND_ENUM => 8,
+                KIND_ENUM64 => 12,
+                _ => continue,
+            };
+            for i in 0..t.vlen as usize {
+                let at = t.extra + width * i;
+                if self.str_at(self.u32_at(at)?)? != name.as_bytes() {
+                    continue;
+                }
+                let lo = self.u32_at(at + 4)?;
+                return Some(if width == 8 {
+                    lo as i32 as i64
+                } else {
+                    ((self.u32_at(at + 8)? as u64) << 32 | lo as u64) as i64
+                });
+            }
+        }
+        None
+    }
+
+    fn str_at(&self, off: u32) -> Option<&[u8]> {
+        let s = self.data.get(self.strs + off as usize..)?;
+        let end = s.iter().position(|&b| b == 0)?;
+        Some(&s[..end])
     }
 
     fn u32_at(&self, o: usize) -> Option<u32> {
@@ -291,5 +371,63 @@ mod tests {
         let f = b.func("by_value").unwrap();
         assert_eq!((f.nargs, f.slots), (2, 4), "24-byte struct = 3 slots");
         assert!(Btf::parse(b"junk".to_vec()).is_none());
+    }
+
+    /// struct request { int a; union { void *p; long l; }; long len; }
+    /// (offsets 0, 8, 16) and enum { OP_READ = 0, OP_FLUSH = 2 }, by hand.
+    fn struct_blob() -> Vec<u8> {
+        let mut strs = b"\0request\0a\0p\0l\0len\0OP_READ\0OP_FLUSH\0".to_vec();
+        let off = |name: &str, strs: &[u8]| {
+            let pat = [name.as_bytes(), b"\0"].concat();
+            (1..strs.len())
+                .find(|&i| strs[i - 1] == 0 && strs[i..].starts_with(&pat))
+                .unwrap() as u32
+        };
+        let mut t: Vec<u8> = Vec::new();
+        let mut push = |words: &[u32]| t.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+        // 1: int, 2: long, 3: void *
+        push(&[0, KIND_INT << 24, 4, 32]);
+        push(&[0, KIND_INT << 24, 8, 64]);
+        push(&[0, KIND_PTR << 24, 0]);
+        // 4: the anonymous union { void *p; long l; }
+        push(&[0, KIND_UNION << 24 | 2, 8]);
+        push(&[off("p", &strs), 3, 0]);
+        push(&[off("l", &strs), 2, 0]);
+        // 5: struct request
+        push(&[off("request", &strs), KIND_STRUCT << 24 | 3, 24]);
+        push(&[off("a", &strs), 1, 0]);
+        push(&[0, 4, 64]);
+        push(&[off("len", &strs), 2, 128]);
+        // 6: the enum
+        push(&[0, KIND_ENUM << 24 | 2, 4]);
+        push(&[off("OP_READ", &strs), 0]);
+        push(&[off("OP_FLUSH", &strs), 2]);
+        let mut b = vec![0x9f, 0xeb, 1, 0];
+        b.extend(24u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes());
+        b.extend((t.len() as u32).to_le_bytes());
+        b.extend((t.len() as u32).to_le_bytes());
+        b.extend((strs.len() as u32).to_le_bytes());
+        b.append(&mut t);
+        b.append(&mut strs);
+        b
+    }
+
+    #[test]
+    fn struct_members_and_enumerators_are_found() {
+        let b = Btf::parse(struct_blob()).unwrap();
+        assert_eq!(b.member("request", "a"), Some((0, 4)));
+        assert_eq!(
+            b.member("request", "p"),
+            Some((8, 8)),
+            "inside the anonymous union"
+        );
+        assert_eq!(b.member("request", "l"), Some((8, 8)));
+        assert_eq!(b.member("request", "len"), Some((16, 8)));
+        assert_eq!(b.member("request", "nope"), None);
+        assert_eq!(b.member("gendisk", "a"), None);
+        assert_eq!(b.enumerator("OP_FLUSH"), Some(2));
+        assert_eq!(b.enumerator("OP_READ"), Some(0));
+        assert_eq!(b.enumerator("OP_NONE"), None);
     }
 }

@@ -227,6 +227,7 @@ mod tests {
             sys_stats_fd: 4,
             hist_fd: 5,
             thresh_fd: 6,
+            on_fd: -1,
             resolution: r,
         }
     }

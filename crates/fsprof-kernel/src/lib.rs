@@ -10,7 +10,7 @@
 //! layer falls back to tracepoint pairs without them.
 
 mod attach;
-pub mod attribution;
+pub mod blockrq;
 pub mod btf;
 pub mod fentry;
 pub mod insn;
@@ -19,10 +19,8 @@ pub mod privs;
 pub mod probe;
 pub mod progs;
 pub mod session;
-pub mod sizes;
 mod source;
 pub mod sys;
-mod syscall_table;
 pub mod tracefs;
 
 pub use session::{Options, Session, Target};

@@ -7,6 +7,8 @@
 //! (op, device, bucket). User space only reads the maps; no event is ever
 //! copied out.
 
+use std::mem::{offset_of, size_of};
+
 use fsprof_core::BucketLayout;
 
 use crate::insn::{
@@ -28,22 +30,63 @@ pub const BLOCK_SIZE_BASE: u32 = 0x3000;
 pub const FUSE_BASE: u32 = 0x4000;
 
 /// Block request kinds, in op-id order.
-pub const BLOCK_KINDS: [&str; 5] = ["read", "write", "flush", "discard", "other"];
+pub use fsprof_core::ops::block::KINDS as BLOCK_KINDS;
 
 // Stack layout shared by all programs (offsets from r10).
 const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys
-const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
-const START_KEY: i16 = -104; // 16 bytes {a, b}
-const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
+pub(crate) const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
+pub(crate) const START_KEY: i16 = -104; // 16 bytes {a, b}
+pub(crate) const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
 const HIST_KEY: i16 = -32; // 16 bytes {opkey, slot}; stats key = first 8
 const ONE: i16 = -40;
-const STATS_INIT: i16 = -80; // 40 bytes {count, total, errors, max, !min}
+const STATS_INIT: i16 = -80; // a StatsValue
+const _: () = assert!(STATS_INIT as isize + STATS_VAL_SIZE as isize <= ONE as isize);
 const THRESH_KEY: i16 = -84;
 
-/// Size of the start maps' values and the stats values.
+/// One op's counters on one CPU, the value of `fsprof_stats` and
+/// `fsprof_sysstats`: written by [`emit_stats_add`] and the insert in
+/// `emit_stats_hash`, read back by `Session::snapshot`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsValue {
+    /// Observations filed.
+    pub count: u64,
+    /// Sum of the values (ns, or bytes in `block-size`).
+    pub total: u64,
+    pub errors: u64,
+    pub max: u64,
+    /// `!min`, so that an all-zero fresh entry needs no special case: a
+    /// larger `!v` is a smaller `v`.
+    pub not_min: u64,
+}
+
+impl StatsValue {
+    /// The value in a map's bytes (native byte order, as the kernel wrote
+    /// it); `None` if `b` is too short.
+    pub fn from_bytes(b: &[u8]) -> Option<StatsValue> {
+        let w = |off: usize| Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?));
+        Some(StatsValue {
+            count: w(offset_of!(StatsValue, count))?,
+            total: w(offset_of!(StatsValue, total))?,
+            errors: w(offset_of!(StatsValue, errors))?,
+            max: w(offset_of!(StatsValue, max))?,
+            not_min: w(offset_of!(StatsValue, not_min))?,
+        })
+    }
+}
+
+/// A field's offset in a [`StatsValue`], for the generated code.
+macro_rules! stats_off {
+    ($f:ident) => {
+        offset_of!(StatsValue, $f) as i16
+    };
+}
+
+/// Size of the start maps' keys and values, the stats values and the
+/// histogram keys.
 pub const START_KEY_SIZE: usize = 16;
 pub const START_VAL_SIZE: usize = 24;
-pub const STATS_VAL_SIZE: usize = 40;
+pub const STATS_VAL_SIZE: usize = size_of::<StatsValue>();
 pub const HIST_KEY_SIZE: usize = 16;
 
 /// Which tasks the enter programs accept.
@@ -69,6 +112,10 @@ pub struct Shared {
     pub hist_fd: i32,
     /// Threshold table (one array element), used when r > 1.
     pub thresh_fd: i32,
+    /// One u32 array element: nothing is recorded while it is 0 (the
+    /// final read stops recording first, so counters and histograms are
+    /// read in a consistent state). -1: always record.
+    pub on_fd: i32,
     pub resolution: u32,
 }
 
@@ -214,6 +261,20 @@ pub fn emit_record_sys(a: &mut Asm, sh: &Shared) {
     emit_record_with(a, sh, true)
 }
 
+/// Jumps to `out` once recording has been stopped ([`Shared::on_fd`]).
+/// Every program that records calls it once, before its first record, so
+/// that an event is filed everywhere or nowhere. Clobbers r0-r5.
+pub fn emit_gate(a: &mut Asm, sh: &Shared, out: Label) {
+    if sh.on_fd < 0 {
+        return;
+    }
+    a.st_imm(Size::W, R10, THRESH_KEY, 0);
+    map_call(a, helper::MAP_LOOKUP_ELEM, sh.on_fd, THRESH_KEY, None, 0);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::W, R1, R0, 0);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
+}
+
 fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
     emit_bucket(a, sh);
     a.stx(Size::DW, R10, HIST_KEY, R8);
@@ -248,13 +309,13 @@ fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
     emit_stats_add(a);
     a.ja(hist);
     a.bind(stats_new);
-    a.st_imm(Size::DW, R10, STATS_INIT, 1);
-    a.stx(Size::DW, R10, STATS_INIT + 8, R7);
-    a.stx(Size::DW, R10, STATS_INIT + 16, R9);
-    a.stx(Size::DW, R10, STATS_INIT + 24, R7);
+    a.st_imm(Size::DW, R10, STATS_INIT + stats_off!(count), 1);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(total), R7);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(errors), R9);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(max), R7);
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
-    a.stx(Size::DW, R10, STATS_INIT + 32, R2);
+    a.stx(Size::DW, R10, STATS_INIT + stats_off!(not_min), R2);
     map_call(
         a,
         helper::MAP_UPDATE_ELEM,
@@ -298,34 +359,34 @@ fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
     a.bind(end);
 }
 
-/// r0 = stats value: count += 1, total += r7, errors += r9, max, !min.
+/// r0 = a [`StatsValue`]: count += 1, total += r7, errors += r9, max, !min.
 fn emit_stats_add(a: &mut Asm) {
     a.mov_imm(R1, 1);
-    a.atomic_add64(R0, 0, R1);
-    a.atomic_add64(R0, 8, R7);
-    a.atomic_add64(R0, 16, R9);
+    a.atomic_add64(R0, stats_off!(count), R1);
+    a.atomic_add64(R0, stats_off!(total), R7);
+    a.atomic_add64(R0, stats_off!(errors), R9);
     let nomax = a.label();
-    a.ldx(Size::DW, R1, R0, 24);
+    a.ldx(Size::DW, R1, R0, stats_off!(max));
     a.jmp_reg(Jmp::Le, R7, R1, nomax);
-    a.stx(Size::DW, R0, 24, R7);
+    a.stx(Size::DW, R0, stats_off!(max), R7);
     a.bind(nomax);
     let nomin = a.label();
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
-    a.ldx(Size::DW, R1, R0, 32);
+    a.ldx(Size::DW, R1, R0, stats_off!(not_min));
     a.jmp_reg(Jmp::Le, R2, R1, nomin);
-    a.stx(Size::DW, R0, 32, R2);
+    a.stx(Size::DW, R0, stats_off!(not_min), R2);
     a.bind(nomin);
 }
 
-fn ret0(a: &mut Asm, out: Label) {
+pub(crate) fn ret0(a: &mut Asm, out: Label) {
     a.bind(out);
     a.mov_imm(R0, 0);
     a.exit();
 }
 
 /// Stores START_KEY -> START_VAL. Clobbers r0-r4.
-fn store_start(a: &mut Asm, start_fd: i32) {
+pub(crate) fn store_start(a: &mut Asm, start_fd: i32) {
     map_call(
         a,
         helper::MAP_UPDATE_ELEM,
@@ -338,7 +399,7 @@ fn store_start(a: &mut Asm, start_fd: i32) {
 
 /// Looks up START_KEY; on a hit r7 = now(r9) - ts, r8 = op key, the extra
 /// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss.
-fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
+pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
@@ -433,6 +494,7 @@ pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::in
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -497,6 +559,7 @@ pub fn fs_exit(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -541,6 +604,7 @@ pub fn fexit_exit(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     a.call(helper::GET_CURRENT_PID_TGID);
@@ -570,26 +634,14 @@ pub fn fexit_exit(
     a.finish()
 }
 
-fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
-    ld_field(a, R1, R6, tp.field("dev")?)?;
-    a.stx(Size::DW, R10, START_KEY, R1);
-    ld_field(a, R1, R6, tp.field("sector")?)?;
-    a.stx(Size::DW, R10, START_KEY + 8, R1);
-    Ok(())
-}
+/// Where a flush is filed in the fallback's (device, sector) key: flushes
+/// carry no meaningful sector (traced as 0 at issue and 2^64−1 at
+/// completion), so they are paired per device.
+const FLUSH_SECTOR: i32 = -2;
 
-/// block:block_rq_issue. System-wide: requests are issued from plugs,
-/// kworkers and interrupt context, not reliably by the task that caused them.
-pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    a.call(helper::KTIME_GET_NS);
-    a.stx(Size::DW, R10, START_VAL, R0);
-    block_key(&mut a, tp)?;
-    ld_field(&mut a, R1, R6, tp.field("bytes")?)?;
-    a.stx(Size::DW, R10, START_VAL + 16, R1);
-    // rwbs: an optional leading F (preflush) before the op letter.
+/// r4 = BLOCK_BASE + kind from the record's rwbs: an optional leading F
+/// (preflush) before the op letter. Clobbers r2-r3.
+fn emit_rwbs_kind(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
     let rwbs = tp.field("rwbs")?.offset as i16;
     a.ldx(Size::B, R2, R6, rwbs);
     a.ldx(Size::B, R3, R6, rwbs + 1);
@@ -613,6 +665,36 @@ pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::In
         a.bind(next);
     }
     a.bind(have);
+    Ok(())
+}
+
+/// START_KEY = (dev, sector), or (dev, FLUSH_SECTOR) when r4 is a flush.
+/// Keeps r4.
+fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
+    ld_field(a, R1, R6, tp.field("dev")?)?;
+    a.stx(Size::DW, R10, START_KEY, R1);
+    let keyed = a.label();
+    a.mov_imm(R1, FLUSH_SECTOR);
+    a.jmp_imm(Jmp::Eq, R4, (BLOCK_BASE + 2) as i32, keyed);
+    ld_field(a, R1, R6, tp.field("sector")?)?;
+    a.bind(keyed);
+    a.stx(Size::DW, R10, START_KEY + 8, R1);
+    Ok(())
+}
+
+/// block:block_rq_issue (the fallback of [`crate::blockrq`]). System-wide:
+/// requests are issued from plugs, kworkers and interrupt context, not
+/// reliably by the task that caused them.
+pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, START_VAL, R0);
+    emit_rwbs_kind(&mut a, tp)?;
+    block_key(&mut a, tp)?;
+    ld_field(&mut a, R1, R6, tp.field("bytes")?)?;
+    a.stx(Size::DW, R10, START_VAL + 16, R1);
     ld_field(&mut a, R5, R6, tp.field("dev")?)?;
     a.alu_imm(Alu::Lsh, R5, 32);
     a.alu_reg(Alu::Or, R5, R4);
@@ -632,8 +714,10 @@ pub fn block_complete(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
+    emit_rwbs_kind(&mut a, tp)?;
     block_key(&mut a, tp)?;
     take_start(&mut a, start_fd, out);
     let mut err = tp.field("error")?.clone();
@@ -691,6 +775,7 @@ pub fn fuse_end(
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
+    emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.mov(R9, R0);
     fuse_key(&mut a, tp)?;
@@ -743,4 +828,25 @@ pub fn bucket_probe(sh: &Shared) -> Vec<crate::insn::Insn> {
     a.bind(out);
     a.exit();
     a.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words `emit_stats_add` writes are read back as the same fields.
+    #[test]
+    fn stats_value_bytes_are_its_fields_in_order() {
+        let words: Vec<u8> = [3u64, 300, 1, 200, !50]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let v = StatsValue::from_bytes(&words).unwrap();
+        assert_eq!(
+            (v.count, v.total, v.errors, v.max, !v.not_min),
+            (3, 300, 1, 200, 50)
+        );
+        assert_eq!(STATS_VAL_SIZE, words.len());
+        assert_eq!(StatsValue::from_bytes(&words[..32]), None);
+    }
 }

@@ -5,17 +5,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use fsprof_core::histogram::{Histogram, OpStats};
+use fsprof_core::ops::{block, fuse, syscall};
 use fsprof_core::profile::{layer, layer_in, Layer};
 use fsprof_core::{BucketLayout, Resolution};
 
 use crate::names;
-use crate::progs;
+use crate::progs::{self, StatsValue};
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::Error;
-
-/// Layer holding block request sizes: same buckets, but the values are
-/// bytes and `total_ns` is the total of bytes.
-pub const BLOCK_SIZE_LAYER: &str = "block-size";
 
 /// File systems whose `X_enter`/`X_exit` tracepoint pairs form the fs layer.
 pub const FS_CATEGORIES: [&str; 3] = ["ext4", "xfs", "btrfs"];
@@ -64,6 +61,9 @@ pub struct Session {
     pub(crate) sys_stats: Map,
     pub(crate) hist: Map,
     pub(crate) targets: Option<Map>,
+    pub(crate) on: Map,
+    pub(crate) blk_stats: Map,
+    pub(crate) blk_hist: Map,
     pub(crate) starts: Vec<Map>,
     pub(crate) fs_ops: Vec<String>,
     // Attachments before programs and maps: detach first, then free.
@@ -102,79 +102,40 @@ impl Session {
         })
     }
 
+    /// Stops recording and waits until no program can still be adding to
+    /// the counters, so that a final [`Session::snapshot`] reads them in a
+    /// consistent state (the block layer is system-wide and never idle).
+    pub fn stop_recording(&self) -> Result<(), Error> {
+        self.on
+            .update(&0u32.to_le_bytes(), &0u32.to_le_bytes(), sys::BPF_ANY)
+            .map_err(|err| Error::Read {
+                name: "fsprof_on".into(),
+                err,
+            })?;
+        // Tracepoint programs run with preemption disabled, so once every
+        // CPU has passed a grace period none is still inside one that saw
+        // the flag set: MEMBARRIER_CMD_GLOBAL is synchronize_rcu().
+        // SAFETY: membarrier takes no pointers.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, 1, 0, 0) };
+        if r != 0 {
+            // Not available (nohz_full CPUs refuse it): a program runs for
+            // microseconds, so a pause far longer than that will do.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
     /// The counters so far as fsprof layers. With `final_read`, calls still
     /// in flight are counted as entered but not returned.
     pub fn snapshot(&self, final_read: bool) -> Result<Snapshot, Error> {
-        let rd = |name: &str, m: &Map| {
-            m.entries().map_err(|err| Error::Read {
-                name: name.into(),
-                err,
-            })
-        };
-        let mut per_op: BTreeMap<u64, (Vec<u64>, u64, [u64; 5])> = BTreeMap::new();
         let nslots = self.layout.thresholds().len();
-        for (k, vals) in rd("fsprof_hist", &self.hist)? {
-            let opkey = u64::from_le_bytes(k[0..8].try_into().unwrap());
-            let slot = u64::from_le_bytes(k[8..16].try_into().unwrap()) as usize;
-            let n: u64 = vals
-                .iter()
-                .map(|v| u64::from_le_bytes(v[..8].try_into().unwrap()))
-                .sum();
-            let e = per_op
-                .entry(opkey)
-                .or_insert_with(|| (vec![0; nslots], 0, [0; 5]));
-            if slot == progs::ZERO_SLOT as usize {
-                e.1 += n;
-            } else if slot < nslots {
-                e.0[slot] += n;
-            }
-        }
-        let mut stats = rd("fsprof_stats", &self.stats)?;
-        // Syscall counters: index = syscall number = op key.
-        for (k, vals) in rd("fsprof_sysstats", &self.sys_stats)? {
-            let mut key = k.clone();
-            key.resize(8, 0);
-            stats.push((key, vals));
-        }
-        for (k, vals) in stats {
-            if vals.iter().all(|v| v[0..8] == [0; 8]) {
-                continue; // an array slot never used
-            }
-            let opkey = u64::from_le_bytes(k[0..8].try_into().unwrap());
-            let e = per_op
-                .entry(opkey)
-                .or_insert_with(|| (vec![0; nslots], 0, [0; 5]));
-            for v in vals {
-                let w = |i: usize| u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
-                if w(0) == 0 {
-                    continue;
-                }
-                e.2[0] += w(0);
-                e.2[1] += w(1);
-                e.2[2] += w(2);
-                e.2[3] = e.2[3].max(w(3));
-                e.2[4] = e.2[4].max(w(4));
-            }
-        }
-        let mut unfinished: BTreeMap<u64, u64> = BTreeMap::new();
-        if final_read {
-            for m in &self.starts {
-                for (_, vals) in rd("start", m)? {
-                    // A zero timestamp marks a consumed per-thread entry.
-                    if vals[0][0..8] == [0; 8] {
-                        continue;
-                    }
-                    let opkey = u64::from_le_bytes(vals[0][8..16].try_into().unwrap());
-                    *unfinished.entry(opkey).or_default() += 1;
-                    if (opkey as u32) >= progs::BLOCK_BASE
-                        && (opkey as u32) < progs::BLOCK_SIZE_BASE
-                    {
-                        let size_key = opkey + (progs::BLOCK_SIZE_BASE - progs::BLOCK_BASE) as u64;
-                        *unfinished.entry(size_key).or_default() += 1;
-                    }
-                }
-            }
-        }
+        let mut per_op: BTreeMap<u64, OpCounters> = BTreeMap::new();
+        self.read_histograms(nslots, &mut per_op)?;
+        self.read_stats(nslots, &mut per_op)?;
+        let unfinished = match final_read {
+            true => self.read_unfinished()?,
+            false => BTreeMap::new(),
+        };
         let mut snap = Snapshot::default();
         let mut keys: Vec<u64> = per_op.keys().copied().collect();
         keys.extend(unfinished.keys().copied());
@@ -182,24 +143,22 @@ impl Session {
         keys.dedup();
         let mut dev_names = BTreeMap::new();
         for key in keys {
-            let (slots, zero, st) = per_op
-                .get(&key)
-                .cloned()
-                .unwrap_or_else(|| (vec![0; nslots], 0, [0; 5]));
+            let c = per_op
+                .remove(&key)
+                .unwrap_or_else(|| OpCounters::new(nslots));
             let (lname, opname) = self.op_name(key, &mut dev_names);
-            let histogram = Histogram::from_slots(zero, &slots);
+            let histogram = Histogram::from_slots(c.zero, &c.slots);
             let post = histogram.total();
-            if st[0] != post {
-                snap.lost += st[0].abs_diff(post);
-            }
+            let st = c.stats;
+            snap.lost += st.count.abs_diff(post);
             let op = OpStats {
                 name: opname,
                 pre: post + unfinished.get(&key).copied().unwrap_or(0),
                 post,
-                errors: st[2],
-                total_ns: st[1],
-                min_ns: (st[0] > 0).then_some(!st[4]),
-                max_ns: (st[0] > 0).then_some(st[3]),
+                errors: st.errors,
+                total_ns: st.total,
+                min_ns: (st.count > 0).then_some(!st.not_min),
+                max_ns: (st.count > 0).then_some(st.max),
                 histogram,
                 ..Default::default()
             };
@@ -208,7 +167,93 @@ impl Session {
         for l in &mut snap.layers {
             l.normalize();
         }
+        snap.missed = self
+            ._progs
+            .iter()
+            .map(|p| p.recursion_misses().unwrap_or(0))
+            .sum();
         Ok(snap)
+    }
+
+    /// The (op, bucket) counts of `fsprof_hist`, summed over CPUs.
+    fn read_histograms(
+        &self,
+        nslots: usize,
+        per_op: &mut BTreeMap<u64, OpCounters>,
+    ) -> Result<(), Error> {
+        let mut hist = read_map("fsprof_hist", &self.hist)?;
+        hist.extend(read_map("fsprof_bhist", &self.blk_hist)?);
+        for (k, vals) in hist {
+            let opkey = word(&k, 0);
+            let slot = word(&k, 1) as usize;
+            let n: u64 = vals.iter().map(|v| word(v, 0)).sum();
+            let e = per_op
+                .entry(opkey)
+                .or_insert_with(|| OpCounters::new(nslots));
+            if slot == progs::ZERO_SLOT as usize {
+                e.zero += n;
+            } else if slot < nslots {
+                e.slots[slot] += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// The per-op [`StatsValue`]s of `fsprof_stats` and (indexed by
+    /// syscall number, which is the op key) `fsprof_sysstats`, combined
+    /// over CPUs.
+    fn read_stats(
+        &self,
+        nslots: usize,
+        per_op: &mut BTreeMap<u64, OpCounters>,
+    ) -> Result<(), Error> {
+        let mut stats = read_map("fsprof_stats", &self.stats)?;
+        stats.extend(read_map("fsprof_bstats", &self.blk_stats)?);
+        for (mut key, vals) in read_map("fsprof_sysstats", &self.sys_stats)? {
+            key.resize(8, 0);
+            stats.push((key, vals));
+        }
+        for (k, vals) in stats {
+            let per_cpu: Vec<StatsValue> = vals
+                .iter()
+                .filter_map(|v| StatsValue::from_bytes(v))
+                .collect();
+            if per_cpu.iter().all(|v| v.count == 0) {
+                continue; // an array slot never used
+            }
+            let e = per_op
+                .entry(word(&k, 0))
+                .or_insert_with(|| OpCounters::new(nslots));
+            for v in per_cpu.iter().filter(|v| v.count > 0) {
+                e.stats.count += v.count;
+                e.stats.total += v.total;
+                e.stats.errors += v.errors;
+                e.stats.max = e.stats.max.max(v.max);
+                e.stats.not_min = e.stats.not_min.max(v.not_min);
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls (and block requests, counted in `block-size` too) begun but
+    /// not ended, by op key: the live entries of the start maps.
+    fn read_unfinished(&self) -> Result<BTreeMap<u64, u64>, Error> {
+        let mut unfinished: BTreeMap<u64, u64> = BTreeMap::new();
+        for m in &self.starts {
+            for (_, vals) in read_map("start", m)? {
+                // A zero timestamp marks a consumed per-thread entry.
+                if word(&vals[0], 0) == 0 {
+                    continue;
+                }
+                let opkey = word(&vals[0], 1);
+                *unfinished.entry(opkey).or_default() += 1;
+                if (opkey as u32) >= progs::BLOCK_BASE && (opkey as u32) < progs::BLOCK_SIZE_BASE {
+                    let size_key = opkey + (progs::BLOCK_SIZE_BASE - progs::BLOCK_BASE) as u64;
+                    *unfinished.entry(size_key).or_default() += 1;
+                }
+            }
+        }
+        Ok(unfinished)
     }
 
     fn op_name(&self, key: u64, devs: &mut BTreeMap<u32, String>) -> (&'static str, String) {
@@ -220,7 +265,7 @@ impl Session {
                 .clone()
         };
         if op < progs::FS_BASE {
-            (layer::SYSCALL, names::syscall_name(op))
+            (layer::SYSCALL, syscall::name(op))
         } else if op < progs::BLOCK_BASE {
             let i = (op - progs::FS_BASE) as usize;
             (
@@ -231,17 +276,17 @@ impl Session {
                     .unwrap_or_else(|| format!("fs_{i}")),
             )
         } else if op < progs::BLOCK_SIZE_BASE {
-            let kind = progs::BLOCK_KINDS
+            let kind = block::KINDS
                 .get((op - progs::BLOCK_BASE) as usize)
-                .unwrap_or(&"other");
-            (layer::BLOCK, format!("{}:{kind}", dev_name()))
+                .unwrap_or(&block::OTHER);
+            (layer::BLOCK, block::op_name(&dev_name(), kind))
         } else if op < progs::FUSE_BASE {
-            let kind = progs::BLOCK_KINDS
+            let kind = block::KINDS
                 .get((op - progs::BLOCK_SIZE_BASE) as usize)
-                .unwrap_or(&"other");
-            (BLOCK_SIZE_LAYER, format!("{}:{kind}", dev_name()))
+                .unwrap_or(&block::OTHER);
+            (layer::BLOCK_SIZE, block::op_name(&dev_name(), kind))
         } else {
-            (layer::FUSE, names::fuse_opcode(op - progs::FUSE_BASE))
+            (layer::FUSE, fuse::name(op - progs::FUSE_BASE))
         }
     }
 }
@@ -300,6 +345,37 @@ impl Drop for Session {
     }
 }
 
+/// One op's counters gathered from the maps.
+struct OpCounters {
+    /// Histogram slots (slot j = bucket j - 1).
+    slots: Vec<u64>,
+    zero: u64,
+    stats: StatsValue,
+}
+
+impl OpCounters {
+    fn new(nslots: usize) -> Self {
+        OpCounters {
+            slots: vec![0; nslots],
+            zero: 0,
+            stats: StatsValue::default(),
+        }
+    }
+}
+
+/// The `i`th u64 of a map key or value (native byte order); 0 past the end.
+fn word(b: &[u8], i: usize) -> u64 {
+    b.get(i * 8..i * 8 + 8)
+        .map_or(0, |w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+}
+
+fn read_map(name: &str, m: &Map) -> Result<Vec<sys::Entry>, Error> {
+    m.entries().map_err(|err| Error::Read {
+        name: name.into(),
+        err,
+    })
+}
+
 /// Layers read from the kernel maps.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -307,4 +383,7 @@ pub struct Snapshot {
     /// Observations whose counters and histogram disagree: a map was full
     /// or an insert raced. Zero in a sound profile.
     pub lost: u64,
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU: events never seen.
+    pub missed: u64,
 }

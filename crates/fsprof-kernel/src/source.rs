@@ -66,11 +66,18 @@ impl Source for KernelSource {
     }
 
     fn finish(&mut self, _how: &Ended) -> Result<Finish, SourceError> {
+        self.session()?.stop_recording()?;
         let snap = self.session()?.snapshot(true)?;
         let session = self.session.take().expect("checked above");
         let notes = session.notes.clone();
         session.detach_in_background();
         let mut warnings = Vec::new();
+        if snap.missed > 0 {
+            warnings.push(format!(
+                "{} events were missed: the kernel skipped a program already running on the same CPU (an interrupt inside it), so their latencies are not in the profile",
+                snap.missed
+            ));
+        }
         if snap.lost > 0 {
             warnings.push(format!(
                 "{} observations were counted but not filed in a histogram bucket (a BPF map was full)",

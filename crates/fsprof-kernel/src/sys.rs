@@ -352,6 +352,22 @@ impl Prog {
         self.fd.as_raw_fd()
     }
 
+    /// How many times the kernel skipped this program because it was
+    /// already running on the same CPU (an interrupt arriving inside it
+    /// fired the same tracepoint): events the program never saw.
+    /// `struct bpf_prog_info.recursion_misses` (UAPI, offset 208; kernels
+    /// before 5.12 do not fill it and report 0).
+    pub fn recursion_misses(&self) -> io::Result<u64> {
+        let mut info = [0u8; 216];
+        let mut ia = InfoAttr {
+            bpf_fd: self.fd() as u32,
+            info_len: info.len() as u32,
+            info: info.as_mut_ptr() as u64,
+        };
+        sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia)?;
+        Ok(u64::from_le_bytes(info[208..216].try_into().unwrap()))
+    }
+
     /// Runs the program once on `data` (BPF_PROG_TEST_RUN) and returns r0.
     pub fn test_run(&self, data: &[u8]) -> io::Result<u32> {
         let mut attr = TestRunAttr {

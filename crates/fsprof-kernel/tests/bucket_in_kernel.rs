@@ -27,6 +27,7 @@ fn kernel_buckets_equal_bucket_layout_index() {
             sys_stats_fd: -1,
             hist_fd: -1,
             thresh_fd: thresh.fd(),
+            on_fd: -1,
             resolution: r,
         };
         let prog = Prog::load("bucket_probe", sys::PROG_XDP, &progs::bucket_probe(&sh))

@@ -81,6 +81,7 @@ fn vfs_targets_resolve_in_the_running_kernels_btf() {
         sys_stats_fd: 4,
         hist_fd: 5,
         thresh_fd: 6,
+        on_fd: -1,
         resolution: 4,
     };
     for (idx, f) in targets.iter().enumerate() {
@@ -153,6 +154,7 @@ fn attach_vfs_read(btf: &Btf) -> Result<(), fentry::Refusal> {
         sys_stats_fd: sys_stats.fd(),
         hist_fd: hist.fd(),
         thresh_fd: -1,
+        on_fd: -1,
         resolution: 1,
     };
     fentry::attach_pair("fsprof_t_read", &func, &Filter::All, &sh, start.fd(), 0).map(|_| ())
@@ -334,6 +336,7 @@ fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
         sys_stats_fd: sys_stats.fd(),
         hist_fd: hist.fd(),
         thresh_fd: -1,
+        on_fd: -1,
         resolution: 1,
     };
     let idx = 3;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use fsprof_core::profile::ExitStatus;
 use fsprof_core::units::format_ns;
 use fsprof_core::{Histogram, OpStats, Profile, Resolution};
+use fsprof_report::fmt::group;
 use fsprof_report::summary::{Selection, Summary};
 
 use crate::histchart::{self, HistogramChart, Kind, PeakMark, Series};
@@ -33,6 +34,19 @@ pub struct CompareRow {
     pub score: Option<f64>,
     pub interesting: bool,
     pub reason: String,
+}
+
+impl From<&fsprof_analysis::OpComparison> for CompareRow {
+    fn from(o: &fsprof_analysis::OpComparison) -> Self {
+        CompareRow {
+            layer: o.layer.clone(),
+            op: o.op.clone(),
+            method: o.method.name().to_string(),
+            score: o.score,
+            interesting: o.interesting,
+            reason: o.reason.clone(),
+        }
+    }
 }
 
 const STYLE: &str = r#"
@@ -232,18 +246,6 @@ fn score(s: Option<f64>) -> String {
     s.map(|s| format!("{s:.3}")).unwrap_or_else(|| "–".into())
 }
 
-fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (k, c) in s.chars().enumerate() {
-        if k > 0 && (s.len() - k).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A histogram chart in both axis variants; the page shows one at a time.
 fn hist_figure(out: &mut String, chart: &HistogramChart, caption: &str) {
     let kind = match chart.kind {
@@ -305,6 +307,23 @@ fn has_interval_data(p: &Profile, layer: &str, op: &str) -> bool {
             .and_then(|l| l.op(op))
             .is_some_and(|o| !o.histogram.counts.is_empty())
     })
+}
+
+/// The single-profile report with fsprof-analysis's peaks (labelled with
+/// `cal`), as `fsprof report --format html` writes it.
+pub fn report_with_analysis(
+    p: &Profile,
+    selection: Selection,
+    cal: Option<&fsprof_analysis::Calibration>,
+) -> Result<String, PlotError> {
+    let finder = crate::marks::peak_finder(cal);
+    report(
+        p,
+        &HtmlOptions {
+            selection,
+            peaks: Some(&finder),
+        },
+    )
 }
 
 /// The single-profile report.

@@ -7,6 +7,8 @@
 pub mod axis;
 pub mod histchart;
 pub mod html;
+pub mod linechart;
+pub mod marks;
 pub mod offsets;
 mod png;
 pub mod svg;

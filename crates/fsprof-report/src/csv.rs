@@ -1,3 +1,6 @@
+//! The profile summary as CSV: one row per op.
+
+use crate::fmt::field;
 use crate::summary::Summary;
 
 pub const HEADER: &str = "layer,op,count,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share";
@@ -25,13 +28,4 @@ pub fn render(s: &Summary) -> String {
         }
     }
     out
-}
-
-/// RFC 4180 quoting for names that need it.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }

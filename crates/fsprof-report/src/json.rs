@@ -1,46 +1,102 @@
-use serde_json::json;
+//! `fsprof report --format json`: typed, so the document's shape is one
+//! set of structs rather than values patched together.
 
+use fsprof_analysis::correlation::OpValues;
+use fsprof_analysis::peak_table::PeakRow;
+use fsprof_analysis::select::Interesting;
+use fsprof_core::profile::Meta;
 use fsprof_core::Profile;
+use serde::Serialize;
 
 use crate::summary::Summary;
+use crate::Tables;
 
-pub fn render(p: &Profile, s: &Summary) -> String {
-    let layers: Vec<_> = s
-        .layers
-        .iter()
-        .map(|l| {
-            let ops: Vec<_> = l
-                .rows
-                .iter()
-                .map(|r| {
-                    json!({
-                        "op": r.op.name,
-                        "count": r.op.post,
-                        "errors": r.op.errors,
-                        "unfinished": r.op.unfinished(),
-                        "total_ns": r.op.total_ns,
-                        "mean_ns": r.op.mean_ns(),
-                        "min_ns": r.op.min_ns,
-                        "max_ns": r.op.max_ns,
-                        "p50_ns": r.p50_ns,
-                        "p99_ns": r.p99_ns,
-                        "share": r.share,
+/// The whole document.
+#[derive(Serialize)]
+pub struct ProfileReport<'a> {
+    /// Always `fsprof-report`.
+    pub report: &'static str,
+    pub meta: &'a Meta,
+    pub layers: Vec<LayerJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peaks: Option<&'a [PeakRow]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interesting: Option<&'a Interesting>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<&'a OpValues>,
+}
+
+#[derive(Serialize)]
+pub struct LayerJson<'a> {
+    pub layer: &'a str,
+    pub calls: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub ops: Vec<OpJson<'a>>,
+}
+
+/// One ranked op, with the figures the text report shows.
+#[derive(Serialize)]
+pub struct OpJson<'a> {
+    pub op: &'a str,
+    pub count: u64,
+    pub errors: u64,
+    pub unfinished: u64,
+    pub total_ns: u64,
+    pub mean_ns: f64,
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub p50_ns: f64,
+    pub p99_ns: f64,
+    /// Of the layer's total latency.
+    pub share: f64,
+}
+
+impl<'a> ProfileReport<'a> {
+    pub fn new(p: &'a Profile, s: &Summary<'a>, tables: &'a Tables) -> Self {
+        let layers = s
+            .layers
+            .iter()
+            .map(|l| LayerJson {
+                layer: l.name,
+                calls: l.calls,
+                errors: l.errors,
+                total_ns: l.total_ns,
+                ops: l
+                    .rows
+                    .iter()
+                    .map(|r| OpJson {
+                        op: &r.op.name,
+                        count: r.op.post,
+                        errors: r.op.errors,
+                        unfinished: r.op.unfinished(),
+                        total_ns: r.op.total_ns,
+                        mean_ns: r.op.mean_ns(),
+                        min_ns: r.op.min_ns,
+                        max_ns: r.op.max_ns,
+                        p50_ns: r.p50_ns,
+                        p99_ns: r.p99_ns,
+                        share: r.share,
                     })
-                })
-                .collect();
-            json!({
-                "layer": l.name,
-                "calls": l.calls,
-                "errors": l.errors,
-                "total_ns": l.total_ns,
-                "ops": ops,
+                    .collect(),
             })
-        })
-        .collect();
-    let doc = json!({
-        "report": "fsprof-report",
-        "meta": p.meta,
-        "layers": layers,
-    });
-    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+            .collect();
+        ProfileReport {
+            report: "fsprof-report",
+            meta: &p.meta,
+            layers,
+            peaks: tables.peaks.as_deref(),
+            interesting: tables.interesting.as_ref(),
+            correlation: tables.correlation.as_ref(),
+        }
+    }
+}
+
+pub fn render(doc: &ProfileReport) -> String {
+    pretty(doc)
+}
+
+/// Indented JSON with a final newline, as every JSON output of fsprof.
+pub fn pretty(doc: &impl Serialize) -> String {
+    serde_json::to_string_pretty(doc).expect("report structs serialize") + "\n"
 }

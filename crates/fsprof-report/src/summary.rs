@@ -100,12 +100,7 @@ impl<'a> Summary<'a> {
                         },
                     })
                     .collect();
-                rows.sort_by(|a, b| {
-                    b.op.total_ns
-                        .cmp(&a.op.total_ns)
-                        .then(b.op.post.cmp(&a.op.post))
-                        .then(a.op.name.cmp(&b.op.name))
-                });
+                rows.sort_by(|a, b| OpStats::by_latency(a.op, b.op));
                 LayerSummary {
                     name: &l.name,
                     total_ns,

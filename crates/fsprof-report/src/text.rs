@@ -7,10 +7,12 @@ use std::fmt::Write;
 use fsprof_core::units::format_ns;
 use fsprof_core::{OpStats, Profile, Resolution};
 
+use crate::fmt::group;
 use crate::summary::Summary;
 use crate::ReportOptions;
 
-const BAR: usize = 40;
+/// Width of a histogram bar at the bucket with most calls.
+pub(crate) const BAR: usize = 40;
 
 pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     let mut out = String::new();
@@ -231,37 +233,20 @@ fn shell_quote(w: &str) -> String {
     }
 }
 
-/// 1234567 -> "1,234,567".
-pub fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn quotes_words_a_shell_would_split() {
-        assert_eq!(shell_quote("grep"), "grep");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn groups_thousands() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(999), "999");
-        assert_eq!(group(1000), "1,000");
-        assert_eq!(group(1234567), "1,234,567");
+        for (w, s) in [
+            ("grep", "grep"),
+            ("a b", "'a b'"),
+            ("it's", "'it'\\''s'"),
+            ("", "''"),
+        ] {
+            assert_eq!(shell_quote(w), s);
+        }
     }
 
     #[test]

@@ -122,6 +122,9 @@ struct fsprof_abi_layout {
     uint32_t nops;
     uint32_t off_proc_corr_ops, corr_ops, corr_lat, corr_val;
     uint32_t corr_op_index[FSPROF_CORR_MAX_OPS]; /* ops.def index of each data op */
+    uint32_t abi_version, tick_shift, fd_track, fd_state_size, slot_hdr_size, proc_hdr_size;
+    /* offsets of pre, post, errors, total_ns, min_ns, max_ns, zero, reserved */
+    uint32_t off_ctr_fields[8];
 };
 
 struct fsprof_selftest {

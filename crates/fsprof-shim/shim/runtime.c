@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "record.h"
+#include "trace.h"
 
 HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
 HIDDEN int g_clock;
@@ -205,12 +206,15 @@ static void after_fork_in_child(void)
     t_shared = 0;
     if (g_state == ST_READY || g_state == ST_BUSY)
         g_state = ST_UNINIT;
+    fsprof_trace_after_fork();
 }
 
 static void setup_process(void)
 {
     int ok = g_ctl || attach_control();
     ok = ok && create_process_file();
+    if (ok)
+        fsprof_trace_process(getenv(FSPROF_ENV), &g_ctl->next_seq, g_proc->seq);
     if (ok && !g_atfork_done) {
         g_atfork_done = 1;
         pthread_atfork(NULL, NULL, after_fork_in_child);
@@ -302,6 +306,21 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     FSPROF_CORR_OPS_LIST
 #undef C
     (void)k;
+    out->abi_version = FSPROF_ABI_VERSION;
+    out->tick_shift = FSPROF_TICK_SHIFT;
+    out->fd_track = FSPROF_FD_TRACK;
+    out->fd_state_size = sizeof(struct fsprof_fd_state);
+    out->slot_hdr_size = FSPROF_SLOT_HDR_SIZE;
+    out->proc_hdr_size = FSPROF_PROC_HDR_SIZE;
+    uint32_t *f = out->off_ctr_fields;
+    f[0] = offsetof(struct fsprof_ctr, pre);
+    f[1] = offsetof(struct fsprof_ctr, post);
+    f[2] = offsetof(struct fsprof_ctr, errors);
+    f[3] = offsetof(struct fsprof_ctr, total_ns);
+    f[4] = offsetof(struct fsprof_ctr, min_ns);
+    f[5] = offsetof(struct fsprof_ctr, max_ns);
+    f[6] = offsetof(struct fsprof_ctr, zero);
+    f[7] = offsetof(struct fsprof_ctr, reserved);
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)

@@ -26,6 +26,7 @@
 #include <utime.h>
 
 #include "record.h"
+#include "trace.h"
 
 /* Symbols that only exist as old versioned compat symbols in current glibc
  * (`__xstat@GLIBC_2.2.5`) are invisible to dlsym; ask for them by version. */
@@ -73,7 +74,11 @@ static inline void *real_fn(void **slot, const char *name)
 
 #define WRAP(op, type, name, params, args, failed)                                       \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params { TIMED(OP_##op, type, failed, REAL(name) args); }
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        TRACED(OP_##op, name, type, failed, args, (void)0)                               \
+        TIMED(OP_##op, type, failed, REAL(name) args);                                   \
+    }
 
 /* A data call (FSPROF_CORR_OPS_LIST): timed like TIMED, then its request
  * size and seek distance are filed (record_value). `fd`, `off`, `size` and
@@ -84,6 +89,8 @@ static inline void *real_fn(void **slot, const char *name)
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
+        TRACED(OP_##op, name, type, failed, args,                                        \
+               if (c_) record_value(CORR_##op, ns_, (fd), (off), (size), (done)))       \
         struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
         if (UNLIKELY(c_ == NULL))                                                        \
             return REAL(name) args;                                                      \
@@ -100,6 +107,7 @@ static inline void *real_fn(void **slot, const char *name)
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
+        TRACED(OP_##op, name, type, failed, args, after)                                 \
         struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
         uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
         type r = REAL(name) args;                                                        \
@@ -140,6 +148,7 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
     EXPORT int name(const char *path, int flags, ...)                                    \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
+        TRACED(OP_open, name, int, M1, (path, flags, mode), (void)0)                     \
         TIMED(OP_open, int, M1, REAL(name)(path, flags, mode));                          \
     }
 WRAP_OPEN(open)
@@ -150,6 +159,7 @@ WRAP_OPEN(open64)
     EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
+        TRACED(OP_openat, name, int, M1, (dirfd, path, flags, mode), (void)0)            \
         TIMED(OP_openat, int, M1, REAL(name)(dirfd, path, flags, mode));                 \
     }
 WRAP_OPENAT(openat)
@@ -165,6 +175,7 @@ static int (*real_close)(int);
 EXPORT int close(int fd)
 {
     fd_forget(fd);
+    TRACED(OP_close, close, int, M1, (fd), (void)0)
     TIMED(OP_close, int, M1, REAL(close)(fd));
 }
 
@@ -278,6 +289,19 @@ WRAP(posix_fadvise, int, posix_fadvise64, (int fd, off64_t o, off64_t n, int a),
 static void (*real_sync)(void);
 EXPORT void sync(void)
 {
+    if (UNLIKELY(g_trace)) {
+        struct fsprof_tpre pre;
+        fsprof_trace_pre(&pre, OP_sync, "sync", NULL, 0);
+        struct fsprof_ctr *c = call_begin(OP_sync);
+        uint64_t t0 = now_ticks();
+        REAL(sync)();
+        uint64_t t1 = now_ticks();
+        if (c) {
+            call_end(c, t0, t1, 0);
+            fsprof_trace_post(&pre, t0, t1, 0, 0);
+        }
+        return;
+    }
     struct fsprof_ctr *c = call_begin(OP_sync);
     if (UNLIKELY(c == NULL)) {
         REAL(sync)();
@@ -379,6 +403,12 @@ WRAP(readdir, int, readdir64_r, (DIR * d, struct dirent64 *e, struct dirent64 **
         if (!failed)                                                                     \
             errno = saved;                                                               \
         call_end(c, t0, t1, failed);                                                     \
+        if (UNLIKELY(g_trace)) {                                                         \
+            struct fsprof_tpre pre_;                                                     \
+            uint64_t a_[] = {TR_U(d)};                                                   \
+            fsprof_trace_pre(&pre_, OP_readdir, #name, a_, 1);                           \
+            fsprof_trace_post(&pre_, t0, t1, (int64_t)(intptr_t)r, failed);              \
+        }                                                                                \
         return r;                                                                        \
     }
 WRAP_READDIR(readdir, struct dirent)
@@ -430,6 +460,10 @@ static int map_forget(void *addr)
     EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
     {                                                                                    \
         struct fsprof_ctr *c;                                                            \
+        if (!(flags & MAP_ANONYMOUS) && fd >= 0) {                                       \
+            TRACED(OP_mmap, name, void *, r == MAP_FAILED, (a, n, prot, flags, fd, off),  \
+                   if (r != MAP_FAILED) map_remember(r))                                 \
+        }                                                                                \
         if ((flags & MAP_ANONYMOUS) || fd < 0 || (c = call_begin(OP_mmap)) == NULL)      \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
         uint64_t t0 = now_ticks();                                                       \
@@ -447,7 +481,11 @@ static int (*real_munmap)(void *, size_t);
 EXPORT int munmap(void *a, size_t n)
 {
     struct fsprof_ctr *c;
-    if (!map_forget(a) || (c = call_begin(OP_munmap)) == NULL)
+    int known = map_forget(a);
+    if (known) {
+        TRACED(OP_munmap, munmap, int, M1, (a, n), (void)0)
+    }
+    if (!known || (c = call_begin(OP_munmap)) == NULL)
         return REAL(munmap)(a, n);
     uint64_t t0 = now_ticks();
     int r = REAL(munmap)(a, n);
@@ -470,6 +508,7 @@ WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
         va_start(ap, cmd);                                                               \
         long arg = va_arg(ap, long);                                                     \
         va_end(ap);                                                                      \
+        TRACED(OP_fcntl, name, int, M1, (fd, cmd, arg), (void)0)                         \
         TIMED(OP_fcntl, int, M1, REAL(name)(fd, cmd, arg));                              \
     }
 WRAP_FCNTL(fcntl)

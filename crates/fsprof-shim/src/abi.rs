@@ -2,6 +2,8 @@
 //! per-process counter files the shim writes. `tests` check every size and
 //! offset against the compiled shim.
 
+use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
+
 pub const ABI_VERSION: u32 = 2;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
@@ -13,8 +15,14 @@ pub const SLOT_HDR_SIZE: usize = 64;
 pub const EXE_MAX: usize = 512;
 pub const CMDLINE_MAX: usize = 2048;
 /// Thread slots per process, the shared slot 0 included. Threads beyond
-/// this share slot 0 (atomic adds: slower, never lossy).
+/// this share slot 0 (atomic adds: slower, never lossy). `fsprof run`'s
+/// choice, handed to the shim in the control file; the shim accepts any
+/// value from 2 (slot 0 and one of its own).
 pub const MAX_SLOTS: u32 = 256;
+const _: () = assert!(MAX_SLOTS >= 2);
+/// `ns = ticks * tsc_mult >> TICK_SHIFT` (`FSPROF_TICK_SHIFT`): the shim
+/// refuses a control file with another shift.
+pub const TICK_SHIFT: u32 = 32;
 
 /// Value tables (`FSPROF_CORR_*` in abi.h): per thread slot, after the op
 /// counters, one `CORR_LAT × CORR_VAL` table of u64 per (data op, kind).
@@ -25,11 +33,8 @@ pub const CORR_LAT: usize = 40;
 pub const CORR_VAL: usize = 42;
 pub const CORR_KINDS: usize = 2;
 pub const CORR_CELLS: usize = CORR_LAT * CORR_VAL;
-/// The data ops with value tables, in table order.
-pub const CORR_OPS: [&str; 12] = [
-    "read", "write", "pread", "pwrite", "readv", "writev", "preadv", "pwritev", "preadv2",
-    "pwritev2", "fread", "fwrite",
-];
+/// The data ops with value tables, in table order (`FSPROF_CORR_OPS_LIST`).
+pub const CORR_OPS: [&str; DATA_OP_COUNT] = DATA_OPS;
 pub const CORR_MAX_OPS: usize = 16;
 
 /// Bytes of a slot's value tables.
@@ -132,8 +137,16 @@ pub struct Layout {
     pub corr_ops: u32,
     pub corr_lat: u32,
     pub corr_val: u32,
-    /// Index into [`crate::OPS`] of each of [`CORR_OPS`].
+    /// Index into [`OPS`] of each of [`CORR_OPS`].
     pub corr_op_index: [u32; CORR_MAX_OPS],
+    pub abi_version: u32,
+    pub tick_shift: u32,
+    pub fd_track: u32,
+    pub fd_state_size: u32,
+    pub slot_hdr_size: u32,
+    pub proc_hdr_size: u32,
+    /// Offsets of [`CtrHeader`]'s fields, in declaration order.
+    pub off_ctr_fields: [u32; 8],
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -150,18 +163,34 @@ pub fn expected_layout() -> Layout {
         off_ctl_next_seq: offset_of!(ControlHeader, next_seq) as u32,
         off_ctl_thresholds: size_of::<ControlHeader>() as u32,
         off_ctr_buckets: size_of::<CtrHeader>() as u32,
-        nops: crate::OPS.len() as u32,
+        nops: OPS.len() as u32,
         off_proc_corr_ops: offset_of!(ProcHeader, corr_ops) as u32,
         corr_ops: CORR_OPS.len() as u32,
         corr_lat: CORR_LAT as u32,
         corr_val: CORR_VAL as u32,
+        abi_version: ABI_VERSION,
+        tick_shift: TICK_SHIFT,
+        fd_track: FD_TRACK as u32,
+        fd_state_size: FD_STATE_SIZE as u32,
+        slot_hdr_size: SLOT_HDR_SIZE as u32,
+        proc_hdr_size: PROC_HDR_SIZE as u32,
+        off_ctr_fields: [
+            offset_of!(CtrHeader, pre) as u32,
+            offset_of!(CtrHeader, post) as u32,
+            offset_of!(CtrHeader, errors) as u32,
+            offset_of!(CtrHeader, total_ns) as u32,
+            offset_of!(CtrHeader, min_ns) as u32,
+            offset_of!(CtrHeader, max_ns) as u32,
+            offset_of!(CtrHeader, zero) as u32,
+            offset_of!(CtrHeader, reserved) as u32,
+        ],
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {
-                idx[k] = crate::OPS
+                idx[k] = OPS
                     .iter()
-                    .position(|o| o == name)
-                    .expect("every data op is in ops.def") as u32;
+                    .position(|o| o.name == *name)
+                    .expect("every data op is an op") as u32;
             }
             idx
         },
@@ -169,3 +198,4 @@ pub fn expected_layout() -> Layout {
 }
 
 const _: () = assert!(std::mem::size_of::<ProcHeader>() <= PROC_HDR_SIZE);
+const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);

@@ -10,11 +10,14 @@
 pub mod abi;
 mod install;
 mod selftest;
+pub mod trace_abi;
 
 pub use install::install;
 pub use selftest::{LoadedShim, SelfTest};
 
-include!(concat!(env!("OUT_DIR"), "/ops.rs"));
+/// The user layer's op names in the order that indexes the shim's
+/// counters: [`fsprof_core::ops::libc::OPS`], which `shim/ops.def` mirrors.
+pub use fsprof_core::ops::libc::OPS;
 include!(concat!(env!("OUT_DIR"), "/shim_hash.rs"));
 
 /// The shim's shared object, built from `shim/*.c` at compile time.

@@ -8,6 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::abi::{ControlHeader, Layout};
+use crate::trace_abi::TraceLayout;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -55,6 +56,26 @@ impl LoadedShim {
         let mut out = Layout::default();
         unsafe { f(&mut out) };
         Ok(out)
+    }
+
+    pub fn trace_layout(&self) -> io::Result<TraceLayout> {
+        type F = unsafe extern "C" fn(*mut TraceLayout);
+        // SAFETY: the symbol has this signature (trace.c).
+        let f: F = unsafe { std::mem::transmute(self.symbol("fsprof_shim_trace_abi")?) };
+        let mut out = TraceLayout::default();
+        // SAFETY: a valid out-pointer.
+        unsafe { f(&mut out) };
+        Ok(out)
+    }
+
+    /// The shim's XXH64 of `data`, fed to its streaming hasher `step` bytes
+    /// at a time (tests compare it with a reference implementation).
+    pub fn xxh64(&self, data: &[u8], step: u64) -> io::Result<u64> {
+        type F = unsafe extern "C" fn(*const u8, u64, u64) -> u64;
+        // SAFETY: the symbol has this signature (trace.c).
+        let f: F = unsafe { std::mem::transmute(self.symbol("fsprof_shim_xxh64")?) };
+        // SAFETY: `data` is valid for its length; step > 0.
+        Ok(unsafe { f(data.as_ptr(), data.len() as u64, step.max(1)) })
     }
 
     /// The slot the compiled hot path files a latency of `ns` (> 0) in, for

@@ -28,7 +28,7 @@ pub struct ClockParams {
     rate: Option<TscRate>,
 }
 
-const SHIFT: u32 = 32;
+const SHIFT: u32 = abi::TICK_SHIFT;
 
 /// A TSC rate that changed by more than this over a run is reported and
 /// not kept for later runs.

@@ -5,12 +5,13 @@
 
 use std::fs::File;
 use std::io;
+use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
-use fsprof_shim::abi::{self, ProcHeader};
+use fsprof_shim::abi::{self, CtrHeader, ProcHeader};
 use fsprof_shim::OPS;
 
 /// One process image's counters, summed over its threads.
@@ -74,7 +75,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Err(io::Error::last_os_error());
     }
     let m = Mapping { ptr, len };
-    let ready_off = std::mem::offset_of!(ProcHeader, ready);
+    let ready_off = offset_of!(ProcHeader, ready);
     if m.u32_at(ready_off) != 1 {
         return Ok(None);
     }
@@ -109,12 +110,12 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     {
         return Err(bad("counter file is shorter than its header says"));
     }
-    let used = (m.u32_at(std::mem::offset_of!(ProcHeader, slots_used)) as usize).min(slots);
+    let used = (m.u32_at(offset_of!(ProcHeader, slots_used)) as usize).min(slots);
     let mut ops: Vec<OpStats> = Vec::new();
     let mut buckets = vec![0u64; nbuckets as usize];
-    let words = std::mem::size_of::<abi::CtrHeader>();
-    for (k, name) in OPS.iter().enumerate() {
-        let mut op = OpStats::new(*name);
+    let words = size_of::<CtrHeader>();
+    for (k, name) in OPS.iter().map(|o| o.name).enumerate() {
+        let mut op = OpStats::new(name);
         let mut zero = 0;
         let mut min = u64::MAX;
         let mut max = 0;
@@ -124,21 +125,21 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
                 + s * h.slot_size as usize
                 + abi::SLOT_HDR_SIZE
                 + k * h.ctr_size as usize;
-            let pre = m.u64_at(base);
+            let word = |field: usize| m.u64_at(base + field);
+            let pre = word(offset_of!(CtrHeader, pre));
             if pre == 0 {
                 continue;
             }
-            let post = m.u64_at(base + 8);
             op.pre += pre;
-            op.post += post;
-            op.errors += m.u64_at(base + 16);
-            op.total_ns += m.u64_at(base + 24);
-            let mn = m.u64_at(base + 32);
+            op.post += word(offset_of!(CtrHeader, post));
+            op.errors += word(offset_of!(CtrHeader, errors));
+            op.total_ns += word(offset_of!(CtrHeader, total_ns));
+            let mn = word(offset_of!(CtrHeader, min_ns));
             if mn != 0 {
                 min = min.min(mn);
             }
-            max = max.max(m.u64_at(base + 40));
-            zero += m.u64_at(base + 48);
+            max = max.max(word(offset_of!(CtrHeader, max_ns)));
+            zero += word(offset_of!(CtrHeader, zero));
             for (j, b) in buckets.iter_mut().enumerate() {
                 *b += m.u64_at(base + words + j * 8);
             }
@@ -147,7 +148,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
             continue;
         }
         op.histogram = Histogram::from_slots(zero, &buckets);
-        if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
+        if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
             op.correlations = read_correlations(&m, &h, used, corr_off, c);
         }
         if op.histogram.total() > 0 {

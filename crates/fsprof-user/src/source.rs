@@ -29,6 +29,12 @@ pub struct UserOptions {
 #[error("{0}")]
 pub struct SetupError(String);
 
+impl SetupError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        SetupError(msg.into())
+    }
+}
+
 fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> SetupError {
     move |e| SetupError(format!("{what}: {e}"))
 }
@@ -74,6 +80,17 @@ impl UserSource {
             collector: Collector::new(dir, layout.thresholds().len() as u32),
             selfcost: None,
         })
+    }
+
+    /// The run directory the shim writes to (`fsprof trace` reads its
+    /// chunk files from there).
+    pub fn run_dir(&self) -> &Path {
+        self.collector.dir().path()
+    }
+
+    /// The clock the shim times with.
+    pub fn clock(&self) -> &ClockParams {
+        &self.clock
     }
 
     /// Notes about the clock: a TSC rate that drifted during the run is

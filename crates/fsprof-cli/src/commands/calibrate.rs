@@ -2,7 +2,7 @@ use anyhow::{anyhow, Context, Result};
 use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
 use fsprof_core::format::write_atomic;
-use fsprof_core::units::{format_ns, rfc3339_utc};
+use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
 
 use super::report::write_stdout;
@@ -43,22 +43,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     let text = if a.json {
         cal.to_json()
     } else {
-        let mut out = format!(
-            "{:<18} {:>10} {:>10} {:>10} {:>8}  how\n",
-            "characteristic", "median", "p10", "p90", "samples"
-        );
-        for c in &cal.characteristics {
-            out.push_str(&format!(
-                "{:<18} {:>10} {:>10} {:>10} {:>8}  {}\n",
-                c.label,
-                format_ns(c.median_ns),
-                format_ns(c.p10_ns),
-                format_ns(c.p90_ns),
-                c.samples,
-                c.method
-            ));
-        }
-        out
+        fsprof_report::calibration::render_text(&cal)
     };
     write_stdout(&text)?;
     for s in &cal.skipped {

@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use fsprof_analysis::compare::{compare_profiles, CompareOptions, Method};
-use fsprof_analysis::render;
 use fsprof_core::format::read_profile;
+use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
 use fsprof_plot::CompareRow;
@@ -15,6 +15,11 @@ use crate::cli::{CompareArgs, FormatArg, MethodArg};
 pub fn compare(a: CompareArgs) -> Result<i32> {
     if a.format == FormatArg::Html && a.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
+    }
+    if let Some(code) =
+        super::bench::compare_results(&a.a, &a.b, a.format, a.output.as_deref(), a.force)?
+    {
+        return Ok(code);
     }
     let pa = read_profile(&a.a)?;
     let pb = read_profile(&a.b)?;
@@ -39,18 +44,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
         FormatArg::Html => {
-            let rows: Vec<CompareRow> = c
-                .ops
-                .iter()
-                .map(|o| CompareRow {
-                    layer: o.layer.clone(),
-                    op: o.op.clone(),
-                    method: o.method.name().to_string(),
-                    score: o.score,
-                    interesting: o.interesting,
-                    reason: o.reason.clone(),
-                })
-                .collect();
+            let rows: Vec<CompareRow> = c.ops.iter().map(CompareRow::from).collect();
             fsprof_plot::html::compare((&na, &pa), (&nb, &pb), &rows)?
         }
     };

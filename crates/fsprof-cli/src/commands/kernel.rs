@@ -2,7 +2,7 @@ use anyhow::Result;
 use fsprof_capture::{Capture, Plan, Progress};
 use fsprof_core::Resolution;
 use fsprof_kernel::{KernelSource, Options, Target};
-use fsprof_report::{render, ReportOptions};
+use fsprof_report::after_capture;
 
 use super::capture::{failed, output, save_and_tell};
 use crate::cli::{KernelArgs, KernelLayerArg};
@@ -29,25 +29,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
     let path = save_and_tell(&outcome, &out, "kernel", program.as_deref())?;
     if !a.quiet {
-        let profile = &outcome.profile;
-        // block-size counts bytes: printed below with byte labels.
-        let mut ropts = ReportOptions {
-            top: a.top,
-            ..Default::default()
-        };
-        ropts.selection.layers = profile
-            .layers
-            .iter()
-            .map(|l| l.name.clone())
-            .filter(|n| n != fsprof_kernel::session::BLOCK_SIZE_LAYER)
-            .collect();
-        if ropts.selection.layers.is_empty() {
-            // Nothing recorded: the header alone.
-            ropts.selection = Default::default();
-        }
-        eprint!("{}", render(profile, &ropts)?);
-        eprint!("{}", fsprof_kernel::sizes::render_text(profile));
-        eprint!("{}", fsprof_kernel::attribution::render_text(profile));
+        eprint!("{}", after_capture(&outcome.profile, a.top)?);
     }
     eprintln!("fsprof: profile written to {}", path.display());
     Ok(outcome.exit_code())

@@ -1,8 +1,10 @@
 mod analysis;
+pub mod bench;
 mod calibrate;
 mod capture;
 mod check;
 mod compare;
+pub mod compile;
 pub(crate) mod discover;
 mod export;
 mod kernel;
@@ -10,6 +12,7 @@ mod merge;
 mod plot;
 mod report;
 mod run;
+pub mod trace;
 
 use crate::cli::{Cli, Command};
 
@@ -26,5 +29,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
         Command::Discover(a) => discover::discover(a),
+        Command::Trace(a) => trace::trace(a),
+        Command::Compile(a) => compile::compile(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }

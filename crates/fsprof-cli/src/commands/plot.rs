@@ -1,10 +1,6 @@
 use anyhow::{bail, Result};
-use fsprof_analysis::find_peaks;
-use fsprof_analysis::Calibration;
 use fsprof_core::format::{read_profile, write_atomic};
-use fsprof_core::units::format_ns;
-use fsprof_core::{Histogram, Resolution};
-use fsprof_plot::{PeakMark, PlotKind, PlotRequest};
+use fsprof_plot::{PlotKind, PlotRequest};
 
 use crate::cli::{PlotArgs, PlotKindArg};
 
@@ -36,7 +32,7 @@ pub fn plot(a: PlotArgs) -> Result<i32> {
         log_y: a.log_y,
     };
     let cal = super::analysis::calibration(&a.calibration)?;
-    let finder = peak_finder(cal.as_ref());
+    let finder = fsprof_plot::marks::peak_finder(cal.as_ref());
     let peaks: Option<fsprof_plot::PeakFinder> = (!a.no_peaks).then_some(&finder);
     let svg = fsprof_plot::plot_svg(&profile, &req, peaks)?;
     let bytes = if png {
@@ -47,33 +43,4 @@ pub fn plot(a: PlotArgs) -> Result<i32> {
     write_atomic(&a.output, &bytes, a.force)?;
     eprintln!("fsprof: wrote {}", a.output.display());
     Ok(0)
-}
-
-/// Marks fsprof-analysis's peaks, labelled with the machine's
-/// characteristic latency they match (from `fsprof calibrate`) or else with
-/// their mode, and their share of the calls.
-pub fn peak_finder(
-    cal: Option<&Calibration>,
-) -> impl Fn(&Histogram, Resolution) -> Vec<PeakMark> + '_ {
-    move |h, res| {
-        let peaks = find_peaks(h, res);
-        // One mode is not worth a marker: the chart shows it plainly.
-        if peaks.len() < 2 {
-            return Vec::new();
-        }
-        peaks
-            .iter()
-            .map(|p| {
-                let what = cal
-                    .and_then(|c| c.label(p.mode_ns(res)))
-                    .unwrap_or_else(|| format!("~{}", format_ns(p.mode_ns(res))));
-                PeakMark {
-                    lo: p.first,
-                    hi: p.last,
-                    mode: p.mode,
-                    label: format!("{what}, {:.0}%", p.count_share * 100.0),
-                }
-            })
-            .collect()
-    }
 }

@@ -5,7 +5,7 @@ use fsprof_capture::{meta, Capture, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::{Profile, Resolution};
 use fsprof_export::serve::{self, MetricsServer};
-use fsprof_report::{render, ReportOptions};
+use fsprof_report::after_capture;
 use fsprof_user::{ClockChoice, UserOptions, UserSource};
 
 use super::capture::{failed, output, save_and_tell};
@@ -70,11 +70,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
              visible at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
     } else if !a.quiet {
-        let opts = ReportOptions {
-            top: a.top,
-            ..Default::default()
-        };
-        eprint!("{}", render(&outcome.profile, &opts)?);
+        eprint!("{}", after_capture(&outcome.profile, a.top)?);
     }
     eprintln!("fsprof: profile written to {}", path.display());
     Ok(outcome.exit_code())

@@ -13,7 +13,6 @@
 //! raises it by two blocks is the one that allocated the indirect block.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -21,10 +20,11 @@ use std::path::Path;
 use crate::classify::{Confidence, Level};
 use crate::exposed::Exposed;
 use crate::finding::{Curve, Finding, Mark, Parameter};
+use crate::methods::write_period::write_whole;
 use crate::methods::{bytes, create_new};
 use crate::series::{median, Series, Summary};
 use crate::target::{magic, Scratch, Target};
-use crate::timing::timed;
+use crate::timing;
 use crate::{Ctx, DiscoverError};
 
 /// Blocks written per iteration: past ext2's 12 with room on both sides.
@@ -81,33 +81,35 @@ pub fn measure(
     let io = |w: &str| DiscoverError::io(format!("{w} {}", path.display()));
     let mut series = Series::new((0..BLOCKS).collect());
     let buf = vec![b'd'; block as usize];
-    let mut extra = None;
-    for it in 0..iterations {
+    let extra = allocation(path, &buf)?;
+    for _ in 0..iterations {
         ctx.check()?;
         let _ = std::fs::remove_file(path);
         let mut f = create_new(path).map_err(io("create"))?;
-        let mut run = Vec::with_capacity(BLOCKS as usize);
-        let mut allocated = vec![0u64];
-        for _ in 0..BLOCKS {
-            let (r, ns) = timed(|| f.write(&buf));
-            match r {
-                Ok(n) if n == buf.len() => run.push(ns),
-                Ok(_) => return Err(io("write")(std::io::ErrorKind::WriteZero.into())),
-                Err(e) => return Err(io("write")(e)),
-            }
-            if it == 0 {
-                allocated.push(f.metadata().map_err(io("stat"))?.blocks());
-            }
-        }
-        if it == 0 {
-            extra = first_extra(&allocated, block);
-        }
+        let run =
+            timing::run(BLOCKS as usize, |_| write_whole(&mut f, &buf)).map_err(io("write"))?;
         drop(f);
         std::fs::remove_file(path).map_err(io("remove"))?;
         series.push_run(run);
         ctx.progress.advance(1);
     }
     Ok((series, extra))
+}
+
+/// The same writes, untimed, with the file's `st_blocks` after each:
+/// [`first_extra`] of them.
+fn allocation(path: &Path, buf: &[u8]) -> Result<Option<u64>, DiscoverError> {
+    let io = |w: &str| DiscoverError::io(format!("{w} {}", path.display()));
+    let _ = std::fs::remove_file(path);
+    let mut f = create_new(path).map_err(io("create"))?;
+    let mut allocated = vec![0u64];
+    for _ in 0..BLOCKS {
+        write_whole(&mut f, buf).map_err(io("write"))?;
+        allocated.push(f.metadata().map_err(io("stat"))?.blocks());
+    }
+    drop(f);
+    std::fs::remove_file(path).map_err(io("remove"))?;
+    Ok(first_extra(&allocated, buf.len() as u64))
 }
 
 /// The first block whose write raised the file's allocated size

@@ -25,7 +25,7 @@ use crate::finding::{Curve, Finding, Mark, Parameter};
 use crate::methods::{bytes, fadvise, readahead};
 use crate::series::{Series, Summary};
 use crate::target::{Scratch, Target};
-use crate::timing::timed;
+use crate::timing;
 use crate::{Ctx, DiscoverError};
 
 /// Bytes per read.
@@ -64,13 +64,7 @@ fn one(
         for k in (0..chunks).rev() {
             f.read_exact_at(buf, k * CHUNK).map_err(io("read"))?;
         }
-        let mut run = Vec::with_capacity(chunks as usize);
-        for k in 0..chunks {
-            let (r, ns) = timed(|| f.read_exact_at(buf, k * CHUNK));
-            r.map_err(io("read"))?;
-            run.push(ns);
-        }
-        Ok(run)
+        timing::run(chunks as usize, |k| f.read_exact_at(buf, k as u64 * CHUNK)).map_err(io("read"))
     })();
     if let Some(cg) = inside {
         cg.leave().map_err(DiscoverError::io("leave the cgroup"))?;

@@ -27,7 +27,7 @@ use crate::classify::{step_up, two_levels, Confidence, Level, Levels};
 use crate::cold::Cooler;
 use crate::methods::{bytes, create_new, fadvise};
 use crate::series::{Series, Summary, MISSING};
-use crate::timing::timed;
+use crate::timing;
 use crate::{Ctx, DiscoverError};
 
 /// How far below the initial size the backward reads go (known hits).
@@ -116,23 +116,24 @@ fn one(
     let offs = offsets(i, page);
     let mut run = vec![MISSING; offs.len()];
     let mut byte = [0u8; 1];
-    let mut read = |run: &mut [u64], k: usize| -> Result<(), DiscoverError> {
-        if run[k] == MISSING {
-            let (r, ns) = timed(|| probe.read_at(&mut byte, offs[k]));
-            r.map_err(io("read"))?;
-            run[k] = ns;
+    // Times the reads of the offsets `ks` not read yet, in that order.
+    let mut read = |run: &mut [u64], ks: &[usize]| -> Result<(), DiscoverError> {
+        let ks: Vec<usize> = ks.iter().copied().filter(|&k| run[k] == MISSING).collect();
+        let ns = timing::run(ks.len(), |j| {
+            probe.read_at(&mut byte, offs[ks[j]]).map(|_| ())
+        })
+        .map_err(io("read"))?;
+        for (k, v) in ks.into_iter().zip(ns) {
+            run[k] = v;
         }
         Ok(())
     };
     let at = offs.iter().position(|&o| o == i).unwrap_or(0);
     let step = COARSE as usize;
-    for k in (0..at).rev() {
-        read(&mut run, k)?;
-    }
-    let coarse: Vec<usize> = (at + step..offs.len()).step_by(step).collect();
-    for &k in coarse.iter().rev() {
-        read(&mut run, k)?;
-    }
+    let below: Vec<usize> = (0..at).rev().collect();
+    read(&mut run, &below)?;
+    let coarse: Vec<usize> = (at + step..offs.len()).step_by(step).rev().collect();
+    read(&mut run, &coarse)?;
     let seen: Vec<f64> = run
         .iter()
         .filter(|&&v| v != MISSING)
@@ -140,14 +141,13 @@ fn one(
         .collect();
     let top = match two_levels(&seen) {
         Some(l) if l.ratio() >= 3.0 => {
-            let highest_hit = coarse.iter().rev().find(|&&k| !l.is_high(run[k] as f64));
+            let highest_hit = coarse.iter().find(|&&k| !l.is_high(run[k] as f64));
             highest_hit.map_or(at + 3 * step, |&k| k + 3 * step)
         }
         _ => offs.len(),
     };
-    for k in (at..top.min(offs.len())).rev() {
-        read(&mut run, k)?;
-    }
+    let fine: Vec<usize> = (at..top.min(offs.len())).rev().collect();
+    read(&mut run, &fine)?;
     Ok(run)
 }
 
@@ -429,6 +429,16 @@ pub fn discover(
     let mut f = Finding::new(Parameter::Readahead, METHOD, Summary::Min);
     f.iterations = iterations;
     f.kernel.extend(crate::exposed::read_ahead(t, device));
+    if let [fs, dev, ..] = f.kernel.as_slice() {
+        if fs.value != dev.value {
+            f.notes.push(format!(
+                "the device's read_ahead_kb ({}) is not the one that governs this file system ({}, {})",
+                bytes(dev.value),
+                bytes(fs.value),
+                fs.source
+            ));
+        }
+    }
     f.kernel.extend(crate::exposed::max_request(t, device));
     if t.memory_only() {
         return Ok(f.not_applicable(format!(

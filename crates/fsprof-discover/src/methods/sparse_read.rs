@@ -16,8 +16,9 @@ use std::path::Path;
 use crate::classify::{grade, two_levels, Confidence, Level, Levels};
 use crate::methods::{bytes, create_new, dio_align, AlignedBuf};
 use crate::series::{Series, Summary};
-use crate::timing::timed;
+use crate::timing;
 use crate::{Ctx, DiscoverError};
+use fsprof_bench::timing::TimingLoop;
 
 /// Where the byte is written: a multiple of any block size looked for.
 pub const ISLAND: u64 = 256 << 10;
@@ -75,11 +76,15 @@ pub fn measure(
         rng.shuffle(&mut order);
         let mut run = vec![0u64; offsets.len()];
         // One untimed read first: the first read after opening is slower.
-        let _ = direct.read_at(buf.as_mut(), ISLAND - SPAN);
-        for i in order {
-            let (r, ns) = timed(|| direct.read_at(buf.as_mut(), offsets[i]));
-            r.map_err(io("direct read"))?;
-            run[i] = ns;
+        let ns = TimingLoop::new(timing::clock())
+            .warmup(1)
+            .run(order.len(), |k| {
+                direct.read_at(buf.as_mut(), offsets[order[k]]).map(|_| ())
+            })
+            .map_err(io("direct read"))?
+            .ns;
+        for (k, &i) in order.iter().enumerate() {
+            run[i] = ns[k];
         }
         series.push_run(run);
         ctx.progress.advance(1);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::classify::{Confidence, Level};
 use crate::methods::{bytes, create_new};
 use crate::series::{median, quantile, Series, Summary};
-use crate::timing::timed;
+use crate::timing;
 use crate::{Ctx, DiscoverError};
 
 /// Bytes per write: small enough to see blocks of 512 B.
@@ -40,20 +40,8 @@ pub fn measure(path: &Path, iterations: u32, ctx: &mut Ctx) -> Result<Series, Di
         let _ = std::fs::remove_file(path);
         let mut f =
             create_new(path).map_err(DiscoverError::io(format!("create {}", path.display())))?;
-        let mut run = Vec::with_capacity(series.len());
-        for _ in 0..series.len() {
-            let (r, ns) = timed(|| f.write(&buf));
-            match r {
-                Ok(n) if n == buf.len() => run.push(ns),
-                Ok(_) => {
-                    return Err(DiscoverError::Io {
-                        what: format!("write {}", path.display()),
-                        source: std::io::Error::from(std::io::ErrorKind::WriteZero),
-                    })
-                }
-                Err(e) => return Err(DiscoverError::io(format!("write {}", path.display()))(e)),
-            }
-        }
+        let run = timing::run(series.len(), |_| write_whole(&mut f, &buf))
+            .map_err(DiscoverError::io(format!("write {}", path.display())))?;
         drop(f);
         std::fs::remove_file(path)
             .map_err(DiscoverError::io(format!("remove {}", path.display())))?;
@@ -61,6 +49,15 @@ pub fn measure(path: &Path, iterations: u32, ctx: &mut Ctx) -> Result<Series, Di
         ctx.progress.advance(1);
     }
     Ok(series)
+}
+
+/// One write(2) that must write all of `buf` (a short write to a fresh
+/// file means the file system is full).
+pub(crate) fn write_whole(f: &mut std::fs::File, buf: &[u8]) -> std::io::Result<()> {
+    match f.write(buf)? {
+        n if n == buf.len() => Ok(()),
+        _ => Err(std::io::ErrorKind::WriteZero.into()),
+    }
 }
 
 /// The latencies of one level.

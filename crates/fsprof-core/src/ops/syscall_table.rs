@@ -1,9 +1,7 @@
 //! x86_64 syscall numbers and the names `strace` prints for them.
 //!
-//! Generated once from `asm/unistd_64.h` (Linux UAPI) and extended with the
-//! numbers added up to Linux 6.17, so fsprof needs no kernel headers at build
-//! or run time. Numbers missing here are reported as `syscall_N`, as strace
-//! does for numbers it does not know.
+//! Written by `scripts/gen-syscall-table` from `asm/unistd_64.h` (Linux
+//! UAPI) and the kernel's `syscall_64.tbl`; edit those inputs, not this.
 
 pub const X86_64: &[(u32, &str)] = &[
     (0, "read"),

@@ -1,18 +1,19 @@
-//! Text, JSON and CSV renderings of the analysis results, shared by
-//! `fsprof compare` and `fsprof report --peaks/--interesting`.
+//! Text, JSON and CSV renderings of the analysis results (computed by
+//! fsprof-analysis): `fsprof compare`, and `fsprof report --peaks`,
+//! `--interesting` and `--correlate`.
 
 use std::fmt::Write;
 
+use fsprof_analysis::compare::Comparison;
+use fsprof_analysis::correlation::OpValues;
+use fsprof_analysis::fmt::{bucket_bound, pct};
+use fsprof_analysis::peak_table::PeakRow;
+use fsprof_analysis::select::Interesting;
 use fsprof_core::units::format_ns;
-use fsprof_core::{Profile, Resolution};
-use serde::{Deserialize, Serialize};
+use fsprof_core::Resolution;
+use serde::Serialize;
 
-use crate::compare::Comparison;
-use crate::correlation::OpValues;
-use crate::fmt::{bucket_bound, pct};
-use crate::labels::Calibration;
-use crate::peaks::{find_peaks_with, peak_time_range, Peak, PeakOptions};
-use crate::select::Interesting;
+use crate::fmt::field;
 
 /// `fsprof compare`'s text output: the interesting ops with their reasons,
 /// then a table of every op.
@@ -55,25 +56,33 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_else(|| "-".into()),
             format!("{}→{}", o.peaks_a.len(), o.peaks_b.len()),
-            serde_json::to_value(o.status)
-                .unwrap()
-                .as_str()
-                .unwrap_or(""),
+            o.status.name(),
         );
     }
     out
 }
 
+/// `fsprof compare --format json`.
+#[derive(Serialize)]
+pub struct ComparisonJson<'a> {
+    /// Always `fsprof-compare`.
+    pub report: &'static str,
+    pub fsprof_version: &'static str,
+    pub a: &'a str,
+    pub b: &'a str,
+    pub interesting: bool,
+    pub comparison: &'a Comparison,
+}
+
 pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
-    let doc = serde_json::json!({
-        "report": "fsprof-compare",
-        "fsprof_version": env!("CARGO_PKG_VERSION"),
-        "a": a_name,
-        "b": b_name,
-        "interesting": c.any_interesting(),
-        "comparison": c,
-    });
-    serde_json::to_string_pretty(&doc).expect("serializable") + "\n"
+    crate::json::pretty(&ComparisonJson {
+        report: "fsprof-compare",
+        fsprof_version: env!("CARGO_PKG_VERSION"),
+        a: a_name,
+        b: b_name,
+        interesting: c.any_interesting(),
+        comparison: c,
+    })
 }
 
 pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,reason";
@@ -87,10 +96,7 @@ pub fn comparison_csv(c: &Comparison) -> String {
             "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             field(&o.layer),
             field(&o.op),
-            serde_json::to_value(o.status)
-                .unwrap()
-                .as_str()
-                .unwrap_or(""),
+            o.status.name(),
             o.interesting,
             o.method,
             o.score.map(|s| format!("{s:.6}")).unwrap_or_default(),
@@ -104,76 +110,6 @@ pub fn comparison_csv(c: &Comparison) -> String {
         );
     }
     out
-}
-
-/// One row of the per-peak table (FSprof Table 3).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PeakRow {
-    pub layer: String,
-    pub op: String,
-    /// 1-based position among the op's peaks, fastest first.
-    pub number: usize,
-    pub peak: Peak,
-    /// Exclusive lower bound of the first bucket and inclusive upper bound
-    /// of the last, ns.
-    pub lower_ns: f64,
-    pub upper_ns: f64,
-    pub mode_ns: f64,
-    /// Of the layer's total latency.
-    pub layer_latency_share: f64,
-    /// First and last moment (from the profile start, ns) an interval had
-    /// calls in the peak; only for profiles recorded with `--interval`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub time_range_ns: Option<(u64, u64)>,
-    /// `≈ page-cache hit`, with a calibration.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
-}
-
-/// Peak rows for the ops of `p` accepted by `keep(layer, op)`, each layer's
-/// ops by decreasing total latency.
-pub fn peak_rows(
-    p: &Profile,
-    keep: impl Fn(&str, &str) -> bool,
-    calibration: Option<&Calibration>,
-    opts: &PeakOptions,
-) -> Vec<PeakRow> {
-    let res = p.resolution();
-    let mut rows = Vec::new();
-    for l in &p.layers {
-        let total = l.total_ns();
-        let mut ops: Vec<_> = l
-            .ops
-            .iter()
-            .filter(|o| o.post > 0 && keep(&l.name, &o.name))
-            .collect();
-        ops.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        for o in ops {
-            let op_share = if total == 0 {
-                0.0
-            } else {
-                o.total_ns as f64 / total as f64
-            };
-            for (k, pk) in find_peaks_with(&o.histogram, res, opts)
-                .into_iter()
-                .enumerate()
-            {
-                rows.push(PeakRow {
-                    layer: l.name.clone(),
-                    op: o.name.clone(),
-                    number: k + 1,
-                    lower_ns: pk.lower_ns(res),
-                    upper_ns: pk.upper_ns(res),
-                    mode_ns: pk.mode_ns(res),
-                    layer_latency_share: pk.latency_share * op_share,
-                    time_range_ns: peak_time_range(&p.intervals, &l.name, &o.name, &pk),
-                    label: calibration.and_then(|c| c.label(pk.mode_ns(res))),
-                    peak: pk,
-                });
-            }
-        }
-    }
-    rows
 }
 
 pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
@@ -351,13 +287,4 @@ pub fn correlation_csv(c: &OpValues) -> String {
         }
     }
     out
-}
-
-/// RFC 4180 quoting for fields that need it.
-pub(crate) fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }

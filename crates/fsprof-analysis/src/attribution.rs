@@ -20,9 +20,8 @@
 //! mass looks like block time", a pointer for where to look, not an
 //! accounting identity.
 
-use std::fmt::Write;
-
 use fsprof_core::histogram::Histogram;
+use fsprof_core::layer;
 use fsprof_core::{Profile, Resolution};
 
 /// Upper op → (lower layer, predicate on lower op names).
@@ -35,53 +34,53 @@ struct Rule {
 
 const RULES: &[Rule] = &[
     Rule {
-        upper_layer: "user",
+        upper_layer: layer::USER,
         upper_ops: &["read", "pread", "readv", "preadv", "fread"],
-        lower_layer: "syscall",
+        lower_layer: layer::SYSCALL,
         lower_suffix: &["read", "pread64", "readv", "preadv", "preadv2"],
     },
     Rule {
-        upper_layer: "user",
+        upper_layer: layer::USER,
         upper_ops: &[
             "write", "pwrite", "writev", "pwritev", "fwrite", "fflush", "fclose",
         ],
-        lower_layer: "syscall",
+        lower_layer: layer::SYSCALL,
         lower_suffix: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["read", "pread64", "readv", "preadv", "preadv2"],
-        lower_layer: "block",
+        lower_layer: layer::BLOCK,
         lower_suffix: &[":read"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
-        lower_layer: "block",
+        lower_layer: layer::BLOCK,
         lower_suffix: &[":write"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["fsync", "fdatasync"],
-        lower_layer: "fs",
+        lower_layer: layer::FS,
         lower_suffix: &["_sync_file", "_file_fsync", "_sync"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["read", "pread64", "readv", "preadv", "preadv2"],
-        lower_layer: "fuse",
+        lower_layer: layer::FUSE,
         lower_suffix: &["read"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
-        lower_layer: "fuse",
+        lower_layer: layer::FUSE,
         lower_suffix: &["write"],
     },
     Rule {
-        upper_layer: "syscall",
+        upper_layer: layer::SYSCALL,
         upper_ops: &["openat", "open", "newfstatat", "statx", "stat", "lstat"],
-        lower_layer: "fuse",
+        lower_layer: layer::FUSE,
         lower_suffix: &["lookup", "getattr", "open"],
     },
 ];
@@ -172,43 +171,6 @@ pub fn attribute(p: &Profile) -> Vec<Attribution> {
     out
 }
 
-/// The attribution table for the text report.
-pub fn render_text(p: &Profile) -> String {
-    let rows = attribute(p);
-    let mut s = String::new();
-    if rows.is_empty() {
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "\nlayered attribution (calls whose latency bucket matches the lower layer's, see docs/profile-format.md):"
-    );
-    let _ = writeln!(
-        s,
-        "  {:<22} {:<34} {:>9} {:>9} {:>7} {:>7}",
-        "upper op", "lower ops", "calls", "matched", "calls%", "time%"
-    );
-    for r in rows {
-        let pc = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
-        let mut lower = r.lower.clone();
-        if lower.len() > 34 {
-            lower.truncate(31);
-            lower.push_str("...");
-        }
-        let _ = writeln!(
-            s,
-            "  {:<22} {:<34} {:>9} {:>9} {:>6.1}% {:>6.1}%",
-            r.upper,
-            lower,
-            r.calls,
-            r.matched_calls,
-            pc(r.matched_calls as f64, r.calls as f64),
-            pc(r.matched_mass_ns, r.mass_ns)
-        );
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +235,5 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].upper, "syscall/read");
         assert_eq!(rows[0].matched_calls, 10);
-        assert!(render_text(&p).contains("syscall/read"));
     }
 }

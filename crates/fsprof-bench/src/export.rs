@@ -1,0 +1,162 @@
+//! Printing a result as text, CSV or Markdown (JSON is the file itself),
+//! in the spirit of hyperfine's exports: one row per phase with the mean
+//! and its 95% interval, median, min, max, stddev and outliers.
+
+use std::fmt::Write;
+
+use crate::params::human_bytes;
+use crate::result::{BenchResult, PhaseResult};
+
+fn rows(r: &BenchResult) -> Vec<(String, &PhaseResult)> {
+    if r.sweep.is_empty() {
+        r.phases.iter().map(|p| (p.name.clone(), p)).collect()
+    } else {
+        r.sweep
+            .iter()
+            .flat_map(|s| {
+                s.phases
+                    .iter()
+                    .map(move |p| (format!("{}@{}", p.name, human_bytes(s.file_size)), p))
+            })
+            .collect()
+    }
+}
+
+fn ci(p: &PhaseResult) -> (f64, f64) {
+    p.summary
+        .ci95
+        .map(|c| (c.half_width, c.relative().unwrap_or(0.0) * 100.0))
+        .unwrap_or((f64::NAN, f64::NAN))
+}
+
+pub fn text(r: &BenchResult) -> String {
+    let p = &r.params;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "fsprof bench {} on {} ({} {}, {}), {} runs after {} warm-up, --cache {}",
+        p.suite.name(),
+        r.dir.path,
+        r.dir.fs_type,
+        r.dir.source,
+        r.dir.mount_options,
+        p.runs,
+        p.warmup,
+        p.cache.name()
+    );
+    let _ = writeln!(
+        s,
+        "machine: {}, {} CPUs, {} memory, kernel {}; timer {} (adds {:.1} ns/op, resolves {:.0} ns)",
+        r.machine.cpu_model,
+        r.machine.cpus,
+        human_bytes(r.machine.memory_total),
+        r.machine.kernel,
+        r.timer.clock,
+        r.timer.overhead_ns,
+        r.timer.resolution_ns
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4}",
+        "phase", "mean", "± 95% CI", "median", "min", "max", "stddev", "op p50", "out"
+    );
+    for (name, ph) in rows(r) {
+        let m = &ph.summary;
+        let (hw, rel) = ci(ph);
+        let _ = writeln!(
+            s,
+            "{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4}",
+            name,
+            format!("{:.1} {}", m.mean, ph.unit),
+            format!("± {hw:.1} ({rel:.1}%)"),
+            format!("{:.1}", m.median),
+            format!("{:.1}", m.min),
+            format!("{:.1}", m.max),
+            m.stddev.map_or("-".into(), |d| format!("{d:.1}")),
+            fsprof_core::units::format_ns(ph.op_median_ns),
+            m.outliers.len()
+        );
+    }
+    let first = r
+        .phases
+        .first()
+        .or_else(|| r.sweep.first().and_then(|s| s.phases.first()));
+    if let Some(c) = first.and_then(|p| p.cache.first()) {
+        let all: Vec<_> = r
+            .phases
+            .iter()
+            .chain(r.sweep.iter().flat_map(|s| s.phases.iter()))
+            .flat_map(|p| p.cache.iter())
+            .collect();
+        let passed = all.iter().filter(|c| c.passed).count();
+        let _ = writeln!(
+            s,
+            "\ncache: {} by {} — verified by {}: {passed} of {} checks passed",
+            c.mode.name(),
+            c.eviction
+                .map_or("a read pass / nothing".into(), |e| format!("{e:?}")),
+            c.verified_by
+                .as_deref()
+                .unwrap_or("nothing (no residency call for this state)"),
+            all.len()
+        );
+    }
+    if p.suite != crate::params::Suite::Metadata && p.suite != crate::params::Suite::Pread {
+        let _ = writeln!(
+            s,
+            "figures: files 2..{} of each run (the first file is dropped as warm-up)",
+            p.files
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {}", w.message);
+    }
+    s
+}
+
+pub fn csv(r: &BenchResult) -> String {
+    let mut s = String::from(
+        "phase,unit,runs,mean,ci95_low,ci95_high,median,min,max,stddev,mad,outliers,op_median_ns\n",
+    );
+    for (name, p) in rows(r) {
+        let m = &p.summary;
+        let (lo, hi) = m.ci95.map_or((f64::NAN, f64::NAN), |c| (c.low, c.high));
+        let _ = writeln!(
+            s,
+            "{name},{},{},{},{lo},{hi},{},{},{},{},{},{},{}",
+            p.unit,
+            m.n,
+            m.mean,
+            m.median,
+            m.min,
+            m.max,
+            m.stddev.unwrap_or(f64::NAN),
+            m.mad,
+            m.outliers.len(),
+            p.op_median_ns
+        );
+    }
+    s
+}
+
+pub fn markdown(r: &BenchResult) -> String {
+    let mut s = String::from(
+        "| phase | mean ± 95% CI | median | min | max | stddev | op p50 |\n|:---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (name, p) in rows(r) {
+        let m = &p.summary;
+        let (hw, rel) = ci(p);
+        let _ = writeln!(
+            s,
+            "| `{name}` | {:.1} ± {hw:.1} {} ({rel:.1}%) | {:.1} | {:.1} | {:.1} | {} | {} |",
+            m.mean,
+            p.unit,
+            m.median,
+            m.min,
+            m.max,
+            m.stddev.map_or("-".into(), |d| format!("{d:.1}")),
+            fsprof_core::units::format_ns(p.op_median_ns)
+        );
+    }
+    s
+}

@@ -1,0 +1,173 @@
+//! A benchmark result: self-describing JSON that is at the same time an
+//! fsprof profile.
+//!
+//! The file is a profile (`"format": "fsprof-profile"`, one layer `bench`
+//! whose ops are the phases' per-operation latencies, e.g. `seq_read` and
+//! `seq_write:fsync`), so `fsprof report`, `plot` and `export` read it as
+//! they read any profile, plus one more top-level object, `bench`, with
+//! the machine, the file system under DIR, every parameter, the per-phase
+//! statistics, every run's figure, every file's time in every run, the
+//! cache checks and the warnings. Profile readers ignore `bench`;
+//! [`read_result`] reads both.
+
+use std::path::Path;
+
+use fsprof_core::profile::{Meta, Profile};
+use fsprof_core::stats::Summary;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::CacheCheck;
+use crate::machine::{DirInfo, Machine};
+use crate::params::Params;
+
+pub const FORMAT_NAME: &str = "fsprof-bench";
+pub const FORMAT_VERSION: u32 = 1;
+/// The profile layer holding the phases' latencies.
+pub const LAYER: &str = "bench";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub format: String,
+    pub format_version: u32,
+    pub params: Params,
+    pub machine: Machine,
+    pub dir: DirInfo,
+    pub timer: TimerInfo,
+    pub phases: Vec<PhaseResult>,
+    /// Sweep only: one entry per file size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+/// The clock and what the timing loop costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimerInfo {
+    /// `tsc` or `monotonic`.
+    pub clock: String,
+    /// Added per timed operation by the loop (one clock read, one store).
+    pub overhead_ns: f64,
+    /// Smallest non-zero difference between two clock reads.
+    pub resolution_ns: f64,
+}
+
+/// One phase over all runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResult {
+    pub name: String,
+    /// `MB/s` (10^6 bytes per second) or `ops/s`. Higher is better.
+    pub unit: String,
+    /// Statistics of the measured runs' figures.
+    pub summary: Summary,
+    /// Each measured run's figure, in run order.
+    pub runs: Vec<f64>,
+    /// The discarded warm-up runs' figures.
+    #[serde(default)]
+    pub warmup_runs: Vec<f64>,
+    /// Per run (warm-up runs first), the time of each file in ns, first
+    /// file included (sprite); empty for suites without files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_ns: Vec<Vec<u64>>,
+    /// Whether the first file's figures were left out of `runs`.
+    #[serde(default)]
+    pub first_file_dropped: bool,
+    /// Median per-operation latency over the measured runs, ns.
+    pub op_median_ns: f64,
+    /// The cache check before this phase in each run (warm-up runs first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache: Vec<CacheCheck>,
+}
+
+/// A sweep's figures at one file size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub file_size: u64,
+    pub phases: Vec<PhaseResult>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable key: `ci_wide`, `warmup`, `working_set`, `cold_failed`,
+    /// `timer_coarse`, `busy`, `frequency_scaling`, `outlier`.
+    pub kind: String,
+    /// What happened and what to do about it.
+    pub message: String,
+}
+
+/// The JSON text of a result and its profile.
+pub fn to_json(profile: &Profile, bench: &BenchResult) -> String {
+    #[derive(Serialize)]
+    struct Ref<'a> {
+        #[serde(flatten)]
+        profile: &'a Profile,
+        bench: &'a BenchResult,
+    }
+    serde_json::to_string_pretty(&Ref { profile, bench }).expect("a result always serializes")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Profile(#[from] fsprof_core::format::FormatError),
+    #[error("{0} is a profile, not an fsprof bench result")]
+    NotBench(String),
+    #[error(
+        "{path}: bench result format version {found}; this fsprof reads version {FORMAT_VERSION}"
+    )]
+    Version { path: String, found: u64 },
+    #[error("{path}: corrupt bench result: {detail}")]
+    Corrupt { path: String, detail: String },
+}
+
+/// Whether the JSON value carries a bench result (for `compare` to pick
+/// its method).
+pub fn is_bench(value: &serde_json::Value) -> bool {
+    value.get("bench").is_some()
+}
+
+/// Reads a result file: the profile (validated as any profile) and the
+/// bench object.
+pub fn read_result(path: &Path) -> Result<(Profile, BenchResult), ReadError> {
+    let profile = fsprof_core::format::read_profile(path)?;
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| ReadError::Corrupt {
+        path: shown.clone(),
+        detail: e.to_string(),
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ReadError::Corrupt {
+            path: shown.clone(),
+            detail: e.to_string(),
+        })?;
+    let Some(b) = value.get("bench") else {
+        return Err(ReadError::NotBench(shown));
+    };
+    match b.get("format_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == FORMAT_VERSION as u64 => {}
+        Some(found) => return Err(ReadError::Version { path: shown, found }),
+        None => {
+            return Err(ReadError::Corrupt {
+                path: shown,
+                detail: "bench.format_version is missing".into(),
+            })
+        }
+    }
+    let bench: BenchResult = serde_json::from_value(b.clone()).map_err(|e| ReadError::Corrupt {
+        path: shown,
+        detail: e.to_string(),
+    })?;
+    Ok((profile, bench))
+}
+
+/// An empty result profile's metadata.
+pub fn profile_meta(tool_command: Vec<String>, machine: &Machine) -> Meta {
+    Meta {
+        fsprof_version: env!("CARGO_PKG_VERSION").into(),
+        tool: "bench".into(),
+        command: tool_command,
+        host: machine.host.clone(),
+        kernel: machine.kernel.clone(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,214 @@
+//! Runs a suite `--warmup` + `--runs` times in a private scratch directory
+//! under DIR, discards the warm-up runs, and turns the rest into per-phase
+//! statistics, a latency profile and warnings.
+//!
+//! Nothing is written before every check has passed (options, DIR, free
+//! space, privileges); the scratch directory is removed on success, on
+//! error and on interruption alike (it is a `TempDir`).
+
+use std::path::Path;
+
+use fsprof_core::buckets::Resolution;
+use fsprof_core::histogram::OpStats;
+use fsprof_core::profile::{Layer, Profile};
+use fsprof_core::stats::Summary;
+
+use crate::machine::Machine;
+use crate::params::{ParamError, Params, Suite};
+use crate::result::{self, BenchResult, PhaseResult, SweepPoint, TimerInfo, LAYER};
+use crate::suites::{self, Ctx, PhaseRun};
+use crate::timing::{Clock, Overhead};
+use crate::warnings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("cannot create a scratch directory in {dir}: {source}")]
+    Scratch { dir: String, source: std::io::Error },
+    #[error("run {run}: {source}")]
+    Io { run: usize, source: std::io::Error },
+    #[error("interrupted after {0} runs; nothing was written")]
+    Interrupted(usize),
+}
+
+/// How a run tells its caller it is moving on (the CLI draws a bar).
+pub trait Progress {
+    fn start(&mut self, total_runs: usize, what: &str) {
+        let _ = (total_runs, what);
+    }
+    fn run_done(&mut self) {}
+}
+
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// Runs the benchmark `params` describes. `stop` is polled between runs.
+pub fn run(
+    params: &Params,
+    command: Vec<String>,
+    progress: &mut dyn Progress,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Profile, BenchResult), BenchError> {
+    params.validate()?;
+    let dir = params.check_dir()?;
+    // SAFETY: geteuid cannot fail.
+    if params.drop_caches && unsafe { libc::geteuid() } != 0 {
+        return Err(ParamError::Bad(
+            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it cold uses posix_fadvise per file".into(),
+        )
+        .into());
+    }
+    let machine = Machine::read();
+    let start_unix_ns = fsprof_sys::clock::wall_unix_ns();
+    let start_mono = fsprof_sys::clock::mono_ns();
+    let scratch = tempfile::Builder::new()
+        .prefix(".fsprof-bench-")
+        .tempdir_in(&params.dir)
+        .map_err(|source| BenchError::Scratch {
+            dir: params.dir.display().to_string(),
+            source,
+        })?;
+    let clock = Clock::best();
+    let overhead = Overhead::measure(clock);
+    let resolution = Resolution::new(params.resolution).map_err(ParamError::Bad)?;
+    let ctx = Ctx {
+        params,
+        scratch: scratch.path(),
+        clock,
+        resolution,
+    };
+    let per_size = params.warmup + params.runs;
+    let sizes = match params.suite {
+        Suite::Sweep => params.sweep_sizes(),
+        _ => vec![params.file_size],
+    };
+    progress.start(per_size * sizes.len(), params.suite.name());
+    let mut done = 0;
+    let mut layer = Layer::new(LAYER);
+    let mut phases = Vec::new();
+    let mut sweep = Vec::new();
+    for &size in &sizes {
+        let mut runs: Vec<Vec<PhaseRun>> = Vec::with_capacity(per_size);
+        for run in 0..per_size {
+            if stop() {
+                return Err(BenchError::Interrupted(done));
+            }
+            let r = match params.suite {
+                Suite::Sprite | Suite::Sweep => suites::sprite::run_once(&ctx, size),
+                Suite::Metadata => suites::metadata::run_once(&ctx),
+                Suite::Pread => suites::pread::run_once(&ctx),
+            }
+            .map_err(|source| BenchError::Io {
+                run: run + 1,
+                source,
+            })?;
+            runs.push(r);
+            done += 1;
+            progress.run_done();
+        }
+        let (ph, ops) = aggregate(&runs, params.warmup);
+        for mut op in ops {
+            if params.suite == Suite::Sweep {
+                op.name = format!(
+                    "{}@{}",
+                    op.name,
+                    crate::params::human_bytes(size).replace(' ', "")
+                );
+            }
+            layer.op_mut(&op.name.clone()).merge(&op);
+        }
+        if params.suite == Suite::Sweep {
+            sweep.push(SweepPoint {
+                file_size: size,
+                phases: ph,
+            });
+        } else {
+            phases = ph;
+        }
+    }
+    drop(scratch);
+    layer.normalize();
+    let calls = layer.total_calls();
+    let mut meta = result::profile_meta(command, &machine);
+    meta.clock = clock.describe();
+    meta.resolution = resolution;
+    meta.overhead = Some(overhead.describe(calls));
+    meta.start_unix_ns = start_unix_ns;
+    meta.start_time = fsprof_core::units::rfc3339_utc(start_unix_ns);
+    meta.duration_ns = fsprof_sys::clock::mono_ns().saturating_sub(start_mono);
+    let mut profile = Profile::new(meta);
+    profile.layers.push(layer);
+    let mut bench = BenchResult {
+        format: result::FORMAT_NAME.into(),
+        format_version: result::FORMAT_VERSION,
+        params: params.clone(),
+        machine,
+        dir,
+        timer: TimerInfo {
+            clock: clock.describe().source,
+            overhead_ns: overhead.per_op_ns,
+            resolution_ns: overhead.resolution_ns,
+        },
+        phases,
+        sweep,
+        warnings: Vec::new(),
+    };
+    bench.warnings = warnings::all(&bench);
+    Ok((profile, bench))
+}
+
+/// Per phase: the measured runs' statistics, the warm-up figures apart,
+/// and the measured runs' latencies merged into one op each.
+pub fn aggregate(runs: &[Vec<PhaseRun>], warmup: usize) -> (Vec<PhaseResult>, Vec<OpStats>) {
+    let Some(first) = runs.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut phases = Vec::new();
+    let mut ops: Vec<OpStats> = Vec::new();
+    for (k, proto) in first.iter().enumerate() {
+        let all: Vec<&PhaseRun> = runs.iter().filter_map(|r| r.get(k)).collect();
+        let (warm, measured) = all.split_at(warmup.min(all.len()));
+        let values: Vec<f64> = measured.iter().map(|r| r.value).collect();
+        let medians: Vec<f64> = measured.iter().map(|r| r.op_median_ns).collect();
+        for r in measured {
+            for op in &r.ops {
+                match ops.iter_mut().find(|o| o.name == op.name) {
+                    Some(o) => o.merge(op),
+                    None => ops.push(op.clone()),
+                }
+            }
+        }
+        let Some(summary) = Summary::of(&values) else {
+            continue;
+        };
+        phases.push(PhaseResult {
+            name: proto.name.clone(),
+            unit: proto.unit.into(),
+            summary,
+            runs: values,
+            warmup_runs: warm.iter().map(|r| r.value).collect(),
+            file_ns: all
+                .iter()
+                .map(|r| r.file_ns.clone())
+                .filter(|v| !v.is_empty())
+                .collect(),
+            first_file_dropped: !proto.file_ns.is_empty(),
+            op_median_ns: fsprof_core::stats::median(&medians).unwrap_or(0.0),
+            cache: all.iter().filter_map(|r| r.cache.clone()).collect(),
+        });
+    }
+    (phases, ops)
+}
+
+/// Whether `dir` holds anything this crate left behind (tests use it).
+pub fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".fsprof-bench-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,123 @@
+//! Bonnie++'s file tests (`-s 0 -n 16:0:0:1024`): `--dirs` directories of
+//! `--files-per-dir` empty files, created, `stat`ed and unlinked in
+//! creation order, then again in random order (paper §7). A create is
+//! `open(O_CREAT|O_EXCL|O_WRONLY)` + `close`, as bonnie++'s `creat` +
+//! `close`. The directories are made before and removed after the timed
+//! phases. Figures are operations per second.
+
+use std::ffi::CString;
+use std::io;
+
+use super::{cstring, cvt, median_ns, Ctx, PhaseRun, OPS_PER_S};
+use crate::cache::{CacheCheck, CacheMode};
+use fsprof_sys::pagecache::{self, DropCaches};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Create,
+    Stat,
+    Unlink,
+}
+
+const PHASES: [(&str, Op, bool); 6] = [
+    ("create_seq", Op::Create, false),
+    ("stat_seq", Op::Stat, false),
+    ("unlink_seq", Op::Unlink, false),
+    ("create_rand", Op::Create, true),
+    ("stat_rand", Op::Stat, true),
+    ("unlink_rand", Op::Unlink, true),
+];
+
+pub fn phase_names() -> Vec<&'static str> {
+    PHASES.iter().map(|p| p.0).collect()
+}
+
+pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
+    let p = ctx.params;
+    let root = ctx.scratch.join("metadata");
+    std::fs::create_dir(&root)?;
+    let mut names: Vec<CString> = Vec::with_capacity(p.dirs * p.files_per_dir);
+    for d in 0..p.dirs {
+        let dir = root.join(format!("d{d:05}"));
+        std::fs::create_dir(&dir)?;
+        for f in 0..p.files_per_dir {
+            names.push(cstring(&dir.join(format!("f{f:05}")))?);
+        }
+    }
+    let mut rng = fastrand::Rng::with_seed(p.seed);
+    let mut out = Vec::new();
+    for (name, op, random) in PHASES {
+        let mut order: Vec<usize> = (0..names.len()).collect();
+        if random {
+            rng.shuffle(&mut order);
+        }
+        let cache = if op == Op::Create {
+            None
+        } else {
+            prepare_cache(p.cache, &names)?
+        };
+        let samples = ctx.timing().run(order.len(), |i| {
+            let path = names[order[i]].as_ptr();
+            // SAFETY: NUL-terminated paths that outlive the loop; the
+            // stat buffer is plain data the call fills in.
+            unsafe {
+                match op {
+                    Op::Create => {
+                        let fd = cvt(libc::open(
+                            path,
+                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o644,
+                        ))?;
+                        cvt(libc::close(fd)).map(|_| ())
+                    }
+                    Op::Stat => {
+                        let mut st: libc::stat = std::mem::zeroed();
+                        cvt(libc::stat(path, &mut st)).map(|_| ())
+                    }
+                    Op::Unlink => cvt(libc::unlink(path)).map(|_| ()),
+                }
+            }
+        })?;
+        out.push(PhaseRun {
+            name: name.into(),
+            unit: OPS_PER_S,
+            value: samples.ops_per_sec(),
+            file_ns: Vec::new(),
+            ops: vec![samples.op_stats(name, ctx.resolution)],
+            op_median_ns: median_ns(&[&samples]),
+            cache,
+        });
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(out)
+}
+
+/// Dentries and inodes have no residency call: cold drops them machine-
+/// wide (`drop_caches` 3, checked up front to be allowed) and warm `stat`s
+/// every file; neither can be verified, and the check says so.
+fn prepare_cache(mode: CacheMode, names: &[CString]) -> io::Result<Option<CacheCheck>> {
+    let eviction = match mode {
+        CacheMode::Asis => return Ok(None),
+        CacheMode::Cold => {
+            pagecache::drop_caches(DropCaches::All)?;
+            Some(crate::cache::Eviction::DropCaches)
+        }
+        CacheMode::Warm => {
+            for n in names {
+                // SAFETY: as in the timed loop.
+                let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: a NUL-terminated path and a valid out-pointer.
+                unsafe { libc::stat(n.as_ptr(), &mut st) };
+            }
+            None
+        }
+    };
+    Ok(Some(CacheCheck {
+        mode,
+        eviction,
+        verified_by: None,
+        cached_pages: 0,
+        total_pages: 0,
+        passed: false,
+    }))
+}

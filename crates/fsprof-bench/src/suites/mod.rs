@@ -1,0 +1,97 @@
+//! The suites. Each does one run (all its phases, once) and returns per
+//! phase one figure, the per-file times, the per-operation latencies and
+//! the cache check made before it; repeating runs, discarding warm-up and
+//! computing statistics is the runner's job.
+
+pub mod metadata;
+pub mod pread;
+pub mod sprite;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use fsprof_core::buckets::Resolution;
+use fsprof_core::histogram::OpStats;
+
+use crate::cache::CacheCheck;
+use crate::params::Params;
+use crate::timing::{Clock, Samples, TimingLoop};
+
+/// What every suite needs from the runner.
+pub struct Ctx<'a> {
+    pub params: &'a Params,
+    /// A private directory under DIR, removed afterwards.
+    pub scratch: &'a Path,
+    pub clock: Clock,
+    pub resolution: Resolution,
+}
+
+impl Ctx<'_> {
+    pub fn timing(&self) -> TimingLoop {
+        TimingLoop::new(self.clock)
+    }
+}
+
+/// One phase of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseRun {
+    pub name: String,
+    pub unit: &'static str,
+    /// The run's figure (higher is better).
+    pub value: f64,
+    /// Per-file times, ns (sprite), first file included.
+    pub file_ns: Vec<u64>,
+    /// Latencies by op (the phase's own op, and e.g. its fsync).
+    pub ops: Vec<OpStats>,
+    /// Exact median of this run's per-operation latencies, ns.
+    pub op_median_ns: f64,
+    pub cache: Option<CacheCheck>,
+}
+
+pub const MB_PER_S: &str = "MB/s";
+pub const OPS_PER_S: &str = "ops/s";
+
+/// `bytes / ns` in MB/s (10^6 bytes per second).
+pub fn mb_per_s(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        bytes as f64 * 1e3 / ns as f64
+    }
+}
+
+pub fn median_ns(samples: &[&Samples]) -> f64 {
+    let xs: Vec<f64> = samples
+        .iter()
+        .flat_map(|s| s.ns.iter().map(|&n| n as f64))
+        .collect();
+    fsprof_core::stats::median(&xs).unwrap_or(0.0)
+}
+
+pub fn cstring(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The result of a libc call returning -1 on error.
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn cvt_size(r: isize, want: usize) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else if r as usize != want {
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("short transfer: {r} of {want} bytes"),
+        ))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! `fsprof bench SUITE`: the arguments and the handler. The suites live in
+//! fsprof-bench; this file turns flags into `Params`, draws the progress
+//! bar (indicatif, hidden when stderr is not a terminal), writes the
+//! result file and prints the chosen format.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use fsprof_bench::cache::CacheMode;
+use fsprof_bench::params::{parse_size, Align, Params, Suite};
+use fsprof_bench::{export, result, runner};
+use fsprof_core::format::write_atomic;
+
+use super::report::finish;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SuiteArg {
+    /// Sprite LFS large-file: seq/random write and read over --files files
+    Sprite,
+    /// Bonnie++-style create/stat/unlink of --dirs × --files-per-dir empty files
+    Metadata,
+    /// T threads pread-ing a cached 1 KiB buffer (the harness-cost benchmark)
+    Pread,
+    /// Sprite over file sizes spanning the CPU caches and memory
+    Sweep,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CacheArg {
+    /// Evict the files before each phase and verify they left the page cache
+    Cold,
+    /// Read the files before each phase and verify they are cached
+    Warm,
+    /// Leave the cache as the previous phase left it
+    Asis,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlignArg {
+    /// Random offsets at multiples of --io-size
+    Page,
+    /// Random offsets shifted by a random amount below --io-size
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchFormat {
+    Text,
+    Json,
+    Csv,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmark
+    #[arg(value_enum)]
+    pub suite: SuiteArg,
+    /// Directory on the file system to measure (scratch files go there)
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Write the result (a profile with the bench statistics) to FILE
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
+    /// What to print on standard output
+    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
+    pub format: BenchFormat,
+    /// Measured runs
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub runs: usize,
+    /// Runs done first and discarded
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: usize,
+    /// Page-cache state before each phase
+    #[arg(long, value_enum, default_value_t = CacheArg::Asis)]
+    pub cache: CacheArg,
+    /// Make cold with sync + drop_caches (root; machine-wide) instead of per-file fadvise
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// Seed of the random offsets and orders
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Latency histogram buckets per power of two
+    #[arg(long, default_value_t = 1, value_name = "R")]
+    pub resolution: u32,
+    /// Files per phase (sprite, sweep); the first one's figures are dropped
+    #[arg(long, default_value_t = 11, value_name = "N")]
+    pub files: usize,
+    /// File size (sprite)
+    #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "SIZE")]
+    pub file_size: u64,
+    /// Bytes per read/write (sprite, sweep)
+    #[arg(long, default_value = "4k", value_parser = parse_size, value_name = "SIZE")]
+    pub io_size: u64,
+    /// Random offsets aligned to --io-size or not (sprite, sweep)
+    #[arg(long, value_enum, default_value_t = AlignArg::Page)]
+    pub align: AlignArg,
+    /// Sequential phases make the same dummy lseek and random draw as random ones
+    #[arg(long)]
+    pub pad_syscalls: bool,
+    /// Directories (metadata)
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub dirs: usize,
+    /// Empty files per directory (metadata)
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub files_per_dir: usize,
+    /// Reader threads (pread)
+    #[arg(long, default_value_t = 1, value_name = "T")]
+    pub threads: usize,
+    /// preads per thread per run (pread)
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub ops: usize,
+    /// Smallest file size (sweep)
+    #[arg(long, default_value = "4k", value_parser = parse_size, value_name = "SIZE")]
+    pub min_size: u64,
+    /// Largest file size (sweep)
+    #[arg(long, default_value = "64M", value_parser = parse_size, value_name = "SIZE")]
+    pub max_size: u64,
+    /// Draw the sweep's throughput against file size, cache sizes marked (.svg or .png)
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+fn params(a: &BenchArgs) -> Params {
+    let suite = match a.suite {
+        SuiteArg::Sprite => Suite::Sprite,
+        SuiteArg::Metadata => Suite::Metadata,
+        SuiteArg::Pread => Suite::Pread,
+        SuiteArg::Sweep => Suite::Sweep,
+    };
+    Params {
+        runs: a.runs,
+        warmup: a.warmup,
+        cache: match a.cache {
+            CacheArg::Cold => CacheMode::Cold,
+            CacheArg::Warm => CacheMode::Warm,
+            CacheArg::Asis => CacheMode::Asis,
+        },
+        drop_caches: a.drop_caches,
+        resolution: a.resolution,
+        seed: a.seed,
+        files: a.files,
+        file_size: a.file_size,
+        io_size: a.io_size,
+        align: match a.align {
+            AlignArg::Page => Align::Page,
+            AlignArg::None => Align::None,
+        },
+        pad_syscalls: a.pad_syscalls,
+        dirs: a.dirs,
+        files_per_dir: a.files_per_dir,
+        threads: a.threads,
+        ops: a.ops,
+        min_size: a.min_size,
+        max_size: a.max_size,
+        ..Params::defaults(suite, a.dir.clone())
+    }
+}
+
+struct Bar(Option<indicatif::ProgressBar>);
+
+impl runner::Progress for Bar {
+    fn start(&mut self, total: usize, what: &str) {
+        if std::io::stderr().is_terminal() {
+            let b = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {pos}/{len} runs {elapsed}",
+            ) {
+                b.set_style(style.progress_chars("=> "));
+            }
+            b.set_message(format!("fsprof bench {what}"));
+            self.0 = Some(b);
+        }
+    }
+    fn run_done(&mut self) {
+        if let Some(b) = &self.0 {
+            b.inc(1);
+        }
+    }
+}
+
+pub fn bench(a: BenchArgs) -> Result<i32> {
+    if let Some(o) = &a.output {
+        if o.exists() && !a.force {
+            anyhow::bail!("{} exists: add --force to replace it", o.display());
+        }
+    }
+    if a.plot.is_some() && a.suite != SuiteArg::Sweep {
+        anyhow::bail!("--plot draws a sweep: use it with `fsprof bench sweep`");
+    }
+    let p = params(&a);
+    let sigs = fsprof_sys::StopSignals::block();
+    let stop = || {
+        matches!(
+            sigs.wait(std::time::Duration::ZERO),
+            fsprof_sys::signals::Wake::Stop(_)
+        )
+    };
+    let command: Vec<String> = std::env::args().collect();
+    let mut bar = Bar(None);
+    let (profile, bench) = runner::run(&p, command, &mut bar, &stop)?;
+    if let Some(b) = bar.0.take() {
+        b.finish_and_clear();
+    }
+    let json = result::to_json(&profile, &bench);
+    if let Some(o) = &a.output {
+        write_atomic(o, json.as_bytes(), a.force)?;
+        eprintln!("fsprof: wrote {}", o.display());
+    }
+    if let Some(plot) = &a.plot {
+        write_plot(plot, &bench, a.force)?;
+        eprintln!("fsprof: wrote {}", plot.display());
+    }
+    let text = match a.format {
+        BenchFormat::Text => export::text(&bench),
+        BenchFormat::Json => json,
+        BenchFormat::Csv => export::csv(&bench),
+        BenchFormat::Markdown => export::markdown(&bench),
+    };
+    finish(&text, None, false)
+}
+
+/// The sweep's figures against file size, one line per phase, the CPU
+/// caches and available memory marked; PNG when FILE ends in `.png`.
+fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> Result<()> {
+    use fsprof_bench::params::human_bytes;
+    use fsprof_plot::linechart::{render, Line, LineChart};
+    let names: Vec<String> = b
+        .sweep
+        .first()
+        .map(|s| s.phases.iter().map(|p| p.name.clone()).collect())
+        .unwrap_or_default();
+    let lines = names
+        .iter()
+        .map(|n| Line {
+            name: n.clone(),
+            points: b
+                .sweep
+                .iter()
+                .filter_map(|s| {
+                    let p = s.phases.iter().find(|p| &p.name == n)?;
+                    let hw = p.summary.ci95.map_or(0.0, |c| c.half_width);
+                    Some((s.file_size as f64, p.summary.mean, hw))
+                })
+                .collect(),
+        })
+        .collect();
+    let mut markers: Vec<(f64, String)> = b
+        .machine
+        .data_caches()
+        .iter()
+        .map(|&(level, size)| (size as f64, format!("L{level} {}", human_bytes(size))))
+        .collect();
+    markers.push((
+        b.machine.memory_available as f64,
+        format!("memory {}", human_bytes(b.machine.memory_available)),
+    ));
+    let chart = LineChart {
+        title: format!(
+            "fsprof bench sweep: {} on {} ({} files, {} I/O, mean ± 95% CI)",
+            b.dir.fs_type,
+            b.machine.host,
+            b.params.files,
+            human_bytes(b.params.io_size)
+        ),
+        x_label: "file size".into(),
+        y_label: "MB/s".into(),
+        lines,
+        markers,
+        x_format: |x| human_bytes(x as u64),
+    };
+    let svg = render(&chart);
+    let is_png = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let bytes = if is_png {
+        fsprof_plot::svg_to_png(&svg, 2.0)?
+    } else {
+        svg.into_bytes()
+    };
+    write_atomic(path, &bytes, force)?;
+    Ok(())
+}
+
+/// `fsprof compare A B` on two bench results: phases whose 95% intervals
+/// are disjoint changed. `None` when either file is not a bench result
+/// (the profile comparison then runs as before).
+pub fn compare_results(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    format: crate::cli::FormatArg,
+    output: Option<&std::path::Path>,
+    force: bool,
+) -> Result<Option<i32>> {
+    let is_bench = |p: &std::path::Path| {
+        std::fs::read(p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|v| result::is_bench(&v))
+    };
+    if !(is_bench(a) && is_bench(b)) {
+        return Ok(None);
+    }
+    let (_, ra) = result::read_result(a)?;
+    let (_, rb) = result::read_result(b)?;
+    let c = fsprof_bench::compare::compare(&ra, &rb);
+    let (na, nb) = (a.display().to_string(), b.display().to_string());
+    let text = match format {
+        crate::cli::FormatArg::Text => fsprof_bench::compare::text(&c, &na, &nb),
+        crate::cli::FormatArg::Json => serde_json::to_string_pretty(&c)? + "\n",
+        crate::cli::FormatArg::Csv => fsprof_bench::compare::csv(&c),
+        crate::cli::FormatArg::Html => {
+            anyhow::bail!("bench results compare as text, json or csv (not html)")
+        }
+    };
+    finish(&text, output, force)?;
+    Ok(Some(c.exit_code()))
+}

@@ -1,0 +1,225 @@
+//! `fsprof trace -- CMD`: record every intercepted call of CMD into a trace
+//! file, and write the `fsprof run` profile of the same run beside it.
+//! `fsprof trace show TRACE`: print a trace as strace-like text, JSON lines
+//! or CSV.
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use fsprof_capture::{Capture, Output, Plan, Silent};
+use fsprof_core::Resolution;
+use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
+use fsprof_trace::show::{Format, Printer};
+use fsprof_trace::TraceReader;
+use fsprof_user::{ClockChoice, UserOptions};
+
+use super::capture::{failed, save_and_tell};
+use crate::cli::ClockArg;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub sub: Option<TraceSub>,
+    /// Where to write the trace [default: fsprof-<command>-<time>.trace]
+    #[arg(short, long, value_name = "TRACE")]
+    pub output: Option<PathBuf>,
+    /// Where to write the profile of the same run [default: the trace's name with .json]
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Replace the trace and the profile if they exist
+    #[arg(short, long)]
+    pub force: bool,
+    /// What to keep of the bytes each write wrote
+    #[arg(long, value_enum, default_value_t = DataArg::Digest)]
+    pub data: DataArg,
+    /// Clock used to time calls
+    #[arg(long, value_enum, default_value_t = ClockArg::Auto)]
+    pub clock: ClockArg,
+    /// The command to trace and its arguments
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DataArg {
+    /// Nothing (sizes only)
+    None,
+    /// An XXH64 digest of each write's bytes
+    Digest,
+    /// The bytes themselves (replay then recreates file contents)
+    Full,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceSub {
+    /// Print a trace (text like `strace -f -ttt -T -y`, JSON lines or CSV)
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Trace file
+    pub trace: PathBuf,
+    #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+    pub format: ShowFormat,
+    /// Write to FILE instead of standard output
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long, requires = "output")]
+    pub force: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ShowFormat {
+    Text,
+    Jsonl,
+    Csv,
+}
+
+pub fn trace(a: TraceArgs) -> Result<i32> {
+    match a.sub {
+        Some(TraceSub::Show(s)) => show(s),
+        None => record(a),
+    }
+}
+
+fn record(a: TraceArgs) -> Result<i32> {
+    let cmd = a.command[0].to_string_lossy().into_owned();
+    let trace_path = match &a.output {
+        Some(p) => p.clone(),
+        None => default_name(&cmd)?,
+    };
+    let profile = Output {
+        path: Some(
+            a.profile
+                .clone()
+                .unwrap_or_else(|| trace_path.with_extension("json")),
+        ),
+        force: a.force,
+    };
+    profile.check()?;
+    let resolution = Resolution::new(1).map_err(anyhow::Error::msg)?;
+    let capture = Capture::new(Plan {
+        tool: "trace".into(),
+        command: a.command.clone(),
+        resolution,
+        interval_ns: None,
+        duration_ns: None,
+        sample_ns: None,
+    });
+    let mut source = TraceSource::new(TraceOptions {
+        user: UserOptions {
+            resolution,
+            clock: match a.clock {
+                ClockArg::Auto => ClockChoice::Auto,
+                ClockArg::Tsc => ClockChoice::Tsc,
+                ClockArg::Monotonic => ClockChoice::Monotonic,
+            },
+        },
+        data: match a.data {
+            DataArg::None => DataMode::None,
+            DataArg::Digest => DataMode::Digest,
+            DataArg::Full => DataMode::Full,
+        },
+        output: trace_path,
+        force: a.force,
+    })?;
+    let outcome = match capture.run(&mut source, &mut Silent) {
+        Ok(o) => o,
+        Err(e) => return failed(e),
+    };
+    let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd))?;
+    if let Some(t) = source.outcome() {
+        eprintln!(
+            "fsprof: trace written to {}: {} call(s) in {} process image(s), {} bytes",
+            t.path.display(),
+            t.summary.calls,
+            t.summary.processes,
+            t.file_bytes
+        );
+    }
+    eprintln!("fsprof: profile written to {}", path.display());
+    Ok(outcome.exit_code())
+}
+
+/// `fsprof-<program>-<time>.trace`, or the next free variant.
+fn default_name(cmd: &str) -> Result<PathBuf> {
+    let prog: String = Path::new(cmd)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "cmd".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let now = fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns());
+    let stamp: String = now
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    for n in 1..1000 {
+        let p = if n == 1 {
+            PathBuf::from(format!("fsprof-{prog}-{stamp}.trace"))
+        } else {
+            PathBuf::from(format!("fsprof-{prog}-{stamp}-{n}.trace"))
+        };
+        if !p.exists() && !p.with_extension("json").exists() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!("could not find a free file name for the trace; use -o TRACE")
+}
+
+fn show(a: ShowArgs) -> Result<i32> {
+    let mut reader = TraceReader::open(&a.trace)?;
+    let format = match a.format {
+        ShowFormat::Text => Format::Text,
+        ShowFormat::Jsonl => Format::Jsonl,
+        ShowFormat::Csv => Format::Csv,
+    };
+    let sink: Box<dyn Write> = match &a.output {
+        Some(p) => {
+            if p.exists() && !a.force {
+                anyhow::bail!("{} already exists; use --force to replace it", p.display());
+            }
+            Box::new(
+                std::fs::File::create(p)
+                    .with_context(|| format!("cannot write {}", p.display()))?,
+            )
+        }
+        None => Box::new(io::stdout().lock()),
+    };
+    let mut printer = Printer::new(BufWriter::new(sink), format, &reader.header);
+    let result = (|| -> Result<()> {
+        while let Some(r) = reader.next_record()? {
+            printer.record(&r)?;
+        }
+        printer.finish()?;
+        Ok(())
+    })();
+    match result {
+        Err(e)
+            if e.downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(0)
+        }
+        r => r.map(|()| 0),
+    }
+}

@@ -1,0 +1,206 @@
+//! `fsprof bench` from the command line: bad input is one line and exit 2,
+//! results are profiles that report/check read, every --format parses,
+//! `fsprof compare` on two bench results judges phases by their intervals,
+//! and a sweep's plot marks the CPU caches sysfs lists.
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+fn fsprof() -> Command {
+    Command::cargo_bin("fsprof").unwrap()
+}
+
+fn one_error_line(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("fsprof: ") && err.contains(needle), "{err}");
+}
+
+fn bench(dir: &Path, args: &[&str]) -> Output {
+    fsprof()
+        .args(["bench"])
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    one_error_line(
+        &bench(Path::new("/nonexistent/dir"), &["sprite"]),
+        "--dir /nonexistent/dir",
+    );
+    one_error_line(
+        &bench(d.path(), &["pread", "--cache", "cold"]),
+        "cached reads",
+    );
+    one_error_line(&bench(d.path(), &["sprite", "--files", "1"]), "--files");
+    // clap's own parse errors add a usage line; still exit 2 and named.
+    let o = bench(d.path(), &["sprite", "--file-size", "1x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid size \"1x\""));
+    one_error_line(&bench(d.path(), &["sprite", "--plot", "x.svg"]), "--plot");
+    let existing = d.path().join("r.json");
+    std::fs::write(&existing, "mine").unwrap();
+    let o = bench(d.path(), &["sprite", "-o", existing.to_str().unwrap()]);
+    one_error_line(&o, "--force");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "mine");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
+fn quick(dir: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "sprite",
+        "--files",
+        "3",
+        "--file-size",
+        "32k",
+        "--runs",
+        "3",
+        "-o",
+    ];
+    args.push(out.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let o = bench(dir, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn results_are_profiles_and_every_format_parses() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let r = out.path().join("r.json");
+    quick(d.path(), &r, &["--format", "csv"]);
+    let o = fsprof().arg("check").arg(&r).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let o = fsprof().arg("report").arg(&r).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("seq_read"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
+    assert_eq!(v["format"], "fsprof-profile");
+    let b = &v["bench"];
+    assert_eq!(b["format"], "fsprof-bench");
+    for key in ["machine", "dir", "params", "timer", "phases"] {
+        assert!(!b[key].is_null(), "{key} missing");
+    }
+    assert_eq!(b["dir"]["fs_type"], "tmpfs");
+    assert!(b["machine"]["caches"].is_array() && b["params"]["runs"] == 3);
+    for f in ["json", "csv", "markdown", "text"] {
+        let o = bench(
+            d.path(),
+            &[
+                "sprite",
+                "--files",
+                "2",
+                "--file-size",
+                "16k",
+                "--runs",
+                "2",
+                "--format",
+                f,
+            ],
+        );
+        assert!(o.status.success(), "{f}");
+        let s = String::from_utf8(o.stdout).unwrap();
+        match f {
+            "json" => {
+                let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+                assert_eq!(v["bench"]["phases"].as_array().unwrap().len(), 5);
+            }
+            "csv" => {
+                assert_eq!(s.lines().count(), 6, "{s}");
+                assert!(s.lines().all(|l| l.split(',').count() == 13), "{s}");
+            }
+            "markdown" => assert_eq!(s.lines().filter(|l| l.starts_with("| `")).count(), 5),
+            _ => assert!(s.contains("± 95% CI") && s.contains("first file is dropped")),
+        }
+    }
+}
+
+#[test]
+fn compare_of_two_bench_results_judges_phases_by_their_intervals() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let a = out.path().join("a.json");
+    quick(d.path(), &a, &[]);
+    // Same file against itself: identical intervals overlap.
+    let o = fsprof().arg("compare").arg(&a).arg(&a).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no significant change"));
+    // B: seq_read's mean and interval moved far above A's.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&a).unwrap()).unwrap();
+    let phases = v["bench"]["phases"].as_array_mut().unwrap();
+    let ph = phases.iter_mut().find(|p| p["name"] == "seq_read").unwrap();
+    let hi = ph["summary"]["ci95"]["high"].as_f64().unwrap();
+    let s = &mut ph["summary"];
+    s["mean"] = (hi * 10.0).into();
+    s["ci95"]["low"] = (hi * 9.0).into();
+    s["ci95"]["high"] = (hi * 11.0).into();
+    let b = out.path().join("b.json");
+    std::fs::write(&b, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = fsprof().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text.lines().find(|l| l.starts_with("seq_read ")).unwrap();
+    assert!(line.contains("faster (beyond both CIs)"), "{text}");
+    let other = text.lines().find(|l| l.starts_with("rand_read ")).unwrap();
+    assert!(other.contains("no significant change"), "{text}");
+}
+
+#[test]
+fn a_sweep_plot_marks_the_caches_sysfs_lists() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let svg = out.path().join("s.svg");
+    let l1 = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/size")
+        .expect("sysfs cache sizes");
+    let l1_kib: u64 = l1.trim().trim_end_matches('K').parse().unwrap();
+    let max = format!("{}k", (l1_kib * 2).next_power_of_two());
+    let o = bench(
+        d.path(),
+        &[
+            "sweep",
+            "--files",
+            "2",
+            "--runs",
+            "2",
+            "--min-size",
+            "16k",
+            "--max-size",
+            &max,
+            "--plot",
+            svg.to_str().unwrap(),
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.contains(&format!("L1 {l1_kib} KiB")), "no L1 marker");
+    let csv = String::from_utf8(o.stdout).unwrap();
+    assert!(csv.contains("seq_read@16 KiB"), "{csv}");
+    let png = out.path().join("s.png");
+    let o = bench(
+        d.path(),
+        &[
+            "sweep",
+            "--files",
+            "2",
+            "--runs",
+            "2",
+            "--min-size",
+            "16k",
+            "--max-size",
+            "32k",
+            "--plot",
+            png.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success());
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+}

@@ -1,0 +1,132 @@
+//! A loop-mounted ext4 for tests that hold fsprof's block layer against the
+//! kernel's own accounting (`/sys/block/loopN/stat`): made without lazy
+//! initialisation, mounted `noatime` and without the background prefetch
+//! of block bitmaps (which reads the device some time after the mount,
+//! later still on a loaded machine), so that nothing but the workload
+//! touches the device while it is measured.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Kernel tests need root; under CI (root) a missing privilege is a failure.
+pub fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what}: needs root for eBPF and mounts, and CI=true forbids skipping"
+    );
+    eprintln!("SKIPPED {what}: needs root (CI=true makes this a failure)");
+    false
+}
+
+fn sh(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A loop device holding a fresh ext4, mounted; torn down on drop (also
+/// when a test panics).
+pub struct LoopFs {
+    dir: tempfile::TempDir,
+    pub dev: String,
+    mounted: bool,
+}
+
+/// The counters of `/sys/block/X/stat` (Documentation/block/stat.rst):
+/// completed requests per kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskStat {
+    pub reads: u64,
+    pub writes: u64,
+    pub discards: u64,
+    pub flushes: u64,
+}
+
+impl DiskStat {
+    pub fn since(&self, before: &DiskStat) -> DiskStat {
+        DiskStat {
+            reads: self.reads - before.reads,
+            writes: self.writes - before.writes,
+            discards: self.discards - before.discards,
+            flushes: self.flushes - before.flushes,
+        }
+    }
+}
+
+impl LoopFs {
+    pub fn ext4(size_mib: u64) -> LoopFs {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(size_mib << 20)
+            .unwrap();
+        sh(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
+            .arg(&img));
+        let dev = sh(Command::new("losetup").args(["--find", "--show"]).arg(&img))
+            .trim()
+            .to_string();
+        let mut me = LoopFs {
+            dir,
+            dev,
+            mounted: false,
+        };
+        std::fs::create_dir(me.mnt()).unwrap();
+        sh(Command::new("mount")
+            .args(["-o", "noatime,no_prefetch_block_bitmaps"])
+            .arg(&me.dev)
+            .arg(me.mnt()));
+        me.mounted = true;
+        me
+    }
+
+    pub fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    /// `loopN`.
+    pub fn name(&self) -> String {
+        self.dev.trim_start_matches("/dev/").to_string()
+    }
+
+    /// Writes back everything dirty on this file system, so the device is
+    /// idle until the workload starts.
+    pub fn settle(&self) {
+        sh(Command::new("sync").arg("-f").arg(self.mnt()));
+    }
+
+    pub fn stat(&self) -> DiskStat {
+        let text = std::fs::read_to_string(Path::new("/sys/block").join(self.name()).join("stat"))
+            .unwrap();
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .map(|w| w.parse().unwrap())
+            .collect();
+        assert!(f.len() >= 17, "/sys/block/{}/stat: {text}", self.name());
+        DiskStat {
+            reads: f[0],
+            writes: f[4],
+            discards: f[11],
+            flushes: f[15],
+        }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.mnt()).status();
+        }
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}

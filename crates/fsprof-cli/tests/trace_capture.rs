@@ -1,0 +1,330 @@
+//! `fsprof trace`: every call of a real program recorded with its
+//! arguments, results and data; threads, forks and SIGKILL; bounded
+//! memory; the profile of the same run agrees with the trace; `trace show`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{compile, fsprof, load};
+use fsprof_trace::event::{Call, Data, ProcessInfo, Record};
+use fsprof_trace::TraceReader;
+
+fn trace(dir: &Path, data: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+    let out = dir.join("t.trace");
+    let o = fsprof()
+        .args(["trace", "-f", "--data", data, "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (o, out)
+}
+
+fn records(
+    path: &Path,
+) -> (
+    Vec<ProcessInfo>,
+    Vec<Call>,
+    fsprof_trace::file::TraceSummary,
+) {
+    let mut r = TraceReader::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let (mut procs, mut calls) = (Vec::new(), Vec::new());
+    for rec in r.by_ref() {
+        match rec.unwrap_or_else(|e| panic!("{e}")) {
+            Record::Process(p) => procs.push(p),
+            Record::Call(c) => calls.push(c),
+        }
+    }
+    (procs, calls, r.summary().cloned().unwrap())
+}
+
+fn op_counts(calls: &[Call]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for c in calls {
+        *m.entry(c.op.name().to_string()).or_default() += 1;
+    }
+    m
+}
+
+/// The profile written beside the trace counts exactly the traced calls.
+fn assert_profile_matches(trace: &Path, calls: &[Call]) {
+    let p = load(&trace.with_extension("json"));
+    let user = p.layer("user").expect("a user layer");
+    let profiled: BTreeMap<String, u64> =
+        user.ops.iter().map(|o| (o.name.clone(), o.post)).collect();
+    assert_eq!(profiled, op_counts(calls), "profile vs trace op counts");
+}
+
+fn find<'a>(calls: &'a [Call], op: &str, path: &str) -> &'a Call {
+    calls
+        .iter()
+        .find(|c| c.op.is(op) && c.path.as_deref() == Some(path.as_bytes()))
+        .unwrap_or_else(|| panic!("no {op}({path}) in the trace"))
+}
+
+#[test]
+fn trace_records_arguments_results_and_data() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (o, t) = trace(d.path(), "full", &[exe.to_str().unwrap(), "basic"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (procs, calls, summary) = records(&t);
+    assert_eq!(summary.dropped, 0);
+    let me = procs
+        .iter()
+        .find(|p| p.exe.ends_with(b"trace_calls"))
+        .expect("the program's process record");
+    let cwd = std::fs::canonicalize(d.path()).unwrap();
+    assert_eq!(me.cwd, cwd.to_str().unwrap().as_bytes());
+    let calls: Vec<Call> = calls.into_iter().filter(|c| c.pid == me.pid).collect();
+    let at = |rel: &str| format!("{}/{rel}", cwd.display()).into_bytes();
+
+    let mkdir = find(&calls, "mkdir", "d");
+    assert_eq!((mkdir.mode, mkdir.ret), (Some(0o750), 0));
+    let open = find(&calls, "open", "d/f");
+    assert_eq!(
+        open.flags,
+        Some((libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as i64)
+    );
+    assert_eq!(open.mode, Some(0o640));
+    assert_eq!(open.resolved.as_deref(), Some(&at("d/f")[..]));
+    let fd = open.ret as i32;
+    let write = calls
+        .iter()
+        .find(|c| c.op.is("write") && c.fd == Some(fd))
+        .unwrap();
+    assert_eq!((write.len, write.ret), (Some(11), 11));
+    assert_eq!(write.data, Data::Full(b"hello trace".to_vec()));
+    assert_eq!(
+        write.resolved.as_deref(),
+        Some(&at("d/f")[..]),
+        "fd calls name their file"
+    );
+    let pwrite = calls.iter().find(|c| c.op.is("pwrite")).unwrap();
+    assert_eq!(
+        (pwrite.offset, pwrite.len, pwrite.ret),
+        (Some(100), Some(2), 2)
+    );
+    assert_eq!(pwrite.data, Data::Full(b"XY".to_vec()));
+    let stat = find(&calls, "stat", "d/f");
+    assert_eq!(stat.size, Some(102));
+    assert_eq!(stat.st_mode, Some(libc::S_IFREG | 0o640));
+    let dir = find(&calls, "openat", "d");
+    assert_eq!(dir.fd, Some(libc::AT_FDCWD));
+    let inner = find(&calls, "openat", "f");
+    assert_eq!(inner.fd, Some(dir.ret as i32), "dirfd recorded");
+    assert_eq!(
+        inner.resolved.as_deref(),
+        Some(&at("d/f")[..]),
+        "resolved against the dirfd"
+    );
+    let pread = calls.iter().find(|c| c.op.is("pread")).unwrap();
+    assert_eq!(
+        (pread.fd, pread.len, pread.offset, pread.ret),
+        (Some(inner.ret as i32), Some(5), Some(0), 5)
+    );
+    assert_eq!(
+        pread.data,
+        Data::Full(b"hello".to_vec()),
+        "--data full keeps what reads returned"
+    );
+    let lseek = calls.iter().find(|c| c.op.is("lseek")).unwrap();
+    assert_eq!((lseek.whence, lseek.ret), (Some(libc::SEEK_END), 102));
+    let rename = find(&calls, "rename", "d/f");
+    assert_eq!(rename.path2.as_deref(), Some(&b"d/g"[..]));
+    assert_eq!(rename.resolved2.as_deref(), Some(&at("d/g")[..]));
+    let nope = find(&calls, "unlink", "d/nope");
+    assert_eq!((nope.ret, nope.errno), (-1, libc::ENOENT));
+    assert_eq!(find(&calls, "rmdir", "d").ret, 0);
+    for c in &calls {
+        assert!(c.end_ns >= c.start_ns, "{c:?}");
+    }
+    assert!(
+        calls.windows(2).all(|w| w[0].start_ns <= w[1].start_ns),
+        "time order"
+    );
+
+    // The default keeps a digest: XXH64 of the bytes.
+    let (o, t) = trace(d.path(), "digest", &[exe.to_str().unwrap(), "basic"]);
+    assert!(o.status.success());
+    let (_, calls, _) = records(&t);
+    let w = calls
+        .iter()
+        .find(|c| c.op.is("write") && c.len == Some(11))
+        .unwrap();
+    assert_eq!(
+        w.data,
+        Data::Digest(xxhash_rust::xxh64::xxh64(b"hello trace", 0))
+    );
+    assert_profile_matches(&t, &calls);
+}
+
+#[test]
+fn trace_follows_threads_and_forks() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (o, t) = trace(
+        d.path(),
+        "digest",
+        &[exe.to_str().unwrap(), "threads", "3000"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (procs, calls, summary) = records(&t);
+    assert_eq!(summary.dropped, 0);
+    let parent = procs
+        .iter()
+        .find(|p| p.exe.ends_with(b"trace_calls"))
+        .unwrap();
+    let child = procs
+        .iter()
+        .find(|p| p.ppid == parent.pid)
+        .expect("the forked child has a process record");
+    let mut per_tid: BTreeMap<i32, u64> = BTreeMap::new();
+    for c in calls
+        .iter()
+        .filter(|c| c.pid == parent.pid && c.op.is("pwrite"))
+    {
+        *per_tid.entry(c.tid).or_default() += 1;
+    }
+    assert_eq!(
+        per_tid.values().copied().collect::<Vec<_>>(),
+        vec![3000, 3000],
+        "{per_tid:?}"
+    );
+    assert!(
+        !per_tid.contains_key(&parent.pid),
+        "the threads are not the main thread"
+    );
+    let kid = calls
+        .iter()
+        .find(|c| c.pid == child.pid && c.op.is("write"))
+        .unwrap();
+    assert_eq!(kid.data, Data::Digest(xxhash_rust::xxh64::xxh64(b"kid", 0)));
+    assert_eq!(
+        kid.resolved.as_deref().map(|p| p.ends_with(b"/child")),
+        Some(true)
+    );
+    assert_profile_matches(&t, &calls);
+}
+
+#[test]
+fn a_program_killed_by_sigkill_keeps_its_calls() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (o, t) = trace(
+        d.path(),
+        "digest",
+        &[exe.to_str().unwrap(), "spin", "5000", "kill"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(128 + 9),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (_, calls, _) = records(&t);
+    assert_eq!(calls.iter().filter(|c| c.op.is("pread")).count(), 5000);
+}
+
+#[test]
+fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (o, t) = trace(
+        d.path(),
+        "none",
+        &[exe.to_str().unwrap(), "phases", "4", "40000", "20000"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, calls, summary) = records(&t);
+    assert_eq!(calls.iter().filter(|c| c.op.is("pread")).count(), 160_000);
+    // 160k records of 72 bytes each; the run directory held about one
+    // phase's worth at a time, not the whole run.
+    let total = 160_000u64 * 72;
+    assert!(
+        summary.pending_peak_bytes > 0 && summary.pending_peak_bytes < total / 2,
+        "peak {} of {total} bytes waited in the run directory",
+        summary.pending_peak_bytes
+    );
+}
+
+#[test]
+fn trace_show_prints_strace_like_text_jsonl_and_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (o, t) = trace(d.path(), "full", &[exe.to_str().unwrap(), "basic"]);
+    assert!(o.status.success());
+    let show = |fmt: &str| {
+        let o = fsprof()
+            .args(["trace", "show", "--format", fmt])
+            .arg(&t)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = show("text");
+    let line = text
+        .lines()
+        .find(|l| l.contains("unlink(\"d/nope\")"))
+        .expect(&text);
+    // `PID SECONDS.MICROS op(args) = -1 ENOENT (msg) <duration>`
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    assert!(parts[0].parse::<i32>().is_ok(), "{line}");
+    assert!(
+        parts[1]
+            .split_once('.')
+            .is_some_and(|(s, us)| s.len() >= 10 && us.len() == 6),
+        "{line}"
+    );
+    assert!(
+        line.contains("= -1 ENOENT (No such file or directory) <0."),
+        "{line}"
+    );
+    let write = text.lines().find(|l| l.contains(" write(")).expect(&text);
+    assert!(
+        write.contains("/d/f>, \"hello trace\", 11) = 11"),
+        "{write}"
+    );
+    let jsonl = show("jsonl");
+    let calls: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let open = calls
+        .iter()
+        .find(|v| v["op"] == "open" && v["path"] == "d/f")
+        .unwrap();
+    assert!(open["resolved"].as_str().unwrap().ends_with("/d/f"));
+    assert_eq!(open["mode"], 0o640);
+    let csv = show("csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header.len(), fsprof_trace::show::CSV_COLUMNS.len());
+    let n = lines.clone().count();
+    assert_eq!(n, calls.iter().filter(|v| v["type"] == "call").count());
+    assert!(lines.any(|l| l.contains(",unlink,-1,2,")), "{csv}");
+}
+
+#[test]
+fn trace_show_refuses_corrupt_traces_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("trace_calls", d.path(), &["-pthread"]);
+    let (_, t) = trace(d.path(), "digest", &[exe.to_str().unwrap(), "basic"]);
+    let bytes = std::fs::read(&t).unwrap();
+    std::fs::write(&t, &bytes[..bytes.len() - 30]).unwrap();
+    let o = fsprof().args(["trace", "show"]).arg(&t).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("truncated trace"), "{err}");
+    let o = fsprof()
+        .args(["trace", "show", "/no/such/trace"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

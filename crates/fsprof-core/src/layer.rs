@@ -1,0 +1,30 @@
+//! The layer names fsprof's capture commands produce (see
+//! `docs/profile-format.md`, "Layers and op names"). Other names (e.g. one
+//! per file system) are allowed; these are the ones fsprof itself writes.
+
+/// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
+pub const USER: &str = "user";
+/// System calls, timed in the kernel (`fsprof kernel`).
+pub const SYSCALL: &str = "syscall";
+/// VFS / file-system operations (`fsprof kernel`).
+pub const FS: &str = "fs";
+/// Block requests, issue to completion (`fsprof kernel`).
+pub const BLOCK: &str = "block";
+/// The sizes of the `block` layer's requests: the same op names, but the
+/// histograms count **bytes** and `total_ns` is the total of bytes.
+pub const BLOCK_SIZE: &str = "block-size";
+/// FUSE requests as the kernel sees them, `fuse_request_send` to
+/// `fuse_request_end` (`fsprof kernel`), the FUSE server's time included.
+pub const FUSE: &str = "fuse";
+/// Operations served by fsprof's own FUSE pass-through file system
+/// (`fsprof mount`), timed inside the daemon. Not `fuse`: that name is the
+/// kernel's view of the same requests, and one profile can hold both.
+pub const FUSEFS: &str = "fusefs";
+
+/// Every layer above, from the program down to the device.
+pub const ALL: [&str; 7] = [USER, SYSCALL, FUSE, FUSEFS, FS, BLOCK, BLOCK_SIZE];
+
+/// Whether a layer's histograms hold byte counts rather than latencies.
+pub fn holds_bytes(layer: &str) -> bool {
+    layer == BLOCK_SIZE
+}

@@ -1,0 +1,704 @@
+/* Trace recording for `fsprof trace`: every intercepted call becomes a
+ * record in this thread's chunk file (trace_abi.h). Like runtime.c, nothing
+ * here calls an interposed function: files are made with raw system calls,
+ * so recording can run inside a constructor or a signal handler. A record
+ * interrupted by a signal handler that makes a call of its own is kept and
+ * the handler's call is dropped (and counted), never interleaved. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "trace.h"
+
+HIDDEN int g_trace;
+
+static int g_tready;          /* this process image has its own files */
+static char g_tdir[4096];     /* the run directory */
+static uint64_t *g_tseq;      /* the control file's next_seq */
+static uint64_t g_tproc_seq;
+
+static TLS struct fsprof_tchunk *t_tc; /* this thread's chunk, NULL = none yet */
+static TLS uint64_t t_tc_cap;         /* bytes of records it can hold */
+static TLS uint32_t t_tc_next;        /* index of this thread's next chunk */
+static TLS uint64_t t_tdropped;       /* records lost since the last chunk */
+static TLS int t_tbusy;
+
+/* ---- argument shapes ------------------------------------------------------ */
+
+/* One letter per argument of an op's base function:
+ * f fd, d dirfd, p path, s other C string, F FILE* (kept as its fd),
+ * D DIR* (kept as its fd), i integer, anything else a pointer whose value
+ * is not kept (b buffer, v iovec, S struct stat, T struct statx, x other). */
+static const char *const shapes[OP_COUNT] = {
+    [OP_open] = "pii", [OP_openat] = "dpii", [OP_creat] = "pi", [OP_close] = "f",
+    [OP_read] = "fbi", [OP_write] = "fbi", [OP_pread] = "fbii", [OP_pwrite] = "fbii",
+    [OP_readv] = "fvi", [OP_writev] = "fvi", [OP_preadv] = "fvii", [OP_pwritev] = "fvii",
+    [OP_preadv2] = "fviii", [OP_pwritev2] = "fviii", [OP_lseek] = "fii",
+    [OP_stat] = "pS", [OP_lstat] = "pS", [OP_fstat] = "fS", [OP_fstatat] = "dpSi",
+    [OP_statx] = "dpiiT", [OP_access] = "pi", [OP_faccessat] = "dpii",
+    [OP_fsync] = "f", [OP_fdatasync] = "f", [OP_sync] = "", [OP_syncfs] = "f",
+    [OP_sync_file_range] = "fiii", [OP_truncate] = "pi", [OP_ftruncate] = "fi",
+    [OP_fallocate] = "fiii", [OP_posix_fallocate] = "fii", [OP_posix_fadvise] = "fiii",
+    [OP_mkdir] = "pi", [OP_mkdirat] = "dpi", [OP_rmdir] = "p", [OP_unlink] = "p",
+    [OP_unlinkat] = "dpi", [OP_rename] = "pp", [OP_renameat] = "dpdp",
+    [OP_renameat2] = "dpdpi", [OP_link] = "pp", [OP_linkat] = "dpdpi", [OP_symlink] = "sp",
+    [OP_symlinkat] = "sdp", [OP_readlink] = "pbi", [OP_readlinkat] = "dpbi",
+    [OP_mknod] = "pii", [OP_mknodat] = "dpii", [OP_chmod] = "pi", [OP_fchmod] = "fi",
+    [OP_fchmodat] = "dpii", [OP_chown] = "pii", [OP_fchown] = "fii", [OP_lchown] = "pii",
+    [OP_fchownat] = "dpiii", [OP_utimensat] = "dpxi", [OP_futimens] = "fx", [OP_utime] = "px",
+    [OP_utimes] = "px", [OP_futimes] = "fx", [OP_lutimes] = "px", [OP_chdir] = "p",
+    [OP_fchdir] = "f", [OP_opendir] = "p", [OP_fdopendir] = "f", [OP_readdir] = "D",
+    [OP_closedir] = "D", [OP_getdents64] = "fbi", [OP_mmap] = "iiiifi", [OP_msync] = "iii",
+    [OP_munmap] = "ii", [OP_sendfile] = "ffxi", [OP_copy_file_range] = "fxfxii",
+    [OP_getxattr] = "psbi", [OP_lgetxattr] = "psbi", [OP_fgetxattr] = "fsbi",
+    [OP_setxattr] = "psbii", [OP_lsetxattr] = "psbii", [OP_fsetxattr] = "fsbii",
+    [OP_listxattr] = "pbi", [OP_llistxattr] = "pbi", [OP_flistxattr] = "fbi",
+    [OP_removexattr] = "ps", [OP_lremovexattr] = "ps", [OP_fremovexattr] = "fs",
+    [OP_statfs] = "px", [OP_fstatfs] = "fx", [OP_statvfs] = "px", [OP_fstatvfs] = "fx",
+    [OP_fcntl] = "fii", [OP_flock] = "fi", [OP_fopen] = "ps", [OP_freopen] = "psF",
+    [OP_fdopen] = "fs", [OP_fclose] = "F", [OP_fread] = "biiF", [OP_fwrite] = "biiF",
+    [OP_fgets] = "biF", [OP_fputs] = "bF", [OP_fflush] = "F", [OP_getline] = "xxF",
+    [OP_getdelim] = "xxiF", [OP_fseek] = "Fii", [OP_ftell] = "F",
+};
+
+/* How a wrapper's result reads (set in pre from the symbol's name). */
+enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
+
+static int keeps_value(char c)
+{
+    return c == 'f' || c == 'd' || c == 'i' || c == 'F' || c == 'D';
+}
+
+HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
+                             int n)
+{
+    p->op = op;
+    p->nargs = 0;
+    /* `__xstat(ver, ...)`-style aliases take a version first; the fortified
+     * fgets/fread take the buffer's size second. */
+    int skip = -1;
+    if (name[0] == '_' && name[1] == '_') {
+        if (strstr(name, "xstat"))
+            skip = 0;
+        else if (!strncmp(name, "__fgets", 7) || !strncmp(name, "__fread", 7))
+            skip = 1;
+    }
+    for (int i = 0; i < n && p->nargs < FSPROF_TREC_MAX_ARGS; i++)
+        if (i != skip)
+            p->a[p->nargs++] = a[i];
+    const char *sh = op >= 0 && op < OP_COUNT && shapes[op] ? shapes[op] : "";
+    for (int i = 0; sh[i] && i < p->nargs; i++) {
+        if (sh[i] == 'F')
+            p->a[i] = p->a[i] ? (uint64_t)(int64_t)((FILE *)(uintptr_t)p->a[i])->_fileno
+                              : (uint64_t)(int64_t)-1;
+        else if (sh[i] == 'D')
+            p->a[i] = p->a[i] ? (uint64_t)(int64_t)dirfd((DIR *)(uintptr_t)p->a[i])
+                              : (uint64_t)(int64_t)-1;
+    }
+    int flavor = RET_PLAIN;
+    if (!strncmp(name, "posix_f", 7))
+        flavor = RET_ERRNUM;
+    else if (!strncmp(name, "readdir", 7) && name[strlen(name) - 1] == 'r' &&
+             name[strlen(name) - 2] == '_')
+        flavor = RET_READDIR_R;
+    /* Kept past the shape's arguments, which no reader looks at. */
+    p->a[FSPROF_TREC_MAX_ARGS - 1] = (uint64_t)flavor;
+}
+
+/* ---- XXH64 (seed 0), streaming: the digest of the bytes a call wrote ---- */
+
+#define P1 0x9E3779B185EBCA87ULL
+#define P2 0xC2B2AE3D27D4EB4FULL
+#define P3 0x165667B19E3779F9ULL
+#define P4 0x85EBCA77C2B2AE63ULL
+#define P5 0x27D4EB2F165667C5ULL
+
+struct xxh {
+    uint64_t v[4], total;
+    unsigned char buf[32];
+    uint32_t n;
+};
+
+static inline uint64_t rotl(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t xround(uint64_t acc, uint64_t in)
+{
+    acc += in * P2;
+    return rotl(acc, 31) * P1;
+}
+
+static void xxh_init(struct xxh *s)
+{
+    s->v[0] = P1 + P2;
+    s->v[1] = P2;
+    s->v[2] = 0;
+    s->v[3] = -P1;
+    s->total = 0;
+    s->n = 0;
+}
+
+static void xxh_stripe(struct xxh *s, const unsigned char *p)
+{
+    for (int i = 0; i < 4; i++)
+        s->v[i] = xround(s->v[i], rd64(p + 8 * i));
+}
+
+static void xxh_update(struct xxh *s, const unsigned char *p, uint64_t len)
+{
+    s->total += len;
+    if (s->n) {
+        uint32_t take = 32 - s->n;
+        if (take > len)
+            take = (uint32_t)len;
+        memcpy(s->buf + s->n, p, take);
+        s->n += take;
+        p += take;
+        len -= take;
+        if (s->n < 32)
+            return;
+        xxh_stripe(s, s->buf);
+        s->n = 0;
+    }
+    for (; len >= 32; p += 32, len -= 32)
+        xxh_stripe(s, p);
+    memcpy(s->buf, p, len);
+    s->n = (uint32_t)len;
+}
+
+static uint64_t xxh_final(const struct xxh *s)
+{
+    uint64_t h;
+    if (s->total >= 32) {
+        h = rotl(s->v[0], 1) + rotl(s->v[1], 7) + rotl(s->v[2], 12) + rotl(s->v[3], 18);
+        for (int i = 0; i < 4; i++) {
+            h ^= xround(0, s->v[i]);
+            h = h * P1 + P4;
+        }
+    } else {
+        h = P5;
+    }
+    h += s->total;
+    const unsigned char *p = s->buf;
+    uint32_t len = s->n;
+    for (; len >= 8; p += 8, len -= 8) {
+        h ^= xround(0, rd64(p));
+        h = rotl(h, 27) * P1 + P4;
+    }
+    if (len >= 4) {
+        h ^= (uint64_t)rd32(p) * P1;
+        h = rotl(h, 23) * P2 + P3;
+        p += 4;
+        len -= 4;
+    }
+    for (; len; p++, len--) {
+        h ^= (uint64_t)*p * P5;
+        h = rotl(h, 11) * P1;
+    }
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ---- chunk files ------------------------------------------------------------- */
+
+static size_t tcat(char *dst, size_t at, size_t cap, const char *src)
+{
+    while (*src && at + 1 < cap)
+        dst[at++] = *src++;
+    dst[at] = 0;
+    return at;
+}
+
+static size_t tcat_u64(char *dst, size_t at, size_t cap, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && at + 1 < cap)
+        dst[at++] = tmp[--n];
+    dst[at] = 0;
+    return at;
+}
+
+static void chunk_seal(void)
+{
+    if (!t_tc)
+        return;
+    __atomic_store_n(&t_tc->sealed, 1, __ATOMIC_RELEASE);
+    syscall(SYS_munmap, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR));
+    t_tc = NULL;
+}
+
+/* A new chunk able to hold a record of `need` bytes. */
+static int chunk_open(uint64_t need)
+{
+    uint64_t size = FSPROF_TCHUNK_SIZE;
+    while (size < need + FSPROF_TCHUNK_HDR && size < (1ULL << 40))
+        size *= 2;
+    uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
+    char path[4200];
+    size_t n = tcat(path, 0, sizeof path, g_tdir);
+    n = tcat(path, n, sizeof path, "/t");
+    tcat_u64(path, n, sizeof path, seq);
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      0600);
+    if (fd < 0)
+        return 0;
+    void *m = MAP_FAILED;
+    if (syscall(SYS_ftruncate, fd, (long)size) == 0)
+        m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    syscall(SYS_close, fd);
+    if (m == MAP_FAILED) {
+        syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+        return 0;
+    }
+    struct fsprof_tchunk *c = m;
+    c->magic = FSPROF_TCHUNK_MAGIC;
+    c->abi_version = FSPROF_TRACE_ABI_VERSION;
+    c->hdr_size = FSPROF_TCHUNK_HDR;
+    c->proc_seq = g_tproc_seq;
+    c->pid = (int32_t)syscall(SYS_getpid);
+    c->tid = (int32_t)syscall(SYS_gettid);
+    c->index = t_tc_next++;
+    c->size = size;
+    c->dropped = t_tdropped;
+    t_tdropped = 0;
+    t_tc = c;
+    t_tc_cap = size - FSPROF_TCHUNK_HDR;
+    return 1;
+}
+
+/* Room for `len` bytes at the end of this thread's chunk, or NULL. */
+static unsigned char *reserve(uint64_t len)
+{
+    if (t_tc && t_tc->committed + len > t_tc_cap)
+        chunk_seal();
+    if (!t_tc && !chunk_open(len))
+        return NULL;
+    return (unsigned char *)t_tc + FSPROF_TCHUNK_HDR + t_tc->committed;
+}
+
+static void commit(uint64_t len)
+{
+    __atomic_store_n(&t_tc->committed, t_tc->committed + len, __ATOMIC_RELEASE);
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+enum { SRC_BYTES, SRC_IOV, SRC_DIGEST_BYTES, SRC_DIGEST_IOV };
+
+struct item {
+    uint16_t tag, arg;
+    int src;
+    const void *p;
+    uint64_t len; /* bytes of data (SRC_BYTES), or iovec count (SRC_IOV*) */
+    uint64_t cap; /* for iovecs: bytes to take in all */
+    uint64_t out; /* bytes the item holds */
+};
+
+#define MAX_ITEMS 8
+
+static inline uint64_t pad8(uint64_t n)
+{
+    return (n + 7) & ~7ULL;
+}
+
+static void add_item(struct item *it, int *n, uint16_t tag, uint16_t arg, int src, const void *p,
+                     uint64_t len, uint64_t cap)
+{
+    if (*n >= MAX_ITEMS)
+        return;
+    uint64_t out = src == SRC_BYTES ? len : src == SRC_IOV ? cap : 8;
+    it[(*n)++] = (struct item){tag, arg, src, p, len, cap, out};
+}
+
+static unsigned char *put_item(unsigned char *w, const struct item *it)
+{
+    struct fsprof_titem h = {it->tag, it->arg, (uint32_t)it->out};
+    memcpy(w, &h, sizeof h);
+    w += sizeof h;
+    if (it->src == SRC_BYTES) {
+        memcpy(w, it->p, it->len);
+    } else if (it->src == SRC_IOV) {
+        const struct iovec *v = it->p;
+        uint64_t left = it->cap;
+        unsigned char *o = w;
+        for (uint64_t i = 0; i < it->len && left; i++) {
+            uint64_t k = v[i].iov_len < left ? v[i].iov_len : left;
+            memcpy(o, v[i].iov_base, k);
+            o += k;
+            left -= k;
+        }
+    } else {
+        struct xxh s;
+        xxh_init(&s);
+        if (it->src == SRC_DIGEST_BYTES) {
+            xxh_update(&s, it->p, it->len);
+        } else {
+            const struct iovec *v = it->p;
+            uint64_t left = it->cap;
+            for (uint64_t i = 0; i < it->len && left; i++) {
+                uint64_t k = v[i].iov_len < left ? v[i].iov_len : left;
+                xxh_update(&s, v[i].iov_base, k);
+                left -= k;
+            }
+        }
+        uint64_t d = xxh_final(&s);
+        memcpy(w, &d, 8);
+    }
+    uint64_t padded = pad8(it->out);
+    memset(w + it->out, 0, padded - it->out);
+    return w + padded;
+}
+
+/* Writes one record; returns 0 if it was lost. */
+static int emit(uint16_t kind, uint64_t t0, uint64_t t1, int64_t ret, int err, int failed,
+                const uint64_t *args, int nargs, const struct item *it, int nitems)
+{
+    uint64_t len = sizeof(struct fsprof_trec) + 8 * (uint64_t)nargs;
+    for (int i = 0; i < nitems; i++)
+        len += sizeof(struct fsprof_titem) + pad8(it[i].out);
+    if (len > UINT32_MAX)
+        return 0;
+    unsigned char *w = reserve(len);
+    if (!w)
+        return 0;
+    struct fsprof_trec r = {(uint32_t)len, kind, (uint8_t)nargs, (uint8_t)(failed != 0), t0, t1,
+                            ret, err, (uint32_t)nitems};
+    memcpy(w, &r, sizeof r);
+    unsigned char *o = w + sizeof r;
+    memcpy(o, args, 8 * (size_t)nargs);
+    o += 8 * (size_t)nargs;
+    for (int i = 0; i < nitems; i++)
+        o = put_item(o, &it[i]);
+    commit(len);
+    return 1;
+}
+
+static void add_data(struct item *it, int *n, int src_bytes, const void *p, uint64_t len,
+                     uint64_t cap)
+{
+    if (g_trace == FSPROF_TDATA_FULL)
+        add_item(it, n, FSPROF_TI_DATA, 0, src_bytes ? SRC_BYTES : SRC_IOV, p, len, cap);
+    else if (g_trace == FSPROF_TDATA_DIGEST)
+        add_item(it, n, FSPROF_TI_DIGEST, 0, src_bytes ? SRC_DIGEST_BYTES : SRC_DIGEST_IOV, p, len,
+                 cap);
+}
+
+static void add_stat(struct item *it, int *n, uint64_t *scratch, int op, const void *p)
+{
+    if (!p)
+        return;
+    if (op == OP_statx) {
+        const struct statx *s = p;
+        scratch[0] = s->stx_size;
+        scratch[1] = s->stx_mode;
+    } else {
+        const struct stat *s = p;
+        scratch[0] = (uint64_t)s->st_size;
+        scratch[1] = s->st_mode;
+    }
+    add_item(it, n, FSPROF_TI_STAT, 0, SRC_BYTES, scratch, 16, 0);
+}
+
+/* Strings, written data, stat results and returned buffers of a call. */
+static int call_items(const struct fsprof_tpre *p, int64_t ret, int failed, int err,
+                      struct item *it, uint64_t *scratch)
+{
+    int n = 0;
+    const char *sh = shapes[p->op] ? shapes[p->op] : "";
+    const uint64_t *a = p->a;
+    /* A bad pointer the kernel refused must not crash the program here. */
+    int pointers_ok = !(failed && err == EFAULT);
+    for (int i = 0; sh[i] && i < p->nargs && pointers_ok; i++)
+        if ((sh[i] == 'p' || sh[i] == 's') && a[i])
+            add_item(&it[0], &n, FSPROF_TI_STR, (uint16_t)i, SRC_BYTES, (const void *)(uintptr_t)a[i],
+                     strnlen((const char *)(uintptr_t)a[i], FSPROF_TSTR_MAX), 0);
+    if (failed || !pointers_ok)
+        return n;
+    const void *b1 = (const void *)(uintptr_t)a[1];
+    switch (p->op) {
+    case OP_write:
+    case OP_pwrite:
+        if (ret > 0)
+            add_data(it, &n, 1, b1, (uint64_t)ret, 0);
+        break;
+    case OP_writev:
+    case OP_pwritev:
+    case OP_pwritev2:
+        if (ret > 0)
+            add_data(it, &n, 0, b1, a[2], (uint64_t)ret);
+        break;
+    /* Reads' bytes only with --data full: replay then recreates the
+     * parts of pre-existing files the program read. */
+    case OP_read:
+    case OP_pread:
+        if (ret > 0 && g_trace == FSPROF_TDATA_FULL)
+            add_data(it, &n, 1, b1, (uint64_t)ret, 0);
+        break;
+    case OP_readv:
+    case OP_preadv:
+    case OP_preadv2:
+        if (ret > 0 && g_trace == FSPROF_TDATA_FULL)
+            add_data(it, &n, 0, b1, a[2], (uint64_t)ret);
+        break;
+    case OP_fread:
+        if (ret > 0 && g_trace == FSPROF_TDATA_FULL)
+            add_data(it, &n, 1, (const void *)(uintptr_t)a[0], (uint64_t)ret * a[1], 0);
+        break;
+    case OP_fwrite:
+        if (ret > 0)
+            add_data(it, &n, 1, (const void *)(uintptr_t)a[0], (uint64_t)ret * a[1], 0);
+        break;
+    case OP_fputs:
+        if (a[0])
+            add_data(it, &n, 1, (const void *)(uintptr_t)a[0], strlen((const char *)(uintptr_t)a[0]),
+                     0);
+        break;
+    case OP_stat:
+    case OP_lstat:
+    case OP_fstat:
+        add_stat(it, &n, scratch, p->op, b1);
+        break;
+    case OP_fstatat:
+        add_stat(it, &n, scratch, p->op, (const void *)(uintptr_t)a[2]);
+        break;
+    case OP_statx:
+        add_stat(it, &n, scratch, p->op, (const void *)(uintptr_t)a[4]);
+        break;
+    case OP_readlink:
+        if (ret > 0)
+            add_item(it, &n, FSPROF_TI_RESULT, 1, SRC_BYTES, b1, (uint64_t)ret, 0);
+        break;
+    case OP_readlinkat:
+        if (ret > 0)
+            add_item(it, &n, FSPROF_TI_RESULT, 2, SRC_BYTES, (const void *)(uintptr_t)a[2],
+                     (uint64_t)ret, 0);
+        break;
+    }
+    return n;
+}
+
+/* The result as the trace gives it: FILE* and DIR* as their fd, readdir
+ * as 1 (an entry) or 0 (the end), fgets as the bytes it stored. */
+static int64_t result(const struct fsprof_tpre *p, int64_t ret, int failed, int *err)
+{
+    int flavor = (int)p->a[FSPROF_TREC_MAX_ARGS - 1];
+    if (flavor == RET_ERRNUM) {
+        *err = failed ? (int)ret : 0;
+        return failed ? -1 : 0;
+    }
+    if (flavor == RET_READDIR_R) {
+        *err = failed ? (int)ret : 0;
+        void **res = (void **)(uintptr_t)p->a[2];
+        return failed ? -1 : (res && *res) ? 1 : 0;
+    }
+    void *ptr = (void *)(intptr_t)ret;
+    switch (p->op) {
+    case OP_fopen:
+    case OP_freopen:
+    case OP_fdopen:
+        return ptr ? ((FILE *)ptr)->_fileno : -1;
+    case OP_opendir:
+    case OP_fdopendir:
+        return ptr ? dirfd((DIR *)ptr) : -1;
+    case OP_readdir:
+        return failed ? -1 : ptr ? 1 : 0;
+    case OP_fgets:
+        return ptr ? (int64_t)strlen((const char *)ptr) : failed ? -1 : 0;
+    }
+    return ret;
+}
+
+HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
+                              int failed)
+{
+    int saved = errno;
+    if (!g_tready || t_tbusy) {
+        if (g_tready)
+            t_tdropped++;
+        return;
+    }
+    t_tbusy = 1;
+    int err = failed ? saved : 0;
+    int64_t r = result(p, ret, failed, &err);
+    struct item it[MAX_ITEMS];
+    uint64_t scratch[2];
+    int n = call_items(p, ret, failed, err, it, scratch);
+    uint64_t args[FSPROF_TREC_MAX_ARGS];
+    const char *sh = shapes[p->op] ? shapes[p->op] : "";
+    int nargs = 0;
+    for (; nargs < p->nargs && sh[nargs]; nargs++)
+        args[nargs] = keeps_value(sh[nargs]) ? p->a[nargs] : 0;
+    if (!emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n))
+        t_tdropped++;
+    t_tbusy = 0;
+    errno = saved;
+}
+
+/* ---- process images --------------------------------------------------------- */
+
+static uint64_t trace_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t read_whole(const char *path, char *buf, uint32_t cap)
+{
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    uint32_t len = 0;
+    while (len < cap) {
+        long r = syscall(SYS_read, fd, buf + len, cap - len);
+        if (r <= 0)
+            break;
+        len += (uint32_t)r;
+    }
+    syscall(SYS_close, fd);
+    return len;
+}
+
+/* One record per fd open when the image starts: what it inherited. */
+static void record_fds(uint64_t now)
+{
+    long dfd = syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (dfd < 0)
+        return;
+    char buf[2048];
+    for (;;) {
+        long got = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+        if (got <= 0)
+            break;
+        for (long off = 0; off < got;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (d->d_name[0] < '0' || d->d_name[0] > '9')
+                continue;
+            long fd = 0;
+            for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++)
+                fd = fd * 10 + (*c - '0');
+            if (fd == dfd)
+                continue;
+            char target[FSPROF_TSTR_MAX];
+            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof target);
+            uint64_t args[3] = {(uint64_t)fd, (uint64_t)syscall(SYS_fcntl, fd, F_GETFL),
+                                (uint64_t)syscall(SYS_lseek, fd, 0L, SEEK_CUR)};
+            struct item it[1];
+            int n = 0;
+            if (tl > 0)
+                add_item(it, &n, FSPROF_TI_PATH, 0, SRC_BYTES, target, (uint64_t)tl, 0);
+            emit(FSPROF_TREC_FD, now, now, 0, 0, 0, args, 3, it, n);
+        }
+    }
+    syscall(SYS_close, dfd);
+}
+
+HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_t proc_seq)
+{
+    if (!g_trace) {
+        const char *mode = getenv(FSPROF_TRACE_ENV);
+        if (!mode)
+            return;
+        g_trace = !strcmp(mode, "full")     ? FSPROF_TDATA_FULL
+                  : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
+                                            : FSPROF_TDATA_NONE;
+    }
+    if (tcat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
+        return;
+    g_tseq = seq_counter;
+    g_tproc_seq = proc_seq;
+    g_tready = 1;
+    t_tbusy = 1;
+    uint64_t now = now_ticks();
+    uint64_t clock[2] = {now, trace_mono_ns()};
+    static char cwd[FSPROF_TSTR_MAX], exe[FSPROF_TSTR_MAX], argv[4096];
+    long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
+    long el = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
+    uint32_t al = read_whole("/proc/self/cmdline", argv, sizeof argv);
+    struct item it[4];
+    int n = 0;
+    add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
+    if (cl > 1)
+        add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
+    if (el > 0)
+        add_item(it, &n, FSPROF_TI_EXE, 0, SRC_BYTES, exe, (uint64_t)el, 0);
+    add_item(it, &n, FSPROF_TI_ARGV, 0, SRC_BYTES, argv, al, 0);
+    uint64_t args[3] = {(uint64_t)syscall(SYS_getpid), (uint64_t)syscall(SYS_getppid), proc_seq};
+    emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
+    record_fds(now);
+    t_tbusy = 0;
+}
+
+HIDDEN void fsprof_trace_after_fork(void)
+{
+    /* The mapping is the parent's chunk: drop it without sealing it. */
+    if (t_tc)
+        syscall(SYS_munmap, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR));
+    t_tc = NULL;
+    t_tc_next = 0;
+    t_tdropped = 0;
+    t_tbusy = 0;
+    g_tready = 0;
+}
+
+EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
+{
+    out->chunk_hdr = sizeof(struct fsprof_tchunk);
+    out->rec_hdr = sizeof(struct fsprof_trec);
+    out->item_hdr = sizeof(struct fsprof_titem);
+    out->off_committed = offsetof(struct fsprof_tchunk, committed);
+    out->off_sealed = offsetof(struct fsprof_tchunk, sealed);
+    out->off_dropped = offsetof(struct fsprof_tchunk, dropped);
+    out->off_proc_seq = offsetof(struct fsprof_tchunk, proc_seq);
+    out->off_rec_t0 = offsetof(struct fsprof_trec, t0);
+    out->off_rec_ret = offsetof(struct fsprof_trec, ret);
+    out->off_rec_err = offsetof(struct fsprof_trec, err);
+    out->off_rec_nitems = offsetof(struct fsprof_trec, nitems);
+    out->chunk_size = FSPROF_TCHUNK_SIZE;
+    out->nops = OP_COUNT;
+}
+
+/* For the tests: the shim's XXH64 of `len` bytes, fed in pieces of `step`. */
+EXPORT uint64_t fsprof_shim_xxh64(const unsigned char *p, uint64_t len, uint64_t step)
+{
+    struct xxh s;
+    xxh_init(&s);
+    for (uint64_t at = 0; at < len; at += step)
+        xxh_update(&s, p + at, len - at < step ? len - at : step);
+    return xxh_final(&s);
+}

@@ -1,0 +1,66 @@
+/* Recording every intercepted call for `fsprof trace` (trace.c). The
+ * wrappers take a separate, traced path only when tracing is on, so the
+ * counters-only path of `fsprof run` gains one predictable branch. */
+#ifndef FSPROF_TRACE_H
+#define FSPROF_TRACE_H
+
+#include "record.h"
+#include "trace_abi.h"
+
+/* 0 = off; else enum fsprof_trace_data. Set once per process image. */
+extern HIDDEN int g_trace;
+
+/* The arguments of a call in progress, taken before the call so that
+ * FILE* and DIR* arguments are read while they are still alive. */
+struct fsprof_tpre {
+    int op;
+    int nargs;
+    uint64_t a[FSPROF_TREC_MAX_ARGS];
+};
+
+HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
+                             int n);
+/* Appends the record of a returned call; keeps errno. */
+HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
+                              int failed);
+/* From runtime.c: this process image has its counter file p<seq> (and the
+ * run directory `dir`); `seq_counter` numbers new files. */
+HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_t proc_seq);
+HIDDEN void fsprof_trace_after_fork(void);
+
+/* Arguments as uint64_t, whatever their type (integers, pointers). */
+#define TR_U(x) ((uint64_t)(uintptr_t)(x))
+#define TR_NARG(...) TR_NARG_(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
+#define TR_NARG_(_1, _2, _3, _4, _5, _6, n, ...) n
+#define TR_CAT(a, b) TR_CAT_(a, b)
+#define TR_CAT_(a, b) a##b
+#define TR_L1(a) TR_U(a)
+#define TR_L2(a, b) TR_U(a), TR_U(b)
+#define TR_L3(a, b, c) TR_U(a), TR_U(b), TR_U(c)
+#define TR_L4(a, b, c, d) TR_U(a), TR_U(b), TR_U(c), TR_U(d)
+#define TR_L5(a, b, c, d, e) TR_U(a), TR_U(b), TR_U(c), TR_U(d), TR_U(e)
+#define TR_L6(a, b, c, d, e, f) TR_U(a), TR_U(b), TR_U(c), TR_U(d), TR_U(e), TR_U(f)
+#define TR_LIST(...) TR_CAT(TR_L, TR_NARG(__VA_ARGS__))(__VA_ARGS__)
+
+/* The traced path of a wrapper: counted and timed like the plain path,
+ * then recorded. `after` runs with the result `r`, the latency `ns_` and
+ * the counters `c_` (NULL when this process is not profiled). */
+#define TRACED(op, name, type, failed, args, after)                                      \
+    if (UNLIKELY(g_trace)) {                                                             \
+        uint64_t tra_[] = {TR_LIST args};                                                \
+        struct fsprof_tpre pre_;                                                         \
+        fsprof_trace_pre(&pre_, op, #name, tra_, (int)(sizeof tra_ / sizeof *tra_));     \
+        struct fsprof_ctr *c_ = call_begin(op);                                          \
+        uint64_t t0_ = now_ticks();                                                      \
+        type r = REAL(name) args;                                                        \
+        uint64_t t1_ = now_ticks();                                                      \
+        int f_ = (failed);                                                               \
+        uint64_t ns_ = c_ ? call_end(c_, t0_, t1_, f_) : 0;                              \
+        (void)ns_;                                                                       \
+        after;                                                                           \
+        if (c_)                                                                          \
+            fsprof_trace_post(&pre_, t0_, t1_, (int64_t)(intptr_t)r, f_);               \
+        return r;                                                                        \
+    }
+
+#endif

@@ -1,0 +1,475 @@
+//! The byte encoding of records inside a trace block (before zstd):
+//! LEB128 varints, zigzag for signed values, start times as deltas. Every
+//! read is bounds-checked: a corrupt block is an error, never a panic or a
+//! huge allocation. Layout in `docs/trace-format.md`.
+
+use crate::event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
+
+/// Strings and data longer than this are refused when decoding (no
+/// honest trace has a 1 GiB path).
+const MAX_BYTES: u64 = 1 << 30;
+const MAX_LIST: u64 = 1 << 20;
+
+const KIND_CALL: u8 = 1;
+const KIND_PROCESS: u8 = 2;
+
+// Presence bits of a call's optional fields.
+const F_FD: u32 = 1 << 0;
+const F_FD2: u32 = 1 << 1;
+const F_PATH: u32 = 1 << 2;
+const F_PATH2: u32 = 1 << 3;
+const F_RESOLVED: u32 = 1 << 4;
+const F_RESOLVED2: u32 = 1 << 5;
+const F_FLAGS: u32 = 1 << 6;
+const F_MODE: u32 = 1 << 7;
+const F_OFFSET: u32 = 1 << 8;
+const F_LEN: u32 = 1 << 9;
+const F_WHENCE: u32 = 1 << 10;
+const F_SIZE: u32 = 1 << 11;
+const F_STMODE: u32 = 1 << 12;
+const F_DIGEST: u32 = 1 << 13;
+const F_DATA: u32 = 1 << 14;
+const F_RESULT: u32 = 1 << 15;
+const F_NAME: u32 = 1 << 16;
+const F_ARG: u32 = 1 << 17;
+const F_KNOWN: u32 = (1 << 18) - 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn bad(what: &str) -> DecodeError {
+    DecodeError(what.to_string())
+}
+
+pub fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub fn put_i64(out: &mut Vec<u8>, v: i64) {
+    put_u64(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u64(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// A cursor over a block's bytes.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or_else(|| bad("record cut short"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                if shift == 63 && b > 1 {
+                    return Err(bad("varint overflows 64 bits"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(bad("varint longer than 10 bytes"))
+    }
+
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
+        let u = self.u64()?;
+        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+
+    pub fn i32(&mut self) -> Result<i32, DecodeError> {
+        i32::try_from(self.i64()?).map_err(|_| bad("value out of range for a 32-bit field"))
+    }
+
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        u32::try_from(self.u64()?).map_err(|_| bad("value out of range for a 32-bit field"))
+    }
+
+    pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let n = self.u64()?;
+        if n > MAX_BYTES || n as usize > self.buf.len() - self.pos {
+            return Err(bad("string or data longer than its block"));
+        }
+        let v = self.buf[self.pos..self.pos + n as usize].to_vec();
+        self.pos += n as usize;
+        Ok(v)
+    }
+}
+
+/// Appends one record; `prev_start` is the previous record's start in this
+/// block (0 for the first), updated.
+pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
+    let delta = |t: u64, prev: u64| t as i64 - prev as i64;
+    match r {
+        Record::Call(c) => {
+            out.push(KIND_CALL);
+            let mut bits = 0u32;
+            let mut set = |b: u32, on: bool| {
+                if on {
+                    bits |= b
+                }
+            };
+            set(F_FD, c.fd.is_some());
+            set(F_FD2, c.fd2.is_some());
+            set(F_PATH, c.path.is_some());
+            set(F_PATH2, c.path2.is_some());
+            set(F_RESOLVED, c.resolved.is_some());
+            set(F_RESOLVED2, c.resolved2.is_some());
+            set(F_FLAGS, c.flags.is_some());
+            set(F_MODE, c.mode.is_some());
+            set(F_OFFSET, c.offset.is_some());
+            set(F_LEN, c.len.is_some());
+            set(F_WHENCE, c.whence.is_some());
+            set(F_SIZE, c.size.is_some());
+            set(F_STMODE, c.st_mode.is_some());
+            set(F_DIGEST, matches!(c.data, Data::Digest(_)));
+            set(F_DATA, matches!(c.data, Data::Full(_)));
+            set(F_RESULT, c.result.is_some());
+            set(F_NAME, c.name.is_some());
+            set(F_ARG, c.arg.is_some());
+            put_u64(out, bits as u64);
+            put_i64(out, delta(c.start_ns, *prev_start));
+            *prev_start = c.start_ns;
+            put_u64(out, c.end_ns.saturating_sub(c.start_ns));
+            put_i64(out, c.pid as i64);
+            put_i64(out, c.tid as i64);
+            put_u64(out, c.op.0 as u64);
+            put_i64(out, c.ret);
+            put_i64(out, c.errno as i64);
+            let opt_i = |out: &mut Vec<u8>, v: Option<i64>| {
+                if let Some(v) = v {
+                    put_i64(out, v)
+                }
+            };
+            let opt_b = |out: &mut Vec<u8>, v: &Option<Vec<u8>>| {
+                if let Some(v) = v {
+                    put_bytes(out, v)
+                }
+            };
+            opt_i(out, c.fd.map(i64::from));
+            opt_i(out, c.fd2.map(i64::from));
+            opt_b(out, &c.path);
+            opt_b(out, &c.path2);
+            opt_b(out, &c.resolved);
+            opt_b(out, &c.resolved2);
+            opt_i(out, c.flags);
+            if let Some(v) = c.mode {
+                put_u64(out, v as u64)
+            }
+            opt_i(out, c.offset);
+            if let Some(v) = c.len {
+                put_u64(out, v)
+            }
+            opt_i(out, c.whence.map(i64::from));
+            if let Some(v) = c.size {
+                put_u64(out, v)
+            }
+            if let Some(v) = c.st_mode {
+                put_u64(out, v as u64)
+            }
+            match &c.data {
+                Data::Digest(d) => out.extend_from_slice(&d.to_le_bytes()),
+                Data::Full(b) => put_bytes(out, b),
+                Data::None => {}
+            }
+            opt_b(out, &c.result);
+            opt_b(out, &c.name);
+            opt_i(out, c.arg);
+        }
+        Record::Process(p) => {
+            out.push(KIND_PROCESS);
+            put_i64(out, delta(p.start_ns, *prev_start));
+            *prev_start = p.start_ns;
+            put_i64(out, p.pid as i64);
+            put_i64(out, p.ppid as i64);
+            put_u64(out, p.seq);
+            put_bytes(out, &p.exe);
+            put_u64(out, p.argv.len() as u64);
+            for a in &p.argv {
+                put_bytes(out, a);
+            }
+            put_bytes(out, &p.cwd);
+            put_u64(out, p.fds.len() as u64);
+            for f in &p.fds {
+                put_i64(out, f.fd as i64);
+                put_bytes(out, &f.path);
+                put_i64(out, f.flags);
+                put_i64(out, f.pos);
+            }
+        }
+    }
+}
+
+fn start_from(prev: u64, delta: i64) -> Result<u64, DecodeError> {
+    prev.checked_add_signed(delta)
+        .ok_or_else(|| bad("a start time before the trace's start"))
+}
+
+/// Reads one record; `nops` is the size of the file's op table.
+pub fn decode(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Record, DecodeError> {
+    match r.u8()? {
+        KIND_CALL => {
+            let bits = r.u32()?;
+            if bits & !F_KNOWN != 0 {
+                return Err(bad("unknown fields in a call record"));
+            }
+            let has = |b: u32| bits & b != 0;
+            let start_ns = start_from(*prev_start, r.i64()?)?;
+            *prev_start = start_ns;
+            let dur = r.u64()?;
+            let end_ns = start_ns
+                .checked_add(dur)
+                .ok_or_else(|| bad("a call that ends after the end of time"))?;
+            let pid = r.i32()?;
+            let tid = r.i32()?;
+            let op = r.u64()?;
+            if op >= nops as u64 {
+                return Err(bad("op number outside the file's op table"));
+            }
+            let mut c = Call {
+                start_ns,
+                end_ns,
+                pid,
+                tid,
+                op: Op(op as u16),
+                ret: r.i64()?,
+                errno: r.i32()?,
+                ..Default::default()
+            };
+            if has(F_FD) {
+                c.fd = Some(r.i32()?);
+            }
+            if has(F_FD2) {
+                c.fd2 = Some(r.i32()?);
+            }
+            if has(F_PATH) {
+                c.path = Some(r.bytes()?);
+            }
+            if has(F_PATH2) {
+                c.path2 = Some(r.bytes()?);
+            }
+            if has(F_RESOLVED) {
+                c.resolved = Some(r.bytes()?);
+            }
+            if has(F_RESOLVED2) {
+                c.resolved2 = Some(r.bytes()?);
+            }
+            if has(F_FLAGS) {
+                c.flags = Some(r.i64()?);
+            }
+            if has(F_MODE) {
+                c.mode = Some(r.u32()?);
+            }
+            if has(F_OFFSET) {
+                c.offset = Some(r.i64()?);
+            }
+            if has(F_LEN) {
+                c.len = Some(r.u64()?);
+            }
+            if has(F_WHENCE) {
+                c.whence = Some(r.i32()?);
+            }
+            if has(F_SIZE) {
+                c.size = Some(r.u64()?);
+            }
+            if has(F_STMODE) {
+                c.st_mode = Some(r.u32()?);
+            }
+            if has(F_DIGEST) && has(F_DATA) {
+                return Err(bad("a call with both a digest and data"));
+            }
+            if has(F_DIGEST) {
+                let mut d = [0u8; 8];
+                for b in &mut d {
+                    *b = r.u8()?;
+                }
+                c.data = Data::Digest(u64::from_le_bytes(d));
+            }
+            if has(F_DATA) {
+                c.data = Data::Full(r.bytes()?);
+            }
+            if has(F_RESULT) {
+                c.result = Some(r.bytes()?);
+            }
+            if has(F_NAME) {
+                c.name = Some(r.bytes()?);
+            }
+            if has(F_ARG) {
+                c.arg = Some(r.i64()?);
+            }
+            Ok(Record::Call(c))
+        }
+        KIND_PROCESS => {
+            let start_ns = start_from(*prev_start, r.i64()?)?;
+            *prev_start = start_ns;
+            let mut p = ProcessInfo {
+                start_ns,
+                pid: r.i32()?,
+                ppid: r.i32()?,
+                seq: r.u64()?,
+                exe: r.bytes()?,
+                ..Default::default()
+            };
+            let n = r.u64()?;
+            if n > MAX_LIST {
+                return Err(bad("too many arguments in a process record"));
+            }
+            for _ in 0..n {
+                p.argv.push(r.bytes()?);
+            }
+            p.cwd = r.bytes()?;
+            let n = r.u64()?;
+            if n > MAX_LIST {
+                return Err(bad("too many fds in a process record"));
+            }
+            for _ in 0..n {
+                p.fds.push(FdInfo {
+                    fd: r.i32()?,
+                    path: r.bytes()?,
+                    flags: r.i64()?,
+                    pos: r.i64()?,
+                });
+            }
+            Ok(Record::Process(p))
+        }
+        k => Err(DecodeError(format!("unknown record kind {k}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Vec<Record> {
+        vec![
+            Record::Process(ProcessInfo {
+                start_ns: 5,
+                pid: 10,
+                ppid: 1,
+                seq: 3,
+                exe: b"/bin/x".to_vec(),
+                argv: vec![b"x".to_vec(), b"-y".to_vec()],
+                cwd: b"/w".to_vec(),
+                fds: vec![FdInfo {
+                    fd: 1,
+                    path: b"pipe:[1]".to_vec(),
+                    flags: 1,
+                    pos: -1,
+                }],
+            }),
+            Record::Call(Call {
+                start_ns: 9,
+                end_ns: 20,
+                pid: 10,
+                tid: 11,
+                op: Op::named("openat"),
+                ret: 3,
+                fd: Some(-100),
+                path: Some(b"a".to_vec()),
+                resolved: Some(b"/w/a".to_vec()),
+                flags: Some(0o101),
+                mode: Some(0o644),
+                ..Default::default()
+            }),
+            Record::Call(Call {
+                start_ns: 7,
+                end_ns: 8,
+                pid: 10,
+                tid: 12,
+                op: Op::named("pwrite"),
+                ret: -1,
+                errno: 28,
+                fd: Some(3),
+                offset: Some(-5),
+                len: Some(u64::MAX),
+                size: Some(1),
+                st_mode: Some(0o100644),
+                data: Data::Full(vec![0, 1, 2]),
+                whence: Some(2),
+                arg: Some(i64::MIN),
+                name: Some(vec![]),
+                result: Some(b"t".to_vec()),
+                ..Default::default()
+            }),
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let mut buf = Vec::new();
+        let mut prev = 0;
+        for r in sample() {
+            encode(&mut buf, &r, &mut prev);
+        }
+        let mut rd = Reader::new(&buf);
+        let mut prev = 0;
+        for want in sample() {
+            assert_eq!(decode(&mut rd, &mut prev, 200).unwrap(), want);
+        }
+        assert!(rd.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut rd = Reader::new(&bytes);
+            let mut prev = 0;
+            while !rd.is_empty() {
+                if decode(&mut rd, &mut prev, 200).is_err() {
+                    break;
+                }
+            }
+        }
+
+        #[test]
+        fn truncated_records_are_errors(cut in 0usize..200) {
+            let mut buf = Vec::new();
+            let mut prev = 0;
+            for r in sample() {
+                encode(&mut buf, &r, &mut prev);
+            }
+            let cut = cut.min(buf.len() - 1);
+            let mut rd = Reader::new(&buf[..cut]);
+            let mut prev = 0;
+            let mut ok = 0;
+            while !rd.is_empty() {
+                match decode(&mut rd, &mut prev, 200) {
+                    Ok(_) => ok += 1,
+                    Err(_) => break,
+                }
+            }
+            prop_assert!(ok < 3);
+        }
+    }
+}

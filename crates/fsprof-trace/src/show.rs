@@ -1,0 +1,585 @@
+//! `fsprof trace show`: a trace as text close to `strace -f -ttt -T -y`
+//! (so it reads with the habits people have), or as JSON lines / CSV for
+//! pandas and DuckDB. Bytes that are not printable are escaped as strace
+//! escapes them, so a hostile path cannot reach the terminal raw.
+
+use std::io::{self, Write};
+
+use serde_json::{json, Map, Value};
+
+use crate::event::{Call, Data, ProcessInfo, Record, AT_FDCWD};
+use crate::file::TraceHeader;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Jsonl,
+    Csv,
+}
+
+/// Prints records one by one.
+pub struct Printer<W: Write> {
+    out: W,
+    format: Format,
+    start_unix_ns: u64,
+    header_done: bool,
+}
+
+pub const CSV_COLUMNS: &[&str] = &[
+    "type",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "pid",
+    "tid",
+    "op",
+    "ret",
+    "errno",
+    "fd",
+    "fd2",
+    "path",
+    "resolved",
+    "path2",
+    "resolved2",
+    "flags",
+    "mode",
+    "offset",
+    "len",
+    "whence",
+    "size",
+    "data",
+];
+
+impl<W: Write> Printer<W> {
+    pub fn new(out: W, format: Format, header: &TraceHeader) -> Self {
+        Printer {
+            out,
+            format,
+            start_unix_ns: header.start_unix_ns,
+            header_done: false,
+        }
+    }
+
+    pub fn record(&mut self, r: &Record) -> io::Result<()> {
+        match self.format {
+            Format::Text => {
+                let line = match r {
+                    Record::Call(c) => text_call(c, self.start_unix_ns),
+                    Record::Process(p) => text_process(p, self.start_unix_ns),
+                };
+                writeln!(self.out, "{line}")
+            }
+            Format::Jsonl => writeln!(self.out, "{}", json_record(r)),
+            Format::Csv => {
+                if !self.header_done {
+                    writeln!(self.out, "{}", CSV_COLUMNS.join(","))?;
+                    self.header_done = true;
+                }
+                if let Record::Call(c) = r {
+                    writeln!(self.out, "{}", csv_call(c))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        if self.format == Format::Csv && !self.header_done {
+            writeln!(self.out, "{}", CSV_COLUMNS.join(","))?;
+        }
+        self.out.flush()
+    }
+}
+
+/// `strace`'s quoting: printable ASCII as is, `"` and `\` escaped, the
+/// rest as `\n`, `\t` or `\ooo`.
+pub fn quote(b: &[u8], max: usize) -> String {
+    let mut s = String::with_capacity(b.len().min(max) + 2);
+    s.push('"');
+    for &c in b.iter().take(max) {
+        match c {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'\r' => s.push_str("\\r"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\{c:o}")),
+        }
+    }
+    s.push('"');
+    if b.len() > max {
+        s.push_str("...");
+    }
+    s
+}
+
+/// `-y`'s `</path>` suffix, escaped the same way.
+fn angle(path: &[u8]) -> String {
+    let q = quote(path, usize::MAX);
+    format!("<{}>", &q[1..q.len() - 1])
+}
+
+fn timestamp(start_unix_ns: u64, t: u64) -> String {
+    let ns = start_unix_ns + t;
+    format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
+}
+
+fn text_process(p: &ProcessInfo, start: u64) -> String {
+    let argv: Vec<String> = p.argv.iter().map(|a| quote(a, 64)).collect();
+    format!(
+        "{:<6} {} +++ process image seq {} (ppid {}): {} [{}] in {} +++",
+        p.pid,
+        timestamp(start, p.start_ns),
+        p.seq,
+        p.ppid,
+        quote(&p.exe, 256),
+        argv.join(", "),
+        quote(&p.cwd, 256)
+    )
+}
+
+const OPEN_FLAGS: &[(i64, &str)] = &[
+    (0o100, "O_CREAT"),
+    (0o200, "O_EXCL"),
+    (0o400, "O_NOCTTY"),
+    (0o1000, "O_TRUNC"),
+    (0o2000, "O_APPEND"),
+    (0o4000, "O_NONBLOCK"),
+    (0o10000, "O_DSYNC"),
+    (0o40000, "O_DIRECT"),
+    (0o200000, "O_DIRECTORY"),
+    (0o400000, "O_NOFOLLOW"),
+    (0o1000000, "O_NOATIME"),
+    (0o2000000, "O_CLOEXEC"),
+    (0o4000000, "O_SYNC"),
+    (0o10000000, "O_PATH"),
+    (0o20000000, "O_TMPFILE"),
+    (0o100000, "O_LARGEFILE"),
+];
+
+pub fn open_flags(f: i64) -> String {
+    let mut parts = vec![match f & 3 {
+        0 => "O_RDONLY".to_string(),
+        1 => "O_WRONLY".to_string(),
+        2 => "O_RDWR".to_string(),
+        _ => "O_ACCMODE".to_string(),
+    }];
+    let mut rest = f & !3;
+    // O_TMPFILE includes O_DIRECTORY's bit; name it once.
+    for &(bit, name) in OPEN_FLAGS {
+        if rest & bit == bit && bit != 0 {
+            parts.push(name.into());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#o}"));
+    }
+    parts.join("|")
+}
+
+fn fd_text(fd: i32, path: Option<&[u8]>) -> String {
+    if fd == AT_FDCWD {
+        return "AT_FDCWD".into();
+    }
+    match path {
+        Some(p) => format!("{fd}{}", angle(p)),
+        None => fd.to_string(),
+    }
+}
+
+fn data_text(c: &Call) -> String {
+    match &c.data {
+        Data::Full(b) => quote(b, 32),
+        Data::Digest(d) => format!("<xxh64 {d:016x}>"),
+        Data::None => "...".into(),
+    }
+}
+
+/// The arguments in the order of the call's signature.
+fn args_text(c: &Call) -> Vec<String> {
+    let roles = crate::chunks::roles(c.op.name());
+    let path_of_fd = c.resolved.as_deref();
+    let mut out = Vec::new();
+    let mut buffers = 0;
+    for role in roles.bytes() {
+        out.push(match role {
+            b'f' | b'd' => fd_text(
+                c.fd.unwrap_or(-1),
+                if c.path.is_some() { None } else { path_of_fd },
+            ),
+            b'g' | b'e' => fd_text(
+                c.fd2.unwrap_or(-1),
+                if c.path2.is_some() {
+                    None
+                } else {
+                    c.resolved2.as_deref()
+                },
+            ),
+            b'p' => c
+                .path
+                .as_deref()
+                .map(|p| quote(p, 4096))
+                .unwrap_or("NULL".into()),
+            b'q' => c
+                .path2
+                .as_deref()
+                .map(|p| quote(p, 4096))
+                .unwrap_or("NULL".into()),
+            b's' => c
+                .name
+                .as_deref()
+                .map(|p| quote(p, 256))
+                .unwrap_or("NULL".into()),
+            b'F' => match (c.op.name(), c.flags) {
+                ("open" | "openat", Some(f)) => open_flags(f),
+                (_, Some(f)) => format!("{f:#x}"),
+                (_, None) => "?".into(),
+            },
+            b'M' => c.mode.map(|m| format!("0{m:o}")).unwrap_or("?".into()),
+            b'O' => c.offset.map(|o| o.to_string()).unwrap_or("?".into()),
+            b'L' => c.len.map(|o| o.to_string()).unwrap_or("?".into()),
+            b'A' => c.arg.map(|o| o.to_string()).unwrap_or("?".into()),
+            b'W' => match c.whence {
+                Some(0) => "SEEK_SET".into(),
+                Some(1) => "SEEK_CUR".into(),
+                Some(2) => "SEEK_END".into(),
+                Some(w) => w.to_string(),
+                None => "?".into(),
+            },
+            _ => {
+                buffers += 1;
+                if buffers == 1 && matches!(c.data, Data::Full(_) | Data::Digest(_)) {
+                    data_text(c)
+                } else if let (1, Some(size), Some(mode)) = (buffers, c.size, c.st_mode) {
+                    format!("{{st_mode=0{mode:o}, st_size={size}, ...}}")
+                } else if let (1, Some(r)) = (buffers, &c.result) {
+                    quote(r, 4096)
+                } else {
+                    "...".into()
+                }
+            }
+        });
+    }
+    out
+}
+
+fn returns_fd(op: &str) -> bool {
+    matches!(
+        op,
+        "open" | "openat" | "creat" | "opendir" | "fdopendir" | "fopen" | "freopen" | "fdopen"
+    )
+}
+
+pub fn text_call(c: &Call, start: u64) -> String {
+    let ret = if c.failed() {
+        format!("-1 {} ({})", errno_name(c.errno), errno_message(c.errno))
+    } else if returns_fd(c.op.name()) {
+        match &c.resolved {
+            Some(p) => format!("{}{}", c.ret, angle(p)),
+            None => c.ret.to_string(),
+        }
+    } else {
+        c.ret.to_string()
+    };
+    let pid = if c.pid == c.tid {
+        format!("{:<6}", c.pid)
+    } else {
+        format!("{:<6}", format!("{}/{}", c.pid, c.tid))
+    };
+    format!(
+        "{pid} {} {}({}) = {ret} <{:.6}>",
+        timestamp(start, c.start_ns),
+        c.op,
+        args_text(c).join(", "),
+        c.duration_ns() as f64 / 1e9
+    )
+}
+
+fn lossy(b: &Option<Vec<u8>>) -> Value {
+    b.as_deref()
+        .map(|b| Value::String(String::from_utf8_lossy(b).into_owned()))
+        .unwrap_or(Value::Null)
+}
+
+pub fn json_record(r: &Record) -> Value {
+    match r {
+        Record::Process(p) => json!({
+            "type": "process",
+            "start_ns": p.start_ns,
+            "pid": p.pid,
+            "ppid": p.ppid,
+            "seq": p.seq,
+            "exe": String::from_utf8_lossy(&p.exe),
+            "argv": p.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>(),
+            "cwd": String::from_utf8_lossy(&p.cwd),
+            "fds": p.fds.iter().map(|f| json!({"fd": f.fd, "path": String::from_utf8_lossy(&f.path), "flags": f.flags, "pos": f.pos})).collect::<Vec<_>>(),
+        }),
+        Record::Call(c) => {
+            let mut m = Map::new();
+            m.insert("type".into(), "call".into());
+            m.insert("start_ns".into(), c.start_ns.into());
+            m.insert("end_ns".into(), c.end_ns.into());
+            m.insert("duration_ns".into(), c.duration_ns().into());
+            m.insert("pid".into(), c.pid.into());
+            m.insert("tid".into(), c.tid.into());
+            m.insert("op".into(), c.op.name().into());
+            m.insert("ret".into(), c.ret.into());
+            m.insert("errno".into(), c.errno.into());
+            if c.errno > 0 {
+                m.insert("errno_name".into(), errno_name(c.errno).into());
+            }
+            let mut opt = |k: &str, v: Value| {
+                if !v.is_null() {
+                    m.insert(k.into(), v);
+                }
+            };
+            opt("fd", c.fd.into());
+            opt("fd2", c.fd2.into());
+            opt("path", lossy(&c.path));
+            opt("resolved", lossy(&c.resolved));
+            opt("path2", lossy(&c.path2));
+            opt("resolved2", lossy(&c.resolved2));
+            opt("flags", c.flags.into());
+            opt("mode", c.mode.into());
+            opt("offset", c.offset.into());
+            opt("len", c.len.into());
+            opt("whence", c.whence.into());
+            opt("arg", c.arg.into());
+            opt("name", lossy(&c.name));
+            opt("size", c.size.into());
+            opt("st_mode", c.st_mode.into());
+            opt("result", lossy(&c.result));
+            match &c.data {
+                Data::Digest(d) => opt("data_xxh64", format!("{d:016x}").into()),
+                Data::Full(b) => {
+                    opt("data_len", b.len().into());
+                    opt(
+                        "data_xxh64",
+                        format!("{:016x}", xxhash_rust::xxh64::xxh64(b, 0)).into(),
+                    );
+                }
+                Data::None => {}
+            }
+            Value::Object(m)
+        }
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_call(c: &Call) -> String {
+    let o = |v: Option<String>| v.unwrap_or_default();
+    let b = |v: &Option<Vec<u8>>| {
+        v.as_deref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let fields = [
+        "call".to_string(),
+        c.start_ns.to_string(),
+        c.end_ns.to_string(),
+        c.duration_ns().to_string(),
+        c.pid.to_string(),
+        c.tid.to_string(),
+        c.op.name().to_string(),
+        c.ret.to_string(),
+        c.errno.to_string(),
+        o(c.fd.map(|v| v.to_string())),
+        o(c.fd2.map(|v| v.to_string())),
+        b(&c.path),
+        b(&c.resolved),
+        b(&c.path2),
+        b(&c.resolved2),
+        o(c.flags.map(|v| v.to_string())),
+        o(c.mode.map(|v| v.to_string())),
+        o(c.offset.map(|v| v.to_string())),
+        o(c.len.map(|v| v.to_string())),
+        o(c.whence.map(|v| v.to_string())),
+        o(c.size.map(|v| v.to_string())),
+        match &c.data {
+            Data::Digest(d) => format!("xxh64:{d:016x}"),
+            Data::Full(b) => format!("xxh64:{:016x}", xxhash_rust::xxh64::xxh64(b, 0)),
+            Data::None => String::new(),
+        },
+    ];
+    fields
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Linux errno names (x86-64 / generic numbering).
+const ERRNO_NAMES: &[&str] = &[
+    "0",
+    "EPERM",
+    "ENOENT",
+    "ESRCH",
+    "EINTR",
+    "EIO",
+    "ENXIO",
+    "E2BIG",
+    "ENOEXEC",
+    "EBADF",
+    "ECHILD",
+    "EAGAIN",
+    "ENOMEM",
+    "EACCES",
+    "EFAULT",
+    "ENOTBLK",
+    "EBUSY",
+    "EEXIST",
+    "EXDEV",
+    "ENODEV",
+    "ENOTDIR",
+    "EISDIR",
+    "EINVAL",
+    "ENFILE",
+    "EMFILE",
+    "ENOTTY",
+    "ETXTBSY",
+    "EFBIG",
+    "ENOSPC",
+    "ESPIPE",
+    "EROFS",
+    "EMLINK",
+    "EPIPE",
+    "EDOM",
+    "ERANGE",
+    "EDEADLK",
+    "ENAMETOOLONG",
+    "ENOLCK",
+    "ENOSYS",
+    "ENOTEMPTY",
+    "ELOOP",
+    "E41",
+    "ENOMSG",
+    "EIDRM",
+    "ECHRNG",
+    "EL2NSYNC",
+    "EL3HLT",
+    "EL3RST",
+    "ELNRNG",
+    "EUNATCH",
+    "ENOCSI",
+    "EL2HLT",
+    "EBADE",
+    "EBADR",
+    "EXFULL",
+    "ENOANO",
+    "EBADRQC",
+    "EBADSLT",
+    "E58",
+    "EBFONT",
+    "ENOSTR",
+    "ENODATA",
+    "ETIME",
+    "ENOSR",
+    "ENONET",
+    "ENOPKG",
+    "EREMOTE",
+    "ENOLINK",
+    "EADV",
+    "ESRMNT",
+    "ECOMM",
+    "EPROTO",
+    "EMULTIHOP",
+    "EDOTDOT",
+    "EBADMSG",
+    "EOVERFLOW",
+    "ENOTUNIQ",
+    "EBADFD",
+    "EREMCHG",
+    "ELIBACC",
+    "ELIBBAD",
+    "ELIBSCN",
+    "ELIBMAX",
+    "ELIBEXEC",
+    "EILSEQ",
+    "ERESTART",
+    "ESTRPIPE",
+    "EUSERS",
+    "ENOTSOCK",
+    "EDESTADDRREQ",
+    "EMSGSIZE",
+    "EPROTOTYPE",
+    "ENOPROTOOPT",
+    "EPROTONOSUPPORT",
+    "ESOCKTNOSUPPORT",
+    "EOPNOTSUPP",
+    "EPFNOSUPPORT",
+    "EAFNOSUPPORT",
+    "EADDRINUSE",
+    "EADDRNOTAVAIL",
+    "ENETDOWN",
+    "ENETUNREACH",
+    "ENETRESET",
+    "ECONNABORTED",
+    "ECONNRESET",
+    "ENOBUFS",
+    "EISCONN",
+    "ENOTCONN",
+    "ESHUTDOWN",
+    "ETOOMANYREFS",
+    "ETIMEDOUT",
+    "ECONNREFUSED",
+    "EHOSTDOWN",
+    "EHOSTUNREACH",
+    "EALREADY",
+    "EINPROGRESS",
+    "ESTALE",
+    "EUCLEAN",
+    "ENOTNAM",
+    "ENAVAIL",
+    "EISNAM",
+    "EREMOTEIO",
+    "EDQUOT",
+    "ENOMEDIUM",
+    "EMEDIUMTYPE",
+    "ECANCELED",
+    "ENOKEY",
+    "EKEYEXPIRED",
+    "EKEYREVOKED",
+    "EKEYREJECTED",
+    "EOWNERDEAD",
+    "ENOTRECOVERABLE",
+    "ERFKILL",
+    "EHWPOISON",
+];
+
+pub fn errno_name(e: i32) -> String {
+    match e {
+        -1 => "E?".into(),
+        e if e > 0 && (e as usize) < ERRNO_NAMES.len() => ERRNO_NAMES[e as usize].into(),
+        e => format!("E{e}"),
+    }
+}
+
+/// The errno for a name strace prints (`ENOENT`), if it is one.
+pub fn errno_from_name(name: &str) -> Option<i32> {
+    ERRNO_NAMES
+        .iter()
+        .position(|n| *n == name)
+        .filter(|&i| i > 0)
+        .map(|i| i as i32)
+}
+
+pub fn errno_message(e: i32) -> String {
+    if e <= 0 {
+        return "failed without an errno".into();
+    }
+    std::io::Error::from_raw_os_error(e)
+        .to_string()
+        .split(" (os error")
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
