@@ -7,8 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
 ops=${2:-1000000}
-cargo build --release -q -p fsprof
-fsprof=target/release/fsprof
+# FSPROF=path uses an existing build instead of building one.
+fsprof=${FSPROF:-}
+if [ -z "$fsprof" ]; then
+  cargo build --release -q -p fsprof
+  fsprof=target/release/fsprof
+fi
 work=$(mktemp -d /dev/shm/fsprof-harness.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -o "$work/bare" bench/bare_pread.c

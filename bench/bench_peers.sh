@@ -7,8 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:?usage: bench/bench_peers.sh DIR}
-cargo build --release -q -p fsprof
-fsprof=target/release/fsprof
+# FSPROF=path uses an existing build instead of building one.
+fsprof=${FSPROF:-}
+if [ -z "$fsprof" ]; then
+  cargo build --release -q -p fsprof
+  fsprof=target/release/fsprof
+fi
 echo "== fsprof bench sprite (mean MB/s of files 2..11, 10 runs)"
 "$fsprof" bench sprite --dir "$dir" --format csv | awk -F, 'NR>1 {printf "%-12s %10.1f MB/s  ±%.1f\n", $1, $4, ($6-$5)/2}'
 echo "== fio, same files and sizes (MB/s, median of 5 runs)"

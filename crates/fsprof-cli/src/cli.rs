@@ -38,6 +38,12 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
+    /// Mount a pass-through view of a directory that profiles every request (FUSE)
+    Mount(crate::commands::mount::MountArgs),
+    /// Print the live profile of an `fsprof mount` (optionally zeroing it)
+    Stat(crate::commands::mount::StatArgs),
+    /// Unmount an `fsprof mount` and wait until its profile is written
+    Umount(crate::commands::mount::UmountArgs),
     /// File-system microbenchmarks with controlled cache state and confidence intervals
     Bench(crate::commands::bench::BenchArgs),
 }

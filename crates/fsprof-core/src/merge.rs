@@ -43,6 +43,11 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
             }
         })
         .collect();
+    for n in profiles.iter().flat_map(|p| &p.meta.notes) {
+        if !meta.notes.contains(n) {
+            meta.notes.push(n.clone());
+        }
+    }
     if profiles.iter().any(|p| p.resolution() != res) {
         warnings.push(format!(
             "inputs have different resolutions; merged at the coarsest, {res} bucket(s) per power of two"

@@ -2,6 +2,8 @@
 //! (FSprof's 4-D profile: op × bucket × count × interval), per-process detail
 //! and the metadata that makes a file self-describing.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::Resolution;
@@ -59,6 +61,15 @@ pub struct Meta {
     /// For merged profiles: the metadata of each input.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<Source>,
+    /// How the capture was set up, in the source's words (`fsprof mount`:
+    /// `lower`, `mountpoint`, `mode`, ...); reports print them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
+    /// What a reader must know about what the profile does not show (one
+    /// line each, e.g. "data ops bypass the daemon"); every report prints
+    /// them, and a merge keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// How latencies were timed.

@@ -145,6 +145,13 @@ fn header(out: &mut String, p: &Profile) {
     if !m.merged_from.is_empty() {
         let _ = writeln!(out, "  merged from {} profile(s)", m.merged_from.len());
     }
+    if !m.settings.is_empty() {
+        let kv: Vec<String> = m.settings.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "  {}", kv.join(" · "));
+    }
+    for n in &m.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
 }
 
 /// One row per bucket from the first to the last non-empty one.

@@ -9,6 +9,7 @@ pub(crate) mod discover;
 mod export;
 mod kernel;
 mod merge;
+pub(crate) mod mount;
 mod plot;
 mod report;
 mod run;
@@ -31,6 +32,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Discover(a) => discover::discover(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
+        Command::Mount(a) => mount::mount(a),
+        Command::Stat(a) => mount::stat(a),
+        Command::Umount(a) => mount::umount(a),
         Command::Bench(a) => bench::bench(a),
     }
 }

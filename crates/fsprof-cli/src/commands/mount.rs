@@ -1,0 +1,325 @@
+//! `fsprof mount`, `fsprof stat`, `fsprof umount`: the pass-through
+//! profiling file system (fsprof-fuse) and its controls.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use fsprof_capture::{Capture, Output, Plan, Progress};
+use fsprof_core::profile::Layer;
+use fsprof_core::Resolution;
+use fsprof_export::serve::{self, MetricsServer};
+use fsprof_fuse::daemon::{self, Detached, Ready};
+use fsprof_fuse::dump::{block_sigusr1, Dumper};
+use fsprof_fuse::{Mode, MountOptions, MountSource};
+use fsprof_report::{render, ReportOptions};
+
+use super::capture::save_and_tell;
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The directory to profile (its requests are passed through to it)
+    pub lower: PathBuf,
+    /// Where to mount the profiling view (may be LOWER itself: it is opened first)
+    pub mountpoint: PathBuf,
+    /// Where to write the profile at unmount (and at SIGUSR1)
+    /// [default: fsprof-mount-<lower>-<time>.json in the current directory]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace FILE if it exists
+    #[arg(short, long)]
+    pub force: bool,
+    /// No entry, attribute or cross-open page caching: every operation reaches the profiler (default)
+    #[arg(long, conflicts_with = "fast")]
+    pub observe_all: bool,
+    /// Kernel caches on; reads and writes by FUSE passthrough where the kernel allows it (not seen)
+    #[arg(long)]
+    pub fast: bool,
+    /// How long entries and attributes stay cached with --fast
+    #[arg(long, value_name = "DURATION", default_value = "24h",
+          value_parser = fsprof_core::units::parse_duration_ns)]
+    pub cache_ttl: u64,
+    /// Stay in the foreground (Ctrl-C unmounts and writes the profile)
+    #[arg(long)]
+    pub foreground: bool,
+    /// Also record the profile per time interval, e.g. 1s
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: Option<u64>,
+    /// Buckets per power of two
+    #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
+    pub resolution: u32,
+    /// Worker threads serving requests
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// Let other users use the mount (root: files they create are theirs)
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Serve live Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR")]
+    pub serve_metrics: Option<String>,
+    /// Allow --serve-metrics on an address other than loopback
+    #[arg(long, requires = "serve_metrics")]
+    pub metrics_allow_remote: bool,
+    /// Don't print the report at the end (--foreground)
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatArgs {
+    /// The mount point of an `fsprof mount`
+    pub mountpoint: PathBuf,
+    /// Zero the counts after printing them
+    #[arg(long)]
+    pub reset: bool,
+    #[arg(long, value_enum, default_value_t = StatFormat::Text)]
+    pub format: StatFormat,
+    /// Ops that get a histogram in the text report
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub top: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// The mount point of an `fsprof mount`
+    pub mountpoint: PathBuf,
+    /// Detach now even if busy (open files fail from then on)
+    #[arg(long)]
+    pub lazy: bool,
+}
+
+fn parse_interval(s: &str) -> Result<u64, String> {
+    let ns = fsprof_core::units::parse_duration_ns(s)?;
+    if ns < 1_000_000 {
+        return Err("intervals shorter than 1ms are not supported".into());
+    }
+    Ok(ns)
+}
+
+fn parse_resolution(s: &str) -> Result<u32, String> {
+    let r: u32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    Resolution::new(r).map(|r| r.get())
+}
+
+pub fn mount(a: MountArgs) -> Result<i32> {
+    fsprof_fuse::check_paths(&a.lower, &a.mountpoint)?;
+    let out = output_path(&a)?;
+    let mode = if a.fast { Mode::Fast } else { Mode::ObserveAll };
+    let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;
+    let addrs = match &a.serve_metrics {
+        Some(addr) => Some(serve::resolve(addr, a.metrics_allow_remote)?),
+        None => None,
+    };
+    // Before any thread (and before the fork), so every thread inherits it.
+    block_sigusr1();
+    let mut ready = None;
+    if !a.foreground {
+        match daemon::detach()? {
+            Detached::Parent(pipe) => {
+                let (code, msg) = daemon::wait_for_child(pipe);
+                eprintln!("fsprof: {msg}");
+                return Ok(code);
+            }
+            Detached::Child(r) => ready = Some(r),
+        }
+    }
+    let mut progress = Announce {
+        ready,
+        live: None,
+        out: out.clone(),
+        mountpoint: a.mountpoint.clone(),
+    };
+    match serve_and_capture(&a, mode, resolution, &out, addrs, &mut progress) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            let line = format!("{:#}", e).replace('\n', " ");
+            if let Some(r) = progress.ready.as_mut() {
+                r.fail(&line);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn serve_and_capture(
+    a: &MountArgs,
+    mode: Mode,
+    resolution: Resolution,
+    out: &Path,
+    addrs: Option<Vec<std::net::SocketAddr>>,
+    progress: &mut Announce,
+) -> Result<i32> {
+    let capture = Capture::new(Plan {
+        tool: "mount".into(),
+        command: Vec::new(),
+        resolution,
+        interval_ns: a.interval,
+        duration_ns: None,
+        sample_ns: None,
+    });
+    let mut source = MountSource::new(MountOptions {
+        lower: a.lower.clone(),
+        mountpoint: a.mountpoint.clone(),
+        mode,
+        threads: a.threads as usize,
+        allow_other: a.allow_other,
+        resolution,
+        cache_ttl: Duration::from_nanos(a.cache_ttl),
+        output: Some(out.to_path_buf()),
+    })?;
+    let live = source.live();
+    let server = match addrs {
+        Some(addrs) => {
+            let l = live.clone();
+            let s = MetricsServer::start(&addrs, Arc::new(move || l.profile()))?;
+            Some(s)
+        }
+        None => None,
+    };
+    progress.live = Some(server.as_ref().map(|s| s.local_addr().to_string()));
+    let foreground = a.foreground;
+    let _dumper = Dumper::start(live, out.to_path_buf(), move |e| {
+        if foreground {
+            eprintln!("fsprof: {e}");
+        }
+    });
+    let outcome = capture.run(&mut source, progress)?;
+    drop(server);
+    // The file, if there is one, is ours: -o was checked at the start.
+    let path = save_and_tell(
+        &outcome,
+        &Output {
+            path: Some(out.to_path_buf()),
+            force: true,
+        },
+        "mount",
+        None,
+    )?;
+    if foreground && !a.quiet {
+        let opts = ReportOptions {
+            top: 5,
+            ..Default::default()
+        };
+        eprint!("{}", render(&outcome.profile, &opts, None)?);
+    }
+    eprintln!("fsprof: profile written to {}", path.display());
+    Ok(outcome.exit_code())
+}
+
+/// The profile's path, fixed before the mount: SIGUSR1 and the final save
+/// write the same file, and `fsprof umount` reports it.
+fn output_path(a: &MountArgs) -> Result<PathBuf> {
+    let path = match &a.output {
+        Some(p) => {
+            let o = Output {
+                path: Some(p.clone()),
+                force: a.force,
+            };
+            o.check()?;
+            p.clone()
+        }
+        None => default_name(&a.lower)?,
+    };
+    Ok(std::path::absolute(&path)?)
+}
+
+fn default_name(lower: &Path) -> Result<PathBuf> {
+    let base = std::path::absolute(lower)?;
+    let name: String = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stamp: String = fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns())
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    for n in 1..1000 {
+        let p = match n {
+            1 => PathBuf::from(format!("fsprof-mount-{name}-{stamp}.json")),
+            _ => PathBuf::from(format!("fsprof-mount-{name}-{stamp}-{n}.json")),
+        };
+        if !p.exists() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!(
+        "could not find a free file name like fsprof-mount-{name}-{stamp}.json; use -o FILE"
+    )
+}
+
+/// Tells the terminal (or the waiting parent) that the mount is up.
+struct Announce {
+    ready: Option<Ready>,
+    /// The metrics endpoint's address, once known.
+    live: Option<Option<String>>,
+    out: PathBuf,
+    mountpoint: PathBuf,
+}
+
+impl Progress for Announce {
+    fn started(&mut self, what: &str) {
+        let mp = self.mountpoint.display();
+        let mut msg = format!(
+            "profiling {what}; `fsprof stat {mp}` shows the counts, `fsprof umount {mp}` writes the profile to {}",
+            self.out.display()
+        );
+        if let Some(Some(addr)) = &self.live {
+            msg.push_str(&format!("; live metrics on http://{addr}/metrics"));
+        }
+        match self.ready.as_mut() {
+            Some(r) => r.ok(&msg),
+            None => eprintln!("fsprof: {msg} (or Ctrl-C)"),
+        }
+    }
+
+    fn sampled(&mut self, _elapsed_ns: u64, _layers: &[Layer]) {}
+}
+
+pub fn stat(a: StatArgs) -> Result<i32> {
+    let p = fsprof_fuse::remote::read_profile(&a.mountpoint)?;
+    match a.format {
+        StatFormat::Json => print!("{}", fsprof_core::format::to_json(&p)),
+        StatFormat::Text => {
+            let opts = ReportOptions {
+                top: a.top,
+                ..Default::default()
+            };
+            print!("{}", render(&p, &opts, None)?);
+        }
+    }
+    if a.reset {
+        fsprof_fuse::remote::reset(&a.mountpoint)?;
+    }
+    Ok(0)
+}
+
+pub fn umount(a: UmountArgs) -> Result<i32> {
+    let out = fsprof_fuse::remote::umount(&a.mountpoint, a.lazy)?;
+    match out {
+        Some(p) => eprintln!(
+            "fsprof: unmounted {}; profile written to {}",
+            a.mountpoint.display(),
+            p.display()
+        ),
+        None => eprintln!("fsprof: unmounted {}", a.mountpoint.display()),
+    }
+    Ok(0)
+}

@@ -1,0 +1,134 @@
+//! `fsprof mount` in observe-all mode counts exactly the requests a
+//! scripted workload makes, and what it reads through the mount is what
+//! LOWER holds.
+
+mod mount_kit;
+
+use std::fs;
+use std::io::{Read, Write};
+
+use mount_kit::*;
+
+#[test]
+fn a_scripted_workload_gives_exact_per_op_counts() {
+    if !root_or_skip("a_scripted_workload_gives_exact_per_op_counts") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+
+    const FILES: usize = 5;
+    const WRITES: usize = 3;
+    for k in 0..FILES {
+        let mut f = fs::File::create(m.path(format!("f{k}"))).unwrap();
+        for w in 0..WRITES {
+            f.write_all(&pattern(1000, (k * 10 + w) as u64)).unwrap();
+        }
+    }
+    for k in 0..FILES {
+        let mut got = Vec::new();
+        fs::File::open(m.path(format!("f{k}")))
+            .unwrap()
+            .read_to_end(&mut got)
+            .unwrap();
+        assert_eq!(got.len(), 3000);
+        assert_eq!(got, fs::read(lower.join(format!("f{k}"))).unwrap());
+    }
+    fs::rename(m.path("f0"), m.path("g0")).unwrap();
+    fs::rename(m.path("f1"), m.path("g1")).unwrap();
+    for n in ["g0", "g1", "f2"] {
+        fs::remove_file(m.path(n)).unwrap();
+    }
+    fs::create_dir(m.path("dir")).unwrap();
+    fs::remove_dir(m.path("dir")).unwrap();
+    // A failed call counts as an error of its op.
+    assert!(fs::remove_file(m.path("nosuch")).is_err());
+
+    let p = m.umount();
+    assert_eq!(p.meta.tool, "mount");
+    assert_eq!(p.meta.settings["mode"], "observe-all");
+    let want = [
+        ("create", FILES),
+        ("write", FILES * WRITES),
+        ("read", FILES),
+        ("open", FILES),
+        ("flush", 2 * FILES),
+        ("release", 2 * FILES),
+        ("rename", 2),
+        ("unlink", 3),
+        ("mkdir", 1),
+        ("rmdir", 1),
+    ];
+    for (name, n) in want {
+        assert_eq!(calls(&p, name), n as u64, "{name}: {:?}", op(&p, name));
+    }
+    let lookup = op(&p, "lookup").expect("lookups");
+    assert!(lookup.errors >= 1, "the failed unlink's lookup: {lookup:?}");
+    assert_eq!(op(&p, "write").unwrap().errors, 0);
+    // What the files hold in LOWER after the workload.
+    let mut left: Vec<String> = fs::read_dir(&lower)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["f3", "f4"]);
+    check_ok(&m_out(&d));
+}
+
+fn m_out(d: &tempfile::TempDir) -> std::path::PathBuf {
+    d.path().join("p.json")
+}
+
+#[test]
+fn data_read_through_the_mount_matches_lower() {
+    if !root_or_skip("data_read_through_the_mount_matches_lower") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(lower.join("sub")).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let sizes = [0usize, 1, 4095, 4096, 131_073, 3 << 20];
+    for (k, &n) in sizes.iter().enumerate() {
+        fs::write(
+            lower.join("sub").join(format!("d{k}")),
+            pattern(n, k as u64 + 7),
+        )
+        .unwrap();
+    }
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &["--threads", "4"]);
+    for (k, &n) in sizes.iter().enumerate() {
+        let rel = format!("sub/d{k}");
+        let via = fs::read(m.path(&rel)).unwrap();
+        let direct = fs::read(lower.join(&rel)).unwrap();
+        assert_eq!(via.len(), n);
+        assert_eq!(fnv(&via), fnv(&direct), "{rel}");
+        assert!(via == direct, "{rel}: contents differ");
+    }
+    let p = m.umount();
+    assert!(calls(&p, "read") >= 1);
+    assert_eq!(op(&p, "read").unwrap().errors, 0);
+    check_ok(&d.path().join("p.json"));
+}
+
+#[test]
+fn lower_may_be_the_mount_point() {
+    if !root_or_skip("lower_may_be_the_mount_point") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("data");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("old"), "before").unwrap();
+    let m = Mount::start(&dir, &dir, &d.path().join("p.json"), &[]);
+    assert_eq!(fs::read_to_string(m.path("old")).unwrap(), "before");
+    fs::write(m.path("new"), "through").unwrap();
+    let p = m.umount();
+    assert_eq!(calls(&p, "create"), 1);
+    // Unmounted: the directory itself has both.
+    assert_eq!(fs::read_to_string(dir.join("new")).unwrap(), "through");
+    assert_eq!(fs::read_to_string(dir.join("old")).unwrap(), "before");
+}

@@ -1,0 +1,108 @@
+//! `fsprof mount`, `stat` and `umount` fail with one clear line and exit
+//! status 2, and leave nothing mounted or changed behind.
+
+mod mount_kit;
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use mount_kit::*;
+
+fn one_line_exit_2(o: &Output, want: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(want), "{want:?} in {err}");
+}
+
+fn mount_cmd(lower: &Path, mp: &Path, out: &Path) -> Output {
+    fsprof()
+        .arg("mount")
+        .arg(lower)
+        .arg(mp)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn missing_lower_or_mount_point_is_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("p.json");
+    let o = mount_cmd(&d.path().join("nolower"), d.path(), &out);
+    one_line_exit_2(&o, "does not exist");
+    let o = mount_cmd(d.path(), &d.path().join("nomp"), &out);
+    one_line_exit_2(&o, "mount point");
+    fs::write(d.path().join("file"), "").unwrap();
+    let o = mount_cmd(&d.path().join("file"), d.path(), &out);
+    one_line_exit_2(&o, "is not a directory");
+    assert!(!out.exists());
+}
+
+#[test]
+fn an_existing_output_is_not_overwritten() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("p.json");
+    fs::write(&out, "mine").unwrap();
+    let o = mount_cmd(d.path(), d.path(), &out);
+    one_line_exit_2(&o, "exists");
+    assert_eq!(fs::read_to_string(&out).unwrap(), "mine");
+}
+
+#[test]
+fn stat_and_umount_refuse_what_is_not_ours() {
+    let d = tempfile::tempdir().unwrap();
+    let o = fsprof().arg("stat").arg(d.path()).output().unwrap();
+    one_line_exit_2(&o, "is not an fsprof mount");
+    let o = fsprof().arg("umount").arg(d.path()).output().unwrap();
+    one_line_exit_2(&o, "is not an fsprof mount");
+}
+
+#[test]
+fn an_unprivileged_user_is_told_what_is_missing() {
+    if !root_or_skip("an_unprivileged_user_is_told_what_is_missing") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    for p in [d.path(), &lower, &mp] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg("mount")
+        .arg(&lower)
+        .arg(&mp)
+        .arg("-o")
+        .arg(d.path().join("p.json"))
+        .output()
+        .expect("setpriv (util-linux)");
+    one_line_exit_2(&o, "not permitted");
+}
+
+#[test]
+fn mounting_over_our_own_mount_and_busy_unmounts_are_refused() {
+    if !root_or_skip("mounting_over_our_own_mount_and_busy_unmounts_are_refused") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    let o = mount_cmd(&lower, &mp, &d.path().join("q.json"));
+    one_line_exit_2(&o, "already an fsprof mount");
+    {
+        let _busy = fs::File::create(m.path("open")).unwrap();
+        let o = fsprof().arg("umount").arg(&mp).output().unwrap();
+        one_line_exit_2(&o, "busy");
+    }
+    let p = m.umount();
+    assert_eq!(calls(&p, "create"), 1);
+    assert!(!d.path().join("q.json").exists());
+}

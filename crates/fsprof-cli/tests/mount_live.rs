@@ -1,0 +1,242 @@
+//! A running `fsprof mount`: the control file and `fsprof stat`, SIGUSR1,
+//! SIGTERM, the foreground mode's Ctrl-C, live metrics, and a killed
+//! daemon.
+
+mod mount_kit;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use mount_kit::*;
+
+fn dirs(name: &str) -> Option<tempfile::TempDir> {
+    if !root_or_skip(name) {
+        return None;
+    }
+    let d = tempfile::tempdir().unwrap();
+    fs::create_dir_all(d.path().join("lower")).unwrap();
+    fs::create_dir_all(d.path().join("mnt")).unwrap();
+    Some(d)
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_control_file_is_hidden_uncounted_and_resettable() {
+    let Some(d) = dirs("the_control_file_is_hidden_uncounted_and_resettable") else {
+        return;
+    };
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    for k in 0..3 {
+        fs::write(m.path(format!("f{k}")), "x").unwrap();
+    }
+    let names: Vec<_> = fs::read_dir(&mp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(!lower.join(".fsprof").exists(), "LOWER is not touched");
+    let a = stat_json(&mp);
+    let b = stat_json(&mp);
+    // Reading the control file twice added nothing.
+    assert_eq!(a.layers, b.layers);
+    assert_eq!(calls(&a, "create"), 3);
+    // Text form, then reset.
+    let o = fsprof()
+        .args(["stat", "--reset"])
+        .arg(&mp)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("layer fusefs") && text.contains("create"),
+        "{text}"
+    );
+    let c = stat_json(&mp);
+    assert_eq!(c.total_calls(), 0, "{:?}", c.layers);
+    fs::write(m.path("after"), "y").unwrap();
+    assert_eq!(calls(&stat_json(&mp), "create"), 1);
+    // Only the daemon's user may reset; the file refuses other writes.
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(mp.join(".fsprof"))
+        .unwrap();
+    assert!(f.write_all(b"bogus").is_err());
+    drop(f);
+    // A nonsense name is not the control file.
+    assert!(fs::remove_file(mp.join(".fsprof")).is_err());
+    let p = m.umount();
+    assert_eq!(
+        calls(&p, "create"),
+        1,
+        "the final profile counts from the reset"
+    );
+    check_ok(&d.path().join("p.json"));
+}
+
+#[test]
+fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
+    let Some(d) = dirs("sigusr1_writes_the_profile_and_sigterm_unmounts") else {
+        return;
+    };
+    let (lower, mp, out) = (
+        d.path().join("lower"),
+        d.path().join("mnt"),
+        d.path().join("p.json"),
+    );
+    let m = Mount::start(&lower, &mp, &out, &["--interval", "50ms"]);
+    fs::write(m.path("a"), "1").unwrap();
+    // SAFETY: signalling the daemon we started.
+    unsafe { libc::kill(m.pid, libc::SIGUSR1) };
+    wait_for("the SIGUSR1 profile", || out.exists());
+    let p = fsprof_core::format::read_profile(&out).unwrap();
+    assert_eq!(calls(&p, "create"), 1);
+    // Still mounted and counting.
+    fs::write(m.path("b"), "2").unwrap();
+    assert_eq!(fs::read_to_string(m.path("a")).unwrap(), "1");
+    // SAFETY: as above.
+    unsafe { libc::kill(m.pid, libc::SIGTERM) };
+    // The daemon's parent (fsprof mount) has exited: init reaps it.
+    wait_for("the daemon to exit", || {
+        // SAFETY: signal 0 only probes.
+        let r = unsafe { libc::kill(m.pid, 0) };
+        r != 0
+    });
+    assert!(mount_kit_unmounted(&mp));
+    let p = fsprof_core::format::read_profile(&out).unwrap();
+    assert_eq!(calls(&p, "create"), 2);
+    assert!(!p.intervals.is_empty());
+    check_ok(&out);
+    std::mem::forget(m);
+}
+
+fn mount_kit_unmounted(mp: &std::path::Path) -> bool {
+    let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    !mi.lines()
+        .any(|l| l.contains(&format!(" {} ", mp.display())))
+}
+
+#[test]
+fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
+    let Some(d) = dirs("foreground_mode_stops_on_ctrl_c_and_prints_the_report") else {
+        return;
+    };
+    let (lower, mp, out) = (
+        d.path().join("lower"),
+        d.path().join("mnt"),
+        d.path().join("p.json"),
+    );
+    let mut child = fsprof()
+        .arg("mount")
+        .arg("--foreground")
+        .arg(&lower)
+        .arg(&mp)
+        .arg("-o")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the mount", || fs::metadata(mp.join(".fsprof")).is_ok());
+    fs::write(mp.join("x"), "x").unwrap();
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(st.code(), Some(130), "{err}");
+    assert!(
+        err.contains("layer fusefs") && err.contains("profile written to"),
+        "{err}"
+    );
+    assert!(mount_kit_unmounted(&mp));
+    assert_eq!(
+        calls(&fsprof_core::format::read_profile(&out).unwrap(), "create"),
+        1
+    );
+}
+
+#[test]
+fn live_metrics_are_served() {
+    let Some(d) = dirs("live_metrics_are_served") else {
+        return;
+    };
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    let o = fsprof()
+        .arg("mount")
+        .args(["--serve-metrics", "127.0.0.1:0"])
+        .arg(&lower)
+        .arg(&mp)
+        .arg("-o")
+        .arg(d.path().join("p.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    let addr = err
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {err}"))
+        .to_string();
+    let p = stat_json(&mp);
+    let m = Mount::adopt(&lower, &mp, &d.path().join("p.json"), &p);
+    fs::write(m.path("f"), "x").unwrap();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("layer=\"fusefs\""), "{body}");
+    assert!(body.contains("op=\"create\""), "{body}");
+    m.umount();
+}
+
+#[test]
+fn a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable() {
+    let Some(d) = dirs("a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable") else {
+        return;
+    };
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    // SAFETY: killing the daemon we started.
+    unsafe { libc::kill(m.pid, libc::SIGKILL) };
+    wait_for("the connection to die", || {
+        fs::metadata(&mp).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+    });
+    let o = fsprof()
+        .arg("mount")
+        .arg(&lower)
+        .arg(&mp)
+        .arg("-o")
+        .arg(d.path().join("q.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("fusermount3 -uz"), "{err}");
+    // The documented recovery.
+    let st = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&mp)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(fs::metadata(&mp).is_ok());
+    drop(m);
+}

@@ -1,0 +1,378 @@
+//! Pass-through semantics through a real `fsprof mount`: each test does
+//! through the mount what an application would and checks the result
+//! against LOWER directly.
+
+mod mount_kit;
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use mount_kit::*;
+
+fn setup(name: &str, extra: &[&str]) -> Option<(tempfile::TempDir, Mount)> {
+    if !root_or_skip(name) {
+        return None;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), extra);
+    Some((d, m))
+}
+
+fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+#[test]
+fn hard_links_and_inode_numbers_are_lowers() {
+    let Some((_d, m)) = setup("hard_links_and_inode_numbers_are_lowers", &[]) else {
+        return;
+    };
+    fs::write(m.path("a"), "one").unwrap();
+    fs::hard_link(m.path("a"), m.path("b")).unwrap();
+    let (a, b) = (
+        fs::metadata(m.path("a")).unwrap(),
+        fs::metadata(m.path("b")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino());
+    assert_eq!(a.nlink(), 2);
+    assert_eq!(a.ino(), fs::metadata(m.lower.join("a")).unwrap().ino());
+    fs::write(m.path("b"), "two").unwrap();
+    assert_eq!(fs::read_to_string(m.path("a")).unwrap(), "two");
+    fs::remove_file(m.path("a")).unwrap();
+    assert_eq!(fs::metadata(m.path("b")).unwrap().nlink(), 1);
+    // A number stays the same across lookups (ls -i, find's loop checks).
+    let again = fs::metadata(m.path("b")).unwrap().ino();
+    assert_eq!(again, b.ino());
+    let p = m.umount();
+    assert_eq!(calls(&p, "link"), 1);
+}
+
+#[test]
+fn shared_mmap_writes_reach_lower() {
+    let Some((_d, m)) = setup("shared_mmap_writes_reach_lower", &[]) else {
+        return;
+    };
+    let len = 3 * 4096 + 100;
+    fs::write(m.path("m"), vec![0u8; len]).unwrap();
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("m"))
+        .unwrap();
+    let want = pattern(len, 9);
+    // SAFETY: a fresh shared mapping of a file we hold open, written within
+    // its length, synced and unmapped before the file is closed.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", errno());
+        std::ptr::copy_nonoverlapping(want.as_ptr(), p.cast(), len);
+        assert_eq!(libc::msync(p, len, libc::MS_SYNC), 0);
+        libc::munmap(p, len);
+    }
+    drop(f);
+    assert!(fs::read(m.lower.join("m")).unwrap() == want);
+    assert!(fs::read(m.path("m")).unwrap() == want);
+    let p = m.umount();
+    assert!(calls(&p, "write") >= 1, "writeback of the mapped pages");
+}
+
+#[test]
+fn rename_flags_pass_through() {
+    let Some((_d, m)) = setup("rename_flags_pass_through", &[]) else {
+        return;
+    };
+    fs::write(m.path("x"), "X").unwrap();
+    fs::write(m.path("y"), "Y").unwrap();
+    let (x, y) = (c(&m.path("x")), c(&m.path("y")));
+    let w = c(&m.path("w"));
+    let rename2 = |from: &CString, to: &CString, flags: u32| {
+        // SAFETY: NUL-terminated paths.
+        unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                flags,
+            )
+        }
+    };
+    // The kernel refuses this one itself (the target is in its dcache).
+    assert_eq!(rename2(&x, &y, libc::RENAME_NOREPLACE), -1);
+    assert_eq!(errno(), libc::EEXIST);
+    assert_eq!(rename2(&x, &y, libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read_to_string(m.lower.join("x")).unwrap(), "Y");
+    assert_eq!(fs::read_to_string(m.lower.join("y")).unwrap(), "X");
+    assert_eq!(rename2(&y, &w, libc::RENAME_NOREPLACE), 0);
+    assert_eq!(fs::read_to_string(m.lower.join("w")).unwrap(), "X");
+    fs::rename(m.path("x"), m.path("z")).unwrap();
+    let p = m.umount();
+    let r2 = op(&p, "rename2").unwrap();
+    assert_eq!((r2.post, r2.errors), (2, 0), "{r2:?}");
+    assert_eq!(calls(&p, "rename"), 1);
+}
+
+#[test]
+fn xattrs_pass_through() {
+    let Some((_d, m)) = setup("xattrs_pass_through", &[]) else {
+        return;
+    };
+    fs::write(m.path("f"), "").unwrap();
+    let (via, direct) = (c(&m.path("f")), c(&m.lower.join("f")));
+    let name = c(Path::new("user.fsprof"));
+    let value = b"forty-two";
+    // SAFETY: NUL-terminated strings, buffers of their lengths.
+    unsafe {
+        assert_eq!(
+            libc::setxattr(
+                via.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0
+            ),
+            0,
+            "setxattr: {}",
+            errno()
+        );
+        let mut buf = [0u8; 64];
+        let n = libc::getxattr(direct.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 64);
+        assert_eq!(&buf[..n as usize], value);
+        let n = libc::getxattr(via.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0);
+        assert_eq!(n as usize, value.len());
+        let n = libc::listxattr(via.as_ptr(), buf.as_mut_ptr().cast(), 64);
+        assert!(buf[..n as usize].starts_with(b"user.fsprof\0"));
+        assert_eq!(libc::removexattr(via.as_ptr(), name.as_ptr()), 0);
+        assert_eq!(
+            libc::getxattr(direct.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0),
+            -1
+        );
+        assert_eq!(errno(), libc::ENODATA);
+    }
+    let p = m.umount();
+    assert_eq!(calls(&p, "setxattr"), 1);
+    assert_eq!(calls(&p, "removexattr"), 1);
+}
+
+#[test]
+fn fallocate_lseek_and_copy_file_range_pass_through() {
+    let Some((_d, m)) = setup("fallocate_lseek_and_copy_file_range_pass_through", &[]) else {
+        return;
+    };
+    use std::os::fd::AsRawFd;
+    let len = 1 << 20;
+    fs::write(m.path("src"), pattern(len, 3)).unwrap();
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("src"))
+        .unwrap();
+    let fd = f.as_raw_fd();
+    // SAFETY: descriptors we hold.
+    unsafe {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        assert_eq!(
+            libc::fallocate(fd, mode, 256 << 10, 256 << 10),
+            0,
+            "{}",
+            errno()
+        );
+        assert_eq!(libc::lseek(fd, 256 << 10, libc::SEEK_DATA), 512 << 10);
+        assert_eq!(libc::lseek(fd, 0, libc::SEEK_HOLE), 256 << 10);
+    }
+    let mut want = pattern(len, 3);
+    want[256 << 10..512 << 10].fill(0);
+    assert!(fs::read(m.lower.join("src")).unwrap() == want);
+    let g = fs::File::create(m.path("dst")).unwrap();
+    let (mut a, mut b): (i64, i64) = (0, 0);
+    // SAFETY: descriptors we hold, offsets we own.
+    let n = unsafe { libc::copy_file_range(fd, &mut a, g.as_raw_fd(), &mut b, len, 0) };
+    assert_eq!(n as usize, len, "copy_file_range: {}", errno());
+    drop((f, g));
+    assert!(fs::read(m.lower.join("dst")).unwrap() == want);
+    let p = m.umount();
+    assert_eq!(calls(&p, "fallocate"), 1);
+    assert_eq!(calls(&p, "lseek"), 2);
+    assert!(calls(&p, "copy_file_range") >= 1);
+}
+
+#[test]
+fn attributes_symlinks_and_nodes_pass_through() {
+    let Some((_d, m)) = setup("attributes_symlinks_and_nodes_pass_through", &[]) else {
+        return;
+    };
+    fs::write(m.path("f"), "0123456789").unwrap();
+    fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(m.path("f"), Some(1234), Some(5678)).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("f"))
+        .unwrap()
+        .set_len(4)
+        .unwrap();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 123_456_789);
+    fs::File::options()
+        .write(true)
+        .open(m.path("f"))
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    let l = fs::metadata(m.lower.join("f")).unwrap();
+    assert_eq!(l.mode() & 0o7777, 0o640);
+    assert_eq!((l.uid(), l.gid(), l.len()), (1234, 5678, 4));
+    assert_eq!((l.mtime(), l.mtime_nsec()), (1_000_000_000, 123_456_789));
+    std::os::unix::fs::symlink("f", m.path("s")).unwrap();
+    assert_eq!(fs::read_link(m.path("s")).unwrap(), Path::new("f"));
+    assert_eq!(fs::read_link(m.lower.join("s")).unwrap(), Path::new("f"));
+    let fifo = c(&m.path("fifo"));
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &fs::metadata(m.lower.join("fifo")).unwrap().file_type()
+    ));
+    let v = fs::metadata(m.path("f")).unwrap();
+    assert_eq!((v.uid(), v.len(), v.mode() & 0o7777), (1234, 4, 0o640));
+    let p = m.umount();
+    assert_eq!(calls(&p, "symlink"), 1);
+    assert_eq!(calls(&p, "readlink"), 1);
+    assert_eq!(calls(&p, "mknod"), 1);
+    assert!(calls(&p, "setattr") >= 4);
+}
+
+#[test]
+fn locks_work_between_processes_using_the_mount() {
+    let Some((_d, m)) = setup("locks_work_between_processes_using_the_mount", &[]) else {
+        return;
+    };
+    let Some(py) = require_program("python3") else {
+        return;
+    };
+    fs::write(m.path("lock"), "").unwrap();
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("lock"))
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    let mut fl: libc::flock = unsafe_zeroed();
+    fl.l_type = libc::F_WRLCK as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    // SAFETY: a descriptor we hold and a flock struct.
+    assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) }, 0);
+    let probe = |path: &Path| {
+        std::process::Command::new(&py)
+            .arg("-c")
+            .arg(
+                "import fcntl,sys\nf=open(sys.argv[1],'w')\ntry:\n fcntl.lockf(f,fcntl.LOCK_EX|fcntl.LOCK_NB)\nexcept OSError:\n sys.exit(3)\n",
+            )
+            .arg(path)
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(
+        probe(&m.path("lock")),
+        Some(3),
+        "the lock is seen through the mount"
+    );
+    drop(f);
+    assert_eq!(
+        probe(&m.path("lock")),
+        Some(0),
+        "and released with the file"
+    );
+    m.umount();
+}
+
+fn unsafe_zeroed<T>() -> T {
+    // SAFETY: used for C structs of integers only.
+    unsafe { std::mem::zeroed() }
+}
+
+fn require_program(name: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{name} is not installed"
+        );
+        eprintln!("SKIPPED: {name} is not installed");
+    }
+    found
+}
+
+#[test]
+fn files_other_users_create_are_theirs() {
+    let Some((_d, m)) = setup("files_other_users_create_are_theirs", &["--allow-other"]) else {
+        return;
+    };
+    fs::create_dir(m.path("pub")).unwrap();
+    fs::set_permissions(m.path("pub"), fs::Permissions::from_mode(0o1777)).unwrap();
+    fs::create_dir(m.path("grp")).unwrap();
+    std::os::unix::fs::chown(m.path("grp"), None, Some(4242)).unwrap();
+    fs::set_permissions(m.path("grp"), fs::Permissions::from_mode(0o2777)).unwrap();
+    let script = "set -e; cd \"$1\"; echo hi > pub/file; mkdir pub/dir; ln -s file pub/link; \
+                  mkfifo pub/fifo; echo g > grp/file; echo ok > /dev/null";
+    let st = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65533",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(&m.mp)
+        .status()
+        .expect("setpriv");
+    assert!(st.success());
+    for n in ["pub/file", "pub/dir", "pub/link", "pub/fifo"] {
+        let l = fs::symlink_metadata(m.lower.join(n)).unwrap();
+        assert_eq!((l.uid(), l.gid()), (65534, 65533), "{n}");
+    }
+    // The set-group-ID directory's group, not the creator's.
+    let g = fs::metadata(m.lower.join("grp/file")).unwrap();
+    assert_eq!((g.uid(), g.gid()), (65534, 4242));
+    // And the kernel checks permissions as the caller.
+    let st = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65533",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("echo x > \"$1\"/denied 2>/dev/null")
+        .arg("sh")
+        .arg(&m.mp)
+        .status()
+        .unwrap();
+    assert!(!st.success(), "the mount root is root's 0755");
+    assert!(!m.lower.join("denied").exists());
+    m.umount();
+}

@@ -1,0 +1,261 @@
+//! Open files: open/create, read/write, flush/release, fsync, fallocate,
+//! lseek, copy_file_range, and kernel passthrough (`--fast`).
+//!
+//! A file handle is the lower descriptor itself (no table to look up on
+//! the data path). Handles whose reads and writes the kernel sends to a
+//! backing file carry [`PASSTHROUGH`] beside the descriptor, so that
+//! release can drop their share of the inode's backing file.
+
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use fuser::{
+    Errno, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyData, ReplyOpen, Request,
+};
+
+use super::{not_control, Mode, PassFs};
+use crate::creds;
+use crate::inodes::Inode;
+use crate::opcodes::Op;
+use crate::sys::{self, cname, Res};
+
+/// Marks a handle opened with a backing file.
+const PASSTHROUGH: u64 = 1 << 40;
+
+/// The lower descriptor of a file handle.
+pub fn fd_of(fh: u64) -> RawFd {
+    (fh & 0xffff_ffff) as RawFd
+}
+
+/// Flags for the lower open: creation was decided by the kernel's
+/// request, the lower descriptor is no terminal, `/proc/self/fd/N` is a
+/// symlink that O_NOFOLLOW would refuse, and O_DIRECT would demand aligned
+/// buffers of the daemon (the kernel already does direct I/O for the
+/// caller: the request bypasses the mount's page cache).
+fn lower_flags(flags: i32) -> i32 {
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_DIRECT)
+}
+
+/// An open lower file, before the reply.
+enum Opened {
+    Plain(u64),
+    /// With the inode's backing file (its `users` counted).
+    Passthrough(u64, Arc<Inode>),
+}
+
+thread_local! {
+    /// Each worker's read buffer, grown to the largest read it served.
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl PassFs {
+    fn file_open_flags(&self) -> FopenFlags {
+        match self.cfg.mode {
+            // The mount's page cache is dropped at each open, so every
+            // open's reads reach LOWER through the daemon at least once.
+            Mode::ObserveAll => FopenFlags::empty(),
+            Mode::Fast => FopenFlags::FOPEN_KEEP_CACHE,
+        }
+    }
+
+    pub(super) fn open_file(&self, id: INodeNo, flags: i32, reply: ReplyOpen) {
+        let r = self.rec.timed(Op::Open, || {
+            let ino = self.inode(id)?;
+            let fd = sys::reopen(ino.fd(), lower_flags(flags))?;
+            // SAFETY: reopen returned a descriptor nothing else owns.
+            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            self.with_backing(ino, fd, |b| reply.open_backing(b))
+        });
+        let flags = self.file_open_flags();
+        match r {
+            Ok(Opened::Plain(fh)) => reply.opened(FileHandle(fh), flags),
+            Ok(Opened::Passthrough(fh, ino)) => {
+                let b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
+                let id = b.id.as_ref().expect("counted users have a backing file");
+                reply.opened_passthrough(FileHandle(fh), flags, id)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    pub(super) fn create_file(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self.rec.timed(Op::Create, || {
+            not_control(parent, name)?;
+            let dir = self.inode(parent)?;
+            let c = cname(name)?;
+            let fd = {
+                let _as = creds::as_caller(req, self.cfg.as_caller)?;
+                sys::open_at(dir.fd(), &c, lower_flags(flags) | libc::O_CREAT, mode)?
+            };
+            // The new inode by its descriptor, not its name (which another
+            // process may already have moved).
+            let path = sys::reopen(fd.as_fd(), libc::O_PATH)?;
+            // SAFETY: a descriptor nothing else owns.
+            let path = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(path) };
+            let (ino, st) = self.inodes.adopt(path)?;
+            let attr = self.attr(&ino, &st);
+            Ok((attr, self.with_backing(ino, fd, |b| reply.open_backing(b))?))
+        });
+        let flags = self.file_open_flags();
+        let g = Generation(0);
+        match r {
+            Ok((a, Opened::Plain(fh))) => reply.created(&self.ttl, &a, g, FileHandle(fh), flags),
+            Ok((a, Opened::Passthrough(fh, ino))) => {
+                let b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
+                let id = b.id.as_ref().expect("counted users have a backing file");
+                reply.created_passthrough(&self.ttl, &a, g, FileHandle(fh), flags, id)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Hands the open descriptor out as a handle, with the inode's backing
+    /// file when passthrough is on (opened from this descriptor if the
+    /// inode has none yet). A refused backing file turns passthrough off
+    /// for the rest of the mount, saying why in the profile's settings.
+    fn with_backing(
+        &self,
+        ino: Arc<Inode>,
+        fd: OwnedFd,
+        open_backing: impl FnOnce(BorrowedFd<'_>) -> std::io::Result<fuser::BackingId>,
+    ) -> Res<Opened> {
+        if !self.passthrough.load(Relaxed) || ino.kind != libc::S_IFREG {
+            return Ok(Opened::Plain(fd.into_raw_fd() as u64));
+        }
+        let mut b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
+        if b.id.is_none() {
+            match open_backing(fd.as_fd()) {
+                Ok(id) => b.id = Some(id),
+                Err(e) => {
+                    drop(b);
+                    self.passthrough.store(false, Relaxed);
+                    self.set_setting(
+                        "data ops",
+                        format!("through the daemon (the kernel refused a passthrough backing file: {e})"),
+                    );
+                    self.set_notes(false);
+                    return Ok(Opened::Plain(fd.into_raw_fd() as u64));
+                }
+            }
+        }
+        b.users += 1;
+        drop(b);
+        Ok(Opened::Passthrough(
+            fd.into_raw_fd() as u64 | PASSTHROUGH,
+            ino,
+        ))
+    }
+
+    pub(super) fn read_file(&self, fh: u64, offset: u64, size: u32, reply: ReplyData) {
+        READ_BUF.with_borrow_mut(|buf| {
+            let size = size as usize;
+            if buf.len() < size {
+                buf.resize(size, 0);
+            }
+            let r = self.rec.timed(Op::Read, || {
+                sys::pread_full(fd_of(fh), &mut buf[..size], offset)
+            });
+            match r {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    pub(super) fn release_file(&self, id: INodeNo, fh: u64) -> Res<()> {
+        if fh & PASSTHROUGH != 0 {
+            if let Ok(ino) = self.inode(id) {
+                let mut b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
+                b.users = b.users.saturating_sub(1);
+                if b.users == 0 {
+                    b.id = None;
+                }
+            }
+        }
+        sys::close(fd_of(fh))
+    }
+}
+
+pub fn write(fh: u64, data: &[u8], offset: u64) -> Res<u32> {
+    sys::pwrite_full(fd_of(fh), data, offset).map(|n| n as u32)
+}
+
+/// Closing a duplicate reports the lower file system's deferred errors
+/// (NFS) and drops the daemon's POSIX locks, as a close would.
+pub fn flush(fh: u64) -> Res<()> {
+    // SAFETY: dup of a descriptor we hold.
+    let d = unsafe { libc::dup(fd_of(fh)) };
+    if d < 0 {
+        return Err(sys::last());
+    }
+    sys::close(d)
+}
+
+pub fn sync(fh: u64, datasync: bool) -> Res<()> {
+    let fd = fd_of(fh);
+    // SAFETY: a descriptor we hold.
+    let r = unsafe {
+        if datasync {
+            libc::fdatasync(fd)
+        } else {
+            libc::fsync(fd)
+        }
+    };
+    sys::check(r as libc::c_long).map(drop)
+}
+
+pub fn allocate(fh: u64, offset: u64, length: u64, mode: i32) -> Res<()> {
+    let (off, len) = (
+        libc::off_t::try_from(offset).map_err(|_| Errno::EFBIG)?,
+        libc::off_t::try_from(length).map_err(|_| Errno::EFBIG)?,
+    );
+    // SAFETY: a descriptor we hold.
+    let r = unsafe { libc::fallocate(fd_of(fh), mode, off, len) };
+    sys::check(r as libc::c_long).map(drop)
+}
+
+pub fn seek(fh: u64, offset: i64, whence: i32) -> Res<i64> {
+    // SAFETY: a descriptor we hold.
+    let r = unsafe { libc::lseek(fd_of(fh), offset as libc::off_t, whence) };
+    sys::check(r as libc::c_long)
+}
+
+pub fn copy_range(
+    fh_in: u64,
+    off_in: u64,
+    fh_out: u64,
+    off_out: u64,
+    len: u64,
+    flags: u64,
+) -> Res<u32> {
+    let mut a = libc::loff_t::try_from(off_in).map_err(|_| Errno::EFBIG)?;
+    let mut b = libc::loff_t::try_from(off_out).map_err(|_| Errno::EFBIG)?;
+    // The reply carries a 32-bit count.
+    let len = len.min(u32::MAX as u64 & !0xfff) as usize;
+    // SAFETY: descriptors we hold and offsets we own.
+    let n = unsafe {
+        libc::copy_file_range(
+            fd_of(fh_in),
+            &mut a,
+            fd_of(fh_out),
+            &mut b,
+            len,
+            flags as u32,
+        )
+    };
+    if n < 0 {
+        return Err(sys::last());
+    }
+    Ok(n as u32)
+}

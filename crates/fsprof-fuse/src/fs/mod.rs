@@ -1,0 +1,680 @@
+//! The pass-through file system: every FUSE request is served by the same
+//! operation on LOWER and timed, per opcode, around that work (the time
+//! the daemon takes; the kernel's `fuse` layer adds the queueing and the
+//! transfer). The reply is sent after the clock stops.
+//!
+//! This file is the `fuser::Filesystem` face: each handler times one call
+//! of an inherent method (in `entries`, `files`, `dirs`) and replies. The
+//! control file's requests (see [`crate::control`]) are answered before any
+//! timing, so they are never counted.
+
+mod dirs;
+mod entries;
+mod files;
+
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, Filesystem, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::control::{self, Control};
+use crate::inodes::{Inode, Inodes, ROOT};
+use crate::live::Live;
+use crate::opcodes::Op;
+use crate::stats::Recorder;
+use crate::sys::Res;
+
+/// How much the kernel may cache, and so how much the daemon sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No entry, attribute or directory caching, page cache dropped at
+    /// each open, no kernel passthrough: every operation an application
+    /// makes that the kernel cannot answer from an open file's pages
+    /// reaches the daemon.
+    ObserveAll,
+    /// Entries and attributes cached for the TTL, page cache kept across
+    /// opens, readdirplus, and reads and writes handed to the backing file
+    /// in the kernel where it allows FUSE passthrough.
+    Fast,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ObserveAll => "observe-all",
+            Mode::Fast => "fast",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct FsConfig {
+    pub mode: Mode,
+    /// Entry and attribute TTL in fast mode.
+    pub cache_ttl: Duration,
+    /// Create inodes as the caller (daemon is root, `allow_other`).
+    pub as_caller: bool,
+}
+
+pub struct PassFs {
+    inodes: Inodes,
+    rec: Recorder,
+    cfg: FsConfig,
+    ttl: Duration,
+    /// The kernel agreed to FUSE passthrough and has not refused a backing
+    /// file yet.
+    passthrough: AtomicBool,
+    control: Control,
+    live: Arc<Live>,
+    /// The last getattr of the root: (caller pid << 32 | latency in ns,
+    /// saturated). Opening the control file begins with the kernel's
+    /// permission check of the root, whose getattr is then taken back out
+    /// of the counts (see `lookup`).
+    last_root_getattr: AtomicU64,
+}
+
+impl PassFs {
+    /// `lower` is LOWER, opened (`O_PATH`) before mounting.
+    pub fn new(lower: OwnedFd, cfg: FsConfig, live: Arc<Live>) -> Res<PassFs> {
+        let ttl = match cfg.mode {
+            Mode::ObserveAll => Duration::ZERO,
+            Mode::Fast => cfg.cache_ttl,
+        };
+        Ok(PassFs {
+            inodes: Inodes::new(lower)?,
+            rec: live.rec.clone(),
+            cfg,
+            ttl,
+            passthrough: AtomicBool::new(false),
+            control: Control::new(live.clone()),
+            live,
+            last_root_getattr: AtomicU64::new(0),
+        })
+    }
+
+    /// The kernel's attributes for an inode: its node id is its number,
+    /// except for the root, which shows LOWER's own number.
+    fn attr(&self, ino: &Inode, st: &libc::stat) -> FileAttr {
+        let shown = if ino.id == ROOT { st.st_ino } else { ino.id };
+        crate::attr::from_stat(st, shown)
+    }
+
+    fn inode(&self, id: INodeNo) -> Res<Arc<Inode>> {
+        self.inodes.get(id.0)
+    }
+
+    fn set_setting(&self, key: &str, value: String) {
+        self.live.edit_meta(|m| {
+            m.settings.insert(key.into(), value);
+        });
+    }
+
+    /// What this mode keeps from the daemon (the profile and every report
+    /// say so).
+    fn set_notes(&self, passthrough: bool) {
+        let mut notes = Vec::new();
+        match self.cfg.mode {
+            Mode::ObserveAll => notes.push(
+                "observe-all: reads the kernel serves from an open file's page cache (readahead, re-reads before \
+                 close) are not seen; each open starts with an empty cache"
+                    .to_string(),
+            ),
+            Mode::Fast => {
+                notes.push(format!(
+                    "fast: entries and attributes are cached for {:?}, pages across opens: repeated lookups, \
+                     getattrs and cached reads are not seen",
+                    self.ttl
+                ));
+                if passthrough {
+                    notes.push(
+                        "fast: read and write go from the kernel straight to the backing files (FUSE passthrough): \
+                         data ops are not seen"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        self.live.edit_meta(|m| m.notes = notes);
+    }
+
+    fn reply_entry(&self, r: Res<FileAttr>, reply: ReplyEntry) {
+        match r {
+            Ok(a) => reply.entry(&self.ttl, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn reply_empty(r: Res<()>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// Kernel capabilities asked for in every mode.
+const ALWAYS: InitFlags = InitFlags::FUSE_ATOMIC_O_TRUNC.union(InitFlags::FUSE_PARALLEL_DIROPS);
+
+impl Filesystem for PassFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let want = |c: &mut KernelConfig, f: InitFlags| c.add_capabilities(f).is_ok();
+        want(config, ALWAYS);
+        if self.cfg.mode == Mode::Fast {
+            want(config, InitFlags::FUSE_DO_READDIRPLUS);
+            want(config, InitFlags::FUSE_READDIRPLUS_AUTO);
+            want(config, InitFlags::FUSE_CACHE_SYMLINKS);
+            // Backing files need CAP_SYS_ADMIN; the first refusal turns
+            // passthrough off (see `files::open_passthrough`).
+            if crate::creds::can_switch()
+                && want(config, InitFlags::FUSE_PASSTHROUGH)
+                && config.set_max_stack_depth(1).is_ok()
+            {
+                self.passthrough.store(true, Relaxed);
+            }
+        }
+        let pt = self.passthrough.load(Relaxed);
+        self.set_setting(
+            "data ops",
+            match (self.cfg.mode, pt) {
+                (Mode::Fast, true) => "kernel passthrough".into(),
+                _ => "through the daemon".into(),
+            },
+        );
+        self.set_notes(pt);
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if control::is_name(parent.0, name) {
+            let last = self.last_root_getattr.swap(0, Relaxed);
+            if last != 0 && last >> 32 == req.pid() as u64 {
+                self.rec.exclude(Op::Getattr, last & 0xffff_ffff);
+            }
+            return reply.entry(&Duration::ZERO, &self.control.attr(), Generation(0));
+        }
+        let r = self
+            .rec
+            .timed(Op::Lookup, || self.lookup_entry(parent, name));
+        self.reply_entry(r, reply)
+    }
+
+    /// fuser hands each inode of a BATCH_FORGET here one by one (its
+    /// batch type is private), so batches are counted as single forgets.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.rec
+            .timed_quiet(Op::Forget, || self.inodes.forget(ino.0, nlookup));
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino.0 == control::ID {
+            return reply.attr(&Duration::ZERO, &self.control.attr());
+        }
+        let r = if ino.0 == ROOT {
+            let (r, ns) = self.rec.timed_ns(Op::Getattr, || self.getattr_of(ino));
+            if r.is_ok() {
+                let packed = (req.pid() as u64) << 32 | ns.min(0xffff_ffff);
+                self.last_root_getattr.store(packed, Relaxed);
+            }
+            r
+        } else {
+            self.rec.timed(Op::Getattr, || self.getattr_of(ino))
+        };
+        match r {
+            Ok(a) => reply.attr(&self.ttl, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        if ino.0 == control::ID {
+            // `echo reset > .fsprof` truncates first.
+            return reply.attr(&Duration::ZERO, &self.control.attr());
+        }
+        let change = entries::Change {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            fh: fh.map(|f| f.0),
+        };
+        match self.rec.timed(Op::Setattr, || self.set_attr(ino, &change)) {
+            Ok(a) => reply.attr(&self.ttl, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.rec.timed(Op::Readlink, || self.read_link(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.rec.timed(Op::Mknod, || {
+            self.make(req, parent, name, entries::Make::Node { mode, rdev })
+        });
+        self.reply_entry(r, reply)
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.rec.timed(Op::Mkdir, || {
+            self.make(req, parent, name, entries::Make::Dir { mode })
+        });
+        self.reply_entry(r, reply)
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = self.rec.timed(Op::Symlink, || {
+            self.make(req, parent, link_name, entries::Make::Symlink { target })
+        });
+        self.reply_entry(r, reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.rec.timed(Op::Unlink, || self.remove(parent, name, 0));
+        Self::reply_empty(r, reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self
+            .rec
+            .timed(Op::Rmdir, || self.remove(parent, name, libc::AT_REMOVEDIR));
+        Self::reply_empty(r, reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        // The kernel sends RENAME2 only when there are flags.
+        let op = if flags.is_empty() {
+            Op::Rename
+        } else {
+            Op::Rename2
+        };
+        let r = self.rec.timed(op, || {
+            self.rename_entry(parent, name, newparent, newname, flags.bits())
+        });
+        Self::reply_empty(r, reply)
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .rec
+            .timed(Op::Link, || self.link_entry(ino, newparent, newname));
+        self.reply_entry(r, reply)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if ino.0 == control::ID {
+            let fh = self.control.open();
+            return reply.opened(FileHandle(fh), fuser::FopenFlags::FOPEN_DIRECT_IO);
+        }
+        self.open_file(ino, flags.0, reply)
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        if Control::is_fh(fh.0) {
+            return match self.control.read(fh.0, offset, size) {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(e),
+            };
+        }
+        self.read_file(fh.0, offset, size, reply)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = if Control::is_fh(fh.0) {
+            self.control.write(data)
+        } else {
+            self.rec
+                .timed(Op::Write, || files::write(fh.0, data, offset))
+        };
+        match r {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        if Control::is_fh(fh.0) {
+            return reply.ok();
+        }
+        Self::reply_empty(self.rec.timed(Op::Flush, || files::flush(fh.0)), reply)
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if Control::is_fh(fh.0) {
+            self.control.release(fh.0);
+            return reply.ok();
+        }
+        let r = self.rec.timed(Op::Release, || self.release_file(ino, fh.0));
+        Self::reply_empty(r, reply)
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        if Control::is_fh(fh.0) {
+            return reply.ok();
+        }
+        let r = self.rec.timed(Op::Fsync, || files::sync(fh.0, datasync));
+        Self::reply_empty(r, reply)
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.rec.timed(Op::Opendir, || self.open_dir(ino)) {
+            Ok(fh) => reply.opened(FileHandle(fh), self.dir_open_flags()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self
+            .rec
+            .timed(Op::Readdir, || self.read_dir(ino, fh.0, offset, &mut reply));
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self.rec.timed(Op::Readdirplus, || {
+            self.read_dir_plus(ino, fh.0, offset, &mut reply)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .rec
+            .timed(Op::Releasedir, || crate::sys::close(fh.0 as i32));
+        Self::reply_empty(r, reply)
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.rec.timed(Op::Fsyncdir, || files::sync(fh.0, datasync));
+        Self::reply_empty(r, reply)
+    }
+
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        match self.rec.timed(Op::Statfs, || self.stat_fs(ino)) {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .rec
+            .timed(Op::Setxattr, || self.set_xattr(ino, name, value, flags));
+        Self::reply_empty(r, reply)
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = self
+            .rec
+            .timed(Op::Getxattr, || self.get_xattr(ino, Some(name), size));
+        entries::reply_xattr(r, size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self
+            .rec
+            .timed(Op::Listxattr, || self.get_xattr(ino, None, size));
+        entries::reply_xattr(r, size, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self
+            .rec
+            .timed(Op::Removexattr, || self.remove_xattr(ino, name));
+        Self::reply_empty(r, reply)
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if ino.0 == control::ID {
+            return reply.ok();
+        }
+        let r = self
+            .rec
+            .timed(Op::Access, || self.check_access(ino, mask.bits()));
+        Self::reply_empty(r, reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        self.create_file(req, parent, name, mode, flags, reply)
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.rec.timed(Op::Fallocate, || {
+            files::allocate(fh.0, offset, length, mode)
+        });
+        Self::reply_empty(r, reply)
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        match self
+            .rec
+            .timed(Op::Lseek, || files::seek(fh.0, offset, whence))
+        {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let r = self.rec.timed(Op::CopyFileRange, || {
+            files::copy_range(fh_in.0, offset_in, fh_out.0, offset_out, len, flags.bits())
+        });
+        match r {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// EPERM for namespace changes that would touch the control file's name.
+fn not_control(parent: INodeNo, name: &OsStr) -> Res<()> {
+    if control::is_name(parent.0, name) {
+        Err(Errno::EPERM)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! `MountSource`: the mount as an [`fsprof_capture::Source`], so that
+//! `--interval`, the stop signals, the metadata and the saving of the
+//! profile are those of every other capture. The daemon model fits the
+//! loop as a capture without a command: `start` mounts, the capture ends
+//! when the mount goes away (`fsprof umount`, `fusermount3 -u`), at a
+//! stop signal (which unmounts), and `finish` hands over the counts.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
+use fsprof_core::profile::{Layer, Meta};
+use fsprof_core::Resolution;
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+
+use crate::fs::{FsConfig, Mode, PassFs};
+use crate::live::Live;
+use crate::mountinfo;
+use crate::stats::{Recorder, Ticks};
+
+#[derive(Clone, Debug)]
+pub struct MountOptions {
+    pub lower: PathBuf,
+    pub mountpoint: PathBuf,
+    pub mode: Mode,
+    /// Worker threads serving requests.
+    pub threads: usize,
+    pub allow_other: bool,
+    pub resolution: Resolution,
+    /// Entry and attribute TTL in fast mode.
+    pub cache_ttl: Duration,
+    /// Where the profile will be written (recorded for `fsprof umount`).
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("LOWER {0} does not exist")]
+    NoLower(PathBuf),
+    #[error("LOWER {0} is not a directory")]
+    LowerNotDir(PathBuf),
+    #[error("cannot open LOWER {0}: {1}")]
+    Lower(PathBuf, std::io::Error),
+    #[error("mount point {0} does not exist")]
+    NoMountpoint(PathBuf),
+    #[error("mount point {0} is not a directory")]
+    MountpointNotDir(PathBuf),
+    #[error("{0} is already an fsprof mount (daemon pid {1}): `fsprof umount {0}` first")]
+    AlreadyOurs(PathBuf, String),
+    #[error("{0} is a FUSE mount whose daemon is gone: recover with `fusermount3 -uz {0}` (or `umount -l {0}`)")]
+    DeadMount(PathBuf),
+    #[error("no /dev/fuse: load the FUSE module (`modprobe fuse`)")]
+    NoDevFuse,
+    #[error("not permitted to open /dev/fuse: run as root, or as a user who may (group fuse)")]
+    DevFuseDenied,
+    #[error("not permitted to mount on {0}: run as root, or install fusermount3 for unprivileged mounts")]
+    NotPermitted(PathBuf),
+    #[error("mounting on {0}: {1}")]
+    Mount(PathBuf, std::io::Error),
+}
+
+/// Checks LOWER and MOUNTPOINT before anything else happens (a daemon
+/// could no longer say so on the terminal).
+pub fn check_paths(lower: &Path, mountpoint: &Path) -> Result<(), MountError> {
+    match std::fs::metadata(lower) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(MountError::NoLower(lower.into()))
+        }
+        Err(e) => return Err(MountError::Lower(lower.into(), e)),
+        Ok(m) if !m.is_dir() => return Err(MountError::LowerNotDir(lower.into())),
+        Ok(_) => {}
+    }
+    match std::fs::metadata(mountpoint) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(MountError::DeadMount(mountpoint.into()))
+        }
+        Err(_) => return Err(MountError::NoMountpoint(mountpoint.into())),
+        Ok(m) if !m.is_dir() => return Err(MountError::MountpointNotDir(mountpoint.into())),
+        Ok(_) => {}
+    }
+    if let Ok(p) = crate::remote::read_profile(mountpoint) {
+        let pid = p
+            .meta
+            .settings
+            .get("daemon pid")
+            .cloned()
+            .unwrap_or_default();
+        return Err(MountError::AlreadyOurs(mountpoint.into(), pid));
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(MountError::NoDevFuse),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(MountError::DevFuseDenied)
+        }
+        _ => Ok(()),
+    }
+}
+
+pub struct MountSource {
+    opts: MountOptions,
+    live: Arc<Live>,
+    fs: Option<PassFs>,
+    session: Option<BackgroundSession>,
+    /// The FUSE connection's number (the mount's device minor).
+    conn: Option<u32>,
+    notes: Vec<String>,
+}
+
+impl MountSource {
+    /// Opens LOWER (before the mount, which may hide it) and measures the
+    /// timing's own cost.
+    pub fn new(opts: MountOptions) -> Result<MountSource, MountError> {
+        check_paths(&opts.lower, &opts.mountpoint)?;
+        let lower = open_dir(&opts.lower).map_err(|e| MountError::Lower(opts.lower.clone(), e))?;
+        let rec = Recorder::new(opts.resolution, Ticks::choose());
+        let overhead = rec.measure_overhead();
+        let live = Arc::new(Live::new(rec, describe(&opts), overhead));
+        let as_caller = opts.allow_other && crate::creds::can_switch();
+        let cfg = FsConfig {
+            mode: opts.mode,
+            cache_ttl: opts.cache_ttl,
+            as_caller,
+        };
+        let fs = PassFs::new(lower, cfg, live.clone()).map_err(|e| {
+            MountError::Lower(
+                opts.lower.clone(),
+                std::io::Error::from_raw_os_error(e.code()),
+            )
+        })?;
+        Ok(MountSource {
+            opts,
+            live,
+            fs: Some(fs),
+            session: None,
+            conn: None,
+            notes: Vec::new(),
+        })
+    }
+
+    /// The live profile (control file, SIGUSR1, metrics endpoint).
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
+    }
+
+    fn mount(&mut self) -> Result<BackgroundSession, MountError> {
+        let mp = &self.opts.mountpoint;
+        let fs = self.fs.take().expect("mounted once");
+        let mut config = Config::default();
+        config.mount_options = vec![
+            MountOption::FSName("fsprof".into()),
+            MountOption::Subtype("fsprof".into()),
+            // The kernel checks permissions with the caller's credentials
+            // (see crate::creds).
+            MountOption::DefaultPermissions,
+        ];
+        if self.opts.allow_other {
+            config.acl = SessionACL::All;
+        }
+        config.n_threads = Some(self.opts.threads.max(1));
+        config.clone_fd = self.opts.threads > 1;
+        let session = Session::new(fs, mp, &config).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => MountError::NotPermitted(mp.clone()),
+            _ => MountError::Mount(mp.clone(), e),
+        })?;
+        session
+            .spawn()
+            .map_err(|e| MountError::Mount(mp.clone(), e))
+    }
+
+    fn ended_now(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
+    /// Unmounts (lazily when busy, aborting the connection if it still
+    /// will not end) and waits for the workers.
+    fn unmount(&mut self) {
+        let mp = self.opts.mountpoint.clone();
+        if !self.ended_now() {
+            match mountinfo::umount(&mp, false) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    let _ = mountinfo::umount(&mp, true);
+                    self.notes.push(format!(
+                        "{} was busy: detached lazily; files still open on it fail from now on",
+                        mp.display()
+                    ));
+                }
+                Err(e) => self.notes.push(format!("unmounting {}: {e}", mp.display())),
+            }
+        }
+        if !self.wait_workers(Duration::from_secs(2)) {
+            if let Some(c) = self.conn {
+                let _ = std::fs::write(format!("/sys/fs/fuse/connections/{c}/abort"), "1");
+            }
+            self.wait_workers(Duration::from_secs(2));
+        }
+        if let Some(s) = self.session.take() {
+            if s.guard.is_finished() {
+                let _ = s.join();
+            } else {
+                // Still serving a detached mount: the threads end with the
+                // process, which closes /dev/fuse.
+                std::mem::forget(s);
+            }
+        }
+    }
+
+    fn wait_workers(&self, limit: Duration) -> bool {
+        let t = Instant::now();
+        while !self.ended_now() {
+            if t.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+}
+
+fn open_dir(p: &Path) -> std::io::Result<OwnedFd> {
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()))
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The profile's metadata as far as it is known before the mount.
+fn describe(o: &MountOptions) -> Meta {
+    let mut m = fsprof_capture::meta::describe("mount", &[], o.resolution);
+    m.command = std::env::args().collect();
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let s = &mut m.settings;
+    s.insert("lower".into(), abs(&o.lower).display().to_string());
+    s.insert(
+        "mountpoint".into(),
+        abs(&o.mountpoint).display().to_string(),
+    );
+    s.insert("mode".into(), o.mode.name().into());
+    s.insert("threads".into(), o.threads.to_string());
+    s.insert("daemon pid".into(), std::process::id().to_string());
+    if let Some(out) = &o.output {
+        s.insert("output".into(), out.display().to_string());
+    }
+    m
+}
+
+impl Source for MountSource {
+    fn caps(&self) -> Caps {
+        Caps::default()
+    }
+
+    fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+        let s = self.mount()?;
+        self.session = Some(s);
+        self.conn = mountinfo::device_of(&self.opts.mountpoint).map(|(_, minor)| minor);
+        Ok(format!(
+            "{} at {} ({})",
+            self.opts.lower.display(),
+            self.opts.mountpoint.display(),
+            self.opts.mode.name()
+        ))
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<Layer>, SourceError> {
+        Ok(vec![self.live.rec.layer()])
+    }
+
+    fn ended(&mut self) -> bool {
+        self.ended_now()
+    }
+
+    fn finish(&mut self, _how: &Ended) -> Result<Finish, SourceError> {
+        self.unmount();
+        let layer = self.live.rec.layer();
+        let mut overhead = self.live.overhead().clone();
+        overhead.estimated_total_ns = (overhead.per_call_ns * layer.total_calls() as f64) as u64;
+        Ok(Finish {
+            layers: vec![layer],
+            processes: Vec::new(),
+            clock: self.live.rec.ticks().clock(),
+            overhead: Some(overhead),
+            notes: std::mem::take(&mut self.notes),
+            warnings: Vec::new(),
+        })
+    }
+
+    fn amend_meta(&mut self, meta: &mut Meta) {
+        let live = self.live.meta();
+        meta.settings = live.settings;
+        meta.notes = live.notes;
+        meta.command = live.command;
+    }
+}
