@@ -17,6 +17,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use fsprof_bench::cache::{self, CacheMode};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{cpath, MountEntry, Target};
@@ -144,25 +145,38 @@ impl Cooler {
         }
     }
 
-    /// Empties the caches of `files` (and more, depending on the method).
-    /// With remount, no file on the mount may be open.
+    /// Empties the caches of `files` (and more, depending on the method),
+    /// then proves it with fsprof-bench's residency check: a file that
+    /// stays cached (a tmpfs file, a kernel that ignored the advice) would
+    /// make a "cold" measurement warm, so that is an error. With remount,
+    /// no file on the mount may be open.
     pub fn cool(&self, files: &[&Path]) -> Result<(), DiscoverError> {
-        match self.method {
-            ColdMethod::Fadvise => {
-                for f in files {
-                    let file = File::open(f)
-                        .map_err(DiscoverError::io(format!("open {}", f.display())))?;
-                    fsprof_sys::pagecache::evict(&file)
-                        .map_err(DiscoverError::io(format!("fadvise {}", f.display())))?;
-                }
-                Ok(())
-            }
-            ColdMethod::DropCaches => {
-                fsprof_sys::pagecache::drop_caches(fsprof_sys::pagecache::DropCaches::PageCache)
-                    .map_err(DiscoverError::io("drop_caches"))
-            }
-            ColdMethod::Remount => remount(self.mount.as_ref().expect("remount has a mount")),
+        if self.method == ColdMethod::Remount {
+            remount(self.mount.as_ref().expect("remount has a mount"))?;
         }
+        let open: Vec<File> = files
+            .iter()
+            .map(|f| File::open(f).map_err(DiscoverError::io(format!("open {}", f.display()))))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&File> = open.iter().collect();
+        let eviction = match self.method {
+            ColdMethod::Remount => None,
+            m => Some(
+                cache::make_cold(&refs, m == ColdMethod::DropCaches)
+                    .map_err(DiscoverError::io(format!("{} (cold cache)", m.name())))?,
+            ),
+        };
+        let c = cache::check(&refs, CacheMode::Cold, eviction);
+        if !c.passed {
+            return Err(DiscoverError::Cold(format!(
+                "{} of {} pages of the test files stayed cached after {} ({}); a cold measurement is not possible here",
+                c.cached_pages,
+                c.total_pages,
+                self.method.name(),
+                c.verified_by.as_deref().unwrap_or("residency unreadable")
+            )));
+        }
+        Ok(())
     }
 }
 
