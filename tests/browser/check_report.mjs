@@ -4,11 +4,18 @@
 // switch working. Writes a screenshot for CI artifacts.
 //
 // usage: node check_report.mjs --html FILE --expect-charts N --screenshot OUT.png
-import { chromium } from 'playwright-core';
+// playwright-core is taken from $FSPROF_NODE_MODULES when set (the test
+// suite installs it under the cargo target directory, not next to this
+// file), else resolved as usual.
+import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+
+const modules = process.env.FSPROF_NODE_MODULES;
+const require = createRequire(modules ? join(modules, '..', 'package.json') : import.meta.url);
+const { chromium } = require('playwright-core');
 
 function arg(name) {
   const k = process.argv.indexOf(name);

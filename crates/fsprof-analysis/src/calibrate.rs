@@ -119,8 +119,9 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
 fn memory_fs(dir: &Path) -> Option<&'static str> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a NUL-terminated path and a zeroed out-struct.
+    // SAFETY: statfs is plain data; all zeroes is a valid value.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a writable statfs.
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
@@ -179,9 +180,9 @@ fn time(mut f: impl FnMut()) -> f64 {
 
 fn null_syscall(clock: f64) -> Characteristic {
     let v = (0..20_000)
-        // SAFETY: getppid has no arguments and cannot fail.
         .map(|_| {
             time(|| {
+                // SAFETY: getppid has no arguments and cannot fail.
                 unsafe { libc::syscall(libc::SYS_getppid) };
             })
         })
@@ -446,9 +447,7 @@ mod tests {
     #[test]
     fn measures_every_characteristic_in_plausible_order() {
         // On the build's disk, not /tmp (which may be a tmpfs without a device).
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        std::fs::create_dir_all(&base).unwrap();
-        let dir = tempfile::tempdir_in(&base).unwrap();
+        let dir = fsprof_testkit::disk_tempdir();
         let c = calibrate(&CalibrateOptions {
             dir: dir.path().to_path_buf(),
             host: "h".into(),

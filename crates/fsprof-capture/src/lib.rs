@@ -31,6 +31,6 @@ mod source;
 pub mod testing;
 
 pub use progress::{Progress, Silent};
-pub use save::{save, Output, SaveError};
+pub use save::{default_name, is_stdio, save, Output, SaveError, Saved};
 pub use session::{Capture, CaptureError, Outcome, Plan};
 pub use source::{Caps, Ended, Finish, Source, SourceError};

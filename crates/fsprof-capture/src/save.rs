@@ -1,8 +1,20 @@
-//! Where a capture's profile is written: never over a file that is not
-//! ours to replace. `-o FILE` needs `--force` to overwrite; the default
-//! name (`fsprof-<kind>-<program>-<start time>.json`) moves on to the next
-//! free name.
+//! Where a capture's profile is written, so that a run is never lost and
+//! nothing the user had is overwritten.
+//!
+//! - `-o FILE` needs `--force` to replace FILE; [`Output::check`] refuses,
+//!   before anything runs, a FILE that exists, whose directory does not
+//!   exist or cannot be written (tried for real: root may not create files
+//!   in `/proc` or on a read-only mount whatever the mode bits say).
+//! - `-o -` writes the profile to standard output.
+//! - Without `-o`, the profile goes to the current directory under the
+//!   one default name, `fsprof-<kind>-<program>-<UTC start>.json`
+//!   ([`default_name`]), moving on to `-2`, `-3`, ... when taken.
+//! - When the chosen place cannot be written after all (the directory is
+//!   read-only, was removed during the run, the disk is full), the profile
+//!   goes to `$TMPDIR` (else `/tmp`) under the default name, and [`Saved`]
+//!   says where and why. Only when that fails too is it lost.
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use fsprof_core::format::{to_json, write_atomic, FormatError};
@@ -11,7 +23,8 @@ use fsprof_core::Profile;
 /// Where the user asked the profile to go.
 #[derive(Clone, Debug, Default)]
 pub struct Output {
-    /// `-o FILE`; `None` for the default name in the current directory.
+    /// `-o FILE`; `-` for standard output; `None` for the default name in
+    /// the current directory.
     pub path: Option<PathBuf>,
     /// `--force`: replace FILE if it exists.
     pub force: bool,
@@ -23,70 +36,212 @@ pub enum SaveError {
     Format(#[from] FormatError),
     #[error("cannot write {file}: directory {dir} does not exist")]
     NoDirectory { file: PathBuf, dir: PathBuf },
-    #[error("writing the profile (use -o FILE to put it elsewhere)")]
-    Default(#[source] FormatError),
+    #[error("cannot write {file}: cannot create files in {dir}: {source}")]
+    NotWritable {
+        file: PathBuf,
+        dir: PathBuf,
+        source: io::Error,
+    },
     #[error("could not find a free file name like {0}.json; use -o FILE")]
     NoFreeName(String),
+    #[error("cannot write the profile to standard output: {0}")]
+    Stdout(io::Error),
+    #[error("the profile is lost: {first}; and in {fallback_dir}: {second}")]
+    Lost {
+        first: String,
+        fallback_dir: PathBuf,
+        second: String,
+    },
 }
 
 /// Most default names tried (`NAME.json`, `NAME-2.json`, ...).
 const MAX_TRIES: u32 = 1000;
 
 impl Output {
-    /// Refuses, before anything runs (a capture may be long), an `-o` that
-    /// exists without `--force` or whose directory does not exist.
+    /// `-o -`: the profile goes to standard output.
+    pub fn is_stdout(&self) -> bool {
+        self.path.as_deref().is_some_and(is_stdio)
+    }
+
+    /// Refuses, before anything runs (a capture may be long), an `-o FILE`
+    /// that exists without `--force`, or whose directory does not exist or
+    /// does not let us create a file. The default name needs no check: it
+    /// falls back to `$TMPDIR`.
     pub fn check(&self) -> Result<(), SaveError> {
-        let Some(out) = &self.path else {
+        let Some(out) = self.path.as_deref().filter(|p| !is_stdio(p)) else {
             return Ok(());
         };
         if out.exists() && !self.force {
-            return Err(FormatError::Exists { path: out.clone() }.into());
+            return Err(FormatError::Exists {
+                path: out.to_path_buf(),
+            }
+            .into());
         }
-        let dir = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = parent_dir(out);
         if !dir.is_dir() {
             return Err(SaveError::NoDirectory {
-                file: out.clone(),
+                file: out.to_path_buf(),
                 dir: dir.to_path_buf(),
             });
         }
-        Ok(())
+        can_create_in(dir).map_err(|source| SaveError::NotWritable {
+            file: out.to_path_buf(),
+            dir: dir.to_path_buf(),
+            source,
+        })
     }
 }
 
-/// Writes the profile; returns where. `kind` names the capture in the
-/// default name (empty for `fsprof run`'s), `program` the profiled program
+/// Where a profile went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Saved {
+    /// The file written; `None` for standard output.
+    pub path: Option<PathBuf>,
+    /// When the profile could not go where it was meant to: what failed.
+    pub fallback_from: Option<String>,
+}
+
+impl Saved {
+    /// The file's path, or "standard output".
+    pub fn display(&self) -> impl std::fmt::Display + '_ {
+        match &self.path {
+            Some(p) => p.display().to_string(),
+            None => "standard output".to_string(),
+        }
+    }
+}
+
+/// Writes the profile; says where. `kind` names the capture in the
+/// default name (`run`, `kernel`, ...), `program` the profiled program
 /// (`all` without one).
 pub fn save(
     p: &Profile,
     out: &Output,
     kind: &str,
     program: Option<&str>,
-) -> Result<PathBuf, SaveError> {
+) -> Result<Saved, SaveError> {
     let json = to_json(p);
-    if let Some(path) = &out.path {
-        write_atomic(path, json.as_bytes(), out.force)?;
-        return Ok(path.clone());
-    }
-    let base = default_name(p, kind, program);
-    for n in 1..MAX_TRIES {
-        let path = if n == 1 {
-            PathBuf::from(format!("{base}.json"))
-        } else {
-            PathBuf::from(format!("{base}-{n}.json"))
-        };
-        match write_atomic(&path, json.as_bytes(), false) {
-            Ok(()) => return Ok(path),
-            Err(FormatError::Exists { .. }) => continue,
-            Err(e) => return Err(SaveError::Default(e)),
+    let base = default_name(kind, program, &p.meta.start_time);
+    let first = match &out.path {
+        Some(path) if is_stdio(path) => {
+            let mut stdout = io::stdout().lock();
+            stdout
+                .write_all(json.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(SaveError::Stdout)?;
+            return Ok(Saved {
+                path: None,
+                fallback_from: None,
+            });
         }
-    }
-    Err(SaveError::NoFreeName(base))
+        Some(path) => match write_atomic(path, json.as_bytes(), out.force) {
+            Ok(()) => return Ok(saved(path.clone())),
+            // Never replace a file the user did not let us replace.
+            Err(e @ FormatError::Exists { .. }) => return Err(e.into()),
+            Err(e) => e.to_string(),
+        },
+        None => match write_free(Path::new("."), &base, json.as_bytes()) {
+            Ok(path) => return Ok(saved(path)),
+            Err(SaveError::Format(FormatError::Write { path, source })) => {
+                let cwd = std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|_| ".".into());
+                format!("cannot write {} in {cwd}: {source}", path.display())
+            }
+            Err(e) => e.to_string(),
+        },
+    };
+    fall_back(&fallback_dir(), &base, json.as_bytes(), first)
 }
 
-fn default_name(p: &Profile, kind: &str, program: Option<&str>) -> String {
+/// The default name in `dir`, after `first` went wrong.
+fn fall_back(dir: &Path, base: &str, bytes: &[u8], first: String) -> Result<Saved, SaveError> {
+    match write_free(dir, base, bytes) {
+        Ok(path) => Ok(Saved {
+            path: Some(path),
+            fallback_from: Some(first),
+        }),
+        Err(e) => Err(SaveError::Lost {
+            first,
+            fallback_dir: dir.to_path_buf(),
+            second: e.to_string(),
+        }),
+    }
+}
+
+fn saved(path: PathBuf) -> Saved {
+    Saved {
+        path: Some(path),
+        fallback_from: None,
+    }
+}
+
+/// `base.json` in `dir`, or the first free `base-N.json`; never replaces.
+fn write_free(dir: &Path, base: &str, bytes: &[u8]) -> Result<PathBuf, SaveError> {
+    for n in 1..MAX_TRIES {
+        let name = if n == 1 {
+            format!("{base}.json")
+        } else {
+            format!("{base}-{n}.json")
+        };
+        let path = if dir == Path::new(".") {
+            PathBuf::from(name)
+        } else {
+            dir.join(name)
+        };
+        match write_atomic(&path, bytes, false) {
+            Ok(()) => return Ok(path),
+            Err(FormatError::Exists { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(SaveError::NoFreeName(base.into()))
+}
+
+/// `$TMPDIR` when it names a directory by an absolute path, else `/tmp`.
+fn fallback_dir() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// `-` names standard input or output, as for cat, tar and perf.
+pub fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+fn parent_dir(file: &Path) -> &Path {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Creates and removes a file in `dir`: the only reliable answer to "may
+/// I write here" (access(2) says yes to root on read-only file systems and
+/// in /proc).
+fn can_create_in(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(
+        ".fsprof-probe-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
+/// The one default name of what a capture writes:
+/// `fsprof-<kind>-<program>-<UTC start, YYYYMMDDTHHMMSS>` (plus `.json`),
+/// the program's file name with anything but letters, digits, `-` and `_`
+/// replaced by `_`. `.gitignore` and the README state the same rule.
+pub fn default_name(kind: &str, program: Option<&str>, start_time: &str) -> String {
     let prog: String = program
         .and_then(|c| Path::new(c).file_name())
         .map(|f| f.to_string_lossy().into_owned())
@@ -101,19 +256,13 @@ fn default_name(p: &Profile, kind: &str, program: Option<&str>) -> String {
         })
         .collect();
     // 2026-11-21T23:59:07.123Z -> 20261121T235907
-    let stamp: String = p
-        .meta
-        .start_time
+    let stamp: String = start_time
         .chars()
         .take(19)
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
-    let kind = if kind.is_empty() {
-        String::new()
-    } else {
-        format!("{kind}-")
-    };
-    format!("fsprof-{kind}{prog}-{stamp}")
+    let kind = if kind.is_empty() { "run" } else { kind };
+    format!("fsprof-{kind}-{prog}-{stamp}")
 }
 
 #[cfg(test)]
@@ -130,12 +279,16 @@ mod tests {
 
     #[test]
     fn default_names_say_kind_program_and_time() {
-        let p = profile();
+        let t = "2026-11-21T23:59:07.123Z";
         assert_eq!(
-            default_name(&p, "kernel", Some("/usr/bin/cc1 plus")),
+            default_name("kernel", Some("/usr/bin/cc1 plus"), t),
             "fsprof-kernel-cc1_plus-20261121T235907"
         );
-        assert_eq!(default_name(&p, "", None), "fsprof-all-20261121T235907");
+        assert_eq!(
+            default_name("run", Some("sh"), t),
+            "fsprof-run-sh-20261121T235907"
+        );
+        assert_eq!(default_name("", None, t), "fsprof-run-all-20261121T235907");
     }
 
     #[test]
@@ -153,7 +306,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
         let forced = Output { force: true, ..out };
         forced.check().unwrap();
-        assert_eq!(save(&profile(), &forced, "", None).unwrap(), file);
+        assert_eq!(
+            save(&profile(), &forced, "", None).unwrap(),
+            saved(file.clone())
+        );
         assert!(std::fs::read_to_string(&file).unwrap().contains("fsprof"));
         let nodir = Output {
             path: Some(d.path().join("no/such/p.json")),
@@ -161,5 +317,75 @@ mod tests {
         };
         let e = nodir.check().unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    /// A directory that exists but where no file can be created (/proc,
+    /// even for root) is refused before the run, naming the reason.
+    #[test]
+    fn an_unwritable_directory_is_refused_up_front() {
+        let out = Output {
+            path: Some("/proc/p.json".into()),
+            force: false,
+        };
+        let e = out.check().unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot write /proc/p.json: cannot create files in /proc: "),
+            "{e}"
+        );
+        let stdout = Output {
+            path: Some("-".into()),
+            force: false,
+        };
+        assert!(stdout.is_stdout());
+        stdout.check().unwrap();
+    }
+
+    /// A FILE that cannot be written when the capture ends (its directory
+    /// removed during the run) falls back to $TMPDIR under the default name.
+    #[test]
+    fn a_profile_that_cannot_go_where_asked_goes_to_the_temp_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let gone = d.path().join("gone");
+        std::fs::create_dir(&gone).unwrap();
+        let out = Output {
+            path: Some(gone.join("p.json")),
+            force: false,
+        };
+        out.check().unwrap();
+        std::fs::remove_dir(&gone).unwrap();
+        // The fallback directory comes from the environment, which tests
+        // share: use a path under the same temp dir only via the result.
+        let s = save(&profile(), &out, "run", Some("sh")).unwrap();
+        let path = s.path.clone().unwrap();
+        assert!(path.starts_with(fallback_dir()), "{path:?}");
+        assert!(path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("fsprof-run-sh-20261121T235907"));
+        let why = s.fallback_from.unwrap();
+        assert!(
+            why.contains("p.json") && why.contains("No such file"),
+            "{why}"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
+    /// When the fallback cannot be written either, the error names both
+    /// failures (the profile is lost; callers keep the command's status).
+    #[test]
+    fn a_profile_that_cannot_be_written_anywhere_says_both_whys() {
+        let e = fall_back(
+            Path::new("/proc"),
+            "fsprof-run-x",
+            b"{}",
+            "first why".into(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("the profile is lost: first why; and in /proc: cannot write /proc/"),
+            "{e}"
+        );
     }
 }

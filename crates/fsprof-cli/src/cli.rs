@@ -38,6 +38,8 @@ pub enum Command {
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
+    /// Replay a compiled trace under a root directory, timed and verified
+    Replay(crate::commands::replay::ReplayArgs),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)
@@ -50,19 +52,25 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Where to store the calibration
+    /// Where to store the calibration (`-` for standard output)
     /// [default: $XDG_CONFIG_HOME/fsprof/calibration.json or ~/.config/fsprof/calibration.json]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Replace FILE if it exists (the default file is always replaced)
+    /// Replace the calibration file if it exists (also the default one)
     #[arg(short, long)]
     pub force: bool,
     /// Measure the device under this directory (scratch files go there)
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Print the calibration as JSON instead of a table
-    #[arg(long)]
-    pub json: bool,
+    /// How to print the calibration: a table, or the JSON that is stored
+    #[arg(long, value_enum, default_value_t = CalibrateFormatArg::Text)]
+    pub format: CalibrateFormatArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CalibrateFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -101,12 +109,7 @@ pub struct RunArgs {
     #[arg(long, requires = "serve_metrics")]
     pub metrics_allow_remote: bool,
     /// The command to profile and its arguments
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
@@ -255,9 +258,13 @@ pub struct PlotArgs {
     /// Logarithmic value axis (count and delay plots)
     #[arg(long)]
     pub log_y: bool,
-    /// Output file; its extension picks the format (.svg or .png)
+    /// Output file (`-` for standard output); its extension picks the
+    /// format unless --format does
     #[arg(short, long, value_name = "FILE", required = true)]
     pub output: PathBuf,
+    /// Image format [default: FILE's extension, .svg or .png]
+    #[arg(long, value_enum)]
+    pub format: Option<ImageFormatArg>,
     /// Replace FILE if it exists
     #[arg(short, long)]
     pub force: bool,
@@ -269,6 +276,12 @@ pub struct PlotArgs {
     pub no_peaks: bool,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ImageFormatArg {
+    Svg,
+    Png,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -342,7 +355,7 @@ pub struct KernelArgs {
     #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
     pub resolution: u32,
     /// Profile this process and the children it forks from now on
-    #[arg(long, value_name = "PID", group = "target")]
+    #[arg(short, long, value_name = "PID", group = "target")]
     pub pid: Option<i32>,
     /// Profile tasks in this cgroup v2 directory
     #[arg(long, value_name = "PATH", group = "target")]
@@ -377,12 +390,7 @@ pub struct KernelArgs {
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
     /// The command to profile and its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD",
-        group = "target"
-    )]
+    #[arg(trailing_var_arg = true, value_name = "CMD", group = "target")]
     pub command: Vec<OsString>,
 }
 

@@ -4,41 +4,10 @@
 use std::path::Path;
 use std::process::Command as Std;
 
-use assert_cmd::Command;
-use fsprof_core::format::write_profile;
-use fsprof_core::profile::Meta;
-use fsprof_core::{OpStats, Profile};
+use assert_cmd::prelude::*;
+use fsprof_sys::pagecache;
+use fsprof_testkit::{compile_source, disk_tempdir, fsprof, op, write_user_profile as write};
 use predicates::prelude::*;
-
-fn fsprof() -> Command {
-    let mut c = Command::cargo_bin("fsprof").unwrap();
-    // Keep a calibration file in the real config dir out of these tests.
-    c.env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test");
-    c
-}
-
-fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-    let mut o = OpStats::new(name);
-    for &(i, c) in buckets {
-        o.histogram.add_to(Some(i), c);
-        o.pre += c;
-        o.post += c;
-        o.total_ns += c * (3u64 << i) / 2;
-    }
-    o
-}
-
-fn write(dir: &Path, name: &str, ops: Vec<OpStats>) -> std::path::PathBuf {
-    let mut p = Profile::new(Meta {
-        tool: "test".into(),
-        ..Default::default()
-    });
-    p.layer_mut("user").ops = ops;
-    p.layer_mut("user").normalize();
-    let path = dir.join(name);
-    write_profile(&path, &p, false).unwrap();
-    path
-}
 
 #[test]
 fn compare_exit_status_says_whether_anything_changed() {
@@ -288,7 +257,7 @@ fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
 fn calibration_labels_peaks_of_a_real_profile() {
     let d = disk_tempdir();
     let cfg = d.path().join("cfg");
-    let mut c = Command::cargo_bin("fsprof").unwrap();
+    let mut c = fsprof();
     c.env("XDG_CONFIG_HOME", &cfg)
         .args(["calibrate", "--dir"])
         .arg(d.path())
@@ -298,7 +267,16 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .stderr(predicate::str::contains("calibration written to"));
     let file = cfg.join("fsprof/calibration.json");
     assert!(file.exists());
-    // An explicit file is never clobbered without --force.
+    // Neither the default file nor an explicit one is replaced without
+    // --force (refused before measuring).
+    let before = std::fs::read(&file).unwrap();
+    fsprof()
+        .env("XDG_CONFIG_HOME", &cfg)
+        .args(["calibrate", "--dir"])
+        .arg(d.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already exists; pass --force"));
     fsprof()
         .args(["calibrate", "-o"])
         .arg(&file)
@@ -307,6 +285,24 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--force"));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    // `-o -`: the stored JSON on stdout, nothing written.
+    let out = fsprof()
+        .args(["calibrate", "--format", "json", "-o", "-", "--dir"])
+        .arg(d.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(
+        v["characteristics"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
 
     for name in ["hot", "cold"] {
         let ok = Std::new("dd")
@@ -326,7 +322,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .args(["--", "sh", "-c", script])
         .assert()
         .success();
-    let mut c = Command::cargo_bin("fsprof").unwrap();
+    let mut c = fsprof();
     let out = c
         .env("XDG_CONFIG_HOME", &cfg)
         .args(["report", "--peaks", "--op", "read", "--format", "json"])
@@ -345,7 +341,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .collect();
     assert!(labels.contains(&"≈ device read"), "{labels:?} {v}");
     // --no-labels turns it off.
-    let mut c = Command::cargo_bin("fsprof").unwrap();
+    let mut c = fsprof();
     c.env("XDG_CONFIG_HOME", &cfg)
         .args(["report", "--peaks", "--op", "read", "--no-labels"])
         .arg(&profile)
@@ -357,6 +353,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
 /// The shim records request size and seek distance per data call; `report
 /// --correlate` explains the slow read peak by its long seeks.
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
 fn value_correlation_explains_slow_reads_by_their_seeks() {
     let d = disk_tempdir();
     let src = d.path().join("seeky.c");
@@ -496,25 +493,24 @@ int main(int argc, char **argv) {
         .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
 }
 
-/// A scratch directory on the disk the build is on (cargo's per-target temp
-/// directory): the cache-miss and O_DIRECT workloads need a real block
-/// device, which /tmp is not when it is a tmpfs.
-fn disk_tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
 /// Two runs of a program reading 4 KiB pages of a file at random offsets
-/// (readahead off), the file's pages dropped from the cache before the
-/// second (`dd iflag=nocache count=0`: a per-file posix_fadvise(DONTNEED),
-/// so tests running beside this one keep their caches): the cold run's
-/// reads get a slow peak that holds most of the time, the warm run's do
-/// not, and `compare` flags `read`.
+/// (readahead off): the first with every page of the file in the page
+/// cache, the second with none. The kernel says which (`cachestat` or
+/// `mincore`, not fsprof), before and after each run. The cold run's preads
+/// form a slow peak with most of the calls, the warm run's do not, and
+/// `compare` flags `pread`.
+///
+/// Robust on a shared machine by construction: during the warm run the
+/// test holds the file mapped with every page touched, so a machine-wide
+/// `drop_caches` by a test beside this one cannot make the warm run cold
+/// (the kernel keeps mapped pages); and every check counts calls, never
+/// sums latency, so a few calls preempted for milliseconds on a loaded
+/// CPU cannot outweigh hundreds.
 #[test]
 fn warm_and_cold_runs_differ_by_a_slow_read_peak() {
     let d = disk_tempdir();
-    let src = d.path().join("random.c");
-    std::fs::write(
-        &src,
+    let exe = compile_source(
+        "random",
         r#"
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -529,35 +525,20 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
+        d.path(),
+        &[],
+    );
+    let data = d.path().join("data");
+    std::fs::write(
+        &data,
+        (0..16u32 << 20)
+            .map(|i| (i * 7 + i / 4096) as u8)
+            .collect::<Vec<u8>>(),
     )
     .unwrap();
-    let exe = d.path().join("random");
-    assert!(Std::new("cc")
-        .arg("-O2")
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap()
-        .success());
-    let dd = |args: &[&str]| {
-        let ok = Std::new("dd")
-            .args(args)
-            .arg("status=none")
-            .current_dir(d.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "dd {args:?}");
-    };
-    dd(&[
-        "if=/dev/urandom",
-        "of=data",
-        "bs=1M",
-        "count=16",
-        "conv=fsync",
-    ]);
-    dd(&["if=data", "of=/dev/null", "bs=1M"]);
+    let file = std::fs::File::open(&data).unwrap();
+    file.sync_all().unwrap();
+    let cached = || pagecache::residency(&file).unwrap().fraction();
     let run = |name: &str| {
         let out = d.path().join(name);
         fsprof()
@@ -571,39 +552,36 @@ int main(int argc, char **argv) {
             .success();
         out
     };
+
+    let pinned = Pinned::new(&file);
+    assert_eq!(cached(), 1.0, "the warm run's file is not all cached");
     let warm = run("warm.json");
-    dd(&["if=data", "iflag=nocache", "count=0"]);
+    assert_eq!(
+        cached(),
+        1.0,
+        "the warm run's file left the cache during the run"
+    );
+    drop(pinned);
+    pagecache::evict(&file).unwrap();
+    assert_eq!(cached(), 0.0, "the cold run's file is still cached");
     let cold = run("cold.json");
 
-    let slow_share = |p: &Path| -> f64 {
-        let out = fsprof()
-            .args(["report", "--peaks", "--op", "pread", "--format", "json"])
-            .arg(p)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        v["peaks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["mode_ns"].as_f64().unwrap() > 16_000.0)
-            .map(|p| p["peak"]["latency_share"].as_f64().unwrap())
-            .sum()
-    };
-    // A cached 4 KiB page takes about a µs; one from the disk, tens of µs
-    // or more.
-    let (w, c) = (slow_share(&warm), slow_share(&cold));
+    let (w, c) = (pread_calls(&warm), pread_calls(&cold));
+    println!("warm: {w:?}\ncold: {c:?}");
+    assert_eq!((w.total, c.total), (512, 512));
+    // Every cold pread went to the device and every warm one was a memory
+    // copy: the middle cold call is several powers of two slower than the
+    // middle warm one (a device read costs tens of µs, a copy about one).
     assert!(
-        w < 0.5,
-        "warm run: {w} of pread latency in peaks over 16 µs"
+        c.p50_ns >= 8.0 * w.p50_ns,
+        "cold median {} ns vs warm median {} ns",
+        c.p50_ns,
+        w.p50_ns
     );
-    assert!(
-        c > 0.5,
-        "cold run: only {c} of pread latency in peaks over 16 µs"
-    );
+    // The cold run's slow peak holds most calls; the warm run has none.
+    let slow = 4.0 * w.p50_ns;
+    assert!(c.in_peaks_above(slow) >= 400, "cold: {c:?}");
+    assert!(w.in_peaks_above(slow) <= 50, "warm: {w:?}");
     fsprof()
         .arg("compare")
         .arg(&warm)
@@ -611,4 +589,89 @@ int main(int argc, char **argv) {
         .assert()
         .code(1)
         .stdout(predicate::str::contains("user/pread: "));
+}
+
+/// A file mapped and every page touched, so the kernel keeps its pages in
+/// the page cache until dropped (drop_caches skips mapped pages).
+struct Pinned {
+    addr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Pinned {
+    fn new(f: &std::fs::File) -> Pinned {
+        use std::os::fd::AsRawFd;
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a fresh read-only shared mapping of an open file; nothing
+        // else refers to the address range.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED, "mmap");
+        let mut sum = 0u8;
+        for off in (0..len).step_by(4096) {
+            // SAFETY: within the mapping, which is readable.
+            sum = sum.wrapping_add(unsafe { *(addr as *const u8).add(off) });
+        }
+        std::hint::black_box(sum);
+        Pinned { addr, len }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.addr, self.len) };
+    }
+}
+
+/// A run's `pread` calls as the report's JSON gives them.
+#[derive(Debug)]
+struct Preads {
+    total: u64,
+    p50_ns: f64,
+    /// (mode in ns, calls) of each peak.
+    peaks: Vec<(f64, u64)>,
+}
+
+impl Preads {
+    fn in_peaks_above(&self, ns: f64) -> u64 {
+        self.peaks.iter().filter(|p| p.0 > ns).map(|p| p.1).sum()
+    }
+}
+
+fn pread_calls(profile: &Path) -> Preads {
+    let out = fsprof()
+        .args(["report", "--peaks", "--op", "pread", "--format", "json"])
+        .arg(profile)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let op = &v["layers"][0]["ops"][0];
+    assert_eq!(op["op"], "pread", "{v}");
+    Preads {
+        total: op["count"].as_u64().unwrap(),
+        p50_ns: op["p50_ns"].as_f64().unwrap(),
+        peaks: v["peaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["mode_ns"].as_f64().unwrap(),
+                    p["peak"]["count"].as_u64().unwrap(),
+                )
+            })
+            .collect(),
+    }
 }

@@ -2,58 +2,38 @@
 //! by playwright-core (tests/browser/check_report.mjs). The page must load
 //! without console errors or network requests, show the expected number of
 //! charts, each drawn, and switch to log axes. Screenshots land in
-//! target/browser-artifacts/ for CI to keep.
-
-mod report_helpers;
+//! <target dir>/browser-artifacts/ for CI to keep.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fsprof_core::format::read_profile;
-use report_helpers::*;
+use fsprof_testkit::*;
 
-fn browser_ready() -> bool {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    if !Path::new(&chromium).exists() {
-        return !missing(
-            "Chromium (/usr/bin/chromium)",
-            "apt-get install chromium (.ci/run does)",
-        );
-    }
-    let dir = workspace().join("tests/browser");
-    // Both tests may get here at once; one installs, the other waits.
-    let lock = std::fs::File::create(workspace().join("target/.browser-npm.lock")).unwrap();
-    lock.lock().unwrap();
-    if !dir.join("node_modules/playwright-core").exists() {
-        // `npm ci` installs exactly the locked version; no browser download
-        // (playwright-core has none).
-        let o = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
-            .output();
-        match o {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                return !missing(
-                    "playwright-core",
-                    &format!("npm ci failed: {}", String::from_utf8_lossy(&o.stderr)),
-                )
-            }
-            Err(e) => return !missing("npm", &format!("{e}: apt-get install npm")),
-        }
-    }
-    true
+/// Chromium, Node and the locked playwright-core, all installed by
+/// `./scripts/test-all` before any test runs (nothing is installed here).
+fn browser() -> (PathBuf, PathBuf) {
+    let chromium = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    need_file(&chromium, "chromium");
+    need_program("node", "nodejs");
+    (chromium, need_playwright())
 }
 
+/// Screenshots for CI to keep, in the target directory in use.
 fn artifacts() -> PathBuf {
-    let d = workspace().join("target/browser-artifacts");
+    let d = target_dir().join("browser-artifacts");
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) {
+    let (chromium, node_modules) = browser();
     let shot = artifacts().join(shot_name);
     let o = Command::new("node")
+        .env("CHROMIUM", chromium)
+        .env("FSPROF_NODE_MODULES", node_modules)
         .arg(workspace().join("tests/browser/check_report.mjs"))
         .arg("--html")
         .arg(html)
@@ -98,10 +78,9 @@ fn expected_charts(p: &fsprof_core::Profile) -> usize {
 }
 
 #[test]
+#[ignore = "needs chromium, node, playwright-core"]
 fn html_report_renders_in_chromium() {
-    if !browser_ready() {
-        return;
-    }
+    browser();
     let dir = tempfile::tempdir().unwrap();
     let p = record(dir.path(), "p.json", &["--interval", "50ms"]);
     let profile = read_profile(&p).unwrap();
@@ -121,10 +100,9 @@ fn html_report_renders_in_chromium() {
 }
 
 #[test]
+#[ignore = "needs chromium, node, playwright-core"]
 fn compare_report_renders_in_chromium() {
-    if !browser_ready() {
-        return;
-    }
+    browser();
     let dir = tempfile::tempdir().unwrap();
     let a = record(dir.path(), "a.json", &[]);
     // B does more: a sync and writes a file, which A never does.

@@ -16,15 +16,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command as Std;
 
-use assert_cmd::Command;
+use assert_cmd::prelude::*;
+use fsprof_testkit::{disk_tempdir, fsprof};
 
 const WORKLOAD: &str = include_str!("../../../bench/classify/workload.c");
-
-fn fsprof() -> Command {
-    let mut c = Command::cargo_bin("fsprof").unwrap();
-    c.env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test");
-    c
-}
 
 fn profile(dir: &Path, out: &str, flags: &[&str]) {
     fsprof()
@@ -130,11 +125,4 @@ fn measure_pair(dir: &std::path::Path, name: &str, change: &[&str]) -> (BTreeSet
         .output()
         .unwrap();
     (got, String::from_utf8_lossy(&text.stdout).into_owned())
-}
-
-/// A scratch directory on the disk the build is on (cargo's per-target temp
-/// directory): the cache-miss and O_DIRECT workloads need a real block
-/// device, which /tmp is not when it is a tmpfs.
-fn disk_tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }

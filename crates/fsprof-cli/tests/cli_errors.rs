@@ -1,11 +1,9 @@
 //! Bad input gets one clear line on stderr and a non-zero exit, never a
 //! panic, and nothing the user had is overwritten.
 
-mod common;
-
 use std::fs;
 
-use common::*;
+use fsprof_testkit::*;
 
 fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -28,6 +26,49 @@ fn unknown_option_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("--frobnicate"));
+}
+
+/// As strace and perf do: an unknown flag before the command is a usage
+/// error for `run` and `kernel` alike (not a command named `--typo`),
+/// the command starts at the first word that is not an option (or after
+/// `--`), and `kernel -p PID` is `--pid PID`. All decided before anything
+/// runs, so no root is needed to check it.
+#[test]
+fn unknown_flags_before_the_command_are_refused_by_run_and_kernel() {
+    for sub in ["run", "kernel"] {
+        let out = fsprof()
+            .args([sub, "--typo-flag", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{sub}");
+        let err = stderr_of(&out);
+        assert!(
+            err.starts_with("error: unexpected argument '--typo-flag' found"),
+            "{sub}: {err}"
+        );
+    }
+    // The command's own flags are its own, with or without `--`.
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["run", "-q", "-o", "a.json", "sh", "-c", "exit 3", "--force"][..],
+        &[
+            "run", "-q", "-o", "b.json", "--", "sh", "-c", "exit 3", "--force",
+        ][..],
+    ] {
+        let out = fsprof()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr_of(&out));
+    }
+    let out = fsprof().args(["kernel", "-p", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains("invalid value 'x' for '--pid <PID>'"),
+        "{}",
+        stderr_of(&out)
+    );
 }
 
 #[test]
@@ -109,7 +150,7 @@ fn default_output_name_never_clobbers() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
-        assert!(stderr_of(&out).contains("profile written to fsprof-true-"));
+        assert!(stderr_of(&out).contains("profile written to fsprof-run-true-"));
     }
     let n = fs::read_dir(dir.path()).unwrap().count();
     assert_eq!(n, 2, "two runs, two files");

@@ -3,15 +3,13 @@
 //! extents, page cache without root), the JSON findings, the figures and
 //! the latency profile, and cleanup when interrupted.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::fsprof;
-use fsprof_discover::testing::{have, root_or_skip, LoopImage};
+use fsprof_discover::testing::LoopImage;
+use fsprof_testkit::{fsprof, fsprof_path, need_program, need_root};
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -49,10 +47,10 @@ fn an_unwritable_dir_is_refused() {
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    let mut cmd = if root && have("setpriv") {
-        let mut c = Command::new("setpriv");
+    let mut cmd = if root {
+        let mut c = Command::new(need_program("setpriv", "util-linux"));
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_fsprof"));
+            .arg(fsprof_path());
         c
     } else {
         fsprof()
@@ -113,25 +111,21 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
 /// Without root there is no cgroup, and free memory (GiBs) would need a
 /// test file larger than fsprof writes: a refusal that says to use root.
 #[test]
+#[ignore = "needs root, setpriv"]
 fn page_cache_without_root_asks_for_root_when_memory_is_large() {
-    if !root_or_skip("page_cache_without_root_asks_for_root_when_memory_is_large")
-        || !have("setpriv")
-    {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("setpriv", "util-linux");
     let avail = fsprof_sys::host::memory().available;
-    if avail * 5 / 4 <= 4 << 30 {
-        eprintln!(
-            "SKIPPED LOUDLY: only {avail} bytes available; the refusal needs more than 3.2 GiB"
-        );
-        return;
-    }
+    assert!(
+        avail * 5 / 4 > 4 << 30,
+        "only {avail} bytes available: the refusal this test checks needs more than 3.2 GiB"
+    );
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = d.path().join("r.json");
-    let o = Command::new("setpriv")
+    let o = Command::new(need_program("setpriv", "util-linux"))
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_path())
         .args(["discover", "--what", "page-cache", "-q", "-o"])
         .arg(&out)
         .arg(d.path())
@@ -152,10 +146,10 @@ fn page_cache_without_root_asks_for_root_when_memory_is_large() {
 /// the HTML page and a latency profile `fsprof report` reads; on ext4 the
 /// same run says direct blocks are not applicable.
 #[test]
+#[ignore = "needs root, mkfs.ext2"]
 fn findings_figures_and_profile_from_an_ext2_image() {
-    if !root_or_skip("findings_figures_and_profile_from_an_ext2_image") || !have("mkfs.ext2") {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext2", "e2fsprogs");
     let img = LoopImage::new("ext2", &["-q", "-F", "-b", "2048"], 64, "").unwrap();
     let d = tempfile::tempdir().unwrap();
     let (out, prof, plots) = (
@@ -251,10 +245,10 @@ fn findings_figures_and_profile_from_an_ext2_image() {
 }
 
 #[test]
+#[ignore = "needs root, mkfs.ext4"]
 fn direct_blocks_on_ext4_say_extents() {
-    if !root_or_skip("direct_blocks_on_ext4_say_extents") || !have("mkfs.ext4") {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext4", "e2fsprogs");
     let img = LoopImage::new("ext4", &["-q", "-F"], 64, "").unwrap();
     let o = fsprof()
         .args(["discover", "--what", "direct-blocks", "-q"])
@@ -270,10 +264,10 @@ fn direct_blocks_on_ext4_say_extents() {
 /// SIGTERM mid-run: exit 128+15, and neither the test files nor the
 /// memory cgroup outlive fsprof.
 #[test]
+#[ignore = "needs root, mkfs.ext4"]
 fn an_interrupted_discovery_cleans_up() {
-    if !root_or_skip("an_interrupted_discovery_cleans_up") || !have("mkfs.ext4") {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext4", "e2fsprogs");
     let img = LoopImage::new("ext4", &["-q", "-F"], 160, "").unwrap();
     let child = fsprof()
         .args([

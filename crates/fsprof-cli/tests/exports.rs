@@ -2,19 +2,19 @@
 //! parsers: the Prometheus Python client's text parser and the OTLP
 //! protobuf messages (opentelemetry-proto) via protobuf's JSON mapping.
 
-mod report_helpers;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use report_helpers::*;
+use fsprof_testkit::*;
 
 #[test]
+#[ignore = "needs the Python export parsers, promtool"]
 fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
-    let Some(py) = python() else { return };
+    let py = need_python_parsers();
+    need_program("promtool", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     for (name, extra) in [("r1.json", vec![]), ("r4.json", vec!["--resolution", "4"])] {
         let p = record(dir.path(), name, &extra);
@@ -108,17 +108,11 @@ fn delimited_frames(mut b: &[u8]) -> usize {
 /// parse; the one lint it may raise is the deliberate unit choice
 /// (nanoseconds keep the bucket bounds exact powers of two).
 fn promtool_accepts(path: &std::path::Path) {
-    let o = match std::process::Command::new("promtool")
+    let o = std::process::Command::new(need_program("promtool", "prometheus"))
         .args(["check", "metrics"])
         .stdin(std::fs::File::open(path).unwrap())
         .output()
-    {
-        Ok(o) => o,
-        Err(_) => {
-            missing("promtool", "apt-get install prometheus (.ci/run does)");
-            return;
-        }
-    };
+        .unwrap();
     let text = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
     let lints: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     match o.status.code() {
@@ -147,8 +141,9 @@ fn scrape(addr: &str) -> Option<String> {
 }
 
 #[test]
+#[ignore = "needs the Python export parsers"]
 fn serve_metrics_exposes_live_counts_while_the_command_runs() {
-    let Some(py) = python() else { return };
+    let py = need_python_parsers();
     let dir = tempfile::tempdir().unwrap();
     let done = dir.path().join("done");
     let profile = dir.path().join("live.json");

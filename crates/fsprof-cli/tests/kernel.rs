@@ -2,41 +2,32 @@
 //! loop-mounted ext4, a real FUSE mount (bindfs) and strace.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fsprof");
+use fsprof_testkit::{fsprof_path, need_program, need_root};
 
-/// Kernel tests need root; under CI (root) a missing privilege is a failure.
-fn root_or_skip(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: needs root for eBPF, and CI=true forbids skipping"
-    );
-    eprintln!("SKIPPED {what}: needs root for eBPF (CI=true makes this a failure)");
-    false
+fn fsprof() -> Command {
+    Command::new(fsprof_path())
 }
 
+/// The package each tool the kernel tests drive comes from.
 fn need_tool(tool: &str) {
-    let ok = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "{tool} is not installed; .ci/run installs it");
+    let package = match tool {
+        "mkfs.ext4" => "e2fsprogs",
+        "losetup" => "mount",
+        "setpriv" => "util-linux",
+        t => t,
+    };
+    need_program(tool, package);
 }
 
 fn kernel(args: &[&str], out: &Path) -> (Profile, std::process::Output) {
-    let o = Command::new(BIN)
+    let o = fsprof()
         .arg("kernel")
         .args(["-q", "-f", "-o"])
         .arg(out)
@@ -96,10 +87,9 @@ fn strace_counts(cmd: &[&str], dir: &Path) -> BTreeMap<String, (u64, u64)> {
 }
 
 #[test]
+#[ignore = "needs root, strace"]
 fn syscall_counts_equal_strace_for_real_programs() {
-    if !root_or_skip("syscall_counts_equal_strace_for_real_programs") {
-        return;
-    }
+    need_root("eBPF");
     need_tool("strace");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -164,14 +154,13 @@ fn syscall_counts_equal_strace_for_real_programs() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn errors_name_the_problem() {
-    if !root_or_skip("errors_name_the_problem") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.json");
     let run = |args: &[&str]| {
-        let o = Command::new(BIN)
+        let o = fsprof()
             .arg("kernel")
             .arg("-o")
             .arg(&out)
@@ -215,15 +204,14 @@ fn errors_name_the_problem() {
 }
 
 #[test]
+#[ignore = "needs root, setpriv"]
 fn unprivileged_user_gets_a_clear_error() {
-    if !root_or_skip("unprivileged_user_gets_a_clear_error") {
-        return;
-    }
+    need_root("eBPF");
     need_tool("setpriv");
     // A copy nobody can execute, outside any private directory.
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("fsprof");
-    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::copy(fsprof_path(), &bin).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = Command::new("setpriv")
@@ -254,7 +242,7 @@ fn start_attached(
     args: &[&str],
     out: &Path,
 ) -> (std::process::Child, BufReader<std::process::ChildStderr>) {
-    let mut child = Command::new(BIN)
+    let mut child = fsprof()
         .arg("kernel")
         .args(["-q", "-f", "-o"])
         .arg(out)
@@ -278,10 +266,9 @@ fn start_attached(
 }
 
 #[test]
+#[ignore = "needs root"]
 fn ctrl_c_mid_run_writes_the_profile() {
-    if !root_or_skip("ctrl_c_mid_run_writes_the_profile") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     // With a command: the interrupt is passed on, the profile written.
     let out = dir.path().join("cmd.json");
@@ -346,10 +333,9 @@ fn ctrl_c_mid_run_writes_the_profile() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn pid_mode_follows_a_running_process() {
-    if !root_or_skip("pid_mode_follows_a_running_process") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("pid.json");
     let f = dir.path().join("go");
@@ -376,32 +362,79 @@ fn pid_mode_follows_a_running_process() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn duration_ends_a_run_without_a_command() {
-    if !root_or_skip("duration_ends_a_run_without_a_command") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
-    let (p, o) = kernel(
+    // A task of the target that, once tracing runs, reads one line from a
+    // FIFO and then blocks in read(2) again: that read is still in
+    // progress when --duration stops tracing.
+    let cat = dir.path().join("fsprof-blk-tst");
+    std::fs::copy("/bin/cat", &cat).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut blocked = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<>\"$1\"; exec \"$0\" \"$1\"")
+        .arg(&cat)
+        .arg(&fifo)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = dir.path().join("d.json");
+    let (mut child, _err) = start_attached(
         &[
             "--comm",
-            "fsprof-none",
+            "fsprof-blk-tst",
             "--duration",
-            "300ms",
+            "500ms",
             "--layers",
-            "syscall",
+            "syscall,block",
         ],
-        &dir.path().join("d.json"),
+        &file,
     );
-    assert_eq!(o.status.code(), Some(0));
-    assert!(p.meta.duration_ns >= 300_000_000, "{}", p.meta.duration_ns);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"line\n")
+        .unwrap();
+    let status = child.wait().unwrap();
+    blocked.kill().unwrap();
+    blocked.wait().unwrap();
+    let p = read_profile(&file).unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(p.meta.duration_ns >= 500_000_000, "{}", p.meta.duration_ns);
     assert!(p.meta.exit.is_none());
+    // The profile says what it covers, not fsprof's own command line.
+    assert_eq!(p.meta.target.as_deref(), Some("tasks named fsprof-blk-tst"));
+    assert!(p.meta.command.is_empty(), "{:?}", p.meta.command);
+    let read = p.layer("syscall").and_then(|l| l.op("read")).unwrap();
+    assert_eq!(read.unfinished(), 1, "{read:?}");
+    let report = fsprof().arg("report").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.starts_with("fsprof kernel: tasks named fsprof-blk-tst\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  block layer: system-wide, every task's requests, not only the target's"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: read: 1 call(s) entered but not returned (they were in progress when tracing stopped)"),
+        "{text}"
+    );
 }
 
 #[test]
+#[ignore = "needs root"]
 fn intervals_add_up_to_the_totals() {
-    if !root_or_skip("intervals_add_up_to_the_totals") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     let (p, o) = kernel(
         &[
@@ -493,10 +526,9 @@ impl Drop for LoopExt4 {
 }
 
 #[test]
+#[ignore = "needs root, mkfs.ext4, losetup"]
 fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
-    if !root_or_skip("block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount") {
-        return;
-    }
+    need_root("eBPF");
     let fs = LoopExt4::new();
     let dir = tempfile::tempdir().unwrap();
     let target = fs.mnt().join("f");
@@ -543,7 +575,7 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
     assert_eq!(sizes.post, lat.post);
 
     // The layers side by side: direct writes against the loop device's.
-    let rep = Command::new(BIN)
+    let rep = fsprof()
         .args(["report", "--attribution"])
         .arg(dir.path().join("b.json"))
         .output()
@@ -583,10 +615,9 @@ impl Drop for Bindfs {
 }
 
 #[test]
+#[ignore = "needs root, bindfs"]
 fn fuse_layer_sees_the_requests_of_a_bindfs_mount() {
-    if !root_or_skip("fuse_layer_sees_the_requests_of_a_bindfs_mount") {
-        return;
-    }
+    need_root("eBPF");
     need_tool("bindfs");
     let dir = tempfile::tempdir().unwrap();
     let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
@@ -629,11 +660,10 @@ fn fuse_layer_sees_the_requests_of_a_bindfs_mount() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn probe_report_names_every_layer_and_the_fentry_verdict() {
-    if !root_or_skip("probe_report_names_every_layer_and_the_fentry_verdict") {
-        return;
-    }
-    let o = Command::new(BIN)
+    need_root("eBPF");
+    let o = fsprof()
         .args(["kernel", "--probe-report"])
         .output()
         .unwrap();
@@ -682,10 +712,9 @@ impl Drop for Cgroup {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn comm_and_cgroup_filters_select_tasks_in_the_kernel() {
-    if !root_or_skip("comm_and_cgroup_filters_select_tasks_in_the_kernel") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     // --comm: a copy of cat under a name nothing else on the machine has.
     let cat = dir.path().join("fsprof-cat-tst");
@@ -761,10 +790,9 @@ fn assert_programs_gone(pid: u32, how: &str) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn programs_are_detached_after_exit_interrupt_and_kill() {
-    if !root_or_skip("programs_are_detached_after_exit_interrupt_and_kill") {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     for (how, sig) in [
         ("exit", 0),
@@ -802,18 +830,16 @@ fn programs_are_detached_after_exit_interrupt_and_kill() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
-    let what = "fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise";
-    if !root_or_skip(what) {
-        return;
-    }
+    need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.json");
     let (p, o) = kernel(&["--layers", "fs", "--", "cat", "/etc/passwd"], &out);
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("fentry")).collect();
-    let report = Command::new(BIN)
+    let report = fsprof()
         .args(["kernel", "--probe-report"])
         .output()
         .unwrap();
@@ -830,7 +856,7 @@ fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
             assert!(fs.get("vfs_read").is_some_and(|c| c.0 > 0), "{fs:?}");
         }
         Err(why) => {
-            eprintln!("NOTE {what}: fentry refused here, checking the fallback: {why}");
+            eprintln!("NOTE: fentry refused here, checking the fallback: {why}");
             assert_eq!(lines.len(), 1, "{err}");
             assert!(
                 lines[0].contains("refuses to")
@@ -842,7 +868,7 @@ fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
             assert!(uses.contains("tracepoint pairs only"), "{uses}");
         }
     }
-    let o = Command::new(BIN)
+    let o = fsprof()
         .args(["kernel", "-q", "-f", "-o"])
         .arg(&out)
         .args([

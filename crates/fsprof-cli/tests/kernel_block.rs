@@ -71,6 +71,7 @@ fn fsprof_counts(p: &Profile, dev: &str, layer: &str) -> DiskStat {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn block_counts_equal_sys_block_stat_for_reads_writes_flushes_and_discards() {
     if !root_or_skip("block_counts_equal_sys_block_stat") {
         return;
@@ -99,6 +100,7 @@ fn block_counts_equal_sys_block_stat_for_reads_writes_flushes_and_discards() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fallback_pairing_counts_flushes_and_says_what_it_misses() {
     if !root_or_skip("fallback_pairing_counts_flushes") {
         return;

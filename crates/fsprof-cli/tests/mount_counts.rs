@@ -10,6 +10,7 @@ use std::io::{Read, Write};
 use mount_kit::*;
 
 #[test]
+#[ignore = "needs root"]
 fn a_scripted_workload_gives_exact_per_op_counts() {
     if !root_or_skip("a_scripted_workload_gives_exact_per_op_counts") {
         return;
@@ -83,6 +84,7 @@ fn m_out(d: &tempfile::TempDir) -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn data_read_through_the_mount_matches_lower() {
     if !root_or_skip("data_read_through_the_mount_matches_lower") {
         return;
@@ -115,6 +117,7 @@ fn data_read_through_the_mount_matches_lower() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lower_may_be_the_mount_point() {
     if !root_or_skip("lower_may_be_the_mount_point") {
         return;

@@ -61,6 +61,7 @@ fn stat_and_umount_refuse_what_is_not_ours() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_unprivileged_user_is_told_what_is_missing() {
     if !root_or_skip("an_unprivileged_user_is_told_what_is_missing") {
         return;
@@ -86,6 +87,7 @@ fn an_unprivileged_user_is_told_what_is_missing() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn mounting_over_our_own_mount_and_busy_unmounts_are_refused() {
     if !root_or_skip("mounting_over_our_own_mount_and_busy_unmounts_are_refused") {
         return;

@@ -32,6 +32,7 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_control_file_is_hidden_uncounted_and_resettable() {
     let Some(d) = dirs("the_control_file_is_hidden_uncounted_and_resettable") else {
         return;
@@ -87,6 +88,7 @@ fn the_control_file_is_hidden_uncounted_and_resettable() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
     let Some(d) = dirs("sigusr1_writes_the_profile_and_sigterm_unmounts") else {
         return;
@@ -129,6 +131,7 @@ fn mount_kit_unmounted(mp: &std::path::Path) -> bool {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
     let Some(d) = dirs("foreground_mode_stops_on_ctrl_c_and_prints_the_report") else {
         return;
@@ -173,6 +176,7 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn live_metrics_are_served() {
     let Some(d) = dirs("live_metrics_are_served") else {
         return;
@@ -208,6 +212,7 @@ fn live_metrics_are_served() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable() {
     let Some(d) = dirs("a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable") else {
         return;

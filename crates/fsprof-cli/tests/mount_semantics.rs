@@ -33,6 +33,7 @@ fn errno() -> i32 {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn hard_links_and_inode_numbers_are_lowers() {
     let Some((_d, m)) = setup("hard_links_and_inode_numbers_are_lowers", &[]) else {
         return;
@@ -58,6 +59,7 @@ fn hard_links_and_inode_numbers_are_lowers() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn shared_mmap_writes_reach_lower() {
     let Some((_d, m)) = setup("shared_mmap_writes_reach_lower", &[]) else {
         return;
@@ -95,6 +97,7 @@ fn shared_mmap_writes_reach_lower() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn rename_flags_pass_through() {
     let Some((_d, m)) = setup("rename_flags_pass_through", &[]) else {
         return;
@@ -132,6 +135,7 @@ fn rename_flags_pass_through() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn xattrs_pass_through() {
     let Some((_d, m)) = setup("xattrs_pass_through", &[]) else {
         return;
@@ -174,6 +178,7 @@ fn xattrs_pass_through() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fallocate_lseek_and_copy_file_range_pass_through() {
     let Some((_d, m)) = setup("fallocate_lseek_and_copy_file_range_pass_through", &[]) else {
         return;
@@ -216,6 +221,7 @@ fn fallocate_lseek_and_copy_file_range_pass_through() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn attributes_symlinks_and_nodes_pass_through() {
     let Some((_d, m)) = setup("attributes_symlinks_and_nodes_pass_through", &[]) else {
         return;
@@ -259,6 +265,7 @@ fn attributes_symlinks_and_nodes_pass_through() {
 }
 
 #[test]
+#[ignore = "needs root, python3"]
 fn locks_work_between_processes_using_the_mount() {
     let Some((_d, m)) = setup("locks_work_between_processes_using_the_mount", &[]) else {
         return;
@@ -308,22 +315,11 @@ fn unsafe_zeroed<T>() -> T {
 }
 
 fn require_program(name: &str) -> Option<std::path::PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{name} is not installed"
-        );
-        eprintln!("SKIPPED: {name} is not installed");
-    }
-    found
+    Some(fsprof_testkit::need_program(name, name))
 }
 
 #[test]
+#[ignore = "needs root"]
 fn files_other_users_create_are_theirs() {
     let Some((_d, m)) = setup("files_other_users_create_are_theirs", &["--allow-other"]) else {
         return;

@@ -2,11 +2,9 @@
 //! real profiles in, files out, and bad input refused with one line, exit 2
 //! and no file left behind.
 
-mod report_helpers;
-
 use std::path::Path;
 
-use report_helpers::*;
+use fsprof_testkit::*;
 
 fn no_stray_files(dir: &Path, keep: &[&str]) {
     let names: Vec<String> = std::fs::read_dir(dir)

@@ -3,8 +3,6 @@
 //! histogram whose boundaries are exactly fsprof's `(2^(i/r), 2^((i+1)/r)]`.
 //! Everything stays on loopback; every wait is bounded.
 
-mod report_helpers;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -12,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use fsprof_core::format::read_profile;
-use report_helpers::*;
+use fsprof_testkit::*;
 
 /// Stops the server we started (by its pid) however the test ends.
 struct Killed(Child);
@@ -46,11 +44,10 @@ fn free_port() -> u16 {
 }
 
 #[test]
+#[ignore = "needs prometheus"]
+#[allow(clippy::too_many_lines)] // one scenario, read top to bottom
 fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
-    let Ok(prom) = which("prometheus") else {
-        missing("prometheus", "apt-get install prometheus (.ci/run does)");
-        return;
-    };
+    let prom = need_program("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     let done = dir.path().join("done");
     let profile = dir.path().join("live.json");
@@ -158,13 +155,4 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
     }
     assert_eq!(total, count);
     assert!(count <= read.post);
-}
-
-fn which(name: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .ok_or(())
 }

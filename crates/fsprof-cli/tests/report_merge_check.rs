@@ -1,10 +1,8 @@
 //! `report` in its three formats, `merge` and `check` on real profiles.
 
-mod common;
-
 use std::fs;
 
-use common::*;
+use fsprof_testkit::*;
 
 fn real_profile(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
     let (out, path) = run_profiled(dir, args);

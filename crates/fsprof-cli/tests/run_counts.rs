@@ -1,9 +1,7 @@
 //! `fsprof run` counts every call exactly once: many threads, more threads
 //! than private counter slots, and a forked child that does not exec.
 
-mod common;
-
-use common::*;
+use fsprof_testkit::*;
 
 fn run_known(threads: u32, per_thread: u64, child_calls: u64) -> fsprof_core::Profile {
     let dir = tempfile::tempdir().unwrap();

@@ -1,9 +1,7 @@
 //! `--interval` slices the run in time (FSprof's 4-D profile): the slices
 //! follow the workload's phases and add up to the totals.
 
-mod common;
-
-use common::*;
+use fsprof_testkit::*;
 
 #[test]
 fn intervals_follow_phases_and_sum_to_totals() {

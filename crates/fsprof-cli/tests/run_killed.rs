@@ -1,13 +1,12 @@
 //! A program killed by SIGKILL, or crashing, still yields its counts up to
 //! that moment: the counters live in memory `fsprof run` can read.
 
-mod common;
-
-use common::*;
+use fsprof_testkit::*;
 
 #[test]
+#[ignore = "needs python3"]
 fn sigkill_keeps_counts_up_to_the_kill() {
-    let Some(_) = require("python3") else { return };
+    need_program("python3", "python3");
     let dir = tempfile::tempdir().unwrap();
     let script = "import os,signal\n\
                   fd=os.open('/etc/hostname', os.O_RDONLY)\n\

@@ -1,13 +1,11 @@
 //! Ctrl-C and termination requests reach the profiled command, and fsprof
 //! survives them long enough to write the profile.
 
-mod common;
-
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use fsprof_testkit::*;
 
 fn wait_for(path: &std::path::Path, pattern: &str) {
     let t = Instant::now();
@@ -45,6 +43,7 @@ fn ctrl_c_to_the_process_group_still_writes_the_profile() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), true);
     // What a terminal does on Ctrl-C: SIGINT to the whole foreground group.
+    // SAFETY: kill(2) takes no pointers.
     unsafe { libc_kill(-(child.id() as i32), 2) };
     let res = child.wait_with_output().unwrap();
     assert_eq!(
@@ -64,6 +63,7 @@ fn ctrl_c_to_the_process_group_still_writes_the_profile() {
 fn sigterm_to_fsprof_is_forwarded_to_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), false);
+    // SAFETY: kill(2) takes no pointers.
     unsafe { libc_kill(child.id() as i32, 15) };
     let res = child.wait_with_output().unwrap();
     assert_eq!(

@@ -2,11 +2,9 @@
 //! same exit status, same errno values, same signal deaths; exec'd children
 //! are profiled too.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use fsprof_testkit::*;
 
 /// Runs `args` bare and under `fsprof run`, asserting identical stdout and
 /// exit status; returns the profile.
@@ -86,8 +84,9 @@ fn tar_archive_round_trip() {
 }
 
 #[test]
+#[ignore = "needs python3"]
 fn python_with_stdio_and_exec_child() {
-    let Some(_) = require("python3") else { return };
+    need_program("python3", "python3");
     let script = "import subprocess,sys\n\
                   open('f.txt','w').write('x'*10000)\n\
                   d=open('f.txt').read()\n\
@@ -106,8 +105,9 @@ fn python_with_stdio_and_exec_child() {
 }
 
 #[test]
+#[ignore = "needs sqlite3"]
 fn sqlite3_database() {
-    let Some(_) = require("sqlite3") else { return };
+    need_program("sqlite3", "sqlite3");
     let sql = "create table t(a,b); insert into t values(1,'one'),(2,'two'); select sum(a), group_concat(b) from t;";
     let p = same_behaviour(&["sqlite3", "db.sqlite", sql]);
     assert!(

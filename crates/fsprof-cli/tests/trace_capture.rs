@@ -2,12 +2,10 @@
 //! arguments, results and data; threads, forks and SIGKILL; bounded
 //! memory; the profile of the same run agrees with the trace; `trace show`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{compile, fsprof, load};
+use fsprof_testkit::{compile, fsprof, load};
 use fsprof_trace::event::{Call, Data, ProcessInfo, Record};
 use fsprof_trace::TraceReader;
 

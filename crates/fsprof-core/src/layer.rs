@@ -24,6 +24,13 @@ pub const FUSEFS: &str = "fusefs";
 /// Every layer above, from the program down to the device.
 pub const ALL: [&str; 7] = [USER, SYSCALL, FUSE, FUSEFS, FS, BLOCK, BLOCK_SIZE];
 
+/// Whether a layer records every task's work whatever the profile's target:
+/// block requests are issued from plugs, kworkers and interrupts, not by
+/// the task that caused them, so they cannot be filtered by task.
+pub fn system_wide(layer: &str) -> bool {
+    layer == BLOCK || layer == BLOCK_SIZE
+}
+
 /// Whether a layer's histograms hold byte counts rather than latencies.
 pub fn holds_bytes(layer: &str) -> bool {
     layer == BLOCK_SIZE

@@ -31,6 +31,9 @@ pub struct Profile {
     pub processes: Vec<Process>,
 }
 
+/// [`Meta::target`] of a capture of every task on the system.
+pub const SYSTEM_WIDE: &str = "every task (system-wide)";
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
     pub fsprof_version: String,
@@ -39,6 +42,11 @@ pub struct Meta {
     /// The profiled command line, when there is one.
     #[serde(default)]
     pub command: Vec<String>,
+    /// What was profiled when there is no command: `pid 1234 and the
+    /// children it forks`, `tasks named postgres`, `tasks in cgroup PATH`,
+    /// or [`SYSTEM_WIDE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     #[serde(default)]
     pub host: String,
     #[serde(default)]

@@ -10,7 +10,8 @@ pub enum DiscoverError {
     Dir { dir: PathBuf, reason: String },
     #[error("{} is not writable: {reason} (fsprof discover creates its test files there)", dir.display())]
     NotWritable { dir: PathBuf, reason: String },
-    #[error("{what}: {source}")]
+    /// Displays `what`; the cause is its source (fsprof prints the chain).
+    #[error("{what}")]
     Io {
         what: String,
         #[source]

@@ -4,39 +4,12 @@
 //! answer "device" reads nor count against a memory cgroup) and mounted;
 //! all undone on drop, also when a test panics.
 //!
-//! Needs root. [`root_or_skip`] is the skip rule: outside CI a test that
-//! cannot run says so loudly; under `CI=true` it fails.
+//! Needs root and `mkfs.<fs>`; tests check for them first
+//! (`fsprof_testkit::need_root`, `need_program`) and are marked
+//! `#[ignore = "needs root, ..."]`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Whether the test can run as root; panics under `CI=true` if not.
-pub fn root_or_skip(test: &str) -> bool {
-    if crate::cold::is_root() {
-        return true;
-    }
-    let msg = format!("{test}: needs root (loop devices, mounts, cgroups)");
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{msg}; CI runs as root");
-    }
-    eprintln!("SKIPPED LOUDLY: {msg}");
-    false
-}
-
-/// A program the tests drive; under `CI=true` a missing one fails.
-pub fn have(program: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false);
-    if !found {
-        let msg = format!("{program} is not installed (see .ci/run)");
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED LOUDLY: {msg}");
-    }
-    found
-}
 
 fn run(cmd: &mut Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;

@@ -1,13 +1,15 @@
 //! Validation against ground truth fsprof did not compute: loop-mounted
 //! images made with a known `mkfs` block size, a read-ahead set with
 //! `blockdev --setra`, a memory cgroup of a known limit, ext2's on-disk
-//! format (12 direct pointers). Root; CI runs them (CI=true fails them
-//! rather than skipping). The full table across file systems is
-//! `bench/discover-validation.sh`.
+//! format (12 direct pointers). They need root: marked `#[ignore = "needs
+//! root, ..."]`, run by `./scripts/test-all` (CI). The full table across
+//! file systems is `bench/discover_validation.py`.
 
 use std::time::Instant;
 
-use fsprof_discover::testing::{have, root_or_skip, LoopImage};
+use fsprof_testkit::{need_program, need_root};
+
+use fsprof_discover::testing::LoopImage;
 use fsprof_discover::{
     discover, ColdChoice, ColdMethod, Ctx, Finding, Options, Parameter, Report, Silent, Status,
 };
@@ -60,9 +62,8 @@ fn evidence(f: &Finding) -> String {
 /// ext2 with `mkfs.ext2 -b <block>`: both block-size methods find the mkfs
 /// value, and writes find 12 direct pointers (ext2's EXT2_NDIR_BLOCKS).
 fn ext2(block: u64) {
-    if !root_or_skip("ext2 validation") || !have("mkfs.ext2") {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext2", "e2fsprogs");
     let img = LoopImage::new("ext2", &["-q", "-F", "-b", &block.to_string()], 64, "").unwrap();
     let r = run(
         &img,
@@ -88,16 +89,19 @@ fn ext2(block: u64) {
 }
 
 #[test]
+#[ignore = "needs root, mkfs.ext2"]
 fn ext2_1024_block_size_and_12_direct_blocks() {
     ext2(1024);
 }
 
 #[test]
+#[ignore = "needs root, mkfs.ext2"]
 fn ext2_2048_block_size_and_12_direct_blocks() {
     ext2(2048);
 }
 
 #[test]
+#[ignore = "needs root, mkfs.ext2"]
 fn ext2_4096_block_size_and_12_direct_blocks() {
     ext2(4096);
 }
@@ -105,11 +109,11 @@ fn ext2_4096_block_size_and_12_direct_blocks() {
 /// `blockdev --setra` to two values: the read-ahead found follows the
 /// setting within one block. Caches are emptied by remounting the image.
 #[test]
+#[ignore = "needs root, mkfs.ext4, blockdev"]
 fn readahead_follows_blockdev_setra() {
-    if !root_or_skip("readahead_follows_blockdev_setra") || !have("mkfs.ext4") || !have("blockdev")
-    {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext4", "e2fsprogs");
+    need_program("blockdev", "util-linux");
     let img = LoopImage::new("ext4", &["-q", "-F", "-b", "4096"], 128, "").unwrap();
     for sectors in [256u64, 1024] {
         img.set_readahead_sectors(sectors).unwrap();
@@ -139,12 +143,10 @@ fn readahead_follows_blockdev_setra() {
 /// A 64 MiB memory cgroup: the capacity found is within 15% of it, and
 /// the cgroup is gone afterwards.
 #[test]
+#[ignore = "needs root, mkfs.ext4"]
 fn page_cache_capacity_within_15_percent_of_a_cgroup_limit() {
-    if !root_or_skip("page_cache_capacity_within_15_percent_of_a_cgroup_limit")
-        || !have("mkfs.ext4")
-    {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext4", "e2fsprogs");
     let img = LoopImage::new("ext4", &["-q", "-F"], 160, "").unwrap();
     let limit = 64u64 << 20;
     let r = run(
@@ -176,10 +178,10 @@ fn page_cache_capacity_within_15_percent_of_a_cgroup_limit() {
 
 /// ext4 maps files with extents: no direct pointers to count; xfs too.
 #[test]
+#[ignore = "needs root, mkfs.ext4"]
 fn extents_make_direct_blocks_not_applicable() {
-    if !root_or_skip("extents_make_direct_blocks_not_applicable") || !have("mkfs.ext4") {
-        return;
-    }
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.ext4", "e2fsprogs");
     let img = LoopImage::new("ext4", &["-q", "-F"], 64, "").unwrap();
     let r = run(
         &img,
@@ -217,10 +219,12 @@ fn extents_make_direct_blocks_not_applicable() {
 
 /// xfs and btrfs: block size by both methods where they can see it.
 #[test]
-fn xfs_and_btrfs_block_size() {
-    if !root_or_skip("xfs_and_btrfs_block_size") || !have("mkfs.xfs") || !have("mkfs.btrfs") {
-        return;
-    }
+#[ignore = "needs root, mkfs.xfs, mkfs.btrfs, blockdev"]
+fn xfs_and_btrfs_block_size_and_btrfs_readahead() {
+    need_root("loop-mounted images, mounts, cgroups");
+    need_program("mkfs.xfs", "xfsprogs");
+    need_program("mkfs.btrfs", "btrfs-progs");
+    need_program("blockdev", "util-linux");
     let xfs = LoopImage::new("xfs", &["-q", "-f", "-b", "size=4096"], 320, "").unwrap();
     let r = run(
         &xfs,

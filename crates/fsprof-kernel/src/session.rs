@@ -30,6 +30,24 @@ pub enum Target {
     All,
 }
 
+impl Target {
+    /// What the target covers, in words (a profile's `meta.target`).
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Tree(pids) => {
+                let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+                match pids.len() {
+                    1 => format!("pid {} and the children it forks", list[0]),
+                    _ => format!("pids {} and the children they fork", list.join(", ")),
+                }
+            }
+            Target::Comm(c) => format!("tasks named {c}"),
+            Target::Cgroup(p) => format!("tasks in cgroup {}", p.display()),
+            Target::All => fsprof_core::profile::SYSTEM_WIDE.to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub syscall: bool,
@@ -309,6 +327,9 @@ impl Session {
         // SAFETY: the child only calls async-signal-safe functions.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: in the forked child of a possibly multi-threaded
+            // process: only async-signal-safe calls (setsid, close, read,
+            // _exit) on fds it owns, and it never returns.
             unsafe {
                 libc::setsid();
                 for fd in 0..3 {

@@ -4,7 +4,7 @@
 //! the background so that fsprof does not wait for the kernel.
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
-use fsprof_core::profile::{Clock, Layer};
+use fsprof_core::profile::{Clock, Layer, Meta};
 use fsprof_sys::process::pid_exists;
 
 use crate::session::{Options, Session, Target};
@@ -44,6 +44,16 @@ impl Source for KernelSource {
             needs_command: false,
             hold_command: true,
             upkeep_ns: None,
+        }
+    }
+
+    /// Without a command, the profile says what it covers (`meta.target`)
+    /// instead of recording fsprof's own command line as the command.
+    fn amend_meta(&mut self, meta: &mut Meta) {
+        let command = self.followed.is_empty() && matches!(self.opts.target, Target::Tree(_));
+        if !command {
+            meta.target = Some(self.opts.target.describe());
+            meta.command.clear();
         }
     }
 

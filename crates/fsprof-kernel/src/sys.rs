@@ -331,8 +331,8 @@ impl Prog {
         // Load without a log first (the log costs verifier time); on failure
         // load again with one so the error says why.
         match try_load(&mut Vec::new(), 0) {
-            // SAFETY: a program fd the kernel just returned.
             Ok(fd) => Ok(Prog {
+                // SAFETY: a program fd the kernel just returned.
                 fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
             }),
             Err(errno) => {
@@ -428,8 +428,8 @@ pub fn attach_raw_tracepoint(prog: &Prog, name: &str) -> io::Result<Attachment> 
         ..Default::default()
     };
     let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
-    // SAFETY: a link fd the kernel just returned.
     Ok(Attachment {
+        // SAFETY: a link fd the kernel just returned.
         _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
     })
 }

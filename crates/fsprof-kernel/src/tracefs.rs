@@ -80,10 +80,6 @@ impl Tracepoint {
                 why: format!("it has no field `{name}` on this kernel"),
             })
     }
-
-    pub fn has_field(&self, name: &str) -> bool {
-        self.fields.iter().any(|f| f.name == name)
-    }
 }
 
 pub fn exists(root: &Path, category: &str, name: &str) -> bool {

@@ -3,17 +3,14 @@
 //! pseudo-random values, at every resolution, and compare with
 //! `BucketLayout::index`.
 
-mod common;
-
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_kernel::progs::{self, Shared, ZERO_SLOT};
 use fsprof_kernel::sys::{self, Map, Prog};
 
 #[test]
+#[ignore = "needs root"]
 fn kernel_buckets_equal_bucket_layout_index() {
-    if !common::require_root("kernel_buckets_equal_bucket_layout_index") {
-        return;
-    }
+    fsprof_testkit::need_root("eBPF");
     for r in Resolution::ALLOWED {
         let layout = BucketLayout::new(Resolution::new(r).unwrap());
         let tv = progs::thresh_value(&layout);

@@ -4,8 +4,6 @@
 //! kernel refuses (the development VM returns EPERM on load), the verdict
 //! must name the step and the errno — that refusal is what this test pins.
 
-mod common;
-
 use fsprof_kernel::probe;
 
 #[test]
@@ -26,10 +24,9 @@ fn btf_parser_finds_vfs_functions_in_the_running_kernel() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fentry_verdict_is_a_real_attempt_with_a_reason() {
-    if !common::require_root("fentry_verdict_is_a_real_attempt_with_a_reason") {
-        return;
-    }
+    fsprof_testkit::need_root("eBPF");
     match probe::fentry_support() {
         Ok(s) => assert!(s.contains("loads and attaches"), "{s}"),
         Err(why) => {

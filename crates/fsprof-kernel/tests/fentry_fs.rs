@@ -7,8 +7,6 @@
 //! real programs are refused at exactly the step and errno `detect` found,
 //! so a broken code path cannot hide behind a refusing kernel.
 
-mod common;
-
 use std::ffi::OsString;
 use std::io::Write;
 
@@ -177,11 +175,10 @@ fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
     let what = "fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected";
-    if !common::require_root(what) {
-        return;
-    }
+    fsprof_testkit::need_root("eBPF");
     let Some(btf) = vmlinux() else { return };
     let detected = fentry::detect(Ok(&btf));
     let real = attach_vfs_read(&btf);
@@ -286,11 +283,10 @@ fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
 /// in the real kernel on raw syscall tracepoints: per-thread pairing, the
 /// return-value read, the errno flag and the shared buckets.
 #[test]
+#[ignore = "needs root"]
+#[allow(clippy::too_many_lines)] // one kernel scenario, read top to bottom
 fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
-    let what = "fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel";
-    if !common::require_root(what) {
-        return;
-    }
+    fsprof_testkit::need_root("eBPF");
     let func = fsprof_kernel::btf::Func {
         name: "sys_exit_as_fexit".into(),
         id: 0,

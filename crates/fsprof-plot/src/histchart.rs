@@ -69,45 +69,232 @@ pub fn render(c: &HistogramChart) -> String {
     };
     let mut svg = Svg::new(WIDTH, HEIGHT, class);
     svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", &c.title);
+    let f = Frame::new(c);
+    f.grid(&mut svg);
+    f.peak_bands(&mut svg, c);
+    f.bars(&mut svg, c);
+    f.peak_markers(&mut svg, c);
+    f.axes(&mut svg, c);
+    legend(&mut svg, c);
+    svg.finish()
+}
 
-    let nonempty: Vec<&Histogram> = c
-        .series
-        .iter()
-        .map(|s| s.hist)
-        .filter(|h| !h.counts.is_empty())
-        .collect();
-    let lo = nonempty.iter().map(|h| h.offset).min().unwrap_or(0);
-    let hi = nonempty
-        .iter()
-        .map(|h| h.offset + h.counts.len() as i32 - 1)
-        .max()
-        .unwrap_or(0);
-    let zero_slot = c.kind == Kind::Count && c.series.iter().any(|s| s.hist.zero > 0);
-    let ax = BucketAxis::new(c.res, zero_slot, lo, hi);
-    let buckets: Vec<Option<i32>> = (0..ax.slots())
-        .map(|s| {
-            if zero_slot && s == 0 {
-                None
-            } else {
-                Some(ax.lo + s as i32 - i32::from(zero_slot))
+/// The plot area, its axes and the values of every series per slot.
+struct Frame {
+    ax: BucketAxis,
+    /// The bucket of each slot; `None` is the 0 ns slot.
+    buckets: Vec<Option<i32>>,
+    /// Per series, per slot.
+    values: Vec<Vec<f64>>,
+    unit: Unit,
+    vy: ValueAxis,
+    pw: f64,
+    ph: f64,
+    base: f64,
+    slot_w: f64,
+}
+
+impl Frame {
+    fn new(c: &HistogramChart) -> Frame {
+        let nonempty: Vec<&Histogram> = c
+            .series
+            .iter()
+            .map(|s| s.hist)
+            .filter(|h| !h.counts.is_empty())
+            .collect();
+        let lo = nonempty.iter().map(|h| h.offset).min().unwrap_or(0);
+        let hi = nonempty
+            .iter()
+            .map(|h| h.offset + h.counts.len() as i32 - 1)
+            .max()
+            .unwrap_or(0);
+        let zero_slot = c.kind == Kind::Count && c.series.iter().any(|s| s.hist.zero > 0);
+        let ax = BucketAxis::new(c.res, zero_slot, lo, hi);
+        let buckets: Vec<Option<i32>> = (0..ax.slots())
+            .map(|s| {
+                if zero_slot && s == 0 {
+                    None
+                } else {
+                    Some(ax.lo + s as i32 - i32::from(zero_slot))
+                }
+            })
+            .collect();
+        let unit = match c.kind {
+            Kind::Count => Unit::Count,
+            Kind::Delay => Unit::Nanos,
+        };
+        let values: Vec<Vec<f64>> = c
+            .series
+            .iter()
+            .map(|s| {
+                buckets
+                    .iter()
+                    .map(|&b| value(s.hist, c.res, c.kind, b))
+                    .collect()
+            })
+            .collect();
+        let vy = value_axis(c, &values, unit);
+        let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+        let slot_w = pw / ax.slots() as f64;
+        Frame {
+            ax,
+            buckets,
+            values,
+            unit,
+            vy,
+            pw,
+            ph,
+            base: TOP + ph,
+            slot_w,
+        }
+    }
+
+    fn xs(&self, slot: usize) -> f64 {
+        LEFT + slot as f64 * self.slot_w
+    }
+
+    fn ys(&self, v: f64) -> f64 {
+        self.base - self.vy.frac(v) * self.ph
+    }
+
+    /// Grid and value labels.
+    fn grid(&self, svg: &mut Svg) {
+        for &t in &self.vy.ticks {
+            let y = self.ys(t);
+            svg.line(LEFT, y, LEFT + self.pw, y, "#e6e6e6", 1.0);
+            svg.text(
+                LEFT - 6.0,
+                y + 4.0,
+                Anchor::End,
+                10.0,
+                "#444444",
+                &format_value(t, self.unit),
+            );
+        }
+    }
+
+    /// Peak bands sit under the bars; alternating tints tell adjacent
+    /// peaks apart.
+    fn peak_bands(&self, svg: &mut Svg, c: &HistogramChart) {
+        let ax = &self.ax;
+        for (k, p) in c.peaks.iter().enumerate() {
+            if p.hi < ax.lo || p.lo > ax.hi {
+                continue;
             }
-        })
-        .collect();
+            let (a, b) = (ax.slot(p.lo.max(ax.lo)), ax.slot(p.hi.min(ax.hi)) + 1);
+            let tint = if k % 2 == 0 { "#fff4d6" } else { "#e6f0fa" };
+            svg.rect(
+                self.xs(a),
+                TOP,
+                self.xs(b) - self.xs(a),
+                self.ph,
+                tint,
+                None,
+            );
+        }
+    }
 
-    let unit = match c.kind {
-        Kind::Count => Unit::Count,
-        Kind::Delay => Unit::Nanos,
-    };
-    let values: Vec<Vec<f64>> = c
-        .series
-        .iter()
-        .map(|s| {
-            buckets
-                .iter()
-                .map(|&b| value(s.hist, c.res, c.kind, b))
-                .collect()
-        })
-        .collect();
+    fn bars(&self, svg: &mut Svg, c: &HistogramChart) {
+        let n = c.series.len().max(1) as f64;
+        let bar_w = (self.slot_w - 2.0).max(1.0) / n;
+        for (k, s) in c.series.iter().enumerate() {
+            let colour = SERIES_COLOURS[k % SERIES_COLOURS.len()];
+            for (slot, (&b, &v)) in self.buckets.iter().zip(&self.values[k]).enumerate() {
+                if v <= 0.0 || (self.vy.log && v < self.vy.lo) {
+                    continue;
+                }
+                let range = match b {
+                    None => "0ns (below the clock's resolution)".to_string(),
+                    Some(i) => self.ax.describe(i),
+                };
+                let what = match c.kind {
+                    Kind::Count => format!("{} calls", format_value(v, Unit::Count)),
+                    Kind::Delay => format!("{} in calls", format_ns(v)),
+                };
+                let tip = if c.series.len() > 1 {
+                    format!("{}: {range}: {what}", s.label)
+                } else {
+                    format!("{range}: {what}")
+                };
+                let x = self.xs(slot) + 1.0 + k as f64 * bar_w;
+                let y = self.ys(v);
+                svg.rect(x, y, bar_w, self.base - y, colour, Some(&tip));
+            }
+        }
+    }
+
+    /// Peak markers above the mode bar.
+    fn peak_markers(&self, svg: &mut Svg, c: &HistogramChart) {
+        let ax = &self.ax;
+        for (n, p) in c.peaks.iter().enumerate() {
+            if p.mode < ax.lo || p.mode > ax.hi || c.series.is_empty() {
+                continue;
+            }
+            let v = value(c.series[0].hist, c.res, c.kind, Some(p.mode));
+            let cx = self.xs(ax.slot(p.mode)) + self.slot_w / 2.0;
+            let y = self.ys(v).min(self.base) - 4.0;
+            svg.polygon(
+                &[(cx - 5.0, y - 8.0), (cx + 5.0, y - 8.0), (cx, y)],
+                "#d55e00",
+            );
+            let label = if p.label.is_empty() {
+                format!("peak {}", n + 1)
+            } else {
+                p.label.clone()
+            };
+            // Keep the label inside the plot: a peak at either end would push
+            // half of it past the edge (~6px per character at this size).
+            let half = 3.0 * label.chars().count() as f64;
+            let lx = cx.clamp(LEFT + half, (LEFT + self.pw - half).max(LEFT + half));
+            svg.text(
+                lx,
+                (y - 11.0).max(TOP - 2.0),
+                Anchor::Middle,
+                10.0,
+                "#d55e00",
+                &label,
+            );
+        }
+    }
+
+    /// Axes, latency labels and axis titles.
+    fn axes(&self, svg: &mut Svg, c: &HistogramChart) {
+        let (pw, base) = (self.pw, self.base);
+        svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
+        svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+        for (slot, label) in self.ax.labels() {
+            let x = self.xs(slot);
+            svg.line(x, base, x, base + 4.0, "#333333", 1.0);
+            // The rightmost label would spill over the edge if centred.
+            let anchor = if x > WIDTH - RIGHT - 20.0 {
+                Anchor::End
+            } else {
+                Anchor::Middle
+            };
+            svg.text(x, base + 16.0, anchor, 10.0, "#444444", &label);
+        }
+        let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
+        svg.text(
+            LEFT + pw / 2.0,
+            HEIGHT - 8.0,
+            Anchor::Middle,
+            11.0,
+            "#333333",
+            &xtitle,
+        );
+        let ytitle = match (c.kind, c.log_y) {
+            (Kind::Count, false) => "calls",
+            (Kind::Count, true) => "calls (log)",
+            (Kind::Delay, false) => "total latency",
+            (Kind::Delay, true) => "total latency (log)",
+        };
+        svg.vtext(14.0, TOP + self.ph / 2.0, 11.0, ytitle);
+    }
+}
+
+/// The value axis: up to the tallest bar, with room above it for a peak's
+/// marker and label.
+fn value_axis(c: &HistogramChart, values: &[Vec<f64>], unit: Unit) -> ValueAxis {
     let max = values.iter().flatten().copied().fold(0.0, f64::max);
     let min_pos = values
         .iter()
@@ -115,7 +302,6 @@ pub fn render(c: &HistogramChart) -> String {
         .copied()
         .filter(|v| *v > 0.0)
         .fold(f64::INFINITY, f64::min);
-    // Room above the tallest bar for a peak's marker and label.
     let headroom = match (c.peaks.is_empty(), c.log_y) {
         (true, _) => 1.0,
         (false, false) => 1.25,
@@ -127,147 +313,30 @@ pub fn render(c: &HistogramChart) -> String {
     } else {
         max
     };
-    let vy = ValueAxis::new(
+    ValueAxis::new(
         max * headroom,
         if min_pos.is_finite() { min_pos } else { 1.0 },
         c.log_y,
-    );
+    )
+}
 
-    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let base = TOP + ph;
-    let slot_w = pw / ax.slots() as f64;
-    let xs = |slot: usize| LEFT + slot as f64 * slot_w;
-    let ys = |v: f64| base - vy.frac(v) * ph;
-
-    // Grid and value labels.
-    for &t in &vy.ticks {
-        let y = ys(t);
-        svg.line(LEFT, y, LEFT + pw, y, "#e6e6e6", 1.0);
-        svg.text(
-            LEFT - 6.0,
-            y + 4.0,
-            Anchor::End,
+/// Which colour is which series, top right, when there are several.
+fn legend(svg: &mut Svg, c: &HistogramChart) {
+    if c.series.len() < 2 {
+        return;
+    }
+    let mut x = WIDTH - RIGHT;
+    for (k, s) in c.series.iter().enumerate().rev() {
+        let w = 14.0 + 6.5 * s.label.chars().count() as f64;
+        x -= w + 10.0;
+        svg.rect(
+            x,
+            26.0,
             10.0,
-            "#444444",
-            &format_value(t, unit),
-        );
-    }
-
-    // Peak bands sit under the bars.
-    // Alternating tints tell adjacent peaks apart.
-    for (k, p) in c.peaks.iter().enumerate() {
-        if p.hi < ax.lo || p.lo > ax.hi {
-            continue;
-        }
-        let (a, b) = (ax.slot(p.lo.max(ax.lo)), ax.slot(p.hi.min(ax.hi)) + 1);
-        let tint = if k % 2 == 0 { "#fff4d6" } else { "#e6f0fa" };
-        svg.rect(xs(a), TOP, xs(b) - xs(a), ph, tint, None);
-    }
-
-    let n = c.series.len().max(1) as f64;
-    let bar_w = (slot_w - 2.0).max(1.0) / n;
-    for (k, s) in c.series.iter().enumerate() {
-        let colour = SERIES_COLOURS[k % SERIES_COLOURS.len()];
-        for (slot, (&b, &v)) in buckets.iter().zip(&values[k]).enumerate() {
-            if v <= 0.0 || (vy.log && v < vy.lo) {
-                continue;
-            }
-            let range = match b {
-                None => "0ns (below the clock's resolution)".to_string(),
-                Some(i) => ax.describe(i),
-            };
-            let what = match c.kind {
-                Kind::Count => format!("{} calls", format_value(v, Unit::Count)),
-                Kind::Delay => format!("{} in calls", format_ns(v)),
-            };
-            let tip = if c.series.len() > 1 {
-                format!("{}: {range}: {what}", s.label)
-            } else {
-                format!("{range}: {what}")
-            };
-            let x = xs(slot) + 1.0 + k as f64 * bar_w;
-            let y = ys(v);
-            svg.rect(x, y, bar_w, base - y, colour, Some(&tip));
-        }
-    }
-
-    // Peak markers above the mode bar.
-    for (n, p) in c.peaks.iter().enumerate() {
-        if p.mode < ax.lo || p.mode > ax.hi || c.series.is_empty() {
-            continue;
-        }
-        let v = value(c.series[0].hist, c.res, c.kind, Some(p.mode));
-        let cx = xs(ax.slot(p.mode)) + slot_w / 2.0;
-        let y = ys(v).min(base) - 4.0;
-        svg.polygon(
-            &[(cx - 5.0, y - 8.0), (cx + 5.0, y - 8.0), (cx, y)],
-            "#d55e00",
-        );
-        let label = if p.label.is_empty() {
-            format!("peak {}", n + 1)
-        } else {
-            p.label.clone()
-        };
-        // Keep the label inside the plot: a peak at either end would push
-        // half of it past the edge (~6px per character at this size).
-        let half = 3.0 * label.chars().count() as f64;
-        let lx = cx.clamp(LEFT + half, (LEFT + pw - half).max(LEFT + half));
-        svg.text(
-            lx,
-            (y - 11.0).max(TOP - 2.0),
-            Anchor::Middle,
             10.0,
-            "#d55e00",
-            &label,
+            SERIES_COLOURS[k % SERIES_COLOURS.len()],
+            None,
         );
+        svg.text(x + 14.0, 35.0, Anchor::Start, 10.0, "#333333", &s.label);
     }
-
-    // Axes and latency labels.
-    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
-    for (slot, label) in ax.labels() {
-        let x = xs(slot);
-        svg.line(x, base, x, base + 4.0, "#333333", 1.0);
-        // The rightmost label would spill over the edge if centred.
-        let anchor = if x > WIDTH - RIGHT - 20.0 {
-            Anchor::End
-        } else {
-            Anchor::Middle
-        };
-        svg.text(x, base + 16.0, anchor, 10.0, "#444444", &label);
-    }
-    let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
-    svg.text(
-        LEFT + pw / 2.0,
-        HEIGHT - 8.0,
-        Anchor::Middle,
-        11.0,
-        "#333333",
-        &xtitle,
-    );
-    let ytitle = match (c.kind, c.log_y) {
-        (Kind::Count, false) => "calls",
-        (Kind::Count, true) => "calls (log)",
-        (Kind::Delay, false) => "total latency",
-        (Kind::Delay, true) => "total latency (log)",
-    };
-    svg.vtext(14.0, TOP + ph / 2.0, 11.0, ytitle);
-
-    if c.series.len() > 1 {
-        let mut x = WIDTH - RIGHT;
-        for (k, s) in c.series.iter().enumerate().rev() {
-            let w = 14.0 + 6.5 * s.label.chars().count() as f64;
-            x -= w + 10.0;
-            svg.rect(
-                x,
-                26.0,
-                10.0,
-                10.0,
-                SERIES_COLOURS[k % SERIES_COLOURS.len()],
-                None,
-            );
-            svg.text(x + 14.0, 35.0, Anchor::Start, 10.0, "#333333", &s.label);
-        }
-    }
-    svg.finish()
 }

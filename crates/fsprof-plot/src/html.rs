@@ -446,9 +446,13 @@ pub fn compare(
 ) -> Result<String, PlotError> {
     let (na, pa) = a;
     let (nb, pb) = b;
-    // Overlaid bars need one bucket layout: the coarser one, which the
-    // finer one's buckets nest in exactly (as the comparison itself does).
-    let res = pa.resolution().min(pb.resolution());
+    let pair = Pair {
+        a: pa,
+        b: pb,
+        // Overlaid bars need one bucket layout: the coarser one, which the
+        // finer one's buckets nest in exactly (as the comparison itself does).
+        res: pa.resolution().min(pb.resolution()),
+    };
     let mut out = String::new();
     page_start(&mut out, &format!("fsprof compare: {na} vs {nb}"));
     let _ = writeln!(
@@ -474,6 +478,43 @@ pub fn compare(
             .then(x.layer.cmp(&y.layer))
             .then(x.op.cmp(&y.op))
     });
+    score_table(&mut out, &pair, &ranked);
+    out.push_str("<h2 id=\"ops\">Interesting ops</h2>\n");
+    if !ranked.iter().any(|r| r.interesting) {
+        out.push_str("<p>No op differs enough to be interesting.</p>\n");
+    }
+    for r in ranked.iter().filter(|r| r.interesting) {
+        overlaid_op(&mut out, &pair, r);
+    }
+    page_end(&mut out);
+    Ok(out)
+}
+
+/// The two profiles of a comparison, on the bucket layout they share.
+struct Pair<'a> {
+    a: &'a Profile,
+    b: &'a Profile,
+    res: Resolution,
+}
+
+impl Pair<'_> {
+    /// The op in A and in B, on the shared layout; empty where absent.
+    fn op(&self, layer: &str, op: &str) -> (OpStats, OpStats) {
+        let find = |p: &Profile| {
+            let mut o = p.layer(layer).and_then(|l| l.op(op)).cloned()?;
+            o.downscale(p.resolution(), self.res);
+            Some(o)
+        };
+        let empty = || OpStats::new(op);
+        (
+            find(self.a).unwrap_or_else(empty),
+            find(self.b).unwrap_or_else(empty),
+        )
+    }
+}
+
+/// Every compared op, interesting ones first, with its score and verdict.
+fn score_table(out: &mut String, pair: &Pair, ranked: &[&CompareRow]) {
     let n_interesting = ranked.iter().filter(|r| r.interesting).count();
     let _ = writeln!(
         out,
@@ -484,14 +525,8 @@ pub fn compare(
         "<table class=\"scores\">\n<tr><th class=\"l\">layer</th><th class=\"l\">op</th><th>calls A</th><th>calls B</th>\
          <th>total A</th><th>total B</th><th class=\"l\">method</th><th>score</th><th class=\"l\">verdict</th></tr>\n",
     );
-    let find = |p: &'_ Profile, l: &str, o: &str| -> Option<OpStats> {
-        let mut op = p.layer(l).and_then(|l| l.op(o)).cloned()?;
-        op.downscale(p.resolution(), res);
-        Some(op)
-    };
-    for r in &ranked {
-        let oa = find(pa, &r.layer, &r.op).unwrap_or_default();
-        let ob = find(pb, &r.layer, &r.op).unwrap_or_default();
+    for r in ranked {
+        let (oa, ob) = pair.op(&r.layer, &r.op);
         let verdict = if r.interesting {
             format!(
                 "<a class=\"interesting\" href=\"#{}\">interesting</a> {}",
@@ -515,50 +550,46 @@ pub fn compare(
             score(r.score),
         );
     }
-    out.push_str("</table>\n<h2 id=\"ops\">Interesting ops</h2>\n");
-    if n_interesting == 0 {
-        out.push_str("<p>No op differs enough to be interesting.</p>\n");
-    }
-    for r in ranked.iter().filter(|r| r.interesting) {
-        let oa = find(pa, &r.layer, &r.op).unwrap_or_else(|| OpStats::new(&r.op));
-        let ob = find(pb, &r.layer, &r.op).unwrap_or_else(|| OpStats::new(&r.op));
-        let _ = writeln!(
-            out,
-            "<section class=\"op\" id=\"{}\"><h3>{}/{}: {} score {}</h3><p class=\"muted\">{}</p><div class=\"charts\">",
-            anchor(&r.layer, &r.op),
-            esc(&r.layer),
-            esc(&r.op),
-            esc(&r.method),
-            score(r.score),
-            esc(&r.reason)
-        );
-        let mut chart = HistogramChart {
-            title: format!("{}/{}: calls per latency bucket", r.layer, r.op),
-            res,
-            kind: Kind::Count,
-            series: vec![
-                Series {
-                    label: format!("A ({} calls)", group(oa.post)),
-                    hist: &oa.histogram,
-                },
-                Series {
-                    label: format!("B ({} calls)", group(ob.post)),
-                    hist: &ob.histogram,
-                },
-            ],
-            log_y: false,
-            peaks: Vec::new(),
-        };
-        hist_figure(&mut out, &chart, "Calls per bucket, A and B overlaid.");
-        chart.kind = Kind::Delay;
-        chart.title = format!("{}/{}: total latency per bucket", r.layer, r.op);
-        hist_figure(
-            &mut out,
-            &chart,
-            "Calls × bucket mean latency, A and B overlaid.",
-        );
-        out.push_str("</div></section>\n");
-    }
-    page_end(&mut out);
-    Ok(out)
+    out.push_str("</table>\n");
+}
+
+/// An interesting op's section: A and B overlaid, counts and delay.
+fn overlaid_op(out: &mut String, pair: &Pair, r: &CompareRow) {
+    let (oa, ob) = pair.op(&r.layer, &r.op);
+    let _ = writeln!(
+        out,
+        "<section class=\"op\" id=\"{}\"><h3>{}/{}: {} score {}</h3><p class=\"muted\">{}</p><div class=\"charts\">",
+        anchor(&r.layer, &r.op),
+        esc(&r.layer),
+        esc(&r.op),
+        esc(&r.method),
+        score(r.score),
+        esc(&r.reason)
+    );
+    let mut chart = HistogramChart {
+        title: format!("{}/{}: calls per latency bucket", r.layer, r.op),
+        res: pair.res,
+        kind: Kind::Count,
+        series: vec![
+            Series {
+                label: format!("A ({} calls)", group(oa.post)),
+                hist: &oa.histogram,
+            },
+            Series {
+                label: format!("B ({} calls)", group(ob.post)),
+                hist: &ob.histogram,
+            },
+        ],
+        log_y: false,
+        peaks: Vec::new(),
+    };
+    hist_figure(out, &chart, "Calls per bucket, A and B overlaid.");
+    chart.kind = Kind::Delay;
+    chart.title = format!("{}/{}: total latency per bucket", r.layer, r.op);
+    hist_figure(
+        out,
+        &chart,
+        "Calls × bucket mean latency, A and B overlaid.",
+    );
+    out.push_str("</div></section>\n");
 }

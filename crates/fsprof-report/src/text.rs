@@ -56,10 +56,17 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 format_ns(r.p99_ns),
             );
         }
+        // A command's exit ends a capture; without one, tracing stopped
+        // (--duration, Ctrl-C) while calls were in progress.
+        let why = if p.meta.exit.is_some() {
+            "their process ended inside them, or was still in them when the command exited"
+        } else {
+            "they were in progress when tracing stopped"
+        };
         for r in l.rows.iter().filter(|r| r.op.unfinished() > 0) {
             let _ = writeln!(
                 out,
-                "  note: {}: {} call(s) entered but never returned (the process ended inside them)",
+                "  note: {}: {} call(s) entered but not returned ({why})",
                 r.op.name,
                 r.op.unfinished()
             );
@@ -85,7 +92,9 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
 
 fn header(out: &mut String, p: &Profile) {
     let m = &p.meta;
-    let what = if m.command.is_empty() {
+    let what = if let Some(target) = &m.target {
+        format!("{}: {target}", m.tool)
+    } else if m.command.is_empty() {
         m.tool.clone()
     } else {
         let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
@@ -151,6 +160,18 @@ fn header(out: &mut String, p: &Profile) {
     }
     for n in &m.notes {
         let _ = writeln!(out, "  note: {n}");
+    }
+    let filtered = m.target.as_deref() != Some(fsprof_core::profile::SYSTEM_WIDE);
+    let unfiltered = p
+        .layers
+        .iter()
+        .find(|l| fsprof_core::layer::system_wide(&l.name));
+    if let Some(l) = unfiltered.filter(|_| filtered) {
+        let _ = writeln!(
+            out,
+            "  {} layer: system-wide, every task's requests, not only the target's (they are issued from plugs, kworkers and interrupts)",
+            l.name
+        );
     }
 }
 
@@ -254,6 +275,43 @@ mod tests {
         ] {
             assert_eq!(shell_quote(w), s);
         }
+    }
+
+    fn header_of(p: &Profile) -> String {
+        let mut out = String::new();
+        header(&mut out, p);
+        out
+    }
+
+    /// A capture without a command names its target; the block layer,
+    /// which no target filters, says so unless the target is everything.
+    #[test]
+    fn header_names_the_target_and_the_unfiltered_block_layer() {
+        let mut p = Profile::new(fsprof_core::Meta {
+            tool: "kernel".into(),
+            target: Some("tasks named postgres".into()),
+            ..Default::default()
+        });
+        p.layer_mut("syscall");
+        let h = header_of(&p);
+        assert!(
+            h.starts_with("fsprof kernel: tasks named postgres\n"),
+            "{h}"
+        );
+        assert!(!h.contains("block layer"), "{h}");
+        p.layer_mut("block");
+        assert!(header_of(&p).contains("  block layer: system-wide, every task's requests"));
+        p.meta.target = Some(fsprof_core::profile::SYSTEM_WIDE.into());
+        let h = header_of(&p);
+        assert!(
+            h.starts_with("fsprof kernel: every task (system-wide)\n"),
+            "{h}"
+        );
+        assert!(!h.contains("block layer"), "{h}");
+        p.meta.target = None;
+        p.meta.command = vec!["tar".into(), "-cf".into(), "x y.tar".into()];
+        assert!(header_of(&p).starts_with("fsprof kernel -- tar -cf 'x y.tar'\n"));
+        assert!(header_of(&p).contains("block layer: system-wide"));
     }
 
     #[test]

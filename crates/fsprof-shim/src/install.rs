@@ -12,6 +12,7 @@ use crate::{SHIM_HASH, SHIM_SO};
 /// ours and private: whoever can replace the file runs code in every
 /// profiled program.
 pub fn install(base: &Path) -> io::Result<PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let dir = base.join(format!("fsprof-{uid}"));
     match fs::DirBuilder::new().mode(0o700).create(&dir) {

@@ -30,8 +30,13 @@ type SelfTestFn = unsafe extern "C" fn(*const u8, u32, *mut SelfTest) -> libc::c
 impl LoadedShim {
     pub fn load(path: &Path) -> io::Result<Self> {
         let c = CString::new(path.as_os_str().as_bytes())?;
+        // SAFETY: `c` is a NUL-terminated path that outlives the call; the
+        // shim's constructors only read the environment (no FSPROF_SHM
+        // here, so they set nothing up).
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
+            // SAFETY: dlopen just failed, so dlerror returns a valid C
+            // string, read before any other dl* call.
             let msg = unsafe { std::ffi::CStr::from_ptr(libc::dlerror()) };
             return Err(io::Error::other(format!(
                 "cannot load the preload shim {}: {}",
@@ -44,6 +49,8 @@ impl LoadedShim {
 
     fn symbol(&self, name: &str) -> io::Result<*mut libc::c_void> {
         let c = CString::new(name).unwrap();
+        // SAFETY: a handle from a successful dlopen, never closed; `c` is
+        // NUL-terminated.
         let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
         if p.is_null() {
             return Err(io::Error::other(format!("the preload shim lacks {name}")));
@@ -52,8 +59,13 @@ impl LoadedShim {
     }
 
     pub fn layout(&self) -> io::Result<Layout> {
+        // SAFETY: the shim defines fsprof_shim_abi with exactly AbiFn's C
+        // signature (runtime.c), and function and data pointers have one
+        // size on every target fsprof builds for.
         let f: AbiFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_abi")?) };
         let mut out = Layout::default();
+        // SAFETY: `out` is a writable repr(C) mirror of the struct the
+        // shim fills; the layout test checks the two agree.
         unsafe { f(&mut out) };
         Ok(out)
     }
@@ -82,17 +94,23 @@ impl LoadedShim {
     /// the parameters of `control` (tests compare it with fsprof-core).
     pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<u32> {
         assert!(ns > 0);
+        // SAFETY: as in `layout`, for fsprof_shim_bucket_slot's signature.
         let f: BucketFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_bucket_slot")?) };
         let aligned = aligned_copy(control);
+        // SAFETY: an 8-byte aligned copy of a control block the shim
+        // validates (size, thresholds) before it reads past the header.
         Ok(unsafe { f(aligned.as_ptr() as *const u8, ns) })
     }
 
     /// `control` is a complete control block (header + thresholds).
     pub fn selftest(&self, control: &[u8], iterations: u32) -> io::Result<SelfTest> {
         assert!(control.len() >= std::mem::size_of::<ControlHeader>());
+        // SAFETY: as in `layout`, for fsprof_shim_selftest's signature.
         let f: SelfTestFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_selftest")?) };
         let aligned = aligned_copy(control);
         let mut out = SelfTest::default();
+        // SAFETY: an aligned control block of at least a header (asserted
+        // above), validated by the shim; `out` is a writable SelfTest.
         let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
         if rc != 0 {
             return Err(io::Error::other(
@@ -106,6 +124,8 @@ impl LoadedShim {
 /// The block may be unaligned in a Vec<u8>; the C side reads it as u64s.
 fn aligned_copy(control: &[u8]) -> Vec<u64> {
     let mut aligned = vec![0u64; control.len().div_ceil(8)];
+    // SAFETY: `aligned` holds at least control.len() bytes and is a
+    // different allocation from `control`.
     unsafe {
         std::ptr::copy_nonoverlapping(
             control.as_ptr(),

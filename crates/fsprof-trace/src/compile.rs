@@ -177,6 +177,24 @@ fn special(path: &[u8]) -> bool {
         })
 }
 
+/// `path` without `.` components, repeated or trailing slashes. `..` stays:
+/// whether it undoes the component before it depends on symlinks, which
+/// only the kernel (under the replay root) knows.
+pub fn clean(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for comp in path.split(|&b| b == b'/') {
+        if comp.is_empty() || comp == b"." {
+            continue;
+        }
+        out.push(b'/');
+        out.extend_from_slice(comp);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    out
+}
+
 pub fn parent(path: &[u8]) -> &[u8] {
     let trimmed = path.strip_suffix(b"/").unwrap_or(path);
     match trimmed.iter().rposition(|&b| b == b'/') {
@@ -396,6 +414,9 @@ impl Compiler {
         self.fds.get(&pid)?.get(&fd?).copied()
     }
 
+    // One arm per op family over a shared state: over the length lint (its
+    // owner may split it by family).
+    #[allow(clippy::too_many_lines)]
     fn call(&mut self, c: &Call) {
         let op = c.op.name();
         let Some(kind) = replay_kind(op) else {
@@ -405,6 +426,18 @@ impl Compiler {
         if op == "fcntl" {
             return self.fcntl(c);
         }
+        let mut c = c.clone();
+        c.resolved = c
+            .resolved
+            .as_deref()
+            .filter(|p| p.first() == Some(&b'/'))
+            .map(clean);
+        c.resolved2 = c
+            .resolved2
+            .as_deref()
+            .filter(|p| p.first() == Some(&b'/'))
+            .map(clean);
+        let c = &c;
         let path = c.resolved.as_deref();
         if matches!(kind, 'o' | 'p') {
             match path {

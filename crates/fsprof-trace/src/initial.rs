@@ -77,7 +77,8 @@ impl Initial {
     fn dirs_above(&mut self, p: &[u8]) {
         let mut chain = Vec::new();
         let mut a = parent(p);
-        while a != b"/" && !self.known(a) {
+        // Above a `..` the lexical parent is not the real one: stop there.
+        while a != b"/" && !self.known(a) && !a.ends_with(b"/..") {
             chain.push(a.to_vec());
             a = parent(a);
         }
@@ -185,6 +186,9 @@ impl Initial {
 
     /// Takes in one call (before its effects are followed elsewhere);
     /// `content` is the buffer of bytes it read, when captured.
+    // One arm per op family over a shared state: over the length lint (its
+    // owner may split it by family).
+    #[allow(clippy::too_many_lines)]
     pub fn observe(&mut self, o: &Observation, content: Option<u32>) {
         let c = o.call;
         let Some(p) = o.path.as_deref() else { return };
@@ -320,6 +324,7 @@ impl Initial {
     pub fn entries(&self, intern: &mut dyn FnMut(&[u8]) -> u32) -> Vec<InitEntry> {
         self.pre
             .iter()
+            .filter(|(p, _)| !p.ends_with(b"/..") && p.as_slice() != b"/")
             .map(|(p, e)| InitEntry {
                 path: intern(p),
                 kind: match &e.kind {

@@ -350,6 +350,9 @@ impl Compiled {
     /// Reads and checks a replay file: every index a command or an initial
     /// entry holds is checked against its table, so the replayer can trust
     /// them (a hostile file is refused here, not at replay).
+    // Every table check of a hostile file in one sequence: over the length
+    // lint (its owner may split it by table).
+    #[allow(clippy::too_many_lines)]
     pub fn read(path: &Path) -> Result<Compiled, TraceError> {
         let p = PathBuf::from(path);
         let corrupt = |offset: u64, what: String| TraceError::Corrupt {

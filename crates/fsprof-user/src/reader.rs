@@ -27,6 +27,7 @@ pub struct ProcessCounters {
     pub ops: Vec<OpStats>,
 }
 
+/// A counter file mapped read-only.
 struct Mapping {
     ptr: *mut libc::c_void,
     len: usize,
@@ -34,11 +35,33 @@ struct Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // SAFETY: the mapping this value owns, unmapped once.
         unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
 
 impl Mapping {
+    /// Maps `file` (of `len` bytes) read-only and shared, so its counters
+    /// are seen as the shim updates them.
+    fn new(file: &File, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
+        // else in this process refers to the address range.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { ptr, len })
+    }
+
     fn u64_at(&self, off: usize) -> u64 {
         debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
         // SAFETY: in bounds and aligned (checked by the callers' layout
@@ -48,8 +71,74 @@ impl Mapping {
     }
 
     fn u32_at(&self, off: usize) -> u32 {
+        debug_assert!(off + 4 <= self.len && off.is_multiple_of(4));
+        // SAFETY: as in `u64_at`; callers pass header fields, inside the
+        // PROC_HDR_SIZE bytes checked before mapping.
         unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
             .load(Ordering::Acquire)
+    }
+
+    /// A copy of the header; only complete once `ready` is set.
+    fn header(&self) -> ProcHeader {
+        // SAFETY: the file is at least PROC_HDR_SIZE >= size_of ProcHeader
+        // bytes, page aligned; any bit pattern is a valid ProcHeader.
+        unsafe { std::ptr::read(self.ptr as *const ProcHeader) }
+    }
+}
+
+/// Where things are in a counter file, from a header checked against this
+/// fsprof's layout and the file's size.
+struct Geometry {
+    hdr_size: usize,
+    slot_size: usize,
+    ctr_size: usize,
+    /// Offset of the value tables in a slot.
+    corr_off: usize,
+}
+
+impl Geometry {
+    /// `Err` names what does not match.
+    fn of(h: &ProcHeader, nbuckets: u32, len: usize) -> Result<Geometry, &'static str> {
+        if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
+            return Err("not a counter file of this fsprof version");
+        }
+        if h.nops as usize != OPS.len()
+            || h.nbuckets != nbuckets
+            || h.ctr_size as usize != abi::ctr_size(nbuckets)
+            || h.hdr_size as usize != abi::PROC_HDR_SIZE
+        {
+            return Err("counter layout differs from this fsprof's");
+        }
+        let g = Geometry {
+            hdr_size: h.hdr_size as usize,
+            slot_size: h.slot_size as usize,
+            ctr_size: h.ctr_size as usize,
+            corr_off: abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize,
+        };
+        if h.corr_ops as usize != abi::CORR_OPS.len()
+            || h.corr_lat as usize != abi::CORR_LAT
+            || h.corr_val as usize != abi::CORR_VAL
+            || h.corr_off as usize != g.corr_off
+        {
+            return Err("value-table layout differs from this fsprof's");
+        }
+        let slot_size = g.corr_off + abi::corr_size() + abi::FD_TRACK * abi::FD_STATE_SIZE;
+        let end = (h.max_slots as usize)
+            .checked_mul(g.slot_size)
+            .and_then(|b| b.checked_add(g.hdr_size));
+        if g.slot_size != slot_size || end.is_none_or(|e| e > len) {
+            return Err("counter file is shorter than its header says");
+        }
+        Ok(g)
+    }
+
+    /// Offset of op `k`'s counters in slot `s`.
+    fn ctr(&self, s: usize, k: usize) -> usize {
+        self.slot(s) + abi::SLOT_HDR_SIZE + k * self.ctr_size
+    }
+
+    fn slot(&self, s: usize) -> usize {
+        self.hdr_size + s * self.slot_size
     }
 }
 
@@ -61,135 +150,96 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     if len < abi::PROC_HDR_SIZE {
         return Ok(None);
     }
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let m = Mapping { ptr, len };
-    let ready_off = offset_of!(ProcHeader, ready);
-    if m.u32_at(ready_off) != 1 {
+    let m = Mapping::new(&file, len)?;
+    if m.u32_at(offset_of!(ProcHeader, ready)) != 1 {
         return Ok(None);
     }
-    // SAFETY: the header is complete once `ready` is set (release/acquire).
-    let h: ProcHeader = unsafe { std::ptr::read(ptr as *const ProcHeader) };
-    let bad = |what: &str| {
+    // The header is complete once `ready` is set (release/acquire).
+    let h = m.header();
+    let g = Geometry::of(&h, nbuckets, len).map_err(|what| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {what}", path.display()),
         )
-    };
-    if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
-        return Err(bad("not a counter file of this fsprof version"));
-    }
-    if h.nops as usize != OPS.len()
-        || h.nbuckets != nbuckets
-        || h.ctr_size as usize != abi::ctr_size(nbuckets)
-    {
-        return Err(bad("counter layout differs from this fsprof's"));
-    }
-    let slots = h.max_slots as usize;
-    let corr_off = abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize;
-    if h.corr_ops as usize != abi::CORR_OPS.len()
-        || h.corr_lat as usize != abi::CORR_LAT
-        || h.corr_val as usize != abi::CORR_VAL
-        || h.corr_off as usize != corr_off
-    {
-        return Err(bad("value-table layout differs from this fsprof's"));
-    }
-    if h.slot_size as usize != corr_off + abi::corr_size() + abi::FD_TRACK * abi::FD_STATE_SIZE
-        || h.hdr_size as usize + slots * h.slot_size as usize > len
-    {
-        return Err(bad("counter file is shorter than its header says"));
-    }
-    let used = (m.u32_at(offset_of!(ProcHeader, slots_used)) as usize).min(slots);
-    let mut ops: Vec<OpStats> = Vec::new();
-    let mut buckets = vec![0u64; nbuckets as usize];
-    let words = size_of::<CtrHeader>();
-    for (k, name) in OPS.iter().map(|o| o.name).enumerate() {
-        let mut op = OpStats::new(name);
-        let mut zero = 0;
-        let mut min = u64::MAX;
-        let mut max = 0;
-        buckets.iter_mut().for_each(|b| *b = 0);
-        for s in 0..used {
-            let base = h.hdr_size as usize
-                + s * h.slot_size as usize
-                + abi::SLOT_HDR_SIZE
-                + k * h.ctr_size as usize;
-            let word = |field: usize| m.u64_at(base + field);
-            let pre = word(offset_of!(CtrHeader, pre));
-            if pre == 0 {
-                continue;
-            }
-            op.pre += pre;
-            op.post += word(offset_of!(CtrHeader, post));
-            op.errors += word(offset_of!(CtrHeader, errors));
-            op.total_ns += word(offset_of!(CtrHeader, total_ns));
-            let mn = word(offset_of!(CtrHeader, min_ns));
-            if mn != 0 {
-                min = min.min(mn);
-            }
-            max = max.max(word(offset_of!(CtrHeader, max_ns)));
-            zero += word(offset_of!(CtrHeader, zero));
-            for (j, b) in buckets.iter_mut().enumerate() {
-                *b += m.u64_at(base + words + j * 8);
-            }
-        }
-        if op.pre == 0 {
-            continue;
-        }
-        op.histogram = Histogram::from_slots(zero, &buckets);
-        if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
-            op.correlations = read_correlations(&m, &h, used, corr_off, c);
-        }
-        if op.histogram.total() > 0 {
-            op.min_ns = Some(if zero > 0 { 0 } else { min });
-            op.max_ns = Some(max);
-        }
-        ops.push(op);
-    }
-    let exe =
-        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
-    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
+    })?;
+    let used = (m.u32_at(offset_of!(ProcHeader, slots_used)) as usize).min(h.max_slots as usize);
+    let ops = OPS
+        .iter()
+        .enumerate()
+        .filter_map(|(k, o)| read_op(&m, &g, used, nbuckets, k, o.name))
         .collect();
     Ok(Some(ProcessCounters {
         seq: h.seq,
         pid: h.pid,
         ppid: h.ppid,
-        exe,
-        argv,
+        exe: String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned(),
+        argv: h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
         start_mono_ns: h.start_ns,
         threads: (used as u32).saturating_sub(1),
         ops,
     }))
 }
 
+/// Op `k`'s counters summed over the `used` slots; `None` if no call
+/// entered it.
+fn read_op(
+    m: &Mapping,
+    g: &Geometry,
+    used: usize,
+    nbuckets: u32,
+    k: usize,
+    name: &str,
+) -> Option<OpStats> {
+    let mut op = OpStats::new(name);
+    let (mut zero, mut min, mut max) = (0, u64::MAX, 0);
+    let mut buckets = vec![0u64; nbuckets as usize];
+    for s in 0..used {
+        let base = g.ctr(s, k);
+        let word = |field: usize| m.u64_at(base + field);
+        let pre = word(offset_of!(CtrHeader, pre));
+        if pre == 0 {
+            continue;
+        }
+        op.pre += pre;
+        op.post += word(offset_of!(CtrHeader, post));
+        op.errors += word(offset_of!(CtrHeader, errors));
+        op.total_ns += word(offset_of!(CtrHeader, total_ns));
+        let mn = word(offset_of!(CtrHeader, min_ns));
+        if mn != 0 {
+            min = min.min(mn);
+        }
+        max = max.max(word(offset_of!(CtrHeader, max_ns)));
+        zero += word(offset_of!(CtrHeader, zero));
+        for (j, b) in buckets.iter_mut().enumerate() {
+            *b += word(size_of::<CtrHeader>() + j * 8);
+        }
+    }
+    if op.pre == 0 {
+        return None;
+    }
+    op.histogram = Histogram::from_slots(zero, &buckets);
+    if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
+        op.correlations = read_correlations(m, g, used, c);
+    }
+    if op.histogram.total() > 0 {
+        op.min_ns = Some(if zero > 0 { 0 } else { min });
+        op.max_ns = Some(max);
+    }
+    Some(op)
+}
+
 /// The size and seek tables of data op `c` (index into `abi::CORR_OPS`),
 /// summed over the used slots; `None` if no call was filed.
-fn read_correlations(
-    m: &Mapping,
-    h: &ProcHeader,
-    used: usize,
-    corr_off: usize,
-    c: usize,
-) -> Option<Correlations> {
+fn read_correlations(m: &Mapping, g: &Geometry, used: usize, c: usize) -> Option<Correlations> {
     let mut out = Correlations::default();
     for s in 0..used {
-        let slot = h.hdr_size as usize + s * h.slot_size as usize;
+        let slot = g.slot(s);
         for kind in 0..abi::CORR_KINDS {
-            let table = slot + corr_off + ((c * abi::CORR_KINDS + kind) * abi::CORR_CELLS) * 8;
+            let table = slot + g.corr_off + ((c * abi::CORR_KINDS + kind) * abi::CORR_CELLS) * 8;
             let joint: &mut JointHistogram = if kind == 0 {
                 &mut out.size
             } else {

@@ -116,10 +116,12 @@ fn remove_stale(base: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
+        // SAFETY: signal 0 sends nothing; it only asks whether `pid` exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0
             || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         let ours = e.metadata().map(|m| {
             use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions and cannot fail.
             m.uid() == unsafe { libc::geteuid() }
         });
         if !alive && ours.unwrap_or(false) {
@@ -130,6 +132,7 @@ fn remove_stale(base: &Path) {
 
 fn writable(p: &Path) -> bool {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that outlives the call.
     unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
 }
 

@@ -1,3 +1,6 @@
+//! `fsprof calibrate`: measures this machine's characteristic latencies
+//! (fsprof-analysis) and writes the calibration file that labels peaks.
+
 use anyhow::{anyhow, Context, Result};
 use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
@@ -6,20 +9,19 @@ use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
 
 use super::report::write_stdout;
-use crate::cli::CalibrateArgs;
+use crate::cli::{CalibrateArgs, CalibrateFormatArg};
 
 pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
-    let (path, overwrite) = match &a.output {
-        Some(p) => (p.clone(), a.force),
-        None => (
-            Calibration::default_path()
-                .ok_or_else(|| anyhow!("neither XDG_CONFIG_HOME nor HOME is set: pass -o FILE"))?,
-            true,
-        ),
+    let path = match &a.output {
+        Some(p) => p.clone(),
+        None => Calibration::default_path()
+            .ok_or_else(|| anyhow!("neither XDG_CONFIG_HOME nor HOME is set: pass -o FILE"))?,
     };
-    if path.exists() && !overwrite {
+    let to_stdout = fsprof_capture::is_stdio(&path);
+    // Before measuring (seconds): a calibration is the user's, default or not.
+    if !to_stdout && path.exists() && !a.force {
         return Err(anyhow!(
-            "{} exists: pass --force to replace it",
+            "{} already exists; pass --force to replace it or -o to write another file",
             path.display()
         ));
     }
@@ -35,20 +37,32 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         kernel: host::kernel_release(),
         created: rfc3339_utc(now),
     })?;
+    if to_stdout {
+        // The stored form on stdout; the table, if asked for, on stderr.
+        write_stdout(&cal.to_json())?;
+        if a.format == CalibrateFormatArg::Text {
+            eprint!("{}", fsprof_report::calibration::render_text(&cal));
+        }
+        skipped(&cal);
+        return Ok(0);
+    }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    write_atomic(&path, cal.to_json().as_bytes(), overwrite)?;
-    let text = if a.json {
-        cal.to_json()
-    } else {
-        fsprof_report::calibration::render_text(&cal)
+    write_atomic(&path, cal.to_json().as_bytes(), a.force)?;
+    let text = match a.format {
+        CalibrateFormatArg::Json => cal.to_json(),
+        CalibrateFormatArg::Text => fsprof_report::calibration::render_text(&cal),
     };
     write_stdout(&text)?;
+    skipped(&cal);
+    eprintln!("fsprof: calibration written to {}", path.display());
+    Ok(0)
+}
+
+fn skipped(cal: &Calibration) {
     for s in &cal.skipped {
         eprintln!("fsprof: not measured: {s}");
     }
-    eprintln!("fsprof: calibration written to {}", path.display());
-    Ok(0)
 }

@@ -2,10 +2,8 @@
 //! asked for, a command that could not be started, and the lines about
 //! the capture printed after it.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
-use fsprof_capture::{save, CaptureError, Outcome, Output};
+use fsprof_capture::{save, CaptureError, Outcome, Output, Saved};
 
 use crate::cli::OutputArgs;
 
@@ -29,14 +27,16 @@ pub fn failed(e: CaptureError) -> Result<i32> {
     }
 }
 
-/// Writes the profile, then the capture's notes and warnings.
+/// Writes the profile, then the capture's notes and warnings. A profile
+/// that could not go where it was asked to, and went to the temporary
+/// directory instead, is said so here; callers print where it went.
 pub fn save_and_tell(
     outcome: &Outcome,
     out: &Output,
     kind: &str,
     program: Option<&str>,
-) -> Result<PathBuf> {
-    let path = save(&outcome.profile, out, kind, program)?;
+) -> Result<Saved> {
+    let saved = save(&outcome.profile, out, kind, program);
     for n in &outcome.notes {
         eprintln!("fsprof: note: {n}");
     }
@@ -46,5 +46,57 @@ pub fn save_and_tell(
     if let Some(sig) = outcome.interrupted {
         eprintln!("fsprof: interrupted by signal {sig}; the profile covers the run until then");
     }
-    Ok(path)
+    let saved = saved?;
+    if let Some(why) = &saved.fallback_from {
+        eprintln!(
+            "fsprof: warning: {why}; the profile went to {} instead",
+            saved.display()
+        );
+    }
+    Ok(saved)
+}
+
+/// The end of a capture of a command: its exit status stands whatever
+/// happened to the profile (a write error must not replace it).
+pub fn exit_status(outcome: &Outcome, saved: &Result<Saved>) -> i32 {
+    match saved {
+        Ok(s) => eprintln!("fsprof: profile written to {}", s.display()),
+        Err(e) => eprintln!("fsprof: {}", crate::one_line(e)),
+    }
+    match (saved, outcome.exit.is_some()) {
+        (Err(_), false) => 2,
+        _ => outcome.exit_code(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsprof_core::{Meta, Profile};
+
+    fn outcome(exit: Option<fsprof_core::profile::ExitStatus>) -> Outcome {
+        Outcome {
+            profile: Profile::new(Meta::default()),
+            exit,
+            interrupted: None,
+            notes: vec![],
+            warnings: vec![],
+        }
+    }
+
+    /// A profile that could not be written anywhere does not replace the
+    /// command's exit status; without a command it is an error (2).
+    #[test]
+    fn a_lost_profile_keeps_the_commands_status() {
+        let lost: Result<Saved> = Err(anyhow::anyhow!("the profile is lost"));
+        let code = fsprof_core::profile::ExitStatus::Code(7);
+        assert_eq!(exit_status(&outcome(Some(code.clone())), &lost), 7);
+        assert_eq!(exit_status(&outcome(None), &lost), 2);
+        let saved = Ok(Saved {
+            path: None,
+            fallback_from: None,
+        });
+        assert_eq!(exit_status(&outcome(Some(code.clone())), &saved), 7);
+        assert_eq!(exit_status(&outcome(None), &saved), 0);
+    }
 }

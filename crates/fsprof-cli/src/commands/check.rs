@@ -1,32 +1,35 @@
+//! `fsprof check FILE...`: FSprof's consistency check on each profile;
+//! exit 1 when one is inconsistent.
+
 use anyhow::Result;
 use fsprof_core::check::check_profile;
-use fsprof_core::format::read_profile;
 
 use crate::cli::CheckArgs;
 
 pub fn check(a: CheckArgs) -> Result<i32> {
     let mut failed = false;
+    if a.files
+        .iter()
+        .filter(|f| fsprof_capture::is_stdio(f))
+        .count()
+        > 1
+    {
+        anyhow::bail!("only one input can be standard input (-)");
+    }
     for file in &a.files {
-        let p = read_profile(file)?;
+        let p = crate::files::read_input(file)?;
+        let file = crate::files::name(file);
         let rep = check_profile(&p);
         for n in &rep.notes {
-            eprintln!("{}: note: {n}", file.display());
+            eprintln!("{}: note: {n}", file);
         }
         for e in &rep.errors {
-            eprintln!("{}: inconsistent: {e}", file.display());
+            eprintln!("{}: inconsistent: {e}", file);
         }
         if rep.ok() {
-            println!(
-                "{}: ok ({} op counters consistent)",
-                file.display(),
-                rep.ops_checked
-            );
+            println!("{}: ok ({} op counters consistent)", file, rep.ops_checked);
         } else {
-            println!(
-                "{}: FAILED ({} inconsistencies)",
-                file.display(),
-                rep.errors.len()
-            );
+            println!("{}: FAILED ({} inconsistencies)", file, rep.errors.len());
             failed = true;
         }
     }

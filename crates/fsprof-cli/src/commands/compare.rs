@@ -3,7 +3,6 @@
 
 use anyhow::Result;
 use fsprof_analysis::compare::{compare_profiles, CompareOptions, Method};
-use fsprof_core::format::read_profile;
 use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
@@ -21,8 +20,9 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     {
         return Ok(code);
     }
-    let pa = read_profile(&a.a)?;
-    let pb = read_profile(&a.b)?;
+    let [pa, pb]: [_; 2] = crate::files::read_inputs([&a.a, &a.b])?
+        .try_into()
+        .expect("two profiles");
     let opts = CompareOptions {
         method: match a.method {
             MethodArg::Emd => Method::Emd,
@@ -38,7 +38,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         ..Default::default()
     };
     let c = compare_profiles(&pa, &pb, &opts);
-    let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
+    let (na, nb) = (crate::files::name(&a.a), crate::files::name(&a.b));
     let text = match a.format {
         FormatArg::Text => render::comparison_text(&c, &na, &nb),
         FormatArg::Json => render::comparison_json(&c, &na, &nb),

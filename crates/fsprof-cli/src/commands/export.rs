@@ -1,10 +1,12 @@
+//! `fsprof export FILE`: a profile in a monitoring system's format
+//! (fsprof-export).
+
 use anyhow::Result;
-use fsprof_core::format::read_profile;
 
 use crate::cli::{ExportArgs, ExportFormatArg};
 
 pub fn export(a: ExportArgs) -> Result<i32> {
-    let profile = read_profile(&a.file)?;
+    let profile = crate::files::read_input(&a.file)?;
     let bytes = match a.format {
         ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile).into_bytes(),
         ExportFormatArg::Prometheus => fsprof_export::prometheus::render(&profile).into_bytes(),

@@ -1,10 +1,14 @@
+//! `fsprof kernel`: a capture with the eBPF source (fsprof-kernel) through
+//! fsprof-capture's loop, then the report after it; `--probe-report` lists
+//! what this kernel allows.
+
 use anyhow::Result;
 use fsprof_capture::{Capture, Plan, Progress};
 use fsprof_core::Resolution;
 use fsprof_kernel::{KernelSource, Options, Target};
 use fsprof_report::after_capture;
 
-use super::capture::{failed, output, save_and_tell};
+use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::cli::{KernelArgs, KernelLayerArg};
 
 pub fn kernel(a: KernelArgs) -> Result<i32> {
@@ -27,12 +31,11 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         Err(e) => return failed(e),
     };
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
-    let path = save_and_tell(&outcome, &out, "kernel", program.as_deref())?;
+    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref());
     if !a.quiet {
         eprint!("{}", after_capture(&outcome.profile, a.top)?);
     }
-    eprintln!("fsprof: profile written to {}", path.display());
-    Ok(outcome.exit_code())
+    Ok(exit_status(&outcome, &saved))
 }
 
 /// The kernel session's options from the command line. With a command,

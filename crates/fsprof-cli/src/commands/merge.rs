@@ -1,16 +1,15 @@
+//! `fsprof merge`: several profiles into one (fsprof-core's merge).
+
 use anyhow::Result;
-use fsprof_core::format::{read_profile, write_profile};
+use fsprof_core::format::to_json;
 use fsprof_core::merge::merge_profiles;
 use fsprof_core::profile::Meta;
 
 use crate::cli::MergeArgs;
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
-    let profiles = a
-        .files
-        .iter()
-        .map(|f| read_profile(f))
-        .collect::<Result<Vec<_>, _>>()?;
+    crate::files::check_output(Some(&a.output), a.force)?;
+    let profiles = crate::files::read_inputs(&a.files)?;
     let base = Meta {
         fsprof_version: env!("CARGO_PKG_VERSION").into(),
         tool: "merge".into(),
@@ -26,11 +25,7 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
     for w in warnings {
         eprintln!("fsprof: warning: {w}");
     }
-    write_profile(&a.output, &merged, a.force)?;
-    eprintln!(
-        "fsprof: merged {} profiles into {}",
-        profiles.len(),
-        a.output.display()
-    );
+    crate::files::write_output(to_json(&merged).as_bytes(), Some(&a.output), a.force)?;
+    eprintln!("fsprof: merged {} profiles", profiles.len());
     Ok(0)
 }

@@ -1,3 +1,6 @@
+//! The subcommands, one file each: clap's arguments are in `cli.rs`, the
+//! work in the library crates; these files join the two.
+
 mod analysis;
 pub mod bench;
 mod calibrate;
@@ -11,6 +14,7 @@ mod kernel;
 mod merge;
 pub(crate) mod mount;
 mod plot;
+pub mod replay;
 mod report;
 mod run;
 pub mod trace;
@@ -32,6 +36,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Discover(a) => discover::discover(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
+        Command::Replay(a) => replay::replay(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),

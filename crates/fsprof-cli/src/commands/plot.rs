@@ -1,26 +1,26 @@
+//! `fsprof plot FILE --op OP -o FIG.svg|png`: one figure (fsprof-plot).
+
 use anyhow::{bail, Result};
-use fsprof_core::format::{read_profile, write_atomic};
 use fsprof_plot::{PlotKind, PlotRequest};
 
-use crate::cli::{PlotArgs, PlotKindArg};
+use crate::cli::{ImageFormatArg, PlotArgs, PlotKindArg};
 
 pub fn plot(a: PlotArgs) -> Result<i32> {
     let ext = a
         .output
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    let png = match ext.as_deref() {
-        Some("svg") => false,
-        Some("png") => true,
+    let png = match (a.format, ext.as_deref()) {
+        (Some(f), _) => f == ImageFormatArg::Png,
+        (None, Some("svg")) => false,
+        (None, Some("png")) => true,
         _ => bail!(
-            "cannot tell the image format of {}: name it *.svg or *.png",
+            "cannot tell the image format of {}: name it *.svg or *.png, or pass --format svg|png",
             a.output.display()
         ),
     };
-    if a.output.exists() && !a.force {
-        return Err(fsprof_core::format::FormatError::Exists { path: a.output }.into());
-    }
-    let profile = read_profile(&a.file)?;
+    crate::files::check_output(Some(&a.output), a.force)?;
+    let profile = crate::files::read_input(&a.file)?;
     let req = PlotRequest {
         op: a.op,
         layer: a.layer,
@@ -40,7 +40,6 @@ pub fn plot(a: PlotArgs) -> Result<i32> {
     } else {
         svg.into_bytes()
     };
-    write_atomic(&a.output, &bytes, a.force)?;
-    eprintln!("fsprof: wrote {}", a.output.display());
+    crate::files::write_output(&bytes, Some(&a.output), a.force)?;
     Ok(0)
 }

@@ -2,11 +2,8 @@
 //! hands the profile to fsprof-report (text, JSON, CSV) or fsprof-plot
 //! (HTML).
 
-use std::io::Write;
-
 use anyhow::{bail, Result};
 use fsprof_analysis::correlation::Value;
-use fsprof_core::format::{read_profile, write_atomic};
 use fsprof_report::{Extras, Format, ReportOptions, Selection};
 
 use super::analysis::calibration;
@@ -16,7 +13,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     if a.format == FormatArg::Html && a.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
-    let profile = read_profile(&a.file)?;
+    let profile = crate::files::read_input(&a.file)?;
     let an = &a.analysis;
     let selection = Selection {
         layers: a.layers,
@@ -72,25 +69,11 @@ pub fn finish(text: &str, output: Option<&std::path::Path>, force: bool) -> Resu
 }
 
 pub fn finish_bytes(bytes: &[u8], output: Option<&std::path::Path>, force: bool) -> Result<i32> {
-    match output {
-        Some(path) => {
-            write_atomic(path, bytes, force)?;
-            eprintln!("fsprof: wrote {}", path.display());
-        }
-        None => write_stdout_bytes(bytes)?,
-    }
+    crate::files::write_output(bytes, output, force)?;
     Ok(0)
 }
 
 /// A closed pipe (`fsprof report p.json | head`) is a normal end, not an error.
 pub fn write_stdout(text: &str) -> Result<()> {
-    write_stdout_bytes(text.as_bytes())
-}
-
-fn write_stdout_bytes(bytes: &[u8]) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        r => Ok(r?),
-    }
+    crate::files::write_stdout(text.as_bytes())
 }

@@ -1,3 +1,7 @@
+//! `fsprof run -- CMD`: a capture with the preload shim (fsprof-user)
+//! through fsprof-capture's loop, optionally serving live metrics, then the
+//! report after it.
+
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
@@ -8,24 +12,10 @@ use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::after_capture;
 use fsprof_user::{ClockChoice, UserOptions, UserSource};
 
-use super::capture::{failed, output, save_and_tell};
+use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::cli::{ClockArg, RunArgs};
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    // clap hands an unknown `--flag` before CMD to CMD; only `--` makes a
-    // command that starts with `-` plausible.
-    let first = a.command[0].to_string_lossy();
-    let raw: Vec<_> = std::env::args_os().collect();
-    let after_dashdash = raw
-        .iter()
-        .position(|x| x == "--")
-        .is_some_and(|i| raw.get(i + 1) == Some(&a.command[0]));
-    if first.starts_with('-') && !after_dashdash {
-        eprintln!(
-            "error: unexpected argument '{first}' for `fsprof run` (put the command after `--`)"
-        );
-        return Ok(2);
-    }
     // Refuse an existing -o before running anything: the run may be long.
     let out = output(&a.out);
     out.check()?;
@@ -58,7 +48,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     drop(server);
     let cmd = a.command[0].to_string_lossy();
-    let path = save_and_tell(&outcome, &out, "", Some(&cmd))?;
+    let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
     if outcome.profile.processes.is_empty() {
         eprintln!(
             "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
@@ -72,8 +62,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     } else if !a.quiet {
         eprint!("{}", after_capture(&outcome.profile, a.top)?);
     }
-    eprintln!("fsprof: profile written to {}", path.display());
-    Ok(outcome.exit_code())
+    Ok(exit_status(&outcome, &saved))
 }
 
 /// Live metrics sampled every --interval, or every second without one.

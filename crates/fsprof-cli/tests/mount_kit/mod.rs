@@ -6,27 +6,18 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fsprof_core::format::read_profile;
 use fsprof_core::{OpStats, Profile};
 
-pub fn fsprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fsprof"))
-}
+pub use fsprof_testkit::fsprof;
 
-/// FUSE mounts need root here; under CI (root) a missing privilege fails.
+/// Root, for a FUSE mount: these tests are `#[ignore = "needs root"]` and run by
+/// `scripts/test-all`; run without root they fail saying so
+/// (`fsprof_testkit::need`).
 pub fn root_or_skip(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what}: needs root to mount, and CI=true forbids skipping"
-    );
-    eprintln!("SKIPPED {what}: needs root to mount (CI=true makes this a failure)");
-    false
+    fsprof_testkit::need_root(&format!("a FUSE mount, {what}"));
+    true
 }
 
 pub struct Mount {

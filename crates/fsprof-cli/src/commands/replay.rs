@@ -1,0 +1,228 @@
+//! `fsprof replay REPLAY --root DIR`: a compiled trace replayed under DIR,
+//! with the timing report (issue-time errors, per-second counts, elapsed
+//! vs traced), the mismatches, and the replay's profile compared with the
+//! trace's. Exit 1 when `--verify strict` finds a mismatch.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use fsprof_core::format::{to_json, write_atomic};
+use fsprof_core::units::format_ns;
+use fsprof_replay::report::TimingReport;
+use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Compiled trace (from `fsprof compile`)
+    pub replay: PathBuf,
+    /// Directory every path of the trace is replayed under (the trace's `/`)
+    #[arg(long, value_name = "DIR", required = true)]
+    pub root: PathBuf,
+    /// Create the trace's initial state under the (empty) root first
+    #[arg(long)]
+    pub prepare: bool,
+    /// Replay at this multiple of the traced speed (2 = twice as fast)
+    #[arg(long, value_name = "X", value_parser = parse_speed, conflicts_with = "afap")]
+    pub speed: Option<f64>,
+    /// As fast as possible (only the ordering constraints are kept)
+    #[arg(long)]
+    pub afap: bool,
+    /// Compare results with the trace: stop at the first difference, report them, or not
+    #[arg(long, value_enum, default_value_t = VerifyArg::Warn)]
+    pub verify: VerifyArg,
+    /// Replay reads against the current cache state, or skip them
+    #[arg(long, value_enum, default_value_t = ReadsArg::Current)]
+    pub reads: ReadsArg,
+    /// Write the replay's profile to FILE
+    #[arg(short, long, value_name = "PROFILE")]
+    pub output: Option<PathBuf>,
+    /// Write the timing report (JSON) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub timing: Option<PathBuf>,
+    /// Replace PROFILE and FILE if they exist
+    #[arg(short, long)]
+    pub force: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum VerifyArg {
+    Strict,
+    Warn,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ReadsArg {
+    Current,
+    Skip,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a positive speed factor")),
+    }
+}
+
+pub fn replay(a: ReplayArgs) -> Result<i32> {
+    for (p, what) in [(&a.output, "profile"), (&a.timing, "timing report")] {
+        if let Some(p) = p {
+            if p.exists() && !a.force {
+                anyhow::bail!(
+                    "{} already exists ({what}); use --force to replace it",
+                    p.display()
+                );
+            }
+        }
+    }
+    let compiled = load(&a.replay)?;
+    let opts = ReplayOptions {
+        root: a.root.clone(),
+        prepare: a.prepare,
+        pace: if a.afap {
+            Pace::Afap
+        } else {
+            Pace::Speed(a.speed.unwrap_or(1.0))
+        },
+        verify: match a.verify {
+            VerifyArg::Strict => Verify::Strict,
+            VerifyArg::Warn => Verify::Warn,
+            VerifyArg::Off => Verify::Off,
+        },
+        reads: match a.reads {
+            ReadsArg::Current => Reads::Current,
+            ReadsArg::Skip => Reads::Skip,
+        },
+    };
+    // Drawn only on a terminal (indicatif hides itself otherwise).
+    let bar = ProgressBar::with_draw_target(
+        Some(compiled.commands.len() as u64),
+        ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        ProgressStyle::with_template("replay {bar:40} {pos}/{len} commands, {elapsed}")
+            .expect("a valid template"),
+    );
+    let r = run_replay(&compiled, &opts, &mut |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    if r.prepared > 0 {
+        eprintln!(
+            "fsprof: prepared {} initial entr(ies) under {}",
+            r.prepared,
+            a.root.display()
+        );
+    }
+    if !r.prepare_failures.is_empty() {
+        eprintln!(
+            "fsprof: warning: {} initial entr(ies) could not be made (their first accesses will differ): {}",
+            r.prepare_failures.len(),
+            r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+        );
+    }
+    eprint!("{}", timing_text(&r.timing));
+    eprintln!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
+    eprint!(
+        "{}",
+        fsprof_report::analysis::comparison_text(&r.fidelity, "trace", "replay")
+    );
+    if let Some(p) = &a.output {
+        write_atomic(p, to_json(&r.replayed).as_bytes(), a.force)?;
+        eprintln!("fsprof: replay profile written to {}", p.display());
+    }
+    if let Some(p) = &a.timing {
+        let json = serde_json::json!({
+            "report": "fsprof-replay-timing",
+            "fsprof_version": env!("CARGO_PKG_VERSION"),
+            "replay": a.replay.display().to_string(),
+            "timing": r.timing,
+            "fidelity": r.fidelity.ops.iter().map(|o| serde_json::json!({
+                "layer": o.layer, "op": o.op, "score": o.score,
+                "interesting": o.interesting, "reason": o.reason,
+            })).collect::<Vec<_>>(),
+        });
+        write_atomic(p, serde_json::to_string_pretty(&json)?.as_bytes(), a.force)
+            .with_context(|| format!("writing {}", p.display()))?;
+        eprintln!("fsprof: timing report written to {}", p.display());
+    }
+    let strict_failed = matches!(a.verify, VerifyArg::Strict) && r.timing.mismatches > 0;
+    Ok(if strict_failed { 1 } else { 0 })
+}
+
+fn timing_text(t: &TimingReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}",
+        t.issued,
+        t.commands,
+        t.pace,
+        format_ns(t.elapsed_ns as f64),
+        format_ns(t.traced_ns as f64),
+        if t.skipped_reads > 0 {
+            format!(", {} not issued (reads skipped)", t.skipped_reads)
+        } else {
+            String::new()
+        }
+    );
+    if t.pace != "afap" {
+        let e = &t.error;
+        let _ = writeln!(
+            s,
+            "  issue-time error: median {}, p90 {}, p99 {}, max {}",
+            format_ns(e.median_ns as f64),
+            format_ns(e.p90_ns as f64),
+            format_ns(e.p99_ns as f64),
+            format_ns(e.max_ns as f64)
+        );
+        let cdf: Vec<String> = t
+            .cdf
+            .iter()
+            .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
+            .collect();
+        let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
+        let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
+        for sec in t.per_second.iter().take(30) {
+            let _ = writeln!(
+                s,
+                "  {:>6}  {:>10}  {:>12}  {:>10}",
+                sec.second,
+                sec.traced_ops,
+                sec.replayed_ops,
+                format_ns(sec.mean_error_ns)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  mismatches: {} ({} on a file's first access: the initial state differed){}",
+        t.mismatches,
+        t.initial_state_mismatches,
+        if t.aborted {
+            "; stopped at the first (--verify strict)"
+        } else {
+            ""
+        }
+    );
+    for m in &t.mismatch_examples {
+        let _ = writeln!(
+            s,
+            "    #{} thread {} {}({}) at +{}: traced {}, replayed {}{}",
+            m.command,
+            m.thread,
+            m.op,
+            m.path.as_deref().unwrap_or(""),
+            format_ns(m.t_ns as f64),
+            m.expected,
+            m.got,
+            if m.first_access {
+                " [first access]"
+            } else {
+                ""
+            }
+        );
+    }
+    s
+}

@@ -1,0 +1,80 @@
+//! Where commands read profiles and write what they make: a path, or `-`
+//! for standard input or output, as cat, tar and perf take it — for every
+//! command that reads a profile or writes a file.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use fsprof_capture::is_stdio;
+use fsprof_core::format::{parse_profile, read_profile, write_atomic, FormatError};
+use fsprof_core::Profile;
+
+/// Reads a profile from a file, or from standard input for `-`.
+pub fn read_input(path: &Path) -> Result<Profile> {
+    if !is_stdio(path) {
+        return Ok(read_profile(path)?);
+    }
+    let name = Path::new("standard input");
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|source| FormatError::Read {
+            path: name.to_path_buf(),
+            source,
+        })?;
+    Ok(parse_profile(&bytes, name)?)
+}
+
+/// How an input is named in messages: its path, or "standard input".
+pub fn name(path: &Path) -> String {
+    if is_stdio(path) {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Reads several profiles, at most one of them from standard input.
+pub fn read_inputs<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Result<Vec<Profile>> {
+    let paths: Vec<&PathBuf> = paths.into_iter().collect();
+    if paths.iter().filter(|p| is_stdio(p)).count() > 1 {
+        bail!("only one input can be standard input (-)");
+    }
+    paths.into_iter().map(|p| read_input(p)).collect()
+}
+
+/// Refuses, before the work, an `-o FILE` that exists without `--force`.
+pub fn check_output(output: Option<&Path>, force: bool) -> Result<()> {
+    match output {
+        Some(p) if !is_stdio(p) && !force && p.exists() => Err(FormatError::Exists {
+            path: p.to_path_buf(),
+        }
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes to `-o FILE` (atomically: no partial file on failure) or, with
+/// no `-o` or `-o -`, to standard output. Says which file it wrote.
+pub fn write_output(bytes: &[u8], output: Option<&Path>, force: bool) -> Result<()> {
+    match output.filter(|p| !is_stdio(p)) {
+        Some(path) => {
+            write_atomic(path, bytes, force)?;
+            eprintln!("fsprof: wrote {}", path.display());
+            Ok(())
+        }
+        None => write_stdout(bytes),
+    }
+}
+
+/// A closed pipe (`fsprof report p.json | head`) is a normal end, not an
+/// error.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        r => Ok(r?),
+    }
+}

@@ -1,0 +1,405 @@
+//! `fsprof compile` and `fsprof replay`: a real program's tree rebuilt by
+//! replaying its trace; cross-thread ordering kept; hostile traces kept
+//! under the root; corrupt replay files refused.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use fsprof_testkit::{compile, fsprof, need_program};
+use fsprof_trace::event::{Call, Op, ProcessInfo, Record};
+use fsprof_trace::file::{TraceHeader, TraceWriter};
+use fsprof_trace::replayfile::Compiled;
+
+fn run(args: &[&std::ffi::OsStr], dir: &Path) -> Output {
+    fsprof().args(args).current_dir(dir).output().unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "status {:?}: {err}", o.status);
+    err
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
+/// Every entry under `dir`: type, permission bits, size, contents or target.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, (String, u32, u64, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            let (kind, body) = if m.file_type().is_symlink() {
+                (
+                    "symlink",
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                )
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                ("dir", Vec::new())
+            } else {
+                ("file", std::fs::read(&p).unwrap())
+            };
+            let size = if kind == "dir" { 0 } else { m.len() };
+            out.insert(rel, (kind.to_string(), m.mode() & 0o7777, size, body));
+        }
+    }
+    out
+}
+
+#[test]
+fn replaying_tar_extract_rebuilds_the_same_tree() {
+    let tar = need_program("tar", "tar");
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    // The archive: nested directories, files of several sizes and modes,
+    // an empty file and a symlink.
+    let src = base.join("src");
+    std::fs::create_dir_all(src.join("a/b/c")).unwrap();
+    let files: [(&str, usize, u32); 5] = [
+        ("top.txt", 13, 0o644),
+        ("a/run.sh", 300, 0o755),
+        ("a/b/private", 5000, 0o600),
+        ("a/b/c/big.bin", 300_000, 0o640),
+        ("a/empty", 0, 0o644),
+    ];
+    for (name, size, mode) in files {
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+        std::fs::write(src.join(name), bytes).unwrap();
+        std::fs::set_permissions(src.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::os::unix::fs::symlink("b/private", src.join("a/link")).unwrap();
+    let st = std::process::Command::new(&tar)
+        .args(["-cf", "a.tar", "-C", "src", "."])
+        .current_dir(&base)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::create_dir(base.join("out")).unwrap();
+
+    let t = base.join("x.trace");
+    ok(&run(
+        &[
+            os("trace"),
+            os("--data"),
+            os("full"),
+            os("-o"),
+            t.as_os_str(),
+            os("--"),
+            tar.as_os_str(),
+            os("-xpf"),
+            os("a.tar"),
+            os("-C"),
+            os("out"),
+        ],
+        &base,
+    ));
+    let r = base.join("x.replay");
+    let msg = ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    assert!(msg.contains("% of raw"), "{msg}");
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let msg = ok(&run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--prepare"),
+            os("--afap"),
+            os("--verify"),
+            os("strict"),
+        ],
+        &base,
+    ));
+    assert!(msg.contains("mismatches: 0"), "{msg}");
+    let original = tree(&base.join("out"));
+    let replayed = tree(&root.join(base.join("out").strip_prefix("/").unwrap()));
+    assert_eq!(original.len(), 9, "{original:#?}");
+    for (path, want) in &original {
+        let got = replayed
+            .get(path)
+            .unwrap_or_else(|| panic!("{} missing in the replay", path.display()));
+        assert_eq!(
+            (&got.0, got.1, got.2),
+            (&want.0, want.1, want.2),
+            "{}",
+            path.display()
+        );
+        assert!(got.3 == want.3, "{}: contents differ", path.display());
+    }
+    assert_eq!(original.len(), replayed.len());
+    // Into a root that is not empty, --prepare refuses (nothing is overwritten).
+    let o = run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--prepare"),
+        ],
+        &base,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
+}
+
+#[test]
+fn afap_replay_keeps_cross_thread_order() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let exe = compile("trace_threads", &base, &["-pthread"]);
+    let t = base.join("t.trace");
+    ok(&run(
+        &[
+            os("trace"),
+            os("-o"),
+            t.as_os_str(),
+            os("--"),
+            exe.as_os_str(),
+            os("2000"),
+        ],
+        &base,
+    ));
+    let r = base.join("t.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    let compiled = Compiled::read(&r).unwrap();
+    assert!(
+        compiled.header.threads >= 2,
+        "the two threads replay on threads of their own"
+    );
+    assert!(
+        compiled.commands.iter().any(|c| !c.waits.is_empty()),
+        "a constraint was derived"
+    );
+    let replay = |file: &Path, root: &Path| {
+        std::fs::create_dir(root).unwrap();
+        run(
+            &[
+                os("replay"),
+                file.as_os_str(),
+                os("--root"),
+                root.as_os_str(),
+                os("--prepare"),
+                os("--afap"),
+                os("--verify"),
+                os("strict"),
+            ],
+            &base,
+        )
+    };
+    let o = replay(&r, &base.join("root1"));
+    let msg = ok(&o);
+    assert!(msg.contains("mismatches: 0"), "{msg}");
+    // The same commands without their constraints: the reader's open runs
+    // before the file exists. This is what the constraint prevents.
+    let mut loose = compiled.clone();
+    for c in &mut loose.commands {
+        c.waits.clear();
+    }
+    let lr = base.join("loose.replay");
+    loose.write(&lr, false).unwrap();
+    let o = replay(&lr, &base.join("root2"));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("traced 3, replayed -1 ENOENT")
+            || String::from_utf8_lossy(&o.stderr).contains("ENOENT")
+    );
+}
+
+/// A trace that tries every way out of the root.
+fn hostile_trace(path: &Path, outside: &Path) {
+    let mut w = TraceWriter::create(path, &TraceHeader::new("test", "full"), true).unwrap();
+    let o = outside.to_str().unwrap();
+    w.push(&Record::Process(ProcessInfo {
+        pid: 1,
+        cwd: b"/".to_vec(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut t = 0;
+    let mut call = |op: &str, path: &str, path2: Option<&str>, flags: i64, ret: i64| {
+        t += 1000;
+        let c = Call {
+            start_ns: t,
+            end_ns: t + 10,
+            pid: 1,
+            tid: 1,
+            op: Op::named(op),
+            ret,
+            fd: Some(-100),
+            path: Some(path.as_bytes().to_vec()),
+            resolved: Some(path.as_bytes().to_vec()),
+            path2: path2.map(|p| p.as_bytes().to_vec()),
+            resolved2: path2.map(|p| p.as_bytes().to_vec()),
+            name: (op == "symlink").then(|| o.as_bytes().to_vec()),
+            flags: Some(flags),
+            mode: Some(0o644),
+            ..Default::default()
+        };
+        w.push(&Record::Call(c)).unwrap();
+    };
+    let creat = (libc::O_CREAT | libc::O_WRONLY) as i64;
+    call("openat", &format!("/../../../..{o}/dotdot"), None, creat, 3);
+    call("close", "", None, 0, 0);
+    call("mkdir", &format!("/..{o}/made"), None, 0, 0);
+    call("symlink", "/escape", None, 0, 0);
+    call("openat", "/escape/through-link", None, creat, 3);
+    call("unlink", &format!("/../..{o}/keep"), None, 0, 0);
+    call(
+        "rename",
+        "/escape/../../../victim",
+        Some(&format!("/..{o}/renamed")),
+        0,
+        0,
+    );
+    call(
+        "openat",
+        &format!("/proc/self/root{o}/magic"),
+        None,
+        creat,
+        3,
+    );
+    call("truncate", &format!("/../{o}/keep"), None, 0, 0);
+    call("chmod", "/escape/keep", None, 0, 0);
+    w.finish(0, t).unwrap();
+}
+
+#[test]
+fn hostile_traces_cannot_touch_anything_outside_the_root() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let outside = base.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep"), "precious").unwrap();
+    std::fs::write(base.join("victim"), "mine").unwrap();
+    let before = tree(&base);
+    let t = base.join("h.trace");
+    hostile_trace(&t, &outside);
+    let r = base.join("h.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    // Also a replay file made by hand, past the compiler's /proc filter.
+    let mut c = Compiled::read(&r).unwrap();
+    let magic = format!("/proc/self/root{}/magic2", outside.display());
+    let id = c.strings.len() as u32;
+    c.strings.push(magic.into_bytes());
+    let mut open = c
+        .commands
+        .iter()
+        .find(|k| k.op.is("openat"))
+        .unwrap()
+        .clone();
+    open.path = Some(id);
+    open.out = None;
+    open.t_ns = c.commands.last().unwrap().t_ns + 1;
+    c.commands.push(open);
+    let hr = base.join("hand.replay");
+    c.write(&hr, false).unwrap();
+    for (file, root) in [(&r, "root1"), (&hr, "root2")] {
+        let root = base.join(root);
+        std::fs::create_dir(&root).unwrap();
+        let o = run(
+            &[
+                os("replay"),
+                file.as_os_str(),
+                os("--root"),
+                root.as_os_str(),
+                os("--prepare"),
+                os("--afap"),
+            ],
+            &base,
+        );
+        ok(&o);
+    }
+    let mut after = tree(&base);
+    after.retain(|p, _| {
+        !p.starts_with("root1")
+            && !p.starts_with("root2")
+            && p.extension().is_none_or(|e| e != "replay" && e != "trace")
+    });
+    let mut want = before.clone();
+    want.retain(|p, _| p.extension().is_none_or(|e| e != "replay" && e != "trace"));
+    assert_eq!(after, want, "nothing outside the roots changed");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep")).unwrap(),
+        "precious"
+    );
+    // Inside, `..` stopped at the root: the file landed under root1.
+    let inside = base.join("root1").join(outside.strip_prefix("/").unwrap());
+    assert!(
+        inside.join("dotdot").exists(),
+        "{:#?}",
+        tree(&base.join("root1"))
+    );
+}
+
+#[test]
+fn corrupt_replay_files_are_refused_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let t = base.join("h.trace");
+    hostile_trace(&t, &base.join("nowhere"));
+    let r = base.join("h.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    let bytes = std::fs::read(&r).unwrap();
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let bad = base.join("bad.replay");
+    for (what, content) in [
+        ("truncated", bytes[..bytes.len() - 7].to_vec()),
+        ("a trace", std::fs::read(&t).unwrap()),
+        ("empty", Vec::new()),
+    ] {
+        std::fs::write(&bad, &content).unwrap();
+        let o = run(
+            &[
+                os("replay"),
+                bad.as_os_str(),
+                os("--root"),
+                root.as_os_str(),
+            ],
+            &base,
+        );
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{what}: {err}");
+    }
+    let o = run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            os("/no/such/dir"),
+        ],
+        &base,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
+}

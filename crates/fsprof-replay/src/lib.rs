@@ -1,0 +1,105 @@
+//! Replaying a compiled trace (`fsprof replay`) at user level, measured.
+//!
+//! [`replay`] loads a compiled trace ([`fsprof_trace::replayfile`]),
+//! confines every path under `--root` ([`root`]), optionally creates the
+//! trace's initial state there ([`prepare`]), runs one thread per replay
+//! thread honouring the ordering constraints and the traced times
+//! ([`engine`]), checks each result against the trace, and reports timing
+//! accuracy, mismatches and the replay's profile next to the trace's
+//! ([`report`]).
+
+pub mod engine;
+pub mod exec;
+pub mod prepare;
+pub mod report;
+pub mod root;
+
+use std::path::{Path, PathBuf};
+
+use fsprof_analysis::compare::{compare_profiles, CompareOptions, Comparison};
+use fsprof_core::Profile;
+use fsprof_trace::replayfile::Compiled;
+
+pub use engine::{Pace, Reads, Verify};
+use report::TimingReport;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    File(#[from] fsprof_trace::TraceError),
+    #[error("--root {0}")]
+    Root(String),
+    #[error("--prepare: {0}")]
+    Prepare(String),
+}
+
+pub struct ReplayOptions {
+    pub root: PathBuf,
+    pub prepare: bool,
+    pub pace: Pace,
+    pub verify: Verify,
+    pub reads: Reads,
+}
+
+pub struct Replayed {
+    pub timing: TimingReport,
+    /// The trace's latencies of the replayed commands.
+    pub traced: Profile,
+    /// The replay's latencies of the same commands.
+    pub replayed: Profile,
+    /// `compare` of the two: how closely the replay behaved like the trace.
+    pub fidelity: Comparison,
+    pub prepared: usize,
+    /// Initial entries `--prepare` could not make, with the reason.
+    pub prepare_failures: Vec<String>,
+}
+
+/// Reads a compiled trace (a clear error for anything else).
+pub fn load(path: &Path) -> Result<Compiled, ReplayError> {
+    Ok(Compiled::read(path)?)
+}
+
+pub fn replay(
+    compiled: &Compiled,
+    opts: &ReplayOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Replayed, ReplayError> {
+    if !opts.root.is_dir() {
+        return Err(ReplayError::Root(format!(
+            "{} is not a directory",
+            opts.root.display()
+        )));
+    }
+    let root = root::Root::open(&opts.root)
+        .map_err(|e| ReplayError::Root(format!("{}: {e}", opts.root.display())))?;
+    let mut prepared = 0;
+    let mut prepare_failures = Vec::new();
+    if opts.prepare {
+        if !prepare::is_empty(&opts.root)? {
+            return Err(ReplayError::Prepare(format!(
+                "{} is not empty; --prepare only creates the initial state in an empty directory (nothing there is overwritten)",
+                opts.root.display()
+            )));
+        }
+        (prepared, prepare_failures) = prepare::prepare(&root, compiled);
+    }
+    let engine = engine::Engine {
+        compiled,
+        root: &root,
+        pace: opts.pace,
+        verify: opts.verify,
+        reads: opts.reads,
+    };
+    let run = engine.run(progress);
+    let timing = report::timing(compiled, &run, opts.pace);
+    let (traced, replayed) = report::profiles(compiled, &run);
+    let fidelity = compare_profiles(&traced, &replayed, &CompareOptions::default());
+    Ok(Replayed {
+        timing,
+        traced,
+        replayed,
+        fidelity,
+        prepared,
+        prepare_failures,
+    })
+}

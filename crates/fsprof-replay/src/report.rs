@@ -1,0 +1,242 @@
+//! What a replay reports (Replayfs §4.3, Figs 6–8, and beyond): the
+//! distribution of issue-time errors (CDF, median, p99, max), per traced
+//! second the mean error and the op counts of the trace and of the replay,
+//! elapsed vs traced time, the results that differ from the trace (those on
+//! a file's first access, where the initial state was wrong, apart), and
+//! the replay's profile compared with the trace's, op by op.
+
+use serde::Serialize;
+
+use fsprof_core::profile::{Clock, Layer, Meta};
+use fsprof_core::{BucketLayout, OpStats, Profile, Resolution};
+use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
+use fsprof_trace::show::errno_name;
+
+use crate::engine::{Pace, Run};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Mismatch {
+    pub command: usize,
+    pub thread: u32,
+    pub op: String,
+    pub path: Option<String>,
+    pub t_ns: u64,
+    pub expected: String,
+    pub got: String,
+    pub first_access: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Quantiles {
+    pub median_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Second {
+    pub second: u64,
+    pub traced_ops: u64,
+    pub replayed_ops: u64,
+    /// Mean issue-time error of the commands traced in this second.
+    pub mean_error_ns: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TimingReport {
+    pub pace: String,
+    pub commands: u64,
+    pub issued: u64,
+    pub skipped_reads: u64,
+    pub elapsed_ns: u64,
+    pub traced_ns: u64,
+    /// Issue-time errors of the issued commands (all 0 with --afap).
+    pub error: Quantiles,
+    /// (error ns, fraction of commands issued within it), log-spaced.
+    pub cdf: Vec<(u64, f64)>,
+    pub per_second: Vec<Second>,
+    pub mismatches: u64,
+    /// Mismatches on a file's first access: the initial state was wrong.
+    pub initial_state_mismatches: u64,
+    pub mismatch_examples: Vec<Mismatch>,
+    pub aborted: bool,
+}
+
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let k = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[k]
+}
+
+fn result_text(ret: i64, errno: i32) -> String {
+    if errno != 0 || ret == -1 {
+        format!("-1 {}", errno_name(errno))
+    } else {
+        ret.to_string()
+    }
+}
+
+pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
+    let mut errors: Vec<u64> = run
+        .outcomes
+        .iter()
+        .filter(|o| o.issued)
+        .map(|o| o.error_ns)
+        .collect();
+    errors.sort_unstable();
+    let n = errors.len();
+    let error = Quantiles {
+        median_ns: quantile(&errors, 0.5),
+        p90_ns: quantile(&errors, 0.9),
+        p99_ns: quantile(&errors, 0.99),
+        max_ns: errors.last().copied().unwrap_or(0),
+        mean_ns: if n == 0 {
+            0.0
+        } else {
+            errors.iter().map(|&e| e as f64).sum::<f64>() / n as f64
+        },
+    };
+    // 1-2-5 steps from 100 ns to 10 s.
+    let mut cdf = Vec::new();
+    'edges: for exp in 2..=10u32 {
+        for m in [1u64, 2, 5] {
+            let edge = m * 10u64.pow(exp);
+            let within = errors.partition_point(|&e| e <= edge);
+            if n > 0 {
+                cdf.push((edge, within as f64 / n as f64));
+            }
+            if within == n {
+                break 'edges;
+            }
+        }
+    }
+    let seconds =
+        (c.header.duration_ns / 1_000_000_000 + 1).max(run.elapsed_ns / 1_000_000_000 + 1) as usize;
+    let mut traced = vec![0u64; seconds];
+    let mut replayed = vec![0u64; seconds];
+    let mut err_sum = vec![0f64; seconds];
+    let mut err_n = vec![0u64; seconds];
+    let mut mismatches = 0;
+    let mut initial = 0;
+    let mut examples = Vec::new();
+    for (i, (cmd, o)) in c.commands.iter().zip(&run.outcomes).enumerate() {
+        let s = (cmd.t_ns / 1_000_000_000) as usize;
+        if s < seconds {
+            traced[s] += 1;
+        }
+        if !o.issued {
+            continue;
+        }
+        let r = (o.issued_ns / 1_000_000_000) as usize;
+        if r < seconds {
+            replayed[r] += 1;
+        }
+        if s < seconds {
+            err_sum[s] += o.error_ns as f64;
+            err_n[s] += 1;
+        }
+        if o.mismatch {
+            mismatches += 1;
+            let first = cmd.cflags & CMD_FIRST_ACCESS != 0;
+            if first {
+                initial += 1;
+            }
+            if examples.len() < 20 {
+                examples.push(Mismatch {
+                    command: i,
+                    thread: cmd.thread,
+                    op: cmd.op.name().into(),
+                    path: cmd
+                        .path
+                        .map(|p| String::from_utf8_lossy(&c.strings[p as usize]).into_owned()),
+                    t_ns: cmd.t_ns,
+                    expected: result_text(cmd.ret, cmd.errno),
+                    got: result_text(o.ret, o.errno),
+                    first_access: first,
+                });
+            }
+        }
+    }
+    let per_second = (0..seconds)
+        .map(|s| Second {
+            second: s as u64,
+            traced_ops: traced[s],
+            replayed_ops: replayed[s],
+            mean_error_ns: if err_n[s] == 0 {
+                0.0
+            } else {
+                err_sum[s] / err_n[s] as f64
+            },
+        })
+        .collect();
+    TimingReport {
+        pace: match pace {
+            Pace::Afap => "afap".into(),
+            Pace::Speed(s) => format!("speed {s}"),
+        },
+        commands: c.commands.len() as u64,
+        issued: n as u64,
+        skipped_reads: run.outcomes.iter().filter(|o| !o.issued).count() as u64,
+        elapsed_ns: run.elapsed_ns,
+        traced_ns: c.header.duration_ns,
+        error,
+        cdf,
+        per_second,
+        mismatches,
+        initial_state_mismatches: initial,
+        mismatch_examples: examples,
+        aborted: run.aborted,
+    }
+}
+
+/// The traced and the replayed latencies of the issued commands, as two
+/// profiles of the same ops (layer `user`), so that `compare` can score
+/// them.
+pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
+    let layout = BucketLayout::new(Resolution::default());
+    let mut traced = Layer::new(fsprof_core::profile::layer::USER);
+    let mut replayed = Layer::new(fsprof_core::profile::layer::USER);
+    let add = |l: &mut Layer, op: &str, ns: u64, failed: bool| {
+        let s: &mut OpStats = l.op_mut(op);
+        s.pre += 1;
+        s.post += 1;
+        s.errors += failed as u64;
+        s.total_ns += ns;
+        s.min_ns = Some(s.min_ns.map_or(ns, |m| m.min(ns)));
+        s.max_ns = Some(s.max_ns.map_or(ns, |m| m.max(ns)));
+        s.histogram.add_to(layout.index(ns), 1);
+    };
+    for (cmd, o) in c.commands.iter().zip(&run.outcomes) {
+        if !o.issued {
+            continue;
+        }
+        let op = cmd.op.name();
+        add(&mut traced, op, cmd.dur_ns, cmd.errno != 0 || cmd.ret == -1);
+        add(&mut replayed, op, o.latency_ns, o.errno != 0 || o.ret == -1);
+    }
+    traced.normalize();
+    replayed.normalize();
+    let meta = |tool: &str, duration_ns: u64| Meta {
+        fsprof_version: env!("CARGO_PKG_VERSION").into(),
+        tool: tool.into(),
+        command: c.header.trace_command.clone(),
+        host: fsprof_sys::host::hostname(),
+        kernel: fsprof_sys::host::kernel_release(),
+        start_time: fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns()),
+        duration_ns,
+        clock: Clock {
+            source: "monotonic".into(),
+            tsc_hz: None,
+        },
+        ..Default::default()
+    };
+    let mut t = Profile::new(meta("trace", c.header.duration_ns));
+    t.layers = vec![traced];
+    let mut r = Profile::new(meta("replay", run.elapsed_ns));
+    r.layers = vec![replayed];
+    (t, r)
+}

@@ -1,0 +1,143 @@
+//! Every path the replayer touches is resolved by the kernel under the
+//! replay root, by construction: `openat2` with `RESOLVE_IN_ROOT` (the root
+//! is `/` for the trace's absolute paths, `..` stops there, absolute
+//! symlinks resolve inside it) and `RESOLVE_NO_MAGICLINKS` (no
+//! `/proc/self/root`-style escape). Calls that name an entry rather than
+//! follow it (mkdir, unlink, rename, link, symlink, readlink) get the
+//! parent directory that way and a single plain component, never `.` or
+//! `..`. Calls that follow a path (stat, chmod, truncate ...) act on an
+//! `O_PATH` descriptor opened that way. Hand-written because no crate
+//! offers `openat2`-based confinement with these rules.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Flags `openat2` accepts from a trace; others (unknown bits) are dropped
+/// rather than refused.
+const VALID_FLAGS: i64 = (libc::O_ACCMODE
+    | libc::O_CREAT
+    | libc::O_EXCL
+    | libc::O_NOCTTY
+    | libc::O_TRUNC
+    | libc::O_APPEND
+    | libc::O_NONBLOCK
+    | libc::O_DSYNC
+    | libc::O_DIRECT
+    | libc::O_LARGEFILE
+    | libc::O_DIRECTORY
+    | libc::O_NOFOLLOW
+    | libc::O_NOATIME
+    | libc::O_CLOEXEC
+    | libc::O_SYNC
+    | libc::O_PATH
+    | libc::O_TMPFILE) as i64;
+
+pub struct Root {
+    fd: OwnedFd,
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// The part of a traced absolute path under the root (`.` for `/`).
+fn relative(path: &[u8]) -> Result<CString, i32> {
+    let mut rel: &[u8] = path;
+    while let Some(r) = rel.strip_prefix(b"/") {
+        rel = r;
+    }
+    let rel = if rel.is_empty() { b"." as &[u8] } else { rel };
+    CString::new(rel).map_err(|_| libc::EINVAL)
+}
+
+impl Root {
+    pub fn open(dir: &Path) -> io::Result<Root> {
+        let c = CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a valid C string; the result is checked.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor we just opened and own.
+        Ok(Root {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// `openat2(root, path, flags, mode)` confined under the root.
+    pub fn openat(&self, path: &[u8], flags: i64, mode: u32) -> Result<OwnedFd, i32> {
+        let rel = relative(path)?;
+        let flags = (flags & VALID_FLAGS) | libc::O_CLOEXEC as i64;
+        let creates = flags & (libc::O_CREAT | libc::O_TMPFILE) as i64 != 0;
+        let how = OpenHow {
+            flags: flags as u64,
+            mode: if creates { (mode & 0o7777) as u64 } else { 0 },
+            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: valid pointers for the call; the result is checked.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.fd.as_raw_fd(),
+                rel.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(errno());
+        }
+        // SAFETY: a descriptor the kernel just gave us.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    /// An `O_PATH` descriptor of what `path` names (following a final
+    /// symlink unless `nofollow`), confined under the root.
+    pub fn lookup(&self, path: &[u8], nofollow: bool) -> Result<OwnedFd, i32> {
+        let nf = if nofollow { libc::O_NOFOLLOW } else { 0 };
+        self.openat(path, (libc::O_PATH | nf) as i64, 0)
+    }
+
+    /// The parent directory of `path` (confined) and its last component,
+    /// which is never empty, `.` or `..`.
+    pub fn parent(&self, path: &[u8]) -> Result<(OwnedFd, CString), i32> {
+        let mut p = path;
+        while p.len() > 1 && p.ends_with(b"/") {
+            p = &p[..p.len() - 1];
+        }
+        let (dir, name) = match p.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&p[..i], &p[i + 1..]),
+            None => (&b""[..], p),
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(libc::EINVAL);
+        }
+        let name = CString::new(name).map_err(|_| libc::EINVAL)?;
+        let dfd = self.openat(dir, (libc::O_PATH | libc::O_DIRECTORY) as i64, 0)?;
+        Ok((dfd, name))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

@@ -1,0 +1,71 @@
+//! What fsprof's tests share, so that each test binary does not carry its
+//! own copy: the `fsprof` binary ([`fsprof`]), profiles built by hand or
+//! recorded from real runs ([`profiles`]), C test programs ([`programs`]),
+//! and the one rule for tests that need more than cargo ([`need`]).
+//!
+//! The rule, in short: a test that needs root or a program from outside
+//! the Rust toolchain is marked `#[ignore = "needs ..."]`, so `cargo test`
+//! and `cargo nextest run` count it as ignored/skipped in their summaries
+//! instead of passing it; `./scripts/test-all` (what CI runs) installs
+//! what such tests need and runs them too. A test that runs never skips:
+//! a missing prerequisite is a failure that says what to install.
+
+pub mod exporters;
+pub mod need;
+pub mod paths;
+pub mod profiles;
+pub mod programs;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub use exporters::py_check;
+pub use need::{
+    in_ci, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
+};
+pub use paths::{disk_tempdir, target_dir, workspace};
+pub use profiles::{
+    count, load, op, profile_of, record, run_profiled, user_op, write, write_user_profile,
+};
+pub use programs::{compile, compile_source};
+
+/// The `fsprof` binary cargo built for these tests. nextest passes its
+/// path at run time; `cargo test` does not, so it is found next to the
+/// test binary (`<target>/<profile>/deps/..`), as cargo lays it out.
+pub fn fsprof_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("CARGO_BIN_EXE_fsprof") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a test binary under <target>/<profile>/deps");
+    let bin = profile_dir.join("fsprof");
+    assert!(
+        bin.is_file(),
+        "{} was not built: run the tests of the fsprof package (cargo test -p fsprof)",
+        bin.display()
+    );
+    bin
+}
+
+/// `fsprof` as a test runs it: with a configuration directory that does
+/// not exist, so a calibration the developer made (`fsprof calibrate`)
+/// does not label the peaks a test looks at. Tests of the configuration
+/// set `XDG_CONFIG_HOME` themselves.
+pub fn fsprof() -> Command {
+    let mut c = Command::new(fsprof_path());
+    c.env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test");
+    c
+}
+
+/// Standard error as text, for messages in assertions.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
