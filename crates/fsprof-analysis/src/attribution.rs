@@ -83,7 +83,72 @@ const RULES: &[Rule] = &[
         lower_layer: layer::FUSE,
         lower_suffix: &["lookup", "getattr", "open"],
     },
+    // fsprof mount's daemon, reading and syncing its LOWER files.
+    Rule {
+        upper_layer: layer::FUSEFS,
+        upper_ops: &["read"],
+        lower_layer: layer::BLOCK,
+        lower_suffix: &[":read"],
+    },
+    Rule {
+        upper_layer: layer::FUSEFS,
+        upper_ops: &["fsync", "fsyncdir"],
+        lower_layer: layer::FS,
+        lower_suffix: &["_sync_file", "_file_fsync", "_sync"],
+    },
 ];
+
+/// One FUSE op seen from both sides: the kernel's request (`fuse`, send to
+/// reply: queueing, the transfer to the daemon and back, and the daemon's
+/// work) and the daemon's work on the lower file system (`fusefs`, from
+/// `fsprof mount`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FuseSplit {
+    pub op: String,
+    pub kernel_calls: u64,
+    pub daemon_calls: u64,
+    pub kernel_ns: u64,
+    pub daemon_ns: u64,
+}
+
+impl FuseSplit {
+    /// The daemon's share of the kernel's request time. Exact accounting
+    /// only when both sides saw the same requests (`daemon_calls ==
+    /// kernel_calls`): a kernel capture of one program sees that
+    /// program's requests, the daemon everyone's.
+    pub fn daemon_share(&self) -> f64 {
+        if self.kernel_ns == 0 {
+            0.0
+        } else {
+            self.daemon_ns as f64 / self.kernel_ns as f64
+        }
+    }
+}
+
+/// Per op in both the `fuse` and the `fusefs` layers, their calls and
+/// times side by side (a merged `fsprof kernel` + `fsprof mount` profile),
+/// by kernel time, largest first.
+pub fn fuse_split(p: &Profile) -> Vec<FuseSplit> {
+    let (Some(k), Some(d)) = (p.layer(layer::FUSE), p.layer(layer::FUSEFS)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<FuseSplit> = k
+        .ops
+        .iter()
+        .filter_map(|ko| {
+            let dop = d.op(&ko.name)?;
+            Some(FuseSplit {
+                op: ko.name.clone(),
+                kernel_calls: ko.post,
+                daemon_calls: dop.post,
+                kernel_ns: ko.total_ns,
+                daemon_ns: dop.total_ns,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.kernel_ns.cmp(&a.kernel_ns).then(a.op.cmp(&b.op)));
+    out
+}
 
 /// One upper op set against one lower layer.
 #[derive(Clone, Debug, PartialEq)]

@@ -149,7 +149,7 @@ pub fn run(
         machine,
         dir,
         timer: TimerInfo {
-            clock: clock.describe().source,
+            clock: clock.describe().source.to_string(),
             overhead_ns: overhead.per_op_ns,
             resolution_ns: overhead.resolution_ns,
         },

@@ -81,11 +81,10 @@ impl Clock {
     pub fn describe(&self) -> fsprof_core::profile::Clock {
         fsprof_core::profile::Clock {
             source: if self.tsc_hz.is_some() {
-                "tsc"
+                fsprof_core::ClockSource::Tsc
             } else {
-                "monotonic"
-            }
-            .into(),
+                fsprof_core::ClockSource::Monotonic
+            },
             tsc_hz: self.tsc_hz,
         }
     }

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use fsprof_core::profile::{ExitStatus, Meta};
+use fsprof_core::profile::{ExitStatus, Meta, Tool};
 use fsprof_core::Resolution;
 use fsprof_sys::host;
 
@@ -12,7 +12,7 @@ use crate::source::Finish;
 /// What is known before a capture starts: fsprof's version, the tool
 /// (`run`, `kernel`, ...), the profiled command line, the host, the
 /// resolution. Live views (a metrics endpoint) describe the capture with it.
-pub fn describe(tool: &str, command: &[OsString], resolution: Resolution) -> Meta {
+pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolution) -> Meta {
     Meta {
         fsprof_version: env!("CARGO_PKG_VERSION").to_string(),
         tool: tool.into(),
@@ -39,7 +39,7 @@ pub(crate) struct Span {
 /// pid, a cgroup or the whole system) the command line recorded is
 /// fsprof's own, which says what was captured.
 pub(crate) fn finished(
-    tool: &str,
+    tool: Tool,
     command: &[OsString],
     resolution: Resolution,
     span: Span,

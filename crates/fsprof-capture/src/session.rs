@@ -22,7 +22,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use fsprof_core::profile::{ExitStatus, Interval, Layer};
+use fsprof_core::profile::{ExitStatus, Interval, Layer, Tool};
 use fsprof_core::{Profile, Resolution};
 use fsprof_sys::clock::{mono_ns, wall_unix_ns};
 use fsprof_sys::signals::Wake;
@@ -40,7 +40,7 @@ const POLL: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// Recorded as `Meta.tool`: `run`, `kernel`, ...
-    pub tool: String,
+    pub tool: Tool,
     /// The command to start and capture; empty for none.
     pub command: Vec<OsString>,
     pub resolution: Resolution,
@@ -151,7 +151,7 @@ impl Capture {
         };
         let p = &self.plan;
         let mut meta = meta::finished(
-            &p.tool,
+            p.tool.clone(),
             &p.command,
             p.resolution,
             span,

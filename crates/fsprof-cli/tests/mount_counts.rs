@@ -135,3 +135,46 @@ fn lower_may_be_the_mount_point() {
     assert_eq!(fs::read_to_string(dir.join("new")).unwrap(), "through");
     assert_eq!(fs::read_to_string(dir.join("old")).unwrap(), "before");
 }
+
+#[test]
+#[ignore = "needs root"]
+fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
+    if !root_or_skip("fast_mode_hands_data_ops_to_the_kernel_and_says_so") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp, out) = (
+        d.path().join("lower"),
+        d.path().join("mnt"),
+        d.path().join("p.json"),
+    );
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let m = Mount::start(&lower, &mp, &out, &["--fast"]);
+    let data = pattern(1 << 20, 5);
+    fs::write(m.path("big"), &data).unwrap();
+    assert!(fs::read(m.path("big")).unwrap() == data);
+    assert!(fs::read(lower.join("big")).unwrap() == data);
+    let p = m.umount();
+    assert_eq!(p.meta.settings["mode"], "fast");
+    assert_eq!(p.meta.settings["data ops"], "kernel passthrough");
+    assert_eq!((calls(&p, "read"), calls(&p, "write")), (0, 0));
+    assert_eq!(calls(&p, "create"), 1);
+    assert!(
+        p.meta
+            .notes
+            .iter()
+            .any(|n| n.contains("data ops are not seen")),
+        "{:?}",
+        p.meta.notes
+    );
+    let o = fsprof().arg("report").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "note: fast: read and write go from the kernel straight to the backing files"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("mode fast"), "{text}");
+}

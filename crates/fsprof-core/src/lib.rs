@@ -12,6 +12,7 @@ pub mod format;
 pub mod histogram;
 pub mod layer;
 pub mod merge;
+mod named;
 pub mod ops;
 pub mod profile;
 pub mod stats;
@@ -19,4 +20,4 @@ pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};
 pub use histogram::{Correlations, Histogram, JointHistogram, OpStats};
-pub use profile::{Interval, Layer, Meta, Process, Profile};
+pub use profile::{ClockSource, Interval, Layer, Meta, Process, Profile, Tool};

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buckets::Resolution;
 use crate::histogram::OpStats;
+use crate::named::named;
 
 pub const FORMAT_NAME: &str = "fsprof-profile";
 pub const FORMAT_VERSION: u32 = 1;
@@ -38,7 +39,7 @@ pub const SYSTEM_WIDE: &str = "every task (system-wide)";
 pub struct Meta {
     pub fsprof_version: String,
     /// What produced the profile: `run`, `kernel`, `mount`, `merge`, ...
-    pub tool: String,
+    pub tool: Tool,
     /// The profiled command line, when there is one.
     #[serde(default)]
     pub command: Vec<String>,
@@ -83,10 +84,46 @@ pub struct Meta {
 /// How latencies were timed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Clock {
-    /// `tsc` (calibrated cycle counter) or `monotonic` (clock_gettime).
-    pub source: String,
+    pub source: ClockSource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tsc_hz: Option<f64>,
+}
+
+named! {
+    /// The clock latencies were read from (a string in the file, as in
+    /// format version 1 from the start).
+    pub enum ClockSource {
+        /// The cycle counter, calibrated against CLOCK_MONOTONIC.
+        Tsc = "tsc",
+        /// clock_gettime(CLOCK_MONOTONIC) in the profiled process.
+        Monotonic = "monotonic",
+        /// The kernel's ktime_get_ns (CLOCK_MONOTONIC) read by eBPF programs.
+        Kernel = "ktime_get_ns (CLOCK_MONOTONIC, in the kernel)",
+        /// Not recorded.
+        #[default]
+        Unknown = "",
+    }
+}
+
+named! {
+    /// What produced a profile (a string in the file).
+    pub enum Tool {
+        /// `fsprof run`: the preload shim.
+        Run = "run",
+        /// `fsprof kernel`: eBPF.
+        Kernel = "kernel",
+        /// `fsprof mount`: the FUSE pass-through daemon.
+        Mount = "mount",
+        /// `fsprof trace`: a recorded trace's profile.
+        Trace = "trace",
+        /// `fsprof bench`.
+        Bench = "bench",
+        /// `fsprof merge`.
+        Merge = "merge",
+        /// Not recorded.
+        #[default]
+        Unknown = "",
+    }
 }
 
 /// The profiler's own cost, measured at start (FSprof §4.2).
@@ -120,7 +157,7 @@ impl ExitStatus {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Source {
-    pub tool: String,
+    pub tool: Tool,
     #[serde(default)]
     pub command: Vec<String>,
     #[serde(default)]
@@ -269,4 +306,36 @@ pub fn layer_in<'a>(layers: &'a mut Vec<Layer>, name: &str) -> &'a mut Layer {
     }
     layers.push(Layer::new(name));
     layers.last_mut().unwrap()
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::{ClockSource, Tool};
+
+    /// Every name round-trips through the file unchanged, known or not.
+    #[test]
+    fn clock_sources_keep_their_names() {
+        for name in [
+            "tsc",
+            "monotonic",
+            "ktime_get_ns (CLOCK_MONOTONIC, in the kernel)",
+            "",
+            "a clock from a later fsprof",
+        ] {
+            let c: ClockSource =
+                serde_json::from_str(&serde_json::to_string(name).unwrap()).unwrap();
+            assert_eq!(serde_json::to_value(&c).unwrap(), name);
+            assert_eq!(c.to_string(), name);
+        }
+        assert_eq!(ClockSource::from("tsc"), ClockSource::Tsc);
+        assert_eq!(
+            ClockSource::from("sundial"),
+            ClockSource::Other("sundial".into())
+        );
+        for name in ["run", "kernel", "merge", "", "discover"] {
+            let t: Tool = serde_json::from_str(&serde_json::to_string(name).unwrap()).unwrap();
+            assert_eq!(serde_json::to_value(&t).unwrap(), name);
+        }
+        assert_eq!(Tool::from("kernel"), Tool::Kernel);
+    }
 }

@@ -21,7 +21,7 @@ pub struct Labels<'a> {
 /// The profile's command line as one label value.
 pub fn command_label(p: &fsprof_core::Profile) -> String {
     if p.meta.command.is_empty() {
-        p.meta.tool.clone()
+        p.meta.tool.to_string()
     } else {
         p.meta.command.join(" ")
     }

@@ -9,6 +9,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// How long one client may take to send its request or read the reply:
+/// a slow client must not hold up the next scrape for long.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long dropping the server waits to connect to its own socket, the
+/// connection that wakes the accept loop.
+const WAKE_TIMEOUT: Duration = Duration::from_secs(1);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("--serve-metrics {addr:?}: {detail}")]
@@ -81,9 +88,8 @@ impl MetricsServer {
                     break;
                 }
                 if let Ok(s) = conn {
-                    // One slow client must not hold up the next scrape for long.
-                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                    let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                    let _ = s.set_read_timeout(Some(CLIENT_TIMEOUT));
+                    let _ = s.set_write_timeout(Some(CLIENT_TIMEOUT));
                     let _ = handle(s, &source);
                 }
             }
@@ -105,7 +111,7 @@ impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let _ = TcpStream::connect_timeout(&self.addr, WAKE_TIMEOUT);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -21,8 +21,6 @@
 //! The FUSE protocol is spoken by the fuser crate; this crate only maps
 //! requests onto LOWER and times them.
 
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
-
 mod attr;
 mod control;
 mod creds;

@@ -22,7 +22,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 
 use fsprof_core::histogram::{Histogram, OpStats};
-use fsprof_core::profile::{Clock, Layer, Overhead};
+use fsprof_core::profile::{Clock, ClockSource, Layer, Overhead};
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, TscRate};
 
@@ -91,11 +91,11 @@ impl Ticks {
     pub fn clock(&self) -> Clock {
         match self.tsc_hz {
             Some(hz) => Clock {
-                source: "tsc".into(),
+                source: ClockSource::Tsc,
                 tsc_hz: Some(hz),
             },
             None => Clock {
-                source: "monotonic".into(),
+                source: ClockSource::Monotonic,
                 tsc_hz: None,
             },
         }

@@ -4,7 +4,7 @@
 //! the background so that fsprof does not wait for the kernel.
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
-use fsprof_core::profile::{Clock, Layer, Meta};
+use fsprof_core::profile::{Clock, ClockSource, Layer, Meta};
 use fsprof_sys::process::pid_exists;
 
 use crate::session::{Options, Session, Target};
@@ -97,7 +97,7 @@ impl Source for KernelSource {
         Ok(Finish {
             layers: snap.layers,
             clock: Clock {
-                source: "ktime_get_ns (CLOCK_MONOTONIC, in the kernel)".into(),
+                source: ClockSource::Kernel,
                 tsc_hz: None,
             },
             notes,

@@ -113,7 +113,7 @@ fn controls(out: &mut String) {
 
 fn command_line(p: &Profile) -> String {
     if p.meta.command.is_empty() {
-        p.meta.tool.clone()
+        p.meta.tool.to_string()
     } else {
         p.meta.command.join(" ")
     }
@@ -142,7 +142,7 @@ fn meta_table(out: &mut String, p: &Profile) {
         "clock",
         match m.clock.tsc_hz {
             Some(hz) => format!("{} at {:.3} GHz", m.clock.source, hz / 1e9),
-            None => m.clock.source.clone(),
+            None => m.clock.source.to_string(),
         },
     ));
     rows.push(("buckets", format!("{} per power of two", m.resolution)));
@@ -186,7 +186,7 @@ fn meta_table(out: &mut String, p: &Profile) {
                 out,
                 "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
                 esc(&s.host),
-                esc(&s.tool),
+                esc(s.tool.name()),
                 esc(&s.command.join(" ")),
                 esc(&s.start_time),
                 format_ns(s.duration_ns as f64)

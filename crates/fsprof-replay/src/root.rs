@@ -78,8 +78,8 @@ impl Root {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a descriptor we just opened and own.
         Ok(Root {
+            // SAFETY: a descriptor we just opened and own.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
     }

@@ -4,13 +4,15 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::attribution::attribute;
+use fsprof_analysis::attribution::{attribute, fuse_split};
 use fsprof_core::Profile;
+
+use fsprof_core::units::format_ns as fmt_ns;
 
 /// The attribution table for the text report; empty when no rule applies.
 pub fn render_text(p: &Profile) -> String {
     let rows = attribute(p);
-    let mut s = String::new();
+    let mut s = render_fuse_split(p);
     if rows.is_empty() {
         return s;
     }
@@ -44,6 +46,50 @@ pub fn render_text(p: &Profile) -> String {
     s
 }
 
+/// FUSE requests from both sides (the kernel's `fuse` layer and `fsprof
+/// mount`'s `fusefs`): how much of each op's request time the daemon's
+/// work on LOWER took; the rest is queueing, the transfer and the
+/// switches between the application, the kernel and the daemon.
+fn render_fuse_split(p: &Profile) -> String {
+    let rows = fuse_split(p);
+    let mut s = String::new();
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\nFUSE requests, kernel (fuse) and daemon (fusefs) side by side:"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>9} {:>9} {:>10} {:>10} {:>8}",
+        "op", "kernel", "daemon", "kernel", "daemon", "daemon"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>9} {:>9} {:>10} {:>10} {:>8}",
+        "", "calls", "calls", "time", "time", "share"
+    );
+    for r in rows {
+        let note = if r.kernel_calls == r.daemon_calls {
+            ""
+        } else {
+            "  (calls differ: not the same requests)"
+        };
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>9} {:>9} {:>10} {:>10} {:>7.1}%{note}",
+            r.op,
+            r.kernel_calls,
+            r.daemon_calls,
+            fmt_ns(r.kernel_ns as f64),
+            fmt_ns(r.daemon_ns as f64),
+            100.0 * r.daemon_share()
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use fsprof_core::histogram::OpStats;
@@ -69,5 +115,36 @@ mod tests {
         let text = super::render_text(&p);
         assert!(text.contains("syscall/read"), "{text}");
         assert!(super::render_text(&Profile::new(Meta::default())).is_empty());
+    }
+
+    #[test]
+    fn fuse_ops_seen_by_kernel_and_daemon_are_set_side_by_side() {
+        let mut p = Profile::new(Meta::default());
+        let op = |name: &str, calls: u64, ns: u64| {
+            let mut o = OpStats::new(name);
+            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
+            o.histogram.add_to(Some(10), calls);
+            o
+        };
+        layer_in(&mut p.layers, "fuse")
+            .ops
+            .push(op("read", 10, 400_000));
+        layer_in(&mut p.layers, "fusefs")
+            .ops
+            .push(op("read", 10, 100_000));
+        layer_in(&mut p.layers, "fuse")
+            .ops
+            .push(op("lookup", 3, 30_000));
+        let text = super::render_text(&p);
+        assert!(
+            text.contains("FUSE requests, kernel (fuse) and daemon (fusefs)"),
+            "{text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("read"))
+            .unwrap();
+        assert!(row.contains("25.0%"), "{row}");
+        assert!(!text.contains("lookup"), "only ops both sides saw: {text}");
     }
 }

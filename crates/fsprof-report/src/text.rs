@@ -95,7 +95,7 @@ fn header(out: &mut String, p: &Profile) {
     let what = if let Some(target) = &m.target {
         format!("{}: {target}", m.tool)
     } else if m.command.is_empty() {
-        m.tool.clone()
+        m.tool.to_string()
     } else {
         let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
         format!("{} -- {}", m.tool, words.join(" "))

@@ -64,6 +64,8 @@ impl LaunchError {
 
 /// How long [`Child::wait_parked`] waits for the child to reach its gate.
 const PARK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often [`Child::wait_parked`] looks at the child's current syscall.
+const PARK_POLL: Duration = Duration::from_micros(200);
 
 /// Where a command name without a slash is looked up when PATH is unset
 /// (glibc's default).
@@ -246,7 +248,7 @@ impl Child {
                     return;
                 }
             }
-            std::thread::sleep(Duration::from_micros(200));
+            std::thread::sleep(PARK_POLL);
         }
     }
 

@@ -181,7 +181,7 @@ impl TraceSource {
         h.kernel = fsprof_sys::host::kernel_release();
         h.start_unix_ns = self.start_unix_ns;
         h.start_time = fsprof_core::units::rfc3339_utc(self.start_unix_ns);
-        h.clock = self.user.clock().describe().source;
+        h.clock = self.user.clock().describe().source.to_string();
         h
     }
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use fsprof_core::profile::Clock;
+use fsprof_core::profile::{Clock, ClockSource};
 use fsprof_shim::abi;
 use fsprof_sys::clock::{tsc_is_invariant, TscRate};
 
@@ -97,11 +97,10 @@ impl ClockParams {
     pub fn describe(&self) -> Clock {
         Clock {
             source: if self.kind == abi::CLOCK_TSC {
-                "tsc"
+                ClockSource::Tsc
             } else {
-                "monotonic"
-            }
-            .into(),
+                ClockSource::Monotonic
+            },
             tsc_hz: self.tsc_hz,
         }
     }

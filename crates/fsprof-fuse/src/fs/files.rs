@@ -25,6 +25,12 @@ use crate::sys::{self, cname, Res};
 /// Marks a handle opened with a backing file.
 const PASSTHROUGH: u64 = 1 << 40;
 
+/// Open flags of a passthrough handle: the kernel refuses any flag but
+/// direct I/O, parallel direct writes and no-flush beside FOPEN_PASSTHROUGH
+/// (KEEP_CACHE included: the open then fails with EIO), and the page cache
+/// is the backing file's anyway.
+const PASSTHROUGH_OPEN: FopenFlags = FopenFlags::empty();
+
 /// The lower descriptor of a file handle.
 pub fn fd_of(fh: u64) -> RawFd {
     (fh & 0xffff_ffff) as RawFd
@@ -75,7 +81,7 @@ impl PassFs {
             Ok(Opened::Passthrough(fh, ino)) => {
                 let b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
                 let id = b.id.as_ref().expect("counted users have a backing file");
-                reply.opened_passthrough(FileHandle(fh), flags, id)
+                reply.opened_passthrough(FileHandle(fh), PASSTHROUGH_OPEN, id)
             }
             Err(e) => reply.error(e),
         }
@@ -114,7 +120,7 @@ impl PassFs {
             Ok((a, Opened::Passthrough(fh, ino))) => {
                 let b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
                 let id = b.id.as_ref().expect("counted users have a backing file");
-                reply.created_passthrough(&self.ttl, &a, g, FileHandle(fh), flags, id)
+                reply.created_passthrough(&self.ttl, &a, g, FileHandle(fh), PASSTHROUGH_OPEN, id)
             }
             Err(e) => reply.error(e),
         }

@@ -1,0 +1,87 @@
+//! The layered view: `fsprof mount` and `fsprof kernel --layers
+//! fuse,fs,block` run together, their profiles merge, and the report sets
+//! the kernel's FUSE request time beside the daemon's and the device's.
+
+mod mount_kit;
+
+use std::fs;
+use std::os::fd::AsRawFd;
+
+use mount_kit::*;
+
+#[test]
+#[ignore = "needs root"]
+fn mount_and_kernel_profiles_merge_into_one_layered_report() {
+    if !root_or_skip("mount_and_kernel_profiles_merge_into_one_layered_report") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    fs::create_dir_all(&lower).unwrap();
+    fs::create_dir_all(&mp).unwrap();
+    let data = pattern(8 << 20, 11);
+    fs::write(lower.join("cold"), &data).unwrap();
+    // Out of the page cache, so the daemon's reads go to the device.
+    let f = fs::File::open(lower.join("cold")).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: a descriptor we hold.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    drop(f);
+    let (mout, kout, both) = (
+        d.path().join("m.json"),
+        d.path().join("k.json"),
+        d.path().join("both.json"),
+    );
+    let m = Mount::start(&lower, &mp, &mout, &[]);
+    let o = fsprof()
+        .args(["kernel", "--layers", "fuse,fs,block", "-q", "-o"])
+        .arg(&kout)
+        .args(["--", "cat"])
+        .arg(m.path("cold"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout == data, "cat through the mount");
+    m.umount();
+    let o = fsprof()
+        .arg("merge")
+        .arg(&mout)
+        .arg(&kout)
+        .arg("-o")
+        .arg(&both)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_ok(&both);
+    let p = fsprof_core::format::read_profile(&both).unwrap();
+    for l in ["fuse", "fusefs", "block"] {
+        assert!(p.layer(l).is_some_and(|l| l.total_calls() > 0), "layer {l}");
+    }
+    let (k, dm) = (
+        p.layer("fuse").unwrap().op("read").unwrap(),
+        p.layer("fusefs").unwrap().op("read").unwrap(),
+    );
+    // The same requests, seen from both ends: the daemon's part is less.
+    assert_eq!(k.post, dm.post, "fuse/read {k:?} fusefs/read {dm:?}");
+    assert!(dm.total_ns < k.total_ns);
+    let o = fsprof()
+        .arg("report")
+        .arg(&both)
+        .arg("--attribution")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("FUSE requests, kernel (fuse) and daemon (fusefs) side by side"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("read ") && l.contains('%'))
+        .unwrap_or_else(|| panic!("no read row in {text}"));
+    assert!(!row.contains("calls differ"), "{row}");
+    assert!(
+        text.contains("fusefs/read"),
+        "the daemon's reads against the block layer: {text}"
+    );
+}
