@@ -92,7 +92,13 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let out = d.path().join("r.json");
     let o = fsprof()
-        .args(["discover", "--what", "page-cache,readahead", "-q", "-o"])
+        .args([
+            "discover",
+            "--what",
+            "page-cache,readahead,block-size",
+            "-q",
+            "-o",
+        ])
         .arg(&out)
         .arg(d.path())
         .output()
@@ -106,6 +112,12 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("not applicable"), "{text}");
+    // tmpfs's blocks are pages: the write period finds the page size, which
+    // no direct read can confirm, so the finding is no more than medium.
+    let b = finding(&r, "block-size");
+    assert_eq!(b["value"], fsprof_sys::host::page_size(), "{b}");
+    assert_eq!(b["confidence"]["level"], "medium", "{b}");
+    assert!(b["notes"][0].as_str().unwrap().contains("page size"), "{b}");
 }
 
 /// Without root there is no cgroup, and free memory (GiBs) would need a

@@ -127,7 +127,7 @@ pub struct Report {
     pub start_time: String,
     pub duration_ns: u64,
     /// The clock every latency was read with (`tsc` or `monotonic`).
-    pub clock: String,
+    pub clock: fsprof_core::profile::ClockSource,
     /// What fsprof-bench's timing loop adds to each timed call here, ns
     /// (measured, reported, not subtracted).
     pub timing_overhead_ns: f64,

@@ -64,9 +64,11 @@ pub fn text(r: &Report) -> String {
     );
     let _ = writeln!(
         o,
-        "  host {} · kernel {} · {} in all",
+        "  host {} · kernel {} · clock {} (+{} per timed call) · {} in all",
         r.host,
         r.kernel,
+        r.clock.name(),
+        format_ns(r.timing_overhead_ns),
         format_ns(r.duration_ns as f64)
     );
     let _ = writeln!(o);

@@ -191,6 +191,14 @@ fn decide(
         }
         (None, None) => None,
     };
+    // A page-sized period nothing else confirmed may be page allocation.
+    let confirmed = s.is_some_and(|s| s.block.is_some() && s.block == w.block);
+    let pick = pick.map(|(b, mut c)| {
+        if w.at_page && w.block == Some(b) && !confirmed {
+            c.level = c.level.min(Level::Medium);
+        }
+        (b, c)
+    });
     match pick {
         Some((b, c)) => f.found(b, c),
         None => {
