@@ -373,8 +373,11 @@ fn compare_op(
         Vec::new()
     };
     let over = score.is_some_and(|s| s >= threshold);
+    // An op that appears or vanishes matters when it holds time: a few
+    // cheap calls (a new `fcntl`) must not decide compare's exit status.
     let interesting = match status {
-        Status::Added | Status::Removed => true,
+        Status::Added => b.latency_share >= opts.negligible,
+        Status::Removed => a.latency_share >= opts.negligible,
         Status::Compared => over || peak_changes.iter().any(|c| c.significant),
         Status::Negligible | Status::Identical => false,
     };
@@ -542,19 +545,25 @@ fn reason(
 ) -> String {
     let calls = |n: u64| format!("{n} calls");
     match status {
-        Status::Added => {
+        Status::Added | Status::Removed => {
+            let (side, s) = if status == Status::Added {
+                ("B", b)
+            } else {
+                ("A", a)
+            };
+            let minor = if s.latency_share < opts.negligible {
+                format!(
+                    " (under {}: does not count as a change)",
+                    pct(opts.negligible)
+                )
+            } else {
+                String::new()
+            };
             return format!(
-                "{name}: only in B, {}, {} of total latency",
-                calls(b.op.count()),
-                pct(b.latency_share)
-            )
-        }
-        Status::Removed => {
-            return format!(
-                "{name}: only in A, {}, {} of total latency",
-                calls(a.op.count()),
-                pct(a.latency_share)
-            )
+                "{name}: only in {side}, {}, {} of total latency{minor}",
+                calls(s.op.count()),
+                pct(s.latency_share)
+            );
         }
         Status::Identical => return format!("{name}: identical"),
         Status::Negligible if a.op.count() < opts.min_calls && b.op.count() < opts.min_calls => {
@@ -660,25 +669,10 @@ mod status_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::Meta;
-
-    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-        let mut o = OpStats::new(name);
-        for &(i, c) in buckets {
-            o.histogram.add_to(Some(i), c);
-            o.pre += c;
-            o.post += c;
-            o.total_ns += c * (3u64 << i) / 2;
-        }
-        o
-    }
+    use fsprof_testkit::profiles::op;
 
     fn profile(ops: Vec<OpStats>) -> Profile {
-        let mut p = Profile::new(Meta::default());
-        let l = p.layer_mut("user");
-        l.ops = ops;
-        l.normalize();
-        p
+        fsprof_testkit::profiles::profile_of("user", ops)
     }
 
     #[test]
@@ -777,6 +771,32 @@ mod tests {
             "{}",
             c.ops[0].reason
         );
+    }
+
+    /// An op only one side has is a change when it holds time there, not
+    /// when it is a few cheap calls: 11 `fcntl` calls, 2% of the calls
+    /// but 0.0% of the latency, do not make compare exit 1.
+    #[test]
+    fn an_op_on_one_side_only_counts_when_it_holds_time() {
+        let a = profile(vec![op("read", &[(12, 500)])]);
+        let b = profile(vec![op("read", &[(12, 500)]), op("fcntl", &[(6, 11)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let fcntl = c.ops.iter().find(|o| o.op == "fcntl").unwrap();
+        assert_eq!(fcntl.status, Status::Added);
+        assert!(!fcntl.interesting, "{}", fcntl.reason);
+        assert_eq!(
+            fcntl.reason,
+            "fcntl: only in B, 11 calls, 0.0% of total latency (under 1.0%: does not count as a change)"
+        );
+        assert_eq!(c.exit_code(), 0);
+        // The same op holding real time is a change, both ways.
+        let b = profile(vec![op("read", &[(12, 500)]), op("fcntl", &[(20, 11)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        assert!(c.ops.iter().any(|o| o.op == "fcntl" && o.interesting));
+        assert_eq!(c.exit_code(), 1);
+        let c = compare_profiles(&b, &a, &CompareOptions::default());
+        let gone = c.ops.iter().find(|o| o.op == "fcntl").unwrap();
+        assert_eq!((gone.status, gone.interesting), (Status::Removed, true));
     }
 
     #[test]

@@ -249,17 +249,7 @@ fn pair_reason(
 mod tests {
     use super::*;
     use fsprof_core::profile::Meta;
-
-    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-        let mut o = OpStats::new(name);
-        for &(i, c) in buckets {
-            o.histogram.add_to(Some(i), c);
-            o.pre += c;
-            o.post += c;
-            o.total_ns += c * (3u64 << i) / 2;
-        }
-        o
-    }
+    use fsprof_testkit::profiles::op;
 
     #[test]
     fn finds_the_slow_lookup_peak_matching_read_inode() {

@@ -5,8 +5,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `fsprof --version`: the release and the commit it was built from
+/// (`build.rs`; "unknown" when built outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FSPROF_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "fsprof", version, about = "Shows where file-system time goes", long_about = None)]
+#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -23,6 +32,7 @@ pub enum Command {
     /// Merge profiles of several processes, runs or hosts by adding buckets
     Merge(MergeArgs),
     /// Profile syscall, file-system, FUSE and block latency in the kernel (eBPF)
+    #[command(after_long_help = KERNEL_HELP)]
     Kernel(KernelArgs),
     /// Draw one op's histogram or timeline as SVG or PNG
     Plot(PlotArgs),
@@ -48,6 +58,10 @@ pub enum Command {
     Umount(crate::commands::mount::UmountArgs),
     /// File-system microbenchmarks with controlled cache state and confidence intervals
     Bench(crate::commands::bench::BenchArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(crate::commands::completions::CompletionsArgs),
+    /// Print the man page, or write one per command with --dir
+    Man(crate::commands::completions::ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -75,7 +89,8 @@ pub enum CalibrateFormatArg {
 
 #[derive(Debug, Args)]
 pub struct OutputArgs {
-    /// Where to write the profile [default: fsprof-<command>-<time>.json]
+    /// Where to write the profile (`-` for standard output)
+    /// [default: fsprof-<command>-<program>-<UTC time>.json in the current directory]
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Replace FILE if it exists
@@ -338,6 +353,20 @@ pub struct MergeArgs {
     pub force: bool,
 }
 
+const KERNEL_HELP: &str = "\
+Examples (as root):
+  fsprof kernel -- sh -c 'tar -cf - /usr/include | wc -c'   a command and its children
+  fsprof kernel -p 1234 --duration 10s                       a running process
+  fsprof kernel --comm postgres --layers syscall,block --interval 1s
+  fsprof kernel --probe-report                               what this kernel allows
+
+The block layer is system-wide whatever the target: requests are issued from
+plugs, kworkers and interrupts, not by the task that caused them.
+
+Exit status: the command's (128+signal if a signal ended it); without a
+command, 130 after Ctrl-C, 128+signal after another stop signal, 0 after
+--duration; 2 on errors.";
+
 #[derive(Debug, Args)]
 pub struct KernelArgs {
     #[command(flatten)]
@@ -348,7 +377,8 @@ pub struct KernelArgs {
     /// Also record the profile per time interval, e.g. 1s or 250ms
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub interval: Option<u64>,
-    /// Stop after this long, e.g. 10s
+    /// Stop tracing after this long, e.g. 10s [default: when the command
+    /// exits, or at Ctrl-C]
     #[arg(long, value_name = "DURATION", value_parser = fsprof_core::units::parse_duration_ns)]
     pub duration: Option<u64>,
     /// Buckets per power of two
@@ -398,20 +428,30 @@ pub struct KernelArgs {
 pub enum KernelLayerArg {
     /// raw_syscalls enter/exit, per syscall
     Syscall,
-    /// ext4/xfs/btrfs enter/exit tracepoint pairs
+    /// VFS functions timed with fentry/fexit where the kernel allows it,
+    /// and the ext4/xfs/btrfs enter/exit tracepoint pairs
     Fs,
-    /// block request issue to completion, per device and op, plus sizes
+    /// block request issue to completion, per device and op, plus sizes;
+    /// system-wide whatever the target
     Block,
     /// FUSE request send to reply, per opcode
     Fuse,
 }
 
-fn parse_interval(s: &str) -> Result<u64, String> {
-    let ns = fsprof_core::units::parse_duration_ns(s)?;
-    if ns < 1_000_000 {
-        return Err("intervals shorter than 1ms are not supported".into());
+/// An interval of at least 1 ms, for every command's `--interval`: one
+/// minimum and one message, whether the value is `0`, `1us` or `999us`.
+pub fn parse_interval(s: &str) -> Result<u64, String> {
+    const MIN: &str = "an interval must be at least 1ms (e.g. 100ms or 1s)";
+    let number = s
+        .trim()
+        .trim_end_matches(|c: char| c.is_alphabetic() || c == 'µ');
+    match fsprof_core::units::parse_duration_ns(s) {
+        Ok(ns) if ns >= 1_000_000 => Ok(ns),
+        Ok(_) => Err(MIN.into()),
+        // `0`, `0ms`: a number, but not a duration fsprof accepts at all.
+        Err(_) if number.parse::<f64>().is_ok_and(|v| v >= 0.0) => Err(MIN.into()),
+        Err(e) => Err(e),
     }
-    Ok(ns)
 }
 
 fn parse_scale(s: &str) -> Result<f32, String> {

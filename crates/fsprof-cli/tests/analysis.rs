@@ -660,7 +660,7 @@ fn pread_calls(profile: &Path) -> Preads {
     let op = &v["layers"][0]["ops"][0];
     assert_eq!(op["op"], "pread", "{v}");
     Preads {
-        total: op["count"].as_u64().unwrap(),
+        total: op["calls"].as_u64().unwrap(),
         p50_ns: op["p50_ns"].as_f64().unwrap(),
         peaks: v["peaks"]
             .as_array()

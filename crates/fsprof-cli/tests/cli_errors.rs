@@ -91,6 +91,26 @@ fn bad_resolution_and_interval_are_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // One minimum, one message, whatever the value below it and the command.
+    for (sub, v) in [
+        ("run", "0"),
+        ("run", "1us"),
+        ("run", "0.5ms"),
+        ("kernel", "0"),
+    ] {
+        let out = fsprof()
+            .args([sub, "--interval", v, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            stderr_of(&out).contains(&format!(
+                "invalid value '{v}' for '--interval <DURATION>': an interval must be at least 1ms"
+            )),
+            "{sub} {v}: {}",
+            stderr_of(&out)
+        );
+    }
 }
 
 #[test]
@@ -233,4 +253,26 @@ fn statically_linked_program_is_explained_not_reported_empty() {
         "{err}"
     );
     assert!(!err.contains("layer user"), "no empty report: {err}");
+}
+
+/// `kernel --help` describes the layers as they are today (fentry for the
+/// fs layer, the block layer system-wide) and says how it exits.
+#[test]
+fn kernel_help_is_current() {
+    let out = fsprof().args(["kernel", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let fs = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("- fs:"))
+        .unwrap();
+    assert!(fs.contains("fentry/fexit"), "{fs}");
+    let block = help
+        .lines()
+        .skip_while(|l| !l.contains("- block:"))
+        .take(2)
+        .collect::<String>();
+    assert!(block.contains("system-wide"), "{block}");
+    assert!(help.contains("-p, --pid <PID>"), "{help}");
+    assert!(help.contains("130 after Ctrl-C"), "{help}");
 }

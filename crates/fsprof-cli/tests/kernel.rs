@@ -886,3 +886,60 @@ fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--fs-functions fsprof_no_such_fn"), "{err}");
 }
+
+/// The README's first `fsprof kernel` example, run as written: it follows
+/// the command's children (sh, tar, wc: three execs) and tar reads every
+/// file under /usr/include (at least one read per file, counted by walking
+/// the directory, not by fsprof). `tar -cf /dev/null` would not: GNU tar
+/// skips file data when the archive is /dev/null.
+#[test]
+#[ignore = "needs root"]
+fn the_readme_kernel_example_reads_every_file() {
+    need_root("eBPF");
+    let readme = std::fs::read_to_string(fsprof_testkit::workspace().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("sudo fsprof kernel -- "))
+        .expect("a `sudo fsprof kernel -- CMD` example in the README");
+    let example = line.split("   #").next().unwrap().trim();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    // As written, with the profile put where the test can find it.
+    let script = example.replacen(
+        "sudo fsprof kernel",
+        &format!("\"$0\" kernel -q --layers syscall -o '{}'", out.display()),
+        1,
+    );
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .arg(fsprof_path())
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = read_profile(&out).unwrap();
+    let sc = ops(&p, "syscall");
+    let files = walk_files(Path::new("/usr/include"));
+    assert!(files > 1000, "{files} files under /usr/include");
+    let reads = sc.get("read").map_or(0, |c| c.0);
+    assert!(reads >= files, "{reads} reads for {files} files: {sc:?}");
+    assert!(sc.get("execve").is_some_and(|c| c.0 >= 3), "{sc:?}");
+}
+
+fn walk_files(dir: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            n += walk_files(&e.path());
+        } else if t.is_file() {
+            n += 1;
+        }
+    }
+    n
+}

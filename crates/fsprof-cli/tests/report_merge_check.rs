@@ -70,7 +70,7 @@ fn csv_and_json_agree_with_the_profile() {
     assert!(lines
         .next()
         .unwrap()
-        .starts_with("layer,op,count,errors,total_ns"));
+        .starts_with("layer,op,calls,errors,total_ns"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), profile.layer("user").unwrap().ops.len());
     for r in &rows {
@@ -89,6 +89,26 @@ fn csv_and_json_agree_with_the_profile() {
         rows[0][1],
         "same ranking in both formats"
     );
+    // Each op's histogram: its buckets hold every call, with bounds that
+    // are fsprof's 2^i ns at resolution 1.
+    for o in ops {
+        let op = user_op(&profile, o["op"].as_str().unwrap()).unwrap();
+        let buckets = o["buckets"].as_array().unwrap();
+        let calls: u64 = buckets.iter().map(|b| b["calls"].as_u64().unwrap()).sum();
+        assert_eq!(calls, op.post);
+        assert_eq!(o["calls"].as_u64().unwrap(), op.post);
+        for b in buckets
+            .iter()
+            .filter(|b| b["upper_ns"].as_f64().unwrap() > 0.0)
+        {
+            let (lo, hi) = (
+                b["lower_ns"].as_f64().unwrap(),
+                b["upper_ns"].as_f64().unwrap(),
+            );
+            assert_eq!(hi, 2.0 * lo, "{b}");
+            assert_eq!(hi.log2().fract(), 0.0, "{b}");
+        }
+    }
 }
 
 #[test]

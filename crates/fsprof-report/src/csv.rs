@@ -3,7 +3,7 @@
 use crate::fmt::field;
 use crate::summary::Summary;
 
-pub const HEADER: &str = "layer,op,count,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share";
+pub const HEADER: &str = "layer,op,calls,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share";
 
 pub fn render(s: &Summary) -> String {
     let mut out = String::from(HEADER);

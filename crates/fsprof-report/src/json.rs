@@ -35,11 +35,13 @@ pub struct LayerJson<'a> {
     pub ops: Vec<OpJson<'a>>,
 }
 
-/// One ranked op, with the figures the text report shows.
+/// One ranked op, with the figures and the histogram the text report
+/// shows. Counts of calls are `calls` everywhere (layers, ops, `compare`'s
+/// `calls_a`/`calls_b`), as the text report's column.
 #[derive(Serialize)]
 pub struct OpJson<'a> {
     pub op: &'a str,
-    pub count: u64,
+    pub calls: u64,
     pub errors: u64,
     pub unfinished: u64,
     pub total_ns: u64,
@@ -50,10 +52,55 @@ pub struct OpJson<'a> {
     pub p99_ns: f64,
     /// Of the layer's total latency.
     pub share: f64,
+    /// The non-empty latency buckets, fastest first.
+    pub buckets: Vec<BucketJson>,
+}
+
+/// One latency bucket: calls that took more than `lower_ns` and at most
+/// `upper_ns` (both 0 for the calls timed at 0 ns, within one clock tick).
+#[derive(Serialize)]
+pub struct BucketJson {
+    pub lower_ns: f64,
+    pub upper_ns: f64,
+    pub calls: u64,
+    /// The bucket starts under the smallest latency the clock can record
+    /// (`meta.overhead.min_recordable_ns`): such calls are only known to be
+    /// that fast.
+    pub under_floor: bool,
+}
+
+fn buckets(
+    op: &fsprof_core::OpStats,
+    res: fsprof_core::Resolution,
+    floor: Option<f64>,
+) -> Vec<BucketJson> {
+    let h = &op.histogram;
+    let zero = (h.zero > 0).then(|| BucketJson {
+        lower_ns: 0.0,
+        upper_ns: 0.0,
+        calls: h.zero,
+        under_floor: floor.is_some(),
+    });
+    let rest = h
+        .counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(k, &c)| {
+            let i = h.offset + k as i32;
+            BucketJson {
+                lower_ns: res.lower_bound(i),
+                upper_ns: res.upper_bound(i),
+                calls: c,
+                under_floor: floor.is_some_and(|f| res.lower_bound(i) < f),
+            }
+        });
+    zero.into_iter().chain(rest).collect()
 }
 
 impl<'a> ProfileReport<'a> {
     pub fn new(p: &'a Profile, s: &Summary<'a>, tables: &'a Tables) -> Self {
+        let floor = p.meta.overhead.as_ref().map(|o| o.min_recordable_ns);
         let layers = s
             .layers
             .iter()
@@ -67,7 +114,7 @@ impl<'a> ProfileReport<'a> {
                     .iter()
                     .map(|r| OpJson {
                         op: &r.op.name,
-                        count: r.op.post,
+                        calls: r.op.post,
                         errors: r.op.errors,
                         unfinished: r.op.unfinished(),
                         total_ns: r.op.total_ns,
@@ -77,6 +124,7 @@ impl<'a> ProfileReport<'a> {
                         p50_ns: r.p50_ns,
                         p99_ns: r.p99_ns,
                         share: r.share,
+                        buckets: buckets(r.op, p.resolution(), floor),
                     })
                     .collect(),
             })

@@ -17,6 +17,10 @@ pub(crate) const BAR: usize = 40;
 pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     let mut out = String::new();
     header(&mut out, p);
+    // The measurement floor of the clock that timed the calls, when the
+    // profile knows it (the user layer's shim and fsprof mount measure it).
+    let floor = p.meta.overhead.as_ref().map(|o| o.min_recordable_ns);
+    let mut floor_told = false;
     for l in &s.layers {
         let _ = writeln!(
             out,
@@ -81,7 +85,18 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 format_ns(r.op.total_ns as f64),
                 r.share * 100.0
             );
-            out.push_str(&histogram(r.op, p.resolution()));
+            let (text, marked) = histogram_with_floor(r.op, p.resolution(), floor);
+            out.push_str(&text);
+            if marked && !floor_told {
+                floor_told = true;
+                let _ = writeln!(
+                    out,
+                    "  (< floor: calls shorter than the smallest recordable latency, {} (two back-to-back clock\n   \
+                     reads): fsprof only knows they were that fast, e.g. answered by libc from memory without a\n   \
+                     system call; 0ns: within one clock tick)",
+                    format_ns(floor.unwrap_or(0.0))
+                );
+            }
         }
     }
     if opts.processes && !p.processes.is_empty() {
@@ -175,12 +190,16 @@ fn header(out: &mut String, p: &Profile) {
     }
 }
 
-/// One row per bucket from the first to the last non-empty one.
-pub fn histogram(op: &OpStats, res: Resolution) -> String {
+/// One row per bucket from the first to the last non-empty one, with the
+/// rows of latencies under the measurement `floor`
+/// (the 0 ns row, and buckets starting below it) marked `< floor`; says
+/// whether it marked any.
+pub fn histogram_with_floor(op: &OpStats, res: Resolution, floor: Option<f64>) -> (String, bool) {
     let h = &op.histogram;
-    let mut rows: Vec<(String, u64)> = Vec::new();
+    // (range, calls, under the floor)
+    let mut rows: Vec<(String, u64, bool)> = Vec::new();
     if h.zero > 0 {
-        rows.push(("0ns".into(), h.zero));
+        rows.push(("0ns".into(), h.zero, floor.is_some()));
     }
     if !h.counts.is_empty() {
         for (k, &c) in h.counts.iter().enumerate() {
@@ -190,7 +209,8 @@ pub fn histogram(op: &OpStats, res: Resolution) -> String {
                 format_ns(res.lower_bound(i)),
                 format_ns(res.upper_bound(i))
             );
-            rows.push((range, c));
+            let under = floor.is_some_and(|f| res.lower_bound(i) < f);
+            rows.push((range, c, under));
         }
     }
     let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
@@ -208,18 +228,21 @@ pub fn histogram(op: &OpStats, res: Resolution) -> String {
         .max(5);
     let mut out = String::new();
     let _ = writeln!(out, "  {:>w$} : {:<cw$}  distribution", "latency", "count");
-    for (range, c) in rows {
+    let mut marked = false;
+    for (range, c, under) in rows {
         let n = ((c as f64 / max as f64) * BAR as f64).ceil() as usize;
         let pad = w - range.chars().count();
+        let mark = if under && c > 0 { "  < floor" } else { "" };
+        marked |= !mark.is_empty();
         let _ = writeln!(
             out,
-            "  {}{range} : {:<cw$}  |{:<BAR$}|",
+            "  {}{range} : {:<cw$}  |{:<BAR$}|{mark}",
             " ".repeat(pad),
             group(c),
             "*".repeat(n.min(BAR))
         );
     }
-    out
+    (out, marked)
 }
 
 fn processes(out: &mut String, p: &Profile) {
@@ -244,9 +267,24 @@ fn processes(out: &mut String, p: &Profile) {
             pr.ppid,
             group(calls),
             format_ns(total as f64),
-            cmd
+            truncate(&cmd, COMMAND_WIDTH)
         );
     }
+}
+
+/// Characters of a command line the process table shows: lines end by
+/// column 120, as `ps` cuts them at the terminal's width (the JSON report
+/// keeps every argument).
+const COMMAND_WIDTH: usize = 120 - 44;
+
+/// `s` cut to `width` characters, the cut marked with `…`.
+fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(width - 1).collect();
+    t.push('…');
+    t
 }
 
 /// The word as a shell would need it typed, so the header can be pasted.
@@ -314,13 +352,84 @@ mod tests {
         assert!(header_of(&p).contains("block layer: system-wide"));
     }
 
+    /// The 0 ns row and the buckets starting under the measurement floor
+    /// are marked, and the report says once what that means.
+    #[test]
+    fn latencies_under_the_floor_are_marked_and_explained() {
+        let mut op = OpStats::new("readdir");
+        op.histogram.zero = 106;
+        op.histogram.add_to(Some(3), 9_336); // 8ns..16ns, floor 10ns
+        op.histogram.add_to(Some(4), 10); // 16ns..32ns
+        op.post = 106 + 9_336 + 10;
+        let (text, marked) = histogram_with_floor(&op, Resolution::DEFAULT, Some(10.0));
+        assert!(marked);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].contains("0ns : 106") && lines[1].ends_with("|  < floor"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("8ns -> 16ns") && lines[2].ends_with("< floor"),
+            "{text}"
+        );
+        assert!(lines[3].ends_with('|'), "{text}");
+        assert!(!histogram_with_floor(&op, Resolution::DEFAULT, None).1);
+
+        let mut p = Profile::new(fsprof_core::Meta {
+            tool: "run".into(),
+            overhead: Some(fsprof_core::profile::Overhead {
+                per_call_ns: 20.0,
+                min_recordable_ns: 10.0,
+                estimated_total_ns: 0,
+            }),
+            ..Default::default()
+        });
+        p.layer_mut("user").ops = vec![op.clone(), {
+            let mut o = op;
+            o.name = "fread".into();
+            o
+        }];
+        p.layer_mut("user").normalize();
+        let text = crate::render(&p, &crate::ReportOptions::default(), None).unwrap();
+        assert_eq!(
+            text.matches("(< floor: calls shorter than the smallest recordable latency, 10ns")
+                .count(),
+            1,
+            "{text}"
+        );
+    }
+
+    /// A 2,000-character command line (a compiler's) does not flood the
+    /// process table: lines stop at column 120, like ps's.
+    #[test]
+    fn long_command_lines_are_cut_like_ps() {
+        let mut p = Profile::new(fsprof_core::Meta::default());
+        let long: Vec<String> = (0..300).map(|i| format!("-Iinc{i}")).collect();
+        for (pid, argv) in [(7, vec!["cc1".to_string(), "-O2".into()]), (8, long)] {
+            p.processes.push(fsprof_core::profile::Process {
+                pid,
+                argv,
+                ..Default::default()
+            });
+        }
+        let mut out = String::new();
+        processes(&mut out, &p);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[3].ends_with("  cc1 -O2"), "{out}");
+        assert_eq!(lines[4].chars().count(), 120, "{out}");
+        assert!(
+            lines[4].ends_with('…') && lines[4].contains("-Iinc0 -Iinc1 "),
+            "{out}"
+        );
+    }
+
     #[test]
     fn histogram_spans_first_to_last_bucket() {
         let mut op = OpStats::new("read");
         op.histogram.add_to(Some(9), 10); // 512ns..1.02µs
         op.histogram.add_to(Some(12), 5);
         op.post = 15;
-        let text = histogram(&op, Resolution::DEFAULT);
+        let text = histogram_with_floor(&op, Resolution::DEFAULT, None).0;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 1 + 4, "{text}");
         assert!(lines[1].contains("512ns -> 1.02µs") && lines[1].contains(&"*".repeat(BAR)));

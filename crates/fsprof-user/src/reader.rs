@@ -6,13 +6,12 @@
 use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::{self, CtrHeader, ProcHeader};
 use fsprof_shim::OPS;
+use fsprof_sys::mmap::SharedMap;
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -27,63 +26,13 @@ pub struct ProcessCounters {
     pub ops: Vec<OpStats>,
 }
 
-/// A counter file mapped read-only.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping this value owns, unmapped once.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
-impl Mapping {
-    /// Maps `file` (of `len` bytes) read-only and shared, so its counters
-    /// are seen as the shim updates them.
-    fn new(file: &File, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
-        // else in this process refers to the address range.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr, len })
-    }
-
-    fn u64_at(&self, off: usize) -> u64 {
-        debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (checked by the callers' layout
-        // validation); the shim writes these words concurrently.
-        unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
-            .load(Ordering::Relaxed)
-    }
-
-    fn u32_at(&self, off: usize) -> u32 {
-        debug_assert!(off + 4 <= self.len && off.is_multiple_of(4));
-        // SAFETY: as in `u64_at`; callers pass header fields, inside the
-        // PROC_HDR_SIZE bytes checked before mapping.
-        unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
-            .load(Ordering::Acquire)
-    }
-
-    /// A copy of the header; only complete once `ready` is set.
-    fn header(&self) -> ProcHeader {
-        // SAFETY: the file is at least PROC_HDR_SIZE >= size_of ProcHeader
-        // bytes, page aligned; any bit pattern is a valid ProcHeader.
-        unsafe { std::ptr::read(self.ptr as *const ProcHeader) }
-    }
+/// A copy of a counter file's header; only complete once `ready` is set.
+fn header(m: &SharedMap) -> ProcHeader {
+    const _: () = assert!(size_of::<ProcHeader>() <= abi::PROC_HDR_SIZE);
+    assert!(m.len() >= abi::PROC_HDR_SIZE);
+    // SAFETY: the mapping holds at least PROC_HDR_SIZE >= size_of ProcHeader
+    // bytes (asserted), page aligned; any bit pattern is a valid ProcHeader.
+    unsafe { std::ptr::read(m.as_ptr() as *const ProcHeader) }
 }
 
 /// Where things are in a counter file, from a header checked against this
@@ -150,12 +99,12 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
     if len < abi::PROC_HDR_SIZE {
         return Ok(None);
     }
-    let m = Mapping::new(&file, len)?;
+    let m = SharedMap::new(&file, len)?;
     if m.u32_at(offset_of!(ProcHeader, ready)) != 1 {
         return Ok(None);
     }
     // The header is complete once `ready` is set (release/acquire).
-    let h = m.header();
+    let h = header(&m);
     let g = Geometry::of(&h, nbuckets, len).map_err(|what| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -187,7 +136,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
 /// Op `k`'s counters summed over the `used` slots; `None` if no call
 /// entered it.
 fn read_op(
-    m: &Mapping,
+    m: &SharedMap,
     g: &Geometry,
     used: usize,
     nbuckets: u32,
@@ -234,7 +183,7 @@ fn read_op(
 
 /// The size and seek tables of data op `c` (index into `abi::CORR_OPS`),
 /// summed over the used slots; `None` if no call was filed.
-fn read_correlations(m: &Mapping, g: &Geometry, used: usize, c: usize) -> Option<Correlations> {
+fn read_correlations(m: &SharedMap, g: &Geometry, used: usize, c: usize) -> Option<Correlations> {
     let mut out = Correlations::default();
     for s in 0..used {
         let slot = g.slot(s);

@@ -8,6 +8,7 @@ mod capture;
 mod check;
 mod compare;
 pub mod compile;
+pub mod completions;
 pub(crate) mod discover;
 mod export;
 mod kernel;
@@ -41,5 +42,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Completions(a) => completions::completions(a),
+        Command::Man(a) => completions::man(a),
     }
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+
+use crate::cli::parse_interval;
 use fsprof_capture::{Capture, Output, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::Resolution;
@@ -94,14 +96,6 @@ pub struct UmountArgs {
     /// Detach now even if busy (open files fail from then on)
     #[arg(long)]
     pub lazy: bool,
-}
-
-fn parse_interval(s: &str) -> Result<u64, String> {
-    let ns = fsprof_core::units::parse_duration_ns(s)?;
-    if ns < 1_000_000 {
-        return Err("intervals shorter than 1ms are not supported".into());
-    }
-    Ok(ns)
 }
 
 fn parse_resolution(s: &str) -> Result<u32, String> {

@@ -1,0 +1,56 @@
+//! `fsprof completions SHELL` and `fsprof man [--dir DIR]`: shell
+//! completions (clap_complete) and man pages (clap_mangen) generated from
+//! the same clap definitions as `--help`, so they cannot drift from it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Install, e.g. for bash: fsprof completions bash > ~/.local/share/bash-completion/completions/fsprof\n\
+    zsh: fsprof completions zsh > \"${fpath[1]}/_fsprof\"; fish: fsprof completions fish > ~/.config/fish/completions/fsprof.fish"
+)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Read it with: fsprof man | man -l -\n\
+    Install: fsprof man --dir /usr/local/share/man/man1")]
+pub struct ManArgs {
+    /// Write fsprof.1 and one fsprof-<command>.1 per command into DIR
+    /// [default: print fsprof.1 to standard output]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn completions(a: CompletionsArgs) -> Result<i32> {
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "fsprof", &mut out);
+    crate::files::write_stdout(&out)?;
+    Ok(0)
+}
+
+pub fn man(a: ManArgs) -> Result<i32> {
+    let cmd = Cli::command();
+    match a.dir {
+        None => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut out)?;
+            crate::files::write_stdout(&out)?;
+        }
+        Some(dir) => {
+            clap_mangen::generate_to(cmd, &dir)
+                .with_context(|| format!("writing man pages to {}", dir.display()))?;
+            eprintln!("fsprof: man pages written to {}", dir.display());
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,92 @@
+//! What fsprof says about itself: `--version` with the commit it was built
+//! from, shell completions and man pages generated from the same clap
+//! definitions as `--help`.
+
+use std::process::Command;
+
+use fsprof_testkit::*;
+
+#[test]
+fn version_names_the_commit() {
+    let o = fsprof().arg("--version").output().unwrap();
+    assert!(o.status.success());
+    // The ground truth is git's, asked here (not through fsprof's build).
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(workspace())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| stdout(&o).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    assert_eq!(
+        stdout(&o),
+        format!("fsprof {} (commit {head})\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn completions_cover_every_command_and_bash_parses_them() {
+    let o = fsprof().args(["completions", "bash"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = stdout(&o);
+    for word in [
+        "kernel",
+        "report",
+        "compare",
+        "--pid",
+        "--system-wide",
+        "completions",
+        "man",
+    ] {
+        assert!(script.contains(word), "bash completion lacks {word}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fsprof.bash");
+    std::fs::write(&file, &script).unwrap();
+    let st = Command::new("bash").arg("-n").arg(&file).status().unwrap();
+    assert!(st.success(), "bash -n rejects the completion script");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let o = fsprof().args(["completions", shell]).output().unwrap();
+        assert!(
+            o.status.success() && stdout(&o).contains("kernel"),
+            "{shell}"
+        );
+    }
+    let o = fsprof().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn man_pages_for_fsprof_and_each_command() {
+    let o = fsprof().arg("man").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(
+        page.contains(".TH fsprof 1"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
+    assert!(
+        page.contains("fsprof\\-kernel(1)"),
+        "no SEE ALSO of the commands"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = fsprof()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in [
+        "fsprof.1",
+        "fsprof-run.1",
+        "fsprof-kernel.1",
+        "fsprof-report.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(text.starts_with(".ie"), "{name}");
+    }
+    let kernel = std::fs::read_to_string(dir.path().join("fsprof-kernel.1")).unwrap();
+    assert!(kernel.contains("\\-\\-pid"), "{kernel}");
+}
