@@ -191,7 +191,7 @@ fn top_reason(
                 ", one peak at {}",
                 bucket_human(peaks[0].mode, res)
             ));
-            if let Some(l) = cal.and_then(|c| c.label(peaks[0].mode_ns(res))) {
+            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, &peaks[0], res)) {
                 s.push_str(&format!(" {l}"));
             }
         }
@@ -204,7 +204,7 @@ fn top_reason(
                 ", {n} peaks; the one at {}",
                 bucket_human(heavy.mode, res)
             ));
-            if let Some(l) = cal.and_then(|c| c.label(heavy.mode_ns(res))) {
+            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, heavy, res)) {
                 s.push_str(&format!(" {l}"));
             }
             s.push_str(&format!(

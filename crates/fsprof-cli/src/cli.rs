@@ -79,6 +79,10 @@ pub struct CalibrateArgs {
     /// How to print the calibration: a table, or the JSON that is stored
     #[arg(long, value_enum, default_value_t = CalibrateFormatArg::Text)]
     pub format: CalibrateFormatArg,
+    /// Measure every characteristic this many times, interleaved; one
+    /// whose rounds disagree by more than a power of two labels nothing
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub rounds: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -112,7 +112,7 @@ pub fn plot_svg(
                     hist: &op.histogram,
                 }],
                 log_y: req.log_y,
-                peaks: peaks.map(|f| f(&op.histogram, res)).unwrap_or_default(),
+                peaks: peaks.map(|f| f(layer, op, res)).unwrap_or_default(),
             }))
         }
     }
