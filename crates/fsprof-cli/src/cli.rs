@@ -50,6 +50,8 @@ pub enum Command {
     Compile(crate::commands::compile::CompileArgs),
     /// Replay a compiled trace under a root directory, timed and verified
     Replay(crate::commands::replay::ReplayArgs),
+    /// Import a strace log or a fio iolog as a trace
+    Import(crate::commands::import::ImportArgs),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)

@@ -11,6 +11,7 @@ pub mod compile;
 pub mod completions;
 pub(crate) mod discover;
 mod export;
+pub mod import;
 mod kernel;
 mod merge;
 pub(crate) mod mount;
@@ -38,6 +39,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
         Command::Replay(a) => replay::replay(a),
+        Command::Import(a) => import::import(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
