@@ -42,6 +42,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
+    Discover(crate::commands::discover::DiscoverArgs),
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)

@@ -9,6 +9,7 @@ mod check;
 mod compare;
 pub mod compile;
 pub mod completions;
+pub(crate) mod discover;
 mod export;
 pub mod import;
 mod kernel;
@@ -34,6 +35,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Discover(a) => discover::discover(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
         Command::Replay(a) => replay::replay(a),
