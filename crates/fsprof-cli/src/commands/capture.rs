@@ -38,10 +38,10 @@ pub fn save_and_tell(
 ) -> Result<Saved> {
     let saved = save(&outcome.profile, out, kind, program);
     for n in &outcome.notes {
-        fsprof_sys::diag!("fsprof: note: {n}");
+        fsprof_sys::diag!("fsprof: note: {}", fsprof_core::printable::field(n));
     }
     for w in &outcome.warnings {
-        fsprof_sys::diag!("fsprof: warning: {w}");
+        fsprof_sys::diag!("fsprof: warning: {}", fsprof_core::printable::field(w));
     }
     if let Some(sig) = outcome.interrupted {
         fsprof_sys::diag!(
