@@ -186,22 +186,7 @@ fn header(out: &mut String, p: &Profile) {
     for n in &m.notes {
         let _ = writeln!(out, "  note: {}", field(n));
     }
-    if !m.unprofiled.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {} process(es) not profiled (their calls are missing):",
-            m.unprofiled.len()
-        );
-        for u in m.unprofiled.iter().take(10) {
-            let _ = writeln!(
-                out,
-                "    pid {} ({}): {}",
-                u.pid,
-                field(&u.exe),
-                field(&u.reason)
-            );
-        }
-    }
+    unprofiled(out, &m.unprofiled);
     let filtered = m.target.as_deref() != Some(fsprof_core::profile::SYSTEM_WIDE);
     let unfiltered = p
         .layers
@@ -212,6 +197,27 @@ fn header(out: &mut String, p: &Profile) {
             out,
             "  {} layer: system-wide, every task's requests, not only the target's (they are issued from plugs, kworkers and interrupts)",
             l.name
+        );
+    }
+}
+
+/// The processes the capture could not profile (the first ten).
+fn unprofiled(out: &mut String, list: &[fsprof_core::profile::Unprofiled]) {
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {} process(es) not profiled (their calls are missing):",
+        list.len()
+    );
+    for u in list.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "    pid {} ({}): {}",
+            u.pid,
+            field(&u.exe),
+            field(&u.reason)
         );
     }
 }
