@@ -18,7 +18,7 @@ fn main() {
     let code = match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fsprof: {}", one_line(&e));
+            fsprof_sys::diag!("fsprof: {}", one_line(&e));
             2
         }
     };
@@ -64,7 +64,7 @@ fn parse_error(e: clap::Error) -> ! {
         }
     }
     let first = parts.join(" ").replace(" tip: ", "; tip: ");
-    eprintln!("fsprof: {first}{usage}");
+    fsprof_sys::diag!("fsprof: {first}{usage}");
     std::process::exit(2);
 }
 
