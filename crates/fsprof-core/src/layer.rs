@@ -21,8 +21,16 @@ pub const FUSE: &str = "fuse";
 /// kernel's view of the same requests, and one profile can hold both.
 pub const FUSEFS: &str = "fusefs";
 
+/// The system calls that waited for block requests of their own thread
+/// (`fsprof kernel` with the syscall and block layers): op names as in
+/// `syscall`, each call's histogram entry is the time it was charged
+/// (docs/profile-format.md, "Layered attribution").
+pub const BLOCK_WAIT: &str = "block-wait";
+
 /// Every layer above, from the program down to the device.
-pub const ALL: [&str; 7] = [USER, SYSCALL, FUSE, FUSEFS, FS, BLOCK, BLOCK_SIZE];
+pub const ALL: [&str; 8] = [
+    USER, SYSCALL, FUSE, FUSEFS, FS, BLOCK, BLOCK_SIZE, BLOCK_WAIT,
+];
 
 /// Whether a layer records every task's work whatever the profile's target:
 /// block requests are issued from plugs, kworkers and interrupts, not by
