@@ -3,8 +3,9 @@
 #   sprite   vs fio jobs doing the same I/O (11 files of 1 MiB, 4 KiB
 #            read/write + lseek through the `sync` engine, random offsets
 #            drawn with replacement, fsync on each written file's close,
-#            no cache invalidation, no preallocation), the five phases in
-#            Sprite's order, repeated;
+#            no cache invalidation, no preallocation, the sequential write
+#            into new files every loop as Sprite's O_TRUNC does), the five
+#            phases in Sprite's order, repeated;
 #   metadata vs bonnie++ -s 0 -n 16:0:0:1024 (and, when bonnie++ prints
 #            +++++ because a test took under 500 ms, both tools again at
 #            -n SCALE:0:0:1024 / --files-per-dir SCALE, where it reports).
@@ -12,7 +13,8 @@
 # inflated by other processes on a loaded machine), the rate per second
 # of on-CPU time (rate / CPU share: fsprof's on_cpu, fio's usr+sys,
 # bonnie++'s %CP — load-robust), and the per-op median latency where the
-# tool has one (fsprof's op p50, fio's clat p50). docs/benchmarks.md
+# tool has one (fsprof's op p50: the whole iteration, lseek included;
+# fio's lat p50, which also starts before its lseek). docs/benchmarks.md
 # explains every difference.
 #   bench/bench_peers.sh DIR [REPS] [SCALE]
 # Environment: FSPROF=path uses an existing build.
@@ -46,10 +48,12 @@ for r in $(seq "$reps"); do
   for k in 0 1 2 3 4; do
     rw=${phases[$k]}
     fsync=0; case $rw in *write) fsync=1 ;; esac
+    unlink=0; [ "$rw" = write ] && unlink=1
     fio --name=sprite --directory="$work/fio" --nrfiles=11 --filesize=1m --size=11m \
       --bs=4k --rw="$rw" --ioengine=sync --file_service_type=sequential \
       --norandommap --randrepeat=1 --fsync_on_close=$fsync --invalidate=0 \
-      --fallocate=none --loops=20 --output-format=json >"$out/fio-$r-$k-$rw.json" 2>/dev/null
+      --fallocate=none --unlink_each_loop=$unlink --lat_percentiles=1 \
+      --loops=20 --output-format=json >"$out/fio-$r-$k-$rw.json" 2>/dev/null
   done
 done
 
@@ -103,7 +107,7 @@ for f in sorted(glob.glob(f"{out}/fio-*.json")):
     d = j["write"] if "write" in rw else j["read"]
     cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100
     mbs = d["bw_bytes"] / 1e6
-    fio.setdefault(int(k), []).append((mbs, mbs / cpu if cpu else float("nan"), d["clat_ns"]["percentile"]["50.000000"]))
+    fio.setdefault(int(k), []).append((mbs, mbs / cpu if cpu else float("nan"), d["lat_ns"]["percentile"]["50.000000"]))
 order = ["seq_write", "seq_read", "rand_write", "rand_read", "seq_reread"]
 fio_rows = {order[k]: tuple(med([x[i] for x in v]) for i in range(3)) for k, v in fio.items()}
 m = b["machine"]

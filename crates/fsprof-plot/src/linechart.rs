@@ -104,10 +104,17 @@ pub fn render(c: &LineChart) -> String {
     for (x, label) in &c.markers {
         if !xs.is_empty() && x.log2() >= lx0 && x.log2() <= lx1 {
             s.dashed(px(*x), T, px(*x), T + ph, "#888888");
+            // Near the right edge the label goes left of its line, clear
+            // of the legend.
+            let (lx, anchor) = if px(*x) > L + 0.8 * pw {
+                (px(*x) - 3.0, Anchor::End)
+            } else {
+                (px(*x) + 3.0, Anchor::Start)
+            };
             s.text(
-                px(*x) + 3.0,
+                lx,
                 T + 10.0,
-                Anchor::Start,
+                anchor,
                 10.0,
                 "#555555",
                 label,
