@@ -42,12 +42,16 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(CalibrateArgs),
+    /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
+    Discover(crate::commands::discover::DiscoverArgs),
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
     Trace(crate::commands::trace::TraceArgs),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(crate::commands::compile::CompileArgs),
     /// Replay a compiled trace under a root directory, timed and verified
     Replay(crate::commands::replay::ReplayArgs),
+    /// Import a strace log or a fio iolog as a trace
+    Import(crate::commands::import::ImportArgs),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(crate::commands::mount::MountArgs),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)

@@ -14,7 +14,7 @@ fn main() {
     let code = match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fsprof: {}", one_line(&e));
+            fsprof_sys::diag!("fsprof: {}", one_line(&e));
             2
         }
     };

@@ -210,11 +210,11 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let json = result::to_json(&profile, &bench);
     if let Some(o) = &a.output {
         write_atomic(o, json.as_bytes(), a.force)?;
-        eprintln!("fsprof: wrote {}", o.display());
+        fsprof_sys::diag!("fsprof: wrote {}", o.display());
     }
     if let Some(plot) = &a.plot {
         write_plot(plot, &bench, a.force)?;
-        eprintln!("fsprof: wrote {}", plot.display());
+        fsprof_sys::diag!("fsprof: wrote {}", plot.display());
     }
     let text = match a.format {
         BenchFormat::Text => export::text(&bench),

@@ -9,7 +9,9 @@ mod check;
 mod compare;
 pub mod compile;
 pub mod completions;
+pub(crate) mod discover;
 mod export;
+pub mod import;
 mod kernel;
 mod merge;
 pub(crate) mod mount;
@@ -33,9 +35,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a),
         Command::Compare(a) => compare::compare(a),
         Command::Calibrate(a) => calibrate::calibrate(a),
+        Command::Discover(a) => discover::discover(a),
         Command::Trace(a) => trace::trace(a),
         Command::Compile(a) => compile::compile(a),
         Command::Replay(a) => replay::replay(a),
+        Command::Import(a) => import::import(a),
         Command::Mount(a) => mount::mount(a),
         Command::Stat(a) => mount::stat(a),
         Command::Umount(a) => mount::umount(a),
