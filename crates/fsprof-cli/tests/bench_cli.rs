@@ -254,3 +254,197 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
         "--force",
     );
 }
+
+/// Median of a sample, computed here (sorted copy, middle or mean of the
+/// two middle values), not by fsprof.
+fn median_of(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// CPUs the kernel lists as online (`0-1,4`), counted from sysfs.
+fn online_cpus() -> usize {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    s.trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// Every number the CSV and text exports print, recomputed here from the
+/// raw per-file and per-op times of the same result (the per-run figure
+/// from the bytes of files 2..N and their times; mean, median, min, max,
+/// sample stddev, the Student-t interval with a table's t, MAD outliers,
+/// the op median over the measured runs' files 2..N), and the machine
+/// line against sysfs, /proc/meminfo and the kernel's release string.
+#[test]
+fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
+    const FILES: usize = 3;
+    const BLOCKS: usize = 8; // 32 KiB files, 4 KiB I/O
+    const RUNS: usize = 4;
+    const T_975_DF3: f64 = 3.182_446_305_284_263; // Student t, 97.5%, 3 df
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for format in ["csv", "text"] {
+        let r = out.path().join(format!("{format}.json"));
+        let o = bench(
+            d.path(),
+            &[
+                "sprite",
+                "--files",
+                "3",
+                "--file-size",
+                "32k",
+                "--runs",
+                "4",
+                "--raw-samples",
+                "--format",
+                format,
+                "-o",
+                r.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stdout = String::from_utf8(o.stdout).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
+        let b = &v["bench"];
+        let phases = b["phases"].as_array().unwrap();
+        assert_eq!(phases.len(), 5);
+        for ph in phases {
+            let name = ph["name"].as_str().unwrap();
+            let file_ns: Vec<Vec<f64>> = ph["file_ns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    f.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                })
+                .collect();
+            let op_ns: Vec<Vec<f64>> = ph["op_ns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    f.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect()
+                })
+                .collect();
+            assert_eq!((file_ns.len(), op_ns.len()), (RUNS + 1, RUNS + 1), "{name}");
+            let kept_bytes = ((FILES - 1) * BLOCKS * 4096) as f64;
+            let figs: Vec<f64> = file_ns[1..]
+                .iter()
+                .map(|f| kept_bytes * 1e3 / f[1..].iter().sum::<f64>())
+                .collect();
+            let n = RUNS as f64;
+            let mean = figs.iter().sum::<f64>() / n;
+            let sd = (figs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+            let half = T_975_DF3 * sd / n.sqrt();
+            let med = median_of(&figs);
+            let min = figs.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = figs.iter().copied().fold(0.0, f64::max);
+            let devs: Vec<f64> = figs.iter().map(|x| (x - med).abs()).collect();
+            let mad = median_of(&devs);
+            let outliers = devs
+                .iter()
+                .filter(|&&dv| dv > 0.0 && (mad == 0.0 || dv / mad > 14.826))
+                .count();
+            let op_p50 = median_of(
+                &op_ns[1..]
+                    .iter()
+                    .map(|ops| median_of(&ops[BLOCKS..]))
+                    .collect::<Vec<_>>(),
+            );
+            if format == "csv" {
+                let row: Vec<&str> = stdout
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{name},")))
+                    .unwrap()
+                    .split(',')
+                    .collect();
+                let num = |i: usize| row[i].parse::<f64>().unwrap();
+                let close = |got: f64, want: f64, what: &str| {
+                    assert!(
+                        (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                        "{name} {what}: printed {got}, recomputed {want}"
+                    );
+                };
+                assert_eq!(row[2], RUNS.to_string());
+                close(num(3), mean, "mean");
+                close(num(4), mean - half, "ci95_low");
+                close(num(5), mean + half, "ci95_high");
+                close(num(6), med, "median");
+                close(num(7), min, "min");
+                close(num(8), max, "max");
+                close(num(9), sd, "stddev");
+                close(num(10), mad, "mad");
+                assert_eq!(row[11], outliers.to_string(), "{name} outliers");
+                close(num(12), op_p50, "op_median_ns");
+                let cpu = num(13);
+                assert!(cpu > 0.0 && cpu <= 1.0, "{name} on_cpu {cpu}");
+            } else {
+                let line = stdout
+                    .lines()
+                    .find(|l| l.starts_with(&format!("{name} ")))
+                    .unwrap();
+                let want = [
+                    format!("{mean:.1} MB/s"),
+                    format!("± {half:.1} ({:.1}%)", half / mean * 100.0),
+                    format!(" {med:.1} "),
+                    format!(" {min:.1} "),
+                    format!(" {max:.1} "),
+                    format!(" {sd:.1} "),
+                ];
+                for w in &want {
+                    assert!(line.contains(w.as_str()), "{name}: {w:?} not in {line:?}");
+                }
+            }
+        }
+        if format == "text" {
+            let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+                .unwrap()
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .unwrap()
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .unwrap();
+            let gib = mem_kib as f64 / (1024.0 * 1024.0);
+            let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+            let machine = stdout.lines().find(|l| l.starts_with("machine: ")).unwrap();
+            assert!(
+                machine.contains(&format!(", {} CPUs, ", online_cpus())),
+                "{machine}"
+            );
+            assert!(
+                machine.contains(&format!("{gib:.1} GiB memory")),
+                "{machine}"
+            );
+            assert!(
+                machine.contains(&format!("kernel {};", kernel.trim())),
+                "{machine}"
+            );
+            assert!(
+                stdout.lines().next().unwrap().contains("(tmpfs "),
+                "{stdout}"
+            );
+        }
+    }
+}
