@@ -185,9 +185,39 @@ fn afap_replay_keeps_cross_thread_order() {
         compiled.header.threads >= 2,
         "the two threads replay on threads of their own"
     );
+    // Each command's (replay thread, index in that thread's commands).
+    let mut next = vec![0u32; compiled.header.threads as usize];
+    let pos: Vec<(u32, u32)> = compiled
+        .commands
+        .iter()
+        .map(|c| {
+            next[c.thread as usize] += 1;
+            (c.thread, next[c.thread as usize] - 1)
+        })
+        .collect();
+    let dep = |i: usize| {
+        let c = &compiled.commands[i];
+        c.op.name().starts_with("open")
+            && c.path
+                .is_some_and(|p| compiled.strings[p as usize].ends_with(b"/dep"))
+    };
+    let create = (0..compiled.commands.len())
+        .find(|&i| dep(i) && compiled.commands[i].flags & libc::O_CREAT as i64 != 0)
+        .expect("the maker's create is replayed");
+    let open = (0..compiled.commands.len())
+        .find(|&i| dep(i) && compiled.commands[i].flags & libc::O_CREAT as i64 == 0)
+        .expect("the user's open is replayed");
+    assert_ne!(pos[create].0, pos[open].0, "on different replay threads");
+    // The constraint itself: the user's open waits for the create (or a
+    // later command of the maker's thread).
     assert!(
-        compiled.commands.iter().any(|c| !c.waits.is_empty()),
-        "a constraint was derived"
+        compiled.commands[open]
+            .waits
+            .iter()
+            .any(|&(t, k)| t == pos[create].0 && k >= pos[create].1),
+        "the open waits for the create: {:?} vs {:?}",
+        compiled.commands[open].waits,
+        pos[create]
     );
     let replay = |file: &Path, root: &Path| {
         std::fs::create_dir(root).unwrap();
@@ -208,25 +238,26 @@ fn afap_replay_keeps_cross_thread_order() {
     let o = replay(&r, &base.join("root1"));
     let msg = ok(&o);
     assert!(msg.contains("mismatches: 0"), "{msg}");
-    // The same commands without their constraints: the reader's open runs
-    // before the file exists. This is what the constraint prevents.
-    let mut loose = compiled.clone();
-    for c in &mut loose.commands {
+    // The replayer orders by the constraints it is given, not by luck:
+    // with the constraint turned around (the create waits for the open),
+    // the open runs before the file exists, every time. This is what the
+    // compiled constraint prevents.
+    // (A wait names an earlier command: the open moves up to just before
+    // the create; each thread's own order is unchanged.)
+    let mut reversed = compiled.clone();
+    for c in &mut reversed.commands {
         c.waits.clear();
     }
-    let lr = base.join("loose.replay");
-    loose.write(&lr, false).unwrap();
-    let o = replay(&lr, &base.join("root2"));
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("traced 3, replayed -1 ENOENT")
-            || String::from_utf8_lossy(&o.stderr).contains("ENOENT")
-    );
+    reversed.commands[create].waits = vec![pos[open]];
+    assert!(create < open);
+    let moved = reversed.commands.remove(open);
+    reversed.commands.insert(create, moved);
+    let rr = base.join("reversed.replay");
+    reversed.write(&rr, false).unwrap();
+    let o = replay(&rr, &base.join("root2"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("replayed -1 ENOENT"), "{err}");
 }
 
 /// A trace that tries every way out of the root.
