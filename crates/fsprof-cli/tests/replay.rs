@@ -435,3 +435,94 @@ fn corrupt_replay_files_are_refused_in_one_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
 }
+
+/// One traced call: op, path, second path, flags, return value, errno.
+type PlainCall<'a> = (&'a str, &'a str, Option<&'a str>, i64, i64, i32);
+
+/// A single-thread trace of these calls.
+fn plain_trace(path: &Path, calls: &[PlainCall]) {
+    let mut w = TraceWriter::create(path, &TraceHeader::new("test", "none"), true).unwrap();
+    w.push(&Record::Process(ProcessInfo {
+        pid: 1,
+        cwd: b"/".to_vec(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut t = 0;
+    for &(op, p, p2, flags, ret, errno) in calls {
+        t += 1000;
+        let c = Call {
+            start_ns: t,
+            end_ns: t + 10,
+            pid: 1,
+            tid: 1,
+            op: Op::named(op),
+            ret,
+            errno,
+            fd: Some(-100),
+            path: Some(p.as_bytes().to_vec()),
+            resolved: Some(p.as_bytes().to_vec()),
+            path2: p2.map(|p| p.as_bytes().to_vec()),
+            resolved2: p2.map(|p| p.as_bytes().to_vec()),
+            flags: Some(flags),
+            mode: Some(0o755),
+            ..Default::default()
+        };
+        w.push(&Record::Call(c)).unwrap();
+    }
+    w.finish(0, t).unwrap();
+}
+
+/// The replayer keeps parent directories open between calls; a rename or
+/// removal must make it look them up again, or a call on `/a/d/f` after
+/// `/a/d` moved would act on the moved directory.
+#[test]
+fn cached_parent_directories_follow_renames_and_removals() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let t = base.join("r.trace");
+    let creat = (libc::O_CREAT | libc::O_WRONLY) as i64;
+    let nofollow = libc::AT_SYMLINK_NOFOLLOW as i64;
+    plain_trace(
+        &t,
+        &[
+            ("mkdir", "/a", None, 0, 0, 0),
+            ("mkdir", "/a/d", None, 0, 0, 0),
+            ("openat", "/a/d/f", None, creat, 3, 0),
+            ("close", "", None, 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, 0, 0),
+            ("rename", "/a/d", Some("/a/e"), 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, -1, libc::ENOENT),
+            ("mkdir", "/a/d", None, 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, -1, libc::ENOENT),
+            ("stat", "/a/e/f", None, 0, 0, 0),
+            ("unlink", "/a/e/f", None, 0, 0, 0),
+            ("stat", "/a/e/f", None, nofollow, -1, libc::ENOENT),
+            ("rmdir", "/a/e", None, 0, 0, 0),
+            ("mkdir", "/a/e/g", None, 0, -1, libc::ENOENT),
+        ],
+    );
+    let r = base.join("r.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let o = run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--afap"),
+            os("--verify"),
+            os("strict"),
+        ],
+        &base,
+    );
+    let msg = ok(&o);
+    assert!(msg.contains("mismatches: 0"), "{msg}");
+    assert!(root.join("a/d").is_dir() && !root.join("a/d/f").exists());
+    assert!(!root.join("a/e").exists());
+}
