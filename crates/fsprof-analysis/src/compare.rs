@@ -24,6 +24,7 @@
 //! twice. Histograms at different resolutions are compared at the coarser
 //! one.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -276,32 +277,59 @@ pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comp
     let res = a.resolution().min(b.resolution());
     let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
     let empty = Layer::default();
+    // Layers and ops by name: a profile may hold 100k layers, and finding
+    // each by a scan made compare quadratic.
+    let index = |p: &'_ Profile| -> HashMap<String, usize> {
+        p.layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (l.name.clone(), k))
+            .collect()
+    };
+    let (ia, ib) = (index(a), index(b));
     let mut layer_names: Vec<&str> = a.layers.iter().map(|l| l.name.as_str()).collect();
-    for l in &b.layers {
-        if !layer_names.contains(&l.name.as_str()) {
-            layer_names.push(&l.name);
-        }
-    }
+    layer_names.extend(
+        b.layers
+            .iter()
+            .filter(|l| !ia.contains_key(&l.name))
+            .map(|l| l.name.as_str()),
+    );
     let mut ops = Vec::new();
     for name in layer_names {
-        let la = a.layer(name).unwrap_or(&empty);
-        let lb = b.layer(name).unwrap_or(&empty);
+        let la = ia.get(name).map_or(&empty, |&k| &a.layers[k]);
+        let lb = ib.get(name).map_or(&empty, |&k| &b.layers[k]);
+        let by_name = |l: &'_ Layer| -> HashMap<String, usize> {
+            l.ops
+                .iter()
+                .enumerate()
+                .map(|(k, o)| (o.name.clone(), k))
+                .collect()
+        };
+        let (oa, ob) = (by_name(la), by_name(lb));
         let mut op_names: Vec<&str> = la.ops.iter().map(|o| o.name.as_str()).collect();
-        for o in &lb.ops {
-            if !op_names.contains(&o.name.as_str()) {
-                op_names.push(&o.name);
-            }
-        }
+        op_names.extend(
+            lb.ops
+                .iter()
+                .filter(|o| !oa.contains_key(&o.name))
+                .map(|o| o.name.as_str()),
+        );
+        // Once per layer, not per op.
+        let (ta, tb) = (
+            (la.total_ns(), la.total_calls()),
+            (lb.total_ns(), lb.total_calls()),
+        );
         for op in op_names {
-            let side = |l: &Layer, p: &Profile| {
-                let mut s = l.op(op).cloned().unwrap_or_else(|| OpStats::new(op));
+            let side = |l: &Layer, idx: &HashMap<String, usize>, t, p: &Profile| {
+                let mut s = idx
+                    .get(op)
+                    .map_or_else(|| OpStats::new(op), |&k| l.ops[k].clone());
                 s.downscale(p.resolution(), res);
-                Side::new(s, l)
+                Side::new(s, t)
             };
             ops.push(compare_op(
                 name,
-                side(la, a),
-                side(lb, b),
+                side(la, &oa, ta, a),
+                side(lb, &ob, tb, b),
                 res,
                 threshold,
                 opts,
@@ -325,11 +353,12 @@ struct Side {
 }
 
 impl Side {
-    fn new(op: OpStats, layer: &Layer) -> Self {
+    /// `totals`: the layer's total latency and calls.
+    fn new(op: OpStats, (total_ns, calls): (u64, u64)) -> Self {
         let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
         Side {
-            latency_share: share(op.total_ns, layer.total_ns()),
-            calls_share: share(op.post, layer.total_calls()),
+            latency_share: share(op.total_ns, total_ns),
+            calls_share: share(op.post, calls),
             op,
         }
     }
@@ -440,11 +469,10 @@ fn share_near(h: &Histogram, p: &Peak, res: Resolution) -> f64 {
         return 0.0;
     }
     let r = res.get() as i32;
-    let n: u64 = h
+    let n = h
         .buckets()
         .filter(|(i, _)| (p.first - r..=p.last + r).contains(i))
-        .map(|(_, c)| c)
-        .sum();
+        .fold(0u64, |t, (_, c)| t.saturating_add(c));
     n as f64 / t as f64
 }
 

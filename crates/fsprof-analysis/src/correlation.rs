@@ -151,7 +151,7 @@ pub fn correlate(
         .enumerate()
         .map(|(k, peak)| {
             let values = peak_values(joint, &peak, res);
-            let calls: u64 = values.iter().map(|b| b.count).sum();
+            let calls = values.iter().fold(0u64, |t, b| t.saturating_add(b.count));
             let head = format!("peak {} at {}", k + 1, bucket_human(peak.mode, res));
             let summary = format!("{head}: {}", describe(&values, value));
             PeakValues {
@@ -189,7 +189,7 @@ pub fn peak_values(joint: &JointHistogram, peak: &Peak, res: Resolution) -> Vec<
         }
     }
     values.sort_by_key(|b| b.index);
-    let calls: u64 = values.iter().map(|b| b.count).sum();
+    let calls = values.iter().fold(0u64, |t, b| t.saturating_add(b.count));
     for b in &mut values {
         b.share = b.count as f64 / calls.max(1) as f64;
     }
