@@ -13,9 +13,13 @@
 # 2. Alignment (§5): the same sweep with --align none up to 64 MiB, and
 #    ROUNDS interleaved pairs of 1 MiB Sprite runs, --align page and none.
 # 3. First file (§4.6.5): in every 1 MiB run, the first file's time over
-#    the median of files 2..11, per phase.
+#    the median of files 2..11, per phase, apart for the warm-up runs (the
+#    first run of each process) and the measured ones.
 # All comparisons use per-op medians (fsprof's op p50), which other
 # processes on a loaded machine move far less than MB/s figures.
+# Environment: FSPROF=path uses an existing build; RESULTS=dir re-analyses
+# the results of an earlier run (its 'results in' directory) without
+# measuring again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:?usage: bench/bench_anomalies.sh DIR [ROUNDS] [PLOTDIR]}
@@ -26,6 +30,8 @@ if [ -z "$fsprof" ]; then
   cargo build --release -q -p fsprof
   fsprof=target/release/fsprof
 fi
+out=${RESULTS:-}
+if [ -z "$out" ]; then
 out=$(mktemp -d /tmp/fsprof-anomalies.XXXXXX)
 echo "results in $out" >&2
 mkdir -p "$plots"
@@ -40,6 +46,7 @@ for r in $(seq "$rounds"); do
     "$fsprof" bench sprite --dir "$dir" --align "$a" --pad-syscalls -o "$out/sprite-$a-$r.json" --format csv >/dev/null
   done
 done
+fi
 
 python3 - "$out" "$rounds" <<'EOF'
 import json, statistics, sys
@@ -74,14 +81,25 @@ for r in range(1, rounds + 1):
 print(f"rand_read / seq_reread op p50: page {med(ratios['page']):.2f}, none {med(ratios['none']):.2f}")
 print(f"rand_read op p50, none / page: {med(cross):.2f}  (per round: {', '.join(f'{x:.2f}' for x in cross)})")
 
-print("\nfirst file of each run over the median of files 2..11 (time per file), median over all 1 MiB runs")
-firsts = {}
+print("\nfile k's time over the median of the run's other files, 1 MiB runs, all phases;")
+print("file 1 against files 2..11 as a control (a stall: over 3x), warm-up runs (each process's first) apart")
+by = {}
 for r in range(1, rounds + 1):
     for a in ("page", "none"):
-        for p in bench(f"sprite-{a}-{r}.json")["phases"]:
-            for files in p["file_ns"]:
-                firsts.setdefault(p["name"], []).append(files[0] / med(files[1:]))
-for name, xs in firsts.items():
-    q = sorted(xs)
-    print(f"{name:12} median {med(xs):.2f}  (p10 {q[len(q) // 10]:.2f}, p90 {q[len(q) * 9 // 10]:.2f}, {len(xs)} runs)")
+        b = bench(f"sprite-{a}-{r}.json")
+        w = b["params"]["warmup"]
+        for p in b["phases"]:
+            for k, files in enumerate(p["file_ns"]):
+                kind = "warm-up" if k < w else "measured"
+                for i in range(len(files)):
+                    x = files[i] / med(files[:i] + files[i + 1:])
+                    by.setdefault((kind, p["name"], i == 0), []).append(x)
+for kind in ("warm-up", "measured"):
+    for name in ["seq_write", "seq_read", "rand_write", "rand_read", "seq_reread", None]:
+        def pick(first):
+            return [x for (k, n, f), xs in by.items() if k == kind and f == first and name in (None, n) for x in xs]
+        one, rest = pick(True), pick(False)
+        stall = lambda xs: 100 * sum(x > 3 for x in xs) / len(xs)
+        print(f"{kind:9} {name or 'all phases':12} file 1: median {med(one):5.2f}, stalled {stall(one):5.1f}% of {len(one):4}"
+              f" | files 2..11: median {med(rest):5.2f}, stalled {stall(rest):5.1f}% of {len(rest)}")
 EOF
