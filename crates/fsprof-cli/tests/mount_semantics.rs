@@ -392,12 +392,18 @@ fn files_other_users_create_are_theirs() {
 /// throwaway unprivileged user that owns nothing and that the daemon has
 /// no reason to know.
 fn throwaway_ids() -> (u32, u32, u32) {
+    // SAFETY: a lookup whose result is only compared with null; the tests
+    // of this binary do not hold a previous result.
     let free_uid = |u: u32| unsafe { libc::getpwuid(u).is_null() };
-    let free_gid = |g: u32| unsafe { libc::getgrgid(g).is_null() };
     let base = 50_000 + std::process::id() % 5_000;
     let uid = (base..).find(|&u| free_uid(u)).unwrap();
-    let mut gids = (base..).filter(|&g| free_gid(g));
+    let mut gids = (base..).filter(|&g| gid_free(g));
     (uid, gids.next().unwrap(), gids.next().unwrap())
+}
+
+fn gid_free(g: u32) -> bool {
+    // SAFETY: as for getpwuid above.
+    unsafe { libc::getgrgid(g).is_null() }
 }
 
 /// What root prepares in a tree before the user acts in it.
@@ -476,9 +482,7 @@ fn another_user_gets_lowers_permissions_and_ownership() {
         return;
     }
     let (uid, gid, member) = throwaway_ids();
-    let other = (member + 1..)
-        .find(|&g| unsafe { libc::getgrgid(g).is_null() })
-        .unwrap();
+    let other = (member + 1..).find(|&g| gid_free(g)).unwrap();
     let d = tempfile::tempdir().unwrap();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let native = d.path().join("native");
