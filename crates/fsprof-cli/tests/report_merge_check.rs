@@ -195,3 +195,39 @@ fn check_catches_a_lost_sample() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("user/read"));
 }
+
+/// A hand-edited profile with an op listed twice, or whose shortest call
+/// is longer than its longest, is not sound.
+#[test]
+fn check_catches_a_duplicate_op_and_min_above_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let clean = load(&p);
+    let check = |profile: &fsprof_core::Profile| {
+        fsprof_core::format::write_profile(&p, profile, true).unwrap();
+        let out = fsprof().arg("check").arg(&p).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let read_at =
+        |pr: &fsprof_core::Profile| pr.layers[0].ops.iter().position(|o| o.name == "read");
+    let mut twice = clean.clone();
+    let i = read_at(&twice).unwrap();
+    let read = twice.layers[0].ops[i].clone();
+    twice.layers[0].ops.push(read);
+    let (code, err) = check(&twice);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("user/read: the op appears more than once"),
+        "{err}"
+    );
+
+    let mut inverted = clean.clone();
+    let read = &mut inverted.layers[0].ops[i];
+    read.min_ns = Some(read.max_ns.unwrap() + 1);
+    let (code, err) = check(&inverted);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("user/read: the shortest call"), "{err}");
+}
