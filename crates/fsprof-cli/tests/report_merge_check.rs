@@ -231,3 +231,68 @@ fn check_catches_a_duplicate_op_and_min_above_max() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("user/read: the shortest call"), "{err}");
 }
+
+/// Hand-set counts near u64::MAX: merging and reporting saturate at
+/// u64::MAX instead of wrapping to a small, plausible number (or, in a
+/// debug build, panicking).
+#[test]
+fn huge_counts_saturate_in_merge_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let mut huge = load(&p);
+    let big = u64::MAX - 5;
+    for l in &mut huge.layers {
+        for o in &mut l.ops {
+            o.pre = big;
+            o.post = big;
+            o.errors = 0;
+            o.total_ns = big;
+            o.histogram = Default::default();
+            o.histogram.add_to(Some(10), big);
+            o.correlations = None;
+        }
+    }
+    for pr in &mut huge.processes {
+        pr.layers = huge.layers.clone();
+    }
+    huge.processes.truncate(1);
+    huge.intervals.clear();
+    fsprof_core::format::write_profile(&p, &huge, true).unwrap();
+    let merged = dir.path().join("m.json");
+    let out = fsprof()
+        .arg("merge")
+        .args([&p, &p])
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = load(&merged);
+    let read = m.layer("user").unwrap().op("read").unwrap();
+    assert_eq!(
+        (read.pre, read.post, read.total_ns),
+        (u64::MAX, u64::MAX, u64::MAX)
+    );
+    assert_eq!(read.histogram.total(), u64::MAX);
+    for args in [
+        &["report"][..],
+        &["report", "--processes"],
+        &["report", "--format", "csv"],
+    ] {
+        let out = fsprof().args(args).arg(&merged).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("18446744073709551615") || text.contains("18,446,744,073,709,551,615"),
+            "{args:?}: the saturated count is shown\n{text}"
+        );
+    }
+}
