@@ -227,7 +227,7 @@ pub struct OpComparison {
     /// change (or appeared/disappeared).
     pub interesting: bool,
     /// One line for people, starting with the op name, e.g.
-    /// `read: new peak at 2^22 ns (4.19ms), 12% of total latency; EMD 1.20`.
+    /// `read: new peak at 2.10ms..4.19ms, 12% of total latency; EMD 1.20`.
     pub reason: String,
     pub status: Status,
     pub calls_a: u64,
@@ -447,7 +447,7 @@ fn compare_op(
 pub fn score(method: Method, a: &OpStats, b: &OpStats, res: Resolution) -> Option<f64> {
     let (ha, hb): (&Histogram, &Histogram) = (&a.histogram, &b.histogram);
     match method {
-        Method::Emd => distance::emd(ha, hb).map(|d| d / res.get() as f64),
+        Method::Emd => crate::refine::emd(a, b, res).map(|d| d.emd / res.get() as f64),
         Method::Chi2 => distance::chi2(ha, hb),
         Method::Jeffrey => distance::jeffrey(ha, hb),
         Method::Count if a.count() == 0 || b.count() == 0 => None,
@@ -647,18 +647,30 @@ fn reason(
             format_ns(oa.total_ns as f64),
             format_ns(ob.total_ns as f64)
         ),
-        _ => format!(
+        // The shape measures: the geometric mean, whose change is the
+        // signed EMD, so "slower" and the numbers always agree (the
+        // arithmetic mean can fall while most calls got slower).
+        // A refined EMD's direction is the change of the (arithmetic)
+        // mean itself.
+        Method::Emd if crate::refine::emd(oa, ob, res).is_some_and(|r| r.refined) => format!(
             "mean {} → {}",
             format_ns(oa.mean_ns()),
             format_ns(ob.mean_ns())
         ),
+        _ => match (
+            distance::geometric_mean_ns(&oa.histogram, res),
+            distance::geometric_mean_ns(&ob.histogram, res),
+        ) {
+            (Some(ga), Some(gb)) => format!("geometric mean {} → {}", format_ns(ga), format_ns(gb)),
+            _ => format!("{} → {}", calls(oa.count()), calls(ob.count())),
+        },
     };
     if let Some(s) = score {
         let cmp = if s >= threshold { "≥" } else { "<" };
         let mut line = format!("{} {s:.2} {cmp} {threshold:.2}", opts.method.label());
         if opts.method == Method::Emd {
-            if let Some(signed) = distance::emd_signed(&oa.histogram, &ob.histogram) {
-                let signed = signed / res.get() as f64;
+            if let Some(rf) = crate::refine::emd(oa, ob, res) {
+                let signed = rf.signed / res.get() as f64;
                 if signed.abs() >= 0.05 {
                     let dir = if signed > 0.0 { "slower" } else { "faster" };
                     line.push_str(&format!(" ({:.2} powers of two {dir})", signed.abs()));
@@ -730,7 +742,7 @@ mod tests {
         let read = &c.ops[0];
         assert!(
             read.reason
-                .starts_with("read: new peak at 2^22 ns (4.19ms), "),
+                .starts_with("read: new peak at 2.10ms..4.19ms, "),
             "{}",
             read.reason
         );
@@ -804,7 +816,7 @@ mod tests {
         assert!(
             c.ops[0]
                 .reason
-                .starts_with("read: new peak at 2^22 ns (4.19ms) ≈ device read, "),
+                .starts_with("read: new peak at 2.10ms..4.19ms ≈ device read, "),
             "{}",
             c.ops[0].reason
         );
@@ -845,7 +857,7 @@ mod tests {
         assert!(
             c.ops[0]
                 .reason
-                .starts_with("read: peak at 2^22 ns (4.19ms) gone"),
+                .starts_with("read: peak at 2.10ms..4.19ms gone"),
             "{}",
             c.ops[0].reason
         );

@@ -64,7 +64,7 @@ impl Peak {
     /// Geometric middle of the mode bucket, ns: the "typical" latency of
     /// the peak, e.g. for labelling it with a calibrated characteristic.
     pub fn mode_ns(&self, res: Resolution) -> f64 {
-        (res.lower_bound(self.mode) * res.upper_bound(self.mode)).sqrt()
+        crate::fmt::bucket_mid(self.mode, res)
     }
 
     /// Whether bucket `i` is inside the peak.

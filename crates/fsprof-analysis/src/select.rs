@@ -53,7 +53,7 @@ pub struct TopOp {
     /// Of the layer's total latency.
     pub latency_share: f64,
     pub peaks: Vec<Peak>,
-    /// One line: `read: 62% of user latency, 2 peaks; the one at 2^22 ns (4.19ms) holds 80% of it`.
+    /// One line: `read: 62% of user latency, 2 peaks; the one at 2.10ms..4.19ms holds 80% of it`.
     pub reason: String,
 }
 
@@ -73,7 +73,7 @@ pub struct CorrelatedPeaks {
     pub b: PeakRef,
     /// `|count_a − count_b| / max`.
     pub count_diff: f64,
-    /// One line: `fs/lookup peak at 2^18 ns (262µs) (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other`.
+    /// One line: `fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other`.
     pub reason: String,
 }
 
@@ -316,7 +316,7 @@ mod tests {
         assert_eq!((c.a.index, c.a.peak.count, c.b.peak.count), (1, 300, 300));
         assert_eq!(
             c.reason,
-            "fs/lookup peak at 2^18 ns (262µs) (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other"
+            "fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other"
         );
         // lookup holds most latency and comes first.
         assert_eq!(got.top[0].op, "lookup");
