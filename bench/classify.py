@@ -32,12 +32,14 @@ ap.add_argument("--fsprof", default="target/release/fsprof")
 ARGS = ap.parse_args()
 ROUNDS, FSPROF = ARGS.rounds, ARGS.fsprof
 ITER = "2000"
-OPS = ["stat", "open", "close", "pread", "read", "pwrite", "fdatasync"]
+# "pipe_read": the workload's reads are from a pipe, which fsprof files
+# apart from file-system reads (layer user-nonfile).
+OPS = ["stat", "open", "close", "pread", "pipe_read", "pwrite", "fdatasync"]
 PAIRS = {
     # name: (flags of both runs, flags of B only, competitor?, changed ops)
     "null": ([], [], False, set()),
     "cold": ([], ["--cold"], False, {"pread"}),
-    "delay": (["--no-sync"], ["--delay"], False, {"read"}),
+    "delay": (["--no-sync"], ["--delay"], False, {"pipe_read"}),
     "compete": ([], [], True, {"fdatasync"}),
 }
 METHODS = ["emd", "chi2", "jeffrey", "count", "latency"]

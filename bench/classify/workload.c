@@ -5,7 +5,8 @@
  *   --cold    evict DIR/data from the page cache first, so that every 16th
  *             pread (the one outside a small hot region) misses: only
  *             pread changes
- *   --delay   every 16th read waits 1 ms for its data: only read changes
+ *   --delay   every 16th read (from a pipe: fsprof files it as pipe_read)
+ *             waits 1 ms for its data: only pipe_read changes
  *
  *   --no-sync leave out the fdatasync calls (both runs of a pair)
  *

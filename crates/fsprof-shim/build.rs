@@ -10,18 +10,20 @@ use std::process::Command;
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
-    for f in [
-        "ops.def",
-        "abi.h",
-        "record.h",
-        "runtime.c",
-        "wrappers.c",
-        "trace.h",
-        "trace_abi.h",
-        "trace.c",
-    ] {
-        println!("cargo:rerun-if-changed=shim/{f}");
+    // Every C file and header in shim/ is part of the shim.
+    let mut sources: Vec<PathBuf> = fs::read_dir(&dir)
+        .expect("read shim/")
+        .map(|e| e.expect("read shim/").path())
+        .collect();
+    sources.sort();
+    println!("cargo:rerun-if-changed=shim");
+    for f in &sources {
+        println!("cargo:rerun-if-changed={}", f.display());
     }
+    let c_files: Vec<&PathBuf> = sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
     println!("cargo:rerun-if-env-changed=CC");
 
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -49,9 +51,7 @@ fn main() {
             "-o",
         ])
         .arg(&so)
-        .arg(dir.join("runtime.c"))
-        .arg(dir.join("wrappers.c"))
-        .arg(dir.join("trace.c"))
+        .args(&c_files)
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));

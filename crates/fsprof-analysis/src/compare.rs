@@ -382,6 +382,7 @@ fn compare_op(
         Status::Negligible | Status::Identical => false,
     };
     let reason = reason(
+        layer,
         &name,
         status,
         score,
@@ -518,12 +519,18 @@ fn peak_changes(
     out
 }
 
-fn describe_peak(p: &Peak, res: Resolution, opts: &CompareOptions) -> String {
+fn describe_peak(
+    p: &Peak,
+    side: &Side,
+    layer: &str,
+    res: Resolution,
+    opts: &CompareOptions,
+) -> String {
     let mut s = bucket_human(p.mode, res);
     if let Some(l) = opts
         .calibration
         .as_ref()
-        .and_then(|c| c.label(p.mode_ns(res)))
+        .and_then(|c| c.label_peak(layer, &side.op, p, res))
     {
         s.push(' ');
         s.push_str(&l);
@@ -533,6 +540,7 @@ fn describe_peak(p: &Peak, res: Resolution, opts: &CompareOptions) -> String {
 
 #[allow(clippy::too_many_arguments)]
 fn reason(
+    layer: &str,
     name: &str,
     status: Status,
     score: Option<f64>,
@@ -586,12 +594,12 @@ fn reason(
         parts.push(match c.kind {
             PeakChangeKind::New => format!(
                 "new peak at {}, {} of total latency",
-                describe_peak(c.b.as_ref().unwrap(), res, opts),
+                describe_peak(c.b.as_ref().unwrap(), b, layer, res, opts),
                 pct(c.layer_latency_share)
             ),
             PeakChangeKind::Gone => format!(
                 "peak at {} gone (had {} of total latency)",
-                describe_peak(c.a.as_ref().unwrap(), res, opts),
+                describe_peak(c.a.as_ref().unwrap(), a, layer, res, opts),
                 pct(c.layer_latency_share)
             ),
             PeakChangeKind::Moved => unreachable!("moved peaks are never significant"),
@@ -599,8 +607,8 @@ fn reason(
     } else if let Some(c) = changes.iter().find(|c| c.kind == PeakChangeKind::Moved) {
         parts.push(format!(
             "peak moved from {} to {}",
-            describe_peak(c.a.as_ref().unwrap(), res, opts),
-            describe_peak(c.b.as_ref().unwrap(), res, opts),
+            describe_peak(c.a.as_ref().unwrap(), a, layer, res, opts),
+            describe_peak(c.b.as_ref().unwrap(), b, layer, res, opts),
         ));
     }
     let (oa, ob) = (&a.op, &b.op);
@@ -669,25 +677,10 @@ mod status_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::Meta;
-
-    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-        let mut o = OpStats::new(name);
-        for &(i, c) in buckets {
-            o.histogram.add_to(Some(i), c);
-            o.pre += c;
-            o.post += c;
-            o.total_ns += c * (3u64 << i) / 2;
-        }
-        o
-    }
+    use fsprof_testkit::profiles::op;
 
     fn profile(ops: Vec<OpStats>) -> Profile {
-        let mut p = Profile::new(Meta::default());
-        let l = p.layer_mut("user");
-        l.ops = ops;
-        l.normalize();
-        p
+        fsprof_testkit::profiles::profile_of("user", ops)
     }
 
     #[test]
@@ -767,9 +760,10 @@ mod tests {
     #[test]
     fn reasons_name_the_calibrated_characteristic() {
         let cal = Calibration::from_json(
-            r#"{"format":"fsprof-calibration","format_version":1,"fsprof_version":"t",
+            r#"{"format":"fsprof-calibration","format_version":2,"fsprof_version":"t",
                 "characteristics":[{"name":"device_read","label":"device read",
-                "median_ns":3000000,"p10_ns":2500000,"p90_ns":4000000,"samples":9}]}"#,
+                "median_ns":3000000,"p10_ns":2500000,"p90_ns":4000000,"samples":9,
+                "rounds":[3000000,3100000]}]}"#,
         )
         .unwrap();
         let a = profile(vec![op("read", &[(9, 1000)])]);

@@ -145,37 +145,13 @@ pub fn correlate(
             value: value.name(),
         });
     };
-    let r1 = Resolution::DEFAULT;
     let peaks = find_peaks_with(&op.histogram, res, opts);
     Ok(peaks
         .into_iter()
         .enumerate()
         .map(|(k, peak)| {
-            let lo = res.downscale_index(peak.first, r1);
-            let hi = res.downscale_index(peak.last, r1);
-            // The zero-latency calls sit below every peak; count them with
-            // a peak starting at the smallest bucket.
-            let in_peak =
-                |l: i32| (lo..=hi).contains(&l) || (l == JointHistogram::ZERO && lo <= -1);
-            let mut values: Vec<ValueBucket> = Vec::new();
-            for &(l, v, n) in &joint.cells {
-                if !in_peak(l) {
-                    continue;
-                }
-                match values.iter_mut().find(|b| b.index == v) {
-                    Some(b) => b.count += n,
-                    None => values.push(ValueBucket {
-                        index: v,
-                        count: n,
-                        share: 0.0,
-                    }),
-                }
-            }
-            values.sort_by_key(|b| b.index);
+            let values = peak_values(joint, &peak, res);
             let calls: u64 = values.iter().map(|b| b.count).sum();
-            for b in &mut values {
-                b.share = b.count as f64 / calls.max(1) as f64;
-            }
             let head = format!("peak {} at {}", k + 1, bucket_human(peak.mode, res));
             let summary = format!("{head}: {}", describe(&values, value));
             PeakValues {
@@ -186,6 +162,38 @@ pub fn correlate(
             }
         })
         .collect())
+}
+
+/// The value buckets of the calls in `peak` (a peak of the op's latency
+/// histogram at resolution `res`), smallest value first, with their
+/// shares.
+pub fn peak_values(joint: &JointHistogram, peak: &Peak, res: Resolution) -> Vec<ValueBucket> {
+    let r1 = Resolution::DEFAULT;
+    let lo = res.downscale_index(peak.first, r1);
+    let hi = res.downscale_index(peak.last, r1);
+    // The zero-latency calls sit below every peak; count them with a peak
+    // starting at the smallest bucket.
+    let in_peak = |l: i32| (lo..=hi).contains(&l) || (l == JointHistogram::ZERO && lo <= -1);
+    let mut values: Vec<ValueBucket> = Vec::new();
+    for &(l, v, n) in &joint.cells {
+        if !in_peak(l) {
+            continue;
+        }
+        match values.iter_mut().find(|b| b.index == v) {
+            Some(b) => b.count += n,
+            None => values.push(ValueBucket {
+                index: v,
+                count: n,
+                share: 0.0,
+            }),
+        }
+    }
+    values.sort_by_key(|b| b.index);
+    let calls: u64 = values.iter().map(|b| b.count).sum();
+    for b in &mut values {
+        b.share = b.count as f64 / calls.max(1) as f64;
+    }
+    values
 }
 
 /// The smallest run of value buckets holding at least 80% of the calls,

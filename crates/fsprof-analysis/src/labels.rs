@@ -1,26 +1,27 @@
 //! This machine's characteristic latencies, measured by `fsprof calibrate`
-//! ([`crate::calibrate`]), and the labels they give peaks: a read peak at
-//! ~1 µs "≈ page-cache hit", one at ~200 µs "≈ device read" (OSprof's
-//! prior-knowledge-based analysis, automated).
+//! (the workloads are in fsprof-bench), as a file: the format, where it is
+//! stored, and whether a measurement can be trusted. Which peak gets which
+//! label is decided in [`crate::peak_labels`].
 //!
-//! The file is JSON (`fsprof-calibration`, version 1) stored by default at
+//! The file is JSON (`fsprof-calibration`, version 2) stored by default at
 //! `$XDG_CONFIG_HOME/fsprof/calibration.json` (else
-//! `~/.config/fsprof/calibration.json`).
+//! `~/.config/fsprof/calibration.json`). Version 1 files (one round, one
+//! request size) still load, but none of their characteristics is used for
+//! labels: nothing shows that a repeat would have agreed.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "fsprof-calibration";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
-/// A peak is labelled with a characteristic only when its typical latency
-/// lies within this factor outside the characteristic's measured 10th–90th
-/// percentile range (itself cut to at most 4× either side of the median,
-/// so that a noisy measurement does not claim everything): one power of
-/// two, the width of a default bucket, since a peak's typical latency is
-/// only known to a bucket.
-pub const MAX_LABEL_RATIO: f64 = 2.0;
+/// A characteristic labels peaks only if the medians of its repeated
+/// rounds lie within this factor of each other: one power of two, the
+/// width of a default bucket. A measurement that moves more than that
+/// between rounds taken seconds apart (a thread hand-off under varying
+/// load) says more about the load than about the machine.
+pub const MAX_ROUND_SPREAD: f64 = 2.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -43,16 +44,48 @@ pub struct Calibration {
     /// Characteristics that could not be measured, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// Under what conditions it was measured.
+    #[serde(default)]
+    pub conditions: Conditions,
+}
+
+/// The conditions a calibration was measured under, for the reader to
+/// judge whether they match the profiles it labels.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    /// Rounds each characteristic was measured in (interleaved: every
+    /// characteristic once per round).
+    #[serde(default)]
+    pub rounds: u32,
+    /// 1-minute load average before and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_before: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_after: Option<f64>,
+    /// Online CPUs.
+    #[serde(default)]
+    pub cpus: u32,
+    /// File system type under `dir` (`ext4`, `tmpfs`, ...).
+    #[serde(default)]
+    pub fs_type: String,
+    /// How cold reads were made cold: `posix_fadvise(DONTNEED)` or
+    /// `O_DIRECT`.
+    #[serde(default)]
+    pub eviction: String,
 }
 
 /// One measured latency of this machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Characteristic {
     /// Stable identifier: `null_syscall`, `page_cache_hit`, `device_read`,
-    /// `fsync`, `futex_handoff`, `sched_quantum`.
+    /// `buffered_write`, `fsync`, `futex_handoff`, `sched_quantum`. A name
+    /// measured at several request sizes appears once per size.
     pub name: String,
     /// What a peak near it is called in reports: "page-cache hit".
     pub label: String,
+    /// Bytes per request, for the characteristics measured per size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
     /// Median latency, ns.
     pub median_ns: f64,
     /// 10th and 90th percentiles, ns: how spread the measurement was.
@@ -62,6 +95,31 @@ pub struct Characteristic {
     /// How it was measured, one line.
     #[serde(default)]
     pub method: String,
+    /// The median of each round, ns (all samples together give the
+    /// fields above).
+    #[serde(default)]
+    pub rounds: Vec<f64>,
+}
+
+impl Characteristic {
+    /// Whether it may label peaks: measured in at least two rounds whose
+    /// medians agree within [`MAX_ROUND_SPREAD`].
+    pub fn is_stable(&self) -> bool {
+        let lo = self.rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.rounds.iter().copied().fold(0.0, f64::max);
+        self.rounds.len() >= 2 && lo > 0.0 && hi / lo <= MAX_ROUND_SPREAD
+    }
+
+    /// Largest over smallest round median (1 = perfect agreement).
+    pub fn spread(&self) -> f64 {
+        let lo = self.rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.rounds.iter().copied().fold(0.0, f64::max);
+        if lo > 0.0 && lo.is_finite() {
+            hi / lo
+        } else {
+            f64::INFINITY
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,31 +194,6 @@ impl Calibration {
             _ => Ok(None),
         }
     }
-
-    /// Among the characteristics whose `[p10 / MAX_LABEL_RATIO, p90 ×
-    /// MAX_LABEL_RATIO]` range holds `ns` (p10 and p90 kept within 4× of
-    /// the median), the one whose median is nearest on a log scale.
-    pub fn nearest(&self, ns: f64) -> Option<&Characteristic> {
-        if ns.is_nan() || ns <= 0.0 {
-            return None;
-        }
-        self.characteristics
-            .iter()
-            .filter(|c| c.median_ns > 0.0)
-            .filter(|c| {
-                let lo = c.p10_ns.clamp(c.median_ns / 4.0, c.median_ns) / MAX_LABEL_RATIO;
-                let hi = c.p90_ns.clamp(c.median_ns, c.median_ns * 4.0) * MAX_LABEL_RATIO;
-                (lo..=hi).contains(&ns)
-            })
-            .map(|c| (c, (ns / c.median_ns).log2().abs()))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(c, _)| c)
-    }
-
-    /// `≈ page-cache hit` for a latency near that characteristic.
-    pub fn label(&self, ns: f64) -> Option<String> {
-        self.nearest(ns).map(|c| format!("≈ {}", c.label))
-    }
 }
 
 #[cfg(test)]
@@ -171,11 +204,13 @@ mod tests {
         let ch = |name: &str, label: &str, ns: f64| Characteristic {
             name: name.into(),
             label: label.into(),
+            size_bytes: None,
             median_ns: ns,
             p10_ns: ns * 0.9,
             p90_ns: ns * 1.2,
             samples: 100,
             method: String::new(),
+            rounds: vec![ns, ns * 1.25],
         };
         Calibration {
             format: FORMAT_NAME.into(),
@@ -186,6 +221,7 @@ mod tests {
             created: String::new(),
             dir: String::new(),
             skipped: Vec::new(),
+            conditions: Conditions::default(),
             characteristics: vec![
                 ch("null_syscall", "null syscall", 80.0),
                 ch("page_cache_hit", "page-cache hit", 900.0),
@@ -195,20 +231,26 @@ mod tests {
     }
 
     #[test]
-    fn labels_the_nearest_characteristic_within_a_factor_of_two() {
-        let c = cal();
-        // p90 of the hit is 1080 ns: up to 2160 ns is still a hit.
-        assert_eq!(c.label(2100.0).as_deref(), Some("≈ page-cache hit"));
-        assert_eq!(c.label(2300.0), None);
-        assert_eq!(c.label(100_000.0).as_deref(), Some("≈ device read"));
-        assert_eq!(c.label(60.0).as_deref(), Some("≈ null syscall"));
-        assert_eq!(c.label(10_000.0), None);
-        assert_eq!(c.label(0.0), None);
-        // A noisy measurement (p90 100× the median) does not claim 1 ms.
-        let mut noisy = c.clone();
-        noisy.characteristics[0].p90_ns = 8000.0;
-        assert_eq!(noisy.label(1_000_000.0), None);
-        assert_eq!(noisy.label(300.0).as_deref(), Some("≈ null syscall"));
+    fn only_agreeing_repeats_are_stable() {
+        let mut c = cal().characteristics[0].clone();
+        c.rounds = vec![80.0, 95.0, 150.0];
+        assert!(c.is_stable() && (c.spread() - 150.0 / 80.0).abs() < 1e-9);
+        c.rounds = vec![2000.0, 30_000.0];
+        assert!(!c.is_stable(), "a hand-off that moved 15x between rounds");
+        c.rounds = vec![80.0];
+        assert!(!c.is_stable(), "one round shows nothing about repeats");
+        c.rounds.clear();
+        assert!(!c.is_stable(), "a version 1 file has no rounds");
+    }
+
+    #[test]
+    fn version_1_files_load_without_usable_characteristics() {
+        let v1 = r#"{"format":"fsprof-calibration","format_version":1,"fsprof_version":"0.1.0",
+            "characteristics":[{"name":"device_read","label":"device read","median_ns":58000,
+            "p10_ns":54000,"p90_ns":62000,"samples":300}]}"#;
+        let c = Calibration::from_json(v1).unwrap();
+        assert_eq!(c.characteristics.len(), 1);
+        assert!(!c.characteristics[0].is_stable());
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub fn peak_rows(
                     mode_ns: pk.mode_ns(res),
                     layer_latency_share: pk.latency_share * op_share,
                     time_range_ns: peak_time_range(&p.intervals, &l.name, &o.name, &pk),
-                    label: calibration.and_then(|c| c.label(pk.mode_ns(res))),
+                    label: calibration.and_then(|c| c.label_peak(&l.name, o, &pk, res)),
                     peak: pk,
                 });
             }

@@ -191,7 +191,7 @@ fn top_reason(
                 ", one peak at {}",
                 bucket_human(peaks[0].mode, res)
             ));
-            if let Some(l) = cal.and_then(|c| c.label(peaks[0].mode_ns(res))) {
+            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, &peaks[0], res)) {
                 s.push_str(&format!(" {l}"));
             }
         }
@@ -204,7 +204,7 @@ fn top_reason(
                 ", {n} peaks; the one at {}",
                 bucket_human(heavy.mode, res)
             ));
-            if let Some(l) = cal.and_then(|c| c.label(heavy.mode_ns(res))) {
+            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, heavy, res)) {
                 s.push_str(&format!(" {l}"));
             }
             s.push_str(&format!(
@@ -249,17 +249,7 @@ fn pair_reason(
 mod tests {
     use super::*;
     use fsprof_core::profile::Meta;
-
-    fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
-        let mut o = OpStats::new(name);
-        for &(i, c) in buckets {
-            o.histogram.add_to(Some(i), c);
-            o.pre += c;
-            o.post += c;
-            o.total_ns += c * (3u64 << i) / 2;
-        }
-        o
-    }
+    use fsprof_testkit::profiles::op;
 
     #[test]
     fn finds_the_slow_lookup_peak_matching_read_inode() {

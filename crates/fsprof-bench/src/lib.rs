@@ -16,6 +16,7 @@
 //! `fsprof_core::stats` so that every crate reports them the same way.
 
 pub mod cache;
+pub mod calibrate;
 pub mod compare;
 pub mod export;
 pub mod machine;

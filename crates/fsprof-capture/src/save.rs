@@ -64,19 +64,15 @@ impl Output {
     }
 
     /// Refuses, before anything runs (a capture may be long), an `-o FILE`
-    /// that exists without `--force`, or whose directory does not exist or
+    /// that exists without `--force`, that is not a file fsprof may write
+    /// (a directory, a socket...), or whose directory does not exist or
     /// does not let us create a file. The default name needs no check: it
     /// falls back to `$TMPDIR`.
     pub fn check(&self) -> Result<(), SaveError> {
         let Some(out) = self.path.as_deref().filter(|p| !is_stdio(p)) else {
             return Ok(());
         };
-        if out.exists() && !self.force {
-            return Err(FormatError::Exists {
-                path: out.to_path_buf(),
-            }
-            .into());
-        }
+        fsprof_core::output::check_output(out, self.force)?;
         let dir = parent_dir(out);
         if !dir.is_dir() {
             return Err(SaveError::NoDirectory {

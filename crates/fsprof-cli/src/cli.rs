@@ -72,12 +72,16 @@ pub enum Command {
     Compare(Lazy<CompareArgs>),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(Lazy<CalibrateArgs>),
+    /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
+    Discover(Lazy<crate::commands::discover::DiscoverArgs>),
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
     Trace(Lazy<crate::commands::trace::TraceArgs>),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
     Compile(Lazy<crate::commands::compile::CompileArgs>),
     /// Replay a compiled trace under a root directory, timed and verified
     Replay(Lazy<crate::commands::replay::ReplayArgs>),
+    /// Import a strace log or a fio iolog as a trace
+    Import(Lazy<crate::commands::import::ImportArgs>),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
     Mount(Lazy<crate::commands::mount::MountArgs>),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)
@@ -107,6 +111,10 @@ pub struct CalibrateArgs {
     /// How to print the calibration: a table, or the JSON that is stored
     #[arg(long, value_enum, default_value_t = CalibrateFormatArg::Text)]
     pub format: CalibrateFormatArg,
+    /// Measure every characteristic this many times, interleaved; one
+    /// whose rounds disagree by more than a power of two labels nothing
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub rounds: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

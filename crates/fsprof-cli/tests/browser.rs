@@ -58,10 +58,15 @@ fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) {
 
 /// Charts the report should hold, counted from the profile itself: count
 /// and delay histograms per op; with intervals, a heat map per op seen in
-/// an interval and a latency-per-interval chart per layer.
+/// an interval and a latency-per-interval chart per layer (layers shown
+/// by default: the calls on non-files only on request).
 fn expected_charts(p: &fsprof_core::Profile) -> usize {
     let mut n = 0;
-    for l in &p.layers {
+    let shown = p
+        .layers
+        .iter()
+        .filter(|l| fsprof_core::profile::layer::shown_by_default(&l.name));
+    for l in shown {
         for op in &l.ops {
             n += 2;
             let in_intervals = p.intervals.iter().any(|iv| {

@@ -108,3 +108,19 @@ fn mounting_over_our_own_mount_and_busy_unmounts_are_refused() {
     assert_eq!(calls(&p, "create"), 1);
     assert!(!d.path().join("q.json").exists());
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_missing_dev_fuse_is_named() {
+    fsprof_testkit::need_root("a private mount namespace without /dev/fuse");
+    let d = tempfile::tempdir().unwrap();
+    // An empty /dev in a private mount namespace: no /dev/fuse there.
+    let o = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs none /dev && exec \"$0\" mount \"$1\" \"$1\" -o \"$1/p.json\"")
+        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(d.path())
+        .output()
+        .expect("unshare (util-linux)");
+    one_line_exit_2(&o, "no /dev/fuse");
+}

@@ -98,7 +98,12 @@ fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
         d.path().join("mnt"),
         d.path().join("p.json"),
     );
-    let m = Mount::start(&lower, &mp, &out, &["--interval", "50ms"]);
+    let m = Mount::start(
+        &lower,
+        &mp,
+        &out,
+        &["--interval", "50ms", "--resolution", "4"],
+    );
     fs::write(m.path("a"), "1").unwrap();
     // SAFETY: signalling the daemon we started.
     unsafe { libc::kill(m.pid, libc::SIGUSR1) };
@@ -120,6 +125,7 @@ fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
     let p = fsprof_core::format::read_profile(&out).unwrap();
     assert_eq!(calls(&p, "create"), 2);
     assert!(!p.intervals.is_empty());
+    assert_eq!(p.meta.resolution.get(), 4);
     check_ok(&out);
     std::mem::forget(m);
 }

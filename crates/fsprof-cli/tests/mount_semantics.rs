@@ -226,6 +226,21 @@ fn attributes_symlinks_and_nodes_pass_through() {
     let Some((_d, m)) = setup("attributes_symlinks_and_nodes_pass_through", &[]) else {
         return;
     };
+    // Modes arrive with the caller's umask applied; the daemon's own
+    // (022 in a shell) must not strip group and other bits again.
+    let made = c(&m.path("open"));
+    // SAFETY: a NUL-terminated path; the umask is restored at once.
+    unsafe {
+        let old = libc::umask(0);
+        let fd = libc::open(made.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o4777);
+        libc::umask(old);
+        assert!(fd >= 0);
+        libc::close(fd);
+    }
+    assert_eq!(
+        fs::metadata(m.lower.join("open")).unwrap().mode() & 0o7777,
+        0o4777
+    );
     fs::write(m.path("f"), "0123456789").unwrap();
     fs::set_permissions(m.path("f"), fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::chown(m.path("f"), Some(1234), Some(5678)).unwrap();

@@ -100,7 +100,7 @@ fn ended_processes_are_folded_in_and_their_files_released() {
     // 300 short-lived processes, then a pause longer than the harvest
     // period, then count the counter files left in the run directory.
     let script = "for i in $(seq 300); do cat /etc/hostname; done >/dev/null; sleep 1.5; \
-                  ls \"$FSPROF_SHM\" | grep -c '^p'";
+                  ls \"${FSPROF_SHM#*:*:*:}\" | grep -c '^p'";
     let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
     assert!(
         out.status.success(),

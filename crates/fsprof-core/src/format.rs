@@ -2,12 +2,13 @@
 //! `docs/profile-format.md`).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
 use crate::buckets::MIN_INDEX;
+pub use crate::output::write_atomic;
 use crate::profile::{Layer, Profile, FORMAT_NAME, FORMAT_VERSION};
 
 #[derive(Debug, Error)]
@@ -18,6 +19,8 @@ pub enum FormatError {
     Write { path: PathBuf, source: io::Error },
     #[error("{path} already exists; pass --force to overwrite it or choose another name")]
     Exists { path: PathBuf },
+    #[error("cannot write {path}: it is {what}; fsprof writes to regular files, terminals, devices and FIFOs")]
+    NotWritable { path: PathBuf, what: String },
     #[error("{path} is not a valid profile: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error("{path} is not an fsprof profile (no \"format\": \"{FORMAT_NAME}\" field)")]
@@ -127,56 +130,6 @@ pub fn to_json(profile: &Profile) -> String {
 /// existing file is never replaced, even if it appears while we write.
 pub fn write_profile(path: &Path, profile: &Profile, overwrite: bool) -> Result<(), FormatError> {
     write_atomic(path, to_json(profile).as_bytes(), overwrite)
-}
-
-pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FormatError> {
-    let werr = |source: io::Error| FormatError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    if !overwrite && path.exists() {
-        return Err(FormatError::Exists {
-            path: path.to_owned(),
-        });
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        werr(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a file name",
-        ))
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        // No fsync: the rename already guarantees readers a whole file, and
-        // a flush to disk would add milliseconds to every short `fsprof run`.
-        f.write_all(bytes)?;
-        if overwrite {
-            fs::rename(&tmp, path)
-        } else {
-            // link(2) fails if the target exists: a no-clobber rename.
-            fs::hard_link(&tmp, path)
-        }
-    })();
-    let _ = fs::remove_file(&tmp);
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FormatError::Exists {
-            path: path.to_owned(),
-        }),
-        Err(e) => Err(werr(e)),
-    }
 }
 
 #[cfg(test)]

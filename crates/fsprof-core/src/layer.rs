@@ -4,6 +4,11 @@
 
 /// libc entry points, timed by the LD_PRELOAD shim (`fsprof run`).
 pub const USER: &str = "user";
+/// The same entry points called on descriptors that are not files (pipes,
+/// sockets, terminals and other devices, eventfd, io_uring ...), kept out
+/// of the file-system ops: ops named `<class>_<op>` (`pipe_read`). Reports
+/// show it only when asked.
+pub const USER_NONFILE: &str = "user-nonfile";
 /// System calls, timed in the kernel (`fsprof kernel`).
 pub const SYSCALL: &str = "syscall";
 /// VFS / file-system operations (`fsprof kernel`).
@@ -22,7 +27,21 @@ pub const FUSE: &str = "fuse";
 pub const FUSEFS: &str = "fusefs";
 
 /// Every layer above, from the program down to the device.
-pub const ALL: [&str; 7] = [USER, SYSCALL, FUSE, FUSEFS, FS, BLOCK, BLOCK_SIZE];
+pub const ALL: [&str; 8] = [
+    USER,
+    USER_NONFILE,
+    SYSCALL,
+    FUSE,
+    FUSEFS,
+    FS,
+    BLOCK,
+    BLOCK_SIZE,
+];
+
+/// Layers a report leaves out unless they are named.
+pub fn shown_by_default(name: &str) -> bool {
+    name != USER_NONFILE
+}
 
 /// Whether a layer records every task's work whatever the profile's target:
 /// block requests are issued from plugs, kworkers and interrupts, not by

@@ -14,6 +14,7 @@ pub mod layer;
 pub mod merge;
 mod named;
 pub mod ops;
+pub mod output;
 pub mod profile;
 pub mod stats;
 pub mod units;

@@ -79,6 +79,22 @@ pub struct Meta {
     /// them, and a merge keeps them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Processes of the run that could not be profiled, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprofiled: Vec<Unprofiled>,
+}
+
+/// A process the capture saw but could not profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unprofiled {
+    pub pid: i32,
+    #[serde(default)]
+    pub ppid: i32,
+    /// What it ran (or, when it exec'd as another user, what it started).
+    #[serde(default)]
+    pub exe: String,
+    /// Why, in a few words.
+    pub reason: String,
 }
 
 /// How latencies were timed.

@@ -111,8 +111,8 @@ pub fn render(p: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::{Clock, Layer, Meta};
-    use fsprof_core::{Histogram, Resolution};
+    use fsprof_core::profile::{Clock, Meta};
+    use fsprof_core::Resolution;
 
     #[test]
     fn buckets_map_one_to_one() {
@@ -125,18 +125,7 @@ mod tests {
             duration_ns: 5,
             ..Default::default()
         });
-        let mut op = OpStats::new("read");
-        op.pre = 6;
-        op.post = 6;
-        op.total_ns = 900;
-        op.histogram = Histogram {
-            zero: 1,
-            offset: 25,
-            counts: vec![2, 0, 3],
-        };
-        let mut l = Layer::new("user");
-        l.ops.push(op);
-        p.layers.push(l);
+        p.layers = crate::test_profile(Meta::default(), 25).layers;
         let v: Value = serde_json::from_str(&render(&p)).unwrap();
         let dp = &v["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][0]["exponentialHistogram"]
             ["dataPoints"][0];

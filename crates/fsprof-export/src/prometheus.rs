@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use fsprof_core::{OpStats, Profile, Resolution};
 
-use crate::{command_label, host_label, Labels};
+use crate::{command_label, host_label, series, Labels};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -86,34 +86,18 @@ pub fn render(p: &Profile) -> String {
     let mut out = String::new();
     out.push_str("# HELP fsprof_op_latency_nanoseconds Latency of file-system operations (fsprof log2 buckets, upper bounds 2^(i/r) ns).\n");
     out.push_str("# TYPE fsprof_op_latency_nanoseconds histogram\n");
-    for layer in &p.layers {
-        for op in &layer.ops {
-            let l = Labels {
-                host: &host,
-                layer: &layer.name,
-                op: &op.name,
-                command: &command,
-            };
-            histogram(&mut out, &l, op, res);
-        }
+    for (l, op) in series(p, &host, &command) {
+        histogram(&mut out, &l, op, res);
     }
     out.push_str("# HELP fsprof_op_errors_total File-system operations that returned an error.\n");
     out.push_str("# TYPE fsprof_op_errors_total counter\n");
-    for layer in &p.layers {
-        for op in &layer.ops {
-            let l = Labels {
-                host: &host,
-                layer: &layer.name,
-                op: &op.name,
-                command: &command,
-            };
-            let _ = writeln!(
-                out,
-                "fsprof_op_errors_total{{{}}} {}",
-                labels(&l, None),
-                op.errors
-            );
-        }
+    for (l, op) in series(p, &host, &command) {
+        let _ = writeln!(
+            out,
+            "fsprof_op_errors_total{{{}}} {}",
+            labels(&l, None),
+            op.errors
+        );
     }
     out
 }
@@ -121,29 +105,16 @@ pub fn render(p: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::{Clock, Layer, Meta};
-    use fsprof_core::Histogram;
+    use fsprof_core::profile::{Clock, Meta};
 
     fn profile() -> Profile {
-        let mut p = Profile::new(Meta {
+        let meta = Meta {
             host: "h\"1".into(),
             command: vec!["cat".into(), "a\\b".into()],
             clock: Clock::default(),
             ..Default::default()
-        });
-        let mut op = OpStats::new("read");
-        op.pre = 6;
-        op.post = 6;
-        op.total_ns = 900;
-        op.histogram = Histogram {
-            zero: 1,
-            offset: 5,
-            counts: vec![2, 0, 3],
         };
-        let mut l = Layer::new("user");
-        l.ops.push(op);
-        p.layers.push(l);
-        p
+        crate::test_profile(meta, 5)
     }
 
     #[test]

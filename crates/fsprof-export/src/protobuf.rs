@@ -10,7 +10,7 @@
 
 use fsprof_core::{OpStats, Profile, Resolution};
 
-use crate::{command_label, host_label, Labels};
+use crate::{command_label, host_label, series, Labels};
 
 pub const CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
@@ -126,25 +126,17 @@ pub fn render(p: &Profile) -> Vec<u8> {
     let res = p.resolution();
     let mut hists = Vec::new();
     let mut errors = Vec::new();
-    for layer in &p.layers {
-        for op in &layer.ops {
-            let l = Labels {
-                host: &host,
-                layer: &layer.name,
-                op: &op.name,
-                command: &command,
-            };
-            let mut m = Msg::default();
-            label_pairs(&mut m, &l);
-            m.msg(7, histogram(op, res));
-            hists.push(m);
-            let mut m = Msg::default();
-            label_pairs(&mut m, &l);
-            let mut c = Msg::default();
-            c.double(1, op.errors as f64);
-            m.msg(3, c);
-            errors.push(m);
-        }
+    for (l, op) in series(p, &host, &command) {
+        let mut m = Msg::default();
+        label_pairs(&mut m, &l);
+        m.msg(7, histogram(op, res));
+        hists.push(m);
+        let mut m = Msg::default();
+        label_pairs(&mut m, &l);
+        let mut c = Msg::default();
+        c.double(1, op.errors as f64);
+        m.msg(3, c);
+        errors.push(m);
     }
     let mut out = Vec::new();
     family(

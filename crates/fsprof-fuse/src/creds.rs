@@ -48,6 +48,28 @@ pub fn can_switch() -> bool {
     own().uid == 0
 }
 
+thread_local! {
+    static OWN_UMASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The kernel has applied the caller's umask to every mode it sends
+/// (create, mkdir, mknod, symlink): the daemon's must not apply again. The
+/// worker thread gets a file-system context of its own (`unshare(CLONE_FS)`)
+/// with umask 0, so the daemon's other files (the profile) keep the umask
+/// the user gave it.
+pub fn no_umask_in_this_thread() {
+    if OWN_UMASK.get() {
+        return;
+    }
+    // SAFETY: unsharing the calling thread's fs context; umask cannot fail.
+    unsafe {
+        if libc::unshare(libc::CLONE_FS) == 0 {
+            libc::umask(0);
+        }
+    }
+    OWN_UMASK.set(true);
+}
+
 /// The caller's credentials in this thread until dropped.
 pub struct AsCaller {
     switched: bool,
@@ -76,6 +98,7 @@ fn set_groups(groups: &[libc::gid_t]) -> libc::c_long {
 /// Takes on the caller's credentials when `enabled` and they differ from
 /// the daemon's.
 pub fn as_caller(req: &Request, enabled: bool) -> Res<AsCaller> {
+    no_umask_in_this_thread();
     let o = own();
     if !enabled || o.uid != 0 || (req.uid() == o.uid && req.gid() == o.gid) {
         return Ok(AsCaller { switched: false });

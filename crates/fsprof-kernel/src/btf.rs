@@ -336,6 +336,12 @@ pub fn synthetic(funcs: &[(&str, u32, &str)]) -> Vec<u8> {
         push(off, KIND_FUNC, 1, id, &[]);
         id += 2;
     }
+    blob(&types, &strs)
+}
+
+/// A BTF blob of the given type and string sections: the 24-byte header
+/// (magic 0xeb9f, version 1), then the types, then the strings.
+pub fn blob(types: &[u8], strs: &[u8]) -> Vec<u8> {
     let mut b = vec![0x9f, 0xeb, 1, 0];
     b.extend(24u32.to_le_bytes());
     b.extend(0u32.to_le_bytes());
@@ -376,7 +382,7 @@ mod tests {
     /// struct request { int a; union { void *p; long l; }; long len; }
     /// (offsets 0, 8, 16) and enum { OP_READ = 0, OP_FLUSH = 2 }, by hand.
     fn struct_blob() -> Vec<u8> {
-        let mut strs = b"\0request\0a\0p\0l\0len\0OP_READ\0OP_FLUSH\0".to_vec();
+        let strs = b"\0request\0a\0p\0l\0len\0OP_READ\0OP_FLUSH\0".to_vec();
         let off = |name: &str, strs: &[u8]| {
             let pat = [name.as_bytes(), b"\0"].concat();
             (1..strs.len())
@@ -402,15 +408,7 @@ mod tests {
         push(&[0, KIND_ENUM << 24 | 2, 4]);
         push(&[off("OP_READ", &strs), 0]);
         push(&[off("OP_FLUSH", &strs), 2]);
-        let mut b = vec![0x9f, 0xeb, 1, 0];
-        b.extend(24u32.to_le_bytes());
-        b.extend(0u32.to_le_bytes());
-        b.extend((t.len() as u32).to_le_bytes());
-        b.extend((t.len() as u32).to_le_bytes());
-        b.extend((strs.len() as u32).to_le_bytes());
-        b.append(&mut t);
-        b.append(&mut strs);
-        b
+        blob(&t, &strs)
     }
 
     #[test]

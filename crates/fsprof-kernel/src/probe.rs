@@ -211,15 +211,7 @@ mod tests {
             types.extend((12u32 << 24).to_le_bytes());
             types.extend(0u32.to_le_bytes());
         }
-        let mut b = vec![0x9f, 0xeb, 1, 0];
-        b.extend(24u32.to_le_bytes());
-        b.extend(0u32.to_le_bytes());
-        b.extend((types.len() as u32).to_le_bytes());
-        b.extend((types.len() as u32).to_le_bytes());
-        b.extend((strs.len() as u32).to_le_bytes());
-        b.extend(types);
-        b.extend(strs);
-        b
+        crate::btf::blob(&types, &strs)
     }
 
     #[test]

@@ -146,24 +146,24 @@ impl Session {
     /// The counters so far as fsprof layers. With `final_read`, calls still
     /// in flight are counted as entered but not returned.
     pub fn snapshot(&self, final_read: bool) -> Result<Snapshot, Error> {
-        let nslots = self.layout.thresholds().len();
-        let mut per_op: BTreeMap<u64, OpCounters> = BTreeMap::new();
-        self.read_histograms(nslots, &mut per_op)?;
-        self.read_stats(nslots, &mut per_op)?;
+        let mut per_op = PerOp {
+            nslots: self.layout.thresholds().len(),
+            ops: BTreeMap::new(),
+        };
+        self.read_histograms(&mut per_op)?;
+        self.read_stats(&mut per_op)?;
         let unfinished = match final_read {
             true => self.read_unfinished()?,
             false => BTreeMap::new(),
         };
         let mut snap = Snapshot::default();
-        let mut keys: Vec<u64> = per_op.keys().copied().collect();
+        let mut keys: Vec<u64> = per_op.ops.keys().copied().collect();
         keys.extend(unfinished.keys().copied());
         keys.sort_unstable();
         keys.dedup();
         let mut dev_names = BTreeMap::new();
         for key in keys {
-            let c = per_op
-                .remove(&key)
-                .unwrap_or_else(|| OpCounters::new(nslots));
+            let c = std::mem::take(per_op.get(key));
             let (lname, opname) = self.op_name(key, &mut dev_names);
             let histogram = Histogram::from_slots(c.zero, &c.slots);
             let post = histogram.total();
@@ -194,24 +194,18 @@ impl Session {
     }
 
     /// The (op, bucket) counts of `fsprof_hist`, summed over CPUs.
-    fn read_histograms(
-        &self,
-        nslots: usize,
-        per_op: &mut BTreeMap<u64, OpCounters>,
-    ) -> Result<(), Error> {
+    fn read_histograms(&self, per_op: &mut PerOp) -> Result<(), Error> {
         let mut hist = read_map("fsprof_hist", &self.hist)?;
         hist.extend(read_map("fsprof_bhist", &self.blk_hist)?);
         for (k, vals) in hist {
             let opkey = word(&k, 0);
             let slot = word(&k, 1) as usize;
             let n: u64 = vals.iter().map(|v| word(v, 0)).sum();
-            let e = per_op
-                .entry(opkey)
-                .or_insert_with(|| OpCounters::new(nslots));
+            let e = per_op.get(opkey);
             if slot == progs::ZERO_SLOT as usize {
                 e.zero += n;
-            } else if slot < nslots {
-                e.slots[slot] += n;
+            } else if let Some(s) = e.slots.get_mut(slot) {
+                *s += n;
             }
         }
         Ok(())
@@ -220,11 +214,7 @@ impl Session {
     /// The per-op [`StatsValue`]s of `fsprof_stats` and (indexed by
     /// syscall number, which is the op key) `fsprof_sysstats`, combined
     /// over CPUs.
-    fn read_stats(
-        &self,
-        nslots: usize,
-        per_op: &mut BTreeMap<u64, OpCounters>,
-    ) -> Result<(), Error> {
+    fn read_stats(&self, per_op: &mut PerOp) -> Result<(), Error> {
         let mut stats = read_map("fsprof_stats", &self.stats)?;
         stats.extend(read_map("fsprof_bstats", &self.blk_stats)?);
         for (mut key, vals) in read_map("fsprof_sysstats", &self.sys_stats)? {
@@ -239,9 +229,7 @@ impl Session {
             if per_cpu.iter().all(|v| v.count == 0) {
                 continue; // an array slot never used
             }
-            let e = per_op
-                .entry(word(&k, 0))
-                .or_insert_with(|| OpCounters::new(nslots));
+            let e = per_op.get(word(&k, 0));
             for v in per_cpu.iter().filter(|v| v.count > 0) {
                 e.stats.count += v.count;
                 e.stats.total += v.total;
@@ -366,7 +354,23 @@ impl Drop for Session {
     }
 }
 
+/// Each op's counters gathered from the maps, by op key.
+struct PerOp {
+    /// Histogram slots per op.
+    nslots: usize,
+    ops: BTreeMap<u64, OpCounters>,
+}
+
+impl PerOp {
+    /// The op's counters, created empty if absent.
+    fn get(&mut self, key: u64) -> &mut OpCounters {
+        let n = self.nslots;
+        self.ops.entry(key).or_insert_with(|| OpCounters::new(n))
+    }
+}
+
 /// One op's counters gathered from the maps.
+#[derive(Default)]
 struct OpCounters {
     /// Histogram slots (slot j = bucket j - 1).
     slots: Vec<u64>,

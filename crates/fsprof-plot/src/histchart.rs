@@ -6,7 +6,7 @@ use fsprof_core::units::format_ns;
 use fsprof_core::{Histogram, Resolution};
 
 use crate::axis::{bucket_mean_ns, format_value, BucketAxis, Unit, ValueAxis};
-use crate::svg::{Anchor, Svg};
+use crate::svg::{Anchor, Margins, Svg};
 
 /// Colours of overlaid series, distinguishable in print and for the common
 /// colour-vision deficiencies (Okabe–Ito).
@@ -46,12 +46,15 @@ pub struct HistogramChart<'a> {
     pub peaks: Vec<PeakMark>,
 }
 
-pub const WIDTH: f64 = 640.0;
-pub const HEIGHT: f64 = 280.0;
-const LEFT: f64 = 66.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 46.0;
+/// The figure's size and the margins around its plot area.
+const FRAME: Margins = Margins {
+    width: 640.0,
+    height: 280.0,
+    left: 66.0,
+    right: 16.0,
+    top: 40.0,
+    bottom: 46.0,
+};
 
 fn value(h: &Histogram, res: Resolution, kind: Kind, bucket: Option<i32>) -> f64 {
     match (bucket, kind) {
@@ -67,8 +70,8 @@ pub fn render(c: &HistogramChart) -> String {
         Kind::Count => "chart hist count",
         Kind::Delay => "chart hist delay",
     };
-    let mut svg = Svg::new(WIDTH, HEIGHT, class);
-    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", &c.title);
+    let mut svg = Svg::new(FRAME.width, FRAME.height, class);
+    svg.text(FRAME.left, 18.0, Anchor::Start, 13.0, "#111111", &c.title);
     let f = Frame::new(c);
     f.grid(&mut svg);
     f.peak_bands(&mut svg, c);
@@ -134,7 +137,10 @@ impl Frame {
             })
             .collect();
         let vy = value_axis(c, &values, unit);
-        let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+        let (pw, ph) = (
+            FRAME.width - FRAME.left - FRAME.right,
+            FRAME.height - FRAME.top - FRAME.bottom,
+        );
         let slot_w = pw / ax.slots() as f64;
         Frame {
             ax,
@@ -144,13 +150,13 @@ impl Frame {
             vy,
             pw,
             ph,
-            base: TOP + ph,
+            base: FRAME.top + ph,
             slot_w,
         }
     }
 
     fn xs(&self, slot: usize) -> f64 {
-        LEFT + slot as f64 * self.slot_w
+        FRAME.left + slot as f64 * self.slot_w
     }
 
     fn ys(&self, v: f64) -> f64 {
@@ -161,9 +167,9 @@ impl Frame {
     fn grid(&self, svg: &mut Svg) {
         for &t in &self.vy.ticks {
             let y = self.ys(t);
-            svg.line(LEFT, y, LEFT + self.pw, y, "#e6e6e6", 1.0);
+            svg.line(FRAME.left, y, FRAME.left + self.pw, y, "#e6e6e6", 1.0);
             svg.text(
-                LEFT - 6.0,
+                FRAME.left - 6.0,
                 y + 4.0,
                 Anchor::End,
                 10.0,
@@ -185,7 +191,7 @@ impl Frame {
             let tint = if k % 2 == 0 { "#fff4d6" } else { "#e6f0fa" };
             svg.rect(
                 self.xs(a),
-                TOP,
+                FRAME.top,
                 self.xs(b) - self.xs(a),
                 self.ph,
                 tint,
@@ -245,10 +251,13 @@ impl Frame {
             // Keep the label inside the plot: a peak at either end would push
             // half of it past the edge (~6px per character at this size).
             let half = 3.0 * label.chars().count() as f64;
-            let lx = cx.clamp(LEFT + half, (LEFT + self.pw - half).max(LEFT + half));
+            let lx = cx.clamp(
+                FRAME.left + half,
+                (FRAME.left + self.pw - half).max(FRAME.left + half),
+            );
             svg.text(
                 lx,
-                (y - 11.0).max(TOP - 2.0),
+                (y - 11.0).max(FRAME.top - 2.0),
                 Anchor::Middle,
                 10.0,
                 "#d55e00",
@@ -260,13 +269,13 @@ impl Frame {
     /// Axes, latency labels and axis titles.
     fn axes(&self, svg: &mut Svg, c: &HistogramChart) {
         let (pw, base) = (self.pw, self.base);
-        svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-        svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+        svg.line(FRAME.left, base, FRAME.left + pw, base, "#333333", 1.0);
+        svg.line(FRAME.left, FRAME.top, FRAME.left, base, "#333333", 1.0);
         for (slot, label) in self.ax.labels() {
             let x = self.xs(slot);
             svg.line(x, base, x, base + 4.0, "#333333", 1.0);
             // The rightmost label would spill over the edge if centred.
-            let anchor = if x > WIDTH - RIGHT - 20.0 {
+            let anchor = if x > FRAME.width - FRAME.right - 20.0 {
                 Anchor::End
             } else {
                 Anchor::Middle
@@ -275,8 +284,8 @@ impl Frame {
         }
         let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
         svg.text(
-            LEFT + pw / 2.0,
-            HEIGHT - 8.0,
+            FRAME.left + pw / 2.0,
+            FRAME.height - 8.0,
             Anchor::Middle,
             11.0,
             "#333333",
@@ -288,7 +297,7 @@ impl Frame {
             (Kind::Delay, false) => "total latency",
             (Kind::Delay, true) => "total latency (log)",
         };
-        svg.vtext(14.0, TOP + self.ph / 2.0, 11.0, ytitle);
+        svg.vtext(14.0, FRAME.top + self.ph / 2.0, 11.0, ytitle);
     }
 }
 
@@ -325,7 +334,7 @@ fn legend(svg: &mut Svg, c: &HistogramChart) {
     if c.series.len() < 2 {
         return;
     }
-    let mut x = WIDTH - RIGHT;
+    let mut x = FRAME.width - FRAME.right;
     for (k, s) in c.series.iter().enumerate().rev() {
         let w = 14.0 + 6.5 * s.label.chars().count() as f64;
         x -= w + 10.0;

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use fsprof_core::profile::ExitStatus;
 use fsprof_core::units::format_ns;
-use fsprof_core::{Histogram, OpStats, Profile, Resolution};
+use fsprof_core::{OpStats, Profile, Resolution};
 use fsprof_report::fmt::group;
 use fsprof_report::summary::{Selection, Summary};
 
@@ -16,7 +16,7 @@ use crate::timeline;
 use crate::PlotError;
 
 /// Finds the peaks of a histogram (fsprof-analysis when it is linked in).
-pub type PeakFinder<'a> = &'a dyn Fn(&Histogram, Resolution) -> Vec<PeakMark>;
+pub type PeakFinder<'a> = &'a dyn Fn(&str, &OpStats, Resolution) -> Vec<PeakMark>;
 
 #[derive(Clone, Default)]
 pub struct HtmlOptions<'a> {
@@ -393,10 +393,7 @@ fn op_section(
         format_ns(op.total_ns as f64),
         format_ns(op.mean_ns())
     );
-    let peaks = opts
-        .peaks
-        .map(|f| f(&op.histogram, res))
-        .unwrap_or_default();
+    let peaks = opts.peaks.map(|f| f(layer, op, res)).unwrap_or_default();
     out.push_str("<div class=\"charts\">\n");
     let mut chart = HistogramChart {
         title: format!("{layer}/{}: calls per latency bucket", op.name),

@@ -1,5 +1,6 @@
 //! fsprof's figures: latency histograms (count and total delay per log2
-//! bucket), timelines over a profile's intervals and overlaid comparisons,
+//! bucket), timelines over a profile's intervals, overlaid comparisons and
+//! latency against file offset (`fsprof discover`),
 //! as deterministic SVG, PNG (rasterized in pure Rust) and one
 //! self-contained HTML report.
 
@@ -8,6 +9,7 @@ pub mod histchart;
 pub mod html;
 pub mod linechart;
 pub mod marks;
+pub mod offsets;
 mod png;
 pub mod svg;
 pub mod timeline;
@@ -110,7 +112,7 @@ pub fn plot_svg(
                     hist: &op.histogram,
                 }],
                 log_y: req.log_y,
-                peaks: peaks.map(|f| f(&op.histogram, res)).unwrap_or_default(),
+                peaks: peaks.map(|f| f(layer, op, res)).unwrap_or_default(),
             }))
         }
     }

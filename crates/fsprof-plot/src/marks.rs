@@ -4,16 +4,16 @@
 
 use fsprof_analysis::{find_peaks, Calibration};
 use fsprof_core::units::format_ns;
-use fsprof_core::{Histogram, Resolution};
+use fsprof_core::{OpStats, Resolution};
 
 use crate::histchart::PeakMark;
 
 /// A [`crate::PeakFinder`] backed by fsprof-analysis.
 pub fn peak_finder(
     cal: Option<&Calibration>,
-) -> impl Fn(&Histogram, Resolution) -> Vec<PeakMark> + '_ {
-    move |h, res| {
-        let peaks = find_peaks(h, res);
+) -> impl Fn(&str, &OpStats, Resolution) -> Vec<PeakMark> + '_ {
+    move |layer, op, res| {
+        let peaks = find_peaks(&op.histogram, res);
         // One mode is not worth a marker: the chart shows it plainly.
         if peaks.len() < 2 {
             return Vec::new();
@@ -22,7 +22,7 @@ pub fn peak_finder(
             .iter()
             .map(|p| {
                 let what = cal
-                    .and_then(|c| c.label(p.mode_ns(res)))
+                    .and_then(|c| c.label_peak(layer, op, p, res))
                     .unwrap_or_else(|| format!("~{}", format_ns(p.mode_ns(res))));
                 PeakMark {
                     lo: p.first,

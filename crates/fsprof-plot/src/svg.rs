@@ -126,6 +126,17 @@ impl Svg {
     }
 }
 
+/// A figure's size and the margins around its plot area, in SVG units.
+#[derive(Clone, Copy, Debug)]
+pub struct Margins {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

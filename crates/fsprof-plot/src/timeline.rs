@@ -9,14 +9,17 @@ use fsprof_core::{Interval, Layer, OpStats, Resolution};
 
 use crate::axis::{format_value, BucketAxis, Unit, ValueAxis};
 use crate::histchart::SERIES_COLOURS;
-use crate::svg::{Anchor, Svg};
+use crate::svg::{Anchor, Margins, Svg};
 
-pub const WIDTH: f64 = 640.0;
-pub const HEIGHT: f64 = 300.0;
-const LEFT: f64 = 66.0;
-const RIGHT: f64 = 80.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 46.0;
+/// The figure's size and the margins around its plot area.
+const FRAME: Margins = Margins {
+    width: 640.0,
+    height: 300.0,
+    left: 66.0,
+    right: 80.0,
+    top: 40.0,
+    bottom: 46.0,
+};
 
 /// More columns than this cannot be told apart at this width, and each
 /// costs every op a row of SVG elements: long runs are binned.
@@ -126,7 +129,7 @@ fn time_axis(svg: &mut Svg, intervals: &[Interval], ts: &TimeScale, base: f64) {
     let (x0, w) = (ts.x0, ts.w);
     svg.text(
         x0 + w / 2.0,
-        HEIGHT - 8.0,
+        FRAME.height - 8.0,
         Anchor::Middle,
         11.0,
         "#333333",
@@ -144,8 +147,8 @@ pub fn heatmap(
     op: &str,
 ) -> String {
     let intervals = &*coarsen(intervals, MAX_COLUMNS);
-    let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline heatmap");
-    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
+    let mut svg = Svg::new(FRAME.width, FRAME.height, "chart timeline heatmap");
+    svg.text(FRAME.left, 18.0, Anchor::Start, 13.0, "#111111", title);
     let ops: Vec<Option<&OpStats>> = intervals.iter().map(|iv| op_in(iv, layer, op)).collect();
     let present = ops
         .iter()
@@ -167,11 +170,14 @@ pub fn heatmap(
         .flat_map(|o| o.histogram.counts.iter().copied())
         .max()
         .unwrap_or(0);
-    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let base = TOP + ph;
-    let ts = TimeScale::new(intervals, LEFT, pw);
+    let (pw, ph) = (
+        FRAME.width - FRAME.left - FRAME.right,
+        FRAME.height - FRAME.top - FRAME.bottom,
+    );
+    let base = FRAME.top + ph;
+    let ts = TimeScale::new(intervals, FRAME.left, pw);
     let ch = ph / ax.slots() as f64;
-    svg.rect(LEFT, TOP, pw, ph, "#f4f4f4", None);
+    svg.rect(FRAME.left, FRAME.top, pw, ph, "#f4f4f4", None);
     let lmax = ((max as f64) + 1.0).ln();
     for (k, o) in ops.iter().enumerate() {
         let Some(o) = o else { continue };
@@ -189,18 +195,25 @@ pub fn heatmap(
             svg.rect(x, y, w + 0.3, ch + 0.3, &ramp(t), Some(&tip));
         }
     }
-    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
+    svg.line(FRAME.left, base, FRAME.left + pw, base, "#333333", 1.0);
+    svg.line(FRAME.left, FRAME.top, FRAME.left, base, "#333333", 1.0);
     for (slot, label) in ax.labels() {
         let y = base - slot as f64 * ch;
-        svg.line(LEFT - 4.0, y, LEFT, y, "#333333", 1.0);
-        svg.text(LEFT - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", &label);
+        svg.line(FRAME.left - 4.0, y, FRAME.left, y, "#333333", 1.0);
+        svg.text(
+            FRAME.left - 6.0,
+            y + 4.0,
+            Anchor::End,
+            10.0,
+            "#444444",
+            &label,
+        );
     }
-    svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency");
+    svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, "latency");
     time_axis(&mut svg, intervals, &ts, base);
 
     // Colour key.
-    let kx = WIDTH - RIGHT + 24.0;
+    let kx = FRAME.width - FRAME.right + 24.0;
     let steps = 24;
     for s in 0..steps {
         let t = s as f64 / (steps - 1) as f64;
@@ -210,13 +223,20 @@ pub fn heatmap(
     svg.text(kx + 18.0, base, Anchor::Start, 10.0, "#444444", "1");
     svg.text(
         kx + 18.0,
-        TOP + 8.0,
+        FRAME.top + 8.0,
         Anchor::Start,
         10.0,
         "#444444",
         &format_value(max as f64, Unit::Count),
     );
-    svg.text(kx - 4.0, TOP - 6.0, Anchor::Start, 10.0, "#444444", "calls");
+    svg.text(
+        kx - 4.0,
+        FRAME.top - 6.0,
+        Anchor::Start,
+        10.0,
+        "#444444",
+        "calls",
+    );
     svg.finish()
 }
 
@@ -229,8 +249,8 @@ pub fn latency_per_interval(
     top_ops: &[&str],
 ) -> String {
     let intervals = &*coarsen(intervals, MAX_COLUMNS);
-    let mut svg = Svg::new(WIDTH, HEIGHT, "chart timeline total");
-    svg.text(LEFT, 18.0, Anchor::Start, 13.0, "#111111", title);
+    let mut svg = Svg::new(FRAME.width, FRAME.height, "chart timeline total");
+    svg.text(FRAME.left, 18.0, Anchor::Start, 13.0, "#111111", title);
     let stacks: Vec<Vec<f64>> = intervals
         .iter()
         .map(|iv| {
@@ -250,14 +270,17 @@ pub fn latency_per_interval(
         .map(|s| s.iter().sum::<f64>())
         .fold(0.0, f64::max);
     let vy = ValueAxis::new(max, 1.0, false);
-    let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let base = TOP + ph;
-    let ts = TimeScale::new(intervals, LEFT, pw);
+    let (pw, ph) = (
+        FRAME.width - FRAME.left - FRAME.right,
+        FRAME.height - FRAME.top - FRAME.bottom,
+    );
+    let base = FRAME.top + ph;
+    let ts = TimeScale::new(intervals, FRAME.left, pw);
     for &t in &vy.ticks {
         let y = base - vy.frac(t) * ph;
-        svg.line(LEFT, y, LEFT + pw, y, "#e6e6e6", 1.0);
+        svg.line(FRAME.left, y, FRAME.left + pw, y, "#e6e6e6", 1.0);
         svg.text(
-            LEFT - 6.0,
+            FRAME.left - 6.0,
             y + 4.0,
             Anchor::End,
             10.0,
@@ -294,16 +317,23 @@ pub fn latency_per_interval(
             svg.rect(x + gap / 2.0, y2, w - gap, y1 - y2, colour(j), Some(&tip));
         }
     }
-    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
-    svg.vtext(14.0, TOP + ph / 2.0, 11.0, "latency in calls");
+    svg.line(FRAME.left, base, FRAME.left + pw, base, "#333333", 1.0);
+    svg.line(FRAME.left, FRAME.top, FRAME.left, base, "#333333", 1.0);
+    svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, "latency in calls");
     time_axis(&mut svg, intervals, &ts, base);
     // Legend on the right, top down.
     for (j, name) in names.iter().enumerate() {
-        let y = TOP + j as f64 * 16.0;
-        svg.rect(WIDTH - RIGHT + 10.0, y, 10.0, 10.0, colour(j), None);
+        let y = FRAME.top + j as f64 * 16.0;
+        svg.rect(
+            FRAME.width - FRAME.right + 10.0,
+            y,
+            10.0,
+            10.0,
+            colour(j),
+            None,
+        );
         svg.text(
-            WIDTH - RIGHT + 24.0,
+            FRAME.width - FRAME.right + 24.0,
             y + 9.0,
             Anchor::Start,
             10.0,

@@ -99,7 +99,7 @@ fn req(op: &str, kind: PlotKind, log_y: bool) -> PlotRequest {
     }
 }
 
-fn two_peaks(_: &Histogram, _: Resolution) -> Vec<PeakMark> {
+fn two_peaks(_: &str, _: &OpStats, _: Resolution) -> Vec<PeakMark> {
     vec![
         PeakMark {
             lo: 6,

@@ -80,7 +80,7 @@ fn result_text(ret: i64, errno: i32) -> String {
     }
 }
 
-// A few lines over the length lint (its owner may split it).
+// One pass over the commands fills every part of the report.
 #[allow(clippy::too_many_lines)]
 pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
     let mut errors: Vec<u64> = run

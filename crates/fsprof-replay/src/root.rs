@@ -78,10 +78,9 @@ impl Root {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Root {
-            // SAFETY: a descriptor we just opened and own.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        // SAFETY: a descriptor we just opened and own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Root { fd })
     }
 
     /// `openat2(root, path, flags, mode)` confined under the root.

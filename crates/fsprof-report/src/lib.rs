@@ -124,7 +124,7 @@ pub fn after_capture(profile: &Profile, top: usize) -> Result<String, ReportErro
         .layers
         .iter()
         .map(|l| l.name.clone())
-        .filter(|n| !fsprof_core::layer::holds_bytes(n))
+        .filter(|n| !fsprof_core::layer::holds_bytes(n) && fsprof_core::layer::shown_by_default(n))
         .collect();
     if opts.selection.layers.is_empty() {
         // Nothing recorded: the header alone.

@@ -5,7 +5,8 @@ use fsprof_core::{OpStats, Profile};
 
 use crate::ReportError;
 
-/// Which part of a profile to report on; empty means everything.
+/// Which part of a profile to report on; empty means every layer shown by
+/// default (see `fsprof_core::profile::layer::shown_by_default`).
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
     pub layers: Vec<String>,
@@ -51,7 +52,15 @@ impl<'a> Summary<'a> {
                 });
             }
         }
-        let chosen = |l: &str| sel.layers.is_empty() || sel.layers.iter().any(|s| s == l);
+        // Without a choice: every layer but those shown only on request
+        // (the user layer's calls on non-files).
+        let chosen = |l: &str| {
+            if sel.layers.is_empty() {
+                fsprof_core::profile::layer::shown_by_default(l)
+            } else {
+                sel.layers.iter().any(|s| s == l)
+            }
+        };
         for name in &sel.ops {
             let found = p
                 .layers

@@ -5,27 +5,30 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 2
+#define FSPROF_ABI_VERSION 3
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
+/* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
+ * it must still have when a process opens it (device, inode, owner; mode
+ * 0700). Read once, when the shim loads. */
 #define FSPROF_ENV "FSPROF_SHM"
 #define FSPROF_CTL_NAME "control"
-#define FSPROF_PROC_HDR_SIZE 4096
-#define FSPROF_SLOT_HDR_SIZE 64
 #define FSPROF_EXE_MAX 512
 #define FSPROF_CMDLINE_MAX 2048
 
 /* ns = ticks * tsc_mult >> FSPROF_TICK_SHIFT; a constant shift keeps the
  * conversion to one multiply on the hot path. */
 #define FSPROF_TICK_SHIFT 32
+/* Buckets per power of two: 1, 2, 4, 8 or 16. */
+#define FSPROF_MAX_RESOLUTION 16
+#define FSPROF_MAX_NBUCKETS (64 * FSPROF_MAX_RESOLUTION + 1)
 
-/* Value correlation (data ops): per thread slot, after the op counters, one
- * table per (data op, value kind) of FSPROF_CORR_LAT x FSPROF_CORR_VAL
- * uint64_t cells, row-major by latency. Both axes are log2 at resolution 1:
- * cell index 0 holds the value 0, 1 the value 1, k >= 2 values in
- * (2^(k-2), 2^(k-1)]; the last index also holds everything larger.
- * Latencies in ns (up to 2^38 ns ~ 4.6 min), values in bytes (up to
- * 2^40 = 1 TiB). Kind 0: request size; kind 1: seek distance
+/* Value correlation (data ops): one table per (data op, value kind) of
+ * FSPROF_CORR_LAT x FSPROF_CORR_VAL uint64_t cells, row-major by latency.
+ * Both axes are log2 at resolution 1: cell index 0 holds the value 0, 1 the
+ * value 1, k >= 2 values in (2^(k-2), 2^(k-1)]; the last index also holds
+ * everything larger. Latencies in ns (up to 2^38 ns ~ 4.6 min), values in
+ * bytes (up to 2^40 = 1 TiB). Kind 0: request size; kind 1: seek distance
  * |offset - end of the previous data call on the same fd| (only calls
  * whose distance is known). */
 #define FSPROF_CORR_LAT 40
@@ -37,21 +40,55 @@
     C(read) C(write) C(pread) C(pwrite) C(readv) C(writev) C(preadv) C(pwritev)          \
         C(preadv2) C(pwritev2) C(fread) C(fwrite)
 #define FSPROF_CORR_MAX_OPS 16
-/* After the value tables, each slot holds its thread's view of its fds
- * (struct fsprof_fd_state, FSPROF_FD_TRACK of them): private scratch of
- * the shim, ignored by readers. In the slot rather than in TLS because a
- * 16 KiB initial-exec TLS block would not fit when `fsprof run` dlopens
- * the shim for its self-test. */
+/* Each thread's view of its fds below FSPROF_FD_TRACK (the shim's private
+ * scratch, in the counter file, ignored by readers). */
 #define FSPROF_FD_TRACK 1024
 struct fsprof_fd_state {
     uint64_t pos1; /* file position + 1, 0 = unknown */
     uint64_t end1; /* end offset of the last data call + 1, 0 = unknown */
 };
 
+/* What a descriptor is, decided when it is created (open -> file, pipe ->
+ * pipe, ...) or, for one the shim did not see created, by one fstat. Calls
+ * on descriptors that are not files are counted apart from the file
+ * system's: op k of ops.def marked F() has, after the OP_COUNT file ops,
+ * one counter per non-file class at OP_COUNT + fdop(k) * 4 + class - 2. */
+enum fsprof_fd_class {
+    FSPROF_FD_UNKNOWN = 0,
+    FSPROF_FD_FILE = 1,   /* regular file, directory, block device */
+    FSPROF_FD_PIPE = 2,   /* pipe or FIFO */
+    FSPROF_FD_SOCKET = 3,
+    FSPROF_FD_DEVICE = 4, /* character device: terminal, /dev/null ... */
+    FSPROF_FD_OTHER = 5,  /* eventfd, epoll, io_uring, timerfd ... */
+};
+#define FSPROF_NONFILE_CLASSES 4
+/* Descriptors whose class is remembered (one byte each, per process). */
+#define FSPROF_FD_CLASSES_MAX 65536
+
 enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
+enum fsprof_run_state { FSPROF_RUN_ACTIVE = 0, FSPROF_RUN_ENDED = 1 };
+
+/* A process the run could not profile, recorded by the process itself (or
+ * by the one that exec'd it) in the control file. */
+enum fsprof_lost_what {
+    FSPROF_LOST_SETUP = 1, /* its counters could not be set up: err says why */
+    FSPROF_LOST_UID = 2,   /* it runs as another user (uid), who cannot open the run */
+    FSPROF_LOST_EXEC = 3,  /* it exec'd exe as another user (uid): not preloaded */
+};
+#define FSPROF_LOST_MAX 64
+#define FSPROF_LOST_EXE 104
+struct fsprof_lost {
+    int32_t pid;
+    int32_t ppid;
+    uint32_t what; /* enum fsprof_lost_what; 0 = entry not written yet */
+    int32_t err;   /* errno of the failed step (FSPROF_LOST_SETUP) */
+    uint32_t uid;
+    uint32_t exe_len;
+    char exe[FSPROF_LOST_EXE];
+};
 
 /* Written by `fsprof run` before the workload starts; read by every
- * process. Only next_seq changes afterwards. */
+ * process. Afterwards only next_seq, state and the lost table change. */
 struct fsprof_control {
     uint64_t magic;
     uint32_t abi_version;
@@ -60,8 +97,12 @@ struct fsprof_control {
     uint32_t clock;       /* enum fsprof_clock */
     uint64_t tsc_mult;    /* ns = ticks * tsc_mult >> tsc_shift */
     uint32_t tsc_shift;   /* must be FSPROF_TICK_SHIFT */
-    uint32_t max_slots;   /* per process, slot 0 included */
+    uint32_t max_slots;   /* thread slots per process, slot 0 included */
     uint64_t next_seq;    /* atomic: numbers the per-process files */
+    uint32_t state;       /* enum fsprof_run_state, set by `fsprof run` */
+    uint32_t lost_max;    /* FSPROF_LOST_MAX */
+    uint64_t lost_count;  /* atomic: processes lost (may exceed lost_max) */
+    struct fsprof_lost lost[FSPROF_LOST_MAX];
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
 };
 
@@ -79,48 +120,68 @@ struct fsprof_ctr {
     uint64_t buckets[]; /* nbuckets */
 };
 
-/* Header of a per-process file p<seq>; thread slots follow at hdr_size.
- * Slot s (FSPROF_SLOT_HDR_SIZE bytes of header, then nops counters of
- * ctr_size bytes, then at corr_off the value tables, then the fd states)
- * is at hdr_size + s * slot_size. Slot 0 is shared by the
- * threads that find no free slot and is updated with atomic adds. */
+/* A per-process file p<seq> is a pool that only grows, in chunks reserved
+ * with fallocate before use (so that touching a counter never needs a page
+ * tmpfs may not have): the header, then the slot directory at
+ * FSPROF_SLOT_DIR_OFF, then slot records, counters and value tables in the
+ * order they were first needed. Every offset is from the start of the file;
+ * every byte below the file's size is allocated. */
+#define FSPROF_PROC_HDR_SIZE 8192
+#define FSPROF_SLOT_DIR_OFF 4096
+#define FSPROF_MAX_SLOTS 1024
+#define FSPROF_FIRST_CHUNK (128 * 1024)
+#define FSPROF_MAX_CHUNK (8 * 1024 * 1024)
+#define FSPROF_POOL_MAX 0xF0000000u /* offsets are u32 */
 struct fsprof_proc {
     uint64_t magic;
     uint32_t abi_version;
-    uint32_t hdr_size;
-    uint32_t nops;
+    uint32_t hdr_size;    /* FSPROF_PROC_HDR_SIZE */
+    uint32_t nops;        /* OP_COUNT: file ops */
+    uint32_t nctr;        /* counter indices: file ops + non-file twins */
+    uint32_t nfdops;      /* ops with non-file twins */
     uint32_t nbuckets;
-    uint32_t ctr_size;
-    uint32_t max_slots;
-    uint64_t slot_size;
+    uint32_t ctr_size;    /* bytes of one struct fsprof_ctr with its buckets */
+    uint32_t max_slots;   /* entries of the slot directory */
     int32_t pid;
     int32_t ppid;
     uint64_t start_ns;    /* CLOCK_MONOTONIC */
-    uint32_t slots_used;  /* atomic, starts at 1 (slot 0 reserved) */
-    uint32_t ready;       /* 1 once the header is complete (release) */
     uint64_t seq;
+    uint32_t nslots;      /* atomic: slot directory entries written */
+    uint32_t ready;       /* 1 once the header is complete (release) */
+    uint64_t dropped;     /* atomic: calls not counted (no room for counters) */
+    int32_t dropped_err;  /* errno of the first failure to make room */
     uint32_t exe_len;
     uint32_t cmdline_len; /* NUL-separated argv */
     uint32_t corr_ops;    /* data ops with value tables */
     uint32_t corr_lat;    /* FSPROF_CORR_LAT */
     uint32_t corr_val;    /* FSPROF_CORR_VAL */
-    uint32_t corr_off;    /* offset of the value tables in a slot */
+    uint32_t slot_size;   /* bytes of the readers' part of a slot record */
+    uint32_t reserved;
     char exe[FSPROF_EXE_MAX];
     char cmdline[FSPROF_CMDLINE_MAX];
 };
 
+/* A thread slot record: this header, then uint32_t ctr_off[nctr] and
+ * uint32_t corr_off[corr_ops] (file offsets of the thread's counters and
+ * value tables, 0 until first used; written with release), then the shim's
+ * private scratch. Slot 0 is shared by the threads that find no free slot
+ * and is updated with atomic adds. */
 struct fsprof_slot_hdr {
     uint32_t tid;
     uint32_t shared;
+    uint32_t nctr;
+    uint32_t ncorr;
 };
 
 /* For the Rust side's layout test. */
 struct fsprof_abi_layout {
-    uint32_t control_size, ctr_size, proc_size;
-    uint32_t off_proc_slots_used, off_proc_ready, off_proc_exe, off_proc_cmdline;
-    uint32_t off_ctl_next_seq, off_ctl_thresholds, off_ctr_buckets;
-    uint32_t nops;
-    uint32_t off_proc_corr_ops, corr_ops, corr_lat, corr_val;
+    uint32_t control_size, ctr_size, proc_size, lost_size;
+    uint32_t off_ctl_next_seq, off_ctl_state, off_ctl_lost_count, off_ctl_lost;
+    uint32_t off_ctl_thresholds, off_ctr_buckets;
+    uint32_t off_proc_nslots, off_proc_ready, off_proc_dropped, off_proc_exe, off_proc_cmdline;
+    uint32_t off_proc_corr_ops, off_proc_slot_size;
+    uint32_t nops, nctr, nfdops;
+    uint32_t corr_ops, corr_lat, corr_val;
     uint32_t corr_op_index[FSPROF_CORR_MAX_OPS]; /* ops.def index of each data op */
     uint32_t abi_version, tick_shift, fd_track, fd_state_size, slot_hdr_size, proc_hdr_size;
     /* offsets of pre, post, errors, total_ns, min_ns, max_ns, zero, reserved */

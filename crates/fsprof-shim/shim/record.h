@@ -23,32 +23,59 @@ enum fsprof_op {
     OP_COUNT
 };
 #undef X
+/* The ops on a descriptor with non-file twins (fdops.def), numbered among
+ * themselves. */
+#define F(n) FDOP_##n,
+enum fsprof_fdop {
+#include "fdops.def"
+    FDOP_COUNT
+};
+#undef F
+/* Counter indices: the file ops, then FSPROF_NONFILE_CLASSES twins per fd op. */
+#define NCTR (OP_COUNT + FDOP_COUNT * FSPROF_NONFILE_CLASSES)
 
 #define C(n) CORR_##n,
 enum fsprof_corr_op { FSPROF_CORR_OPS_LIST CORR_COUNT };
 #undef C
+
+/* A thread's slot record in the counter file (abi.h): what readers see,
+ * then the shim's own pointers to the same counters, so that the hot path
+ * finds a counter with one load. */
+struct slot_rec {
+    struct fsprof_slot_hdr h;
+    uint32_t ctr_off[NCTR];
+    uint32_t corr_off[CORR_COUNT];
+    /* private scratch from here on */
+    struct fsprof_ctr *ctr[NCTR];
+    uint64_t *corr[CORR_COUNT];
+    struct fsprof_fd_state *fd;
+};
 
 /* Set once per process by the runtime; read-only afterwards. */
 extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size;
 extern HIDDEN int g_clock;
 extern HIDDEN uint64_t g_mult;
 extern HIDDEN const uint64_t *g_thr;
+/* The class of each descriptor (enum fsprof_fd_class), per process. */
+extern HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX];
 
-/* This thread's counters (the op array of its slot), NULL until its first
- * call; t_shared when the thread had to use the shared slot 0. */
-extern TLS char *t_slot;
+/* This thread's slot record, NULL until its first call; t_shared when the
+ * thread had to use the shared slot 0. */
+extern TLS struct slot_rec *t_slot;
 extern TLS int t_shared;
-/* This thread's value tables (inside its slot), set with t_slot. */
-extern TLS uint64_t *t_corr;
 
-/* This thread's fds below FSPROF_FD_TRACK (in its slot, set with t_slot):
- * the file position as far as this thread's calls tell, and the end offset
- * of its last data call. Per thread so that no lock or atomic is needed; a
- * fd used by several threads gives each thread its own view (threads of
- * the shared slot 0 share one, approximate, view). */
-extern TLS struct fsprof_fd_state *t_fd;
-
-HIDDEN char *fsprof_slot_slow(void);
+/* The slow paths (pool.c): set up this thread's slot; make room for a
+ * counter, a value table, the fd states. NULL when the call cannot be
+ * counted (not profiled, or no room: then it is counted as dropped). */
+HIDDEN struct slot_rec *fsprof_slot_slow(void);
+HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
+HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
+HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
+/* The class of a descriptor the shim did not see created (fdclass.c). */
+HIDDEN uint32_t fsprof_fd_classify(int fd);
+/* A descriptor made by open/openat/creat/fopen (path) or by F_DUPFD. */
+HIDDEN void fsprof_fd_opened(int fd, const char *path);
+HIDDEN void fsprof_fd_dup(int from, int to);
 
 static inline __attribute__((always_inline)) uint64_t now_ticks(void)
 {
@@ -67,7 +94,9 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
 }
 
 /* Slot of the bucket (2^((j-1)/r), 2^(j/r)] holding ns >= 1: start at the
- * first bucket of ns's power of two, step through at most r sub-buckets. */
+ * first bucket of ns's power of two, step through at most r sub-buckets.
+ * The runtime only accepts r <= 16 with nbuckets = 64r + 1, so j stays in
+ * range. */
 static inline __attribute__((always_inline)) uint32_t bucket_slot(uint64_t ns)
 {
     /* At one bucket per power of two (the default) the slot of (2^(j-1), 2^j]
@@ -97,21 +126,73 @@ static inline __attribute__((always_inline)) void add_shared(uint64_t *p, uint64
     __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
-/* Counts the call as entered; NULL when this process is not profiled. */
-static inline __attribute__((always_inline)) struct fsprof_ctr *call_begin(int op)
+/* This thread's slot, set up on its first call; NULL when the process is
+ * not profiled. */
+static inline __attribute__((always_inline)) struct slot_rec *my_slot(void)
 {
-    char *s = t_slot;
-    if (UNLIKELY(s == NULL)) {
+    struct slot_rec *s = t_slot;
+    if (UNLIKELY(s == NULL))
         s = fsprof_slot_slow();
-        if (s == NULL)
+    return s;
+}
+
+/* Counts a call of counter `idx` as entered; NULL when it is not counted. */
+static inline __attribute__((always_inline)) struct fsprof_ctr *ctr_enter(struct slot_rec *s,
+                                                                          uint32_t idx)
+{
+    struct fsprof_ctr *c = __atomic_load_n(&s->ctr[idx], __ATOMIC_ACQUIRE);
+    if (UNLIKELY(c == NULL)) {
+        c = fsprof_ctr_slow(s, idx);
+        if (c == NULL)
             return NULL;
     }
-    struct fsprof_ctr *c = (struct fsprof_ctr *)(s + (size_t)op * g_ctr_size);
     if (LIKELY(!t_shared))
         add_private(&c->pre, 1);
     else
         add_shared(&c->pre, 1);
     return c;
+}
+
+/* Counts the call as entered; NULL when this process is not profiled. */
+static inline __attribute__((always_inline)) struct fsprof_ctr *call_begin(int op)
+{
+    struct slot_rec *s = my_slot();
+    return s ? ctr_enter(s, (uint32_t)op) : NULL;
+}
+
+/* The class of descriptor `fd`. Descriptors beyond the table count as
+ * files (the call is timed as a file-system op, as before classes). */
+static inline __attribute__((always_inline)) uint32_t fd_class(int fd)
+{
+    if (UNLIKELY((unsigned)fd >= FSPROF_FD_CLASSES_MAX))
+        return FSPROF_FD_FILE;
+    uint32_t c = __atomic_load_n(&g_fdclass[fd], __ATOMIC_RELAXED);
+    if (UNLIKELY(c == FSPROF_FD_UNKNOWN))
+        c = fsprof_fd_classify(fd);
+    return c;
+}
+
+static inline __attribute__((always_inline)) void fd_set_class(int fd, uint32_t c)
+{
+    if ((unsigned)fd < FSPROF_FD_CLASSES_MAX)
+        __atomic_store_n(&g_fdclass[fd], (uint8_t)c, __ATOMIC_RELAXED);
+}
+
+/* Like call_begin for op `op` (fd op number `fdop`) on descriptor `fd`:
+ * a call on a descriptor that is not a file goes to the op's non-file
+ * twin of its class. *is_file tells which. */
+static inline __attribute__((always_inline)) struct fsprof_ctr *
+call_begin_fd(int op, int fdop, int fd, int *is_file)
+{
+    struct slot_rec *s = my_slot();
+    if (s == NULL)
+        return NULL;
+    uint32_t cls = fd_class(fd);
+    *is_file = cls == FSPROF_FD_FILE;
+    uint32_t idx = LIKELY(*is_file)
+                       ? (uint32_t)op
+                       : OP_COUNT + (uint32_t)fdop * FSPROF_NONFILE_CLASSES + cls - 2;
+    return ctr_enter(s, idx);
 }
 
 static inline __attribute__((always_inline)) void record_private(struct fsprof_ctr *c, uint64_t ns,
@@ -178,17 +259,21 @@ static inline __attribute__((always_inline)) uint32_t corr_cell(uint64_t v, uint
 }
 
 /* Files the request size and, when known, the seek distance of a data call
- * that succeeded (`done` >= 0 bytes transferred; failed calls are not
- * filed, since e.g. an iovec of a failed call may not even be readable),
- * and advances this thread's view of the fd. `off` is the explicit offset
- * of a positional call, or -1 for calls at the file position. */
+ * on a file that succeeded (`done` >= 0 bytes transferred; failed calls are
+ * not filed, since e.g. an iovec of a failed call may not even be
+ * readable), and advances this thread's view of the fd. `off` is the
+ * explicit offset of a positional call, or -1 for calls at the file
+ * position. */
 static inline __attribute__((always_inline)) void record_value(int cop, uint64_t ns, int fd,
                                                                int64_t off, uint64_t size,
                                                                int64_t done)
 {
-    if (UNLIKELY(done < 0))
+    struct slot_rec *s = t_slot;
+    if (UNLIKELY(done < 0 || s == NULL))
         return;
-    uint64_t *t = t_corr + (size_t)cop * (FSPROF_CORR_KINDS * FSPROF_CORR_CELLS);
+    uint64_t *t = __atomic_load_n(&s->corr[cop], __ATOMIC_ACQUIRE);
+    if (UNLIKELY(t == NULL) && (t = fsprof_corr_slow(s, cop)) == NULL)
+        return;
     uint32_t row = corr_cell(ns, FSPROF_CORR_LAT) * FSPROF_CORR_VAL;
     uint64_t *size_cell = &t[row + corr_cell(size, FSPROF_CORR_VAL)];
     if (LIKELY(!t_shared))
@@ -197,7 +282,10 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
         add_shared(size_cell, 1);
     if (UNLIKELY((unsigned)fd >= FSPROF_FD_TRACK))
         return;
-    struct fsprof_fd_state *st = &t_fd[fd];
+    struct fsprof_fd_state *fds = s->fd;
+    if (UNLIKELY(fds == NULL) && (fds = fsprof_fd_slow(s)) == NULL)
+        return;
+    struct fsprof_fd_state *st = &fds[fd];
     /* A call at the file position with no position known yet (a fd this
      * thread has not used) starts this thread's view of it at 0: distances
      * are differences, so the base does not matter. */
@@ -216,20 +304,31 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
         st->pos1 = st->end1;
 }
 
+/* This thread's fd states, if it has any yet. */
+static inline __attribute__((always_inline)) struct fsprof_fd_state *my_fds(void)
+{
+    struct slot_rec *s = t_slot;
+    return s ? s->fd : NULL;
+}
+
 /* The fd's position became `pos` (lseek, fseek), or unknown (-1). */
 static inline __attribute__((always_inline)) void fd_moved(int fd, int64_t pos)
 {
-    if ((unsigned)fd < FSPROF_FD_TRACK && t_fd)
-        t_fd[fd].pos1 = pos >= 0 ? (uint64_t)pos + 1 : 0;
+    struct fsprof_fd_state *fds = my_fds();
+    if ((unsigned)fd < FSPROF_FD_TRACK && fds)
+        fds[fd].pos1 = pos >= 0 ? (uint64_t)pos + 1 : 0;
 }
 
-/* The fd number is being closed: forget what this thread knew of it. */
+/* The fd number is being closed: forget what this thread knew of it, and
+ * what the descriptor was. */
 static inline __attribute__((always_inline)) void fd_forget(int fd)
 {
-    if ((unsigned)fd < FSPROF_FD_TRACK && t_fd) {
-        t_fd[fd].pos1 = 0;
-        t_fd[fd].end1 = 0;
+    struct fsprof_fd_state *fds = my_fds();
+    if ((unsigned)fd < FSPROF_FD_TRACK && fds) {
+        fds[fd].pos1 = 0;
+        fds[fd].end1 = 0;
     }
+    fd_set_class(fd, FSPROF_FD_UNKNOWN);
 }
 
 #endif

@@ -1,15 +1,18 @@
-/* Process and thread set-up of the shim: attach to the run's control file,
- * create this process's counter file, hand out thread slots, reset after
- * fork. Nothing here may call an interposed function: files are opened with
- * raw system calls, strings are built by hand (no stdio, no malloc), so the
- * set-up can run in a constructor, inside another library's constructor or
- * in a signal handler without recursing or taking a lock. */
+/* Process set-up of the shim: find the run (FSPROF_SHM, read once when the
+ * shim loads), check that its directory is still the one `fsprof run`
+ * made, attach to its control file (every field validated), create this
+ * process's counter file, and say which processes could not be profiled.
+ *
+ * A process may outlive its run, and everything under /dev/shm is a shared
+ * name: the directory is opened with O_NOFOLLOW and accepted only if its
+ * device, inode, owner and mode are the ones the environment recorded, and
+ * every file in it is opened relative to that descriptor. A run that has
+ * ended (its control file says so, or its directory is gone) is left
+ * alone: the process runs unprofiled. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,44 +20,31 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "record.h"
+#include "runtime.h"
 #include "trace.h"
 
 HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
 HIDDEN int g_clock;
 HIDDEN uint64_t g_mult;
 HIDDEN const uint64_t *g_thr;
+HIDDEN struct run_id g_run;
+HIDDEN struct fsprof_control *g_ctl;
+HIDDEN uint32_t g_max_slots;
 
-TLS char *t_slot;
-TLS int t_shared;
-TLS uint64_t *t_corr;
-TLS struct fsprof_fd_state *t_fd;
-static TLS int t_in_setup;
+/* The run's bucket thresholds, copied: nothing on the hot path reads the
+ * shared file. */
+static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS];
 
 enum { ST_UNINIT, ST_BUSY, ST_READY, ST_OFF };
 static int g_state = ST_UNINIT;
+/* Off for good, in this process and its children: no run, a control file
+ * that is not valid, a run that has ended. */
+static int g_off_for_good;
 static int g_setup_tid;
-static struct fsprof_control *g_ctl;
-static size_t g_ctl_len;
-static struct fsprof_proc *g_proc;
-static size_t g_proc_len;
-static uint64_t g_slot_size;
-
-#define CORR_BYTES ((uint64_t)CORR_COUNT * FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8)
-#define FD_BYTES ((uint64_t)FSPROF_FD_TRACK * sizeof(struct fsprof_fd_state))
+static int g_env_done;
 static int g_atfork_done;
 
-static long sys_open(const char *path, int flags, int mode)
-{
-    return syscall(SYS_openat, AT_FDCWD, path, flags, mode);
-}
-
-static int sys_gettid(void)
-{
-    return (int)syscall(SYS_gettid);
-}
-
-static size_t cat(char *dst, size_t at, size_t cap, const char *src)
+HIDDEN size_t fsprof_cat(char *dst, size_t at, size_t cap, const char *src)
 {
     while (*src && at + 1 < cap)
         dst[at++] = *src++;
@@ -62,7 +52,7 @@ static size_t cat(char *dst, size_t at, size_t cap, const char *src)
     return at;
 }
 
-static size_t cat_u64(char *dst, size_t at, size_t cap, uint64_t v)
+HIDDEN size_t fsprof_cat_u64(char *dst, size_t at, size_t cap, uint64_t v)
 {
     char tmp[24];
     int n = 0;
@@ -83,51 +73,169 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void apply_params(const struct fsprof_control *c)
+/* Parses a decimal u64 at *s, advancing it; 0 on no digits or overflow. */
+static int parse_u64(const char **s, uint64_t *out)
+{
+    const char *p = *s;
+    uint64_t v = 0;
+    if (*p < '0' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    *s = p;
+    *out = v;
+    return 1;
+}
+
+/* Reads FSPROF_SHM once. Called from the constructor, before the program
+ * can clear its environment; later lookups use the copy. */
+HIDDEN void fsprof_capture_env(void)
+{
+    if (g_env_done)
+        return;
+    g_env_done = 1;
+    const char *v = getenv(FSPROF_ENV);
+    if (!v)
+        return;
+    uint64_t f[3];
+    for (int k = 0; k < 3; k++) {
+        if (!parse_u64(&v, &f[k]) || *v != ':')
+            return;
+        v++;
+    }
+    size_t n = 0;
+    while (v[n] && n < sizeof g_run.path)
+        n++;
+    if (f[2] > UINT32_MAX || n == 0 || n >= sizeof g_run.path || v[0] != '/')
+        return;
+    memcpy(g_run.path, v, n + 1);
+    g_run.dev = f[0];
+    g_run.ino = f[1];
+    g_run.uid = (uint32_t)f[2];
+    g_run.ok = 1;
+}
+
+/* The run directory, opened by its path and accepted only if it is the
+ * directory the environment names; -errno otherwise. */
+HIDDEN long fsprof_open_run_dir(void)
+{
+    if (!g_run.ok)
+        return -ENOENT;
+    long fd = syscall(SYS_openat, AT_FDCWD, g_run.path,
+                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        (uint64_t)st.st_dev != g_run.dev || (uint64_t)st.st_ino != g_run.ino ||
+        st.st_uid != g_run.uid || (st.st_mode & 07777) != 0700) {
+        syscall(SYS_close, fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
+HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds)
 {
     g_res = c->resolution;
     g_nbuckets = c->nbuckets;
     g_clock = (int)c->clock;
     g_mult = c->tsc_mult;
-    g_thr = c->thresholds;
+    g_thr = thresholds;
     size_t raw = sizeof(struct fsprof_ctr) + (size_t)c->nbuckets * 8;
     g_ctr_size = (uint32_t)((raw + 63) & ~(size_t)63);
 }
 
-static int attach_control(void)
+/* Whether a control header (a private copy) describes a run this shim can
+ * record, given the file's size. Every field is checked before use; the
+ * arithmetic cannot overflow once resolution is bounded. */
+HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size)
 {
-    const char *dir = getenv(FSPROF_ENV);
-    if (!dir || !*dir)
+    uint32_t r = h->resolution;
+    if (h->magic != FSPROF_CTL_MAGIC || h->abi_version != FSPROF_ABI_VERSION)
         return 0;
-    char path[4096];
-    size_t n = cat(path, 0, sizeof path, dir);
-    n = cat(path, n, sizeof path, "/" FSPROF_CTL_NAME);
-    long fd = sys_open(path, O_RDWR | O_CLOEXEC, 0);
+    if (r == 0 || r > FSPROF_MAX_RESOLUTION || (r & (r - 1)) != 0)
+        return 0;
+    if (h->nbuckets != 64 * r + 1 || h->clock > FSPROF_CLOCK_TSC ||
+        h->tsc_shift != FSPROF_TICK_SHIFT || h->tsc_mult == 0 || h->tsc_mult > (1ULL << 48))
+        return 0;
+    if (h->max_slots < 2 || h->max_slots > FSPROF_MAX_SLOTS || h->lost_max != FSPROF_LOST_MAX)
+        return 0;
+    return size >= sizeof *h + (uint64_t)h->nbuckets * 8;
+}
+
+/* Maps the control file found under the run directory. 0 on success, else
+ * -errno (-EINVAL: not a valid control file). */
+static long attach_control(long dirfd)
+{
+    long fd = syscall(SYS_openat, dirfd, FSPROF_CTL_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0)
-        return 0;
+        return -errno;
     struct stat st;
+    const uint64_t max_size = sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8;
     void *m = MAP_FAILED;
-    if (syscall(SYS_fstat, fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct fsprof_control))
-        m = (void *)syscall(SYS_mmap, 0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    long err = -EINVAL;
+    if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == g_run.uid &&
+        (st.st_mode & 077) == 0 && st.st_size >= (off_t)sizeof(struct fsprof_control) &&
+        (uint64_t)st.st_size <= max_size) {
+        m = (void *)syscall(SYS_mmap, 0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                            fd, 0);
+        if (m == MAP_FAILED)
+            err = -errno;
+    }
     syscall(SYS_close, fd);
     if (m == MAP_FAILED)
-        return 0;
-    struct fsprof_control *c = m;
-    if (c->magic != FSPROF_CTL_MAGIC || c->abi_version != FSPROF_ABI_VERSION ||
-        c->nbuckets != 64 * c->resolution + 1 || c->tsc_shift != FSPROF_TICK_SHIFT ||
-        (size_t)st.st_size < sizeof *c + (size_t)c->nbuckets * 8 || c->max_slots < 2) {
+        return err;
+    /* Validate a copy, then use only the copy: the file cannot change the
+     * parameters between the check and their use. */
+    struct fsprof_control h;
+    memcpy(&h, m, sizeof h);
+    if (!fsprof_control_valid(&h, (uint64_t)st.st_size)) {
         syscall(SYS_munmap, m, (size_t)st.st_size);
-        return 0;
+        return -EINVAL;
     }
-    g_ctl = c;
-    g_ctl_len = (size_t)st.st_size;
-    apply_params(c);
-    return 1;
+    memcpy(g_thr_copy, (char *)m + sizeof h, (size_t)h.nbuckets * 8);
+    g_ctl = m;
+    g_max_slots = h.max_slots;
+    fsprof_apply_params(&h, g_thr_copy);
+    return 0;
+}
+
+/* Records, in the control file, a process this run does not profile.
+ * `exe` names what it runs (NULL: this process's own executable). */
+HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe)
+{
+    struct fsprof_control *c = g_ctl;
+    if (c == NULL || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
+        return;
+    uint64_t k = __atomic_fetch_add(&c->lost_count, 1, __ATOMIC_RELAXED);
+    if (k >= FSPROF_LOST_MAX)
+        return;
+    struct fsprof_lost *l = &c->lost[k];
+    l->pid = (int32_t)syscall(SYS_getpid);
+    l->ppid = (int32_t)syscall(SYS_getppid);
+    l->err = err;
+    l->uid = uid;
+    if (exe) {
+        uint32_t n = 0;
+        while (exe[n] && n < FSPROF_LOST_EXE)
+            n++;
+        memcpy(l->exe, exe, n);
+        l->exe_len = n;
+    } else {
+        long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", l->exe, FSPROF_LOST_EXE);
+        l->exe_len = e > 0 ? (uint32_t)e : 0;
+    }
+    __atomic_store_n(&l->what, what, __ATOMIC_RELEASE);
 }
 
 static uint32_t read_small_file(const char *path, char *buf, uint32_t cap)
 {
-    long fd = sys_open(path, O_RDONLY | O_CLOEXEC, 0);
+    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return 0;
     uint32_t len = 0;
@@ -141,89 +249,136 @@ static uint32_t read_small_file(const char *path, char *buf, uint32_t cap)
     return len;
 }
 
-static int create_process_file(void)
+static void fill_header(struct fsprof_proc *p, uint64_t seq)
 {
-    const char *dir = getenv(FSPROF_ENV);
-    uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
-    char path[4096];
-    size_t n = cat(path, 0, sizeof path, dir);
-    n = cat(path, n, sizeof path, "/p");
-    cat_u64(path, n, sizeof path, seq);
-    long fd = sys_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return 0;
-    uint64_t corr_off = FSPROF_SLOT_HDR_SIZE + (uint64_t)OP_COUNT * g_ctr_size;
-    g_slot_size = corr_off + CORR_BYTES + FD_BYTES;
-    size_t len = FSPROF_PROC_HDR_SIZE + (size_t)g_ctl->max_slots * g_slot_size;
-    void *m = MAP_FAILED;
-    /* The file is sparse: only the pages of counters actually used are ever
-     * allocated. */
-    if (syscall(SYS_ftruncate, fd, (long)len) == 0)
-        m = (void *)syscall(SYS_mmap, 0, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    syscall(SYS_close, fd);
-    if (m == MAP_FAILED)
-        return 0;
-    struct fsprof_proc *p = m;
     p->magic = FSPROF_PROC_MAGIC;
     p->abi_version = FSPROF_ABI_VERSION;
     p->hdr_size = FSPROF_PROC_HDR_SIZE;
     p->nops = OP_COUNT;
+    p->nctr = NCTR;
+    p->nfdops = FDOP_COUNT;
     p->nbuckets = g_nbuckets;
     p->ctr_size = g_ctr_size;
-    p->max_slots = g_ctl->max_slots;
-    p->slot_size = g_slot_size;
+    p->max_slots = g_max_slots;
     p->corr_ops = CORR_COUNT;
     p->corr_lat = FSPROF_CORR_LAT;
     p->corr_val = FSPROF_CORR_VAL;
-    p->corr_off = (uint32_t)corr_off;
+    p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
     p->pid = (int32_t)syscall(SYS_getpid);
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = mono_ns();
-    p->slots_used = 1;
     p->seq = seq;
     long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->exe, FSPROF_EXE_MAX - 1);
     p->exe_len = e > 0 ? (uint32_t)e : 0;
     p->cmdline_len = read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
-    struct fsprof_slot_hdr *s0 = (struct fsprof_slot_hdr *)((char *)m + FSPROF_PROC_HDR_SIZE);
-    s0->shared = 1;
-    g_proc = p;
-    g_proc_len = len;
-    __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
-    return 1;
+}
+
+/* Creates p<seq> under the run directory with its first chunk reserved and
+ * mapped; 0 or -errno. A file that cannot be completed is removed. */
+static long create_process_file(long dirfd)
+{
+    uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
+    char name[32];
+    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, seq);
+    long fd = syscall(SYS_openat, dirfd, name,
+                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    long err = fsprof_reserve(fd, 0, FSPROF_FIRST_CHUNK);
+    char *m = MAP_FAILED;
+    if (err == 0) {
+        m = (char *)syscall(SYS_mmap, 0, FSPROF_FIRST_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED,
+                            fd, 0);
+        if (m == MAP_FAILED)
+            err = -errno;
+    }
+    if (err == 0) {
+        fill_header((struct fsprof_proc *)m, seq);
+        err = fsprof_pool_start(fd, m, FSPROF_FIRST_CHUNK, seq);
+    }
+    syscall(SYS_close, fd);
+    if (err != 0) {
+        if (m != MAP_FAILED)
+            syscall(SYS_munmap, m, FSPROF_FIRST_CHUNK);
+        syscall(SYS_unlinkat, dirfd, name, 0);
+    }
+    return err;
 }
 
 static void after_fork_in_child(void)
 {
-    /* The child inherits the parent's mapping: writing to it would count the
-     * child's calls as the parent's. Detach; the child gets its own file on
-     * its first call. */
-    if (g_proc)
-        syscall(SYS_munmap, g_proc, g_proc_len);
-    g_proc = NULL;
+    /* The child inherits the parent's mappings: writing to them would count
+     * the child's calls as the parent's. Detach; the child gets its own
+     * file on its first call. The control file stays mapped. */
+    fsprof_pool_forget();
     t_slot = NULL;
-    t_corr = NULL;
-    t_fd = NULL;
     t_shared = 0;
-    if (g_state == ST_READY || g_state == ST_BUSY)
+    if (!g_off_for_good)
         g_state = ST_UNINIT;
     fsprof_trace_after_fork();
 }
 
-static void setup_process(void)
+/* 1 if this process records; else 0, having said why when it matters. */
+static int setup_process(void)
 {
-    int ok = g_ctl || attach_control();
-    ok = ok && create_process_file();
-    if (ok)
-        fsprof_trace_process(getenv(FSPROF_ENV), &g_ctl->next_seq, g_proc->seq);
-    if (ok && !g_atfork_done) {
+    /* Another library's constructor may call in before ours has run. */
+    fsprof_capture_env();
+    if (!g_atfork_done && g_run.ok) {
         g_atfork_done = 1;
         pthread_atfork(NULL, NULL, after_fork_in_child);
     }
-    __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
+    if (!g_run.ok) {
+        g_off_for_good = 1;
+        return 0;
+    }
+    uint32_t euid = (uint32_t)syscall(SYS_geteuid);
+    long dirfd = -1;
+    if (g_ctl == NULL) {
+        dirfd = fsprof_open_run_dir();
+        if (dirfd < 0 || attach_control(dirfd) != 0) {
+            /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
+            if (dirfd >= 0)
+                syscall(SYS_close, dirfd);
+            g_off_for_good = 1;
+            return 0;
+        }
+    }
+    if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE) {
+        if (dirfd >= 0)
+            syscall(SYS_close, dirfd);
+        g_off_for_good = 1;
+        return 0;
+    }
+    if (euid != g_run.uid && euid != 0) {
+        /* A child of a process that dropped its privileges: the run
+         * directory is not this user's to write. */
+        if (dirfd >= 0)
+            syscall(SYS_close, dirfd);
+        fsprof_lost(FSPROF_LOST_UID, EACCES, euid, NULL);
+        return 0;
+    }
+    if (dirfd < 0)
+        dirfd = fsprof_open_run_dir();
+    long err = dirfd < 0 ? dirfd : 0;
+    if (err == 0)
+        err = create_process_file(dirfd);
+    if (dirfd >= 0)
+        syscall(SYS_close, dirfd);
+    if (err == -ENOENT || err == -EPERM) {
+        /* The run directory is gone (or is not the run's any more). */
+        g_off_for_good = 1;
+        return 0;
+    }
+    if (err != 0) {
+        fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
+        return 0;
+    }
+    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc->seq);
+    return 1;
 }
 
 /* Returns whether this process records, setting it up on first use. */
-static int process_ready(void)
+HIDDEN int fsprof_process_ready(void)
 {
     for (;;) {
         int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
@@ -235,171 +390,28 @@ static int process_ready(void)
             int expect = ST_UNINIT;
             if (__atomic_compare_exchange_n(&g_state, &expect, ST_BUSY, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                g_setup_tid = sys_gettid();
-                setup_process();
-                continue;
+                g_setup_tid = (int)syscall(SYS_gettid);
+                int ok = setup_process();
+                __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
             }
             continue;
         }
         /* Another thread is setting up. If it is this thread (a signal
          * handler interrupted the set-up), don't wait for ourselves. */
-        if (g_setup_tid == sys_gettid())
+        if (g_setup_tid == (int)syscall(SYS_gettid))
             return 0;
         syscall(SYS_sched_yield);
     }
 }
 
-HIDDEN char *fsprof_slot_slow(void)
-{
-    if (__atomic_load_n(&g_state, __ATOMIC_RELAXED) == ST_OFF || t_in_setup)
-        return NULL;
-    int saved_errno = errno;
-    t_in_setup = 1;
-    char *ops = NULL;
-    if (process_ready()) {
-        uint32_t idx = __atomic_fetch_add(&g_proc->slots_used, 1, __ATOMIC_RELAXED);
-        int shared = idx >= g_proc->max_slots;
-        if (shared)
-            idx = 0;
-        char *slot = (char *)g_proc + FSPROF_PROC_HDR_SIZE + idx * g_slot_size;
-        if (!shared)
-            ((struct fsprof_slot_hdr *)slot)->tid = (uint32_t)sys_gettid();
-        t_shared = shared;
-        ops = slot + FSPROF_SLOT_HDR_SIZE;
-        t_corr = (uint64_t *)(ops + (size_t)OP_COUNT * g_ctr_size);
-        t_fd = (struct fsprof_fd_state *)((char *)t_corr + CORR_BYTES);
-        t_slot = ops;
-    }
-    t_in_setup = 0;
-    errno = saved_errno;
-    return ops;
-}
-
-/* Every profiled process appears in the run, even one that makes no call. */
+/* Reads the environment before the program can change it, and makes every
+ * profiled process appear in the run, even one that makes no call. */
 __attribute__((constructor)) static void fsprof_init(void)
 {
-    if (getenv(FSPROF_ENV))
-        (void)process_ready();
-}
-
-/* ---- entry points for `fsprof run` itself (dlopen'ed, never preloaded) --- */
-
-EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
-{
-    out->control_size = sizeof(struct fsprof_control);
-    out->ctr_size = sizeof(struct fsprof_ctr);
-    out->proc_size = sizeof(struct fsprof_proc);
-    out->off_proc_slots_used = offsetof(struct fsprof_proc, slots_used);
-    out->off_proc_ready = offsetof(struct fsprof_proc, ready);
-    out->off_proc_exe = offsetof(struct fsprof_proc, exe);
-    out->off_proc_cmdline = offsetof(struct fsprof_proc, cmdline);
-    out->off_ctl_next_seq = offsetof(struct fsprof_control, next_seq);
-    out->off_ctl_thresholds = offsetof(struct fsprof_control, thresholds);
-    out->off_ctr_buckets = offsetof(struct fsprof_ctr, buckets);
-    out->nops = OP_COUNT;
-    out->off_proc_corr_ops = offsetof(struct fsprof_proc, corr_ops);
-    out->corr_ops = CORR_COUNT;
-    out->corr_lat = FSPROF_CORR_LAT;
-    out->corr_val = FSPROF_CORR_VAL;
-    uint32_t k = 0;
-#define C(n) out->corr_op_index[k++] = OP_##n;
-    FSPROF_CORR_OPS_LIST
-#undef C
-    (void)k;
-    out->abi_version = FSPROF_ABI_VERSION;
-    out->tick_shift = FSPROF_TICK_SHIFT;
-    out->fd_track = FSPROF_FD_TRACK;
-    out->fd_state_size = sizeof(struct fsprof_fd_state);
-    out->slot_hdr_size = FSPROF_SLOT_HDR_SIZE;
-    out->proc_hdr_size = FSPROF_PROC_HDR_SIZE;
-    uint32_t *f = out->off_ctr_fields;
-    f[0] = offsetof(struct fsprof_ctr, pre);
-    f[1] = offsetof(struct fsprof_ctr, post);
-    f[2] = offsetof(struct fsprof_ctr, errors);
-    f[3] = offsetof(struct fsprof_ctr, total_ns);
-    f[4] = offsetof(struct fsprof_ctr, min_ns);
-    f[5] = offsetof(struct fsprof_ctr, max_ns);
-    f[6] = offsetof(struct fsprof_ctr, zero);
-    f[7] = offsetof(struct fsprof_ctr, reserved);
-}
-
-static __attribute__((noinline)) long fsprof_noop(long x)
-{
-    __asm__ volatile("" : "+r"(x));
-    return x;
-}
-
-static double best_ns_per_iter(int timed, uint32_t iters)
-{
-    long (*volatile fn)(long) = fsprof_noop;
-    double best = 1e300;
-    for (int round = 0; round < 5; round++) {
-        uint64_t a = mono_ns();
-        for (uint32_t i = 0; i < iters; i++) {
-            if (timed) {
-                struct fsprof_ctr *c = call_begin(OP_read);
-                uint64_t t0 = now_ticks();
-                long r = fn((long)i);
-                uint64_t t1 = now_ticks();
-                call_end(c, t0, t1, r == -1);
-            } else {
-                (void)fn((long)i);
-            }
-        }
-        double per = (double)(mono_ns() - a) / iters;
-        if (per < best)
-            best = per;
+    fsprof_capture_env();
+    if (g_run.ok) {
+        int saved = errno;
+        (void)fsprof_process_ready();
+        errno = saved;
     }
-    return best;
-}
-
-/* Measures this shim's own cost with the run's clock parameters: the time
- * the bookkeeping adds around a call, and the smallest latency it can see
- * (FSprof §4.2). Uses scratch counters, never the run's files. */
-EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, uint32_t iters,
-                                struct fsprof_selftest *out)
-{
-    if (ctl->magic != FSPROF_CTL_MAGIC || ctl->abi_version != FSPROF_ABI_VERSION ||
-        ctl->tsc_shift != FSPROF_TICK_SHIFT || iters == 0)
-        return -1;
-    apply_params(ctl);
-    size_t len = (size_t)OP_COUNT * g_ctr_size + CORR_BYTES + FD_BYTES;
-    char *scratch = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (scratch == MAP_FAILED)
-        return -1;
-    char *saved_slot = t_slot;
-    uint64_t *saved_corr = t_corr;
-    struct fsprof_fd_state *saved_fd = t_fd;
-    int saved_shared = t_shared;
-    t_slot = scratch;
-    t_corr = (uint64_t *)(scratch + (size_t)OP_COUNT * g_ctr_size);
-    t_fd = (struct fsprof_fd_state *)((char *)t_corr + CORR_BYTES);
-    t_shared = 0;
-    double bare = best_ns_per_iter(0, iters);
-    double timed = best_ns_per_iter(1, iters);
-    uint64_t min_pair = UINT64_MAX;
-    for (uint32_t i = 0; i < iters; i++) {
-        uint64_t t0 = now_ticks();
-        uint64_t t1 = now_ticks();
-        uint64_t ns = ticks_to_ns(t1 - t0);
-        if (ns < min_pair)
-            min_pair = ns;
-    }
-    t_slot = saved_slot;
-    t_corr = saved_corr;
-    t_fd = saved_fd;
-    t_shared = saved_shared;
-    munmap(scratch, len);
-    out->per_call_ns = timed > bare ? timed - bare : 0.0;
-    out->min_recordable_ns = (double)min_pair;
-    return 0;
-}
-
-/* For the tests: the slot the hot path files a latency of `ns` > 0 in, with
- * the run's parameters, so it can be compared with fsprof-core's exact
- * bucket function at every resolution. */
-EXPORT uint32_t fsprof_shim_bucket_slot(const struct fsprof_control *ctl, uint64_t ns)
-{
-    apply_params(ctl);
-    return bucket_slot(ns);
 }

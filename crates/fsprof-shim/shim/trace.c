@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "runtime.h"
 #include "trace.h"
 
 HIDDEN int g_trace;
@@ -268,22 +269,30 @@ static int chunk_open(uint64_t need)
     while (size < need + FSPROF_TCHUNK_HDR && size < (1ULL << 40))
         size *= 2;
     uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
-    char path[4200];
-    size_t n = tcat(path, 0, sizeof path, g_tdir);
-    n = tcat(path, n, sizeof path, "/t");
-    tcat_u64(path, n, sizeof path, seq);
-    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                      0600);
-    if (fd < 0)
+    char name[32];
+    size_t n = tcat(name, 0, sizeof name, "t");
+    tcat_u64(name, n, sizeof name, seq);
+    /* Under the run directory as runtime.c verified it (never by name
+     * alone), with the chunk's pages reserved: a full tmpfs fails here,
+     * not with SIGBUS on a later write. */
+    long dirfd = fsprof_open_run_dir();
+    if (dirfd < 0)
         return 0;
-    void *m = MAP_FAILED;
-    if (syscall(SYS_ftruncate, fd, (long)size) == 0)
-        m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    syscall(SYS_close, fd);
-    if (m == MAP_FAILED) {
-        syscall(SYS_unlinkat, AT_FDCWD, path, 0);
+    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      0600);
+    if (fd < 0) {
+        syscall(SYS_close, dirfd);
         return 0;
     }
+    void *m = MAP_FAILED;
+    if (fsprof_reserve(fd, 0, size) == 0)
+        m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    syscall(SYS_close, fd);
+    if (m == MAP_FAILED)
+        syscall(SYS_unlinkat, dirfd, name, 0);
+    syscall(SYS_close, dirfd);
+    if (m == MAP_FAILED)
+        return 0;
     struct fsprof_tchunk *c = m;
     c->magic = FSPROF_TCHUNK_MAGIC;
     c->abi_version = FSPROF_TRACE_ABI_VERSION;

@@ -46,11 +46,15 @@ HIDDEN void fsprof_trace_after_fork(void);
  * then recorded. `after` runs with the result `r`, the latency `ns_` and
  * the counters `c_` (NULL when this process is not profiled). */
 #define TRACED(op, name, type, failed, args, after)                                      \
+    TRACED_WITH(op, call_begin(op), name, type, failed, args, after)
+/* The same with the counters from `begin` (call_begin_fd for the ops on a
+ * descriptor, which are counted by what the descriptor is). */
+#define TRACED_WITH(op, begin, name, type, failed, args, after)                          \
     if (UNLIKELY(g_trace)) {                                                             \
         uint64_t tra_[] = {TR_LIST args};                                                \
         struct fsprof_tpre pre_;                                                         \
         fsprof_trace_pre(&pre_, op, #name, tra_, (int)(sizeof tra_ / sizeof *tra_));     \
-        struct fsprof_ctr *c_ = call_begin(op);                                          \
+        struct fsprof_ctr *c_ = (begin);                                                 \
         uint64_t t0_ = now_ticks();                                                      \
         type r = REAL(name) args;                                                        \
         uint64_t t1_ = now_ticks();                                                      \

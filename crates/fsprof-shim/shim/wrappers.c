@@ -3,7 +3,10 @@
  * `64` variants, `__xstat`-style and fortified `__*_chk` aliases and the
  * `_unlocked` stdio variants fold into the op of their base function.
  * Calls libc makes internally (fread's read, realpath's lstat) don't go
- * through these symbols and are not seen: that is the syscall layer's job. */
+ * through these symbols and are not seen: that is the syscall layer's job.
+ * Ops on a descriptor (F() in ops.def) are filed by what the descriptor is
+ * (fdclass.c): calls on pipes, sockets and devices go to the op's non-file
+ * twin, so that the file-system ops hold file-system time only. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -25,38 +28,8 @@
 #include <unistd.h>
 #include <utime.h>
 
-#include "record.h"
+#include "interpose.h"
 #include "trace.h"
-
-/* Symbols that only exist as old versioned compat symbols in current glibc
- * (`__xstat@GLIBC_2.2.5`) are invisible to dlsym; ask for them by version. */
-static void *resolve(const char *name)
-{
-    void *p = dlsym(RTLD_NEXT, name);
-    static const char *const versions[] = {"GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
-    for (unsigned i = 0; !p && i < sizeof versions / sizeof *versions; i++)
-        p = dlvsym(RTLD_NEXT, name, versions[i]);
-    if (!p) {
-        /* Only reachable if the program calls a function no later library
-         * defines, which the dynamic linker would already have refused. */
-        static const char msg[] = "fsprof shim: cannot find the real libc function\n";
-        (void)!write(2, msg, sizeof msg - 1);
-        abort();
-    }
-    return p;
-}
-
-static inline void *real_fn(void **slot, const char *name)
-{
-    void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
-    if (UNLIKELY(p == NULL)) {
-        p = resolve(name);
-        __atomic_store_n(slot, p, __ATOMIC_RELAXED);
-    }
-    return p;
-}
-
-#define REAL(name) ((__typeof__(real_##name))real_fn((void **)&real_##name, #name))
 
 /* Times `call` (an expression of type `type`) as op `op`; `failed` is an
  * expression over the result `r`. */
@@ -80,25 +53,71 @@ static inline void *real_fn(void **slot, const char *name)
         TIMED(OP_##op, type, failed, REAL(name) args);                                   \
     }
 
-/* A data call (FSPROF_CORR_OPS_LIST): timed like TIMED, then its request
- * size and seek distance are filed (record_value). `fd`, `off`, `size` and
- * `done` are expressions over the parameters and the result `r`. */
+/* Times a call on descriptor `fdexpr` (an expression over the parameters)
+ * as op `op` or, when the descriptor is not a file, as its non-file twin. */
+#define TIMED_FD(op, fdexpr, type, failed, call)                                         \
+    do {                                                                                 \
+        int file_;                                                                       \
+        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_);     \
+        if (UNLIKELY(c_ == NULL))                                                        \
+            return call;                                                                 \
+        uint64_t t0_ = now_ticks();                                                      \
+        type r = call;                                                                   \
+        uint64_t t1_ = now_ticks();                                                      \
+        call_end(c_, t0_, t1_, (failed));                                                \
+        return r;                                                                        \
+    } while (0)
+
+#define WRAP_FD(op, type, name, params, args, failed, fdexpr)                            \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
+                    type, failed, args, (void)0)                                         \
+        TIMED_FD(op, (fdexpr), type, failed, REAL(name) args);                           \
+    }
+
+/* A data call (FSPROF_CORR_OPS_LIST): timed like WRAP_FD, then, on a file,
+ * its request size and seek distance are filed (record_value). `fd`,
+ * `off`, `size` and `done` are expressions over the parameters and the
+ * result `r`. */
 #define WRAP_DATA(op, type, name, params, args, failed, ...)                             \
     WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
 #define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
-        TRACED(OP_##op, name, type, failed, args,                                        \
-               if (c_) record_value(CORR_##op, ns_, (fd), (off), (size), (done)))       \
-        struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
+        int file_ = 0;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), name, type,  \
+                    failed, args,                                                        \
+                    if (c_ && file_) record_value(CORR_##op, ns_, (fd), (off), (size), (done))) \
+        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fd), &file_);         \
         if (UNLIKELY(c_ == NULL))                                                        \
             return REAL(name) args;                                                      \
         uint64_t t0_ = now_ticks();                                                      \
         type r = REAL(name) args;                                                        \
         uint64_t t1_ = now_ticks();                                                      \
         uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
-        record_value(CORR_##op, ns_, (fd), (off), (size), (done));                      \
+        if (LIKELY(file_))                                                               \
+            record_value(CORR_##op, ns_, (fd), (off), (size), (done));                   \
+        return r;                                                                        \
+    }
+
+/* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
+#define WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, after)                \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
+                    type, failed, args, after)                                           \
+        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_);     \
+        uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
+        type r = REAL(name) args;                                                        \
+        if (c_)                                                                          \
+            call_end(c_, t0_, now_ticks(), (failed));                                    \
+        after;                                                                           \
         return r;                                                                        \
     }
 
@@ -143,14 +162,31 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
         va_end(ap);                                                                      \
     }
 
+/* Opens: the new descriptor is a file (fdclass.c). */
+#define OPENED fsprof_fd_opened(r, path)
 #define WRAP_OPEN(name)                                                                  \
     static int (*real_##name)(const char *, int, ...);                                   \
     EXPORT int name(const char *path, int flags, ...)                                    \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
-        TRACED(OP_open, name, int, M1, (path, flags, mode), (void)0)                     \
-        TIMED(OP_open, int, M1, REAL(name)(path, flags, mode));                          \
+        TRACED(OP_open, name, int, M1, (path, flags, mode), if (r >= 0) OPENED)          \
+        return opened(OP_open, path, REAL(name), 0, 0, flags, mode);                     \
     }
+
+/* open (at = 0) and openat (at = 1, dirfd) through one timed path. */
+static inline __attribute__((always_inline)) int opened(int op, const char *path, void *fn, int at,
+                                                        int dirfd, int flags, mode_t mode)
+{
+    struct fsprof_ctr *c = call_begin(op);
+    uint64_t t0 = c ? now_ticks() : 0;
+    int r = at ? ((int (*)(int, const char *, int, ...))fn)(dirfd, path, flags, mode)
+               : ((int (*)(const char *, int, ...))fn)(path, flags, mode);
+    if (c)
+        call_end(c, t0, now_ticks(), r == -1);
+    if (r >= 0)
+        OPENED;
+    return r;
+}
 WRAP_OPEN(open)
 WRAP_OPEN(open64)
 
@@ -159,24 +195,42 @@ WRAP_OPEN(open64)
     EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
-        TRACED(OP_openat, name, int, M1, (dirfd, path, flags, mode), (void)0)            \
-        TIMED(OP_openat, int, M1, REAL(name)(dirfd, path, flags, mode));                 \
+        TRACED(OP_openat, name, int, M1, (dirfd, path, flags, mode), if (r >= 0) OPENED) \
+        return opened(OP_openat, path, REAL(name), 1, dirfd, flags, mode);               \
     }
 WRAP_OPENAT(openat)
 WRAP_OPENAT(openat64)
 
-WRAP(open, int, __open_2, (const char *path, int flags), (path, flags), M1)
-WRAP(open, int, __open64_2, (const char *path, int flags), (path, flags), M1)
-WRAP(openat, int, __openat_2, (int d, const char *path, int flags), (d, path, flags), M1)
-WRAP(openat, int, __openat64_2, (int d, const char *path, int flags), (d, path, flags), M1)
-WRAP(creat, int, creat, (const char *path, mode_t mode), (path, mode), M1)
-WRAP(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1)
+WRAP_THEN(open, int, __open_2, (const char *path, int flags), (path, flags), M1,
+          if (r >= 0) OPENED)
+WRAP_THEN(open, int, __open64_2, (const char *path, int flags), (path, flags), M1,
+          if (r >= 0) OPENED)
+WRAP_THEN(openat, int, __openat_2, (int d, const char *path, int flags), (d, path, flags), M1,
+          if (r >= 0) OPENED)
+WRAP_THEN(openat, int, __openat64_2, (int d, const char *path, int flags), (d, path, flags), M1,
+          if (r >= 0) OPENED)
+WRAP_THEN(creat, int, creat, (const char *path, mode_t mode), (path, mode), M1,
+          if (r >= 0) OPENED)
+WRAP_THEN(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1,
+          if (r >= 0) OPENED)
+
+/* Filed by what the descriptor was; then it is forgotten (after the call
+ * when tracing: a number reused meanwhile is only looked at again). */
 static int (*real_close)(int);
 EXPORT int close(int fd)
 {
+    int file = 1;
+    TRACED_WITH(OP_close, call_begin_fd(OP_close, FDOP_close, fd, &file), close, int, M1, (fd),
+                fd_forget(fd))
+    struct fsprof_ctr *c = call_begin_fd(OP_close, FDOP_close, fd, &file);
     fd_forget(fd);
-    TRACED(OP_close, close, int, M1, (fd), (void)0)
-    TIMED(OP_close, int, M1, REAL(close)(fd));
+    if (UNLIKELY(c == NULL))
+        return REAL(close)(fd);
+    uint64_t t0 = now_ticks();
+    int r = REAL(close)(fd);
+    uint64_t t1 = now_ticks();
+    call_end(c, t0, t1, r == -1);
+    return r;
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -224,9 +278,9 @@ WRAP_DATA(pwritev2, ssize_t, pwritev2, (int fd, const struct iovec *v, int n, of
 WRAP_DATA(pwritev2, ssize_t, pwritev64v2,
           (int fd, const struct iovec *v, int n, off64_t o, int f), (fd, v, n, o, f), M1,
           V_AT_OFF)
-WRAP_THEN(lseek, off_t, lseek, (int fd, off_t o, int w), (fd, o, w), M1,
+WRAP_FD_THEN(lseek, off_t, lseek, (int fd, off_t o, int w), (fd, o, w), M1, fd,
           if (r >= 0) fd_moved(fd, (int64_t)r))
-WRAP_THEN(lseek, off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), M1,
+WRAP_FD_THEN(lseek, off64_t, lseek64, (int fd, off64_t o, int w), (fd, o, w), M1, fd,
           if (r >= 0) fd_moved(fd, (int64_t)r))
 WRAP(sendfile, ssize_t, sendfile, (int o, int i, off_t *off, size_t n), (o, i, off, n), M1)
 WRAP(sendfile, ssize_t, sendfile64, (int o, int i, off64_t *off, size_t n), (o, i, off, n), M1)
@@ -243,10 +297,10 @@ WRAP(lstat, int, lstat, (const char *p, struct stat *s), (p, s), M1)
 WRAP(lstat, int, lstat64, (const char *p, struct stat64 *s), (p, s), M1)
 WRAP(lstat, int, __lxstat, (int v, const char *p, struct stat *s), (v, p, s), M1)
 WRAP(lstat, int, __lxstat64, (int v, const char *p, struct stat64 *s), (v, p, s), M1)
-WRAP(fstat, int, fstat, (int fd, struct stat *s), (fd, s), M1)
-WRAP(fstat, int, fstat64, (int fd, struct stat64 *s), (fd, s), M1)
-WRAP(fstat, int, __fxstat, (int v, int fd, struct stat *s), (v, fd, s), M1)
-WRAP(fstat, int, __fxstat64, (int v, int fd, struct stat64 *s), (v, fd, s), M1)
+WRAP_FD(fstat, int, fstat, (int fd, struct stat *s), (fd, s), M1, fd)
+WRAP_FD(fstat, int, fstat64, (int fd, struct stat64 *s), (fd, s), M1, fd)
+WRAP_FD(fstat, int, __fxstat, (int v, int fd, struct stat *s), (v, fd, s), M1, fd)
+WRAP_FD(fstat, int, __fxstat64, (int v, int fd, struct stat64 *s), (v, fd, s), M1, fd)
 WRAP(fstatat, int, fstatat, (int d, const char *p, struct stat *s, int f), (d, p, s, f), M1)
 WRAP(fstatat, int, fstatat64, (int d, const char *p, struct stat64 *s, int f), (d, p, s, f), M1)
 WRAP(fstatat, int, __fxstatat, (int v, int d, const char *p, struct stat *s, int f),
@@ -259,24 +313,24 @@ WRAP(access, int, access, (const char *p, int m), (p, m), M1)
 WRAP(faccessat, int, faccessat, (int d, const char *p, int m, int f), (d, p, m, f), M1)
 WRAP(statfs, int, statfs, (const char *p, struct statfs *s), (p, s), M1)
 WRAP(statfs, int, statfs64, (const char *p, struct statfs64 *s), (p, s), M1)
-WRAP(fstatfs, int, fstatfs, (int fd, struct statfs *s), (fd, s), M1)
-WRAP(fstatfs, int, fstatfs64, (int fd, struct statfs64 *s), (fd, s), M1)
+WRAP_FD(fstatfs, int, fstatfs, (int fd, struct statfs *s), (fd, s), M1, fd)
+WRAP_FD(fstatfs, int, fstatfs64, (int fd, struct statfs64 *s), (fd, s), M1, fd)
 WRAP(statvfs, int, statvfs, (const char *p, struct statvfs *s), (p, s), M1)
 WRAP(statvfs, int, statvfs64, (const char *p, struct statvfs64 *s), (p, s), M1)
-WRAP(fstatvfs, int, fstatvfs, (int fd, struct statvfs *s), (fd, s), M1)
-WRAP(fstatvfs, int, fstatvfs64, (int fd, struct statvfs64 *s), (fd, s), M1)
+WRAP_FD(fstatvfs, int, fstatvfs, (int fd, struct statvfs *s), (fd, s), M1, fd)
+WRAP_FD(fstatvfs, int, fstatvfs64, (int fd, struct statvfs64 *s), (fd, s), M1, fd)
 
 /* ---- durability and size ---------------------------------------------------- */
 
-WRAP(fsync, int, fsync, (int fd), (fd), M1)
-WRAP(fdatasync, int, fdatasync, (int fd), (fd), M1)
+WRAP_FD(fsync, int, fsync, (int fd), (fd), M1, fd)
+WRAP_FD(fdatasync, int, fdatasync, (int fd), (fd), M1, fd)
 WRAP(syncfs, int, syncfs, (int fd), (fd), M1)
 WRAP(sync_file_range, int, sync_file_range, (int fd, off64_t o, off64_t n, unsigned f),
      (fd, o, n, f), M1)
 WRAP(truncate, int, truncate, (const char *p, off_t n), (p, n), M1)
 WRAP(truncate, int, truncate64, (const char *p, off64_t n), (p, n), M1)
-WRAP(ftruncate, int, ftruncate, (int fd, off_t n), (fd, n), M1)
-WRAP(ftruncate, int, ftruncate64, (int fd, off64_t n), (fd, n), M1)
+WRAP_FD(ftruncate, int, ftruncate, (int fd, off_t n), (fd, n), M1, fd)
+WRAP_FD(ftruncate, int, ftruncate64, (int fd, off64_t n), (fd, n), M1, fd)
 WRAP(fallocate, int, fallocate, (int fd, int m, off_t o, off_t n), (fd, m, o, n), M1)
 WRAP(fallocate, int, fallocate64, (int fd, int m, off64_t o, off64_t n), (fd, m, o, n), M1)
 /* These two return the error number instead of setting errno. */
@@ -460,11 +514,14 @@ static int map_forget(void *addr)
     EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
     {                                                                                    \
         struct fsprof_ctr *c;                                                            \
+        int file_ = 1;                                                                   \
         if (!(flags & MAP_ANONYMOUS) && fd >= 0) {                                       \
-            TRACED(OP_mmap, name, void *, r == MAP_FAILED, (a, n, prot, flags, fd, off),  \
-                   if (r != MAP_FAILED) map_remember(r))                                 \
+            TRACED_WITH(OP_mmap, call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_), name,     \
+                        void *, r == MAP_FAILED, (a, n, prot, flags, fd, off),           \
+                        if (r != MAP_FAILED) map_remember(r))                            \
         }                                                                                \
-        if ((flags & MAP_ANONYMOUS) || fd < 0 || (c = call_begin(OP_mmap)) == NULL)      \
+        if ((flags & MAP_ANONYMOUS) || fd < 0 ||                                         \
+            (c = call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_)) == NULL)                 \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
         uint64_t t0 = now_ticks();                                                       \
         void *r = REAL(name)(a, n, prot, flags, fd, off);                                \
@@ -498,6 +555,17 @@ WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
 
 /* ---- locks and descriptors ------------------------------------------------------------------ */
 
+/* F_DUPFD and F_DUPFD_CLOEXEC make a descriptor of the same class. */
+#define DUPED(fd, cmd, r)                                                                \
+    if ((r) >= 0 && ((cmd) == F_DUPFD || (cmd) == F_DUPFD_CLOEXEC))                      \
+    fsprof_fd_dup((fd), (r))
+
+static inline __attribute__((always_inline)) int fcntl_timed(int (*fn)(int, int, ...), int fd,
+                                                             int cmd, long arg)
+{
+    TIMED_FD(fcntl, fd, int, M1, fn(fd, cmd, arg));
+}
+
 /* fcntl's third argument is an int or a pointer depending on the command;
  * passing it on as a long is how libc itself forwards it. */
 #define WRAP_FCNTL(name)                                                                 \
@@ -508,23 +576,54 @@ WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
         va_start(ap, cmd);                                                               \
         long arg = va_arg(ap, long);                                                     \
         va_end(ap);                                                                      \
-        TRACED(OP_fcntl, name, int, M1, (fd, cmd, arg), (void)0)                         \
-        TIMED(OP_fcntl, int, M1, REAL(name)(fd, cmd, arg));                              \
+        int file_ = 1;                                                                   \
+        TRACED_WITH(OP_fcntl, call_begin_fd(OP_fcntl, FDOP_fcntl, fd, &file_), name, int, \
+                    M1, (fd, cmd, arg), DUPED(fd, cmd, r))                               \
+        int r = fcntl_timed(REAL(name), fd, cmd, arg);                                   \
+        DUPED(fd, cmd, r);                                                               \
+        return r;                                                                        \
     }
 WRAP_FCNTL(fcntl)
 WRAP_FCNTL(fcntl64)
-WRAP(flock, int, flock, (int fd, int op), (fd, op), M1)
+WRAP_FD(flock, int, flock, (int fd, int op), (fd, op), M1, fd)
 
 /* ---- stdio ------------------------------------------------------------------------------------ */
 
-WRAP(fopen, FILE *, fopen, (const char *p, const char *m), (p, m), ISNULL)
-WRAP(fopen, FILE *, fopen64, (const char *p, const char *m), (p, m), ISNULL)
-WRAP(freopen, FILE *, freopen, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL)
-WRAP(freopen, FILE *, freopen64, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL)
-WRAP(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL)
-WRAP(fclose, int, fclose, (FILE * f), (f), r == EOF)
-WRAP(fflush, int, fflush, (FILE * f), (f), r == EOF)
-WRAP(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF)
+/* A stream's descriptor; fflush(NULL) flushes every stream: no descriptor
+ * (then: a file op). */
+#define FD_OF(f) ((f)->_fileno)
+static inline int fd_of_any(FILE *f)
+{
+    return f ? f->_fileno : -1;
+}
+#define STREAM_OPENED(path) if (r != NULL && (path) != NULL) fsprof_fd_opened(r->_fileno, (path))
+WRAP_THEN(fopen, FILE *, fopen, (const char *p, const char *m), (p, m), ISNULL, STREAM_OPENED(p))
+WRAP_THEN(fopen, FILE *, fopen64, (const char *p, const char *m), (p, m), ISNULL,
+          STREAM_OPENED(p))
+WRAP_THEN(freopen, FILE *, freopen, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL,
+          STREAM_OPENED(p))
+WRAP_THEN(freopen, FILE *, freopen64, (const char *p, const char *m, FILE *f), (p, m, f), ISNULL,
+          STREAM_OPENED(p))
+WRAP_FD(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL, fd)
+/* The stream's descriptor is forgotten with it. */
+static int (*real_fclose)(FILE *);
+EXPORT int fclose(FILE *f)
+{
+    int fd = FD_OF(f), file = 1;
+    TRACED_WITH(OP_fclose, call_begin_fd(OP_fclose, FDOP_fclose, fd, &file), fclose, int,
+                r == EOF, (f), fd_forget(fd))
+    struct fsprof_ctr *c = call_begin_fd(OP_fclose, FDOP_fclose, fd, &file);
+    fd_forget(fd);
+    if (UNLIKELY(c == NULL))
+        return REAL(fclose)(f);
+    uint64_t t0 = now_ticks();
+    int r = REAL(fclose)(f);
+    uint64_t t1 = now_ticks();
+    call_end(c, t0, t1, r == EOF);
+    return r;
+}
+WRAP_FD(fflush, int, fflush, (FILE * f), (f), r == EOF, fd_of_any(f))
+WRAP_FD(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF, fd_of_any(f))
 /* A short count is an error only if the stream says so (else: end of file). */
 #define SHORT_ERR (r < n && ferror_unlocked(f))
 /* Streams file sizes and seek distances at the stream level, under the
@@ -543,33 +642,34 @@ WRAP_DATA(fwrite, size_t, fwrite, (const void *p, size_t s, size_t n, FILE *f), 
 WRAP_DATA(fwrite, size_t, fwrite_unlocked, (const void *p, size_t s, size_t n, FILE *f),
           (p, s, n, f), r < n, STREAM)
 #define NULL_ERR (r == NULL && ferror_unlocked(f))
-WRAP(fgets, char *, fgets, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
-WRAP(fgets, char *, fgets_unlocked, (char *b, int n, FILE *f), (b, n, f), NULL_ERR)
-WRAP(fgets, char *, __fgets_chk, (char *b, size_t bl, int n, FILE *f), (b, bl, n, f), NULL_ERR)
-WRAP(fgets, char *, __fgets_unlocked_chk, (char *b, size_t bl, int n, FILE *f), (b, bl, n, f),
-     NULL_ERR)
-WRAP(fputs, int, fputs, (const char *s, FILE *f), (s, f), r == EOF)
-WRAP(fputs, int, fputs_unlocked, (const char *s, FILE *f), (s, f), r == EOF)
+WRAP_FD(fgets, char *, fgets, (char *b, int n, FILE *f), (b, n, f), NULL_ERR, FD_OF(f))
+WRAP_FD(fgets, char *, fgets_unlocked, (char *b, int n, FILE *f), (b, n, f), NULL_ERR, FD_OF(f))
+WRAP_FD(fgets, char *, __fgets_chk, (char *b, size_t bl, int n, FILE *f), (b, bl, n, f), NULL_ERR, FD_OF(f))
+WRAP_FD(fgets, char *, __fgets_unlocked_chk, (char *b, size_t bl, int n, FILE *f),
+        (b, bl, n, f), NULL_ERR, FD_OF(f))
+WRAP_FD(fputs, int, fputs, (const char *s, FILE *f), (s, f), r == EOF, FD_OF(f))
+WRAP_FD(fputs, int, fputs_unlocked, (const char *s, FILE *f), (s, f), r == EOF, FD_OF(f))
 #define M1_ERR (r == -1 && ferror_unlocked(f))
-WRAP(getline, ssize_t, getline, (char **l, size_t *n, FILE *f), (l, n, f), M1_ERR)
-WRAP(getdelim, ssize_t, getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
-WRAP(getdelim, ssize_t, __getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR)
+WRAP_FD(getline, ssize_t, getline, (char **l, size_t *n, FILE *f), (l, n, f), M1_ERR, FD_OF(f))
+WRAP_FD(getdelim, ssize_t, getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR, FD_OF(f))
+WRAP_FD(getdelim, ssize_t, __getdelim, (char **l, size_t *n, int d, FILE *f), (l, n, d, f), M1_ERR, FD_OF(f))
 /* A stream's position after fseek: known for SEEK_SET, moved for SEEK_CUR
  * (if it was known), unknown for SEEK_END. */
 static inline void stream_moved(FILE *f, int64_t o, int w)
 {
     int fd = f->_fileno;
-    if ((unsigned)fd >= FSPROF_FD_TRACK || !t_fd)
+    struct fsprof_fd_state *fds = my_fds();
+    if ((unsigned)fd >= FSPROF_FD_TRACK || !fds)
         return;
-    uint64_t p1 = t_fd[fd].pos1;
+    uint64_t p1 = fds[fd].pos1;
     fd_moved(fd, w == SEEK_SET ? o : (w == SEEK_CUR && p1) ? (int64_t)(p1 - 1) + o : -1);
 }
-WRAP_THEN(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1,
+WRAP_FD_THEN(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1, FD_OF(f),
           if (r == 0) stream_moved(f, o, w))
-WRAP_THEN(fseek, int, fseeko, (FILE * f, off_t o, int w), (f, o, w), M1,
+WRAP_FD_THEN(fseek, int, fseeko, (FILE * f, off_t o, int w), (f, o, w), M1, FD_OF(f),
           if (r == 0) stream_moved(f, o, w))
-WRAP_THEN(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1,
+WRAP_FD_THEN(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1, FD_OF(f),
           if (r == 0) stream_moved(f, o, w))
-WRAP(ftell, long, ftell, (FILE * f), (f), M1)
-WRAP(ftell, off_t, ftello, (FILE * f), (f), M1)
-WRAP(ftell, off64_t, ftello64, (FILE * f), (f), M1)
+WRAP_FD(ftell, long, ftell, (FILE * f), (f), M1, FD_OF(f))
+WRAP_FD(ftell, off_t, ftello, (FILE * f), (f), M1, FD_OF(f))
+WRAP_FD(ftell, off64_t, ftello64, (FILE * f), (f), M1, FD_OF(f))

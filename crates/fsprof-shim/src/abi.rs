@@ -4,31 +4,43 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
-/// Environment variable naming the run directory.
+/// Environment variable describing the run directory:
+/// `<dev>:<ino>:<uid>:<path>` (see [`env_value`]).
 pub const ENV: &str = "FSPROF_SHM";
 pub const CTL_NAME: &str = "control";
-pub const PROC_HDR_SIZE: usize = 4096;
-pub const SLOT_HDR_SIZE: usize = 64;
 pub const EXE_MAX: usize = 512;
 pub const CMDLINE_MAX: usize = 2048;
 /// Thread slots per process, the shared slot 0 included. Threads beyond
 /// this share slot 0 (atomic adds: slower, never lossy). `fsprof run`'s
 /// choice, handed to the shim in the control file; the shim accepts any
-/// value from 2 (slot 0 and one of its own).
+/// value from 2 (slot 0 and one of its own) to [`MAX_SLOTS_LIMIT`].
 pub const MAX_SLOTS: u32 = 256;
 const _: () = assert!(MAX_SLOTS >= 2);
 /// `ns = ticks * tsc_mult >> TICK_SHIFT` (`FSPROF_TICK_SHIFT`): the shim
 /// refuses a control file with another shift.
 pub const TICK_SHIFT: u32 = 32;
+/// The most slots the shim accepts (entries of the slot directory).
+pub const MAX_SLOTS_LIMIT: u32 = 1024;
+pub const MAX_RESOLUTION: u32 = 16;
 
-/// Value tables (`FSPROF_CORR_*` in abi.h): per thread slot, after the op
-/// counters, one `CORR_LAT × CORR_VAL` table of u64 per (data op, kind).
-/// Cell index 0 = value 0, 1 = value 1, k ≥ 2 = `(2^(k-2), 2^(k-1)]`; the
-/// last index also holds larger values. Kind 0 = request size, 1 = seek
-/// distance.
+/// Counter-file layout: a header, the slot directory (u32 file offsets of
+/// the slot records) at [`SLOT_DIR_OFF`], then records, counters and value
+/// tables carved from chunks reserved before use. Every byte below the
+/// file's size is allocated.
+pub const PROC_HDR_SIZE: usize = 8192;
+pub const SLOT_DIR_OFF: usize = 4096;
+/// Bytes the shim reserves and maps for a new process (header included);
+/// later chunks double, up to 8 MiB.
+pub const FIRST_CHUNK: usize = 128 * 1024;
+
+/// Value tables (`FSPROF_CORR_*` in abi.h): one `CORR_LAT × CORR_VAL`
+/// table of u64 per (data op, kind), allocated the first time a thread
+/// makes that data call. Cell index 0 = value 0, 1 = value 1, k ≥ 2 =
+/// `(2^(k-2), 2^(k-1)]`; the last index also holds larger values. Kind 0 =
+/// request size, 1 = seek distance.
 pub const CORR_LAT: usize = 40;
 pub const CORR_VAL: usize = 42;
 pub const CORR_KINDS: usize = 2;
@@ -37,15 +49,57 @@ pub const CORR_CELLS: usize = CORR_LAT * CORR_VAL;
 pub const CORR_OPS: [&str; DATA_OP_COUNT] = DATA_OPS;
 pub const CORR_MAX_OPS: usize = 16;
 
-/// Bytes of a slot's value tables.
+/// Bytes of one value table (both kinds of one data op).
 pub fn corr_size() -> usize {
-    CORR_OPS.len() * CORR_KINDS * CORR_CELLS * 8
+    CORR_KINDS * CORR_CELLS * 8
 }
 
-/// fds whose position each slot tracks; their state (16 bytes each, the
-/// shim's private scratch) follows the value tables.
+/// fds whose position each thread tracks (16 bytes of the shim's private
+/// scratch each).
 pub const FD_TRACK: usize = 1024;
 pub const FD_STATE_SIZE: usize = 16;
+
+/// The ops on a descriptor whose calls on non-files are counted apart
+/// (`shim/fdops.def`, in its order; the shim's tests check it).
+pub const FD_OPS: [&str; 32] = [
+    "close",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "lseek",
+    "fstat",
+    "fsync",
+    "fdatasync",
+    "ftruncate",
+    "fstatfs",
+    "fstatvfs",
+    "mmap",
+    "fcntl",
+    "flock",
+    "fdopen",
+    "fclose",
+    "fread",
+    "fwrite",
+    "fgets",
+    "fputs",
+    "fflush",
+    "getline",
+    "getdelim",
+    "fseek",
+    "ftell",
+];
+
+/// What a descriptor is, as the shim classifies it (`enum fsprof_fd_class`).
+/// Calls on non-files are counted under the fd ops' twins, one per class
+/// below, in this order.
+pub const NONFILE_CLASSES: [&str; 4] = ["pipe", "socket", "device", "other"];
 
 /// Bucket index (`fsprof_core::JointHistogram` convention: -2 = 0, -1 = 1,
 /// i = `(2^i, 2^(i+1)]`) of value-table cell `k`.
@@ -56,8 +110,46 @@ pub fn corr_index(k: usize) -> i32 {
 pub const CLOCK_MONOTONIC: u32 = 0;
 pub const CLOCK_TSC: u32 = 1;
 
+pub const RUN_ACTIVE: u32 = 0;
+pub const RUN_ENDED: u32 = 1;
+
+/// Why a process was not profiled (`enum fsprof_lost_what`).
+pub const LOST_SETUP: u32 = 1;
+pub const LOST_UID: u32 = 2;
+pub const LOST_EXEC: u32 = 3;
+pub const LOST_MAX: usize = 64;
+pub const LOST_EXE: usize = 104;
+
+/// A process the run could not profile, as recorded in the control file.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
+pub struct Lost {
+    pub pid: i32,
+    pub ppid: i32,
+    /// [`LOST_SETUP`], [`LOST_UID`], [`LOST_EXEC`]; 0 = not written yet.
+    pub what: u32,
+    pub err: i32,
+    pub uid: u32,
+    pub exe_len: u32,
+    pub exe: [u8; LOST_EXE],
+}
+
+impl Default for Lost {
+    fn default() -> Self {
+        Lost {
+            pid: 0,
+            ppid: 0,
+            what: 0,
+            err: 0,
+            uid: 0,
+            exe_len: 0,
+            exe: [0; LOST_EXE],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
 pub struct ControlHeader {
     pub magic: u64,
     pub abi_version: u32,
@@ -68,7 +160,31 @@ pub struct ControlHeader {
     pub tsc_shift: u32,
     pub max_slots: u32,
     pub next_seq: u64,
+    pub state: u32,
+    pub lost_max: u32,
+    pub lost_count: u64,
+    pub lost: [Lost; LOST_MAX],
     // thresholds: [u64; nbuckets] follow
+}
+
+impl Default for ControlHeader {
+    fn default() -> Self {
+        ControlHeader {
+            magic: 0,
+            abi_version: 0,
+            resolution: 0,
+            nbuckets: 0,
+            clock: 0,
+            tsc_mult: 0,
+            tsc_shift: 0,
+            max_slots: 0,
+            next_seq: 0,
+            state: RUN_ACTIVE,
+            lost_max: LOST_MAX as u32,
+            lost_count: 0,
+            lost: [Lost::default(); LOST_MAX],
+        }
+    }
 }
 
 #[repr(C)]
@@ -77,26 +193,46 @@ pub struct ProcHeader {
     pub magic: u64,
     pub abi_version: u32,
     pub hdr_size: u32,
+    /// File ops (ops.def entries).
     pub nops: u32,
+    /// Counter indices: the file ops, then [`NONFILE_CLASSES`] twins per
+    /// fd op.
+    pub nctr: u32,
+    pub nfdops: u32,
     pub nbuckets: u32,
     pub ctr_size: u32,
     pub max_slots: u32,
-    pub slot_size: u64,
     pub pid: i32,
     pub ppid: i32,
     pub start_ns: u64,
-    pub slots_used: u32,
-    pub ready: u32,
     pub seq: u64,
+    pub nslots: u32,
+    pub ready: u32,
+    /// Calls not counted because there was no room for their counters.
+    pub dropped: u64,
+    /// errno of the first failure to make room.
+    pub dropped_err: i32,
     pub exe_len: u32,
     pub cmdline_len: u32,
     pub corr_ops: u32,
     pub corr_lat: u32,
     pub corr_val: u32,
-    /// Offset of the value tables inside a slot.
-    pub corr_off: u32,
+    /// Bytes of a slot record that readers read: its header and offsets.
+    pub slot_size: u32,
+    pub reserved: u32,
     pub exe: [u8; EXE_MAX],
     pub cmdline: [u8; CMDLINE_MAX],
+}
+
+/// Header of a thread slot record; `u32 ctr_off[nctr]` and
+/// `u32 corr_off[ncorr]` follow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlotHeader {
+    pub tid: u32,
+    pub shared: u32,
+    pub nctr: u32,
+    pub ncorr: u32,
 }
 
 /// Counter words at the start of each op's record; buckets follow.
@@ -118,6 +254,35 @@ pub fn ctr_size(nbuckets: u32) -> usize {
     (std::mem::size_of::<CtrHeader>() + nbuckets as usize * 8 + 63) & !63
 }
 
+/// Counter indices of the compiled shim: file ops, then the twins.
+pub fn nctr() -> usize {
+    OPS.len() + FD_OPS.len() * NONFILE_CLASSES.len()
+}
+
+/// Readers' part of a slot record.
+pub fn slot_size() -> usize {
+    std::mem::size_of::<SlotHeader>() + 4 * nctr() + 4 * CORR_OPS.len()
+}
+
+/// Where counter index `k` belongs: `None` for a file op (named
+/// `OPS[k]`), else the non-file class and the fd op.
+pub fn counter_name(k: usize) -> Option<(Option<&'static str>, &'static str)> {
+    if k < OPS.len() {
+        return Some((None, OPS[k].name));
+    }
+    let j = k - OPS.len();
+    let classes = NONFILE_CLASSES.len();
+    let op = FD_OPS.get(j / classes)?;
+    Some((Some(NONFILE_CLASSES[j % classes]), op))
+}
+
+/// The value of [`ENV`] for a run directory with this identity.
+pub fn env_value(dev: u64, ino: u64, uid: u32, path: &std::path::Path) -> std::ffi::OsString {
+    let mut v = std::ffi::OsString::from(format!("{dev}:{ino}:{uid}:"));
+    v.push(path.as_os_str());
+    v
+}
+
 /// Layout report of the compiled shim (`fsprof_shim_abi`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -125,15 +290,23 @@ pub struct Layout {
     pub control_size: u32,
     pub ctr_size: u32,
     pub proc_size: u32,
-    pub off_proc_slots_used: u32,
-    pub off_proc_ready: u32,
-    pub off_proc_exe: u32,
-    pub off_proc_cmdline: u32,
+    pub lost_size: u32,
     pub off_ctl_next_seq: u32,
+    pub off_ctl_state: u32,
+    pub off_ctl_lost_count: u32,
+    pub off_ctl_lost: u32,
     pub off_ctl_thresholds: u32,
     pub off_ctr_buckets: u32,
-    pub nops: u32,
+    pub off_proc_nslots: u32,
+    pub off_proc_ready: u32,
+    pub off_proc_dropped: u32,
+    pub off_proc_exe: u32,
+    pub off_proc_cmdline: u32,
     pub off_proc_corr_ops: u32,
+    pub off_proc_slot_size: u32,
+    pub nops: u32,
+    pub nctr: u32,
+    pub nfdops: u32,
     pub corr_ops: u32,
     pub corr_lat: u32,
     pub corr_val: u32,
@@ -156,15 +329,23 @@ pub fn expected_layout() -> Layout {
         control_size: size_of::<ControlHeader>() as u32,
         ctr_size: size_of::<CtrHeader>() as u32,
         proc_size: size_of::<ProcHeader>() as u32,
-        off_proc_slots_used: offset_of!(ProcHeader, slots_used) as u32,
-        off_proc_ready: offset_of!(ProcHeader, ready) as u32,
-        off_proc_exe: offset_of!(ProcHeader, exe) as u32,
-        off_proc_cmdline: offset_of!(ProcHeader, cmdline) as u32,
+        lost_size: size_of::<Lost>() as u32,
         off_ctl_next_seq: offset_of!(ControlHeader, next_seq) as u32,
+        off_ctl_state: offset_of!(ControlHeader, state) as u32,
+        off_ctl_lost_count: offset_of!(ControlHeader, lost_count) as u32,
+        off_ctl_lost: offset_of!(ControlHeader, lost) as u32,
         off_ctl_thresholds: size_of::<ControlHeader>() as u32,
         off_ctr_buckets: size_of::<CtrHeader>() as u32,
-        nops: OPS.len() as u32,
+        off_proc_nslots: offset_of!(ProcHeader, nslots) as u32,
+        off_proc_ready: offset_of!(ProcHeader, ready) as u32,
+        off_proc_dropped: offset_of!(ProcHeader, dropped) as u32,
+        off_proc_exe: offset_of!(ProcHeader, exe) as u32,
+        off_proc_cmdline: offset_of!(ProcHeader, cmdline) as u32,
         off_proc_corr_ops: offset_of!(ProcHeader, corr_ops) as u32,
+        off_proc_slot_size: offset_of!(ProcHeader, slot_size) as u32,
+        nops: OPS.len() as u32,
+        nctr: nctr() as u32,
+        nfdops: FD_OPS.len() as u32,
         corr_ops: CORR_OPS.len() as u32,
         corr_lat: CORR_LAT as u32,
         corr_val: CORR_VAL as u32,
@@ -172,7 +353,7 @@ pub fn expected_layout() -> Layout {
         tick_shift: TICK_SHIFT,
         fd_track: FD_TRACK as u32,
         fd_state_size: FD_STATE_SIZE as u32,
-        slot_hdr_size: SLOT_HDR_SIZE as u32,
+        slot_hdr_size: size_of::<SlotHeader>() as u32,
         proc_hdr_size: PROC_HDR_SIZE as u32,
         off_ctr_fields: [
             offset_of!(CtrHeader, pre) as u32,
@@ -197,5 +378,7 @@ pub fn expected_layout() -> Layout {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<ProcHeader>() <= PROC_HDR_SIZE);
+const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
+const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
+const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
 const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);

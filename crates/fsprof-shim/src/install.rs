@@ -9,13 +9,16 @@ use crate::{SHIM_HASH, SHIM_SO};
 
 /// Writes the shim to `<base>/fsprof-<uid>/libfsprof_shim-<hash>.so` unless
 /// an identical copy is there, and returns its path. The directory must be
-/// ours and private: whoever can replace the file runs code in every
-/// profiled program.
+/// ours and writable by us alone: whoever can replace the file runs code in
+/// every profiled program. It is searchable by all (0711) and the shim
+/// readable, so that a workload that drops to another user can still load
+/// it (ld.so would otherwise print "cannot be preloaded" on the program's
+/// stderr); the shim then finds it cannot join the run and stays idle.
 pub fn install(base: &Path) -> io::Result<PathBuf> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let dir = base.join(format!("fsprof-{uid}"));
-    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+    match fs::DirBuilder::new().mode(0o711).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
@@ -29,6 +32,10 @@ pub fn install(base: &Path) -> io::Result<PathBuf> {
                 dir.display()
             ),
         ));
+    }
+    if meta.mode() & 0o7777 != 0o711 {
+        // Created private by an older fsprof: open it for searching only.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o711))?;
     }
     let path = dir.join(format!("libfsprof_shim-{SHIM_HASH:016x}.so"));
     // The name is the content's hash and only we can write the directory,

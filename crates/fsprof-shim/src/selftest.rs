@@ -24,8 +24,8 @@ pub struct LoadedShim {
 }
 
 type AbiFn = unsafe extern "C" fn(*mut Layout);
-type BucketFn = unsafe extern "C" fn(*const u8, u64) -> u32;
-type SelfTestFn = unsafe extern "C" fn(*const u8, u32, *mut SelfTest) -> libc::c_int;
+type BucketFn = unsafe extern "C" fn(*const u8, usize, u64) -> u32;
+type SelfTestFn = unsafe extern "C" fn(*const u8, usize, u32, *mut SelfTest) -> libc::c_int;
 
 impl LoadedShim {
     pub fn load(path: &Path) -> io::Result<Self> {
@@ -91,15 +91,17 @@ impl LoadedShim {
     }
 
     /// The slot the compiled hot path files a latency of `ns` (> 0) in, for
-    /// the parameters of `control` (tests compare it with fsprof-core).
-    pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<u32> {
+    /// the parameters of `control` (tests compare it with fsprof-core);
+    /// `None` if the shim refuses the control block.
+    pub fn bucket_slot(&self, control: &[u8], ns: u64) -> io::Result<Option<u32>> {
         assert!(ns > 0);
         // SAFETY: as in `layout`, for fsprof_shim_bucket_slot's signature.
         let f: BucketFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_bucket_slot")?) };
         let aligned = aligned_copy(control);
-        // SAFETY: an 8-byte aligned copy of a control block the shim
-        // validates (size, thresholds) before it reads past the header.
-        Ok(unsafe { f(aligned.as_ptr() as *const u8, ns) })
+        // SAFETY: an 8-byte aligned copy of a control block of `control.len()`
+        // bytes, which the shim validates (size, every field) before use.
+        let slot = unsafe { f(aligned.as_ptr() as *const u8, control.len(), ns) };
+        Ok((slot != u32::MAX).then_some(slot))
     }
 
     /// `control` is a complete control block (header + thresholds).
@@ -109,9 +111,17 @@ impl LoadedShim {
         let f: SelfTestFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_selftest")?) };
         let aligned = aligned_copy(control);
         let mut out = SelfTest::default();
-        // SAFETY: an aligned control block of at least a header (asserted
-        // above), validated by the shim; `out` is a writable SelfTest.
-        let rc = unsafe { f(aligned.as_ptr() as *const u8, iterations, &mut out) };
+        // SAFETY: an aligned control block of `control.len()` bytes (at least
+        // a header, asserted above), validated by the shim; `out` is a
+        // writable SelfTest.
+        let rc = unsafe {
+            f(
+                aligned.as_ptr() as *const u8,
+                control.len(),
+                iterations,
+                &mut out,
+            )
+        };
         if rc != 0 {
             return Err(io::Error::other(
                 "the preload shim rejected the self-test parameters",

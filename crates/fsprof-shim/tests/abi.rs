@@ -11,7 +11,7 @@ fn rust_layout_matches_compiled_shim() {
 }
 
 #[test]
-fn install_is_idempotent_and_private() {
+fn install_is_idempotent_and_writable_by_us_alone() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempdir();
     let a = install(&dir).unwrap();
@@ -21,7 +21,11 @@ fn install_is_idempotent_and_private() {
         .unwrap()
         .permissions()
         .mode();
-    assert_eq!(mode & 0o077, 0, "shim directory must be private");
+    assert_eq!(
+        mode & 0o7777,
+        0o711,
+        "shim directory: ours to write, searchable by a workload that drops privileges"
+    );
 }
 
 /// The C side's op list is the one vocabulary's, name for name and in
@@ -92,5 +96,92 @@ fn shim_digest_is_xxh64_however_the_bytes_arrive() {
                 "len {len} step {step}"
             );
         }
+    }
+}
+
+/// A control block (header and `nbuckets` thresholds) with these fields.
+fn control(edit: impl Fn(&mut abi::ControlHeader)) -> Vec<u8> {
+    let mut h = abi::ControlHeader {
+        magic: abi::CTL_MAGIC,
+        abi_version: abi::ABI_VERSION,
+        resolution: 1,
+        nbuckets: 65,
+        clock: abi::CLOCK_MONOTONIC,
+        tsc_mult: 1 << 32,
+        tsc_shift: 32,
+        max_slots: abi::MAX_SLOTS,
+        ..Default::default()
+    };
+    edit(&mut h);
+    // SAFETY: ControlHeader is repr(C) plain data, viewed as its bytes.
+    let mut out = unsafe {
+        std::slice::from_raw_parts(
+            &h as *const abi::ControlHeader as *const u8,
+            std::mem::size_of::<abi::ControlHeader>(),
+        )
+    }
+    .to_vec();
+    for j in 0..65u64 {
+        out.extend_from_slice(&(1u64 << j.saturating_sub(1).min(63)).to_ne_bytes());
+    }
+    out
+}
+
+/// The shim validates every field of the control file before it records
+/// anything: a forged one (here, through the self-test entry point that
+/// uses the same check) is refused, not trusted into out-of-bounds writes.
+#[test]
+fn shim_refuses_control_blocks_it_cannot_record_safely() {
+    let dir = tempdir();
+    let shim = LoadedShim::load(&install(&dir).unwrap()).unwrap();
+    let ok = control(|_| {});
+    assert_eq!(shim.bucket_slot(&ok, 1000).unwrap(), Some(10));
+    let forged: Vec<(&str, Vec<u8>)> = vec![
+        // 64 * 2^26 + 1 wraps to 1 in 32 bits: the attack of issue 11.
+        (
+            "resolution 2^26",
+            control(|h| {
+                h.resolution = 1 << 26;
+                h.nbuckets = 1;
+            }),
+        ),
+        (
+            "resolution 3",
+            control(|h| {
+                h.resolution = 3;
+                h.nbuckets = 193;
+            }),
+        ),
+        ("nbuckets", control(|h| h.nbuckets = 64)),
+        ("tsc_shift", control(|h| h.tsc_shift = 31)),
+        ("tsc_mult 0", control(|h| h.tsc_mult = 0)),
+        ("clock", control(|h| h.clock = 7)),
+        ("max_slots 1", control(|h| h.max_slots = 1)),
+        ("max_slots", control(|h| h.max_slots = 1 << 20)),
+        ("lost_max", control(|h| h.lost_max = 1 << 20)),
+        ("version", control(|h| h.abi_version = 2)),
+        ("truncated", ok[..ok.len() - 8].to_vec()),
+    ];
+    for (what, c) in forged {
+        assert_eq!(shim.bucket_slot(&c, 1000).unwrap(), None, "{what} accepted");
+    }
+}
+
+/// fdops.def (the C side's list of ops with non-file twins) is
+/// `abi::FD_OPS`, in order, and every entry is an op.
+#[test]
+fn fdops_def_is_the_rust_fd_op_list() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/shim/fdops.def");
+    let have: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| Some(l.trim().strip_prefix("F(")?.strip_suffix(')')?.to_string()))
+        .collect();
+    assert_eq!(have, abi::FD_OPS);
+    for op in abi::FD_OPS {
+        assert!(
+            fsprof_shim::OPS.iter().any(|o| o.name == op),
+            "{op} is not an op"
+        );
     }
 }

@@ -10,7 +10,8 @@
 //!   so that a capture can end cleanly and still write its profile;
 //! - [`host`]: host name, kernel, CPU, caches and memory;
 //! - [`pagecache`]: emptying the page cache and asking what of a file is in
-//!   it, for measurements that must control the cache state.
+//!   it, for measurements that must control the cache state;
+//! - [`mmap`]: read-only shared mappings of files another process writes.
 //!
 //! Everything here is a thin, documented wrapper over a system call or a
 //! `/proc`/`/sys` file; no policy about profiles lives here.
@@ -19,6 +20,7 @@
 
 pub mod clock;
 pub mod host;
+pub mod mmap;
 pub mod pagecache;
 pub mod process;
 pub mod signals;

@@ -146,29 +146,14 @@ fn mincore(f: &File, len: u64) -> io::Result<u64> {
     }
     let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     let page = crate::host::page_size();
-    // SAFETY: a fresh shared read-only mapping of an open file, unmapped
-    // before returning; mincore writes one byte per page into `vec`.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let mut vec = vec![0u8; len.div_ceil(page)];
-        let r = libc::mincore(p, len, vec.as_mut_ptr());
-        let err = io::Error::last_os_error();
-        libc::munmap(p, len);
-        if r != 0 {
-            return Err(err);
-        }
-        Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
+    let m = crate::mmap::SharedMap::new(f, len)?;
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: the whole mapping `m`, page aligned; mincore writes one byte
+    // per page into `vec`, which has that many.
+    if unsafe { libc::mincore(m.as_ptr() as *mut libc::c_void, len, vec.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(vec.iter().filter(|&&b| b & 1 != 0).count() as u64)
 }
 
 #[cfg(test)]

@@ -5,11 +5,10 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_shim::trace_abi::{self as t, ChunkHeader, ItemHeader, RecordHeader};
+use fsprof_sys::mmap::SharedMap;
 
 use crate::event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
 
@@ -50,43 +49,14 @@ pub fn read_chunk(path: &Path) -> io::Result<Option<(ChunkInfo, Vec<u8>)>> {
     if len < t::TCHUNK_HDR {
         return Ok(None);
     }
-    // SAFETY: a read-only shared mapping of a file we opened; the shim
-    // writes it concurrently, so fields it updates are read atomically.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    struct Unmap(*mut libc::c_void, usize);
-    impl Drop for Unmap {
-        fn drop(&mut self) {
-            // SAFETY: the mapping made above.
-            unsafe { libc::munmap(self.0, self.1) };
-        }
-    }
-    let _unmap = Unmap(ptr, len);
-    let base = ptr as *const u8;
-    // SAFETY: `len` >= the header size; fields the shim changes after
-    // creating the file are read atomically, aligned (the mapping is
-    // page-aligned and the offsets are multiples of their size).
-    let (h, committed, sealed) = unsafe {
-        let h: ChunkHeader = std::ptr::read(base as *const ChunkHeader);
-        let committed =
-            AtomicU64::from_ptr(base.add(std::mem::offset_of!(ChunkHeader, committed)) as *mut u64)
-                .load(Ordering::Acquire);
-        let sealed =
-            AtomicU32::from_ptr(base.add(std::mem::offset_of!(ChunkHeader, sealed)) as *mut u32)
-                .load(Ordering::Acquire);
-        (h, committed, sealed)
-    };
+    // The shim writes the file concurrently: fields it updates after
+    // creating it are read atomically.
+    let m = SharedMap::new(&file, len)?;
+    let base = m.as_ptr();
+    // SAFETY: `len` >= the header size; the mapping is page aligned.
+    let h: ChunkHeader = unsafe { std::ptr::read(base as *const ChunkHeader) };
+    let committed = m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
+    let sealed = m.u32_at(std::mem::offset_of!(ChunkHeader, sealed));
     if h.magic != t::TCHUNK_MAGIC {
         return Ok(None);
     }

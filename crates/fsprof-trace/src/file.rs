@@ -137,6 +137,8 @@ impl TraceWriter {
             path: path.into(),
             source: e,
         };
+        // Never rename over a device, FIFO or socket (`-o /dev/null`).
+        fsprof_core::output::ensure_renamable(path).map_err(io)?;
         let file = File::options()
             .write(true)
             .create_new(true)
@@ -237,6 +239,7 @@ impl TraceWriter {
         self.out.write_all(&json).map_err(io)?;
         self.out.flush().map_err(io)?;
         self.out.get_ref().sync_all().map_err(io)?;
+        fsprof_core::output::ensure_renamable(&self.path).map_err(io)?;
         std::fs::rename(&self.tmp, &self.path).map_err(io)?;
         Ok((
             self.summary.clone(),

@@ -20,6 +20,7 @@ pub mod codec;
 pub mod compile;
 pub mod event;
 pub mod file;
+pub mod import;
 mod initial;
 pub mod replayfile;
 pub mod resolve;

@@ -337,6 +337,11 @@ impl Compiled {
         })();
         match result {
             Ok(n) => {
+                // Never rename over a device, FIFO or socket.
+                if let Err(e) = fsprof_core::output::ensure_renamable(path) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(io(e));
+                }
                 std::fs::rename(&tmp, path).map_err(io)?;
                 Ok(n)
             }

@@ -5,6 +5,7 @@
 
 pub mod clock;
 mod collector;
+mod notes;
 pub mod reader;
 pub mod rundir;
 mod selfcost;

@@ -2,17 +2,24 @@
 //! them. Every counter is a naturally aligned u64 with a single writer (or
 //! atomic adds), read here with atomic loads, so values are never torn;
 //! counters of a call in progress may be one step apart until it returns.
+//!
+//! A counter file is a pool the shim fills as threads first need things
+//! (see `shim/abi.h`): the slot directory lists the thread slot records,
+//! each record lists the file offsets of its counters and value tables.
+//! Every offset is checked against the part of the file that is mapped
+//! (and allocated: the shim reserves before it publishes), so a damaged or
+//! half-written file is skipped, never a crash.
 
 use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
-use fsprof_shim::abi::{self, CtrHeader, ProcHeader};
+use fsprof_shim::abi::FD_OPS;
+use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
+use fsprof_sys::mmap::SharedMap;
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -24,122 +31,60 @@ pub struct ProcessCounters {
     pub argv: Vec<String>,
     pub start_mono_ns: u64,
     pub threads: u32,
+    /// File-system ops.
     pub ops: Vec<OpStats>,
+    /// Calls on pipes, sockets, devices and other non-files, named
+    /// `<class>_<op>` (`pipe_read`).
+    pub nonfile: Vec<OpStats>,
+    /// Calls not counted for want of room for their counters, and the
+    /// errno of the first failure to make room.
+    pub dropped: u64,
+    pub dropped_err: i32,
 }
 
-/// A counter file mapped read-only.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping this value owns, unmapped once.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
+/// A counter file mapped read-only. Offsets come from the file, so every
+/// accessor answers `None` for a word outside the mapping rather than
+/// faulting; every page below the file's size is allocated (the shim
+/// reserves before it grows), so reading never makes tmpfs allocate.
+struct Mapping(SharedMap);
 
 impl Mapping {
-    /// Maps `file` (of `len` bytes) read-only and shared, so its counters
-    /// are seen as the shim updates them.
     fn new(file: &File, len: usize) -> io::Result<Mapping> {
-        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
-        // else in this process refers to the address range.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Mapping { ptr, len })
+        Ok(Mapping(SharedMap::new(file, len)?))
     }
 
-    fn u64_at(&self, off: usize) -> u64 {
-        debug_assert!(off + 8 <= self.len && off.is_multiple_of(8));
-        // SAFETY: in bounds and aligned (checked by the callers' layout
-        // validation); the shim writes these words concurrently.
-        unsafe { AtomicU64::from_ptr((self.ptr as *mut u8).add(off) as *mut u64) }
-            .load(Ordering::Relaxed)
+    /// Whether `[off, off + n)` lies in the mapping.
+    fn holds(&self, off: usize, n: usize) -> bool {
+        off.checked_add(n).is_some_and(|end| end <= self.0.len())
     }
 
-    fn u32_at(&self, off: usize) -> u32 {
-        debug_assert!(off + 4 <= self.len && off.is_multiple_of(4));
-        // SAFETY: as in `u64_at`; callers pass header fields, inside the
-        // PROC_HDR_SIZE bytes checked before mapping.
-        unsafe { AtomicU32::from_ptr((self.ptr as *mut u8).add(off) as *mut u32) }
-            .load(Ordering::Acquire)
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        (off.is_multiple_of(8) && self.holds(off, 8)).then(|| self.0.u64_at(off))
+    }
+
+    fn u32_at(&self, off: usize) -> Option<u32> {
+        (off.is_multiple_of(4) && self.holds(off, 4)).then(|| self.0.u32_at(off))
     }
 
     /// A copy of the header; only complete once `ready` is set.
     fn header(&self) -> ProcHeader {
-        // SAFETY: the file is at least PROC_HDR_SIZE >= size_of ProcHeader
-        // bytes, page aligned; any bit pattern is a valid ProcHeader.
-        unsafe { std::ptr::read(self.ptr as *const ProcHeader) }
+        const _: () = assert!(size_of::<ProcHeader>() <= abi::PROC_HDR_SIZE);
+        assert!(self.0.len() >= abi::PROC_HDR_SIZE);
+        // SAFETY: the mapping holds at least PROC_HDR_SIZE >= size_of
+        // ProcHeader bytes (asserted), page aligned; any bit pattern is a
+        // valid ProcHeader.
+        unsafe { std::ptr::read(self.0.as_ptr() as *const ProcHeader) }
     }
 }
 
-/// Where things are in a counter file, from a header checked against this
-/// fsprof's layout and the file's size.
-struct Geometry {
-    hdr_size: usize,
-    slot_size: usize,
-    ctr_size: usize,
-    /// Offset of the value tables in a slot.
-    corr_off: usize,
-}
-
-impl Geometry {
-    /// `Err` names what does not match.
-    fn of(h: &ProcHeader, nbuckets: u32, len: usize) -> Result<Geometry, &'static str> {
-        if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
-            return Err("not a counter file of this fsprof version");
-        }
-        if h.nops as usize != OPS.len()
-            || h.nbuckets != nbuckets
-            || h.ctr_size as usize != abi::ctr_size(nbuckets)
-            || h.hdr_size as usize != abi::PROC_HDR_SIZE
-        {
-            return Err("counter layout differs from this fsprof's");
-        }
-        let g = Geometry {
-            hdr_size: h.hdr_size as usize,
-            slot_size: h.slot_size as usize,
-            ctr_size: h.ctr_size as usize,
-            corr_off: abi::SLOT_HDR_SIZE + OPS.len() * h.ctr_size as usize,
-        };
-        if h.corr_ops as usize != abi::CORR_OPS.len()
-            || h.corr_lat as usize != abi::CORR_LAT
-            || h.corr_val as usize != abi::CORR_VAL
-            || h.corr_off as usize != g.corr_off
-        {
-            return Err("value-table layout differs from this fsprof's");
-        }
-        let slot_size = g.corr_off + abi::corr_size() + abi::FD_TRACK * abi::FD_STATE_SIZE;
-        let end = (h.max_slots as usize)
-            .checked_mul(g.slot_size)
-            .and_then(|b| b.checked_add(g.hdr_size));
-        if g.slot_size != slot_size || end.is_none_or(|e| e > len) {
-            return Err("counter file is shorter than its header says");
-        }
-        Ok(g)
-    }
-
-    /// Offset of op `k`'s counters in slot `s`.
-    fn ctr(&self, s: usize, k: usize) -> usize {
-        self.slot(s) + abi::SLOT_HDR_SIZE + k * self.ctr_size
-    }
-
-    fn slot(&self, s: usize) -> usize {
-        self.hdr_size + s * self.slot_size
-    }
+/// Sums of one counter index over the threads.
+#[derive(Clone)]
+struct Acc {
+    op: OpStats,
+    zero: u64,
+    min: u64,
+    max: u64,
+    buckets: Vec<u64>,
 }
 
 /// Reads one counter file; `Ok(None)` if the process has not finished
@@ -151,111 +96,192 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         return Ok(None);
     }
     let m = Mapping::new(&file, len)?;
-    if m.u32_at(offset_of!(ProcHeader, ready)) != 1 {
+    if m.u32_at(offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
-    // The header is complete once `ready` is set (release/acquire).
     let h = m.header();
-    let g = Geometry::of(&h, nbuckets, len).map_err(|what| {
+    check_header(&h, nbuckets).map_err(|what| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {what}", path.display()),
         )
     })?;
-    let used = (m.u32_at(offset_of!(ProcHeader, slots_used)) as usize).min(h.max_slots as usize);
-    let ops = OPS
-        .iter()
-        .enumerate()
-        .filter_map(|(k, o)| read_op(&m, &g, used, nbuckets, k, o.name))
+    let (ops, nonfile, threads) = read_slots(&m, &h, nbuckets);
+    let exe =
+        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
+    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     Ok(Some(ProcessCounters {
         seq: h.seq,
         pid: h.pid,
         ppid: h.ppid,
-        exe: String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned(),
-        argv: h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect(),
+        exe,
+        argv,
         start_mono_ns: h.start_ns,
-        threads: (used as u32).saturating_sub(1),
+        threads,
         ops,
+        nonfile,
+        dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
+        dropped_err: h.dropped_err,
     }))
 }
 
-/// Op `k`'s counters summed over the `used` slots; `None` if no call
-/// entered it.
-fn read_op(
-    m: &Mapping,
-    g: &Geometry,
-    used: usize,
-    nbuckets: u32,
-    k: usize,
-    name: &str,
-) -> Option<OpStats> {
-    let mut op = OpStats::new(name);
-    let (mut zero, mut min, mut max) = (0, u64::MAX, 0);
-    let mut buckets = vec![0u64; nbuckets as usize];
-    for s in 0..used {
-        let base = g.ctr(s, k);
-        let word = |field: usize| m.u64_at(base + field);
-        let pre = word(offset_of!(CtrHeader, pre));
-        if pre == 0 {
-            continue;
-        }
-        op.pre += pre;
-        op.post += word(offset_of!(CtrHeader, post));
-        op.errors += word(offset_of!(CtrHeader, errors));
-        op.total_ns += word(offset_of!(CtrHeader, total_ns));
-        let mn = word(offset_of!(CtrHeader, min_ns));
-        if mn != 0 {
-            min = min.min(mn);
-        }
-        max = max.max(word(offset_of!(CtrHeader, max_ns)));
-        zero += word(offset_of!(CtrHeader, zero));
-        for (j, b) in buckets.iter_mut().enumerate() {
-            *b += word(size_of::<CtrHeader>() + j * 8);
-        }
+/// `Err` names what in the header does not match this fsprof's layout.
+fn check_header(h: &ProcHeader, nbuckets: u32) -> Result<(), &'static str> {
+    if h.magic != abi::PROC_MAGIC || h.abi_version != abi::ABI_VERSION {
+        return Err("not a counter file of this fsprof version");
     }
-    if op.pre == 0 {
-        return None;
+    if h.nops as usize != OPS.len()
+        || h.nctr as usize != abi::nctr()
+        || h.nfdops as usize != FD_OPS.len()
+        || h.nbuckets != nbuckets
+        || h.ctr_size as usize != abi::ctr_size(nbuckets)
+        || h.hdr_size as usize != abi::PROC_HDR_SIZE
+        || h.max_slots > abi::MAX_SLOTS_LIMIT
+    {
+        return Err("counter layout differs from this fsprof's");
     }
-    op.histogram = Histogram::from_slots(zero, &buckets);
-    if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
-        op.correlations = read_correlations(m, g, used, c);
+    if h.corr_ops as usize != abi::CORR_OPS.len()
+        || h.corr_lat as usize != abi::CORR_LAT
+        || h.corr_val as usize != abi::CORR_VAL
+        || (h.slot_size as usize) < abi::slot_size()
+    {
+        return Err("value-table layout differs from this fsprof's");
     }
-    if op.histogram.total() > 0 {
-        op.min_ns = Some(if zero > 0 { 0 } else { min });
-        op.max_ns = Some(max);
-    }
-    Some(op)
+    Ok(())
 }
 
-/// The size and seek tables of data op `c` (index into `abi::CORR_OPS`),
-/// summed over the used slots; `None` if no call was filed.
-fn read_correlations(m: &Mapping, g: &Geometry, used: usize, c: usize) -> Option<Correlations> {
-    let mut out = Correlations::default();
-    for s in 0..used {
-        let slot = g.slot(s);
-        for kind in 0..abi::CORR_KINDS {
-            let table = slot + g.corr_off + ((c * abi::CORR_KINDS + kind) * abi::CORR_CELLS) * 8;
-            let joint: &mut JointHistogram = if kind == 0 {
-                &mut out.size
-            } else {
-                &mut out.seek
+/// The file ops, the non-file ops and the number of private thread slots,
+/// summed over the slots published so far. A slot or counter whose offset
+/// is not (yet) inside the mapping is skipped.
+fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<OpStats>, u32) {
+    let nslots = m
+        .u32_at(offset_of!(ProcHeader, nslots))
+        .unwrap_or(0)
+        .min(h.max_slots) as usize;
+    let nctr = abi::nctr();
+    let mut acc: Vec<Option<Acc>> = vec![None; nctr];
+    let mut corr: Vec<Correlations> = vec![Correlations::default(); abi::CORR_OPS.len()];
+    let mut threads = 0u32;
+    for s in 0..nslots {
+        let Some(rec) = m.u32_at(abi::SLOT_DIR_OFF + 4 * s).map(|o| o as usize) else {
+            continue;
+        };
+        if rec < abi::PROC_HDR_SIZE || !m.holds(rec, h.slot_size as usize) {
+            continue; // not published yet, or beyond what is mapped
+        }
+        let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
+        threads += u32::from(!shared);
+        let offs = rec + size_of::<SlotHeader>();
+        for (k, slot) in acc.iter_mut().enumerate() {
+            let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
+                continue;
             };
-            for cell in 0..abi::CORR_CELLS {
-                let n = m.u64_at(table + cell * 8);
-                if n != 0 {
-                    joint.add(
-                        abi::corr_index(cell / abi::CORR_VAL),
-                        abi::corr_index(cell % abi::CORR_VAL),
-                        n,
-                    );
-                }
+            add_counter(m, off as usize, h.ctr_size as usize, nbuckets, slot);
+        }
+        let corr_offs = offs + 4 * nctr;
+        for (c, out) in corr.iter_mut().enumerate() {
+            if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
+                add_correlations(m, off as usize, out);
             }
         }
     }
-    (!out.is_empty()).then_some(out)
+    let (ops, nonfile) = finish_ops(acc, corr);
+    (ops, nonfile, threads)
+}
+
+/// Adds the counters at `off` to `slot`.
+fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &mut Option<Acc>) {
+    if !off.is_multiple_of(8) || !m.holds(off, ctr_size) {
+        return;
+    }
+    let word = |field: usize| m.u64_at(off + field).unwrap_or(0);
+    let pre = word(offset_of!(CtrHeader, pre));
+    if pre == 0 {
+        return;
+    }
+    let a = slot.get_or_insert_with(|| Acc {
+        op: OpStats::new(""),
+        zero: 0,
+        min: u64::MAX,
+        max: 0,
+        buckets: vec![0; nbuckets as usize],
+    });
+    a.op.pre = a.op.pre.saturating_add(pre);
+    a.op.post = a.op.post.saturating_add(word(offset_of!(CtrHeader, post)));
+    a.op.errors =
+        a.op.errors
+            .saturating_add(word(offset_of!(CtrHeader, errors)));
+    a.op.total_ns =
+        a.op.total_ns
+            .saturating_add(word(offset_of!(CtrHeader, total_ns)));
+    let mn = word(offset_of!(CtrHeader, min_ns));
+    if mn != 0 {
+        a.min = a.min.min(mn);
+    }
+    a.max = a.max.max(word(offset_of!(CtrHeader, max_ns)));
+    a.zero = a.zero.saturating_add(word(offset_of!(CtrHeader, zero)));
+    let first = size_of::<CtrHeader>();
+    for (j, b) in a.buckets.iter_mut().enumerate() {
+        *b = b.saturating_add(word(first + 8 * j));
+    }
+}
+
+fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
+    if !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
+        return;
+    }
+    for kind in 0..abi::CORR_KINDS {
+        let table = off + kind * abi::CORR_CELLS * 8;
+        let joint: &mut JointHistogram = if kind == 0 {
+            &mut out.size
+        } else {
+            &mut out.seek
+        };
+        for cell in 0..abi::CORR_CELLS {
+            let n = m.u64_at(table + cell * 8).unwrap_or(0);
+            if n != 0 {
+                joint.add(
+                    abi::corr_index(cell / abi::CORR_VAL),
+                    abi::corr_index(cell % abi::CORR_VAL),
+                    n,
+                );
+            }
+        }
+    }
+}
+
+/// The accumulated counters as ops: file ops (with their value tables)
+/// and the non-file twins.
+fn finish_ops(acc: Vec<Option<Acc>>, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Vec<OpStats>) {
+    let (mut ops, mut nonfile) = (Vec::new(), Vec::new());
+    for (k, a) in acc.into_iter().enumerate() {
+        let Some(mut a) = a else { continue };
+        let Some((class, name)) = abi::counter_name(k) else {
+            continue;
+        };
+        a.op.name = match class {
+            None => name.to_string(),
+            Some(c) => format!("{c}_{name}"),
+        };
+        a.op.histogram = Histogram::from_slots(a.zero, &a.buckets);
+        if a.op.histogram.total() > 0 {
+            a.op.min_ns = Some(if a.zero > 0 { 0 } else { a.min });
+            a.op.max_ns = Some(a.max);
+        }
+        match class {
+            None => {
+                if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
+                    let t = std::mem::take(&mut corr[c]);
+                    a.op.correlations = (!t.is_empty()).then_some(t);
+                }
+                ops.push(a.op);
+            }
+            Some(_) => nonfile.push(a.op),
+        }
+    }
+    (ops, nonfile)
 }

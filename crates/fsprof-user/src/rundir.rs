@@ -1,55 +1,132 @@
 //! The run directory shared with the profiled processes: the control file
 //! `fsprof run` writes, and one counter file per process the shim creates.
-//! Kept on tmpfs when there is one, so counters never touch a disk.
+//! Kept on tmpfs when there is one (and room on it), so counters never
+//! touch a disk.
+//!
+//! The directory is private (0700) and the profiled processes find it by an
+//! identity, not just a name: `FSPROF_SHM` carries its device, inode and
+//! owner, which the shim checks on the directory it opens (a process that
+//! outlives the run must not follow the name into someone else's
+//! directory). When the run ends the control file says so before the
+//! directory goes, and the shim leaves the run alone from then on.
 
-use std::fs;
-use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use fsprof_core::BucketLayout;
-use fsprof_shim::abi::{self, ControlHeader};
+use fsprof_shim::abi::{self, ControlHeader, Lost};
 
 use crate::clock::ClockParams;
 
 pub struct RunDir {
     path: PathBuf,
+    control: Option<File>,
+    env: OsString,
+}
+
+/// A process the run could not profile, as the shim recorded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostProcess {
+    pub pid: i32,
+    pub ppid: i32,
+    /// What it runs, or (for an exec) the program it started.
+    pub exe: String,
+    pub why: LostWhy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LostWhy {
+    /// Its counters could not be set up (errno).
+    Setup(i32),
+    /// It runs as another user, who cannot open the run directory.
+    Uid(u32),
+    /// It exec'd `exe` as another user: started without the shim.
+    Exec(u32),
 }
 
 impl RunDir {
-    pub fn create() -> io::Result<Self> {
+    /// A new run directory with its control file, on /dev/shm when it is
+    /// writable and has room, else in the temporary directory.
+    pub fn create(clock: &ClockParams, layout: &BucketLayout) -> io::Result<Self> {
+        let bytes = control_bytes(clock, layout);
         let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() && writable(shm) {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
-        remove_stale(&base);
+        let mut bases = Vec::new();
+        if shm.is_dir() && writable(shm) {
+            bases.push(shm.to_path_buf());
+        }
+        bases.push(std::env::temp_dir());
         let mut last = None;
-        for attempt in 0..100u32 {
-            let path = base.join(format!(
-                "fsprof-run-{}-{}-{attempt}",
-                std::process::id(),
-                nanos()
-            ));
-            match fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(RunDir { path }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(e),
+        for base in bases {
+            match RunDir::create_in(&base, &bytes) {
+                Ok(d) => return Ok(d),
+                // A full tmpfs: try the next place rather than run blind.
+                Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap())
+        Err(last.unwrap_or_else(|| io::Error::other("no place for the run directory")))
+    }
+
+    fn create_in(base: &Path, control: &[u8]) -> io::Result<Self> {
+        remove_stale(base);
+        let path = unique_dir(base)?;
+        let mut d = RunDir {
+            path,
+            control: None,
+            env: OsString::new(),
+        };
+        let meta = fs::symlink_metadata(&d.path)?;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(d.path.join(abi::CTL_NAME))?;
+        (&file).write_all(control)?;
+        d.control = Some(file);
+        d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
+        Ok(d)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Writes the control file: clock parameters and the bucket table.
-    pub fn write_control(&self, clock: &ClockParams, layout: &BucketLayout) -> io::Result<Vec<u8>> {
-        let bytes = control_bytes(clock, layout);
-        fs::write(self.path.join(abi::CTL_NAME), &bytes)?;
-        Ok(bytes)
+    /// The value of `FSPROF_SHM` for the profiled command.
+    pub fn env_value(&self) -> &OsString {
+        &self.env
+    }
+
+    /// Marks the run as over: processes that start from now on (a daemon's
+    /// children after the command exited) stay unprofiled.
+    pub fn end(&self) {
+        if let Some(f) = &self.control {
+            let at = std::mem::offset_of!(ControlHeader, state) as u64;
+            let _ = f.write_all_at(&abi::RUN_ENDED.to_ne_bytes(), at);
+        }
+    }
+
+    /// Processes the shim recorded as not profiled, and how many there
+    /// were in all (the table keeps the first [`abi::LOST_MAX`]).
+    pub fn lost(&self) -> (Vec<LostProcess>, u64) {
+        let Some(f) = &self.control else {
+            return (Vec::new(), 0);
+        };
+        let mut hdr = vec![0u8; std::mem::size_of::<ControlHeader>()];
+        if f.read_exact_at(&mut hdr, 0).is_err() {
+            return (Vec::new(), 0);
+        }
+        let count_at = std::mem::offset_of!(ControlHeader, lost_count);
+        let count = u64::from_ne_bytes(hdr[count_at..count_at + 8].try_into().unwrap());
+        let table = std::mem::offset_of!(ControlHeader, lost);
+        let size = std::mem::size_of::<Lost>();
+        let lost = (0..(count as usize).min(abi::LOST_MAX))
+            .filter_map(|k| parse_lost(&hdr[table + k * size..table + (k + 1) * size]))
+            .collect();
+        (lost, count)
     }
 
     /// Counter files of the processes seen so far, with their sequence
@@ -70,10 +147,56 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        self.end();
         let _ = fs::remove_dir_all(&self.path);
     }
 }
 
+fn parse_lost(b: &[u8]) -> Option<LostProcess> {
+    let word = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
+    use std::mem::offset_of;
+    let what = word(offset_of!(Lost, what));
+    let uid = word(offset_of!(Lost, uid));
+    let why = match what {
+        abi::LOST_SETUP => LostWhy::Setup(word(offset_of!(Lost, err)) as i32),
+        abi::LOST_UID => LostWhy::Uid(uid),
+        abi::LOST_EXEC => LostWhy::Exec(uid),
+        _ => return None,
+    };
+    let len = (word(offset_of!(Lost, exe_len)) as usize).min(abi::LOST_EXE);
+    let exe_at = offset_of!(Lost, exe);
+    Some(LostProcess {
+        pid: word(offset_of!(Lost, pid)) as i32,
+        ppid: word(offset_of!(Lost, ppid)) as i32,
+        exe: String::from_utf8_lossy(&b[exe_at..exe_at + len]).into_owned(),
+        why,
+    })
+}
+
+fn unique_dir(base: &Path) -> io::Result<PathBuf> {
+    let mut last = None;
+    for attempt in 0..100u32 {
+        let path = base.join(format!(
+            "fsprof-run-{}-{}-{attempt}",
+            std::process::id(),
+            nanos()
+        ));
+        match fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {
+                // The shim insists on exactly 0700, whatever the umask did.
+                use std::os::unix::fs::PermissionsExt;
+                fs::set_permissions(&path, fs::Permissions::from_mode(0o700))?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap())
+}
+
+/// The control file's bytes: clock parameters, the bucket table, an empty
+/// table of lost processes.
 pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
     let thresholds = layout.thresholds();
     let hdr = ControlHeader {
@@ -85,11 +208,11 @@ pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
         tsc_mult: clock.mult,
         tsc_shift: clock.shift,
         max_slots: abi::MAX_SLOTS,
-        next_seq: 0,
+        ..Default::default()
     };
     let mut out = Vec::with_capacity(std::mem::size_of::<ControlHeader>() + thresholds.len() * 8);
-    // SAFETY: ControlHeader is repr(C) plain data without padding holes
-    // that matter to the reader (all fields are written).
+    // SAFETY: ControlHeader is repr(C) plain data; its padding (none the
+    // reader looks at) is whatever Default left there.
     out.extend_from_slice(unsafe {
         std::slice::from_raw_parts(
             &hdr as *const ControlHeader as *const u8,
@@ -120,7 +243,6 @@ fn remove_stale(base: &Path) {
         let alive = unsafe { libc::kill(pid, 0) } == 0
             || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
         let ours = e.metadata().map(|m| {
-            use std::os::unix::fs::MetadataExt;
             // SAFETY: geteuid has no preconditions and cannot fail.
             m.uid() == unsafe { libc::geteuid() }
         });

@@ -8,14 +8,15 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
-use fsprof_core::profile::{layer, Layer, Overhead, Process};
+use fsprof_core::profile::{layer, Layer, Meta, Overhead, Process, Unprofiled};
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install};
 
 use crate::clock::{ClockChoice, ClockParams, MAX_DRIFT};
 use crate::collector::Collector;
+use crate::notes;
 use crate::reader::ProcessCounters;
-use crate::rundir::RunDir;
+use crate::rundir::{control_bytes, RunDir};
 use crate::selfcost::SelfCost;
 
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +54,8 @@ pub struct UserSource {
     control: Vec<u8>,
     collector: Collector,
     selfcost: Option<SelfCost>,
+    /// The processes the shim could not profile, found at the end.
+    unprofiled: Vec<Unprofiled>,
 }
 
 impl UserSource {
@@ -67,10 +70,9 @@ impl UserSource {
         let shim = install(&base).map_err(setup("cannot install the preload shim"))?;
         let cache = shim.parent().map(PathBuf::from);
         let clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(SetupError)?;
-        let dir = RunDir::create().map_err(setup("cannot create the run directory"))?;
-        let control = dir
-            .write_control(&clock, &layout)
-            .map_err(setup("cannot write the control file"))?;
+        let dir =
+            RunDir::create(&clock, &layout).map_err(setup("cannot create the run directory"))?;
+        let control = control_bytes(&clock, &layout);
         Ok(UserSource {
             resolution: opts.resolution,
             shim,
@@ -79,6 +81,7 @@ impl UserSource {
             control,
             collector: Collector::new(dir, layout.thresholds().len() as u32),
             selfcost: None,
+            unprofiled: Vec::new(),
         })
     }
 
@@ -140,10 +143,7 @@ impl Source for UserSource {
     fn command_env(&self) -> Vec<(OsString, OsString)> {
         vec![
             ("LD_PRELOAD".into(), preload_value(&self.shim)),
-            (
-                abi::ENV.into(),
-                self.collector.dir().path().as_os_str().to_owned(),
-            ),
+            (abi::ENV.into(), self.collector.dir().env_value().clone()),
         ]
     }
 
@@ -168,13 +168,20 @@ impl Source for UserSource {
     }
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
+        // From now on processes that start (a daemon's children) stay out.
+        self.collector.dir().end();
         let procs = self.collector.snapshot();
         let layers = merged(&procs);
         let mut notes = std::mem::take(&mut self.collector.notes);
         self.clock_notes(&mut notes);
         let calls = layers.iter().map(Layer::total_calls).sum();
         let overhead = self.overhead(calls, &mut notes);
-        notes.extend(unfinished_notes(&layers));
+        notes.extend(notes::unfinished(&procs));
+        notes.extend(notes::dropped(&procs));
+        let (lost, lost_count) = self.collector.dir().lost();
+        self.unprofiled = lost.iter().map(notes::unprofiled).collect();
+        notes.extend(notes::lost(&self.unprofiled, lost_count));
+        notes.extend(notes::nonfile(&layers));
         Ok(Finish {
             clock: self.clock.describe(),
             overhead,
@@ -186,6 +193,10 @@ impl Source for UserSource {
             notes,
             warnings: Vec::new(),
         })
+    }
+
+    fn amend_meta(&mut self, meta: &mut Meta) {
+        meta.unprofiled = std::mem::take(&mut self.unprofiled);
     }
 }
 
@@ -205,42 +216,43 @@ fn preload_value(shim: &Path) -> OsString {
     v
 }
 
-fn unfinished_notes(layers: &[Layer]) -> Vec<String> {
-    layers
-        .iter()
-        .flat_map(|l| &l.ops)
-        .filter(|op| op.unfinished() > 0)
-        .map(|op| {
-            format!(
-                "{}: {} call(s) never returned (the process ended inside them); they are counted as entered only",
-                op.name,
-                op.unfinished()
-            )
-        })
-        .collect()
-}
-
+/// The user layer (file-system ops) and, when there were any, the calls on
+/// non-files in a layer of their own.
 fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
     let mut user = Layer::new(layer::USER);
+    let mut nonfile = Layer::new(layer::USER_NONFILE);
     for p in procs {
         for op in &p.ops {
             user.op_mut(&op.name).merge(op);
         }
+        for op in &p.nonfile {
+            nonfile.op_mut(&op.name).merge(op);
+        }
     }
+    layers_of(user, nonfile)
+}
+
+fn layers_of(mut user: Layer, mut nonfile: Layer) -> Vec<Layer> {
     user.normalize();
-    vec![user]
+    nonfile.normalize();
+    let mut out = vec![user];
+    if !nonfile.ops.is_empty() {
+        out.push(nonfile);
+    }
+    out
 }
 
 fn to_process(p: ProcessCounters, start_mono: u64) -> Process {
     let mut user = Layer::new(layer::USER);
     user.ops = p.ops;
-    user.normalize();
+    let mut nonfile = Layer::new(layer::USER_NONFILE);
+    nonfile.ops = p.nonfile;
     Process {
         pid: p.pid,
         ppid: p.ppid,
         exe: p.exe,
         argv: p.argv,
         start_ns: p.start_mono_ns.saturating_sub(start_mono),
-        layers: vec![user],
+        layers: layers_of(user, nonfile),
     }
 }

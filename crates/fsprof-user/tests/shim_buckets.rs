@@ -28,7 +28,10 @@ fn shim_buckets_equal_core_buckets() {
         }
         for ns in values.into_iter().filter(|&v| v > 0) {
             let want = layout.index(ns).unwrap() - MIN_INDEX;
-            let got = shim.bucket_slot(&control, ns).unwrap() as i32;
+            let got = shim
+                .bucket_slot(&control, ns)
+                .unwrap()
+                .expect("a valid control block") as i32;
             assert_eq!(got, want, "r={r} ns={ns}");
         }
     }

@@ -1,9 +1,10 @@
 //! `fsprof calibrate`: measures this machine's characteristic latencies
-//! (fsprof-analysis) and writes the calibration file that labels peaks.
+//! (the workloads are fsprof-bench's) and writes the calibration file
+//! (fsprof-analysis's format) that labels peaks.
 
 use anyhow::{anyhow, Context, Result};
-use fsprof_analysis::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_analysis::Calibration;
+use fsprof_bench::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_core::format::write_atomic;
 use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
@@ -36,6 +37,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         host: host::hostname(),
         kernel: host::kernel_release(),
         created: rfc3339_utc(now),
+        rounds: a.rounds,
     })?;
     if to_stdout {
         // The stored form on stdout; the table, if asked for, on stderr.

@@ -9,7 +9,9 @@ mod check;
 mod compare;
 pub mod compile;
 pub mod completions;
+pub(crate) mod discover;
 mod export;
+pub mod import;
 mod kernel;
 mod merge;
 pub(crate) mod mount;
@@ -33,9 +35,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Export(a) => export::export(a.0),
         Command::Compare(a) => compare::compare(a.0),
         Command::Calibrate(a) => calibrate::calibrate(a.0),
+        Command::Discover(a) => discover::discover(a.0),
         Command::Trace(a) => trace::trace(a.0),
         Command::Compile(a) => compile::compile(a.0),
         Command::Replay(a) => replay::replay(a.0),
+        Command::Import(a) => import::import(a.0),
         Command::Mount(a) => mount::mount(a.0),
         Command::Stat(a) => mount::stat(a.0),
         Command::Umount(a) => mount::umount(a.0),

@@ -49,7 +49,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     drop(server);
     let cmd = a.command[0].to_string_lossy();
     let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
-    if outcome.profile.processes.is_empty() {
+    if outcome.profile.processes.is_empty() && !outcome.profile.meta.unprofiled.is_empty() {
+        eprintln!("fsprof: no process of `{cmd}` could be profiled; the notes above say why");
+    } else if outcome.profile.processes.is_empty() {
         eprintln!(
             "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
              (many Go binaries) and setuid ones ignore LD_PRELOAD; profile them at the syscall layer (`fsprof kernel -- {cmd}`)"

@@ -1,21 +1,16 @@
-//! A loop-mounted ext4 for tests that hold fsprof's block layer against the
-//! kernel's own accounting (`/sys/block/loopN/stat`): made without lazy
-//! initialisation, mounted `noatime` and without the background prefetch
-//! of block bitmaps (which reads the device some time after the mount,
-//! later still on a loaded machine), so that nothing but the workload
-//! touches the device while it is measured.
+//! Loop-mounted file systems for tests that hold fsprof's block layer
+//! against the kernel's own accounting (`/sys/block/loopN/stat`), set up so
+//! that nothing but the workload touches the device while it is measured:
+//! mounted `noatime`; ext4 made without lazy initialisation and mounted
+//! without the background prefetch of block bitmaps (which reads the
+//! device some time after the mount, later still on a loaded machine).
+//! Where the count of flushes matters, use xfs: a `sync(2)` by any other
+//! process sends an empty preflush to every ext4 device even when it has
+//! nothing to write, while a clean xfs sends nothing.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Root, for eBPF and a loop mount: these tests are `#[ignore = "needs root"]` and run by
-/// `scripts/test-all`; run without root they fail saying so
-/// (`fsprof_testkit::need`).
-pub fn root_or_skip(what: &str) -> bool {
-    fsprof_testkit::need_root(&format!("eBPF and a loop mount, {what}"));
-    true
-}
 
 fn sh(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -58,15 +53,36 @@ impl DiskStat {
 
 impl LoopFs {
     pub fn ext4(size_mib: u64) -> LoopFs {
+        fsprof_testkit::need_program("mkfs.ext4", "e2fsprogs");
+        Self::make(
+            size_mib,
+            &[
+                "mkfs.ext4",
+                "-q",
+                "-F",
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+            ],
+            "noatime,no_prefetch_block_bitmaps",
+        )
+    }
+
+    /// At least 300 MiB (mkfs.xfs's minimum); the image is sparse.
+    pub fn xfs(size_mib: u64) -> LoopFs {
+        fsprof_testkit::need_program("mkfs.xfs", "xfsprogs");
+        Self::make(size_mib.max(300), &["mkfs.xfs", "-q", "-f"], "noatime")
+    }
+
+    fn make(size_mib: u64, mkfs: &[&str], options: &str) -> LoopFs {
+        fsprof_testkit::need_root("a loop mount");
+        fsprof_testkit::need_program("losetup", "mount");
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         std::fs::File::create(&img)
             .unwrap()
             .set_len(size_mib << 20)
             .unwrap();
-        sh(Command::new("mkfs.ext4")
-            .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"])
-            .arg(&img));
+        sh(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img));
         let dev = sh(Command::new("losetup").args(["--find", "--show"]).arg(&img))
             .trim()
             .to_string();
@@ -77,7 +93,7 @@ impl LoopFs {
         };
         std::fs::create_dir(me.mnt()).unwrap();
         sh(Command::new("mount")
-            .args(["-o", "noatime,no_prefetch_block_bitmaps"])
+            .args(["-o", options])
             .arg(&me.dev)
             .arg(me.mnt()));
         me.mounted = true;

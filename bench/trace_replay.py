@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Trace capture and replay, measured against baselines in the same run
+(repeated, medians, ratios).
+
+1. Replay rate (Replayfs 4.4): a cached 1 KiB pread loop in 2 threads.
+   Original program rate vs `fsprof replay --afap` of its trace, and fio
+   replaying the equivalent iologs (one per thread, read_iolog).
+2. Timing accuracy at original speed on a real bursty trace (gcc compiling
+   C files with pauses between them): issue-time error median, p99, max,
+   CDF, and the trace's compiled size vs its raw size.
+3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
+   `fsprof trace --data digest` vs `strace -f -o /dev/null`.
+
+usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--skip-overhead]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATTERN = "fsprof_bench_pattern_that_is_not_there"
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def fsprof(args, tmp):
+    return run([ARGS.fsprof] + args, cwd=tmp)
+
+
+def timing(tmp, replay, root, extra):
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    os.mkdir(root)
+    tfile = os.path.join(tmp, "timing.json")
+    fsprof(["replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra, tmp)
+    with open(tfile) as f:
+        return json.load(f)["timing"]
+
+
+def pread_rates(tmp):
+    exe = os.path.join(tmp, "pread2")
+    run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench/pread2.c")])
+    data = os.path.join(tmp, "data")
+    with open(data, "wb") as f:
+        f.write(os.urandom(1 << 20))
+    n = str(ARGS.n)
+    trace = os.path.join(tmp, "p.trace")
+    fsprof(["trace", "--data", "none", "-f", "-o", trace, "--", exe, data, n], tmp)
+    replay = os.path.join(tmp, "p.replay")
+    comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
+    # fio: the same reads, one iolog per thread.
+    logs = []
+    for t, base in enumerate([0, 512]):
+        path = os.path.join(tmp, f"fio{t}.log")
+        with open(path, "w") as f:
+            f.write(f"fio version 2 iolog\n{data} add\n{data} open\n")
+            for i in range(ARGS.n):
+                f.write(f"{data} read {((base + i) % 1024) * 1024} 1024\n")
+            f.write(f"{data} close\n")
+        logs.append(path)
+    orig, rep, fio = [], [], []
+    root = os.path.join(tmp, "root")
+    for _ in range(ARGS.rounds):
+        orig.append(float(run([exe, data, n]).stdout))
+        t = timing(tmp, replay, root, ["--afap", "--verify", "off"])
+        rep.append(t["issued"] / (t["elapsed_ns"] / 1e9))
+        if shutil.which("fio"):
+            cmd = ["fio", "--output-format=json", "--ioengine=psync"]
+            for t_, log in enumerate(logs):
+                cmd += [f"--name=t{t_}", f"--read_iolog={log}", "--replay_no_stall=1"]
+            out = json.loads(run(cmd, cwd=tmp).stdout)
+            ios = sum(j["read"]["total_ios"] for j in out["jobs"])
+            secs = max(j["job_runtime"] for j in out["jobs"]) / 1e3
+            fio.append(ios / secs)
+    o, r = statistics.median(orig), statistics.median(rep)
+    print(f"# 1. cached 1 KiB pread loop, 2 threads x {ARGS.n} calls, {ARGS.rounds} interleaved rounds, medians")
+    print(f"original program      {o:12.0f} calls/s")
+    print(f"fsprof replay --afap  {r:12.0f} calls/s   ratio {r / o:.3f} (min..max {min(rep) / o:.3f}..{max(rep) / o:.3f})")
+    if fio:
+        f_ = statistics.median(fio)
+        print(f"fio read_iolog        {f_:12.0f} calls/s   ratio {f_ / o:.3f}")
+    print("compile:", " ".join(comp.split()))
+
+
+def bursty(tmp):
+    src = os.path.join(ROOT, "crates/fsprof-shim/shim")
+    script = ";".join(
+        f"cc -O1 -c -I{src} -o {tmp}/o{i}.o {src}/{f}; sleep 0.2"
+        for i, f in enumerate(["runtime.c", "trace.c", "runtime.c", "trace.c"])
+    )
+    trace = os.path.join(tmp, "cc.trace")
+    fsprof(["trace", "-f", "-o", trace, "--", "sh", "-c", script], tmp)
+    replay = os.path.join(tmp, "cc.replay")
+    comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
+    root = os.path.join(tmp, "ccroot")
+    runs = [timing(tmp, replay, root, ["--verify", "warn"]) for _ in range(ARGS.rounds)]
+    med = lambda k: statistics.median(t["error"][k] for t in runs)
+    print(f"\n# 2. timing at original speed: a gcc trace ({runs[0]['commands']} commands), {ARGS.rounds} replays, medians of each figure")
+    print(f"issue-time error: median {med('median_ns') / 1e3:.1f} us, p90 {med('p90_ns') / 1e3:.1f} us, "
+          f"p99 {med('p99_ns') / 1e3:.1f} us, max {med('max_ns') / 1e3:.1f} us")
+    print(f"elapsed {statistics.median(t['elapsed_ns'] for t in runs) / 1e9:.3f} s vs traced {runs[0]['traced_ns'] / 1e9:.3f} s; "
+          f"mismatches {[t['mismatches'] for t in runs]}")
+    cdf = runs[len(runs) // 2]["cdf"]
+    print("CDF (one replay): " + ", ".join(f"<={ns / 1e3:g}us {frac * 100:.1f}%" for ns, frac in cdf))
+    print("compile:", " ".join(comp.split()))
+
+
+def wall(cmd):
+    t = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def overhead(tmp):
+    grep = [shutil.which("grep"), "-r", PATTERN, "/usr/include"]
+    variants = {
+        "bare": grep,
+        "fsprof trace": [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "g.trace"), "--"] + grep,
+        "fsprof run": [ARGS.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "g.json"), "--"] + grep,
+    }
+    if shutil.which("strace"):
+        variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
+    for _ in range(2):
+        for cmd in variants.values():
+            wall(cmd)
+    times = {k: [] for k in variants}
+    for _ in range(ARGS.rounds):
+        for k, cmd in variants.items():
+            times[k].append(wall(cmd))
+    bare = statistics.median(times["bare"])
+    print(f"\n# 3. capture overhead: grep -r {PATTERN} /usr/include, warm cache, {ARGS.rounds} interleaved rounds, medians")
+    for k, ts in times.items():
+        m = statistics.median(ts)
+        print(f"{k:<14} {m:8.4f} s  ratio {m / bare:7.3f}  (min..max {min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
+    ap.add_argument("--skip-overhead", action="store_true")
+    ARGS = ap.parse_args()
+    if not os.path.exists(ARGS.fsprof):
+        sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
+    tmp = tempfile.mkdtemp(prefix="fsprof-bench-trace-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    try:
+        pread_rates(tmp)
+        bursty(tmp)
+        if not ARGS.skip_overhead:
+            overhead(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+//! Which peak gets which calibrated label (OSprof's prior-knowledge-based
+//! analysis, automated): "≈ device read", "≈ page-cache hit", or nothing.
+//!
+//! Rules (docs/profile-format.md, "Peak labels"):
+//!
+//! 1. **Candidates by op family and layer.** A peak is only compared with
+//!    the characteristics that can cause it: reads with page-cache hits and
+//!    device reads, writes with buffered writes, `fsync`/`fdatasync` with
+//!    fsync, the futex syscall with a thread hand-off, `sched_yield` with
+//!    the scheduler quantum, and other syscalls (and libc calls that are
+//!    syscalls) with the null syscall. Stdio calls (served from user-space
+//!    buffers), file-system internals other than the VFS read/write/fsync
+//!    entry points, FUSE requests, block requests and byte-valued layers
+//!    get no label.
+//! 2. **Request size.** Hits and device reads are calibrated at several
+//!    request sizes. When the op recorded request sizes (the user layer's
+//!    data ops), the peak is compared with the calibrated size nearest to
+//!    its own most common size (within a factor of two, else not at all);
+//!    otherwise with every size.
+//! 3. **Overlap.** A characteristic matches when the peak's mode bucket
+//!    (the latency is known to a bucket, no better) overlaps the
+//!    characteristic's [`window`]: its measured 10th–90th percentile
+//!    range, cut to within a factor of two of its median. A peak that
+//!    matches two characteristics is labelled with both ("≈ page-cache hit
+//!    or device read"), never with the nearer one.
+//! 4. **Repeats.** Only characteristics whose repeated rounds agreed
+//!    ([`Characteristic::is_stable`]) label anything.
+
+use fsprof_core::ops::{self, Direction, Role};
+use fsprof_core::units::format_bytes;
+use fsprof_core::{layer, JointHistogram, OpStats, Resolution};
+
+use crate::correlation::peak_values;
+use crate::labels::{Calibration, Characteristic};
+use crate::peaks::Peak;
+
+/// What kind of work an op does, as far as the calibration can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// File data read: `read`, `pread64`, `vfs_read`.
+    Read,
+    /// File data written: `write`, `pwrite64`, `vfs_write`.
+    Write,
+    /// `fsync`, `fdatasync`, `vfs_fsync_range`, `ext4_sync_file`.
+    Sync,
+    /// The futex syscall: thread hand-offs.
+    Futex,
+    /// `sched_yield`: a scheduler quantum.
+    Yield,
+    /// Any other syscall, or a libc call that is one: a null syscall.
+    Syscall,
+    /// Nothing the calibration measures (stdio, fs internals, FUSE, block
+    /// requests, byte-valued layers).
+    Unlabelled,
+}
+
+impl Family {
+    /// The characteristics a peak of this family is compared with.
+    pub fn candidates(self) -> &'static [&'static str] {
+        match self {
+            Family::Read => &["page_cache_hit", "device_read"],
+            Family::Write => &["buffered_write"],
+            Family::Sync => &["fsync"],
+            Family::Futex => &["futex_handoff"],
+            Family::Yield => &["sched_quantum"],
+            Family::Syscall => &["null_syscall"],
+            Family::Unlabelled => &[],
+        }
+    }
+}
+
+fn sync_op(op: &str) -> bool {
+    matches!(op, "fsync" | "fdatasync")
+}
+
+fn by_direction(d: Option<Direction>, op: &str, otherwise: Family) -> Family {
+    match d {
+        Some(Direction::Read) => Family::Read,
+        Some(Direction::Write) => Family::Write,
+        None if sync_op(op) => Family::Sync,
+        None => otherwise,
+    }
+}
+
+/// The family of `op` in `layer_name`.
+pub fn family(layer_name: &str, op: &str) -> Family {
+    match layer_name {
+        layer::USER => match ops::libc::find(op) {
+            None => Family::Unlabelled,
+            Some(o)
+                if o.args.position(Role::Stream).is_some()
+                    || o.args.position(Role::DirStream).is_some() =>
+            {
+                Family::Unlabelled
+            }
+            Some(o) => by_direction(o.data, op, Family::Syscall),
+        },
+        layer::SYSCALL => match op {
+            "futex" => Family::Futex,
+            "sched_yield" => Family::Yield,
+            _ => by_direction(ops::syscall::data(op), op, Family::Syscall),
+        },
+        layer::FS => {
+            if op == "vfs_read" || op.ends_with("_file_read_iter") {
+                Family::Read
+            } else if op == "vfs_write" || op.ends_with("_file_write_iter") {
+                Family::Write
+            } else if op == "vfs_fsync_range"
+                || op.ends_with("_sync_file")
+                || op.ends_with("_file_fsync")
+            {
+                Family::Sync
+            } else {
+                Family::Unlabelled
+            }
+        }
+        _ => Family::Unlabelled,
+    }
+}
+
+/// The most common request size of the calls in `peak`, bytes (the upper
+/// bound of its power-of-two bucket: requests are mostly powers of two,
+/// which sit at the top of their bucket); `None` without size data.
+pub fn peak_size(op: &OpStats, peak: &Peak, res: Resolution) -> Option<u64> {
+    let joint = &op.correlations.as_ref()?.size;
+    let values = peak_values(joint, peak, res);
+    let top = values
+        .iter()
+        .filter(|b| b.index > JointHistogram::ZERO)
+        .max_by_key(|b| (b.count, std::cmp::Reverse(b.index)))?;
+    Some(top.bounds().1)
+}
+
+/// Why a characteristic matched: which one, and at which size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Match<'a> {
+    pub characteristic: &'a Characteristic,
+    /// The request size the peak was matched at, when it had one.
+    pub size: Option<u64>,
+}
+
+impl Calibration {
+    /// The characteristics of `candidates` that a peak whose mode bucket
+    /// is `(lo_ns, hi_ns]` and whose requests are `size` bytes matches,
+    /// by rules 2–4 of the module doc; at most one per name.
+    pub fn matches(
+        &self,
+        candidates: &[&str],
+        size: Option<u64>,
+        lo_ns: f64,
+        hi_ns: f64,
+    ) -> Vec<Match<'_>> {
+        let mut out = Vec::new();
+        for name in candidates {
+            let all: Vec<&Characteristic> = self
+                .characteristics
+                .iter()
+                .filter(|c| c.name == *name && c.is_stable() && c.median_ns > 0.0)
+                .collect();
+            let sized = all.iter().any(|c| c.size_bytes.is_some());
+            let chosen: Vec<&Characteristic> = match (size, sized) {
+                (Some(s), true) => nearest_size(&all, s).into_iter().collect(),
+                _ => all,
+            };
+            let overlaps = |c: &&Characteristic| {
+                let (from, to) = window(c);
+                lo_ns < to && hi_ns >= from
+            };
+            if let Some(c) = chosen.into_iter().find(overlaps) {
+                out.push(Match {
+                    characteristic: c,
+                    size: size.filter(|_| sized),
+                });
+            }
+        }
+        out
+    }
+
+    /// The label of `peak`, a peak of `op` in layer `layer_name`: `≈
+    /// device read (128 KiB)`, `≈ page-cache hit or device read`, or
+    /// `None` (see the module doc).
+    pub fn label_peak(
+        &self,
+        layer_name: &str,
+        op: &OpStats,
+        peak: &Peak,
+        res: Resolution,
+    ) -> Option<String> {
+        let candidates = family(layer_name, &op.name).candidates();
+        if candidates.is_empty() {
+            return None;
+        }
+        let size = peak_size(op, peak, res);
+        let (lo, hi) = (res.lower_bound(peak.mode), res.upper_bound(peak.mode));
+        let m = self.matches(candidates, size, lo, hi);
+        match m.as_slice() {
+            [] => None,
+            [one] => Some(match one.size {
+                Some(s) => format!(
+                    "≈ {} ({})",
+                    one.characteristic.label,
+                    format_bytes(s as f64)
+                ),
+                None => format!("≈ {}", one.characteristic.label),
+            }),
+            many => Some(format!(
+                "≈ {}",
+                many.iter()
+                    .map(|m| m.characteristic.label.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )),
+        }
+    }
+}
+
+/// The latencies a characteristic claims: its 10th–90th percentile range,
+/// cut to within a factor of two of the median (one power of two, the
+/// width of a default bucket) so that a measurement with a long tail (an
+/// interrupted device read) does not claim everything above it.
+pub fn window(c: &Characteristic) -> (f64, f64) {
+    (
+        c.p10_ns.max(c.median_ns / 2.0),
+        c.p90_ns.min(c.median_ns * 2.0),
+    )
+}
+
+/// The characteristic measured at the size nearest to `size` (log scale),
+/// if that is within a factor of two.
+fn nearest_size<'a>(all: &[&'a Characteristic], size: u64) -> Option<&'a Characteristic> {
+    let dist = |c: &Characteristic| {
+        c.size_bytes.map_or(f64::INFINITY, |b| {
+            (b as f64 / size.max(1) as f64).log2().abs()
+        })
+    };
+    all.iter()
+        .copied()
+        .min_by(|a, b| dist(a).total_cmp(&dist(b)))
+        .filter(|c| dist(c) <= 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::{Conditions, FORMAT_NAME, FORMAT_VERSION};
+    use fsprof_core::{BucketLayout, Correlations};
+
+    fn ch(name: &str, label: &str, size: Option<u64>, p10: f64, p90: f64) -> Characteristic {
+        let median = (p10 * p90).sqrt();
+        Characteristic {
+            name: name.into(),
+            label: label.into(),
+            size_bytes: size,
+            median_ns: median,
+            p10_ns: p10,
+            p90_ns: p90,
+            samples: 100,
+            method: String::new(),
+            rounds: vec![median, median * 1.2],
+        }
+    }
+
+    /// A machine: hits 300-500 ns at 4 KiB and 12-20 µs at 128 KiB, device
+    /// reads 40-70 µs at 4 KiB and 300-500 µs at 128 KiB, fsync 150-300 µs,
+    /// a hand-off 2-3 µs, a null syscall 80-90 ns.
+    fn cal() -> Calibration {
+        Calibration {
+            format: FORMAT_NAME.into(),
+            format_version: FORMAT_VERSION,
+            fsprof_version: "t".into(),
+            host: String::new(),
+            kernel: String::new(),
+            created: String::new(),
+            dir: String::new(),
+            skipped: Vec::new(),
+            conditions: Conditions::default(),
+            characteristics: vec![
+                ch("null_syscall", "null syscall", None, 80.0, 90.0),
+                ch("page_cache_hit", "page-cache hit", Some(4096), 300.0, 500.0),
+                ch("page_cache_hit", "page-cache hit", Some(131072), 12e3, 20e3),
+                ch("device_read", "device read", Some(4096), 40e3, 70e3),
+                ch("device_read", "device read", Some(131072), 300e3, 500e3),
+                ch("fsync", "fsync", None, 150e3, 300e3),
+                ch("futex_handoff", "thread hand-off", None, 2e3, 3e3),
+            ],
+        }
+    }
+
+    /// An op whose calls all took `ns` and asked for `size` bytes (size
+    /// data only when given).
+    fn op(name: &str, ns: u64, size: Option<u64>) -> (OpStats, Peak) {
+        let res = Resolution::DEFAULT;
+        let i = BucketLayout::new(res).index(ns).unwrap();
+        let mut o = OpStats::new(name);
+        o.histogram.add_to(Some(i), 100);
+        o.post = 100;
+        o.pre = 100;
+        if let Some(s) = size {
+            let mut c = Correlations::default();
+            c.size.add(i, JointHistogram::index(s), 100);
+            o.correlations = Some(c);
+        }
+        let peak = crate::find_peaks(&o.histogram, res).remove(0);
+        (o, peak)
+    }
+
+    fn label(layer: &str, name: &str, ns: u64, size: Option<u64>) -> Option<String> {
+        let (o, p) = op(name, ns, size);
+        cal().label_peak(layer, &o, &p, Resolution::DEFAULT)
+    }
+
+    #[test]
+    fn reads_get_read_labels_at_their_own_size() {
+        let l = |ns, size| label("user", "pread", ns, size);
+        assert_eq!(
+            l(400, Some(4096)).as_deref(),
+            Some("≈ page-cache hit (4 KiB)")
+        );
+        assert_eq!(
+            l(50_000, Some(4096)).as_deref(),
+            Some("≈ device read (4 KiB)")
+        );
+        // A cold 128 KiB read at 400 µs: a device read, never an fsync
+        // (which a nearest-median rule over every characteristic chose).
+        assert_eq!(
+            l(400_000, Some(131072)).as_deref(),
+            Some("≈ device read (128 KiB)")
+        );
+        // A 128 KiB hit at 15 µs is a hit, though no 4 KiB reading is.
+        assert_eq!(
+            l(15_000, Some(131072)).as_deref(),
+            Some("≈ page-cache hit (128 KiB)")
+        );
+        // 1 MiB was not calibrated: no size within a factor of two.
+        assert_eq!(l(15_000, Some(1 << 20)), None);
+        // Without size data every size is a candidate.
+        assert_eq!(
+            label("syscall", "pread64", 15_000, None).as_deref(),
+            Some("≈ page-cache hit")
+        );
+    }
+
+    #[test]
+    fn ops_only_get_the_characteristics_of_their_family() {
+        // An fsync at 200 µs; a read at 200 µs is neither.
+        assert_eq!(
+            label("user", "fsync", 200_000, None).as_deref(),
+            Some("≈ fsync")
+        );
+        assert_eq!(
+            label("fs", "ext4_sync_file", 200_000, None).as_deref(),
+            Some("≈ fsync")
+        );
+        assert_eq!(label("user", "pread", 200_000, Some(4096)), None);
+        // Warm opens and closes at 2.5 µs: no hand-off, no hit.
+        assert_eq!(label("user", "openat", 2_500, None), None);
+        assert_eq!(label("user", "close", 400, None), None);
+        assert_eq!(
+            label("syscall", "futex", 2_500, None).as_deref(),
+            Some("≈ thread hand-off")
+        );
+        assert_eq!(
+            label("syscall", "close", 85, None).as_deref(),
+            Some("≈ null syscall")
+        );
+        // Byte layers, block requests, stdio, fs internals: nothing.
+        for (l, o) in [
+            ("block-size", "loop0:write"),
+            ("block", "loop0:read"),
+            ("user", "fread"),
+            ("fs", "ext4_ext_map_blocks"),
+            ("fuse", "read"),
+        ] {
+            assert_eq!(label(l, o, 50_000, None), None, "{l}/{o}");
+        }
+    }
+
+    #[test]
+    fn a_peak_over_two_windows_gets_both_names() {
+        let mut c = cal();
+        // A device read as fast as a 128 KiB hit: 16-32 µs holds both.
+        c.characteristics
+            .push(ch("device_read", "device read", Some(131072), 25e3, 30e3));
+        c.characteristics
+            .retain(|x| !(x.name == "device_read" && x.p10_ns == 300e3));
+        let (o, p) = op("pread", 20_000, Some(131072));
+        assert_eq!(
+            c.label_peak("user", &o, &p, Resolution::DEFAULT).as_deref(),
+            Some("≈ page-cache hit or device read")
+        );
+    }
+
+    #[test]
+    fn disagreeing_repeats_label_nothing() {
+        let mut c = cal();
+        for x in &mut c.characteristics {
+            if x.name == "device_read" {
+                x.rounds = vec![40e3, 130e3];
+            }
+        }
+        let (o, p) = op("pread", 50_000, Some(4096));
+        assert_eq!(c.label_peak("user", &o, &p, Resolution::DEFAULT), None);
+    }
+}

@@ -1,0 +1,196 @@
+//! Faults around a profiled program: a cleared environment, a full tmpfs,
+//! an address-space limit, no descriptor left, a workload that drops root's
+//! privileges. Each degrades the profile (and the report says which
+//! processes were lost and why), never the program: same output, same exit
+//! status, no crash, nothing printed on its stderr.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use fsprof_testkit::{compile, count, fsprof, fsprof_path, load, need_program, need_root, stderr};
+
+fn run(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
+    let out = dir.join("p.json");
+    let o = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.exists(), "no profile written: {}", stderr(&o));
+    (o, load(&out))
+}
+
+#[test]
+fn cleared_environment_then_fork_does_not_crash_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    // os.environ.clear() unsets every variable (FSPROF_SHM included).
+    let script = "import os\nos.environ.clear()\np = os.fork()\nif p == 0:\n    \
+                  open('/etc/hostname').read()\n    os._exit(0)\nprint(os.waitpid(p, 0)[1])";
+    let (o, p) = run(dir.path(), &["/usr/bin/python3", "-c", script]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "0",
+        "the child's wait status (it was 11: SIGSEGV)"
+    );
+    // The shim read its environment when it loaded: the child is profiled.
+    assert_eq!(p.processes.len(), 2, "{:?}", p.processes);
+    assert!(p.processes[1].layers[0].op("read").is_some());
+}
+
+/// Runs `fsprof run` in a private mount namespace whose /dev/shm is a
+/// 1 MiB tmpfs with `free_kib` left.
+fn run_with_small_shm(dir: &Path, free_kib: u32, cmd: &str) -> Output {
+    let fill = 1024 - free_kib;
+    let script = format!(
+        "mount -t tmpfs -o size=1m fsprof-test /dev/shm && \
+         dd if=/dev/zero of=/dev/shm/fill bs=1k count={fill} 2>/dev/null; \
+         exec \"$0\" run -q -o p.json -- sh -c '{cmd}'"
+    );
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .arg(fsprof_path())
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "needs root, unshare"]
+fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    // Room for the control file, not for a process's counters.
+    let o = run_with_small_shm(dir.path(), 48, "cat /etc/hostname; exit 3");
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert_eq!(o.status.code(), Some(3), "was 135 (SIGBUS): {}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), hostname);
+    let err = stderr(&o);
+    assert!(
+        err.contains("were not profiled") && err.contains("is full"),
+        "{err}"
+    );
+    assert!(!err.contains("statically linked"), "wrong diagnosis: {err}");
+    let p = load(&dir.path().join("p.json"));
+    assert!(
+        p.meta.unprofiled.len() >= 2,
+        "sh and cat: {:?}",
+        p.meta.unprofiled
+    );
+    assert!(p.meta.unprofiled.iter().all(|u| u.reason.contains("full")));
+}
+
+#[test]
+#[ignore = "needs root, unshare"]
+fn completely_full_dev_shm_moves_the_run_to_tmpdir() {
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_with_small_shm(dir.path(), 0, "cat /etc/hostname >/dev/null; exit 4");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let p = load(&dir.path().join("p.json"));
+    assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);
+    assert!(count(&p, "read") >= 1, "cat was profiled");
+}
+
+#[test]
+fn address_space_limit_leaves_room_for_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 MB under a 195 MiB address-space limit works bare; the shim used
+    // to map ~99 MiB per process and make it fail.
+    let script = "ulimit -v 200000; exec \"$0\" run -q -o p.json -- /usr/bin/python3 -c \
+                  'b = bytearray(100 << 20); open(\"/etc/hostname\").read(); print(\"ok\")'";
+    let o = Command::new("sh")
+        .args(["-c", script])
+        .arg(fsprof_path())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ok");
+    let p = load(&dir.path().join("p.json"));
+    assert!(count(&p, "read") >= 1);
+}
+
+#[test]
+fn no_room_to_map_counters_is_diagnosed_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("squeezed_fork", dir.path(), &[]);
+    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "as"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the child still works: {}",
+        stderr(&o)
+    );
+    let lost: Vec<_> = p.meta.unprofiled.iter().collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].reason.contains("address space"), "{lost:?}");
+    assert!(lost[0].exe.ends_with("squeezed_fork"), "{lost:?}");
+    assert_eq!(p.processes.len(), 1, "the parent is profiled");
+}
+
+#[test]
+fn fork_at_the_open_files_limit_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("squeezed_fork", dir.path(), &[]);
+    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "nofile"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lost = &p.meta.unprofiled;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].reason.contains("EMFILE"), "{lost:?}");
+    assert_eq!(lost[0].ppid, p.processes[0].pid);
+}
+
+fn privilege_drop(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
+    let (o, p) = run(dir, args);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("cannot be preloaded"), "ld.so spoke: {err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        std::fs::read_to_string("/etc/hostname").unwrap()
+    );
+    (o, p)
+}
+
+#[test]
+#[ignore = "needs root, setpriv"]
+fn setpriv_to_another_user_is_reported_not_broken() {
+    need_root("drops to another user");
+    need_program("setpriv", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, p) = privilege_drop(
+        dir.path(),
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "cat",
+            "/etc/hostname",
+        ],
+    );
+    let lost = &p.meta.unprofiled;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].exe.ends_with("cat"), "{lost:?}");
+    assert!(lost[0].reason.contains("uid 65534"), "{lost:?}");
+    assert!(p.processes.iter().any(|pr| pr.exe.ends_with("setpriv")));
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_program_that_drops_privileges_itself_is_reported() {
+    need_root("drops to another user");
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import os\nos.setgid(65534)\nos.setuid(65534)\n\
+                  os.execv('/bin/cat', ['cat', '/etc/hostname'])";
+    let (_, p) = privilege_drop(dir.path(), &["/usr/bin/python3", "-c", script]);
+    let lost = &p.meta.unprofiled;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].exe, "/bin/cat");
+}

@@ -1,0 +1,44 @@
+//! Every latency a discovery measured as an fsprof profile, so that
+//! `fsprof report`, `compare` and `plot` read it like any other: layer
+//! `discover`, one op per method (`block-size.write`, `readahead.read`,
+//! ...), log2 histograms over all offsets and iterations. The two peaks
+//! of a method's op are the two latency levels it told apart.
+
+use std::ffi::OsString;
+
+use fsprof_core::profile::Layer;
+use fsprof_core::{BucketLayout, Profile, Resolution};
+
+use crate::Report;
+
+pub const LAYER: &str = "discover";
+
+/// The findings' samples as a profile; `command` is fsprof's command line.
+pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> Profile {
+    let mut meta = fsprof_capture::meta::describe("discover", command, resolution);
+    meta.start_time = report.start_time.clone();
+    meta.duration_ns = report.duration_ns;
+    meta.clock = crate::timing::clock().describe();
+    let layout = BucketLayout::new(resolution);
+    let mut layer = Layer::new(LAYER);
+    for f in &report.findings {
+        for (name, series) in &f.samples {
+            let op = layer.op_mut(name);
+            for ns in series.all_samples() {
+                op.pre += 1;
+                op.post += 1;
+                op.total_ns += ns;
+                op.min_ns = Some(op.min_ns.map_or(ns, |m| m.min(ns)));
+                op.max_ns = Some(op.max_ns.map_or(ns, |m| m.max(ns)));
+                op.histogram.add_to(layout.index(ns), 1);
+            }
+        }
+    }
+    layer.normalize();
+    meta.overhead = Some(crate::timing::overhead().describe(layer.total_calls()));
+    let mut p = Profile::new(meta);
+    if !layer.ops.is_empty() {
+        p.layers.push(layer);
+    }
+    p
+}

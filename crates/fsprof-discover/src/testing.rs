@@ -1,0 +1,107 @@
+//! Real file systems for the validation tests and the benchmark: an image
+//! file formatted with `mkfs.<fs>`, attached to a loop device with direct
+//! I/O (so that the image's own pages in the host's page cache neither
+//! answer "device" reads nor count against a memory cgroup) and mounted;
+//! all undone on drop, also when a test panics.
+//!
+//! Needs root and `mkfs.<fs>`; tests check for them first
+//! (`fsprof_testkit::need_root`, `need_program`) and are marked
+//! `#[ignore = "needs root, ..."]`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A formatted, loop-attached, mounted image.
+#[derive(Debug)]
+pub struct LoopImage {
+    dir: tempfile::TempDir,
+    pub device: PathBuf,
+    pub fs: String,
+    mounted: bool,
+}
+
+impl LoopImage {
+    /// `mkfs.<fs> <mkfs_args> IMAGE` on a sparse image of `mib` MiB under
+    /// /var/tmp (disk-backed, so direct I/O to it works), then loop-attach
+    /// with direct I/O and mount with `mount_opts`.
+    pub fn new(
+        fs: &str,
+        mkfs_args: &[&str],
+        mib: u64,
+        mount_opts: &str,
+    ) -> Result<LoopImage, String> {
+        let base = if Path::new("/var/tmp").is_dir() {
+            "/var/tmp"
+        } else {
+            "/tmp"
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("fsprof-discover-img")
+            .tempdir_in(base)
+            .map_err(|e| e.to_string())?;
+        let img = dir.path().join("image");
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(mib << 20))
+            .map_err(|e| format!("{}: {e}", img.display()))?;
+        run(Command::new(format!("mkfs.{fs}")).args(mkfs_args).arg(&img))?;
+        let dev = run(Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&img))?;
+        let mut me = LoopImage {
+            dir,
+            device: PathBuf::from(dev),
+            fs: fs.to_string(),
+            mounted: false,
+        };
+        std::fs::create_dir(me.mount_point()).map_err(|e| e.to_string())?;
+        let mut mount = Command::new("mount");
+        if !mount_opts.is_empty() {
+            mount.args(["-o", mount_opts]);
+        }
+        run(mount.arg(&me.device).arg(me.mount_point()))?;
+        me.mounted = true;
+        Ok(me)
+    }
+
+    pub fn mount_point(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    /// `blockdev --setra SECTORS` on the loop device.
+    pub fn set_readahead_sectors(&self, sectors: u64) -> Result<(), String> {
+        run(Command::new("blockdev")
+            .args(["--setra", &sectors.to_string()])
+            .arg(&self.device))
+        .map(|_| ())
+    }
+
+    /// The device's `read_ahead_kb`.
+    pub fn readahead_kb(&self) -> Option<u64> {
+        let name = self.device.file_name()?.to_string_lossy().into_owned();
+        std::fs::read_to_string(format!("/sys/block/{name}/queue/read_ahead_kb"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for LoopImage {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.mount_point()).status();
+        }
+        let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
+    }
+}

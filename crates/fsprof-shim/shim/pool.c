@@ -1,0 +1,304 @@
+/* The counter file as a pool: thread slot records, counters, value tables
+ * and fd states are carved from it the first time a thread needs them, so
+ * a process maps and allocates only what it uses. The file grows in chunks
+ * (128 KiB, then doubling up to 8 MiB), each reserved with fallocate before
+ * it is mapped: a full tmpfs makes the reservation fail cleanly (the calls
+ * that find no room are counted as dropped) instead of raising SIGBUS when
+ * a counter page is first touched.
+ *
+ * Growing needs the file's descriptor, which the shim does not keep (the
+ * program may close or reuse any descriptor number): the run directory is
+ * opened and verified again and the file is accepted only if it is the one
+ * this process created (device and inode). That happens once per chunk. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+TLS struct slot_rec *t_slot;
+TLS int t_shared;
+HIDDEN struct fsprof_proc *g_proc;
+
+#define MAX_CHUNKS 48
+struct chunk {
+    char *addr;
+    uint64_t off, len;
+};
+static struct chunk g_chunks[MAX_CHUNKS];
+static int g_nchunks;
+static uint64_t g_used;  /* next free byte of the last chunk */
+static uint64_t g_seq;   /* names the file: p<seq> */
+static uint64_t g_fdev, g_fino;
+static struct slot_rec *g_slot0;
+/* Taken only on the slow paths; a thread never waits for itself (a signal
+ * handler that interrupts a slow path is turned away by t_in_slow). */
+static int g_lock;
+/* The pool could not grow: stop trying (each try costs system calls). */
+static int g_full;
+static TLS int t_in_slow;
+
+static void lock(void)
+{
+    while (__atomic_exchange_n(&g_lock, 1, __ATOMIC_ACQUIRE))
+        syscall(SYS_sched_yield);
+}
+
+static void unlock(void)
+{
+    __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Allocates [off, off+len) of the file: fallocate, or writing zeros where
+ * the file system has no fallocate. 0 or -errno. */
+HIDDEN long fsprof_reserve(long fd, uint64_t off, uint64_t len)
+{
+    if (syscall(SYS_fallocate, fd, 0, (long)off, (long)len) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP)
+        return -errno;
+    static const char zeros[4096];
+    for (uint64_t at = off; at < off + len;) {
+        uint64_t n = off + len - at < sizeof zeros ? off + len - at : sizeof zeros;
+        long w = syscall(SYS_pwrite64, fd, zeros, n, (long)at);
+        if (w <= 0)
+            return w < 0 ? -errno : -ENOSPC;
+        at += (uint64_t)w;
+    }
+    return 0;
+}
+
+static void *alloc_in_last(uint64_t n, uint32_t *off)
+{
+    struct chunk *ch = &g_chunks[g_nchunks - 1];
+    uint64_t at = (g_used + 63) & ~(uint64_t)63;
+    if (at + n > ch->off + ch->len)
+        return NULL;
+    g_used = at + n;
+    *off = (uint32_t)at;
+    return ch->addr + (at - ch->off);
+}
+
+/* The counter file, reopened for growing: only if the run directory and
+ * the file are still the ones this process created. */
+static long reopen_counter_file(void)
+{
+    long dirfd = fsprof_open_run_dir();
+    if (dirfd < 0)
+        return dirfd;
+    char name[32];
+    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, g_seq);
+    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    long err = fd < 0 ? -errno : 0;
+    syscall(SYS_close, dirfd);
+    if (fd < 0)
+        return err;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_dev != g_fdev || (uint64_t)st.st_ino != g_fino) {
+        syscall(SYS_close, fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
+/* Adds a chunk of at least n bytes at the end of the file. 0 or -errno. */
+static long grow(uint64_t n)
+{
+    struct chunk *last = &g_chunks[g_nchunks - 1];
+    uint64_t end = last->off + last->len;
+    uint64_t len = last->len * 2 > FSPROF_MAX_CHUNK ? FSPROF_MAX_CHUNK : last->len * 2;
+    if (len < n)
+        len = (n + 4095) & ~(uint64_t)4095;
+    if (g_nchunks == MAX_CHUNKS || end + len > FSPROF_POOL_MAX)
+        return -ENOSPC;
+    long fd = reopen_counter_file();
+    if (fd < 0)
+        return fd;
+    long err = fsprof_reserve(fd, end, len);
+    char *m = MAP_FAILED;
+    if (err == 0) {
+        m = (char *)syscall(SYS_mmap, 0, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (long)end);
+        if (m == MAP_FAILED)
+            err = -errno;
+    }
+    syscall(SYS_close, fd);
+    if (err != 0)
+        return err;
+    g_chunks[g_nchunks++] = (struct chunk){m, end, len};
+    g_used = end;
+    return 0;
+}
+
+/* n bytes of zeros in the file (64-byte aligned); their offset in *off.
+ * NULL when the pool cannot grow. Called with the lock held. */
+static void *pool_alloc(uint64_t n, uint32_t *off)
+{
+    void *p = alloc_in_last(n, off);
+    if (p || g_full)
+        return p;
+    long err = grow(n);
+    if (err != 0) {
+        g_full = 1;
+        int expect = 0;
+        __atomic_compare_exchange_n(&g_proc->dropped_err, &expect, (int32_t)-err, 0,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    return alloc_in_last(n, off);
+}
+
+/* A new slot record, published in the slot directory; NULL if none. */
+static struct slot_rec *new_slot(int shared)
+{
+    uint32_t k = g_proc->nslots;
+    if (k >= g_max_slots)
+        return NULL;
+    uint32_t off;
+    struct slot_rec *s = pool_alloc(sizeof *s, &off);
+    if (s == NULL)
+        return NULL;
+    s->h.tid = shared ? 0 : (uint32_t)syscall(SYS_gettid);
+    s->h.shared = (uint32_t)shared;
+    s->h.nctr = NCTR;
+    s->h.ncorr = CORR_COUNT;
+    uint32_t *dir = (uint32_t *)((char *)g_proc + FSPROF_SLOT_DIR_OFF);
+    __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
+    return s;
+}
+
+/* Takes over the first chunk of a new counter file (header filled in,
+ * `fd` still open): its slot 0, then the header is marked ready. */
+HIDDEN int fsprof_pool_start(long fd, char *map, uint64_t len, uint64_t seq)
+{
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0)
+        return -errno;
+    g_fdev = (uint64_t)st.st_dev;
+    g_fino = (uint64_t)st.st_ino;
+    g_seq = seq;
+    g_chunks[0] = (struct chunk){map, 0, len};
+    g_nchunks = 1;
+    g_used = FSPROF_PROC_HDR_SIZE;
+    g_full = 0;
+    g_proc = (struct fsprof_proc *)map;
+    g_slot0 = new_slot(1);
+    if (g_slot0 == NULL)
+        return -ENOSPC;
+    __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* After fork, in the child: the parent's chunks are not the child's. */
+HIDDEN void fsprof_pool_forget(void)
+{
+    for (int k = 0; k < g_nchunks; k++)
+        syscall(SYS_munmap, g_chunks[k].addr, g_chunks[k].len);
+    g_nchunks = 0;
+    g_proc = NULL;
+    g_slot0 = NULL;
+    g_lock = 0;
+    g_full = 0;
+    t_in_slow = 0;
+}
+
+static void count_dropped(void)
+{
+    if (g_proc)
+        __atomic_fetch_add(&g_proc->dropped, 1, __ATOMIC_RELAXED);
+}
+
+HIDDEN struct slot_rec *fsprof_slot_slow(void)
+{
+    if (t_in_slow)
+        return NULL;
+    int saved_errno = errno;
+    t_in_slow = 1;
+    struct slot_rec *s = NULL;
+    if (fsprof_process_ready()) {
+        lock();
+        s = new_slot(0);
+        t_shared = s == NULL;
+        if (s == NULL)
+            s = g_slot0;
+        unlock();
+        t_slot = s;
+    }
+    t_in_slow = 0;
+    errno = saved_errno;
+    return s;
+}
+
+HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx)
+{
+    if (t_in_slow) {
+        count_dropped();
+        return NULL;
+    }
+    int saved_errno = errno;
+    t_in_slow = 1;
+    lock();
+    struct fsprof_ctr *c = s->ctr[idx];
+    if (c == NULL) {
+        uint32_t off;
+        c = pool_alloc(g_ctr_size, &off);
+        if (c) {
+            __atomic_store_n(&s->ctr_off[idx], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->ctr[idx], c, __ATOMIC_RELEASE);
+        }
+    }
+    unlock();
+    if (c == NULL)
+        count_dropped();
+    t_in_slow = 0;
+    errno = saved_errno;
+    return c;
+}
+
+HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
+{
+    if (t_in_slow)
+        return NULL;
+    int saved_errno = errno;
+    t_in_slow = 1;
+    lock();
+    uint64_t *t = s->corr[cop];
+    if (t == NULL) {
+        uint32_t off;
+        t = pool_alloc((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, &off);
+        if (t) {
+            __atomic_store_n(&s->corr_off[cop], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->corr[cop], t, __ATOMIC_RELEASE);
+        }
+    }
+    unlock();
+    t_in_slow = 0;
+    errno = saved_errno;
+    return t;
+}
+
+HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s)
+{
+    if (t_in_slow)
+        return NULL;
+    int saved_errno = errno;
+    t_in_slow = 1;
+    lock();
+    struct fsprof_fd_state *f = s->fd;
+    if (f == NULL) {
+        uint32_t off;
+        f = pool_alloc((uint64_t)FSPROF_FD_TRACK * sizeof *f, &off);
+        if (f)
+            __atomic_store_n(&s->fd, f, __ATOMIC_RELEASE);
+    }
+    unlock();
+    t_in_slow = 0;
+    errno = saved_errno;
+    return f;
+}

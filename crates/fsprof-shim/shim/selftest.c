@@ -1,0 +1,161 @@
+/* Entry points for `fsprof run` itself (the shim dlopen'ed, never
+ * preloaded): the layout it was compiled with, its own cost per call, and
+ * the bucket its hot path picks for a latency. */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "runtime.h"
+
+EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    out->control_size = sizeof(struct fsprof_control);
+    out->ctr_size = sizeof(struct fsprof_ctr);
+    out->proc_size = sizeof(struct fsprof_proc);
+    out->lost_size = sizeof(struct fsprof_lost);
+    out->off_ctl_next_seq = offsetof(struct fsprof_control, next_seq);
+    out->off_ctl_state = offsetof(struct fsprof_control, state);
+    out->off_ctl_lost_count = offsetof(struct fsprof_control, lost_count);
+    out->off_ctl_lost = offsetof(struct fsprof_control, lost);
+    out->off_ctl_thresholds = offsetof(struct fsprof_control, thresholds);
+    out->off_ctr_buckets = offsetof(struct fsprof_ctr, buckets);
+    out->off_proc_nslots = offsetof(struct fsprof_proc, nslots);
+    out->off_proc_ready = offsetof(struct fsprof_proc, ready);
+    out->off_proc_dropped = offsetof(struct fsprof_proc, dropped);
+    out->off_proc_exe = offsetof(struct fsprof_proc, exe);
+    out->off_proc_cmdline = offsetof(struct fsprof_proc, cmdline);
+    out->off_proc_corr_ops = offsetof(struct fsprof_proc, corr_ops);
+    out->off_proc_slot_size = offsetof(struct fsprof_proc, slot_size);
+    out->nops = OP_COUNT;
+    out->nctr = NCTR;
+    out->nfdops = FDOP_COUNT;
+    out->corr_ops = CORR_COUNT;
+    out->corr_lat = FSPROF_CORR_LAT;
+    out->corr_val = FSPROF_CORR_VAL;
+    uint32_t k = 0;
+#define C(n) out->corr_op_index[k++] = OP_##n;
+    FSPROF_CORR_OPS_LIST
+#undef C
+    (void)k;
+    out->abi_version = FSPROF_ABI_VERSION;
+    out->tick_shift = FSPROF_TICK_SHIFT;
+    out->fd_track = FSPROF_FD_TRACK;
+    out->fd_state_size = sizeof(struct fsprof_fd_state);
+    out->slot_hdr_size = sizeof(struct fsprof_slot_hdr);
+    out->proc_hdr_size = FSPROF_PROC_HDR_SIZE;
+    uint32_t *f = out->off_ctr_fields;
+    f[0] = offsetof(struct fsprof_ctr, pre);
+    f[1] = offsetof(struct fsprof_ctr, post);
+    f[2] = offsetof(struct fsprof_ctr, errors);
+    f[3] = offsetof(struct fsprof_ctr, total_ns);
+    f[4] = offsetof(struct fsprof_ctr, min_ns);
+    f[5] = offsetof(struct fsprof_ctr, max_ns);
+    f[6] = offsetof(struct fsprof_ctr, zero);
+    f[7] = offsetof(struct fsprof_ctr, reserved);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static __attribute__((noinline)) long fsprof_noop(long x)
+{
+    __asm__ volatile("" : "+r"(x));
+    return x;
+}
+
+static double best_ns_per_iter(int timed, uint32_t iters)
+{
+    long (*volatile fn)(long) = fsprof_noop;
+    double best = 1e300;
+    for (int round = 0; round < 5; round++) {
+        uint64_t a = mono_ns();
+        for (uint32_t i = 0; i < iters; i++) {
+            if (timed) {
+                int file;
+                struct fsprof_ctr *c = call_begin_fd(OP_read, FDOP_read, 0, &file);
+                uint64_t t0 = now_ticks();
+                long r = fn((long)i);
+                uint64_t t1 = now_ticks();
+                call_end(c, t0, t1, r == -1);
+            } else {
+                (void)fn((long)i);
+            }
+        }
+        double per = (double)(mono_ns() - a) / iters;
+        if (per < best)
+            best = per;
+    }
+    return best;
+}
+
+static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS];
+
+/* Takes the parameters of a control block of `len` bytes, if valid. */
+static int use_control(const struct fsprof_control *ctl, size_t len)
+{
+    if (len < sizeof *ctl || !fsprof_control_valid(ctl, len))
+        return 0;
+    memcpy(g_selftest_thr, ctl->thresholds, (size_t)ctl->nbuckets * 8);
+    fsprof_apply_params(ctl, g_selftest_thr);
+    return 1;
+}
+
+/* Measures this shim's own cost with the run's clock parameters: the time
+ * the bookkeeping adds around a call on a file descriptor, and the
+ * smallest latency it can see (FSprof §4.2). Uses scratch counters, never
+ * the run's files. */
+EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, uint32_t iters,
+                                struct fsprof_selftest *out)
+{
+    if (iters == 0 || !use_control(ctl, len))
+        return -1;
+    size_t slot_len = (sizeof(struct slot_rec) + 63) & ~(size_t)63;
+    size_t len_all = slot_len + g_ctr_size;
+    char *scratch = mmap(NULL, len_all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (scratch == MAP_FAILED)
+        return -1;
+    struct slot_rec *s = (struct slot_rec *)scratch;
+    s->ctr[OP_read] = (struct fsprof_ctr *)(scratch + slot_len);
+    /* fd 0 as a file, so that the timed path is the file path. */
+    uint8_t saved_class = g_fdclass[0];
+    g_fdclass[0] = FSPROF_FD_FILE;
+    struct slot_rec *saved_slot = t_slot;
+    int saved_shared = t_shared;
+    t_slot = s;
+    t_shared = 0;
+    double bare = best_ns_per_iter(0, iters);
+    double timed = best_ns_per_iter(1, iters);
+    uint64_t min_pair = UINT64_MAX;
+    for (uint32_t i = 0; i < iters; i++) {
+        uint64_t t0 = now_ticks();
+        uint64_t t1 = now_ticks();
+        uint64_t ns = ticks_to_ns(t1 - t0);
+        if (ns < min_pair)
+            min_pair = ns;
+    }
+    t_slot = saved_slot;
+    t_shared = saved_shared;
+    g_fdclass[0] = saved_class;
+    munmap(scratch, len_all);
+    out->per_call_ns = timed > bare ? timed - bare : 0.0;
+    out->min_recordable_ns = (double)min_pair;
+    return 0;
+}
+
+/* For the tests: the slot the hot path files a latency of `ns` > 0 in, with
+ * the run's parameters, so it can be compared with fsprof-core's exact
+ * bucket function at every resolution. UINT32_MAX for a control block the
+ * shim would refuse. */
+EXPORT uint32_t fsprof_shim_bucket_slot(const struct fsprof_control *ctl, size_t len, uint64_t ns)
+{
+    if (!use_control(ctl, len))
+        return UINT32_MAX;
+    return bucket_slot(ns);
+}
