@@ -1,33 +1,134 @@
 #!/usr/bin/env bash
-# fsprof bench against its peers on the same directory: sprite vs an
-# equivalent fio job set (11 files of 1 MiB, 4 KiB psync I/O, fsync after
-# writes), metadata vs bonnie++ -s 0 -n 16:0:0:1024. Prints each tool's
-# figures side by side; docs/benchmarks.md explains the differences.
-#   bench/bench_peers.sh DIR
+# fsprof bench against its peers on the same directory, side by side:
+#   sprite   vs fio jobs doing the same I/O (11 files of 1 MiB, 4 KiB
+#            read/write + lseek through the `sync` engine, random offsets
+#            drawn with replacement, fsync on each written file's close,
+#            no cache invalidation, no preallocation), the five phases in
+#            Sprite's order, repeated;
+#   metadata vs bonnie++ -s 0 -n 16:0:0:1024 (and, when bonnie++ prints
+#            +++++ because a test took under 500 ms, both tools again at
+#            -n SCALE:0:0:1024 / --files-per-dir SCALE, where it reports).
+# Three figures per phase: the rate over wall time (what each tool prints;
+# inflated by other processes on a loaded machine), the rate per second
+# of on-CPU time (rate / CPU share: fsprof's on_cpu, fio's usr+sys,
+# bonnie++'s %CP — load-robust), and the per-op median latency where the
+# tool has one (fsprof's op p50, fio's clat p50). docs/benchmarks.md
+# explains every difference.
+#   bench/bench_peers.sh DIR [REPS] [SCALE]
+# Environment: FSPROF=path uses an existing build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:?usage: bench/bench_peers.sh DIR}
-# FSPROF=path uses an existing build instead of building one.
+dir=${1:?usage: bench/bench_peers.sh DIR [REPS] [SCALE]}
+reps=${2:-5}
+scale=${3:-128}
 fsprof=${FSPROF:-}
 if [ -z "$fsprof" ]; then
   cargo build --release -q -p fsprof
   fsprof=target/release/fsprof
 fi
-echo "== fsprof bench sprite (mean MB/s of files 2..11, 10 runs)"
-"$fsprof" bench sprite --dir "$dir" --format csv | awk -F, 'NR>1 {printf "%-12s %10.1f MB/s  ±%.1f\n", $1, $4, ($6-$5)/2}'
-echo "== fio, same files and sizes (MB/s, median of 5 runs)"
-work=$(mktemp -d "$dir/fio.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-for rw in write read randwrite randread read; do
-  for _ in 1 2 3 4 5; do
-    fio --name=s --directory="$work" --nrfiles=11 --filesize=1m --bs=4k --rw=$rw \
-      --ioengine=psync --end_fsync=$([ "${rw%write}" != "$rw" ] && echo 1 || echo 0) \
-      --file_service_type=sequential --output-format=json 2>/dev/null |
-      python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; d=j["write"] if j["write"]["io_bytes"] else j["read"]; print(d["bw_bytes"]/1e6)'
-  done | sort -n | awk -v rw=$rw '{a[NR]=$1} END {printf "%-12s %10.1f MB/s\n", rw, a[3]}'
+for t in fio bonnie++ python3; do
+  command -v "$t" >/dev/null || { echo "bench_peers.sh: $t is not installed (apt-get install -y fio bonnie++)" >&2; exit 2; }
 done
-echo "== fsprof bench metadata (ops/s, 10 runs)"
-"$fsprof" bench metadata --dir "$dir" --format csv | awk -F, 'NR>1 {printf "%-12s %10.0f ops/s  ±%.0f\n", $1, $4, ($6-$5)/2}'
-echo "== bonnie++ -s 0 -n 16:0:0:1024 (ops/s; +++++ = finished too fast to report)"
-bonnie++ -d "$dir" -s 0 -n 16:0:0:1024 -u root -q 2>/dev/null | tail -1 |
-  awk -F, '{printf "create_seq %s\nstat_seq %s\nunlink_seq %s\ncreate_rand %s\nstat_rand %s\nunlink_rand %s\n", $25, $27, $29, $31, $33, $35}'
+work=$(mktemp -d "$dir/fsprof-peers.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+out=$(mktemp -d /tmp/fsprof-peers-out.XXXXXX)
+echo "results in $out (JSON of every tool)" >&2
+
+"$fsprof" bench sprite --dir "$work" -o "$out/sprite.json" --format csv >/dev/null
+
+# fio: each repetition runs the five phases in Sprite's order on fresh
+# files; --loops makes each job long enough for fio's millisecond runtime
+# (one pass over 11 MiB takes ~3 ms here) without wrapping inside a file.
+mkdir "$work/fio"
+phases=(write read randwrite randread read)
+for r in $(seq "$reps"); do
+  rm -f "$work/fio/"*
+  for k in 0 1 2 3 4; do
+    rw=${phases[$k]}
+    fsync=0; case $rw in *write) fsync=1 ;; esac
+    fio --name=sprite --directory="$work/fio" --nrfiles=11 --filesize=1m --size=11m \
+      --bs=4k --rw="$rw" --ioengine=sync --file_service_type=sequential \
+      --norandommap --randrepeat=1 --fsync_on_close=$fsync --invalidate=0 \
+      --fallocate=none --loops=20 --output-format=json >"$out/fio-$r-$k-$rw.json" 2>/dev/null
+  done
+done
+
+"$fsprof" bench metadata --dir "$work" -o "$out/metadata-16.json" --format csv >/dev/null
+bonnie++ -d "$work" -s 0 -n 16:0:0:1024 -u root -q -x "$reps" 2>/dev/null | grep '^1\.9' >"$out/bonnie-16.csv"
+if grep -q '+++++' "$out/bonnie-16.csv"; then
+  "$fsprof" bench metadata --dir "$work" --files-per-dir "$scale" --runs 5 \
+    -o "$out/metadata-$scale.json" --format csv >/dev/null
+  bonnie++ -d "$work" -s 0 -n "$scale:0:0:1024" -u root -q -x "$reps" 2>/dev/null |
+    grep '^1\.9' >"$out/bonnie-$scale.csv"
+fi
+
+python3 - "$out" "$scale" <<'EOF'
+import glob, json, os, statistics, sys
+out, scale = sys.argv[1], sys.argv[2]
+med = statistics.median
+
+def fsprof_phases(path):
+    b = json.load(open(path))["bench"]
+    rows = {}
+    for p in b["phases"]:
+        rate = p["summary"]["median"]
+        cpu = p.get("on_cpu")
+        rows[p["name"]] = (rate, rate / cpu if cpu else float("nan"), p["op_median_ns"],
+                           p["summary"]["ci95"]["half_width"] if p["summary"].get("ci95") else float("nan"))
+    return b, rows
+
+def show(title, unit, names, fs, peer, peer_name):
+    print(f"\n{title}")
+    print(f"{'phase':12} | {'fsprof '+unit:>14} {'per CPU-s':>11} {'op p50':>8} | {peer_name+' '+unit:>14} {'per CPU-s':>11} {'op p50':>8} | wall ratio  CPU ratio")
+    for ours, theirs in names:
+        a = fs.get(ours); b = peer.get(theirs)
+        if not a or not b:
+            continue
+        if b[0] is None:
+            print(f"{ours:12} | {a[0]:14.0f} {a[1]:11.0f} {p50(a[2]):>8} | {'+++++':>14} {'+++++':>11} {'-':>8} |")
+            continue
+        r1 = f"{a[0] / b[0]:.2f}" if b[0] else "-"
+        r2 = f"{a[1] / b[1]:.2f}" if b[1] else "-"
+        print(f"{ours:12} | {a[0]:14.0f} {a[1]:11.0f} {p50(a[2]):>8} | {b[0]:14.0f} {b[1]:11.0f} {p50(b[2]):>8} | {r1:>10} {r2:>10}")
+
+def p50(x):
+    return "-" if x is None else f"{x:.0f}ns"
+
+# sprite vs fio
+b, fs = fsprof_phases(f"{out}/sprite.json")
+fio = {}
+for f in sorted(glob.glob(f"{out}/fio-*.json")):
+    rep, k, rw = os.path.basename(f)[4:-5].split("-")
+    j = json.load(open(f))["jobs"][0]
+    d = j["write"] if "write" in rw else j["read"]
+    cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100
+    mbs = d["bw_bytes"] / 1e6
+    fio.setdefault(int(k), []).append((mbs, mbs / cpu if cpu else float("nan"), d["clat_ns"]["percentile"]["50.000000"]))
+order = ["seq_write", "seq_read", "rand_write", "rand_read", "seq_reread"]
+fio_rows = {order[k]: tuple(med([x[i] for x in v]) for i in range(3)) for k, v in fio.items()}
+m = b["machine"]
+print(f"{b['dir']['path']} ({b['dir']['fs_type']}), load average {m['load_average']:.1f} on {m['cpus']} CPUs")
+show(f"sprite (11 x 1 MiB, 4 KiB I/O): fsprof median of {b['params']['runs']} runs (files 2..11) | fio median of its repetitions (all 11 files, 20 loops)",
+     "MB/s", [(n, n) for n in order], fs, fio_rows, "fio")
+
+# metadata vs bonnie++
+names = ["create_seq", "stat_seq", "unlink_seq", "create_rand", "stat_rand", "unlink_rand"]
+for n in ["16", scale]:
+    path = f"{out}/metadata-{n}.json"
+    if not os.path.exists(path):
+        continue
+    _, fs = fsprof_phases(path)
+    rows = [l.strip().split(",") for l in open(f"{out}/bonnie-{n}.csv")]
+    bon = {}
+    for i, name in enumerate(names):
+        vals = [r[26 + 2 * i] for r in rows]
+        cpus = [r[27 + 2 * i] for r in rows]
+        if any("+" in v for v in vals):
+            bon[name] = (None, None, None)
+            continue
+        rate = med([float(v) for v in vals])
+        cpu = med([float(c) for c in cpus]) / 100
+        bon[name] = (rate, rate / cpu if cpu else float("nan"), None)
+    show(f"metadata, 1024 dirs x {n} files: fsprof median of its runs | bonnie++ -n {n}:0:0:1024, median of {len(rows)} runs (+++++ = under 500 ms, not reported)",
+         "ops/s", [(x, x) for x in names], fs, bon, "bonnie++")
+EOF

@@ -1,102 +1,121 @@
-//! Layered attribution: how much of an upper layer's latency sits in
-//! histogram peaks that a lower layer explains (OSprof's layered profiling,
-//! done on the histograms alone).
+//! Layered attribution (OSprof's layered profiling, done per call): how
+//! many of a system call's calls waited for block I/O, and for how long.
 //!
-//! Method. For an upper op (e.g. `syscall/read`) and the lower ops that
-//! serve it (e.g. every `block/*:read`), take the upper histogram U and the
-//! summed lower histogram L. A call that waited for a lower-layer request
-//! takes at least as long as that request, and — when the request is most of
-//! its cost — not much longer. So, from the slowest bucket down, each upper
-//! call in bucket i is matched with a still unmatched lower observation in
-//! bucket i, else i-1, … down to one power of two below (r buckets at
-//! resolution r). Matched calls, and their latency mass (bucket midpoints),
-//! are "attributed" to the lower layer.
+//! The charging happens in the kernel while the calls run (fsprof-kernel's
+//! `charge` module): a block request belongs to the profiled thread that
+//! queued it, and the time the thread has requests in flight is charged to
+//! the system call it is in when they complete. Each call that was charged
+//! is filed in the `block-wait` layer, under the syscall's name, with the
+//! time it waited. This module only sets that layer against `syscall`:
+//! per op, the calls that waited (`calls%`) and the share of the op's time
+//! spent waiting (`time%`).
 //!
-//! Limits. It is a one-to-one matching of counts, not of calls: one block
-//! read serving several syscalls (readahead, a large request), several
-//! requests per call, asynchronous writeback, and lower-layer activity of
-//! other processes (the block layer is system-wide) all blur it; coarse
-//! buckets make coincidences likelier. Read it as "this much of the slow
-//! mass looks like block time", a pointer for where to look, not an
-//! accounting identity.
+//! Earlier versions matched histograms bucket by bucket (a syscall peak
+//! "explained" by a block peak of similar latency); that counted other
+//! processes' I/O, asynchronous writeback and stacked devices (a loop
+//! device and the disk under it) as waits of the profiled calls, so it is
+//! gone: pairs of layers that cannot be charged per call get no
+//! attribution, and the report says how to record one that can.
 
-use fsprof_core::histogram::Histogram;
 use fsprof_core::layer;
-use fsprof_core::{Profile, Resolution};
+use fsprof_core::ops::syscall;
+use fsprof_core::Profile;
 
-/// Upper op → (lower layer, predicate on lower op names).
-struct Rule {
-    upper_layer: &'static str,
-    upper_ops: &'static [&'static str],
-    lower_layer: &'static str,
-    lower_suffix: &'static [&'static str],
+/// One system call op: its calls, and those that waited for block I/O of
+/// their own thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockWait {
+    /// Syscall name (`read`, `pread64`, `fsync`).
+    pub op: String,
+    pub calls: u64,
+    pub waited_calls: u64,
+    /// The op's total latency, ns.
+    pub time_ns: u64,
+    /// Time its calls were charged with, ns (never more than their latency).
+    pub wait_ns: u64,
 }
 
-const RULES: &[Rule] = &[
-    Rule {
-        upper_layer: layer::USER,
-        upper_ops: &["read", "pread", "readv", "preadv", "fread"],
-        lower_layer: layer::SYSCALL,
-        lower_suffix: &["read", "pread64", "readv", "preadv", "preadv2"],
-    },
-    Rule {
-        upper_layer: layer::USER,
-        upper_ops: &[
-            "write", "pwrite", "writev", "pwritev", "fwrite", "fflush", "fclose",
-        ],
-        lower_layer: layer::SYSCALL,
-        lower_suffix: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["read", "pread64", "readv", "preadv", "preadv2"],
-        lower_layer: layer::BLOCK,
-        lower_suffix: &[":read"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
-        lower_layer: layer::BLOCK,
-        lower_suffix: &[":write"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["fsync", "fdatasync"],
-        lower_layer: layer::FS,
-        lower_suffix: &["_sync_file", "_file_fsync", "_sync"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["read", "pread64", "readv", "preadv", "preadv2"],
-        lower_layer: layer::FUSE,
-        lower_suffix: &["read"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["write", "pwrite64", "writev", "pwritev", "pwritev2"],
-        lower_layer: layer::FUSE,
-        lower_suffix: &["write"],
-    },
-    Rule {
-        upper_layer: layer::SYSCALL,
-        upper_ops: &["openat", "open", "newfstatat", "statx", "stat", "lstat"],
-        lower_layer: layer::FUSE,
-        lower_suffix: &["lookup", "getattr", "open"],
-    },
-    // fsprof mount's daemon, reading and syncing its LOWER files.
-    Rule {
-        upper_layer: layer::FUSEFS,
-        upper_ops: &["read"],
-        lower_layer: layer::BLOCK,
-        lower_suffix: &[":read"],
-    },
-    Rule {
-        upper_layer: layer::FUSEFS,
-        upper_ops: &["fsync", "fsyncdir"],
-        lower_layer: layer::FS,
-        lower_suffix: &["_sync_file", "_file_fsync", "_sync"],
-    },
-];
+impl BlockWait {
+    pub fn calls_share(&self) -> f64 {
+        ratio(self.waited_calls, self.calls)
+    }
+    pub fn time_share(&self) -> f64 {
+        ratio(self.wait_ns, self.time_ns)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// What a profile allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attribution {
+    /// The profile has neither a block layer nor per-call data: nothing to say.
+    None,
+    /// It has the syscall and block layers but no per-call charging (an
+    /// older fsprof, `--perf-tracepoints`, a kernel without BTF) or the
+    /// block layer without the syscalls (a merged `fsprof mount` profile):
+    /// why not, and how to record one.
+    NotRecorded(String),
+    /// Per syscall op, largest wait first: every op that waited, and every
+    /// read, write and sync op even when none of its calls did (0%).
+    Measured(Vec<BlockWait>),
+}
+
+/// Ops shown even when none of their calls waited: the ones that move or
+/// sync file data.
+fn data_or_sync(op: &str) -> bool {
+    syscall::data(op).is_some()
+        || matches!(
+            op,
+            "fsync" | "fdatasync" | "sync_file_range" | "syncfs" | "sync" | "msync"
+        )
+}
+
+/// The attribution of `p` (see [`Attribution`]).
+pub fn attribute(p: &Profile) -> Attribution {
+    // The block-wait layer is written, empty or not, whenever the calls
+    // were charged; the block layer itself is absent when no device did
+    // anything.
+    let (sys, blocks) = (p.layer(layer::SYSCALL), p.layer(layer::BLOCK));
+    let waits = match (sys, p.layer(layer::BLOCK_WAIT), blocks) {
+        (Some(_), Some(w), _) => w,
+        (Some(_), None, Some(_)) => {
+            return Attribution::NotRecorded(
+                "this profile has no per-call block attribution (recorded by an older fsprof, with --perf-tracepoints, or on a kernel without BTF)".into(),
+            )
+        }
+        (None, _, Some(_)) => {
+            return Attribution::NotRecorded(
+                "the block layer alone cannot be set against anything per call; record `fsprof kernel --layers syscall,block` (for an fsprof mount daemon: `--pid` of the daemon) to see which calls waited for it".into(),
+            )
+        }
+        _ => return Attribution::None,
+    };
+    let sys = sys.expect("matched above");
+    let mut rows: Vec<BlockWait> = sys
+        .ops
+        .iter()
+        .filter(|o| data_or_sync(&o.name) || waits.op(&o.name).is_some())
+        .map(|o| {
+            let w = waits.op(&o.name);
+            BlockWait {
+                op: o.name.clone(),
+                calls: o.post,
+                waited_calls: w.map_or(0, |w| w.post),
+                time_ns: o.total_ns,
+                wait_ns: w.map_or(0, |w| w.total_ns.min(o.total_ns)),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(b.time_ns.cmp(&a.time_ns)));
+    Attribution::Measured(rows)
+}
 
 /// One FUSE op seen from both sides: the kernel's request (`fuse`, send to
 /// reply: queueing, the transfer to the daemon and back, and the daemon's
@@ -150,155 +169,84 @@ pub fn fuse_split(p: &Profile) -> Vec<FuseSplit> {
     out
 }
 
-/// One upper op set against one lower layer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Attribution {
-    pub upper: String,
-    pub lower: String,
-    pub calls: u64,
-    pub matched_calls: u64,
-    /// Estimated latency mass (bucket midpoints), ns.
-    pub mass_ns: f64,
-    pub matched_mass_ns: f64,
-}
-
-fn midpoint(res: Resolution, i: i32) -> f64 {
-    (res.lower_bound(i) * res.upper_bound(i)).sqrt()
-}
-
-/// Greedy top-down matching described in the module docs.
-pub fn match_histograms(
-    upper: &Histogram,
-    lower: &Histogram,
-    res: Resolution,
-) -> (u64, f64, u64, f64) {
-    let span = res.get() as i32;
-    let mut avail: std::collections::BTreeMap<i32, u64> = lower.buckets().collect();
-    let (mut calls, mut mass, mut mcalls, mut mmass) = (0, 0.0, 0, 0.0);
-    let mut ups: Vec<(i32, u64)> = upper.buckets().collect();
-    ups.reverse();
-    for (i, n) in ups {
-        calls += n;
-        mass += n as f64 * midpoint(res, i);
-        let mut need = n;
-        for j in (i - span..=i).rev() {
-            if need == 0 {
-                break;
-            }
-            if let Some(a) = avail.get_mut(&j) {
-                let take = need.min(*a);
-                *a -= take;
-                need -= take;
-                mcalls += take;
-                mmass += take as f64 * midpoint(res, i);
-            }
-        }
-    }
-    calls += upper.zero;
-    (calls, mass, mcalls, mmass)
-}
-
-/// Every rule whose two layers are in the profile and have calls.
-pub fn attribute(p: &Profile) -> Vec<Attribution> {
-    let res = p.resolution();
-    let mut out = Vec::new();
-    for rule in RULES {
-        let (Some(up), Some(low)) = (p.layer(rule.upper_layer), p.layer(rule.lower_layer)) else {
-            continue;
-        };
-        let mut lower = Histogram::default();
-        let mut lower_names = Vec::new();
-        for op in &low.ops {
-            if rule.lower_suffix.iter().any(|s| op.name.ends_with(s)) && !op.histogram.is_empty() {
-                lower.merge(&op.histogram);
-                lower_names.push(op.name.clone());
-            }
-        }
-        if lower.is_empty() {
-            continue;
-        }
-        for name in rule.upper_ops {
-            let Some(op) = up.op(name) else { continue };
-            if op.histogram.is_empty() {
-                continue;
-            }
-            let (calls, mass, mcalls, mmass) = match_histograms(&op.histogram, &lower, res);
-            out.push(Attribution {
-                upper: format!("{}/{}", rule.upper_layer, name),
-                lower: format!("{}/{{{}}}", rule.lower_layer, lower_names.join(",")),
-                calls,
-                matched_calls: mcalls,
-                mass_ns: mass,
-                matched_mass_ns: mmass,
-            });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use fsprof_core::histogram::OpStats;
     use fsprof_core::profile::{layer_in, Meta};
-    use fsprof_core::BucketLayout;
 
-    fn hist(values: &[(u64, u64)]) -> Histogram {
-        let layout = BucketLayout::new(Resolution::new(1).unwrap());
-        let mut h = Histogram::default();
-        for &(ns, n) in values {
-            h.add_to(layout.index(ns), n);
+    fn op(name: &str, calls: u64, total: u64) -> OpStats {
+        let mut o = OpStats::new(name);
+        (o.pre, o.post, o.total_ns) = (calls, calls, total);
+        o.histogram.add_to(Some(10), calls);
+        o
+    }
+
+    fn profile(layers: &[(&str, Vec<OpStats>)]) -> Profile {
+        let mut p = Profile::new(Meta::default());
+        for (l, ops) in layers {
+            layer_in(&mut p.layers, l).ops.extend(ops.iter().cloned());
         }
-        h
+        p
     }
 
     #[test]
-    fn a_slow_peak_matching_block_reads_is_attributed() {
-        // 1000 page-cache hits around 300 ns, 50 misses around 100 µs;
-        // 50 block reads around 90 µs.
-        let up = hist(&[(300, 1000), (100_000, 50)]);
-        let low = hist(&[(90_000, 50)]);
-        let res = Resolution::new(1).unwrap();
-        let (calls, mass, mc, mm) = match_histograms(&up, &low, res);
-        assert_eq!((calls, mc), (1050, 50));
-        // All the slow mass, none of the cache hits.
-        let layout = BucketLayout::new(res);
-        let slow = 50.0 * midpoint(res, layout.index(100_000).unwrap());
-        let fast = 1000.0 * midpoint(res, layout.index(300).unwrap());
-        assert!(
-            (mm - slow).abs() < 1e-6 && (mass - slow - fast).abs() < 1e-6,
-            "{mm} of {mass}"
-        );
-    }
-
-    #[test]
-    fn lower_latencies_above_the_upper_ones_explain_nothing() {
-        let up = hist(&[(1_000, 10)]);
-        let low = hist(&[(1_000_000, 10)]);
-        let (_, _, mc, _) = match_histograms(&up, &low, Resolution::new(1).unwrap());
-        assert_eq!(mc, 0);
-    }
-
-    #[test]
-    fn profile_rules_pick_layers_and_devices() {
-        let meta = Meta {
-            resolution: Resolution::new(1).unwrap(),
-            ..Default::default()
+    fn waits_are_set_against_their_syscall_and_idle_data_ops_show_zero() {
+        let p = profile(&[
+            (
+                "syscall",
+                vec![
+                    op("read", 1000, 10_000_000),
+                    op("write", 50, 1_000_000),
+                    op("openat", 10, 50_000),
+                    op("execve", 1, 900_000),
+                ],
+            ),
+            ("block", vec![op("loop0:read", 5, 1)]),
+            (
+                "block-wait",
+                vec![op("read", 10, 7_500_000), op("execve", 1, 300_000)],
+            ),
+        ]);
+        let Attribution::Measured(rows) = attribute(&p) else {
+            panic!("{:?}", attribute(&p))
         };
-        let mut p = Profile::new(meta);
-        let mut read = OpStats::new("read");
-        read.histogram = hist(&[(300, 100), (200_000, 20)]);
-        read.post = 120;
-        read.pre = 120;
-        layer_in(&mut p.layers, "syscall").ops.push(read);
-        for dev in ["sda", "loop0"] {
-            let mut b = OpStats::new(format!("{dev}:read"));
-            b.histogram = hist(&[(150_000, 5)]);
-            layer_in(&mut p.layers, "block").ops.push(b);
+        let names: Vec<&str> = rows.iter().map(|r| r.op.as_str()).collect();
+        assert_eq!(
+            names,
+            ["read", "execve", "write"],
+            "openat neither waited nor moves data"
+        );
+        assert!((rows[0].calls_share() - 0.01).abs() < 1e-12);
+        assert!((rows[0].time_share() - 0.75).abs() < 1e-12);
+        assert_eq!((rows[2].waited_calls, rows[2].wait_ns), (0, 0));
+    }
+
+    #[test]
+    fn a_charged_profile_without_block_requests_shows_zero() {
+        let p = profile(&[
+            ("syscall", vec![op("read", 10, 1000)]),
+            ("block-wait", vec![]),
+        ]);
+        let Attribution::Measured(rows) = attribute(&p) else {
+            panic!("{:?}", attribute(&p))
+        };
+        assert_eq!((rows.len(), rows[0].waited_calls), (1, 0));
+    }
+
+    #[test]
+    fn profiles_without_per_call_data_say_so() {
+        let sys = ("syscall", vec![op("read", 1, 1)]);
+        let blk = ("block", vec![op("vda:read", 1, 1)]);
+        assert_eq!(
+            attribute(&profile(std::slice::from_ref(&sys))),
+            Attribution::None
+        );
+        for layers in [vec![sys.clone(), blk.clone()], vec![blk.clone()]] {
+            assert!(matches!(
+                attribute(&profile(&layers)),
+                Attribution::NotRecorded(_)
+            ));
         }
-        let rows = attribute(&p);
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].upper, "syscall/read");
-        assert_eq!(rows[0].matched_calls, 10);
     }
 }

@@ -57,15 +57,15 @@ pub fn text(r: &BenchResult) -> String {
     );
     let _ = writeln!(
         s,
-        "\n{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4}",
-        "phase", "mean", "± 95% CI", "median", "min", "max", "stddev", "op p50", "out"
+        "\n{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4} {:>6}",
+        "phase", "mean", "± 95% CI", "median", "min", "max", "stddev", "op p50", "out", "on CPU"
     );
     for (name, ph) in rows(r) {
         let m = &ph.summary;
         let (hw, rel) = ci(ph);
         let _ = writeln!(
             s,
-            "{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4}",
+            "{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4} {:>6}",
             name,
             format!("{:.1} {}", m.mean, ph.unit),
             format!("± {hw:.1} ({rel:.1}%)"),
@@ -74,7 +74,9 @@ pub fn text(r: &BenchResult) -> String {
             format!("{:.1}", m.max),
             m.stddev.map_or("-".into(), |d| format!("{d:.1}")),
             fsprof_core::units::format_ns(ph.op_median_ns),
-            m.outliers.len()
+            m.outliers.len(),
+            ph.on_cpu
+                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
         );
     }
     let first = r
@@ -116,14 +118,14 @@ pub fn text(r: &BenchResult) -> String {
 
 pub fn csv(r: &BenchResult) -> String {
     let mut s = String::from(
-        "phase,unit,runs,mean,ci95_low,ci95_high,median,min,max,stddev,mad,outliers,op_median_ns\n",
+        "phase,unit,runs,mean,ci95_low,ci95_high,median,min,max,stddev,mad,outliers,op_median_ns,on_cpu\n",
     );
     for (name, p) in rows(r) {
         let m = &p.summary;
         let (lo, hi) = m.ci95.map_or((f64::NAN, f64::NAN), |c| (c.low, c.high));
         let _ = writeln!(
             s,
-            "{name},{},{},{},{lo},{hi},{},{},{},{},{},{},{}",
+            "{name},{},{},{},{lo},{hi},{},{},{},{},{},{},{},{}",
             p.unit,
             m.n,
             m.mean,
@@ -133,7 +135,8 @@ pub fn csv(r: &BenchResult) -> String {
             m.stddev.unwrap_or(f64::NAN),
             m.mad,
             m.outliers.len(),
-            p.op_median_ns
+            p.op_median_ns,
+            p.on_cpu.map_or(String::new(), |f| f.to_string())
         );
     }
     s

@@ -60,6 +60,10 @@ pub struct Params {
     pub resolution: u32,
     /// Seed of every random order and offset (same seed, same accesses).
     pub seed: u64,
+    /// Keep every operation's latency in the result (`phases[].op_ns`),
+    /// not only the histograms.
+    #[serde(default)]
+    pub raw_samples: bool,
     // sprite and sweep
     pub files: usize,
     pub file_size: u64,
@@ -92,6 +96,7 @@ impl Params {
             drop_caches: false,
             resolution: 1,
             seed: 1,
+            raw_samples: false,
             files: 11,
             file_size: 1 << 20,
             io_size: 4096,

@@ -69,11 +69,22 @@ pub struct PhaseResult {
     /// file included (sprite); empty for suites without files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file_ns: Vec<Vec<u64>>,
+    /// With `--raw-samples`: per run (warm-up runs first), every latency
+    /// of the phase's op in ns, in the order the ops ran (sprite: all
+    /// files, the first included). Without it the per-op latencies are
+    /// kept only as the profile's histograms (layer `bench`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op_ns: Vec<Vec<u64>>,
     /// Whether the first file's figures were left out of `runs`.
     #[serde(default)]
     pub first_file_dropped: bool,
     /// Median per-operation latency over the measured runs, ns.
     pub op_median_ns: f64,
+    /// Median over the measured runs of the share of the timed loops'
+    /// wall time their thread was on a CPU (the rest: blocked in I/O or
+    /// preempted by other processes). Absent where the CPU clock is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<f64>,
     /// The cache check before this phase in each run (warm-up runs first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache: Vec<CacheCheck>,
@@ -89,7 +100,7 @@ pub struct SweepPoint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
     /// Stable key: `ci_wide`, `warmup`, `working_set`, `cold_failed`,
-    /// `timer_coarse`, `busy`, `frequency_scaling`, `outlier`.
+    /// `timer_coarse`, `busy`, `frequency_scaling`, `outlier`, `off_cpu`.
     pub kind: String,
     /// What happened and what to do about it.
     pub message: String,

@@ -174,6 +174,7 @@ pub fn aggregate(runs: &[Vec<PhaseRun>], warmup: usize) -> (Vec<PhaseResult>, Ve
         let (warm, measured) = all.split_at(warmup.min(all.len()));
         let values: Vec<f64> = measured.iter().map(|r| r.value).collect();
         let medians: Vec<f64> = measured.iter().map(|r| r.op_median_ns).collect();
+        let on_cpu: Vec<f64> = measured.iter().filter_map(|r| r.on_cpu).collect();
         for r in measured {
             for op in &r.ops {
                 match ops.iter_mut().find(|o| o.name == op.name) {
@@ -196,8 +197,14 @@ pub fn aggregate(runs: &[Vec<PhaseRun>], warmup: usize) -> (Vec<PhaseResult>, Ve
                 .map(|r| r.file_ns.clone())
                 .filter(|v| !v.is_empty())
                 .collect(),
+            op_ns: all
+                .iter()
+                .map(|r| r.op_ns.clone())
+                .filter(|v| !v.is_empty())
+                .collect(),
             first_file_dropped: !proto.file_ns.is_empty(),
             op_median_ns: fsprof_core::stats::median(&medians).unwrap_or(0.0),
+            on_cpu: fsprof_core::stats::median(&on_cpu),
             cache: all.iter().filter_map(|r| r.cache.clone()).collect(),
         });
     }

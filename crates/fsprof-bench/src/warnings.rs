@@ -13,6 +13,8 @@ pub const WARMUP_FACTOR: f64 = 1.25;
 pub const TIMER_LIMIT: f64 = 0.10;
 /// 1-minute load average above this share of the CPUs: something else runs.
 pub const LOAD_LIMIT: f64 = 0.5;
+/// Timed loops on a CPU for less than this share of their wall time.
+pub const ON_CPU_LIMIT: f64 = 0.8;
 
 fn w(kind: &str, message: String) -> Warning {
     Warning {
@@ -109,6 +111,12 @@ fn phase(out: &mut Vec<Warning>, r: &BenchResult, name: &str, p: &PhaseResult) {
     if warm_failed > 0 {
         out.push(w("working_set", format!(
             "{name}: --cache warm was asked but the files were not wholly cached in {warm_failed} runs: the working set does not fit in the page cache; use smaller --file-size/--files"
+        )));
+    }
+    if let Some(f) = p.on_cpu.filter(|&f| f < ON_CPU_LIMIT) {
+        out.push(w("off_cpu", format!(
+            "{name}: the timed loops ran on a CPU only {:.0}% of their wall time; the rest they were blocked in I/O or preempted by other processes: per-second figures include that wait (per-op medians mostly do not) — if the data is cached, quiet the machine or pin the run (taskset) and rerun",
+            f * 100.0
         )));
     }
     let cost = r.timer.overhead_ns.max(r.timer.resolution_ns);

@@ -106,6 +106,44 @@ fn sprite_drops_the_first_file_discards_warmup_and_its_interval_matches_a_refere
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }
 
+/// `raw_samples` keeps every op's latency per run; those of the measured
+/// runs' files 2..N rebuild the profile's histogram bucket for bucket
+/// (buckets computed here with floats, not by fsprof). Without it the
+/// result carries none.
+#[test]
+fn raw_samples_are_every_op_in_order_and_rebuild_the_histograms() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = Params {
+        raw_samples: true,
+        runs: 2,
+        ..small_sprite(d.path())
+    };
+    let (profile, r) = run(&p);
+    let layer = profile.layer(LAYER).unwrap();
+    for ph in &r.phases {
+        assert_eq!(ph.op_ns.len(), 3, "{}: warm-up + 2 runs", ph.name);
+        assert!(ph.op_ns.iter().all(|v| v.len() == 4 * 16), "{}", ph.name);
+        let mut want = std::collections::BTreeMap::new();
+        for run in &ph.op_ns[1..] {
+            for &ns in &run[16..] {
+                let i = if ns <= 1 {
+                    -1
+                } else {
+                    (ns as f64).log2().ceil() as i32 - 1
+                };
+                *want.entry(i).or_insert(0u64) += 1;
+            }
+        }
+        let op = layer.op(&ph.name).unwrap();
+        for (&i, &n) in &want {
+            assert_eq!(op.histogram.get(i), n, "{} bucket {i}", ph.name);
+        }
+        assert_eq!(want.values().sum::<u64>(), op.post);
+    }
+    let (_, r) = run(&small_sprite(d.path()));
+    assert!(r.phases.iter().all(|ph| ph.op_ns.is_empty()));
+}
+
 #[test]
 fn cold_on_tmpfs_is_caught_and_the_warning_says_what_to_do() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -169,6 +207,42 @@ fn pread_threads_each_do_their_ops() {
     assert_eq!(op.post, 2 * 2 * 2000);
     assert!(r.phases[0].cache.iter().all(|c| c.passed));
     assert!(r.phases[0].op_median_ns > 0.0);
+}
+
+/// One reader runs on the calling thread (no thread is spawned, see the
+/// module doc); its loop reports its on-CPU share, and a share under the
+/// limit raises a warning that names the cause and the fix.
+#[test]
+fn one_pread_reader_reports_its_cpu_share_and_a_low_share_is_warned() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let p = Params {
+        ops: 3000,
+        runs: 2,
+        ..Params::defaults(Suite::Pread, d.path().to_path_buf())
+    };
+    let (profile, mut r) = run(&p);
+    assert_eq!(
+        profile.layer(LAYER).unwrap().op("pread").unwrap().post,
+        6000
+    );
+    let f = r.phases[0].on_cpu.expect("on_cpu measured");
+    assert!(f > 0.0 && f <= 1.0, "{f}");
+    let off = |r: &BenchResult| {
+        fsprof_bench::warnings::all(r)
+            .into_iter()
+            .filter(|w| w.kind == "off_cpu")
+            .collect::<Vec<_>>()
+    };
+    r.phases[0].on_cpu = Some(0.3);
+    let w = off(&r);
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].message.contains("30%") && w[0].message.contains("taskset"),
+        "{}",
+        w[0].message
+    );
+    r.phases[0].on_cpu = Some(fsprof_bench::warnings::ON_CPU_LIMIT + 0.01);
+    assert!(off(&r).is_empty());
 }
 
 /// A file system image loop-mounted for one test, unmounted on drop.

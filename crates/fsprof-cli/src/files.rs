@@ -62,7 +62,7 @@ pub fn write_output(bytes: &[u8], output: Option<&Path>, force: bool) -> Result<
     match output.filter(|p| !is_stdio(p)) {
         Some(path) => {
             write_atomic(path, bytes, force)?;
-            eprintln!("fsprof: wrote {}", path.display());
+            fsprof_sys::diag!("fsprof: wrote {}", path.display());
             Ok(())
         }
         None => write_stdout(bytes),

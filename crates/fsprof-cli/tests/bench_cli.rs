@@ -41,10 +41,19 @@ fn bad_input_is_one_line_and_exit_2() {
         "cached reads",
     );
     one_error_line(&bench(d.path(), &["sprite", "--files", "1"]), "--files");
-    // clap's own parse errors add a usage line; still exit 2 and named.
-    let o = bench(d.path(), &["sprite", "--file-size", "1x"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid size \"1x\""));
+    // clap's own parse errors are one line too.
+    one_error_line(
+        &bench(d.path(), &["sprite", "--file-size", "1x"]),
+        "invalid size \"1x\"",
+    );
+    one_error_line(
+        &bench(d.path(), &["sprite", "--align", "sideways"]),
+        "--align",
+    );
+    one_error_line(
+        &bench(d.path(), &["sprite", "--bogus"]),
+        "usage: fsprof bench",
+    );
     one_error_line(&bench(d.path(), &["sprite", "--plot", "x.svg"]), "--plot");
     let existing = d.path().join("r.json");
     std::fs::write(&existing, "mine").unwrap();
@@ -114,7 +123,7 @@ fn results_are_profiles_and_every_format_parses() {
             }
             "csv" => {
                 assert_eq!(s.lines().count(), 6, "{s}");
-                assert!(s.lines().all(|l| l.split(',').count() == 13), "{s}");
+                assert!(s.lines().all(|l| l.split(',').count() == 14), "{s}");
             }
             "markdown" => assert_eq!(s.lines().filter(|l| l.starts_with("| `")).count(), 5),
             _ => assert!(s.contains("± 95% CI") && s.contains("first file is dropped")),
@@ -161,10 +170,13 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
         .expect("sysfs cache sizes");
     let l1_kib: u64 = l1.trim().trim_end_matches('K').parse().unwrap();
     let max = format!("{}k", (l1_kib * 2).next_power_of_two());
+    let result = out.path().join("sweep.json");
     let o = bench(
         d.path(),
         &[
             "sweep",
+            "-o",
+            result.to_str().unwrap(),
             "--files",
             "2",
             "--runs",
@@ -184,6 +196,39 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     assert!(s.contains(&format!("L1 {l1_kib} KiB")), "no L1 marker");
     let csv = String::from_utf8(o.stdout).unwrap();
     assert!(csv.contains("seq_read@16 KiB"), "{csv}");
+    // The HTML report of the result carries the same chart; a bench
+    // result without a sweep (and any plain profile) has none.
+    let html = out.path().join("r.html");
+    let o = fsprof()
+        .args(["report", "--format", "html", "-o"])
+        .arg(&html)
+        .arg(&result)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("id=\"sweep\"").count(), 1);
+    let chart = &page[page.find("id=\"sweep\"").unwrap()..];
+    assert!(
+        chart.contains(&format!("L1 {l1_kib} KiB")),
+        "no L1 marker in the report"
+    );
+    assert!(chart.contains("seq_read"));
+    let p50 = &page[page.find("id=\"sweep-op-p50\"").expect("op p50 chart")..];
+    assert!(p50.contains("ns per op (median)"));
+    let sprite = out.path().join("sprite.json");
+    quick(d.path(), &sprite, &[]);
+    let html2 = out.path().join("r2.html");
+    let o = fsprof()
+        .args(["report", "--format", "html", "-o"])
+        .arg(&html2)
+        .arg(&sprite)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(!std::fs::read_to_string(&html2)
+        .unwrap()
+        .contains("id=\"sweep\""));
     let png = out.path().join("s.png");
     let o = bench(
         d.path(),
@@ -197,10 +242,15 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
             "16k",
             "--max-size",
             "32k",
-            "--plot",
+            "--plot-p50",
             png.to_str().unwrap(),
         ],
     );
     assert!(o.status.success());
     assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    // An existing plot file is refused before anything runs.
+    one_error_line(
+        &bench(d.path(), &["sweep", "--plot-p50", png.to_str().unwrap()]),
+        "--force",
+    );
 }

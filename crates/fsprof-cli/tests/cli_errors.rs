@@ -43,9 +43,10 @@ fn unknown_flags_before_the_command_are_refused_by_run_and_kernel() {
         assert_eq!(out.status.code(), Some(2), "{sub}");
         let err = stderr_of(&out);
         assert!(
-            err.starts_with("error: unexpected argument '--typo-flag' found"),
+            err.starts_with("fsprof: unexpected argument '--typo-flag' found"),
             "{sub}: {err}"
         );
+        assert_eq!(err.lines().count(), 1, "{sub}: {err}");
     }
     // The command's own flags are its own, with or without `--`.
     let dir = tempfile::tempdir().unwrap();

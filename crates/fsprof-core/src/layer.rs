@@ -26,8 +26,14 @@ pub const FUSE: &str = "fuse";
 /// kernel's view of the same requests, and one profile can hold both.
 pub const FUSEFS: &str = "fusefs";
 
+/// The system calls that waited for block requests of their own thread
+/// (`fsprof kernel` with the syscall and block layers): op names as in
+/// `syscall`, each call's histogram entry is the time it was charged
+/// (docs/profile-format.md, "Layered attribution").
+pub const BLOCK_WAIT: &str = "block-wait";
+
 /// Every layer above, from the program down to the device.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 9] = [
     USER,
     USER_NONFILE,
     SYSCALL,
@@ -36,6 +42,7 @@ pub const ALL: [&str; 8] = [
     FS,
     BLOCK,
     BLOCK_SIZE,
+    BLOCK_WAIT,
 ];
 
 /// Layers a report leaves out unless they are named.

@@ -15,6 +15,7 @@ pub mod merge;
 mod named;
 pub mod ops;
 pub mod output;
+pub mod printable;
 pub mod profile;
 pub mod stats;
 pub mod units;

@@ -249,6 +249,14 @@ struct Builder<'a> {
     fs_ops: Vec<String>,
     layers: Vec<&'static str>,
     notes: Vec<String>,
+    /// Whether system calls are charged with their threads' block I/O
+    /// (both layers on, block paired by request): decided before the
+    /// syscall programs are generated, since their exit files it.
+    block_wait: bool,
+    /// The syscall layer's per-thread start map, once attached.
+    sys_start_fd: Option<i32>,
+    /// Maps of the attribution ([`crate::charge`]), kept alive here.
+    charge_maps: Vec<Map>,
 }
 
 impl Builder<'_> {
@@ -328,7 +336,12 @@ impl Builder<'_> {
                 why: "--perf-tracepoints".into(),
             });
         }
-        let exit_p = progs::sys_exit(&progs::raw_arg1("ret"), &self.sh, start.fd())?;
+        let exit_p = progs::sys_exit(
+            &progs::raw_arg1("ret"),
+            &self.sh,
+            start.fd(),
+            self.block_wait,
+        )?;
         let enter_p =
             progs::sys_enter(&progs::raw_arg1("id"), &self.filter, start.fd(), mask.fd())?;
         for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
@@ -364,10 +377,12 @@ impl Builder<'_> {
                 ));
             }
             let sh = self.sh;
-            self.add(&exit, progs::sys_exit(exit.field("ret")?, &sh, start.fd()))?;
+            let exit_p = progs::sys_exit(exit.field("ret")?, &sh, start.fd(), self.block_wait);
+            self.add(&exit, exit_p)?;
             let enter_p = progs::sys_enter(enter.field("id")?, &self.filter, start.fd(), mask.fd());
             self.add(&enter, enter_p)?;
         }
+        self.sys_start_fd = Some(start.fd());
         self.starts.push(start);
         self.mask = Some(mask);
         self.layers.push(layer::SYSCALL);
@@ -498,16 +513,61 @@ impl Builder<'_> {
         }
     }
 
+    /// The maps and filter of the attribution, when it is on.
+    fn charge(
+        &mut self,
+        l: &crate::blockrq::RqLayout,
+    ) -> Result<Option<crate::charge::Charge>, String> {
+        let (true, Some(sys_start_fd)) = (self.block_wait, self.sys_start_fd) else {
+            return Ok(None);
+        };
+        use crate::charge::{OWNER_VAL_SIZE, THREAD_VAL_SIZE};
+        // Preallocated: completions insert and delete in interrupt context.
+        let owner = map(
+            "fsprof_owner",
+            sys::MAP_HASH,
+            8,
+            OWNER_VAL_SIZE,
+            START_ENTRIES,
+            0,
+        )
+        .map_err(|e| e.to_string())?;
+        let threads = map(
+            "fsprof_bthreads",
+            sys::MAP_LRU_HASH,
+            8,
+            THREAD_VAL_SIZE,
+            START_ENTRIES,
+            0,
+        )
+        .map_err(|e| e.to_string())?;
+        let c = crate::charge::Charge {
+            owner_fd: owner.fd(),
+            threads_fd: threads.fd(),
+            sys_start_fd,
+            filter: self.filter.clone(),
+            task_pid: l.task_pid,
+        };
+        self.charge_maps.extend([owner, threads]);
+        Ok(Some(c))
+    }
+
     fn attach_block_by_request(&mut self) -> Result<(), String> {
         let l = crate::blockrq::RqLayout::vmlinux()?;
         let start = start_map("fsprof_blk_start", sys::MAP_HASH).map_err(|e| e.to_string())?;
-        let programs = [
+        let charge = self.charge(&l)?;
+        let c = charge.as_ref();
+        let mut programs = vec![
             (
                 "block_rq_complete",
-                crate::blockrq::complete(&l, &self.block_sh, start.fd()),
+                crate::blockrq::complete(&l, &self.block_sh, start.fd(), c),
             ),
-            ("block_rq_issue", crate::blockrq::issue(&l, start.fd())),
+            ("block_rq_issue", crate::blockrq::issue(&l, start.fd(), c)),
         ];
+        if let Some(c) = c {
+            programs.push(("block_rq_insert", crate::blockrq::insert(c)));
+            programs.push(("sched_switch", crate::charge::sched_switch(c)));
+        }
         let mut loaded = Vec::new();
         for (name, insns) in programs {
             let prog =
@@ -587,12 +647,17 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         fs_ops: Vec::new(),
         layers: Vec::new(),
         notes: Vec::new(),
+        block_wait: false,
+        sys_start_fd: None,
+        charge_maps: Vec::new(),
     };
     let block = b.wanted(
         o.block,
         "block",
         &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
     );
+    b.block_wait =
+        o.syscall && block && !o.perf_tracepoints && crate::blockrq::RqLayout::vmlinux().is_ok();
     let fuse = b.wanted(
         o.fuse,
         "fuse",
@@ -629,6 +694,8 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         _progs: b.progs,
         _thresh: maps.thresh,
         _mask: b.mask,
+        block_wait: !b.charge_maps.is_empty() && b.layers.contains(&layer::BLOCK),
+        _charge_maps: b.charge_maps,
         layers: b.layers,
         notes: b.notes,
     };

@@ -29,6 +29,7 @@
 //! so.
 
 use crate::btf::Btf;
+use crate::charge::Charge;
 use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
 use crate::progs::{self, Shared, BLOCK_BASE, BLOCK_SIZE_BASE};
 
@@ -48,6 +49,8 @@ pub struct RqLayout {
     /// REQ_OP_READ, _WRITE, _FLUSH, _DISCARD, in BLOCK_KINDS order.
     ops: [u32; 4],
     idle: u32,
+    /// Offset of `pid` in `struct task_struct` (for [`crate::charge`]).
+    pub task_pid: u32,
 }
 
 impl RqLayout {
@@ -88,6 +91,7 @@ impl RqLayout {
                 en("REQ_OP_DISCARD")?,
             ],
             idle: en("MQ_RQ_IDLE")?,
+            task_pid: member("task_struct", "pid", 4)?,
         })
     }
 
@@ -156,8 +160,9 @@ fn emit_opkey(a: &mut Asm, l: &RqLayout) {
 }
 
 /// raw tracepoint block_rq_issue(struct request *rq): START_KEY = {rq, 0}
-/// → {now, op key, bytes}.
-pub fn issue(l: &RqLayout, start_fd: i32) -> Vec<Insn> {
+/// → {now, op key, bytes}; with `charge`, the request also gets its owner
+/// ([`crate::charge`]) if `block_rq_insert` did not give it one.
+pub fn issue(l: &RqLayout, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
     let mut a = Asm::new();
     let out = a.label();
     a.ldx(Size::DW, R6, R1, 0);
@@ -170,6 +175,21 @@ pub fn issue(l: &RqLayout, start_fd: i32) -> Vec<Insn> {
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, progs::START_VAL, R0);
     progs::store_start(&mut a, start_fd);
+    if let Some(c) = charge {
+        crate::charge::emit_take_ownership(&mut a, c, RQ);
+    }
+    progs::ret0(&mut a, out);
+    a.finish()
+}
+
+/// raw tracepoint block_rq_insert(struct request *rq), in the context of
+/// the task that queued the request: its owner ([`crate::charge`]).
+pub fn insert(c: &Charge) -> Vec<Insn> {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.ldx(Size::DW, R6, R1, 0);
+    a.stx(Size::DW, R10, RQ, R6);
+    crate::charge::emit_take_ownership(&mut a, c, RQ);
     progs::ret0(&mut a, out);
     a.finish()
 }
@@ -177,7 +197,7 @@ pub fn issue(l: &RqLayout, start_fd: i32) -> Vec<Insn> {
 /// raw tracepoint block_rq_complete(struct request *rq, blk_status_t
 /// error, unsigned int nr_bytes): latency into `block`, size into
 /// `block-size`, by the rules in the module doc.
-pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32) -> Vec<Insn> {
+pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
     let mut a = Asm::new();
     let out = a.label();
     let record = a.label();
@@ -190,7 +210,11 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32) -> Vec<Insn> {
     progs::emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, NOW, R0);
-    a.mov(R9, R0);
+    if let Some(c) = charge {
+        crate::charge::emit_charge(&mut a, c, RQ, NOW);
+        a.ldx(Size::DW, R6, R10, RQ);
+    }
+    a.ldx(Size::DW, R9, R10, NOW);
     a.stx(Size::DW, R10, progs::START_KEY, R6);
     a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
     progs::take_start(&mut a, start_fd, unissued);
@@ -249,6 +273,7 @@ mod tests {
             op_mask: 0xff,
             ops: [0, 1, 2, 3],
             idle: 0,
+            task_pid: 1264,
         };
         let sh = Shared {
             stats_fd: 3,
@@ -258,8 +283,19 @@ mod tests {
             on_fd: 7,
             resolution: 1,
         };
-        assert!(issue(&l, 9).len() > 20);
-        assert!(complete(&l, &sh, 9).len() > issue(&l, 9).len());
+        assert!(issue(&l, 9, None).len() > 20);
+        assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9, None).len());
+        let c = Charge {
+            owner_fd: 10,
+            threads_fd: 11,
+            sys_start_fd: 12,
+            filter: crate::progs::Filter::All,
+            task_pid: 1264,
+        };
+        assert!(issue(&l, 9, Some(&c)).len() > issue(&l, 9, None).len());
+        assert!(complete(&l, &sh, 9, Some(&c)).len() > complete(&l, &sh, 9, None).len());
+        assert!(!insert(&c).is_empty());
+        assert!(!crate::charge::sched_switch(&c).is_empty());
     }
 
     /// The running kernel's BTF must describe requests (CI runs on a

@@ -12,6 +12,7 @@
 mod attach;
 pub mod blockrq;
 pub mod btf;
+pub mod charge;
 pub mod fentry;
 pub mod insn;
 pub mod names;

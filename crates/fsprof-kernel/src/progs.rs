@@ -28,6 +28,8 @@ pub const FS_BASE: u32 = 0x1000;
 pub const BLOCK_BASE: u32 = 0x2000;
 pub const BLOCK_SIZE_BASE: u32 = 0x3000;
 pub const FUSE_BASE: u32 = 0x4000;
+/// `block-wait` ops: BLOCK_WAIT_BASE + syscall number ([`crate::charge`]).
+pub const BLOCK_WAIT_BASE: u32 = 0x5000;
 
 /// Block request kinds, in op-id order.
 pub use fsprof_core::ops::block::KINDS as BLOCK_KINDS;
@@ -489,8 +491,15 @@ pub fn sys_enter(
     Ok(a.finish())
 }
 
-/// raw_syscalls:sys_exit; `ret` as `id` in [`sys_enter`].
-pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
+/// raw_syscalls:sys_exit; `ret` as `id` in [`sys_enter`]. With
+/// `block_wait`, a call that was charged block time ([`crate::charge`])
+/// also files it in the `block-wait` layer.
+pub fn sys_exit(
+    ret: &Field,
+    sh: &Shared,
+    start_fd: i32,
+    block_wait: bool,
+) -> Result<Vec<crate::insn::Insn>, Error> {
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
@@ -504,6 +513,19 @@ pub fn sys_exit(ret: &Field, sh: &Shared, start_fd: i32) -> Result<Vec<crate::in
     ld_field(&mut a, R9, R6, ret)?;
     emit_errno_flag(&mut a);
     emit_record_sys(&mut a, sh);
+    if block_wait {
+        // r7 (the latency) and r8 (the syscall number) survive the record.
+        a.ldx(Size::DW, R1, R10, SAVED);
+        a.jmp_imm(Jmp::Eq, R1, 0, out);
+        let capped = a.label();
+        a.jmp_reg(Jmp::Le, R1, R7, capped);
+        a.mov(R1, R7);
+        a.bind(capped);
+        a.mov(R7, R1);
+        a.alu_imm(Alu::Add, R8, BLOCK_WAIT_BASE as i32);
+        a.mov_imm(R9, 0);
+        emit_record(&mut a, sh);
+    }
     ret0(&mut a, out);
     Ok(a.finish())
 }

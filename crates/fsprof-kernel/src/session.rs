@@ -89,6 +89,11 @@ pub struct Session {
     pub(crate) _progs: Vec<Prog>,
     pub(crate) _thresh: Option<Map>,
     pub(crate) _mask: Option<Map>,
+    pub(crate) _charge_maps: Vec<Map>,
+    /// System calls are charged with their block waits: the `block-wait`
+    /// layer is in every snapshot, empty when no call waited (so a report
+    /// can say 0% rather than "not recorded").
+    pub(crate) block_wait: bool,
     /// Which layers were attached.
     pub layers: Vec<&'static str>,
     /// Layers skipped and why.
@@ -181,6 +186,9 @@ impl Session {
                 ..Default::default()
             };
             layer_in(&mut snap.layers, lname).ops.push(op);
+        }
+        if self.block_wait {
+            layer_in(&mut snap.layers, layer::BLOCK_WAIT);
         }
         for l in &mut snap.layers {
             l.normalize();
@@ -286,6 +294,11 @@ impl Session {
                 .get((op - progs::BLOCK_BASE) as usize)
                 .unwrap_or(&block::OTHER);
             (layer::BLOCK, block::op_name(&dev_name(), kind))
+        } else if op >= progs::BLOCK_WAIT_BASE {
+            (
+                layer::BLOCK_WAIT,
+                syscall::name(op - progs::BLOCK_WAIT_BASE),
+            )
         } else if op < progs::FUSE_BASE {
             let kind = block::KINDS
                 .get((op - progs::BLOCK_SIZE_BASE) as usize)

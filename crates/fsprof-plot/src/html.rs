@@ -22,6 +22,20 @@ pub type PeakFinder<'a> = &'a dyn Fn(&str, &OpStats, Resolution) -> Vec<PeakMark
 pub struct HtmlOptions<'a> {
     pub selection: Selection,
     pub peaks: Option<PeakFinder<'a>>,
+    /// Figures the caller drew from data beside the profile (a benchmark
+    /// sweep's throughput against file size), each in its own section
+    /// after the run facts.
+    pub figures: Vec<Figure>,
+}
+
+/// A pre-rendered SVG with its section heading and caption.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Figure {
+    /// The section's anchor (`id`), e.g. `sweep`.
+    pub id: String,
+    pub heading: String,
+    pub svg: String,
+    pub caption: String,
 }
 
 /// One op of a comparison of two profiles, as fsprof-analysis scores it.
@@ -315,6 +329,7 @@ pub fn report_with_analysis(
     p: &Profile,
     selection: Selection,
     cal: Option<&fsprof_analysis::Calibration>,
+    figures: Vec<Figure>,
 ) -> Result<String, PlotError> {
     let finder = crate::marks::peak_finder(cal);
     report(
@@ -322,6 +337,7 @@ pub fn report_with_analysis(
         &HtmlOptions {
             selection,
             peaks: Some(&finder),
+            figures,
         },
     )
 }
@@ -344,6 +360,16 @@ pub fn report(p: &Profile, opts: &HtmlOptions) -> Result<String, PlotError> {
     out.push_str("</div><div>\n<h2 id=\"summary\">Operations ranked by total latency</h2>\n");
     summary_tables(&mut out, &summary);
     out.push_str("</div></div>\n");
+    for f in &opts.figures {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"{}\">{}</h2>\n<div class=\"charts\">",
+            esc(&f.id),
+            esc(&f.heading)
+        );
+        plain_figure(&mut out, &esc(&f.id), &f.svg, &f.caption);
+        out.push_str("</div>\n");
+    }
 
     if !p.intervals.is_empty() {
         out.push_str("<h2 id=\"timeline\">Over time</h2>\n<div class=\"charts\">\n");

@@ -59,7 +59,7 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
             o.status.name(),
         );
     }
-    out
+    crate::terminal_safe(out)
 }
 
 /// `fsprof compare --format json`.
@@ -109,7 +109,7 @@ pub fn comparison_csv(c: &Comparison) -> String {
             field(&o.reason)
         );
     }
-    out
+    crate::terminal_safe(out)
 }
 
 pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {

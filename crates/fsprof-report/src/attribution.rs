@@ -1,47 +1,52 @@
 //! The layered-attribution table (`fsprof report --attribution`, and
-//! `fsprof kernel`'s own report); the matching itself is
-//! [`fsprof_analysis::attribution`].
+//! `fsprof kernel`'s own report); the figures are
+//! [`fsprof_analysis::attribution`]'s.
 
 use std::fmt::Write;
 
-use fsprof_analysis::attribution::{attribute, fuse_split};
+use fsprof_analysis::attribution::{attribute, fuse_split, Attribution};
 use fsprof_core::Profile;
 
 use fsprof_core::units::format_ns as fmt_ns;
 
-/// The attribution table for the text report; empty when no rule applies.
+/// The attribution table for the text report; empty when the profile has
+/// nothing to attribute.
 pub fn render_text(p: &Profile) -> String {
-    let rows = attribute(p);
     let mut s = render_fuse_split(p);
-    if rows.is_empty() {
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "\nlayered attribution (calls whose latency bucket matches the lower layer's, see docs/profile-format.md):"
-    );
-    let _ = writeln!(
-        s,
-        "  {:<22} {:<34} {:>9} {:>9} {:>7} {:>7}",
-        "upper op", "lower ops", "calls", "matched", "calls%", "time%"
-    );
-    for r in rows {
-        let pc = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
-        let mut lower = r.lower.clone();
-        if lower.len() > 34 {
-            lower.truncate(31);
-            lower.push_str("...");
+    match attribute(p) {
+        Attribution::None => {}
+        Attribution::NotRecorded(why) => {
+            let _ = writeln!(
+                s,
+                "
+layered attribution: {why}"
+            );
         }
-        let _ = writeln!(
-            s,
-            "  {:<22} {:<34} {:>9} {:>9} {:>6.1}% {:>6.1}%",
-            r.upper,
-            lower,
-            r.calls,
-            r.matched_calls,
-            pc(r.matched_calls as f64, r.calls as f64),
-            pc(r.matched_mass_ns, r.mass_ns)
-        );
+        Attribution::Measured(rows) => {
+            let _ = writeln!(
+                s,
+                "
+layered attribution: system calls that waited for block requests of their own thread (docs/profile-format.md#layered-attribution)"
+            );
+            let _ = writeln!(
+                s,
+                "  {:<22} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}",
+                "syscall", "calls", "waited", "calls%", "time", "waiting", "time%"
+            );
+            for r in rows {
+                let _ = writeln!(
+                    s,
+                    "  {:<22} {:>9} {:>9} {:>6.1}% {:>10} {:>10} {:>6.1}%",
+                    format!("syscall/{}", r.op),
+                    r.calls,
+                    r.waited_calls,
+                    100.0 * r.calls_share(),
+                    fmt_ns(r.time_ns as f64),
+                    fmt_ns(r.wait_ns as f64),
+                    100.0 * r.time_share()
+                );
+            }
+        }
     }
     s
 }
@@ -94,26 +99,32 @@ fn render_fuse_split(p: &Profile) -> String {
 mod tests {
     use fsprof_core::histogram::OpStats;
     use fsprof_core::profile::{layer_in, Meta};
-    use fsprof_core::{BucketLayout, Profile, Resolution};
+    use fsprof_core::Profile;
 
     #[test]
-    fn a_matched_op_gets_a_row() {
-        let res = Resolution::new(1).unwrap();
-        let layout = BucketLayout::new(res);
-        let mut p = Profile::new(Meta {
-            resolution: res,
-            ..Default::default()
-        });
-        let mut read = OpStats::new("read");
-        read.histogram.add_to(layout.index(200_000), 20);
-        read.post = 20;
-        read.pre = 20;
-        layer_in(&mut p.layers, "syscall").ops.push(read);
-        let mut b = OpStats::new("sda:read");
-        b.histogram.add_to(layout.index(150_000), 5);
-        layer_in(&mut p.layers, "block").ops.push(b);
+    fn waits_get_a_row_with_their_shares() {
+        let mut p = Profile::new(Meta::default());
+        let op = |name: &str, calls: u64, ns: u64| {
+            let mut o = OpStats::new(name);
+            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
+            o.histogram.add_to(Some(10), calls);
+            o
+        };
+        layer_in(&mut p.layers, "syscall")
+            .ops
+            .push(op("read", 200, 4_000_000));
+        layer_in(&mut p.layers, "block")
+            .ops
+            .push(op("sda:read", 5, 1));
+        layer_in(&mut p.layers, "block-wait")
+            .ops
+            .push(op("read", 5, 1_000_000));
         let text = super::render_text(&p);
-        assert!(text.contains("syscall/read"), "{text}");
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("syscall/read"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(row.contains("2.5%") && row.contains("25.0%"), "{row}");
         assert!(super::render_text(&Profile::new(Meta::default())).is_empty());
     }
 

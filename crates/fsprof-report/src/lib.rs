@@ -102,14 +102,24 @@ pub fn render(
                 out.push_str(&attribution::render_text(profile));
             }
             tables.push_text(&mut out, profile);
-            out
+            terminal_safe(out)
         }
         Format::Json => json::render(&json::ProfileReport::new(profile, &summary, &tables)),
-        Format::Csv => match tables.first_csv() {
+        Format::Csv => terminal_safe(match tables.first_csv() {
             Some(csv) => csv,
             None => csv::render(&summary),
-        },
+        }),
     })
+}
+
+/// Text and CSV end up on terminals: whatever a profile's names hold (op
+/// and layer names, command lines), no control character but the line
+/// breaks gets through (JSON escapes them itself).
+pub(crate) fn terminal_safe(out: String) -> String {
+    match fsprof_core::printable::text(&out) {
+        std::borrow::Cow::Borrowed(_) => out,
+        std::borrow::Cow::Owned(safe) => safe,
+    }
 }
 
 /// The report printed after a capture (`fsprof run`, `fsprof kernel`): the
@@ -133,7 +143,7 @@ pub fn after_capture(profile: &Profile, top: usize) -> Result<String, ReportErro
     let mut out = render(profile, &opts, None)?;
     out.push_str(&block_sizes::render_text(profile));
     out.push_str(&attribution::render_text(profile));
-    Ok(out)
+    Ok(terminal_safe(out))
 }
 
 /// The analysis results [`Extras`] asked for.

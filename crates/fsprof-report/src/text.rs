@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use fsprof_core::printable::field;
 use fsprof_core::units::format_ns;
 use fsprof_core::{OpStats, Profile, Resolution};
 
@@ -105,15 +106,18 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     out
 }
 
+/// The profile's metadata is printed field by field through
+/// `printable::field`: a shared profile's command line or host name must
+/// not carry escape sequences (or line breaks) to the reader's terminal.
 fn header(out: &mut String, p: &Profile) {
     let m = &p.meta;
     let what = if let Some(target) = &m.target {
-        format!("{}: {target}", m.tool)
+        format!("{}: {}", m.tool, field(target))
     } else if m.command.is_empty() {
         m.tool.to_string()
     } else {
         let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
-        format!("{} -- {}", m.tool, words.join(" "))
+        format!("{} -- {}", m.tool, field(&words.join(" ")))
     };
     let _ = writeln!(out, "fsprof {what}");
     let mut facts = Vec::new();
@@ -148,7 +152,9 @@ fn header(out: &mut String, p: &Profile) {
         let _ = writeln!(
             out,
             "  host {} · kernel {} · started {}",
-            m.host, m.kernel, m.start_time
+            field(&m.host),
+            field(&m.kernel),
+            field(&m.start_time)
         );
     }
     if let Some(o) = &m.overhead {
@@ -170,12 +176,17 @@ fn header(out: &mut String, p: &Profile) {
         let _ = writeln!(out, "  merged from {} profile(s)", m.merged_from.len());
     }
     if !m.settings.is_empty() {
-        let kv: Vec<String> = m.settings.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let kv: Vec<String> = m
+            .settings
+            .iter()
+            .map(|(k, v)| format!("{} {}", field(k), field(v)))
+            .collect();
         let _ = writeln!(out, "  {}", kv.join(" · "));
     }
     for n in &m.notes {
-        let _ = writeln!(out, "  note: {n}");
+        let _ = writeln!(out, "  note: {}", field(n));
     }
+    unprofiled(out, &m.unprofiled);
     let filtered = m.target.as_deref() != Some(fsprof_core::profile::SYSTEM_WIDE);
     let unfiltered = p
         .layers
@@ -186,6 +197,27 @@ fn header(out: &mut String, p: &Profile) {
             out,
             "  {} layer: system-wide, every task's requests, not only the target's (they are issued from plugs, kworkers and interrupts)",
             l.name
+        );
+    }
+}
+
+/// The processes the capture could not profile (the first ten).
+fn unprofiled(out: &mut String, list: &[fsprof_core::profile::Unprofiled]) {
+    if list.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {} process(es) not profiled (their calls are missing):",
+        list.len()
+    );
+    for u in list.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "    pid {} ({}): {}",
+            u.pid,
+            field(&u.exe),
+            field(&u.reason)
         );
     }
 }
@@ -267,7 +299,7 @@ fn processes(out: &mut String, p: &Profile) {
             pr.ppid,
             group(calls),
             format_ns(total as f64),
-            truncate(&cmd, COMMAND_WIDTH)
+            truncate(&field(&cmd), COMMAND_WIDTH)
         );
     }
 }

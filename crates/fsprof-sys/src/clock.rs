@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// CLOCK_MONOTONIC in ns.
+#[inline]
 pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -27,8 +28,11 @@ pub fn wall_unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// The cycle counter; CLOCK_MONOTONIC ns where there is none.
+/// The cycle counter; CLOCK_MONOTONIC ns where there is none. Inlined:
+/// a call and return would add to every timed iteration of a loop in
+/// another crate (fsprof-bench's) what the read itself costs.
 #[cfg(target_arch = "x86_64")]
+#[inline]
 pub fn rdtsc() -> u64 {
     // SAFETY: RDTSC has no memory effects and exists on every x86-64 CPU.
     unsafe { core::arch::x86_64::_rdtsc() }

@@ -11,7 +11,8 @@
 //! - [`host`]: host name, kernel, CPU, caches and memory;
 //! - [`pagecache`]: emptying the page cache and asking what of a file is in
 //!   it, for measurements that must control the cache state;
-//! - [`mmap`]: read-only shared mappings of files another process writes.
+//! - [`mmap`]: read-only shared mappings of files another process writes;
+//! - [`diag`]: diagnostics on standard error that never fail the run.
 //!
 //! Everything here is a thin, documented wrapper over a system call or a
 //! `/proc`/`/sys` file; no policy about profiles lives here.
@@ -19,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;
+pub mod diag;
 pub mod host;
 pub mod mmap;
 pub mod pagecache;

@@ -4,11 +4,20 @@
 //! `open(O_CREAT|O_EXCL|O_WRONLY)` + `close`, as bonnie++'s `creat` +
 //! `close`. The directories are made before and removed after the timed
 //! phases. Figures are operations per second.
+//!
+//! Names are resolved relative to a descriptor held on the benchmark's
+//! root (`openat`/`fstatat`/`unlinkat` on `dNNNNN/fNNNNN`), as bonnie++
+//! resolves them relative to the directory it `chdir`s into: each op then
+//! costs two path components, not the whole scratch path under DIR (which
+//! would add its walk to every figure and make figures depend on where
+//! DIR is).
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 
-use super::{cstring, cvt, median_ns, Ctx, PhaseRun, OPS_PER_S};
+use super::{cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
 use crate::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
 
@@ -36,10 +45,12 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
     let p = ctx.params;
     let root = ctx.scratch.join("metadata");
     std::fs::create_dir(&root)?;
+    let root_dir = std::fs::File::open(&root)?;
+    let at = root_dir.as_raw_fd();
     let mut names: Vec<CString> = Vec::with_capacity(p.dirs * p.files_per_dir);
     for d in 0..p.dirs {
-        let dir = root.join(format!("d{d:05}"));
-        std::fs::create_dir(&dir)?;
+        let dir = PathBuf::from(format!("d{d:05}"));
+        std::fs::create_dir(root.join(&dir))?;
         for f in 0..p.files_per_dir {
             names.push(cstring(&dir.join(format!("f{f:05}")))?);
         }
@@ -54,7 +65,7 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
         let cache = if op == Op::Create {
             None
         } else {
-            prepare_cache(p.cache, &names)?
+            prepare_cache(p.cache, at, &names)?
         };
         let samples = ctx.timing().run(order.len(), |i| {
             let path = names[order[i]].as_ptr();
@@ -63,7 +74,8 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
             unsafe {
                 match op {
                     Op::Create => {
-                        let fd = cvt(libc::open(
+                        let fd = cvt(libc::openat(
+                            at,
                             path,
                             libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
                             0o644,
@@ -72,9 +84,9 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
                     }
                     Op::Stat => {
                         let mut st: libc::stat = std::mem::zeroed();
-                        cvt(libc::stat(path, &mut st)).map(|_| ())
+                        cvt(libc::fstatat(at, path, &mut st, 0)).map(|_| ())
                     }
-                    Op::Unlink => cvt(libc::unlink(path)).map(|_| ()),
+                    Op::Unlink => cvt(libc::unlinkat(at, path, 0)).map(|_| ()),
                 }
             }
         })?;
@@ -85,9 +97,12 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
             file_ns: Vec::new(),
             ops: vec![samples.op_stats(name, ctx.resolution)],
             op_median_ns: median_ns(&[&samples]),
+            on_cpu: on_cpu(&[&samples]),
+            op_ns: raw(p, &[&samples]),
             cache,
         });
     }
+    drop(root_dir);
     std::fs::remove_dir_all(&root)?;
     Ok(out)
 }
@@ -95,7 +110,11 @@ pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
 /// Dentries and inodes have no residency call: cold drops them machine-
 /// wide (`drop_caches` 3, checked up front to be allowed) and warm `stat`s
 /// every file; neither can be verified, and the check says so.
-fn prepare_cache(mode: CacheMode, names: &[CString]) -> io::Result<Option<CacheCheck>> {
+fn prepare_cache(
+    mode: CacheMode,
+    at: libc::c_int,
+    names: &[CString],
+) -> io::Result<Option<CacheCheck>> {
     let eviction = match mode {
         CacheMode::Asis => return Ok(None),
         CacheMode::Cold => {
@@ -106,8 +125,9 @@ fn prepare_cache(mode: CacheMode, names: &[CString]) -> io::Result<Option<CacheC
             for n in names {
                 // SAFETY: as in the timed loop.
                 let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                // SAFETY: a NUL-terminated path and a valid out-pointer.
-                unsafe { libc::stat(n.as_ptr(), &mut st) };
+                // SAFETY: a NUL-terminated path, our directory descriptor
+                // and a valid out-pointer.
+                unsafe { libc::fstatat(at, n.as_ptr(), &mut st, 0) };
             }
             None
         }

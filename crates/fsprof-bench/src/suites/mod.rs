@@ -47,6 +47,12 @@ pub struct PhaseRun {
     pub ops: Vec<OpStats>,
     /// Exact median of this run's per-operation latencies, ns.
     pub op_median_ns: f64,
+    /// Share of the timed loops' wall time their thread was on a CPU.
+    pub on_cpu: Option<f64>,
+    /// Every latency of the phase's own op in this run, ns, in the order
+    /// they ran (files in order, first file included); empty unless
+    /// `--raw-samples`.
+    pub op_ns: Vec<u64>,
     pub cache: Option<CacheCheck>,
 }
 
@@ -68,6 +74,28 @@ pub fn median_ns(samples: &[&Samples]) -> f64 {
         .flat_map(|s| s.ns.iter().map(|&n| n as f64))
         .collect();
     fsprof_core::stats::median(&xs).unwrap_or(0.0)
+}
+
+/// The raw latencies a phase keeps: all of them in order with
+/// `--raw-samples`, none otherwise.
+pub fn raw(params: &Params, samples: &[&Samples]) -> Vec<u64> {
+    if params.raw_samples {
+        samples.iter().flat_map(|s| s.ns.iter().copied()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// CPU time over wall time of several timed loops together.
+pub fn on_cpu(samples: &[&Samples]) -> Option<f64> {
+    let wall: u64 = samples.iter().map(|s| s.wall_ns).sum();
+    let cpu: u64 = samples.iter().map(|s| s.cpu_ns).sum();
+    Samples {
+        ns: Vec::new(),
+        wall_ns: wall,
+        cpu_ns: cpu,
+    }
+    .on_cpu()
 }
 
 pub fn cstring(p: &Path) -> io::Result<CString> {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use fsprof_core::histogram::OpStats;
 
-use super::{cstring, cvt, cvt_size, mb_per_s, median_ns, Ctx, PhaseRun, MB_PER_S};
+use super::{cstring, cvt, cvt_size, mb_per_s, median_ns, on_cpu, raw, Ctx, PhaseRun, MB_PER_S};
 use crate::cache::{self, CacheCheck};
 use crate::params::Align;
 use crate::timing::Samples;
@@ -107,6 +107,8 @@ pub fn run_once(ctx: &Ctx, file_size: u64) -> io::Result<Vec<PhaseRun>> {
             file_ns,
             ops,
             op_median_ns: median_ns(&io_samples[1..].iter().collect::<Vec<_>>()),
+            on_cpu: on_cpu(&io_samples[1..].iter().collect::<Vec<_>>()),
+            op_ns: raw(p, &io_samples.iter().collect::<Vec<_>>()),
             cache: check,
         });
     }

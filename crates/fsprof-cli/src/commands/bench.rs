@@ -45,6 +45,15 @@ pub enum AlignArg {
     None,
 }
 
+/// What a sweep plot puts on its value axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlotMetric {
+    /// Each phase's figure (MB/s over wall time), mean ± 95% CI of the runs.
+    Rate,
+    /// Median latency per operation, ns: robust to other processes.
+    OpP50,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BenchFormat {
     Text,
@@ -88,6 +97,9 @@ pub struct BenchArgs {
     /// Latency histogram buckets per power of two
     #[arg(long, default_value_t = 1, value_name = "R")]
     pub resolution: u32,
+    /// Keep every operation's latency in the JSON result (default: per-run and per-file figures, per-op histograms)
+    #[arg(long)]
+    pub raw_samples: bool,
     /// Files per phase (sprite, sweep); the first one's figures are dropped
     #[arg(long, default_value_t = 11, value_name = "N")]
     pub files: usize,
@@ -124,6 +136,9 @@ pub struct BenchArgs {
     /// Draw the sweep's throughput against file size, cache sizes marked (.svg or .png)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Draw the sweep's median latency per op against file size (.svg or .png): robust on a loaded machine
+    #[arg(long, value_name = "FILE")]
+    pub plot_p50: Option<PathBuf>,
 }
 
 fn params(a: &BenchArgs) -> Params {
@@ -144,6 +159,7 @@ fn params(a: &BenchArgs) -> Params {
         drop_caches: a.drop_caches,
         resolution: a.resolution,
         seed: a.seed,
+        raw_samples: a.raw_samples,
         files: a.files,
         file_size: a.file_size,
         io_size: a.io_size,
@@ -190,8 +206,13 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
             anyhow::bail!("{} exists: add --force to replace it", o.display());
         }
     }
-    if a.plot.is_some() && a.suite != SuiteArg::Sweep {
-        anyhow::bail!("--plot draws a sweep: use it with `fsprof bench sweep`");
+    if (a.plot.is_some() || a.plot_p50.is_some()) && a.suite != SuiteArg::Sweep {
+        anyhow::bail!("--plot and --plot-p50 draw a sweep: use them with `fsprof bench sweep`");
+    }
+    for p in [&a.plot, &a.plot_p50].into_iter().flatten() {
+        if p.exists() && !a.force {
+            anyhow::bail!("{} exists: add --force to replace it", p.display());
+        }
     }
     let p = params(&a);
     let sigs = fsprof_sys::StopSignals::block();
@@ -210,11 +231,15 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let json = result::to_json(&profile, &bench);
     if let Some(o) = &a.output {
         write_atomic(o, json.as_bytes(), a.force)?;
-        eprintln!("fsprof: wrote {}", o.display());
+        fsprof_sys::diag!("fsprof: wrote {}", o.display());
     }
     if let Some(plot) = &a.plot {
-        write_plot(plot, &bench, a.force)?;
-        eprintln!("fsprof: wrote {}", plot.display());
+        write_plot(plot, &bench, PlotMetric::Rate, a.force)?;
+        fsprof_sys::diag!("fsprof: wrote {}", plot.display());
+    }
+    if let Some(plot) = &a.plot_p50 {
+        write_plot(plot, &bench, PlotMetric::OpP50, a.force)?;
+        fsprof_sys::diag!("fsprof: wrote {}", plot.display());
     }
     let text = match a.format {
         BenchFormat::Text => export::text(&bench),
@@ -227,7 +252,53 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
 
 /// The sweep's figures against file size, one line per phase, the CPU
 /// caches and available memory marked; PNG when FILE ends in `.png`.
-fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> Result<()> {
+fn write_plot(
+    path: &std::path::Path,
+    b: &result::BenchResult,
+    metric: PlotMetric,
+    force: bool,
+) -> Result<()> {
+    let svg = sweep_svg(b, metric);
+    let is_png = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let bytes = if is_png {
+        fsprof_plot::svg_to_png(&svg, 2.0)?
+    } else {
+        svg.into_bytes()
+    };
+    write_atomic(path, &bytes, force)?;
+    Ok(())
+}
+
+/// What `fsprof report --format html` adds for a bench result: a sweep's
+/// throughput chart. Nothing for a plain profile or a result without a
+/// sweep (the profile part is reported as any profile's).
+pub fn report_figures(path: &std::path::Path) -> Vec<fsprof_plot::html::Figure> {
+    let Ok((_, b)) = result::read_result(path) else {
+        return Vec::new();
+    };
+    if b.sweep.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        fsprof_plot::html::Figure {
+            id: "sweep".into(),
+            heading: "Benchmark sweep: throughput against file size".into(),
+            svg: sweep_svg(&b, PlotMetric::Rate),
+            caption: "Mean of the measured runs with its 95% confidence interval per phase; dashed lines mark the CPU data caches (sysfs) and the memory available when the sweep started.".into(),
+        },
+        fsprof_plot::html::Figure {
+            id: "sweep-op-p50".into(),
+            heading: "Benchmark sweep: median latency per operation against file size".into(),
+            svg: sweep_svg(&b, PlotMetric::OpP50),
+            caption: "Median over the measured runs of each run's median per-operation latency (lower is faster); a preempted operation moves a mean, rarely a median.".into(),
+        },
+    ]
+}
+
+/// The sweep chart's SVG.
+fn sweep_svg(b: &result::BenchResult, metric: PlotMetric) -> String {
     use fsprof_bench::params::human_bytes;
     use fsprof_plot::linechart::{render, Line, LineChart};
     let names: Vec<String> = b
@@ -244,8 +315,14 @@ fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> R
                 .iter()
                 .filter_map(|s| {
                     let p = s.phases.iter().find(|p| &p.name == n)?;
-                    let hw = p.summary.ci95.map_or(0.0, |c| c.half_width);
-                    Some((s.file_size as f64, p.summary.mean, hw))
+                    Some(match metric {
+                        PlotMetric::Rate => (
+                            s.file_size as f64,
+                            p.summary.mean,
+                            p.summary.ci95.map_or(0.0, |c| c.half_width),
+                        ),
+                        PlotMetric::OpP50 => (s.file_size as f64, p.op_median_ns, 0.0),
+                    })
                 })
                 .collect(),
         })
@@ -260,31 +337,35 @@ fn write_plot(path: &std::path::Path, b: &result::BenchResult, force: bool) -> R
         b.machine.memory_available as f64,
         format!("memory {}", human_bytes(b.machine.memory_available)),
     ));
+    let (what, y_label) = match metric {
+        PlotMetric::Rate => ("mean ± 95% CI", "MB/s"),
+        PlotMetric::OpP50 => ("median ns per op", "ns per op (median)"),
+    };
     let chart = LineChart {
         title: format!(
-            "fsprof bench sweep: {} on {} ({} files, {} I/O, mean ± 95% CI)",
+            "fsprof bench sweep: {} on {} ({} files, {} I/O{}{}, {what})",
             b.dir.fs_type,
             b.machine.host,
             b.params.files,
-            human_bytes(b.params.io_size)
+            human_bytes(b.params.io_size),
+            if b.params.align == Align::None {
+                ", unaligned"
+            } else {
+                ""
+            },
+            if b.params.pad_syscalls {
+                ", padded"
+            } else {
+                ""
+            },
         ),
         x_label: "file size".into(),
-        y_label: "MB/s".into(),
+        y_label: y_label.into(),
         lines,
         markers,
         x_format: |x| human_bytes(x as u64),
     };
-    let svg = render(&chart);
-    let is_png = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    let bytes = if is_png {
-        fsprof_plot::svg_to_png(&svg, 2.0)?
-    } else {
-        svg.into_bytes()
-    };
-    write_atomic(path, &bytes, force)?;
-    Ok(())
+    render(&chart)
 }
 
 /// `fsprof compare A B` on two bench results: phases whose 95% intervals

@@ -43,7 +43,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         // The stored form on stdout; the table, if asked for, on stderr.
         write_stdout(&cal.to_json())?;
         if a.format == CalibrateFormatArg::Text {
-            eprint!("{}", fsprof_report::calibration::render_text(&cal));
+            fsprof_sys::diag_nonl!("{}", fsprof_report::calibration::render_text(&cal));
         }
         skipped(&cal);
         return Ok(0);
@@ -59,12 +59,12 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     };
     write_stdout(&text)?;
     skipped(&cal);
-    eprintln!("fsprof: calibration written to {}", path.display());
+    fsprof_sys::diag!("fsprof: calibration written to {}", path.display());
     Ok(0)
 }
 
 fn skipped(cal: &Calibration) {
     for s in &cal.skipped {
-        eprintln!("fsprof: not measured: {s}");
+        fsprof_sys::diag!("fsprof: not measured: {s}");
     }
 }

@@ -20,7 +20,7 @@ pub fn output(a: &OutputArgs) -> Output {
 pub fn failed(e: CaptureError) -> Result<i32> {
     match e {
         CaptureError::Launch(l) => {
-            eprintln!("fsprof: {l}");
+            fsprof_sys::diag!("fsprof: {l}");
             Ok(l.exit_code())
         }
         e => Err(e.into()),
@@ -38,17 +38,19 @@ pub fn save_and_tell(
 ) -> Result<Saved> {
     let saved = save(&outcome.profile, out, kind, program);
     for n in &outcome.notes {
-        eprintln!("fsprof: note: {n}");
+        fsprof_sys::diag!("fsprof: note: {}", fsprof_core::printable::field(n));
     }
     for w in &outcome.warnings {
-        eprintln!("fsprof: warning: {w}");
+        fsprof_sys::diag!("fsprof: warning: {}", fsprof_core::printable::field(w));
     }
     if let Some(sig) = outcome.interrupted {
-        eprintln!("fsprof: interrupted by signal {sig}; the profile covers the run until then");
+        fsprof_sys::diag!(
+            "fsprof: interrupted by signal {sig}; the profile covers the run until then"
+        );
     }
     let saved = saved?;
     if let Some(why) = &saved.fallback_from {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: warning: {why}; the profile went to {} instead",
             saved.display()
         );
@@ -60,8 +62,8 @@ pub fn save_and_tell(
 /// happened to the profile (a write error must not replace it).
 pub fn exit_status(outcome: &Outcome, saved: &Result<Saved>) -> i32 {
     match saved {
-        Ok(s) => eprintln!("fsprof: profile written to {}", s.display()),
-        Err(e) => eprintln!("fsprof: {}", crate::one_line(e)),
+        Ok(s) => fsprof_sys::diag!("fsprof: profile written to {}", s.display()),
+        Err(e) => fsprof_sys::diag!("fsprof: {}", crate::one_line(e)),
     }
     match (saved, outcome.exit.is_some()) {
         (Err(_), false) => 2,

@@ -21,10 +21,18 @@ pub fn check(a: CheckArgs) -> Result<i32> {
         let file = crate::files::name(file);
         let rep = check_profile(&p);
         for n in &rep.notes {
-            eprintln!("{}: note: {n}", file);
+            fsprof_sys::diag!(
+                "{}: note: {}",
+                file,
+                fsprof_core::printable::field(&n.to_string())
+            );
         }
         for e in &rep.errors {
-            eprintln!("{}: inconsistent: {e}", file);
+            fsprof_sys::diag!(
+                "{}: inconsistent: {}",
+                file,
+                fsprof_core::printable::field(&e.to_string())
+            );
         }
         if rep.ok() {
             println!("{}: ok ({} op counters consistent)", file, rep.ops_checked);

@@ -30,12 +30,12 @@ pub fn compile(a: CompileArgs) -> Result<i32> {
             100.0 * x as f64 / of as f64
         }
     };
-    eprintln!(
+    fsprof_sys::diag!(
         "fsprof: compiled {} into {}",
         a.trace.display(),
         a.output.display()
     );
-    eprintln!(
+    fsprof_sys::diag!(
         "  raw trace {} of records ({} compressed on disk); compiled {} = {:.0}% of raw, {:.0}% of the trace file",
         format_bytes(s.raw_trace_bytes as f64),
         format_bytes(s.trace_file_bytes as f64),
@@ -43,11 +43,14 @@ pub fn compile(a: CompileArgs) -> Result<i32> {
         pct(s.compiled_bytes, s.raw_trace_bytes),
         pct(s.compiled_bytes, s.trace_file_bytes)
     );
-    eprintln!(
+    fsprof_sys::diag!(
         "  {} commands on {} replay thread(s), {} resource slot(s), {} ordering constraint(s)",
-        s.commands, s.threads, s.slots, s.waits
+        s.commands,
+        s.threads,
+        s.slots,
+        s.waits
     );
-    eprintln!(
+    fsprof_sys::diag!(
         "  {} buffer(s), {} (de-duplication saved {}); initial state: {} entr(ies)",
         s.buffers,
         format_bytes(s.buffer_bytes as f64),
@@ -55,7 +58,7 @@ pub fn compile(a: CompileArgs) -> Result<i32> {
         s.initial_entries
     );
     for (why, n) in &s.skipped {
-        eprintln!("  not replayed: {n} call(s): {why}");
+        fsprof_sys::diag!("  not replayed: {n} call(s): {why}");
     }
     Ok(0)
 }

@@ -49,7 +49,7 @@ pub fn man(a: ManArgs) -> Result<i32> {
         Some(dir) => {
             clap_mangen::generate_to(cmd, &dir)
                 .with_context(|| format!("writing man pages to {}", dir.display()))?;
-            eprintln!("fsprof: man pages written to {}", dir.display());
+            fsprof_sys::diag!("fsprof: man pages written to {}", dir.display());
         }
     }
     Ok(0)

@@ -240,7 +240,7 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
         Ok(r) => r,
         Err(DiscoverError::Interrupted) => {
             let signo = stopped.get().unwrap_or(libc::SIGINT);
-            eprintln!("fsprof: interrupted; test files removed, nothing written");
+            fsprof_sys::diag!("fsprof: interrupted; test files removed, nothing written");
             return Ok(128 + signo);
         }
         Err(e) => return Err(e.into()),
@@ -249,17 +249,17 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     if let Some(out) = &a.output {
         let json = serde_json::to_string_pretty(&report)? + "\n";
         write_atomic(out, json.as_bytes(), a.force)?;
-        eprintln!("fsprof: findings written to {}", out.display());
+        fsprof_sys::diag!("fsprof: findings written to {}", out.display());
     }
     if let Some(out) = &a.profile {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         let p = fsprof_discover::profile::build(&report, &args, fsprof_core::Resolution::DEFAULT);
         fsprof_core::format::write_profile(out, &p, a.force)?;
-        eprintln!("fsprof: latency profile written to {}", out.display());
+        fsprof_sys::diag!("fsprof: latency profile written to {}", out.display());
     }
     if let Some(d) = &a.plot_dir {
         write_plots(d, &report, a.force)?;
-        eprintln!("fsprof: figures written to {}", d.display());
+        fsprof_sys::diag!("fsprof: figures written to {}", d.display());
     }
     Ok(0)
 }

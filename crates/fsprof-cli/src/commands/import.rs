@@ -50,14 +50,14 @@ pub fn import(a: ImportArgs) -> Result<i32> {
         ImportFormat::FioIolog => Format::FioIolog,
     };
     let s = run_import(format, &a.log, &a.output, &opts, a.force)?;
-    eprintln!(
+    fsprof_sys::diag!(
         "fsprof: imported {} call(s) of {} process image(s) into {}",
         s.calls,
         s.processes,
         a.output.display()
     );
     if s.skipped_lines > 0 {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: --lenient skipped {} line(s) that did not parse, e.g. {}",
             s.skipped_lines,
             s.first_skips.join("; ")
@@ -71,7 +71,7 @@ pub fn import(a: ImportArgs) -> Result<i32> {
             .map(|(k, v)| format!("{k} {v}"))
             .take(8)
             .collect();
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: {ignored} line(s) left out (not file-system calls of the trace vocabulary): {}",
             top.join(", ")
         );

@@ -33,7 +33,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
     let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref());
     if !a.quiet {
-        eprint!("{}", after_capture(&outcome.profile, a.top)?);
+        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.top)?);
     }
     Ok(exit_status(&outcome, &saved))
 }
@@ -77,7 +77,7 @@ struct Announce;
 impl Progress for Announce {
     fn started(&mut self, what: &str) {
         // Tests and scripts wait for this line before generating load.
-        eprintln!("fsprof: tracing {what} (Ctrl-C stops and writes the profile)");
+        fsprof_sys::diag!("fsprof: tracing {what} (Ctrl-C stops and writes the profile)");
     }
 }
 

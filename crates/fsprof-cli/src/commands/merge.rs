@@ -23,9 +23,9 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
     };
     let (merged, warnings) = merge_profiles(&profiles, base);
     for w in warnings {
-        eprintln!("fsprof: warning: {w}");
+        fsprof_sys::diag!("fsprof: warning: {w}");
     }
     crate::files::write_output(to_json(&merged).as_bytes(), Some(&a.output), a.force)?;
-    eprintln!("fsprof: merged {} profiles", profiles.len());
+    fsprof_sys::diag!("fsprof: merged {} profiles", profiles.len());
     Ok(0)
 }

@@ -119,7 +119,7 @@ pub fn mount(a: MountArgs) -> Result<i32> {
         match daemon::detach()? {
             Detached::Parent(pipe) => {
                 let (code, msg) = daemon::wait_for_child(pipe);
-                eprintln!("fsprof: {msg}");
+                fsprof_sys::diag!("fsprof: {msg}");
                 return Ok(code);
             }
             Detached::Child(r) => ready = Some(r),
@@ -182,7 +182,7 @@ fn serve_and_capture(
     let foreground = a.foreground;
     let _dumper = Dumper::start(live, out.to_path_buf(), move |e| {
         if foreground {
-            eprintln!("fsprof: {e}");
+            fsprof_sys::diag!("fsprof: {e}");
         }
     });
     let outcome = capture.run(&mut source, progress)?;
@@ -202,9 +202,9 @@ fn serve_and_capture(
             top: 5,
             ..Default::default()
         };
-        eprint!("{}", render(&outcome.profile, &opts, None)?);
+        fsprof_sys::diag_nonl!("{}", render(&outcome.profile, &opts, None)?);
     }
-    eprintln!("fsprof: profile written to {}", path.display());
+    fsprof_sys::diag!("fsprof: profile written to {}", path.display());
     Ok(outcome.exit_code())
 }
 
@@ -280,7 +280,7 @@ impl Progress for Announce {
         }
         match self.ready.as_mut() {
             Some(r) => r.ok(&msg),
-            None => eprintln!("fsprof: {msg} (or Ctrl-C)"),
+            None => fsprof_sys::diag!("fsprof: {msg} (or Ctrl-C)"),
         }
     }
 
@@ -308,12 +308,12 @@ pub fn stat(a: StatArgs) -> Result<i32> {
 pub fn umount(a: UmountArgs) -> Result<i32> {
     let out = fsprof_fuse::remote::umount(&a.mountpoint, a.lazy)?;
     match out {
-        Some(p) => eprintln!(
+        Some(p) => fsprof_sys::diag!(
             "fsprof: unmounted {}; profile written to {}",
             a.mountpoint.display(),
             p.display()
         ),
-        None => eprintln!("fsprof: unmounted {}", a.mountpoint.display()),
+        None => fsprof_sys::diag!("fsprof: unmounted {}", a.mountpoint.display()),
     }
     Ok(0)
 }

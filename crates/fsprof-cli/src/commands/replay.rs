@@ -108,28 +108,28 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     let r = run_replay(&compiled, &opts, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
     if r.prepared > 0 {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: prepared {} initial entr(ies) under {}",
             r.prepared,
             a.root.display()
         );
     }
     if !r.prepare_failures.is_empty() {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: warning: {} initial entr(ies) could not be made (their first accesses will differ): {}",
             r.prepare_failures.len(),
             r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
         );
     }
-    eprint!("{}", timing_text(&r.timing));
-    eprintln!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
-    eprint!(
+    fsprof_sys::diag_nonl!("{}", timing_text(&r.timing));
+    fsprof_sys::diag!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
+    fsprof_sys::diag_nonl!(
         "{}",
         fsprof_report::analysis::comparison_text(&r.fidelity, "trace", "replay")
     );
     if let Some(p) = &a.output {
         write_atomic(p, to_json(&r.replayed).as_bytes(), a.force)?;
-        eprintln!("fsprof: replay profile written to {}", p.display());
+        fsprof_sys::diag!("fsprof: replay profile written to {}", p.display());
     }
     if let Some(p) = &a.timing {
         let json = serde_json::json!({
@@ -144,7 +144,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         });
         write_atomic(p, serde_json::to_string_pretty(&json)?.as_bytes(), a.force)
             .with_context(|| format!("writing {}", p.display()))?;
-        eprintln!("fsprof: timing report written to {}", p.display());
+        fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
     }
     let strict_failed = matches!(a.verify, VerifyArg::Strict) && r.timing.mismatches > 0;
     Ok(if strict_failed { 1 } else { 0 })

@@ -24,7 +24,9 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             bail!("--format html shows every op with its peaks; --interesting and --correlate are for text, json and csv");
         }
         let cal = calibration(&an.calibration)?;
-        let html = fsprof_plot::html::report_with_analysis(&profile, selection, cal.as_ref())?;
+        let figures = super::bench::report_figures(&a.file);
+        let html =
+            fsprof_plot::html::report_with_analysis(&profile, selection, cal.as_ref(), figures)?;
         return finish(&html, a.output.as_deref(), a.force);
     }
     if an.correlate.is_some() && selection.ops.len() != 1 {

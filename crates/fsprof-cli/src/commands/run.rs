@@ -50,19 +50,21 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let cmd = a.command[0].to_string_lossy();
     let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
     if outcome.profile.processes.is_empty() && !outcome.profile.meta.unprofiled.is_empty() {
-        eprintln!("fsprof: no process of `{cmd}` could be profiled; the notes above say why");
+        fsprof_sys::diag!(
+            "fsprof: no process of `{cmd}` could be profiled; the notes above say why"
+        );
     } else if outcome.profile.processes.is_empty() {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
              (many Go binaries) and setuid ones ignore LD_PRELOAD; profile them at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
     } else if outcome.profile.total_calls() == 0 {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: `{cmd}` made no file-system call through libc; calls made inside libc or by io_uring are only \
              visible at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
     } else if !a.quiet {
-        eprint!("{}", after_capture(&outcome.profile, a.top)?);
+        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.top)?);
     }
     Ok(exit_status(&outcome, &saved))
 }
@@ -102,7 +104,7 @@ fn serve_metrics(
         p
     });
     let server = MetricsServer::start(&addrs, source)?;
-    eprintln!(
+    fsprof_sys::diag!(
         "fsprof: serving live metrics on http://{}/metrics",
         server.local_addr()
     );

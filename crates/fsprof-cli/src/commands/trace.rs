@@ -140,7 +140,7 @@ fn record(a: TraceArgs) -> Result<i32> {
     };
     let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd))?;
     if let Some(t) = source.outcome() {
-        eprintln!(
+        fsprof_sys::diag!(
             "fsprof: trace written to {}: {} call(s) in {} process image(s), {} bytes",
             t.path.display(),
             t.summary.calls,
@@ -148,7 +148,7 @@ fn record(a: TraceArgs) -> Result<i32> {
             t.file_bytes
         );
     }
-    eprintln!("fsprof: profile written to {}", path.display());
+    fsprof_sys::diag!("fsprof: profile written to {}", path.display());
     Ok(outcome.exit_code())
 }
 

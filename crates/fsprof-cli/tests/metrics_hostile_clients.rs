@@ -1,0 +1,74 @@
+//! Any local user can connect to `fsprof run --serve-metrics`: a client
+//! that trickles bytes or sends an endless request must neither keep the
+//! run alive after its command exits nor keep the profile from being
+//! written.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fsprof_testkit::fsprof;
+
+#[test]
+fn a_trickling_client_does_not_keep_the_run_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let mut child = fsprof()
+        .args([
+            "run",
+            "-q",
+            "-f",
+            "-o",
+            "p.json",
+            "--serve-metrics",
+            "127.0.0.1:0",
+        ])
+        .args(["--", "sleep", "1"])
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    // One client trickles a request (a byte every 300 ms), another sends
+    // an endless one.
+    let trickle = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut c = TcpStream::connect(&addr).unwrap();
+            for b in b"GET /metrics HTTP/1.1\r\nX: ".iter().cycle().take(100) {
+                if c.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    let flood = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        let junk = vec![b'x'; 1 << 16];
+        let mut sent = 0usize;
+        while sent < 256 << 20 && c.write(&junk).map(|n| sent += n).is_ok() {}
+        sent
+    });
+    let st = child.wait().unwrap();
+    let took = t0.elapsed();
+    let _ = std::io::copy(&mut err, &mut std::io::sink());
+    assert!(st.success());
+    assert!(
+        took < Duration::from_secs(5),
+        "the run ended {took:?} after it started (a 1 s command)"
+    );
+    assert!(dir.path().join("p.json").exists(), "the profile is written");
+    let sent = flood.join().unwrap();
+    assert!(sent < 256 << 20, "the server read an endless request");
+    trickle.join().unwrap();
+}
