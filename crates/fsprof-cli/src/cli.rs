@@ -15,7 +15,7 @@ pub const VERSION: &str = concat!(
 );
 
 #[derive(Debug, Parser)]
-#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None)]
+#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None, after_long_help = EXIT_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -54,6 +54,7 @@ impl<T: Args> Args for Lazy<T> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command and profile every file-system call it makes through libc
+    #[command(after_long_help = RUN_HELP)]
     Run(Lazy<RunArgs>),
     /// Print a profile: ops ranked by total latency, with latency histograms
     Report(Lazy<ReportArgs>),
@@ -388,6 +389,18 @@ pub struct MergeArgs {
     #[arg(short, long)]
     pub force: bool,
 }
+
+const EXIT_HELP: &str = "\
+Exit status: `run` and `kernel -- CMD` pass on the command's (128+signal if a
+signal ended it: 130 after Ctrl-C); `kernel` without a command exits 130 after
+Ctrl-C, 0 after --duration. `compare` exits 1 when an op changed, `check` 1
+when it finds an inconsistency. 2 on errors.";
+
+const RUN_HELP: &str = "\
+Exit status: the command's, whatever happens to the profile: 128+signal if a
+signal ended it (130 after Ctrl-C, which is the command's to handle: the
+profile is written when it exits), 127 if it could not be found, 126 if it
+could not be executed; 2 on fsprof's own errors before the command starts.";
 
 const KERNEL_HELP: &str = "\
 Examples (as root):
