@@ -41,7 +41,7 @@ fn compare_exit_status_says_whether_anything_changed() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "user/read: new peak at 2^22 ns (4.19ms), ",
+            "user/read: new peak at 2.10ms..4.19ms, ",
         ));
     let out = fsprof()
         .args(["compare", "--format", "json", "--method", "chi2"])

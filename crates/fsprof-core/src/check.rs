@@ -124,17 +124,22 @@ fn compare_sum<'a>(
 ) {
     let mut sum: Vec<Layer> = Vec::new();
     for layers in parts {
-        for l in layers {
-            crate::profile::layer_in(&mut sum, &l.name).merge(l);
-        }
+        crate::profile::merge_layers(&mut sum, layers.iter().cloned());
     }
+    // By name: profiles may hold many layers and ops.
+    let found: std::collections::HashMap<(&str, &str), (u64, u64)> = sum
+        .iter()
+        .flat_map(|s| {
+            s.ops
+                .iter()
+                .map(move |o| ((&s.name[..], &o.name[..]), (o.post, o.histogram.total())))
+        })
+        .collect();
     for l in total {
         for op in &l.ops {
-            let got = sum
-                .iter()
-                .find(|s| s.name == l.name)
-                .and_then(|s| s.op(&op.name))
-                .map(|o| (o.post, o.histogram.total()))
+            let got = found
+                .get(&(&l.name[..], &op.name[..]))
+                .copied()
                 .unwrap_or((0, 0));
             if got != (op.post, op.histogram.total()) {
                 rep.errors.push(format!(
