@@ -735,3 +735,56 @@ fn pread_calls(profile: &Path) -> Preads {
             .collect(),
     }
 }
+
+/// The issue's case end to end: an op only in B with 11 cheap calls (1% of
+/// the calls, 0.07% of the latency) is listed but does not make `compare`
+/// exit 1; the same op holding time does.
+#[test]
+fn compare_exit_status_ignores_a_negligible_new_op() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.json", vec![op("read", &[(9, 1000)])]);
+    let cheap = write(
+        d.path(),
+        "cheap.json",
+        vec![op("read", &[(9, 1000)]), op("fcntl", &[(5, 11)])],
+    );
+    let costly = write(
+        d.path(),
+        "costly.json",
+        vec![op("read", &[(9, 1000)]), op("fcntl", &[(20, 11)])],
+    );
+    fsprof()
+        .arg("compare")
+        .arg(&a)
+        .arg(&cheap)
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("no op changed significantly")
+                .and(predicate::str::is_match(r"user +fcntl +0 +11 .* added\n").unwrap()),
+        );
+    let out = fsprof()
+        .args(["compare", "--format", "json"])
+        .arg(&a)
+        .arg(&cheap)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let ops = v["comparison"]["ops"].as_array().unwrap();
+    let fcntl = ops.iter().find(|o| o["op"] == "fcntl").unwrap();
+    assert_eq!(fcntl["interesting"], false, "{fcntl}");
+    assert_eq!(
+        fcntl["reason"],
+        "fcntl: only in B, 11 calls, 0.1% of total latency (under 1.0%: does not count as a change)"
+    );
+    fsprof()
+        .arg("compare")
+        .arg(&a)
+        .arg(&costly)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("fcntl: only in B, 11 calls"));
+}
