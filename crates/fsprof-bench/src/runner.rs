@@ -32,16 +32,9 @@ pub enum BenchError {
     Interrupted(usize),
 }
 
-/// How a run tells its caller it is moving on (the CLI draws a bar).
-pub trait Progress {
-    fn start(&mut self, total_runs: usize, what: &str) {
-        let _ = (total_runs, what);
-    }
-    fn run_done(&mut self) {}
-}
-
-pub struct NoProgress;
-impl Progress for NoProgress {}
+/// How a run tells its caller it is moving on (the CLI draws a bar): one
+/// phase named after the suite, a step per run.
+pub use fsprof_capture::{Silent as NoProgress, Steps as Progress};
 
 /// Runs the benchmark `params` describes. `stop` is polled between runs.
 // Over the length lint by a few lines: the warm-up, measured-run and
@@ -86,7 +79,7 @@ pub fn run(
         Suite::Sweep => params.sweep_sizes(),
         _ => vec![params.file_size],
     };
-    progress.start(per_size * sizes.len(), params.suite.name());
+    progress.phase(params.suite.name(), (per_size * sizes.len()) as u64);
     let mut done = 0;
     let mut layer = Layer::new(LAYER);
     let mut phases = Vec::new();
@@ -108,7 +101,7 @@ pub fn run(
             })?;
             runs.push(r);
             done += 1;
-            progress.run_done();
+            progress.advance(1);
         }
         let (ph, ops) = aggregate(&runs, params.warmup);
         for mut op in ops {

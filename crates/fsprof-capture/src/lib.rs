@@ -30,7 +30,7 @@ mod session;
 mod source;
 pub mod testing;
 
-pub use progress::{Progress, Silent};
+pub use progress::{Progress, Silent, Steps};
 pub use save::{
     default_name, first_free, is_stdio, name_part, name_stamp, save, Output, SaveError, Saved,
 };
