@@ -24,6 +24,7 @@
 //! twice. Histograms at different resolutions are compared at the coarser
 //! one.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -226,7 +227,7 @@ pub struct OpComparison {
     /// change (or appeared/disappeared).
     pub interesting: bool,
     /// One line for people, starting with the op name, e.g.
-    /// `read: new peak at 2^22 ns (4.19ms), 12% of total latency; EMD 1.20`.
+    /// `read: new peak at 2.10ms..4.19ms, 12% of total latency; EMD 1.20`.
     pub reason: String,
     pub status: Status,
     pub calls_a: u64,
@@ -276,32 +277,59 @@ pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comp
     let res = a.resolution().min(b.resolution());
     let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
     let empty = Layer::default();
+    // Layers and ops by name: a profile may hold 100k layers, and finding
+    // each by a scan made compare quadratic.
+    let index = |p: &'_ Profile| -> HashMap<String, usize> {
+        p.layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| (l.name.clone(), k))
+            .collect()
+    };
+    let (ia, ib) = (index(a), index(b));
     let mut layer_names: Vec<&str> = a.layers.iter().map(|l| l.name.as_str()).collect();
-    for l in &b.layers {
-        if !layer_names.contains(&l.name.as_str()) {
-            layer_names.push(&l.name);
-        }
-    }
+    layer_names.extend(
+        b.layers
+            .iter()
+            .filter(|l| !ia.contains_key(&l.name))
+            .map(|l| l.name.as_str()),
+    );
     let mut ops = Vec::new();
     for name in layer_names {
-        let la = a.layer(name).unwrap_or(&empty);
-        let lb = b.layer(name).unwrap_or(&empty);
+        let la = ia.get(name).map_or(&empty, |&k| &a.layers[k]);
+        let lb = ib.get(name).map_or(&empty, |&k| &b.layers[k]);
+        let by_name = |l: &'_ Layer| -> HashMap<String, usize> {
+            l.ops
+                .iter()
+                .enumerate()
+                .map(|(k, o)| (o.name.clone(), k))
+                .collect()
+        };
+        let (oa, ob) = (by_name(la), by_name(lb));
         let mut op_names: Vec<&str> = la.ops.iter().map(|o| o.name.as_str()).collect();
-        for o in &lb.ops {
-            if !op_names.contains(&o.name.as_str()) {
-                op_names.push(&o.name);
-            }
-        }
+        op_names.extend(
+            lb.ops
+                .iter()
+                .filter(|o| !oa.contains_key(&o.name))
+                .map(|o| o.name.as_str()),
+        );
+        // Once per layer, not per op.
+        let (ta, tb) = (
+            (la.total_ns(), la.total_calls()),
+            (lb.total_ns(), lb.total_calls()),
+        );
         for op in op_names {
-            let side = |l: &Layer, p: &Profile| {
-                let mut s = l.op(op).cloned().unwrap_or_else(|| OpStats::new(op));
+            let side = |l: &Layer, idx: &HashMap<String, usize>, t, p: &Profile| {
+                let mut s = idx
+                    .get(op)
+                    .map_or_else(|| OpStats::new(op), |&k| l.ops[k].clone());
                 s.downscale(p.resolution(), res);
-                Side::new(s, l)
+                Side::new(s, t)
             };
             ops.push(compare_op(
                 name,
-                side(la, a),
-                side(lb, b),
+                side(la, &oa, ta, a),
+                side(lb, &ob, tb, b),
                 res,
                 threshold,
                 opts,
@@ -325,11 +353,12 @@ struct Side {
 }
 
 impl Side {
-    fn new(op: OpStats, layer: &Layer) -> Self {
+    /// `totals`: the layer's total latency and calls.
+    fn new(op: OpStats, (total_ns, calls): (u64, u64)) -> Self {
         let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
         Side {
-            latency_share: share(op.total_ns, layer.total_ns()),
-            calls_share: share(op.post, layer.total_calls()),
+            latency_share: share(op.total_ns, total_ns),
+            calls_share: share(op.post, calls),
             op,
         }
     }
@@ -418,7 +447,7 @@ fn compare_op(
 pub fn score(method: Method, a: &OpStats, b: &OpStats, res: Resolution) -> Option<f64> {
     let (ha, hb): (&Histogram, &Histogram) = (&a.histogram, &b.histogram);
     match method {
-        Method::Emd => distance::emd(ha, hb).map(|d| d / res.get() as f64),
+        Method::Emd => crate::refine::emd(a, b, res).map(|d| d.emd / res.get() as f64),
         Method::Chi2 => distance::chi2(ha, hb),
         Method::Jeffrey => distance::jeffrey(ha, hb),
         Method::Count if a.count() == 0 || b.count() == 0 => None,
@@ -440,11 +469,10 @@ fn share_near(h: &Histogram, p: &Peak, res: Resolution) -> f64 {
         return 0.0;
     }
     let r = res.get() as i32;
-    let n: u64 = h
+    let n = h
         .buckets()
         .filter(|(i, _)| (p.first - r..=p.last + r).contains(i))
-        .map(|(_, c)| c)
-        .sum();
+        .fold(0u64, |t, (_, c)| t.saturating_add(c));
     n as f64 / t as f64
 }
 
@@ -619,18 +647,30 @@ fn reason(
             format_ns(oa.total_ns as f64),
             format_ns(ob.total_ns as f64)
         ),
-        _ => format!(
+        // The shape measures: the geometric mean, whose change is the
+        // signed EMD, so "slower" and the numbers always agree (the
+        // arithmetic mean can fall while most calls got slower).
+        // A refined EMD's direction is the change of the (arithmetic)
+        // mean itself.
+        Method::Emd if crate::refine::emd(oa, ob, res).is_some_and(|r| r.refined) => format!(
             "mean {} → {}",
             format_ns(oa.mean_ns()),
             format_ns(ob.mean_ns())
         ),
+        _ => match (
+            distance::geometric_mean_ns(&oa.histogram, res),
+            distance::geometric_mean_ns(&ob.histogram, res),
+        ) {
+            (Some(ga), Some(gb)) => format!("geometric mean {} → {}", format_ns(ga), format_ns(gb)),
+            _ => format!("{} → {}", calls(oa.count()), calls(ob.count())),
+        },
     };
     if let Some(s) = score {
         let cmp = if s >= threshold { "≥" } else { "<" };
         let mut line = format!("{} {s:.2} {cmp} {threshold:.2}", opts.method.label());
         if opts.method == Method::Emd {
-            if let Some(signed) = distance::emd_signed(&oa.histogram, &ob.histogram) {
-                let signed = signed / res.get() as f64;
+            if let Some(rf) = crate::refine::emd(oa, ob, res) {
+                let signed = rf.signed / res.get() as f64;
                 if signed.abs() >= 0.05 {
                     let dir = if signed > 0.0 { "slower" } else { "faster" };
                     line.push_str(&format!(" ({:.2} powers of two {dir})", signed.abs()));
@@ -702,7 +742,7 @@ mod tests {
         let read = &c.ops[0];
         assert!(
             read.reason
-                .starts_with("read: new peak at 2^22 ns (4.19ms), "),
+                .starts_with("read: new peak at 2.10ms..4.19ms, "),
             "{}",
             read.reason
         );
@@ -776,7 +816,7 @@ mod tests {
         assert!(
             c.ops[0]
                 .reason
-                .starts_with("read: new peak at 2^22 ns (4.19ms) ≈ device read, "),
+                .starts_with("read: new peak at 2.10ms..4.19ms ≈ device read, "),
             "{}",
             c.ops[0].reason
         );
@@ -817,7 +857,7 @@ mod tests {
         assert!(
             c.ops[0]
                 .reason
-                .starts_with("read: peak at 2^22 ns (4.19ms) gone"),
+                .starts_with("read: peak at 2.10ms..4.19ms gone"),
             "{}",
             c.ops[0].reason
         );

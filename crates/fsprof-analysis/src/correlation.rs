@@ -85,7 +85,7 @@ pub struct PeakValues {
     /// be known — e.g. the seek distance of a first access — are missing).
     pub calls: u64,
     pub values: Vec<ValueBucket>,
-    /// One line, e.g. `peak 2 at 2^22 ns (4.19ms): 94% seeks of more than 16 MiB`.
+    /// One line, e.g. `peak 2 at 2.10ms..4.19ms: 94% seeks of more than 16 MiB`.
     pub summary: String,
 }
 
@@ -151,7 +151,7 @@ pub fn correlate(
         .enumerate()
         .map(|(k, peak)| {
             let values = peak_values(joint, &peak, res);
-            let calls: u64 = values.iter().map(|b| b.count).sum();
+            let calls = values.iter().fold(0u64, |t, b| t.saturating_add(b.count));
             let head = format!("peak {} at {}", k + 1, bucket_human(peak.mode, res));
             let summary = format!("{head}: {}", describe(&values, value));
             PeakValues {
@@ -189,7 +189,7 @@ pub fn peak_values(joint: &JointHistogram, peak: &Peak, res: Resolution) -> Vec<
         }
     }
     values.sort_by_key(|b| b.index);
-    let calls: u64 = values.iter().map(|b| b.count).sum();
+    let calls = values.iter().fold(0u64, |t, b| t.saturating_add(b.count));
     for b in &mut values {
         b.share = b.count as f64 / calls.max(1) as f64;
     }
@@ -284,12 +284,12 @@ mod tests {
         assert_eq!(r[0].calls, 1000);
         assert_eq!(
             r[0].summary,
-            "peak 1 at 2^11 ns (2.05µs): 100% sequential (seek 0)"
+            "peak 1 at 1.02µs..2.05µs: 100% sequential (seek 0)"
         );
         assert_eq!(r[1].calls, 100);
         assert_eq!(
             r[1].summary,
-            "peak 2 at 2^22 ns (4.19ms): 94% seeks of more than 16 MiB"
+            "peak 2 at 2.10ms..4.19ms: 94% seeks of more than 16 MiB"
         );
         let s = correlate(
             &read_op(),

@@ -92,6 +92,26 @@ pub fn emd_signed(a: &Histogram, b: &Histogram) -> Option<f64> {
     Some(d)
 }
 
+/// The geometric mean latency of a histogram, ns, with every call at its
+/// bucket's geometric middle (the zero bucket at the middle of the bucket
+/// just below the smallest, as [`emd_signed`] places it). Its change from
+/// `a` to `b` is exactly [`emd_signed`] in powers of two
+/// (`log2(gmean(b)/gmean(a)) = emd_signed(a, b) / r`), so a reason that
+/// prints both cannot contradict itself. `None` for an empty histogram.
+pub fn geometric_mean_ns(h: &Histogram, res: fsprof_core::Resolution) -> Option<f64> {
+    let total = h.total();
+    if total == 0 {
+        return None;
+    }
+    let r = res.get() as f64;
+    let pos = |i: i32| (i as f64 + 0.5) / r;
+    let mut sum = h.zero as f64 * pos(ZERO_INDEX);
+    for (i, c) in h.buckets() {
+        sum += c as f64 * pos(i);
+    }
+    Some((sum / total as f64).exp2())
+}
+
 /// Symmetric chi-square distance between the normalized histograms,
 /// `Σ (p−q)² / (p+q)` over buckets where `p+q > 0`. Range `[0, 2]`: 0 for
 /// identical shapes, 2 for shapes with no bucket in common. Symmetric.
@@ -145,6 +165,40 @@ fn normalized_diff(x: f64, y: f64) -> f64 {
         0.0
     } else {
         (x - y).abs() / m
+    }
+}
+
+#[cfg(test)]
+mod gmean_tests {
+    use super::*;
+    use fsprof_core::Resolution;
+
+    #[test]
+    fn the_geometric_mean_moves_as_the_signed_emd_says() {
+        for r in [1u32, 4] {
+            let res = Resolution::new(r).unwrap();
+            let mut a = Histogram::default();
+            a.add_to(Some(10), 90);
+            a.add_to(Some(20), 10);
+            a.zero = 3;
+            let mut b = Histogram::default();
+            b.add_to(Some(11), 50);
+            b.add_to(Some(14), 45);
+            b.add_to(Some(3), 5);
+            let (ga, gb) = (
+                geometric_mean_ns(&a, res).unwrap(),
+                geometric_mean_ns(&b, res).unwrap(),
+            );
+            let signed = emd_signed(&a, &b).unwrap() / r as f64;
+            assert!(
+                ((gb / ga).log2() - signed).abs() < 1e-9,
+                "r={r}: {ga} {gb} {signed}"
+            );
+        }
+        assert_eq!(
+            geometric_mean_ns(&Histogram::default(), Resolution::DEFAULT),
+            None
+        );
     }
 }
 

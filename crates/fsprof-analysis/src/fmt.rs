@@ -17,13 +17,27 @@ pub fn bucket_bound(i: i32, res: Resolution) -> String {
     }
 }
 
-/// `2^22 ns (4.19ms)`: the bucket's upper bound, exactly and in human units.
+/// Where a bucket "is", the one convention every renderer uses: the range
+/// it holds, `2.10ms..4.19ms` (lower bound exclusive, upper inclusive, as
+/// bucket `i` holds `(2^(i/r), 2^((i+1)/r)]` ns). Where one number must
+/// stand for the bucket (a label, a peak's mode), it is [`bucket_mid`].
 pub fn bucket_human(i: i32, res: Resolution) -> String {
     format!(
-        "{} ({})",
-        bucket_bound(i, res),
+        "{}..{}",
+        format_ns(res.lower_bound(i)),
         format_ns(res.upper_bound(i))
     )
+}
+
+/// The geometric middle of bucket `i`, ns: the single value that stands
+/// for the bucket (peak modes, labels, markers).
+pub fn bucket_mid(i: i32, res: Resolution) -> f64 {
+    (res.lower_bound(i) * res.upper_bound(i)).sqrt()
+}
+
+/// `~2.97ms`: [`bucket_mid`] for a table column.
+pub fn bucket_mid_human(i: i32, res: Resolution) -> String {
+    format!("~{}", format_ns(bucket_mid(i, res)))
 }
 
 fn trim(s: String) -> String {

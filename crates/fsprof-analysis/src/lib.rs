@@ -28,6 +28,7 @@ pub mod labels;
 pub mod peak_labels;
 pub mod peak_table;
 pub mod peaks;
+pub mod refine;
 pub mod select;
 
 pub use compare::{compare_profiles, CompareOptions, Comparison, Method, OpComparison};

@@ -64,7 +64,7 @@ impl Peak {
     /// Geometric middle of the mode bucket, ns: the "typical" latency of
     /// the peak, e.g. for labelling it with a calibrated characteristic.
     pub fn mode_ns(&self, res: Resolution) -> f64 {
-        (res.lower_bound(self.mode) * res.upper_bound(self.mode)).sqrt()
+        crate::fmt::bucket_mid(self.mode, res)
     }
 
     /// Whether bucket `i` is inside the peak.
@@ -131,7 +131,7 @@ pub fn find_peaks_with(h: &Histogram, res: Resolution, opts: &PeakOptions) -> Ve
 
     let mut hills = hills(c);
     let stats = |r: &(usize, usize)| {
-        let count: u64 = c[r.0..=r.1].iter().sum();
+        let count = c[r.0..=r.1].iter().fold(0u64, |t, &x| t.saturating_add(x));
         let lat: f64 = (r.0..=r.1).map(|k| c[k] as f64 * mid(k)).sum();
         (count, lat)
     };
@@ -415,7 +415,7 @@ mod tests {
                 if k > 0 {
                     proptest::prop_assert!(p[k - 1].last < pk.first);
                 }
-                let inside: u64 = (pk.first..=pk.last).map(|i| h.get(i)).sum();
+                let inside = (pk.first..=pk.last).fold(0u64, |t, i| t.saturating_add(h.get(i)));
                 proptest::prop_assert_eq!(inside, pk.count);
                 proptest::prop_assert!(pk.count >= PeakOptions::default().min_calls);
                 proptest::prop_assert!(pk.latency_share.is_finite() && pk.count_share.is_finite());

@@ -53,7 +53,7 @@ pub struct TopOp {
     /// Of the layer's total latency.
     pub latency_share: f64,
     pub peaks: Vec<Peak>,
-    /// One line: `read: 62% of user latency, 2 peaks; the one at 2^22 ns (4.19ms) holds 80% of it`.
+    /// One line: `read: 62% of user latency, 2 peaks; the one at 2.10ms..4.19ms holds 80% of it`.
     pub reason: String,
 }
 
@@ -73,7 +73,7 @@ pub struct CorrelatedPeaks {
     pub b: PeakRef,
     /// `|count_a − count_b| / max`.
     pub count_diff: f64,
-    /// One line: `fs/lookup peak at 2^18 ns (262µs) (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other`.
+    /// One line: `fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other`.
     pub reason: String,
 }
 
@@ -97,6 +97,7 @@ pub fn interesting(
         let mut ops: Vec<&OpStats> = l.ops.iter().filter(|o| o.post > 0).collect();
         ops.sort_by(|a, b| OpStats::by_latency(a, b));
         let mut covered = 0.0;
+        let mut taken = 0;
         for o in &ops {
             let peaks = find_peaks_with(&o.histogram, res, &opts.peaks);
             let share = if total == 0 {
@@ -104,10 +105,9 @@ pub fn interesting(
             } else {
                 o.total_ns as f64 / total as f64
             };
-            if covered < opts.cover
-                && out.top.iter().filter(|t| t.layer == l.name).count() < opts.max_ops
-            {
+            if covered < opts.cover && taken < opts.max_ops {
                 covered += share;
+                taken += 1;
                 out.top.push(TopOp {
                     layer: l.name.clone(),
                     op: o.name.clone(),
@@ -122,57 +122,104 @@ pub fn interesting(
         }
     }
 
-    let mut pairs = Vec::new();
-    for (x, (la, oa, pa)) in all.iter().enumerate() {
-        for (lb, ob, pb) in all.iter().skip(x + 1) {
-            // The same op seen at two layers is correlated by construction.
-            if oa.name == ob.name {
+    out.correlated = correlated(&all, opts, res);
+    out
+}
+
+/// Peaks compared for a correlation with one peak: those next in count
+/// order, within the tolerance, at most this many. Real profiles never
+/// come near it (a few thousand peaks in all); a profile of 100k
+/// look-alike ops would otherwise make the search quadratic.
+const PAIR_WINDOW: usize = 512;
+
+/// Pairs of peaks in different ops with the same number of calls (within
+/// the tolerance), closest counts first, then the pairs holding most
+/// latency. Peaks are sorted by count, so each is compared only with the
+/// ones after it up to `count / (1 - tolerance)`.
+fn correlated(
+    all: &[(&str, &OpStats, Vec<Peak>)],
+    opts: &SelectOptions,
+    res: Resolution,
+) -> Vec<CorrelatedPeaks> {
+    let mut peaks: Vec<(u64, usize, usize)> = all
+        .iter()
+        .enumerate()
+        .flat_map(|(x, (_, _, ps))| ps.iter().enumerate().map(move |(i, p)| (p.count, x, i)))
+        .filter(|&(c, _, _)| c >= opts.min_peak_calls)
+        .collect();
+    peaks.sort_unstable();
+    let limit = |c: u64| {
+        if opts.count_tolerance >= 1.0 {
+            f64::INFINITY
+        } else {
+            c as f64 / (1.0 - opts.count_tolerance)
+        }
+    };
+    // (count difference, -latency, op x, peak i, op y, peak j) of a pair;
+    // ties keep the order of a scan over ops x < y, then peaks i, j.
+    type Key = (f64, f64, usize, usize, usize, usize);
+    let mut best: Vec<Key> = Vec::new();
+    let keep = |best: &mut Vec<Key>| {
+        best.sort_by(|p, q| {
+            p.0.total_cmp(&q.0)
+                .then(p.1.total_cmp(&q.1))
+                .then((p.2, p.4, p.3, p.5).cmp(&(q.2, q.4, q.3, q.5)))
+        });
+        best.truncate(opts.max_pairs);
+    };
+    for (k, &(ca, xa, ia)) in peaks.iter().enumerate() {
+        for &(cb, xb, ib) in peaks[k + 1..].iter().take(PAIR_WINDOW) {
+            if cb as f64 > limit(ca) * (1.0 + 1e-9) {
+                break;
+            }
+            let diff = (cb - ca) as f64 / cb as f64;
+            if diff > opts.count_tolerance {
                 continue;
             }
-            for (ia, a) in pa.iter().enumerate() {
-                for (ib, b) in pb.iter().enumerate() {
-                    let (ca, cb) = (a.count, b.count);
-                    if ca.min(cb) < opts.min_peak_calls {
-                        continue;
-                    }
-                    let diff = ca.abs_diff(cb) as f64 / ca.max(cb) as f64;
-                    // Whole-op vs whole-op (open vs close) is bookkeeping,
-                    // not a finding: one side must be a sub-population.
-                    let partial = a.count_share < 0.95 || b.count_share < 0.95;
-                    if diff <= opts.count_tolerance && partial {
-                        pairs.push((
-                            diff,
-                            -(a.latency_ns + b.latency_ns),
-                            CorrelatedPeaks {
-                                reason: pair_reason(la, oa, a, lb, ob, b, res),
-                                a: PeakRef {
-                                    layer: la.to_string(),
-                                    op: oa.name.clone(),
-                                    index: ia,
-                                    peak: a.clone(),
-                                },
-                                b: PeakRef {
-                                    layer: lb.to_string(),
-                                    op: ob.name.clone(),
-                                    index: ib,
-                                    peak: b.clone(),
-                                },
-                                count_diff: diff,
-                            },
-                        ));
-                    }
-                }
+            // The same op seen at two layers is correlated by construction.
+            if all[xa].1.name == all[xb].1.name {
+                continue;
+            }
+            let ((x, i), (y, j)) = if (xa, ia) < (xb, ib) {
+                ((xa, ia), (xb, ib))
+            } else {
+                ((xb, ib), (xa, ia))
+            };
+            let (a, b) = (&all[x].2[i], &all[y].2[j]);
+            // Whole-op vs whole-op (open vs close) is bookkeeping, not a
+            // finding: one side must be a sub-population.
+            if a.count_share >= 0.95 && b.count_share >= 0.95 {
+                continue;
+            }
+            best.push((diff, -(a.latency_ns + b.latency_ns), x, i, y, j));
+            if best.len() > 8 * opts.max_pairs.max(8) {
+                keep(&mut best);
             }
         }
     }
-    // Closest counts first, then the pairs holding most latency.
-    pairs.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
-    out.correlated = pairs
-        .into_iter()
-        .take(opts.max_pairs)
-        .map(|(_, _, c)| c)
-        .collect();
-    out
+    keep(&mut best);
+    best.into_iter()
+        .map(|(diff, _, x, i, y, j)| {
+            let ((la, oa, pa), (lb, ob, pb)) = (&all[x], &all[y]);
+            let (a, b) = (&pa[i], &pb[j]);
+            CorrelatedPeaks {
+                reason: pair_reason(la, oa, a, lb, ob, b, res),
+                a: PeakRef {
+                    layer: la.to_string(),
+                    op: oa.name.clone(),
+                    index: i,
+                    peak: a.clone(),
+                },
+                b: PeakRef {
+                    layer: lb.to_string(),
+                    op: ob.name.clone(),
+                    index: j,
+                    peak: b.clone(),
+                },
+                count_diff: diff,
+            }
+        })
+        .collect()
 }
 
 fn top_reason(
@@ -269,7 +316,7 @@ mod tests {
         assert_eq!((c.a.index, c.a.peak.count, c.b.peak.count), (1, 300, 300));
         assert_eq!(
             c.reason,
-            "fs/lookup peak at 2^18 ns (262µs) (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other"
+            "fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other"
         );
         // lookup holds most latency and comes first.
         assert_eq!(got.top[0].op, "lookup");
@@ -292,5 +339,81 @@ mod tests {
         let names: Vec<&str> = got.top.iter().map(|t| t.op.as_str()).collect();
         assert_eq!(names, vec!["read", "write"]);
         assert!(got.correlated.is_empty());
+    }
+
+    /// Every pair of peaks in different ops, as `interesting` once looked
+    /// at them (quadratic): the reference the count-sorted search must
+    /// match wherever no count has more than `PAIR_WINDOW` neighbours.
+    fn correlated_by_scan(
+        all: &[(&str, &OpStats, Vec<Peak>)],
+        opts: &SelectOptions,
+    ) -> Vec<(usize, usize, usize, usize)> {
+        let mut pairs = Vec::new();
+        for (x, (_, oa, pa)) in all.iter().enumerate() {
+            for (y, (_, ob, pb)) in all.iter().enumerate().skip(x + 1) {
+                if oa.name == ob.name {
+                    continue;
+                }
+                for (i, a) in pa.iter().enumerate() {
+                    for (j, b) in pb.iter().enumerate() {
+                        let (ca, cb) = (a.count, b.count);
+                        if ca.min(cb) < opts.min_peak_calls {
+                            continue;
+                        }
+                        let diff = ca.abs_diff(cb) as f64 / ca.max(cb) as f64;
+                        let partial = a.count_share < 0.95 || b.count_share < 0.95;
+                        if diff <= opts.count_tolerance && partial {
+                            pairs.push((diff, -(a.latency_ns + b.latency_ns), (x, y, i, j)));
+                        }
+                    }
+                }
+            }
+        }
+        pairs.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.total_cmp(&q.1)));
+        pairs
+            .into_iter()
+            .take(opts.max_pairs)
+            .map(|p| p.2)
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn count_sorted_search_finds_what_a_full_scan_finds(
+            ops in proptest::collection::vec(
+                (0usize..3, 0usize..4, proptest::collection::vec((5i32..30, 1u64..60), 1..6)),
+                2..12,
+            ),
+            tolerance in 0.0f64..0.3,
+        ) {
+            let names = ["read", "write", "stat", "open"];
+            let mut p = Profile::new(Meta::default());
+            for (layer, name, buckets) in &ops {
+                let l = p.layer_mut(["user", "fs", "block"][*layer]);
+                if l.op(names[*name]).is_none() {
+                    l.ops.push(op(names[*name], buckets));
+                }
+            }
+            let opts = SelectOptions { count_tolerance: tolerance, min_peak_calls: 5, ..Default::default() };
+            let res = p.resolution();
+            let peak_opts = &opts.peaks;
+            let all: Vec<(&str, &OpStats, Vec<Peak>)> = p
+                .layers
+                .iter()
+                .flat_map(|l| {
+                    l.ops.iter().filter(|o| o.post > 0).map(move |o| {
+                        (l.name.as_str(), o, find_peaks_with(&o.histogram, res, peak_opts))
+                    })
+                })
+                .collect();
+            let got: Vec<(usize, usize, usize, usize)> = correlated(&all, &opts, res)
+                .iter()
+                .map(|c| {
+                    let at = |r: &PeakRef| all.iter().position(|(l, o, _)| *l == r.layer && o.name == r.op).unwrap();
+                    (at(&c.a), at(&c.b), c.a.index, c.b.index)
+                })
+                .collect();
+            proptest::prop_assert_eq!(got, correlated_by_scan(&all, &opts));
+        }
     }
 }

@@ -185,9 +185,39 @@ fn afap_replay_keeps_cross_thread_order() {
         compiled.header.threads >= 2,
         "the two threads replay on threads of their own"
     );
+    // Each command's (replay thread, index in that thread's commands).
+    let mut next = vec![0u32; compiled.header.threads as usize];
+    let pos: Vec<(u32, u32)> = compiled
+        .commands
+        .iter()
+        .map(|c| {
+            next[c.thread as usize] += 1;
+            (c.thread, next[c.thread as usize] - 1)
+        })
+        .collect();
+    let dep = |i: usize| {
+        let c = &compiled.commands[i];
+        c.op.name().starts_with("open")
+            && c.path
+                .is_some_and(|p| compiled.strings[p as usize].ends_with(b"/dep"))
+    };
+    let create = (0..compiled.commands.len())
+        .find(|&i| dep(i) && compiled.commands[i].flags & libc::O_CREAT as i64 != 0)
+        .expect("the maker's create is replayed");
+    let open = (0..compiled.commands.len())
+        .find(|&i| dep(i) && compiled.commands[i].flags & libc::O_CREAT as i64 == 0)
+        .expect("the user's open is replayed");
+    assert_ne!(pos[create].0, pos[open].0, "on different replay threads");
+    // The constraint itself: the user's open waits for the create (or a
+    // later command of the maker's thread).
     assert!(
-        compiled.commands.iter().any(|c| !c.waits.is_empty()),
-        "a constraint was derived"
+        compiled.commands[open]
+            .waits
+            .iter()
+            .any(|&(t, k)| t == pos[create].0 && k >= pos[create].1),
+        "the open waits for the create: {:?} vs {:?}",
+        compiled.commands[open].waits,
+        pos[create]
     );
     let replay = |file: &Path, root: &Path| {
         std::fs::create_dir(root).unwrap();
@@ -208,25 +238,26 @@ fn afap_replay_keeps_cross_thread_order() {
     let o = replay(&r, &base.join("root1"));
     let msg = ok(&o);
     assert!(msg.contains("mismatches: 0"), "{msg}");
-    // The same commands without their constraints: the reader's open runs
-    // before the file exists. This is what the constraint prevents.
-    let mut loose = compiled.clone();
-    for c in &mut loose.commands {
+    // The replayer orders by the constraints it is given, not by luck:
+    // with the constraint turned around (the create waits for the open),
+    // the open runs before the file exists, every time. This is what the
+    // compiled constraint prevents.
+    // (A wait names an earlier command: the open moves up to just before
+    // the create; each thread's own order is unchanged.)
+    let mut reversed = compiled.clone();
+    for c in &mut reversed.commands {
         c.waits.clear();
     }
-    let lr = base.join("loose.replay");
-    loose.write(&lr, false).unwrap();
-    let o = replay(&lr, &base.join("root2"));
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("traced 3, replayed -1 ENOENT")
-            || String::from_utf8_lossy(&o.stderr).contains("ENOENT")
-    );
+    reversed.commands[create].waits = vec![pos[open]];
+    assert!(create < open);
+    let moved = reversed.commands.remove(open);
+    reversed.commands.insert(create, moved);
+    let rr = base.join("reversed.replay");
+    reversed.write(&rr, false).unwrap();
+    let o = replay(&rr, &base.join("root2"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("replayed -1 ENOENT"), "{err}");
 }
 
 /// A trace that tries every way out of the root.
@@ -403,4 +434,95 @@ fn corrupt_replay_files_are_refused_in_one_line() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
+}
+
+/// One traced call: op, path, second path, flags, return value, errno.
+type PlainCall<'a> = (&'a str, &'a str, Option<&'a str>, i64, i64, i32);
+
+/// A single-thread trace of these calls.
+fn plain_trace(path: &Path, calls: &[PlainCall]) {
+    let mut w = TraceWriter::create(path, &TraceHeader::new("test", "none"), true).unwrap();
+    w.push(&Record::Process(ProcessInfo {
+        pid: 1,
+        cwd: b"/".to_vec(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut t = 0;
+    for &(op, p, p2, flags, ret, errno) in calls {
+        t += 1000;
+        let c = Call {
+            start_ns: t,
+            end_ns: t + 10,
+            pid: 1,
+            tid: 1,
+            op: Op::named(op),
+            ret,
+            errno,
+            fd: Some(-100),
+            path: Some(p.as_bytes().to_vec()),
+            resolved: Some(p.as_bytes().to_vec()),
+            path2: p2.map(|p| p.as_bytes().to_vec()),
+            resolved2: p2.map(|p| p.as_bytes().to_vec()),
+            flags: Some(flags),
+            mode: Some(0o755),
+            ..Default::default()
+        };
+        w.push(&Record::Call(c)).unwrap();
+    }
+    w.finish(0, t).unwrap();
+}
+
+/// The replayer keeps parent directories open between calls; a rename or
+/// removal must make it look them up again, or a call on `/a/d/f` after
+/// `/a/d` moved would act on the moved directory.
+#[test]
+fn cached_parent_directories_follow_renames_and_removals() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let t = base.join("r.trace");
+    let creat = (libc::O_CREAT | libc::O_WRONLY) as i64;
+    let nofollow = libc::AT_SYMLINK_NOFOLLOW as i64;
+    plain_trace(
+        &t,
+        &[
+            ("mkdir", "/a", None, 0, 0, 0),
+            ("mkdir", "/a/d", None, 0, 0, 0),
+            ("openat", "/a/d/f", None, creat, 3, 0),
+            ("close", "", None, 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, 0, 0),
+            ("rename", "/a/d", Some("/a/e"), 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, -1, libc::ENOENT),
+            ("mkdir", "/a/d", None, 0, 0, 0),
+            ("stat", "/a/d/f", None, 0, -1, libc::ENOENT),
+            ("stat", "/a/e/f", None, 0, 0, 0),
+            ("unlink", "/a/e/f", None, 0, 0, 0),
+            ("stat", "/a/e/f", None, nofollow, -1, libc::ENOENT),
+            ("rmdir", "/a/e", None, 0, 0, 0),
+            ("mkdir", "/a/e/g", None, 0, -1, libc::ENOENT),
+        ],
+    );
+    let r = base.join("r.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let o = run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--afap"),
+            os("--verify"),
+            os("strict"),
+        ],
+        &base,
+    );
+    let msg = ok(&o);
+    assert!(msg.contains("mismatches: 0"), "{msg}");
+    assert!(root.join("a/d").is_dir() && !root.join("a/d/f").exists());
+    assert!(!root.join("a/e").exists());
 }

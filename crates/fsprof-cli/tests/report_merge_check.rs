@@ -195,3 +195,104 @@ fn check_catches_a_lost_sample() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("user/read"));
 }
+
+/// A hand-edited profile with an op listed twice, or whose shortest call
+/// is longer than its longest, is not sound.
+#[test]
+fn check_catches_a_duplicate_op_and_min_above_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let clean = load(&p);
+    let check = |profile: &fsprof_core::Profile| {
+        fsprof_core::format::write_profile(&p, profile, true).unwrap();
+        let out = fsprof().arg("check").arg(&p).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let read_at =
+        |pr: &fsprof_core::Profile| pr.layers[0].ops.iter().position(|o| o.name == "read");
+    let mut twice = clean.clone();
+    let i = read_at(&twice).unwrap();
+    let read = twice.layers[0].ops[i].clone();
+    twice.layers[0].ops.push(read);
+    let (code, err) = check(&twice);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("user/read: the op appears more than once"),
+        "{err}"
+    );
+
+    let mut inverted = clean.clone();
+    let read = &mut inverted.layers[0].ops[i];
+    read.min_ns = Some(read.max_ns.unwrap() + 1);
+    let (code, err) = check(&inverted);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("user/read: the shortest call"), "{err}");
+}
+
+/// Hand-set counts near u64::MAX: merging and reporting saturate at
+/// u64::MAX instead of wrapping to a small, plausible number (or, in a
+/// debug build, panicking).
+#[test]
+fn huge_counts_saturate_in_merge_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = real_profile(dir.path(), "c.json", &["cat", "/etc/passwd"]);
+    let mut huge = load(&p);
+    let big = u64::MAX - 5;
+    for l in &mut huge.layers {
+        for o in &mut l.ops {
+            o.pre = big;
+            o.post = big;
+            o.errors = 0;
+            o.total_ns = big;
+            o.histogram = Default::default();
+            o.histogram.add_to(Some(10), big);
+            o.correlations = None;
+        }
+    }
+    for pr in &mut huge.processes {
+        pr.layers = huge.layers.clone();
+    }
+    huge.processes.truncate(1);
+    huge.intervals.clear();
+    fsprof_core::format::write_profile(&p, &huge, true).unwrap();
+    let merged = dir.path().join("m.json");
+    let out = fsprof()
+        .arg("merge")
+        .args([&p, &p])
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = load(&merged);
+    let read = m.layer("user").unwrap().op("read").unwrap();
+    assert_eq!(
+        (read.pre, read.post, read.total_ns),
+        (u64::MAX, u64::MAX, u64::MAX)
+    );
+    assert_eq!(read.histogram.total(), u64::MAX);
+    for args in [
+        &["report"][..],
+        &["report", "--processes"],
+        &["report", "--format", "csv"],
+    ] {
+        let out = fsprof().args(args).arg(&merged).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("18446744073709551615") || text.contains("18,446,744,073,709,551,615"),
+            "{args:?}: the saturated count is shown\n{text}"
+        );
+    }
+}

@@ -38,3 +38,33 @@ fn killed_inside_a_blocking_call_is_reported_as_unfinished() {
         rep.notes
     );
 }
+
+/// A process the command leaves behind, still blocked in a call when the
+/// run ends, is named as still running, not as having died inside it.
+#[test]
+fn a_daemon_still_inside_a_call_is_named_as_running() {
+    let dir = tempfile::tempdir().unwrap();
+    // `cat` blocks in open() of a FIFO nobody opens for writing.
+    let script = "mkfifo f; cat f >/dev/null 2>&1 </dev/null & echo $! > pid; sleep 0.3";
+    let out = fsprof()
+        .args(["run", "-f", "-o", "p.json", "--", "sh", "-c", script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on the pid of the test's own leftover cat.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "open: 1 call(s) still in progress when the run ended (pid {pid} still running)"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("the process ended inside them"), "{err}");
+}

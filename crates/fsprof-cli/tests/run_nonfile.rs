@@ -105,3 +105,25 @@ fn reports_show_non_file_calls_only_when_asked() {
         "{err}"
     );
 }
+
+/// An io_uring ring mapped with mmap (liburing makes the ring with a raw
+/// system call, so the shim first sees the descriptor at the mmap) is
+/// not a file mapping; a mapping of a regular file still is.
+#[test]
+fn an_io_uring_ring_mapping_is_not_a_file_mmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import ctypes, mmap, os\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  libc.syscall.restype = ctypes.c_long\n\
+                  params = ctypes.create_string_buffer(120)\n\
+                  fd = libc.syscall(425, 4, params)  # io_uring_setup\n\
+                  assert fd >= 0, os.strerror(ctypes.get_errno())\n\
+                  mmap.mmap(fd, 4096, offset=0).close()  # IORING_OFF_SQ_RING\n\
+                  with open('data', 'wb') as f: f.write(b'x' * 4096)\n\
+                  with open('data', 'rb') as f: mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ).close()\n";
+    let (o, path) = run_profiled(dir.path(), &["/usr/bin/python3", "-c", script]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = load(&path);
+    assert_eq!(count(&p, "mmap"), 1, "only the file mapping is a file mmap");
+    assert_eq!(nonfile(&p, "other_mmap"), 1);
+}

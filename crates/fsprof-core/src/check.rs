@@ -2,6 +2,8 @@
 //! count and histogram total must agree, so a lost or double-counted sample
 //! cannot go unnoticed.
 
+use std::collections::HashSet;
+
 use crate::profile::{Layer, Profile};
 
 #[derive(Debug, Default)]
@@ -39,11 +41,33 @@ pub fn check_profile(p: &Profile) -> CheckReport {
 }
 
 fn check_layers(layers: &[Layer], prefix: &str, rep: &mut CheckReport) {
+    // Readers look layers and ops up by name, so a second one of the same
+    // name would be silently ignored by some and added in by others.
+    let mut layer_names = HashSet::new();
     for l in layers {
+        if !layer_names.insert(&l.name[..]) {
+            rep.errors.push(format!(
+                "{prefix}{}: the layer appears more than once",
+                l.name
+            ));
+        }
+        let mut op_names = HashSet::new();
         for op in &l.ops {
             rep.ops_checked += 1;
             let buckets = op.histogram.total();
             let name = format!("{prefix}{}/{}", l.name, op.name);
+            if !op_names.insert(&op.name[..]) {
+                rep.errors.push(format!(
+                    "{name}: the op appears more than once in its layer"
+                ));
+            }
+            if let (Some(lo), Some(hi)) = (op.min_ns, op.max_ns) {
+                if lo > hi {
+                    rep.errors.push(format!(
+                        "{name}: the shortest call ({lo} ns) is longer than the longest ({hi} ns)"
+                    ));
+                }
+            }
             if op.post != buckets {
                 rep.errors.push(format!(
                     "{name}: {} calls returned but the histogram holds {buckets}",
@@ -124,17 +148,22 @@ fn compare_sum<'a>(
 ) {
     let mut sum: Vec<Layer> = Vec::new();
     for layers in parts {
-        for l in layers {
-            crate::profile::layer_in(&mut sum, &l.name).merge(l);
-        }
+        crate::profile::merge_layers(&mut sum, layers.iter().cloned());
     }
+    // By name: profiles may hold many layers and ops.
+    let found: std::collections::HashMap<(&str, &str), (u64, u64)> = sum
+        .iter()
+        .flat_map(|s| {
+            s.ops
+                .iter()
+                .map(move |o| ((&s.name[..], &o.name[..]), (o.post, o.histogram.total())))
+        })
+        .collect();
     for l in total {
         for op in &l.ops {
-            let got = sum
-                .iter()
-                .find(|s| s.name == l.name)
-                .and_then(|s| s.op(&op.name))
-                .map(|o| (o.post, o.histogram.total()))
+            let got = found
+                .get(&(&l.name[..], &op.name[..]))
+                .copied()
                 .unwrap_or((0, 0));
             if got != (op.post, op.histogram.total()) {
                 rep.errors.push(format!(
@@ -143,6 +172,57 @@ fn compare_sum<'a>(
                 ));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::*;
+    use crate::histogram::OpStats;
+    use crate::profile::Meta;
+
+    fn op(name: &str, min: u64, max: u64) -> OpStats {
+        let mut o = OpStats::new(name);
+        o.pre = 2;
+        o.post = 2;
+        o.histogram.add_to(Some(10), 2);
+        o.min_ns = Some(min);
+        o.max_ns = Some(max);
+        o
+    }
+
+    #[test]
+    fn duplicate_names_and_min_above_max_are_errors() {
+        let mut p = Profile::new(Meta::default());
+        p.layer_mut("user").ops = vec![op("read", 900, 1100), op("write", 900, 900)];
+        assert!(check_profile(&p).ok(), "{:?}", check_profile(&p).errors);
+
+        p.layer_mut("user").ops.push(op("read", 900, 1100));
+        let r = check_profile(&p);
+        assert_eq!(
+            r.errors,
+            ["user/read: the op appears more than once in its layer"]
+        );
+
+        p.layer_mut("user").ops.pop();
+        p.layer_mut("user").ops[1] = op("write", 1100, 900);
+        let r = check_profile(&p);
+        assert_eq!(
+            r.errors,
+            ["user/write: the shortest call (1100 ns) is longer than the longest (900 ns)"]
+        );
+
+        p.layer_mut("user").ops[1] = op("write", 900, 900);
+        let again = p.layers[0].clone();
+        p.layers.push(again);
+        let r = check_profile(&p);
+        assert!(
+            r.errors
+                .iter()
+                .any(|e| e == "user: the layer appears more than once"),
+            "{:?}",
+            r.errors
+        );
     }
 }
 

@@ -38,7 +38,9 @@ impl Histogram {
 
     /// Total number of recorded latencies, zero bucket included.
     pub fn total(&self) -> u64 {
-        self.zero + self.counts.iter().sum::<u64>()
+        self.counts
+            .iter()
+            .fold(self.zero, |t, &c| t.saturating_add(c))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -64,8 +66,10 @@ impl Histogram {
 
     /// Adds `n` to bucket `i` (`None` = the zero bucket), growing as needed.
     pub fn add_to(&mut self, i: Option<i32>, n: u64) {
+        // Counts saturate at u64::MAX rather than wrap: a hand-made profile
+        // can hold any count, and a wrapped sum would look plausible.
         let Some(i) = i else {
-            self.zero += n;
+            self.zero = self.zero.saturating_add(n);
             return;
         };
         if n == 0 {
@@ -85,11 +89,11 @@ impl Histogram {
         if k >= self.counts.len() {
             self.counts.resize(k + 1, 0);
         }
-        self.counts[k] += n;
+        self.counts[k] = self.counts[k].saturating_add(n);
     }
 
     pub fn merge(&mut self, other: &Histogram) {
-        self.zero += other.zero;
+        self.zero = self.zero.saturating_add(other.zero);
         for (i, c) in other.buckets() {
             self.add_to(Some(i), c);
         }
@@ -256,7 +260,7 @@ impl JointHistogram {
     }
 
     pub fn total(&self) -> u64 {
-        self.cells.iter().map(|c| c.2).sum()
+        self.cells.iter().fold(0u64, |t, c| t.saturating_add(c.2))
     }
 
     pub fn add(&mut self, latency: i32, value: i32, n: u64) {
@@ -267,7 +271,7 @@ impl JointHistogram {
             .cells
             .binary_search_by(|c| (c.0, c.1).cmp(&(latency, value)))
         {
-            Ok(k) => self.cells[k].2 += n,
+            Ok(k) => self.cells[k].2 = self.cells[k].2.saturating_add(n),
             Err(k) => self.cells.insert(k, (latency, value, n)),
         }
     }
@@ -345,20 +349,22 @@ impl OpStats {
     /// Counts one call that returned after `ns`: what every capture that
     /// sees single latencies (discover, replay, the tests) does per call.
     pub fn record(&mut self, layout: &crate::BucketLayout, ns: u64, failed: bool) {
-        self.pre += 1;
-        self.post += 1;
-        self.errors += u64::from(failed);
-        self.total_ns += ns;
+        self.pre = self.pre.saturating_add(1);
+        self.post = self.post.saturating_add(1);
+        self.errors = self.errors.saturating_add(u64::from(failed));
+        self.total_ns = self.total_ns.saturating_add(ns);
         self.min_ns = Some(self.min_ns.map_or(ns, |m| m.min(ns)));
         self.max_ns = Some(self.max_ns.map_or(ns, |m| m.max(ns)));
         self.histogram.add_to(layout.index(ns), 1);
     }
 
+    /// Adds `other`'s calls; every count saturates at u64::MAX (see
+    /// [`Histogram::add_to`]).
     pub fn merge(&mut self, other: &OpStats) {
-        self.pre += other.pre;
-        self.post += other.post;
-        self.errors += other.errors;
-        self.total_ns += other.total_ns;
+        self.pre = self.pre.saturating_add(other.pre);
+        self.post = self.post.saturating_add(other.post);
+        self.errors = self.errors.saturating_add(other.errors);
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
         self.min_ns = match (self.min_ns, other.min_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -1,7 +1,7 @@
 //! Merging profiles of several processes, runs or hosts by adding buckets.
 
 use crate::buckets::Resolution;
-use crate::profile::{layer_in, Interval, Layer, Meta, Profile, Source};
+use crate::profile::{merge_layers, Interval, Layer, Meta, Profile, Source};
 
 /// Merges `profiles` into one. Histograms of finer resolution are expressed
 /// at the coarsest resolution present (exact: boundaries nest). Intervals are
@@ -100,11 +100,14 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
 }
 
 fn add_layers(into: &mut Vec<Layer>, from: &[Layer], from_res: Resolution, to_res: Resolution) {
-    for l in from {
-        let mut l = l.clone();
-        downscale_layer(&mut l, from_res, to_res);
-        layer_in(into, &l.name).merge(&l);
-    }
+    merge_layers(
+        into,
+        from.iter().map(|l| {
+            let mut l = l.clone();
+            downscale_layer(&mut l, from_res, to_res);
+            l
+        }),
+    );
 }
 
 fn downscale_layer(l: &mut Layer, from: Resolution, to: Resolution) {

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::buckets::Resolution;
@@ -211,9 +213,25 @@ impl Layer {
         self.ops.last_mut().unwrap()
     }
 
+    /// Adds `other`'s ops into this layer (by name, in one pass over each:
+    /// a layer may hold thousands of ops).
     pub fn merge(&mut self, other: &Layer) {
+        let mut index: HashMap<String, usize> = self
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(k, o)| (o.name.clone(), k))
+            .collect();
         for op in &other.ops {
-            self.op_mut(&op.name).merge(op);
+            match index.get(&op.name) {
+                Some(&k) => self.ops[k].merge(op),
+                None => {
+                    index.insert(op.name.clone(), self.ops.len());
+                    let mut fresh = OpStats::new(&op.name);
+                    fresh.merge(op);
+                    self.ops.push(fresh);
+                }
+            }
         }
         self.normalize();
     }
@@ -226,11 +244,13 @@ impl Layer {
     }
 
     pub fn total_calls(&self) -> u64 {
-        self.ops.iter().map(|o| o.post).sum()
+        self.ops.iter().fold(0u64, |t, o| t.saturating_add(o.post))
     }
 
     pub fn total_ns(&self) -> u64 {
-        self.ops.iter().map(|o| o.total_ns).sum()
+        self.ops
+            .iter()
+            .fold(0u64, |t, o| t.saturating_add(o.total_ns))
     }
 }
 
@@ -311,7 +331,30 @@ impl Profile {
 
     /// All completed calls over all layers.
     pub fn total_calls(&self) -> u64 {
-        self.layers.iter().map(Layer::total_calls).sum()
+        self.layers
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.total_calls()))
+    }
+}
+
+/// Merges `from` into `into` layer by layer, matching names through an
+/// index (one pass over each list, not a search per layer).
+pub fn merge_layers(into: &mut Vec<Layer>, from: impl IntoIterator<Item = Layer>) {
+    let mut index: HashMap<String, usize> = into
+        .iter()
+        .enumerate()
+        .map(|(k, l)| (l.name.clone(), k))
+        .collect();
+    for l in from {
+        match index.get(&l.name) {
+            Some(&k) => into[k].merge(&l),
+            None => {
+                index.insert(l.name.clone(), into.len());
+                let mut fresh = Layer::new(&l.name);
+                fresh.merge(&l);
+                into.push(fresh);
+            }
+        }
     }
 }
 

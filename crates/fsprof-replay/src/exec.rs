@@ -2,14 +2,22 @@
 //! on the replayer's own descriptors (resource slots) and on paths confined
 //! by [`crate::root::Root`]. Returns the result and errno in the trace's
 //! conventions, so that they compare with what the trace recorded.
+//!
+//! Descriptor calls go straight to the kernel on the slot's descriptor (raw
+//! system calls for the data calls: libc's wrappers are cancellation points
+//! whose bookkeeping costs ~10% of a cached 1 KiB `pread`). Calls that name
+//! an entry get its parent directory from a per-thread cache of `O_PATH`
+//! descriptors opened under the root ([`Local`]) and act on one plain
+//! component with `*at` calls that do not follow it, so a cached parent
+//! saves the `openat2` and `close` of every such call.
 
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 use fsprof_trace::replayfile::{Command, Compiled};
 
-use crate::root::Root;
+use crate::root::{split_path, Root};
 
 /// What a slot holds.
 const EMPTY: u8 = 0;
@@ -107,21 +115,35 @@ fn err(e: i32) -> (i64, i32) {
     (-1, e)
 }
 
-/// Per-thread scratch memory for reads and generated write data.
-pub struct Scratch {
+/// Per-thread state: scratch memory for reads and generated write data,
+/// and the parent directories of recent path calls.
+pub struct Local {
     buf: Vec<u8>,
     zeros: Vec<u8>,
+    /// By directory (index into [`PathTable`]'s directories): an `O_PATH`
+    /// descriptor opened under the root.
+    dirs: Vec<Option<OwnedFd>>,
+    open_dirs: usize,
+    /// [`Exec`]'s namespace generation the cached descriptors belong to.
+    gen: u64,
 }
 
 /// Reads and writes larger than this are issued in pieces of this size
 /// from scratch memory.
 const MAX_BUF: usize = 64 << 20;
 
-impl Scratch {
-    pub fn new() -> Scratch {
-        Scratch {
+/// Parent directories kept open per replay thread (descriptors count
+/// against RLIMIT_NOFILE); past this the cache starts over.
+const MAX_CACHED_DIRS: usize = 64;
+
+impl Local {
+    pub fn new() -> Local {
+        Local {
             buf: Vec::new(),
             zeros: Vec::new(),
+            dirs: Vec::new(),
+            open_dirs: 0,
+            gen: 0,
         }
     }
 
@@ -140,11 +162,47 @@ impl Scratch {
         }
         &self.zeros[..n]
     }
+
+    fn forget_dirs(&mut self) {
+        self.dirs.iter_mut().for_each(|d| *d = None);
+        self.open_dirs = 0;
+    }
 }
 
-impl Default for Scratch {
+impl Default for Local {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Each path of the compiled trace split once, before the replay, into
+/// its parent directory and last component.
+pub struct PathTable {
+    /// By string id: (directory index, last component), or the errno a
+    /// call on it fails with (an empty, `.` or `..` last component).
+    split: Vec<Result<(u32, CString), i32>>,
+    /// By directory index: the directory's path.
+    dirs: Vec<Vec<u8>>,
+}
+
+impl PathTable {
+    pub fn new(c: &Compiled) -> PathTable {
+        let mut index = std::collections::HashMap::new();
+        let mut dirs = Vec::new();
+        let split = c
+            .strings
+            .iter()
+            .map(|p| {
+                let (dir, name) = split_path(p)?;
+                let next = dirs.len() as u32;
+                let id = *index.entry(dir.to_vec()).or_insert_with(|| {
+                    dirs.push(dir.to_vec());
+                    next
+                });
+                Ok((id, name))
+            })
+            .collect();
+        PathTable { split, dirs }
     }
 }
 
@@ -276,6 +334,22 @@ impl Kind {
         })
     }
 
+    /// Every command's kind, by op (computed once per op, not per command).
+    pub fn table(c: &Compiled) -> Vec<Option<Kind>> {
+        let n = fsprof_trace::event::Op::count();
+        let mut by_op: Vec<[Option<Option<Kind>>; 2]> = vec![[None, None]; n];
+        c.commands
+            .iter()
+            .map(|cmd| {
+                let nofollow = cmd.flags & libc::AT_SYMLINK_NOFOLLOW as i64 != 0;
+                match by_op.get_mut(cmd.op.0 as usize) {
+                    Some(e) => *e[nofollow as usize].get_or_insert_with(|| Kind::of(cmd)),
+                    None => None,
+                }
+            })
+            .collect()
+    }
+
     /// Reads of file data (skipped with `--reads skip`).
     pub fn is_read(self) -> bool {
         matches!(
@@ -302,9 +376,14 @@ impl Kind {
 
 /// The environment commands run in.
 pub struct Exec<'a> {
-    pub root: &'a Root,
-    pub slots: &'a Slots,
-    pub compiled: &'a Compiled,
+    root: &'a Root,
+    slots: &'a Slots,
+    compiled: &'a Compiled,
+    paths: &'a PathTable,
+    /// Bumped after every call that may change what a directory path
+    /// resolves to (rename, unlink, rmdir, a permission or owner change):
+    /// the threads' cached parent directories are then opened again.
+    gen: AtomicU64,
 }
 
 extern "C" {
@@ -321,15 +400,129 @@ fn proc_fd(fd: &OwnedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL")
 }
 
-impl Exec<'_> {
+impl<'a> Exec<'a> {
+    pub fn new(
+        root: &'a Root,
+        slots: &'a Slots,
+        compiled: &'a Compiled,
+        paths: &'a PathTable,
+    ) -> Exec<'a> {
+        Exec {
+            root,
+            slots,
+            compiled,
+            paths,
+            gen: AtomicU64::new(0),
+        }
+    }
+
+    /// The parent directory (a descriptor, cached per thread) and last
+    /// component of the path with string id `id`.
+    fn parent<'l>(&'l self, id: Option<u32>, local: &mut Local) -> Result<(RawFd, &'l CStr), i32> {
+        let Some(id) = id else {
+            return Err(libc::EFAULT);
+        };
+        let (dir, name) = match self.paths.split.get(id as usize) {
+            Some(Ok((d, n))) => (*d as usize, n.as_c_str()),
+            Some(Err(e)) => return Err(*e),
+            None => return Err(libc::EFAULT),
+        };
+        let gen = self.gen.load(Ordering::Acquire);
+        if gen != local.gen {
+            local.forget_dirs();
+            local.gen = gen;
+        }
+        if local.dirs.len() <= dir {
+            local.dirs.resize_with(dir + 1, || None);
+        }
+        if let Some(fd) = &local.dirs[dir] {
+            return Ok((fd.as_raw_fd(), name));
+        }
+        if local.open_dirs >= MAX_CACHED_DIRS {
+            local.forget_dirs();
+        }
+        let fd = self.root.openat(
+            &self.paths.dirs[dir],
+            (libc::O_PATH | libc::O_DIRECTORY) as i64,
+            0,
+        )?;
+        let raw = fd.as_raw_fd();
+        local.dirs[dir] = Some(fd);
+        local.open_dirs += 1;
+        Ok((raw, name))
+    }
+
+    /// Whether the path has a parent directory and a last component.
+    fn splits(&self, id: Option<u32>) -> bool {
+        id.and_then(|i| self.paths.split.get(i as usize))
+            .is_some_and(Result::is_ok)
+    }
+
+    /// `fstatat` of the entry itself (never followed) through its cached
+    /// parent; None when the confined full lookup must answer instead: a
+    /// path without a last component (`/`) or with a trailing slash (which
+    /// asks for a directory, through a symlink if need be).
+    fn entry_stat(
+        &self,
+        id: Option<u32>,
+        path: &[u8],
+        local: &mut Local,
+        st: &mut libc::stat,
+    ) -> Option<(i64, i32)> {
+        if path.ends_with(b"/") {
+            return None;
+        }
+        match self.parent(id, local) {
+            Ok((d, n)) => {
+                // SAFETY: a descriptor we hold, a C string and a stat buffer.
+                let r = unsafe { libc::fstatat(d, n.as_ptr(), st, libc::AT_SYMLINK_NOFOLLOW) };
+                Some(ret(r as i64))
+            }
+            Err(e) if self.splits(id) => Some(err(e)),
+            Err(_) => None,
+        }
+    }
+
+    /// Work a command can do before its time: opening its paths' parent
+    /// directories.
+    pub fn prepare(&self, kind: Kind, c: &Command, local: &mut Local) {
+        use Kind::*;
+        if matches!(
+            kind,
+            Stat | Lstat
+                | Access
+                | Mkdir
+                | Rmdir
+                | Unlink
+                | Rename
+                | Link
+                | Symlink
+                | Readlink
+                | Mknod
+        ) {
+            let _ = self.parent(c.path, local);
+            if matches!(kind, Rename | Link) {
+                let _ = self.parent(c.path2, local);
+            }
+        }
+    }
+
+    /// After a call that may change how directory paths resolve.
+    fn namespace_changed(&self, r: (i64, i32)) -> (i64, i32) {
+        if r.1 == 0 {
+            self.gen.fetch_add(1, Ordering::AcqRel);
+        }
+        r
+    }
+
     fn string(&self, id: Option<u32>) -> &[u8] {
         id.map_or(&[][..], |i| &self.compiled.strings[i as usize])
     }
 
-    fn data<'s>(&'s self, c: &Command, scratch: &'s mut Scratch) -> &'s [u8] {
+    fn data<'s>(&'s self, c: &Command, local: &'s mut Local) -> &'s [u8] {
         match c.buf {
             Some(b) => &self.compiled.buffers[b as usize],
-            None => scratch.zeros(c.len),
+            None => local.zeros(c.len),
         }
     }
 
@@ -337,7 +530,7 @@ impl Exec<'_> {
     // One arm per replayed op: the table of what each traced call becomes
     // reads best in one place (its arms are short).
     #[allow(clippy::too_many_lines)]
-    pub fn run(&self, kind: Kind, c: &Command, scratch: &mut Scratch) -> (i64, i32) {
+    pub fn run(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(c.slot);
@@ -410,25 +603,37 @@ impl Exec<'_> {
                     None => err(libc::EBADF),
                 },
                 Read => {
-                    let b = scratch.read_buf(c.len);
-                    ret(libc::read(fd, b.as_mut_ptr() as *mut _, b.len()) as i64)
+                    let b = local.read_buf(c.len);
+                    ret(libc::syscall(libc::SYS_read, fd, b.as_mut_ptr(), b.len()))
                 }
                 Pread => {
-                    let b = scratch.read_buf(c.len);
-                    ret(libc::pread(fd, b.as_mut_ptr() as *mut _, b.len(), c.offset) as i64)
+                    let b = local.read_buf(c.len);
+                    ret(libc::syscall(
+                        libc::SYS_pread64,
+                        fd,
+                        b.as_mut_ptr(),
+                        b.len(),
+                        c.offset,
+                    ))
                 }
                 Write => {
-                    let d = self.data(c, scratch);
+                    let d = self.data(c, local);
                     let f = s.ptr(c.slot, FILEP);
                     if !f.is_null() {
                         let n = libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _);
                         return if n < d.len() { err(libc::EIO) } else { (0, 0) };
                     }
-                    ret(libc::write(fd, d.as_ptr() as *const _, d.len()) as i64)
+                    ret(libc::syscall(libc::SYS_write, fd, d.as_ptr(), d.len()))
                 }
                 Pwrite => {
-                    let d = self.data(c, scratch);
-                    ret(libc::pwrite(fd, d.as_ptr() as *const _, d.len(), c.offset) as i64)
+                    let d = self.data(c, local);
+                    ret(libc::syscall(
+                        libc::SYS_pwrite64,
+                        fd,
+                        d.as_ptr(),
+                        d.len(),
+                        c.offset,
+                    ))
                 }
                 Lseek => ret(libc::lseek(fd, c.offset, c.whence)),
                 Fstat => {
@@ -453,8 +658,8 @@ impl Exec<'_> {
                         e => err(e),
                     }
                 }
-                Fchmod => ret(libc::fchmod(fd, c.mode) as i64),
-                Fchown => ret(libc::fchown(fd, u32::MAX, u32::MAX) as i64),
+                Fchmod => self.namespace_changed(ret(libc::fchmod(fd, c.mode) as i64)),
+                Fchown => self.namespace_changed(ret(libc::fchown(fd, u32::MAX, u32::MAX) as i64)),
                 Futimens => ret(libc::futimens(fd, std::ptr::null()) as i64),
                 NoOp => (0, 0),
                 Readdir => {
@@ -474,7 +679,7 @@ impl Exec<'_> {
                     }
                 }
                 Getdents => {
-                    let b = scratch.read_buf(c.len.max(4096));
+                    let b = local.read_buf(c.len.max(4096));
                     ret(libc::syscall(
                         libc::SYS_getdents64,
                         fd,
@@ -492,7 +697,7 @@ impl Exec<'_> {
                     if f.is_null() {
                         return err(libc::EBADF);
                     }
-                    let b = scratch.read_buf(c.len.max(1));
+                    let b = local.read_buf(c.len.max(1));
                     match kind {
                         Fread => (
                             libc::fread(b.as_mut_ptr() as *mut _, 1, b.len(), f) as i64,
@@ -525,7 +730,7 @@ impl Exec<'_> {
                     if f.is_null() {
                         return err(libc::EBADF);
                     }
-                    let d = self.data(c, scratch);
+                    let d = self.data(c, local);
                     (
                         libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f) as i64,
                         0,
@@ -565,32 +770,61 @@ impl Exec<'_> {
                         0,
                     ) as i64)
                 }
-                Stat | Lstat => match self.root.lookup(path, kind == Lstat) {
-                    Err(e) => err(e),
-                    Ok(o) => {
-                        let mut st: libc::stat = std::mem::zeroed();
-                        ret(libc::fstat(o.as_raw_fd(), &mut st) as i64)
+                Stat | Lstat => {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    if let Some(r) = self.entry_stat(c.path, path, local, &mut st) {
+                        if kind == Lstat || r.1 != 0 || st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+                            return r;
+                        }
                     }
-                },
-                Access => match self.root.lookup(path, false) {
-                    Err(e) => err(e),
-                    Ok(o) => ret(libc::access(proc_fd(&o).as_ptr(), c.mode as i32) as i64),
-                },
+                    match self.root.lookup(path, kind == Lstat) {
+                        Err(e) => err(e),
+                        Ok(o) => ret(libc::fstat(o.as_raw_fd(), &mut st) as i64),
+                    }
+                }
+                Access => {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    match self.entry_stat(c.path, path, local, &mut st) {
+                        Some(r) if r.1 != 0 => return r,
+                        Some(_) if st.st_mode & libc::S_IFMT != libc::S_IFLNK => {
+                            // Cached unless another thread's rename
+                            // just made it open it again.
+                            let (d, n) = match self.parent(c.path, local) {
+                                Ok(p) => p,
+                                Err(e) => return err(e),
+                            };
+                            // Not a symlink a moment ago; should it be one
+                            // now, AT_SYMLINK_NOFOLLOW still checks the
+                            // link itself, never what it points to.
+                            return ret(libc::faccessat(
+                                d,
+                                n.as_ptr(),
+                                c.mode as i32,
+                                libc::AT_SYMLINK_NOFOLLOW,
+                            ) as i64);
+                        }
+                        _ => {}
+                    }
+                    match self.root.lookup(path, false) {
+                        Err(e) => err(e),
+                        Ok(o) => ret(libc::access(proc_fd(&o).as_ptr(), c.mode as i32) as i64),
+                    }
+                }
                 Truncate => match self.root.openat(path, libc::O_WRONLY as i64, 0) {
                     Err(e) => err(e),
                     Ok(o) => ret(libc::ftruncate(o.as_raw_fd(), c.len as i64) as i64),
                 },
                 Chmod => {
                     let nofollow = c.flags & libc::AT_SYMLINK_NOFOLLOW as i64 != 0;
-                    match self.root.lookup(path, nofollow) {
+                    self.namespace_changed(match self.root.lookup(path, nofollow) {
                         Err(e) => err(e),
                         Ok(o) => ret(libc::chmod(proc_fd(&o).as_ptr(), c.mode & 0o7777) as i64),
-                    }
+                    })
                 }
                 Chown => {
                     let nofollow =
                         c.op.is("lchown") || c.flags & libc::AT_SYMLINK_NOFOLLOW as i64 != 0;
-                    match self.root.lookup(path, nofollow) {
+                    self.namespace_changed(match self.root.lookup(path, nofollow) {
                         Err(e) => err(e),
                         Ok(o) => ret(libc::fchownat(
                             o.as_raw_fd(),
@@ -599,7 +833,7 @@ impl Exec<'_> {
                             u32::MAX,
                             libc::AT_EMPTY_PATH,
                         ) as i64),
-                    }
+                    })
                 }
                 Utimes => {
                     let nofollow =
@@ -628,21 +862,22 @@ impl Exec<'_> {
                         ret(libc::fstatfs(o.as_raw_fd(), &mut st) as i64)
                     }
                 },
-                Mkdir => match self.root.parent(path) {
+                Mkdir => match self.parent(c.path, local) {
                     Err(e) => err(e),
-                    Ok((d, n)) => ret(libc::mkdirat(d.as_raw_fd(), n.as_ptr(), c.mode) as i64),
+                    Ok((d, n)) => ret(libc::mkdirat(d, n.as_ptr(), c.mode) as i64),
                 },
-                Rmdir | Unlink => match self.root.parent(path) {
+                Rmdir | Unlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {
                         let dir = kind == Rmdir || c.flags & libc::AT_REMOVEDIR as i64 != 0;
                         let f = if dir { libc::AT_REMOVEDIR } else { 0 };
-                        ret(libc::unlinkat(d.as_raw_fd(), n.as_ptr(), f) as i64)
+                        self.namespace_changed(ret(libc::unlinkat(d, n.as_ptr(), f) as i64))
                     }
                 },
                 Rename | Link => {
-                    let to = self.string(c.path2);
-                    match (self.root.parent(path), self.root.parent(to)) {
+                    let from = self.parent(c.path, local);
+                    let to = self.parent(c.path2, local);
+                    match (from, to) {
                         (Err(e), _) | (_, Err(e)) => err(e),
                         (Ok((d1, n1)), Ok((d2, n2))) => {
                             if kind == Rename {
@@ -651,47 +886,40 @@ impl Exec<'_> {
                                 } else {
                                     0
                                 };
-                                ret(libc::renameat2(
-                                    d1.as_raw_fd(),
+                                self.namespace_changed(ret(libc::renameat2(
+                                    d1,
                                     n1.as_ptr(),
-                                    d2.as_raw_fd(),
+                                    d2,
                                     n2.as_ptr(),
                                     flags,
-                                ) as i64)
+                                )
+                                    as i64))
                             } else {
                                 // Never AT_SYMLINK_FOLLOW: a symlink to a
                                 // file outside the root must not become a
                                 // hard link to it inside.
-                                ret(libc::linkat(
-                                    d1.as_raw_fd(),
-                                    n1.as_ptr(),
-                                    d2.as_raw_fd(),
-                                    n2.as_ptr(),
-                                    0,
-                                ) as i64)
+                                ret(libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0) as i64)
                             }
                         }
                     }
                 }
-                Symlink => match self.root.parent(path) {
+                Symlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {
                         let Ok(target) = CString::new(self.string(c.name).to_vec()) else {
                             return err(libc::EINVAL);
                         };
-                        ret(libc::symlinkat(target.as_ptr(), d.as_raw_fd(), n.as_ptr()) as i64)
+                        ret(libc::symlinkat(target.as_ptr(), d, n.as_ptr()) as i64)
                     }
                 },
-                Readlink => match self.root.parent(path) {
+                Readlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {
-                        let b = scratch.read_buf(c.len.max(1));
-                        ret(libc::readlinkat(
-                            d.as_raw_fd(),
-                            n.as_ptr(),
-                            b.as_mut_ptr() as *mut _,
-                            b.len(),
-                        ) as i64)
+                        let b = local.read_buf(c.len.max(1));
+                        ret(
+                            libc::readlinkat(d, n.as_ptr(), b.as_mut_ptr() as *mut _, b.len())
+                                as i64,
+                        )
                     }
                 },
                 Mknod => {
@@ -700,11 +928,9 @@ impl Exec<'_> {
                         // Device nodes would reach hardware from inside the root.
                         return err(libc::EPERM);
                     }
-                    match self.root.parent(path) {
+                    match self.parent(c.path, local) {
                         Err(e) => err(e),
-                        Ok((d, n)) => {
-                            ret(libc::mknodat(d.as_raw_fd(), n.as_ptr(), c.mode, 0) as i64)
-                        }
+                        Ok((d, n)) => ret(libc::mknodat(d, n.as_ptr(), c.mode, 0) as i64),
                     }
                 }
                 Sync => {

@@ -8,12 +8,12 @@
 use serde::Serialize;
 
 use fsprof_capture::meta;
-use fsprof_core::profile::{Clock, Layer, Meta};
+use fsprof_core::profile::{Clock, ClockSource, Layer, Meta};
 use fsprof_core::{BucketLayout, Profile, Resolution};
 use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
 use fsprof_trace::show::errno_name;
 
-use crate::engine::{Pace, Run};
+use crate::engine::{Late, Pace, Run};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Mismatch {
@@ -45,6 +45,19 @@ pub struct Second {
     pub mean_error_ns: f64,
 }
 
+/// Commands issued later than a threshold, by why (paced replays).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct LateCauses {
+    pub over_ns: u64,
+    /// The thread was still busy with earlier commands (or this one's
+    /// preparation) at the command's time.
+    pub behind: u64,
+    /// A command of another thread it must follow completed late.
+    pub constraint: u64,
+    /// Ready in time, issued late: a late wake-up or a preemption.
+    pub wakeup: u64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct TimingReport {
     pub pace: String,
@@ -58,6 +71,8 @@ pub struct TimingReport {
     /// (error ns, fraction of commands issued within it), log-spaced.
     pub cdf: Vec<(u64, f64)>,
     pub per_second: Vec<Second>,
+    /// Why commands were late, above 10 µs, 100 µs and 1 ms.
+    pub late: Vec<LateCauses>,
     pub mismatches: u64,
     /// Mismatches on a file's first access: the initial state was wrong.
     pub initial_state_mismatches: u64,
@@ -123,6 +138,13 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
     let mut replayed = vec![0u64; seconds];
     let mut err_sum = vec![0f64; seconds];
     let mut err_n = vec![0u64; seconds];
+    let mut late: Vec<LateCauses> = [10_000, 100_000, 1_000_000]
+        .into_iter()
+        .map(|over_ns| LateCauses {
+            over_ns,
+            ..Default::default()
+        })
+        .collect();
     let mut mismatches = 0;
     let mut initial = 0;
     let mut examples = Vec::new();
@@ -141,6 +163,14 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         if s < seconds {
             err_sum[s] += o.error_ns as f64;
             err_n[s] += 1;
+        }
+        for l in late.iter_mut().filter(|l| o.error_ns > l.over_ns) {
+            match o.late {
+                Late::Behind => l.behind += 1,
+                Late::Constraint => l.constraint += 1,
+                Late::Wakeup => l.wakeup += 1,
+                Late::No => {}
+            }
         }
         if o.mismatch {
             mismatches += 1;
@@ -189,6 +219,11 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         error,
         cdf,
         per_second,
+        late: if matches!(pace, Pace::Afap) {
+            Vec::new()
+        } else {
+            late
+        },
         mismatches,
         initial_state_mismatches: initial,
         mismatch_examples: examples,
@@ -232,6 +267,12 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
     let mut t = Profile::new(meta("trace", c.header.duration_ns));
     t.layers = vec![traced];
     let mut r = Profile::new(meta("replay", run.elapsed_ns));
+    if let Some(hz) = run.tsc_hz {
+        r.meta.clock = Clock {
+            source: ClockSource::Tsc,
+            tsc_hz: Some(hz),
+        };
+    }
     r.layers = vec![replayed];
     (t, r)
 }

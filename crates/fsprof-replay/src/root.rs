@@ -64,6 +64,25 @@ fn relative(path: &[u8]) -> Result<CString, i32> {
     CString::new(rel).map_err(|_| libc::EINVAL)
 }
 
+/// `path`'s parent directory and last component, which is never empty,
+/// `.` or `..` (a call given that component through the parent's
+/// descriptor, without following it, cannot leave the parent).
+pub fn split_path(path: &[u8]) -> Result<(&[u8], CString), i32> {
+    let mut p = path;
+    while p.len() > 1 && p.ends_with(b"/") {
+        p = &p[..p.len() - 1];
+    }
+    let (dir, name) = match p.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&p[..i], &p[i + 1..]),
+        None => (&b""[..], p),
+    };
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(libc::EINVAL);
+    }
+    let name = CString::new(name).map_err(|_| libc::EINVAL)?;
+    Ok((dir, name))
+}
+
 impl Root {
     pub fn open(dir: &Path) -> io::Result<Root> {
         let c = CString::new(dir.as_os_str().as_encoded_bytes())
@@ -120,18 +139,7 @@ impl Root {
     /// The parent directory of `path` (confined) and its last component,
     /// which is never empty, `.` or `..`.
     pub fn parent(&self, path: &[u8]) -> Result<(OwnedFd, CString), i32> {
-        let mut p = path;
-        while p.len() > 1 && p.ends_with(b"/") {
-            p = &p[..p.len() - 1];
-        }
-        let (dir, name) = match p.iter().rposition(|&b| b == b'/') {
-            Some(i) => (&p[..i], &p[i + 1..]),
-            None => (&b""[..], p),
-        };
-        if name.is_empty() || name == b"." || name == b".." {
-            return Err(libc::EINVAL);
-        }
-        let name = CString::new(name).map_err(|_| libc::EINVAL)?;
+        let (dir, name) = split_path(path)?;
         let dfd = self.openat(dir, (libc::O_PATH | libc::O_DIRECTORY) as i64, 0)?;
         Ok((dfd, name))
     }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use fsprof_analysis::compare::Comparison;
 use fsprof_analysis::correlation::OpValues;
-use fsprof_analysis::fmt::{bucket_bound, pct};
+use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
 use fsprof_analysis::select::Interesting;
 use fsprof_core::units::format_ns;
@@ -138,7 +138,7 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
             r.op,
             r.number,
             range,
-            bucket_bound(r.peak.mode, res),
+            bucket_mid_human(r.peak.mode, res),
             r.peak.count,
             pct(r.peak.count_share),
             pct(r.peak.latency_share),

@@ -114,7 +114,7 @@ impl<'a> Summary<'a> {
                     name: &l.name,
                     total_ns,
                     calls: l.total_calls(),
-                    errors: l.ops.iter().map(|o| o.errors).sum(),
+                    errors: l.ops.iter().fold(0u64, |t, o| t.saturating_add(o.errors)),
                     rows,
                 }
             })

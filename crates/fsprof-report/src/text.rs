@@ -285,8 +285,14 @@ fn processes(out: &mut String, p: &Profile) {
         "pid", "ppid", "calls", "total"
     );
     for pr in &p.processes {
-        let calls: u64 = pr.layers.iter().map(|l| l.total_calls()).sum();
-        let total: u64 = pr.layers.iter().map(|l| l.total_ns()).sum();
+        let calls = pr
+            .layers
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.total_calls()));
+        let total = pr
+            .layers
+            .iter()
+            .fold(0u64, |t, l| t.saturating_add(l.total_ns()));
         let cmd = if pr.argv.is_empty() {
             pr.exe.clone()
         } else {

@@ -12,7 +12,9 @@
 //!    other threads it must wait for: per file (by path), directory and
 //!    slot, a command that changes it waits for the last change and the
 //!    reads since, a command that reads it waits for the last change (as
-//!    ARTC/ROOT order replays; independent calls may overlap).
+//!    ARTC/ROOT order replays; independent calls may overlap). A wait
+//!    that an earlier wait of the same thread implies (on the same thread,
+//!    at that command or later) is left out.
 //!
 //! Calls on /proc, /sys and /dev, on fds the trace never saw opened
 //! (inherited stdio, pipes) and of ops the replayer does not issue
@@ -162,6 +164,9 @@ struct Compiler {
     slots: Vec<Option<Slot>>,
     free_slots: BinaryHeap<Reverse<u32>>,
     hazards: HashMap<Key, Hazard>,
+    /// Per replay thread, per other thread: the highest command index it
+    /// already waits for.
+    waited: Vec<HashMap<u32, u32>>,
     touched: std::collections::HashSet<u32>,
     initial: Initial,
     commands: Vec<Command>,
@@ -322,6 +327,7 @@ impl Compiler {
             slots: Vec::new(),
             free_slots: BinaryHeap::new(),
             hazards: HashMap::new(),
+            waited: vec![HashMap::new(); n as usize],
             touched: Default::default(),
             initial: Initial::default(),
             commands: Vec::new(),
@@ -723,6 +729,13 @@ impl Compiler {
                     h.last_write = Some(me);
                 }
             }
+        }
+        // A wait on a command that an earlier wait of this thread already
+        // covers (the same thread, that index or later) is implied.
+        let known = &mut self.waited[thread as usize];
+        waits.retain(|&(u, i)| known.get(&u).is_none_or(|&k| i > k));
+        for &(u, i) in &waits {
+            known.insert(u, i);
         }
         waits.sort();
         cmd.thread = thread;

@@ -178,6 +178,16 @@ fn timing_text(t: &TimingReport) -> String {
             .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
             .collect();
         let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
+        for l in &t.late {
+            let _ = writeln!(
+                s,
+                "  late by more than {}: {} behind (thread busy with earlier commands), {} waiting for another thread, {} woke or ran late (scheduling)",
+                format_ns(l.over_ns as f64),
+                l.behind,
+                l.constraint,
+                l.wakeup
+            );
+        }
         let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
         for sec in t.per_second.iter().take(30) {
             let _ = writeln!(
