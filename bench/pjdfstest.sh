@@ -4,12 +4,13 @@
 # system below it. pjdfstest is fetched and built here, in a scratch
 # directory, and never committed.
 #
-#   bench/pjdfstest.sh [--src GIT-URL-OR-DIR] [--rev REV] [--native]
+#   bench/pjdfstest.sh [--src GIT-URL-OR-DIR] [--rev REV] [--fast] [--native]
 #                      [--dir WORK] [TEST-DIR...]
 #
 #   --src     where to clone pjdfstest from (a URL, a clone, or a bare git
 #             directory); default https://github.com/pjd/pjdfstest
 #   --rev     the revision to build; default 85a8aea (docs/pjdfstest.md)
+#   --fast    mount with --fast (default: observe-all)
 #   --native  also run the tests on WORK/native, on LOWER's file system
 #   --dir     scratch directory, on the file system to test below the
 #             mount; default target/pjdfstest
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-src=https://github.com/pjd/pjdfstest rev=85a8aea native=0
+src=https://github.com/pjd/pjdfstest rev=85a8aea native=0 mode=()
 work=$root/target/pjdfstest
 tests=()
 while (($#)); do
@@ -33,8 +34,9 @@ while (($#)); do
     --src) src=$2; shift ;;
     --rev) rev=$2; shift ;;
     --native) native=1 ;;
+    --fast) mode=(--fast) ;;
     --dir) work=$2; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "bench/pjdfstest.sh: unknown option $1" >&2; exit 2 ;;
     *) tests+=("$1") ;;
   esac
@@ -87,7 +89,7 @@ run() {
 lower=$work/lower mnt=$work/mnt profile=$work/mount-profile.json
 rm -rf "$lower" "$work/native" "$work"/*.counts "$profile"
 mkdir -p "$lower" "$mnt"
-"$fsprof" mount --allow-other "$lower" "$mnt" -o "$profile"
+"$fsprof" mount "${mode[@]}" --allow-other "$lower" "$mnt" -o "$profile"
 status=0
 run "$mnt" mount || status=1
 "$fsprof" umount "$mnt"
