@@ -191,7 +191,11 @@ mod tests {
         assert_eq!(c.total_pages, 256);
         assert!(c.verified_by.is_some());
         let w = prepare(&mut [&f], CacheMode::Warm, false).unwrap();
-        assert!(w.passed && w.cached_pages == 256, "{w:?}");
+        // Not all 256: another process's drop_caches or reclaim on this
+        // shared machine may take a page between the read pass and the
+        // check (seen: 255), which WARM_LIMIT allows.
+        assert!(w.passed && w.cached_pages > c.cached_pages, "{w:?}");
+        assert_eq!(w.total_pages, 256);
     }
 
     /// The check is what catches a file that stayed cached: tmpfs pages

@@ -19,7 +19,7 @@ use fuser::{
 use super::{not_control, Mode, PassFs};
 use crate::creds;
 use crate::inodes::Inode;
-use crate::opcodes::Op;
+use crate::opcodes::op;
 use crate::sys::{self, cname, Res};
 
 /// Marks a handle opened with a backing file.
@@ -68,7 +68,7 @@ impl PassFs {
     }
 
     pub(super) fn open_file(&self, id: INodeNo, flags: i32, reply: ReplyOpen) {
-        let r = self.rec.timed(Op::Open, || {
+        let r = self.rec.timed(op!("open"), || {
             let ino = self.inode(id)?;
             let fd = sys::reopen(ino.fd(), lower_flags(flags))?;
             // SAFETY: reopen returned a descriptor nothing else owns.
@@ -96,7 +96,7 @@ impl PassFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = self.rec.timed(Op::Create, || {
+        let r = self.rec.timed(op!("create"), || {
             not_control(parent, name)?;
             let dir = self.inode(parent)?;
             let c = cname(name)?;
@@ -169,7 +169,7 @@ impl PassFs {
             if buf.len() < size {
                 buf.resize(size, 0);
             }
-            let r = self.rec.timed(Op::Read, || {
+            let r = self.rec.timed(op!("read"), || {
                 sys::pread_full(fd_of(fh), &mut buf[..size], offset)
             });
             match r {
