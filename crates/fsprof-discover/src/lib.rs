@@ -41,22 +41,8 @@ pub use cold::{ColdChoice, ColdMethod};
 pub use error::DiscoverError;
 pub use finding::{Finding, Parameter, Status};
 
-/// What the caller sees while a discovery runs.
-pub trait Progress {
-    /// A new phase of `steps` steps begins.
-    fn phase(&mut self, what: &str, steps: u64) {
-        let _ = (what, steps);
-    }
-    /// `n` steps of the phase are done.
-    fn advance(&mut self, n: u64) {
-        let _ = n;
-    }
-}
-
-/// Reports nothing.
-pub struct Silent;
-
-impl Progress for Silent {}
+/// What the caller sees while a discovery runs: its phases, in steps.
+pub use fsprof_capture::{Silent, Steps as Progress};
 
 /// The caller's hooks: progress, and whether to stop (Ctrl-C).
 pub struct Ctx<'a> {

@@ -231,28 +231,6 @@ static uint64_t xxh_final(const struct xxh *s)
 
 /* ---- chunk files ------------------------------------------------------------- */
 
-static size_t tcat(char *dst, size_t at, size_t cap, const char *src)
-{
-    while (*src && at + 1 < cap)
-        dst[at++] = *src++;
-    dst[at] = 0;
-    return at;
-}
-
-static size_t tcat_u64(char *dst, size_t at, size_t cap, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && at + 1 < cap)
-        dst[at++] = tmp[--n];
-    dst[at] = 0;
-    return at;
-}
-
 static void chunk_seal(void)
 {
     if (!t_tc)
@@ -270,8 +248,8 @@ static int chunk_open(uint64_t need)
         size *= 2;
     uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
     char name[32];
-    size_t n = tcat(name, 0, sizeof name, "t");
-    tcat_u64(name, n, sizeof name, seq);
+    size_t n = fsprof_cat(name, 0, sizeof name, "t");
+    fsprof_cat_u64(name, n, sizeof name, seq);
     /* Under the run directory as runtime.c verified it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
      * not with SIGBUS on a later write. */
@@ -647,7 +625,7 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
                   : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
     }
-    if (tcat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
+    if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
         return;
     g_tseq = seq_counter;
     g_tproc_seq = proc_seq;

@@ -278,12 +278,7 @@ pub fn discover(
     f.curves
         .push(curve(&series, &inf, f.kernel.first().filter(|_| is_root())));
     f.samples.push(("page-cache.read".into(), series));
-    f = match inf.capacity {
-        Some(v) => f.found(v, inf.confidence),
-        None => f.inconclusive(inf.confidence.statement),
-    };
-    f.run_time_ns = fsprof_sys::clock::mono_ns() - start;
-    Ok(f)
+    Ok(f.concluded(inf.capacity, inf.confidence, start))
 }
 
 #[cfg(test)]

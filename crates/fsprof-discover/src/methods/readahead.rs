@@ -478,12 +478,7 @@ pub fn discover(
     for p in points {
         f.samples.push(("readahead.read".into(), p.series));
     }
-    f = match inf.readahead {
-        Some(v) => f.found(v, inf.confidence),
-        None => f.inconclusive(inf.confidence.statement),
-    };
-    f.run_time_ns = fsprof_sys::clock::mono_ns() - start;
-    Ok(f)
+    Ok(f.concluded(inf.readahead, inf.confidence, start))
 }
 
 #[cfg(test)]

@@ -130,8 +130,8 @@ impl PassFs {
             ),
             Mode::Fast => {
                 notes.push(format!(
-                    "fast: entries and attributes are cached for {:?}, pages across opens: repeated lookups, \
-                     getattrs and cached reads are not seen",
+                    "fast: entries and attributes are cached for {:?}, pages across opens, and close() sends \
+                     no flush: repeated lookups, getattrs, flushes and cached reads are not seen",
                     self.ttl
                 ));
                 if passthrough {
