@@ -317,13 +317,13 @@ impl TimingReport {
             let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
             for l in &t.late {
                 let _ = writeln!(
-                s,
-                "  late by more than {}: {} behind (thread busy with earlier commands), {} waiting for another thread, {} woke or ran late (scheduling)",
-                format_ns(l.over_ns as f64),
-                l.behind,
-                l.constraint,
-                l.wakeup
-            );
+                    s,
+                    "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
+                    format_ns(l.over_ns as f64),
+                    l.behind,
+                    l.constraint,
+                    l.wakeup
+                );
             }
             let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
             for sec in t.per_second.iter().take(30) {
