@@ -32,16 +32,9 @@ pub enum BenchError {
     Interrupted(usize),
 }
 
-/// How a run tells its caller it is moving on (the CLI draws a bar).
-pub trait Progress {
-    fn start(&mut self, total_runs: usize, what: &str) {
-        let _ = (total_runs, what);
-    }
-    fn run_done(&mut self) {}
-}
-
-pub struct NoProgress;
-impl Progress for NoProgress {}
+/// How a run tells its caller it is moving on (the CLI draws a bar): one
+/// phase named after the suite, a step per run.
+pub use fsprof_capture::{Silent as NoProgress, Steps as Progress};
 
 /// Runs the benchmark `params` describes. `stop` is polled between runs.
 pub fn run(
@@ -80,9 +73,9 @@ pub fn run(
         stop,
         done: 0,
     };
-    runs.progress.start(
-        (params.warmup + params.runs) * sizes.len(),
+    runs.progress.phase(
         params.suite.name(),
+        ((params.warmup + params.runs) * sizes.len()) as u64,
     );
     let mut layer = Layer::new(LAYER);
     let mut phases = Vec::new();
@@ -100,12 +93,13 @@ pub fn run(
         }
     }
     drop(scratch);
-    let mut meta = result::profile_meta(command, &machine);
+    let mut meta = fsprof_capture::meta::timed(
+        result::profile_meta(command, &machine),
+        start_unix_ns,
+        fsprof_sys::clock::mono_ns().saturating_sub(start_mono),
+    );
     meta.clock = clock.describe();
     meta.resolution = resolution;
-    meta.start_unix_ns = start_unix_ns;
-    meta.start_time = fsprof_core::units::rfc3339_utc(start_unix_ns);
-    meta.duration_ns = fsprof_sys::clock::mono_ns().saturating_sub(start_mono);
     let profile = profile_of(meta, layer, &overhead);
     let mut bench = BenchResult {
         format: result::FORMAT_NAME.into(),
@@ -169,7 +163,7 @@ impl Runs<'_> {
             })?;
             runs.push(r);
             self.done += 1;
-            self.progress.run_done();
+            self.progress.advance(1);
         }
         Ok(runs)
     }

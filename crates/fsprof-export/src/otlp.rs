@@ -2,6 +2,7 @@
 //! (camelCase names, 64-bit integers as strings, enums by name), as an
 //! OpenTelemetry collector's OTLP/HTTP receiver or file exporter reads it.
 
+use fsprof_core::layer::Unit;
 use fsprof_core::{OpStats, Profile};
 use serde_json::{json, Value};
 
@@ -50,10 +51,15 @@ pub fn render(p: &Profile) -> String {
     let command = command_label(p);
     let host = host_label(p);
     let mut latency = Vec::new();
+    let mut sizes = Vec::new();
     let mut errors = Vec::new();
     for l in &p.layers {
         for op in &l.ops {
-            latency.push(data_point(p, &host, &l.name, op, &command));
+            let point = data_point(p, &host, &l.name, op, &command);
+            match Unit::of(&l.name) {
+                Unit::Ns => latency.push(point),
+                Unit::Bytes => sizes.push(point),
+            }
             errors.push(json!({
                 "attributes": [
                     attr("host", &host),
@@ -103,6 +109,21 @@ pub fn render(p: &Profile) -> String {
             }]
         }]
     });
+    let mut req = req;
+    if !sizes.is_empty() {
+        // A byte-valued layer (block-size): a metric of its own, in bytes.
+        if let Some(m) = req["resourceMetrics"][0]["scopeMetrics"][0]["metrics"].as_array_mut() {
+            m.push(json!({
+                "name": "fsprof.op.size",
+                "description": "Sizes of block requests, per device and kind (fsprof log2 buckets)",
+                "unit": "By",
+                "exponentialHistogram": {
+                    "aggregationTemporality": "AGGREGATION_TEMPORALITY_CUMULATIVE",
+                    "dataPoints": sizes,
+                }
+            }));
+        }
+    }
     let mut s = serde_json::to_string_pretty(&req).expect("JSON values always serialize");
     s.push('\n');
     s

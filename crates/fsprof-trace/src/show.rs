@@ -6,6 +6,7 @@
 use std::io::{self, Write};
 
 use fsprof_core::ops::Role;
+use fsprof_core::printable::csv_field;
 use serde_json::{json, Map, Value};
 
 use crate::event::{Call, Data, ProcessInfo, Record, AT_FDCWD};
@@ -365,14 +366,6 @@ pub fn json_record(r: &Record) -> Value {
             }
             Value::Object(m)
         }
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 

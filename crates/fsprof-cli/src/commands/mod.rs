@@ -2,6 +2,7 @@
 //! work in the library crates; these files join the two.
 
 mod analysis;
+mod bar;
 pub mod bench;
 mod calibrate;
 mod capture;
