@@ -298,6 +298,20 @@ mod tests {
     }
 
     #[test]
+    fn default_name_parts_and_the_first_free_name() {
+        assert_eq!(name_part(Some(Path::new("/x/a b.c")), "cmd"), "a_b_c");
+        assert_eq!(name_part(Some(Path::new("/")), "root"), "root");
+        assert_eq!(name_part(None, "all"), "all");
+        assert_eq!(name_stamp("2026-11-21T23:59:07.123Z"), "20261121T235907");
+        let taken = [PathBuf::from("s.trace"), PathBuf::from("s-2.trace")];
+        assert_eq!(
+            first_free("s", "trace", |p| taken.iter().any(|t| t == p)),
+            Some(PathBuf::from("s-3.trace"))
+        );
+        assert_eq!(first_free("s", "json", |_| true), None);
+    }
+
+    #[test]
     fn default_names_say_kind_program_and_time() {
         let t = "2026-11-21T23:59:07.123Z";
         assert_eq!(

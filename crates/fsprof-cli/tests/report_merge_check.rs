@@ -13,17 +13,7 @@ fn real_profile(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::
 }
 
 fn stdout(args: &[&str], file: &std::path::Path) -> String {
-    let out = fsprof()
-        .args(&args[..1])
-        .arg(file)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(fsprof().args(&args[..1]).arg(file).args(&args[1..]));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -138,19 +128,7 @@ fn merge_adds_runs_and_passes_check() {
         &["cat", "/etc/passwd", "/etc/hostname"],
     );
     let m = dir.path().join("m.json");
-    let out = fsprof()
-        .arg("merge")
-        .arg(&a)
-        .arg(&b)
-        .arg("-o")
-        .arg(&m)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(fsprof().arg("merge").arg(&a).arg(&b).arg("-o").arg(&m));
     let (pa, pb, pm) = (load(&a), load(&b), load(&m));
     for op in ["read", "write", "close"] {
         assert_eq!(count(&pm, op), count(&pa, op) + count(&pb, op), "{op}");

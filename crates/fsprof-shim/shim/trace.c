@@ -557,29 +557,6 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
 
 /* ---- process images --------------------------------------------------------- */
 
-static uint64_t trace_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint32_t read_whole(const char *path, char *buf, uint32_t cap)
-{
-    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    uint32_t len = 0;
-    while (len < cap) {
-        long r = syscall(SYS_read, fd, buf + len, cap - len);
-        if (r <= 0)
-            break;
-        len += (uint32_t)r;
-    }
-    syscall(SYS_close, fd);
-    return len;
-}
-
 /* One record per fd open when the image starts: what it inherited. */
 static void record_fds(uint64_t now)
 {
@@ -632,11 +609,11 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
-    uint64_t clock[2] = {now, trace_mono_ns()};
+    uint64_t clock[2] = {now, fsprof_mono_ns()};
     static char cwd[FSPROF_TSTR_MAX], exe[FSPROF_TSTR_MAX], argv[4096];
     long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
     long el = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
-    uint32_t al = read_whole("/proc/self/cmdline", argv, sizeof argv);
+    uint32_t al = fsprof_read_small_file("/proc/self/cmdline", argv, sizeof argv);
     struct item it[4];
     int n = 0;
     add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);

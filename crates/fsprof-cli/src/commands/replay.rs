@@ -181,7 +181,7 @@ fn timing_text(t: &TimingReport) -> String {
         for l in &t.late {
             let _ = writeln!(
                 s,
-                "  late by more than {}: {} behind (thread busy with earlier commands), {} waiting for another thread, {} woke or ran late (scheduling)",
+                "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
                 format_ns(l.over_ns as f64),
                 l.behind,
                 l.constraint,
