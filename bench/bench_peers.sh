@@ -3,8 +3,9 @@
 #   sprite   vs fio jobs doing the same I/O (11 files of 1 MiB, 4 KiB
 #            read/write + lseek through the `sync` engine, random offsets
 #            drawn with replacement, fsync on each written file's close,
-#            no cache invalidation, no preallocation), the five phases in
-#            Sprite's order, repeated;
+#            no cache invalidation, no preallocation, the sequential write
+#            into new files every loop as Sprite's O_TRUNC does), the five
+#            phases in Sprite's order, repeated;
 #   metadata vs bonnie++ -s 0 -n 16:0:0:1024 (and, when bonnie++ prints
 #            +++++ because a test took under 500 ms, both tools again at
 #            -n SCALE:0:0:1024 / --files-per-dir SCALE, where it reports).
@@ -12,8 +13,12 @@
 # inflated by other processes on a loaded machine), the rate per second
 # of on-CPU time (rate / CPU share: fsprof's on_cpu, fio's usr+sys,
 # bonnie++'s %CP — load-robust), and the per-op median latency where the
-# tool has one (fsprof's op p50, fio's clat p50). docs/benchmarks.md
-# explains every difference.
+# tool has one (fsprof's op p50: the whole Sprite iteration, random draw
+# and lseek included; fio's lat p50, which starts after the sync engine's
+# lseek: io_u.c takes start_time once td_io_prep has run). The tools take
+# turns, one repetition each, so that both see the same machine; figures
+# are medians over repetitions. docs/benchmarks.md explains every
+# difference.
 #   bench/bench_peers.sh DIR [REPS] [SCALE]
 # Environment: FSPROF=path uses an existing build.
 set -euo pipefail
@@ -34,48 +39,56 @@ trap 'rm -rf "$work"' EXIT
 out=$(mktemp -d /tmp/fsprof-peers-out.XXXXXX)
 echo "results in $out (JSON of every tool)" >&2
 
-"$fsprof" bench sprite --dir "$work" -o "$out/sprite.json" --format csv >/dev/null
-
 # fio: each repetition runs the five phases in Sprite's order on fresh
 # files; --loops makes each job long enough for fio's millisecond runtime
 # (one pass over 11 MiB takes ~3 ms here) without wrapping inside a file.
 mkdir "$work/fio"
 phases=(write read randwrite randread read)
 for r in $(seq "$reps"); do
+  "$fsprof" bench sprite --dir "$work" -o "$out/sprite-$r.json" --format csv >/dev/null
   rm -f "$work/fio/"*
   for k in 0 1 2 3 4; do
     rw=${phases[$k]}
     fsync=0; case $rw in *write) fsync=1 ;; esac
+    unlink=0; [ "$rw" = write ] && unlink=1
     fio --name=sprite --directory="$work/fio" --nrfiles=11 --filesize=1m --size=11m \
       --bs=4k --rw="$rw" --ioengine=sync --file_service_type=sequential \
       --norandommap --randrepeat=1 --fsync_on_close=$fsync --invalidate=0 \
-      --fallocate=none --loops=20 --output-format=json >"$out/fio-$r-$k-$rw.json" 2>/dev/null
+      --fallocate=none --unlink_each_loop=$unlink --lat_percentiles=1 \
+      --loops=20 --output-format=json >"$out/fio-$r-$k-$rw.json" 2>/dev/null
   done
 done
 
-"$fsprof" bench metadata --dir "$work" -o "$out/metadata-16.json" --format csv >/dev/null
-bonnie++ -d "$work" -s 0 -n 16:0:0:1024 -u root -q -x "$reps" 2>/dev/null | grep '^1\.9' >"$out/bonnie-16.csv"
-if grep -q '+++++' "$out/bonnie-16.csv"; then
-  "$fsprof" bench metadata --dir "$work" --files-per-dir "$scale" --runs 5 \
-    -o "$out/metadata-$scale.json" --format csv >/dev/null
-  bonnie++ -d "$work" -s 0 -n "$scale:0:0:1024" -u root -q -x "$reps" 2>/dev/null |
-    grep '^1\.9' >"$out/bonnie-$scale.csv"
-fi
+# One bonnie++ run and two fsprof runs per repetition, in turns.
+metadata() { # FILES_PER_DIR
+  : >"$out/bonnie-$1.csv"
+  for r in $(seq "$reps"); do
+    "$fsprof" bench metadata --dir "$work" --files-per-dir "$1" --runs 2 \
+      -o "$out/metadata-$1-$r.json" --format csv >/dev/null
+    bonnie++ -d "$work" -s 0 -n "$1:0:0:1024" -u root -q -x 1 2>/dev/null |
+      grep '^1\.9' >>"$out/bonnie-$1.csv"
+  done
+}
+metadata 16
+if grep -q '+++++' "$out/bonnie-16.csv"; then metadata "$scale"; fi
 
 python3 - "$out" "$scale" <<'EOF'
 import glob, json, os, statistics, sys
 out, scale = sys.argv[1], sys.argv[2]
 med = statistics.median
 
-def fsprof_phases(path):
-    b = json.load(open(path))["bench"]
-    rows = {}
-    for p in b["phases"]:
-        rate = p["summary"]["median"]
-        cpu = p.get("on_cpu")
-        rows[p["name"]] = (rate, rate / cpu if cpu else float("nan"), p["op_median_ns"],
-                           p["summary"]["ci95"]["half_width"] if p["summary"].get("ci95") else float("nan"))
-    return b, rows
+def fsprof_phases(pattern):
+    """Per phase, medians over the repetitions' files of: rate, rate per
+    CPU-second, op p50."""
+    reps = {}
+    for path in sorted(glob.glob(pattern)):
+        b = json.load(open(path))["bench"]
+        for p in b["phases"]:
+            rate = p["summary"]["median"]
+            cpu = p.get("on_cpu")
+            reps.setdefault(p["name"], []).append((rate, rate / cpu if cpu else float("nan"), p["op_median_ns"]))
+    rows = {n: tuple(med([x[i] for x in v]) for i in range(3)) for n, v in reps.items()}
+    return b, rows, len(glob.glob(pattern))
 
 def show(title, unit, names, fs, peer, peer_name):
     print(f"\n{title}")
@@ -95,7 +108,7 @@ def p50(x):
     return "-" if x is None else f"{x:.0f}ns"
 
 # sprite vs fio
-b, fs = fsprof_phases(f"{out}/sprite.json")
+b, fs, n_fs = fsprof_phases(f"{out}/sprite-*.json")
 fio = {}
 for f in sorted(glob.glob(f"{out}/fio-*.json")):
     rep, k, rw = os.path.basename(f)[4:-5].split("-")
@@ -103,21 +116,20 @@ for f in sorted(glob.glob(f"{out}/fio-*.json")):
     d = j["write"] if "write" in rw else j["read"]
     cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100
     mbs = d["bw_bytes"] / 1e6
-    fio.setdefault(int(k), []).append((mbs, mbs / cpu if cpu else float("nan"), d["clat_ns"]["percentile"]["50.000000"]))
+    fio.setdefault(int(k), []).append((mbs, mbs / cpu if cpu else float("nan"), d["lat_ns"]["percentile"]["50.000000"]))
 order = ["seq_write", "seq_read", "rand_write", "rand_read", "seq_reread"]
 fio_rows = {order[k]: tuple(med([x[i] for x in v]) for i in range(3)) for k, v in fio.items()}
 m = b["machine"]
 print(f"{b['dir']['path']} ({b['dir']['fs_type']}), load average {m['load_average']:.1f} on {m['cpus']} CPUs")
-show(f"sprite (11 x 1 MiB, 4 KiB I/O): fsprof median of {b['params']['runs']} runs (files 2..11) | fio median of its repetitions (all 11 files, 20 loops)",
+show(f"sprite (11 x 1 MiB, 4 KiB I/O): fsprof median of {n_fs} repetitions' medians of {b['params']['runs']} runs (files 2..11) | fio median of its {len(fio[0])} repetitions (all 11 files, 20 loops)",
      "MB/s", [(n, n) for n in order], fs, fio_rows, "fio")
 
 # metadata vs bonnie++
 names = ["create_seq", "stat_seq", "unlink_seq", "create_rand", "stat_rand", "unlink_rand"]
 for n in ["16", scale]:
-    path = f"{out}/metadata-{n}.json"
-    if not os.path.exists(path):
+    if not os.path.exists(f"{out}/bonnie-{n}.csv"):
         continue
-    _, fs = fsprof_phases(path)
+    _, fs, n_fs = fsprof_phases(f"{out}/metadata-{n}-*.json")
     rows = [l.strip().split(",") for l in open(f"{out}/bonnie-{n}.csv")]
     bon = {}
     for i, name in enumerate(names):
@@ -129,6 +141,6 @@ for n in ["16", scale]:
         rate = med([float(v) for v in vals])
         cpu = med([float(c) for c in cpus]) / 100
         bon[name] = (rate, rate / cpu if cpu else float("nan"), None)
-    show(f"metadata, 1024 dirs x {n} files: fsprof median of its runs | bonnie++ -n {n}:0:0:1024, median of {len(rows)} runs (+++++ = under 500 ms, not reported)",
+    show(f"metadata, 1024 dirs x {n} files: fsprof median of {n_fs} repetitions' medians of 2 runs | bonnie++ -n {n}:0:0:1024, median of {len(rows)} runs (+++++ = under 500 ms, not reported)",
          "ops/s", [(x, x) for x in names], fs, bon, "bonnie++")
 EOF

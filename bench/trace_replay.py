@@ -11,7 +11,7 @@
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
    `fsprof trace --data digest` vs `strace -f -o /dev/null`.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--skip-overhead]
+usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--parts 1,2,3] [--skip-overhead]
 """
 import argparse
 import json
@@ -108,6 +108,10 @@ def bursty(tmp):
           f"p99 {med('p99_ns') / 1e3:.1f} us, max {med('max_ns') / 1e3:.1f} us")
     print(f"elapsed {statistics.median(t['elapsed_ns'] for t in runs) / 1e9:.3f} s vs traced {runs[0]['traced_ns'] / 1e9:.3f} s; "
           f"mismatches {[t['mismatches'] for t in runs]}")
+    for k, over in enumerate(runs[0].get("late", [])):
+        mk = lambda f: statistics.median(t["late"][k][f] for t in runs)
+        print(f"late by more than {over['over_ns'] / 1e3:g} us: {mk('behind'):.0f} behind (replayer could not keep up), "
+              f"{mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
     cdf = runs[len(runs) // 2]["cdf"]
     print("CDF (one replay): " + ", ".join(f"<={ns / 1e3:g}us {frac * 100:.1f}%" for ns, frac in cdf))
     print("compile:", " ".join(comp.split()))
@@ -148,15 +152,21 @@ def main():
     ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
-    ap.add_argument("--skip-overhead", action="store_true")
+    ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
+    ap.add_argument("--parts", default="1,2,3", help="which of the three measurements to run")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
     tmp = tempfile.mkdtemp(prefix="fsprof-bench-trace-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     try:
-        pread_rates(tmp)
-        bursty(tmp)
-        if not ARGS.skip_overhead:
+        parts = set(ARGS.parts.split(","))
+        if ARGS.skip_overhead:
+            parts.discard("3")
+        if "1" in parts:
+            pread_rates(tmp)
+        if "2" in parts:
+            bursty(tmp)
+        if "3" in parts:
             overhead(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

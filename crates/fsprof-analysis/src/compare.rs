@@ -28,7 +28,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
-use fsprof_core::units::format_ns;
 use fsprof_core::{Histogram, Layer, OpStats, Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +35,7 @@ use crate::distance;
 use crate::fmt::{bucket_human, pct};
 use crate::labels::Calibration;
 use crate::peaks::{find_peaks_with, Peak, PeakOptions};
+use fsprof_core::layer::Unit;
 
 /// How phase 3 scores the difference between the two sides of an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -554,7 +554,7 @@ fn describe_peak(
     res: Resolution,
     opts: &CompareOptions,
 ) -> String {
-    let mut s = bucket_human(p.mode, res);
+    let mut s = bucket_human(p.mode, res, Unit::of(layer));
     if let Some(l) = opts
         .calibration
         .as_ref()
@@ -640,28 +640,29 @@ fn reason(
         ));
     }
     let (oa, ob) = (&a.op, &b.op);
+    // A byte layer (block-size) prints bytes and moves larger or smaller.
+    let u = Unit::of(layer);
+    let fmt = |v: f64| u.format(v);
     let detail = match opts.method {
         Method::Count => format!("{} → {}", calls(oa.count()), calls(ob.count())),
         Method::Latency => format!(
             "total {} → {}",
-            format_ns(oa.total_ns as f64),
-            format_ns(ob.total_ns as f64)
+            fmt(oa.total_ns as f64),
+            fmt(ob.total_ns as f64)
         ),
         // The shape measures: the geometric mean, whose change is the
         // signed EMD, so "slower" and the numbers always agree (the
         // arithmetic mean can fall while most calls got slower).
         // A refined EMD's direction is the change of the (arithmetic)
         // mean itself.
-        Method::Emd if crate::refine::emd(oa, ob, res).is_some_and(|r| r.refined) => format!(
-            "mean {} → {}",
-            format_ns(oa.mean_ns()),
-            format_ns(ob.mean_ns())
-        ),
+        Method::Emd if crate::refine::emd(oa, ob, res).is_some_and(|r| r.refined) => {
+            format!("mean {} → {}", fmt(oa.mean_ns()), fmt(ob.mean_ns()))
+        }
         _ => match (
             distance::geometric_mean_ns(&oa.histogram, res),
             distance::geometric_mean_ns(&ob.histogram, res),
         ) {
-            (Some(ga), Some(gb)) => format!("geometric mean {} → {}", format_ns(ga), format_ns(gb)),
+            (Some(ga), Some(gb)) => format!("geometric mean {} → {}", fmt(ga), fmt(gb)),
             _ => format!("{} → {}", calls(oa.count()), calls(ob.count())),
         },
     };
@@ -672,7 +673,7 @@ fn reason(
             if let Some(rf) = crate::refine::emd(oa, ob, res) {
                 let signed = rf.signed / res.get() as f64;
                 if signed.abs() >= 0.05 {
-                    let dir = if signed > 0.0 { "slower" } else { "faster" };
+                    let dir = direction(u, signed > 0.0);
                     line.push_str(&format!(" ({:.2} powers of two {dir})", signed.abs()));
                 }
             }
@@ -681,6 +682,17 @@ fn reason(
     }
     parts.push(detail);
     format!("{name}: {}", parts.join("; "))
+}
+
+/// Which way values moved: latencies get slower or faster, a byte
+/// layer's requests larger or smaller.
+fn direction(u: Unit, up: bool) -> &'static str {
+    match (u, up) {
+        (Unit::Ns, true) => "slower",
+        (Unit::Ns, false) => "faster",
+        (Unit::Bytes, true) => "larger",
+        (Unit::Bytes, false) => "smaller",
+    }
 }
 
 fn rank(ops: &mut [OpComparison]) {

@@ -152,7 +152,12 @@ pub fn correlate(
         .map(|(k, peak)| {
             let values = peak_values(joint, &peak, res);
             let calls = values.iter().fold(0u64, |t, b| t.saturating_add(b.count));
-            let head = format!("peak {} at {}", k + 1, bucket_human(peak.mode, res));
+            // Correlations are recorded for the user layer's calls: times.
+            let head = format!(
+                "peak {} at {}",
+                k + 1,
+                bucket_human(peak.mode, res, fsprof_core::layer::Unit::Ns)
+            );
             let summary = format!("{head}: {}", describe(&values, value));
             PeakValues {
                 peak,

@@ -1,7 +1,7 @@
 //! Small formatting helpers shared by the analysis reasons and labels (and
 //! by fsprof-report's tables of them, so both print bounds alike).
 
-use fsprof_core::units::format_ns;
+use fsprof_core::layer::Unit;
 use fsprof_core::Resolution;
 
 /// `2^22 ns` for the upper bound of bucket 21 at resolution 1; fractional
@@ -21,11 +21,12 @@ pub fn bucket_bound(i: i32, res: Resolution) -> String {
 /// it holds, `2.10ms..4.19ms` (lower bound exclusive, upper inclusive, as
 /// bucket `i` holds `(2^(i/r), 2^((i+1)/r)]` ns). Where one number must
 /// stand for the bucket (a label, a peak's mode), it is [`bucket_mid`].
-pub fn bucket_human(i: i32, res: Resolution) -> String {
+/// Bounds in the layer's `unit` (bytes for a byte-valued layer).
+pub fn bucket_human(i: i32, res: Resolution, unit: Unit) -> String {
     format!(
         "{}..{}",
-        format_ns(res.lower_bound(i)),
-        format_ns(res.upper_bound(i))
+        unit.format(res.lower_bound(i)),
+        unit.format(res.upper_bound(i))
     )
 }
 
@@ -35,9 +36,9 @@ pub fn bucket_mid(i: i32, res: Resolution) -> f64 {
     (res.lower_bound(i) * res.upper_bound(i)).sqrt()
 }
 
-/// `~2.97ms`: [`bucket_mid`] for a table column.
-pub fn bucket_mid_human(i: i32, res: Resolution) -> String {
-    format!("~{}", format_ns(bucket_mid(i, res)))
+/// `~2.97ms`: [`bucket_mid`] for a table column, in `unit`.
+pub fn bucket_mid_human(i: i32, res: Resolution, unit: Unit) -> String {
+    format!("~{}", unit.format(bucket_mid(i, res)))
 }
 
 fn trim(s: String) -> String {

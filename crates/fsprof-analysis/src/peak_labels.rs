@@ -7,11 +7,14 @@
 //!    the characteristics that can cause it: reads with page-cache hits and
 //!    device reads, writes with buffered writes, `fsync`/`fdatasync` with
 //!    fsync, the futex syscall with a thread hand-off, `sched_yield` with
-//!    the scheduler quantum, and other syscalls (and libc calls that are
-//!    syscalls) with the null syscall. Stdio calls (served from user-space
-//!    buffers), file-system internals other than the VFS read/write/fsync
-//!    entry points, FUSE requests, block requests and byte-valued layers
-//!    get no label.
+//!    the scheduler quantum, and the identity syscalls (`getpid`,
+//!    `getppid`, ... — what the null syscall is measured with) with the
+//!    null syscall. Every other op gets no label: a `close` as fast as
+//!    `getppid` still closed a file, so "≈ null syscall" would name a
+//!    cost, not a cause; and stdio calls (served from user-space buffers),
+//!    file-system internals other than the VFS read/write/fsync entry
+//!    points, FUSE requests, block requests and byte-valued layers
+//!    measure nothing the calibration does.
 //! 2. **Request size.** Hits and device reads are calibrated at several
 //!    request sizes. When the op recorded request sizes (the user layer's
 //!    data ops), the peak is compared with the calibrated size nearest to
@@ -20,9 +23,11 @@
 //! 3. **Overlap.** A characteristic matches when the peak's mode bucket
 //!    (the latency is known to a bucket, no better) overlaps the
 //!    characteristic's [`window`]: its measured 10th–90th percentile
-//!    range, cut to within a factor of two of its median. A peak that
-//!    matches two characteristics is labelled with both ("≈ page-cache hit
-//!    or device read"), never with the nearer one.
+//!    range, cut to within a factor of two of its median, and for the
+//!    CPU-bound copies (page-cache hit, buffered write) reaching up to
+//!    [`SLOW_CPU`] times the median (see there why). A peak that matches
+//!    two characteristics is not labelled: it could be either, and the
+//!    nearer one is a guess.
 //! 4. **Repeats.** Only characteristics whose repeated rounds agreed
 //!    ([`Characteristic::is_stable`]) label anything.
 
@@ -47,8 +52,9 @@ pub enum Family {
     Futex,
     /// `sched_yield`: a scheduler quantum.
     Yield,
-    /// Any other syscall, or a libc call that is one: a null syscall.
-    Syscall,
+    /// A syscall that only reads a process attribute (`getppid`, what the
+    /// null syscall is measured with): a null syscall.
+    Null,
     /// Nothing the calibration measures (stdio, fs internals, FUSE, block
     /// requests, byte-valued layers).
     Unlabelled,
@@ -63,7 +69,7 @@ impl Family {
             Family::Sync => &["fsync"],
             Family::Futex => &["futex_handoff"],
             Family::Yield => &["sched_quantum"],
-            Family::Syscall => &["null_syscall"],
+            Family::Null => &["null_syscall"],
             Family::Unlabelled => &[],
         }
     }
@@ -93,12 +99,15 @@ pub fn family(layer_name: &str, op: &str) -> Family {
             {
                 Family::Unlabelled
             }
-            Some(o) => by_direction(o.data, op, Family::Syscall),
+            Some(o) => by_direction(o.data, op, Family::Unlabelled),
         },
         layer::SYSCALL => match op {
             "futex" => Family::Futex,
             "sched_yield" => Family::Yield,
-            _ => by_direction(ops::syscall::data(op), op, Family::Syscall),
+            "getpid" | "getppid" | "gettid" | "getuid" | "geteuid" | "getgid" | "getegid" => {
+                Family::Null
+            }
+            _ => by_direction(ops::syscall::data(op), op, Family::Unlabelled),
         },
         layer::FS => {
             if op == "vfs_read" || op.ends_with("_file_read_iter") {
@@ -177,8 +186,8 @@ impl Calibration {
     }
 
     /// The label of `peak`, a peak of `op` in layer `layer_name`: `≈
-    /// device read (128 KiB)`, `≈ page-cache hit or device read`, or
-    /// `None` (see the module doc).
+    /// device read (128 KiB)`, `≈ page-cache hit`, or `None` (see the
+    /// module doc).
     pub fn label_peak(
         &self,
         layer_name: &str,
@@ -194,7 +203,6 @@ impl Calibration {
         let (lo, hi) = (res.lower_bound(peak.mode), res.upper_bound(peak.mode));
         let m = self.matches(candidates, size, lo, hi);
         match m.as_slice() {
-            [] => None,
             [one] => Some(match one.size {
                 Some(s) => format!(
                     "≈ {} ({})",
@@ -203,25 +211,44 @@ impl Calibration {
                 ),
                 None => format!("≈ {}", one.characteristic.label),
             }),
-            many => Some(format!(
-                "≈ {}",
-                many.iter()
-                    .map(|m| m.characteristic.label.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            )),
+            // None, or two causes the peak cannot tell apart.
+            _ => None,
         }
     }
 }
 
+/// How much slower than its calibrated median a page-cache hit or a
+/// buffered write may run in a profiled program and still be one.
+/// `calibrate` times them in a loop of thousands of back-to-back calls:
+/// the CPU at its highest clock, its caches and TLB holding nothing but
+/// the loop. A profiled program makes the same calls colder — between its
+/// own work, and in a short program on an idle machine on a CPU its
+/// governor has clocked down (often to half its highest clock or less).
+/// The official CI machine (idle, faster than the development VM) showed
+/// it: `dd bs=4k` reads of a file just written took 1–2 µs (mode bucket
+/// 1.02–2.05 µs) while its calibrated 4 KiB hit window ended below 1 µs,
+/// and no hit was named. Device reads and fsyncs wait for the device, not
+/// the CPU; the null syscall, hand-off and quantum keep their measured
+/// window too (a free lock's futex call is a hand-off's neighbour by
+/// less than this factor). A hit stays far from a device read
+/// of its size (tens of times slower even on NVMe); where the two widened
+/// windows would meet, rule 3 names neither.
+pub const SLOW_CPU: f64 = 4.0;
+
 /// The latencies a characteristic claims: its 10th–90th percentile range,
 /// cut to within a factor of two of the median (one power of two, the
 /// width of a default bucket) so that a measurement with a long tail (an
-/// interrupted device read) does not claim everything above it.
+/// interrupted device read) does not claim everything above it; a
+/// page-cache hit and a buffered write reach up to [`SLOW_CPU`] times
+/// their median.
 pub fn window(c: &Characteristic) -> (f64, f64) {
+    let slower = match c.name.as_str() {
+        "page_cache_hit" | "buffered_write" => SLOW_CPU,
+        _ => 1.0,
+    };
     (
         c.p10_ns.max(c.median_ns / 2.0),
-        c.p90_ns.min(c.median_ns * 2.0),
+        c.p90_ns.min(c.median_ns * 2.0).max(c.median_ns * slower),
     )
 }
 
@@ -360,9 +387,15 @@ mod tests {
             Some("≈ thread hand-off")
         );
         assert_eq!(
-            label("syscall", "close", 85, None).as_deref(),
+            label("syscall", "getppid", 85, None).as_deref(),
             Some("≈ null syscall")
         );
+        // A close as fast as getppid is still a close (seen: warm closes
+        // at 64-128 ns named "≈ null syscall" by a null-syscall window of
+        // 116-120 ns).
+        assert_eq!(label("syscall", "close", 85, None), None);
+        assert_eq!(label("user", "close", 85, None), None);
+        assert_eq!(label("user", "lseek", 85, None), None);
         // Byte layers, block requests, stdio, fs internals: nothing.
         for (l, o) in [
             ("block-size", "loop0:write"),
@@ -376,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peak_over_two_windows_gets_both_names() {
+    fn a_peak_over_two_windows_gets_no_name() {
         let mut c = cal();
         // A device read as fast as a 128 KiB hit: 16-32 µs holds both.
         c.characteristics
@@ -385,9 +418,87 @@ mod tests {
             .retain(|x| !(x.name == "device_read" && x.p10_ns == 300e3));
         let (o, p) = op("pread", 20_000, Some(131072));
         assert_eq!(
-            c.label_peak("user", &o, &p, Resolution::DEFAULT).as_deref(),
-            Some("≈ page-cache hit or device read")
+            c.matches(
+                &["page_cache_hit", "device_read"],
+                Some(131072),
+                16384.0,
+                32768.0
+            )
+            .len(),
+            2
         );
+        assert_eq!(c.label_peak("user", &o, &p, Resolution::DEFAULT), None);
+    }
+
+    /// An op with `calls` (latency ns, count) of `size`-byte requests.
+    fn spread_op(name: &str, calls: &[(u64, u64)], size: u64) -> OpStats {
+        let layout = BucketLayout::new(Resolution::DEFAULT);
+        let mut o = OpStats::new(name);
+        let mut c = Correlations::default();
+        for &(ns, n) in calls {
+            let i = layout.index(ns).unwrap();
+            o.histogram.add_to(Some(i), n);
+            c.size.add(i, JointHistogram::index(size), n);
+            o.post += n;
+            o.pre += n;
+        }
+        o.correlations = Some(c);
+        o
+    }
+
+    /// The official CI run that failed: an idle machine faster than the
+    /// development VM calibrates tight windows (a 4 KiB hit 380–450 ns,
+    /// a 4 KiB device read 40–55 µs), and the profile of `dd bs=4k` has
+    /// its hot reads in 512 ns–8 µs with the mode at 1.02–2.05 µs and its
+    /// O_DIRECT reads at 32–64 µs. The hot reads are page-cache hits by
+    /// construction (the file was just written), the direct ones device
+    /// reads: both named. A 4 KiB read at 8–16 µs (a FUSE hit, a /proc
+    /// file) is beyond any hit of this machine and gets nothing.
+    #[test]
+    fn an_idle_fast_machines_tight_windows_name_a_short_programs_hits() {
+        let mut c = cal();
+        for x in &mut c.characteristics {
+            if x.size_bytes == Some(4096) && x.name == "page_cache_hit" {
+                *x = ch("page_cache_hit", "page-cache hit", Some(4096), 380.0, 450.0);
+            }
+            if x.size_bytes == Some(4096) && x.name == "device_read" {
+                *x = ch("device_read", "device read", Some(4096), 40e3, 55e3);
+            }
+        }
+        let res = Resolution::DEFAULT;
+        let dd = spread_op(
+            "read",
+            &[
+                (700, 6),
+                (1_450, 499),
+                (3_000, 5),
+                (6_000, 2),
+                (46_000, 230),
+                (90_000, 20),
+                (200_000, 7),
+            ],
+            4096,
+        );
+        let peaks = crate::find_peaks(&dd.histogram, res);
+        assert_eq!(peaks.len(), 2, "{peaks:?}");
+        let labels: Vec<_> = peaks
+            .iter()
+            .map(|p| c.label_peak("user", &dd, p, res))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                Some("≈ page-cache hit (4 KiB)".to_string()),
+                Some("≈ device read (4 KiB)".to_string())
+            ]
+        );
+        // What the window was before: the measured range, cut to twice
+        // the median, ended below the hot reads' bucket.
+        let hit = &c.characteristics[1];
+        assert!(hit.p90_ns.min(hit.median_ns * 2.0) < 1024.0);
+        let fuse = spread_op("read", &[(12_000, 100)], 4096);
+        let p = crate::find_peaks(&fuse.histogram, res).remove(0);
+        assert_eq!(c.label_peak("user", &fuse, &p, res), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The per-peak table (FSprof Table 3): every peak of the chosen ops with
 //! its range, mass and share of its layer's latency, ready to render.
 
+use fsprof_core::layer::Unit;
 use fsprof_core::{OpStats, Profile};
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,10 @@ pub struct PeakRow {
     pub lower_ns: f64,
     pub upper_ns: f64,
     pub mode_ns: f64,
+    /// What `lower_ns`, `upper_ns`, `mode_ns` and the peak's `latency_ns`
+    /// count: `ns`, or `bytes` in a byte-valued layer (`block-size`).
+    #[serde(default)]
+    pub unit: Unit,
     /// Of the layer's total latency.
     pub layer_latency_share: f64,
     /// First and last moment (from the profile start, ns) an interval had
@@ -66,6 +71,7 @@ pub fn peak_rows(
                     lower_ns: pk.lower_ns(res),
                     upper_ns: pk.upper_ns(res),
                     mode_ns: pk.mode_ns(res),
+                    unit: Unit::of(&l.name),
                     layer_latency_share: pk.latency_share * op_share,
                     time_range_ns: peak_time_range(&p.intervals, &l.name, &o.name, &pk),
                     label: calibration.and_then(|c| c.label_peak(&l.name, o, &pk, res)),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::fmt::{bucket_human, pct};
 use crate::labels::Calibration;
 use crate::peaks::{find_peaks_with, Peak, PeakOptions};
+use fsprof_core::layer::Unit;
 
 #[derive(Clone, Debug)]
 pub struct SelectOptions {
@@ -246,7 +247,7 @@ fn top_reason(
         1 => {
             s.push_str(&format!(
                 ", one peak at {}",
-                bucket_human(peaks[0].mode, res)
+                bucket_human(peaks[0].mode, res, Unit::of(layer))
             ));
             if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, &peaks[0], res)) {
                 s.push_str(&format!(" {l}"));
@@ -259,7 +260,7 @@ fn top_reason(
                 .unwrap();
             s.push_str(&format!(
                 ", {n} peaks; the one at {}",
-                bucket_human(heavy.mode, res)
+                bucket_human(heavy.mode, res, Unit::of(layer))
             ));
             if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, heavy, res)) {
                 s.push_str(&format!(" {l}"));
@@ -290,7 +291,7 @@ fn pair_reason(
             format!(
                 "{l}/{} peak at {} ({} calls)",
                 o.name,
-                bucket_human(p.mode, res),
+                bucket_human(p.mode, res, Unit::of(l)),
                 p.count
             )
         }

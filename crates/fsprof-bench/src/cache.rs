@@ -76,6 +76,18 @@ pub struct CacheCheck {
 }
 
 impl CacheCheck {
+    /// The state asked for, not (yet) verified.
+    pub fn unverified(mode: CacheMode, eviction: Option<Eviction>) -> Self {
+        CacheCheck {
+            mode,
+            eviction,
+            verified_by: None,
+            cached_pages: 0,
+            total_pages: 0,
+            passed: false,
+        }
+    }
+
     pub fn fraction(&self) -> f64 {
         if self.total_pages == 0 {
             0.0
@@ -118,14 +130,7 @@ pub fn make_warm(files: &mut [&File]) -> io::Result<()> {
 
 /// Residency of `files` added up, and whether it matches `mode`.
 pub fn check(files: &[&File], mode: CacheMode, eviction: Option<Eviction>) -> CacheCheck {
-    let mut out = CacheCheck {
-        mode,
-        eviction,
-        verified_by: None,
-        cached_pages: 0,
-        total_pages: 0,
-        passed: false,
-    };
+    let mut out = CacheCheck::unverified(mode, eviction);
     let mut readable = true;
     for f in files {
         match pagecache::residency(f) {
@@ -191,7 +196,11 @@ mod tests {
         assert_eq!(c.total_pages, 256);
         assert!(c.verified_by.is_some());
         let w = prepare(&mut [&f], CacheMode::Warm, false).unwrap();
-        assert!(w.passed && w.cached_pages == 256, "{w:?}");
+        // Not all 256: another process's drop_caches or reclaim on this
+        // shared machine may take a page between the read pass and the
+        // check (seen: 255), which WARM_LIMIT allows.
+        assert!(w.passed && w.cached_pages > c.cached_pages, "{w:?}");
+        assert_eq!(w.total_pages, 256);
     }
 
     /// The check is what catches a file that stayed cached: tmpfs pages

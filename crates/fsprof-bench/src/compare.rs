@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::result::{BenchResult, PhaseResult};
+use crate::result::BenchResult;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseChange {
@@ -41,23 +41,11 @@ impl BenchComparison {
     }
 }
 
-fn named(r: &BenchResult) -> Vec<(String, &PhaseResult)> {
-    if r.sweep.is_empty() {
-        r.phases.iter().map(|p| (p.name.clone(), p)).collect()
-    } else {
-        r.sweep
-            .iter()
-            .flat_map(|s| {
-                s.phases
-                    .iter()
-                    .map(move |p| (format!("{}@{}", p.name, s.file_size), p))
-            })
-            .collect()
-    }
-}
-
 pub fn compare(a: &BenchResult, b: &BenchResult) -> BenchComparison {
-    let (na, nb) = (named(a), named(b));
+    let (na, nb) = (
+        a.named_phases(|size| size.to_string()),
+        b.named_phases(|size| size.to_string()),
+    );
     let mut out = BenchComparison::default();
     if a.params.suite != b.params.suite {
         out.differences.push(format!(

@@ -7,21 +7,6 @@ use std::fmt::Write;
 use crate::params::human_bytes;
 use crate::result::{BenchResult, PhaseResult};
 
-fn rows(r: &BenchResult) -> Vec<(String, &PhaseResult)> {
-    if r.sweep.is_empty() {
-        r.phases.iter().map(|p| (p.name.clone(), p)).collect()
-    } else {
-        r.sweep
-            .iter()
-            .flat_map(|s| {
-                s.phases
-                    .iter()
-                    .map(move |p| (format!("{}@{}", p.name, human_bytes(s.file_size)), p))
-            })
-            .collect()
-    }
-}
-
 fn ci(p: &PhaseResult) -> (f64, f64) {
     p.summary
         .ci95
@@ -60,7 +45,7 @@ pub fn text(r: &BenchResult) -> String {
         "\n{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4} {:>6}",
         "phase", "mean", "± 95% CI", "median", "min", "max", "stddev", "op p50", "out", "on CPU"
     );
-    for (name, ph) in rows(r) {
+    for (name, ph) in r.named_phases(human_bytes) {
         let m = &ph.summary;
         let (hw, rel) = ci(ph);
         let _ = writeln!(
@@ -120,7 +105,7 @@ pub fn csv(r: &BenchResult) -> String {
     let mut s = String::from(
         "phase,unit,runs,mean,ci95_low,ci95_high,median,min,max,stddev,mad,outliers,op_median_ns,on_cpu\n",
     );
-    for (name, p) in rows(r) {
+    for (name, p) in r.named_phases(human_bytes) {
         let m = &p.summary;
         let (lo, hi) = m.ci95.map_or((f64::NAN, f64::NAN), |c| (c.low, c.high));
         let _ = writeln!(
@@ -146,7 +131,7 @@ pub fn markdown(r: &BenchResult) -> String {
     let mut s = String::from(
         "| phase | mean ± 95% CI | median | min | max | stddev | op p50 |\n|:---|---:|---:|---:|---:|---:|---:|\n",
     );
-    for (name, p) in rows(r) {
+    for (name, p) in r.named_phases(human_bytes) {
         let m = &p.summary;
         let (hw, rel) = ci(p);
         let _ = writeln!(

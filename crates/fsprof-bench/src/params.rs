@@ -250,20 +250,9 @@ pub enum ParamError {
     Bad(String),
 }
 
-/// `1 MiB`-style sizes.
+/// `1 MiB`-style sizes: fsprof's one way of writing bytes.
 pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    fsprof_core::units::format_bytes(b as f64)
 }
 
 /// Parses `4096`, `4k`/`4K`/`4KiB`, `1m`, `2G`: binary multiples.

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use fsprof_core::profile::{Meta, Profile};
 use fsprof_core::stats::Summary;
+use fsprof_core::Resolution;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::CacheCheck;
@@ -39,6 +40,26 @@ pub struct BenchResult {
     pub sweep: Vec<SweepPoint>,
     #[serde(default)]
     pub warnings: Vec<Warning>,
+}
+
+impl BenchResult {
+    /// Every phase with the name it is shown and matched by: in a sweep
+    /// `NAME@SIZE`, the file size as `size` writes it.
+    pub fn named_phases(&self, size: impl Fn(u64) -> String) -> Vec<(String, &PhaseResult)> {
+        if self.sweep.is_empty() {
+            self.phases.iter().map(|p| (p.name.clone(), p)).collect()
+        } else {
+            self.sweep
+                .iter()
+                .flat_map(|s| {
+                    let at = size(s.file_size);
+                    s.phases
+                        .iter()
+                        .map(move |p| (format!("{}@{at}", p.name), p))
+                })
+                .collect()
+        }
+    }
 }
 
 /// The clock and what the timing loop costs.
@@ -174,11 +195,9 @@ pub fn read_result(path: &Path) -> Result<(Profile, BenchResult), ReadError> {
 /// An empty result profile's metadata.
 pub fn profile_meta(tool_command: Vec<String>, machine: &Machine) -> Meta {
     Meta {
-        fsprof_version: env!("CARGO_PKG_VERSION").into(),
-        tool: "bench".into(),
         command: tool_command,
         host: machine.host.clone(),
         kernel: machine.kernel.clone(),
-        ..Default::default()
+        ..fsprof_capture::meta::describe("bench", &[], Resolution::default())
     }
 }

@@ -13,7 +13,7 @@ use fsprof_core::histogram::OpStats;
 use fsprof_core::profile::{Layer, Profile};
 use fsprof_core::stats::Summary;
 
-use crate::machine::Machine;
+use crate::machine::{DirInfo, Machine};
 use crate::params::{ParamError, Params, Suite};
 use crate::result::{self, BenchResult, PhaseResult, SweepPoint, TimerInfo, LAYER};
 use crate::suites::{self, Ctx, PhaseRun};
@@ -32,36 +32,18 @@ pub enum BenchError {
     Interrupted(usize),
 }
 
-/// How a run tells its caller it is moving on (the CLI draws a bar).
-pub trait Progress {
-    fn start(&mut self, total_runs: usize, what: &str) {
-        let _ = (total_runs, what);
-    }
-    fn run_done(&mut self) {}
-}
-
-pub struct NoProgress;
-impl Progress for NoProgress {}
+/// How a run tells its caller it is moving on (the CLI draws a bar): one
+/// phase named after the suite, a step per run.
+pub use fsprof_capture::{Silent as NoProgress, Steps as Progress};
 
 /// Runs the benchmark `params` describes. `stop` is polled between runs.
-// Over the length lint by a few lines: the warm-up, measured-run and
-// summary phases read best in one place (its owner may split it).
-#[allow(clippy::too_many_lines)]
 pub fn run(
     params: &Params,
     command: Vec<String>,
     progress: &mut dyn Progress,
     stop: &dyn Fn() -> bool,
 ) -> Result<(Profile, BenchResult), BenchError> {
-    params.validate()?;
-    let dir = params.check_dir()?;
-    // SAFETY: geteuid cannot fail.
-    if params.drop_caches && unsafe { libc::geteuid() } != 0 {
-        return Err(ParamError::Bad(
-            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it cold uses posix_fadvise per file".into(),
-        )
-        .into());
-    }
+    let dir = preflight(params)?;
     let machine = Machine::read();
     let start_unix_ns = fsprof_sys::clock::wall_unix_ns();
     let start_mono = fsprof_sys::clock::mono_ns();
@@ -81,46 +63,26 @@ pub fn run(
         clock,
         resolution,
     };
-    let per_size = params.warmup + params.runs;
     let sizes = match params.suite {
         Suite::Sweep => params.sweep_sizes(),
         _ => vec![params.file_size],
     };
-    progress.start(per_size * sizes.len(), params.suite.name());
-    let mut done = 0;
+    let mut runs = Runs {
+        ctx: &ctx,
+        progress,
+        stop,
+        done: 0,
+    };
+    runs.progress.phase(
+        params.suite.name(),
+        ((params.warmup + params.runs) * sizes.len()) as u64,
+    );
     let mut layer = Layer::new(LAYER);
     let mut phases = Vec::new();
     let mut sweep = Vec::new();
     for &size in &sizes {
-        let mut runs: Vec<Vec<PhaseRun>> = Vec::with_capacity(per_size);
-        for run in 0..per_size {
-            if stop() {
-                return Err(BenchError::Interrupted(done));
-            }
-            let r = match params.suite {
-                Suite::Sprite | Suite::Sweep => suites::sprite::run_once(&ctx, size),
-                Suite::Metadata => suites::metadata::run_once(&ctx),
-                Suite::Pread => suites::pread::run_once(&ctx),
-            }
-            .map_err(|source| BenchError::Io {
-                run: run + 1,
-                source,
-            })?;
-            runs.push(r);
-            done += 1;
-            progress.run_done();
-        }
-        let (ph, ops) = aggregate(&runs, params.warmup);
-        for mut op in ops {
-            if params.suite == Suite::Sweep {
-                op.name = format!(
-                    "{}@{}",
-                    op.name,
-                    crate::params::human_bytes(size).replace(' ', "")
-                );
-            }
-            layer.op_mut(&op.name.clone()).merge(&op);
-        }
+        let (ph, ops) = aggregate(&runs.all_of(size)?, params.warmup);
+        add_ops(&mut layer, ops, params.suite, size);
         if params.suite == Suite::Sweep {
             sweep.push(SweepPoint {
                 file_size: size,
@@ -131,17 +93,14 @@ pub fn run(
         }
     }
     drop(scratch);
-    layer.normalize();
-    let calls = layer.total_calls();
-    let mut meta = result::profile_meta(command, &machine);
+    let mut meta = fsprof_capture::meta::timed(
+        result::profile_meta(command, &machine),
+        start_unix_ns,
+        fsprof_sys::clock::mono_ns().saturating_sub(start_mono),
+    );
     meta.clock = clock.describe();
     meta.resolution = resolution;
-    meta.overhead = Some(overhead.describe(calls));
-    meta.start_unix_ns = start_unix_ns;
-    meta.start_time = fsprof_core::units::rfc3339_utc(start_unix_ns);
-    meta.duration_ns = fsprof_sys::clock::mono_ns().saturating_sub(start_mono);
-    let mut profile = Profile::new(meta);
-    profile.layers.push(layer);
+    let profile = profile_of(meta, layer, &overhead);
     let mut bench = BenchResult {
         format: result::FORMAT_NAME.into(),
         format_version: result::FORMAT_VERSION,
@@ -159,6 +118,81 @@ pub fn run(
     };
     bench.warnings = warnings::all(&bench);
     Ok((profile, bench))
+}
+
+/// Every check that must pass before anything is written under DIR.
+fn preflight(params: &Params) -> Result<DirInfo, BenchError> {
+    params.validate()?;
+    let dir = params.check_dir()?;
+    // SAFETY: geteuid cannot fail.
+    if params.drop_caches && unsafe { libc::geteuid() } != 0 {
+        return Err(ParamError::Bad(
+            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it cold uses posix_fadvise per file".into(),
+        )
+        .into());
+    }
+    Ok(dir)
+}
+
+/// The warm-up and measured runs of one file size, counted across sizes
+/// for the progress bar and for the interruption message.
+struct Runs<'a> {
+    ctx: &'a Ctx<'a>,
+    progress: &'a mut dyn Progress,
+    stop: &'a dyn Fn() -> bool,
+    done: usize,
+}
+
+impl Runs<'_> {
+    fn all_of(&mut self, size: u64) -> Result<Vec<Vec<PhaseRun>>, BenchError> {
+        let params = self.ctx.params;
+        let per_size = params.warmup + params.runs;
+        let mut runs = Vec::with_capacity(per_size);
+        for run in 0..per_size {
+            if (self.stop)() {
+                return Err(BenchError::Interrupted(self.done));
+            }
+            let r = match params.suite {
+                Suite::Sprite | Suite::Sweep => suites::sprite::run_once(self.ctx, size),
+                Suite::Metadata => suites::metadata::run_once(self.ctx),
+                Suite::Pread => suites::pread::run_once(self.ctx),
+            }
+            .map_err(|source| BenchError::Io {
+                run: run + 1,
+                source,
+            })?;
+            runs.push(r);
+            self.done += 1;
+            self.progress.advance(1);
+        }
+        Ok(runs)
+    }
+}
+
+/// Merges one size's ops into the layer; a sweep's op names carry their
+/// file size (`seq_read@4KiB`) so that sizes stay apart in the profile.
+fn add_ops(layer: &mut Layer, ops: Vec<OpStats>, suite: Suite, size: u64) {
+    for mut op in ops {
+        if suite == Suite::Sweep {
+            let size = crate::params::human_bytes(size).replace(' ', "");
+            op.name = format!("{}@{size}", op.name);
+        }
+        layer.op_mut(&op.name.clone()).merge(&op);
+    }
+}
+
+/// The latency profile of the measured runs, with the timer's overhead
+/// over all its calls.
+fn profile_of(
+    mut meta: fsprof_core::profile::Meta,
+    mut layer: Layer,
+    overhead: &Overhead,
+) -> Profile {
+    layer.normalize();
+    meta.overhead = Some(overhead.describe(layer.total_calls()));
+    let mut profile = Profile::new(meta);
+    profile.layers.push(layer);
+    profile
 }
 
 /// Per phase: the measured runs' statistics, the warm-up figures apart,

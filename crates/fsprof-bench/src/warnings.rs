@@ -25,18 +25,7 @@ fn w(kind: &str, message: String) -> Warning {
 
 pub fn all(r: &BenchResult) -> Vec<Warning> {
     let mut out = Vec::new();
-    let phases: Vec<(String, &PhaseResult)> = if r.sweep.is_empty() {
-        r.phases.iter().map(|p| (p.name.clone(), p)).collect()
-    } else {
-        r.sweep
-            .iter()
-            .flat_map(|s| {
-                s.phases
-                    .iter()
-                    .map(move |p| (format!("{}@{}", p.name, human_bytes(s.file_size)), p))
-            })
-            .collect()
-    };
+    let phases = r.named_phases(human_bytes);
     for (name, p) in &phases {
         phase(&mut out, r, name, p);
     }

@@ -30,7 +30,9 @@ mod session;
 mod source;
 pub mod testing;
 
-pub use progress::{Progress, Silent};
-pub use save::{default_name, is_stdio, save, Output, SaveError, Saved};
+pub use progress::{Progress, Silent, Steps};
+pub use save::{
+    default_name, first_free, is_stdio, name_part, name_stamp, save, Output, SaveError, Saved,
+};
 pub use session::{Capture, CaptureError, Outcome, Plan};
 pub use source::{Caps, Ended, Finish, Source, SourceError};

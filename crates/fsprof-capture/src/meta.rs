@@ -27,6 +27,17 @@ pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolut
     }
 }
 
+/// `meta` stamped with when a capture (or a live view of one) started,
+/// wall clock, and how long it has run.
+pub fn timed(meta: Meta, start_unix_ns: u64, duration_ns: u64) -> Meta {
+    Meta {
+        start_time: fsprof_core::units::rfc3339_utc(start_unix_ns),
+        start_unix_ns,
+        duration_ns,
+        ..meta
+    }
+}
+
 /// When and how long a capture ran.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Span {
@@ -46,14 +57,15 @@ pub(crate) fn finished(
     fin: &Finish,
     exit: Option<ExitStatus>,
 ) -> Meta {
-    let mut meta = describe(tool, command, resolution);
+    let mut meta = timed(
+        describe(tool, command, resolution),
+        span.start_unix_ns,
+        span.duration_ns,
+    );
     if meta.command.is_empty() {
         meta.command = std::env::args().collect();
     }
     Meta {
-        start_time: fsprof_core::units::rfc3339_utc(span.start_unix_ns),
-        start_unix_ns: span.start_unix_ns,
-        duration_ns: span.duration_ns,
         clock: fin.clock.clone(),
         interval_ns: span.interval_ns,
         overhead: fin.overhead.clone(),

@@ -18,8 +18,24 @@ pub trait Progress {
     }
 }
 
+/// Progress of work counted in steps rather than in time: bench runs,
+/// discovery phases, replayed commands. The CLI draws it as a bar.
+pub trait Steps {
+    /// A new phase of `steps` steps begins; `what` names it.
+    fn phase(&mut self, what: &str, steps: u64) {
+        let _ = (what, steps);
+    }
+
+    /// `n` more steps of the phase are done.
+    fn advance(&mut self, n: u64) {
+        let _ = n;
+    }
+}
+
 /// Reports nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Silent;
 
 impl Progress for Silent {}
+
+impl Steps for Silent {}

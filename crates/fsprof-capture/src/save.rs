@@ -238,10 +238,19 @@ fn can_create_in(dir: &Path) -> io::Result<()> {
 /// the program's file name with anything but letters, digits, `-` and `_`
 /// replaced by `_`. `.gitignore` and the README state the same rule.
 pub fn default_name(kind: &str, program: Option<&str>, start_time: &str) -> String {
-    let prog: String = program
-        .and_then(|c| Path::new(c).file_name())
+    let prog = name_part(program.map(Path::new), "all");
+    let stamp = name_stamp(start_time);
+    let kind = if kind.is_empty() { "run" } else { kind };
+    format!("fsprof-{kind}-{prog}-{stamp}")
+}
+
+/// `path`'s file name as it stands in a default name (of a profile, a
+/// trace, a mount's profile): anything but letters, digits, `-` and `_`
+/// replaced by `_`; `fallback` when there is no file name.
+pub fn name_part(path: Option<&Path>, fallback: &str) -> String {
+    path.and_then(Path::file_name)
         .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "all".into())
+        .unwrap_or_else(|| fallback.into())
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -250,15 +259,30 @@ pub fn default_name(kind: &str, program: Option<&str>, start_time: &str) -> Stri
                 '_'
             }
         })
-        .collect();
-    // 2026-11-21T23:59:07.123Z -> 20261121T235907
-    let stamp: String = start_time
+        .collect()
+}
+
+/// A start time as it stands in a default name:
+/// 2026-11-21T23:59:07.123Z -> 20261121T235907.
+pub fn name_stamp(start_time: &str) -> String {
+    start_time
         .chars()
         .take(19)
         .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    let kind = if kind.is_empty() { "run" } else { kind };
-    format!("fsprof-{kind}-{prog}-{stamp}")
+        .collect()
+}
+
+/// `STEM.EXT`, or the first of `STEM-2.EXT`, `STEM-3.EXT`, ... that
+/// `taken` says is free; `None` when all are taken. For files written
+/// later than they are named (a trace, a mount's profile), where
+/// [`save`]'s create-if-absent cannot be used.
+pub fn first_free(stem: &str, ext: &str, taken: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    (1..MAX_TRIES)
+        .map(|n| match n {
+            1 => PathBuf::from(format!("{stem}.{ext}")),
+            _ => PathBuf::from(format!("{stem}-{n}.{ext}")),
+        })
+        .find(|p| !taken(p))
 }
 
 #[cfg(test)]
@@ -271,6 +295,20 @@ mod tests {
             start_time: "2026-11-21T23:59:07.123Z".into(),
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn default_name_parts_and_the_first_free_name() {
+        assert_eq!(name_part(Some(Path::new("/x/a b.c")), "cmd"), "a_b_c");
+        assert_eq!(name_part(Some(Path::new("/")), "root"), "root");
+        assert_eq!(name_part(None, "all"), "all");
+        assert_eq!(name_stamp("2026-11-21T23:59:07.123Z"), "20261121T235907");
+        let taken = [PathBuf::from("s.trace"), PathBuf::from("s-2.trace")];
+        assert_eq!(
+            first_free("s", "trace", |p| taken.iter().any(|t| t == p)),
+            Some(PathBuf::from("s-3.trace"))
+        );
+        assert_eq!(first_free("s", "json", |_| true), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// `fsprof --version`: the release and the commit it was built from
 /// (`build.rs`; "unknown" when built outside a git checkout).
@@ -15,55 +15,86 @@ pub const VERSION: &str = concat!(
 );
 
 #[derive(Debug, Parser)]
-#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None)]
+#[command(name = "fsprof", version = VERSION, about = "Shows where file-system time goes", long_about = None, after_long_help = EXIT_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// A subcommand's arguments, built only when that subcommand is the one
+/// being parsed (clap's `Command::defer`). Building all of them for every
+/// run (some 200 arguments across the commands) was a third of the
+/// instructions `fsprof run -- true` spends before starting the command
+/// (callgrind; docs/benchmarks.md, "Start-up"). Completions, man pages and
+/// `--help` build everything as before.
+#[derive(Debug)]
+pub struct Lazy<T>(pub T);
+
+impl<T: FromArgMatches> FromArgMatches for Lazy<T> {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(m).map(Lazy)
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(m)
+    }
+}
+
+impl<T: Args> Args for Lazy<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.defer(T::augment_args)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        cmd.defer(T::augment_args_for_update)
+    }
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command and profile every file-system call it makes through libc
-    Run(RunArgs),
+    #[command(after_long_help = RUN_HELP)]
+    Run(Lazy<RunArgs>),
     /// Print a profile: ops ranked by total latency, with latency histograms
-    Report(ReportArgs),
+    Report(Lazy<ReportArgs>),
     /// Verify a profile's counters (entered = returned = histogram total)
-    Check(CheckArgs),
+    Check(Lazy<CheckArgs>),
     /// Merge profiles of several processes, runs or hosts by adding buckets
-    Merge(MergeArgs),
+    Merge(Lazy<MergeArgs>),
     /// Profile syscall, file-system, FUSE and block latency in the kernel (eBPF)
     #[command(after_long_help = KERNEL_HELP)]
-    Kernel(KernelArgs),
+    Kernel(Lazy<KernelArgs>),
     /// Draw one op's histogram or timeline as SVG or PNG
-    Plot(PlotArgs),
+    Plot(Lazy<PlotArgs>),
     /// Write a profile as OpenTelemetry (OTLP JSON) or Prometheus metrics
-    Export(ExportArgs),
+    Export(Lazy<ExportArgs>),
     /// Compare two profiles op by op; exit 1 if an op changed significantly
-    Compare(CompareArgs),
+    Compare(Lazy<CompareArgs>),
     /// Measure this machine's characteristic latencies, used to label peaks
-    Calibrate(CalibrateArgs),
+    Calibrate(Lazy<CalibrateArgs>),
     /// Infer a file system's block size, read-ahead, page cache and direct blocks from latency
-    Discover(crate::commands::discover::DiscoverArgs),
+    Discover(Lazy<crate::commands::discover::DiscoverArgs>),
     /// Record every file-system call of a command into a trace (and its profile); `trace show` prints one
-    Trace(crate::commands::trace::TraceArgs),
+    Trace(Lazy<crate::commands::trace::TraceArgs>),
     /// Compile a trace into a replayable form (commands, resource slots, buffers, initial state)
-    Compile(crate::commands::compile::CompileArgs),
+    Compile(Lazy<crate::commands::compile::CompileArgs>),
     /// Replay a compiled trace under a root directory, timed and verified
-    Replay(crate::commands::replay::ReplayArgs),
+    Replay(Lazy<crate::commands::replay::ReplayArgs>),
     /// Import a strace log or a fio iolog as a trace
-    Import(crate::commands::import::ImportArgs),
+    Import(Lazy<crate::commands::import::ImportArgs>),
     /// Mount a pass-through view of a directory that profiles every request (FUSE)
-    Mount(crate::commands::mount::MountArgs),
+    Mount(Lazy<crate::commands::mount::MountArgs>),
     /// Print the live profile of an `fsprof mount` (optionally zeroing it)
-    Stat(crate::commands::mount::StatArgs),
+    Stat(Lazy<crate::commands::mount::StatArgs>),
     /// Unmount an `fsprof mount` and wait until its profile is written
-    Umount(crate::commands::mount::UmountArgs),
+    Umount(Lazy<crate::commands::mount::UmountArgs>),
     /// File-system microbenchmarks with controlled cache state and confidence intervals
-    Bench(crate::commands::bench::BenchArgs),
+    Bench(Lazy<crate::commands::bench::BenchArgs>),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
-    Completions(crate::commands::completions::CompletionsArgs),
+    Completions(Lazy<crate::commands::completions::CompletionsArgs>),
     /// Print the man page, or write one per command with --dir
-    Man(crate::commands::completions::ManArgs),
+    Man(Lazy<crate::commands::completions::ManArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -358,6 +389,18 @@ pub struct MergeArgs {
     #[arg(short, long)]
     pub force: bool,
 }
+
+const EXIT_HELP: &str = "\
+Exit status: `run` and `kernel -- CMD` pass on the command's (128+signal if a
+signal ended it: 130 after Ctrl-C); `kernel` without a command exits 130 after
+Ctrl-C, 0 after --duration. `compare` exits 1 when an op changed, `check` 1
+when it finds an inconsistency. 2 on errors.";
+
+const RUN_HELP: &str = "\
+Exit status: the command's, whatever happens to the profile: 128+signal if a
+signal ended it (130 after Ctrl-C, which is the command's to handle: the
+profile is written when it exits), 127 if it could not be found, 126 if it
+could not be executed; 2 on fsprof's own errors before the command starts.";
 
 const KERNEL_HELP: &str = "\
 Examples (as root):

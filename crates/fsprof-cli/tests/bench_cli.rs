@@ -254,3 +254,223 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
         "--force",
     );
 }
+
+/// Median of a sample, computed here (sorted copy, middle or mean of the
+/// two middle values), not by fsprof.
+fn median_of(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// CPUs the kernel lists as online (`0-1,4`), counted from sysfs.
+fn online_cpus() -> usize {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    s.trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+const FILES: usize = 3;
+const BLOCKS: usize = 8; // 32 KiB files, 4 KiB I/O
+const RUNS: usize = 4;
+const T_975_DF3: f64 = 3.182_446_305_284_263; // Student t, 97.5%, 3 df
+
+/// One phase's printed figures, recomputed by the test from the raw
+/// per-file and per-op times the result carries.
+struct Recomputed {
+    mean: f64,
+    half: f64,
+    median: f64,
+    min: f64,
+    max: f64,
+    sd: f64,
+    mad: f64,
+    outliers: usize,
+    op_p50: f64,
+}
+
+fn nested(v: &serde_json::Value) -> Vec<Vec<f64>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn recompute(ph: &serde_json::Value) -> Recomputed {
+    let file_ns = nested(&ph["file_ns"]);
+    let op_ns = nested(&ph["op_ns"]);
+    assert_eq!((file_ns.len(), op_ns.len()), (RUNS + 1, RUNS + 1), "{ph}");
+    let kept_bytes = ((FILES - 1) * BLOCKS * 4096) as f64;
+    let figs: Vec<f64> = file_ns[1..]
+        .iter()
+        .map(|f| kept_bytes * 1e3 / f[1..].iter().sum::<f64>())
+        .collect();
+    let n = RUNS as f64;
+    let mean = figs.iter().sum::<f64>() / n;
+    let sd = (figs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let median = median_of(&figs);
+    let devs: Vec<f64> = figs.iter().map(|x| (x - median).abs()).collect();
+    let mad = median_of(&devs);
+    Recomputed {
+        mean,
+        half: T_975_DF3 * sd / n.sqrt(),
+        median,
+        min: figs.iter().copied().fold(f64::INFINITY, f64::min),
+        max: figs.iter().copied().fold(0.0, f64::max),
+        sd,
+        mad,
+        outliers: devs
+            .iter()
+            .filter(|&&dv| dv > 0.0 && (mad == 0.0 || dv / mad > 14.826))
+            .count(),
+        op_p50: median_of(
+            &op_ns[1..]
+                .iter()
+                .map(|ops| median_of(&ops[BLOCKS..]))
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+fn check_csv_row(name: &str, csv: &str, want: &Recomputed) {
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with(&format!("{name},")))
+        .unwrap()
+        .split(',')
+        .collect();
+    let num = |i: usize| row[i].parse::<f64>().unwrap();
+    let close = |i: usize, want: f64, what: &str| {
+        let got = num(i);
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{name} {what}: printed {got}, recomputed {want}"
+        );
+    };
+    assert_eq!(row[2], RUNS.to_string());
+    close(3, want.mean, "mean");
+    close(4, want.mean - want.half, "ci95_low");
+    close(5, want.mean + want.half, "ci95_high");
+    close(6, want.median, "median");
+    close(7, want.min, "min");
+    close(8, want.max, "max");
+    close(9, want.sd, "stddev");
+    close(10, want.mad, "mad");
+    assert_eq!(row[11], want.outliers.to_string(), "{name} outliers");
+    close(12, want.op_p50, "op_median_ns");
+    let cpu = num(13);
+    assert!(cpu > 0.0 && cpu <= 1.0, "{name} on_cpu {cpu}");
+}
+
+fn check_text_row(name: &str, text: &str, r: &Recomputed) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap();
+    let want = [
+        format!("{:.1} MB/s", r.mean),
+        format!("± {:.1} ({:.1}%)", r.half, r.half / r.mean * 100.0),
+        format!(" {:.1} ", r.median),
+        format!(" {:.1} ", r.min),
+        format!(" {:.1} ", r.max),
+        format!(" {:.1} ", r.sd),
+    ];
+    for w in &want {
+        assert!(line.contains(w.as_str()), "{name}: {w:?} not in {line:?}");
+    }
+}
+
+/// The text header's machine line against sysfs, /proc/meminfo and the
+/// kernel's release string.
+fn check_machine_line(text: &str) {
+    let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap();
+    let gib = mem_kib as f64 / (1024.0 * 1024.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let machine = text.lines().find(|l| l.starts_with("machine: ")).unwrap();
+    assert!(
+        machine.contains(&format!(", {} CPUs, ", online_cpus())),
+        "{machine}"
+    );
+    assert!(
+        machine.contains(&format!("{gib:.1} GiB memory")),
+        "{machine}"
+    );
+    assert!(
+        machine.contains(&format!("kernel {};", kernel.trim())),
+        "{machine}"
+    );
+    assert!(text.lines().next().unwrap().contains("(tmpfs "), "{text}");
+}
+
+/// Every number the CSV and text exports print, recomputed here from the
+/// raw per-file and per-op times of the same result (the per-run figure
+/// from the bytes of files 2..N and their times; mean, median, min, max,
+/// sample stddev, the Student-t interval with a table's t, MAD outliers,
+/// the op median over the measured runs' files 2..N), and the machine
+/// line against sysfs, /proc/meminfo and the kernel's release string.
+#[test]
+fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    for format in ["csv", "text"] {
+        let r = out.path().join(format!("{format}.json"));
+        let args = [
+            "sprite",
+            "--files",
+            "3",
+            "--file-size",
+            "32k",
+            "--runs",
+            "4",
+            "--raw-samples",
+            "--format",
+            format,
+            "-o",
+            r.to_str().unwrap(),
+        ];
+        let o = bench(d.path(), &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stdout = String::from_utf8(o.stdout).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
+        let phases = v["bench"]["phases"].as_array().unwrap();
+        assert_eq!(phases.len(), 5);
+        for ph in phases {
+            let name = ph["name"].as_str().unwrap();
+            let want = recompute(ph);
+            if format == "csv" {
+                check_csv_row(name, &stdout, &want);
+            } else {
+                check_text_row(name, &stdout, &want);
+            }
+        }
+        if format == "text" {
+            check_machine_line(&stdout);
+        }
+    }
+}

@@ -90,3 +90,31 @@ fn man_pages_for_fsprof_and_each_command() {
     let kernel = std::fs::read_to_string(dir.path().join("fsprof-kernel.1")).unwrap();
     assert!(kernel.contains("\\-\\-pid"), "{kernel}");
 }
+
+/// The exit statuses (130 after Ctrl-C above all, which a script tests for)
+/// are in `--help` and the man pages, not only in the README.
+#[test]
+fn exit_statuses_are_documented_in_help_and_man_pages() {
+    for (args, want) in [
+        (&["--help"][..], "130 after Ctrl-C"),
+        (&["run", "--help"][..], "130 after Ctrl-C"),
+        (&["kernel", "--help"][..], "130 after Ctrl-C"),
+        (&["--help"][..], "`compare` exits 1 when an op changed"),
+    ] {
+        let o = fsprof().args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let text = stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(text.contains(want), "{args:?} lacks {want:?}: {text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = fsprof()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["fsprof.1", "fsprof-run.1", "fsprof-kernel.1"] {
+        let page = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(page.contains("130 after Ctrl\\-C"), "{name}");
+    }
+}

@@ -277,3 +277,51 @@ fn kernel_help_is_current() {
     assert!(help.contains("-p, --pid <PID>"), "{help}");
     assert!(help.contains("130 after Ctrl-C"), "{help}");
 }
+
+/// `calibrate` keeps the rule every writer keeps: its default file (and an
+/// explicit `-o FILE`) is not replaced without `--force`, and it says so
+/// before measuring anything.
+#[test]
+fn calibrate_replaces_no_file_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cfg");
+    let default = cfg.join("fsprof/calibration.json");
+    fs::create_dir_all(default.parent().unwrap()).unwrap();
+    fs::write(&default, "precious").unwrap();
+    let out = fsprof()
+        .env("XDG_CONFIG_HOME", &cfg)
+        .args(["calibrate", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert_one_clean_line(&out);
+    assert_eq!(
+        stderr_of(&out),
+        format!(
+            "fsprof: {} already exists; pass --force to replace it or -o to write another file\n",
+            default.display()
+        )
+    );
+    let explicit = dir.path().join("cal.json");
+    fs::write(&explicit, "mine").unwrap();
+    let out = fsprof()
+        .env("XDG_CONFIG_HOME", &cfg)
+        .args(["calibrate", "-o"])
+        .arg(&explicit)
+        .args(["--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("--force"), "{}", stderr_of(&out));
+    assert_eq!(fs::read_to_string(&default).unwrap(), "precious");
+    assert_eq!(fs::read_to_string(&explicit).unwrap(), "mine");
+    // Refused before measuring: no scratch file was left in --dir.
+    let mut left: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["cal.json", "cfg"]);
+}

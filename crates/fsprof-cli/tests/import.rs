@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use fsprof_testkit::{compile, fsprof, need_program};
+use fsprof_testkit::{compile, fsprof, need_program, succeeds};
 use fsprof_trace::event::Record;
 use fsprof_trace::TraceReader;
 
@@ -125,18 +125,13 @@ fn fio_iologs_v2_and_v3_import_and_replay() {
         assert!(o.status.success());
         let root = base.join(format!("root-{name}"));
         std::fs::create_dir(&root).unwrap();
-        let o = fsprof()
-            .arg("replay")
-            .arg(&rp)
-            .arg("--root")
-            .arg(&root)
-            .args(["--prepare", "--afap", "--verify", "strict"])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        succeeds(
+            fsprof()
+                .arg("replay")
+                .arg(&rp)
+                .arg("--root")
+                .arg(&root)
+                .args(["--prepare", "--afap", "--verify", "strict"]),
         );
         let written = root.join(f.strip_prefix("/").unwrap());
         assert_eq!(std::fs::metadata(written).unwrap().len(), 8192, "{name}");

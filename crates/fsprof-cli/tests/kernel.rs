@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
-use fsprof_testkit::{fsprof_path, need_program, need_root};
+use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
 
 fn fsprof() -> Command {
     Command::new(fsprof_path())
@@ -479,16 +479,7 @@ impl LoopExt4 {
             .unwrap()
             .success();
         assert!(ok, "mkfs.ext4 failed");
-        let o = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = succeeds(Command::new("losetup").args(["--find", "--show"]).arg(&img));
         let dev = String::from_utf8(o.stdout).unwrap().trim().to_string();
         let mut me = LoopExt4 {
             dir,
@@ -911,17 +902,12 @@ fn the_readme_kernel_example_reads_every_file() {
         &format!("\"$0\" kernel -q --layers syscall -o '{}'", out.display()),
         1,
     );
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .arg(fsprof_path())
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    succeeds(
+        Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .arg(fsprof_path())
+            .stdout(Stdio::null()),
     );
     let p = read_profile(&out).unwrap();
     let sc = ops(&p, "syscall");

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use fsprof_core::format::read_profile;
 use fsprof_core::Profile;
-use fsprof_testkit::{fsprof_path, need_program, need_root};
+use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
 use loopfs::{DiskStat, LoopFs};
 
 /// 40 × (extend + fsync, overwrite + fdatasync), fstrim, a cold read back;
@@ -51,17 +51,7 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{stderr}");
     let p = read_profile(&out).unwrap();
-    let check = Command::new(fsprof_path())
-        .arg("check")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "fsprof check: {}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    succeeds(Command::new(fsprof_path()).arg("check").arg(&out));
     (p, delta, stderr)
 }
 

@@ -160,6 +160,8 @@ fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
     assert_eq!(p.meta.settings["data ops"], "kernel passthrough");
     assert_eq!((calls(&p, "read"), calls(&p, "write")), (0, 0));
     assert_eq!(calls(&p, "create"), 1);
+    // Two opens and two closes, no flush (FOPEN_NOFLUSH), both released.
+    assert_eq!((calls(&p, "flush"), calls(&p, "release")), (0, 2));
     assert!(
         p.meta
             .notes

@@ -387,3 +387,151 @@ fn files_other_users_create_are_theirs() {
     assert!(!m.lower.join("denied").exists());
     m.umount();
 }
+
+/// A uid and two gids no account or group on this machine has: a
+/// throwaway unprivileged user that owns nothing and that the daemon has
+/// no reason to know.
+fn throwaway_ids() -> (u32, u32, u32) {
+    // SAFETY: a lookup whose result is only compared with null; the tests
+    // of this binary do not hold a previous result.
+    let free_uid = |u: u32| unsafe { libc::getpwuid(u).is_null() };
+    let base = 50_000 + std::process::id() % 5_000;
+    let uid = (base..).find(|&u| free_uid(u)).unwrap();
+    let mut gids = (base..).filter(|&g| gid_free(g));
+    (uid, gids.next().unwrap(), gids.next().unwrap())
+}
+
+fn gid_free(g: u32) -> bool {
+    // SAFETY: as for getpwuid above.
+    unsafe { libc::getgrgid(g).is_null() }
+}
+
+/// What root prepares in a tree before the user acts in it.
+fn prepare(root: &Path, member: u32, other: u32) {
+    use std::os::unix::fs::chown;
+    fs::write(root.join("secret"), "s").unwrap();
+    fs::set_permissions(root.join("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    for (dir, gid, mode) in [
+        ("pub", 0, 0o1777),
+        ("grp", member, 0o770),
+        ("sgid", other, 0o2777),
+    ] {
+        fs::create_dir(root.join(dir)).unwrap();
+        chown(root.join(dir), Some(0), Some(gid)).unwrap();
+        fs::set_permissions(root.join(dir), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    fs::write(root.join("pub/rootfile"), "r").unwrap();
+}
+
+/// Each step as the user, its outcome and the error text (paths are
+/// relative, so the same in both trees), and the owner, group, mode and
+/// size of what it made.
+const AS_USER: &str = r#"
+cd "$1" || exit 9
+other=$2
+umask 022
+st() { stat -c '%n %F %a %u %g %s' "$@"; }
+step() { if out=$(eval "$2" 2>&1); then echo "$1: ok $out"; else echo "$1: failed $out"; fi; }
+step read-roots-0600 'cat secret'
+step create-in-group-dir 'echo x > grp/mine && st grp/mine'
+step create 'echo x > pub/mine && st pub/mine'
+step write-clears-setuid 'chmod 4755 pub/mine && echo y >> pub/mine && st pub/mine'
+step chmod-roots 'chmod 600 secret'
+step chown-to-root 'chown 0 pub/mine'
+step chgrp-to-non-member 'chgrp $other pub/mine'
+step unlink-sticky-roots 'rm -f pub/rootfile'
+step rename-over-roots 'mv pub/mine pub/rootfile'
+step link-roots 'ln pub/rootfile pub/hl'
+step mkdir-in-setgid-dir 'mkdir sgid/d && st sgid/d'
+step chmod-setgid-as-non-member 'echo x > sgid/f && chmod 2755 sgid/f && st sgid/f'
+step truncate-utimens 'truncate -s 3 pub/mine && touch -d @1000000000 pub/mine && stat -c "%s %Y" pub/mine'
+step mkfifo-symlink 'mkfifo pub/ff && ln -s mine pub/sl && st pub/ff pub/sl'
+step utimens-roots 'touch -d @1 pub/rootfile'
+step listing 'ls -A pub | sort | tr "\n" " "'
+step create-in-roots-0755 'echo x > denied'
+"#;
+
+fn run_as(uid: u32, gid: u32, groups: &[u32], dir: &Path, other: u32) -> String {
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    let o = std::process::Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(if groups.is_empty() {
+            "--clear-groups".to_string()
+        } else {
+            format!("--groups={}", groups.join(","))
+        })
+        .args(["--", "sh", "-c", AS_USER, "sh"])
+        .arg(dir)
+        .arg(other.to_string())
+        .output()
+        .expect("setpriv");
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// With `--allow-other`, a daemon running as root serves a throwaway
+/// unprivileged user exactly as LOWER's own file system does: the same
+/// steps as that user, on a tree prepared the same way, give the same
+/// outcomes, error messages, owners and modes through the mount (in both
+/// modes) as directly on a sibling directory of LOWER.
+#[test]
+#[ignore = "needs root"]
+fn another_user_gets_lowers_permissions_and_ownership() {
+    if !root_or_skip("another_user_gets_lowers_permissions_and_ownership") {
+        return;
+    }
+    let (uid, gid, member) = throwaway_ids();
+    let other = (member + 1..).find(|&g| gid_free(g)).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let native = d.path().join("native");
+    fs::create_dir(&native).unwrap();
+    prepare(&native, member, other);
+    let want = run_as(uid, gid, &[member], &native, other);
+    // Ground truth the comparison rests on, from the kernel's rules rather
+    // than from either run.
+    for line in [
+        "read-roots-0600: failed cat: secret: Permission denied".to_string(),
+        format!("create-in-group-dir: ok grp/mine regular file 644 {uid} {gid} 2"),
+        format!("write-clears-setuid: ok pub/mine regular file 755 {uid} {gid} 4"),
+        "chmod-roots: failed chmod: changing permissions of 'secret': Operation not permitted"
+            .to_string(),
+        "unlink-sticky-roots: failed rm: cannot remove 'pub/rootfile': Operation not permitted"
+            .to_string(),
+        format!("mkdir-in-setgid-dir: ok sgid/d directory 2755 {uid} {other} "),
+        format!("chmod-setgid-as-non-member: ok sgid/f regular file 755 {uid} {other} 2"),
+        "truncate-utimens: ok 3 1000000000".to_string(),
+        "create-in-roots-0755: failed sh: 1: eval: cannot create denied: Permission denied"
+            .to_string(),
+    ] {
+        assert!(want.contains(&line), "native run lacks {line:?}:\n{want}");
+    }
+    for (k, extra) in [&["--allow-other"][..], &["--allow-other", "--fast"]]
+        .into_iter()
+        .enumerate()
+    {
+        let (lower, mp) = (
+            d.path().join(format!("lower{k}")),
+            d.path().join(format!("mnt{k}")),
+        );
+        fs::create_dir(&lower).unwrap();
+        fs::create_dir(&mp).unwrap();
+        prepare(&lower, member, other);
+        let m = Mount::start(&lower, &mp, &d.path().join(format!("p{k}.json")), extra);
+        let got = run_as(uid, gid, &[member], &mp, other);
+        let p = m.umount();
+        assert_eq!(
+            got, want,
+            "{extra:?}: through the mount (left) and on LOWER's file system (right)"
+        );
+        // What the user made is the user's in LOWER too.
+        let l = fs::metadata(lower.join("pub/mine")).unwrap();
+        assert_eq!((l.uid(), l.gid(), l.mode() & 0o7777), (uid, gid, 0o755));
+        let g = fs::metadata(lower.join("sgid/d")).unwrap();
+        assert_eq!((g.uid(), g.gid(), g.mode() & 0o7777), (uid, other, 0o2755));
+        assert_eq!(fs::read(lower.join("secret")).unwrap(), b"s");
+        assert!(!lower.join("denied").exists());
+        assert!(calls(&p, "create") >= 3, "{extra:?}");
+    }
+}

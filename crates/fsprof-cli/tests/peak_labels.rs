@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use fsprof_testkit::{disk_tempdir, fsprof, need_program};
+use fsprof_testkit::{disk_tempdir, fsprof, need_program, stdout, succeeds};
 
 /// Files the workloads use, written (and synced) before anything is
 /// profiled.
@@ -63,13 +63,7 @@ const CASES: [(&str, &[&str], &[&str]); 6] = [
 ];
 
 fn run(cmd: &mut Command) -> String {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    stdout(&succeeds(cmd))
 }
 
 /// (op, peak number, mode bucket, label) of every peak of `ops`.

@@ -526,3 +526,81 @@ fn cached_parent_directories_follow_renames_and_removals() {
     assert!(root.join("a/d").is_dir() && !root.join("a/d/f").exists());
     assert!(!root.join("a/e").exists());
 }
+
+/// `sendfile` and `copy_file_range` replay with their input and output
+/// the right way round (the trace's fd is the file read, its second fd the
+/// output, from the op vocabulary's roles).
+#[test]
+fn sendfile_and_copy_file_range_replay_into_their_outputs() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let msg = "sendfile and copy_file_range carry these bytes\n";
+    let exe = fsprof_testkit::compile_source(
+        "copies",
+        &format!(
+            r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+int main(void) {{
+    const char *msg = "{}";
+    ssize_t n = strlen(msg);
+    int s = open("src", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    int a = open("a", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int b = open("b", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (s < 0 || a < 0 || b < 0 || write(s, msg, n) != n) return 1;
+    lseek(s, 0, SEEK_SET);
+    if (sendfile(a, s, NULL, 4096) != n) return 2;
+    lseek(s, 0, SEEK_SET);
+    if (copy_file_range(s, NULL, b, NULL, 4096, 0) != n) return 3;
+    return close(s) | close(a) | close(b);
+}}
+"#,
+            msg.trim_end().to_owned() + "\\n"
+        ),
+        &base,
+        &[],
+    );
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("c.trace");
+    ok(&run(
+        &[
+            os("trace"),
+            os("--data"),
+            os("full"),
+            os("-o"),
+            t.as_os_str(),
+            os("--"),
+            exe.as_os_str(),
+        ],
+        &work,
+    ));
+    assert_eq!(std::fs::read_to_string(work.join("a")).unwrap(), msg);
+    let r = base.join("c.replay");
+    ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        &base,
+    ));
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let msgs = ok(&run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--prepare"),
+            os("--afap"),
+            os("--verify"),
+            os("strict"),
+        ],
+        &base,
+    ));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let inside = root.join(work.strip_prefix("/").unwrap());
+    for f in ["a", "b"] {
+        assert_eq!(std::fs::read_to_string(inside.join(f)).unwrap(), msg, "{f}");
+    }
+}

@@ -13,17 +13,7 @@ fn real_profile(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::
 }
 
 fn stdout(args: &[&str], file: &std::path::Path) -> String {
-    let out = fsprof()
-        .args(&args[..1])
-        .arg(file)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(fsprof().args(&args[..1]).arg(file).args(&args[1..]));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -138,19 +128,7 @@ fn merge_adds_runs_and_passes_check() {
         &["cat", "/etc/passwd", "/etc/hostname"],
     );
     let m = dir.path().join("m.json");
-    let out = fsprof()
-        .arg("merge")
-        .arg(&a)
-        .arg(&b)
-        .arg("-o")
-        .arg(&m)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(fsprof().arg("merge").arg(&a).arg(&b).arg("-o").arg(&m));
     let (pa, pb, pm) = (load(&a), load(&b), load(&m));
     for op in ["read", "write", "close"] {
         assert_eq!(count(&pm, op), count(&pa, op) + count(&pb, op), "{op}");
@@ -295,4 +273,91 @@ fn huge_counts_saturate_in_merge_and_report() {
             "{args:?}: the saturated count is shown\n{text}"
         );
     }
+}
+
+/// A `block-size` layer counts bytes: 16 requests of 64 KiB and 8 of
+/// 128 KiB (2 MiB in all), known by construction. Every renderer prints
+/// them as bytes (or names the unit), none as a time.
+#[test]
+fn byte_layers_carry_their_unit_in_every_renderer() {
+    let d = tempfile::tempdir().unwrap();
+    let mut w = fsprof_core::OpStats::new("loop0:write");
+    // Bucket i holds (2^i, 2^(i+1)]: 64 KiB = 2^16 is in bucket 15.
+    w.histogram.add_to(Some(15), 16);
+    w.histogram.add_to(Some(16), 8);
+    w.pre = 24;
+    w.post = 24;
+    w.total_ns = 16 * 65536 + 8 * 131072;
+    let p = write(d.path(), "b.json", &profile_of("block-size", vec![w]));
+    let text = stdout(&["report", "--peaks", "--layer", "block-size"], &p);
+    let body = &text[text.find("layer block-size").unwrap()..];
+    assert!(body.contains("24 calls, 0 errors, 2 MiB in all"), "{body}");
+    assert!(
+        body.contains("32 KiB -> 64 KiB") && body.contains("64 KiB -> 128 KiB"),
+        "{body}"
+    );
+    assert!(body.contains("size") && !has_time(body), "{body}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&["report", "--format", "json", "--peaks"], &p)).unwrap();
+    assert_eq!(json["layers"][0]["unit"], "bytes", "{json}");
+    assert_eq!(json["layers"][0]["total_ns"], 2 << 20);
+    assert_eq!(json["peaks"][0]["unit"], "bytes", "{json}");
+
+    let csv = stdout(&["report", "--format", "csv"], &p);
+    let (head, row) = csv.split_once('\n').unwrap();
+    assert!(
+        head.ends_with(",unit") && row.trim_end().ends_with(",bytes"),
+        "{csv}"
+    );
+
+    let html = d.path().join("r.html");
+    let st = fsprof()
+        .args(["report", "--format", "html", "-o"])
+        .arg(&html)
+        .arg(&p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let html = fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains("2 MiB in all") && html.contains("calls per size bucket"),
+        "{}",
+        &html[..html.len().min(3000)]
+    );
+    assert!(html.contains("size (log2 buckets"), "the chart's axis");
+
+    let svg = stdout(
+        &["plot", "--op", "loop0:write", "-o", "-", "--format", "svg"],
+        &p,
+    );
+    assert!(
+        svg.contains("size (log2 buckets") && svg.contains("64 KiB"),
+        "{svg}"
+    );
+    assert!(!has_time(&svg), "{svg}");
+
+    let prom = stdout(&["export", "--format", "prometheus"], &p);
+    assert!(
+        prom.contains("fsprof_op_size_bytes_sum{")
+            && !prom.contains("fsprof_op_latency_nanoseconds_sum{"),
+        "{prom}"
+    );
+    let otlp = stdout(&["export", "--format", "otlp-json"], &p);
+    assert!(
+        otlp.contains("\"fsprof.op.size\"") && otlp.contains("\"By\""),
+        "{otlp}"
+    );
+}
+
+/// Whether `s` holds a time such as `131µs`, `2.5ms` or `40ns`.
+fn has_time(s: &str) -> bool {
+    s.split(|c: char| !(c.is_alphanumeric() || c == 'µ' || c == '.'))
+        .any(|w| {
+            ["ns", "µs", "ms"].iter().any(|u| {
+                w.strip_suffix(u).is_some_and(|n| {
+                    !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.')
+                })
+            })
+        })
 }

@@ -18,11 +18,7 @@ fn run_known(threads: u32, per_thread: u64, child_calls: u64) -> fsprof_core::Pr
             &child_calls.to_string(),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     load(&path)
 }
 
@@ -102,11 +98,7 @@ fn ended_processes_are_folded_in_and_their_files_released() {
     let script = "for i in $(seq 300); do cat /etc/hostname; done >/dev/null; sleep 1.5; \
                   ls \"${FSPROF_SHM#*:*:*:}\" | grep -c '^p'";
     let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let files_left: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     // sh, ls and grep are alive, and the sleep may have ended since the
     // last harvest; the 300 cats are long gone.

@@ -7,18 +7,13 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use fsprof_testkit::{compile, count, fsprof, fsprof_path, load, need_program, need_root, stderr};
+use fsprof_testkit::{
+    capture_in, compile, count, fsprof_path, load, need_program, need_root, stderr,
+};
 
 fn run(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
     let out = dir.join("p.json");
-    let o = fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(&out)
-        .arg("--")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let o = capture_in(dir, &["run", "-q"], &out, args);
     assert!(out.exists(), "no profile written: {}", stderr(&o));
     (o, load(&out))
 }

@@ -10,16 +10,11 @@ fn intervals_follow_phases_and_sum_to_totals() {
     let script = "for i in $(seq 200); do test -e /etc/hostname; done; sleep 0.5; \
                   for i in $(seq 30); do cat /etc/hostname >/dev/null; done";
     let out_path = dir.path().join("p.json");
-    let out = fsprof()
-        .args(["run", "-q", "--interval", "100ms", "-o"])
-        .arg(&out_path)
-        .args(["--", "bash", "-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        fsprof()
+            .args(["run", "-q", "--interval", "100ms", "-o"])
+            .arg(&out_path)
+            .args(["--", "bash", "-c", script]),
     );
     let p = load(&out_path);
     assert_eq!(p.meta.interval_ns, Some(100_000_000));

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fsprof_shim::abi;
-use fsprof_testkit::{fsprof, need_program, need_root};
+use fsprof_testkit::{fsprof, need_program, need_root, succeeds};
 
 /// Root, setpriv, unshare and Debian's python3 (which nobody can run).
 fn need_all() {
@@ -56,18 +56,13 @@ os.rename(d + '/status.tmp', d + '/status')
 /// (FSPROF_SHM after the identity fields), gone by now.
 fn start_daemon(dir: &Path) -> PathBuf {
     std::fs::write(dir.join("daemon.py"), DAEMON).unwrap();
-    let out = fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(dir.join("p.json"))
-        .args(["--", "/usr/bin/python3"])
-        .arg(dir.join("daemon.py"))
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        fsprof()
+            .args(["run", "-q", "-o"])
+            .arg(dir.join("p.json"))
+            .args(["--", "/usr/bin/python3"])
+            .arg(dir.join("daemon.py"))
+            .arg(dir),
     );
     let env = std::fs::read_to_string(dir.join("shm")).unwrap();
     // <dev>:<ino>:<uid>:<path> (fsprof before 0.2 put the bare path)

@@ -5,20 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use fsprof_testkit::{compile, fsprof, load};
+use fsprof_testkit::{capture_in, compile, fsprof, load};
 use fsprof_trace::event::{Call, Data, ProcessInfo, Record};
 use fsprof_trace::TraceReader;
 
 fn trace(dir: &Path, data: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
     let out = dir.join("t.trace");
-    let o = fsprof()
-        .args(["trace", "-f", "--data", data, "-o"])
-        .arg(&out)
-        .arg("--")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let o = capture_in(dir, &["trace", "-f", "--data", data], &out, args);
     (o, out)
 }
 

@@ -234,12 +234,7 @@ mod tests {
             for (name, lats, extra_pre) in ops {
                 let op = layer.op_mut(&name);
                 for l in lats {
-                    op.pre += 1;
-                    op.post += 1;
-                    op.total_ns += l;
-                    op.min_ns = Some(op.min_ns.map_or(l, |m| m.min(l)));
-                    op.max_ns = Some(op.max_ns.map_or(l, |m| m.max(l)));
-                    op.histogram.add_to(layout.index(l), 1);
+                    op.record(&layout, l, false);
                 }
                 op.pre += extra_pre;
             }

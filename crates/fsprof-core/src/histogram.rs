@@ -346,6 +346,18 @@ impl OpStats {
         self.pre == 0 && self.post == 0
     }
 
+    /// Counts one call that returned after `ns`: what every capture that
+    /// sees single latencies (discover, replay, the tests) does per call.
+    pub fn record(&mut self, layout: &crate::BucketLayout, ns: u64, failed: bool) {
+        self.pre = self.pre.saturating_add(1);
+        self.post = self.post.saturating_add(1);
+        self.errors = self.errors.saturating_add(u64::from(failed));
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.min_ns = Some(self.min_ns.map_or(ns, |m| m.min(ns)));
+        self.max_ns = Some(self.max_ns.map_or(ns, |m| m.max(ns)));
+        self.histogram.add_to(layout.index(ns), 1);
+    }
+
     /// Adds `other`'s calls; every count saturates at u64::MAX (see
     /// [`Histogram::add_to`]).
     pub fn merge(&mut self, other: &OpStats) {

@@ -61,3 +61,76 @@ pub fn system_wide(layer: &str) -> bool {
 pub fn holds_bytes(layer: &str) -> bool {
     layer == BLOCK_SIZE
 }
+
+/// What a layer's histogram values, totals and quantiles count: every
+/// renderer prints a layer's numbers in its unit (a `block-size` total is
+/// "1 MiB", never "1.05ms").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// Nanoseconds of latency.
+    #[default]
+    Ns,
+    /// Bytes.
+    Bytes,
+}
+
+impl Unit {
+    /// The unit of `layer`'s values.
+    pub fn of(layer: &str) -> Unit {
+        if holds_bytes(layer) {
+            Unit::Bytes
+        } else {
+            Unit::Ns
+        }
+    }
+
+    /// `4.20ms` or `64 KiB`.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Unit::Ns => crate::units::format_ns(v),
+            Unit::Bytes => crate::units::format_bytes(v),
+        }
+    }
+
+    /// The symbol in machine-readable outputs: `ns` or `bytes`.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Bytes => "bytes",
+        }
+    }
+
+    /// What the values are, as a column heading: `latency` or `size`.
+    pub fn quantity(self) -> &'static str {
+        match self {
+            Unit::Ns => "latency",
+            Unit::Bytes => "size",
+        }
+    }
+
+    /// What the total of the values is, after a count of calls: `in
+    /// calls` (time spent in them) or `in all` (bytes moved).
+    pub fn total_phrase(self) -> &'static str {
+        match self {
+            Unit::Ns => "in calls",
+            Unit::Bytes => "in all",
+        }
+    }
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn byte_layers_print_bytes_and_time_layers_time() {
+        assert_eq!(Unit::of(BLOCK_SIZE).format(65536.0), "64 KiB");
+        assert_eq!(Unit::of(BLOCK).format(65536.0), "65.5µs");
+        assert_eq!(Unit::of(USER).symbol(), "ns");
+        assert_eq!(
+            serde_json::to_string(&Unit::of(BLOCK_SIZE)).unwrap(),
+            "\"bytes\""
+        );
+    }
+}

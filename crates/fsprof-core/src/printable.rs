@@ -46,6 +46,17 @@ pub fn field(s: &str) -> Cow<'_, str> {
     escape(s, false)
 }
 
+/// A CSV field, quoted as RFC 4180 says when it holds a comma, a quote or
+/// a line break: the one CSV quoting of every CSV fsprof writes (reports,
+/// `trace show`).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// A whole rendered text: line breaks kept, every other control character
 /// as an escape.
 pub fn text(s: &str) -> Cow<'_, str> {

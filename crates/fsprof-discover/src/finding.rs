@@ -208,4 +208,16 @@ impl Finding {
         self.confidence = Some(confidence);
         self
     }
+
+    /// How a method ends: `value` found with `confidence`, else
+    /// inconclusive for the reason the confidence states; the run time
+    /// counted from `start` (CLOCK_MONOTONIC ns).
+    pub fn concluded(self, value: Option<u64>, confidence: Confidence, start: u64) -> Finding {
+        let mut f = match value {
+            Some(v) => self.found(v, confidence),
+            None => self.inconclusive(confidence.statement),
+        };
+        f.run_time_ns = fsprof_sys::clock::mono_ns() - start;
+        f
+    }
 }

@@ -41,22 +41,8 @@ pub use cold::{ColdChoice, ColdMethod};
 pub use error::DiscoverError;
 pub use finding::{Finding, Parameter, Status};
 
-/// What the caller sees while a discovery runs.
-pub trait Progress {
-    /// A new phase of `steps` steps begins.
-    fn phase(&mut self, what: &str, steps: u64) {
-        let _ = (what, steps);
-    }
-    /// `n` steps of the phase are done.
-    fn advance(&mut self, n: u64) {
-        let _ = n;
-    }
-}
-
-/// Reports nothing.
-pub struct Silent;
-
-impl Progress for Silent {}
+/// What the caller sees while a discovery runs: its phases, in steps.
+pub use fsprof_capture::{Silent, Steps as Progress};
 
 /// The caller's hooks: progress, and whether to stop (Ctrl-C).
 pub struct Ctx<'a> {
@@ -135,6 +121,10 @@ pub struct Report {
     /// How caches were emptied between iterations, and why that way.
     pub cold_cache: ColdMethod,
     pub cold_cache_why: String,
+    /// Coolings that could not use `cold_cache` and how they emptied the
+    /// caches instead (a remount that left the file system alive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cache_fallback: Option<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -203,6 +193,7 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
         },
         cold_cache: cooler.method,
         cold_cache_why: cooler.why.clone(),
+        cold_cache_fallback: cooler.fallbacks(),
         findings,
     })
 }

@@ -25,12 +25,7 @@ pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> P
         for (name, series) in &f.samples {
             let op = layer.op_mut(name);
             for ns in series.all_samples() {
-                op.pre += 1;
-                op.post += 1;
-                op.total_ns += ns;
-                op.min_ns = Some(op.min_ns.map_or(ns, |m| m.min(ns)));
-                op.max_ns = Some(op.max_ns.map_or(ns, |m| m.max(ns)));
-                op.histogram.add_to(layout.index(ns), 1);
+                op.record(&layout, ns, false);
             }
         }
     }

@@ -2,6 +2,7 @@
 //! (camelCase names, 64-bit integers as strings, enums by name), as an
 //! OpenTelemetry collector's OTLP/HTTP receiver or file exporter reads it.
 
+use fsprof_core::layer::Unit;
 use fsprof_core::{OpStats, Profile};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::Serialize;
@@ -152,14 +153,25 @@ impl Serialize for ErrorPoint<'_> {
 /// while serializing.
 struct Points<'a, P> {
     c: &'a Common<'a>,
+    /// Only the layers whose values are in this unit; all without.
+    unit: Option<Unit>,
     make: fn(&'a Common<'a>, &'a str, &'a OpStats) -> P,
+}
+
+impl<'a, P> Points<'a, P> {
+    fn layers(&self) -> impl Iterator<Item = &'a fsprof_core::Layer> + use<'a, P> {
+        let (unit, c) = (self.unit, self.c);
+        c.p
+            .layers
+            .iter()
+            .filter(move |l| unit.is_none_or(|u| Unit::of(&l.name) == u))
+    }
 }
 
 impl<P: Serialize> Serialize for Points<'_, P> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let p = self.c.p;
-        let mut q = s.serialize_seq(Some(p.layers.iter().map(|l| l.ops.len()).sum()))?;
-        for l in &p.layers {
+        let mut q = s.serialize_seq(Some(self.layers().map(|l| l.ops.len()).sum()))?;
+        for l in self.layers() {
             for op in &l.ops {
                 q.serialize_element(&(self.make)(self.c, &l.name, op))?;
             }
@@ -191,7 +203,26 @@ struct Resource<'a> {
 #[derive(Serialize)]
 struct ScopeMetrics<'a> {
     scope: Scope<'a>,
-    metrics: (LatencyMetric<'a>, ErrorMetric<'a>),
+    metrics: Metrics<'a>,
+}
+
+/// Latency and errors, and sizes when a layer holds bytes (block-size).
+struct Metrics<'a> {
+    latency: LatencyMetric<'a>,
+    errors: ErrorMetric<'a>,
+    sizes: Option<LatencyMetric<'a>>,
+}
+
+impl Serialize for Metrics<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut q = s.serialize_seq(None)?;
+        q.serialize_element(&self.latency)?;
+        q.serialize_element(&self.errors)?;
+        if let Some(sizes) = &self.sizes {
+            q.serialize_element(sizes)?;
+        }
+        q.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -251,8 +282,8 @@ pub fn render(p: &Profile) -> String {
                     name: "fsprof",
                     version: &p.meta.fsprof_version,
                 },
-                metrics: (
-                    LatencyMetric {
+                metrics: Metrics {
+                    latency: LatencyMetric {
                         name: "fsprof.op.latency",
                         description: "Latency of file-system operations, per layer and op (fsprof log2 buckets)",
                         unit: "ns",
@@ -261,11 +292,12 @@ pub fn render(p: &Profile) -> String {
                             is_monotonic: None,
                             data_points: Points {
                                 c: &c,
+                                unit: Some(Unit::Ns),
                                 make: |c, layer, op| LatencyPoint { c, layer, op },
                             },
                         },
                     },
-                    ErrorMetric {
+                    errors: ErrorMetric {
                         name: "fsprof.op.errors",
                         description: "File-system operations that returned an error",
                         unit: "{call}",
@@ -274,11 +306,32 @@ pub fn render(p: &Profile) -> String {
                             is_monotonic: Some(true),
                             data_points: Points {
                                 c: &c,
+                                unit: None,
                                 make: |c, layer, op| ErrorPoint { c, layer, op },
                             },
                         },
                     },
-                ),
+                    // A byte-valued layer (block-size): a metric of its own,
+                    // in bytes.
+                    sizes: p
+                        .layers
+                        .iter()
+                        .any(|l| Unit::of(&l.name) == Unit::Bytes && !l.ops.is_empty())
+                        .then_some(LatencyMetric {
+                            name: "fsprof.op.size",
+                            description: "Sizes of block requests, per device and kind (fsprof log2 buckets)",
+                            unit: "By",
+                            exponential_histogram: Aggregation {
+                                aggregation_temporality: CUMULATIVE,
+                                is_monotonic: None,
+                                data_points: Points {
+                                    c: &c,
+                                    unit: Some(Unit::Bytes),
+                                    make: |c, layer, op| LatencyPoint { c, layer, op },
+                                },
+                            },
+                        }),
+                },
             }],
         }],
     };

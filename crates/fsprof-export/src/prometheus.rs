@@ -2,10 +2,13 @@
 //! histogram whose `le` bounds are fsprof's bucket upper bounds. The unit is
 //! nanoseconds, not Prometheus' customary seconds, because only in
 //! nanoseconds do the bounds stay powers of two (2^(i/r)): the same series
-//! then line up exactly with native histograms of schema log2 r.
+//! then line up exactly with native histograms of schema log2 r. A
+//! byte-valued layer (`block-size`) is its own metric,
+//! `fsprof_op_size_bytes`, in bytes.
 
 use std::fmt::Write;
 
+use fsprof_core::layer::Unit;
 use fsprof_core::{OpStats, Profile, Resolution};
 
 use crate::{command_label, host_label, series, Labels};
@@ -41,13 +44,17 @@ fn float(v: f64) -> String {
 }
 
 fn histogram(out: &mut String, l: &Labels, op: &OpStats, res: Resolution) {
+    let metric = match Unit::of(l.layer) {
+        Unit::Ns => "fsprof_op_latency_nanoseconds",
+        Unit::Bytes => "fsprof_op_size_bytes",
+    };
     let h = &op.histogram;
     let mut cum = h.zero;
     // A `le="0"` bucket only when 0ns calls exist, so its meaning is plain.
     if h.zero > 0 {
         let _ = writeln!(
             out,
-            "fsprof_op_latency_nanoseconds_bucket{{{}}} {cum}",
+            "{metric}_bucket{{{}}} {cum}",
             labels(l, Some(("le", "0")))
         );
     }
@@ -56,26 +63,17 @@ fn histogram(out: &mut String, l: &Labels, op: &OpStats, res: Resolution) {
         let le = float(res.upper_bound(h.offset + k as i32));
         let _ = writeln!(
             out,
-            "fsprof_op_latency_nanoseconds_bucket{{{}}} {cum}",
+            "{metric}_bucket{{{}}} {cum}",
             labels(l, Some(("le", &le)))
         );
     }
     let _ = writeln!(
         out,
-        "fsprof_op_latency_nanoseconds_bucket{{{}}} {cum}",
+        "{metric}_bucket{{{}}} {cum}",
         labels(l, Some(("le", "+Inf")))
     );
-    let _ = writeln!(
-        out,
-        "fsprof_op_latency_nanoseconds_sum{{{}}} {}",
-        labels(l, None),
-        op.total_ns
-    );
-    let _ = writeln!(
-        out,
-        "fsprof_op_latency_nanoseconds_count{{{}}} {cum}",
-        labels(l, None)
-    );
+    let _ = writeln!(out, "{metric}_sum{{{}}} {}", labels(l, None), op.total_ns);
+    let _ = writeln!(out, "{metric}_count{{{}}} {cum}", labels(l, None));
 }
 
 /// All (layer, op) histograms and error counters of a profile.
@@ -86,8 +84,18 @@ pub fn render(p: &Profile) -> String {
     let mut out = String::new();
     out.push_str("# HELP fsprof_op_latency_nanoseconds Latency of file-system operations (fsprof log2 buckets, upper bounds 2^(i/r) ns).\n");
     out.push_str("# TYPE fsprof_op_latency_nanoseconds histogram\n");
-    for (l, op) in series(p, &host, &command) {
+    for (l, op) in series(p, &host, &command).filter(|(l, _)| Unit::of(l.layer) == Unit::Ns) {
         histogram(&mut out, &l, op, res);
+    }
+    let mut sizes = series(p, &host, &command)
+        .filter(|(l, _)| Unit::of(l.layer) == Unit::Bytes)
+        .peekable();
+    if sizes.peek().is_some() {
+        out.push_str("# HELP fsprof_op_size_bytes Sizes of block requests (byte-valued layers; fsprof log2 buckets, upper bounds 2^(i/r) bytes).\n");
+        out.push_str("# TYPE fsprof_op_size_bytes histogram\n");
+        for (l, op) in sizes {
+            histogram(&mut out, &l, op, res);
+        }
     }
     out.push_str("# HELP fsprof_op_errors_total File-system operations that returned an error.\n");
     out.push_str("# TYPE fsprof_op_errors_total counter\n");

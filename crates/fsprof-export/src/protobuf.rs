@@ -125,12 +125,16 @@ pub fn render(p: &Profile) -> Vec<u8> {
     let (command, host) = (command_label(p), host_label(p));
     let res = p.resolution();
     let mut hists = Vec::new();
+    let mut sizes = Vec::new();
     let mut errors = Vec::new();
     for (l, op) in series(p, &host, &command) {
         let mut m = Msg::default();
         label_pairs(&mut m, &l);
         m.msg(7, histogram(op, res));
-        hists.push(m);
+        match fsprof_core::layer::Unit::of(l.layer) {
+            fsprof_core::layer::Unit::Ns => hists.push(m),
+            fsprof_core::layer::Unit::Bytes => sizes.push(m),
+        }
         let mut m = Msg::default();
         label_pairs(&mut m, &l);
         let mut c = Msg::default();
@@ -146,6 +150,15 @@ pub fn render(p: &Profile) -> Vec<u8> {
         HISTOGRAM,
         hists,
     );
+    if !sizes.is_empty() {
+        family(
+            &mut out,
+            "fsprof_op_size_bytes",
+            "Sizes of block requests (byte-valued layers; fsprof log2 buckets, upper bounds 2^(i/r) bytes).",
+            HISTOGRAM,
+            sizes,
+        );
+    }
     family(
         &mut out,
         "fsprof_op_errors_total",

@@ -51,10 +51,11 @@ impl Live {
     /// The counts so far, with the metadata of a finished capture.
     pub fn profile(&self) -> Profile {
         let layer = self.rec.layer();
-        let mut meta = self.meta();
-        meta.start_unix_ns = self.start_unix;
-        meta.start_time = fsprof_core::units::rfc3339_utc(self.start_unix);
-        meta.duration_ns = mono_ns().saturating_sub(self.start_mono);
+        let mut meta = fsprof_capture::meta::timed(
+            self.meta(),
+            self.start_unix,
+            mono_ns().saturating_sub(self.start_mono),
+        );
         meta.clock = self.rec.ticks().clock();
         let mut o = self.overhead.clone();
         o.estimated_total_ns = (o.per_call_ns * layer.total_calls() as f64) as u64;

@@ -1,134 +1,121 @@
-//! The FUSE requests the daemon times. Their names come from the one op
-//! vocabulary ([`fsprof_core::ops::fuse`]), the same the kernel's `fuse`
-//! layer uses, so that `fusefs/read` (the daemon's time) and `fuse/read`
-//! (the kernel's time for the same request, queueing included) line up in
-//! one report.
+//! The FUSE requests the daemon times, named in the one op vocabulary
+//! ([`fsprof_core::ops::fuse::OPCODES`]) — the table the kernel's `fuse`
+//! layer uses too — so that `fusefs/read` (the daemon's time) and
+//! `fuse/read` (the kernel's time for the same request, queueing included)
+//! line up in one report. This crate keeps no opcode table of its own: an
+//! [`Op`] is a row of the core table, and [`op!`] looks a name up there at
+//! compile time (a name the table lacks does not compile).
 //!
-//! Dense indices, not opcode numbers, address the per-thread counters: the
-//! opcodes have gaps and run up to 4096 (`cuse_init`).
+//! Rows, not opcode numbers, address the per-thread counters: the opcodes
+//! have gaps and run up to 4096 (`cuse_init`).
 
 use fsprof_core::ops::fuse::OPCODES;
 
-macro_rules! opcodes {
-    ($($variant:ident = $code:literal;)*) => {
-        /// A FUSE request kind.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(u8)]
-        pub enum Op {
-            $($variant,)*
+/// A FUSE request kind: its row in [`OPCODES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Op(u8);
+
+const _: () = assert!(OPCODES.len() <= u8::MAX as usize);
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < a.len() {
+        if a[k] != b[k] {
+            return false;
         }
-
-        impl Op {
-            /// Every op, in index order.
-            pub const ALL: &'static [Op] = &[$(Op::$variant,)*];
-
-            /// The kernel's opcode number.
-            pub fn code(self) -> u32 {
-                match self {
-                    $(Op::$variant => $code,)*
-                }
-            }
-
-            /// The name in profiles (`lookup`, `read`, `readdirplus`, ...).
-            pub fn name(self) -> &'static str {
-                let code = self.code();
-                OPCODES
-                    .iter()
-                    .find(|(c, _)| *c == code)
-                    .map(|(_, n)| *n)
-                    .expect("every op the daemon times is in the FUSE opcode table")
-            }
-        }
-    };
-}
-
-opcodes! {
-    Lookup = 1;
-    Forget = 2;
-    Getattr = 3;
-    Setattr = 4;
-    Readlink = 5;
-    Symlink = 6;
-    Mknod = 8;
-    Mkdir = 9;
-    Unlink = 10;
-    Rmdir = 11;
-    Rename = 12;
-    Link = 13;
-    Open = 14;
-    Read = 15;
-    Write = 16;
-    Statfs = 17;
-    Release = 18;
-    Fsync = 20;
-    Setxattr = 21;
-    Getxattr = 22;
-    Listxattr = 23;
-    Removexattr = 24;
-    Flush = 25;
-    Opendir = 27;
-    Readdir = 28;
-    Releasedir = 29;
-    Fsyncdir = 30;
-    Access = 34;
-    Create = 35;
-    Fallocate = 43;
-    Readdirplus = 44;
-    Rename2 = 45;
-    Lseek = 46;
-    CopyFileRange = 47;
+        k += 1;
+    }
+    true
 }
 
 impl Op {
-    /// Dense index, `0..Op::ALL.len()`.
-    pub fn index(self) -> usize {
-        self as usize
+    /// How many kinds there are (rows of [`OPCODES`]).
+    pub const COUNT: usize = OPCODES.len();
+
+    /// The op named `name` in [`OPCODES`]; panics (at compile time, through
+    /// [`op!`]) for a name the table lacks.
+    pub const fn named(name: &str) -> Op {
+        let mut k = 0;
+        while k < OPCODES.len() {
+            if same(OPCODES[k].1, name) {
+                return Op(k as u8);
+            }
+            k += 1;
+        }
+        panic!("not a FUSE op name of fsprof_core::ops::fuse::OPCODES")
     }
 
-    /// Requests that move file data: with kernel passthrough (`--fast`)
-    /// the kernel serves them from the backing file and the daemon never
-    /// sees them.
-    pub fn is_data(self) -> bool {
-        matches!(self, Op::Read | Op::Write)
+    /// Every kind, in row order.
+    pub fn all() -> impl Iterator<Item = Op> {
+        (0..Self::COUNT).map(|k| Op(k as u8))
+    }
+
+    /// Row, `0..Op::COUNT`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The kernel's opcode number.
+    pub fn code(self) -> u32 {
+        OPCODES[self.index()].0
+    }
+
+    /// The name in profiles (`lookup`, `read`, `readdirplus`, ...).
+    pub fn name(self) -> &'static str {
+        OPCODES[self.index()].1
     }
 }
+
+/// The [`Op`] of a FUSE op name, looked up in the core table at compile
+/// time: `op!("getattr")`.
+macro_rules! op {
+    ($name:literal) => {{
+        const OP: $crate::opcodes::Op = $crate::opcodes::Op::named($name);
+        OP
+    }};
+}
+pub(crate) use op;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn indices_are_dense_and_codes_unique() {
-        for (k, op) in Op::ALL.iter().enumerate() {
+    fn rows_are_dense_and_codes_unique() {
+        for (k, op) in Op::all().enumerate() {
             assert_eq!(op.index(), k);
         }
-        let mut codes: Vec<u32> = Op::ALL.iter().map(|o| o.code()).collect();
+        assert_eq!(Op::all().count(), OPCODES.len());
+        let mut codes: Vec<u32> = Op::all().map(|o| o.code()).collect();
         codes.sort();
         codes.dedup();
-        assert_eq!(codes.len(), Op::ALL.len());
+        assert_eq!(codes.len(), OPCODES.len());
     }
 
     #[test]
-    fn every_op_has_its_name_in_the_shared_table() {
-        for op in Op::ALL {
-            assert!(!op.name().is_empty());
+    fn names_and_codes_match_the_kernel_header() {
+        // Spot checks against include/uapi/linux/fuse.h, not against the
+        // table the lookups read.
+        for (op, code, name) in [
+            (op!("lookup"), 1, "lookup"),
+            (op!("read"), 15, "read"),
+            (op!("create"), 35, "create"),
+            (op!("readdirplus"), 44, "readdirplus"),
+            (op!("rename2"), 45, "rename2"),
+            (op!("copy_file_range"), 47, "copy_file_range"),
+        ] {
+            assert_eq!((op.code(), op.name()), (code, name));
         }
     }
 
     #[test]
-    fn names_match_the_kernel_header() {
-        // Spot checks against include/uapi/linux/fuse.h.
-        assert_eq!((Op::Lookup.code(), Op::Lookup.name()), (1, "lookup"));
-        assert_eq!((Op::Read.code(), Op::Read.name()), (15, "read"));
-        assert_eq!((Op::Create.code(), Op::Create.name()), (35, "create"));
-        assert_eq!(
-            (Op::Readdirplus.code(), Op::Readdirplus.name()),
-            (44, "readdirplus")
-        );
-        assert_eq!((Op::Rename2.code(), Op::Rename2.name()), (45, "rename2"));
-        assert_eq!(
-            (Op::CopyFileRange.code(), Op::CopyFileRange.name()),
-            (47, "copy_file_range")
-        );
+    #[should_panic(expected = "not a FUSE op name")]
+    fn a_name_the_table_lacks_is_refused() {
+        let name = String::from("gettattr");
+        let _ = Op::named(&name);
     }
 }

@@ -26,7 +26,7 @@ use fsprof_core::profile::{Clock, ClockSource, Layer, Overhead};
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, TscRate};
 
-use crate::opcodes::Op;
+use crate::opcodes::{op, Op};
 
 /// The layer name of the daemon's view. The kernel's own FUSE tracepoint
 /// layer keeps `fuse`; this one is the file system's side of the requests.
@@ -105,7 +105,7 @@ impl Ticks {
 /// One worker thread's counters.
 pub struct ThreadStats {
     seq: AtomicU64,
-    /// `Op::ALL.len()` rows of `FIELDS + slots` cells.
+    /// `Op::COUNT` rows of `FIELDS + slots` cells.
     cells: Box<[AtomicU64]>,
     row: usize,
 }
@@ -113,7 +113,7 @@ pub struct ThreadStats {
 impl ThreadStats {
     fn new(slots: usize) -> ThreadStats {
         let row = FIELDS + slots;
-        let cells: Box<[AtomicU64]> = (0..row * Op::ALL.len())
+        let cells: Box<[AtomicU64]> = (0..row * Op::COUNT)
             .map(|k| AtomicU64::new(if k % row == MIN { u64::MAX } else { 0 }))
             .collect();
         ThreadStats {
@@ -182,7 +182,7 @@ impl ThreadStats {
             }
         }
         // Entered calls last: never fewer than the returned ones read above.
-        for op in Op::ALL {
+        for op in Op::all() {
             let k = op.index() * self.row + PRE;
             out[k] = self.cells[k].load(Acquire);
         }
@@ -382,7 +382,7 @@ impl Recorder {
         let mut layer = Layer::new(LAYER);
         for ts in threads {
             let cells = ts.read();
-            for op in Op::ALL {
+            for op in Op::all() {
                 let row = &cells[op.index() * ts.row..(op.index() + 1) * ts.row];
                 if row[PRE] == 0 {
                     continue;
@@ -418,13 +418,13 @@ impl Recorder {
         let private = Recorder::new(self.resolution(), self.ticks);
         // Warm the thread-local and the cells.
         for _ in 0..100 {
-            let _ = private.timed(Op::Getattr, || Ok::<(), ()>(()));
+            let _ = private.timed(op!("getattr"), || Ok::<(), ()>(()));
         }
         let mut best = f64::MAX;
         for _ in 0..5 {
             let t0 = mono_ns();
             for _ in 0..N {
-                let _ = private.timed(Op::Getattr, || Ok::<(), ()>(()));
+                let _ = private.timed(op!("getattr"), || Ok::<(), ()>(()));
             }
             best = best.min((mono_ns() - t0) as f64 / N as f64);
         }
@@ -470,9 +470,9 @@ mod tests {
     fn calls_errors_and_buckets_are_counted_per_op() {
         let r = rec();
         for k in 0..10 {
-            let _ = r.timed(Op::Read, || if k < 3 { Err(()) } else { Ok(()) });
+            let _ = r.timed(op!("read"), || if k < 3 { Err(()) } else { Ok(()) });
         }
-        r.timed_quiet(Op::Forget, || {});
+        r.timed_quiet(op!("forget"), || {});
         let l = r.layer();
         let read = l.op("read").unwrap();
         assert_eq!((read.pre, read.post, read.errors), (10, 10, 3));
@@ -484,7 +484,7 @@ mod tests {
     #[test]
     fn a_known_latency_lands_in_its_bucket() {
         let r = rec();
-        let _ = r.timed(Op::Getattr, || {
+        let _ = r.timed(op!("getattr"), || {
             std::thread::sleep(std::time::Duration::from_millis(3));
             Ok::<(), ()>(())
         });
@@ -505,7 +505,8 @@ mod tests {
                 let r = r.clone();
                 std::thread::spawn(move || {
                     for k in 0..50_000u32 {
-                        let _ = r.timed(Op::Lookup, || if k % 7 == 0 { Err(()) } else { Ok(()) });
+                        let _ =
+                            r.timed(op!("lookup"), || if k % 7 == 0 { Err(()) } else { Ok(()) });
                     }
                 })
             })
@@ -539,24 +540,24 @@ mod tests {
     fn reset_zeroes_the_live_view() {
         let r = rec();
         for _ in 0..5 {
-            let _ = r.timed(Op::Write, || Ok::<(), ()>(()));
+            let _ = r.timed(op!("write"), || Ok::<(), ()>(()));
         }
         r.reset();
         assert!(r.layer().ops.is_empty());
-        let _ = r.timed(Op::Write, || Ok::<(), ()>(()));
+        let _ = r.timed(op!("write"), || Ok::<(), ()>(()));
         assert_eq!(r.layer().op("write").unwrap().post, 1);
     }
 
     #[test]
     fn an_excluded_call_leaves_the_counts_exactly() {
         let r = rec();
-        let (_, ns) = r.timed_ns(Op::Getattr, || Ok::<(), ()>(()));
-        let _ = r.timed(Op::Getattr, || Ok::<(), ()>(()));
-        r.exclude(Op::Getattr, ns);
+        let (_, ns) = r.timed_ns(op!("getattr"), || Ok::<(), ()>(()));
+        let _ = r.timed(op!("getattr"), || Ok::<(), ()>(()));
+        r.exclude(op!("getattr"), ns);
         let op = r.layer().op("getattr").unwrap().clone();
         assert_eq!((op.pre, op.post), (1, 1));
         assert_eq!(op.histogram.total(), 1);
-        r.exclude(Op::Getattr, op.total_ns);
+        r.exclude(op!("getattr"), op.total_ns);
         assert!(r.layer().ops.is_empty());
     }
 

@@ -16,6 +16,17 @@ pub struct Finding {
     pub result: Result<String, String>,
 }
 
+/// `what  yes  detail` or `what  no   why`: one line of the report as
+/// `fsprof kernel --probe-report` prints it.
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.result {
+            Ok(d) => write!(f, "{:<28} yes  {d}", self.what),
+            Err(why) => write!(f, "{:<28} no   {why}", self.what),
+        }
+    }
+}
+
 fn trivial() -> Vec<crate::insn::Insn> {
     let mut a = Asm::new();
     a.mov_imm(R0, 0);

@@ -1,6 +1,7 @@
 //! Axes: the log2 latency axis labelled in human time units, and linear or
 //! logarithmic value axes with "nice" ticks.
 
+use fsprof_core::layer::Unit as LayerUnit;
 use fsprof_core::units::format_ns;
 use fsprof_core::Resolution;
 
@@ -9,6 +10,7 @@ use fsprof_core::Resolution;
 pub enum Unit {
     Count,
     Nanos,
+    Bytes,
 }
 
 pub fn format_value(v: f64, unit: Unit) -> String {
@@ -18,6 +20,13 @@ pub fn format_value(v: f64, unit: Unit) -> String {
                 "0".into()
             } else {
                 format_ns(v)
+            }
+        }
+        Unit::Bytes => {
+            if v == 0.0 {
+                "0".into()
+            } else {
+                fsprof_core::units::format_bytes(v)
             }
         }
         Unit::Count => {
@@ -108,6 +117,8 @@ impl ValueAxis {
 #[derive(Clone, Debug)]
 pub struct BucketAxis {
     pub res: Resolution,
+    /// What the buckets hold: latencies, or bytes in a byte-valued layer.
+    pub unit: LayerUnit,
     pub zero_slot: bool,
     pub lo: i32,
     pub hi: i32,
@@ -130,6 +141,7 @@ impl BucketAxis {
         }
         BucketAxis {
             res,
+            unit: LayerUnit::Ns,
             zero_slot,
             lo,
             hi,
@@ -155,7 +167,7 @@ impl BucketAxis {
         let mut out: Vec<(usize, String)> = powers
             .iter()
             .step_by(step)
-            .map(|&i| (self.slot(i), format_ns(self.res.lower_bound(i))))
+            .map(|&i| (self.slot(i), self.unit.format(self.res.lower_bound(i))))
             .collect();
         if self.zero_slot {
             out.insert(0, (0, "0".into()));
@@ -167,8 +179,8 @@ impl BucketAxis {
     pub fn describe(&self, i: i32) -> String {
         format!(
             "{} – {}",
-            format_ns(self.res.lower_bound(i)),
-            format_ns(self.res.upper_bound(i))
+            self.unit.format(self.res.lower_bound(i)),
+            self.unit.format(self.res.upper_bound(i))
         )
     }
 }

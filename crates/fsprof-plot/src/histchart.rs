@@ -2,7 +2,7 @@
 //! bucket, or total delay per bucket; several profiles overlaid side by
 //! side (FSprof Fig 14); peaks marked.
 
-use fsprof_core::units::format_ns;
+use fsprof_core::layer::Unit as LayerUnit;
 use fsprof_core::{Histogram, Resolution};
 
 use crate::axis::{bucket_mean_ns, format_value, BucketAxis, Unit, ValueAxis};
@@ -39,6 +39,8 @@ pub struct Series<'a> {
 pub struct HistogramChart<'a> {
     pub title: String,
     pub res: Resolution,
+    /// What the op's buckets hold (the layer's unit): latencies, or bytes.
+    pub unit: LayerUnit,
     pub kind: Kind,
     pub series: Vec<Series<'a>>,
     pub log_y: bool,
@@ -112,7 +114,8 @@ impl Frame {
             .max()
             .unwrap_or(0);
         let zero_slot = c.kind == Kind::Count && c.series.iter().any(|s| s.hist.zero > 0);
-        let ax = BucketAxis::new(c.res, zero_slot, lo, hi);
+        let mut ax = BucketAxis::new(c.res, zero_slot, lo, hi);
+        ax.unit = c.unit;
         let buckets: Vec<Option<i32>> = (0..ax.slots())
             .map(|s| {
                 if zero_slot && s == 0 {
@@ -122,9 +125,10 @@ impl Frame {
                 }
             })
             .collect();
-        let unit = match c.kind {
-            Kind::Count => Unit::Count,
-            Kind::Delay => Unit::Nanos,
+        let unit = match (c.kind, c.unit) {
+            (Kind::Count, _) => Unit::Count,
+            (Kind::Delay, LayerUnit::Ns) => Unit::Nanos,
+            (Kind::Delay, LayerUnit::Bytes) => Unit::Bytes,
         };
         let values: Vec<Vec<f64>> = c
             .series
@@ -210,12 +214,13 @@ impl Frame {
                     continue;
                 }
                 let range = match b {
+                    None if c.unit == LayerUnit::Bytes => "0 B".to_string(),
                     None => "0ns (below the clock's resolution)".to_string(),
                     Some(i) => self.ax.describe(i),
                 };
                 let what = match c.kind {
                     Kind::Count => format!("{} calls", format_value(v, Unit::Count)),
-                    Kind::Delay => format!("{} in calls", format_ns(v)),
+                    Kind::Delay => format!("{} {}", c.unit.format(v), c.unit.total_phrase()),
                 };
                 let tip = if c.series.len() > 1 {
                     format!("{}: {range}: {what}", s.label)
@@ -282,7 +287,11 @@ impl Frame {
             };
             svg.text(x, base + 16.0, anchor, 10.0, "#444444", &label);
         }
-        let xtitle = format!("latency (log2 buckets, {} per 2x)", c.res.get());
+        let xtitle = format!(
+            "{} (log2 buckets, {} per 2x)",
+            c.unit.quantity(),
+            c.res.get()
+        );
         svg.text(
             FRAME.left + pw / 2.0,
             FRAME.height - 8.0,
@@ -294,6 +303,8 @@ impl Frame {
         let ytitle = match (c.kind, c.log_y) {
             (Kind::Count, false) => "calls",
             (Kind::Count, true) => "calls (log)",
+            (Kind::Delay, false) if c.unit == LayerUnit::Bytes => "total bytes",
+            (Kind::Delay, true) if c.unit == LayerUnit::Bytes => "total bytes (log)",
             (Kind::Delay, false) => "total latency",
             (Kind::Delay, true) => "total latency (log)",
         };

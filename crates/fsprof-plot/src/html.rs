@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use fsprof_core::layer::Unit;
 use fsprof_core::profile::ExitStatus;
 use fsprof_core::units::format_ns;
 use fsprof_core::{OpStats, Profile, Resolution};
@@ -221,13 +222,15 @@ fn anchor(layer: &str, op: &str) -> String {
 
 fn summary_tables(out: &mut String, s: &Summary) {
     for l in &s.layers {
+        let u = Unit::of(l.name);
         let _ = writeln!(
             out,
-            "<h3 style=\"margin-top:14px\">layer {}: {} calls, {} errors, {} in calls</h3>",
+            "<h3 style=\"margin-top:14px\">layer {}: {} calls, {} errors, {} {}</h3>",
             esc(l.name),
             group(l.calls),
             group(l.errors),
-            format_ns(l.total_ns as f64)
+            u.format(l.total_ns as f64),
+            u.total_phrase()
         );
         out.push_str(
             "<table class=\"summary\">\n<tr><th class=\"l\">op</th><th>calls</th><th>errors</th><th>total</th>\
@@ -243,16 +246,24 @@ fn summary_tables(out: &mut String, s: &Summary) {
                 esc(&r.op.name),
                 group(r.op.post),
                 group(r.op.errors),
-                format_ns(r.op.total_ns as f64),
+                u.format(r.op.total_ns as f64),
                 r.share * 120.0,
                 r.share * 100.0,
-                format_ns(r.op.mean_ns()),
-                format_ns(r.p50_ns),
-                format_ns(r.p99_ns),
-                r.op.max_ns.map(|m| format_ns(m as f64)).unwrap_or_default(),
+                u.format(r.op.mean_ns()),
+                u.format(r.p50_ns),
+                u.format(r.p99_ns),
+                r.op.max_ns.map(|m| u.format(m as f64)).unwrap_or_default(),
             );
         }
         out.push_str("</table>\n");
+    }
+}
+
+/// What a Delay chart sums: time, or bytes in a byte-valued layer.
+fn total_of(u: Unit) -> &'static str {
+    match u {
+        Unit::Ns => "total latency",
+        Unit::Bytes => "total bytes",
     }
 }
 
@@ -287,7 +298,7 @@ fn plain_figure(out: &mut String, kind: &str, svg: &str, caption: &str) {
     );
 }
 
-fn peak_list(out: &mut String, peaks: &[PeakMark], res: Resolution) {
+fn peak_list(out: &mut String, peaks: &[PeakMark], res: Resolution, u: Unit) {
     if peaks.is_empty() {
         return;
     }
@@ -303,10 +314,10 @@ fn peak_list(out: &mut String, peaks: &[PeakMark], res: Resolution) {
             format!(
                 "{}: {} – {} (highest bucket {} – {})",
                 name,
-                format_ns(res.lower_bound(p.lo)),
-                format_ns(res.upper_bound(p.hi)),
-                format_ns(res.lower_bound(p.mode)),
-                format_ns(res.upper_bound(p.mode))
+                u.format(res.lower_bound(p.lo)),
+                u.format(res.upper_bound(p.hi)),
+                u.format(res.lower_bound(p.mode)),
+                u.format(res.upper_bound(p.mode))
             )
         })
         .collect();
@@ -416,14 +427,16 @@ fn op_section(
         esc(layer),
         esc(&op.name),
         group(op.post),
-        format_ns(op.total_ns as f64),
-        format_ns(op.mean_ns())
+        Unit::of(layer).format(op.total_ns as f64),
+        Unit::of(layer).format(op.mean_ns())
     );
     let peaks = opts.peaks.map(|f| f(layer, op, res)).unwrap_or_default();
     out.push_str("<div class=\"charts\">\n");
+    let u = Unit::of(layer);
     let mut chart = HistogramChart {
-        title: format!("{layer}/{}: calls per latency bucket", op.name),
+        title: format!("{layer}/{}: calls per {} bucket", op.name, u.quantity()),
         res,
+        unit: u,
         kind: Kind::Count,
         series: vec![Series {
             label: op.name.clone(),
@@ -434,7 +447,7 @@ fn op_section(
     };
     hist_figure(out, &chart, "How many calls took how long.");
     chart.kind = Kind::Delay;
-    chart.title = format!("{layer}/{}: total latency per bucket", op.name);
+    chart.title = format!("{layer}/{}: {} per bucket", op.name, total_of(u));
     hist_figure(
         out,
         &chart,
@@ -456,7 +469,7 @@ fn op_section(
         );
     }
     out.push_str("</div>\n");
-    peak_list(out, &peaks, res);
+    peak_list(out, &peaks, res, u);
     out.push_str("</section>\n");
 }
 
@@ -567,8 +580,8 @@ fn score_table(out: &mut String, pair: &Pair, ranked: &[&CompareRow]) {
             esc(&r.op),
             group(oa.post),
             group(ob.post),
-            format_ns(oa.total_ns as f64),
-            format_ns(ob.total_ns as f64),
+            Unit::of(&r.layer).format(oa.total_ns as f64),
+            Unit::of(&r.layer).format(ob.total_ns as f64),
             esc(&r.method),
             score(r.score),
         );
@@ -589,9 +602,11 @@ fn overlaid_op(out: &mut String, pair: &Pair, r: &CompareRow) {
         score(r.score),
         esc(&r.reason)
     );
+    let u = Unit::of(&r.layer);
     let mut chart = HistogramChart {
-        title: format!("{}/{}: calls per latency bucket", r.layer, r.op),
+        title: format!("{}/{}: calls per {} bucket", r.layer, r.op, u.quantity()),
         res: pair.res,
+        unit: u,
         kind: Kind::Count,
         series: vec![
             Series {
@@ -608,7 +623,7 @@ fn overlaid_op(out: &mut String, pair: &Pair, r: &CompareRow) {
     };
     hist_figure(out, &chart, "Calls per bucket, A and B overlaid.");
     chart.kind = Kind::Delay;
-    chart.title = format!("{}/{}: total latency per bucket", r.layer, r.op);
+    chart.title = format!("{}/{}: {} per bucket", r.layer, r.op, total_of(u));
     hist_figure(
         out,
         &chart,

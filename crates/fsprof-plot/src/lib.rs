@@ -98,14 +98,17 @@ pub fn plot_svg(
             ))
         }
         PlotKind::Count | PlotKind::Delay => {
-            let (kind, what) = if req.kind == PlotKind::Count {
-                (Kind::Count, "calls per latency bucket")
-            } else {
-                (Kind::Delay, "total latency per bucket")
+            let unit = fsprof_core::layer::Unit::of(layer);
+            let (kind, what) = match (req.kind == PlotKind::Count, unit) {
+                (true, fsprof_core::layer::Unit::Bytes) => (Kind::Count, "calls per size bucket"),
+                (true, _) => (Kind::Count, "calls per latency bucket"),
+                (false, fsprof_core::layer::Unit::Bytes) => (Kind::Delay, "total bytes per bucket"),
+                (false, _) => (Kind::Delay, "total latency per bucket"),
             };
             Ok(histchart::render(&histchart::HistogramChart {
                 title: format!("{layer}/{}: {what}", op.name),
                 res,
+                unit,
                 kind,
                 series: vec![histchart::Series {
                     label: op.name.clone(),

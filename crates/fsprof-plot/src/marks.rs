@@ -3,7 +3,7 @@
 //! calibrate`) or else with their mode, and their share of the calls.
 
 use fsprof_analysis::{find_peaks, Calibration};
-use fsprof_core::units::format_ns;
+use fsprof_core::layer::Unit;
 use fsprof_core::{OpStats, Resolution};
 
 use crate::histchart::PeakMark;
@@ -23,7 +23,7 @@ pub fn peak_finder(
             .map(|p| {
                 let what = cal
                     .and_then(|c| c.label_peak(layer, op, p, res))
-                    .unwrap_or_else(|| format!("~{}", format_ns(p.mode_ns(res))));
+                    .unwrap_or_else(|| format!("~{}", Unit::of(layer).format(p.mode_ns(res))));
                 PeakMark {
                     lo: p.first,
                     hi: p.last,

@@ -257,12 +257,18 @@ impl Engine<'_> {
             let handles: Vec<_> = progs
                 .iter()
                 .enumerate()
+                // A thread whose traced calls were all left out at
+                // compile time has nothing to do.
+                .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
                     let (done, abort, exec) = (&done, &abort, &exec);
-                    sc.spawn(move || self.thread(t, prog, start, ticks, done, abort, exec))
+                    (
+                        t,
+                        sc.spawn(move || self.thread(t, prog, start, ticks, done, abort, exec)),
+                    )
                 })
                 .collect();
-            while handles.iter().any(|h| !h.is_finished()) {
+            while handles.iter().any(|(_, h)| !h.is_finished()) {
                 progress(
                     done.iter()
                         .map(|d| d.0.load(Ordering::Relaxed) as u64)
@@ -270,10 +276,11 @@ impl Engine<'_> {
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a replay thread panicked"))
-                .collect()
+            let mut recs: Vec<Vec<Rec>> = progs.iter().map(|_| Vec::new()).collect();
+            for (t, h) in handles {
+                recs[t] = h.join().expect("a replay thread panicked");
+            }
+            recs
         });
         // The pairs are each uncertain by ~100 ns: 10 ms apart at least,
         // the rate through them is exact to 1e-5.
@@ -367,7 +374,11 @@ impl Engine<'_> {
         let mut out = vec![Outcome::default(); c.commands.len()];
         let mut last = start;
         for (prog, recs) in progs.iter().zip(recs) {
-            let mut prev_end = start;
+            let mut prev = Prev {
+                end: start,
+                end_on_time: start,
+                late: Late::No,
+            };
             for (step, r) in prog.steps.iter().zip(recs) {
                 let Some(kind) = step.kind.filter(|_| r.issued) else {
                     continue;
@@ -380,20 +391,15 @@ impl Engine<'_> {
                     Pace::Speed(s) => Some(start + (cmd.t_ns as f64 / s) as u64),
                 };
                 let error_ns = target.map_or(0, |tg| t0.saturating_sub(tg));
+                let latency_ns = to_ns.span(r.t0, r.t1);
                 let late = target.map_or(Late::No, |tg| {
-                    late_cause(
-                        tg,
-                        error_ns,
-                        prev_end,
-                        to_ns.ns(r.waited),
-                        to_ns.ns(r.ready),
-                    )
+                    late_cause(tg, error_ns, prev, to_ns.ns(r.waited), to_ns.ns(r.ready))
                 });
                 let got = (r.ret, r.errno);
                 out[step.cmd as usize] = Outcome {
                     issued_ns: t0.saturating_sub(start),
                     error_ns,
-                    latency_ns: to_ns.span(r.t0, r.t1),
+                    latency_ns,
                     ret: r.ret,
                     errno: r.errno,
                     issued: true,
@@ -401,7 +407,11 @@ impl Engine<'_> {
                         && !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got),
                     late,
                 };
-                prev_end = t1;
+                prev = Prev {
+                    end: t1,
+                    end_on_time: target.map_or(t1, |tg| tg + latency_ns),
+                    late,
+                };
                 last = last.max(t1);
             }
         }
@@ -409,14 +419,31 @@ impl Engine<'_> {
     }
 }
 
+/// A thread's previous command, for [`late_cause`].
+#[derive(Clone, Copy)]
+struct Prev {
+    /// When it returned.
+    end: u64,
+    /// When it would have returned had it been issued on time.
+    end_on_time: u64,
+    late: Late,
+}
+
 /// Why a command due at `target` was issued `error_ns` late: its thread's
-/// previous command returned at `prev_end`, its waits for other threads
-/// ended at `waited` and its preparation at `ready`.
-fn late_cause(target: u64, error_ns: u64, prev_end: u64, waited: u64, ready: u64) -> Late {
+/// previous command (`prev`), its waits for other threads (ended at
+/// `waited`) and its preparation (ended at `ready`). A command held up
+/// only because the previous one was late inherits that one's cause, so
+/// that one late wake-up at the start of a burst is not counted as the
+/// replayer falling behind on the whole burst.
+fn late_cause(target: u64, error_ns: u64, prev: Prev, waited: u64, ready: u64) -> Late {
     if error_ns <= LATE_NS {
         Late::No
-    } else if prev_end > target {
-        Late::Behind
+    } else if prev.end > target {
+        if prev.late != Late::No && prev.end_on_time <= target {
+            prev.late
+        } else {
+            Late::Behind
+        }
     } else if waited > target {
         Late::Constraint
     } else if ready > target {
@@ -477,29 +504,54 @@ mod tests {
     #[test]
     fn late_commands_are_put_down_to_the_first_thing_that_held_them() {
         let t = 1_000_000;
+        let free = Prev {
+            end: t - 5,
+            end_on_time: t - 5,
+            late: Late::No,
+        };
         // On time, or late by no more than the threshold.
+        assert_eq!(late_cause(t, 0, free, t, t), Late::No);
+        assert_eq!(late_cause(t, LATE_NS, free, t + 9, t + 9), Late::No);
+        // The previous command, issued on time, returned after this one's
+        // time: the replayer cannot keep up.
+        let busy = Prev {
+            end: t + 50_000,
+            end_on_time: t + 50_000,
+            late: Late::No,
+        };
         assert_eq!(
-            late_cause(t, 0, t + 50_000, t + 50_000, t + 50_000),
-            Late::No
+            late_cause(t, 60_000, busy, t + 55_000, t + 56_000),
+            Late::Behind
         );
-        assert_eq!(late_cause(t, LATE_NS, t + 9, t + 9, t + 9), Late::No);
-        // The previous command returned after this one's time.
+        // The previous command was itself late (a late wake-up) and would
+        // have returned in time had it not been: this one inherits that.
+        let woke_late = Prev {
+            end: t + 50_000,
+            end_on_time: t - 100,
+            late: Late::Wakeup,
+        };
         assert_eq!(
-            late_cause(t, 60_000, t + 50_000, t + 55_000, t + 56_000),
+            late_cause(t, 60_000, woke_late, t + 55_000, t + 56_000),
+            Late::Wakeup
+        );
+        // ... unless it would have been too slow even on time.
+        let slow = Prev {
+            end_on_time: t + 1,
+            ..woke_late
+        };
+        assert_eq!(
+            late_cause(t, 60_000, slow, t + 55_000, t + 56_000),
             Late::Behind
         );
         // Free in time, but another thread's command completed late.
         assert_eq!(
-            late_cause(t, 60_000, t - 5, t + 40_000, t + 41_000),
+            late_cause(t, 60_000, free, t + 40_000, t + 41_000),
             Late::Constraint
         );
         // Free and unblocked in time; its own preparation ran over.
-        assert_eq!(
-            late_cause(t, 60_000, t - 5, t - 4, t + 20_000),
-            Late::Behind
-        );
+        assert_eq!(late_cause(t, 60_000, free, t - 4, t + 20_000), Late::Behind);
         // Ready before its time and still issued late: the scheduler.
-        assert_eq!(late_cause(t, 60_000, t - 50, t - 40, t - 30), Late::Wakeup);
+        assert_eq!(late_cause(t, 60_000, free, t - 40, t - 30), Late::Wakeup);
     }
 
     #[test]

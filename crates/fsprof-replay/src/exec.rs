@@ -756,8 +756,10 @@ impl<'a> Exec<'a> {
                 }
                 Fcntl => ret(libc::fcntl(fd, c.flags as i32, c.arg) as i64),
                 Sendfile => {
-                    let input = s.fd(c.slot2);
-                    ret(libc::sendfile(fd, input, std::ptr::null_mut(), c.len as usize) as i64)
+                    // The trace's fd is the file read (as for
+                    // copy_file_range), its second fd the output.
+                    let out = s.fd(c.slot2);
+                    ret(libc::sendfile(out, fd, std::ptr::null_mut(), c.len as usize) as i64)
                 }
                 CopyFileRange => {
                     let out = s.fd(c.slot2);

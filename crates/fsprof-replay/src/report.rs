@@ -7,8 +7,9 @@
 
 use serde::Serialize;
 
+use fsprof_capture::meta;
 use fsprof_core::profile::{Clock, ClockSource, Layer, Meta};
-use fsprof_core::{BucketLayout, OpStats, Profile, Resolution};
+use fsprof_core::{BucketLayout, Profile, Resolution};
 use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
 use fsprof_trace::show::errno_name;
 
@@ -238,14 +239,7 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
     let mut traced = Layer::new(fsprof_core::profile::layer::USER);
     let mut replayed = Layer::new(fsprof_core::profile::layer::USER);
     let add = |l: &mut Layer, op: &str, ns: u64, failed: bool| {
-        let s: &mut OpStats = l.op_mut(op);
-        s.pre += 1;
-        s.post += 1;
-        s.errors += failed as u64;
-        s.total_ns += ns;
-        s.min_ns = Some(s.min_ns.map_or(ns, |m| m.min(ns)));
-        s.max_ns = Some(s.max_ns.map_or(ns, |m| m.max(ns)));
-        s.histogram.add_to(layout.index(ns), 1);
+        l.op_mut(op).record(&layout, ns, failed);
     };
     for (cmd, o) in c.commands.iter().zip(&run.outcomes) {
         if !o.issued {
@@ -257,19 +251,18 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
     }
     traced.normalize();
     replayed.normalize();
+    let start = fsprof_sys::clock::wall_unix_ns();
     let meta = |tool: &str, duration_ns: u64| Meta {
-        fsprof_version: env!("CARGO_PKG_VERSION").into(),
-        tool: tool.into(),
         command: c.header.trace_command.clone(),
-        host: fsprof_sys::host::hostname(),
-        kernel: fsprof_sys::host::kernel_release(),
-        start_time: fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns()),
-        duration_ns,
         clock: Clock {
             source: "monotonic".into(),
             tsc_hz: None,
         },
-        ..Default::default()
+        ..meta::timed(
+            meta::describe(tool, &[], Resolution::default()),
+            start,
+            duration_ns,
+        )
     };
     let mut t = Profile::new(meta("trace", c.header.duration_ns));
     t.layers = vec![traced];

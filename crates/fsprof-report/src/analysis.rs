@@ -9,6 +9,7 @@ use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
 use fsprof_analysis::select::Interesting;
+use fsprof_core::layer::Unit;
 use fsprof_core::units::format_ns;
 use fsprof_core::Resolution;
 use serde::Serialize;
@@ -50,8 +51,8 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
             o.op,
             o.calls_a,
             o.calls_b,
-            format_ns(o.total_ns_a as f64),
-            format_ns(o.total_ns_b as f64),
+            Unit::of(&o.layer).format(o.total_ns_a as f64),
+            Unit::of(&o.layer).format(o.total_ns_b as f64),
             o.score
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_else(|| "-".into()),
@@ -130,7 +131,8 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
     }
     out.push_str("  label\n");
     for r in rows {
-        let range = format!("{}..{}", format_ns(r.lower_ns), format_ns(r.upper_ns));
+        let u = Unit::of(&r.layer);
+        let range = format!("{}..{}", u.format(r.lower_ns), u.format(r.upper_ns));
         let _ = write!(
             out,
             "  {:<7} {:<w$} {:>2} {:>21} {:>9} {:>10} {:>6} {:>7} {:>8}",
@@ -138,7 +140,7 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
             r.op,
             r.number,
             range,
-            bucket_mid_human(r.peak.mode, res),
+            bucket_mid_human(r.peak.mode, res, u),
             r.peak.count,
             pct(r.peak.count_share),
             pct(r.peak.latency_share),
@@ -156,7 +158,7 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
     out
 }
 
-pub const PEAKS_CSV_HEADER: &str = "layer,op,peak,first_bucket,last_bucket,mode_bucket,lower_ns,upper_ns,mode_ns,count,count_share,latency_ns,latency_share,layer_latency_share,time_start_ns,time_end_ns,label";
+pub const PEAKS_CSV_HEADER: &str = "layer,op,peak,first_bucket,last_bucket,mode_bucket,lower_ns,upper_ns,mode_ns,count,count_share,latency_ns,latency_share,layer_latency_share,time_start_ns,time_end_ns,label,unit";
 
 pub fn peaks_csv(rows: &[PeakRow]) -> String {
     let mut out = String::from(PEAKS_CSV_HEADER);
@@ -169,7 +171,7 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{:.1},{:.1},{:.1},{},{:.6},{:.1},{:.6},{:.6},{},{},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{:.1},{},{:.6},{:.1},{:.6},{:.6},{},{},{},{}",
             field(&r.layer),
             field(&r.op),
             r.number,
@@ -186,7 +188,8 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
             r.layer_latency_share,
             ts,
             te,
-            field(r.label.as_deref().unwrap_or("").trim_start_matches("≈ "))
+            field(r.label.as_deref().unwrap_or("").trim_start_matches("≈ ")),
+            r.unit.symbol()
         );
     }
     out

@@ -1,9 +1,12 @@
-//! The profile summary as CSV: one row per op.
+//! The profile summary as CSV: one row per op. The `*_ns` columns hold
+//! the layer's unit, named in the last column (`ns`, or `bytes` for a
+//! byte-valued layer such as `block-size`).
 
 use crate::fmt::field;
 use crate::summary::Summary;
 
-pub const HEADER: &str = "layer,op,calls,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share";
+pub const HEADER: &str =
+    "layer,op,calls,errors,total_ns,mean_ns,min_ns,max_ns,p50_ns,p99_ns,share,unit";
 
 pub fn render(s: &Summary) -> String {
     let mut out = String::from(HEADER);
@@ -12,7 +15,7 @@ pub fn render(s: &Summary) -> String {
         for r in &l.rows {
             let o = r.op;
             out.push_str(&format!(
-                "{},{},{},{},{},{:.1},{},{},{:.1},{:.1},{:.6}\n",
+                "{},{},{},{},{},{:.1},{},{},{:.1},{:.1},{:.6},{}\n",
                 field(r.layer),
                 field(&o.name),
                 o.post,
@@ -23,7 +26,8 @@ pub fn render(s: &Summary) -> String {
                 o.max_ns.map(|v| v.to_string()).unwrap_or_default(),
                 r.p50_ns,
                 r.p99_ns,
-                r.share
+                r.share,
+                fsprof_core::layer::Unit::of(r.layer).symbol()
             ));
         }
     }

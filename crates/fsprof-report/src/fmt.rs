@@ -15,15 +15,7 @@ pub fn group(n: u64) -> String {
     out
 }
 
-/// A CSV field, quoted as RFC 4180 says when it holds a comma, a quote or
-/// a line break.
-pub fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+pub use fsprof_core::printable::csv_field as field;
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,7 @@
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::peak_table::PeakRow;
 use fsprof_analysis::select::Interesting;
+use fsprof_core::layer::Unit;
 use fsprof_core::profile::Meta;
 use fsprof_core::Profile;
 use serde::Serialize;
@@ -29,6 +30,9 @@ pub struct ProfileReport<'a> {
 #[derive(Serialize)]
 pub struct LayerJson<'a> {
     pub layer: &'a str,
+    /// What the layer's `*_ns` figures and bucket bounds count: `ns`, or
+    /// `bytes` for a byte-valued layer (`block-size`).
+    pub unit: Unit,
     pub calls: u64,
     pub errors: u64,
     pub total_ns: u64,
@@ -106,6 +110,7 @@ impl<'a> ProfileReport<'a> {
             .iter()
             .map(|l| LayerJson {
                 layer: l.name,
+                unit: Unit::of(l.name),
                 calls: l.calls,
                 errors: l.errors,
                 total_ns: l.total_ns,
@@ -124,7 +129,11 @@ impl<'a> ProfileReport<'a> {
                         p50_ns: r.p50_ns,
                         p99_ns: r.p99_ns,
                         share: r.share,
-                        buckets: buckets(r.op, p.resolution(), floor),
+                        buckets: buckets(
+                            r.op,
+                            p.resolution(),
+                            floor.filter(|_| Unit::of(l.name) == Unit::Ns),
+                        ),
                     })
                     .collect(),
             })

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use fsprof_core::layer::Unit;
 use fsprof_core::printable::field;
 use fsprof_core::units::format_ns;
 use fsprof_core::{OpStats, Profile, Resolution};
@@ -23,13 +24,16 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     let floor = p.meta.overhead.as_ref().map(|o| o.min_recordable_ns);
     let mut floor_told = false;
     for l in &s.layers {
+        // A byte layer's values, totals and quantiles are bytes.
+        let u = Unit::of(l.name);
         let _ = writeln!(
             out,
-            "\nlayer {}: {} calls, {} errors, {} in calls",
+            "\nlayer {}: {} calls, {} errors, {} {}",
             l.name,
             group(l.calls),
             group(l.errors),
-            format_ns(l.total_ns as f64)
+            u.format(l.total_ns as f64),
+            u.total_phrase()
         );
         if l.rows.is_empty() {
             let _ = writeln!(out, "  (no calls)");
@@ -54,11 +58,11 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 r.op.name,
                 group(r.op.post),
                 group(r.op.errors),
-                format_ns(r.op.total_ns as f64),
+                u.format(r.op.total_ns as f64),
                 r.share * 100.0,
-                format_ns(r.op.mean_ns()),
-                format_ns(r.p50_ns),
-                format_ns(r.p99_ns),
+                u.format(r.op.mean_ns()),
+                u.format(r.p50_ns),
+                u.format(r.p99_ns),
             );
         }
         // A command's exit ends a capture; without one, tracing stopped
@@ -83,10 +87,12 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
                 l.name,
                 r.op.name,
                 group(r.op.post),
-                format_ns(r.op.total_ns as f64),
+                u.format(r.op.total_ns as f64),
                 r.share * 100.0
             );
-            let (text, marked) = histogram_with_floor(r.op, p.resolution(), floor);
+            // The clock's floor says nothing about byte counts.
+            let floor = floor.filter(|_| u == Unit::Ns);
+            let (text, marked) = histogram_in(r.op, p.resolution(), floor, u);
             out.push_str(&text);
             if marked && !floor_told {
                 floor_told = true;
@@ -222,24 +228,29 @@ fn unprofiled(out: &mut String, list: &[fsprof_core::profile::Unprofiled]) {
     }
 }
 
-/// One row per bucket from the first to the last non-empty one, with the
-/// rows of latencies under the measurement `floor`
-/// (the 0 ns row, and buckets starting below it) marked `< floor`; says
-/// whether it marked any.
-pub fn histogram_with_floor(op: &OpStats, res: Resolution, floor: Option<f64>) -> (String, bool) {
+/// One row per bucket from the first to the last non-empty one, bounds in
+/// `unit`, with the rows of latencies under the measurement `floor` (the
+/// 0 ns row, and buckets starting below it) marked `< floor`; says whether
+/// it marked any.
+pub fn histogram_in(
+    op: &OpStats,
+    res: Resolution,
+    floor: Option<f64>,
+    unit: Unit,
+) -> (String, bool) {
     let h = &op.histogram;
     // (range, calls, under the floor)
     let mut rows: Vec<(String, u64, bool)> = Vec::new();
     if h.zero > 0 {
-        rows.push(("0ns".into(), h.zero, floor.is_some()));
+        rows.push((unit.format(0.0), h.zero, floor.is_some()));
     }
     if !h.counts.is_empty() {
         for (k, &c) in h.counts.iter().enumerate() {
             let i = h.offset + k as i32;
             let range = format!(
                 "{} -> {}",
-                format_ns(res.lower_bound(i)),
-                format_ns(res.upper_bound(i))
+                unit.format(res.lower_bound(i)),
+                unit.format(res.upper_bound(i))
             );
             let under = floor.is_some_and(|f| res.lower_bound(i) < f);
             rows.push((range, c, under));
@@ -259,7 +270,12 @@ pub fn histogram_with_floor(op: &OpStats, res: Resolution, floor: Option<f64>) -
         .unwrap_or(0)
         .max(5);
     let mut out = String::new();
-    let _ = writeln!(out, "  {:>w$} : {:<cw$}  distribution", "latency", "count");
+    let _ = writeln!(
+        out,
+        "  {:>w$} : {:<cw$}  distribution",
+        unit.quantity(),
+        "count"
+    );
     let mut marked = false;
     for (range, c, under) in rows {
         let n = ((c as f64 / max as f64) * BAR as f64).ceil() as usize;
@@ -399,7 +415,7 @@ mod tests {
         op.histogram.add_to(Some(3), 9_336); // 8ns..16ns, floor 10ns
         op.histogram.add_to(Some(4), 10); // 16ns..32ns
         op.post = 106 + 9_336 + 10;
-        let (text, marked) = histogram_with_floor(&op, Resolution::DEFAULT, Some(10.0));
+        let (text, marked) = histogram_in(&op, Resolution::DEFAULT, Some(10.0), Unit::Ns);
         assert!(marked);
         let lines: Vec<&str> = text.lines().collect();
         assert!(
@@ -411,7 +427,7 @@ mod tests {
             "{text}"
         );
         assert!(lines[3].ends_with('|'), "{text}");
-        assert!(!histogram_with_floor(&op, Resolution::DEFAULT, None).1);
+        assert!(!histogram_in(&op, Resolution::DEFAULT, None, Unit::Ns).1);
 
         let mut p = Profile::new(fsprof_core::Meta {
             tool: "run".into(),
@@ -467,7 +483,7 @@ mod tests {
         op.histogram.add_to(Some(9), 10); // 512ns..1.02µs
         op.histogram.add_to(Some(12), 5);
         op.post = 15;
-        let text = histogram_with_floor(&op, Resolution::DEFAULT, None).0;
+        let text = histogram_in(&op, Resolution::DEFAULT, None, Unit::Ns).0;
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 1 + 4, "{text}");
         assert!(lines[1].contains("512ns -> 1.02µs") && lines[1].contains(&"*".repeat(BAR)));

@@ -66,7 +66,7 @@ HIDDEN size_t fsprof_cat_u64(char *dst, size_t at, size_t cap, uint64_t v)
     return at;
 }
 
-static uint64_t mono_ns(void)
+HIDDEN uint64_t fsprof_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -233,7 +233,7 @@ HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe)
     __atomic_store_n(&l->what, what, __ATOMIC_RELEASE);
 }
 
-static uint32_t read_small_file(const char *path, char *buf, uint32_t cap)
+HIDDEN uint32_t fsprof_read_small_file(const char *path, char *buf, uint32_t cap)
 {
     long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
@@ -266,11 +266,11 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq)
     p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
     p->pid = (int32_t)syscall(SYS_getpid);
     p->ppid = (int32_t)syscall(SYS_getppid);
-    p->start_ns = mono_ns();
+    p->start_ns = fsprof_mono_ns();
     p->seq = seq;
     long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->exe, FSPROF_EXE_MAX - 1);
     p->exe_len = e > 0 ? (uint32_t)e : 0;
-    p->cmdline_len = read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
+    p->cmdline_len = fsprof_read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
 }
 
 /* Creates p<seq> under the run directory with its first chunk reserved and

@@ -36,6 +36,10 @@ HIDDEN long fsprof_open_run_dir(void);
 HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe);
 HIDDEN size_t fsprof_cat(char *dst, size_t at, size_t cap, const char *src);
 HIDDEN size_t fsprof_cat_u64(char *dst, size_t at, size_t cap, uint64_t v);
+/* Up to cap bytes of a small file (/proc/self/cmdline) by raw syscalls; 0 when it cannot be read. */
+/* CLOCK_MONOTONIC in ns. */
+HIDDEN uint64_t fsprof_mono_ns(void);
+HIDDEN uint32_t fsprof_read_small_file(const char *path, char *buf, uint32_t cap);
 HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size);
 HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds);
 

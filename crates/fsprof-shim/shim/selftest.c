@@ -57,13 +57,6 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     f[7] = offsetof(struct fsprof_ctr, reserved);
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static __attribute__((noinline)) long fsprof_noop(long x)
 {
     __asm__ volatile("" : "+r"(x));
@@ -75,7 +68,7 @@ static double best_ns_per_iter(int timed, uint32_t iters)
     long (*volatile fn)(long) = fsprof_noop;
     double best = 1e300;
     for (int round = 0; round < 5; round++) {
-        uint64_t a = mono_ns();
+        uint64_t a = fsprof_mono_ns();
         for (uint32_t i = 0; i < iters; i++) {
             if (timed) {
                 int file;
@@ -88,7 +81,7 @@ static double best_ns_per_iter(int timed, uint32_t iters)
                 (void)fn((long)i);
             }
         }
-        double per = (double)(mono_ns() - a) / iters;
+        double per = (double)(fsprof_mono_ns() - a) / iters;
         if (per < best)
             best = per;
     }

@@ -231,28 +231,6 @@ static uint64_t xxh_final(const struct xxh *s)
 
 /* ---- chunk files ------------------------------------------------------------- */
 
-static size_t tcat(char *dst, size_t at, size_t cap, const char *src)
-{
-    while (*src && at + 1 < cap)
-        dst[at++] = *src++;
-    dst[at] = 0;
-    return at;
-}
-
-static size_t tcat_u64(char *dst, size_t at, size_t cap, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && at + 1 < cap)
-        dst[at++] = tmp[--n];
-    dst[at] = 0;
-    return at;
-}
-
 static void chunk_seal(void)
 {
     if (!t_tc)
@@ -270,8 +248,8 @@ static int chunk_open(uint64_t need)
         size *= 2;
     uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
     char name[32];
-    size_t n = tcat(name, 0, sizeof name, "t");
-    tcat_u64(name, n, sizeof name, seq);
+    size_t n = fsprof_cat(name, 0, sizeof name, "t");
+    fsprof_cat_u64(name, n, sizeof name, seq);
     /* Under the run directory as runtime.c verified it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
      * not with SIGBUS on a later write. */
@@ -579,29 +557,6 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
 
 /* ---- process images --------------------------------------------------------- */
 
-static uint64_t trace_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint32_t read_whole(const char *path, char *buf, uint32_t cap)
-{
-    long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    uint32_t len = 0;
-    while (len < cap) {
-        long r = syscall(SYS_read, fd, buf + len, cap - len);
-        if (r <= 0)
-            break;
-        len += (uint32_t)r;
-    }
-    syscall(SYS_close, fd);
-    return len;
-}
-
 /* One record per fd open when the image starts: what it inherited. */
 static void record_fds(uint64_t now)
 {
@@ -647,18 +602,18 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
                   : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
     }
-    if (tcat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
+    if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
         return;
     g_tseq = seq_counter;
     g_tproc_seq = proc_seq;
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
-    uint64_t clock[2] = {now, trace_mono_ns()};
+    uint64_t clock[2] = {now, fsprof_mono_ns()};
     static char cwd[FSPROF_TSTR_MAX], exe[FSPROF_TSTR_MAX], argv[4096];
     long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
     long el = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
-    uint32_t al = read_whole("/proc/self/cmdline", argv, sizeof argv);
+    uint32_t al = fsprof_read_small_file("/proc/self/cmdline", argv, sizeof argv);
     struct item it[4];
     int n = 0;
     add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);

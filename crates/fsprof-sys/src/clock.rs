@@ -94,6 +94,11 @@ pub struct TscRate {
     pub hz: f64,
     /// The calibration's reference pair, to refine the rate later.
     start: (u64, u64),
+    /// Measured in this run (not taken from the cache): worth keeping.
+    /// Rewriting an unchanged rate on every run cost a short run an
+    /// open-truncate-write of the cache file (seen taking 25 ms on a busy
+    /// machine).
+    measured: bool,
 }
 
 impl TscRate {
@@ -101,15 +106,19 @@ impl TscRate {
     /// for this boot, so that only the first run of a boot waits ~10 ms.
     pub fn calibrate(cache: Option<&Path>) -> TscRate {
         let start = tsc_mono_pair();
-        let hz = match cache.and_then(read_cached_rate) {
-            Some(hz) => hz,
+        let (hz, measured) = match cache.and_then(read_cached_rate) {
+            Some(hz) => (hz, false),
             None => {
                 std::thread::sleep(CALIBRATION);
                 let b = tsc_mono_pair();
-                rate(start, b)
+                (rate(start, b), true)
             }
         };
-        TscRate { hz, start }
+        TscRate {
+            hz,
+            start,
+            measured,
+        }
     }
 
     /// Re-measures the rate since the calibration; returns the relative
@@ -121,11 +130,16 @@ impl TscRate {
         }
         let old = self.hz;
         self.hz = rate(self.start, b);
+        self.measured = true;
         (self.hz - old) / old
     }
 
-    /// Keeps the rate for later runs of this boot.
+    /// Keeps the rate for later runs of this boot, when this run measured
+    /// it (a rate read from the cache and not refined is already there).
     pub fn save(&self, cache: &Path) {
+        if !self.measured {
+            return;
+        }
         if let Some(boot) = boot_id() {
             let _ = std::fs::write(cache.join(format!("tsc-{boot}")), format!("{}\n", self.hz));
         }
@@ -177,7 +191,14 @@ mod tests {
         // A kept rate is taken as it is, without a new measurement.
         let fake = TscRate { hz: 1.5e9, ..first };
         fake.save(dir.path());
-        assert_eq!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
+        let kept = TscRate::calibrate(Some(dir.path()));
+        assert_eq!(kept.hz, 1.5e9);
+        // A rate taken from the cache (and not refined) is not written
+        // back: a short run does no file write for it.
+        let file = dir.path().join(format!("tsc-{}", boot_id().unwrap()));
+        std::fs::write(&file, "1600000000\n").unwrap();
+        kept.save(dir.path());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "1600000000\n");
         TscRate::forget(dir.path());
         assert_ne!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
     }

@@ -25,7 +25,8 @@ pub use need::{
 };
 pub use paths::{disk_tempdir, target_dir, workspace};
 pub use profiles::{
-    count, load, op, profile_of, record, run_profiled, user_op, write, write_user_profile,
+    capture_in, count, load, op, profile_of, record, run_profiled, user_op, write,
+    write_user_profile,
 };
 pub use programs::{compile, compile_source};
 
@@ -63,6 +64,21 @@ pub fn fsprof() -> Command {
 /// Standard error as text, for messages in assertions.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `cmd`; fails the test, naming the command and quoting its
+/// standard error, unless it exits 0.
+#[track_caller]
+pub fn succeeds(cmd: &mut Command) -> Output {
+    let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(o.status.success(), "{cmd:?}: {}", stderr(&o));
+    o
+}
+
+/// Fails the test, quoting the standard error, unless `o` exited 0.
+#[track_caller]
+pub fn assert_ok(o: &Output) {
+    assert!(o.status.success(), "{}", stderr(o));
 }
 
 /// Standard output as text.

@@ -42,15 +42,21 @@ pub fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
 /// `fsprof run -q -o <dir>/profile.json -- args...` in `dir`.
 pub fn run_profiled(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
     let out = dir.join("profile.json");
-    let output = crate::fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(&out)
+    (capture_in(dir, &["run", "-q"], &out, args), out)
+}
+
+/// `fsprof SUB... -o OUT -- args...` in `dir`: any capture (`run`,
+/// `kernel`, `trace`) of a command.
+pub fn capture_in(dir: &Path, sub: &[&str], out: &Path, args: &[&str]) -> Output {
+    crate::fsprof()
+        .args(sub)
+        .arg("-o")
+        .arg(out)
         .arg("--")
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("running fsprof");
-    (output, out)
+        .expect("running fsprof")
 }
 
 /// A real profile (`dir/name`) of a small multi-process workload that

@@ -45,3 +45,81 @@ fn every_crate_inherits_the_workspace_rust_version() {
     }
     assert!(crates >= 10, "only {crates} crates found");
 }
+
+/// The README's "what a fresh clone needs" stays true: the Rust version it
+/// names is the one Cargo.toml declares, every Debian package
+/// `scripts/test-all` may install is listed there, and CI runs that script
+/// unchanged.
+#[test]
+fn readme_lists_what_a_fresh_clone_needs() {
+    let root = workspace();
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let (readme, ws, script) = (
+        read("README.md"),
+        read("Cargo.toml"),
+        read("scripts/test-all"),
+    );
+    let version = ws
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("the workspace's rust-version");
+    let section = readme
+        .split("### What a fresh clone needs, command by command")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has the fresh-clone section");
+    assert!(
+        section.contains(&format!("Rust {version} or later")),
+        "the README's fresh-clone section does not name rust-version {version}"
+    );
+    // Debian packages: the `program:package` pairs, and the packages
+    // installed by a file test (`need+=(package)`).
+    let mut packages: Vec<&str> = script
+        .split_whitespace()
+        .filter_map(|w| w.split_once(':'))
+        .filter(|(prog, pkg)| {
+            !prog.is_empty()
+                && !pkg.is_empty()
+                && prog
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                && pkg
+                    .trim_end_matches(';')
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        .map(|(_, pkg)| pkg.trim_end_matches(';'))
+        .collect();
+    packages.extend(
+        script
+            .split("need+=(")
+            .skip(1)
+            .filter_map(|s| s.split(')').next())
+            .filter(|p| !p.contains('"')),
+    );
+    assert!(
+        packages.len() >= 15 && packages.contains(&"strace") && packages.contains(&"chromium"),
+        "could not read the packages from scripts/test-all: {packages:?}"
+    );
+    let words: Vec<&str> = section
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| ",;.()".contains(c)))
+        .collect();
+    for p in &packages {
+        assert!(
+            words.contains(p),
+            "scripts/test-all installs {p}, the README's fresh-clone section does not say so"
+        );
+    }
+    assert!(section.contains("./scripts/test-all") && section.contains("cargo test --workspace"));
+    assert!(
+        read(".ci/run").contains("scripts/test-all\""),
+        ".ci/run no longer runs scripts/test-all"
+    );
+    let mode = std::fs::metadata(root.join("scripts/test-all")).unwrap();
+    assert!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o111 != 0,
+        "scripts/test-all is not executable"
+    );
+}

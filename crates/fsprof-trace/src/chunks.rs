@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use fsprof_core::ops::libc::OPS;
+use fsprof_core::ops::Role;
 use fsprof_shim::trace_abi::{self as t, ChunkHeader, ItemHeader, RecordHeader};
 use fsprof_sys::mmap::SharedMap;
 
@@ -93,78 +95,21 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_ne_bytes(b[..8].try_into().unwrap())
 }
 
-/// Per op (ops.def name), the role of each argument the shim keeps:
-/// f fd, g second fd, d dirfd (fd), e second dirfd (fd2), p path, q
-/// second path, s name, F flags, M mode, O offset, L length, W whence,
-/// A other integer, `-` nothing. Mirrors `shapes` in shim/trace.c.
-pub fn roles(op: &str) -> &'static str {
-    match op {
-        "open" => "pFM",
-        "openat" => "dpFM",
-        "creat" => "pM",
-        "read" | "write" | "getdents64" => "f-L",
-        "pread" | "pwrite" => "f-LO",
-        "readv" | "writev" => "f--",
-        "preadv" | "pwritev" => "f--O",
-        "preadv2" | "pwritev2" => "f--OF",
-        "lseek" | "fseek" => "fOW",
-        "stat" | "lstat" | "statfs" | "statvfs" | "utime" | "utimes" | "lutimes" => "p-",
-        "fstat" | "fstatfs" | "fstatvfs" | "futimens" | "futimes" => "f-",
-        "fstatat" => "dp-F",
-        "statx" => "dpF--",
-        "access" | "chmod" | "mkdir" => "pM",
-        "faccessat" | "fchmodat" => "dpMF",
-        "close" | "fsync" | "fdatasync" | "syncfs" | "fchdir" | "fdopendir" | "readdir"
-        | "closedir" | "fclose" | "fflush" | "ftell" => "f",
-        "sync" => "",
-        "sync_file_range" => "fOLF",
-        "truncate" => "pL",
-        "ftruncate" => "fL",
-        "fallocate" => "fMOL",
-        "posix_fallocate" => "fOL",
-        "posix_fadvise" => "fOLF",
-        "mkdirat" => "dpM",
-        "rmdir" | "unlink" | "chdir" | "opendir" => "p",
-        "unlinkat" => "dpF",
-        "rename" | "link" => "pq",
-        "renameat" => "dpeq",
-        "renameat2" | "linkat" => "dpeqF",
-        "symlink" => "sp",
-        "symlinkat" => "sdp",
-        "readlink" => "p-L",
-        "readlinkat" => "dp-L",
-        "mknod" => "pM-",
-        "mknodat" => "dpM-",
-        "fchmod" => "fM",
-        "chown" | "lchown" => "p--",
-        "fchown" => "f--",
-        "fchownat" => "dp--F",
-        "utimensat" => "dp-F",
-        "mmap" => "-L-FfO",
-        "msync" => "-LF",
-        "munmap" => "-L",
-        "sendfile" => "fg-L",
-        "copy_file_range" => "f-g-LF",
-        "getxattr" | "lgetxattr" => "ps-L",
-        "fgetxattr" => "fs-L",
-        "setxattr" | "lsetxattr" => "ps-LF",
-        "fsetxattr" => "fs-LF",
-        "listxattr" | "llistxattr" => "p-L",
-        "flistxattr" => "f-L",
-        "removexattr" | "lremovexattr" => "ps",
-        "fremovexattr" => "fs",
-        "fcntl" => "fFA",
-        "flock" => "fF",
-        "fopen" => "ps",
-        "freopen" => "psf",
-        "fdopen" => "fs",
-        "fread" | "fwrite" => "-LAf",
-        "fgets" => "-Lf",
-        "fputs" => "-f",
-        "getline" => "--f",
-        "getdelim" => "--Af",
-        _ => "",
+/// The role of each argument of `op`'s libc prototype, by position, from
+/// the one op vocabulary ([`fsprof_core::ops::libc`]); None for an
+/// argument a trace does not keep (a buffer, an iovec, a stat struct). The
+/// shim keeps the same arguments (`shapes` in shim/trace.c).
+pub fn roles(op: Op) -> Vec<Option<Role>> {
+    let Some(o) = OPS.get(op.0 as usize) else {
+        return Vec::new();
+    };
+    let mut out = vec![None; o.arity as usize];
+    for &(role, i) in o.args.0 {
+        if let Some(r) = out.get_mut(i as usize) {
+            *r = Some(role);
+        }
     }
+    out
 }
 
 /// Parses the records of one chunk. FD records attach to the process
@@ -292,28 +237,31 @@ fn call(
         },
         ..Default::default()
     };
-    let roles = roles(op.name()).as_bytes();
     let string = |i: usize| {
         items
             .iter()
             .find(|it| it.0 == t::TI_STR && it.1 as usize == i)
             .map(|it| it.2.to_vec())
     };
-    for (i, role) in roles.iter().enumerate().take(h.nargs as usize) {
+    let symlink = op.is("symlink") || op.is("symlinkat");
+    for (i, role) in roles(op).into_iter().enumerate().take(h.nargs as usize) {
         let v = args[i];
         match role {
-            b'f' | b'd' => c.fd = Some(v as i32),
-            b'g' | b'e' => c.fd2 = Some(v as i32),
-            b'p' => c.path = string(i),
-            b'q' => c.path2 = string(i),
-            b's' => c.name = string(i),
-            b'F' => c.flags = Some(v as i64),
-            b'M' => c.mode = Some(v as u32),
-            b'O' => c.offset = Some(v as i64),
-            b'L' => c.len = Some(v),
-            b'W' => c.whence = Some(v as i32),
-            b'A' => c.arg = Some(v as i64),
-            _ => {}
+            Some(Role::Fd | Role::Stream | Role::DirStream | Role::DirFd) => c.fd = Some(v as i32),
+            Some(Role::Fd2 | Role::DirFd2) => c.fd2 = Some(v as i32),
+            Some(Role::Path) => c.path = string(i),
+            // A symlink's target is a string the call stores, not a path
+            // it resolves: the trace keeps it as the call's name.
+            Some(Role::Path2) if symlink => c.name = string(i),
+            Some(Role::Path2) => c.path2 = string(i),
+            Some(Role::Name) => c.name = string(i),
+            Some(Role::Flags) => c.flags = Some(v as i64),
+            Some(Role::Mode) => c.mode = Some(v as u32),
+            Some(Role::Offset) => c.offset = Some(v as i64),
+            Some(Role::Size | Role::ItemSize) => c.len = Some(v),
+            Some(Role::Whence) => c.whence = Some(v as i32),
+            Some(Role::Int | Role::Items) => c.arg = Some(v as i64),
+            Some(Role::OffsetPtr | Role::Iov | Role::IovCount) | None => {}
         }
     }
     if op.is("fread") || op.is("fwrite") {
@@ -339,4 +287,48 @@ fn call(
         }
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shim's `shapes` table (shim/trace.c), op name → one letter per
+    /// argument: what the C side actually records.
+    fn shim_shapes() -> Vec<(String, String)> {
+        let src = include_str!("../../fsprof-shim/shim/trace.c");
+        let table = &src[src.find("shapes[OP_COUNT]").expect("the shapes table")..];
+        let table = &table[table.find('{').expect("its start")..table.find("};").expect("its end")];
+        table
+            .split("[OP_")
+            .skip(1)
+            .map(|e| {
+                let name = &e[..e.find(']').unwrap()];
+                let q = &e[e.find('"').unwrap() + 1..];
+                (name.to_string(), q[..q.find('"').unwrap()].to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_op_vocabulary_agrees_with_what_the_shim_records() {
+        let shapes = shim_shapes();
+        assert_eq!(shapes.len(), OPS.len(), "every op has a shape");
+        for (name, shape) in shapes {
+            let op = Op::from_name(&name).unwrap_or_else(|| panic!("{name}"));
+            let roles = roles(op);
+            assert_eq!(roles.len(), shape.len(), "{name}: arity vs {shape:?}");
+            for (role, kept) in roles.iter().zip(shape.bytes()) {
+                let ok = match role {
+                    None => true,
+                    Some(Role::Path | Role::Path2 | Role::Name) => matches!(kept, b'p' | b's'),
+                    Some(Role::OffsetPtr | Role::Iov | Role::IovCount) => true,
+                    // A value the shim keeps: an fd (streams and DIR*s as
+                    // theirs) or an integer.
+                    Some(_) => matches!(kept, b'f' | b'd' | b'i' | b'F' | b'D'),
+                };
+                assert!(ok, "{name}: {role:?} on {shape:?}");
+            }
+        }
+    }
 }

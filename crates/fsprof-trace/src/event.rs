@@ -80,7 +80,8 @@ pub struct Call {
     pub errno: i32,
     /// The fd operated on, or the directory fd of a `*at` call.
     pub fd: Option<i32>,
-    /// A second fd or directory fd (renameat's new dirfd, sendfile's input).
+    /// A second fd or directory fd (renameat's new dirfd; sendfile's and
+    /// copy_file_range's output, `fd` being the file they read).
     pub fd2: Option<i32>,
     /// The path as the program gave it.
     pub path: Option<Vec<u8>>,

@@ -37,6 +37,10 @@ const TAG_INITIAL: u32 = 3;
 const TAG_COMMANDS: u32 = 4;
 const TAG_END: u32 = 5;
 const MAX_SECTION: u32 = 1 << 31;
+/// Replay threads a file may ask for: each is a thread of the replayer.
+pub const MAX_THREADS: u32 = 4096;
+/// Resource slots (descriptors open at once, across the traced processes).
+pub const MAX_SLOTS: u32 = 1 << 20;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplayHeader {
@@ -468,6 +472,16 @@ impl Compiled {
     /// thread (so replay cannot deadlock).
     pub fn validate(&self) -> Result<(), String> {
         let h = &self.header;
+        // The replayer sizes tables and starts threads by these.
+        if h.threads > MAX_THREADS {
+            return Err(format!(
+                "{} replay threads (at most {MAX_THREADS} are replayed)",
+                h.threads
+            ));
+        }
+        if h.slots > MAX_SLOTS {
+            return Err(format!("{} resource slots (at most {MAX_SLOTS})", h.slots));
+        }
         let nthreads = h.threads as usize;
         let mut per_thread = vec![0u32; nthreads];
         let ops = crate::event::Op::count();

@@ -5,6 +5,8 @@
 
 use std::io::{self, Write};
 
+use fsprof_core::ops::Role;
+use fsprof_core::printable::csv_field;
 use serde_json::{json, Map, Value};
 
 use crate::event::{Call, Data, ProcessInfo, Record, AT_FDCWD};
@@ -199,17 +201,17 @@ fn data_text(c: &Call) -> String {
 
 /// The arguments in the order of the call's signature.
 fn args_text(c: &Call) -> Vec<String> {
-    let roles = crate::chunks::roles(c.op.name());
+    let symlink = c.op.is("symlink") || c.op.is("symlinkat");
     let path_of_fd = c.resolved.as_deref();
     let mut out = Vec::new();
     let mut buffers = 0;
-    for role in roles.bytes() {
+    for role in crate::chunks::roles(c.op) {
         out.push(match role {
-            b'f' | b'd' => fd_text(
+            Some(Role::Fd | Role::Stream | Role::DirStream | Role::DirFd) => fd_text(
                 c.fd.unwrap_or(-1),
                 if c.path.is_some() { None } else { path_of_fd },
             ),
-            b'g' | b'e' => fd_text(
+            Some(Role::Fd2 | Role::DirFd2) => fd_text(
                 c.fd2.unwrap_or(-1),
                 if c.path2.is_some() {
                     None
@@ -217,31 +219,31 @@ fn args_text(c: &Call) -> Vec<String> {
                     c.resolved2.as_deref()
                 },
             ),
-            b'p' => c
+            Some(Role::Path) => c
                 .path
                 .as_deref()
                 .map(|p| quote(p, 4096))
                 .unwrap_or("NULL".into()),
-            b'q' => c
+            Some(Role::Path2) if !symlink => c
                 .path2
                 .as_deref()
                 .map(|p| quote(p, 4096))
                 .unwrap_or("NULL".into()),
-            b's' => c
+            Some(Role::Path2 | Role::Name) => c
                 .name
                 .as_deref()
                 .map(|p| quote(p, 256))
                 .unwrap_or("NULL".into()),
-            b'F' => match (c.op.name(), c.flags) {
+            Some(Role::Flags) => match (c.op.name(), c.flags) {
                 ("open" | "openat", Some(f)) => open_flags(f),
                 (_, Some(f)) => format!("{f:#x}"),
                 (_, None) => "?".into(),
             },
-            b'M' => c.mode.map(|m| format!("0{m:o}")).unwrap_or("?".into()),
-            b'O' => c.offset.map(|o| o.to_string()).unwrap_or("?".into()),
-            b'L' => c.len.map(|o| o.to_string()).unwrap_or("?".into()),
-            b'A' => c.arg.map(|o| o.to_string()).unwrap_or("?".into()),
-            b'W' => match c.whence {
+            Some(Role::Mode) => c.mode.map(|m| format!("0{m:o}")).unwrap_or("?".into()),
+            Some(Role::Offset) => c.offset.map(|o| o.to_string()).unwrap_or("?".into()),
+            Some(Role::Size | Role::ItemSize) => c.len.map(|o| o.to_string()).unwrap_or("?".into()),
+            Some(Role::Int | Role::Items) => c.arg.map(|o| o.to_string()).unwrap_or("?".into()),
+            Some(Role::Whence) => match c.whence {
                 Some(0) => "SEEK_SET".into(),
                 Some(1) => "SEEK_CUR".into(),
                 Some(2) => "SEEK_END".into(),
@@ -364,14 +366,6 @@ pub fn json_record(r: &Record) -> Value {
             }
             Value::Object(m)
         }
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 

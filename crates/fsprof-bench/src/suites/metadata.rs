@@ -132,12 +132,5 @@ fn prepare_cache(
             None
         }
     };
-    Ok(Some(CacheCheck {
-        mode,
-        eviction,
-        verified_by: None,
-        cached_pages: 0,
-        total_pages: 0,
-        passed: false,
-    }))
+    Ok(Some(CacheCheck::unverified(mode, eviction)))
 }

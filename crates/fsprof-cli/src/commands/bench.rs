@@ -3,7 +3,6 @@
 //! bar (indicatif, hidden when stderr is not a terminal), writes the
 //! result file and prints the chosen format.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -13,6 +12,7 @@ use fsprof_bench::params::{parse_size, Align, Params, Suite};
 use fsprof_bench::{export, result, runner};
 use fsprof_core::format::write_atomic;
 
+use super::bar::Bar;
 use super::report::finish;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -178,28 +178,6 @@ fn params(a: &BenchArgs) -> Params {
     }
 }
 
-struct Bar(Option<indicatif::ProgressBar>);
-
-impl runner::Progress for Bar {
-    fn start(&mut self, total: usize, what: &str) {
-        if std::io::stderr().is_terminal() {
-            let b = indicatif::ProgressBar::new(total as u64);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:30}] {pos}/{len} runs {elapsed}",
-            ) {
-                b.set_style(style.progress_chars("=> "));
-            }
-            b.set_message(format!("fsprof bench {what}"));
-            self.0 = Some(b);
-        }
-    }
-    fn run_done(&mut self) {
-        if let Some(b) = &self.0 {
-            b.inc(1);
-        }
-    }
-}
-
 pub fn bench(a: BenchArgs) -> Result<i32> {
     if let Some(o) = &a.output {
         if o.exists() && !a.force {
@@ -223,11 +201,9 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         )
     };
     let command: Vec<String> = std::env::args().collect();
-    let mut bar = Bar(None);
+    let mut bar = Bar::new("fsprof bench {msg} [{bar:30}] {pos}/{len} runs {elapsed}");
     let (profile, bench) = runner::run(&p, command, &mut bar, &stop)?;
-    if let Some(b) = bar.0.take() {
-        b.finish_and_clear();
-    }
+    drop(bar);
     let json = result::to_json(&profile, &bench);
     if let Some(o) = &a.output {
         write_atomic(o, json.as_bytes(), a.force)?;

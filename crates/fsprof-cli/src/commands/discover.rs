@@ -18,8 +18,8 @@ use fsprof_discover::{
     ColdChoice, ColdMethod, Ctx, DiscoverError, Options, Parameter, Progress, Silent,
 };
 use fsprof_sys::signals::{StopSignals, Wake};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::bar::Bar;
 use super::report::write_stdout;
 
 #[derive(Debug, Args)]
@@ -111,41 +111,6 @@ fn parameters(what: &[WhatArg]) -> Vec<Parameter> {
     out
 }
 
-/// A progress bar on a terminal.
-struct Bar {
-    bar: Option<ProgressBar>,
-}
-
-impl Progress for Bar {
-    fn phase(&mut self, what: &str, steps: u64) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-        let b = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template("{msg:48} [{bar:30}] {pos}/{len} {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        b.set_message(what.to_string());
-        self.bar = Some(b);
-    }
-
-    fn advance(&mut self, n: u64) {
-        if let Some(b) = &self.bar {
-            b.inc(n);
-        }
-    }
-}
-
-impl Drop for Bar {
-    fn drop(&mut self) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-    }
-}
-
 /// Refuses a plot directory that is a file, or whose figures exist.
 fn check_plot_dir(dir: &Path, force: bool) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
@@ -223,7 +188,7 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
             _ => false,
         }
     };
-    let mut bar = Bar { bar: None };
+    let mut bar = Bar::new("{msg:48} [{bar:30}] {pos}/{len} {elapsed}");
     let mut silent = Silent;
     let progress: &mut dyn Progress = if !a.quiet && std::io::stderr().is_terminal() {
         &mut bar

@@ -84,10 +84,7 @@ impl Progress for Announce {
 fn probe_report() -> Result<i32> {
     // Exit 0 either way: "no" lines are findings, not failures.
     for f in fsprof_kernel::probe::report() {
-        match f.result {
-            Ok(d) => println!("{:<28} yes  {d}", f.what),
-            Err(why) => println!("{:<28} no   {why}", f.what),
-        }
+        println!("{f}");
     }
     Ok(0)
 }

@@ -2,6 +2,7 @@
 //! work in the library crates; these files join the two.
 
 mod analysis;
+mod bar;
 pub mod bench;
 mod calibrate;
 mod capture;
@@ -26,25 +27,25 @@ use crate::cli::{Cli, Command};
 /// Runs a subcommand; the result is the process exit status.
 pub fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Run(a) => run::run(a),
-        Command::Report(a) => report::report(a),
-        Command::Check(a) => check::check(a),
-        Command::Merge(a) => merge::merge(a),
-        Command::Kernel(a) => kernel::kernel(a),
-        Command::Plot(a) => plot::plot(a),
-        Command::Export(a) => export::export(a),
-        Command::Compare(a) => compare::compare(a),
-        Command::Calibrate(a) => calibrate::calibrate(a),
-        Command::Discover(a) => discover::discover(a),
-        Command::Trace(a) => trace::trace(a),
-        Command::Compile(a) => compile::compile(a),
-        Command::Replay(a) => replay::replay(a),
-        Command::Import(a) => import::import(a),
-        Command::Mount(a) => mount::mount(a),
-        Command::Stat(a) => mount::stat(a),
-        Command::Umount(a) => mount::umount(a),
-        Command::Bench(a) => bench::bench(a),
-        Command::Completions(a) => completions::completions(a),
-        Command::Man(a) => completions::man(a),
+        Command::Run(a) => run::run(a.0),
+        Command::Report(a) => report::report(a.0),
+        Command::Check(a) => check::check(a.0),
+        Command::Merge(a) => merge::merge(a.0),
+        Command::Kernel(a) => kernel::kernel(a.0),
+        Command::Plot(a) => plot::plot(a.0),
+        Command::Export(a) => export::export(a.0),
+        Command::Compare(a) => compare::compare(a.0),
+        Command::Calibrate(a) => calibrate::calibrate(a.0),
+        Command::Discover(a) => discover::discover(a.0),
+        Command::Trace(a) => trace::trace(a.0),
+        Command::Compile(a) => compile::compile(a.0),
+        Command::Replay(a) => replay::replay(a.0),
+        Command::Import(a) => import::import(a.0),
+        Command::Mount(a) => mount::mount(a.0),
+        Command::Stat(a) => mount::stat(a.0),
+        Command::Umount(a) => mount::umount(a.0),
+        Command::Bench(a) => bench::bench(a.0),
+        Command::Completions(a) => completions::completions(a.0),
+        Command::Man(a) => completions::man(a.0),
     }
 }

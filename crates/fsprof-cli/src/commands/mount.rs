@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 
 use crate::cli::parse_interval;
-use fsprof_capture::{Capture, Output, Plan, Progress};
+use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::Resolution;
 use fsprof_export::serve::{self, MetricsServer};
@@ -227,36 +227,20 @@ fn output_path(a: &MountArgs) -> Result<PathBuf> {
 
 fn default_name(lower: &Path) -> Result<PathBuf> {
     let base = std::path::absolute(lower)?;
-    let name: String = base
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".into())
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let stamp: String = fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns())
-        .chars()
-        .take(19)
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    for n in 1..1000 {
-        let p = match n {
-            1 => PathBuf::from(format!("fsprof-mount-{name}-{stamp}.json")),
-            _ => PathBuf::from(format!("fsprof-mount-{name}-{stamp}-{n}.json")),
-        };
-        if !p.exists() {
-            return Ok(p);
-        }
-    }
-    anyhow::bail!(
-        "could not find a free file name like fsprof-mount-{name}-{stamp}.json; use -o FILE"
+    let name = name_part(Some(&base), "root");
+    let stamp = name_stamp(&fsprof_core::units::rfc3339_utc(
+        fsprof_sys::clock::wall_unix_ns(),
+    ));
+    first_free(
+        &format!("fsprof-mount-{name}-{stamp}"),
+        "json",
+        Path::exists,
     )
+    .ok_or_else(|| {
+        anyhow::anyhow!(
+            "could not find a free file name like fsprof-mount-{name}-{stamp}.json; use -o FILE"
+        )
+    })
 }
 
 /// Tells the terminal (or the waiting parent) that the mount is up.

@@ -7,11 +7,13 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use fsprof_capture::Steps;
 use fsprof_core::format::{to_json, write_atomic};
 use fsprof_core::units::format_ns;
 use fsprof_replay::report::TimingReport;
 use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::bar::Bar;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -96,17 +98,10 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             ReadsArg::Skip => Reads::Skip,
         },
     };
-    // Drawn only on a terminal (indicatif hides itself otherwise).
-    let bar = ProgressBar::with_draw_target(
-        Some(compiled.commands.len() as u64),
-        ProgressDrawTarget::stderr(),
-    );
-    bar.set_style(
-        ProgressStyle::with_template("replay {bar:40} {pos}/{len} commands, {elapsed}")
-            .expect("a valid template"),
-    );
-    let r = run_replay(&compiled, &opts, &mut |n| bar.set_position(n))?;
-    bar.finish_and_clear();
+    let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}");
+    bar.phase("replay", compiled.commands.len() as u64);
+    let r = run_replay(&compiled, &opts, &mut |n| bar.to(n))?;
+    drop(bar);
     if r.prepared > 0 {
         fsprof_sys::diag!(
             "fsprof: prepared {} initial entr(ies) under {}",
@@ -186,7 +181,7 @@ fn timing_text(t: &TimingReport) -> String {
         for l in &t.late {
             let _ = writeln!(
                 s,
-                "  late by more than {}: {} behind (thread busy with earlier commands), {} waiting for another thread, {} woke or ran late (scheduling)",
+                "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
                 format_ns(l.over_ns as f64),
                 l.behind,
                 l.constraint,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use fsprof_capture::{Capture, Output, Plan, Silent};
+use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Silent};
 use fsprof_core::Resolution;
 use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
 use fsprof_trace::show::{Format, Printer};
@@ -154,36 +154,14 @@ fn record(a: TraceArgs) -> Result<i32> {
 
 /// `fsprof-<program>-<time>.trace`, or the next free variant.
 fn default_name(cmd: &str) -> Result<PathBuf> {
-    let prog: String = Path::new(cmd)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "cmd".into())
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let now = fsprof_core::units::rfc3339_utc(fsprof_sys::clock::wall_unix_ns());
-    let stamp: String = now
-        .chars()
-        .take(19)
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    for n in 1..1000 {
-        let p = if n == 1 {
-            PathBuf::from(format!("fsprof-{prog}-{stamp}.trace"))
-        } else {
-            PathBuf::from(format!("fsprof-{prog}-{stamp}-{n}.trace"))
-        };
-        if !p.exists() && !p.with_extension("json").exists() {
-            return Ok(p);
-        }
-    }
-    anyhow::bail!("could not find a free file name for the trace; use -o TRACE")
+    let prog = name_part(Some(Path::new(cmd)), "cmd");
+    let stamp = name_stamp(&fsprof_core::units::rfc3339_utc(
+        fsprof_sys::clock::wall_unix_ns(),
+    ));
+    first_free(&format!("fsprof-{prog}-{stamp}"), "trace", |p| {
+        p.exists() || p.with_extension("json").exists()
+    })
+    .ok_or_else(|| anyhow::anyhow!("could not find a free file name for the trace; use -o TRACE"))
 }
 
 fn show(a: ShowArgs) -> Result<i32> {

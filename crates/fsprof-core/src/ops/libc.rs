@@ -21,13 +21,33 @@ pub struct LibcOp {
     /// For data ops, which way the data moves. Data ops get request-size
     /// and seek-distance tables in the shim ([`data_ops`]).
     pub data: Option<Direction>,
+    /// How many arguments the prototype takes (a trace prints the ones
+    /// without a role, buffers, as `...`).
+    pub arity: u8,
 }
 
 const fn op(name: &'static str, args: &'static [(super::Role, u8)]) -> LibcOp {
+    let mut arity = 0;
+    let mut i = 0;
+    while i < args.len() {
+        if args[i].1 + 1 > arity {
+            arity = args[i].1 + 1;
+        }
+        i += 1;
+    }
     LibcOp {
         name,
         args: Args(args),
         data: None,
+        arity,
+    }
+}
+
+impl LibcOp {
+    /// The op takes `n` arguments, more than its last operand's position
+    /// (`stat`'s buffer after its path).
+    const fn takes(self, n: u8) -> LibcOp {
+        LibcOp { arity: n, ..self }
     }
 }
 
@@ -47,7 +67,6 @@ const fn write(name: &'static str, args: &'static [(super::Role, u8)]) -> LibcOp
 
 const FD: &[(super::Role, u8)] = &[(Fd, 0)];
 const PATH: &[(super::Role, u8)] = &[(Path, 0)];
-const AT: &[(super::Role, u8)] = &[(DirFd, 0), (Path, 1)];
 const STREAM: &[(super::Role, u8)] = &[(Stream, 0)];
 const RW: &[(super::Role, u8)] = &[(Fd, 0), (Size, 2)];
 const PRW: &[(super::Role, u8)] = &[(Fd, 0), (Size, 2), (Offset, 3)];
@@ -55,17 +74,27 @@ const RWV: &[(super::Role, u8)] = &[(Fd, 0), (Iov, 1), (IovCount, 2)];
 const PRWV: &[(super::Role, u8)] = &[(Fd, 0), (Iov, 1), (IovCount, 2), (Offset, 3)];
 const ITEMS: &[(super::Role, u8)] = &[(ItemSize, 1), (Items, 2), (Stream, 3)];
 const TWO_PATHS: &[(super::Role, u8)] = &[(Path, 0), (Path2, 1)];
-const TWO_AT_PATHS: &[(super::Role, u8)] = &[(DirFd, 0), (Path, 1), (Path2, 3)];
-const XATTR_GET: &[(super::Role, u8)] = &[(Path, 0), (Size, 3)];
-const FXATTR_GET: &[(super::Role, u8)] = &[(Fd, 0), (Size, 3)];
+const TWO_AT_PATHS: &[(super::Role, u8)] = &[(DirFd, 0), (Path, 1), (DirFd2, 2), (Path2, 3)];
+const TWO_AT_PATHS_FLAGS: &[(super::Role, u8)] =
+    &[(DirFd, 0), (Path, 1), (DirFd2, 2), (Path2, 3), (Flags, 4)];
+const PATH_MODE: &[(super::Role, u8)] = &[(Path, 0), (Mode, 1)];
+const AT_MODE: &[(super::Role, u8)] = &[(DirFd, 0), (Path, 1), (Mode, 2)];
+const AT_MODE_FLAGS: &[(super::Role, u8)] = &[(DirFd, 0), (Path, 1), (Mode, 2), (Flags, 3)];
+const PATH_NAME: &[(super::Role, u8)] = &[(Path, 0), (Name, 1)];
+const PRWV_FLAGS: &[(super::Role, u8)] =
+    &[(Fd, 0), (Iov, 1), (IovCount, 2), (Offset, 3), (Flags, 4)];
+const XATTR_GET: &[(super::Role, u8)] = &[(Path, 0), (Name, 1), (Size, 3)];
+const FXATTR_GET: &[(super::Role, u8)] = &[(Fd, 0), (Name, 1), (Size, 3)];
+const XATTR_SET: &[(super::Role, u8)] = &[(Path, 0), (Name, 1), (Size, 3), (Flags, 4)];
+const FXATTR_SET: &[(super::Role, u8)] = &[(Fd, 0), (Name, 1), (Size, 3), (Flags, 4)];
 const XATTR_LIST: &[(super::Role, u8)] = &[(Path, 0), (Size, 2)];
 const FXATTR_LIST: &[(super::Role, u8)] = &[(Fd, 0), (Size, 2)];
 
 /// The user layer's ops in ABI order (see the module doc).
 pub const OPS: &[LibcOp] = &[
-    op("open", PATH),
-    op("openat", AT),
-    op("creat", PATH),
+    op("open", &[(Path, 0), (Flags, 1), (Mode, 2)]),
+    op("openat", &[(DirFd, 0), (Path, 1), (Flags, 2), (Mode, 3)]),
+    op("creat", PATH_MODE),
     op("close", FD),
     read("read", RW),
     write("write", RW),
@@ -76,55 +105,61 @@ pub const OPS: &[LibcOp] = &[
     read("preadv", PRWV),
     write("pwritev", PRWV),
     // An offset of -1 means "at the file position" for the v2 calls.
-    read("preadv2", PRWV),
-    write("pwritev2", PRWV),
-    op("lseek", &[(Fd, 0), (Offset, 1)]),
-    op("stat", PATH),
-    op("lstat", PATH),
-    op("fstat", FD),
-    op("fstatat", AT),
-    op("statx", AT),
-    op("access", PATH),
-    op("faccessat", AT),
+    read("preadv2", PRWV_FLAGS),
+    write("pwritev2", PRWV_FLAGS),
+    op("lseek", &[(Fd, 0), (Offset, 1), (Whence, 2)]),
+    op("stat", PATH).takes(2),
+    op("lstat", PATH).takes(2),
+    op("fstat", FD).takes(2),
+    op("fstatat", &[(DirFd, 0), (Path, 1), (Flags, 3)]),
+    op("statx", &[(DirFd, 0), (Path, 1), (Flags, 2)]).takes(5),
+    op("access", PATH_MODE),
+    op("faccessat", AT_MODE_FLAGS),
     op("fsync", FD),
     op("fdatasync", FD),
     op("sync", &[]),
     op("syncfs", FD),
-    op("sync_file_range", &[(Fd, 0), (Offset, 1), (Size, 2)]),
+    op(
+        "sync_file_range",
+        &[(Fd, 0), (Offset, 1), (Size, 2), (Flags, 3)],
+    ),
     op("truncate", &[(Path, 0), (Size, 1)]),
     op("ftruncate", &[(Fd, 0), (Size, 1)]),
-    op("fallocate", &[(Fd, 0), (Offset, 2), (Size, 3)]),
+    op("fallocate", &[(Fd, 0), (Mode, 1), (Offset, 2), (Size, 3)]),
     op("posix_fallocate", &[(Fd, 0), (Offset, 1), (Size, 2)]),
-    op("posix_fadvise", &[(Fd, 0), (Offset, 1), (Size, 2)]),
-    op("mkdir", PATH),
-    op("mkdirat", AT),
+    op(
+        "posix_fadvise",
+        &[(Fd, 0), (Offset, 1), (Size, 2), (Flags, 3)],
+    ),
+    op("mkdir", PATH_MODE),
+    op("mkdirat", AT_MODE),
     op("rmdir", PATH),
     op("unlink", PATH),
-    op("unlinkat", AT),
+    op("unlinkat", &[(DirFd, 0), (Path, 1), (Flags, 2)]),
     op("rename", TWO_PATHS),
     op("renameat", TWO_AT_PATHS),
-    op("renameat2", TWO_AT_PATHS),
+    op("renameat2", TWO_AT_PATHS_FLAGS),
     op("link", TWO_PATHS),
-    op("linkat", TWO_AT_PATHS),
+    op("linkat", TWO_AT_PATHS_FLAGS),
     op("symlink", &[(Path2, 0), (Path, 1)]),
     op("symlinkat", &[(Path2, 0), (DirFd, 1), (Path, 2)]),
     op("readlink", &[(Path, 0), (Size, 2)]),
     op("readlinkat", &[(DirFd, 0), (Path, 1), (Size, 3)]),
-    op("mknod", PATH),
-    op("mknodat", AT),
-    op("chmod", PATH),
-    op("fchmod", FD),
-    op("fchmodat", AT),
-    op("chown", PATH),
-    op("fchown", FD),
-    op("lchown", PATH),
-    op("fchownat", AT),
-    op("utimensat", AT),
-    op("futimens", FD),
-    op("utime", PATH),
-    op("utimes", PATH),
-    op("futimes", FD),
-    op("lutimes", PATH),
+    op("mknod", PATH_MODE).takes(3),
+    op("mknodat", AT_MODE).takes(4),
+    op("chmod", PATH_MODE),
+    op("fchmod", &[(Fd, 0), (Mode, 1)]),
+    op("fchmodat", AT_MODE_FLAGS),
+    op("chown", PATH).takes(3),
+    op("fchown", FD).takes(3),
+    op("lchown", PATH).takes(3),
+    op("fchownat", &[(DirFd, 0), (Path, 1), (Flags, 4)]),
+    op("utimensat", &[(DirFd, 0), (Path, 1), (Flags, 3)]),
+    op("futimens", FD).takes(2),
+    op("utime", PATH).takes(2),
+    op("utimes", PATH).takes(2),
+    op("futimes", FD).takes(2),
+    op("lutimes", PATH).takes(2),
     op("chdir", PATH),
     op("fchdir", FD),
     op("opendir", PATH),
@@ -132,35 +167,35 @@ pub const OPS: &[LibcOp] = &[
     op("readdir", &[(DirStream, 0)]),
     op("closedir", &[(DirStream, 0)]),
     op("getdents64", RW),
-    op("mmap", &[(Size, 1), (Fd, 4), (Offset, 5)]),
-    op("msync", &[(Size, 1)]),
+    op("mmap", &[(Size, 1), (Flags, 3), (Fd, 4), (Offset, 5)]),
+    op("msync", &[(Size, 1), (Flags, 2)]),
     op("munmap", &[(Size, 1)]),
     op("sendfile", &[(Fd2, 0), (Fd, 1), (OffsetPtr, 2), (Size, 3)]),
     op(
         "copy_file_range",
-        &[(Fd, 0), (OffsetPtr, 1), (Fd2, 2), (Size, 4)],
+        &[(Fd, 0), (OffsetPtr, 1), (Fd2, 2), (Size, 4), (Flags, 5)],
     ),
     op("getxattr", XATTR_GET),
     op("lgetxattr", XATTR_GET),
     op("fgetxattr", FXATTR_GET),
-    op("setxattr", XATTR_GET),
-    op("lsetxattr", XATTR_GET),
-    op("fsetxattr", FXATTR_GET),
+    op("setxattr", XATTR_SET),
+    op("lsetxattr", XATTR_SET),
+    op("fsetxattr", FXATTR_SET),
     op("listxattr", XATTR_LIST),
     op("llistxattr", XATTR_LIST),
     op("flistxattr", FXATTR_LIST),
-    op("removexattr", PATH),
-    op("lremovexattr", PATH),
-    op("fremovexattr", FD),
-    op("statfs", PATH),
-    op("fstatfs", FD),
-    op("statvfs", PATH),
-    op("fstatvfs", FD),
-    op("fcntl", FD),
-    op("flock", FD),
-    op("fopen", PATH),
-    op("freopen", &[(Path, 0), (Stream, 2)]),
-    op("fdopen", FD),
+    op("removexattr", PATH_NAME),
+    op("lremovexattr", PATH_NAME),
+    op("fremovexattr", &[(Fd, 0), (Name, 1)]),
+    op("statfs", PATH).takes(2),
+    op("fstatfs", FD).takes(2),
+    op("statvfs", PATH).takes(2),
+    op("fstatvfs", FD).takes(2),
+    op("fcntl", &[(Fd, 0), (Flags, 1), (Int, 2)]),
+    op("flock", &[(Fd, 0), (Flags, 1)]),
+    op("fopen", PATH_NAME),
+    op("freopen", &[(Path, 0), (Name, 1), (Stream, 2)]),
+    op("fdopen", &[(Fd, 0), (Name, 1)]),
     op("fclose", STREAM),
     read("fread", ITEMS),
     write("fwrite", ITEMS),
@@ -168,8 +203,8 @@ pub const OPS: &[LibcOp] = &[
     op("fputs", &[(Stream, 1)]),
     op("fflush", STREAM),
     op("getline", &[(Stream, 2)]),
-    op("getdelim", &[(Stream, 3)]),
-    op("fseek", &[(Stream, 0), (Offset, 1)]),
+    op("getdelim", &[(Int, 2), (Stream, 3)]),
+    op("fseek", &[(Stream, 0), (Offset, 1), (Whence, 2)]),
     op("ftell", STREAM),
 ];
 

@@ -53,6 +53,22 @@ pub enum Role {
     ItemSize,
     /// The number of items (`fread`, `fwrite`).
     Items,
+    /// The directory descriptor a relative [`Role::Path2`] is resolved
+    /// from (`renameat`'s, `linkat`'s new dirfd).
+    DirFd2,
+    /// Flags or a command: `open`'s flags, `fcntl`'s command, `*at`'s
+    /// `AT_*` flags, `posix_fadvise`'s advice, `mmap`'s flags.
+    Flags,
+    /// A mode: permission bits (`open`, `mkdir`, `chmod`), `access`'s
+    /// mode, `fallocate`'s mode.
+    Mode,
+    /// `lseek`'s and `fseek`'s whence.
+    Whence,
+    /// A string that names no file: an xattr's name, `fopen`'s mode.
+    Name,
+    /// Another integer a trace keeps: `fcntl`'s argument, `getdelim`'s
+    /// delimiter.
+    Int,
 }
 
 /// Direction of a data op: which way file data moves.

@@ -251,12 +251,7 @@ pub fn discover(
         BLOCKS,
         bytes(block)
     ));
-    f = match inf.count {
-        Some(n) => f.found(n, inf.confidence),
-        None => f.inconclusive(inf.confidence.statement),
-    };
-    f.run_time_ns = fsprof_sys::clock::mono_ns() - start;
-    Ok(f)
+    Ok(f.concluded(inf.count, inf.confidence, start))
 }
 
 #[cfg(test)]

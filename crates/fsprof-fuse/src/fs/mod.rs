@@ -29,7 +29,7 @@ use fuser::{
 use crate::control::{self, Control};
 use crate::inodes::{Inode, Inodes, ROOT};
 use crate::live::Live;
-use crate::opcodes::Op;
+use crate::opcodes::op;
 use crate::stats::Recorder;
 use crate::sys::Res;
 
@@ -130,8 +130,8 @@ impl PassFs {
             ),
             Mode::Fast => {
                 notes.push(format!(
-                    "fast: entries and attributes are cached for {:?}, pages across opens: repeated lookups, \
-                     getattrs and cached reads are not seen",
+                    "fast: entries and attributes are cached for {:?}, pages across opens, and close() sends \
+                     no flush: repeated lookups, getattrs, flushes and cached reads are not seen",
                     self.ttl
                 ));
                 if passthrough {
@@ -197,13 +197,13 @@ impl Filesystem for PassFs {
         if control::is_name(parent.0, name) {
             let last = self.last_root_getattr.swap(0, Relaxed);
             if last != 0 && last >> 32 == req.pid() as u64 {
-                self.rec.exclude(Op::Getattr, last & 0xffff_ffff);
+                self.rec.exclude(op!("getattr"), last & 0xffff_ffff);
             }
             return reply.entry(&Duration::ZERO, &self.control.attr(), Generation(0));
         }
         let r = self
             .rec
-            .timed(Op::Lookup, || self.lookup_entry(parent, name));
+            .timed(op!("lookup"), || self.lookup_entry(parent, name));
         self.reply_entry(r, reply)
     }
 
@@ -211,7 +211,7 @@ impl Filesystem for PassFs {
     /// batch type is private), so batches are counted as single forgets.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         self.rec
-            .timed_quiet(Op::Forget, || self.inodes.forget(ino.0, nlookup));
+            .timed_quiet(op!("forget"), || self.inodes.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -219,14 +219,14 @@ impl Filesystem for PassFs {
             return reply.attr(&Duration::ZERO, &self.control.attr());
         }
         let r = if ino.0 == ROOT {
-            let (r, ns) = self.rec.timed_ns(Op::Getattr, || self.getattr_of(ino));
+            let (r, ns) = self.rec.timed_ns(op!("getattr"), || self.getattr_of(ino));
             if r.is_ok() {
                 let packed = (req.pid() as u64) << 32 | ns.min(0xffff_ffff);
                 self.last_root_getattr.store(packed, Relaxed);
             }
             r
         } else {
-            self.rec.timed(Op::Getattr, || self.getattr_of(ino))
+            self.rec.timed(op!("getattr"), || self.getattr_of(ino))
         };
         match r {
             Ok(a) => reply.attr(&self.ttl, &a),
@@ -265,14 +265,17 @@ impl Filesystem for PassFs {
             mtime,
             fh: fh.map(|f| f.0),
         };
-        match self.rec.timed(Op::Setattr, || self.set_attr(ino, &change)) {
+        match self
+            .rec
+            .timed(op!("setattr"), || self.set_attr(ino, &change))
+        {
             Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.rec.timed(Op::Readlink, || self.read_link(ino)) {
+        match self.rec.timed(op!("readlink"), || self.read_link(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -288,7 +291,7 @@ impl Filesystem for PassFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.rec.timed(Op::Mknod, || {
+        let r = self.rec.timed(op!("mknod"), || {
             self.make(req, parent, name, entries::Make::Node { mode, rdev })
         });
         self.reply_entry(r, reply)
@@ -303,7 +306,7 @@ impl Filesystem for PassFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.rec.timed(Op::Mkdir, || {
+        let r = self.rec.timed(op!("mkdir"), || {
             self.make(req, parent, name, entries::Make::Dir { mode })
         });
         self.reply_entry(r, reply)
@@ -317,21 +320,23 @@ impl Filesystem for PassFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = self.rec.timed(Op::Symlink, || {
+        let r = self.rec.timed(op!("symlink"), || {
             self.make(req, parent, link_name, entries::Make::Symlink { target })
         });
         self.reply_entry(r, reply)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self.rec.timed(Op::Unlink, || self.remove(parent, name, 0));
+        let r = self
+            .rec
+            .timed(op!("unlink"), || self.remove(parent, name, 0));
         Self::reply_empty(r, reply)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self
-            .rec
-            .timed(Op::Rmdir, || self.remove(parent, name, libc::AT_REMOVEDIR));
+        let r = self.rec.timed(op!("rmdir"), || {
+            self.remove(parent, name, libc::AT_REMOVEDIR)
+        });
         Self::reply_empty(r, reply)
     }
 
@@ -347,9 +352,9 @@ impl Filesystem for PassFs {
     ) {
         // The kernel sends RENAME2 only when there are flags.
         let op = if flags.is_empty() {
-            Op::Rename
+            op!("rename")
         } else {
-            Op::Rename2
+            op!("rename2")
         };
         let r = self.rec.timed(op, || {
             self.rename_entry(parent, name, newparent, newname, flags.bits())
@@ -367,7 +372,7 @@ impl Filesystem for PassFs {
     ) {
         let r = self
             .rec
-            .timed(Op::Link, || self.link_entry(ino, newparent, newname));
+            .timed(op!("link"), || self.link_entry(ino, newparent, newname));
         self.reply_entry(r, reply)
     }
 
@@ -415,7 +420,7 @@ impl Filesystem for PassFs {
             self.control.write(data)
         } else {
             self.rec
-                .timed(Op::Write, || files::write(fh.0, data, offset))
+                .timed(op!("write"), || files::write(fh.0, data, offset))
         };
         match r {
             Ok(n) => reply.written(n),
@@ -434,7 +439,7 @@ impl Filesystem for PassFs {
         if Control::is_fh(fh.0) {
             return reply.ok();
         }
-        Self::reply_empty(self.rec.timed(Op::Flush, || files::flush(fh.0)), reply)
+        Self::reply_empty(self.rec.timed(op!("flush"), || files::flush(fh.0)), reply)
     }
 
     fn release(
@@ -451,7 +456,9 @@ impl Filesystem for PassFs {
             self.control.release(fh.0);
             return reply.ok();
         }
-        let r = self.rec.timed(Op::Release, || self.release_file(ino, fh.0));
+        let r = self
+            .rec
+            .timed(op!("release"), || self.release_file(ino, fh.0));
         Self::reply_empty(r, reply)
     }
 
@@ -466,12 +473,12 @@ impl Filesystem for PassFs {
         if Control::is_fh(fh.0) {
             return reply.ok();
         }
-        let r = self.rec.timed(Op::Fsync, || files::sync(fh.0, datasync));
+        let r = self.rec.timed(op!("fsync"), || files::sync(fh.0, datasync));
         Self::reply_empty(r, reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.rec.timed(Op::Opendir, || self.open_dir(ino)) {
+        match self.rec.timed(op!("opendir"), || self.open_dir(ino)) {
             Ok(fh) => reply.opened(FileHandle(fh), self.dir_open_flags()),
             Err(e) => reply.error(e),
         }
@@ -485,9 +492,9 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = self
-            .rec
-            .timed(Op::Readdir, || self.read_dir(ino, fh.0, offset, &mut reply));
+        let r = self.rec.timed(op!("readdir"), || {
+            self.read_dir(ino, fh.0, offset, &mut reply)
+        });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -502,7 +509,7 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let r = self.rec.timed(Op::Readdirplus, || {
+        let r = self.rec.timed(op!("readdirplus"), || {
             self.read_dir_plus(ino, fh.0, offset, &mut reply)
         });
         match r {
@@ -521,7 +528,7 @@ impl Filesystem for PassFs {
     ) {
         let r = self
             .rec
-            .timed(Op::Releasedir, || crate::sys::close(fh.0 as i32));
+            .timed(op!("releasedir"), || crate::sys::close(fh.0 as i32));
         Self::reply_empty(r, reply)
     }
 
@@ -533,12 +540,14 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.rec.timed(Op::Fsyncdir, || files::sync(fh.0, datasync));
+        let r = self
+            .rec
+            .timed(op!("fsyncdir"), || files::sync(fh.0, datasync));
         Self::reply_empty(r, reply)
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        match self.rec.timed(Op::Statfs, || self.stat_fs(ino)) {
+        match self.rec.timed(op!("statfs"), || self.stat_fs(ino)) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -565,28 +574,28 @@ impl Filesystem for PassFs {
     ) {
         let r = self
             .rec
-            .timed(Op::Setxattr, || self.set_xattr(ino, name, value, flags));
+            .timed(op!("setxattr"), || self.set_xattr(ino, name, value, flags));
         Self::reply_empty(r, reply)
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let r = self
             .rec
-            .timed(Op::Getxattr, || self.get_xattr(ino, Some(name), size));
+            .timed(op!("getxattr"), || self.get_xattr(ino, Some(name), size));
         entries::reply_xattr(r, size, reply)
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self
             .rec
-            .timed(Op::Listxattr, || self.get_xattr(ino, None, size));
+            .timed(op!("listxattr"), || self.get_xattr(ino, None, size));
         entries::reply_xattr(r, size, reply)
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = self
             .rec
-            .timed(Op::Removexattr, || self.remove_xattr(ino, name));
+            .timed(op!("removexattr"), || self.remove_xattr(ino, name));
         Self::reply_empty(r, reply)
     }
 
@@ -596,7 +605,7 @@ impl Filesystem for PassFs {
         }
         let r = self
             .rec
-            .timed(Op::Access, || self.check_access(ino, mask.bits()));
+            .timed(op!("access"), || self.check_access(ino, mask.bits()));
         Self::reply_empty(r, reply)
     }
 
@@ -623,7 +632,7 @@ impl Filesystem for PassFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let r = self.rec.timed(Op::Fallocate, || {
+        let r = self.rec.timed(op!("fallocate"), || {
             files::allocate(fh.0, offset, length, mode)
         });
         Self::reply_empty(r, reply)
@@ -640,7 +649,7 @@ impl Filesystem for PassFs {
     ) {
         match self
             .rec
-            .timed(Op::Lseek, || files::seek(fh.0, offset, whence))
+            .timed(op!("lseek"), || files::seek(fh.0, offset, whence))
         {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
@@ -660,7 +669,7 @@ impl Filesystem for PassFs {
         flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        let r = self.rec.timed(Op::CopyFileRange, || {
+        let r = self.rec.timed(op!("copy_file_range"), || {
             files::copy_range(fh_in.0, offset_in, fh_out.0, offset_out, len, flags.bits())
         });
         match r {

@@ -102,7 +102,7 @@ fn syscall(name: &str) -> Option<(&'static str, &'static str)> {
         "fstatfs" => ("fstatfs", "f-"),
         "fcntl" => ("fcntl", "fFA"),
         "flock" => ("flock", "fF"),
-        "sendfile" | "sendfile64" => ("sendfile", "fg-L"),
+        "sendfile" | "sendfile64" => ("sendfile", "gf-L"),
         "copy_file_range" => ("copy_file_range", "f-g-LF"),
         "mknod" => ("mknod", "pM-"),
         "mknodat" => ("mknodat", "dpM-"),

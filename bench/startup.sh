@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# fsprof run's fixed start-up cost and its end-to-end ratio on a short real
+# workload, against bare runs measured in the same rounds (hyperfine,
+# interleaved: every round times every command once more), as medians:
+#
+#   1. `fsprof run -q -- true` against `true`: the added milliseconds
+#      (issue 10's target: within +1 ms);
+#   2. `grep -r <absent pattern> /usr/include`, warm page cache, under
+#      `fsprof run -q` against bare: the ratio (target: <= 1.04);
+#   3. unless --no-percall: the ns added per intercepted call
+#      (bench/user_overhead.py's tight pread/fstat loop; target: <= 25 ns).
+#
+# fsprof runs as the issue states it, without -o: each run writes a new
+# profile under the default name into the current directory (a temporary
+# one here, emptied by a --prepare between runs). `-o FILE` would also
+# time a probe that FILE's directory takes a new file, and replacing the
+# same FILE every run ext4's flush-on-rename-over. `fsprof --version` is
+# timed too: the part of the start-up that is only exec'ing and linking
+# fsprof's own binary. Beside wall time, each line shows CPU time (user +
+# system of the command and its children): on a busy machine wall time
+# mostly measures waiting for a CPU, CPU time much less so.
+#
+# With --perf, also where the CPU time goes (perf stat, 40 runs each):
+# fsprof alone (--no-inherit) against fsprof with its child, page faults.
+#
+# usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--no-percall] [--perf]
+# Needs hyperfine (apt-get install hyperfine) and a release build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=11 runs=20 percall=1 perf=0
+fsprof="$PWD/target/release/fsprof"
+while (($#)); do
+  case "$1" in
+    --rounds) rounds=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --fsprof) fsprof=$2; shift ;;
+    --no-percall) percall=0 ;;
+    --perf) perf=1 ;;
+    *) echo "usage: $0 [--rounds N] [--runs N] [--fsprof PATH] [--no-percall] [--perf]" >&2; exit 2 ;;
+  esac
+  shift
+done
+command -v hyperfine >/dev/null || { echo "needs hyperfine: apt-get install hyperfine" >&2; exit 2; }
+[ -x "$fsprof" ] || { echo "$fsprof not found: cargo build --release" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+grep=$(command -v grep)
+pattern=fsprof_bench_pattern_that_is_not_there
+cmds=(
+  "true"
+  "$fsprof run -q -- true"
+  "$grep -r $pattern /usr/include"
+  "$fsprof run -q -- $grep -r $pattern /usr/include"
+  "$fsprof --version"
+)
+"$grep" -r "$pattern" /usr/include >/dev/null || true # warm the page cache
+mkdir "$tmp/cwd"
+for ((r = 1; r <= rounds; r++)); do
+  (cd "$tmp/cwd" && hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" --style none --export-json "$tmp/round-$r.json" "${cmds[@]}" >/dev/null)
+done
+echo "# fsprof version: $("$fsprof" --version)"
+echo "# host: $(uname -n), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $rounds interleaved rounds x $runs runs per command (hyperfine -N), medians of the round medians"
+python3 - "$tmp" "$rounds" <<'PY'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+med = [[statistics.median(r["times"]) for r in json.load(open(f"{tmp}/round-{k}.json"))["results"]]
+       for k in range(1, rounds + 1)]
+cpu = [[r["user"] + r["system"] for r in json.load(open(f"{tmp}/round-{k}.json"))["results"]]
+       for k in range(1, rounds + 1)]
+col = lambda i: [m[i] for m in med]
+# CPU time (user + system of the command and its children, hyperfine's
+# per-round means) moves less than wall time when the machine is busy.
+def line(name, i):
+    print(f"{name:<30} {statistics.median(col(i)) * 1e3:8.2f} ms   cpu {statistics.median(m[i] for m in cpu) * 1e3:6.2f} ms")
+line("true", 0)
+line("fsprof --version", 4)
+line("fsprof run -q -- true", 1)
+added = [m[1] - m[0] for m in med]
+print(f"{'start-up added':<30} {statistics.median(added) * 1e3:8.2f} ms   (rounds {min(added) * 1e3:.2f}..{max(added) * 1e3:.2f})")
+added_cpu = [m[1] - m[0] for m in cpu]
+print(f"{'start-up added, cpu':<30} {statistics.median(added_cpu) * 1e3:8.2f} ms   (rounds {min(added_cpu) * 1e3:.2f}..{max(added_cpu) * 1e3:.2f})")
+line("grep -r /usr/include", 2)
+line("fsprof run -q -- grep -r", 3)
+ratio = [m[3] / m[2] for m in med]
+print(f"{'grep ratio':<30} {statistics.median(ratio):8.3f}      (rounds {min(ratio):.3f}..{max(ratio):.3f})")
+ratio_cpu = [m[3] / m[2] for m in cpu]
+print(f"{'grep ratio, cpu':<30} {statistics.median(ratio_cpu):8.3f}      (rounds {min(ratio_cpu):.3f}..{max(ratio_cpu):.3f})")
+PY
+if ((perf)); then
+  echo "# perf stat -r 40: task-clock (CPU ms) and page faults"
+  stat() { # LABEL PERF-OPTIONS... -- COMMAND...
+    local label=$1
+    shift
+    (cd "$tmp/cwd" && perf stat -r 40 -x, -e task-clock,page-faults "$@" 2>&1 >/dev/null) |
+      awk -F, -v l="$label" '$3 == "task-clock" { t = $1 } $3 == "page-faults" { p = $1 }
+        END { printf "%-30s %8.2f ms cpu %5d faults\n", l, t, p }'
+  }
+  stat "true" -- true
+  stat "fsprof --version" -- "$fsprof" --version
+  stat "fsprof run -q -- true" -- "$fsprof" run -q -- true
+  stat "  of which fsprof alone" --no-inherit -- "$fsprof" run -q -- true
+  find "$tmp/cwd" -name 'fsprof-*.json' -delete
+fi
+if ((percall)); then
+  python3 bench/user_overhead.py --fsprof "$fsprof" --rounds "$rounds" --no-peers | sed -n '/ns per call/,$p'
+fi

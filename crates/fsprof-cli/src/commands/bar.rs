@@ -1,0 +1,58 @@
+//! The CLI's one progress bar (indicatif, on stderr, drawn only when that
+//! is a terminal) for work counted in steps: bench runs, discovery phases,
+//! replayed commands. Each command gives its own line template.
+
+use fsprof_capture::Steps;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub struct Bar {
+    template: &'static str,
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    /// `template` in indicatif's syntax; `{msg}` is the phase's name.
+    pub fn new(template: &'static str) -> Bar {
+        Bar {
+            template,
+            bar: None,
+        }
+    }
+
+    /// Moves to step `pos` of the phase.
+    pub fn to(&self, pos: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(pos);
+        }
+    }
+}
+
+impl Steps for Bar {
+    fn phase(&mut self, what: &str, steps: u64) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        let b = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template(self.template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        b.set_message(what.to_string());
+        self.bar = Some(b);
+    }
+
+    fn advance(&mut self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+        }
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
