@@ -161,8 +161,7 @@ struct Points<'a, P> {
 impl<'a, P> Points<'a, P> {
     fn layers(&self) -> impl Iterator<Item = &'a fsprof_core::Layer> + use<'a, P> {
         let (unit, c) = (self.unit, self.c);
-        c.p
-            .layers
+        c.p.layers
             .iter()
             .filter(move |l| unit.is_none_or(|u| Unit::of(&l.name) == u))
     }
