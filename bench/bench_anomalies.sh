@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory-rich microbenchmark paper's anomalies (Wang et al.), tried on
-# this machine with fsprof bench; docs/bench-anomalies.md has the results.
+# this machine with fsprof bench; docs/benchmarks.md has the results.
 #   bench/bench_anomalies.sh DIR [ROUNDS] [PLOTDIR]
 # DIR: where the files go (tmpfs: the paper's ramfs case). PLOTDIR: where
 # the sweep charts are written (default docs/bench).

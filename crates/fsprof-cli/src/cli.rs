@@ -57,6 +57,7 @@ pub enum Command {
     #[command(after_long_help = RUN_HELP)]
     Run(Lazy<RunArgs>),
     /// Print a profile: ops ranked by total latency, with latency histograms
+    #[command(after_long_help = REPORT_HELP)]
     Report(Lazy<ReportArgs>),
     /// Verify a profile's counters (entered = returned = histogram total)
     Check(Lazy<CheckArgs>),
@@ -401,6 +402,14 @@ Exit status: the command's, whatever happens to the profile: 128+signal if a
 signal ended it (130 after Ctrl-C, which is the command's to handle: the
 profile is written when it exits), 127 if it could not be found, 126 if it
 could not be executed; 2 on fsprof's own errors before the command starts.";
+
+const REPORT_HELP: &str = "\
+p50 and p99 are estimates: a profile keeps only how many calls fell in each
+log2 bucket, so a quantile is interpolated geometrically inside the bucket
+that holds it and clamped to the op's smallest and largest call. The true
+value lies in that bucket, which each histogram's heading gives (\"p50 in
+512ns..1.02µs\"), as do p50_range_ns and p99_range_ns in --format json.
+Every figure of a byte-valued layer (block-size) is in bytes.";
 
 const KERNEL_HELP: &str = "\
 Examples (as root):

@@ -268,6 +268,17 @@ fn median_of(xs: &[f64]) -> f64 {
     }
 }
 
+/// The 1-minute load average, from /proc/loadavg.
+fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// CPUs the kernel lists as online (`0-1,4`), counted from sysfs.
 fn online_cpus() -> usize {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
@@ -297,6 +308,9 @@ struct Recomputed {
     mad: f64,
     outliers: usize,
     op_p50: f64,
+    /// The discarded warm-up run's figure, and every measured figure.
+    warm: f64,
+    figs: Vec<f64>,
 }
 
 fn nested(v: &serde_json::Value) -> Vec<Vec<f64>> {
@@ -340,12 +354,14 @@ fn recompute(ph: &serde_json::Value) -> Recomputed {
             .iter()
             .filter(|&&dv| dv > 0.0 && (mad == 0.0 || dv / mad > 14.826))
             .count(),
+        warm: kept_bytes * 1e3 / file_ns[0][1..].iter().sum::<f64>(),
         op_p50: median_of(
             &op_ns[1..]
                 .iter()
                 .map(|ops| median_of(&ops[BLOCKS..]))
                 .collect::<Vec<_>>(),
         ),
+        figs,
     }
 }
 
@@ -379,7 +395,55 @@ fn check_csv_row(name: &str, csv: &str, want: &Recomputed) {
     assert!(cpu > 0.0 && cpu <= 1.0, "{name} on_cpu {cpu}");
 }
 
+/// The numbers in a phase's warnings, and that each warning is there
+/// exactly when its recomputed condition holds (limits from
+/// fsprof_bench::warnings: CI over 5%, warm-up 1.25× slower, MAD outliers).
+fn check_warnings(name: &str, text: &str, r: &Recomputed) {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("warning: {name}: ")))
+        .collect();
+    let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
+    let rel = r.half / r.mean * 100.0;
+    let ci = has("confidence interval");
+    assert_eq!(ci, rel > 5.0, "{name}: CI ±{rel:.1}%: {lines:?}");
+    if ci {
+        assert!(has(&format!("is ±{rel:.1}% of the mean")), "{lines:?}");
+    }
+    let slower = r.median / r.warm;
+    let warm = has("the warm-up run was");
+    assert_eq!(
+        warm,
+        slower >= 1.25,
+        "{name}: warm-up {slower:.2}×: {lines:?}"
+    );
+    if warm {
+        assert!(has(&format!("was {slower:.2}× slower")), "{lines:?}");
+    }
+    let outliers: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("is an outlier"))
+        .collect();
+    assert_eq!(outliers.len(), r.outliers, "{name}: {lines:?}");
+    for l in outliers {
+        let i: usize = l
+            .split("run ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            l.contains(&format!("({:.4} MB/s)", r.figs[i - 1])),
+            "{name}: {l}"
+        );
+    }
+}
+
 fn check_text_row(name: &str, text: &str, r: &Recomputed) {
+    check_warnings(name, text, r);
     let line = text
         .lines()
         .find(|l| l.starts_with(&format!("{name} ")))
@@ -454,7 +518,9 @@ fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
             "-o",
             r.to_str().unwrap(),
         ];
+        let load_before = loadavg();
         let o = bench(d.path(), &args);
+        let load_after = loadavg();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let stdout = String::from_utf8(o.stdout).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
@@ -471,6 +537,31 @@ fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
         }
         if format == "text" {
             check_machine_line(&stdout);
+            // The load average is read once at the start: the value
+            // printed is the kernel's before or after (it changes every
+            // 5 s; a run takes well under that).
+            let busy = stdout.lines().find(|l| l.contains("the load average was"));
+            let cpus = online_cpus() as f64;
+            if let Some(l) = busy {
+                let v: f64 = l
+                    .split("was ")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(
+                    [load_before, load_after]
+                        .iter()
+                        .any(|x| (x - v).abs() < 0.005),
+                    "{l}: /proc/loadavg said {load_before} then {load_after}"
+                );
+                assert!(v > 0.5 * cpus, "{l}");
+            } else {
+                assert!(load_before.min(load_after) <= 0.5 * cpus, "{stdout}");
+            }
         }
     }
 }

@@ -100,6 +100,11 @@ fn exit_statuses_are_documented_in_help_and_man_pages() {
         (&["run", "--help"][..], "130 after Ctrl-C"),
         (&["kernel", "--help"][..], "130 after Ctrl-C"),
         (&["--help"][..], "`compare` exits 1 when an op changed"),
+        // How p50/p99 are estimated (issue 9).
+        (
+            &["report", "--help"][..],
+            "interpolated geometrically inside the bucket that holds it and clamped",
+        ),
     ] {
         let o = fsprof().args(args).output().unwrap();
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));

@@ -350,3 +350,47 @@ fn cgroups_of(pid: u32) -> usize {
         0,
     )
 }
+
+/// The remount path when it works: the image is mounted inside a private
+/// mount namespace of the test's own, so no other process can hold a copy
+/// of the mount, and every cooling must be a real remount — none may fall
+/// back to fadvise (that the device was still held after an unmount would
+/// be a false alarm here).
+#[test]
+#[ignore = "needs root, mkfs.ext4, unshare"]
+fn remounts_in_a_private_namespace_need_no_fallback() {
+    need_root("loop-mounted images, mounts, mount namespaces");
+    need_program("mkfs.ext4", "e2fsprogs");
+    need_program("unshare", "util-linux");
+    let img = LoopImage::unmounted("ext4", &["-q", "-F"], 64).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("r.json");
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount \"$1\" \"$2\" && exec \"$0\" discover \"$2\" --what readahead \
+             --iterations 1 --device \"$1\" -q -o \"$3\"",
+        )
+        .arg(fsprof_path())
+        .arg(&img.device)
+        .arg(img.mount_point())
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let r = json(&out);
+    assert_eq!(r["cold_cache"], "remount", "{}", r["cold_cache_why"]);
+    assert!(r.get("cold_cache_fallback").is_none(), "{r}");
+    let f = finding(&r, "readahead");
+    assert!(
+        !f["notes"].to_string().contains("remounts left"),
+        "{}",
+        f["notes"]
+    );
+    let found = f["value"].as_u64().unwrap_or_else(|| panic!("{f}"));
+    let kernel = f["kernel"][0]["value"].as_u64().unwrap();
+    assert!(
+        found.abs_diff(kernel) <= 4096,
+        "found {found}, kernel {kernel}: {f}"
+    );
+}

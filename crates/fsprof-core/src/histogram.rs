@@ -160,7 +160,8 @@ impl Histogram {
                 if rank <= seen {
                     let frac = (rank - before) / c as f64;
                     let (lo, hi) = (res.lower_bound(i), res.upper_bound(i));
-                    value = lo * (hi / lo).powf(frac);
+                    // Rounding must not carry it past the bucket's edge.
+                    value = (lo * (hi / lo).powf(frac)).clamp(lo, hi);
                     break;
                 }
             }
@@ -168,6 +169,34 @@ impl Histogram {
         let lo = min.map(|m| m as f64).unwrap_or(0.0);
         let hi = max.map(|m| m as f64).unwrap_or(f64::INFINITY);
         value.clamp(lo, hi.max(lo))
+    }
+
+    /// Where the value at quantile `q` is known to lie: the bounds of the
+    /// bucket that holds it, clamped to the observed `[min, max]` (`(0, 0)`
+    /// for the zero bucket). [`Histogram::quantile`]'s estimate is inside.
+    pub fn quantile_range(
+        &self,
+        q: f64,
+        res: Resolution,
+        min: Option<u64>,
+        max: Option<u64>,
+    ) -> (f64, f64) {
+        let total = self.total();
+        let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
+        let mut seen = self.zero as f64;
+        let mut range = (0.0, 0.0);
+        if total > 0 && rank > seen {
+            for (i, c) in self.buckets() {
+                seen += c as f64;
+                if rank <= seen {
+                    range = (res.lower_bound(i), res.upper_bound(i));
+                    break;
+                }
+            }
+        }
+        let lo = min.map(|m| m as f64).unwrap_or(0.0);
+        let hi = max.map(|m| m as f64).unwrap_or(f64::INFINITY).max(lo);
+        (range.0.clamp(lo, hi), range.1.clamp(lo, hi))
     }
 }
 
@@ -333,6 +362,13 @@ impl OpStats {
         self.histogram.quantile(q, res, self.min_ns, self.max_ns)
     }
 
+    /// The range [`OpStats::quantile`] is known to lie in (see
+    /// [`Histogram::quantile_range`]).
+    pub fn quantile_range(&self, q: f64, res: Resolution) -> (f64, f64) {
+        self.histogram
+            .quantile_range(q, res, self.min_ns, self.max_ns)
+    }
+
     /// The order of every ranked table of ops (FSprof Table 1): most total
     /// latency first; ties by more calls, then by name.
     pub fn by_latency(a: &OpStats, b: &OpStats) -> std::cmp::Ordering {
@@ -419,6 +455,36 @@ mod tests {
         assert_eq!(h.get(1), 3);
         assert_eq!(h.get(3), 5);
         assert_eq!(h.get(7), 0);
+    }
+
+    proptest! {
+        /// The p50 and p99 the reports print are estimates inside a
+        /// bucket: the true quantile of the raw samples (nearest rank,
+        /// computed here from the samples, not from the histogram) lies in
+        /// the range `quantile_range` gives, and so does the estimate.
+        #[test]
+        fn true_quantiles_lie_in_the_printed_range(
+            mut v in proptest::collection::vec(1u64..5_000_000_000, 1..400),
+            r in proptest::sample::select(vec![1u32, 2, 4, 16]),
+        ) {
+            let res = Resolution::new(r).unwrap();
+            let layout = BucketLayout::new(res);
+            let mut op = OpStats::new("x");
+            for &ns in &v {
+                op.record(&layout, ns, false);
+            }
+            v.sort_unstable();
+            for q in [0.5, 0.99] {
+                let rank = ((q * v.len() as f64).ceil() as usize).max(1);
+                let truth = v[rank - 1] as f64;
+                let (lo, hi) = op.quantile_range(q, res);
+                let est = op.quantile(q, res);
+                prop_assert!(lo <= truth && truth <= hi, "q {q}: {truth} not in {lo}..{hi}");
+                prop_assert!(lo <= est && est <= hi, "q {q}: estimate {est} not in {lo}..{hi}");
+                // One bucket wide at most.
+                prop_assert!(hi <= lo * 2f64.powf(1.0 / r as f64) * (1.0 + 1e-9));
+            }
+        }
     }
 
     #[test]

@@ -12,9 +12,22 @@
 //!   file's clean pages; metadata stays cached. Needs nothing.
 //!
 //! `auto` takes the first that is allowed, and the report says which.
+//!
+//! A remount drops the caches only if the unmount ends the file system's
+//! life, and it may not: a process that entered a mount namespace of its
+//! own (`unshare -m`, a container, a sandboxed service) while the file
+//! system was mounted holds a copy of the mount that our unmount does not
+//! reach, and the mount that follows gets the same live superblock back,
+//! every cached page still in it. After each unmount the device is
+//! therefore opened exclusively, which the kernel refuses while any
+//! superblock still holds it; when it is held, that cooling empties the
+//! test files with `posix_fadvise(DONTNEED)` instead (verified like every
+//! other), and the report counts such coolings and says why.
 
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use fsprof_bench::cache::{self, CacheMode};
@@ -55,6 +68,34 @@ pub struct Cooler {
     pub method: ColdMethod,
     pub why: String,
     mount: Option<MountEntry>,
+    tally: RefCell<Tally>,
+}
+
+/// How the coolings went so far: how many, and how many of the remounts
+/// could not end the file system's life and fell back to fadvise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub coolings: u32,
+    pub fallbacks: u32,
+    /// Why the last fallback was needed.
+    pub fallback_why: Option<String>,
+}
+
+impl Tally {
+    /// What the coolings since `before` used, for a finding's notes:
+    /// `None` when every one used the chosen method.
+    pub fn since(&self, before: &Tally) -> Option<String> {
+        let n = self.coolings - before.coolings;
+        let k = self.fallbacks - before.fallbacks;
+        (k > 0).then(|| fallback_sentence(k, n, self.fallback_why.as_deref()))
+    }
+}
+
+fn fallback_sentence(k: u32, n: u32, why: Option<&str>) -> String {
+    format!(
+        "{k} of {n} remounts left the file system alive ({}), so those coolings dropped the test files' pages with posix_fadvise(DONTNEED) instead (verified with the residency check; metadata stayed cached)",
+        why.unwrap_or("reason unknown")
+    )
 }
 
 pub(crate) fn is_root() -> bool {
@@ -89,7 +130,26 @@ fn remountable(t: &Target, device: Option<&Path>) -> Result<MountEntry, String> 
     if m.mount_point == Path::new("/") {
         return Err("the root file system cannot be unmounted".into());
     }
+    if loop_autoclear(dev) {
+        return Err(format!(
+            "{} is a loop device that detaches itself when unmounted (autoclear, as `mount -o loop` makes it)",
+            dev.display()
+        ));
+    }
     Ok(m)
+}
+
+/// Whether `dev` is a loop device with autoclear set.
+fn loop_autoclear(dev: &Path) -> bool {
+    let Ok(md) = std::fs::metadata(dev) else {
+        return false;
+    };
+    if !md.file_type().is_block_device() {
+        return false;
+    }
+    let (major, minor) = (libc::major(md.rdev()), libc::minor(md.rdev()));
+    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/loop/autoclear"))
+        .is_ok_and(|s| s.trim() == "1")
 }
 
 impl Cooler {
@@ -99,7 +159,12 @@ impl Cooler {
         device: Option<&Path>,
     ) -> Result<Cooler, DiscoverError> {
         let remount = remountable(t, device);
-        let pick = |method, why: String, mount| Cooler { method, why, mount };
+        let pick = |method, why: String, mount| Cooler {
+            method,
+            why,
+            mount,
+            tally: RefCell::default(),
+        };
         match choice {
             ColdChoice::Only(ColdMethod::Remount) => match remount {
                 Ok(m) => Ok(pick(
@@ -149,10 +214,16 @@ impl Cooler {
     /// then proves it with fsprof-bench's residency check: a file that
     /// stays cached (a tmpfs file, a kernel that ignored the advice) would
     /// make a "cold" measurement warm, so that is an error. With remount,
-    /// no file on the mount may be open.
+    /// no file on the mount may be open; a remount that left the file
+    /// system alive elsewhere is followed by fadvise (see the module doc).
     pub fn cool(&self, files: &[&Path]) -> Result<(), DiscoverError> {
+        let mut fallback = None;
         if self.method == ColdMethod::Remount {
-            remount(self.mount.as_ref().expect("remount has a mount"))?;
+            if let Remounted::StillAlive(why) =
+                remount(self.mount.as_ref().expect("remount has a mount"))?
+            {
+                fallback = Some(why);
+            }
         }
         let open: Vec<File> = files
             .iter()
@@ -160,23 +231,80 @@ impl Cooler {
             .collect::<Result<_, _>>()?;
         let refs: Vec<&File> = open.iter().collect();
         let eviction = match self.method {
-            ColdMethod::Remount => None,
+            ColdMethod::Remount if fallback.is_none() => None,
             m => Some(
                 cache::make_cold(&refs, m == ColdMethod::DropCaches)
                     .map_err(DiscoverError::io(format!("{} (cold cache)", m.name())))?,
             ),
         };
         let c = cache::check(&refs, CacheMode::Cold, eviction);
+        {
+            let mut t = self.tally.borrow_mut();
+            t.coolings += 1;
+            if let Some(why) = &fallback {
+                t.fallbacks += 1;
+                t.fallback_why = Some(why.clone());
+            }
+        }
         if !c.passed {
+            let how = match &fallback {
+                Some(why) => format!("remount ({why}) and posix_fadvise(DONTNEED)"),
+                None => self.method.name().to_string(),
+            };
             return Err(DiscoverError::Cold(format!(
-                "{} of {} pages of the test files stayed cached after {} ({}); a cold measurement is not possible here",
+                "{} of {} pages of the test files stayed cached after {how} ({}); a cold measurement is not possible here",
                 c.cached_pages,
                 c.total_pages,
-                self.method.name(),
                 c.verified_by.as_deref().unwrap_or("residency unreadable")
             )));
         }
         Ok(())
+    }
+
+    /// The coolings so far; [`Tally::since`] tells a finding what its own
+    /// coolings used.
+    pub fn tally(&self) -> Tally {
+        self.tally.borrow().clone()
+    }
+
+    /// For the report: how many coolings fell back from the chosen method,
+    /// and why; `None` when none did.
+    pub fn fallbacks(&self) -> Option<String> {
+        let t = self.tally.borrow();
+        (t.fallbacks > 0)
+            .then(|| fallback_sentence(t.fallbacks, t.coolings, t.fallback_why.as_deref()))
+    }
+}
+
+/// What a remount achieved.
+#[derive(Debug, PartialEq, Eq)]
+enum Remounted {
+    /// The file system was gone between unmount and mount: nothing of it
+    /// is cached any more.
+    Fresh,
+    /// The unmount left the file system alive (mounted elsewhere, or the
+    /// device held by someone else): why.
+    StillAlive(String),
+}
+
+/// After an unmount: whether anything still holds `source` (a block
+/// device) — a superblock mounted in another mount namespace, or another
+/// exclusive opener. An exclusive open of a block device fails with EBUSY
+/// exactly then; closing it at once releases the claim. `None` when that
+/// cannot be asked (not a block device).
+fn still_held(source: &str) -> Option<bool> {
+    let p = Path::new(source);
+    if !std::fs::metadata(p).ok()?.file_type().is_block_device() {
+        return None;
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL | libc::O_CLOEXEC)
+        .open(p)
+    {
+        Ok(_) => Some(false),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Some(true),
+        Err(_) => None,
     }
 }
 
@@ -200,7 +328,7 @@ fn mount_flags(options: &str) -> libc::c_ulong {
         .fold(0, |a, b| a | b)
 }
 
-fn remount(m: &MountEntry) -> Result<(), DiscoverError> {
+fn remount(m: &MountEntry) -> Result<Remounted, DiscoverError> {
     let err = |what: &str, e: std::io::Error| {
         DiscoverError::Cold(format!("{what} {}: {e}", m.mount_point.display()))
     };
@@ -211,6 +339,15 @@ fn remount(m: &MountEntry) -> Result<(), DiscoverError> {
     if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
         return Err(err("cannot unmount", std::io::Error::last_os_error()));
     }
+    // Asked between unmount and mount: once mounted again it is held by
+    // definition.
+    let state = match still_held(&m.source) {
+        Some(true) => Remounted::StillAlive(format!(
+            "{} was still in use after the unmount: mounted in another mount namespace, or opened exclusively by another program",
+            m.source
+        )),
+        _ => Remounted::Fresh,
+    };
     let source = CString::new(m.source.as_bytes()).unwrap_or_default();
     let fstype = CString::new(m.fs_type.as_bytes()).unwrap_or_default();
     let data: Vec<&str> = m
@@ -239,15 +376,18 @@ fn remount(m: &MountEntry) -> Result<(), DiscoverError> {
     };
     // The options the kernel lists are the ones it accepts back; if one is
     // refused, the defaults still bring the file system back.
-    mount(&data.join(",")).or_else(|_| mount("")).map_err(|e| {
-        DiscoverError::Cold(format!(
-            "unmounted {} but could not mount it again: {e}; mount it by hand: mount -t {} {} {}",
-            m.mount_point.display(),
-            m.fs_type,
-            m.source,
-            m.mount_point.display()
-        ))
-    })
+    mount(&data.join(","))
+        .or_else(|_| mount(""))
+        .map_err(|e| {
+            DiscoverError::Cold(format!(
+                "unmounted {} but could not mount it again: {e}; mount it by hand: mount -t {} {} {}",
+                m.mount_point.display(),
+                m.fs_type,
+                m.source,
+                m.mount_point.display()
+            ))
+        })
+        .map(|()| state)
 }
 
 /// Paths of the files a measurement must cool, for [`Cooler::cool`].

@@ -121,6 +121,10 @@ pub struct Report {
     /// How caches were emptied between iterations, and why that way.
     pub cold_cache: ColdMethod,
     pub cold_cache_why: String,
+    /// Coolings that could not use `cold_cache` and how they emptied the
+    /// caches instead (a remount that left the file system alive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_cache_fallback: Option<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -189,6 +193,7 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
         },
         cold_cache: cooler.method,
         cold_cache_why: cooler.why.clone(),
+        cold_cache_fallback: cooler.fallbacks(),
         findings,
     })
 }

@@ -72,6 +72,9 @@ pub fn html(r: &Report) -> String {
         esc(r.cold_cache.name()),
         esc(&r.cold_cache_why)
     );
+    if let Some(fb) = &r.cold_cache_fallback {
+        let _ = writeln!(o, "<p class=\"muted\">cold cache fallback: {}</p>", esc(fb));
+    }
     o.push_str("<table>\n<tr><th>parameter</th><th>discovered</th><th>kernel says</th><th>confidence</th><th>iterations</th></tr>\n");
     for f in &r.findings {
         let _ = writeln!(

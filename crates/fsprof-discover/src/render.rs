@@ -62,6 +62,9 @@ pub fn text(r: &Report) -> String {
         r.cold_cache.name(),
         r.cold_cache_why
     );
+    if let Some(fb) = &r.cold_cache_fallback {
+        let _ = writeln!(o, "  cold cache fallback: {fb}");
+    }
     let _ = writeln!(
         o,
         "  host {} · kernel {} · clock {} (+{} per timed call) · {} in all",

@@ -41,6 +41,22 @@ impl LoopImage {
         mib: u64,
         mount_opts: &str,
     ) -> Result<LoopImage, String> {
+        let mut me = LoopImage::unmounted(fs, mkfs_args, mib)?;
+        let mut mount = Command::new("mount");
+        if !mount_opts.is_empty() {
+            mount.args(["-o", mount_opts]);
+        }
+        run(mount.arg(&me.device).arg(me.mount_point()))?;
+        me.mounted = true;
+        Ok(me)
+    }
+
+    /// Formatted and loop-attached, with an empty [`mount_point`] for the
+    /// caller to mount (e.g. in a mount namespace of its own, where no
+    /// other process can hold a copy of the mount).
+    ///
+    /// [`mount_point`]: LoopImage::mount_point
+    pub fn unmounted(fs: &str, mkfs_args: &[&str], mib: u64) -> Result<LoopImage, String> {
         let base = if Path::new("/var/tmp").is_dir() {
             "/var/tmp"
         } else {
@@ -58,19 +74,13 @@ impl LoopImage {
         let dev = run(Command::new("losetup")
             .args(["--find", "--show", "--direct-io=on"])
             .arg(&img))?;
-        let mut me = LoopImage {
+        let me = LoopImage {
             dir,
             device: PathBuf::from(dev),
             fs: fs.to_string(),
             mounted: false,
         };
         std::fs::create_dir(me.mount_point()).map_err(|e| e.to_string())?;
-        let mut mount = Command::new("mount");
-        if !mount_opts.is_empty() {
-            mount.args(["-o", mount_opts]);
-        }
-        run(mount.arg(&me.device).arg(me.mount_point()))?;
-        me.mounted = true;
         Ok(me)
     }
 

@@ -5,10 +5,15 @@
 //! root, ..."]`, run by `./scripts/test-all` (CI). The full table across
 //! file systems is `bench/discover_validation.py`.
 
-use std::time::Instant;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use fsprof_testkit::{need_program, need_root};
 
+use fsprof_discover::cold::Cooler;
+use fsprof_discover::target::Target;
 use fsprof_discover::testing::LoopImage;
 use fsprof_discover::{
     discover, ColdChoice, ColdMethod, Ctx, Finding, Options, Parameter, Report, Silent, Status,
@@ -275,4 +280,130 @@ fn xfs_and_btrfs_block_size_and_btrfs_readahead() {
         "btrfs: found {found}: {}",
         evidence(f)
     );
+}
+
+/// A process in a mount namespace of its own, made while `mount_point`
+/// is mounted: it holds a copy of that mount (what `unshare -m` in another
+/// test of the suite does by chance). Killed on drop.
+struct NamespaceHolder(Child);
+
+impl NamespaceHolder {
+    fn new(mount_point: &Path) -> NamespaceHolder {
+        let child = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sleep", "120"])
+            .spawn()
+            .expect("unshare (util-linux)");
+        let h = NamespaceHolder(child);
+        let mine = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let mountinfo = format!("/proc/{}/mountinfo", h.0.id());
+        let mp = mount_point.to_string_lossy().into_owned();
+        let t = Instant::now();
+        // unshare keeps its pid through the exec of sleep: in its own
+        // namespace once the link differs and the copy lists the mount.
+        while std::fs::read_link(format!("/proc/{}/ns/mnt", h.0.id())).ok() == Some(mine.clone())
+            || !std::fs::read_to_string(&mountinfo).is_ok_and(|m| m.contains(&mp))
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "unshare never got its namespace"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        h
+    }
+}
+
+impl Drop for NamespaceHolder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn warm(path: &Path) {
+    let mut v = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut v)
+        .unwrap();
+}
+
+fn cached_pages(path: &Path) -> u64 {
+    let f = std::fs::File::open(path).unwrap();
+    fsprof_sys::pagecache::residency(&f).unwrap().cached_pages
+}
+
+/// The cause of a CI failure: a remount while another mount namespace
+/// holds a copy of the mount leaves the file system alive, the mount gets
+/// the same superblock back and every page stays cached. The cooling must
+/// see that (the device is still held after the unmount), empty the file
+/// by fadvise instead, verify it, and count the fallback.
+#[test]
+#[ignore = "needs root, mkfs.ext4, unshare"]
+fn remount_while_another_namespace_holds_the_mount_falls_back_and_is_cold() {
+    need_root("loop-mounted images, mounts, mount namespaces");
+    need_program("mkfs.ext4", "e2fsprogs");
+    need_program("unshare", "util-linux");
+    let img = LoopImage::new("ext4", &["-q", "-F"], 64, "").unwrap();
+    let file = img.mount_point().join("f");
+    std::fs::write(&file, vec![b'w'; 8 << 20]).unwrap();
+    let t = Target::probe(&img.mount_point()).unwrap();
+    let cooler =
+        Cooler::choose(ColdChoice::Only(ColdMethod::Remount), &t, Some(&img.device)).unwrap();
+    let holder = NamespaceHolder::new(&img.mount_point());
+    warm(&file);
+    assert_eq!(cached_pages(&file), 2048, "warm before cooling");
+    cooler
+        .cool(&[&file])
+        .expect("the remount is followed by fadvise");
+    assert_eq!(cached_pages(&file), 0);
+    let tally = cooler.tally();
+    assert_eq!((tally.coolings, tally.fallbacks), (1, 1), "{tally:?}");
+    let why = tally.fallback_why.unwrap_or_default();
+    assert!(why.contains("still in use after the unmount"), "{why}");
+    let report = cooler.fallbacks().expect("the report names the fallback");
+    assert!(report.starts_with("1 of 1 remounts"), "{report}");
+    // The holder gone, the file system is still there and cools again.
+    drop(holder);
+    warm(&file);
+    cooler.cool(&[&file]).expect("a second cooling");
+    assert_eq!(cached_pages(&file), 0);
+    assert_eq!(cooler.tally().coolings, 2);
+}
+
+/// `mount -o loop` makes a loop device that detaches itself at unmount:
+/// a remount would unmount the file system and then find no device to
+/// mount again, so it is refused and auto takes drop_caches.
+#[test]
+#[ignore = "needs root, mkfs.ext4"]
+fn an_autoclear_loop_device_is_not_remounted() {
+    need_root("loop-mounted images, mounts");
+    need_program("mkfs.ext4", "e2fsprogs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (image, mnt) = (d.path().join("image"), d.path().join("mnt"));
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+    ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
+    ok(Command::new("mount")
+        .args(["-o", "loop"])
+        .arg(&image)
+        .arg(&mnt));
+    let _guard = Unmount(mnt.clone());
+    let t = Target::probe(&mnt).unwrap();
+    let dev = std::path::PathBuf::from(&t.mount.as_ref().unwrap().source);
+    let e = Cooler::choose(ColdChoice::Only(ColdMethod::Remount), &t, Some(&dev)).unwrap_err();
+    assert!(e.to_string().contains("autoclear"), "{e}");
+    let c = Cooler::choose(ColdChoice::Auto, &t, Some(&dev)).unwrap();
+    assert_eq!(c.method, ColdMethod::DropCaches, "{}", c.why);
+    assert!(c.why.contains("autoclear"), "{}", c.why);
 }

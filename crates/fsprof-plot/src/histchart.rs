@@ -172,14 +172,7 @@ impl Frame {
         for &t in &self.vy.ticks {
             let y = self.ys(t);
             svg.line(FRAME.left, y, FRAME.left + self.pw, y, "#e6e6e6", 1.0);
-            svg.text(
-                FRAME.left - 6.0,
-                y + 4.0,
-                Anchor::End,
-                10.0,
-                "#444444",
-                &format_value(t, self.unit),
-            );
+            svg.y_tick_label(FRAME.left, y, &format_value(t, self.unit));
         }
     }
 

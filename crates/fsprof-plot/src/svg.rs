@@ -100,6 +100,12 @@ impl Svg {
         );
     }
 
+    /// A y-axis tick label, right-aligned just left of `axis_x` at
+    /// height `y` (every chart's value and row labels).
+    pub fn y_tick_label(&mut self, axis_x: f64, y: f64, s: &str) {
+        self.text(axis_x - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", s);
+    }
+
     /// Text rotated by -90° around its anchor point (y-axis titles).
     pub fn vtext(&mut self, x: f64, y: f64, size: f64, s: &str) {
         let _ = write!(

@@ -200,14 +200,7 @@ pub fn heatmap(
     for (slot, label) in ax.labels() {
         let y = base - slot as f64 * ch;
         svg.line(FRAME.left - 4.0, y, FRAME.left, y, "#333333", 1.0);
-        svg.text(
-            FRAME.left - 6.0,
-            y + 4.0,
-            Anchor::End,
-            10.0,
-            "#444444",
-            &label,
-        );
+        svg.y_tick_label(FRAME.left, y, &label);
     }
     svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, "latency");
     time_axis(&mut svg, intervals, &ts, base);
@@ -279,14 +272,7 @@ pub fn latency_per_interval(
     for &t in &vy.ticks {
         let y = base - vy.frac(t) * ph;
         svg.line(FRAME.left, y, FRAME.left + pw, y, "#e6e6e6", 1.0);
-        svg.text(
-            FRAME.left - 6.0,
-            y + 4.0,
-            Anchor::End,
-            10.0,
-            "#444444",
-            &format_value(t, Unit::Nanos),
-        );
+        svg.y_tick_label(FRAME.left, y, &format_value(t, Unit::Nanos));
     }
     let colour = |k: usize| {
         if k < top_ops.len() {

@@ -7,8 +7,10 @@
 
 use serde::Serialize;
 
+use fsprof_analysis::compare::Comparison;
 use fsprof_capture::meta;
 use fsprof_core::profile::{Clock, ClockSource, Layer, Meta};
+use fsprof_core::units::format_ns;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
 use fsprof_trace::show::errno_name;
@@ -275,4 +277,202 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
     }
     r.layers = vec![replayed];
     (t, r)
+}
+
+impl TimingReport {
+    /// The report as `fsprof replay` prints it on standard error.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let t = self;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}",
+            t.issued,
+            t.commands,
+            t.pace,
+            format_ns(t.elapsed_ns as f64),
+            format_ns(t.traced_ns as f64),
+            if t.skipped_reads > 0 {
+                format!(", {} not issued (reads skipped)", t.skipped_reads)
+            } else {
+                String::new()
+            }
+        );
+        if t.pace != "afap" {
+            let e = &t.error;
+            let _ = writeln!(
+                s,
+                "  issue-time error: median {}, p90 {}, p99 {}, max {}",
+                format_ns(e.median_ns as f64),
+                format_ns(e.p90_ns as f64),
+                format_ns(e.p99_ns as f64),
+                format_ns(e.max_ns as f64)
+            );
+            let cdf: Vec<String> = t
+                .cdf
+                .iter()
+                .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
+                .collect();
+            let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
+            for l in &t.late {
+                let _ = writeln!(
+                    s,
+                    "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
+                    format_ns(l.over_ns as f64),
+                    l.behind,
+                    l.constraint,
+                    l.wakeup
+                );
+            }
+            let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
+            for sec in t.per_second.iter().take(30) {
+                let _ = writeln!(
+                    s,
+                    "  {:>6}  {:>10}  {:>12}  {:>10}",
+                    sec.second,
+                    sec.traced_ops,
+                    sec.replayed_ops,
+                    format_ns(sec.mean_error_ns)
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "  mismatches: {} ({} on a file's first access: the initial state differed){}",
+            t.mismatches,
+            t.initial_state_mismatches,
+            if t.aborted {
+                "; stopped at the first (--verify strict)"
+            } else {
+                ""
+            }
+        );
+        for m in &t.mismatch_examples {
+            let _ = writeln!(
+                s,
+                "    #{} thread {} {}({}) at +{}: traced {}, replayed {}{}",
+                m.command,
+                m.thread,
+                m.op,
+                m.path.as_deref().unwrap_or(""),
+                format_ns(m.t_ns as f64),
+                m.expected,
+                m.got,
+                if m.first_access {
+                    " [first access]"
+                } else {
+                    ""
+                }
+            );
+        }
+        s
+    }
+}
+
+/// The file `fsprof replay --timing FILE` writes: the timing report and
+/// the per-op fidelity scores (the same keys and values the CLI once put
+/// in a `json!` map; the top-level keys keep that map's order).
+#[derive(Serialize)]
+pub struct TimingFile<'a> {
+    pub fidelity: Vec<FidelityRow<'a>>,
+    pub fsprof_version: &'static str,
+    /// The compiled trace replayed.
+    pub replay: String,
+    /// `fsprof-replay-timing`.
+    pub report: &'static str,
+    pub timing: &'a TimingReport,
+}
+
+/// One op of the fidelity comparison, trace (A) against replay (B).
+#[derive(Serialize)]
+pub struct FidelityRow<'a> {
+    pub interesting: bool,
+    pub layer: &'a str,
+    pub op: &'a str,
+    pub reason: &'a str,
+    pub score: Option<f64>,
+}
+
+impl<'a> TimingFile<'a> {
+    pub fn new(
+        replay: &std::path::Path,
+        timing: &'a TimingReport,
+        fidelity: &'a Comparison,
+    ) -> Self {
+        TimingFile {
+            fidelity: fidelity
+                .ops
+                .iter()
+                .map(|o| FidelityRow {
+                    interesting: o.interesting,
+                    layer: &o.layer,
+                    op: &o.op,
+                    reason: &o.reason,
+                    score: o.score,
+                })
+                .collect(),
+            fsprof_version: env!("CARGO_PKG_VERSION"),
+            replay: replay.display().to_string(),
+            report: "fsprof-replay-timing",
+            timing,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsprof_analysis::compare::{compare_profiles, CompareOptions};
+
+    /// The typed timing file holds, key for key and value for value, the
+    /// map the CLI used to build with `json!`.
+    #[test]
+    fn the_timing_file_is_the_map_it_replaced() {
+        let layout = BucketLayout::new(Resolution::default());
+        let mut a = Profile::new(Meta::default());
+        for ns in [100, 2_000, 40_000] {
+            a.layer_mut("user")
+                .op_mut("read")
+                .record(&layout, ns, false);
+        }
+        let mut b = a.clone();
+        b.layer_mut("user")
+            .op_mut("read")
+            .record(&layout, 9_000_000, true);
+        b.layer_mut("user")
+            .op_mut("open")
+            .record(&layout, 500, false);
+        let fidelity = compare_profiles(&a, &b, &CompareOptions::default());
+        let timing = TimingReport {
+            pace: "speed 1".into(),
+            commands: 4,
+            issued: 4,
+            skipped_reads: 0,
+            elapsed_ns: 5_000,
+            traced_ns: 7_000,
+            error: Quantiles::default(),
+            cdf: vec![(1_000, 0.5), (10_000, 1.0)],
+            per_second: Vec::new(),
+            late: Vec::new(),
+            mismatches: 0,
+            initial_state_mismatches: 0,
+            mismatch_examples: Vec::new(),
+            aborted: false,
+        };
+        let replay = std::path::Path::new("/tmp/t.replay");
+        let typed = TimingFile::new(replay, &timing, &fidelity);
+        let map = serde_json::json!({
+            "report": "fsprof-replay-timing",
+            "fsprof_version": env!("CARGO_PKG_VERSION"),
+            "replay": replay.display().to_string(),
+            "timing": timing,
+            "fidelity": fidelity.ops.iter().map(|o| serde_json::json!({
+                "layer": o.layer, "op": o.op, "score": o.score,
+                "interesting": o.interesting, "reason": o.reason,
+            })).collect::<Vec<_>>(),
+        });
+        assert_eq!(fidelity.ops.len(), 2);
+        assert_eq!(serde_json::to_value(&typed).unwrap(), map);
+    }
 }

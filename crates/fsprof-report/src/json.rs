@@ -52,8 +52,13 @@ pub struct OpJson<'a> {
     pub mean_ns: f64,
     pub min_ns: Option<u64>,
     pub max_ns: Option<u64>,
+    /// Estimated inside their bucket (geometric interpolation, clamped to
+    /// min and max); the `_range_ns` pairs are the bounds that bucket puts
+    /// on the true value.
     pub p50_ns: f64,
     pub p99_ns: f64,
+    pub p50_range_ns: (f64, f64),
+    pub p99_range_ns: (f64, f64),
     /// Of the layer's total latency.
     pub share: f64,
     /// The non-empty latency buckets, fastest first.
@@ -128,6 +133,8 @@ impl<'a> ProfileReport<'a> {
                         max_ns: r.op.max_ns,
                         p50_ns: r.p50_ns,
                         p99_ns: r.p99_ns,
+                        p50_range_ns: r.p50_range_ns,
+                        p99_range_ns: r.p99_range_ns,
                         share: r.share,
                         buckets: buckets(
                             r.op,

@@ -17,8 +17,14 @@ pub struct Selection {
 pub struct Row<'a> {
     pub layer: &'a str,
     pub op: &'a OpStats,
+    /// Estimates inside the bucket that holds them (geometric
+    /// interpolation, clamped to the op's min and max).
     pub p50_ns: f64,
     pub p99_ns: f64,
+    /// The bounds of those buckets (clamped alike): where the true p50
+    /// and p99 are known to lie.
+    pub p50_range_ns: (f64, f64),
+    pub p99_range_ns: (f64, f64),
     /// Of the layer's total latency.
     pub share: f64,
 }
@@ -102,6 +108,8 @@ impl<'a> Summary<'a> {
                         op,
                         p50_ns: op.quantile(0.5, res),
                         p99_ns: op.quantile(0.99, res),
+                        p50_range_ns: op.quantile_range(0.5, res),
+                        p99_range_ns: op.quantile_range(0.99, res),
                         share: if total_ns == 0 {
                             0.0
                         } else {

@@ -83,12 +83,14 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
         for r in l.rows.iter().take(opts.top) {
             let _ = writeln!(
                 out,
-                "\n{}/{}: {} calls, {} total, {:.1}% of the layer",
+                "\n{}/{}: {} calls, {} total, {:.1}% of the layer; p50 in {}, p99 in {}",
                 l.name,
                 r.op.name,
                 group(r.op.post),
                 u.format(r.op.total_ns as f64),
-                r.share * 100.0
+                r.share * 100.0,
+                range_in(r.p50_range_ns, u),
+                range_in(r.p99_range_ns, u),
             );
             // The clock's floor says nothing about byte counts.
             let floor = floor.filter(|_| u == Unit::Ns);
@@ -225,6 +227,16 @@ fn unprofiled(out: &mut String, list: &[fsprof_core::profile::Unprofiled]) {
             field(&u.exe),
             field(&u.reason)
         );
+    }
+}
+
+/// `131µs..262µs`: the bucket a quantile lies in (one value when clamping
+/// to the op's min and max closed it).
+fn range_in((lo, hi): (f64, f64), u: Unit) -> String {
+    if lo == hi {
+        u.format(lo)
+    } else {
+        format!("{}..{}", u.format(lo), u.format(hi))
     }
 }
 

@@ -9,8 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use fsprof_capture::Steps;
 use fsprof_core::format::{to_json, write_atomic};
-use fsprof_core::units::format_ns;
-use fsprof_replay::report::TimingReport;
+use fsprof_replay::report::TimingFile;
 use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
 
 use super::bar::Bar;
@@ -116,7 +115,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
         );
     }
-    fsprof_sys::diag_nonl!("{}", timing_text(&r.timing));
+    fsprof_sys::diag_nonl!("{}", r.timing.text());
     fsprof_sys::diag!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
     fsprof_sys::diag_nonl!(
         "{}",
@@ -127,107 +126,11 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         fsprof_sys::diag!("fsprof: replay profile written to {}", p.display());
     }
     if let Some(p) = &a.timing {
-        let json = serde_json::json!({
-            "report": "fsprof-replay-timing",
-            "fsprof_version": env!("CARGO_PKG_VERSION"),
-            "replay": a.replay.display().to_string(),
-            "timing": r.timing,
-            "fidelity": r.fidelity.ops.iter().map(|o| serde_json::json!({
-                "layer": o.layer, "op": o.op, "score": o.score,
-                "interesting": o.interesting, "reason": o.reason,
-            })).collect::<Vec<_>>(),
-        });
+        let json = TimingFile::new(&a.replay, &r.timing, &r.fidelity);
         write_atomic(p, serde_json::to_string_pretty(&json)?.as_bytes(), a.force)
             .with_context(|| format!("writing {}", p.display()))?;
         fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
     }
     let strict_failed = matches!(a.verify, VerifyArg::Strict) && r.timing.mismatches > 0;
     Ok(if strict_failed { 1 } else { 0 })
-}
-
-fn timing_text(t: &TimingReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}",
-        t.issued,
-        t.commands,
-        t.pace,
-        format_ns(t.elapsed_ns as f64),
-        format_ns(t.traced_ns as f64),
-        if t.skipped_reads > 0 {
-            format!(", {} not issued (reads skipped)", t.skipped_reads)
-        } else {
-            String::new()
-        }
-    );
-    if t.pace != "afap" {
-        let e = &t.error;
-        let _ = writeln!(
-            s,
-            "  issue-time error: median {}, p90 {}, p99 {}, max {}",
-            format_ns(e.median_ns as f64),
-            format_ns(e.p90_ns as f64),
-            format_ns(e.p99_ns as f64),
-            format_ns(e.max_ns as f64)
-        );
-        let cdf: Vec<String> = t
-            .cdf
-            .iter()
-            .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
-            .collect();
-        let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
-        for l in &t.late {
-            let _ = writeln!(
-                s,
-                "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
-                format_ns(l.over_ns as f64),
-                l.behind,
-                l.constraint,
-                l.wakeup
-            );
-        }
-        let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
-        for sec in t.per_second.iter().take(30) {
-            let _ = writeln!(
-                s,
-                "  {:>6}  {:>10}  {:>12}  {:>10}",
-                sec.second,
-                sec.traced_ops,
-                sec.replayed_ops,
-                format_ns(sec.mean_error_ns)
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "  mismatches: {} ({} on a file's first access: the initial state differed){}",
-        t.mismatches,
-        t.initial_state_mismatches,
-        if t.aborted {
-            "; stopped at the first (--verify strict)"
-        } else {
-            ""
-        }
-    );
-    for m in &t.mismatch_examples {
-        let _ = writeln!(
-            s,
-            "    #{} thread {} {}({}) at +{}: traced {}, replayed {}{}",
-            m.command,
-            m.thread,
-            m.op,
-            m.path.as_deref().unwrap_or(""),
-            format_ns(m.t_ns as f64),
-            m.expected,
-            m.got,
-            if m.first_access {
-                " [first access]"
-            } else {
-                ""
-            }
-        );
-    }
-    s
 }

@@ -242,6 +242,7 @@ pub fn discover(
     );
     let mut series = Series::new((0..size / CHUNK).map(|k| k * CHUNK).collect());
     let mut buf = vec![0u8; CHUNK as usize];
+    let before = cooler.tally();
     for _ in 0..iterations {
         ctx.check()?;
         cooler.cool(&[&path])?;
@@ -253,6 +254,7 @@ pub fn discover(
         ctx.progress.advance(1);
     }
     let _ = std::fs::remove_file(&path);
+    f.notes.extend(cooler.tally().since(&before));
     if let Bound::Cgroup(cg) = &bound {
         if let Some(peak) = cg.peak() {
             f.notes.push(format!(

@@ -461,6 +461,7 @@ pub fn discover(
     ctx.progress
         .phase("read-ahead: cold initial reads, backward reads", steps);
     let wait = Duration::from_millis(100);
+    let before = cooler.tally();
     let points = measure(&path, size, iterations, cooler, wait, ctx)?;
     let _ = std::fs::remove_file(&path);
     let inf = infer(&points);
@@ -472,6 +473,7 @@ pub fn discover(
         wait.as_millis(),
         cooler.method.name()
     ));
+    f.notes.extend(cooler.tally().since(&before));
     f.curves = curves(&points, &inf);
     for p in points {
         f.samples.push(("readahead.read".into(), p.series));
