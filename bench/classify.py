@@ -14,7 +14,14 @@ positives (an unchanged op flagged) and false negatives (the changed op not
 flagged) over the workload's ops, over ROUNDS rounds of all pairs. With
 --runs K each side is the merge of K runs, A and B interleaved.
 
-usage: bench/classify.py [--rounds N] [--runs K] [--resolution R] [--fsprof PATH]
+The tables use compare's fixed default thresholds, chosen on earlier
+sessions' runs, never on this run's. The threshold sweep is split: the
+best threshold is chosen on the first --tune-rounds rounds (the tuning
+set) and its false-positive and false-negative rates are measured on the
+remaining rounds (the held-out set), so no rate is measured on the data
+its threshold was chosen on.
+
+usage: bench/classify.py [--rounds N] [--tune-rounds T] [--runs K] [--resolution R] [--fsprof PATH]
 """
 import argparse
 import json
@@ -27,6 +34,8 @@ import tempfile
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=10)
 ap.add_argument("--runs", type=int, default=1)
+ap.add_argument("--tune-rounds", type=int, default=None,
+                help="rounds the threshold sweep tunes on (default: half); the rest measure it")
 ap.add_argument("--resolution", default="1")
 ap.add_argument("--fsprof", default="target/release/fsprof")
 ARGS = ap.parse_args()
@@ -63,7 +72,8 @@ def compete(d):
     return subprocess.Popen([os.path.join(d, "workload"), d, "0", "--compete"], start_new_session=True)
 
 
-SCORES = {}  # method -> [(score, changed, flagged by phase 2)]
+SCORES = {}  # method -> [(score, changed, flagged by phase 2, round)]
+ROUND = [0]
 
 
 def flagged(a, b, method, peaks, changed=frozenset()):
@@ -78,7 +88,8 @@ def flagged(a, b, method, peaks, changed=frozenset()):
         for o in doc["comparison"]["ops"]:
             if o["op"] in OPS and o["status"] == "compared":
                 phase2 = any(c["significant"] for c in o["peak_changes"])
-                SCORES.setdefault(method, []).append((o["score"], o["op"] in changed, phase2))
+                SCORES.setdefault(method, []).append(
+                    (o["score"], o["op"] in changed, phase2, ROUND[0]))
     return {o["op"] for o in doc["comparison"]["ops"] if o["interesting"] and o["op"] in OPS}
 
 
@@ -92,6 +103,7 @@ def main():
     errors = {(m, p): [0, 0, 0, 0] for m in METHODS for p in (True, False)}
     misses = {}
     for r in range(ROUNDS):
+        ROUND[0] = r
         for name, (both, bonly, comp, changed) in PAIRS.items():
             a, b = os.path.join(d, f"{name}-a.json"), os.path.join(d, f"{name}-b.json")
             pa, pb = [], []
@@ -134,17 +146,31 @@ def main():
         for x in l:
             counts[x] = counts.get(x, 0) + 1
         print(f"  {m} phase2={'on' if p else 'off'}: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())))
-    print("\nthreshold sweep (phase 2 on): the threshold with fewest errors on this set")
-    for m, rows in SCORES.items():
-        best = None
-        for t in sorted({r[0] for r in rows}) + [float("inf")]:
-            fp = sum(1 for s_, c, p in rows if not c and (s_ >= t or p))
-            fn = sum(1 for s_, c, p in rows if c and not (s_ >= t or p))
-            if best is None or fp + fn < best[1] + best[2]:
-                best = (t, fp, fn)
+    tune = ARGS.tune_rounds if ARGS.tune_rounds is not None else ROUNDS // 2
+    print(f"\nthreshold sweep (phase 2 on): tuned on rounds 1-{tune}, measured on rounds "
+          f"{tune + 1}-{ROUNDS}")
+    print("| method | tuned threshold | tuning errors | held-out false positives | held-out false negatives |")
+    print("|---|---|---|---|---|")
+
+    def rates(rows, t):
+        fp = sum(1 for s_, c, p, _ in rows if not c and (s_ >= t or p))
+        fn = sum(1 for s_, c, p, _ in rows if c and not (s_ >= t or p))
         neg = sum(1 for r in rows if not r[1])
-        pos = len(rows) - neg
-        print(f"  {m}: threshold {best[0]:.3f}: false positives {best[1]}/{neg}, false negatives {best[2]}/{pos}")
+        return fp, neg, fn, len(rows) - neg
+
+    for m, rows in SCORES.items():
+        tuning = [r for r in rows if r[3] < tune]
+        held = [r for r in rows if r[3] >= tune]
+        if not tuning or not held:
+            continue
+        best = None
+        for t in sorted({r[0] for r in tuning}) + [float("inf")]:
+            fp, neg, fn, pos = rates(tuning, t)
+            if best is None or fp + fn < best[1]:
+                best = (t, fp + fn, neg + pos)
+        fp, neg, fn, pos = rates(held, best[0])
+        print(f"| {m} | {best[0]:.3f} | {best[1]}/{best[2]} | {fp}/{neg} = {100 * fp / max(neg, 1):.1f}% "
+              f"| {fn}/{pos} = {100 * fn / max(pos, 1):.1f}% |")
     subprocess.run(["rm", "-rf", d])
 
 

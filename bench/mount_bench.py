@@ -9,8 +9,13 @@ Configurations: native (LOWER itself), `fsprof mount` --observe-all and
 --fast with the default threads and with one, the same daemon built with
 timing compiled out (`--features fsprof-fuse/untimed`), bindfs (Debian;
 single-threaded by default, and --multithreaded), and libfuse's
-passthrough_hp (default threads and --single), built from Debian's fuse3
-source package (`apt-get source fuse3`, never committed).
+passthrough_hp (default threads and --single, each with its default day-long
+entry/attribute caching and with --nocache, like observe-all), built from
+Debian's fuse3 source package (`apt-get source fuse3`, never committed).
+
+All configurations are mounted at once (each at a mount point of its own)
+and the repetitions are interleaved; ratios are medians of each round's
+ratio to native in the same round.
 
 Needs root. Usage:
   bench/mount_bench.py [--reps 5] [--dir target/mount-bench] [--skip-build]
@@ -77,18 +82,18 @@ class Config:
         self.name, self.mount, self.unmount = name, mount, unmount
 
 
-def configs(args, hp, lower, mnt):
+def configs(args, hp, lower):
     prof = lambda n: os.path.join(args.dir, f"prof-{n}.json")
 
     def fsp(name, extra, untimed=False):
-        def m():
+        def m(mnt):
             p = prof(name)
             if os.path.exists(p):
                 os.unlink(p)
             sh([fsprof_bin(untimed), "mount", *extra, lower, mnt, "-o", p], stderr=subprocess.DEVNULL)
-        return Config(name, m, lambda: sh([fsprof_bin(untimed), "umount", mnt], stderr=subprocess.DEVNULL))
+        return Config(name, m, lambda mnt: sh([fsprof_bin(untimed), "umount", mnt], stderr=subprocess.DEVNULL))
 
-    plain_umount = lambda: sh(["umount", mnt])
+    plain_umount = lambda mnt: sh(["umount", mnt])
     return [
         Config("native"),
         fsp("fsprof observe-all", []),
@@ -96,10 +101,14 @@ def configs(args, hp, lower, mnt):
         fsp("fsprof observe-all untimed", [], untimed=True),
         fsp("fsprof fast", ["--fast"]),
         fsp("fsprof fast 1T", ["--fast", "--threads", "1"]),
-        Config("bindfs", lambda: sh(["bindfs", lower, mnt]), plain_umount),
-        Config("bindfs multithreaded", lambda: sh(["bindfs", "--multithreaded", lower, mnt]), plain_umount),
-        Config("passthrough_hp", lambda: sh([hp, lower, mnt]), plain_umount),
-        Config("passthrough_hp --single", lambda: sh([hp, "--single", lower, mnt]), plain_umount),
+        Config("bindfs", lambda mnt: sh(["bindfs", lower, mnt]), plain_umount),
+        Config("bindfs multithreaded", lambda mnt: sh(["bindfs", "--multithreaded", lower, mnt]), plain_umount),
+        Config("passthrough_hp", lambda mnt: sh([hp, lower, mnt]), plain_umount),
+        Config("passthrough_hp --single", lambda mnt: sh([hp, "--single", lower, mnt]), plain_umount),
+        # Without caching (what observe-all does): the like-for-like peer.
+        Config("passthrough_hp --nocache", lambda mnt: sh([hp, "--nocache", lower, mnt]), plain_umount),
+        Config("passthrough_hp --nocache --single",
+               lambda mnt: sh([hp, "--nocache", "--single", lower, mnt]), plain_umount),
     ]
 
 
@@ -109,17 +118,20 @@ def timed(cmd, **kw):
     return time.perf_counter() - t
 
 
-def workloads(args, root):
+def workloads(args):
     meta = os.path.join(args.dir, "mount_meta")
+    seq = [0]
 
-    def grep():
+    def grep(root):
         return timed(["grep", "-r", "zzqx_no_such_pattern_fsprof", os.path.join(root, "include")])
 
-    def seqread():
+    def seqread(root):
         return timed(["dd", f"if={os.path.join(root, 'big')}", "of=/dev/null", "bs=1M"])
 
-    def metaops():
-        d = os.path.join(root, f"meta{os.getpid()}")
+    def metaops(root):
+        # A name no configuration used before: the fast mounts cache entries.
+        seq[0] += 1
+        d = os.path.join(root, f"meta{os.getpid()}-{seq[0]}")
         os.mkdir(d)
         out = subprocess.run([meta, d, "10000"], capture_output=True, text=True, check=True).stdout
         os.rmdir(d)
@@ -149,41 +161,59 @@ def main():
         sys.exit("mount_bench.py: needs root (FUSE mounts)")
     args.dir = os.path.abspath(args.dir)
     os.makedirs(args.dir, exist_ok=True)
-    lower, mnt = os.path.join(args.dir, "lower"), os.path.join(args.dir, "mnt")
+    lower = os.path.join(args.dir, "lower")
     os.makedirs(lower, exist_ok=True)
-    os.makedirs(mnt, exist_ok=True)
     build(args)
     hp = peers(args)
     prepare(args, lower)
-    results = {}
     only = [x for x in args.only.split(",") if x]
-    for c in configs(args, hp, lower, mnt):
-        if only and c.name not in only:
-            continue
-        root = lower
-        if c.mount:
-            c.mount()
-            root = mnt
-        try:
-            for wname, w in workloads(args, root):
-                w()  # warm-up: caches below (and above, where kept) filled
-                xs = [w() for _ in range(args.reps)]
-                results[(c.name, wname)] = statistics.median(xs)
-                print(f"{c.name:<28} {wname:<24} median {statistics.median(xs):8.3f} s  "
-                      f"(min {min(xs):.3f}, max {max(xs):.3f})", flush=True)
-        finally:
-            if c.unmount:
-                c.unmount()
-    report(args, results)
+    # Every configuration mounted at once, each at a mount point of its
+    # own, and the repetitions interleaved (rep 1 of each configuration,
+    # then rep 2 ...): the machine's load drifts (other builds come and
+    # go), and interleaving spreads the drift over all configurations
+    # instead of charging it to whichever ran last.
+    cs = [c for c in configs(args, hp, lower) if not only or c.name in only or c.name == "native"]
+    roots, mounted = {}, []
+    try:
+        for k, c in enumerate(cs):
+            if c.mount:
+                mnt = os.path.join(args.dir, f"mnt{k}")
+                os.makedirs(mnt, exist_ok=True)
+                c.mount(mnt)
+                mounted.append((c, mnt))
+                roots[c.name] = mnt
+            else:
+                roots[c.name] = lower
+        times, ws = {}, workloads(args)
+        for rep in range(args.reps + 1):
+            for wname, w in ws:
+                for c in cs:
+                    t = w(roots[c.name])
+                    if rep:  # rep 0 warms the caches below (and above, where kept)
+                        times.setdefault((c.name, wname), []).append(t)
+            print(f"rep {rep}/{args.reps} done", file=sys.stderr, flush=True)
+    finally:
+        for c, mnt in mounted:
+            c.unmount(mnt)
+    for (c, w), xs in times.items():
+        print(f"{c:<28} {w:<24} median {statistics.median(xs):8.3f} s  (min {min(xs):.3f}, max {max(xs):.3f})")
+    report(args, times)
 
 
-def report(args, results):
-    names = []
-    for (c, _w) in results:
+def ratio(times, c, w):
+    """Median over the repetitions of each one's ratio to native's in the
+    same round (the load of that moment cancels)."""
+    a, n = times.get((c, w)), times.get(("native", w))
+    if not a or not n:
+        return None
+    return statistics.median(x / y for x, y in zip(a, n))
+
+
+def report(args, times):
+    names, wls = [], []
+    for (c, w) in times:
         if c not in names:
             names.append(c)
-    wls = []
-    for (_c, w) in results:
         if w not in wls:
             wls.append(w)
     print("\n| configuration | " + " | ".join(wls) + " |")
@@ -191,16 +221,18 @@ def report(args, results):
     for c in names:
         cells = []
         for w in wls:
-            t = results.get((c, w))
-            n = results.get(("native", w))
-            if t is None:
+            xs = times.get((c, w))
+            r = ratio(times, c, w)
+            if not xs:
                 cells.append("–")
-            elif w == "read 1 GiB":
-                cells.append(f"{1024 / t:,.0f} MiB/s ({n / t * 100:.0f}% of native)" if n else f"{1024 / t:,.0f} MiB/s")
+                continue
+            t = statistics.median(xs)
+            if w == "read 1 GiB":
+                cells.append(f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)")
             else:
-                cells.append(f"{t:.3f} s ({t / n:.2f}×)" if n else f"{t:.3f} s")
+                cells.append(f"{t:.3f} s ({r:.2f}×)")
         print(f"| {c} | " + " | ".join(cells) + " |")
-    overhead(args, results)
+    overhead(args, {k: statistics.median(v) for k, v in times.items()})
 
 
 def overhead(args, results):

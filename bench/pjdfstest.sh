@@ -59,7 +59,7 @@ if [ ! -x "$pjd/pjdfstest" ]; then
   (cd "$pjd" && autoreconf -ifs >/dev/null 2>&1 && ./configure -q && make -s pjdfstest)
 fi
 echo "pjdfstest $(git -C "$pjd" rev-parse --short HEAD), kernel $(uname -r)," \
-  "below: $(stat -f -c %T "$work")"
+  "below: $(findmnt -no FSTYPE -T "$work")"
 
 sel=()
 if ((${#tests[@]})); then

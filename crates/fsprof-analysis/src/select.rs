@@ -149,6 +149,16 @@ fn correlated(
         .filter(|&(c, _, _)| c >= opts.min_peak_calls)
         .collect();
     peaks.sort_unstable();
+    // Op names as small numbers: the inner loop compares them for every
+    // candidate pair.
+    let mut ids: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let name_id: Vec<usize> = all
+        .iter()
+        .map(|(_, o, _)| {
+            let n = ids.len();
+            *ids.entry(&o.name[..]).or_insert(n)
+        })
+        .collect();
     let limit = |c: u64| {
         if opts.count_tolerance >= 1.0 {
             f64::INFINITY
@@ -178,7 +188,7 @@ fn correlated(
                 continue;
             }
             // The same op seen at two layers is correlated by construction.
-            if all[xa].1.name == all[xb].1.name {
+            if name_id[xa] == name_id[xb] {
                 continue;
             }
             let ((x, i), (y, j)) = if (xa, ia) < (xb, ib) {

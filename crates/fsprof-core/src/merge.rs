@@ -43,11 +43,16 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
             }
         })
         .collect();
+    // A set, not `Vec::contains`: a fleet of 1,000 profiles with notes of
+    // their own would make that quadratic.
+    let mut seen: std::collections::HashSet<&str> = meta.notes.iter().map(|n| &n[..]).collect();
+    let mut notes = Vec::new();
     for n in profiles.iter().flat_map(|p| &p.meta.notes) {
-        if !meta.notes.contains(n) {
-            meta.notes.push(n.clone());
+        if seen.insert(n) {
+            notes.push(n.clone());
         }
     }
+    meta.notes.extend(notes);
     if profiles.iter().any(|p| p.resolution() != res) {
         warnings.push(format!(
             "inputs have different resolutions; merged at the coarsest, {res} bucket(s) per power of two"

@@ -73,7 +73,7 @@ pub fn umount(mountpoint: &Path, lazy: bool) -> Result<Option<PathBuf>, RemoteEr
         .and_then(|s| s.parse().ok());
     let output = p.meta.settings.get("output").map(PathBuf::from);
     let mp = mountpoint.to_path_buf();
-    match mountinfo::umount(mountpoint, lazy) {
+    match umount_when_idle(mountpoint, lazy) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(RemoteError::Busy(mp)),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
@@ -91,6 +91,25 @@ pub fn umount(mountpoint: &Path, lazy: bool) -> Result<Option<PathBuf>, RemoteEr
         }
     }
     Ok(output)
+}
+
+/// How long a busy mount may take to become idle on its own.
+const BUSY_GRACE: Duration = Duration::from_secs(2);
+
+/// Unmounts, retrying while the mount is busy for at most [`BUSY_GRACE`]:
+/// files the workload just closed can hold the mount for a moment after
+/// the last process left it (the kernel finishes some closes, and FUSE
+/// releases, asynchronously; seen right after pjdfstest in fast mode).
+fn umount_when_idle(mountpoint: &Path, lazy: bool) -> std::io::Result<()> {
+    let t = Instant::now();
+    loop {
+        match mountinfo::umount(mountpoint, lazy) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && t.elapsed() < BUSY_GRACE => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Whether `pid` runs (a zombie has finished: its parent has not looked).

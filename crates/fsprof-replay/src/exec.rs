@@ -527,10 +527,30 @@ impl<'a> Exec<'a> {
     }
 
     /// Issues the command; returns (result, errno) as the trace records them.
-    // One arm per replayed op: the table of what each traced call becomes
-    // reads best in one place (its arms are short).
-    #[allow(clippy::too_many_lines)]
     pub fn run(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        match kind {
+            Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c),
+            Read | Pread | Write | Pwrite => self.data_call(kind, c, local),
+            Lseek | Fstat | Fsync | Fdatasync | Syncfs | SyncFileRange | Ftruncate | Fallocate
+            | PosixFallocate | PosixFadvise | Fchmod | Fchown | Futimens | NoOp | Readdir
+            | Getdents | Fstatfs | Flock | Fcntl | Sendfile | CopyFileRange => {
+                self.fd_call(kind, c, local)
+            }
+            Fread | Fgets | Getdelim | Fwrite | Fflush | Fseek | Ftell => {
+                self.stream_call(kind, c, local)
+            }
+            Stat | Lstat | Access | Truncate | Chmod | Chown | Utimes | Chdir | Statfs => {
+                self.entry_call(kind, c, local)
+            }
+            Mkdir | Rmdir | Unlink | Rename | Link | Symlink | Readlink | Mknod | Sync => {
+                self.namespace_call(kind, c, local)
+            }
+        }
+    }
+
+    /// Opens and closes: slots filled and emptied.
+    fn open_close(&self, kind: Kind, c: &Command) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(c.slot);
@@ -602,6 +622,22 @@ impl<'a> Exec<'a> {
                     Some(slot) => s.close(slot),
                     None => err(libc::EBADF),
                 },
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// The data calls on a descriptor: the hot path of a replay.
+    #[inline]
+    fn data_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let s = self.slots;
+        let fd = s.fd(c.slot);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
                 Read => {
                     let b = local.read_buf(c.len);
                     ret(libc::syscall(libc::SYS_read, fd, b.as_mut_ptr(), b.len()))
@@ -635,6 +671,21 @@ impl<'a> Exec<'a> {
                         c.offset,
                     ))
                 }
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// The other calls on a descriptor.
+    fn fd_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let s = self.slots;
+        let fd = s.fd(c.slot);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
                 Lseek => ret(libc::lseek(fd, c.offset, c.whence)),
                 Fstat => {
                     let mut st: libc::stat = std::mem::zeroed();
@@ -692,6 +743,38 @@ impl<'a> Exec<'a> {
                     ret(libc::fstatfs(fd, &mut st) as i64)
                 }
                 Flock => ret(libc::flock(fd, c.flags as i32) as i64),
+                Fcntl => ret(libc::fcntl(fd, c.flags as i32, c.arg) as i64),
+                Sendfile => {
+                    // The trace's fd is the file read (as for
+                    // copy_file_range), its second fd the output.
+                    let out = s.fd(c.slot2);
+                    ret(libc::sendfile(out, fd, std::ptr::null_mut(), c.len as usize) as i64)
+                }
+                CopyFileRange => {
+                    let out = s.fd(c.slot2);
+                    ret(libc::copy_file_range(
+                        fd,
+                        std::ptr::null_mut(),
+                        out,
+                        std::ptr::null_mut(),
+                        c.len as usize,
+                        0,
+                    ) as i64)
+                }
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// The stdio calls on a stream.
+    fn stream_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let s = self.slots;
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
                 Fread | Fgets | Getdelim => {
                     let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;
                     if f.is_null() {
@@ -754,24 +837,20 @@ impl<'a> Exec<'a> {
                         ret(libc::ftello(f))
                     }
                 }
-                Fcntl => ret(libc::fcntl(fd, c.flags as i32, c.arg) as i64),
-                Sendfile => {
-                    // The trace's fd is the file read (as for
-                    // copy_file_range), its second fd the output.
-                    let out = s.fd(c.slot2);
-                    ret(libc::sendfile(out, fd, std::ptr::null_mut(), c.len as usize) as i64)
-                }
-                CopyFileRange => {
-                    let out = s.fd(c.slot2);
-                    ret(libc::copy_file_range(
-                        fd,
-                        std::ptr::null_mut(),
-                        out,
-                        std::ptr::null_mut(),
-                        c.len as usize,
-                        0,
-                    ) as i64)
-                }
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// Calls that look at or change one entry through its path.
+    fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let path = self.string(c.path);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
                 Stat | Lstat => {
                     let mut st: libc::stat = std::mem::zeroed();
                     if let Some(r) = self.entry_stat(c.path, path, local, &mut st) {
@@ -864,6 +943,19 @@ impl<'a> Exec<'a> {
                         ret(libc::fstatfs(o.as_raw_fd(), &mut st) as i64)
                     }
                 },
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// Calls that add, remove or rename entries (and `sync`).
+    fn namespace_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
                 Mkdir => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => ret(libc::mkdirat(d, n.as_ptr(), c.mode) as i64),
@@ -939,6 +1031,7 @@ impl<'a> Exec<'a> {
                     libc::sync();
                     (0, 0)
                 }
+                _ => err(libc::ENOSYS),
             }
         }
     }

@@ -359,20 +359,8 @@ impl Compiled {
     /// Reads and checks a replay file: every index a command or an initial
     /// entry holds is checked against its table, so the replayer can trust
     /// them (a hostile file is refused here, not at replay).
-    // Every table check of a hostile file in one sequence: over the length
-    // lint (its owner may split it by table).
-    #[allow(clippy::too_many_lines)]
     pub fn read(path: &Path) -> Result<Compiled, TraceError> {
         let p = PathBuf::from(path);
-        let corrupt = |offset: u64, what: String| TraceError::Corrupt {
-            path: p.clone(),
-            offset,
-            what,
-        };
-        let truncated = |what: &str| TraceError::Truncated {
-            path: p.clone(),
-            what: what.into(),
-        };
         let mut bytes = Vec::new();
         File::open(path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -380,92 +368,84 @@ impl Compiled {
                 path: p.clone(),
                 source: e,
             })?;
-        if bytes.len() < 8 || &bytes[..8] != MAGIC {
-            return Err(corrupt(
-                0,
-                "not a compiled replay file (run `fsprof compile TRACE -o REPLAY` first)".into(),
-            ));
-        }
-        if bytes.len() < 16 {
-            return Err(truncated("the header is cut short"));
-        }
-        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        if word(8) != FORMAT_VERSION {
-            return Err(corrupt(
-                8,
-                format!(
-                    "replay format version {}, this fsprof reads {FORMAT_VERSION}",
-                    word(8)
-                ),
-            ));
-        }
-        let hlen = word(12) as usize;
-        if bytes.len() < 16 + hlen {
-            return Err(truncated("the header is cut short"));
-        }
-        let header: ReplayHeader = serde_json::from_slice(&bytes[16..16 + hlen])
-            .map_err(|e| corrupt(16, format!("header is not valid JSON: {e}")))?;
-        if header.format != FORMAT_NAME {
-            return Err(corrupt(16, "not a compiled replay file".into()));
-        }
+        let (header, mut at) = read_header(&p, &bytes)?;
         let mut c = Compiled {
             header,
             ..Default::default()
         };
-        let mut at = 16 + hlen;
         for want in [TAG_STRINGS, TAG_BUFFERS, TAG_INITIAL, TAG_COMMANDS, TAG_END] {
-            if bytes.len() < at + 16 {
-                return Err(truncated(&format!("section {want} is missing")));
-            }
-            let (tag, clen, rlen, count) = (word(at), word(at + 4), word(at + 8), word(at + 12));
-            if tag != want || rlen > MAX_SECTION {
-                return Err(corrupt(
-                    at as u64,
-                    format!("expected section {want}, found {tag}"),
-                ));
-            }
-            let start = at + 16;
-            let end = start
-                .checked_add(clen as usize)
-                .filter(|&e| e <= bytes.len())
-                .ok_or_else(|| truncated(&format!("section {want} is cut short")))?;
-            let mut raw = Vec::new();
-            zstd::stream::read::Decoder::new(&bytes[start..end])
-                .and_then(|d| d.take(rlen as u64 + 1).read_to_end(&mut raw))
-                .map_err(|e| corrupt(at as u64, format!("section does not decompress: {e}")))?;
-            if raw.len() != rlen as usize {
-                return Err(corrupt(
-                    at as u64,
-                    "section decompresses to another length".into(),
-                ));
-            }
-            let mut r = Reader::new(&raw);
-            let bad = |what: String| corrupt(at as u64, what);
-            let mut prev = 0;
-            for _ in 0..count {
-                match want {
-                    TAG_STRINGS => c.strings.push(r.bytes().map_err(|e| bad(e.0))?),
-                    TAG_BUFFERS => c.buffers.push(r.bytes().map_err(|e| bad(e.0))?),
-                    TAG_INITIAL => c.initial.push(decode_initial(&mut r).map_err(bad)?),
-                    TAG_COMMANDS => c
-                        .commands
-                        .push(decode_command(&mut r, &mut prev).map_err(bad)?),
-                    _ => return Err(bad("the end section holds records".into())),
-                }
-            }
-            if !r.is_empty() {
-                return Err(bad("section has bytes after its last record".into()));
-            }
-            at = end;
+            at = c.read_section(&p, &bytes, at, want)?;
         }
         if c.header.ops != Op::names() {
             return Err(corrupt(
+                &p,
                 16,
                 "compiled by an fsprof with other ops; compile the trace again".into(),
             ));
         }
-        c.validate().map_err(|w| corrupt(0, w))?;
+        c.validate().map_err(|w| corrupt(&p, 0, w))?;
         Ok(c)
+    }
+
+    /// Decodes the section at `at`, which must be `want`, into its table;
+    /// returns where the next section starts.
+    fn read_section(
+        &mut self,
+        p: &Path,
+        bytes: &[u8],
+        at: usize,
+        want: u32,
+    ) -> Result<usize, TraceError> {
+        if bytes.len() < at + 16 {
+            return Err(truncated(p, &format!("section {want} is missing")));
+        }
+        let (tag, clen, rlen, count) = (
+            word(bytes, at),
+            word(bytes, at + 4),
+            word(bytes, at + 8),
+            word(bytes, at + 12),
+        );
+        if tag != want || rlen > MAX_SECTION {
+            return Err(corrupt(
+                p,
+                at as u64,
+                format!("expected section {want}, found {tag}"),
+            ));
+        }
+        let start = at + 16;
+        let end = start
+            .checked_add(clen as usize)
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| truncated(p, &format!("section {want} is cut short")))?;
+        let mut raw = Vec::new();
+        zstd::stream::read::Decoder::new(&bytes[start..end])
+            .and_then(|d| d.take(rlen as u64 + 1).read_to_end(&mut raw))
+            .map_err(|e| corrupt(p, at as u64, format!("section does not decompress: {e}")))?;
+        if raw.len() != rlen as usize {
+            return Err(corrupt(
+                p,
+                at as u64,
+                "section decompresses to another length".into(),
+            ));
+        }
+        let mut r = Reader::new(&raw);
+        let bad = |what: String| corrupt(p, at as u64, what);
+        let mut prev = 0;
+        for _ in 0..count {
+            match want {
+                TAG_STRINGS => self.strings.push(r.bytes().map_err(|e| bad(e.0))?),
+                TAG_BUFFERS => self.buffers.push(r.bytes().map_err(|e| bad(e.0))?),
+                TAG_INITIAL => self.initial.push(decode_initial(&mut r).map_err(bad)?),
+                TAG_COMMANDS => self
+                    .commands
+                    .push(decode_command(&mut r, &mut prev).map_err(bad)?),
+                _ => return Err(bad("the end section holds records".into())),
+            }
+        }
+        if !r.is_empty() {
+            return Err(bad("section has bytes after its last record".into()));
+        }
+        Ok(end)
     }
 
     /// Every index in range, every wait on an earlier command of another
@@ -525,4 +505,59 @@ impl Compiled {
         }
         Ok(())
     }
+}
+
+fn corrupt(path: &Path, offset: u64, what: String) -> TraceError {
+    TraceError::Corrupt {
+        path: path.into(),
+        offset,
+        what,
+    }
+}
+
+fn truncated(path: &Path, what: &str) -> TraceError {
+    TraceError::Truncated {
+        path: path.into(),
+        what: what.into(),
+    }
+}
+
+/// The little-endian u32 at `at` (the caller checked the length).
+fn word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The magic, version and JSON header; returns the header and where the
+/// sections start.
+fn read_header(p: &Path, bytes: &[u8]) -> Result<(ReplayHeader, usize), TraceError> {
+    if bytes.len() < 8 || &bytes[..8] != MAGIC {
+        return Err(corrupt(
+            p,
+            0,
+            "not a compiled replay file (run `fsprof compile TRACE -o REPLAY` first)".into(),
+        ));
+    }
+    if bytes.len() < 16 {
+        return Err(truncated(p, "the header is cut short"));
+    }
+    if word(bytes, 8) != FORMAT_VERSION {
+        return Err(corrupt(
+            p,
+            8,
+            format!(
+                "replay format version {}, this fsprof reads {FORMAT_VERSION}",
+                word(bytes, 8)
+            ),
+        ));
+    }
+    let hlen = word(bytes, 12) as usize;
+    if bytes.len() - 16 < hlen {
+        return Err(truncated(p, "the header is cut short"));
+    }
+    let header: ReplayHeader = serde_json::from_slice(&bytes[16..16 + hlen])
+        .map_err(|e| corrupt(p, 16, format!("header is not valid JSON: {e}")))?;
+    if header.format != FORMAT_NAME {
+        return Err(corrupt(p, 16, "not a compiled replay file".into()));
+    }
+    Ok((header, 16 + hlen))
 }

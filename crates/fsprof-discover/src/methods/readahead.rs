@@ -151,9 +151,14 @@ fn one(
     Ok(run)
 }
 
-/// Sweeps the initial size over `sizes`, `iterations` times, cooling the
-/// cache before every initial read. The first iteration stops early once
-/// sizes are well past a plateau; later ones measure the same sizes.
+/// Sweeps the initial size over `sizes`, measuring each size `iterations`
+/// times (cooling the cache before every initial read) before the next,
+/// and stops once sizes are well past a plateau. The stop is decided on
+/// the per-offset minimum of all iterations over the offsets some
+/// iteration read, exactly what the inference uses: decided on one noisy
+/// run (a hit read preempted on a loaded machine), a false early plateau
+/// once ended the sweep before the real one was measured; and an offset
+/// no pass read has no latency (its summary would be 0, a "hit").
 pub fn measure(
     path: &Path,
     file: u64,
@@ -166,28 +171,19 @@ pub fn measure(
     let all = sizes(page, file);
     let mut buf = vec![0u8; all.last().copied().unwrap_or(0) as usize];
     let mut points: Vec<Point> = Vec::new();
-    for it in 0..iterations {
-        let n = if it == 0 { all.len() } else { points.len() };
-        for k in 0..n {
+    for &i in &all {
+        let mut series = Series::new(offsets(i, page));
+        for _ in 0..iterations {
             ctx.check()?;
-            let i = all[k];
             cooler.cool(&[path])?;
-            let run = one(path, i, page, wait, &mut buf)?;
-            if it == 0 {
-                let mut series = Series::new(offsets(i, page));
-                series.push_run(run);
-                points.push(Point { initial: i, series });
-                if past_plateau(&points) {
-                    break;
-                }
-            } else {
-                points[k].series.push_run(run);
-            }
+            series.push_run(one(path, i, page, wait, &mut buf)?);
             ctx.progress.advance(1);
         }
-    }
-    for p in &mut points {
-        p.series.compact();
+        series.compact();
+        points.push(Point { initial: i, series });
+        if past_plateau(&points) {
+            break;
+        }
     }
     Ok(points)
 }
@@ -568,6 +564,36 @@ mod tests {
             assert!(k < pts.len() || ra_kb == 2560, "{ra_kb}: no early stop");
             assert_eq!(infer(&pts[..k]).readahead, Some(ra_kb << 10));
         }
+    }
+
+    /// A run in which the reads of one size's read-ahead window came back
+    /// slow (the backward reads preempted, the window's I/O not done yet)
+    /// shows a false plateau; with the other iteration of the same size
+    /// beside it (the minimum), the sweep does not stop there.
+    #[test]
+    fn one_slow_run_does_not_end_the_sweep_early() {
+        let ra_kb = 512u64;
+        let mut pts = sweep(ra_kb / 4);
+        let k48 = pts.iter().position(|p| p.initial == 48 << 10).unwrap();
+        let good = pts[k48].series.runs[0].clone();
+        let slow: Vec<u64> = pts[k48]
+            .series
+            .offsets
+            .iter()
+            .zip(&good)
+            .map(|(&o, &v)| if o >= 64 << 10 { v.max(80_000) } else { v })
+            .collect();
+        pts[k48].series.runs = vec![slow.clone()];
+        let stops_at = |pts: &[Point]| (1..=pts.len()).find(|&k| past_plateau(&pts[..k]));
+        let early = stops_at(&pts).unwrap();
+        assert!(
+            pts[early - 1].initial < ra_kb << 10,
+            "the slow run alone makes a false plateau"
+        );
+        pts[k48].series.runs = vec![slow, good];
+        let k = stops_at(&pts).unwrap();
+        assert!(pts[k - 1].initial > 2 * (ra_kb << 10), "stopped at {k}");
+        assert_eq!(infer(&pts[..k]).readahead, Some(ra_kb << 10));
     }
 
     #[test]
