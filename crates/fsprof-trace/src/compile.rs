@@ -420,9 +420,6 @@ impl Compiler {
         self.fds.get(&pid)?.get(&fd?).copied()
     }
 
-    // One arm per op family over a shared state: over the length lint (its
-    // owner may split it by family).
-    #[allow(clippy::too_many_lines)]
     fn call(&mut self, c: &Call) {
         let op = c.op.name();
         let Some(kind) = replay_kind(op) else {
@@ -432,40 +429,8 @@ impl Compiler {
         if op == "fcntl" {
             return self.fcntl(c);
         }
-        let mut c = c.clone();
-        c.resolved = c
-            .resolved
-            .as_deref()
-            .filter(|p| p.first() == Some(&b'/'))
-            .map(clean);
-        c.resolved2 = c
-            .resolved2
-            .as_deref()
-            .filter(|p| p.first() == Some(&b'/'))
-            .map(clean);
+        let Some(c) = self.admit(c, kind) else { return };
         let c = &c;
-        let path = c.resolved.as_deref();
-        if matches!(kind, 'o' | 'p') {
-            match path {
-                None => return self.skip("path could not be resolved"),
-                Some(p) if special(p) => return self.skip("path under /proc, /sys or /dev"),
-                _ => {}
-            }
-            if let Some(p2) = c.resolved2.as_deref() {
-                if special(p2) {
-                    return self.skip("path under /proc, /sys or /dev");
-                }
-            }
-            if (op == "rename"
-                || op == "renameat"
-                || op == "renameat2"
-                || op == "link"
-                || op == "linkat")
-                && c.resolved2.is_none()
-            {
-                return self.skip("path could not be resolved");
-            }
-        }
         let mut cmd = Command {
             t_ns: c.start_ns,
             dur_ns: c.duration_ns(),
@@ -481,80 +446,153 @@ impl Compiler {
             ..Default::default()
         };
         let mut keys: Vec<(Key, Access)> = Vec::new();
-        let mut node = None;
-        match kind {
-            'f' | 'w' | 'c' => {
-                let Some(slot) = self.slot_of(c.pid, c.fd) else {
-                    return self.skip("fd not opened in the trace (inherited, a pipe, stdio)");
-                };
-                cmd.slot = Some(slot);
-                let n = self.slots[slot as usize].as_ref().map(|s| s.node);
-                node = n;
-                let slot_access = if moves_position(op) || kind == 'c' || kind == 'w' {
-                    Access::Write
-                } else {
-                    Access::Read
-                };
-                keys.push((Key::Slot(slot), slot_access));
-                if let Some(n) = n {
-                    let a = if writes_file(op) {
-                        Access::Write
-                    } else {
-                        Access::Read
-                    };
-                    keys.push((Key::Path(n), a));
-                }
-                if op == "sendfile" || op == "copy_file_range" {
-                    let Some(s2) = self.slot_of(c.pid, c.fd2) else {
-                        return self.skip("fd not opened in the trace (inherited, a pipe, stdio)");
-                    };
-                    cmd.slot2 = Some(s2);
-                    keys.push((Key::Slot(s2), Access::Write));
-                    if let Some(n2) = self.slots[s2 as usize].as_ref().map(|s| s.node) {
-                        keys.push((Key::Path(n2), Access::Write));
-                    }
-                }
-                if kind == 'w' {
-                    cmd.out = Some(slot);
-                    if let Some(m) = &c.name {
-                        cmd.name = Some(self.string(m));
-                    }
-                }
+        let node = match kind {
+            'f' | 'w' | 'c' => match self.on_fd(c, kind, &mut cmd, &mut keys) {
+                Some(node) => node,
+                None => return,
+            },
+            'o' | 'p' => Some(self.on_path(c, &mut cmd, &mut keys)),
+            _ => None,
+        };
+        self.data_and_state(c, node, &mut cmd);
+        if self.effects(c, kind, node, &mut cmd, &mut keys) {
+            self.emit(c, cmd, &keys);
+        }
+    }
+
+    /// The call with its resolved paths cleaned, or None (counted as
+    /// skipped) when a path it needs is unknown or under /proc, /sys, /dev.
+    fn admit(&mut self, c: &Call, kind: char) -> Option<Call> {
+        let op = c.op.name();
+        let mut c = c.clone();
+        c.resolved = c
+            .resolved
+            .as_deref()
+            .filter(|p| p.first() == Some(&b'/'))
+            .map(clean);
+        c.resolved2 = c
+            .resolved2
+            .as_deref()
+            .filter(|p| p.first() == Some(&b'/'))
+            .map(clean);
+        if !matches!(kind, 'o' | 'p') {
+            return Some(c);
+        }
+        match c.resolved.as_deref() {
+            None => {
+                self.skip("path could not be resolved");
+                return None;
             }
-            'o' | 'p' => {
-                let p = path.expect("checked above").to_vec();
-                let id = self.string(&p);
-                cmd.path = Some(id);
-                node = Some(id);
-                let changes = self.changes_namespace(c);
-                let a = if changes { Access::Write } else { Access::Read };
-                keys.push((Key::Path(id), a));
-                if changes {
-                    let par = self.string(parent(&p));
-                    keys.push((Key::Path(par), Access::Write));
-                }
-                if let Some(p2) = c.resolved2.as_deref() {
-                    let id2 = self.string(p2);
-                    cmd.path2 = Some(id2);
-                    keys.push((Key::Path(id2), Access::Write));
-                    let par2 = self.string(parent(p2));
-                    keys.push((Key::Path(par2), Access::Write));
-                }
-                if let Some(n) = &c.name {
-                    cmd.name = Some(self.string(n));
-                }
-                if op == "fopen" {
-                    cmd.flags = fopen_flags(c.name.as_deref().unwrap_or(b"r"));
-                }
-                if op == "opendir" {
-                    cmd.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as i64;
-                }
-                if op == "creat" {
-                    cmd.flags = (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as i64;
-                }
+            Some(p) if special(p) => {
+                self.skip("path under /proc, /sys or /dev");
+                return None;
             }
             _ => {}
         }
+        if c.resolved2.as_deref().is_some_and(special) {
+            self.skip("path under /proc, /sys or /dev");
+            return None;
+        }
+        if matches!(op, "rename" | "renameat" | "renameat2" | "link" | "linkat")
+            && c.resolved2.is_none()
+        {
+            self.skip("path could not be resolved");
+            return None;
+        }
+        Some(c)
+    }
+
+    /// A call on an fd (`kind` f, w or c): its slots and what it touches.
+    /// Returns the file's node, or None (counted as skipped) when the fd
+    /// was never seen opened.
+    fn on_fd(
+        &mut self,
+        c: &Call,
+        kind: char,
+        cmd: &mut Command,
+        keys: &mut Vec<(Key, Access)>,
+    ) -> Option<Option<u32>> {
+        let op = c.op.name();
+        let Some(slot) = self.slot_of(c.pid, c.fd) else {
+            self.skip("fd not opened in the trace (inherited, a pipe, stdio)");
+            return None;
+        };
+        cmd.slot = Some(slot);
+        let n = self.slots[slot as usize].as_ref().map(|s| s.node);
+        let slot_access = if moves_position(op) || kind == 'c' || kind == 'w' {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        keys.push((Key::Slot(slot), slot_access));
+        if let Some(n) = n {
+            let a = if writes_file(op) {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            keys.push((Key::Path(n), a));
+        }
+        if op == "sendfile" || op == "copy_file_range" {
+            let Some(s2) = self.slot_of(c.pid, c.fd2) else {
+                self.skip("fd not opened in the trace (inherited, a pipe, stdio)");
+                return None;
+            };
+            cmd.slot2 = Some(s2);
+            keys.push((Key::Slot(s2), Access::Write));
+            if let Some(n2) = self.slots[s2 as usize].as_ref().map(|s| s.node) {
+                keys.push((Key::Path(n2), Access::Write));
+            }
+        }
+        if kind == 'w' {
+            cmd.out = Some(slot);
+            if let Some(m) = &c.name {
+                cmd.name = Some(self.string(m));
+            }
+        }
+        Some(n)
+    }
+
+    /// A call on a path (`kind` o or p; [`Self::admit`] checked that it
+    /// has one): its strings and what it touches. Returns its node.
+    fn on_path(&mut self, c: &Call, cmd: &mut Command, keys: &mut Vec<(Key, Access)>) -> u32 {
+        let op = c.op.name();
+        let p = c.resolved.clone().unwrap_or_default();
+        let id = self.string(&p);
+        cmd.path = Some(id);
+        let changes = self.changes_namespace(c);
+        let a = if changes { Access::Write } else { Access::Read };
+        keys.push((Key::Path(id), a));
+        if changes {
+            let par = self.string(parent(&p));
+            keys.push((Key::Path(par), Access::Write));
+        }
+        if let Some(p2) = c.resolved2.as_deref() {
+            let id2 = self.string(p2);
+            cmd.path2 = Some(id2);
+            keys.push((Key::Path(id2), Access::Write));
+            let par2 = self.string(parent(p2));
+            keys.push((Key::Path(par2), Access::Write));
+        }
+        if let Some(n) = &c.name {
+            cmd.name = Some(self.string(n));
+        }
+        if op == "fopen" {
+            cmd.flags = fopen_flags(c.name.as_deref().unwrap_or(b"r"));
+        }
+        if op == "opendir" {
+            cmd.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as i64;
+        }
+        if op == "creat" {
+            cmd.flags = (libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as i64;
+        }
+        id
+    }
+
+    /// The command's data and check flags, and what the call shows of the
+    /// initial state.
+    fn data_and_state(&mut self, c: &Call, node: Option<u32>, cmd: &mut Command) {
+        let op = c.op.name();
         // Data: full data becomes a buffer; a digest or nothing leaves the
         // replayer to write `len` bytes of its own.
         if is_write(op) {
@@ -572,7 +610,6 @@ impl Compiler {
             // size and order; only success and the end are checked.
             cmd.cflags |= CMD_UNVERIFIED;
         }
-        // The initial state, from what this call shows of its paths.
         let slot_pos = cmd
             .slot
             .and_then(|s| self.slots[s as usize].as_ref().and_then(|s| s.pos));
@@ -587,13 +624,27 @@ impl Compiler {
                 cmd.cflags |= CMD_FIRST_ACCESS;
             }
         }
-        // Effects on fd tables and slots.
+    }
+
+    /// The call's effects on fd tables and slots; false (counted as
+    /// skipped) for a close that leaves the open file to another fd.
+    fn effects(
+        &mut self,
+        c: &Call,
+        kind: char,
+        node: Option<u32>,
+        cmd: &mut Command,
+        keys: &mut Vec<(Key, Access)>,
+    ) -> bool {
         let ok = !c.failed();
         match kind {
             'o' if ok => {
-                let slot = self.new_slot(node.expect("opens have a path"));
+                let Some(node) = node else { return true };
+                let slot = self.new_slot(node);
                 if c.flags.unwrap_or(0) & libc::O_APPEND as i64 != 0 {
-                    self.slots[slot as usize].as_mut().unwrap().pos = None;
+                    if let Some(s) = self.slots[slot as usize].as_mut() {
+                        s.pos = None;
+                    }
                 }
                 cmd.out = Some(slot);
                 keys.push((Key::Slot(slot), Access::Write));
@@ -603,16 +654,18 @@ impl Compiler {
                     .insert(c.ret as i32, slot);
             }
             'c' => {
-                let slot = cmd.slot.expect("closes have a slot");
+                let Some(slot) = cmd.slot else { return true };
                 if let Some(fd) = c.fd {
                     self.fds.entry(c.pid).or_default().remove(&fd);
                 }
-                let s = self.slots[slot as usize].as_mut().expect("live slot");
+                let Some(s) = self.slots[slot as usize].as_mut() else {
+                    return true;
+                };
                 s.refs = s.refs.saturating_sub(1);
                 if s.refs > 0 {
                     // Another fd still holds the open file: nothing to do.
                     self.skip("close of an fd another fd still shares");
-                    return;
+                    return false;
                 }
                 self.slots[slot as usize] = None;
                 self.free_slots.push(Reverse(slot));
@@ -620,7 +673,7 @@ impl Compiler {
             'f' if ok => self.advance(cmd.slot, c),
             _ => {}
         }
-        self.emit(c, cmd, &keys);
+        true
     }
 
     /// Follows the slot's file position (for the initial state's sizes).
