@@ -19,6 +19,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod compare;
 pub mod export;
+pub mod figure;
 pub mod machine;
 pub mod params;
 pub mod result;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use fsprof_bench::cache::CacheMode;
+use fsprof_bench::figure::{sweep_svg, SweepMetric as PlotMetric};
 use fsprof_bench::params::{parse_size, Align, Params, Suite};
 use fsprof_bench::{export, result, runner};
 use fsprof_core::format::write_atomic;
@@ -43,15 +44,6 @@ pub enum AlignArg {
     Page,
     /// Random offsets shifted by a random amount below --io-size
     None,
-}
-
-/// What a sweep plot puts on its value axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PlotMetric {
-    /// Each phase's figure (MB/s over wall time), mean ± 95% CI of the runs.
-    Rate,
-    /// Median latency per operation, ns: robust to other processes.
-    OpP50,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -248,100 +240,13 @@ fn write_plot(
 }
 
 /// What `fsprof report --format html` adds for a bench result: a sweep's
-/// throughput chart. Nothing for a plain profile or a result without a
-/// sweep (the profile part is reported as any profile's).
+/// charts. Nothing for a plain profile or a result without a sweep (the
+/// profile part is reported as any profile's).
 pub fn report_figures(path: &std::path::Path) -> Vec<fsprof_plot::html::Figure> {
-    let Ok((_, b)) = result::read_result(path) else {
-        return Vec::new();
-    };
-    if b.sweep.is_empty() {
-        return Vec::new();
+    match result::read_result(path) {
+        Ok((_, b)) => fsprof_bench::figure::report_figures(&b),
+        Err(_) => Vec::new(),
     }
-    vec![
-        fsprof_plot::html::Figure {
-            id: "sweep".into(),
-            heading: "Benchmark sweep: throughput against file size".into(),
-            svg: sweep_svg(&b, PlotMetric::Rate),
-            caption: "Mean of the measured runs with its 95% confidence interval per phase; dashed lines mark the CPU data caches (sysfs) and the memory available when the sweep started.".into(),
-        },
-        fsprof_plot::html::Figure {
-            id: "sweep-op-p50".into(),
-            heading: "Benchmark sweep: median latency per operation against file size".into(),
-            svg: sweep_svg(&b, PlotMetric::OpP50),
-            caption: "Median over the measured runs of each run's median per-operation latency (lower is faster); a preempted operation moves a mean, rarely a median.".into(),
-        },
-    ]
-}
-
-/// The sweep chart's SVG.
-fn sweep_svg(b: &result::BenchResult, metric: PlotMetric) -> String {
-    use fsprof_bench::params::human_bytes;
-    use fsprof_plot::linechart::{render, Line, LineChart};
-    let names: Vec<String> = b
-        .sweep
-        .first()
-        .map(|s| s.phases.iter().map(|p| p.name.clone()).collect())
-        .unwrap_or_default();
-    let lines = names
-        .iter()
-        .map(|n| Line {
-            name: n.clone(),
-            points: b
-                .sweep
-                .iter()
-                .filter_map(|s| {
-                    let p = s.phases.iter().find(|p| &p.name == n)?;
-                    Some(match metric {
-                        PlotMetric::Rate => (
-                            s.file_size as f64,
-                            p.summary.mean,
-                            p.summary.ci95.map_or(0.0, |c| c.half_width),
-                        ),
-                        PlotMetric::OpP50 => (s.file_size as f64, p.op_median_ns, 0.0),
-                    })
-                })
-                .collect(),
-        })
-        .collect();
-    let mut markers: Vec<(f64, String)> = b
-        .machine
-        .data_caches()
-        .iter()
-        .map(|&(level, size)| (size as f64, format!("L{level} {}", human_bytes(size))))
-        .collect();
-    markers.push((
-        b.machine.memory_available as f64,
-        format!("memory {}", human_bytes(b.machine.memory_available)),
-    ));
-    let (what, y_label) = match metric {
-        PlotMetric::Rate => ("mean ± 95% CI", "MB/s"),
-        PlotMetric::OpP50 => ("median ns per op", "ns per op (median)"),
-    };
-    let chart = LineChart {
-        title: format!(
-            "fsprof bench sweep: {} on {} ({} files, {} I/O{}{}, {what})",
-            b.dir.fs_type,
-            b.machine.host,
-            b.params.files,
-            human_bytes(b.params.io_size),
-            if b.params.align == Align::None {
-                ", unaligned"
-            } else {
-                ""
-            },
-            if b.params.pad_syscalls {
-                ", padded"
-            } else {
-                ""
-            },
-        ),
-        x_label: "file size".into(),
-        y_label: y_label.into(),
-        lines,
-        markers,
-        x_format: |x| human_bytes(x as u64),
-    };
-    render(&chart)
 }
 
 /// `fsprof compare A B` on two bench results: phases whose 95% intervals
