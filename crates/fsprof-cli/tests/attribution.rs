@@ -347,7 +347,18 @@ fn block_waits_agree_with_d_state_time_from_sched_switch() {
     check("cold random read", "pread64", PREAD, &rand, &rand_truth);
     check("cold read", "read", READ, &cold, &cold_truth);
     check("warm read", "read", READ, &warm, &warm_truth);
-    check("buffered write", "write", WRITE, &wr, &wr_truth);
+    // A buffered write's D-state sleeps are not its own block requests:
+    // waiting for a journal handle while jbd2 commits, or dirty-page
+    // throttling when the machine's other writers (builds, other tests)
+    // push the global dirty count past its limit (seen: 27.5% of write time
+    // in D state on a loaded machine, 0% on an idle one). fsprof's
+    // block-wait layer charges only the task's own requests, so it may show
+    // less than the D state, never more; the calls it charges are a subset.
+    let (f, t) = (fsprof_shares(&wr, "write"), wr_truth[&WRITE]);
+    assert!(
+        f.time_pct() <= t.time_pct() + 10.0 && f.calls_pct() <= t.calls_pct() + 10.0,
+        "buffered write: fsprof charges more block wait than the D state\n{table}"
+    );
     // The cold reads did wait, so agreeing is not agreeing on nothing.
     assert!(cold_truth[&READ].time_pct() > 20.0, "{table}");
     assert!(rand_truth[&PREAD].calls_pct() > 50.0, "{table}");
