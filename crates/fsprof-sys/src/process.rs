@@ -191,6 +191,21 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The command's name for messages and the program `argv[0]` resolves to
+/// (PATH as the child's environment sets it), or "not found".
+fn name_and_program(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+) -> Result<(String, PathBuf), LaunchError> {
+    let name = argv
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
+        .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+    Ok((name, exe))
+}
+
 impl Child {
     /// Starts `argv` with `env` added to fsprof's environment, at once.
     /// With `posix_spawn` (glibc: `clone(CLONE_VM|CLONE_VFORK)`): no copy
@@ -198,12 +213,7 @@ impl Child {
     /// no copy-on-write faults in either process after it (0.1–0.2 ms of
     /// `fsprof run`'s start-up; docs/benchmarks.md, "Start-up").
     pub fn spawn(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Child, LaunchError> {
-        let name = argv
-            .first()
-            .map(|a| a.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
-            .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+        let (name, exe) = name_and_program(argv, env)?;
         let prepared =
             Prepared::new(argv, &exe, env).map_err(|e| LaunchError::Start(name.clone(), e))?;
         let mut errno = posix_spawn(&prepared.exe, &prepared.argv, &prepared.envp);
@@ -228,12 +238,7 @@ impl Child {
         argv: &[OsString],
         env: &[(OsString, OsString)],
     ) -> Result<Child, LaunchError> {
-        let name = argv
-            .first()
-            .map(|a| a.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
-            .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+        let (name, exe) = name_and_program(argv, env)?;
         let start = |e| LaunchError::Start(name.clone(), e);
         let prepared = Prepared::new(argv, &exe, env).map_err(start)?;
         let (gate_r, gate_w) = pipe().map_err(start)?;
