@@ -322,37 +322,13 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .args(["--", "sh", "-c", script])
         .assert()
         .success();
-    let mut c = fsprof();
-    let out = c
-        .env("XDG_CONFIG_HOME", &cfg)
-        .args(["report", "--peaks", "--op", "read", "--format", "json"])
-        .arg(&profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let labels: Vec<&str> = v["peaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["label"].as_str())
-        .collect();
     // Hot reads are page-cache hits on any machine; the direct reads are
     // device reads or, when this calibration's device read is unstable or
     // elsewhere (a loaded machine), unlabelled — never anything else
     // (peak_labels.rs holds every rule against known causes).
-    assert!(
-        labels.contains(&"≈ page-cache hit (4 KiB)"),
-        "{labels:?} {v}"
-    );
-    assert!(
-        labels
-            .iter()
-            .all(|l| l.starts_with("≈ page-cache hit") || l.starts_with("≈ device read")),
-        "{labels:?} {v}"
-    );
+    let mut c = fsprof();
+    c.env("XDG_CONFIG_HOME", &cfg);
+    hot_reads_are_hits(c, &[], &profile, "");
     hits_named_with_an_idle_machines_calibration(&before, &profile, d.path());
     // --no-labels turns it off.
     let mut c = fsprof();
@@ -381,10 +357,26 @@ fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Pa
     }
     let tight = dir.join("idle.json");
     std::fs::write(&tight, idle.to_string()).unwrap();
-    let out = fsprof()
+    hot_reads_are_hits(
+        fsprof(),
+        &["--calibration".into(), tight.into()],
+        profile,
+        &idle.to_string(),
+    );
+}
+
+/// `report --peaks --op read` of the hot-and-direct `dd` profile, with
+/// `extra` options: the hot reads are named page-cache hits, and nothing is
+/// named but hits and device reads.
+fn hot_reads_are_hits(
+    mut report: Std,
+    extra: &[std::ffi::OsString],
+    profile: &Path,
+    context: &str,
+) {
+    let out = report
         .args(["report", "--peaks", "--op", "read", "--format", "json"])
-        .arg("--calibration")
-        .arg(&tight)
+        .args(extra)
         .arg(profile)
         .assert()
         .success()
@@ -400,13 +392,13 @@ fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Pa
         .collect();
     assert!(
         labels.contains(&"≈ page-cache hit (4 KiB)"),
-        "{labels:?} {v} {idle}"
+        "{labels:?} {v} {context}"
     );
     assert!(
         labels
             .iter()
             .all(|l| l.starts_with("≈ page-cache hit") || l.starts_with("≈ device read")),
-        "{labels:?} {v}"
+        "{labels:?} {v} {context}"
     );
 }
 
