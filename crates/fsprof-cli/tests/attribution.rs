@@ -345,7 +345,24 @@ fn block_waits_agree_with_d_state_time_from_sched_switch() {
         );
     };
     check("cold random read", "pread64", PREAD, &rand, &rand_truth);
-    check("cold read", "read", READ, &cold, &cold_truth);
+    // Sequential cold reads: read-ahead issues the requests of later calls
+    // early, and on a fast idle machine those calls then sleep in D state
+    // on pages still being read (an official CI run: 25.7% of calls, 76.8%
+    // of time in D state) while fsprof charges each request to the call
+    // that issued it (0.1% of calls, 64.2% of time). The waits on someone
+    // else's requests are not block waits of the caller's own: fsprof may
+    // show less than the D state there, never more. The random reads,
+    // read-ahead off, are the case where the two must agree.
+    let (f, t) = (fsprof_shares(&cold, "read"), cold_truth[&READ]);
+    assert!(
+        f.time_pct() <= t.time_pct() + 10.0 && f.calls_pct() <= t.calls_pct() + 10.0,
+        "cold read: fsprof charges more block wait than the D state\n{table}"
+    );
+    // Yet the issuing calls' own waits are most of it: at least half.
+    assert!(
+        f.time_pct() >= t.time_pct() / 2.0,
+        "cold read: fsprof charges under half the D state\n{table}"
+    );
     check("warm read", "read", READ, &warm, &warm_truth);
     // A buffered write's D-state sleeps are not its own block requests:
     // waiting for a journal handle while jbd2 commits, or dirty-page

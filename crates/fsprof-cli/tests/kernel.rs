@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
-use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
+use fsprof_testkit::{disk_tempdir, fsprof_path, need_program, need_root, succeeds};
 
 fn fsprof() -> Command {
     Command::new(fsprof_path())
@@ -397,6 +397,13 @@ fn duration_ends_a_run_without_a_command() {
         ],
         &file,
     );
+    // The block layer is system-wide; on an idle machine nothing else may
+    // reach the disk in 500 ms (an official CI run had no block layer and
+    // so no scope line): an fsync of new data on the build's disk does.
+    let disk = disk_tempdir();
+    let mut f = std::fs::File::create(disk.path().join("block")).unwrap();
+    f.write_all(&[1u8; 1 << 16]).unwrap();
+    f.sync_all().unwrap();
     std::fs::OpenOptions::new()
         .write(true)
         .open(&fifo)
