@@ -101,15 +101,17 @@ mod tests {
     use fsprof_core::profile::{layer_in, Meta};
     use fsprof_core::Profile;
 
+    /// `calls` calls of `ns` in all, in one bucket.
+    fn op(name: &str, calls: u64, ns: u64) -> OpStats {
+        let mut o = OpStats::new(name);
+        (o.pre, o.post, o.total_ns) = (calls, calls, ns);
+        o.histogram.add_to(Some(10), calls);
+        o
+    }
+
     #[test]
     fn waits_get_a_row_with_their_shares() {
         let mut p = Profile::new(Meta::default());
-        let op = |name: &str, calls: u64, ns: u64| {
-            let mut o = OpStats::new(name);
-            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
-            o.histogram.add_to(Some(10), calls);
-            o
-        };
         layer_in(&mut p.layers, "syscall")
             .ops
             .push(op("read", 200, 4_000_000));
@@ -131,12 +133,6 @@ mod tests {
     #[test]
     fn fuse_ops_seen_by_kernel_and_daemon_are_set_side_by_side() {
         let mut p = Profile::new(Meta::default());
-        let op = |name: &str, calls: u64, ns: u64| {
-            let mut o = OpStats::new(name);
-            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
-            o.histogram.add_to(Some(10), calls);
-            o
-        };
         layer_in(&mut p.layers, "fuse")
             .ops
             .push(op("read", 10, 400_000));

@@ -119,6 +119,14 @@ fn curve_window(c: &mut Curve, bytes: u64) {
     c.median.truncate(n);
 }
 
+/// A finding the two methods dispute is never more than medium.
+fn disputed(c: Confidence) -> Confidence {
+    Confidence {
+        level: Level::Low.max(c.level.min(Level::Medium)),
+        statement: c.statement,
+    }
+}
+
 fn decide(
     mut f: Finding,
     w: &write_period::Inference,
@@ -177,13 +185,7 @@ fn decide(
                 bytes(a.0),
                 bytes(b.0)
             ));
-            Some((
-                b.0,
-                Confidence {
-                    level: Level::Low.max(b.1.level.min(Level::Medium)),
-                    statement: b.1.statement,
-                },
-            ))
+            Some((b.0, disputed(b.1)))
         }
         (Some(a), Some(b)) => {
             let (keep, other, method) = if a.1.level > b.1.level {
@@ -196,13 +198,7 @@ fn decide(
                 bytes(keep.0),
                 bytes(other.0)
             ));
-            Some((
-                keep.0,
-                Confidence {
-                    level: Level::Low.max(keep.1.level.min(Level::Medium)),
-                    statement: keep.1.statement,
-                },
-            ))
+            Some((keep.0, disputed(keep.1)))
         }
         (Some(a), None) => Some(a),
         (None, Some(b)) => {
