@@ -105,28 +105,10 @@ fn replaying_tar_extract_rebuilds_the_same_tree() {
         ],
         &base,
     ));
-    let r = base.join("x.replay");
-    let msg = ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    let (msg, replayed_msg) = compile_and_replay_strict(&base, &t);
     assert!(msg.contains("% of raw"), "{msg}");
-    let root = base.join("root");
-    std::fs::create_dir(&root).unwrap();
-    let msg = ok(&run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-            os("--afap"),
-            os("--verify"),
-            os("strict"),
-        ],
-        &base,
-    ));
-    assert!(msg.contains("mismatches: 0"), "{msg}");
+    assert!(replayed_msg.contains("mismatches: 0"), "{replayed_msg}");
+    let (r, root) = (base.join("c.replay"), base.join("root"));
     let original = tree(&base.join("out"));
     let replayed = tree(&root.join(base.join("out").strip_prefix("/").unwrap()));
     assert_eq!(original.len(), 9, "{original:#?}");
@@ -527,6 +509,55 @@ fn cached_parent_directories_follow_renames_and_removals() {
     assert!(!root.join("a/e").exists());
 }
 
+/// Traces `exe` (`--data full`) run in `base/work`, then
+/// [`compile_and_replay_strict`]; returns the trace and what replay said.
+fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("c.trace");
+    ok(&run(
+        &[
+            os("trace"),
+            os("--data"),
+            os("full"),
+            os("-o"),
+            t.as_os_str(),
+            os("--"),
+            exe.as_os_str(),
+        ],
+        &work,
+    ));
+    let (_, msgs) = compile_and_replay_strict(base, &t);
+    (t, msgs)
+}
+
+/// Compiles trace `t` into `base/c.replay` and replays it with
+/// `--prepare --afap --verify strict` into `base/root`; returns what
+/// compile and replay said.
+fn compile_and_replay_strict(base: &Path, t: &Path) -> (String, String) {
+    let r = base.join("c.replay");
+    let compiled = ok(&run(
+        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
+        base,
+    ));
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let msgs = ok(&run(
+        &[
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--prepare"),
+            os("--afap"),
+            os("--verify"),
+            os("strict"),
+        ],
+        base,
+    ));
+    (compiled, msgs)
+}
+
 /// `sendfile` and `copy_file_range` replay with their input and output
 /// the right way round (the trace's fd is the file read, its second fd the
 /// output, from the op vocabulary's roles).
@@ -562,45 +593,70 @@ int main(void) {{
         &base,
         &[],
     );
-    let work = base.join("work");
-    std::fs::create_dir(&work).unwrap();
-    let t = base.join("c.trace");
-    ok(&run(
-        &[
-            os("trace"),
-            os("--data"),
-            os("full"),
-            os("-o"),
-            t.as_os_str(),
-            os("--"),
-            exe.as_os_str(),
-        ],
-        &work,
-    ));
+    let (work, root) = (base.join("work"), base.join("root"));
+    let (_, msgs) = trace_and_replay_strict(&base, &exe);
     assert_eq!(std::fs::read_to_string(work.join("a")).unwrap(), msg);
-    let r = base.join("c.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
-    let root = base.join("root");
-    std::fs::create_dir(&root).unwrap();
-    let msgs = ok(&run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-            os("--afap"),
-            os("--verify"),
-            os("strict"),
-        ],
-        &base,
-    ));
     assert!(msgs.contains("mismatches: 0"), "{msgs}");
     let inside = root.join(work.strip_prefix("/").unwrap());
     for f in ["a", "b"] {
         assert_eq!(std::fs::read_to_string(inside.join(f)).unwrap(), msg, "{f}");
     }
+}
+
+/// A path with a trailing slash resolves only to a directory: `stat` and
+/// `open` of `file/` fail with ENOTDIR, of `dir/` succeed. The compiled
+/// commands keep the slash, so the replay gets the traced results (it used
+/// to normalise `file/` to `file`, and the calls succeeded).
+#[test]
+fn trailing_slashes_replay_with_their_traced_results() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let exe = fsprof_testkit::compile_source(
+        "slashes",
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    struct stat st;
+    int f = open("file", O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0 || mkdir("dir", 0755) != 0 || close(f) != 0) return 1;
+    if (stat("file/", &st) != -1 || errno != ENOTDIR) return 2;
+    if (open("file/", O_RDONLY) != -1 || errno != ENOTDIR) return 3;
+    if (stat("file/.", &st) != -1 || errno != ENOTDIR) return 4;
+    if (stat("dir/", &st) != 0 || stat("dir/.", &st) != 0) return 5;
+    int d = open("dir/", O_RDONLY);
+    if (d < 0) return 6;
+    return close(d);
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    let calls: Vec<Call> = fsprof_trace::TraceReader::open(&t)
+        .unwrap()
+        .filter_map(|r| match r.unwrap() {
+            Record::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let failed = |path: &str| {
+        calls
+            .iter()
+            .filter(|c| c.path.as_deref() == Some(path.as_bytes()))
+            .map(|c| (c.op.name(), c.errno))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        failed("file/"),
+        [("stat", libc::ENOTDIR), ("open", libc::ENOTDIR)]
+    );
+    assert_eq!(failed("dir/"), [("stat", 0), ("open", 0)]);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    assert!(base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work/dir")
+        .is_dir());
 }
