@@ -2,10 +2,8 @@
 //! parsers: the Prometheus Python client's text parser and the OTLP
 //! protobuf messages (opentelemetry-proto) via protobuf's JSON mapping.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use fsprof_testkit::*;
@@ -145,38 +143,15 @@ fn scrape(addr: &str) -> Option<String> {
 fn serve_metrics_exposes_live_counts_while_the_command_runs() {
     let py = need_python_parsers();
     let dir = tempfile::tempdir().unwrap();
-    let done = dir.path().join("done");
-    let profile = dir.path().join("live.json");
     // The command keeps reading until the test has seen its calls (at most
-    // ~20 s), so the scrape happens during the run, not after it.
-    let script = format!(
-        "i=0; while [ ! -e '{}' ] && [ $i -lt 400 ]; do cat /etc/hostname /etc/passwd >/dev/null; i=$((i+1)); sleep 0.05; done",
-        done.display()
+    // ~20 s).
+    let live = serve_live(
+        dir.path(),
+        &[],
+        "cat /etc/hostname /etc/passwd >/dev/null",
+        400,
     );
-    let mut child = fsprof()
-        .args(["run", "-q", "--serve-metrics", "127.0.0.1:0", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", &script])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut lines = Vec::new();
-    let addr = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("no serving line; stderr: {lines:?}"));
-        if let Some(rest) = line.strip_prefix("fsprof: serving live metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-        lines.push(line);
-    };
+    let (addr, profile) = (live.addr.clone(), live.profile.clone());
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
     let mut body = String::new();
@@ -195,9 +170,7 @@ fn serve_metrics_exposes_live_counts_while_the_command_runs() {
     }
     assert!(!body.is_empty(), "never scraped read calls from {addr}");
     assert!(body.contains("command=\"sh -c "), "{body}");
-    std::fs::write(&done, "").unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success());
+    assert!(live.finish().success());
 
     // The scrape parses and is bounded by the final profile.
     let scraped = dir.path().join("scrape.prom");

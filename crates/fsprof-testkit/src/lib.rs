@@ -15,6 +15,7 @@ pub mod need;
 pub mod paths;
 pub mod profiles;
 pub mod programs;
+pub mod serve;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -29,6 +30,7 @@ pub use profiles::{
     write_user_profile,
 };
 pub use programs::{compile, compile_source};
+pub use serve::{metrics_addr, serve_live, Live};
 
 /// The `fsprof` binary cargo built for these tests. nextest passes its
 /// path at run time; `cargo test` does not, so it is found next to the
