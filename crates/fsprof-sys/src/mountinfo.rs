@@ -120,6 +120,8 @@ mod tests {
 
     #[test]
     fn the_running_system_has_a_root_mount() {
-        assert!(read().iter().any(|m| m.mount_point == std::path::Path::new("/")));
+        assert!(read()
+            .iter()
+            .any(|m| m.mount_point == std::path::Path::new("/")));
     }
 }
