@@ -697,63 +697,46 @@ impl<'a> Exec<'a> {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(a.slot) as i64;
-        match kind {
-            Read => {
-                let b = local.read_buf(a.len);
-                sys_ret(raw::syscall4(
-                    libc::SYS_read,
-                    fd,
-                    b.as_mut_ptr() as i64,
-                    b.len() as i64,
-                    0,
-                ))
-            }
-            Pread => {
-                let b = local.read_buf(a.len);
-                sys_ret(raw::syscall4(
-                    libc::SYS_pread64,
-                    fd,
-                    b.as_mut_ptr() as i64,
-                    b.len() as i64,
-                    a.offset,
-                ))
-            }
-            Write | Fwrite => {
-                let d = self.data(a.buf, a.len, local);
-                let f = s.ptr(a.slot, FILEP);
-                if kind == Fwrite || !f.is_null() {
-                    if f.is_null() {
-                        return err(libc::EBADF);
-                    }
-                    // SAFETY: a FILE* the slot owns and a buffer of d.len() bytes.
-                    let n =
-                        unsafe { libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _) };
-                    return match kind {
-                        Fwrite => (n as i64, 0),
-                        _ if n < d.len() => err(libc::EIO),
-                        _ => (0, 0),
-                    };
-                }
-                sys_ret(raw::syscall4(
-                    libc::SYS_write,
-                    fd,
-                    d.as_ptr() as i64,
-                    d.len() as i64,
-                    0,
-                ))
-            }
-            Pwrite => {
-                let d = self.data(a.buf, a.len, local);
-                sys_ret(raw::syscall4(
-                    libc::SYS_pwrite64,
-                    fd,
-                    d.as_ptr() as i64,
-                    d.len() as i64,
-                    a.offset,
-                ))
-            }
-            _ => err(libc::ENOSYS),
+        // read and pread differ only in the call's number (read ignores the
+        // offset); so do write and pwrite.
+        let (nr, off) = match kind {
+            Read => (libc::SYS_read, 0),
+            Pread => (libc::SYS_pread64, a.offset),
+            Write | Fwrite => (libc::SYS_write, 0),
+            Pwrite => (libc::SYS_pwrite64, a.offset),
+            _ => return err(libc::ENOSYS),
+        };
+        if kind.is_read() {
+            let b = local.read_buf(a.len);
+            return sys_ret(raw::syscall4(
+                nr,
+                fd,
+                b.as_mut_ptr() as i64,
+                b.len() as i64,
+                off,
+            ));
         }
+        let d = self.data(a.buf, a.len, local);
+        let f = s.ptr(a.slot, FILEP);
+        if kind == Fwrite || (kind == Write && !f.is_null()) {
+            if f.is_null() {
+                return err(libc::EBADF);
+            }
+            // SAFETY: a FILE* the slot owns and a buffer of d.len() bytes.
+            let n = unsafe { libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _) };
+            return match kind {
+                Fwrite => (n as i64, 0),
+                _ if n < d.len() => err(libc::EIO),
+                _ => (0, 0),
+            };
+        }
+        sys_ret(raw::syscall4(
+            nr,
+            fd,
+            d.as_ptr() as i64,
+            d.len() as i64,
+            off,
+        ))
     }
 
     /// The other calls on a descriptor.
