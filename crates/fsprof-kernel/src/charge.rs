@@ -39,8 +39,8 @@
 //! lookup only while a block completion runs on that CPU); every block
 //! completion, two array stores.
 
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
-use crate::progs::{self, Filter};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use crate::progs::{self, lookup, update, Filter};
 
 /// What the block and scheduler programs need to attribute.
 #[derive(Clone, Debug)]
@@ -73,16 +73,9 @@ const BT_VAL: i16 = -216; // 24 bytes {pid_tgid, asleep since, woken}
 const NOW: i16 = -224;
 const PROBE: i16 = -232;
 
-fn lookup(a: &mut Asm, fd: i32, key: i16) {
-    a.ld_map(R1, fd);
-    a.mov(R2, R10);
-    a.alu_imm(Alu::Add, R2, key as i32);
-    a.call(helper::MAP_LOOKUP_ELEM);
-}
-
 /// r0 = entry 0 of the array map `fd` (never null for an array, checked
 /// anyway for the verifier; jumps to `out` if it is).
-fn entry0(a: &mut Asm, fd: i32, out: crate::insn::Label) {
+fn entry0(a: &mut Asm, fd: i32, out: Label) {
     a.st_imm(Size::W, R10, ZERO, 0);
     lookup(a, fd, ZERO);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
@@ -133,8 +126,7 @@ pub fn sched_waking(c: &Charge) -> Vec<Insn> {
     a.ldx(Size::DW, R1, R0, 8);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
     a.st_imm(Size::DW, R0, 16, 1);
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }
 
 /// raw tracepoint sched_switch(bool preempt, struct task_struct *prev,
@@ -161,8 +153,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     progs::emit_filter(&mut a, &c.filter, next_side);
     a.call(helper::GET_CURRENT_PID_TGID);
     a.mov(R7, R0);
-    a.stx(Size::DW, R10, progs::START_KEY, R7);
-    a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
+    progs::start_key(&mut a, R7, 0);
     lookup(&mut a, c.sys_start_fd, progs::START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, next_side);
     a.ldx(Size::DW, R1, R0, 0);
@@ -175,13 +166,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.ldx(Size::DW, R1, R10, NOW);
     a.stx(Size::DW, R10, BT_VAL + 8, R1);
     a.st_imm(Size::DW, R10, BT_VAL + 16, 0);
-    a.ld_map(R1, c.threads_fd);
-    a.mov(R2, R10);
-    a.alu_imm(Alu::Add, R2, T_KEY as i32);
-    a.mov(R3, R10);
-    a.alu_imm(Alu::Add, R3, BT_VAL as i32);
-    a.mov_imm(R4, 0);
-    a.call(helper::MAP_UPDATE_ELEM);
+    update(&mut a, c.threads_fd, T_KEY, BT_VAL, 0);
     // The task that runs again.
     a.bind(next_side);
     a.ldx(Size::DW, R3, R6, 16);
@@ -203,8 +188,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     // The call it is in, if any (the sleep began inside one; the entry is
     // gone or zeroed if the call ended meanwhile).
     a.ldx(Size::DW, R1, R6, 0);
-    a.stx(Size::DW, R10, progs::START_KEY, R1);
-    a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
+    progs::start_key(&mut a, R1, 0);
     lookup(&mut a, c.sys_start_fd, progs::START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.mov(R8, R0);
@@ -218,6 +202,5 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_reg(Jmp::Le, R9, R7, out);
     a.alu_reg(Alu::Sub, R9, R7);
     a.atomic_add64(R8, 16, R9);
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }
