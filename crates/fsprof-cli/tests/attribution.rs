@@ -234,16 +234,9 @@ fn fsprof_shares(profile: &Path, op: &str) -> Shares {
     s
 }
 
-/// Runs the workload under `fsprof kernel --pid` and the tracefs
-/// recording at once, `before` just before it starts; returns (fsprof's
-/// profile, the ground truth).
-fn measure(
-    exe: &Path,
-    dir: &Path,
-    name: &str,
-    args: &[&str],
-    before: &dyn Fn(),
-) -> (PathBuf, BTreeMap<u32, Shares>) {
+/// Starts the workload, which waits for a byte on stdin; returns it and its
+/// pid.
+fn spawn_waiting(exe: &Path, args: &[&str]) -> (std::process::Child, u32) {
     let mut w = Command::new(exe)
         .args(args)
         .stdin(Stdio::piped())
@@ -254,8 +247,22 @@ fn measure(
     BufReader::new(w.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let pid: u32 = line.trim().parse().unwrap();
+    (w, line.trim().parse().unwrap())
+}
+
+/// Runs the workload under `fsprof kernel --pid` and the tracefs
+/// recording at once, `before` just before it starts; returns (fsprof's
+/// profile, the ground truth).
+fn measure(
+    exe: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    before: &dyn Fn(),
+) -> (PathBuf, BTreeMap<u32, Shares>) {
+    let (mut w, pid) = spawn_waiting(exe, args);
     let rec = Recording::start(pid);
+    let mut line = String::new();
     let profile = dir.join(format!("{name}.json"));
     let mut k = Command::new(fsprof_path())
         .args(["kernel", "-q", "-f", "--layers", "syscall,block", "--pid"])
@@ -360,17 +367,8 @@ impl Drop for Throttle {
 /// Another process, in `throttle`, asks for `path` to be read ahead; the
 /// call returns once the (held back) reads are queued.
 fn read_ahead_elsewhere(exe: &Path, path: &str, throttle: &Throttle) {
-    let mut h = Command::new(exe)
-        .args(["willneed", path, "4096"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(h.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    throttle.add(line.trim().parse().unwrap());
+    let (mut h, pid) = spawn_waiting(exe, &["willneed", path, "4096"]);
+    throttle.add(pid);
     h.stdin.take().unwrap().write_all(b"g").unwrap();
     assert!(h.wait().unwrap().success(), "fadvise(WILLNEED) failed");
 }
