@@ -17,23 +17,14 @@ fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
     for (name, extra) in [("r1.json", vec![]), ("r4.json", vec!["--resolution", "4"])] {
         let p = record(dir.path(), name, &extra);
         let prom = dir.path().join(format!("{name}.prom"));
-        let o = fsprof()
-            .args(["export", "--format", "prometheus", "-o"])
-            .arg(&prom)
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("prometheus", &p, Some(&prom));
         assert!(o.status.success(), "{}", stderr(&o));
         let out = py_check(&py, "check_prometheus.py", &[&prom, &p], &[]);
         assert!(out.contains("prometheus ok"), "{out}");
         promtool_accepts(&prom);
 
         // The protobuf exposition: delimited messages that tile the output.
-        let o = fsprof()
-            .args(["export", "--format", "prometheus-protobuf"])
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("prometheus-protobuf", &p, None);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(
             delimited_frames(&o.stdout),
@@ -42,11 +33,7 @@ fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
         );
 
         // OTLP to standard output, as a pipeline into a collector would take it.
-        let o = fsprof()
-            .args(["export", "--format", "otlp-json"])
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("otlp-json", &p, None);
         assert!(o.status.success(), "{}", stderr(&o));
         let otlp = dir.path().join(format!("{name}.otlp.json"));
         std::fs::write(&otlp, &o.stdout).unwrap();
@@ -62,20 +49,11 @@ fn export_refuses_to_overwrite_and_names_bad_files() {
     let p = record(dir.path(), "p.json", &[]);
     let out = dir.path().join("m.prom");
     std::fs::write(&out, "keep").unwrap();
-    let o = fsprof()
-        .args(["export", "--format", "prometheus", "-o"])
-        .arg(&out)
-        .arg(&p)
-        .output()
-        .unwrap();
+    let o = export("prometheus", &p, Some(&out));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
-    let o = fsprof()
-        .args(["export", "--format", "otlp-json"])
-        .arg(dir.path().join("nope.json"))
-        .output()
-        .unwrap();
+    let o = export("otlp-json", &dir.path().join("nope.json"), None);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }

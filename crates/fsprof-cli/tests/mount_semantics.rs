@@ -307,21 +307,7 @@ fn files_other_users_create_are_theirs() {
     fs::set_permissions(m.path("grp"), fs::Permissions::from_mode(0o2777)).unwrap();
     let script = "set -e; cd \"$1\"; echo hi > pub/file; mkdir pub/dir; ln -s file pub/link; \
                   mkfifo pub/fifo; echo g > grp/file; echo ok > /dev/null";
-    let st = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65533",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&m.mp)
-        .status()
-        .expect("setpriv");
-    assert!(st.success());
+    assert!(as_nobody(script, &m.mp).success());
     for n in ["pub/file", "pub/dir", "pub/link", "pub/fifo"] {
         let l = fs::symlink_metadata(m.lower.join(n)).unwrap();
         assert_eq!((l.uid(), l.gid()), (65534, 65533), "{n}");
@@ -330,23 +316,20 @@ fn files_other_users_create_are_theirs() {
     let g = fs::metadata(m.lower.join("grp/file")).unwrap();
     assert_eq!((g.uid(), g.gid()), (65534, 4242));
     // And the kernel checks permissions as the caller.
-    let st = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65533",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg("echo x > \"$1\"/denied 2>/dev/null")
-        .arg("sh")
-        .arg(&m.mp)
-        .status()
-        .unwrap();
+    let st = as_nobody("echo x > \"$1\"/denied 2>/dev/null", &m.mp);
     assert!(!st.success(), "the mount root is root's 0755");
     assert!(!m.lower.join("denied").exists());
     m.umount();
+}
+
+/// `sh -c SCRIPT sh DIR` as uid 65534, gid 65533, no other groups.
+fn as_nobody(script: &str, dir: &Path) -> std::process::ExitStatus {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65533", "--clear-groups", "--"])
+        .args(["sh", "-c", script, "sh"])
+        .arg(dir)
+        .status()
+        .expect("setpriv")
 }
 
 /// A uid and two gids no account or group on this machine has: a
