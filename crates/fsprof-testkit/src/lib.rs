@@ -22,7 +22,7 @@ use std::process::{Command, Output};
 
 pub use exporters::py_check;
 pub use need::{
-    in_ci, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
+    in_ci, missing, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
 };
 pub use paths::{disk_tempdir, target_dir, workspace};
 pub use profiles::{
