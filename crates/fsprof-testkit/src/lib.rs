@@ -16,6 +16,7 @@ pub mod paths;
 pub mod profiles;
 pub mod programs;
 pub mod serve;
+pub mod traces;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,13 +25,14 @@ pub use exporters::py_check;
 pub use need::{
     in_ci, missing, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
 };
-pub use paths::{disk_tempdir, target_dir, workspace};
+pub use paths::{canonical_tempdir, disk_tempdir, target_dir, workspace};
 pub use profiles::{
     capture_in, count, load, op, profile_of, record, run_profiled, user_op, write,
     write_user_profile,
 };
 pub use programs::{compile, compile_source};
 pub use serve::{metrics_addr, serve_live, Live};
+pub use traces::HandTrace;
 
 /// The `fsprof` binary cargo built for these tests. nextest passes its
 /// path at run time; `cargo test` does not, so it is found next to the
