@@ -112,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn sizes_parse_as_binary_multiples_and_print_back() {
+    fn sizes_parse_as_binary_multiples() {
         assert_eq!(parse_bytes("4096"), Ok(4096));
         assert_eq!(parse_bytes("4k"), Ok(4096));
         assert_eq!(parse_bytes("4KiB"), Ok(4096));
@@ -122,13 +122,6 @@ mod tests {
         assert_eq!(parse_bytes("1T"), Ok(1 << 40));
         for bad in ["1x", "4X", "", "99999999999T", "99999999999999G"] {
             assert!(parse_bytes(bad).is_err(), "{bad}");
-        }
-        let cases = [(512.0, "512 B"), (4096.0, "4 KiB"), (1536.0, "1.5 KiB")];
-        for (b, s) in cases
-            .into_iter()
-            .chain([(1048576.0, "1 MiB"), (1572864.0, "1.5 MiB")])
-        {
-            assert_eq!(format_bytes(b), s);
         }
     }
 
