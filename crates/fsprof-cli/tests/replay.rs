@@ -436,6 +436,21 @@ fn cached_parent_directories_follow_renames_and_removals() {
     assert!(!root.join("a/e").exists());
 }
 
+/// Traces `exe` (`--data full`) run in `base/work`, compiles the trace and
+/// replays it with [`STRICT`] into `base/root`; returns the trace and what
+/// replay said.
+fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("c.trace");
+    trace_in(&work, &["--data", "full"], &t, &[exe.as_os_str()]);
+    let r = base.join("c.replay");
+    compile_trace(base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    (t, ok(&replay(base, &r, &root, &STRICT)))
+}
+
 /// `sendfile` and `copy_file_range` replay with their input and output
 /// the right way round (the trace's fd is the file read, its second fd the
 /// output, from the op vocabulary's roles).
@@ -470,19 +485,69 @@ int main(void) {{
         &base,
         &[],
     );
-    let work = base.join("work");
-    std::fs::create_dir(&work).unwrap();
-    let t = base.join("c.trace");
-    trace_in(&work, &["--data", "full"], &t, &[exe.as_os_str()]);
+    let (work, root) = (base.join("work"), base.join("root"));
+    let (_, msgs) = trace_and_replay_strict(&base, &exe);
     assert_eq!(std::fs::read_to_string(work.join("a")).unwrap(), msg);
-    let r = base.join("c.replay");
-    compile_trace(&base, &t, &r);
-    let root = base.join("root");
-    std::fs::create_dir(&root).unwrap();
-    let msgs = ok(&replay(&base, &r, &root, &STRICT));
     assert!(msgs.contains("mismatches: 0"), "{msgs}");
     let inside = root.join(work.strip_prefix("/").unwrap());
     for f in ["a", "b"] {
         assert_eq!(std::fs::read_to_string(inside.join(f)).unwrap(), msg, "{f}");
     }
+}
+
+/// A path with a trailing slash resolves only to a directory: `stat` and
+/// `open` of `file/` fail with ENOTDIR, of `dir/` succeed. The compiled
+/// commands keep the slash, so the replay gets the traced results (it used
+/// to normalise `file/` to `file`, and the calls succeeded).
+#[test]
+fn trailing_slashes_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "slashes",
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    struct stat st;
+    int f = open("file", O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0 || mkdir("dir", 0755) != 0 || close(f) != 0) return 1;
+    if (stat("file/", &st) != -1 || errno != ENOTDIR) return 2;
+    if (open("file/", O_RDONLY) != -1 || errno != ENOTDIR) return 3;
+    if (stat("file/.", &st) != -1 || errno != ENOTDIR) return 4;
+    if (stat("dir/", &st) != 0 || stat("dir/.", &st) != 0) return 5;
+    int d = open("dir/", O_RDONLY);
+    if (d < 0) return 6;
+    return close(d);
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    let calls: Vec<Call> = fsprof_trace::TraceReader::open(&t)
+        .unwrap()
+        .filter_map(|r| match r.unwrap() {
+            fsprof_trace::Record::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let results = |path: &str| {
+        calls
+            .iter()
+            .filter(|c| c.path.as_deref() == Some(path.as_bytes()))
+            .map(|c| (c.op.name(), c.errno))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        results("file/"),
+        [("stat", libc::ENOTDIR), ("open", libc::ENOTDIR)]
+    );
+    assert_eq!(results("dir/"), [("stat", 0), ("open", 0)]);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let work = base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work");
+    assert!(work.join("dir").is_dir() && work.join("file").is_file());
 }
