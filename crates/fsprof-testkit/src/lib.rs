@@ -10,6 +10,7 @@
 //! what such tests need and runs them too. A test that runs never skips:
 //! a missing prerequisite is a failure that says what to install.
 
+pub mod buckets;
 pub mod exporters;
 pub mod need;
 pub mod paths;
@@ -21,6 +22,7 @@ pub mod traces;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub use buckets::bucket_probe_values;
 pub use exporters::py_check;
 pub use need::{
     in_ci, missing, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
@@ -112,6 +114,15 @@ pub fn succeeds(cmd: &mut Command) -> Output {
 #[track_caller]
 pub fn assert_ok(o: &Output) {
     assert!(o.status.success(), "{}", stderr(o));
+}
+
+/// Fails the test, listing `notes`, unless one of them says `what`.
+#[track_caller]
+pub fn assert_noted(notes: &[String], what: &str) {
+    assert!(
+        notes.iter().any(|n| n.contains(what)),
+        "no note says {what:?}: {notes:?}"
+    );
 }
 
 /// Standard output as text.
