@@ -24,6 +24,9 @@ FSPROF=${FSPROF:-target/release/fsprof}
 exec python3 - "$FSPROF" "$ROUNDS" "$TRIPS" <<'PY'
 import ctypes, os, shutil, statistics, struct, subprocess, sys, tempfile, time
 
+sys.path.insert(0, "bench")  # run from the repository root
+from interleave import interleaved
+
 fsprof, rounds, trips = os.path.abspath(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tmp = tempfile.mkdtemp(prefix="fsprof-attrbench-")
 src = os.path.join(tmp, "pingpong.c")
@@ -174,12 +177,7 @@ variants = {
     "syscall (other)": other("syscall"),
     "syscall,block (other)": other("syscall,block"),
 }
-for v in variants.values():
-    v()
-t = {k: [] for k in variants}
-for _ in range(rounds):
-    for k, v in variants.items():
-        t[k].append(v())
+t = interleaved(variants, rounds, lambda v: v())
 sleeper.kill()
 load = open("/proc/loadavg").read().split()[:3]
 print(f"# 2. end to end: {trips} round trips, {rounds} interleaved rounds, medians; load {' '.join(load)}")

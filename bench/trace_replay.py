@@ -16,12 +16,14 @@ usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--parts 1,2,3
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from interleave import interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -67,11 +69,20 @@ def pread_rates(tmp):
             f.write(f"{data} close\n")
         logs.append(path)
     orig, rep, fio = [], [], []
+    # CPU time per call (user + system): the cost of each side whatever the
+    # machine's load, next to the wall-clock rates the target is about.
+    orig_cpu, rep_cpu = [], []
     root = os.path.join(tmp, "root")
     for _ in range(ARGS.rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         orig.append(float(run([exe, data, n]).stdout))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        orig_cpu.append(cpu * 1e9 / (2 * ARGS.n))
         t = timing(tmp, replay, root, ["--afap", "--verify", "off"])
         rep.append(t["issued"] / (t["elapsed_ns"] / 1e9))
+        if "cpu_ns" in t:
+            rep_cpu.append(t["cpu_ns"] / t["issued"])
         if shutil.which("fio"):
             cmd = ["fio", "--output-format=json", "--ioengine=psync"]
             for t_, log in enumerate(logs):
@@ -87,6 +98,10 @@ def pread_rates(tmp):
     if fio:
         f_ = statistics.median(fio)
         print(f"fio read_iolog        {f_:12.0f} calls/s   ratio {f_ / o:.3f}")
+    if rep_cpu:
+        oc, rc = statistics.median(orig_cpu), statistics.median(rep_cpu)
+        print(f"CPU per call: original {oc:.0f} ns, replay threads {rc:.0f} ns, ratio {oc / rc:.3f} (higher is a cheaper replay)")
+    print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
 
 
@@ -117,12 +132,6 @@ def bursty(tmp):
     print("compile:", " ".join(comp.split()))
 
 
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
-
-
 def overhead(tmp):
     grep = [shutil.which("grep"), "-r", PATTERN, "/usr/include"]
     variants = {
@@ -132,13 +141,7 @@ def overhead(tmp):
     }
     if shutil.which("strace"):
         variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
-    for _ in range(2):
-        for cmd in variants.values():
-            wall(cmd)
-    times = {k: [] for k in variants}
-    for _ in range(ARGS.rounds):
-        for k, cmd in variants.items():
-            times[k].append(wall(cmd))
+    times = interleaved(variants, ARGS.rounds, warm=2)
     bare = statistics.median(times["bare"])
     print(f"\n# 3. capture overhead: grep -r {PATTERN} /usr/include, warm cache, {ARGS.rounds} interleaved rounds, medians")
     for k, ts in times.items():

@@ -362,25 +362,22 @@ mod tests {
     #[test]
     fn reads_get_read_labels_at_their_own_size() {
         let l = |ns, size| label("user", "pread", ns, size);
-        assert_eq!(
-            l(400, Some(4096)).as_deref(),
-            Some("≈ page-cache hit (4 KiB)")
-        );
-        assert_eq!(
-            l(50_000, Some(4096)).as_deref(),
-            Some("≈ device read (4 KiB)")
-        );
-        // A cold 128 KiB read at 400 µs: a device read, never an fsync
-        // (which a nearest-median rule over every characteristic chose).
-        assert_eq!(
-            l(400_000, Some(131072)).as_deref(),
-            Some("≈ device read (128 KiB)")
-        );
-        // A 128 KiB hit at 15 µs is a hit, though no 4 KiB reading is.
-        assert_eq!(
-            l(15_000, Some(131072)).as_deref(),
-            Some("≈ page-cache hit (128 KiB)")
-        );
+        let cases = [
+            (400, 4096, "≈ page-cache hit (4 KiB)"),
+            (50_000, 4096, "≈ device read (4 KiB)"),
+            // A cold 128 KiB read at 400 µs: a device read, never an fsync
+            // (which a nearest-median rule over every characteristic chose).
+            (400_000, 131072, "≈ device read (128 KiB)"),
+            // A 128 KiB hit at 15 µs is a hit, though no 4 KiB reading is.
+            (15_000, 131072, "≈ page-cache hit (128 KiB)"),
+        ];
+        for (ns, size, want) in cases {
+            assert_eq!(
+                l(ns, Some(size)).as_deref(),
+                Some(want),
+                "{ns} ns, {size} B"
+            );
+        }
         // 1 MiB was not calibrated: no size within a factor of two.
         assert_eq!(l(15_000, Some(1 << 20)), None);
         // Without size data every size is a candidate.
@@ -392,27 +389,20 @@ mod tests {
 
     #[test]
     fn ops_only_get_the_characteristics_of_their_family() {
-        // An fsync at 200 µs; a read at 200 µs is neither.
-        assert_eq!(
-            label("user", "fsync", 200_000, None).as_deref(),
-            Some("≈ fsync")
-        );
-        assert_eq!(
-            label("fs", "ext4_sync_file", 200_000, None).as_deref(),
-            Some("≈ fsync")
-        );
-        assert_eq!(label("user", "pread", 200_000, Some(4096)), None);
-        // Warm opens and closes at 2.5 µs: no hand-off, no hit.
-        assert_eq!(label("user", "openat", 2_500, None), None);
-        assert_eq!(label("user", "close", 400, None), None);
-        assert_eq!(
-            label("syscall", "futex", 2_500, None).as_deref(),
-            Some("≈ thread hand-off")
-        );
-        assert_eq!(
-            label("syscall", "getppid", 85, None).as_deref(),
-            Some("≈ null syscall")
-        );
+        let cases = [
+            // An fsync at 200 µs; a read at 200 µs is neither.
+            ("user", "fsync", 200_000, None, Some("≈ fsync")),
+            ("fs", "ext4_sync_file", 200_000, None, Some("≈ fsync")),
+            ("user", "pread", 200_000, Some(4096), None),
+            // Warm opens and closes at 2.5 µs: no hand-off, no hit.
+            ("user", "openat", 2_500, None, None),
+            ("user", "close", 400, None, None),
+            ("syscall", "futex", 2_500, None, Some("≈ thread hand-off")),
+            ("syscall", "getppid", 85, None, Some("≈ null syscall")),
+        ];
+        for (l, o, ns, size, want) in cases {
+            assert_eq!(label(l, o, ns, size).as_deref(), want, "{l}/{o} {ns} ns");
+        }
         // A close as fast as getppid is still a close (seen: warm closes
         // at 64-128 ns named "≈ null syscall" by a null-syscall window of
         // 116-120 ns).
