@@ -111,6 +111,16 @@ pub struct TimingReport {
 }
 
 impl Quantiles {
+    fn text(&self) -> String {
+        format!(
+            "median {}, p90 {}, p99 {}, max {}",
+            format_ns(self.median_ns as f64),
+            format_ns(self.p90_ns as f64),
+            format_ns(self.p99_ns as f64),
+            format_ns(self.max_ns as f64)
+        )
+    }
+
     fn of_sorted(sorted: &[u64]) -> Quantiles {
         let n = sorted.len();
         Quantiles {
@@ -332,15 +342,7 @@ impl TimingReport {
     fn paced_text(&self, s: &mut String) {
         use std::fmt::Write;
         let t = self;
-        let e = &t.error;
-        let _ = writeln!(
-            s,
-            "  issue-time error: median {}, p90 {}, p99 {}, max {}",
-            format_ns(e.median_ns as f64),
-            format_ns(e.p90_ns as f64),
-            format_ns(e.p99_ns as f64),
-            format_ns(e.max_ns as f64)
-        );
+        let _ = writeln!(s, "  issue-time error: {}", t.error.text());
         let cdf: Vec<String> = t
             .cdf
             .iter()
@@ -360,14 +362,10 @@ impl TimingReport {
             part(p.constraint_ns),
             part(p.wakeup_ns)
         );
-        let o = &t.error_without_machine;
         let _ = writeln!(
             s,
-            "  issue-time error less the machine's parts (stalls, late wake-ups): median {}, p90 {}, p99 {}, max {}",
-            format_ns(o.median_ns as f64),
-            format_ns(o.p90_ns as f64),
-            format_ns(o.p99_ns as f64),
-            format_ns(o.max_ns as f64)
+            "  issue-time error less the machine's parts (stalls, late wake-ups): {}",
+            t.error_without_machine.text()
         );
         for l in &t.late {
             let _ = writeln!(
