@@ -28,6 +28,8 @@ FSPROF=${FSPROF:-target/release/fsprof}
 [[ $(id -u) == 0 ]] || { echo "needs root (eBPF)" >&2; exit 2; }
 exec python3 - "$FSPROF" "$ROUNDS" "$TRIPS" <<'PY'
 import os, shutil, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, "bench")  # run from the repository root
+from interleave import interleaved
 
 fsprof, rounds, trips = os.path.abspath(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tmp = tempfile.mkdtemp(prefix="fsprof-attrbench-")
@@ -102,12 +104,7 @@ def once(v):
         out = subprocess.run(v, check=True, capture_output=True, text=True).stdout
     return int(out.split()[-1]) / trips
 
-for v in variants.values():
-    once(v)
-t = {k: [] for k in variants}
-for _ in range(rounds):
-    for k, v in variants.items():
-        t[k].append(once(v))
+t = interleaved(variants, rounds, once)
 sleeper.kill()
 load = open("/proc/loadavg").read().split()[:3]
 print(f"# {trips} round trips (4 context switches each), {rounds} interleaved rounds, medians; load {' '.join(load)}")

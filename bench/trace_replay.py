@@ -22,7 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from interleave import interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -140,12 +141,6 @@ def bursty(tmp):
     print("compile:", " ".join(comp.split()))
 
 
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
-
-
 def overhead(tmp):
     grep = [shutil.which("grep"), "-r", PATTERN, "/usr/include"]
     variants = {
@@ -155,13 +150,7 @@ def overhead(tmp):
     }
     if shutil.which("strace"):
         variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
-    for _ in range(2):
-        for cmd in variants.values():
-            wall(cmd)
-    times = {k: [] for k in variants}
-    for _ in range(ARGS.rounds):
-        for k, cmd in variants.items():
-            times[k].append(wall(cmd))
+    times = interleaved(variants, ARGS.rounds, warm=2)
     bare = statistics.median(times["bare"])
     print(f"\n# 3. capture overhead: grep -r {PATTERN} /usr/include, warm cache, {ARGS.rounds} interleaved rounds, medians")
     for k, ts in times.items():
