@@ -39,7 +39,7 @@
 //! lookup only while a block completion runs on that CPU); every block
 //! completion, two array stores.
 
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R3, R6, R7, R8, R9};
 use crate::progs::{self, lookup, update, Filter};
 
 /// What the block and scheduler programs need to attribute.
@@ -71,7 +71,6 @@ const T_KEY: i16 = -176; // 8 bytes: a thread id
 const ZERO: i16 = -184; // 4 bytes: key 0 of the array maps
 const BT_VAL: i16 = -216; // 24 bytes {pid_tgid, asleep since, woken}
 const NOW: i16 = -224;
-const PROBE: i16 = -232;
 
 /// r0 = entry 0 of the array map `fd` (never null for an array, checked
 /// anyway for the verifier; jumps to `out` if it is).
@@ -84,14 +83,7 @@ fn entry0(a: &mut Asm, fd: i32, out: Label) {
 /// T_KEY = the thread id of the task pointed to by `task` (probe read).
 /// Clobbers r0-r5.
 fn task_key(a: &mut Asm, c: &Charge, task: u8) {
-    a.st_imm(Size::DW, R10, PROBE, 0);
-    a.mov(R3, task);
-    a.alu_imm(Alu::Add, R3, c.task_pid as i32);
-    a.mov(R1, R10);
-    a.alu_imm(Alu::Add, R1, PROBE as i32);
-    a.mov_imm(R2, 4);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.ldx(Size::W, R1, R10, PROBE);
+    progs::probe(a, R1, task, c.task_pid, Size::W);
     a.stx(Size::DW, R10, T_KEY, R1);
 }
 
