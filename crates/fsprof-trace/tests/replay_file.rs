@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use fsprof_testkit::HandTrace;
 use fsprof_trace::compile::compile;
 use fsprof_trace::event::{Call, Data, Op};
-use fsprof_trace::replayfile::{Compiled, MAX_SLOTS, MAX_THREADS};
+use fsprof_trace::replayfile::{Compiled, InitKind, MAX_SLOTS, MAX_THREADS};
 use proptest::prelude::*;
 
 /// A compiled trace of two threads writing, reading and renaming files.
@@ -47,6 +47,38 @@ fn compiled(dir: &Path) -> PathBuf {
     let r = dir.join("t.replay");
     compile(&t, &r, true).unwrap();
     r
+}
+
+/// A path opened with a trailing slash was a directory (the kernel
+/// resolves `p/` only to one): the initial state makes `/d/pre` a
+/// directory, and the command keeps the slash (`/d/pre` is the node).
+#[test]
+fn a_path_opened_with_a_trailing_slash_starts_as_a_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("s.trace");
+    let mut w = HandTrace::create(&t, "none", "/d");
+    let mut c = w.next(1, "openat", Some("/d/pre/"), 3);
+    c.fd = Some(-100);
+    c.flags = Some(libc::O_RDONLY as i64);
+    w.push(c);
+    w.finish();
+    let r = d.path().join("s.replay");
+    compile(&t, &r, true).unwrap();
+    let c = Compiled::read(&r).unwrap();
+    let init: Vec<(&[u8], &InitKind)> = c
+        .initial
+        .iter()
+        .map(|e| (c.strings[e.path as usize].as_slice(), &e.kind))
+        .collect();
+    assert_eq!(
+        init,
+        [
+            (&b"/d"[..], &InitKind::Dir),
+            (&b"/d/pre"[..], &InitKind::Dir)
+        ]
+    );
+    let open = c.commands[0].path.expect("the open's path");
+    assert_eq!(c.strings[open as usize], b"/d/pre/");
 }
 
 #[test]
