@@ -252,7 +252,7 @@ mod tests {
         assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9).len());
         let c = Charge {
             threads_fd: 10,
-            last_fd: 11,
+            global_fd: 11,
             completing_fd: 12,
             sys_start_fd: 13,
             filter: crate::progs::Filter::All,
