@@ -61,6 +61,10 @@ thread_local! {
 impl PassFs {
     fn file_open_flags(&self) -> FopenFlags {
         match self.cfg.mode {
+            // Every read and write call becomes a request of its own (and
+            // the kernel sends no getattr to check the size at each read
+            // that reaches the end of the cached file).
+            Mode::ObserveAll if self.direct_io => FopenFlags::FOPEN_DIRECT_IO,
             // The mount's page cache is dropped at each open, so every
             // open's reads reach LOWER through the daemon at least once.
             Mode::ObserveAll => FopenFlags::empty(),

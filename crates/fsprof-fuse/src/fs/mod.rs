@@ -73,6 +73,9 @@ pub struct PassFs {
     /// The kernel agreed to FUSE passthrough and has not refused a backing
     /// file yet.
     passthrough: AtomicBool,
+    /// Observe-all opens files for direct I/O (every read and write call
+    /// is a request), the kernel having agreed to shared mmap of such files.
+    direct_io: bool,
     control: Control,
     live: Arc<Live>,
     /// The last getattr of the root: (caller pid << 32 | latency in ns,
@@ -95,6 +98,7 @@ impl PassFs {
             cfg,
             ttl,
             passthrough: AtomicBool::new(false),
+            direct_io: false,
             control: Control::new(live.clone()),
             live,
             last_root_getattr: AtomicU64::new(0),
@@ -123,6 +127,11 @@ impl PassFs {
     fn set_notes(&self, passthrough: bool) {
         let mut notes = Vec::new();
         match self.cfg.mode {
+            Mode::ObserveAll if self.direct_io => notes.push(
+                "observe-all: files are opened for direct I/O, so every read and write call is a request; pages of \
+                 shared mappings (mmap) are read and written back by the kernel a page range at a time"
+                    .to_string(),
+            ),
             Mode::ObserveAll => notes.push(
                 "observe-all: reads the kernel serves from an open file's page cache (readahead, re-reads before \
                  close) are not seen; each open starts with an empty cache"
@@ -168,6 +177,11 @@ impl Filesystem for PassFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let want = |c: &mut KernelConfig, f: InitFlags| c.add_capabilities(f).is_ok();
         want(config, ALWAYS);
+        // Direct I/O only where shared mmap keeps working with it (6.6+);
+        // else the page cache, dropped at each open, as before.
+        if self.cfg.mode == Mode::ObserveAll {
+            self.direct_io = want(config, InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
         if self.cfg.mode == Mode::Fast {
             want(config, InitFlags::FUSE_DO_READDIRPLUS);
             want(config, InitFlags::FUSE_READDIRPLUS_AUTO);
