@@ -172,23 +172,7 @@ pub fn fuse_split(p: &Profile) -> Vec<FuseSplit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::histogram::OpStats;
-    use fsprof_core::profile::{layer_in, Meta};
-
-    fn op(name: &str, calls: u64, total: u64) -> OpStats {
-        let mut o = OpStats::new(name);
-        (o.pre, o.post, o.total_ns) = (calls, calls, total);
-        o.histogram.add_to(Some(10), calls);
-        o
-    }
-
-    fn profile(layers: &[(&str, Vec<OpStats>)]) -> Profile {
-        let mut p = Profile::new(Meta::default());
-        for (l, ops) in layers {
-            layer_in(&mut p.layers, l).ops.extend(ops.iter().cloned());
-        }
-        p
-    }
+    use fsprof_testkit::profiles::{op_total as op, profile_layers as profile};
 
     #[test]
     fn waits_are_set_against_their_syscall_and_idle_data_ops_show_zero() {

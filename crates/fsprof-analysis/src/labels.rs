@@ -134,6 +134,23 @@ pub enum LabelError {
 }
 
 impl Calibration {
+    /// A calibration by this fsprof holding `characteristics`, with nothing
+    /// known of where or how they were measured.
+    pub fn new(characteristics: Vec<Characteristic>) -> Calibration {
+        Calibration {
+            format: FORMAT_NAME.into(),
+            format_version: FORMAT_VERSION,
+            fsprof_version: env!("CARGO_PKG_VERSION").into(),
+            host: String::new(),
+            kernel: String::new(),
+            created: String::new(),
+            dir: String::new(),
+            characteristics,
+            skipped: Vec::new(),
+            conditions: Conditions::default(),
+        }
+    }
+
     /// `$XDG_CONFIG_HOME/fsprof/calibration.json`, else
     /// `$HOME/.config/fsprof/calibration.json`; `None` if neither variable
     /// is set.
@@ -212,22 +229,11 @@ mod tests {
             method: String::new(),
             rounds: vec![ns, ns * 1.25],
         };
-        Calibration {
-            format: FORMAT_NAME.into(),
-            format_version: FORMAT_VERSION,
-            fsprof_version: "test".into(),
-            host: String::new(),
-            kernel: String::new(),
-            created: String::new(),
-            dir: String::new(),
-            skipped: Vec::new(),
-            conditions: Conditions::default(),
-            characteristics: vec![
-                ch("null_syscall", "null syscall", 80.0),
-                ch("page_cache_hit", "page-cache hit", 900.0),
-                ch("device_read", "device read", 150_000.0),
-            ],
-        }
+        Calibration::new(vec![
+            ch("null_syscall", "null syscall", 80.0),
+            ch("page_cache_hit", "page-cache hit", 900.0),
+            ch("device_read", "device read", 150_000.0),
+        ])
     }
 
     #[test]

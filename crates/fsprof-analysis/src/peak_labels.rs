@@ -304,7 +304,6 @@ fn nearest_size<'a>(all: &[&'a Characteristic], size: u64) -> Option<&'a Charact
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::{Conditions, FORMAT_NAME, FORMAT_VERSION};
     use fsprof_core::{BucketLayout, Correlations};
 
     fn ch(name: &str, label: &str, size: Option<u64>, p10: f64, p90: f64) -> Characteristic {
@@ -326,26 +325,15 @@ mod tests {
     /// reads 40-70 µs at 4 KiB and 300-500 µs at 128 KiB, fsync 150-300 µs,
     /// a hand-off 2-3 µs, a null syscall 80-90 ns.
     fn cal() -> Calibration {
-        Calibration {
-            format: FORMAT_NAME.into(),
-            format_version: FORMAT_VERSION,
-            fsprof_version: "t".into(),
-            host: String::new(),
-            kernel: String::new(),
-            created: String::new(),
-            dir: String::new(),
-            skipped: Vec::new(),
-            conditions: Conditions::default(),
-            characteristics: vec![
-                ch("null_syscall", "null syscall", None, 80.0, 90.0),
-                ch("page_cache_hit", "page-cache hit", Some(4096), 300.0, 500.0),
-                ch("page_cache_hit", "page-cache hit", Some(131072), 12e3, 20e3),
-                ch("device_read", "device read", Some(4096), 40e3, 70e3),
-                ch("device_read", "device read", Some(131072), 300e3, 500e3),
-                ch("fsync", "fsync", None, 150e3, 300e3),
-                ch("futex_handoff", "thread hand-off", None, 2e3, 3e3),
-            ],
-        }
+        Calibration::new(vec![
+            ch("null_syscall", "null syscall", None, 80.0, 90.0),
+            ch("page_cache_hit", "page-cache hit", Some(4096), 300.0, 500.0),
+            ch("page_cache_hit", "page-cache hit", Some(131072), 12e3, 20e3),
+            ch("device_read", "device read", Some(4096), 40e3, 70e3),
+            ch("device_read", "device read", Some(131072), 300e3, 500e3),
+            ch("fsync", "fsync", None, 150e3, 300e3),
+            ch("futex_handoff", "thread hand-off", None, 2e3, 3e3),
+        ])
     }
 
     /// An op whose calls all took `ns` and asked for `size` bytes (size

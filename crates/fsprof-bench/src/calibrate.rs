@@ -34,9 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use fsprof_analysis::labels::{
-    Calibration, Characteristic, Conditions, FORMAT_NAME, FORMAT_VERSION,
-};
+use fsprof_analysis::labels::{Calibration, Characteristic, Conditions};
 use fsprof_core::stats::quantile;
 use fsprof_sys::clock::mono_ns;
 
@@ -178,14 +176,10 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
         }
     }
     Ok(Calibration {
-        format: FORMAT_NAME.into(),
-        format_version: FORMAT_VERSION,
-        fsprof_version: env!("CARGO_PKG_VERSION").into(),
         host: opts.host.clone(),
         kernel: opts.kernel.clone(),
         created: opts.created.clone(),
         dir: opts.dir.display().to_string(),
-        characteristics,
         skipped,
         conditions: Conditions {
             rounds: opts.rounds.max(1),
@@ -195,6 +189,7 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
             fs_type: info.map(|i| i.fs_type).unwrap_or_default(),
             eviction,
         },
+        ..Calibration::new(characteristics)
     })
 }
 

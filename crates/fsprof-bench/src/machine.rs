@@ -146,16 +146,8 @@ struct Mount {
 /// (the last such line: later mounts hide earlier ones at the same point).
 fn mount_of(mountinfo: &str, path: &str) -> Option<Mount> {
     let mut best: Option<Mount> = None;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 6 || r.len() < 3 {
-            continue;
-        }
-        let mp = unescape(l[4]);
+    for m in fsprof_sys::mountinfo::parse(mountinfo) {
+        let mp = m.mount_point.to_string_lossy().into_owned();
         let inside = path == mp
             || mp == "/"
             || (path.starts_with(&mp) && path.as_bytes().get(mp.len()) == Some(&b'/'));
@@ -170,33 +162,12 @@ fn mount_of(mountinfo: &str, path: &str) -> Option<Mount> {
         }
         best = Some(Mount {
             mount_point: mp,
-            fs_type: r[0].to_string(),
-            source: unescape(r[1]),
-            options: format!("{},{}", l[5], r[2]),
+            fs_type: m.fs_type,
+            source: m.source,
+            options: format!("{},{}", m.options, m.super_options),
         });
     }
     best
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -117,12 +117,25 @@ impl Capture {
         progress: &mut dyn Progress,
     ) -> Result<Outcome, CaptureError> {
         let caps = source.caps();
+        // A command that is not held runs from its launch on.
+        let launched = (mono_ns(), wall_unix_ns());
         let mut child = self.launch(source, &caps)?;
-        let what = source
-            .start(child.as_ref().map(Child::pid))
-            .map_err(CaptureError::Source)?;
-        let start_mono = mono_ns();
-        let start_unix_ns = wall_unix_ns();
+        let what = match source.start(child.as_ref().map(Child::pid)) {
+            Ok(what) => what,
+            Err(e) => {
+                // Never left running unobserved (a held one is killed when
+                // its Child is dropped).
+                if let Some(c) = child.as_mut().filter(|_| !caps.hold_command) {
+                    c.signal(libc::SIGKILL);
+                    let _ = c.wait();
+                }
+                return Err(CaptureError::Source(e));
+            }
+        };
+        let (start_mono, start_unix_ns) = match &child {
+            Some(_) if !caps.hold_command => launched,
+            _ => (mono_ns(), wall_unix_ns()),
+        };
         if let Some(c) = &mut child {
             c.release()?;
         }
@@ -172,8 +185,8 @@ impl Capture {
         })
     }
 
-    /// Starts the command, held before `execve` until the source is
-    /// attached when the source asks for that.
+    /// Starts the command: held before `execve` until the source is
+    /// attached when the source asks for that, else at once.
     fn launch(&self, source: &dyn Source, caps: &Caps) -> Result<Option<Child>, CaptureError> {
         if self.plan.command.is_empty() {
             return match caps.needs_command {
@@ -181,10 +194,12 @@ impl Capture {
                 false => Ok(None),
             };
         }
-        let child = Child::spawn_held(&self.plan.command, &source.command_env())?;
-        if caps.hold_command {
-            child.wait_parked();
+        let env = source.command_env();
+        if !caps.hold_command {
+            return Ok(Some(Child::spawn(&self.plan.command, &env)?));
         }
+        let child = Child::spawn_held(&self.plan.command, &env)?;
+        child.wait_parked();
         Ok(Some(child))
     }
 }

@@ -148,8 +148,14 @@ fn launch_and_start_failures_are_errors_before_anything_runs() {
     }
     assert!(src.log.is_empty(), "{:?}", src.log);
 
+    // A source that attaches to the command holds it: when it fails to
+    // start, the command never runs.
     let mut src = CountingSource {
         fail_start: Some("the probe was refused".into()),
+        caps: Caps {
+            hold_command: true,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let dir = tempfile::tempdir().unwrap();
@@ -163,6 +169,23 @@ fn launch_and_start_failures_are_errors_before_anything_runs() {
     assert!(
         !marker.exists(),
         "the held command ran although the source failed"
+    );
+    // One that does not (the preload shim) lets the command start at once;
+    // when it then fails to start, the command is killed, not left running
+    // unobserved.
+    let mut src = CountingSource {
+        fail_start: Some("the shim was refused".into()),
+        ..Default::default()
+    };
+    let script = format!("sleep 0.3; touch {}", marker.display());
+    let e = Capture::new(plan(&["sh", "-c", &script]))
+        .run(&mut src, &mut Silent)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "the shim was refused");
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        !marker.exists(),
+        "the command went on although the source failed"
     );
 
     let mut src = CountingSource {

@@ -1,154 +1,142 @@
 //! `fsprof compare` and `fsprof report --peaks/--interesting/--correlate`
 //! end to end: exit statuses, formats, errors, and peaks of a real profile.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use assert_cmd::prelude::*;
 use fsprof_sys::pagecache;
-use fsprof_testkit::{compile_source, disk_tempdir, fsprof, op, write_user_profile as write};
+use fsprof_testkit::{
+    compile_source, disk_tempdir, fsprof, op, stderr, write_user_profile as write,
+};
 use predicates::prelude::*;
+
+/// `fsprof ARGS... FILES...`, for assert_cmd's checks.
+fn on(args: &[&str], files: &[&Path]) -> assert_cmd::assert::Assert {
+    fsprof().args(args).args(files).assert()
+}
+
+/// The JSON `fsprof ARGS... FILES...` prints, exiting `code`.
+fn json_of(args: &[&str], files: &[&Path], code: i32) -> serde_json::Value {
+    json(on(args, files).code(code))
+}
+
+/// The JSON a checked command printed.
+fn json(done: assert_cmd::assert::Assert) -> serde_json::Value {
+    serde_json::from_slice(&done.get_output().stdout).unwrap()
+}
+
+/// Each `(args, message)`: `fsprof ARGS... FILES...` exits 2 and its
+/// standard error says `message`; a failing case is named by its arguments.
+fn refused(files: &[&Path], cases: &[(&[&str], &str)]) {
+    for &(args, says) in cases {
+        let o = fsprof().args(args).args(files).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?} does not say {says:?}: {err}");
+    }
+}
 
 #[test]
 fn compare_exit_status_says_whether_anything_changed() {
     let d = tempfile::tempdir().unwrap();
+    let open = op("open", &[(12, 40)]);
     let a = write(
         d.path(),
         "a.json",
-        vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])],
+        vec![op("read", &[(9, 1000)]), open.clone()],
     );
     let same = write(
         d.path(),
         "same.json",
-        vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])],
+        vec![op("read", &[(9, 1000)]), open.clone()],
     );
     let slow = write(
         d.path(),
         "slow.json",
-        vec![op("read", &[(9, 900), (21, 100)]), op("open", &[(12, 40)])],
+        vec![op("read", &[(9, 900), (21, 100)]), open],
     );
-    fsprof()
-        .args(["compare"])
-        .arg(&a)
-        .arg(&same)
-        .assert()
+    on(&["compare"], &[&a, &same])
         .code(0)
         .stdout(predicate::str::contains("no op changed significantly"));
-    fsprof()
-        .args(["compare"])
-        .arg(&a)
-        .arg(&slow)
-        .assert()
+    on(&["compare"], &[&a, &slow])
         .code(1)
         .stdout(predicate::str::contains(
             "user/read: new peak at 2.10ms..4.19ms, ",
         ));
-    let out = fsprof()
-        .args(["compare", "--format", "json", "--method", "chi2"])
-        .arg(&a)
-        .arg(&slow)
-        .assert()
-        .code(1)
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = json_of(
+        &["compare", "--format", "json", "--method", "chi2"],
+        &[&a, &slow],
+        1,
+    );
     assert_eq!(v["interesting"], true);
     let ops = v["comparison"]["ops"].as_array().unwrap();
     assert_eq!(ops[0]["op"], "read");
     assert_eq!(ops[0]["method"], "chi2");
     assert_eq!(ops[0]["interesting"], true);
     assert_eq!(ops[1]["interesting"], false);
-    fsprof()
-        .args(["compare", "--format", "csv", "--method", "count"])
-        .arg(&a)
-        .arg(&slow)
-        .assert()
-        .code(1)
-        .stdout(predicate::str::starts_with(
-            "layer,op,status,interesting,method,score",
-        ));
+    on(
+        &["compare", "--format", "csv", "--method", "count"],
+        &[&a, &slow],
+    )
+    .code(1)
+    .stdout(predicate::str::starts_with(
+        "layer,op,status,interesting,method,score",
+    ));
 }
 
 #[test]
 fn compare_errors_are_one_line_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
     let a = write(d.path(), "a.json", vec![op("read", &[(9, 10)])]);
-    fsprof()
-        .arg("compare")
-        .arg(&a)
-        .arg(d.path().join("missing.json"))
-        .assert()
+    on(&["compare"], &[&a, &d.path().join("missing.json")])
         .code(2)
         .stderr(
             predicate::str::starts_with("fsprof: ").and(predicate::str::contains("missing.json")),
         );
-    fsprof()
-        .args(["compare", "--negligible", "5"])
-        .arg(&a)
-        .arg(&a)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("share between 0 and 1"));
-    fsprof()
-        .args(["compare", "--calibration"])
-        .arg(d.path().join("nocal.json"))
-        .arg(&a)
-        .arg(&a)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("cannot read calibration"));
+    let nocal = d.path().join("nocal.json");
+    let nocal = nocal.to_str().unwrap();
+    refused(
+        &[&a, &a],
+        &[
+            (&["compare", "--negligible", "5"], "share between 0 and 1"),
+            (
+                &["compare", "--calibration", nocal],
+                "cannot read calibration",
+            ),
+        ],
+    );
 }
 
 #[test]
 fn report_analysis_tables_in_csv_and_json() {
     let d = tempfile::tempdir().unwrap();
-    let a = write(
-        d.path(),
-        "a.json",
-        vec![op("read", &[(9, 1000), (21, 40)]), op("open", &[(12, 40)])],
-    );
-    fsprof()
-        .args(["report", "--peaks", "--format", "csv"])
-        .arg(&a)
-        .assert()
+    let ops = vec![op("read", &[(9, 1000), (21, 40)]), op("open", &[(12, 40)])];
+    let a = write(d.path(), "a.json", ops);
+    on(&["report", "--peaks", "--format", "csv"], &[&a])
         .success()
         .stdout(predicate::str::starts_with(
             "layer,op,peak,first_bucket,last_bucket,mode_bucket",
         ))
         .stdout(predicate::str::contains("user,read,2,21,21,21,"));
-    fsprof()
-        .args(["report", "--interesting", "--format", "csv"])
-        .arg(&a)
-        .assert()
+    on(&["report", "--interesting", "--format", "csv"], &[&a])
         .success()
         .stdout(predicate::str::contains("top,user,read,"))
         .stdout(predicate::str::contains(
             "correlated,user,read,2,user,open,1,40,",
         ));
-    fsprof()
-        .args(["report", "--peaks", "--interesting", "--format", "csv"])
-        .arg(&a)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("CSV holds one table"));
-    let out = fsprof()
-        .args([
-            "report",
-            "--peaks",
-            "--interesting",
-            "--format",
-            "json",
-            "--top",
-            "1",
-        ])
-        .arg(&a)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let both = ["report", "--peaks", "--interesting", "--format", "csv"];
+    refused(&[&a], &[(&both, "CSV holds one table")]);
+    let args = [
+        "report",
+        "--peaks",
+        "--interesting",
+        "--format",
+        "json",
+        "--top",
+        "1",
+    ];
+    let v = json_of(&args, &[&a], 0);
     assert_eq!(v["report"], "fsprof-report");
     // --top 1: only read's peaks, fastest first.
     let peaks = v["peaks"].as_array().unwrap();
@@ -161,18 +149,39 @@ fn report_analysis_tables_in_csv_and_json() {
 fn report_correlate_needs_one_op_and_data() {
     let d = tempfile::tempdir().unwrap();
     let a = write(d.path(), "a.json", vec![op("read", &[(9, 10)])]);
+    let size = ["report", "--correlate", "size", "--op", "read"];
+    refused(
+        &[&a],
+        &[
+            (&["report", "--correlate", "seek"], "exactly one --op"),
+            (&size, "no size correlation data"),
+        ],
+    );
+}
+
+/// Files `hot` and `cold` of `count` × 64 KiB in `dir`, and a profile
+/// (`dir/p.json`) of reading `hot` twice from the page cache and `cold`
+/// once with O_DIRECT, 4 KiB at a time.
+fn hot_and_direct_reads(dir: &Path, count: &str) -> PathBuf {
+    for name in ["hot", "cold"] {
+        let ok = Std::new("dd")
+            .args(["if=/dev/urandom", "bs=64k", count, "status=none"])
+            .arg(format!("of={}", dir.join(name).display()))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let profile = dir.join("p.json");
+    let script = "dd if=hot of=/dev/null bs=4k status=none && dd if=hot of=/dev/null bs=4k status=none && dd if=cold of=/dev/null bs=4k iflag=direct status=none";
     fsprof()
-        .args(["report", "--correlate", "seek"])
-        .arg(&a)
+        .current_dir(dir)
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", script])
         .assert()
-        .code(2)
-        .stderr(predicate::str::contains("exactly one --op"));
-    fsprof()
-        .args(["report", "--correlate", "size", "--op", "read"])
-        .arg(&a)
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("no size correlation data"));
+        .success();
+    profile
 }
 
 /// Reads of a file in the page cache and O_DIRECT reads of another on the
@@ -180,33 +189,12 @@ fn report_correlate_needs_one_op_and_data() {
 #[test]
 fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
     let d = disk_tempdir();
-    for name in ["hot", "cold"] {
-        let ok = Std::new("dd")
-            .args(["if=/dev/urandom", "bs=64k", "count=32", "status=none"])
-            .arg(format!("of={}", d.path().join(name).display()))
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
-    let profile = d.path().join("p.json");
-    let script = "dd if=hot of=/dev/null bs=4k status=none && dd if=hot of=/dev/null bs=4k status=none && dd if=cold of=/dev/null bs=4k iflag=direct status=none";
-    fsprof()
-        .current_dir(d.path())
-        .args(["run", "-q", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", script])
-        .assert()
-        .success();
-    let out = fsprof()
-        .args(["report", "--peaks", "--op", "read", "--format", "json"])
-        .arg(&profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let profile = hot_and_direct_reads(d.path(), "count=32");
+    let v = json_of(
+        &["report", "--peaks", "--op", "read", "--format", "json"],
+        &[&profile],
+        0,
+    );
     let peaks: Vec<&serde_json::Value> = v["peaks"]
         .as_array()
         .unwrap()
@@ -243,10 +231,7 @@ fn real_profile_of_cached_and_uncached_reads_has_both_peaks() {
     };
     assert!(latency(&slow) > 5.0 * latency(&fast), "{v}");
     // And the text table shows it.
-    fsprof()
-        .args(["report", "--peaks", "--op", "read"])
-        .arg(&profile)
-        .assert()
+    on(&["report", "--peaks", "--op", "read"], &[&profile])
         .success()
         .stdout(predicate::str::contains("peaks (FSprof Table 3):"));
 }
@@ -287,15 +272,9 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .stderr(predicate::str::contains("--force"));
     assert_eq!(std::fs::read(&file).unwrap(), before);
     // `-o -`: the stored JSON on stdout, nothing written.
-    let out = fsprof()
-        .args(["calibrate", "--format", "json", "-o", "-", "--dir"])
-        .arg(d.path())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let mut to_stdout = fsprof();
+    to_stdout.args(["calibrate", "--format", "json", "-o", "-", "--dir"]);
+    let v = json(to_stdout.arg(d.path()).assert().success());
     assert!(
         v["characteristics"]
             .as_array()
@@ -304,55 +283,14 @@ fn calibration_labels_peaks_of_a_real_profile() {
     );
     assert_eq!(std::fs::read(&file).unwrap(), before);
 
-    for name in ["hot", "cold"] {
-        let ok = Std::new("dd")
-            .args(["if=/dev/urandom", "bs=64k", "count=16", "status=none"])
-            .arg(format!("of={}", d.path().join(name).display()))
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
-    let profile = d.path().join("p.json");
-    let script = "dd if=hot of=/dev/null bs=4k status=none && dd if=hot of=/dev/null bs=4k status=none && dd if=cold of=/dev/null bs=4k iflag=direct status=none";
-    fsprof()
-        .current_dir(d.path())
-        .args(["run", "-q", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", script])
-        .assert()
-        .success();
-    let mut c = fsprof();
-    let out = c
-        .env("XDG_CONFIG_HOME", &cfg)
-        .args(["report", "--peaks", "--op", "read", "--format", "json"])
-        .arg(&profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let labels: Vec<&str> = v["peaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["label"].as_str())
-        .collect();
+    let profile = hot_and_direct_reads(d.path(), "count=16");
     // Hot reads are page-cache hits on any machine; the direct reads are
     // device reads or, when this calibration's device read is unstable or
     // elsewhere (a loaded machine), unlabelled — never anything else
     // (peak_labels.rs holds every rule against known causes).
-    assert!(
-        labels.contains(&"≈ page-cache hit (4 KiB)"),
-        "{labels:?} {v}"
-    );
-    assert!(
-        labels
-            .iter()
-            .all(|l| l.starts_with("≈ page-cache hit") || l.starts_with("≈ device read")),
-        "{labels:?} {v}"
-    );
+    let mut c = fsprof();
+    c.env("XDG_CONFIG_HOME", &cfg);
+    hot_reads_are_hits(c, &[], &profile, "");
     hits_named_with_an_idle_machines_calibration(&before, &profile, d.path());
     // --no-labels turns it off.
     let mut c = fsprof();
@@ -381,17 +319,25 @@ fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Pa
     }
     let tight = dir.join("idle.json");
     std::fs::write(&tight, idle.to_string()).unwrap();
-    let out = fsprof()
-        .args(["report", "--peaks", "--op", "read", "--format", "json"])
-        .arg("--calibration")
-        .arg(&tight)
-        .arg(profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    hot_reads_are_hits(
+        fsprof(),
+        &["--calibration".into(), tight.into()],
+        profile,
+        &idle.to_string(),
+    );
+}
+
+/// `report --peaks --op read` of the hot-and-direct `dd` profile, with
+/// `extra` options: the hot reads are named page-cache hits, and nothing is
+/// named but hits and device reads.
+fn hot_reads_are_hits(
+    mut report: Std,
+    extra: &[std::ffi::OsString],
+    profile: &Path,
+    context: &str,
+) {
+    report.args(["report", "--peaks", "--op", "read", "--format", "json"]);
+    let v = json(report.args(extra).arg(profile).assert().success());
     let labels: Vec<&str> = v["peaks"]
         .as_array()
         .unwrap()
@@ -400,13 +346,13 @@ fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Pa
         .collect();
     assert!(
         labels.contains(&"≈ page-cache hit (4 KiB)"),
-        "{labels:?} {v} {idle}"
+        "{labels:?} {v} {context}"
     );
     assert!(
         labels
             .iter()
             .all(|l| l.starts_with("≈ page-cache hit") || l.starts_with("≈ device read")),
-        "{labels:?} {v}"
+        "{labels:?} {v} {context}"
     );
 }
 
@@ -507,23 +453,16 @@ int main(int argc, char **argv) {
     assert!((98..=100).contains(&far), "{seeks:?}");
     assert!(zero >= 256, "{seeks:?}");
 
-    let out = fsprof()
-        .args([
-            "report",
-            "--correlate",
-            "seek",
-            "--op",
-            "read",
-            "--format",
-            "json",
-        ])
-        .arg(&profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let seek = [
+        "report",
+        "--correlate",
+        "seek",
+        "--op",
+        "read",
+        "--format",
+        "json",
+    ];
+    let v = json_of(&seek, &[&profile], 0);
     let peaks = v["correlation"]["peaks"].as_array().unwrap();
     let slow = peaks
         .iter()
@@ -545,12 +484,12 @@ int main(int argc, char **argv) {
         "{v}"
     );
     // fread records stream-level request sizes (1000 bytes each).
-    fsprof()
-        .args(["report", "--correlate", "size", "--op", "fread"])
-        .arg(&profile)
-        .assert()
-        .success()
-        .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
+    on(
+        &["report", "--correlate", "size", "--op", "fread"],
+        &[&profile],
+    )
+    .success()
+    .stdout(predicates::str::contains("requests of 512 B..1 KiB"));
 }
 
 /// Two runs of a program reading 4 KiB pages of a file at random offsets
@@ -642,11 +581,7 @@ int main(int argc, char **argv) {
     let slow = 4.0 * w.p50_ns;
     assert!(c.in_peaks_above(slow) >= 400, "cold: {c:?}");
     assert!(w.in_peaks_above(slow) <= 50, "warm: {w:?}");
-    fsprof()
-        .arg("compare")
-        .arg(&warm)
-        .arg(&cold)
-        .assert()
+    on(&["compare"], &[&warm, &cold])
         .code(1)
         .stdout(predicate::str::contains("user/pread: "));
 }
@@ -708,15 +643,11 @@ impl Preads {
 }
 
 fn pread_calls(profile: &Path) -> Preads {
-    let out = fsprof()
-        .args(["report", "--peaks", "--op", "pread", "--format", "json"])
-        .arg(profile)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = json_of(
+        &["report", "--peaks", "--op", "pread", "--format", "json"],
+        &[profile],
+        0,
+    );
     let op = &v["layers"][0]["ops"][0];
     assert_eq!(op["op"], "pread", "{v}");
     Preads {
@@ -753,26 +684,11 @@ fn compare_exit_status_ignores_a_negligible_new_op() {
         "costly.json",
         vec![op("read", &[(9, 1000)]), op("fcntl", &[(20, 11)])],
     );
-    fsprof()
-        .arg("compare")
-        .arg(&a)
-        .arg(&cheap)
-        .assert()
-        .code(0)
-        .stdout(
-            predicate::str::contains("no op changed significantly")
-                .and(predicate::str::is_match(r"user +fcntl +0 +11 .* added\n").unwrap()),
-        );
-    let out = fsprof()
-        .args(["compare", "--format", "json"])
-        .arg(&a)
-        .arg(&cheap)
-        .assert()
-        .code(0)
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    on(&["compare"], &[&a, &cheap]).code(0).stdout(
+        predicate::str::contains("no op changed significantly")
+            .and(predicate::str::is_match(r"user +fcntl +0 +11 .* added\n").unwrap()),
+    );
+    let v = json_of(&["compare", "--format", "json"], &[&a, &cheap], 0);
     let ops = v["comparison"]["ops"].as_array().unwrap();
     let fcntl = ops.iter().find(|o| o["op"] == "fcntl").unwrap();
     assert_eq!(fcntl["interesting"], false, "{fcntl}");
@@ -780,11 +696,7 @@ fn compare_exit_status_ignores_a_negligible_new_op() {
         fcntl["reason"],
         "fcntl: only in B, 11 calls, 0.1% of total latency (under 1.0%: does not count as a change)"
     );
-    fsprof()
-        .arg("compare")
-        .arg(&a)
-        .arg(&costly)
-        .assert()
+    on(&["compare"], &[&a, &costly])
         .code(1)
         .stdout(predicate::str::contains("fcntl: only in B, 11 calls"));
 }

@@ -345,9 +345,35 @@ fn block_waits_agree_with_d_state_time_from_sched_switch() {
         );
     };
     check("cold random read", "pread64", PREAD, &rand, &rand_truth);
-    check("cold read", "read", READ, &cold, &cold_truth);
+    // Sequential cold reads: read-ahead issues the requests of later calls
+    // early, and on a fast idle machine those calls then sleep in D state
+    // on pages still being read (an official CI run: 25.7% of calls, 76.8%
+    // of time in D state) while fsprof charges each request to the call
+    // that issued it (0.1% of calls, 64.2% of time). The waits on someone
+    // else's requests are not block waits of the caller's own: fsprof may
+    // show less than the D state there, never more. The random reads,
+    // read-ahead off, are the case where the two must agree.
+    let (f, t) = (fsprof_shares(&cold, "read"), cold_truth[&READ]);
+    at_most_d_state("cold read", f, t, &table);
+    // Yet the issuing calls' own waits are most of it: at least half.
+    assert!(
+        f.time_pct() >= t.time_pct() / 2.0,
+        "cold read: fsprof charges under half the D state\n{table}"
+    );
     check("warm read", "read", READ, &warm, &warm_truth);
-    check("buffered write", "write", WRITE, &wr, &wr_truth);
+    // A buffered write's D-state sleeps are not its own block requests:
+    // waiting for a journal handle while jbd2 commits, or dirty-page
+    // throttling when the machine's other writers (builds, other tests)
+    // push the global dirty count past its limit (seen: 27.5% of write time
+    // in D state on a loaded machine, 0% on an idle one). fsprof's
+    // block-wait layer charges only the task's own requests, so it may show
+    // less than the D state, never more; the calls it charges are a subset.
+    at_most_d_state(
+        "buffered write",
+        fsprof_shares(&wr, "write"),
+        wr_truth[&WRITE],
+        &table,
+    );
     // The cold reads did wait, so agreeing is not agreeing on nothing.
     assert!(cold_truth[&READ].time_pct() > 20.0, "{table}");
     assert!(rand_truth[&PREAD].calls_pct() > 50.0, "{table}");
@@ -355,4 +381,14 @@ fn block_waits_agree_with_d_state_time_from_sched_switch() {
     // profiled thread: fsprof charges at most the D state.
     let (f, t) = (fsprof_shares(&wr, "fsync"), wr_truth[&FSYNC]);
     assert!(f.time_pct() <= t.time_pct() + 10.0, "{table}");
+}
+
+/// fsprof charges a call only the block requests it issued itself; where
+/// the call's D state also holds other sleeps, fsprof may show less, never
+/// more (10 points of slack, as for the two-sided checks).
+fn at_most_d_state(what: &str, f: Shares, t: Shares, table: &str) {
+    assert!(
+        f.time_pct() <= t.time_pct() + 10.0 && f.calls_pct() <= t.calls_pct() + 10.0,
+        "{what}: fsprof charges more block wait than the D state\n{table}"
+    );
 }

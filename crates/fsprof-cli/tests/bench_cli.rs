@@ -6,11 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use assert_cmd::Command;
-
-fn fsprof() -> Command {
-    Command::cargo_bin("fsprof").unwrap()
-}
+use fsprof_testkit::{fsprof, html_report};
 
 fn one_error_line(o: &Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
@@ -63,18 +59,13 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
 }
 
+/// A sprite run small enough for a test: three files of 32 KiB.
+const SMALL_SPRITE: [&str; 5] = ["sprite", "--files", "3", "--file-size", "32k"];
+
+/// A small sprite run (three runs) into `out`; it must succeed.
 fn quick(dir: &Path, out: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "sprite",
-        "--files",
-        "3",
-        "--file-size",
-        "32k",
-        "--runs",
-        "3",
-        "-o",
-    ];
-    args.push(out.to_str().unwrap());
+    let mut args = SMALL_SPRITE.to_vec();
+    args.extend(["--runs", "3", "-o", out.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let o = bench(dir, &args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -161,6 +152,9 @@ fn compare_of_two_bench_results_judges_phases_by_their_intervals() {
     assert!(other.contains("no significant change"), "{text}");
 }
 
+/// A sweep small enough for a test: two files, two runs, from 16 KiB.
+const SMALL_SWEEP: [&str; 6] = ["--files", "2", "--runs", "2", "--min-size", "16k"];
+
 #[test]
 fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -171,26 +165,13 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     let l1_kib: u64 = l1.trim().trim_end_matches('K').parse().unwrap();
     let max = format!("{}k", (l1_kib * 2).next_power_of_two());
     let result = out.path().join("sweep.json");
-    let o = bench(
-        d.path(),
-        &[
-            "sweep",
-            "-o",
-            result.to_str().unwrap(),
-            "--files",
-            "2",
-            "--runs",
-            "2",
-            "--min-size",
-            "16k",
-            "--max-size",
-            &max,
-            "--plot",
-            svg.to_str().unwrap(),
-            "--format",
-            "csv",
-        ],
-    );
+    let (result_arg, svg_arg) = (result.to_str().unwrap(), svg.to_str().unwrap());
+    let mut args = vec![
+        "sweep", "-o", result_arg, "--plot", svg_arg, "--format", "csv",
+    ];
+    args.extend(SMALL_SWEEP);
+    args.extend(["--max-size", &max]);
+    let o = bench(d.path(), &args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.contains(&format!("L1 {l1_kib} KiB")), "no L1 marker");
@@ -199,14 +180,7 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     // The HTML report of the result carries the same chart; a bench
     // result without a sweep (and any plain profile) has none.
     let html = out.path().join("r.html");
-    let o = fsprof()
-        .args(["report", "--format", "html", "-o"])
-        .arg(&html)
-        .arg(&result)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&result, &html);
     assert_eq!(page.matches("id=\"sweep\"").count(), 1);
     let chart = &page[page.find("id=\"sweep\"").unwrap()..];
     assert!(
@@ -219,33 +193,17 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     let sprite = out.path().join("sprite.json");
     quick(d.path(), &sprite, &[]);
     let html2 = out.path().join("r2.html");
-    let o = fsprof()
-        .args(["report", "--format", "html", "-o"])
-        .arg(&html2)
-        .arg(&sprite)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
-    assert!(!std::fs::read_to_string(&html2)
-        .unwrap()
-        .contains("id=\"sweep\""));
+    assert!(!html_report(&sprite, &html2).contains("id=\"sweep\""));
     let png = out.path().join("s.png");
-    let o = bench(
-        d.path(),
-        &[
-            "sweep",
-            "--files",
-            "2",
-            "--runs",
-            "2",
-            "--min-size",
-            "16k",
-            "--max-size",
-            "32k",
-            "--plot-p50",
-            png.to_str().unwrap(),
-        ],
-    );
+    let mut args = vec![
+        "sweep",
+        "--max-size",
+        "32k",
+        "--plot-p50",
+        png.to_str().unwrap(),
+    ];
+    args.extend(SMALL_SWEEP);
+    let o = bench(d.path(), &args);
     assert!(o.status.success());
     assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
     // An existing plot file is refused before anything runs.
@@ -426,20 +384,22 @@ fn check_warnings(name: &str, text: &str, r: &Recomputed) {
         .collect();
     assert_eq!(outliers.len(), r.outliers, "{name}: {lines:?}");
     for l in outliers {
-        let i: usize = l
-            .split("run ")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let i: usize = word_after(l, "run ");
         assert!(
             l.contains(&format!("({:.4} MB/s)", r.figs[i - 1])),
             "{name}: {l}"
         );
     }
+}
+
+/// The word after the first `marker` in `line`, parsed.
+#[track_caller]
+fn word_after<T: std::str::FromStr>(line: &str, marker: &str) -> T {
+    line.split(marker)
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {marker:?} in {line:?}"))
 }
 
 fn check_text_row(name: &str, text: &str, r: &Recomputed) {
@@ -504,20 +464,9 @@ fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
     let out = tempfile::tempdir().unwrap();
     for format in ["csv", "text"] {
         let r = out.path().join(format!("{format}.json"));
-        let args = [
-            "sprite",
-            "--files",
-            "3",
-            "--file-size",
-            "32k",
-            "--runs",
-            "4",
-            "--raw-samples",
-            "--format",
-            format,
-            "-o",
-            r.to_str().unwrap(),
-        ];
+        let mut args = SMALL_SPRITE.to_vec();
+        args.extend(["--runs", "4", "--raw-samples", "--format", format]);
+        args.extend(["-o", r.to_str().unwrap()]);
         let load_before = loadavg();
         let o = bench(d.path(), &args);
         let load_after = loadavg();
@@ -543,15 +492,7 @@ fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
             let busy = stdout.lines().find(|l| l.contains("the load average was"));
             let cpus = online_cpus() as f64;
             if let Some(l) = busy {
-                let v: f64 = l
-                    .split("was ")
-                    .nth(1)
-                    .unwrap()
-                    .split(' ')
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
+                let v: f64 = word_after(l, "was ");
                 assert!(
                     [load_before, load_after]
                         .iter()

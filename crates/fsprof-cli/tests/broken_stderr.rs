@@ -30,24 +30,20 @@ fn with_broken_stderr(args: &[&str], dir: &Path, how: &str) -> ExitStatus {
     }
 }
 
+/// `fsprof run -f -o p.json [extra] -- sh -c 'touch ran; exit 7'` in
+/// `dir`, its stderr broken as `how` says.
+fn run_exit_7(dir: &Path, extra: &[&str], how: &str) -> ExitStatus {
+    let mut args = vec!["run", "-f", "-o", "p.json"];
+    args.extend(extra);
+    args.extend(["--", "sh", "-c", "touch ran; exit 7"]);
+    with_broken_stderr(&args, dir, how)
+}
+
 #[test]
 fn the_command_status_stands_whatever_stderr_is() {
     let dir = tempfile::tempdir().unwrap();
     for how in ["full", "pipe"] {
-        let st = with_broken_stderr(
-            &[
-                "run",
-                "-f",
-                "-o",
-                "p.json",
-                "--",
-                "sh",
-                "-c",
-                "touch ran; exit 7",
-            ],
-            dir.path(),
-            how,
-        );
+        let st = run_exit_7(dir.path(), &[], how);
         assert_eq!(st.code(), Some(7), "stderr {how}: was 101 (a panic)");
         assert!(dir.path().join("p.json").exists(), "the profile is written");
         std::fs::remove_file(dir.path().join("ran")).expect("the command ran");
@@ -58,22 +54,7 @@ fn the_command_status_stands_whatever_stderr_is() {
 fn serving_metrics_with_a_broken_stderr_still_runs_the_command() {
     let dir = tempfile::tempdir().unwrap();
     for how in ["full", "pipe"] {
-        let st = with_broken_stderr(
-            &[
-                "run",
-                "-f",
-                "-o",
-                "p.json",
-                "--serve-metrics",
-                "127.0.0.1:0",
-                "--",
-                "sh",
-                "-c",
-                "touch ran; exit 7",
-            ],
-            dir.path(),
-            how,
-        );
+        let st = run_exit_7(dir.path(), &["--serve-metrics", "127.0.0.1:0"], how);
         assert_eq!(st.code(), Some(7), "stderr {how}");
         std::fs::remove_file(dir.path().join("ran")).expect("the command ran");
     }

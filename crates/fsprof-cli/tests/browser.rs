@@ -91,14 +91,7 @@ fn html_report_renders_in_chromium() {
     let profile = read_profile(&p).unwrap();
     assert!(!profile.intervals.is_empty());
     let html = dir.path().join("report.html");
-    let o = fsprof()
-        .arg("report")
-        .arg(&p)
-        .args(["--format", "html", "-o"])
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    html_report(&p, &html);
     let n = expected_charts(&profile);
     assert!(n >= 10, "a real run has several ops: {n}");
     check_in_browser(&html, n, "report.png");

@@ -71,13 +71,7 @@ fn man_pages_for_fsprof_and_each_command() {
         page.contains("fsprof\\-kernel(1)"),
         "no SEE ALSO of the commands"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let o = fsprof()
-        .args(["man", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = man_pages();
     for name in [
         "fsprof.1",
         "fsprof-run.1",
@@ -89,6 +83,13 @@ fn man_pages_for_fsprof_and_each_command() {
     }
     let kernel = std::fs::read_to_string(dir.path().join("fsprof-kernel.1")).unwrap();
     assert!(kernel.contains("\\-\\-pid"), "{kernel}");
+}
+
+/// `fsprof man --dir DIR` into a new directory; it must succeed.
+fn man_pages() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    succeeds(fsprof().args(["man", "--dir"]).arg(dir.path()));
+    dir
 }
 
 /// The exit statuses (130 after Ctrl-C above all, which a script tests for)
@@ -111,13 +112,7 @@ fn exit_statuses_are_documented_in_help_and_man_pages() {
         let text = stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains(want), "{args:?} lacks {want:?}: {text}");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let o = fsprof()
-        .args(["man", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = man_pages();
     for name in ["fsprof.1", "fsprof-run.1", "fsprof-kernel.1"] {
         let page = std::fs::read_to_string(dir.path().join(name)).unwrap();
         assert!(page.contains("130 after Ctrl\\-C"), "{name}");

@@ -9,6 +9,15 @@ fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `fsprof ARGS...` exits 2 and its standard error says `says`.
+#[track_caller]
+fn refused(args: &[&str], says: &str) {
+    let out = fsprof().args(args).output().unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?} does not say {says:?}: {err}");
+}
+
 fn assert_one_clean_line(out: &std::process::Output) {
     let err = stderr_of(out);
     assert!(!err.contains("panicked"), "{err}");
@@ -20,12 +29,7 @@ fn assert_one_clean_line(out: &std::process::Output) {
 
 #[test]
 fn unknown_option_is_a_usage_error() {
-    let out = fsprof()
-        .args(["run", "--frobnicate", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("--frobnicate"));
+    refused(&["run", "--frobnicate", "--", "true"], "--frobnicate");
 }
 
 /// As strace and perf do: an unknown flag before the command is a usage
@@ -63,35 +67,24 @@ fn unknown_flags_before_the_command_are_refused_by_run_and_kernel() {
             .unwrap();
         assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr_of(&out));
     }
-    let out = fsprof().args(["kernel", "-p", "x"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr_of(&out).contains("invalid value 'x' for '--pid <PID>'"),
-        "{}",
-        stderr_of(&out)
+    refused(
+        &["kernel", "-p", "x"],
+        "invalid value 'x' for '--pid <PID>'",
     );
 }
 
 #[test]
 fn missing_command_is_a_usage_error() {
-    let out = fsprof().args(["run"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("CMD"), "{}", stderr_of(&out));
+    refused(&["run"], "CMD");
 }
 
 #[test]
 fn bad_resolution_and_interval_are_refused() {
-    let out = fsprof()
-        .args(["run", "--resolution", "3", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("1, 2, 4, 8, 16"));
-    let out = fsprof()
-        .args(["run", "--interval", "soon", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    refused(
+        &["run", "--resolution", "3", "--", "true"],
+        "1, 2, 4, 8, 16",
+    );
+    refused(&["run", "--interval", "soon", "--", "true"], "'soon'");
     // One minimum, one message, whatever the value below it and the command.
     for (sub, v) in [
         ("run", "0"),
@@ -99,18 +92,10 @@ fn bad_resolution_and_interval_are_refused() {
         ("run", "0.5ms"),
         ("kernel", "0"),
     ] {
-        let out = fsprof()
-            .args([sub, "--interval", v, "--", "true"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        assert!(
-            stderr_of(&out).contains(&format!(
-                "invalid value '{v}' for '--interval <DURATION>': an interval must be at least 1ms"
-            )),
-            "{sub} {v}: {}",
-            stderr_of(&out)
+        let want = format!(
+            "invalid value '{v}' for '--interval <DURATION>': an interval must be at least 1ms"
         );
+        refused(&[sub, "--interval", v, "--", "true"], &want);
     }
 }
 
@@ -142,14 +127,10 @@ fn existing_output_is_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("keep.json");
     fs::write(&out_path, "precious").unwrap();
-    let out = fsprof()
-        .args(["run", "-o"])
-        .arg(&out_path)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("--force"));
+    refused(
+        &["run", "-o", out_path.to_str().unwrap(), "--", "true"],
+        "--force",
+    );
     assert_eq!(fs::read_to_string(&out_path).unwrap(), "precious");
     let out = fsprof()
         .args(["run", "-q", "-f", "-o"])
@@ -165,11 +146,7 @@ fn existing_output_is_not_overwritten_without_force() {
 fn default_output_name_never_clobbers() {
     let dir = tempfile::tempdir().unwrap();
     for _ in 0..2 {
-        let out = fsprof()
-            .args(["run", "-q", "--", "true"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
+        let out = fsprof_in(dir.path(), &["run", "-q", "--", "true"]);
         assert!(out.status.success(), "{}", stderr_of(&out));
         assert!(stderr_of(&out).contains("profile written to fsprof-run-true-"));
     }
@@ -203,19 +180,12 @@ fn garbage_and_foreign_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.json");
     fs::write(&junk, b"\x00\x01not json").unwrap();
-    let out = fsprof().arg("report").arg(&junk).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("malformed"));
+    let junk_arg = junk.to_str().unwrap();
+    refused(&["report", junk_arg], "malformed");
     fs::write(&junk, br#"{"some": "other json"}"#).unwrap();
-    let out = fsprof().arg("report").arg(&junk).output().unwrap();
-    assert!(stderr_of(&out).contains("not an fsprof profile"));
-    let out = fsprof()
-        .arg("report")
-        .arg(dir.path().join("missing.json"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_of(&out).contains("cannot read"));
+    refused(&["report", junk_arg], "not an fsprof profile");
+    let missing = dir.path().join("missing.json");
+    refused(&["report", missing.to_str().unwrap()], "cannot read");
 }
 
 #[test]

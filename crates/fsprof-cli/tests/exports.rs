@@ -2,10 +2,8 @@
 //! parsers: the Prometheus Python client's text parser and the OTLP
 //! protobuf messages (opentelemetry-proto) via protobuf's JSON mapping.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use fsprof_testkit::*;
@@ -19,23 +17,14 @@ fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
     for (name, extra) in [("r1.json", vec![]), ("r4.json", vec!["--resolution", "4"])] {
         let p = record(dir.path(), name, &extra);
         let prom = dir.path().join(format!("{name}.prom"));
-        let o = fsprof()
-            .args(["export", "--format", "prometheus", "-o"])
-            .arg(&prom)
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("prometheus", &p, Some(&prom));
         assert!(o.status.success(), "{}", stderr(&o));
         let out = py_check(&py, "check_prometheus.py", &[&prom, &p], &[]);
         assert!(out.contains("prometheus ok"), "{out}");
         promtool_accepts(&prom);
 
         // The protobuf exposition: delimited messages that tile the output.
-        let o = fsprof()
-            .args(["export", "--format", "prometheus-protobuf"])
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("prometheus-protobuf", &p, None);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(
             delimited_frames(&o.stdout),
@@ -44,11 +33,7 @@ fn prometheus_and_otlp_exports_parse_and_match_the_profile() {
         );
 
         // OTLP to standard output, as a pipeline into a collector would take it.
-        let o = fsprof()
-            .args(["export", "--format", "otlp-json"])
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = export("otlp-json", &p, None);
         assert!(o.status.success(), "{}", stderr(&o));
         let otlp = dir.path().join(format!("{name}.otlp.json"));
         std::fs::write(&otlp, &o.stdout).unwrap();
@@ -64,20 +49,11 @@ fn export_refuses_to_overwrite_and_names_bad_files() {
     let p = record(dir.path(), "p.json", &[]);
     let out = dir.path().join("m.prom");
     std::fs::write(&out, "keep").unwrap();
-    let o = fsprof()
-        .args(["export", "--format", "prometheus", "-o"])
-        .arg(&out)
-        .arg(&p)
-        .output()
-        .unwrap();
+    let o = export("prometheus", &p, Some(&out));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
-    let o = fsprof()
-        .args(["export", "--format", "otlp-json"])
-        .arg(dir.path().join("nope.json"))
-        .output()
-        .unwrap();
+    let o = export("otlp-json", &dir.path().join("nope.json"), None);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
@@ -145,38 +121,15 @@ fn scrape(addr: &str) -> Option<String> {
 fn serve_metrics_exposes_live_counts_while_the_command_runs() {
     let py = need_python_parsers();
     let dir = tempfile::tempdir().unwrap();
-    let done = dir.path().join("done");
-    let profile = dir.path().join("live.json");
     // The command keeps reading until the test has seen its calls (at most
-    // ~20 s), so the scrape happens during the run, not after it.
-    let script = format!(
-        "i=0; while [ ! -e '{}' ] && [ $i -lt 400 ]; do cat /etc/hostname /etc/passwd >/dev/null; i=$((i+1)); sleep 0.05; done",
-        done.display()
+    // ~20 s).
+    let live = serve_live(
+        dir.path(),
+        &[],
+        "cat /etc/hostname /etc/passwd >/dev/null",
+        400,
     );
-    let mut child = fsprof()
-        .args(["run", "-q", "--serve-metrics", "127.0.0.1:0", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", &script])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut lines = Vec::new();
-    let addr = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("no serving line; stderr: {lines:?}"));
-        if let Some(rest) = line.strip_prefix("fsprof: serving live metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-        lines.push(line);
-    };
+    let (addr, profile) = (live.addr.clone(), live.profile.clone());
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
     let mut body = String::new();
@@ -195,9 +148,7 @@ fn serve_metrics_exposes_live_counts_while_the_command_runs() {
     }
     assert!(!body.is_empty(), "never scraped read calls from {addr}");
     assert!(body.contains("command=\"sh -c "), "{body}");
-    std::fs::write(&done, "").unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success());
+    assert!(live.finish().success());
 
     // The scrape parses and is bounded by the final profile.
     let scraped = dir.path().join("scrape.prom");

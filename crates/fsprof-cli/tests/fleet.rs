@@ -53,11 +53,7 @@ fn merge_profiles_of_several_hosts_then_report_and_export() {
     assert!(o.status.success(), "{}", stdout(&o));
 
     // Exports label the aggregate with every host it covers.
-    let o = fsprof()
-        .args(["export", "--format", "prometheus"])
-        .arg(&merged)
-        .output()
-        .unwrap();
+    let o = export("prometheus", &merged, None);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
@@ -68,15 +64,7 @@ fn merge_profiles_of_several_hosts_then_report_and_export() {
 
     // The HTML report lists the merged runs.
     let html = dir.path().join("fleet.html");
-    let o = fsprof()
-        .arg("report")
-        .arg(&merged)
-        .args(["--format", "html", "-o"])
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = html_report(&merged, &html);
     assert!(page.contains("merged from 3 profiles"));
     for h in ["web1", "web2", "db1"] {
         assert!(page.contains(&format!("<td class=\"l\">{h}</td>")), "{h}");
@@ -93,12 +81,7 @@ fn merged_fleet_exports_parse() {
     let prom = dir.path().join("fleet.prom");
     let otlp = dir.path().join("fleet.otlp.json");
     for (format, file) in [("prometheus", &prom), ("otlp-json", &otlp)] {
-        let o = fsprof()
-            .args(["export", "--format", format, "-o"])
-            .arg(file)
-            .arg(&merged)
-            .output()
-            .unwrap();
+        let o = export(format, &merged, Some(file));
         assert!(o.status.success(), "{}", stderr(&o));
     }
     py_check(&py, "check_prometheus.py", &[&prom, &merged], &[]);

@@ -9,10 +9,41 @@ use std::process::{Command, Stdio};
 use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
-use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
+use fsprof_testkit::{disk_tempdir, fsprof, fsprof_path, need_program, need_root, succeeds};
 
-fn fsprof() -> Command {
-    Command::new(fsprof_path())
+/// A scratch directory for a test that loads eBPF programs (as root).
+fn ebpf_scratch() -> tempfile::TempDir {
+    need_root("eBPF");
+    tempfile::tempdir().unwrap()
+}
+
+/// [`ebpf_scratch`] and the path `name` in it, for the profile.
+fn ebpf_out(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = ebpf_scratch();
+    let out = dir.path().join(name);
+    (dir, out)
+}
+
+/// A copy of cat named `name` in `dir`: a task name (what `--comm`
+/// selects) nothing else on the machine has.
+fn cat_named(dir: &Path, name: &str) -> PathBuf {
+    let cat = dir.join(name);
+    std::fs::copy("/bin/cat", &cat).unwrap();
+    cat
+}
+
+/// Ctrl-C to a running `fsprof kernel`: it exits 130.
+fn interrupt(child: &mut std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+/// Runs `cmd` with its output thrown away; it must succeed.
+#[track_caller]
+fn quietly(cmd: &mut Command) {
+    let st = cmd.stdout(Stdio::null()).status().unwrap();
+    assert!(st.success(), "{cmd:?}: {st}");
 }
 
 /// The package each tool the kernel tests drive comes from.
@@ -89,9 +120,8 @@ fn strace_counts(cmd: &[&str], dir: &Path) -> BTreeMap<String, (u64, u64)> {
 #[test]
 #[ignore = "needs root, strace"]
 fn syscall_counts_equal_strace_for_real_programs() {
-    need_root("eBPF");
+    let dir = ebpf_scratch();
     need_tool("strace");
-    let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     for i in 0..20 {
@@ -156,9 +186,7 @@ fn syscall_counts_equal_strace_for_real_programs() {
 #[test]
 #[ignore = "needs root"]
 fn errors_name_the_problem() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("p.json");
+    let (_dir, out) = ebpf_out("p.json");
     let run = |args: &[&str]| {
         let o = fsprof()
             .arg("kernel")
@@ -206,10 +234,9 @@ fn errors_name_the_problem() {
 #[test]
 #[ignore = "needs root, setpriv"]
 fn unprivileged_user_gets_a_clear_error() {
-    need_root("eBPF");
     need_tool("setpriv");
     // A copy nobody can execute, outside any private directory.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ebpf_scratch();
     let bin = dir.path().join("fsprof");
     std::fs::copy(fsprof_path(), &bin).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -268,8 +295,7 @@ fn start_attached(
 #[test]
 #[ignore = "needs root"]
 fn ctrl_c_mid_run_writes_the_profile() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ebpf_scratch();
     // With a command: the interrupt is passed on, the profile written.
     let out = dir.path().join("cmd.json");
     let (mut child, mut err) = start_attached(
@@ -326,18 +352,14 @@ fn ctrl_c_mid_run_writes_the_profile() {
     let out = dir.path().join("comm.json");
     let (mut child, _err) =
         start_attached(&["--comm", "fsprof-no-such", "--layers", "syscall"], &out);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    interrupt(&mut child);
     read_profile(&out).unwrap();
 }
 
 #[test]
 #[ignore = "needs root"]
 fn pid_mode_follows_a_running_process() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("pid.json");
+    let (dir, out) = ebpf_out("pid.json");
     let f = dir.path().join("go");
     // The target waits for a file to appear, then opens files and exits.
     let script = format!(
@@ -364,13 +386,11 @@ fn pid_mode_follows_a_running_process() {
 #[test]
 #[ignore = "needs root"]
 fn duration_ends_a_run_without_a_command() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ebpf_scratch();
     // A task of the target that, once tracing runs, reads one line from a
     // FIFO and then blocks in read(2) again: that read is still in
     // progress when --duration stops tracing.
-    let cat = dir.path().join("fsprof-blk-tst");
-    std::fs::copy("/bin/cat", &cat).unwrap();
+    let cat = cat_named(dir.path(), "fsprof-blk-tst");
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
@@ -397,6 +417,13 @@ fn duration_ends_a_run_without_a_command() {
         ],
         &file,
     );
+    // The block layer is system-wide; on an idle machine nothing else may
+    // reach the disk in 500 ms (an official CI run had no block layer and
+    // so no scope line): an fsync of new data on the build's disk does.
+    let disk = disk_tempdir();
+    let mut f = std::fs::File::create(disk.path().join("block")).unwrap();
+    f.write_all(&[1u8; 1 << 16]).unwrap();
+    f.sync_all().unwrap();
     std::fs::OpenOptions::new()
         .write(true)
         .open(&fifo)
@@ -434,8 +461,7 @@ fn duration_ends_a_run_without_a_command() {
 #[test]
 #[ignore = "needs root"]
 fn intervals_add_up_to_the_totals() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ebpf_scratch();
     let (p, o) = kernel(
         &[
             "--interval",
@@ -706,23 +732,13 @@ impl Drop for Cgroup {
 #[test]
 #[ignore = "needs root"]
 fn comm_and_cgroup_filters_select_tasks_in_the_kernel() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, out) = ebpf_out("comm.json");
     // --comm: a copy of cat under a name nothing else on the machine has.
-    let cat = dir.path().join("fsprof-cat-tst");
-    std::fs::copy("/bin/cat", &cat).unwrap();
-    let out = dir.path().join("comm.json");
+    let cat = cat_named(dir.path(), "fsprof-cat-tst");
     let (mut child, _e) =
         start_attached(&["--comm", "fsprof-cat-tst", "--layers", "syscall"], &out);
-    let ok = Command::new(&cat)
-        .args(["/etc/hostname", "/etc/passwd"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    quietly(Command::new(&cat).args(["/etc/hostname", "/etc/passwd"]));
+    interrupt(&mut child);
     let sc = ops(&read_profile(&out).unwrap(), "syscall");
     assert!(sc.get("openat").is_some_and(|c| c.0 >= 2), "{sc:?}");
     assert!(
@@ -743,15 +759,8 @@ fn comm_and_cgroup_filters_select_tasks_in_the_kernel() {
         "echo $$ > {}/cgroup.procs && exec cat /etc/hostname /etc/passwd /etc/group",
         cg.0.display()
     );
-    let ok = Command::new("sh")
-        .args(["-c", &script])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    quietly(Command::new("sh").args(["-c", &script]));
+    interrupt(&mut child);
     let sc = ops(&read_profile(&out).unwrap(), "syscall");
     // sh's PATH search: failed execves, then the one that worked.
     assert!(sc.get("execve").is_some_and(|c| c.0 - c.1 == 1), "{sc:?}");
@@ -784,8 +793,7 @@ fn assert_programs_gone(pid: u32, how: &str) {
 #[test]
 #[ignore = "needs root"]
 fn programs_are_detached_after_exit_interrupt_and_kill() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ebpf_scratch();
     for (how, sig) in [
         ("exit", 0),
         ("SIGINT", libc::SIGINT),
@@ -824,9 +832,7 @@ fn programs_are_detached_after_exit_interrupt_and_kill() {
 #[test]
 #[ignore = "needs root"]
 fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
-    need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("p.json");
+    let (_dir, out) = ebpf_out("p.json");
     let (p, o) = kernel(&["--layers", "fs", "--", "cat", "/etc/passwd"], &out);
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);

@@ -32,12 +32,7 @@ fn a_trickling_client_does_not_keep_the_run_alive() {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let addr = fsprof_testkit::metrics_addr(&line);
     // One client trickles a request (a byte every 300 ms), another sends
     // an endless one.
     let trickle = {

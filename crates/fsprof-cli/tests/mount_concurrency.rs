@@ -113,27 +113,13 @@ fn live_check(mp: &Path, dir: &Path, n: usize) {
 #[test]
 #[ignore = "needs root"]
 fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
-    if !root_or_skip("eight_threads_of_mixed_ops_neither_deadlock_nor_miscount") {
-        return;
-    }
     let secs: u64 = std::env::var("FSPROF_CONC_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp, out) = (
-        d.path().join("lower"),
-        d.path().join("mnt"),
-        d.path().join("p.json"),
-    );
-    fs::create_dir_all(lower.join("shared")).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let m = Mount::start(
-        &lower,
-        &mp,
-        &out,
-        &["--threads", "4", "--interval", "500ms"],
-    );
+    let d = dirs();
+    fs::create_dir_all(d.lower.join("shared")).unwrap();
+    let m = d.mount(&["--threads", "4", "--interval", "500ms"]);
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally {
         creates: AtomicU64::new(0),
@@ -141,7 +127,7 @@ fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
     });
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (root, stop, tally) = (mp.clone(), stop.clone(), tally.clone());
+            let (root, stop, tally) = (d.mp.clone(), stop.clone(), tally.clone());
             std::thread::spawn(move || worker(root, t, stop, tally))
         })
         .collect();
@@ -149,7 +135,7 @@ fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
     let mut n = 0;
     while t0.elapsed() < Duration::from_secs(secs) {
         std::thread::sleep(Duration::from_millis(700));
-        live_check(&mp, d.path(), n);
+        live_check(&d.mp, d.path(), n);
         n += 1;
     }
     stop.store(true, Relaxed);
@@ -166,7 +152,7 @@ fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
         w.join().expect("a worker failed");
     }
     let p = m.umount();
-    check_ok(&out);
+    check_ok(&d.out);
     let create = op(&p, "create").unwrap();
     assert_eq!(
         create.post - create.errors,

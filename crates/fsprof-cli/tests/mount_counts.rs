@@ -12,14 +12,8 @@ use mount_kit::*;
 #[test]
 #[ignore = "needs root"]
 fn a_scripted_workload_gives_exact_per_op_counts() {
-    if !root_or_skip("a_scripted_workload_gives_exact_per_op_counts") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    let d = dirs();
+    let m = d.mount(&[]);
 
     const FILES: usize = 5;
     const WRITES: usize = 3;
@@ -38,7 +32,7 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
             assert_eq!(f.read(chunk).unwrap(), 1000);
         }
         assert_eq!(f.read(&mut [0u8; 1000]).unwrap(), 0);
-        assert_eq!(got, fs::read(lower.join(format!("f{k}"))).unwrap());
+        assert_eq!(got, fs::read(d.lower.join(format!("f{k}"))).unwrap());
     }
     fs::rename(m.path("f0"), m.path("g0")).unwrap();
     fs::rename(m.path("f1"), m.path("g1")).unwrap();
@@ -77,42 +71,33 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
     assert!(lookup.errors >= 1, "the failed unlink's lookup: {lookup:?}");
     assert_eq!(op(&p, "write").unwrap().errors, 0);
     // What the files hold in LOWER after the workload.
-    let mut left: Vec<String> = fs::read_dir(&lower)
+    let mut left: Vec<String> = fs::read_dir(&d.lower)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
     assert_eq!(left, ["f3", "f4"]);
-    check_ok(&m_out(&d));
-}
-
-fn m_out(d: &tempfile::TempDir) -> std::path::PathBuf {
-    d.path().join("p.json")
+    check_ok(&d.out);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn data_read_through_the_mount_matches_lower() {
-    if !root_or_skip("data_read_through_the_mount_matches_lower") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(lower.join("sub")).unwrap();
-    fs::create_dir_all(&mp).unwrap();
+    let d = dirs();
+    fs::create_dir_all(d.lower.join("sub")).unwrap();
     let sizes = [0usize, 1, 4095, 4096, 131_073, 3 << 20];
     for (k, &n) in sizes.iter().enumerate() {
         fs::write(
-            lower.join("sub").join(format!("d{k}")),
+            d.lower.join("sub").join(format!("d{k}")),
             pattern(n, k as u64 + 7),
         )
         .unwrap();
     }
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &["--threads", "4"]);
+    let m = d.mount(&["--threads", "4"]);
     for (k, &n) in sizes.iter().enumerate() {
         let rel = format!("sub/d{k}");
         let via = fs::read(m.path(&rel)).unwrap();
-        let direct = fs::read(lower.join(&rel)).unwrap();
+        let direct = fs::read(d.lower.join(&rel)).unwrap();
         assert_eq!(via.len(), n);
         assert_eq!(fnv(&via), fnv(&direct), "{rel}");
         assert!(via == direct, "{rel}: contents differ");
@@ -120,48 +105,33 @@ fn data_read_through_the_mount_matches_lower() {
     let p = m.umount();
     assert!(calls(&p, "read") >= 1);
     assert_eq!(op(&p, "read").unwrap().errors, 0);
-    check_ok(&d.path().join("p.json"));
+    check_ok(&d.out);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn lower_may_be_the_mount_point() {
-    if !root_or_skip("lower_may_be_the_mount_point") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().join("data");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("old"), "before").unwrap();
-    let m = Mount::start(&dir, &dir, &d.path().join("p.json"), &[]);
+    let d = dirs();
+    fs::write(d.lower.join("old"), "before").unwrap();
+    let m = Mount::start(&d.lower, &d.lower, &d.out, &[]);
     assert_eq!(fs::read_to_string(m.path("old")).unwrap(), "before");
     fs::write(m.path("new"), "through").unwrap();
     let p = m.umount();
     assert_eq!(calls(&p, "create"), 1);
     // Unmounted: the directory itself has both.
-    assert_eq!(fs::read_to_string(dir.join("new")).unwrap(), "through");
-    assert_eq!(fs::read_to_string(dir.join("old")).unwrap(), "before");
+    assert_eq!(fs::read_to_string(d.lower.join("new")).unwrap(), "through");
+    assert_eq!(fs::read_to_string(d.lower.join("old")).unwrap(), "before");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
-    if !root_or_skip("fast_mode_hands_data_ops_to_the_kernel_and_says_so") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp, out) = (
-        d.path().join("lower"),
-        d.path().join("mnt"),
-        d.path().join("p.json"),
-    );
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let m = Mount::start(&lower, &mp, &out, &["--fast"]);
+    let d = dirs();
+    let m = d.mount(&["--fast"]);
     let data = pattern(1 << 20, 5);
     fs::write(m.path("big"), &data).unwrap();
     assert!(fs::read(m.path("big")).unwrap() == data);
-    assert!(fs::read(lower.join("big")).unwrap() == data);
+    assert!(fs::read(d.lower.join("big")).unwrap() == data);
     let p = m.umount();
     assert_eq!(p.meta.settings["mode"], "fast");
     assert_eq!(p.meta.settings["data ops"], "kernel passthrough");
@@ -177,7 +147,7 @@ fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
         "{:?}",
         p.meta.notes
     );
-    let o = fsprof().arg("report").arg(&out).output().unwrap();
+    let o = fsprof().arg("report").arg(&d.out).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains(

@@ -63,24 +63,18 @@ fn stat_and_umount_refuse_what_is_not_ours() {
 #[test]
 #[ignore = "needs root"]
 fn an_unprivileged_user_is_told_what_is_missing() {
-    if !root_or_skip("an_unprivileged_user_is_told_what_is_missing") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    for p in [d.path(), &lower, &mp] {
+    let d = dirs();
+    for p in [d.path(), &d.lower, &d.mp] {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
     }
     let o = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_fsprof"))
         .arg("mount")
-        .arg(&lower)
-        .arg(&mp)
+        .arg(&d.lower)
+        .arg(&d.mp)
         .arg("-o")
-        .arg(d.path().join("p.json"))
+        .arg(&d.out)
         .output()
         .expect("setpriv (util-linux)");
     one_line_exit_2(&o, "not permitted");
@@ -89,19 +83,13 @@ fn an_unprivileged_user_is_told_what_is_missing() {
 #[test]
 #[ignore = "needs root"]
 fn mounting_over_our_own_mount_and_busy_unmounts_are_refused() {
-    if !root_or_skip("mounting_over_our_own_mount_and_busy_unmounts_are_refused") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
-    let o = mount_cmd(&lower, &mp, &d.path().join("q.json"));
+    let d = dirs();
+    let m = d.mount(&[]);
+    let o = mount_cmd(&d.lower, &d.mp, &d.path().join("q.json"));
     one_line_exit_2(&o, "already an fsprof mount");
     {
         let _busy = fs::File::create(m.path("open")).unwrap();
-        let o = fsprof().arg("umount").arg(&mp).output().unwrap();
+        let o = fsprof().arg("umount").arg(&d.mp).output().unwrap();
         one_line_exit_2(&o, "busy");
     }
     let p = m.umount();

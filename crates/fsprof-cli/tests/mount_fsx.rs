@@ -254,17 +254,8 @@ impl Fsx {
         // SAFETY: a shared mapping inside the file's current size (the model
         // says so), used and unmapped here.
         unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                start as i64,
-            );
-            if p == libc::MAP_FAILED {
-                self.fail(format!("mmap: {}", std::io::Error::last_os_error()));
-            }
+            let p = map_shared(self.file.as_raw_fd(), span, start as i64)
+                .unwrap_or_else(|e| self.fail(format!("mmap: {e}")));
             let at = (p as *mut u8).add((off - start) as usize);
             match &data {
                 Some(d) => {
@@ -382,16 +373,10 @@ fn run(lower: &Path, mp: &Path, extra: &[&str], ops: usize, seed: u64) -> fsprof
 #[test]
 #[ignore = "needs root"]
 fn fsx_through_the_mount_matches_the_model_and_lower() {
-    if !root_or_skip("fsx_through_the_mount_matches_the_model_and_lower") {
-        return;
-    }
     let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize;
     let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee);
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let p = run(&lower, &mp, &["--threads", "2"], ops, seed);
+    let d = dirs();
+    let p = run(&d.lower, &d.mp, &["--threads", "2"], ops, seed);
     // The profile saw the exerciser's requests.
     for name in ["write", "read", "setattr", "fallocate"] {
         assert!(calls(&p, name) > 0, "{name}");
@@ -402,15 +387,9 @@ fn fsx_through_the_mount_matches_the_model_and_lower() {
 #[test]
 #[ignore = "needs root"]
 fn fsx_in_fast_mode_matches_too() {
-    if !root_or_skip("fsx_in_fast_mode_matches_too") {
-        return;
-    }
     let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize / 5;
     let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee) ^ 0xfa57;
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let p = run(&lower, &mp, &["--fast"], ops, seed);
+    let d = dirs();
+    let p = run(&d.lower, &d.mp, &["--fast"], ops, seed);
     assert_eq!(p.meta.settings["mode"], "fast");
 }

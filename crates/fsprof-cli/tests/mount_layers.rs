@@ -12,17 +12,11 @@ use mount_kit::*;
 #[test]
 #[ignore = "needs root"]
 fn mount_and_kernel_profiles_merge_into_one_layered_report() {
-    if !root_or_skip("mount_and_kernel_profiles_merge_into_one_layered_report") {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
+    let d = dirs();
     let data = pattern(8 << 20, 11);
-    fs::write(lower.join("cold"), &data).unwrap();
+    fs::write(d.lower.join("cold"), &data).unwrap();
     // Out of the page cache, so the daemon's reads go to the device.
-    let f = fs::File::open(lower.join("cold")).unwrap();
+    let f = fs::File::open(d.lower.join("cold")).unwrap();
     f.sync_all().unwrap();
     // SAFETY: a descriptor we hold.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -32,7 +26,7 @@ fn mount_and_kernel_profiles_merge_into_one_layered_report() {
         d.path().join("k.json"),
         d.path().join("both.json"),
     );
-    let m = Mount::start(&lower, &mp, &mout, &[]);
+    let m = Mount::start(&d.lower, &d.mp, &mout, &[]);
     let o = fsprof()
         .args(["kernel", "--layers", "fuse,fs,block", "-q", "-o"])
         .arg(&kout)

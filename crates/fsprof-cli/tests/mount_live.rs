@@ -10,16 +10,6 @@ use std::time::{Duration, Instant};
 
 use mount_kit::*;
 
-fn dirs(name: &str) -> Option<tempfile::TempDir> {
-    if !root_or_skip(name) {
-        return None;
-    }
-    let d = tempfile::tempdir().unwrap();
-    fs::create_dir_all(d.path().join("lower")).unwrap();
-    fs::create_dir_all(d.path().join("mnt")).unwrap();
-    Some(d)
-}
-
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
@@ -34,29 +24,26 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 #[ignore = "needs root"]
 fn the_control_file_is_hidden_uncounted_and_resettable() {
-    let Some(d) = dirs("the_control_file_is_hidden_uncounted_and_resettable") else {
-        return;
-    };
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    let d = dirs();
+    let m = d.mount(&[]);
     for k in 0..3 {
         fs::write(m.path(format!("f{k}")), "x").unwrap();
     }
-    let names: Vec<_> = fs::read_dir(&mp)
+    let names: Vec<_> = fs::read_dir(&d.mp)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
-    assert!(!lower.join(".fsprof").exists(), "LOWER is not touched");
-    let a = stat_json(&mp);
-    let b = stat_json(&mp);
+    assert!(!d.lower.join(".fsprof").exists(), "LOWER is not touched");
+    let a = stat_json(&d.mp);
+    let b = stat_json(&d.mp);
     // Reading the control file twice added nothing.
     assert_eq!(a.layers, b.layers);
     assert_eq!(calls(&a, "create"), 3);
     // Text form, then reset.
     let o = fsprof()
         .args(["stat", "--reset"])
-        .arg(&mp)
+        .arg(&d.mp)
         .output()
         .unwrap();
     assert!(o.status.success());
@@ -65,50 +52,38 @@ fn the_control_file_is_hidden_uncounted_and_resettable() {
         text.contains("layer fusefs") && text.contains("create"),
         "{text}"
     );
-    let c = stat_json(&mp);
+    let c = stat_json(&d.mp);
     assert_eq!(c.total_calls(), 0, "{:?}", c.layers);
     fs::write(m.path("after"), "y").unwrap();
-    assert_eq!(calls(&stat_json(&mp), "create"), 1);
+    assert_eq!(calls(&stat_json(&d.mp), "create"), 1);
     // Only the daemon's user may reset; the file refuses other writes.
     let mut f = fs::OpenOptions::new()
         .write(true)
-        .open(mp.join(".fsprof"))
+        .open(d.mp.join(".fsprof"))
         .unwrap();
     assert!(f.write_all(b"bogus").is_err());
     drop(f);
     // A nonsense name is not the control file.
-    assert!(fs::remove_file(mp.join(".fsprof")).is_err());
+    assert!(fs::remove_file(d.mp.join(".fsprof")).is_err());
     let p = m.umount();
     assert_eq!(
         calls(&p, "create"),
         1,
         "the final profile counts from the reset"
     );
-    check_ok(&d.path().join("p.json"));
+    check_ok(&d.out);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
-    let Some(d) = dirs("sigusr1_writes_the_profile_and_sigterm_unmounts") else {
-        return;
-    };
-    let (lower, mp, out) = (
-        d.path().join("lower"),
-        d.path().join("mnt"),
-        d.path().join("p.json"),
-    );
-    let m = Mount::start(
-        &lower,
-        &mp,
-        &out,
-        &["--interval", "50ms", "--resolution", "4"],
-    );
+    let d = dirs();
+    let m = d.mount(&["--interval", "50ms", "--resolution", "4"]);
     fs::write(m.path("a"), "1").unwrap();
     // SAFETY: signalling the daemon we started.
     unsafe { libc::kill(m.pid, libc::SIGUSR1) };
-    wait_for("the SIGUSR1 profile", || out.exists());
-    let p = fsprof_core::format::read_profile(&out).unwrap();
+    wait_for("the SIGUSR1 profile", || d.out.exists());
+    let p = fsprof_core::format::read_profile(&d.out).unwrap();
     assert_eq!(calls(&p, "create"), 1);
     // Still mounted and counting.
     fs::write(m.path("b"), "2").unwrap();
@@ -121,12 +96,12 @@ fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
         let r = unsafe { libc::kill(m.pid, 0) };
         r != 0
     });
-    assert!(mount_kit_unmounted(&mp));
-    let p = fsprof_core::format::read_profile(&out).unwrap();
+    assert!(mount_kit_unmounted(&d.mp));
+    let p = fsprof_core::format::read_profile(&d.out).unwrap();
     assert_eq!(calls(&p, "create"), 2);
     assert!(!p.intervals.is_empty());
     assert_eq!(p.meta.resolution.get(), 4);
-    check_ok(&out);
+    check_ok(&d.out);
     std::mem::forget(m);
 }
 
@@ -139,26 +114,19 @@ fn mount_kit_unmounted(mp: &std::path::Path) -> bool {
 #[test]
 #[ignore = "needs root"]
 fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
-    let Some(d) = dirs("foreground_mode_stops_on_ctrl_c_and_prints_the_report") else {
-        return;
-    };
-    let (lower, mp, out) = (
-        d.path().join("lower"),
-        d.path().join("mnt"),
-        d.path().join("p.json"),
-    );
+    let d = dirs();
     let mut child = fsprof()
         .arg("mount")
         .arg("--foreground")
-        .arg(&lower)
-        .arg(&mp)
+        .arg(&d.lower)
+        .arg(&d.mp)
         .arg("-o")
-        .arg(&out)
+        .arg(&d.out)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the mount", || fs::metadata(mp.join(".fsprof")).is_ok());
-    fs::write(mp.join("x"), "x").unwrap();
+    wait_for("the mount", || fs::metadata(d.mp.join(".fsprof")).is_ok());
+    fs::write(d.mp.join("x"), "x").unwrap();
     // SAFETY: signalling our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let st = child.wait().unwrap();
@@ -174,9 +142,12 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
         err.contains("layer fusefs") && err.contains("profile written to"),
         "{err}"
     );
-    assert!(mount_kit_unmounted(&mp));
+    assert!(mount_kit_unmounted(&d.mp));
     assert_eq!(
-        calls(&fsprof_core::format::read_profile(&out).unwrap(), "create"),
+        calls(
+            &fsprof_core::format::read_profile(&d.out).unwrap(),
+            "create"
+        ),
         1
     );
 }
@@ -184,29 +155,21 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
 #[test]
 #[ignore = "needs root"]
 fn live_metrics_are_served() {
-    let Some(d) = dirs("live_metrics_are_served") else {
-        return;
-    };
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
+    let d = dirs();
     let o = fsprof()
         .arg("mount")
         .args(["--serve-metrics", "127.0.0.1:0"])
-        .arg(&lower)
-        .arg(&mp)
+        .arg(&d.lower)
+        .arg(&d.mp)
         .arg("-o")
-        .arg(d.path().join("p.json"))
+        .arg(&d.out)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(o.status.success(), "{err}");
-    let addr = err
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {err}"))
-        .to_string();
-    let p = stat_json(&mp);
-    let m = Mount::adopt(&lower, &mp, &d.path().join("p.json"), &p);
+    let addr = fsprof_testkit::metrics_addr(&err);
+    let p = stat_json(&d.mp);
+    let m = Mount::adopt(&d.lower, &d.mp, &d.out, &p);
     fs::write(m.path("f"), "x").unwrap();
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
@@ -220,20 +183,17 @@ fn live_metrics_are_served() {
 #[test]
 #[ignore = "needs root"]
 fn a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable() {
-    let Some(d) = dirs("a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable") else {
-        return;
-    };
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), &[]);
+    let d = dirs();
+    let m = d.mount(&[]);
     // SAFETY: killing the daemon we started.
     unsafe { libc::kill(m.pid, libc::SIGKILL) };
     wait_for("the connection to die", || {
-        fs::metadata(&mp).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+        fs::metadata(&d.mp).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
     });
     let o = fsprof()
         .arg("mount")
-        .arg(&lower)
-        .arg(&mp)
+        .arg(&d.lower)
+        .arg(&d.mp)
         .arg("-o")
         .arg(d.path().join("q.json"))
         .output()
@@ -244,10 +204,10 @@ fn a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable() {
     // The documented recovery.
     let st = std::process::Command::new("umount")
         .arg("-l")
-        .arg(&mp)
+        .arg(&d.mp)
         .status()
         .unwrap();
     assert!(st.success());
-    assert!(fs::metadata(&mp).is_ok());
+    assert!(fs::metadata(&d.mp).is_ok());
     drop(m);
 }

@@ -12,16 +12,10 @@ use std::path::Path;
 
 use mount_kit::*;
 
-fn setup(name: &str, extra: &[&str]) -> Option<(tempfile::TempDir, Mount)> {
-    if !root_or_skip(name) {
-        return None;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let (lower, mp) = (d.path().join("lower"), d.path().join("mnt"));
-    fs::create_dir_all(&lower).unwrap();
-    fs::create_dir_all(&mp).unwrap();
-    let m = Mount::start(&lower, &mp, &d.path().join("p.json"), extra);
-    Some((d, m))
+fn setup(extra: &[&str]) -> (Dirs, Mount) {
+    let d = dirs();
+    let m = d.mount(extra);
+    (d, m)
 }
 
 fn c(p: &Path) -> CString {
@@ -35,9 +29,7 @@ fn errno() -> i32 {
 #[test]
 #[ignore = "needs root"]
 fn hard_links_and_inode_numbers_are_lowers() {
-    let Some((_d, m)) = setup("hard_links_and_inode_numbers_are_lowers", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     fs::write(m.path("a"), "one").unwrap();
     fs::hard_link(m.path("a"), m.path("b")).unwrap();
     let (a, b) = (
@@ -61,9 +53,7 @@ fn hard_links_and_inode_numbers_are_lowers() {
 #[test]
 #[ignore = "needs root"]
 fn shared_mmap_writes_reach_lower() {
-    let Some((_d, m)) = setup("shared_mmap_writes_reach_lower", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     let len = 3 * 4096 + 100;
     fs::write(m.path("m"), vec![0u8; len]).unwrap();
     let f = fs::OpenOptions::new()
@@ -76,15 +66,7 @@ fn shared_mmap_writes_reach_lower() {
     // its length, synced and unmapped before the file is closed.
     unsafe {
         use std::os::fd::AsRawFd;
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", errno());
+        let p = map_shared(f.as_raw_fd(), len, 0).unwrap_or_else(|e| panic!("mmap: {e}"));
         std::ptr::copy_nonoverlapping(want.as_ptr(), p.cast(), len);
         assert_eq!(libc::msync(p, len, libc::MS_SYNC), 0);
         libc::munmap(p, len);
@@ -99,9 +81,7 @@ fn shared_mmap_writes_reach_lower() {
 #[test]
 #[ignore = "needs root"]
 fn rename_flags_pass_through() {
-    let Some((_d, m)) = setup("rename_flags_pass_through", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     fs::write(m.path("x"), "X").unwrap();
     fs::write(m.path("y"), "Y").unwrap();
     let (x, y) = (c(&m.path("x")), c(&m.path("y")));
@@ -137,9 +117,7 @@ fn rename_flags_pass_through() {
 #[test]
 #[ignore = "needs root"]
 fn xattrs_pass_through() {
-    let Some((_d, m)) = setup("xattrs_pass_through", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     fs::write(m.path("f"), "").unwrap();
     let (via, direct) = (c(&m.path("f")), c(&m.lower.join("f")));
     let name = c(Path::new("user.fsprof"));
@@ -180,9 +158,7 @@ fn xattrs_pass_through() {
 #[test]
 #[ignore = "needs root"]
 fn fallocate_lseek_and_copy_file_range_pass_through() {
-    let Some((_d, m)) = setup("fallocate_lseek_and_copy_file_range_pass_through", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     use std::os::fd::AsRawFd;
     let len = 1 << 20;
     fs::write(m.path("src"), pattern(len, 3)).unwrap();
@@ -215,17 +191,14 @@ fn fallocate_lseek_and_copy_file_range_pass_through() {
     drop((f, g));
     assert!(fs::read(m.lower.join("dst")).unwrap() == want);
     let p = m.umount();
-    assert_eq!(calls(&p, "fallocate"), 1);
-    assert_eq!(calls(&p, "lseek"), 2);
+    assert_calls(&p, &[("fallocate", 1), ("lseek", 2)]);
     assert!(calls(&p, "copy_file_range") >= 1);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn attributes_symlinks_and_nodes_pass_through() {
-    let Some((_d, m)) = setup("attributes_symlinks_and_nodes_pass_through", &[]) else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
     // Modes arrive with the caller's umask applied; the daemon's own
     // (022 in a shell) must not strip group and other bits again.
     let made = c(&m.path("open"));
@@ -273,21 +246,15 @@ fn attributes_symlinks_and_nodes_pass_through() {
     let v = fs::metadata(m.path("f")).unwrap();
     assert_eq!((v.uid(), v.len(), v.mode() & 0o7777), (1234, 4, 0o640));
     let p = m.umount();
-    assert_eq!(calls(&p, "symlink"), 1);
-    assert_eq!(calls(&p, "readlink"), 1);
-    assert_eq!(calls(&p, "mknod"), 1);
+    assert_calls(&p, &[("symlink", 1), ("readlink", 1), ("mknod", 1)]);
     assert!(calls(&p, "setattr") >= 4);
 }
 
 #[test]
 #[ignore = "needs root, python3"]
 fn locks_work_between_processes_using_the_mount() {
-    let Some((_d, m)) = setup("locks_work_between_processes_using_the_mount", &[]) else {
-        return;
-    };
-    let Some(py) = require_program("python3") else {
-        return;
-    };
+    let (_d, m) = setup(&[]);
+    let py = fsprof_testkit::need_program("python3", "python3");
     fs::write(m.path("lock"), "").unwrap();
     let f = fs::OpenOptions::new()
         .write(true)
@@ -329,16 +296,10 @@ fn unsafe_zeroed<T>() -> T {
     unsafe { std::mem::zeroed() }
 }
 
-fn require_program(name: &str) -> Option<std::path::PathBuf> {
-    Some(fsprof_testkit::need_program(name, name))
-}
-
 #[test]
 #[ignore = "needs root"]
 fn files_other_users_create_are_theirs() {
-    let Some((_d, m)) = setup("files_other_users_create_are_theirs", &["--allow-other"]) else {
-        return;
-    };
+    let (_d, m) = setup(&["--allow-other"]);
     fs::create_dir(m.path("pub")).unwrap();
     fs::set_permissions(m.path("pub"), fs::Permissions::from_mode(0o1777)).unwrap();
     fs::create_dir(m.path("grp")).unwrap();
@@ -346,21 +307,7 @@ fn files_other_users_create_are_theirs() {
     fs::set_permissions(m.path("grp"), fs::Permissions::from_mode(0o2777)).unwrap();
     let script = "set -e; cd \"$1\"; echo hi > pub/file; mkdir pub/dir; ln -s file pub/link; \
                   mkfifo pub/fifo; echo g > grp/file; echo ok > /dev/null";
-    let st = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65533",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&m.mp)
-        .status()
-        .expect("setpriv");
-    assert!(st.success());
+    assert!(as_nobody(script, &m.mp).success());
     for n in ["pub/file", "pub/dir", "pub/link", "pub/fifo"] {
         let l = fs::symlink_metadata(m.lower.join(n)).unwrap();
         assert_eq!((l.uid(), l.gid()), (65534, 65533), "{n}");
@@ -369,23 +316,20 @@ fn files_other_users_create_are_theirs() {
     let g = fs::metadata(m.lower.join("grp/file")).unwrap();
     assert_eq!((g.uid(), g.gid()), (65534, 4242));
     // And the kernel checks permissions as the caller.
-    let st = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65533",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg("echo x > \"$1\"/denied 2>/dev/null")
-        .arg("sh")
-        .arg(&m.mp)
-        .status()
-        .unwrap();
+    let st = as_nobody("echo x > \"$1\"/denied 2>/dev/null", &m.mp);
     assert!(!st.success(), "the mount root is root's 0755");
     assert!(!m.lower.join("denied").exists());
     m.umount();
+}
+
+/// `sh -c SCRIPT sh DIR` as uid 65534, gid 65533, no other groups.
+fn as_nobody(script: &str, dir: &Path) -> std::process::ExitStatus {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65533", "--clear-groups", "--"])
+        .args(["sh", "-c", script, "sh"])
+        .arg(dir)
+        .status()
+        .expect("setpriv")
 }
 
 /// A uid and two gids no account or group on this machine has: a
@@ -478,9 +422,7 @@ fn run_as(uid: u32, gid: u32, groups: &[u32], dir: &Path, other: u32) -> String 
 #[test]
 #[ignore = "needs root"]
 fn another_user_gets_lowers_permissions_and_ownership() {
-    if !root_or_skip("another_user_gets_lowers_permissions_and_ownership") {
-        return;
-    }
+    fsprof_testkit::need_root("a FUSE mount");
     let (uid, gid, member) = throwaway_ids();
     let other = (member + 1..).find(|&g| gid_free(g)).unwrap();
     let d = tempfile::tempdir().unwrap();

@@ -113,11 +113,7 @@ fn an_output_directory_removed_during_the_run_falls_back_to_tmpdir() {
 #[test]
 fn the_default_name_is_the_one_gitignore_ignores() {
     let dir = tempfile::tempdir().unwrap();
-    let o = fsprof()
-        .args(["run", "-q", "--", "true"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let o = fsprof_in(dir.path(), &["run", "-q", "--", "true"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let name = only_file(dir.path())
         .file_name()

@@ -15,26 +15,33 @@ fn no_stray_files(dir: &Path, keep: &[&str]) {
     assert!(names.is_empty(), "left behind: {names:?}");
 }
 
-fn fails(args: &[&str], dir: &Path, expect: &str) {
-    let o = fsprof().current_dir(dir).args(args).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-    let e = stderr(&o);
-    assert_eq!(e.lines().count(), 1, "{args:?}: not one line: {e}");
-    assert!(e.starts_with("fsprof: ") || e.starts_with("error: "), "{e}");
-    assert!(e.contains(expect), "{args:?}: {e:?} lacks {expect:?}");
+/// Each `(args, expect)`: `fsprof ARGS...` in `dir` exits 2 with one line
+/// of error that says `expect`; a failing case is named by its arguments.
+fn fails(dir: &Path, cases: &[(&[&str], &str)]) {
+    for &(args, expect) in cases {
+        let o = fsprof().current_dir(dir).args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert_eq!(e.lines().count(), 1, "{args:?}: not one line: {e}");
+        assert!(e.starts_with("fsprof: ") || e.starts_with("error: "), "{e}");
+        assert!(e.contains(expect), "{args:?}: {e:?} lacks {expect:?}");
+    }
 }
+
+/// Each kind of plot, in each format.
+const FIGURES: [(&str, &str); 4] = [
+    ("count", "c.svg"),
+    ("delay", "d.png"),
+    ("timeline", "t.svg"),
+    ("timeline", "t.png"),
+];
 
 #[test]
 fn plots_svg_and_png_from_a_real_profile() {
     let dir = tempfile::tempdir().unwrap();
     let p = record(dir.path(), "p.json", &["--interval", "50ms"]);
     let p = p.to_str().unwrap();
-    for (kind, file) in [
-        ("count", "c.svg"),
-        ("delay", "d.png"),
-        ("timeline", "t.svg"),
-        ("timeline", "t.png"),
-    ] {
+    for (kind, file) in FIGURES {
         let o = fsprof()
             .current_dir(dir.path())
             .args(["plot", p, "--op", "read", "--kind", kind, "-o", file])
@@ -70,50 +77,50 @@ fn bad_plot_requests_fail_cleanly() {
     let p = record(dir.path(), "p.json", &[]);
     let p = p.to_str().unwrap();
     fails(
-        &["plot", p, "--op", "raed", "-o", "x.svg"],
         dir.path(),
-        "no op named \"raed\"",
-    );
-    fails(
-        &["plot", p, "--op", "read", "--layer", "block", "-o", "x.svg"],
-        dir.path(),
-        "no layer named \"block\"",
-    );
-    fails(
         &[
-            "plot", p, "--op", "read", "--kind", "timeline", "-o", "x.png",
+            (
+                &["plot", p, "--op", "raed", "-o", "x.svg"],
+                "no op named \"raed\"",
+            ),
+            (
+                &["plot", p, "--op", "read", "--layer", "block", "-o", "x.svg"],
+                "no layer named \"block\"",
+            ),
+            (
+                &[
+                    "plot", p, "--op", "read", "--kind", "timeline", "-o", "x.png",
+                ],
+                "has no intervals",
+            ),
+            (
+                &["plot", p, "--op", "read", "-o", "x.pdf"],
+                "*.svg or *.png",
+            ),
+            (
+                &["plot", p, "--op", "read", "-o", "missing-dir/x.svg"],
+                "cannot write missing-dir/x.svg",
+            ),
+            (
+                &["plot", "nope.json", "--op", "read", "-o", "x.svg"],
+                "nope.json",
+            ),
+            // Not a directory entry we could write: /proc refuses new files.
+            (
+                &["plot", p, "--op", "read", "-o", "/proc/fsprof-x.svg"],
+                "cannot write",
+            ),
         ],
-        dir.path(),
-        "has no intervals",
-    );
-    fails(
-        &["plot", p, "--op", "read", "-o", "x.pdf"],
-        dir.path(),
-        "*.svg or *.png",
-    );
-    fails(
-        &["plot", p, "--op", "read", "-o", "missing-dir/x.svg"],
-        dir.path(),
-        "cannot write missing-dir/x.svg",
-    );
-    fails(
-        &["plot", "nope.json", "--op", "read", "-o", "x.svg"],
-        dir.path(),
-        "nope.json",
-    );
-    // Not a directory entry we could write: /proc refuses new files.
-    fails(
-        &["plot", p, "--op", "read", "-o", "/proc/fsprof-x.svg"],
-        dir.path(),
-        "cannot write",
     );
     no_stray_files(dir.path(), &["p.json"]);
 
     std::fs::write(dir.path().join("x.svg"), "mine").unwrap();
     fails(
-        &["plot", p, "--op", "read", "-o", "x.svg"],
         dir.path(),
-        "already exists",
+        &[(
+            &["plot", p, "--op", "read", "-o", "x.svg"],
+            "already exists",
+        )],
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("x.svg")).unwrap(),
@@ -126,31 +133,22 @@ fn html_report_needs_an_output_file_and_checks_names() {
     let dir = tempfile::tempdir().unwrap();
     let p = record(dir.path(), "p.json", &[]);
     let p = p.to_str().unwrap();
-    fails(
-        &["report", p, "--format", "html"],
-        dir.path(),
-        "-o report.html",
-    );
-    fails(
-        &[
-            "report", p, "--format", "html", "--op", "raed", "-o", "r.html",
-        ],
-        dir.path(),
-        "no op named",
-    );
-    fails(
-        &["report", p, "--format", "html", "-o", "no/such/dir/r.html"],
-        dir.path(),
-        "cannot write",
-    );
+    let cases: [(&[&str], &str); 3] = [
+        (&["report", p, "--format", "html"], "-o report.html"),
+        (
+            &[
+                "report", p, "--format", "html", "--op", "raed", "-o", "r.html",
+            ],
+            "no op named",
+        ),
+        (
+            &["report", p, "--format", "html", "-o", "no/such/dir/r.html"],
+            "cannot write",
+        ),
+    ];
+    fails(dir.path(), &cases);
     no_stray_files(dir.path(), &["p.json"]);
-    let o = fsprof()
-        .current_dir(dir.path())
-        .args(["report", p, "--format", "html", "-o", "r.html"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let html = std::fs::read_to_string(dir.path().join("r.html")).unwrap();
+    let html = html_report(Path::new(p), &dir.path().join("r.html"));
     assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
     // Text reports can go to a file too.
     let o = fsprof()

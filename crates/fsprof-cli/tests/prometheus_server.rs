@@ -3,10 +3,9 @@
 //! histogram whose boundaries are exactly fsprof's `(2^(i/r), 2^((i+1)/r)]`.
 //! Everything stays on loopback; every wait is bounded.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use fsprof_core::format::read_profile;
@@ -49,36 +48,10 @@ fn free_port() -> u16 {
 fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
     let prom = need_program("prometheus", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let done = dir.path().join("done");
-    let profile = dir.path().join("live.json");
-    let script = format!(
-        "i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do cat /etc/passwd >/dev/null; i=$((i+1)); sleep 0.05; done",
-        done.display()
-    );
     // Resolution 2: schema 1, so the check below tells sub-buckets apart.
-    let mut run = fsprof()
-        .args(["run", "-q", "--resolution", "2", "--interval", "250ms"])
-        .args(["--serve-metrics", "127.0.0.1:0", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", &script])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = run.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let target = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("fsprof never said where it serves");
-        if let Some(rest) = line.strip_prefix("fsprof: serving live metrics on http://") {
-            break rest.trim_end_matches("/metrics").to_string();
-        }
-    };
+    let extra = ["--resolution", "2", "--interval", "250ms"];
+    let live = serve_live(dir.path(), &extra, "cat /etc/passwd >/dev/null", 600);
+    let (target, profile) = (live.addr.clone(), live.profile.clone());
 
     let web = format!("127.0.0.1:{}", free_port());
     let config = dir.path().join("prometheus.yml");
@@ -117,8 +90,7 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
             }
         }
     }
-    std::fs::write(&done, "").unwrap();
-    assert!(run.wait().unwrap().success());
+    assert!(live.finish().success());
     let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
     let r = result.unwrap_or_else(|| {
         panic!("Prometheus never stored a native histogram for read; its log:\n{log}")

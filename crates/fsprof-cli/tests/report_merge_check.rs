@@ -311,15 +311,7 @@ fn byte_layers_carry_their_unit_in_every_renderer() {
         "{csv}"
     );
 
-    let html = d.path().join("r.html");
-    let st = fsprof()
-        .args(["report", "--format", "html", "-o"])
-        .arg(&html)
-        .arg(&p)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let html = fs::read_to_string(&html).unwrap();
+    let html = html_report(&p, &d.path().join("r.html"));
     assert!(
         html.contains("2 MiB in all") && html.contains("calls per size bucket"),
         "{}",

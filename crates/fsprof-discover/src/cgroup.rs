@@ -14,8 +14,6 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::target::MountEntry;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Version {
     V1,
@@ -31,14 +29,6 @@ pub struct MemCgroup {
     /// The group fsprof was in, to return to.
     home: PathBuf,
     entered: bool,
-}
-
-fn mounts() -> Vec<MountEntry> {
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(MountEntry::parse)
-        .collect()
 }
 
 /// fsprof's own group in a hierarchy: the v2 line (`0::/path`) or the v1
@@ -64,7 +54,7 @@ fn has_word(path: &Path, word: &str) -> bool {
 
 /// Where to make the group, where fsprof is now, and which version.
 fn locate() -> Result<(PathBuf, PathBuf, Version), String> {
-    let ms = mounts();
+    let ms = fsprof_sys::mountinfo::read();
     if let Some(m) = ms.iter().find(|m| {
         m.fs_type == "cgroup2" && has_word(&m.mount_point.join("cgroup.controllers"), "memory")
     }) {

@@ -20,70 +20,7 @@ pub mod magic {
     pub const RAMFS: i64 = 0x8584_58f6;
 }
 
-/// One line of `/proc/self/mountinfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountEntry {
-    pub id: u64,
-    pub major: u32,
-    pub minor: u32,
-    pub mount_point: PathBuf,
-    /// Per-mount options (`rw,relatime`).
-    pub options: String,
-    pub fs_type: String,
-    /// What was mounted: a device path for block file systems.
-    pub source: String,
-    /// The file system's own options (`rw,errors=continue`).
-    pub super_options: String,
-}
-
-impl MountEntry {
-    /// Parses a mountinfo line; `None` for a malformed one.
-    pub fn parse(line: &str) -> Option<MountEntry> {
-        let (left, right) = line.split_once(" - ")?;
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 6 || r.len() < 3 {
-            return None;
-        }
-        let (major, minor) = l[2].split_once(':')?;
-        Some(MountEntry {
-            id: l[0].parse().ok()?,
-            major: major.parse().ok()?,
-            minor: minor.parse().ok()?,
-            mount_point: PathBuf::from(unescape(l[4])),
-            options: l[5].to_string(),
-            fs_type: r[0].to_string(),
-            source: unescape(r[1]),
-            super_options: r[2].to_string(),
-        })
-    }
-
-    /// Whether the mount is read-only.
-    pub fn read_only(&self) -> bool {
-        self.options.split(',').any(|o| o == "ro")
-    }
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = |c: &u8| (b'0'..=b'7').contains(c);
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(octal) {
-            let v = b[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |v, c| v * 8 + (c - b'0') as u32);
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+pub use fsprof_sys::mountinfo::MountEntry;
 
 /// The file system under a directory, as the kernel describes it.
 #[derive(Clone, Debug)]
@@ -180,8 +117,7 @@ fn mount_id(p: &Path) -> Option<u64> {
 /// The mount `dir` is on: by mount id, else the longest mount point that
 /// contains it with the same device number.
 fn own_mount(dir: &Path, dev: (u32, u32)) -> Option<MountEntry> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mounts: Vec<MountEntry> = text.lines().filter_map(MountEntry::parse).collect();
+    let mounts = fsprof_sys::mountinfo::read();
     if let Some(id) = mount_id(dir) {
         if let Some(m) = mounts.iter().find(|m| m.id == id) {
             return Some(m.clone());
@@ -243,23 +179,6 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_lines_parse_with_escapes_and_optional_fields() {
-        let m = MountEntry::parse(
-            "36 35 7:3 / /var/tmp/my\\040mnt rw,relatime shared:1 master:2 - ext2 /dev/loop3 rw,errors=continue",
-        )
-        .unwrap();
-        assert_eq!(m.id, 36);
-        assert_eq!((m.major, m.minor), (7, 3));
-        assert_eq!(m.mount_point, PathBuf::from("/var/tmp/my mnt"));
-        assert_eq!(m.fs_type, "ext2");
-        assert_eq!(m.source, "/dev/loop3");
-        assert_eq!(m.super_options, "rw,errors=continue");
-        assert!(!m.read_only());
-        assert!(MountEntry::parse("garbage").is_none());
-        assert!(MountEntry::parse("1 2 x:y / / rw - ext4 /dev/x rw").is_none());
-    }
 
     #[test]
     fn the_root_directory_is_found_in_the_mount_table() {

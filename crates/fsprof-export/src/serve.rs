@@ -326,31 +326,13 @@ mod tests {
 
     #[test]
     fn serves_metrics_and_404() {
-        use std::io::Read;
-        let source: Source = Arc::new(|| {
-            let mut p = fsprof_core::Profile::new(Default::default());
-            let mut l = fsprof_core::Layer::new("user");
-            let mut op = fsprof_core::OpStats::new("read");
-            op.post = 1;
-            op.pre = 1;
-            op.histogram.add_to(Some(3), 1);
-            l.ops.push(op);
-            p.layers.push(l);
-            p
-        });
-        let srv = MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), source).unwrap();
-        let get = |path: &str| {
-            let mut c = TcpStream::connect(srv.local_addr()).unwrap();
-            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut s = String::new();
-            c.read_to_string(&mut s).unwrap();
-            s
-        };
-        let r = get("/metrics");
+        let srv =
+            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let r = get(srv.local_addr(), "/metrics");
         assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
         assert!(r.contains("version=0.0.4"));
         assert!(r.contains(r#"op="read",command="",le="16"} 1"#), "{r}");
-        assert!(get("/nope").starts_with("HTTP/1.1 404"));
+        assert!(get(srv.local_addr(), "/nope").starts_with("HTTP/1.1 404"));
         drop(srv);
     }
 
@@ -368,14 +350,19 @@ mod tests {
         })
     }
 
-    fn scrape(addr: SocketAddr) -> String {
+    /// The whole answer to a GET of `path`.
+    fn get(addr: SocketAddr, path: &str) -> String {
         use std::io::Read;
         let mut c = TcpStream::connect(addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         let mut s = String::new();
         c.read_to_string(&mut s).unwrap();
         s
+    }
+
+    fn scrape(addr: SocketAddr) -> String {
+        get(addr, "/metrics")
     }
 
     /// A client sending one byte at a time is cut off when its head is

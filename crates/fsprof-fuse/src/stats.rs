@@ -500,10 +500,15 @@ mod tests {
     fn threads_add_up_and_live_snapshots_stay_consistent() {
         let r = rec();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The reader starts with the workers: on an idle machine the
+        // workers could otherwise finish before it was first scheduled (an
+        // official CI run saw no snapshot at all).
+        let start = Arc::new(std::sync::Barrier::new(5));
         let workers: Vec<_> = (0..4)
             .map(|_| {
-                let r = r.clone();
+                let (r, start) = (r.clone(), start.clone());
                 std::thread::spawn(move || {
+                    start.wait();
                     for k in 0..50_000u32 {
                         let _ =
                             r.timed(op!("lookup"), || if k % 7 == 0 { Err(()) } else { Ok(()) });
@@ -512,17 +517,20 @@ mod tests {
             })
             .collect();
         let reader = {
-            let (r, stop) = (r.clone(), stop.clone());
+            let (r, stop, start) = (r.clone(), stop.clone(), start.clone());
             std::thread::spawn(move || {
                 let mut seen = 0;
-                while !stop.load(Relaxed) {
+                start.wait();
+                loop {
                     let mut p = Profile::new(Default::default());
                     p.layers.push(r.layer());
                     let c = check_profile(&p);
                     assert!(c.ok(), "{:?}", c);
                     seen += 1;
+                    if stop.load(Relaxed) {
+                        break seen;
+                    }
                 }
-                seen
             })
         };
         for w in workers {

@@ -30,7 +30,7 @@
 
 use crate::btf::Btf;
 use crate::charge::Charge;
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
 use crate::progs::{self, Shared, BLOCK_BASE, BLOCK_SIZE_BASE};
 
 /// Offsets in `struct request` and the objects it points to, and the
@@ -159,51 +159,49 @@ fn emit_opkey(a: &mut Asm, l: &RqLayout) {
     probe(a, R7, R7, l.data_len, Size::W);
 }
 
-/// raw tracepoint block_rq_issue(struct request *rq): START_KEY = {rq, 0}
-/// → {now, op key, bytes}; with `charge`, the request also gets its owner
-/// ([`crate::charge`]) if `block_rq_insert` did not give it one.
-pub fn issue(l: &RqLayout, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
+/// Opens a program on a raw block_rq_* tracepoint: r6 and RQ = its first
+/// argument, the `struct request *`. Returns the label of its `return 0`.
+fn begin_rq() -> (Asm, Label) {
     let mut a = Asm::new();
     let out = a.label();
     a.ldx(Size::DW, R6, R1, 0);
     a.stx(Size::DW, R10, RQ, R6);
+    (a, out)
+}
+
+/// raw tracepoint block_rq_issue(struct request *rq): START_KEY = {rq, 0}
+/// → {now, op key, bytes}; with `charge`, the request also gets its owner
+/// ([`crate::charge`]) if `block_rq_insert` did not give it one.
+pub fn issue(l: &RqLayout, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
+    let (mut a, out) = begin_rq();
     emit_opkey(&mut a, l);
     a.stx(Size::DW, R10, progs::START_VAL + 8, R8);
     a.stx(Size::DW, R10, progs::START_VAL + 16, R7);
-    a.stx(Size::DW, R10, progs::START_KEY, R6);
-    a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
+    progs::start_key(&mut a, R6, 0);
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, progs::START_VAL, R0);
     progs::store_start(&mut a, start_fd);
     if let Some(c) = charge {
         crate::charge::emit_take_ownership(&mut a, c, RQ);
     }
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }
 
 /// raw tracepoint block_rq_insert(struct request *rq), in the context of
 /// the task that queued the request: its owner ([`crate::charge`]).
 pub fn insert(c: &Charge) -> Vec<Insn> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.ldx(Size::DW, R6, R1, 0);
-    a.stx(Size::DW, R10, RQ, R6);
+    let (mut a, out) = begin_rq();
     crate::charge::emit_take_ownership(&mut a, c, RQ);
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }
 
 /// raw tracepoint block_rq_complete(struct request *rq, blk_status_t
 /// error, unsigned int nr_bytes): latency into `block`, size into
 /// `block-size`, by the rules in the module doc.
 pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
-    let mut a = Asm::new();
-    let out = a.label();
+    let (mut a, out) = begin_rq();
     let record = a.label();
     let unissued = a.label();
-    a.ldx(Size::DW, R6, R1, 0);
-    a.stx(Size::DW, R10, RQ, R6);
     a.ldx(Size::DW, R2, R1, 8);
     a.alu_imm(Alu::And, R2, 0xff);
     a.stx(Size::DW, R10, ERR, R2);
@@ -215,8 +213,7 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge
         a.ldx(Size::DW, R6, R10, RQ);
     }
     a.ldx(Size::DW, R9, R10, NOW);
-    a.stx(Size::DW, R10, progs::START_KEY, R6);
-    a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
+    progs::start_key(&mut a, R6, 0);
     progs::take_start(&mut a, start_fd, unissued);
     a.ja(record);
 
@@ -251,8 +248,7 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge
     a.alu_imm(Alu::Add, R8, (BLOCK_SIZE_BASE - BLOCK_BASE) as i32);
     a.mov_imm(R9, 0);
     progs::emit_record(&mut a, sh);
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }
 
 #[cfg(test)]

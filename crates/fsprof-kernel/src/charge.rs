@@ -30,8 +30,8 @@
 //! load and no extra map lookup. The scheduler hook costs two hash lookups
 //! per context switch while the syscall and block layers are both on.
 
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
-use crate::progs::{self, Filter};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use crate::progs::{self, delete, lookup, update, Filter};
 
 /// What the block programs need to attribute: the maps, the filter of
 /// the profiled tasks, and where a task's thread id is.
@@ -62,23 +62,6 @@ const OWN_VAL: i16 = -192; // 16 bytes {pid_tgid, ts}
 const BT_INIT: i16 = -216; // 24 bytes {pid_tgid, asleep since, completed at}
 const NOW: i16 = -224;
 const PROBE: i16 = -232;
-
-fn lookup(a: &mut Asm, fd: i32, key: i16) {
-    a.ld_map(R1, fd);
-    a.mov(R2, R10);
-    a.alu_imm(Alu::Add, R2, key as i32);
-    a.call(helper::MAP_LOOKUP_ELEM);
-}
-
-fn update(a: &mut Asm, fd: i32, key: i16, val: i16, flags: i32) {
-    a.ld_map(R1, fd);
-    a.mov(R2, R10);
-    a.alu_imm(Alu::Add, R2, key as i32);
-    a.mov(R3, R10);
-    a.alu_imm(Alu::Add, R3, val as i32);
-    a.mov_imm(R4, flags);
-    a.call(helper::MAP_UPDATE_ELEM);
-}
 
 /// T_KEY = the thread id in the low half of `reg` (a pid_tgid).
 fn thread_key(a: &mut Asm, reg: u8) {
@@ -119,10 +102,7 @@ pub fn emit_charge(a: &mut Asm, c: &Charge, rq_slot: i16, now_slot: i16) {
     a.jmp_imm(Jmp::Eq, R0, 0, done);
     a.ldx(Size::DW, R7, R0, 0);
     thread_key(a, R7);
-    a.ld_map(R1, c.owner_fd);
-    a.mov(R2, R10);
-    a.alu_imm(Alu::Add, R2, rq_slot as i32);
-    a.call(helper::MAP_DELETE_ELEM);
+    delete(a, c.owner_fd, rq_slot);
     lookup(a, c.threads_fd, T_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, done);
     a.ldx(Size::DW, R1, R10, now_slot);
@@ -174,8 +154,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_reg(Jmp::Lt, R1, R7, out);
     // The call it is in, if any.
     a.ldx(Size::DW, R1, R6, 0);
-    a.stx(Size::DW, R10, progs::START_KEY, R1);
-    a.st_imm(Size::DW, R10, progs::START_KEY + 8, 0);
+    progs::start_key(&mut a, R1, 0);
     lookup(&mut a, c.sys_start_fd, progs::START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.mov(R8, R0);
@@ -189,6 +168,5 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_reg(Jmp::Le, R9, R7, out);
     a.alu_reg(Alu::Sub, R9, R7);
     a.atomic_add64(R8, 16, R9);
-    progs::ret0(&mut a, out);
-    a.finish()
+    progs::end(a, out)
 }

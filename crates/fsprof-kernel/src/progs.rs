@@ -12,7 +12,7 @@ use std::mem::{offset_of, size_of};
 use fsprof_core::BucketLayout;
 
 use crate::insn::{
-    helper, Alu, Asm, Jmp, Label, Size, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9,
+    helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R4, R5, R6, R7, R8, R9,
 };
 use crate::tracefs::{Field, Tracepoint};
 use crate::Error;
@@ -154,6 +154,76 @@ fn map_call(
     a.call(helper_id);
 }
 
+/// r0 = the map value of the key at r10+`key`, or 0. Clobbers r0-r5.
+pub(crate) fn lookup(a: &mut Asm, map_fd: i32, key: i16) {
+    map_call(a, helper::MAP_LOOKUP_ELEM, map_fd, key, None, 0);
+}
+
+/// Stores the key at r10+`key` -> the value at r10+`val`. Clobbers r0-r5.
+pub(crate) fn update(a: &mut Asm, map_fd: i32, key: i16, val: i16, flags: i32) {
+    map_call(a, helper::MAP_UPDATE_ELEM, map_fd, key, Some(val), flags);
+}
+
+/// Deletes the key at r10+`key`. Clobbers r0-r5.
+pub(crate) fn delete(a: &mut Asm, map_fd: i32, key: i16) {
+    map_call(a, helper::MAP_DELETE_ELEM, map_fd, key, None, 0);
+}
+
+/// Opens a tracepoint program: r6 = the context. Returns the builder and
+/// the label of the program's `return 0`, which [`end`] binds.
+fn begin() -> (Asm, Label) {
+    let mut a = Asm::new();
+    let out = a.label();
+    a.mov(R6, R1);
+    (a, out)
+}
+
+/// Opens an enter program: [`begin`], then `out` unless the task passes `f`.
+fn begin_enter(f: &Filter) -> (Asm, Label) {
+    let (mut a, out) = begin();
+    emit_filter(&mut a, f, out);
+    (a, out)
+}
+
+/// Opens an exit program: [`begin`], the recording gate, r9 = now.
+fn begin_exit(sh: &Shared) -> (Asm, Label) {
+    let (mut a, out) = begin();
+    emit_gate(&mut a, sh, out);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    (a, out)
+}
+
+/// Opens the exit program of a per-thread pair ([`store_thread_start`]):
+/// [`begin_exit`], then the start entry of (this thread, `second`) taken
+/// as in [`take_thread_start`].
+fn begin_thread_exit(sh: &Shared, start_fd: i32, second: i32) -> (Asm, Label) {
+    let (mut a, out) = begin_exit(sh);
+    thread_key(&mut a, second);
+    take_thread_start(&mut a, start_fd, out);
+    (a, out)
+}
+
+/// Closes a program: binds `out` to `return 0`.
+pub(crate) fn end(mut a: Asm, out: Label) -> Vec<Insn> {
+    a.bind(out);
+    a.mov_imm(R0, 0);
+    a.exit();
+    a.finish()
+}
+
+/// START_KEY = {r`first`, `second`}.
+pub(crate) fn start_key(a: &mut Asm, first: u8, second: i32) {
+    a.stx(Size::DW, R10, START_KEY, first);
+    a.st_imm(Size::DW, R10, START_KEY + 8, second);
+}
+
+/// START_KEY = {the current pid_tgid, `second`}. Clobbers r0.
+fn thread_key(a: &mut Asm, second: i32) {
+    a.call(helper::GET_CURRENT_PID_TGID);
+    start_key(a, R0, second);
+}
+
 /// Jumps to `out` unless the current task passes the filter. Clobbers r0-r5.
 pub fn emit_filter(a: &mut Asm, f: &Filter, out: Label) {
     match f {
@@ -162,7 +232,7 @@ pub fn emit_filter(a: &mut Asm, f: &Filter, out: Label) {
             a.call(helper::GET_CURRENT_PID_TGID);
             a.alu_imm(Alu::Rsh, R0, 32);
             a.stx(Size::W, R10, FILTER_SCRATCH, R0);
-            map_call(a, helper::MAP_LOOKUP_ELEM, *map_fd, FILTER_SCRATCH, None, 0);
+            lookup(a, *map_fd, FILTER_SCRATCH);
             a.jmp_imm(Jmp::Eq, R0, 0, out);
         }
         Filter::Comm(c) => {
@@ -218,14 +288,7 @@ pub fn emit_bucket(a: &mut Asm, sh: &Shared) {
     } else {
         a.alu_imm(Alu::Mul, R6, r as i32);
         a.st_imm(Size::W, R10, THRESH_KEY, 0);
-        map_call(
-            a,
-            helper::MAP_LOOKUP_ELEM,
-            sh.thresh_fd,
-            THRESH_KEY,
-            None,
-            0,
-        );
+        lookup(a, sh.thresh_fd, THRESH_KEY);
         a.jmp_imm(Jmp::Eq, R0, 0, done);
         for _ in 0..r {
             a.mov(R1, R6);
@@ -271,7 +334,7 @@ pub fn emit_gate(a: &mut Asm, sh: &Shared, out: Label) {
         return;
     }
     a.st_imm(Size::W, R10, THRESH_KEY, 0);
-    map_call(a, helper::MAP_LOOKUP_ELEM, sh.on_fd, THRESH_KEY, None, 0);
+    lookup(a, sh.on_fd, THRESH_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::W, R1, R0, 0);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
@@ -286,14 +349,7 @@ fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
     let hist = a.label();
     if sys_array {
         a.stx(Size::W, R10, FILTER_SCRATCH, R8);
-        map_call(
-            a,
-            helper::MAP_LOOKUP_ELEM,
-            sh.sys_stats_fd,
-            FILTER_SCRATCH,
-            None,
-            0,
-        );
+        lookup(a, sh.sys_stats_fd, FILTER_SCRATCH);
         a.jmp_imm(Jmp::Eq, R0, 0, hist);
         emit_stats_add(a);
     } else {
@@ -306,7 +362,7 @@ fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
 /// retried once as a lookup). Falls through to `hist`'s position.
 fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
     let stats_new = a.label();
-    map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
+    lookup(a, sh.stats_fd, HIST_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, stats_new);
     emit_stats_add(a);
     a.ja(hist);
@@ -318,17 +374,10 @@ fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
     a.stx(Size::DW, R10, STATS_INIT + stats_off!(not_min), R2);
-    map_call(
-        a,
-        helper::MAP_UPDATE_ELEM,
-        sh.stats_fd,
-        HIST_KEY,
-        Some(STATS_INIT),
-        1,
-    );
+    update(a, sh.stats_fd, HIST_KEY, STATS_INIT, 1);
     a.jmp_imm(Jmp::Eq, R0, 0, hist);
     // Another CPU created the entry between our lookup and update.
-    map_call(a, helper::MAP_LOOKUP_ELEM, sh.stats_fd, HIST_KEY, None, 0);
+    lookup(a, sh.stats_fd, HIST_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, hist);
     emit_stats_add(a);
 }
@@ -338,23 +387,16 @@ fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
     a.bind(hist);
     let end = a.label();
     let hist_new = a.label();
-    map_call(a, helper::MAP_LOOKUP_ELEM, sh.hist_fd, HIST_KEY, None, 0);
+    lookup(a, sh.hist_fd, HIST_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, hist_new);
     a.mov_imm(R1, 1);
     a.atomic_add64(R0, 0, R1);
     a.ja(end);
     a.bind(hist_new);
     a.st_imm(Size::DW, R10, ONE, 1);
-    map_call(
-        a,
-        helper::MAP_UPDATE_ELEM,
-        sh.hist_fd,
-        HIST_KEY,
-        Some(ONE),
-        1,
-    );
+    update(a, sh.hist_fd, HIST_KEY, ONE, 1);
     a.jmp_imm(Jmp::Eq, R0, 0, end);
-    map_call(a, helper::MAP_LOOKUP_ELEM, sh.hist_fd, HIST_KEY, None, 0);
+    lookup(a, sh.hist_fd, HIST_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, end);
     a.mov_imm(R1, 1);
     a.atomic_add64(R0, 0, R1);
@@ -381,28 +423,15 @@ fn emit_stats_add(a: &mut Asm) {
     a.bind(nomin);
 }
 
-pub(crate) fn ret0(a: &mut Asm, out: Label) {
-    a.bind(out);
-    a.mov_imm(R0, 0);
-    a.exit();
-}
-
 /// Stores START_KEY -> START_VAL. Clobbers r0-r4.
 pub(crate) fn store_start(a: &mut Asm, start_fd: i32) {
-    map_call(
-        a,
-        helper::MAP_UPDATE_ELEM,
-        start_fd,
-        START_KEY,
-        Some(START_VAL),
-        0,
-    );
+    update(a, start_fd, START_KEY, START_VAL, 0);
 }
 
 /// Looks up START_KEY; on a hit r7 = now(r9) - ts, r8 = op key, the extra
 /// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss.
 pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
-    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    lookup(a, start_fd, START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
     a.ldx(Size::DW, R8, R0, 8);
@@ -411,7 +440,7 @@ pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     a.mov(R1, R9);
     a.alu_reg(Alu::Sub, R1, R7);
     a.mov(R7, R1);
-    map_call(a, helper::MAP_DELETE_ELEM, start_fd, START_KEY, None, 0);
+    delete(a, start_fd, START_KEY);
 }
 
 /// Per-thread variant of [`store_start`]: a thread's entry is reused, not
@@ -421,7 +450,7 @@ pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
 fn store_thread_start(a: &mut Asm, start_fd: i32) {
     let insert = a.label();
     let done = a.label();
-    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    lookup(a, start_fd, START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, insert);
     a.mov(R7, R0);
     a.ldx(Size::DW, R1, R10, START_VAL + 8);
@@ -442,7 +471,7 @@ fn store_thread_start(a: &mut Asm, start_fd: i32) {
 /// zeroed to mark it consumed (the map is an LRU, so exited threads' entries
 /// age out).
 fn take_thread_start(a: &mut Asm, start_fd: i32, out: Label) {
-    map_call(a, helper::MAP_LOOKUP_ELEM, start_fd, START_KEY, None, 0);
+    lookup(a, start_fd, START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
     a.jmp_imm(Jmp::Eq, R7, 0, out);
@@ -457,38 +486,20 @@ fn take_thread_start(a: &mut Asm, start_fd: i32, out: Label) {
 
 /// raw_syscalls:sys_enter; `id` is where the syscall number is in the
 /// context: a tracepoint record field, or args[1] of the raw tracepoint.
-pub fn sys_enter(
-    id: &Field,
-    f: &Filter,
-    start_fd: i32,
-    mask_fd: i32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_filter(&mut a, f, out);
+pub fn sys_enter(id: &Field, f: &Filter, start_fd: i32, mask_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_enter(f);
     ld_field(&mut a, R8, R6, id)?;
     a.jmp_imm(Jmp::Ge, R8, MAX_SYSCALLS as i32, out);
     a.stx(Size::W, R10, FILTER_SCRATCH, R8);
-    map_call(
-        &mut a,
-        helper::MAP_LOOKUP_ELEM,
-        mask_fd,
-        FILTER_SCRATCH,
-        None,
-        0,
-    );
+    lookup(&mut a, mask_fd, FILTER_SCRATCH);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::B, R1, R0, 0);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.stx(Size::DW, R10, START_KEY, R0);
-    a.st_imm(Size::DW, R10, START_KEY + 8, 0);
+    thread_key(&mut a, 0);
     a.stx(Size::DW, R10, START_VAL + 8, R8);
     a.st_imm(Size::DW, R10, START_VAL + 16, 0);
     store_thread_start(&mut a, start_fd);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// raw_syscalls:sys_exit; `ret` as `id` in [`sys_enter`]. With
@@ -499,17 +510,8 @@ pub fn sys_exit(
     sh: &Shared,
     start_fd: i32,
     block_wait: bool,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_gate(&mut a, sh, out);
-    a.call(helper::KTIME_GET_NS);
-    a.mov(R9, R0);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.stx(Size::DW, R10, START_KEY, R0);
-    a.st_imm(Size::DW, R10, START_KEY + 8, 0);
-    take_thread_start(&mut a, start_fd, out);
+) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_thread_exit(sh, start_fd, 0);
     ld_field(&mut a, R9, R6, ret)?;
     emit_errno_flag(&mut a);
     emit_record_sys(&mut a, sh);
@@ -526,8 +528,7 @@ pub fn sys_exit(
         a.mov_imm(R9, 0);
         emit_record(&mut a, sh);
     }
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// r9 = 1 if r9 holds a -errno (-4095..-1), else 0.
@@ -556,19 +557,13 @@ pub fn raw_arg1(name: &str) -> Field {
 }
 
 /// `<fs>:X_enter` of pair `idx`: keyed by (thread, pair).
-pub fn fs_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Insn> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_filter(&mut a, f, out);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.stx(Size::DW, R10, START_KEY, R0);
-    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
+pub fn fs_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<Insn> {
+    let (mut a, out) = begin_enter(f);
+    thread_key(&mut a, idx as i32);
     a.st_imm(Size::DW, R10, START_VAL + 8, (FS_BASE + idx) as i32);
     a.st_imm(Size::DW, R10, START_VAL + 16, 0);
     store_thread_start(&mut a, start_fd);
-    ret0(&mut a, out);
-    a.finish()
+    end(a, out)
 }
 
 /// `<fs>:X_exit` of pair `idx`. A `ret` field < 0 counts as an error.
@@ -577,17 +572,8 @@ pub fn fs_exit(
     sh: &Shared,
     start_fd: i32,
     idx: u32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_gate(&mut a, sh, out);
-    a.call(helper::KTIME_GET_NS);
-    a.mov(R9, R0);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.stx(Size::DW, R10, START_KEY, R0);
-    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
-    take_thread_start(&mut a, start_fd, out);
+) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_thread_exit(sh, start_fd, idx as i32);
     match exit.fields.iter().find(|f| f.name == "ret") {
         Some(ret) => {
             let mut ret = ret.clone();
@@ -598,13 +584,12 @@ pub fn fs_exit(
         None => a.mov_imm(R9, 0),
     }
     emit_record(&mut a, sh);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// fentry on a kernel function: the same per-thread start entry as
 /// [`fs_enter`] (fentry arguments are not needed to time the call).
-pub fn fentry_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<crate::insn::Insn> {
+pub fn fentry_enter(f: &Filter, start_fd: i32, idx: u32) -> Vec<Insn> {
     fs_enter(f, start_fd, idx)
 }
 
@@ -616,23 +601,9 @@ pub fn fexit_ret_offset(func: &crate::btf::Func) -> i16 {
 
 /// fexit on `func`, paired with [`fentry_enter`] of the same `idx`. A
 /// return value of -4095..-1 (also as an ERR_PTR) counts as an error.
-pub fn fexit_exit(
-    func: &crate::btf::Func,
-    sh: &Shared,
-    start_fd: i32,
-    idx: u32,
-) -> Vec<crate::insn::Insn> {
+pub fn fexit_exit(func: &crate::btf::Func, sh: &Shared, start_fd: i32, idx: u32) -> Vec<Insn> {
     use crate::btf::Ret;
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_gate(&mut a, sh, out);
-    a.call(helper::KTIME_GET_NS);
-    a.mov(R9, R0);
-    a.call(helper::GET_CURRENT_PID_TGID);
-    a.stx(Size::DW, R10, START_KEY, R0);
-    a.st_imm(Size::DW, R10, START_KEY + 8, idx as i32);
-    take_thread_start(&mut a, start_fd, out);
+    let (mut a, out) = begin_thread_exit(sh, start_fd, idx as i32);
     match func.ret {
         Ret::Void => a.mov_imm(R9, 0),
         Ret::Int(size) => {
@@ -652,8 +623,7 @@ pub fn fexit_exit(
         }
     }
     emit_record(&mut a, sh);
-    ret0(&mut a, out);
-    a.finish()
+    end(a, out)
 }
 
 /// Where a flush is filed in the fallback's (device, sector) key: flushes
@@ -707,10 +677,8 @@ fn block_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
 /// block:block_rq_issue (the fallback of [`crate::blockrq`]). System-wide:
 /// requests are issued from plugs, kworkers and interrupt context, not
 /// reliably by the task that caused them.
-pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
+pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin();
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, START_VAL, R0);
     emit_rwbs_kind(&mut a, tp)?;
@@ -722,23 +690,13 @@ pub fn block_issue(tp: &Tracepoint, start_fd: i32) -> Result<Vec<crate::insn::In
     a.alu_reg(Alu::Or, R5, R4);
     a.stx(Size::DW, R10, START_VAL + 8, R5);
     store_start(&mut a, start_fd);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// block:block_rq_complete: latency into `block`, request size into
 /// `block-size`.
-pub fn block_complete(
-    tp: &Tracepoint,
-    sh: &Shared,
-    start_fd: i32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_gate(&mut a, sh, out);
-    a.call(helper::KTIME_GET_NS);
-    a.mov(R9, R0);
+pub fn block_complete(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_exit(sh);
     emit_rwbs_kind(&mut a, tp)?;
     block_key(&mut a, tp)?;
     take_start(&mut a, start_fd, out);
@@ -754,8 +712,7 @@ pub fn block_complete(
     a.alu_imm(Alu::Add, R8, (BLOCK_SIZE_BASE - BLOCK_BASE) as i32);
     a.mov_imm(R9, 0);
     emit_record(&mut a, sh);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
@@ -767,15 +724,8 @@ fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
 }
 
 /// fuse:fuse_request_send, in the context of the task that needs the reply.
-pub fn fuse_send(
-    tp: &Tracepoint,
-    f: &Filter,
-    start_fd: i32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_filter(&mut a, f, out);
+pub fn fuse_send(tp: &Tracepoint, f: &Filter, start_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_enter(f);
     fuse_key(&mut a, tp)?;
     ld_field(&mut a, R1, R6, tp.field("opcode")?)?;
     a.alu_imm(Alu::Add, R1, FUSE_BASE as i32);
@@ -784,22 +734,12 @@ pub fn fuse_send(
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, START_VAL, R0);
     store_start(&mut a, start_fd);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// fuse:fuse_request_end, usually in the FUSE server's context.
-pub fn fuse_end(
-    tp: &Tracepoint,
-    sh: &Shared,
-    start_fd: i32,
-) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_gate(&mut a, sh, out);
-    a.call(helper::KTIME_GET_NS);
-    a.mov(R9, R0);
+pub fn fuse_end(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_exit(sh);
     fuse_key(&mut a, tp)?;
     take_start(&mut a, start_fd, out);
     let mut err = tp.field("error")?.clone();
@@ -807,35 +747,23 @@ pub fn fuse_end(
     ld_field(&mut a, R9, R6, &err)?;
     a.alu_imm(Alu::Rsh, R9, 63);
     emit_record(&mut a, sh);
-    ret0(&mut a, out);
-    Ok(a.finish())
+    Ok(end(a, out))
 }
 
 /// sched:sched_process_fork: a child of a target becomes a target.
-pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<crate::insn::Insn>, Error> {
-    let mut a = Asm::new();
-    let out = a.label();
-    a.mov(R6, R1);
-    emit_filter(&mut a, &Filter::Targets { map_fd: targets_fd }, out);
+pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
     ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
     a.stx(Size::W, R10, START_KEY, R1);
     a.st_imm(Size::W, R10, START_VAL, 1);
-    map_call(
-        &mut a,
-        helper::MAP_UPDATE_ELEM,
-        targets_fd,
-        START_KEY,
-        Some(START_VAL),
-        0,
-    );
-    ret0(&mut a, out);
-    Ok(a.finish())
+    update(&mut a, targets_fd, START_KEY, START_VAL, 0);
+    Ok(end(a, out))
 }
 
 /// A program that files the u64 at the start of an XDP test packet and
 /// returns its slot: lets tests run `emit_bucket` in the real kernel against
 /// `BucketLayout::index`.
-pub fn bucket_probe(sh: &Shared) -> Vec<crate::insn::Insn> {
+pub fn bucket_probe(sh: &Shared) -> Vec<Insn> {
     let mut a = Asm::new();
     let out = a.label();
     a.ldx(Size::W, R2, R1, 0);

@@ -114,48 +114,68 @@ fn vfs_targets_resolve_in_the_running_kernels_btf() {
     assert!(e.contains("fsprof_no_such_fn"), "{e}");
 }
 
+/// The maps a session's fs-layer programs share, made as the session
+/// makes them (1024 entries each).
+struct Maps {
+    stats: Map,
+    sys_stats: Map,
+    hist: Map,
+    start: Map,
+}
+
+impl Maps {
+    fn new() -> Maps {
+        let m = |name, ty, k, v, flags| Map::create(name, ty, k, v, 1024, flags).unwrap();
+        let (percpu, no_prealloc) = (sys::MAP_PERCPU_HASH, sys::BPF_F_NO_PREALLOC);
+        Maps {
+            stats: m("t_stats", percpu, 8, progs::STATS_VAL_SIZE, no_prealloc),
+            sys_stats: m(
+                "t_sysstats",
+                sys::MAP_PERCPU_ARRAY,
+                4,
+                progs::STATS_VAL_SIZE,
+                0,
+            ),
+            hist: m("t_hist", percpu, progs::HIST_KEY_SIZE, 8, no_prealloc),
+            start: m(
+                "t_start",
+                sys::MAP_LRU_HASH,
+                progs::START_KEY_SIZE,
+                progs::START_VAL_SIZE,
+                0,
+            ),
+        }
+    }
+
+    /// What the programs are built with: these maps, no thresholds or
+    /// on/off switch, one bucket per power of two.
+    fn shared(&self) -> Shared {
+        Shared {
+            stats_fd: self.stats.fd(),
+            sys_stats_fd: self.sys_stats.fd(),
+            hist_fd: self.hist.fd(),
+            thresh_fd: -1,
+            on_fd: -1,
+            resolution: 1,
+        }
+    }
+}
+
 /// The real programs for vfs_read, on real maps, loaded and attached the
 /// way the session does it.
 fn attach_vfs_read(btf: &Btf) -> Result<(), fentry::Refusal> {
     let func = btf.func("vfs_read").unwrap();
-    let m = |name, ty, k, v, flags| Map::create(name, ty, k, v, 1024, flags).unwrap();
-    let stats = m(
-        "t_stats",
-        sys::MAP_PERCPU_HASH,
-        8,
-        progs::STATS_VAL_SIZE,
-        sys::BPF_F_NO_PREALLOC,
-    );
-    let sys_stats = m(
-        "t_sysstats",
-        sys::MAP_PERCPU_ARRAY,
-        4,
-        progs::STATS_VAL_SIZE,
+    let maps = Maps::new();
+    let sh = maps.shared();
+    fentry::attach_pair(
+        "fsprof_t_read",
+        &func,
+        &Filter::All,
+        &sh,
+        maps.start.fd(),
         0,
-    );
-    let hist = m(
-        "t_hist",
-        sys::MAP_PERCPU_HASH,
-        progs::HIST_KEY_SIZE,
-        8,
-        sys::BPF_F_NO_PREALLOC,
-    );
-    let start = m(
-        "t_start",
-        sys::MAP_LRU_HASH,
-        progs::START_KEY_SIZE,
-        progs::START_VAL_SIZE,
-        0,
-    );
-    let sh = Shared {
-        stats_fd: stats.fd(),
-        sys_stats_fd: sys_stats.fd(),
-        hist_fd: hist.fd(),
-        thresh_fd: -1,
-        on_fd: -1,
-        resolution: 1,
-    };
-    fentry::attach_pair("fsprof_t_read", &func, &Filter::All, &sh, start.fd(), 0).map(|_| ())
+    )
+    .map(|_| ())
 }
 
 fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
@@ -294,53 +314,18 @@ fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
         slots: 1,
         ret: Ret::Int(8),
     };
-    let m = |name, ty, k, v, flags| Map::create(name, ty, k, v, 1024, flags).unwrap();
-    let stats = m(
-        "t_stats",
-        sys::MAP_PERCPU_HASH,
-        8,
-        progs::STATS_VAL_SIZE,
-        sys::BPF_F_NO_PREALLOC,
-    );
-    let sys_stats = m(
-        "t_sysstats",
-        sys::MAP_PERCPU_ARRAY,
-        4,
-        progs::STATS_VAL_SIZE,
-        0,
-    );
-    let hist = m(
-        "t_hist",
-        sys::MAP_PERCPU_HASH,
-        progs::HIST_KEY_SIZE,
-        8,
-        sys::BPF_F_NO_PREALLOC,
-    );
-    let start = m(
-        "t_start",
-        sys::MAP_LRU_HASH,
-        progs::START_KEY_SIZE,
-        progs::START_VAL_SIZE,
-        0,
-    );
-    let targets = m("t_targets", sys::MAP_HASH, 4, 4, 0);
+    let maps = Maps::new();
+    let targets = Map::create("t_targets", sys::MAP_HASH, 4, 4, 1024, 0).unwrap();
     targets
         .update(&std::process::id().to_le_bytes(), &1u32.to_le_bytes(), 0)
         .unwrap();
-    let sh = Shared {
-        stats_fd: stats.fd(),
-        sys_stats_fd: sys_stats.fd(),
-        hist_fd: hist.fd(),
-        thresh_fd: -1,
-        on_fd: -1,
-        resolution: 1,
-    };
+    let sh = maps.shared();
     let idx = 3;
     let filter = Filter::Targets {
         map_fd: targets.fd(),
     };
-    let exit = progs::fexit_exit(&func, &sh, start.fd(), idx);
-    let enter = progs::fentry_enter(&filter, start.fd(), idx);
+    let exit = progs::fexit_exit(&func, &sh, maps.start.fd(), idx);
+    let enter = progs::fentry_enter(&filter, maps.start.fd(), idx);
     let load = |name, insns: &[fsprof_kernel::insn::Insn]| {
         sys::Prog::load(name, sys::PROG_RAW_TRACEPOINT, insns)
             .unwrap_or_else(|e| panic!("{name} refused ({}): {}", e.errno, e.log))
@@ -362,7 +347,7 @@ fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
     }
     let key = (progs::FS_BASE + idx) as u64;
     let (mut count, mut errors, mut total) = (0u64, 0u64, 0u64);
-    for (k, vals) in stats.entries().unwrap() {
+    for (k, vals) in maps.stats.entries().unwrap() {
         assert_eq!(u64::from_le_bytes(k[..8].try_into().unwrap()), key);
         for v in vals {
             let w = |i: usize| u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
@@ -372,7 +357,7 @@ fn fentry_program_bodies_pair_time_and_flag_errors_in_the_kernel() {
         }
     }
     let mut in_hist = 0u64;
-    for (k, vals) in hist.entries().unwrap() {
+    for (k, vals) in maps.hist.entries().unwrap() {
         assert_eq!(u64::from_le_bytes(k[..8].try_into().unwrap()), key);
         in_hist += vals
             .iter()

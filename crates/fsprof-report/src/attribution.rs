@@ -97,28 +97,17 @@ fn render_fuse_split(p: &Profile) -> String {
 
 #[cfg(test)]
 mod tests {
-    use fsprof_core::histogram::OpStats;
-    use fsprof_core::profile::{layer_in, Meta};
+    use fsprof_core::profile::Meta;
     use fsprof_core::Profile;
+    use fsprof_testkit::profiles::{op_total as op, profile_layers};
 
     #[test]
     fn waits_get_a_row_with_their_shares() {
-        let mut p = Profile::new(Meta::default());
-        let op = |name: &str, calls: u64, ns: u64| {
-            let mut o = OpStats::new(name);
-            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
-            o.histogram.add_to(Some(10), calls);
-            o
-        };
-        layer_in(&mut p.layers, "syscall")
-            .ops
-            .push(op("read", 200, 4_000_000));
-        layer_in(&mut p.layers, "block")
-            .ops
-            .push(op("sda:read", 5, 1));
-        layer_in(&mut p.layers, "block-wait")
-            .ops
-            .push(op("read", 5, 1_000_000));
+        let p = profile_layers(&[
+            ("syscall", vec![op("read", 200, 4_000_000)]),
+            ("block", vec![op("sda:read", 5, 1)]),
+            ("block-wait", vec![op("read", 5, 1_000_000)]),
+        ]);
         let text = super::render_text(&p);
         let row = text
             .lines()
@@ -130,22 +119,13 @@ mod tests {
 
     #[test]
     fn fuse_ops_seen_by_kernel_and_daemon_are_set_side_by_side() {
-        let mut p = Profile::new(Meta::default());
-        let op = |name: &str, calls: u64, ns: u64| {
-            let mut o = OpStats::new(name);
-            (o.pre, o.post, o.total_ns) = (calls, calls, ns);
-            o.histogram.add_to(Some(10), calls);
-            o
-        };
-        layer_in(&mut p.layers, "fuse")
-            .ops
-            .push(op("read", 10, 400_000));
-        layer_in(&mut p.layers, "fusefs")
-            .ops
-            .push(op("read", 10, 100_000));
-        layer_in(&mut p.layers, "fuse")
-            .ops
-            .push(op("lookup", 3, 30_000));
+        let p = profile_layers(&[
+            (
+                "fuse",
+                vec![op("read", 10, 400_000), op("lookup", 3, 30_000)],
+            ),
+            ("fusefs", vec![op("read", 10, 100_000)]),
+        ]);
         let text = super::render_text(&p);
         assert!(
             text.contains("FUSE requests, kernel (fuse) and daemon (fusefs)"),

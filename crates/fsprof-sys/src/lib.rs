@@ -12,6 +12,7 @@
 //! - [`pagecache`]: emptying the page cache and asking what of a file is in
 //!   it, for measurements that must control the cache state;
 //! - [`mmap`]: read-only shared mappings of files another process writes;
+//! - [`mountinfo`]: the mount table, which mount a path is on;
 //! - [`diag`]: diagnostics on standard error that never fail the run.
 //!
 //! Everything here is a thin, documented wrapper over a system call or a
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod diag;
 pub mod host;
 pub mod mmap;
+pub mod mountinfo;
 pub mod pagecache;
 pub mod process;
 pub mod signals;

@@ -5,7 +5,8 @@
 //! [`Child::release`]; a source that counts the command's own system calls
 //! attaches in between, so the launcher's work is not counted and the
 //! first call seen is the `execve` (what makes syscall counts comparable
-//! with `strace -f -c`). [`Child::spawn`] releases at once.
+//! with `strace -f -c`). [`Child::spawn`], for everything else, starts the
+//! command at once with `posix_spawn`.
 //!
 //! Failures follow the shell: a command that cannot be found exits 127,
 //! one that is found but cannot be executed 126, and a failed `execve`
@@ -190,12 +191,45 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The command's name for messages and the program `argv[0]` resolves to
+/// (PATH as the child's environment sets it), or "not found".
+fn name_and_program(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+) -> Result<(String, PathBuf), LaunchError> {
+    let name = argv
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
+        .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+    Ok((name, exe))
+}
+
 impl Child {
-    /// Starts `argv` with `env` added to fsprof's environment.
+    /// Starts `argv` with `env` added to fsprof's environment, at once.
+    /// With `posix_spawn` (glibc: `clone(CLONE_VM|CLONE_VFORK)`): no copy
+    /// of fsprof's page tables for a child that execs straight away, and
+    /// no copy-on-write faults in either process after it (0.1–0.2 ms of
+    /// `fsprof run`'s start-up; docs/benchmarks.md, "Start-up").
     pub fn spawn(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Child, LaunchError> {
-        let mut c = Child::spawn_held(argv, env)?;
-        c.release()?;
-        Ok(c)
+        let (name, exe) = name_and_program(argv, env)?;
+        let prepared =
+            Prepared::new(argv, &exe, env).map_err(|e| LaunchError::Start(name.clone(), e))?;
+        let mut errno = posix_spawn(&prepared.exe, &prepared.argv, &prepared.envp);
+        if errno == Err(libc::ENOEXEC) {
+            errno = posix_spawn(&prepared.sh, &prepared.sh_argv, &prepared.envp);
+        }
+        match errno {
+            Ok(pid) => Ok(Child {
+                pid,
+                name,
+                gate: None,
+                exec_errors: None,
+                reaped: None,
+            }),
+            Err(e) => Err(LaunchError::from_exec_errno(name, e)),
+        }
     }
 
     /// Forks the child of `argv` and holds it before its `execve` until
@@ -204,12 +238,7 @@ impl Child {
         argv: &[OsString],
         env: &[(OsString, OsString)],
     ) -> Result<Child, LaunchError> {
-        let name = argv
-            .first()
-            .map(|a| a.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let exe = resolve(argv.first().map_or(OsStr::new(""), |a| a), env)
-            .ok_or_else(|| LaunchError::NotFound(name.clone()))?;
+        let (name, exe) = name_and_program(argv, env)?;
         let start = |e| LaunchError::Start(name.clone(), e);
         let prepared = Prepared::new(argv, &exe, env).map_err(start)?;
         let (gate_r, gate_w) = pipe().map_err(start)?;
@@ -325,6 +354,57 @@ impl Drop for Child {
         if self.gate.is_some() && self.reaped.is_none() {
             self.signal(libc::SIGKILL);
             let _ = self.wait();
+        }
+    }
+}
+
+/// `posix_spawn` of `exe` with the signal state [`exec_child`] gives:
+/// nothing blocked, SIGPIPE at its default (handlers fsprof installed are
+/// reset by glibc). The pid, or the errno of the failed start or `execve`.
+fn posix_spawn(
+    exe: &CString,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> Result<i32, i32> {
+    // SAFETY: attr and the signal sets are initialised by their init
+    // functions before use and destroyed once; exe, argv and envp are
+    // NUL-terminated strings and null-terminated pointer arrays that
+    // outlive the call (posix_spawn returns after the child's execve).
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let r = libc::posix_spawnattr_init(&mut attr);
+        if r != 0 {
+            return Err(r);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        let mut default: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut default);
+        libc::sigaddset(&mut default, libc::SIGPIPE);
+        let flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        let mut r = libc::posix_spawnattr_setsigmask(&mut attr, &none);
+        if r == 0 {
+            r = libc::posix_spawnattr_setsigdefault(&mut attr, &default);
+        }
+        if r == 0 {
+            r = libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
+        }
+        let mut pid = 0;
+        if r == 0 {
+            r = libc::posix_spawn(
+                &mut pid,
+                exe.as_ptr(),
+                std::ptr::null(),
+                &attr,
+                argv.as_ptr().cast(),
+                envp.as_ptr().cast(),
+            );
+        }
+        libc::posix_spawnattr_destroy(&mut attr);
+        if r == 0 {
+            Ok(pid)
+        } else {
+            Err(r)
         }
     }
 }

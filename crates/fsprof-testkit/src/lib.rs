@@ -15,8 +15,9 @@ pub mod need;
 pub mod paths;
 pub mod profiles;
 pub mod programs;
+pub mod serve;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub use exporters::py_check;
@@ -29,6 +30,7 @@ pub use profiles::{
     write_user_profile,
 };
 pub use programs::{compile, compile_source};
+pub use serve::{metrics_addr, serve_live, Live};
 
 /// The `fsprof` binary cargo built for these tests. nextest passes its
 /// path at run time; `cargo test` does not, so it is found next to the
@@ -59,6 +61,35 @@ pub fn fsprof() -> Command {
     let mut c = Command::new(fsprof_path());
     c.env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test");
     c
+}
+
+/// `fsprof report --format html -o HTML PROFILE`: fails the test unless
+/// it exits 0; the page it wrote.
+#[track_caller]
+pub fn html_report(profile: &Path, html: &Path) -> String {
+    let mut report = fsprof();
+    report.args(["report", "--format", "html", "-o"]);
+    succeeds(report.arg(html).arg(profile));
+    std::fs::read_to_string(html).unwrap_or_else(|e| panic!("{}: {e}", html.display()))
+}
+
+/// `fsprof export --format FORMAT [-o OUT] PROFILE`, whatever its status.
+pub fn export(format: &str, profile: &Path, out: Option<&Path>) -> Output {
+    let mut c = fsprof();
+    c.args(["export", "--format", format]);
+    if let Some(out) = out {
+        c.arg("-o").arg(out);
+    }
+    c.arg(profile).output().expect("running fsprof")
+}
+
+/// `fsprof ARGS...` run in `dir`, whatever its status.
+pub fn fsprof_in(dir: &Path, args: &[&str]) -> Output {
+    fsprof()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("running fsprof")
 }
 
 /// Standard error as text, for messages in assertions.

@@ -21,6 +21,24 @@ pub fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {
     o
 }
 
+/// An op of `calls` calls taking `total_ns` in all, every call in bucket
+/// 10: for tests of counts, totals and shares rather than of shapes.
+pub fn op_total(name: &str, calls: u64, total_ns: u64) -> OpStats {
+    let mut o = OpStats::new(name);
+    (o.pre, o.post, o.total_ns) = (calls, calls, total_ns);
+    o.histogram.add_to(Some(10), calls);
+    o
+}
+
+/// A profile of these layers, in order, each holding its ops as given.
+pub fn profile_layers(layers: &[(&str, Vec<OpStats>)]) -> Profile {
+    let mut p = Profile::new(Meta::default());
+    for (l, ops) in layers {
+        p.layer_mut(l).ops.extend(ops.iter().cloned());
+    }
+    p
+}
+
 /// A profile whose `layer` holds `ops`, at one bucket per power of two.
 pub fn profile_of(layer: &str, ops: Vec<OpStats>) -> Profile {
     let mut p = Profile::new(Meta {

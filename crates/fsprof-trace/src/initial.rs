@@ -186,9 +186,6 @@ impl Initial {
 
     /// Takes in one call (before its effects are followed elsewhere);
     /// `content` is the buffer of bytes it read, when captured.
-    // One arm per op family over a shared state: over the length lint (its
-    // owner may split it by family).
-    #[allow(clippy::too_many_lines)]
     pub fn observe(&mut self, o: &Observation, content: Option<u32>) {
         let c = o.call;
         let Some(p) = o.path.as_deref() else { return };
@@ -197,51 +194,10 @@ impl Initial {
         let flags = c.flags.unwrap_or(0);
         let op = c.op.name();
         match op {
-            "open" | "openat" | "creat" | "fopen" => {
-                let f = match op {
-                    "fopen" => crate::compile::fopen_flags(c.name.as_deref().unwrap_or(b"r")),
-                    "creat" => (libc::O_CREAT | libc::O_TRUNC) as i64,
-                    _ => flags,
-                };
-                let creat = f & libc::O_CREAT as i64 != 0;
-                let excl = f & libc::O_EXCL as i64 != 0;
-                let trunc = f & libc::O_TRUNC as i64 != 0;
-                let dir = f & libc::O_DIRECTORY as i64 != 0;
-                if ok {
-                    if creat && (excl || trunc) {
-                        self.absent(p);
-                        self.created(p);
-                        self.changed(p);
-                    } else {
-                        self.exists(p, if dir { Kind::Dir } else { Kind::Unknown });
-                        if trunc {
-                            self.changed(p);
-                        }
-                    }
-                } else if c.errno == libc::EEXIST {
-                    self.exists(p, Kind::Unknown);
-                } else if enoent && !creat {
-                    self.absent(p);
-                }
-            }
+            "open" | "openat" | "creat" | "fopen" => self.observe_open(p, c),
             "opendir" | "chdir" if ok => self.exists(p, Kind::Dir),
             "stat" | "lstat" | "fstatat" | "statx" | "access" | "faccessat" | "statfs"
-            | "statvfs" => {
-                if ok {
-                    let nofollow = op == "lstat"
-                        || (matches!(op, "fstatat" | "statx")
-                            && flags & libc::AT_SYMLINK_NOFOLLOW as i64 != 0);
-                    let kind = match c.st_mode.map(kind_of_mode) {
-                        Some(Kind::Symlink(_)) if !nofollow => Kind::Unknown,
-                        Some(k) => k,
-                        None => Kind::Unknown,
-                    };
-                    self.exists(p, kind);
-                    self.stat_evidence(p, c);
-                } else if enoent {
-                    self.absent(p);
-                }
-            }
+            | "statvfs" => self.observe_stat(p, c),
             "fstat" if ok => self.stat_evidence(p, c),
             "readlink" | "readlinkat" => {
                 if ok {
@@ -316,6 +272,55 @@ impl Initial {
             "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
             | "ftruncate" | "fallocate" | "posix_fallocate" => self.changed(p),
             _ => {}
+        }
+    }
+
+    /// An open: what its flags and result say of the path.
+    fn observe_open(&mut self, p: &[u8], c: &Call) {
+        let ok = !c.failed();
+        let f = match c.op.name() {
+            "fopen" => crate::compile::fopen_flags(c.name.as_deref().unwrap_or(b"r")),
+            "creat" => (libc::O_CREAT | libc::O_TRUNC) as i64,
+            _ => c.flags.unwrap_or(0),
+        };
+        let creat = f & libc::O_CREAT as i64 != 0;
+        let excl = f & libc::O_EXCL as i64 != 0;
+        let trunc = f & libc::O_TRUNC as i64 != 0;
+        let dir = f & libc::O_DIRECTORY as i64 != 0;
+        if ok {
+            if creat && (excl || trunc) {
+                self.absent(p);
+                self.created(p);
+                self.changed(p);
+            } else {
+                self.exists(p, if dir { Kind::Dir } else { Kind::Unknown });
+                if trunc {
+                    self.changed(p);
+                }
+            }
+        } else if c.errno == libc::EEXIST {
+            self.exists(p, Kind::Unknown);
+        } else if c.errno == libc::ENOENT && !creat {
+            self.absent(p);
+        }
+    }
+
+    /// A stat-like call on a path: the entry's kind and sizes.
+    fn observe_stat(&mut self, p: &[u8], c: &Call) {
+        let op = c.op.name();
+        if !c.failed() {
+            let nofollow = op == "lstat"
+                || (matches!(op, "fstatat" | "statx")
+                    && c.flags.unwrap_or(0) & libc::AT_SYMLINK_NOFOLLOW as i64 != 0);
+            let kind = match c.st_mode.map(kind_of_mode) {
+                Some(Kind::Symlink(_)) if !nofollow => Kind::Unknown,
+                Some(k) => k,
+                None => Kind::Unknown,
+            };
+            self.exists(p, kind);
+            self.stat_evidence(p, c);
+        } else if c.errno == libc::ENOENT {
+            self.absent(p);
         }
     }
 

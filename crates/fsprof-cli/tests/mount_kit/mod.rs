@@ -12,12 +12,42 @@ use fsprof_core::{OpStats, Profile};
 
 pub use fsprof_testkit::fsprof;
 
-/// Root, for a FUSE mount: these tests are `#[ignore = "needs root"]` and run by
-/// `scripts/test-all`; run without root they fail saying so
-/// (`fsprof_testkit::need`).
-pub fn root_or_skip(what: &str) -> bool {
-    fsprof_testkit::need_root(&format!("a FUSE mount, {what}"));
-    true
+/// A test's scratch directory holding empty `lower/` and `mnt/`, and
+/// where its profile goes (`p.json`). Asks for root first: these tests are
+/// `#[ignore = "needs root"]` and run by `scripts/test-all`; run without
+/// root they fail saying so (`fsprof_testkit::need`).
+pub struct Dirs {
+    tmp: tempfile::TempDir,
+    pub lower: PathBuf,
+    pub mp: PathBuf,
+    pub out: PathBuf,
+}
+
+pub fn dirs() -> Dirs {
+    fsprof_testkit::need_root("a FUSE mount");
+    let tmp = tempfile::tempdir().unwrap();
+    let (lower, mp) = (tmp.path().join("lower"), tmp.path().join("mnt"));
+    std::fs::create_dir_all(&lower).unwrap();
+    std::fs::create_dir_all(&mp).unwrap();
+    let out = tmp.path().join("p.json");
+    Dirs {
+        tmp,
+        lower,
+        mp,
+        out,
+    }
+}
+
+impl Dirs {
+    /// The scratch directory itself.
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// `fsprof mount [extra] lower mnt -o p.json`.
+    pub fn mount(&self, extra: &[&str]) -> Mount {
+        Mount::start(&self.lower, &self.mp, &self.out, extra)
+    }
 }
 
 pub struct Mount {
@@ -122,6 +152,14 @@ pub fn calls(p: &Profile, name: &str) -> u64 {
     op(p, name).map(|o| o.post).unwrap_or(0)
 }
 
+/// Each `(op, n)`: the fusefs layer returned exactly `n` calls of `op`.
+#[track_caller]
+pub fn assert_calls(p: &Profile, want: &[(&str, u64)]) {
+    for &(name, n) in want {
+        assert_eq!(calls(p, name), n, "{name}: {:?}", op(p, name));
+    }
+}
+
 /// `fsprof check FILE` succeeds.
 pub fn check_ok(file: &Path) {
     let o = fsprof().arg("check").arg(file).output().unwrap();
@@ -131,6 +169,23 @@ pub fn check_ok(file: &Path) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// A shared read-write mapping of `len` bytes of the file behind `fd`,
+/// from `off`, or the error mmap(2) gave.
+///
+/// # Safety
+/// `fd` is an open descriptor; the caller unmaps the mapping and stays
+/// within the file's size when it touches it.
+pub unsafe fn map_shared(fd: i32, len: usize, off: i64) -> std::io::Result<*mut libc::c_void> {
+    let (rw, shared) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED);
+    // SAFETY: a new mapping (no address asked for) of a descriptor the
+    // caller holds.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, rw, shared, fd, off) };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(p)
 }
 
 /// A deterministic pseudo-random byte pattern.

@@ -119,6 +119,14 @@ fn curve_window(c: &mut Curve, bytes: u64) {
     c.median.truncate(n);
 }
 
+/// A finding the two methods dispute is never more than medium.
+fn disputed(c: Confidence) -> Confidence {
+    Confidence {
+        level: Level::Low.max(c.level.min(Level::Medium)),
+        statement: c.statement,
+    }
+}
+
 fn decide(
     mut f: Finding,
     w: &write_period::Inference,
@@ -165,6 +173,20 @@ fn decide(
                 },
             ))
         }
+        // Sparse reads see the allocated block itself; writes see every
+        // allocation the write path makes, and on a file system with large
+        // page-cache folios (xfs on an idle machine: 64 KiB, against 4 KiB
+        // when memory is fragmented) the dear writes come once per folio.
+        // A write period that is a multiple of the sparse block is that,
+        // whatever the two confidences say.
+        (Some(a), Some(b)) if a.0 > b.0 && a.0 % b.0 == 0 => {
+            f.notes.push(format!(
+                "the write period ({}) is a multiple of the sparse-read block ({}): writes see the page cache allocate larger units (large folios) rather than blocks; reporting the sparse reads",
+                bytes(a.0),
+                bytes(b.0)
+            ));
+            Some((b.0, disputed(b.1)))
+        }
         (Some(a), Some(b)) => {
             let (keep, other, method) = if a.1.level > b.1.level {
                 (a, b, "write period")
@@ -176,13 +198,7 @@ fn decide(
                 bytes(keep.0),
                 bytes(other.0)
             ));
-            Some((
-                keep.0,
-                Confidence {
-                    level: Level::Low.max(keep.1.level.min(Level::Medium)),
-                    statement: keep.1.statement,
-                },
-            ))
+            Some((keep.0, disputed(keep.1)))
         }
         (Some(a), None) => Some(a),
         (None, Some(b)) => {
@@ -205,5 +221,64 @@ fn decide(
             let why = format!("no method showed a block: {}", w.confidence.statement);
             f.inconclusive(why)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn says(level: Level) -> Confidence {
+        Confidence {
+            level,
+            statement: String::new(),
+        }
+    }
+
+    fn writes(block: u64) -> write_period::Inference {
+        write_period::Inference {
+            block: Some(block),
+            levels: Vec::new(),
+            jumps: Vec::new(),
+            confidence: says(Level::High),
+            at_page: false,
+        }
+    }
+
+    fn sparse(block: u64) -> sparse_read::Inference {
+        sparse_read::Inference {
+            block: Some(block),
+            levels: None,
+            confidence: says(Level::Medium),
+            step: 512,
+        }
+    }
+
+    fn decided(w: u64, s: u64) -> Finding {
+        let f = Finding::new(Parameter::BlockSize, "writes", Summary::Min);
+        decide(f, &writes(w), Some(&sparse(s)))
+    }
+
+    /// xfs on an idle machine: dear writes every 64 KiB folio, sparse reads
+    /// 4 KiB blocks (the official CI's figures); the clearer write period
+    /// must not win.
+    #[test]
+    fn a_write_period_that_is_a_multiple_of_the_sparse_block_is_folios() {
+        let f = decided(64 << 10, 4096);
+        assert_eq!(f.value, Some(4096), "{:?}", f.notes);
+        assert!(!f.cross_checks[0].agrees);
+        assert!(
+            f.notes.iter().any(|n| n.contains("large folios")),
+            "{:?}",
+            f.notes
+        );
+    }
+
+    /// Any other disagreement is still decided by the clearer evidence.
+    #[test]
+    fn other_disagreements_keep_the_clearer_method() {
+        let f = decided(4096, 64 << 10);
+        assert_eq!(f.value, Some(4096));
+        assert!(!f.notes.iter().any(|n| n.contains("large folios")));
     }
 }
