@@ -6,9 +6,10 @@ Workloads (each repeated, medians): a warm `grep -r` over a copy of
 and create+stat+unlink of 10,000 files (bench/mount_meta.c).
 
 Configurations: native (LOWER itself), `fsprof mount` --observe-all and
---fast with the default threads and with one, the same daemon built with
+--fast with the default thread (one) and with two, the same daemon built with
 timing compiled out (`--features fsprof-fuse/untimed`), bindfs (Debian;
-single-threaded by default, and --multithreaded), and libfuse's
+single-threaded by default, --multithreaded, and with entry/attribute
+caching off like observe-all), and libfuse's
 passthrough_hp (default threads and --single, each with its default day-long
 entry/attribute caching and with --nocache, like observe-all), built from
 Debian's fuse3 source package (`apt-get source fuse3`, never committed).
@@ -109,11 +110,12 @@ def configs(args, hp, lower):
     plain_umount = lambda mnt: sh(["umount", mnt])
     return [
         Config("native"),
+        # The default is one worker thread; 2T is the earlier default.
         fsp("fsprof observe-all", []),
-        fsp("fsprof observe-all 1T", ["--threads", "1"]),
+        fsp("fsprof observe-all 2T", ["--threads", "2"]),
         fsp("fsprof observe-all untimed", [], untimed=True),
         fsp("fsprof fast", ["--fast"]),
-        fsp("fsprof fast 1T", ["--fast", "--threads", "1"]),
+        fsp("fsprof fast 2T", ["--fast", "--threads", "2"]),
         Config("bindfs", lambda mnt: sh(["bindfs", lower, mnt]), plain_umount),
         Config("bindfs multithreaded", lambda mnt: sh(["bindfs", "--multithreaded", lower, mnt]), plain_umount),
         # bindfs caches entries and attributes for libfuse's default second;

@@ -141,8 +141,9 @@ pub fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> Res<RawFd> {
 /// `O_PATH` descriptor per inode the kernel knows, and the kernel keeps
 /// inodes cached as long as memory allows (a `grep -r` over a tree, 10,000
 /// created files), so a limit of a few thousand would turn lookups into
-/// EMFILE. Root may lift the hard limit up to `fs.nr_open`; anyone may
-/// lift the soft limit to the hard one. Returns the limit now in force.
+/// EMFILE. Anyone may lift the soft limit to the hard one; with
+/// CAP_SYS_RESOURCE the hard limit goes up to `fs.nr_open`. Returns the
+/// limit now in force.
 pub fn raise_fd_limit() -> u64 {
     // SAFETY: plain data the kernel fills in.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
@@ -327,6 +328,9 @@ mod tests {
         let mut got = String::new();
         f.read_to_string(&mut got).unwrap();
         assert_eq!(got, "abc");
-        assert_eq!(reopen(p.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY), Err(Errno::ENOTDIR));
+        assert_eq!(
+            reopen(p.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY),
+            Err(Errno::ENOTDIR)
+        );
     }
 }

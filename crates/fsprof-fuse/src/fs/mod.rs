@@ -425,7 +425,7 @@ impl Filesystem for PassFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -433,8 +433,9 @@ impl Filesystem for PassFs {
         let r = if Control::is_fh(fh.0) {
             self.control.write(data)
         } else {
+            let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
             self.rec
-                .timed(op!("write"), || files::write(fh.0, data, offset))
+                .timed(op!("write"), || files::write(fh.0, data, offset, kill))
         };
         match r {
             Ok(n) => reply.written(n),
