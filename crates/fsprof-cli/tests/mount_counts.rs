@@ -174,10 +174,8 @@ fn more_inodes_than_the_descriptor_limit_it_was_started_with() {
     // SAFETY: plain data getrlimit fills in.
     let mut hard: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: an out-pointer to a rlimit.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) },
-        0
-    );
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) };
+    assert_eq!(r, 0);
     let hard = hard.rlim_max;
     assert!(
         hard > 2 * FILES as u64,
