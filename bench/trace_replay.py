@@ -16,6 +16,7 @@ usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--parts 1,2,3
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -67,11 +68,20 @@ def pread_rates(tmp):
             f.write(f"{data} close\n")
         logs.append(path)
     orig, rep, fio = [], [], []
+    # CPU time per call (user + system): the cost of each side whatever the
+    # machine's load, next to the wall-clock rates the target is about.
+    orig_cpu, rep_cpu = [], []
     root = os.path.join(tmp, "root")
     for _ in range(ARGS.rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         orig.append(float(run([exe, data, n]).stdout))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        orig_cpu.append(cpu * 1e9 / (2 * ARGS.n))
         t = timing(tmp, replay, root, ["--afap", "--verify", "off"])
         rep.append(t["issued"] / (t["elapsed_ns"] / 1e9))
+        if "cpu_ns" in t:
+            rep_cpu.append(t["cpu_ns"] / t["issued"])
         if shutil.which("fio"):
             cmd = ["fio", "--output-format=json", "--ioengine=psync"]
             for t_, log in enumerate(logs):
@@ -87,6 +97,10 @@ def pread_rates(tmp):
     if fio:
         f_ = statistics.median(fio)
         print(f"fio read_iolog        {f_:12.0f} calls/s   ratio {f_ / o:.3f}")
+    if rep_cpu:
+        oc, rc = statistics.median(orig_cpu), statistics.median(rep_cpu)
+        print(f"CPU per call: original {oc:.0f} ns, replay threads {rc:.0f} ns, ratio {oc / rc:.3f} (higher is a cheaper replay)")
+    print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
 
 

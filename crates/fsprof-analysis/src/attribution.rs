@@ -21,8 +21,8 @@ use fsprof_core::layer;
 use fsprof_core::ops::syscall;
 use fsprof_core::Profile;
 
-/// One system call op: its calls, and those that waited for block I/O of
-/// their own thread.
+/// One system call op: its calls, and those that slept uninterruptibly
+/// while block I/O completed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockWait {
     /// Syscall name (`read`, `pread64`, `fsync`).

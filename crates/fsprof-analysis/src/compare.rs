@@ -271,55 +271,61 @@ impl Comparison {
     }
 }
 
+/// Layers and ops, found by name.
+trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for Layer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for OpStats {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Each side's positions by name, and the union of the names: `a`'s in
+/// order, then those of `b` that `a` lacks. By index because a profile may
+/// hold 100k layers, and finding each by a scan made compare quadratic.
+type ByName<'x> = (
+    HashMap<&'x str, usize>,
+    HashMap<&'x str, usize>,
+    Vec<&'x str>,
+);
+
+fn by_name<'x, T: Named>(a: &'x [T], b: &'x [T]) -> ByName<'x> {
+    let index = |v: &'x [T]| -> HashMap<&'x str, usize> {
+        v.iter().enumerate().map(|(k, t)| (t.name(), k)).collect()
+    };
+    let (ia, ib) = (index(a), index(b));
+    let mut names: Vec<&str> = a.iter().map(Named::name).collect();
+    names.extend(b.iter().map(Named::name).filter(|n| !ia.contains_key(n)));
+    (ia, ib, names)
+}
+
 /// Compares profile `a` (the baseline) with `b`, every op of every layer
 /// present in either.
 pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comparison {
     let res = a.resolution().min(b.resolution());
     let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
     let empty = Layer::default();
-    // Layers and ops by name: a profile may hold 100k layers, and finding
-    // each by a scan made compare quadratic.
-    let index = |p: &'_ Profile| -> HashMap<String, usize> {
-        p.layers
-            .iter()
-            .enumerate()
-            .map(|(k, l)| (l.name.clone(), k))
-            .collect()
-    };
-    let (ia, ib) = (index(a), index(b));
-    let mut layer_names: Vec<&str> = a.layers.iter().map(|l| l.name.as_str()).collect();
-    layer_names.extend(
-        b.layers
-            .iter()
-            .filter(|l| !ia.contains_key(&l.name))
-            .map(|l| l.name.as_str()),
-    );
+    let (ia, ib, layer_names) = by_name(&a.layers, &b.layers);
     let mut ops = Vec::new();
     for name in layer_names {
         let la = ia.get(name).map_or(&empty, |&k| &a.layers[k]);
         let lb = ib.get(name).map_or(&empty, |&k| &b.layers[k]);
-        let by_name = |l: &'_ Layer| -> HashMap<String, usize> {
-            l.ops
-                .iter()
-                .enumerate()
-                .map(|(k, o)| (o.name.clone(), k))
-                .collect()
-        };
-        let (oa, ob) = (by_name(la), by_name(lb));
-        let mut op_names: Vec<&str> = la.ops.iter().map(|o| o.name.as_str()).collect();
-        op_names.extend(
-            lb.ops
-                .iter()
-                .filter(|o| !oa.contains_key(&o.name))
-                .map(|o| o.name.as_str()),
-        );
+        let (oa, ob, op_names) = by_name(&la.ops, &lb.ops);
         // Once per layer, not per op.
         let (ta, tb) = (
             (la.total_ns(), la.total_calls()),
             (lb.total_ns(), lb.total_calls()),
         );
         for op in op_names {
-            let side = |l: &Layer, idx: &HashMap<String, usize>, t, p: &Profile| {
+            let side = |l: &Layer, idx: &HashMap<&str, usize>, t, p: &Profile| {
                 let mut s = idx
                     .get(op)
                     .map_or_else(|| OpStats::new(op), |&k| l.ops[k].clone());

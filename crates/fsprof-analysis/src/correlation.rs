@@ -278,13 +278,8 @@ mod tests {
 
     #[test]
     fn slow_peak_is_explained_by_long_seeks() {
-        let r = correlate(
-            &read_op(),
-            Value::Seek,
-            Resolution::DEFAULT,
-            &PeakOptions::default(),
-        )
-        .unwrap();
+        let of = |v| correlate(&read_op(), v, Resolution::DEFAULT, &PeakOptions::default());
+        let r = of(Value::Seek).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].calls, 1000);
         assert_eq!(
@@ -296,13 +291,7 @@ mod tests {
             r[1].summary,
             "peak 2 at 2.10ms..4.19ms: 94% seeks of more than 16 MiB"
         );
-        let s = correlate(
-            &read_op(),
-            Value::Size,
-            Resolution::DEFAULT,
-            &PeakOptions::default(),
-        )
-        .unwrap();
+        let s = of(Value::Size).unwrap();
         assert!(
             s[1].summary.ends_with("100% requests of 2 KiB..4 KiB"),
             "{}",

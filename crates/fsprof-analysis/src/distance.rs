@@ -68,28 +68,27 @@ fn range(h: &Histogram) -> (i32, i32) {
 /// 1, an EMD of 1 means "one power of two slower or faster on average").
 /// Symmetric. `None` if exactly one histogram is empty.
 pub fn emd(a: &Histogram, b: &Histogram) -> Option<f64> {
-    let (p, q) = aligned(a, b)?;
-    let (mut cp, mut cq, mut d) = (0.0, 0.0, 0.0);
-    for (x, y) in p.iter().zip(&q) {
-        cp += x;
-        cq += y;
-        d += f64::abs(cp - cq);
-    }
-    Some(d)
+    Some(cdf_gaps(a, b)?.iter().fold(0.0, |d, g| d + g.abs()))
 }
 
 /// Signed EMD: positive when `b` is, on the whole, slower than `a` (its
 /// distribution lies to the right), in buckets. `|emd_signed| <= emd`, with
 /// equality when one distribution is entirely to one side of the other.
 pub fn emd_signed(a: &Histogram, b: &Histogram) -> Option<f64> {
+    Some(cdf_gaps(a, b)?.iter().fold(0.0, |d, g| d + g))
+}
+
+/// Bucket by bucket, `a`'s normalized cumulative distribution minus `b`'s:
+/// what [`emd`] and [`emd_signed`] add up.
+fn cdf_gaps(a: &Histogram, b: &Histogram) -> Option<Vec<f64>> {
     let (p, q) = aligned(a, b)?;
-    let (mut cp, mut cq, mut d) = (0.0, 0.0, 0.0);
-    for (x, y) in p.iter().zip(&q) {
+    let (mut cp, mut cq) = (0.0, 0.0);
+    let gaps = p.iter().zip(&q).map(|(x, y)| {
         cp += x;
         cq += y;
-        d += cp - cq;
-    }
-    Some(d)
+        cp - cq
+    });
+    Some(gaps.collect())
 }
 
 /// The geometric mean latency of a histogram, ns, with every call at its

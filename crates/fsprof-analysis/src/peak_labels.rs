@@ -362,25 +362,22 @@ mod tests {
     #[test]
     fn reads_get_read_labels_at_their_own_size() {
         let l = |ns, size| label("user", "pread", ns, size);
-        assert_eq!(
-            l(400, Some(4096)).as_deref(),
-            Some("≈ page-cache hit (4 KiB)")
-        );
-        assert_eq!(
-            l(50_000, Some(4096)).as_deref(),
-            Some("≈ device read (4 KiB)")
-        );
-        // A cold 128 KiB read at 400 µs: a device read, never an fsync
-        // (which a nearest-median rule over every characteristic chose).
-        assert_eq!(
-            l(400_000, Some(131072)).as_deref(),
-            Some("≈ device read (128 KiB)")
-        );
-        // A 128 KiB hit at 15 µs is a hit, though no 4 KiB reading is.
-        assert_eq!(
-            l(15_000, Some(131072)).as_deref(),
-            Some("≈ page-cache hit (128 KiB)")
-        );
+        let cases = [
+            (400, 4096, "≈ page-cache hit (4 KiB)"),
+            (50_000, 4096, "≈ device read (4 KiB)"),
+            // A cold 128 KiB read at 400 µs: a device read, never an fsync
+            // (which a nearest-median rule over every characteristic chose).
+            (400_000, 131072, "≈ device read (128 KiB)"),
+            // A 128 KiB hit at 15 µs is a hit, though no 4 KiB reading is.
+            (15_000, 131072, "≈ page-cache hit (128 KiB)"),
+        ];
+        for (ns, size, want) in cases {
+            assert_eq!(
+                l(ns, Some(size)).as_deref(),
+                Some(want),
+                "{ns} ns, {size} B"
+            );
+        }
         // 1 MiB was not calibrated: no size within a factor of two.
         assert_eq!(l(15_000, Some(1 << 20)), None);
         // Without size data every size is a candidate.

@@ -255,85 +255,35 @@ pub fn human_bytes(b: u64) -> String {
     fsprof_core::units::format_bytes(b as f64)
 }
 
-/// Parses `4096`, `4k`/`4K`/`4KiB`, `1m`, `2G`: binary multiples.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}: expected a number such as 4096, 4k or 1M"))?;
-    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "invalid size {s:?}: unknown unit {unit:?} (use k, M, G)"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("invalid size {s:?}: too large"))
-}
+pub use fsprof_core::units::parse_bytes as parse_size;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_as_binary_multiples_and_print_back() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
-        assert!(parse_size("1x").is_err() && parse_size("").is_err());
-        assert!(parse_size("99999999999T").is_err());
-        assert_eq!(human_bytes(1 << 20), "1 MiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-    }
-
-    #[test]
     fn contradictions_are_refused_with_the_option_named() {
         let p = |s| Params::defaults(s, "/tmp".into());
-        let err = |p: Params| p.validate().unwrap_err().to_string();
-        assert!(err(Params {
-            files: 1,
-            ..p(Suite::Sprite)
-        })
-        .contains("--files"));
-        assert!(err(Params {
-            io_size: 2 << 20,
-            ..p(Suite::Sprite)
-        })
-        .contains("--io-size"));
-        assert!(err(Params {
-            runs: 0,
-            ..p(Suite::Sprite)
-        })
-        .contains("--runs"));
-        assert!(err(Params {
-            cache: CacheMode::Cold,
-            ..p(Suite::Pread)
-        })
-        .contains("cached reads"));
-        assert!(err(Params {
-            drop_caches: true,
-            ..p(Suite::Sprite)
-        })
-        .contains("--cache cold"));
-        assert!(err(Params {
-            cache: CacheMode::Cold,
-            ..p(Suite::Metadata)
-        })
-        .contains("--drop-caches"));
-        assert!(err(Params {
-            min_size: 1 << 30,
-            ..p(Suite::Sweep)
-        })
-        .contains("--min-size"));
+        type Change = fn(&mut Params);
+        let cases: [(Suite, Change, &str); 7] = [
+            (Suite::Sprite, |q| q.files = 1, "--files"),
+            (Suite::Sprite, |q| q.io_size = 2 << 20, "--io-size"),
+            (Suite::Sprite, |q| q.runs = 0, "--runs"),
+            (Suite::Pread, |q| q.cache = CacheMode::Cold, "cached reads"),
+            (Suite::Sprite, |q| q.drop_caches = true, "--cache cold"),
+            (
+                Suite::Metadata,
+                |q| q.cache = CacheMode::Cold,
+                "--drop-caches",
+            ),
+            (Suite::Sweep, |q| q.min_size = 1 << 30, "--min-size"),
+        ];
+        for (suite, change, named) in cases {
+            let mut q = p(suite);
+            change(&mut q);
+            let e = q.validate().unwrap_err().to_string();
+            assert!(e.contains(named), "{e} should name {named}");
+        }
         assert!(p(Suite::Sprite).validate().is_ok());
     }
 

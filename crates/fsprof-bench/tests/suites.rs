@@ -175,13 +175,8 @@ fn cold_on_tmpfs_is_caught_and_the_warning_says_what_to_do() {
 #[test]
 fn metadata_counts_every_create_stat_and_unlink() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let p = Params {
-        dirs: 8,
-        files_per_dir: 4,
-        runs: 2,
-        warmup: 1,
-        ..Params::defaults(Suite::Metadata, d.path().to_path_buf())
-    };
+    let mut p = Params::defaults(Suite::Metadata, d.path().to_path_buf());
+    (p.dirs, p.files_per_dir, p.runs, p.warmup) = (8, 4, 2, 1);
     let (profile, r) = run(&p);
     assert_eq!(r.phases.len(), 6);
     let layer = profile.layer(LAYER).unwrap();
@@ -195,13 +190,8 @@ fn metadata_counts_every_create_stat_and_unlink() {
 #[test]
 fn pread_threads_each_do_their_ops() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let p = Params {
-        threads: 2,
-        ops: 2000,
-        runs: 2,
-        cache: CacheMode::Warm,
-        ..Params::defaults(Suite::Pread, d.path().to_path_buf())
-    };
+    let mut p = Params::defaults(Suite::Pread, d.path().to_path_buf());
+    (p.threads, p.ops, p.runs, p.cache) = (2, 2000, 2, CacheMode::Warm);
     let (profile, r) = run(&p);
     let op = profile.layer(LAYER).unwrap().op("pread").unwrap();
     assert_eq!(op.post, 2 * 2 * 2000);
@@ -215,11 +205,8 @@ fn pread_threads_each_do_their_ops() {
 #[test]
 fn one_pread_reader_reports_its_cpu_share_and_a_low_share_is_warned() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let p = Params {
-        ops: 3000,
-        runs: 2,
-        ..Params::defaults(Suite::Pread, d.path().to_path_buf())
-    };
+    let mut p = Params::defaults(Suite::Pread, d.path().to_path_buf());
+    (p.ops, p.runs) = (3000, 2);
     let (profile, mut r) = run(&p);
     assert_eq!(
         profile.layer(LAYER).unwrap().op("pread").unwrap().post,

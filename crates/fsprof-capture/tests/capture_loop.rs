@@ -53,6 +53,11 @@ impl Progress for Recorder {
     }
 }
 
+/// The error a capture of `argv` under `src` ends with.
+fn run_err(src: &mut CountingSource, argv: &[&str]) -> CaptureError {
+    Capture::new(plan(argv)).run(src, &mut Silent).unwrap_err()
+}
+
 #[test]
 fn duration_and_intervals_without_a_command() {
     let mut p = plan(&[]);
@@ -139,9 +144,7 @@ fn the_command_gets_the_sources_environment() {
 #[test]
 fn launch_and_start_failures_are_errors_before_anything_runs() {
     let mut src = CountingSource::default();
-    let e = Capture::new(plan(&["/no/such/fsprof-cmd"]))
-        .run(&mut src, &mut Silent)
-        .unwrap_err();
+    let e = run_err(&mut src, &["/no/such/fsprof-cmd"]);
     match &e {
         CaptureError::Launch(l) => assert_eq!(l.exit_code(), 127),
         other => panic!("{other}"),
@@ -149,8 +152,10 @@ fn launch_and_start_failures_are_errors_before_anything_runs() {
     assert!(src.log.is_empty(), "{:?}", src.log);
 
     // A source that attaches to the command holds it: when it fails to
-    // start, the command never runs.
-    let mut src = CountingSource {
+    // start, the command never runs. One that does not (the preload shim)
+    // lets the command start at once; when it then fails to start, the
+    // command is killed, not left running unobserved.
+    let held = CountingSource {
         fail_start: Some("the probe was refused".into()),
         caps: Caps {
             hold_command: true,
@@ -158,35 +163,34 @@ fn launch_and_start_failures_are_errors_before_anything_runs() {
         },
         ..Default::default()
     };
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ran");
-    let script = format!("touch {}", marker.display());
-    let e = Capture::new(plan(&["sh", "-c", &script]))
-        .run(&mut src, &mut Silent)
-        .unwrap_err();
-    assert_eq!(e.to_string(), "the probe was refused");
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        !marker.exists(),
-        "the held command ran although the source failed"
-    );
-    // One that does not (the preload shim) lets the command start at once;
-    // when it then fails to start, the command is killed, not left running
-    // unobserved.
-    let mut src = CountingSource {
+    let shim = CountingSource {
         fail_start: Some("the shim was refused".into()),
         ..Default::default()
     };
-    let script = format!("sleep 0.3; touch {}", marker.display());
-    let e = Capture::new(plan(&["sh", "-c", &script]))
-        .run(&mut src, &mut Silent)
-        .unwrap_err();
-    assert_eq!(e.to_string(), "the shim was refused");
-    std::thread::sleep(Duration::from_millis(600));
-    assert!(
-        !marker.exists(),
-        "the command went on although the source failed"
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for (mut src, why, before, wait_ms, what) in [
+        (
+            held,
+            "the probe was refused",
+            "",
+            100,
+            "the held command ran",
+        ),
+        (
+            shim,
+            "the shim was refused",
+            "sleep 0.3; ",
+            600,
+            "the command went on",
+        ),
+    ] {
+        let script = format!("{before}touch {}", marker.display());
+        let e = run_err(&mut src, &["sh", "-c", &script]);
+        assert_eq!(e.to_string(), why);
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        assert!(!marker.exists(), "{what} although the source failed");
+    }
 
     let mut src = CountingSource {
         caps: Caps {
@@ -195,9 +199,7 @@ fn launch_and_start_failures_are_errors_before_anything_runs() {
         },
         ..Default::default()
     };
-    let e = Capture::new(plan(&[]))
-        .run(&mut src, &mut Silent)
-        .unwrap_err();
+    let e = run_err(&mut src, &[]);
     assert!(matches!(e, CaptureError::NeedsCommand), "{e}");
 }
 

@@ -24,6 +24,12 @@ fn finding<'a>(r: &'a serde_json::Value, p: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no {p} finding in {r}"))
 }
 
+/// `fsprof discover ARGS... PATHS...`, whatever its status.
+fn discover(args: &[&str], paths: &[&Path]) -> std::process::Output {
+    let mut c = fsprof();
+    c.arg("discover").args(args).args(paths).output().unwrap()
+}
+
 fn one_line_error(o: &std::process::Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -33,11 +39,7 @@ fn one_line_error(o: &std::process::Output, needle: &str) {
 
 #[test]
 fn a_missing_dir_is_a_one_line_error() {
-    let o = fsprof()
-        .args(["discover", "/no/such/dir", "-q"])
-        .output()
-        .unwrap();
-    one_line_error(&o, "/no/such/dir");
+    one_line_error(&discover(&["/no/such/dir", "-q"], &[]), "/no/such/dir");
 }
 
 /// As root, permissions do not stop writes: the run is made as nobody.
@@ -68,18 +70,10 @@ fn outputs_that_exist_are_refused_before_measuring() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("r.json");
     std::fs::write(&out, "mine").unwrap();
-    let o = fsprof()
-        .args(["discover", "--what", "block-size", "-q", "-o"])
-        .arg(&out)
-        .arg(d.path())
-        .output()
-        .unwrap();
+    let o = discover(&["--what", "block-size", "-q", "-o"], &[&out, d.path()]);
     one_line_error(&o, "exists");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
-    let o = fsprof()
-        .args(["discover", "--cgroup-limit", "1M", "."])
-        .output()
-        .unwrap();
+    let o = discover(&["--cgroup-limit", "1M", "."], &[]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
 
@@ -91,18 +85,8 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
     }
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let out = d.path().join("r.json");
-    let o = fsprof()
-        .args([
-            "discover",
-            "--what",
-            "page-cache,readahead,block-size",
-            "-q",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(d.path())
-        .output()
-        .unwrap();
+    let what = ["--what", "page-cache,readahead,block-size", "-q", "-o"];
+    let o = discover(&what, &[&out, d.path()]);
     assert!(o.status.success(), "{o:?}");
     let r = json(&out);
     for p in ["page-cache", "readahead"] {
@@ -247,12 +231,8 @@ fn findings_figures_and_profile_from_an_ext2_image() {
     assert_eq!(writes["post"], 20 * 4096);
 
     // Outputs exist now: refused without --force, replaced with it.
-    let again = fsprof()
-        .args(["discover", "--what", "block-size", "-q", "--plot-dir"])
-        .arg(&plots)
-        .arg(img.mount_point())
-        .output()
-        .unwrap();
+    let what = ["--what", "block-size", "-q", "--plot-dir"];
+    let again = discover(&what, &[&plots, &img.mount_point()]);
     one_line_error(&again, "exists");
 }
 
@@ -262,11 +242,7 @@ fn direct_blocks_on_ext4_say_extents() {
     need_root("loop-mounted images, mounts, cgroups");
     need_program("mkfs.ext4", "e2fsprogs");
     let img = LoopImage::new("ext4", &["-q", "-F"], 64, "").unwrap();
-    let o = fsprof()
-        .args(["discover", "--what", "direct-blocks", "-q"])
-        .arg(img.mount_point())
-        .output()
-        .unwrap();
+    let o = discover(&["--what", "direct-blocks", "-q"], &[&img.mount_point()]);
     assert!(o.status.success(), "{o:?}");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("not applicable"), "{text}");

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use fsprof_testkit::{compile, fsprof, need_program, succeeds};
+use fsprof_testkit::{canonical_tempdir, compile, fsprof, need_program, succeeds};
 use fsprof_trace::event::Record;
 use fsprof_trace::TraceReader;
 
@@ -20,12 +20,18 @@ fn counts(path: &Path) -> BTreeMap<(i32, String), u64> {
     m
 }
 
+/// `fsprof import FORMAT... LOG -o TRACE`, whatever its status.
+fn import(format: &[&str], log: &Path, trace: &Path) -> std::process::Output {
+    let mut c = fsprof();
+    c.arg("import").args(format).arg(log).arg("-o").arg(trace);
+    c.output().unwrap()
+}
+
 #[test]
 #[ignore = "needs strace"]
 fn strace_import_matches_the_native_trace_of_the_same_run() {
     let strace = need_program("strace", "strace");
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let exe = compile("trace_calls", &base, &["-pthread"]);
     let script = format!("{0} basic && {0} threads 200", exe.display());
     let o = std::process::Command::new(&strace)
@@ -80,8 +86,7 @@ fn strace_import_matches_the_native_trace_of_the_same_run() {
 
 #[test]
 fn fio_iologs_v2_and_v3_import_and_replay() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let f = base.join("data");
     let v2 = format!(
         "fio version 2 iolog\n{0} add\n{0} open\n{0} write 0 4096\n{0} write 4096 4096\n{0} read 0 4096\n{0} sync\n{0} close\n",
@@ -95,13 +100,7 @@ fn fio_iologs_v2_and_v3_import_and_replay() {
         let log_path = base.join(format!("{name}.log"));
         std::fs::write(&log_path, log).unwrap();
         let t = base.join(format!("{name}.trace"));
-        let o = fsprof()
-            .args(["import", "fio-iolog"])
-            .arg(&log_path)
-            .arg("-o")
-            .arg(&t)
-            .output()
-            .unwrap();
+        let o = import(&["fio-iolog"], &log_path, &t);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let mut r = TraceReader::open(&t).unwrap();
         let n = r
@@ -148,24 +147,12 @@ fn unparseable_lines_are_errors_with_their_number_or_counted() {
     )
     .unwrap();
     let t = d.path().join("t.trace");
-    let o = fsprof()
-        .args(["import", "strace"])
-        .arg(&log)
-        .arg("-o")
-        .arg(&t)
-        .output()
-        .unwrap();
+    let o = import(&["strace"], &log, &t);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("line 2:"), "{err}");
     assert!(!t.exists(), "no trace from a failed import");
-    let o = fsprof()
-        .args(["import", "strace", "--lenient"])
-        .arg(&log)
-        .arg("-o")
-        .arg(&t)
-        .output()
-        .unwrap();
+    let o = import(&["strace", "--lenient"], &log, &t);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("skipped 1 line"));
     let o = fsprof()

@@ -6,7 +6,7 @@
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use fsprof_testkit::fsprof;
+use fsprof_testkit::{capture_in, fsprof, stderr};
 
 /// A private /dev/null (the test must not touch the real one).
 fn null_device(dir: &Path) -> PathBuf {
@@ -25,13 +25,8 @@ fn is_char_device(p: &Path) -> bool {
 
 fn profile(dir: &Path) -> PathBuf {
     let p = dir.join("p.json");
-    let o = fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(&p)
-        .args(["--", "cat", "/etc/hostname"])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    let o = capture_in(dir, &["run", "-q"], &p, &["cat", "/etc/hostname"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     p
 }
 
@@ -111,12 +106,7 @@ fn a_fifo_receives_the_profile() {
     // nobody reads, so wait for it.
     let mut last = String::new();
     for _ in 0..200 {
-        let o = fsprof()
-            .args(["run", "-q", "-o"])
-            .arg(&fifo)
-            .args(["--", "cat", "/etc/hostname"])
-            .output()
-            .unwrap();
+        let o = capture_in(dir.path(), &["run", "-q"], &fifo, &["cat", "/etc/hostname"]);
         if o.status.success() {
             let got = reader.join().unwrap();
             let p = fsprof_core::format::parse_profile(&got, &fifo).unwrap();

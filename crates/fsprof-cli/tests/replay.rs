@@ -7,9 +7,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use fsprof_testkit::{compile, fsprof, need_program};
-use fsprof_trace::event::{Call, Op, ProcessInfo, Record};
-use fsprof_trace::file::{TraceHeader, TraceWriter};
+use fsprof_testkit::{canonical_tempdir, compile, fsprof, need_program, HandTrace};
+use fsprof_trace::event::Call;
 use fsprof_trace::replayfile::Compiled;
 
 fn run(args: &[&std::ffi::OsStr], dir: &Path) -> Output {
@@ -20,6 +19,47 @@ fn ok(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "status {:?}: {err}", o.status);
     err
+}
+
+/// `fsprof trace OPTS... -o TRACE -- CMD...` in `dir`; it must succeed.
+fn trace_in(dir: &Path, opts: &[&str], trace: &Path, cmd: &[&std::ffi::OsStr]) {
+    let mut c = fsprof();
+    c.arg("trace")
+        .args(opts)
+        .arg("-o")
+        .arg(trace)
+        .arg("--")
+        .args(cmd);
+    ok(&c.current_dir(dir).output().unwrap());
+}
+
+/// `fsprof compile TRACE -o REPLAY` in `dir`; it must succeed; what it said.
+fn compile_trace(dir: &Path, trace: &Path, replay_file: &Path) -> String {
+    ok(&run(
+        &[
+            os("compile"),
+            trace.as_os_str(),
+            os("-o"),
+            replay_file.as_os_str(),
+        ],
+        dir,
+    ))
+}
+
+/// Replay into an empty root, as fast as possible, every result checked.
+const STRICT: [&str; 4] = ["--prepare", "--afap", "--verify", "strict"];
+
+/// `fsprof replay FILE --root ROOT OPTS...` in `dir`.
+fn replay(dir: &Path, file: &Path, root: &Path, opts: &[&str]) -> Output {
+    fsprof()
+        .arg("replay")
+        .arg(file)
+        .arg("--root")
+        .arg(root)
+        .args(opts)
+        .current_dir(dir)
+        .output()
+        .unwrap()
 }
 
 fn os(s: &str) -> &std::ffi::OsStr {
@@ -61,8 +101,7 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, (String, u32, u64, Vec<u8>)> {
 #[ignore = "needs tar"]
 fn replaying_tar_extract_rebuilds_the_same_tree() {
     let tar = need_program("tar", "tar");
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     // The archive: nested directories, files of several sizes and modes,
     // an empty file and a symlink.
     let src = base.join("src");
@@ -89,43 +128,24 @@ fn replaying_tar_extract_rebuilds_the_same_tree() {
     std::fs::create_dir(base.join("out")).unwrap();
 
     let t = base.join("x.trace");
-    ok(&run(
+    trace_in(
+        &base,
+        &["--data", "full"],
+        &t,
         &[
-            os("trace"),
-            os("--data"),
-            os("full"),
-            os("-o"),
-            t.as_os_str(),
-            os("--"),
             tar.as_os_str(),
             os("-xpf"),
             os("a.tar"),
             os("-C"),
             os("out"),
         ],
-        &base,
-    ));
+    );
     let r = base.join("x.replay");
-    let msg = ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    let msg = compile_trace(&base, &t, &r);
     assert!(msg.contains("% of raw"), "{msg}");
     let root = base.join("root");
     std::fs::create_dir(&root).unwrap();
-    let msg = ok(&run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-            os("--afap"),
-            os("--verify"),
-            os("strict"),
-        ],
-        &base,
-    ));
+    let msg = ok(&replay(&base, &r, &root, &STRICT));
     assert!(msg.contains("mismatches: 0"), "{msg}");
     let original = tree(&base.join("out"));
     let replayed = tree(&root.join(base.join("out").strip_prefix("/").unwrap()));
@@ -144,42 +164,19 @@ fn replaying_tar_extract_rebuilds_the_same_tree() {
     }
     assert_eq!(original.len(), replayed.len());
     // Into a root that is not empty, --prepare refuses (nothing is overwritten).
-    let o = run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-        ],
-        &base,
-    );
+    let o = replay(&base, &r, &root, &["--prepare"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
 }
 
 #[test]
 fn afap_replay_keeps_cross_thread_order() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let exe = compile("trace_threads", &base, &["-pthread"]);
     let t = base.join("t.trace");
-    ok(&run(
-        &[
-            os("trace"),
-            os("-o"),
-            t.as_os_str(),
-            os("--"),
-            exe.as_os_str(),
-            os("2000"),
-        ],
-        &base,
-    ));
+    trace_in(&base, &[], &t, &[exe.as_os_str(), os("2000")]);
     let r = base.join("t.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    compile_trace(&base, &t, &r);
     let compiled = Compiled::read(&r).unwrap();
     assert!(
         compiled.header.threads >= 2,
@@ -219,23 +216,11 @@ fn afap_replay_keeps_cross_thread_order() {
         compiled.commands[open].waits,
         pos[create]
     );
-    let replay = |file: &Path, root: &Path| {
+    let into_new_root = |file: &Path, root: &Path| {
         std::fs::create_dir(root).unwrap();
-        run(
-            &[
-                os("replay"),
-                file.as_os_str(),
-                os("--root"),
-                root.as_os_str(),
-                os("--prepare"),
-                os("--afap"),
-                os("--verify"),
-                os("strict"),
-            ],
-            &base,
-        )
+        replay(&base, file, root, &STRICT)
     };
-    let o = replay(&r, &base.join("root1"));
+    let o = into_new_root(&r, &base.join("root1"));
     let msg = ok(&o);
     assert!(msg.contains("mismatches: 0"), "{msg}");
     // The replayer orders by the constraints it is given, not by luck:
@@ -254,43 +239,36 @@ fn afap_replay_keeps_cross_thread_order() {
     reversed.commands.insert(create, moved);
     let rr = base.join("reversed.replay");
     reversed.write(&rr, false).unwrap();
-    let o = replay(&rr, &base.join("root2"));
+    let o = into_new_root(&rr, &base.join("root2"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("replayed -1 ENOENT"), "{err}");
 }
 
+/// `c` relative to the working directory (AT_FDCWD), with its second path
+/// (as traced and resolved) and open flags.
+fn at_cwd(c: Call, path2: Option<&str>, flags: i64) -> Call {
+    let path2 = path2.map(|p| p.as_bytes().to_vec());
+    Call {
+        fd: Some(-100),
+        path2: path2.clone(),
+        resolved2: path2,
+        flags: Some(flags),
+        ..c
+    }
+}
+
 /// A trace that tries every way out of the root.
 fn hostile_trace(path: &Path, outside: &Path) {
-    let mut w = TraceWriter::create(path, &TraceHeader::new("test", "full"), true).unwrap();
+    let mut w = HandTrace::create(path, "full", "/");
     let o = outside.to_str().unwrap();
-    w.push(&Record::Process(ProcessInfo {
-        pid: 1,
-        cwd: b"/".to_vec(),
-        ..Default::default()
-    }))
-    .unwrap();
-    let mut t = 0;
     let mut call = |op: &str, path: &str, path2: Option<&str>, flags: i64, ret: i64| {
-        t += 1000;
         let c = Call {
-            start_ns: t,
-            end_ns: t + 10,
-            pid: 1,
-            tid: 1,
-            op: Op::named(op),
-            ret,
-            fd: Some(-100),
-            path: Some(path.as_bytes().to_vec()),
-            resolved: Some(path.as_bytes().to_vec()),
-            path2: path2.map(|p| p.as_bytes().to_vec()),
-            resolved2: path2.map(|p| p.as_bytes().to_vec()),
             name: (op == "symlink").then(|| o.as_bytes().to_vec()),
-            flags: Some(flags),
             mode: Some(0o644),
-            ..Default::default()
+            ..at_cwd(w.next(1, op, Some(path), ret), path2, flags)
         };
-        w.push(&Record::Call(c)).unwrap();
+        w.push(c);
     };
     let creat = (libc::O_CREAT | libc::O_WRONLY) as i64;
     call("openat", &format!("/../../../..{o}/dotdot"), None, creat, 3);
@@ -315,13 +293,12 @@ fn hostile_trace(path: &Path, outside: &Path) {
     );
     call("truncate", &format!("/../{o}/keep"), None, 0, 0);
     call("chmod", "/escape/keep", None, 0, 0);
-    w.finish(0, t).unwrap();
+    w.finish();
 }
 
 #[test]
 fn hostile_traces_cannot_touch_anything_outside_the_root() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let outside = base.join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("keep"), "precious").unwrap();
@@ -330,10 +307,7 @@ fn hostile_traces_cannot_touch_anything_outside_the_root() {
     let t = base.join("h.trace");
     hostile_trace(&t, &outside);
     let r = base.join("h.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    compile_trace(&base, &t, &r);
     // Also a replay file made by hand, past the compiler's /proc filter.
     let mut c = Compiled::read(&r).unwrap();
     let magic = format!("/proc/self/root{}/magic2", outside.display());
@@ -354,17 +328,7 @@ fn hostile_traces_cannot_touch_anything_outside_the_root() {
     for (file, root) in [(&r, "root1"), (&hr, "root2")] {
         let root = base.join(root);
         std::fs::create_dir(&root).unwrap();
-        let o = run(
-            &[
-                os("replay"),
-                file.as_os_str(),
-                os("--root"),
-                root.as_os_str(),
-                os("--prepare"),
-                os("--afap"),
-            ],
-            &base,
-        );
+        let o = replay(&base, file, &root, &["--prepare", "--afap"]);
         ok(&o);
     }
     let mut after = tree(&base);
@@ -391,15 +355,11 @@ fn hostile_traces_cannot_touch_anything_outside_the_root() {
 
 #[test]
 fn corrupt_replay_files_are_refused_in_one_line() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let t = base.join("h.trace");
     hostile_trace(&t, &base.join("nowhere"));
     let r = base.join("h.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    compile_trace(&base, &t, &r);
     let bytes = std::fs::read(&r).unwrap();
     let root = base.join("root");
     std::fs::create_dir(&root).unwrap();
@@ -410,28 +370,12 @@ fn corrupt_replay_files_are_refused_in_one_line() {
         ("empty", Vec::new()),
     ] {
         std::fs::write(&bad, &content).unwrap();
-        let o = run(
-            &[
-                os("replay"),
-                bad.as_os_str(),
-                os("--root"),
-                root.as_os_str(),
-            ],
-            &base,
-        );
+        let o = replay(&base, &bad, &root, &[]);
         assert_eq!(o.status.code(), Some(2), "{what}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.lines().count(), 1, "{what}: {err}");
     }
-    let o = run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            os("/no/such/dir"),
-        ],
-        &base,
-    );
+    let o = replay(&base, &r, Path::new("/no/such/dir"), &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
 }
@@ -441,36 +385,16 @@ type PlainCall<'a> = (&'a str, &'a str, Option<&'a str>, i64, i64, i32);
 
 /// A single-thread trace of these calls.
 fn plain_trace(path: &Path, calls: &[PlainCall]) {
-    let mut w = TraceWriter::create(path, &TraceHeader::new("test", "none"), true).unwrap();
-    w.push(&Record::Process(ProcessInfo {
-        pid: 1,
-        cwd: b"/".to_vec(),
-        ..Default::default()
-    }))
-    .unwrap();
-    let mut t = 0;
+    let mut w = HandTrace::create(path, "none", "/");
     for &(op, p, p2, flags, ret, errno) in calls {
-        t += 1000;
         let c = Call {
-            start_ns: t,
-            end_ns: t + 10,
-            pid: 1,
-            tid: 1,
-            op: Op::named(op),
-            ret,
             errno,
-            fd: Some(-100),
-            path: Some(p.as_bytes().to_vec()),
-            resolved: Some(p.as_bytes().to_vec()),
-            path2: p2.map(|p| p.as_bytes().to_vec()),
-            resolved2: p2.map(|p| p.as_bytes().to_vec()),
-            flags: Some(flags),
             mode: Some(0o755),
-            ..Default::default()
+            ..at_cwd(w.next(1, op, Some(p), ret), p2, flags)
         };
-        w.push(&Record::Call(c)).unwrap();
+        w.push(c);
     }
-    w.finish(0, t).unwrap();
+    w.finish();
 }
 
 /// The replayer keeps parent directories open between calls; a rename or
@@ -478,8 +402,7 @@ fn plain_trace(path: &Path, calls: &[PlainCall]) {
 /// `/a/d` moved would act on the moved directory.
 #[test]
 fn cached_parent_directories_follow_renames_and_removals() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let t = base.join("r.trace");
     let creat = (libc::O_CREAT | libc::O_WRONLY) as i64;
     let nofollow = libc::AT_SYMLINK_NOFOLLOW as i64;
@@ -503,28 +426,29 @@ fn cached_parent_directories_follow_renames_and_removals() {
         ],
     );
     let r = base.join("r.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
+    compile_trace(&base, &t, &r);
     let root = base.join("root");
     std::fs::create_dir(&root).unwrap();
-    let o = run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--afap"),
-            os("--verify"),
-            os("strict"),
-        ],
-        &base,
-    );
+    let o = replay(&base, &r, &root, &["--afap", "--verify", "strict"]);
     let msg = ok(&o);
     assert!(msg.contains("mismatches: 0"), "{msg}");
     assert!(root.join("a/d").is_dir() && !root.join("a/d/f").exists());
     assert!(!root.join("a/e").exists());
+}
+
+/// Traces `exe` (`--data full`) run in `base/work`, compiles the trace and
+/// replays it with [`STRICT`] into `base/root`; returns the trace and what
+/// replay said.
+fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("c.trace");
+    trace_in(&work, &["--data", "full"], &t, &[exe.as_os_str()]);
+    let r = base.join("c.replay");
+    compile_trace(base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    (t, ok(&replay(base, &r, &root, &STRICT)))
 }
 
 /// `sendfile` and `copy_file_range` replay with their input and output
@@ -532,8 +456,7 @@ fn cached_parent_directories_follow_renames_and_removals() {
 /// output, from the op vocabulary's roles).
 #[test]
 fn sendfile_and_copy_file_range_replay_into_their_outputs() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (_d, base) = canonical_tempdir();
     let msg = "sendfile and copy_file_range carry these bytes\n";
     let exe = fsprof_testkit::compile_source(
         "copies",
@@ -562,45 +485,69 @@ int main(void) {{
         &base,
         &[],
     );
-    let work = base.join("work");
-    std::fs::create_dir(&work).unwrap();
-    let t = base.join("c.trace");
-    ok(&run(
-        &[
-            os("trace"),
-            os("--data"),
-            os("full"),
-            os("-o"),
-            t.as_os_str(),
-            os("--"),
-            exe.as_os_str(),
-        ],
-        &work,
-    ));
+    let (work, root) = (base.join("work"), base.join("root"));
+    let (_, msgs) = trace_and_replay_strict(&base, &exe);
     assert_eq!(std::fs::read_to_string(work.join("a")).unwrap(), msg);
-    let r = base.join("c.replay");
-    ok(&run(
-        &[os("compile"), t.as_os_str(), os("-o"), r.as_os_str()],
-        &base,
-    ));
-    let root = base.join("root");
-    std::fs::create_dir(&root).unwrap();
-    let msgs = ok(&run(
-        &[
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-            os("--afap"),
-            os("--verify"),
-            os("strict"),
-        ],
-        &base,
-    ));
     assert!(msgs.contains("mismatches: 0"), "{msgs}");
     let inside = root.join(work.strip_prefix("/").unwrap());
     for f in ["a", "b"] {
         assert_eq!(std::fs::read_to_string(inside.join(f)).unwrap(), msg, "{f}");
     }
+}
+
+/// A path with a trailing slash resolves only to a directory: `stat` and
+/// `open` of `file/` fail with ENOTDIR, of `dir/` succeed. The compiled
+/// commands keep the slash, so the replay gets the traced results (it used
+/// to normalise `file/` to `file`, and the calls succeeded).
+#[test]
+fn trailing_slashes_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "slashes",
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    struct stat st;
+    int f = open("file", O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0 || mkdir("dir", 0755) != 0 || close(f) != 0) return 1;
+    if (stat("file/", &st) != -1 || errno != ENOTDIR) return 2;
+    if (open("file/", O_RDONLY) != -1 || errno != ENOTDIR) return 3;
+    if (stat("file/.", &st) != -1 || errno != ENOTDIR) return 4;
+    if (stat("dir/", &st) != 0 || stat("dir/.", &st) != 0) return 5;
+    int d = open("dir/", O_RDONLY);
+    if (d < 0) return 6;
+    return close(d);
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    let calls: Vec<Call> = fsprof_trace::TraceReader::open(&t)
+        .unwrap()
+        .filter_map(|r| match r.unwrap() {
+            fsprof_trace::Record::Call(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let results = |path: &str| {
+        calls
+            .iter()
+            .filter(|c| c.path.as_deref() == Some(path.as_bytes()))
+            .map(|c| (c.op.name(), c.errno))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        results("file/"),
+        [("stat", libc::ENOTDIR), ("open", libc::ENOTDIR)]
+    );
+    assert_eq!(results("dir/"), [("stat", 0), ("open", 0)]);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let work = base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work");
+    assert!(work.join("dir").is_dir() && work.join("file").is_file());
 }

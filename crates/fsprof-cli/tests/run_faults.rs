@@ -36,31 +36,33 @@ fn cleared_environment_then_fork_does_not_crash_the_child() {
     assert!(p.processes[1].layers[0].op("read").is_some());
 }
 
-/// Runs `fsprof run` in a private mount namespace whose /dev/shm is a
-/// 1 MiB tmpfs with `free_kib` left.
-fn run_with_small_shm(dir: &Path, free_kib: u32, cmd: &str) -> Output {
+/// Runs `fsprof run -o p.json -- sh -c CMD` in a new scratch directory
+/// and a private mount namespace whose /dev/shm is a 1 MiB tmpfs with
+/// `free_kib` left (as root, with unshare).
+fn run_with_small_shm(free_kib: u32, cmd: &str) -> (tempfile::TempDir, Output) {
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
     let fill = 1024 - free_kib;
     let script = format!(
         "mount -t tmpfs -o size=1m fsprof-test /dev/shm && \
          dd if=/dev/zero of=/dev/shm/fill bs=1k count={fill} 2>/dev/null; \
          exec \"$0\" run -q -o p.json -- sh -c '{cmd}'"
     );
-    Command::new("unshare")
+    let o = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
         .arg(fsprof_path())
-        .current_dir(dir)
+        .current_dir(dir.path())
         .output()
-        .unwrap()
+        .unwrap();
+    (dir, o)
 }
 
 #[test]
 #[ignore = "needs root, unshare"]
 fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
-    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
-    need_program("unshare", "util-linux");
-    let dir = tempfile::tempdir().unwrap();
     // Room for the control file, not for a process's counters.
-    let o = run_with_small_shm(dir.path(), 48, "cat /etc/hostname; exit 3");
+    let (dir, o) = run_with_small_shm(48, "cat /etc/hostname; exit 3");
     let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
     assert_eq!(o.status.code(), Some(3), "was 135 (SIGBUS): {}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), hostname);
@@ -82,10 +84,7 @@ fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
 #[test]
 #[ignore = "needs root, unshare"]
 fn completely_full_dev_shm_moves_the_run_to_tmpdir() {
-    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
-    need_program("unshare", "util-linux");
-    let dir = tempfile::tempdir().unwrap();
-    let o = run_with_small_shm(dir.path(), 0, "cat /etc/hostname >/dev/null; exit 4");
+    let (dir, o) = run_with_small_shm(0, "cat /etc/hostname >/dev/null; exit 4");
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let p = load(&dir.path().join("p.json"));
     assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);

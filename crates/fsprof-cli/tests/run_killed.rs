@@ -32,11 +32,7 @@ fn killed_inside_a_blocking_call_is_reported_as_unfinished() {
     assert_eq!(read.pre, read.post + 1, "one read never returned");
     let rep = fsprof_core::check::check_profile(&p);
     assert!(rep.ok(), "{:?}", rep.errors);
-    assert!(
-        rep.notes.iter().any(|n| n.contains("never returned")),
-        "{:?}",
-        rep.notes
-    );
+    assert_noted(&rep.notes, "never returned");
 }
 
 /// A process the command leaves behind, still blocked in a call when the

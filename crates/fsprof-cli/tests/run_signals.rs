@@ -38,20 +38,22 @@ fn start(dir: &std::path::Path, group: bool) -> (std::process::Child, std::path:
     (child, out)
 }
 
+/// Sends `sig` to `pid` (a process group when negative); fsprof (`child`)
+/// then exits with `status`.
+fn signalled(child: std::process::Child, pid: i32, sig: i32, status: i32) {
+    // SAFETY: kill(2) takes no pointers.
+    unsafe { libc_kill(pid, sig) };
+    let res = child.wait_with_output().unwrap();
+    assert_eq!(res.status.code(), Some(status), "{}", stderr(&res));
+}
+
 #[test]
 fn ctrl_c_to_the_process_group_still_writes_the_profile() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), true);
     // What a terminal does on Ctrl-C: SIGINT to the whole foreground group.
-    // SAFETY: kill(2) takes no pointers.
-    unsafe { libc_kill(-(child.id() as i32), 2) };
-    let res = child.wait_with_output().unwrap();
-    assert_eq!(
-        res.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
+    let group = -(child.id() as i32);
+    signalled(child, group, 2, 130);
     let p = load(&out);
     assert!(
         count(&p, "read") >= 1,
@@ -63,15 +65,8 @@ fn ctrl_c_to_the_process_group_still_writes_the_profile() {
 fn sigterm_to_fsprof_is_forwarded_to_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = start(dir.path(), false);
-    // SAFETY: kill(2) takes no pointers.
-    unsafe { libc_kill(child.id() as i32, 15) };
-    let res = child.wait_with_output().unwrap();
-    assert_eq!(
-        res.status.code(),
-        Some(143),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
+    let pid = child.id() as i32;
+    signalled(child, pid, 15, 143);
     assert!(load(&out).meta.exit.is_some());
 }
 

@@ -9,9 +9,14 @@ use fsprof_testkit::{capture_in, compile, fsprof, load};
 use fsprof_trace::event::{Call, Data, ProcessInfo, Record};
 use fsprof_trace::TraceReader;
 
-fn trace(dir: &Path, data: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+/// `fsprof trace -f --data DATA -o dir/t.trace -- trace_calls ARGS...`
+/// in `dir`, the test program compiled there first.
+fn trace_calls(dir: &Path, data: &str, args: &[&str]) -> (std::process::Output, PathBuf) {
+    let exe = compile("trace_calls", dir, &["-pthread"]);
+    let mut cmd = vec![exe.to_str().unwrap()];
+    cmd.extend(args);
     let out = dir.join("t.trace");
-    let o = capture_in(dir, &["trace", "-f", "--data", data], &out, args);
+    let o = capture_in(dir, &["trace", "-f", "--data", data], &out, &cmd);
     (o, out)
 }
 
@@ -31,6 +36,24 @@ fn records(
         }
     }
     (procs, calls, r.summary().cloned().unwrap())
+}
+
+/// [`trace_calls`] succeeded and lost no call: its processes, calls and
+/// trace file.
+fn traced_all(dir: &Path, data: &str, args: &[&str]) -> (Vec<ProcessInfo>, Vec<Call>, PathBuf) {
+    let (o, t) = trace_calls(dir, data, args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (procs, calls, summary) = records(&t);
+    assert_eq!(summary.dropped, 0);
+    (procs, calls, t)
+}
+
+/// The process record of the test program (the first one, not its forks).
+fn the_program(procs: &[ProcessInfo]) -> &ProcessInfo {
+    procs
+        .iter()
+        .find(|p| p.exe.ends_with(b"trace_calls"))
+        .expect("the program's process record")
 }
 
 fn op_counts(calls: &[Call]) -> BTreeMap<String, u64> {
@@ -60,15 +83,8 @@ fn find<'a>(calls: &'a [Call], op: &str, path: &str) -> &'a Call {
 #[test]
 fn trace_records_arguments_results_and_data() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (o, t) = trace(d.path(), "full", &[exe.to_str().unwrap(), "basic"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (procs, calls, summary) = records(&t);
-    assert_eq!(summary.dropped, 0);
-    let me = procs
-        .iter()
-        .find(|p| p.exe.ends_with(b"trace_calls"))
-        .expect("the program's process record");
+    let (procs, calls, _) = traced_all(d.path(), "full", &["basic"]);
+    let me = the_program(&procs);
     let cwd = std::fs::canonicalize(d.path()).unwrap();
     assert_eq!(me.cwd, cwd.to_str().unwrap().as_bytes());
     let calls: Vec<Call> = calls.into_iter().filter(|c| c.pid == me.pid).collect();
@@ -90,11 +106,7 @@ fn trace_records_arguments_results_and_data() {
         .unwrap();
     assert_eq!((write.len, write.ret), (Some(11), 11));
     assert_eq!(write.data, Data::Full(b"hello trace".to_vec()));
-    assert_eq!(
-        write.resolved.as_deref(),
-        Some(&at("d/f")[..]),
-        "fd calls name their file"
-    );
+    assert_eq!(write.resolved, Some(at("d/f")), "fd calls name their file");
     let pwrite = calls.iter().find(|c| c.op.is("pwrite")).unwrap();
     assert_eq!(
         (pwrite.offset, pwrite.len, pwrite.ret),
@@ -109,8 +121,8 @@ fn trace_records_arguments_results_and_data() {
     let inner = find(&calls, "openat", "f");
     assert_eq!(inner.fd, Some(dir.ret as i32), "dirfd recorded");
     assert_eq!(
-        inner.resolved.as_deref(),
-        Some(&at("d/f")[..]),
+        inner.resolved,
+        Some(at("d/f")),
         "resolved against the dirfd"
     );
     let pread = calls.iter().find(|c| c.op.is("pread")).unwrap();
@@ -140,7 +152,7 @@ fn trace_records_arguments_results_and_data() {
     );
 
     // The default keeps a digest: XXH64 of the bytes.
-    let (o, t) = trace(d.path(), "digest", &[exe.to_str().unwrap(), "basic"]);
+    let (o, t) = trace_calls(d.path(), "digest", &["basic"]);
     assert!(o.status.success());
     let (_, calls, _) = records(&t);
     let w = calls
@@ -157,19 +169,8 @@ fn trace_records_arguments_results_and_data() {
 #[test]
 fn trace_follows_threads_and_forks() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (o, t) = trace(
-        d.path(),
-        "digest",
-        &[exe.to_str().unwrap(), "threads", "3000"],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (procs, calls, summary) = records(&t);
-    assert_eq!(summary.dropped, 0);
-    let parent = procs
-        .iter()
-        .find(|p| p.exe.ends_with(b"trace_calls"))
-        .unwrap();
+    let (procs, calls, t) = traced_all(d.path(), "digest", &["threads", "3000"]);
+    let parent = the_program(&procs);
     let child = procs
         .iter()
         .find(|p| p.ppid == parent.pid)
@@ -205,12 +206,7 @@ fn trace_follows_threads_and_forks() {
 #[test]
 fn a_program_killed_by_sigkill_keeps_its_calls() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (o, t) = trace(
-        d.path(),
-        "digest",
-        &[exe.to_str().unwrap(), "spin", "5000", "kill"],
-    );
+    let (o, t) = trace_calls(d.path(), "digest", &["spin", "5000", "kill"]);
     assert_eq!(
         o.status.code(),
         Some(128 + 9),
@@ -224,12 +220,7 @@ fn a_program_killed_by_sigkill_keeps_its_calls() {
 #[test]
 fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (o, t) = trace(
-        d.path(),
-        "none",
-        &[exe.to_str().unwrap(), "phases", "4", "40000", "20000"],
-    );
+    let (o, t) = trace_calls(d.path(), "none", &["phases", "4", "40000", "20000"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (_, calls, summary) = records(&t);
     assert_eq!(calls.iter().filter(|c| c.op.is("pread")).count(), 160_000);
@@ -246,8 +237,7 @@ fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
 #[test]
 fn trace_show_prints_strace_like_text_jsonl_and_csv() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (o, t) = trace(d.path(), "full", &[exe.to_str().unwrap(), "basic"]);
+    let (o, t) = trace_calls(d.path(), "full", &["basic"]);
     assert!(o.status.success());
     let show = |fmt: &str| {
         let o = fsprof()
@@ -304,8 +294,7 @@ fn trace_show_prints_strace_like_text_jsonl_and_csv() {
 #[test]
 fn trace_show_refuses_corrupt_traces_in_one_line() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile("trace_calls", d.path(), &["-pthread"]);
-    let (_, t) = trace(d.path(), "digest", &[exe.to_str().unwrap(), "basic"]);
+    let (_, t) = trace_calls(d.path(), "digest", &["basic"]);
     let bytes = std::fs::read(&t).unwrap();
     std::fs::write(&t, &bytes[..bytes.len() - 30]).unwrap();
     let o = fsprof().args(["trace", "show"]).arg(&t).output().unwrap();

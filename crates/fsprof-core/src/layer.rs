@@ -26,7 +26,7 @@ pub const FUSE: &str = "fuse";
 /// kernel's view of the same requests, and one profile can hold both.
 pub const FUSEFS: &str = "fusefs";
 
-/// The system calls that waited for block requests of their own thread
+/// The system calls that slept uninterruptibly while block I/O completed
 /// (`fsprof kernel` with the syscall and block layers): op names as in
 /// `syscall`, each call's histogram entry is the time it was charged
 /// (docs/profile-format.md, "Layered attribution").

@@ -1,4 +1,4 @@
-//! Human units: parsing `--interval 500ms`; printing durations (`4.20ms`),
+//! Human units: parsing `--interval 500ms` and `--size 64M`; printing durations (`4.20ms`),
 //! byte counts (`4 KiB`) and times of day. Every renderer uses these, so a
 //! number reads the same in every report.
 
@@ -31,6 +31,30 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         return Err(format!("invalid duration {s:?}: must be at least 1ns"));
     }
     Ok(ns.round() as u64)
+}
+
+/// Parses `4096`, `4k`/`4K`/`4KiB`, `64M`, `2G`, `1T`: binary multiples.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| {
+        format!("invalid size {s:?}: expected a number with an optional unit, e.g. 4096, 4k or 64M")
+    })?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        u => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {u:?} (use K, M, G or T)"
+            ))
+        }
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("invalid size {s:?}: too large"))
 }
 
 /// `1.23 µs`-style rendering with three significant digits.
@@ -85,6 +109,20 @@ mod tests {
         assert!(parse_duration_ns("fast").is_err());
         assert!(parse_duration_ns("1 fortnight").is_err());
         assert!(parse_duration_ns("0s").is_err());
+    }
+
+    #[test]
+    fn sizes_parse_as_binary_multiples() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("4k"), Ok(4096));
+        assert_eq!(parse_bytes("4KiB"), Ok(4096));
+        assert_eq!(parse_bytes("1M"), Ok(1 << 20));
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
+        for bad in ["1x", "4X", "", "99999999999T", "99999999999999G"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -521,17 +521,7 @@ impl Builder<'_> {
         let (true, Some(sys_start_fd)) = (self.block_wait, self.sys_start_fd) else {
             return Ok(None);
         };
-        use crate::charge::{OWNER_VAL_SIZE, THREAD_VAL_SIZE};
-        // Preallocated: completions insert and delete in interrupt context.
-        let owner = map(
-            "fsprof_owner",
-            sys::MAP_HASH,
-            8,
-            OWNER_VAL_SIZE,
-            START_ENTRIES,
-            0,
-        )
-        .map_err(|e| e.to_string())?;
+        use crate::charge::THREAD_VAL_SIZE;
         let threads = map(
             "fsprof_bthreads",
             sys::MAP_LRU_HASH,
@@ -541,14 +531,18 @@ impl Builder<'_> {
             0,
         )
         .map_err(|e| e.to_string())?;
+        let last = map("fsprof_blk_last", sys::MAP_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
+        let completing =
+            map("fsprof_blk_cpu", sys::MAP_PERCPU_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
         let c = crate::charge::Charge {
-            owner_fd: owner.fd(),
             threads_fd: threads.fd(),
+            last_fd: last.fd(),
+            completing_fd: completing.fd(),
             sys_start_fd,
             filter: self.filter.clone(),
             task_pid: l.task_pid,
         };
-        self.charge_maps.extend([owner, threads]);
+        self.charge_maps.extend([threads, last, completing]);
         Ok(Some(c))
     }
 
@@ -562,11 +556,11 @@ impl Builder<'_> {
                 "block_rq_complete",
                 crate::blockrq::complete(&l, &self.block_sh, start.fd(), c),
             ),
-            ("block_rq_issue", crate::blockrq::issue(&l, start.fd(), c)),
+            ("block_rq_issue", crate::blockrq::issue(&l, start.fd())),
         ];
         if let Some(c) = c {
-            programs.push(("block_rq_insert", crate::blockrq::insert(c)));
             programs.push(("sched_switch", crate::charge::sched_switch(c)));
+            programs.push(("sched_waking", crate::charge::sched_waking(c)));
         }
         let mut loaded = Vec::new();
         for (name, insns) in programs {

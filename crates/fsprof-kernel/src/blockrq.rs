@@ -170,9 +170,8 @@ fn begin_rq() -> (Asm, Label) {
 }
 
 /// raw tracepoint block_rq_issue(struct request *rq): START_KEY = {rq, 0}
-/// → {now, op key, bytes}; with `charge`, the request also gets its owner
-/// ([`crate::charge`]) if `block_rq_insert` did not give it one.
-pub fn issue(l: &RqLayout, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
+/// → {now, op key, bytes}.
+pub fn issue(l: &RqLayout, start_fd: i32) -> Vec<Insn> {
     let (mut a, out) = begin_rq();
     emit_opkey(&mut a, l);
     a.stx(Size::DW, R10, progs::START_VAL + 8, R8);
@@ -181,23 +180,13 @@ pub fn issue(l: &RqLayout, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> 
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, progs::START_VAL, R0);
     progs::store_start(&mut a, start_fd);
-    if let Some(c) = charge {
-        crate::charge::emit_take_ownership(&mut a, c, RQ);
-    }
-    progs::end(a, out)
-}
-
-/// raw tracepoint block_rq_insert(struct request *rq), in the context of
-/// the task that queued the request: its owner ([`crate::charge`]).
-pub fn insert(c: &Charge) -> Vec<Insn> {
-    let (mut a, out) = begin_rq();
-    crate::charge::emit_take_ownership(&mut a, c, RQ);
     progs::end(a, out)
 }
 
 /// raw tracepoint block_rq_complete(struct request *rq, blk_status_t
 /// error, unsigned int nr_bytes): latency into `block`, size into
-/// `block-size`, by the rules in the module doc.
+/// `block-size`, by the rules in the module doc; with `charge`, the
+/// completion is also marked for the attribution ([`crate::charge`]).
 pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge>) -> Vec<Insn> {
     let (mut a, out) = begin_rq();
     let record = a.label();
@@ -209,7 +198,7 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, NOW, R0);
     if let Some(c) = charge {
-        crate::charge::emit_charge(&mut a, c, RQ, NOW);
+        crate::charge::emit_completed(&mut a, c, NOW);
         a.ldx(Size::DW, R6, R10, RQ);
     }
     a.ldx(Size::DW, R9, R10, NOW);
@@ -279,19 +268,19 @@ mod tests {
             on_fd: 7,
             resolution: 1,
         };
-        assert!(issue(&l, 9, None).len() > 20);
-        assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9, None).len());
+        assert!(issue(&l, 9).len() > 20);
+        assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9).len());
         let c = Charge {
-            owner_fd: 10,
-            threads_fd: 11,
-            sys_start_fd: 12,
+            threads_fd: 10,
+            last_fd: 11,
+            completing_fd: 12,
+            sys_start_fd: 13,
             filter: crate::progs::Filter::All,
             task_pid: 1264,
         };
-        assert!(issue(&l, 9, Some(&c)).len() > issue(&l, 9, None).len());
         assert!(complete(&l, &sh, 9, Some(&c)).len() > complete(&l, &sh, 9, None).len());
-        assert!(!insert(&c).is_empty());
         assert!(!crate::charge::sched_switch(&c).is_empty());
+        assert!(!crate::charge::sched_waking(&c).is_empty());
     }
 
     /// The running kernel's BTF must describe requests (CI runs on a

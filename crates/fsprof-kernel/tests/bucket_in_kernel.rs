@@ -29,18 +29,7 @@ fn kernel_buckets_equal_bucket_layout_index() {
         };
         let prog = Prog::load("bucket_probe", sys::PROG_XDP, &progs::bucket_probe(&sh))
             .unwrap_or_else(|e| panic!("r={r}: load failed: {} {}", e.errno, e.log));
-        let mut values: Vec<u64> = vec![0, 1, 2, 3, u64::MAX, u64::MAX - 1, 1 << 63];
-        for &t in layout.thresholds() {
-            values.extend([t.saturating_sub(1), t, t.saturating_add(1)]);
-        }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..500 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            values.push(x >> (x % 64));
-        }
-        for v in values {
+        for v in fsprof_testkit::bucket_probe_values(&layout, 500) {
             let mut pkt = v.to_le_bytes().to_vec();
             pkt.resize(64, 0);
             let got = prog.test_run(&pkt).expect("BPF_PROG_TEST_RUN");

@@ -4,6 +4,8 @@
 //! vertical lines. Also draws a plain value (bytes) against a size, for
 //! fsdisco's Fig 4 (read-ahead extent against the initial read size).
 
+use fsprof_core::units::format_bytes;
+
 use crate::axis::{format_value, Unit, ValueAxis};
 use crate::histchart::SERIES_COLOURS;
 use crate::svg::{Anchor, Svg};
@@ -30,21 +32,6 @@ pub struct OffsetChart<'a> {
     pub marks: Vec<(f64, String)>,
     /// A dotted horizontal line (the threshold between two levels).
     pub threshold: Option<f64>,
-}
-
-/// `4 KiB`, `1.5 MiB`: byte counts on axes.
-pub fn format_bytes(v: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut u) = (v, 0);
-    while v.abs() >= 1024.0 && u < units.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 || v.abs() >= 100.0 {
-        format!("{v:.0} {}", units[u])
-    } else {
-        format!("{v:.1} {}", units[u])
-    }
 }
 
 /// Ticks for `lo..=hi`: steps of a power of two for bytes (offsets are

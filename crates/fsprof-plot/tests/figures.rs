@@ -99,6 +99,17 @@ fn req(op: &str, kind: PlotKind, log_y: bool) -> PlotRequest {
     }
 }
 
+/// `op`'s plot of `kind` (linear y axis) from the test profile, with or
+/// without its intervals.
+fn plot(
+    intervals: bool,
+    op: &str,
+    kind: PlotKind,
+    peaks: Option<fsprof_plot::PeakFinder>,
+) -> Result<String, PlotError> {
+    plot_svg(&profile(intervals), &req(op, kind, false), peaks)
+}
+
 fn two_peaks(_: &str, _: &OpStats, _: Resolution) -> Vec<PeakMark> {
     vec![
         PeakMark {
@@ -130,23 +141,13 @@ fn delay_histogram_log_y_svg() {
 
 #[test]
 fn timeline_heatmap_svg() {
-    let svg = plot_svg(
-        &profile(true),
-        &req("read", PlotKind::Timeline, false),
-        None,
-    )
-    .unwrap();
+    let svg = plot(true, "read", PlotKind::Timeline, None).unwrap();
     insta::assert_snapshot!(svg);
 }
 
 #[test]
 fn peaks_are_marked_and_labelled() {
-    let svg = plot_svg(
-        &profile(false),
-        &req("read", PlotKind::Count, false),
-        Some(&two_peaks),
-    )
-    .unwrap();
+    let svg = plot(false, "read", PlotKind::Count, Some(&two_peaks)).unwrap();
     assert!(svg.contains(">cache hits</text>"), "{svg}");
     assert!(svg.contains(">peak 2</text>"));
     assert_eq!(svg.matches("<polygon").count(), 2);
@@ -155,12 +156,7 @@ fn peaks_are_marked_and_labelled() {
 
 #[test]
 fn timeline_needs_intervals() {
-    let e = plot_svg(
-        &profile(false),
-        &req("read", PlotKind::Timeline, false),
-        None,
-    )
-    .unwrap_err();
+    let e = plot(false, "read", PlotKind::Timeline, None).unwrap_err();
     assert!(matches!(e, PlotError::NoIntervals), "{e}");
     assert!(e.to_string().contains("--interval"));
 }

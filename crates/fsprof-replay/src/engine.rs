@@ -5,23 +5,30 @@
 //! time: it sleeps until shortly before, prepares what it can (a path's
 //! parent directory), spins the rest (pre-spin), and issues it.
 //!
-//! The loop is kept lean because at full speed its cost is the replay's
-//! overhead (Replayfs §4.4): each thread's commands, kinds and waits are
-//! laid out before the start; a command is timed with two cycle-counter
-//! reads, converted to CLOCK_MONOTONIC ns afterwards by a line through two
-//! (counter, clock) pairs taken at the start and the end; results go to a
-//! per-thread array touched before the start (no page faults during the
-//! replay); the completion counters sit on cache lines of their own; and
-//! results are checked against the trace after the replay unless
-//! `--verify strict` must stop at the first mismatch.
+//! The loop is kept lean because at full speed, and in a paced replay's
+//! bursts, its cost is the replay's overhead (Replayfs §4.4): each
+//! thread's commands are laid out before the start as a flat array of
+//! 56-byte steps (kind, the data calls' arguments, due time, waits); one
+//! cycle-counter read per command, after it returns, which is also the
+//! next command's issue time when that one is already due (converted to
+//! CLOCK_MONOTONIC ns afterwards by a line through two (counter, clock)
+//! pairs taken at the start and the end); results go to a per-thread
+//! array touched before the start, scratch buffers are sized before the
+//! start (no page faults or allocation during the replay); a thread
+//! publishes its completion count only after commands another thread
+//! waits for (and every few thousand, for progress), on a cache line of
+//! its own; results are checked against the trace after the replay unless
+//! `--verify strict` must stop at the first mismatch. A paced thread
+//! compares a command's time with the cycle counter (no clock_gettime per
+//! command) and issues a command that is already due at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, tsc_mono_pair};
+use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, tsc_mono_pair, TscRate};
 use fsprof_trace::replayfile::{Compiled, CMD_UNVERIFIED};
 
-use crate::exec::{Exec, Kind, Local, PathTable, Slots};
+use crate::exec::{DataArgs, Exec, Kind, Local, PathTable, Slots};
 use crate::root::Root;
 
 /// How closely to follow the traced times.
@@ -57,7 +64,8 @@ pub enum Late {
     #[default]
     No,
     /// The thread was still busy with its previous commands at the
-    /// command's time: the replayer (or the machine) could not keep up.
+    /// command's time, none of which stalled: the replayer's per-command
+    /// cost is above the traced gaps (or a preparation ran over).
     Behind,
     /// A command of another thread it must follow completed after the
     /// command's time.
@@ -66,6 +74,10 @@ pub enum Late {
     /// sleep or was preempted while spinning (scheduling, the machine's
     /// load).
     Wakeup,
+    /// The thread's previous command, issued on time, ran [`STALL_NS`] or
+    /// more longer than traced: it was preempted during it, or the file
+    /// system was slower than when traced.
+    Stall,
 }
 
 /// What happened to one command.
@@ -91,6 +103,12 @@ pub struct Run {
     pub aborted: bool,
     /// The cycle counter's rate, when commands were timed with it.
     pub tsc_hz: Option<f64>,
+    /// Involuntary context switches of the replay threads during the
+    /// replay: how often the machine took their CPU away.
+    pub preemptions: u64,
+    /// CPU time (user and system) the replay threads used from the start:
+    /// the replay's cost independent of how loaded the machine is.
+    pub cpu_ns: u64,
 }
 
 /// Whether a replayed result matches the traced one.
@@ -120,36 +138,57 @@ pub struct Engine<'a> {
     pub reads: Reads,
 }
 
-/// One command of a thread's program.
+/// One command of a thread's program, laid out before the start: what the
+/// loop needs of it in 56 bytes, read in order.
 #[derive(Clone, Copy)]
 struct Step {
+    args: DataArgs,
+    /// When to issue it, ns after the start (paced replays).
+    due_ns: u64,
     /// Index in the compiled commands.
     cmd: u32,
-    /// None: not issued (an op the replayer does not know, a skipped read).
-    kind: Option<Kind>,
     /// This step's waits are `waits[previous step's end..waits_end]`.
     waits_end: u32,
+    /// None: not issued (an op the replayer does not know, a skipped read).
+    kind: Option<Kind>,
+    /// Publish the thread's completion count after this step: another
+    /// thread waits for it, or it is time to show progress. Other steps
+    /// publish nothing: no shared write per command.
+    publish: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<Step>() <= 56);
 
 /// A replay thread's commands, laid out before the start.
 struct Program {
     steps: Vec<Step>,
     waits: Vec<(u32, u32)>,
+    /// The largest read and generated write, to size scratch memory.
+    max_read: u64,
+    max_write: u64,
 }
+
+/// Steps between two progress publications of a thread.
+const PUBLISH_EVERY: usize = 4096;
 
 /// What the loop records per command, in clock ticks.
 #[derive(Clone, Copy, Default)]
 struct Rec {
-    /// Paced replays: after the constraint waits, and after the command's
-    /// preparation (before the sleep until its time).
-    waited: u64,
-    ready: u64,
+    /// When it was issued: the clock read that ended the wait for its time,
+    /// or, when it was due already, the read that ended the previous
+    /// command (one clock read per command).
     t0: u64,
     t1: u64,
     ret: i64,
     errno: i32,
-    issued: bool,
+    flags: u8,
 }
+
+const ISSUED: u8 = 1;
+/// Its waits for other threads ended after its time.
+const WAITED_LATE: u8 = 2;
+/// Its preparation ended after its time.
+const PREP_LATE: u8 = 4;
 
 /// A completion counter on a cache line of its own: a thread bumps its
 /// counter after every command, and sharing a line with another thread's
@@ -162,6 +201,8 @@ struct Done(AtomicU32);
 #[derive(Clone, Copy)]
 struct Ticks {
     tsc: bool,
+    /// Ticks per ns, measured before the start (paced replays; 1 for ns).
+    per_ns: f64,
 }
 
 impl Ticks {
@@ -182,6 +223,34 @@ impl Ticks {
             let m = mono_ns();
             (m, m)
         }
+    }
+
+    fn anchor(self) -> Anchor {
+        let (ticks, ns) = self.pair();
+        Anchor {
+            ticks,
+            ns,
+            per_ns: self.per_ns,
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC ns → ticks near a recent (ticks, ns) pair. A thread
+/// takes a new pair after every sleep, so the rate's uncertainty (~1e-5)
+/// only acts over the time since (a 100 ms burst: ~1 µs), not over the
+/// whole replay.
+#[derive(Clone, Copy)]
+struct Anchor {
+    ticks: u64,
+    ns: u64,
+    per_ns: f64,
+}
+
+impl Anchor {
+    #[inline(always)]
+    fn ticks(&self, ns: u64) -> u64 {
+        let d = ns as i64 - self.ns as i64;
+        (self.ticks as i64 + (d as f64 * self.per_ns) as i64).max(0) as u64
     }
 }
 
@@ -213,25 +282,62 @@ impl ToNs {
     }
 }
 
+/// What every replay thread shares.
+struct Shared<'a> {
+    done: &'a [Done],
+    abort: &'a AtomicBool,
+    exec: &'a Exec<'a>,
+    ticks: Ticks,
+    /// CLOCK_MONOTONIC ns at which every thread starts.
+    start: u64,
+}
+
 impl Engine<'_> {
     fn programs(&self) -> Vec<Program> {
         let c = self.compiled;
         let kinds = Kind::table(c);
+        let speed = match self.pace {
+            Pace::Speed(s) => s,
+            Pace::Afap => 1.0,
+        };
         let mut progs: Vec<Program> = (0..c.header.threads)
             .map(|_| Program {
                 steps: Vec::new(),
                 waits: Vec::new(),
+                max_read: 0,
+                max_write: 0,
             })
             .collect();
         for (i, cmd) in c.commands.iter().enumerate() {
             let p = &mut progs[cmd.thread as usize];
             p.waits.extend_from_slice(&cmd.waits);
             let kind = kinds[i].filter(|k| !(self.reads == Reads::Skip && k.is_read()));
+            if let Some(k) = kind {
+                if k.is_read() || k == Kind::Getdents || k == Kind::Readlink {
+                    p.max_read = p.max_read.max(cmd.len);
+                } else if cmd.buf.is_none() {
+                    p.max_write = p.max_write.max(cmd.len);
+                }
+            }
             p.steps.push(Step {
+                args: DataArgs::of(cmd),
+                due_ns: (cmd.t_ns as f64 / speed) as u64,
                 cmd: i as u32,
-                kind,
                 waits_end: p.waits.len() as u32,
+                kind,
+                publish: p.steps.len() % PUBLISH_EVERY == PUBLISH_EVERY - 1,
             });
+        }
+        // The steps other threads wait for publish their completion.
+        for cmd in &c.commands {
+            for &(u, idx) in &cmd.waits {
+                if let Some(s) = progs
+                    .get_mut(u as usize)
+                    .and_then(|p| p.steps.get_mut(idx as usize))
+                {
+                    s.publish = true;
+                }
+            }
         }
         progs
     }
@@ -246,14 +352,24 @@ impl Engine<'_> {
         let slots = Slots::new(c.header.slots as usize);
         let paths = PathTable::new(c);
         let exec = Exec::new(self.root, &slots, c, &paths);
-        let ticks = Ticks {
-            tsc: tsc_is_invariant(),
+        let tsc = tsc_is_invariant();
+        let per_ns = match self.pace {
+            Pace::Speed(_) if tsc => TscRate::calibrate(None).hz / 1e9,
+            _ => 1.0,
         };
+        let ticks = Ticks { tsc, per_ns };
         let begin = ticks.pair();
         // Every thread starts at `start`, after all are spawned and have
         // laid out their memory, in both paces.
         let start = begin.1 + START_DELAY_NS;
-        let recs: Vec<Vec<Rec>> = std::thread::scope(|sc| {
+        let shared = Shared {
+            done: &done,
+            abort: &abort,
+            exec: &exec,
+            ticks,
+            start,
+        };
+        let recs: Vec<(Vec<Rec>, Usage)> = std::thread::scope(|sc| {
             let handles: Vec<_> = progs
                 .iter()
                 .enumerate()
@@ -261,11 +377,8 @@ impl Engine<'_> {
                 // compile time has nothing to do.
                 .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
-                    let (done, abort, exec) = (&done, &abort, &exec);
-                    (
-                        t,
-                        sc.spawn(move || self.thread(t, prog, start, ticks, done, abort, exec)),
-                    )
+                    let shared = &shared;
+                    (t, sc.spawn(move || self.thread(t, prog, shared)))
                 })
                 .collect();
             while handles.iter().any(|(_, h)| !h.is_finished()) {
@@ -276,7 +389,10 @@ impl Engine<'_> {
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let mut recs: Vec<Vec<Rec>> = progs.iter().map(|_| Vec::new()).collect();
+            let mut recs: Vec<(Vec<Rec>, Usage)> = progs
+                .iter()
+                .map(|_| (Vec::new(), Usage::default()))
+                .collect();
             for (t, h) in handles {
                 recs[t] = h.join().expect("a replay thread panicked");
             }
@@ -298,67 +414,88 @@ impl Engine<'_> {
             elapsed_ns,
             aborted: abort.load(Ordering::Relaxed),
             tsc_hz: ticks.tsc.then(|| 1e9 / to_ns.ns_per_tick),
+            preemptions: recs.iter().map(|r| r.1.preempted).sum(),
+            cpu_ns: recs.iter().map(|r| r.1.cpu_ns).sum(),
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn thread(
-        &self,
-        t: usize,
-        prog: &Program,
-        start: u64,
-        ticks: Ticks,
-        done: &[Done],
-        abort: &AtomicBool,
-        exec: &Exec,
-    ) -> Vec<Rec> {
-        let c = self.compiled;
+    /// One replay thread: its records, and its resource use from its start
+    /// time on.
+    fn thread(&self, t: usize, prog: &Program, sh: &Shared) -> (Vec<Rec>, Usage) {
         // Written, not just allocated: the pages are faulted in now.
         let mut recs = vec![Rec::default(); prog.steps.len()];
         let mut local = Local::new();
-        let speed = match self.pace {
-            Pace::Afap => None,
-            Pace::Speed(s) => {
-                // Sleeps end within ~1 µs of when asked rather than within
-                // the default 50 µs slack.
-                // SAFETY: prctl with integer arguments; affects this thread.
-                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-                Some(s)
-            }
-        };
+        local.reserve(prog.max_read, prog.max_write);
+        let paced = matches!(self.pace, Pace::Speed(_));
+        if paced {
+            // Sleeps end within ~1 µs of when asked rather than within
+            // the default 50 µs slack.
+            // SAFETY: prctl with integer arguments; affects this thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        }
         let strict = self.verify == Verify::Strict;
-        wait_until(start);
+        let (ticks, exec) = (sh.ticks, sh.exec);
+        sleep_until(sh.start.saturating_sub(SPIN_NS));
+        let mut anchor = ticks.anchor();
+        let mut now = spin_until(anchor.ticks(sh.start), ticks);
+        let usage = Usage::now();
         let mut w0 = 0usize;
         for (k, (step, r)) in prog.steps.iter().zip(recs.iter_mut()).enumerate() {
+            let due_ns = sh.start + step.due_ns;
+            let mut flags = ISSUED;
             let w1 = step.waits_end as usize;
-            for &(u, idx) in &prog.waits[w0..w1] {
-                if !wait_for(&done[u as usize].0, idx, abort) {
-                    return recs;
+            if w1 != w0 {
+                let mut waited = false;
+                for &(u, idx) in &prog.waits[w0..w1] {
+                    match wait_for(&sh.done[u as usize].0, idx, sh.abort) {
+                        None => return (recs, Usage::now().since(usage)),
+                        Some(w) => waited |= w,
+                    }
+                }
+                w0 = w1;
+                if waited {
+                    now = ticks.now();
+                    if paced && now > anchor.ticks(due_ns) {
+                        flags |= WAITED_LATE;
+                    }
                 }
             }
-            w0 = w1;
-            if abort.load(Ordering::Relaxed) {
+            if strict && sh.abort.load(Ordering::Relaxed) {
                 break;
             }
             if let Some(kind) = step.kind {
-                let cmd = &c.commands[step.cmd as usize];
-                if let Some(s) = speed {
-                    r.waited = ticks.now();
-                    exec.prepare(kind, cmd, &mut local);
-                    r.ready = ticks.now();
-                    wait_until(start + (cmd.t_ns as f64 / s) as u64);
+                if paced {
+                    let due = anchor.ticks(due_ns);
+                    if now < due {
+                        // Prepare during the wait, not after it.
+                        if exec.prepare(kind, step.cmd, &mut local) {
+                            now = ticks.now();
+                            if now > due {
+                                flags |= PREP_LATE;
+                            }
+                        }
+                        now = wait_until(due_ns, now, &mut anchor, ticks);
+                    }
                 }
-                r.t0 = ticks.now();
-                let got = exec.run(kind, cmd, &mut local);
-                r.t1 = ticks.now();
-                (r.ret, r.errno, r.issued) = (got.0, got.1, true);
-                if strict && !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got) {
-                    abort.store(true, Ordering::Relaxed);
+                r.t0 = now;
+                let got = exec.issue(kind, &step.args, step.cmd, &mut local);
+                now = ticks.now();
+                (r.t1, r.ret, r.errno, r.flags) = (now, got.0, got.1, flags);
+                if strict {
+                    let cmd = &self.compiled.commands[step.cmd as usize];
+                    if !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got) {
+                        sh.abort.store(true, Ordering::Relaxed);
+                    }
                 }
             }
-            done[t].0.store(k as u32 + 1, Ordering::Release);
+            if step.publish {
+                sh.done[t].0.store(k as u32 + 1, Ordering::Release);
+            }
         }
-        recs
+        sh.done[t]
+            .0
+            .store(prog.steps.len() as u32, Ordering::Release);
+        (recs, Usage::now().since(usage))
     }
 
     /// The records in ns, per command in the compiled order, and the
@@ -366,21 +503,22 @@ impl Engine<'_> {
     fn outcomes(
         &self,
         progs: &[Program],
-        recs: &[Vec<Rec>],
+        recs: &[(Vec<Rec>, Usage)],
         start: u64,
         to_ns: ToNs,
     ) -> (Vec<Outcome>, u64) {
         let c = self.compiled;
         let mut out = vec![Outcome::default(); c.commands.len()];
         let mut last = start;
-        for (prog, recs) in progs.iter().zip(recs) {
+        for (prog, (recs, _)) in progs.iter().zip(recs) {
             let mut prev = Prev {
                 end: start,
                 end_on_time: start,
+                excess: 0,
                 late: Late::No,
             };
             for (step, r) in prog.steps.iter().zip(recs) {
-                let Some(kind) = step.kind.filter(|_| r.issued) else {
+                let Some(kind) = step.kind.filter(|_| r.flags & ISSUED != 0) else {
                     continue;
                 };
                 let cmd = &c.commands[step.cmd as usize];
@@ -388,13 +526,11 @@ impl Engine<'_> {
                 let t1 = to_ns.ns(r.t1);
                 let target = match self.pace {
                     Pace::Afap => None,
-                    Pace::Speed(s) => Some(start + (cmd.t_ns as f64 / s) as u64),
+                    Pace::Speed(_) => Some(start + step.due_ns),
                 };
                 let error_ns = target.map_or(0, |tg| t0.saturating_sub(tg));
                 let latency_ns = to_ns.span(r.t0, r.t1);
-                let late = target.map_or(Late::No, |tg| {
-                    late_cause(tg, error_ns, prev, to_ns.ns(r.waited), to_ns.ns(r.ready))
-                });
+                let late = target.map_or(Late::No, |tg| late_cause(tg, error_ns, prev, r.flags));
                 let got = (r.ret, r.errno);
                 out[step.cmd as usize] = Outcome {
                     issued_ns: t0.saturating_sub(start),
@@ -410,6 +546,7 @@ impl Engine<'_> {
                 prev = Prev {
                     end: t1,
                     end_on_time: target.map_or(t1, |tg| tg + latency_ns),
+                    excess: latency_ns.saturating_sub(cmd.dur_ns),
                     late,
                 };
                 last = last.max(t1);
@@ -426,27 +563,34 @@ struct Prev {
     end: u64,
     /// When it would have returned had it been issued on time.
     end_on_time: u64,
+    /// How much longer it took than traced.
+    excess: u64,
     late: Late,
 }
 
 /// Why a command due at `target` was issued `error_ns` late: its thread's
-/// previous command (`prev`), its waits for other threads (ended at
-/// `waited`) and its preparation (ended at `ready`). A command held up
-/// only because the previous one was late inherits that one's cause, so
-/// that one late wake-up at the start of a burst is not counted as the
-/// replayer falling behind on the whole burst.
-fn late_cause(target: u64, error_ns: u64, prev: Prev, waited: u64, ready: u64) -> Late {
+/// previous command (`prev`) and what the loop noted (`flags`: its waits
+/// for other threads or its preparation ended after its time). A command
+/// held up only because the previous one was late inherits that one's
+/// cause, so that one late wake-up at the start of a burst is not counted
+/// as the replayer falling behind on the whole burst. A previous command
+/// that was not late itself but ran [`STALL_NS`] longer than traced is a
+/// stall (a preemption in the middle of it, or a slower file system), not
+/// the replayer's per-command cost.
+fn late_cause(target: u64, error_ns: u64, prev: Prev, flags: u8) -> Late {
     if error_ns <= LATE_NS {
         Late::No
     } else if prev.end > target {
         if prev.late != Late::No && prev.end_on_time <= target {
             prev.late
+        } else if prev.excess >= STALL_NS {
+            Late::Stall
         } else {
             Late::Behind
         }
-    } else if waited > target {
+    } else if flags & WAITED_LATE != 0 {
         Late::Constraint
-    } else if ready > target {
+    } else if flags & PREP_LATE != 0 {
         // Its own preparation ran past its time.
         Late::Behind
     } else {
@@ -460,16 +604,19 @@ const START_DELAY_NS: u64 = 5_000_000;
 const MIN_SPAN_NS: u64 = 10_000_000;
 /// An error above this is attributed to a cause ([`Late`]).
 pub const LATE_NS: u64 = 10_000;
+/// A command that ran this much longer than traced stalled its thread.
+pub const STALL_NS: u64 = 50_000;
 
-/// Waits until thread `u` has completed command `idx`; false on abort.
-fn wait_for(done: &AtomicU32, idx: u32, abort: &AtomicBool) -> bool {
+/// Waits until thread `u` has completed command `idx`: None on abort, else
+/// whether it had to wait at all.
+fn wait_for(done: &AtomicU32, idx: u32, abort: &AtomicBool) -> Option<bool> {
     if done.load(Ordering::Acquire) > idx {
-        return true;
+        return Some(false);
     }
     let mut spins = 0u32;
     while done.load(Ordering::Acquire) <= idx {
         if abort.load(Ordering::Relaxed) {
-            return false;
+            return None;
         }
         spins += 1;
         if spins < 200 {
@@ -480,20 +627,78 @@ fn wait_for(done: &AtomicU32, idx: u32, abort: &AtomicBool) -> bool {
             std::thread::sleep(Duration::from_micros(20));
         }
     }
-    true
+    Some(true)
 }
 
-/// Sleeps until shortly before `target` (CLOCK_MONOTONIC ns), then spins.
-fn wait_until(target: u64) {
-    let now = mono_ns();
-    if now >= target {
-        return;
-    }
-    if target > now + SPIN_NS {
-        std::thread::sleep(Duration::from_nanos(target - now - SPIN_NS));
-    }
-    while mono_ns() < target {
+/// Sleeps until `ns` (CLOCK_MONOTONIC, absolute).
+fn sleep_until(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec; EINTR only ends the sleep early, and the
+    // spin that follows covers the rest.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Spins until the tick clock reaches `due`; the tick count it stopped at.
+#[inline]
+fn spin_until(due: u64, ticks: Ticks) -> u64 {
+    loop {
+        let t = ticks.now();
+        if t >= due {
+            return t;
+        }
         std::hint::spin_loop();
+    }
+}
+
+/// Waits for a command due at `due_ns` (CLOCK_MONOTONIC) from `now`
+/// (ticks): sleeps until [`SPIN_NS`] before, takes a fresh anchor, then
+/// spins on the tick clock (pre-spin). The tick count it stopped at.
+fn wait_until(due_ns: u64, now: u64, anchor: &mut Anchor, ticks: Ticks) -> u64 {
+    let due = anchor.ticks(due_ns);
+    if due.saturating_sub(now) as f64 > SPIN_NS as f64 * ticks.per_ns {
+        sleep_until(due_ns - SPIN_NS);
+        *anchor = ticks.anchor();
+    }
+    spin_until(anchor.ticks(due_ns), ticks)
+}
+
+/// This thread's resource use so far.
+#[derive(Clone, Copy, Default)]
+struct Usage {
+    /// Involuntary context switches.
+    preempted: u64,
+    /// User and system CPU time.
+    cpu_ns: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_THREAD is Linux's per-thread usage.
+        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        Usage {
+            preempted: ru.ru_nivcsw as u64,
+            cpu_ns: ns(ru.ru_utime) + ns(ru.ru_stime),
+        }
+    }
+
+    fn since(self, before: Usage) -> Usage {
+        Usage {
+            preempted: self.preempted.saturating_sub(before.preempted),
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+        }
     }
 }
 
@@ -507,51 +712,115 @@ mod tests {
         let free = Prev {
             end: t - 5,
             end_on_time: t - 5,
+            excess: 0,
             late: Late::No,
         };
         // On time, or late by no more than the threshold.
-        assert_eq!(late_cause(t, 0, free, t, t), Late::No);
-        assert_eq!(late_cause(t, LATE_NS, free, t + 9, t + 9), Late::No);
-        // The previous command, issued on time, returned after this one's
-        // time: the replayer cannot keep up.
+        assert_eq!(late_cause(t, 0, free, ISSUED), Late::No);
+        assert_eq!(late_cause(t, LATE_NS, free, ISSUED), Late::No);
+        // The previous command, issued on time and as fast as traced but
+        // for a few µs, returned after this one's time: the replayer
+        // cannot keep up.
         let busy = Prev {
             end: t + 50_000,
             end_on_time: t + 50_000,
+            excess: 3_000,
             late: Late::No,
         };
-        assert_eq!(
-            late_cause(t, 60_000, busy, t + 55_000, t + 56_000),
-            Late::Behind
-        );
+        assert_eq!(late_cause(t, 60_000, busy, ISSUED), Late::Behind);
+        // ... ran 50 µs or more longer than traced: a stall.
+        let stalled = Prev {
+            excess: STALL_NS,
+            ..busy
+        };
+        assert_eq!(late_cause(t, 60_000, stalled, ISSUED), Late::Stall);
         // The previous command was itself late (a late wake-up) and would
         // have returned in time had it not been: this one inherits that.
         let woke_late = Prev {
             end: t + 50_000,
             end_on_time: t - 100,
+            excess: 0,
             late: Late::Wakeup,
         };
-        assert_eq!(
-            late_cause(t, 60_000, woke_late, t + 55_000, t + 56_000),
-            Late::Wakeup
-        );
+        assert_eq!(late_cause(t, 60_000, woke_late, ISSUED), Late::Wakeup);
+        // So do the commands queued behind a stall.
+        let after_stall = Prev {
+            late: Late::Stall,
+            ..woke_late
+        };
+        assert_eq!(late_cause(t, 60_000, after_stall, ISSUED), Late::Stall);
         // ... unless it would have been too slow even on time.
         let slow = Prev {
             end_on_time: t + 1,
             ..woke_late
         };
-        assert_eq!(
-            late_cause(t, 60_000, slow, t + 55_000, t + 56_000),
-            Late::Behind
-        );
+        assert_eq!(late_cause(t, 60_000, slow, ISSUED), Late::Behind);
         // Free in time, but another thread's command completed late.
         assert_eq!(
-            late_cause(t, 60_000, free, t + 40_000, t + 41_000),
+            late_cause(t, 60_000, free, ISSUED | WAITED_LATE),
             Late::Constraint
         );
         // Free and unblocked in time; its own preparation ran over.
-        assert_eq!(late_cause(t, 60_000, free, t - 4, t + 20_000), Late::Behind);
+        assert_eq!(
+            late_cause(t, 60_000, free, ISSUED | PREP_LATE),
+            Late::Behind
+        );
         // Ready before its time and still issued late: the scheduler.
-        assert_eq!(late_cause(t, 60_000, free, t - 40, t - 30), Late::Wakeup);
+        assert_eq!(late_cause(t, 60_000, free, ISSUED), Late::Wakeup);
+    }
+
+    #[test]
+    fn an_anchor_maps_ns_to_ticks_on_both_sides() {
+        let a = Anchor {
+            ticks: 3_000_000,
+            ns: 1_000_000,
+            per_ns: 3.0,
+        };
+        assert_eq!(a.ticks(1_000_000), 3_000_000);
+        assert_eq!(a.ticks(1_000_100), 3_000_300);
+        assert_eq!(a.ticks(999_900), 2_999_700);
+        // Far before the anchor: clamped at 0, never wrapped.
+        assert_eq!(a.ticks(0), 0);
+    }
+
+    #[test]
+    fn only_waited_for_steps_and_every_few_thousandth_publish() {
+        use fsprof_trace::replayfile::{Command, ReplayHeader};
+        let cmd = |thread: u32, waits: Vec<(u32, u32)>| Command {
+            thread,
+            op: fsprof_trace::event::Op::from_name("pread").unwrap(),
+            waits,
+            ..Default::default()
+        };
+        let mut commands: Vec<Command> = (0..PUBLISH_EVERY + 10).map(|_| cmd(0, vec![])).collect();
+        commands.push(cmd(1, vec![(0, 7)]));
+        let compiled = Compiled {
+            header: ReplayHeader {
+                threads: 2,
+                ..Default::default()
+            },
+            commands,
+            ..Default::default()
+        };
+        let root = Root::open(std::path::Path::new("/")).unwrap();
+        let e = Engine {
+            compiled: &compiled,
+            root: &root,
+            pace: Pace::Afap,
+            verify: Verify::Off,
+            reads: Reads::Current,
+        };
+        let progs = e.programs();
+        let published: Vec<usize> = progs[0]
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.publish)
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(published, vec![7, PUBLISH_EVERY - 1]);
+        assert_eq!(progs[1].steps.len(), 1);
+        assert_eq!(progs[0].max_read, 0);
     }
 
     #[test]

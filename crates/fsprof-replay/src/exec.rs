@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 use fsprof_trace::replayfile::{Command, Compiled};
 
+use crate::raw;
 use crate::root::{split_path, Root};
 
 /// What a slot holds.
@@ -115,6 +116,39 @@ fn err(e: i32) -> (i64, i32) {
     (-1, e)
 }
 
+/// A raw system call's result ([`crate::raw`]: `-errno` on failure).
+#[inline(always)]
+fn sys_ret(r: i64) -> (i64, i32) {
+    if r < 0 {
+        (-1, -r as i32)
+    } else {
+        (r, 0)
+    }
+}
+
+/// What the data calls need of a command, laid out per replay thread
+/// before the start so that the hot path reads these 32 bytes rather than
+/// the whole command (~180 bytes; at 10^6 commands a second the difference
+/// pushed the replayed file's cached pages out of the CPU caches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataArgs {
+    pub slot: Option<u32>,
+    pub buf: Option<u32>,
+    pub len: u64,
+    pub offset: i64,
+}
+
+impl DataArgs {
+    pub fn of(c: &Command) -> DataArgs {
+        DataArgs {
+            slot: c.slot,
+            buf: c.buf,
+            len: c.len,
+            offset: c.offset,
+        }
+    }
+}
+
 /// Per-thread state: scratch memory for reads and generated write data,
 /// and the parent directories of recent path calls.
 pub struct Local {
@@ -161,6 +195,14 @@ impl Local {
             self.zeros.resize(n, 0);
         }
         &self.zeros[..n]
+    }
+
+    /// Sizes the scratch memory for reads and generated writes of up to
+    /// `read` and `write` bytes now, so that the replay loop allocates
+    /// nothing.
+    pub fn reserve(&mut self, read: u64, write: u64) {
+        let _ = self.read_buf(read);
+        let _ = self.zeros(write);
     }
 
     fn forget_dirs(&mut self) {
@@ -358,6 +400,14 @@ impl Kind {
         )
     }
 
+    /// The calls [`Exec::data_call`] issues from [`DataArgs`].
+    pub fn is_data(self) -> bool {
+        matches!(
+            self,
+            Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite | Kind::Fwrite
+        )
+    }
+
     /// Results checked for success only: sizes that depend on the
     /// replayer's own stdio buffering or item sizes the trace lacks.
     pub fn success_only(self) -> bool {
@@ -484,10 +534,11 @@ impl<'a> Exec<'a> {
     }
 
     /// Work a command can do before its time: opening its paths' parent
-    /// directories.
-    pub fn prepare(&self, kind: Kind, c: &Command, local: &mut Local) {
+    /// directories. Whether it had any to do.
+    pub fn prepare(&self, kind: Kind, cmd: u32, local: &mut Local) -> bool {
         use Kind::*;
-        if matches!(
+        let c = &self.compiled.commands[cmd as usize];
+        let has = matches!(
             kind,
             Stat | Lstat
                 | Access
@@ -499,12 +550,14 @@ impl<'a> Exec<'a> {
                 | Symlink
                 | Readlink
                 | Mknod
-        ) {
+        );
+        if has {
             let _ = self.parent(c.path, local);
             if matches!(kind, Rename | Link) {
                 let _ = self.parent(c.path2, local);
             }
         }
+        has
     }
 
     /// After a call that may change how directory paths resolve.
@@ -519,10 +572,21 @@ impl<'a> Exec<'a> {
         id.map_or(&[][..], |i| &self.compiled.strings[i as usize])
     }
 
-    fn data<'s>(&'s self, c: &Command, local: &'s mut Local) -> &'s [u8] {
-        match c.buf {
+    fn data<'s>(&'s self, buf: Option<u32>, len: u64, local: &'s mut Local) -> &'s [u8] {
+        match buf {
             Some(b) => &self.compiled.buffers[b as usize],
-            None => local.zeros(c.len),
+            None => local.zeros(len),
+        }
+    }
+
+    /// Issues the command: a data call from its laid-out arguments, any
+    /// other through the whole command (`cmd` is its index).
+    #[inline(always)]
+    pub fn issue(&self, kind: Kind, a: &DataArgs, cmd: u32, local: &mut Local) -> (i64, i32) {
+        if kind.is_data() {
+            self.data_call(kind, a, local)
+        } else {
+            self.run(kind, &self.compiled.commands[cmd as usize], local)
         }
     }
 
@@ -531,15 +595,13 @@ impl<'a> Exec<'a> {
         use Kind::*;
         match kind {
             Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c),
-            Read | Pread | Write | Pwrite => self.data_call(kind, c, local),
+            Read | Pread | Write | Pwrite | Fwrite => self.data_call(kind, &DataArgs::of(c), local),
             Lseek | Fstat | Fsync | Fdatasync | Syncfs | SyncFileRange | Ftruncate | Fallocate
             | PosixFallocate | PosixFadvise | Fchmod | Fchown | Futimens | NoOp | Readdir
             | Getdents | Fstatfs | Flock | Fcntl | Sendfile | CopyFileRange => {
                 self.fd_call(kind, c, local)
             }
-            Fread | Fgets | Getdelim | Fwrite | Fflush | Fseek | Ftell => {
-                self.stream_call(kind, c, local)
-            }
+            Fread | Fgets | Getdelim | Fflush | Fseek | Ftell => self.stream_call(kind, c, local),
             Stat | Lstat | Access | Truncate | Chmod | Chown | Utimes | Chdir | Statfs => {
                 self.entry_call(kind, c, local)
             }
@@ -627,53 +689,54 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// The data calls on a descriptor: the hot path of a replay.
+    /// The data calls on a descriptor: the hot path of a replay. Takes
+    /// the few arguments it needs ([`DataArgs`], laid out per thread before
+    /// the start) rather than the whole command.
     #[inline]
-    fn data_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+    pub fn data_call(&self, kind: Kind, a: &DataArgs, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
-        let fd = s.fd(c.slot);
-        // SAFETY: every libc call below gets descriptors from the slot
-        // table (our own, or -1, which the kernel refuses with EBADF),
-        // buffers valid for the lengths passed, and C strings.
-        unsafe {
-            match kind {
-                Read => {
-                    let b = local.read_buf(c.len);
-                    ret(libc::syscall(libc::SYS_read, fd, b.as_mut_ptr(), b.len()))
-                }
-                Pread => {
-                    let b = local.read_buf(c.len);
-                    ret(libc::syscall(
-                        libc::SYS_pread64,
-                        fd,
-                        b.as_mut_ptr(),
-                        b.len(),
-                        c.offset,
-                    ))
-                }
-                Write => {
-                    let d = self.data(c, local);
-                    let f = s.ptr(c.slot, FILEP);
-                    if !f.is_null() {
-                        let n = libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _);
-                        return if n < d.len() { err(libc::EIO) } else { (0, 0) };
-                    }
-                    ret(libc::syscall(libc::SYS_write, fd, d.as_ptr(), d.len()))
-                }
-                Pwrite => {
-                    let d = self.data(c, local);
-                    ret(libc::syscall(
-                        libc::SYS_pwrite64,
-                        fd,
-                        d.as_ptr(),
-                        d.len(),
-                        c.offset,
-                    ))
-                }
-                _ => err(libc::ENOSYS),
-            }
+        let fd = s.fd(a.slot) as i64;
+        // read and pread differ only in the call's number (read ignores the
+        // offset); so do write and pwrite.
+        let (nr, off) = match kind {
+            Read => (libc::SYS_read, 0),
+            Pread => (libc::SYS_pread64, a.offset),
+            Write | Fwrite => (libc::SYS_write, 0),
+            Pwrite => (libc::SYS_pwrite64, a.offset),
+            _ => return err(libc::ENOSYS),
+        };
+        if kind.is_read() {
+            let b = local.read_buf(a.len);
+            return sys_ret(raw::syscall4(
+                nr,
+                fd,
+                b.as_mut_ptr() as i64,
+                b.len() as i64,
+                off,
+            ));
         }
+        let d = self.data(a.buf, a.len, local);
+        let f = s.ptr(a.slot, FILEP);
+        if kind == Fwrite || (kind == Write && !f.is_null()) {
+            if f.is_null() {
+                return err(libc::EBADF);
+            }
+            // SAFETY: a FILE* the slot owns and a buffer of d.len() bytes.
+            let n = unsafe { libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _) };
+            return match kind {
+                Fwrite => (n as i64, 0),
+                _ if n < d.len() => err(libc::EIO),
+                _ => (0, 0),
+            };
+        }
+        sys_ret(raw::syscall4(
+            nr,
+            fd,
+            d.as_ptr() as i64,
+            d.len() as i64,
+            off,
+        ))
     }
 
     /// The other calls on a descriptor.
@@ -807,17 +870,6 @@ impl<'a> Exec<'a> {
                             (r as i64, 0)
                         }
                     }
-                }
-                Fwrite => {
-                    let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;
-                    if f.is_null() {
-                        return err(libc::EBADF);
-                    }
-                    let d = self.data(c, local);
-                    (
-                        libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f) as i64,
-                        0,
-                    )
                 }
                 Fflush => {
                     let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;

@@ -11,6 +11,7 @@
 pub mod engine;
 pub mod exec;
 pub mod prepare;
+mod raw;
 pub mod report;
 pub mod root;
 

@@ -58,6 +58,11 @@ pub struct LateCauses {
     pub constraint: u64,
     /// Ready in time, issued late: a late wake-up or a preemption.
     pub wakeup: u64,
+    /// Behind because an earlier command of the thread, issued on time,
+    /// ran 50 µs or more longer than traced: preempted during it, or the
+    /// file system was slower. Counted in `behind` before this field was
+    /// added.
+    pub stalled: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -75,6 +80,11 @@ pub struct TimingReport {
     pub per_second: Vec<Second>,
     /// Why commands were late, above 10 µs, 100 µs and 1 ms.
     pub late: Vec<LateCauses>,
+    /// Involuntary context switches of the replay threads during the
+    /// replay (getrusage): how often the machine took their CPU away.
+    pub preemptions: u64,
+    /// CPU time (user and system) of the replay threads from the start.
+    pub cpu_ns: u64,
     pub mismatches: u64,
     /// Mismatches on a file's first access: the initial state was wrong.
     pub initial_state_mismatches: u64,
@@ -171,6 +181,7 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
                 Late::Behind => l.behind += 1,
                 Late::Constraint => l.constraint += 1,
                 Late::Wakeup => l.wakeup += 1,
+                Late::Stall => l.stalled += 1,
                 Late::No => {}
             }
         }
@@ -226,6 +237,8 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         } else {
             late
         },
+        preemptions: run.preemptions,
+        cpu_ns: run.cpu_ns,
         mismatches,
         initial_state_mismatches: initial,
         mismatch_examples: examples,
@@ -299,6 +312,13 @@ impl TimingReport {
                 String::new()
             }
         );
+        let _ = writeln!(
+            s,
+            "  replay threads: CPU {} ({} per command), preempted {} time(s) (involuntary context switches)",
+            format_ns(t.cpu_ns as f64),
+            format_ns(t.cpu_ns as f64 / t.issued.max(1) as f64),
+            t.preemptions
+        );
         if t.pace != "afap" {
             let e = &t.error;
             let _ = writeln!(
@@ -315,16 +335,20 @@ impl TimingReport {
                 .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
                 .collect();
             let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
+            // The replayer's part (behind) apart from the machine's
+            // (stalled, woke late) and the workload's (another thread).
             for l in &t.late {
                 let _ = writeln!(
                     s,
-                    "  late by more than {}: {} behind (the replayer could not keep up), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
+                    "  late by more than {}: {} behind (the replayer could not keep up), {} stalled (a call ran ≥50µs longer than traced: preempted or a slower file system), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
                     format_ns(l.over_ns as f64),
                     l.behind,
+                    l.stalled,
                     l.constraint,
                     l.wakeup
                 );
             }
+
             let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
             for sec in t.per_second.iter().take(30) {
                 let _ = writeln!(
@@ -455,6 +479,8 @@ mod tests {
             cdf: vec![(1_000, 0.5), (10_000, 1.0)],
             per_second: Vec::new(),
             late: Vec::new(),
+            preemptions: 0,
+            cpu_ns: 0,
             mismatches: 0,
             initial_state_mismatches: 0,
             mismatch_examples: Vec::new(),

@@ -26,7 +26,7 @@ layered attribution: {why}"
             let _ = writeln!(
                 s,
                 "
-layered attribution: system calls that waited for block requests of their own thread (docs/profile-format.md#layered-attribution)"
+layered attribution: system calls that slept uninterruptibly while block I/O completed (docs/profile-format.md#layered-attribution)"
             );
             let _ = writeln!(
                 s,

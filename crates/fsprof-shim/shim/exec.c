@@ -140,45 +140,38 @@ static char *const *env_for(const char *what, char *const envp[], struct env_cop
     return c->env ? c->env : envp;
 }
 
+/* The body of an exec-family wrapper: returns `call`, run with `env`, the
+ * environment `envp` as an exec of `what` should pass it (env_for). */
+#define WITH_ENV(what, envp, call)                                                       \
+    struct env_copy c_;                                                                  \
+    char *const *env = env_for((what), (envp), &c_);                                     \
+    int r_ = (call);                                                                     \
+    release(&c_);                                                                        \
+    return r_
+
 static int (*real_execve)(const char *, char *const[], char *const[]);
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    struct env_copy c;
-    char *const *env = env_for(path, envp, &c);
-    int r = REAL(execve)(path, argv, env);
-    release(&c);
-    return r;
+    WITH_ENV(path, envp, REAL(execve)(path, argv, env));
 }
 
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    struct env_copy c;
-    char *const *env = env_for(file, envp, &c);
-    int r = REAL(execvpe)(file, argv, env);
-    release(&c);
-    return r;
+    WITH_ENV(file, envp, REAL(execvpe)(file, argv, env));
 }
 
 static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
                     int flags)
 {
-    struct env_copy c;
-    char *const *env = env_for(path, envp, &c);
-    int r = REAL(execveat)(dirfd, path, argv, env, flags);
-    release(&c);
-    return r;
+    WITH_ENV(path, envp, REAL(execveat)(dirfd, path, argv, env, flags));
 }
 
 static int (*real_fexecve)(int, char *const[], char *const[]);
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    struct env_copy c;
-    char *const *env = env_for(argv[0] ? argv[0] : "(fexecve)", envp, &c);
-    int r = REAL(fexecve)(fd, argv, env);
-    release(&c);
-    return r;
+    WITH_ENV(argv[0] ? argv[0] : "(fexecve)", envp, REAL(fexecve)(fd, argv, env));
 }
 
 /* The forms without an envp use environ; they are forwarded to the forms
@@ -244,11 +237,7 @@ static int (*real_posix_spawn)(pid_t *, const char *, const posix_spawn_file_act
 EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                        const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
-    struct env_copy c;
-    char *const *env = env_for(path, envp, &c);
-    int r = REAL(posix_spawn)(pid, path, fa, at, argv, env);
-    release(&c);
-    return r;
+    WITH_ENV(path, envp, REAL(posix_spawn)(pid, path, fa, at, argv, env));
 }
 
 static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
@@ -256,9 +245,5 @@ static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_ac
 EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                         const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
-    struct env_copy c;
-    char *const *env = env_for(file, envp, &c);
-    int r = REAL(posix_spawnp)(pid, file, fa, at, argv, env);
-    release(&c);
-    return r;
+    WITH_ENV(file, envp, REAL(posix_spawnp)(pid, file, fa, at, argv, env));
 }

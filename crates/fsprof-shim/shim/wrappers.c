@@ -31,19 +31,26 @@
 #include "interpose.h"
 #include "trace.h"
 
-/* Times `call` (an expression of type `type`) as op `op`; `failed` is an
- * expression over the result `r`. */
-#define TIMED(op, type, failed, call)                                                    \
+/* Files `call` (an expression of type `type`) in the counter `ctr`, timed,
+ * with `failed` an expression over the result `r`; then runs `then` with
+ * `r` and the latency `ns_`. Without a counter (nothing is profiled) the
+ * call runs untimed. */
+#define TIMED_IN(ctr, type, failed, call, then)                                          \
     do {                                                                                 \
-        struct fsprof_ctr *c_ = call_begin(op);                                          \
+        struct fsprof_ctr *c_ = (ctr);                                                   \
         if (UNLIKELY(c_ == NULL))                                                        \
             return call;                                                                 \
         uint64_t t0_ = now_ticks();                                                      \
         type r = call;                                                                   \
         uint64_t t1_ = now_ticks();                                                      \
-        call_end(c_, t0_, t1_, (failed));                                                \
+        uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
+        (void)ns_;                                                                       \
+        then;                                                                            \
         return r;                                                                        \
     } while (0)
+
+/* Times `call` as op `op`. */
+#define TIMED(op, type, failed, call) TIMED_IN(call_begin(op), type, failed, call, (void)0)
 
 #define WRAP(op, type, name, params, args, failed)                                       \
     static type(*real_##name) params;                                                    \
@@ -58,14 +65,8 @@
 #define TIMED_FD(op, fdexpr, type, failed, call)                                         \
     do {                                                                                 \
         int file_;                                                                       \
-        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_);     \
-        if (UNLIKELY(c_ == NULL))                                                        \
-            return call;                                                                 \
-        uint64_t t0_ = now_ticks();                                                      \
-        type r = call;                                                                   \
-        uint64_t t1_ = now_ticks();                                                      \
-        call_end(c_, t0_, t1_, (failed));                                                \
-        return r;                                                                        \
+        TIMED_IN(call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), type, failed, call,\
+                 (void)0);                                                               \
     } while (0)
 
 #define WRAP_FD(op, type, name, params, args, failed, fdexpr)                            \
@@ -92,17 +93,20 @@
         TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), name, type,  \
                     failed, args,                                                        \
                     if (c_ && file_) record_value(CORR_##op, ns_, (fd), (off), (size), (done))) \
-        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fd), &file_);         \
-        if (UNLIKELY(c_ == NULL))                                                        \
-            return REAL(name) args;                                                      \
-        uint64_t t0_ = now_ticks();                                                      \
-        type r = REAL(name) args;                                                        \
-        uint64_t t1_ = now_ticks();                                                      \
-        uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
-        if (LIKELY(file_))                                                               \
-            record_value(CORR_##op, ns_, (fd), (off), (size), (done));                   \
-        return r;                                                                        \
+        TIMED_IN(call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), type, failed, REAL(name) args,\
+                 if (LIKELY(file_)) record_value(CORR_##op, ns_, (fd), (off), (size), (done)));\
     }
+
+/* Files `call` in the counter `ctr` when there is one (timed, with
+ * `failed` over the result `r`), then runs `after` with `r` either way. */
+#define TIMED_THEN(ctr, type, failed, call, after)                                       \
+    struct fsprof_ctr *c_ = (ctr);                                                       \
+    uint64_t t0_ = c_ ? now_ticks() : 0;                                                 \
+    type r = call;                                                                       \
+    if (c_)                                                                              \
+        call_end(c_, t0_, now_ticks(), (failed));                                        \
+    after;                                                                               \
+    return r;
 
 /* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, after)                \
@@ -112,13 +116,8 @@
         int file_ = 1;                                                                   \
         TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
                     type, failed, args, after)                                           \
-        struct fsprof_ctr *c_ = call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_);     \
-        uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
-        type r = REAL(name) args;                                                        \
-        if (c_)                                                                          \
-            call_end(c_, t0_, now_ticks(), (failed));                                    \
-        after;                                                                           \
-        return r;                                                                        \
+        TIMED_THEN(call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), type, failed,    \
+                   REAL(name) args, after);                                              \
     }
 
 /* Like WRAP, then `after` runs with the result `r` (profiled or not). */
@@ -127,13 +126,7 @@
     EXPORT type name params                                                              \
     {                                                                                    \
         TRACED(OP_##op, name, type, failed, args, after)                                 \
-        struct fsprof_ctr *c_ = call_begin(OP_##op);                                     \
-        uint64_t t0_ = c_ ? now_ticks() : 0;                                             \
-        type r = REAL(name) args;                                                        \
-        if (c_)                                                                          \
-            call_end(c_, t0_, now_ticks(), (failed));                                    \
-        after;                                                                           \
-        return r;                                                                        \
+        TIMED_THEN(call_begin(OP_##op), type, failed, REAL(name) args, after);           \
     }
 
 /* Bytes an iovec asks for; only read after the call succeeded, when the

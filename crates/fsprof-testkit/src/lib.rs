@@ -10,27 +10,31 @@
 //! what such tests need and runs them too. A test that runs never skips:
 //! a missing prerequisite is a failure that says what to install.
 
+pub mod buckets;
 pub mod exporters;
 pub mod need;
 pub mod paths;
 pub mod profiles;
 pub mod programs;
 pub mod serve;
+pub mod traces;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub use buckets::bucket_probe_values;
 pub use exporters::py_check;
 pub use need::{
-    in_ci, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
+    in_ci, missing, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
 };
-pub use paths::{disk_tempdir, target_dir, workspace};
+pub use paths::{canonical_tempdir, disk_tempdir, target_dir, workspace};
 pub use profiles::{
     capture_in, count, load, op, profile_of, record, run_profiled, user_op, write,
     write_user_profile,
 };
 pub use programs::{compile, compile_source};
 pub use serve::{metrics_addr, serve_live, Live};
+pub use traces::HandTrace;
 
 /// The `fsprof` binary cargo built for these tests. nextest passes its
 /// path at run time; `cargo test` does not, so it is found next to the
@@ -110,6 +114,15 @@ pub fn succeeds(cmd: &mut Command) -> Output {
 #[track_caller]
 pub fn assert_ok(o: &Output) {
     assert!(o.status.success(), "{}", stderr(o));
+}
+
+/// Fails the test, listing `notes`, unless one of them says `what`.
+#[track_caller]
+pub fn assert_noted(notes: &[String], what: &str) {
+    assert!(
+        notes.iter().any(|n| n.contains(what)),
+        "no note says {what:?}: {notes:?}"
+    );
 }
 
 /// Standard output as text.

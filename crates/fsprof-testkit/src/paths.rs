@@ -25,6 +25,14 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| panic!("no cargo target directory above {}", exe.display()))
 }
 
+/// A scratch directory and its canonical path: traces record resolved
+/// paths, and /tmp may be reached through a symbolic link.
+pub fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().expect("a scratch directory");
+    let base = std::fs::canonicalize(d.path()).expect("its canonical path");
+    (d, base)
+}
+
 /// A scratch directory on the disk the build is on: workloads that miss
 /// the page cache or use O_DIRECT need a real block device, which /tmp is
 /// not when it is a tmpfs.

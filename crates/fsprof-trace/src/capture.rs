@@ -2,29 +2,26 @@
 //!
 //! The shim appends each thread's calls to chunk files in the run
 //! directory. While the command runs, chunks that are done (sealed, or
-//! their thread or process image gone) are compressed into a spool file
-//! beside the output and deleted, so the run directory holds about one
-//! chunk per live thread however long the run. At the end the spool's
-//! per-thread streams are merged by time, paths are resolved
-//! ([`crate::resolve`]) and the trace file is written. The counters the
-//! shim keeps as always give the `fsprof run` profile of the same run.
+//! their thread or process image gone) are appended to the trace file as
+//! blocks of their thread's stream and deleted, so the run directory holds
+//! about one chunk per live thread however long the run, and ending the
+//! capture only harvests the last chunks and appends the end block. The
+//! reader merges the streams by time and resolves paths
+//! ([`crate::reader`]). The counters the shim keeps as always give the
+//! `fsprof run` profile of the same run.
 
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
 use fsprof_core::profile::{Layer, Meta};
 use fsprof_shim::trace_abi as tabi;
 use fsprof_user::{SetupError, UserOptions, UserSource};
 
-use crate::chunks::{self, ChunkInfo, TickClock};
-use crate::codec::{self, Reader};
-use crate::event::Record;
-use crate::file::{TraceError, TraceHeader, TraceSummary, TraceWriter};
-use crate::resolve::Resolver;
+use crate::chunks::{self, TickClock};
+use crate::file::{TraceHeader, TraceSummary, TraceWriter};
 
 /// What `--data` keeps of written bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +69,12 @@ pub struct TraceSource {
     force: bool,
     clock: Option<TickClock>,
     start_unix_ns: u64,
-    spool: Spool,
+    /// Created when the capture starts (its header says when).
+    writer: Option<TraceWriter>,
+    /// Stream number of each thread of each process image (proc_seq, tid).
+    streams: HashMap<(u64, i32), u32>,
+    /// A chunk's records, read out of it (kept between chunks).
+    body: Vec<u8>,
     /// Newest process image seen per pid: chunks of older images are done.
     newest_image: HashMap<i32, u64>,
     dropped: u64,
@@ -89,8 +91,6 @@ impl TraceSource {
                 opts.output.display()
             )));
         }
-        let spool = Spool::create(&opts.output)
-            .map_err(|e| SetupError::new(format!("cannot create the trace spool: {e}")))?;
         Ok(TraceSource {
             user: UserSource::new(&opts.user)?,
             data: opts.data,
@@ -98,7 +98,9 @@ impl TraceSource {
             force: opts.force,
             clock: None,
             start_unix_ns: 0,
-            spool,
+            writer: None,
+            streams: HashMap::new(),
+            body: Vec::new(),
             newest_image: HashMap::new(),
             dropped: 0,
             notes: Vec::new(),
@@ -112,9 +114,12 @@ impl TraceSource {
         self.outcome.as_ref()
     }
 
-    /// Moves finished chunks (all of them when `all`) into the spool.
+    /// Moves finished chunks (all of them when `all`) into the trace.
     fn harvest(&mut self, all: bool) {
         let Some(clock) = self.clock else { return };
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
         let dir = self.user.run_dir().to_path_buf();
         let mut files: Vec<(u64, PathBuf)> = match std::fs::read_dir(&dir) {
             Ok(rd) => rd
@@ -135,12 +140,13 @@ impl TraceSource {
         let mut chunks = Vec::new();
         let mut pending = 0u64;
         for (_, path) in files {
-            match chunks::read_chunk(&path) {
-                Ok(Some((info, bytes))) => {
+            match chunks::open_chunk(&path) {
+                Ok(Some(chunk)) => {
+                    let info = &chunk.info;
                     let e = self.newest_image.entry(info.pid).or_insert(info.proc_seq);
                     *e = (*e).max(info.proc_seq);
-                    pending += bytes.len() as u64;
-                    chunks.push((path, info, bytes));
+                    pending += chunk.committed;
+                    chunks.push((path, chunk));
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -150,7 +156,8 @@ impl TraceSource {
             }
         }
         self.peak_pending = self.peak_pending.max(pending);
-        for (path, info, bytes) in chunks {
+        for (path, chunk) in chunks {
+            let info = chunk.info;
             let done = all
                 || info.sealed
                 || self.newest_image.get(&info.pid) > Some(&info.proc_seq)
@@ -159,14 +166,29 @@ impl TraceSource {
                 continue;
             }
             self.dropped += info.dropped;
-            match chunks::parse(&info, &bytes, &clock) {
-                Ok(records) => {
-                    if let Err(e) = self.spool.add(&info, &records) {
-                        self.notes.push(format!("lost a trace chunk: {e}"));
-                    }
-                }
-                Err(e) => self.notes.push(format!(
-                    "skipped a corrupt trace chunk of pid {} tid {}: {e}",
+            let next = self.streams.len() as u32 + 1;
+            let stream = *self
+                .streams
+                .entry((info.proc_seq, info.tid))
+                .or_insert(next);
+            let mut lost = None;
+            let parsed = chunk
+                .body(&mut self.body)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    chunks::parse(&info, &self.body, &clock, |r| {
+                        writer.push_to(stream, &r).map_err(|e| {
+                            lost = Some(e.to_string());
+                            "not written".to_string()
+                        })
+                    })
+                })
+                .and_then(|()| writer.end_block().map_err(|e| e.to_string()));
+            match (parsed, lost) {
+                (_, Some(e)) => self.notes.push(format!("lost a trace chunk: {e}")),
+                (Ok(()), None) => {}
+                (Err(e), None) => self.notes.push(format!(
+                    "skipped (the rest of) a corrupt trace chunk of pid {} tid {}: {e}",
                     info.pid, info.tid
                 )),
             }
@@ -224,6 +246,8 @@ impl Source for TraceSource {
             }
         });
         self.start_unix_ns = fsprof_sys::clock::wall_unix_ns();
+        let header = self.header(std::env::args().collect());
+        self.writer = Some(TraceWriter::create(&self.output, &header, self.force)?);
         Ok(format!("{what} (tracing every call)"))
     }
 
@@ -239,17 +263,8 @@ impl Source for TraceSource {
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
         let mut fin = self.user.finish(how)?;
         self.harvest(true);
-        let command = std::env::args().collect();
-        let header = self.header(command);
-        let mut writer = TraceWriter::create(&self.output, &header, self.force)?;
-        let mut resolver = Resolver::default();
-        self.spool.merge(how.start_mono_ns, |mut rec| {
-            match &mut rec {
-                Record::Process(p) => resolver.process(p),
-                Record::Call(c) => resolver.call(c),
-            }
-            writer.push(&rec)
-        })?;
+        let mut writer = self.writer.take().ok_or("the trace was never started")?;
+        writer.set_origin(how.start_mono_ns);
         writer.set_pending_peak(self.peak_pending);
         let (summary, file_bytes) = writer.finish(self.dropped, how.duration_ns)?;
         if summary.dropped > 0 {
@@ -270,169 +285,5 @@ impl Source for TraceSource {
 
     fn amend_meta(&mut self, meta: &mut Meta) {
         self.user.amend_meta(meta);
-    }
-}
-
-/// Where finished chunks wait, compressed, until the end of the capture:
-/// a file beside the output, removed when the trace is written.
-struct Spool {
-    path: PathBuf,
-    file: File,
-    len: u64,
-    blocks: Vec<SpoolBlock>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct SpoolBlock {
-    stream: (u64, i32),
-    index: u32,
-    offset: u64,
-    clen: u64,
-    count: u32,
-    first_ns: u64,
-}
-
-impl Spool {
-    fn create(output: &Path) -> io::Result<Spool> {
-        let name = output
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "trace".into());
-        let path = output.with_file_name(format!(".{name}.spool-{}", std::process::id()));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        Ok(Spool {
-            path,
-            file,
-            len: 0,
-            blocks: Vec::new(),
-        })
-    }
-
-    fn add(&mut self, info: &ChunkInfo, records: &[Record]) -> io::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut raw = Vec::new();
-        let mut prev = 0;
-        for r in records {
-            codec::encode(&mut raw, r, &mut prev);
-        }
-        let z = zstd::bulk::compress(&raw, 1)?;
-        self.file.seek(SeekFrom::Start(self.len))?;
-        self.file.write_all(&z)?;
-        self.blocks.push(SpoolBlock {
-            stream: (info.proc_seq, info.tid),
-            index: info.index,
-            offset: self.len,
-            clen: z.len() as u64,
-            count: records.len() as u32,
-            first_ns: records[0].start_ns(),
-        });
-        self.len += z.len() as u64;
-        Ok(())
-    }
-
-    fn load(&mut self, b: &SpoolBlock) -> io::Result<VecDeque<Record>> {
-        let mut z = vec![0u8; b.clen as usize];
-        self.file.seek(SeekFrom::Start(b.offset))?;
-        self.file.read_exact(&mut z)?;
-        let mut raw = Vec::new();
-        zstd::stream::read::Decoder::new(&z[..])?.read_to_end(&mut raw)?;
-        let mut r = Reader::new(&raw);
-        let mut prev = 0;
-        let mut out = VecDeque::with_capacity(b.count as usize);
-        for _ in 0..b.count {
-            out.push_back(
-                codec::decode(&mut r, &mut prev, fsprof_shim::OPS.len())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?,
-            );
-        }
-        Ok(out)
-    }
-
-    /// Every record, by time, with times made relative to `start_mono`.
-    /// Only the streams under way at a given time hold a block in memory.
-    fn merge(
-        &mut self,
-        start_mono: u64,
-        mut emit: impl FnMut(Record) -> Result<(), TraceError>,
-    ) -> Result<(), TraceError> {
-        let io_err = |e: io::Error, p: &Path| TraceError::Io {
-            path: p.to_path_buf(),
-            source: e,
-        };
-        let mut streams: HashMap<(u64, i32), VecDeque<SpoolBlock>> = HashMap::new();
-        for b in &self.blocks {
-            streams.entry(b.stream).or_default().push_back(*b);
-        }
-        let mut waiting: Vec<VecDeque<SpoolBlock>> = streams
-            .into_values()
-            .map(|mut q| {
-                q.make_contiguous().sort_by_key(|b| b.index);
-                q
-            })
-            .collect();
-        // Latest first, so that pop() gives the earliest stream.
-        waiting.sort_by_key(|q| std::cmp::Reverse(q[0].first_ns));
-        struct Active {
-            blocks: VecDeque<SpoolBlock>,
-            records: VecDeque<Record>,
-        }
-        let mut active: Vec<Active> = Vec::new();
-        let mut heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>> = BinaryHeap::new();
-        loop {
-            let next_active = heap.peek().map(|r| r.0 .0);
-            let next_waiting = waiting.last().map(|q| q[0].first_ns);
-            let activate = match (next_active, next_waiting) {
-                (_, None) => false,
-                (None, Some(_)) => true,
-                (Some(a), Some(w)) => w <= a,
-            };
-            if activate {
-                let mut blocks = waiting.pop().expect("a waiting stream");
-                let first = blocks.pop_front().expect("streams have blocks");
-                let records = self.load(&first).map_err(|e| io_err(e, &self.path))?;
-                let k = active.len();
-                if let Some(t) = records.front().map(Record::start_ns) {
-                    heap.push(std::cmp::Reverse((t, k)));
-                }
-                active.push(Active { blocks, records });
-                continue;
-            }
-            let Some(std::cmp::Reverse((_, k))) = heap.pop() else {
-                break;
-            };
-            let a = &mut active[k];
-            let mut rec = a.records.pop_front().expect("heap entries have a record");
-            if a.records.is_empty() {
-                a.records = match a.blocks.pop_front() {
-                    Some(b) => self.load(&b).map_err(|e| io_err(e, &self.path))?,
-                    // Done: give back the block's memory.
-                    None => VecDeque::new(),
-                };
-            }
-            if let Some(t) = active[k].records.front().map(Record::start_ns) {
-                heap.push(std::cmp::Reverse((t, k)));
-            }
-            match &mut rec {
-                Record::Call(c) => {
-                    c.start_ns = c.start_ns.saturating_sub(start_mono);
-                    c.end_ns = c.end_ns.saturating_sub(start_mono);
-                }
-                Record::Process(p) => p.start_ns = p.start_ns.saturating_sub(start_mono),
-            }
-            emit(rec)?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }

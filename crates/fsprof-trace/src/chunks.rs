@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use fsprof_core::ops::libc::OPS;
@@ -38,24 +39,42 @@ pub struct ChunkInfo {
     pub proc_seq: u64,
     pub pid: i32,
     pub tid: i32,
-    pub index: u32,
     pub sealed: bool,
     pub dropped: u64,
 }
 
-/// The header and the complete records of a chunk file; `Ok(None)` if the
-/// shim has not finished creating it.
-pub fn read_chunk(path: &Path) -> io::Result<Option<(ChunkInfo, Vec<u8>)>> {
+/// An open chunk file and what its header said when it was opened.
+pub struct Chunk {
+    file: File,
+    pub info: ChunkInfo,
+    /// Bytes of complete records.
+    pub committed: u64,
+}
+
+impl Chunk {
+    /// Reads the complete records into `body` (a buffer kept between
+    /// calls). Copied out, not parsed in place: the traced program can
+    /// write the file while it is parsed. Read, not mapped: a copy from
+    /// the page cache costs no page faults.
+    pub fn body(&self, body: &mut Vec<u8>) -> io::Result<()> {
+        body.resize(self.committed as usize, 0);
+        self.file.read_exact_at(body, t::TCHUNK_HDR as u64)
+    }
+}
+
+/// A chunk file's header; `Ok(None)` if the shim has not finished
+/// creating it.
+pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     let file = File::open(path)?;
     let len = file.metadata()?.len() as usize;
     if len < t::TCHUNK_HDR {
         return Ok(None);
     }
     // The shim writes the file concurrently: fields it updates after
-    // creating it are read atomically.
-    let m = SharedMap::new(&file, len)?;
+    // creating it are read atomically, from a mapping of the header alone.
+    let m = SharedMap::new(&file, t::TCHUNK_HDR)?;
     let base = m.as_ptr();
-    // SAFETY: `len` >= the header size; the mapping is page aligned.
+    // SAFETY: the mapping holds the header; it is page aligned.
     let h: ChunkHeader = unsafe { std::ptr::read(base as *const ChunkHeader) };
     let committed = m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
     let sealed = m.u32_at(std::mem::offset_of!(ChunkHeader, sealed));
@@ -75,20 +94,19 @@ pub fn read_chunk(path: &Path) -> io::Result<Option<(ChunkInfo, Vec<u8>)>> {
     if committed > cap as u64 || h.size != len as u64 {
         return Err(bad("chunk header disagrees with the file's size"));
     }
-    // SAFETY: [HDR, HDR + committed) is inside the mapping (checked).
-    let bytes =
-        unsafe { std::slice::from_raw_parts(base.add(t::TCHUNK_HDR), committed as usize) }.to_vec();
-    Ok(Some((
-        ChunkInfo {
-            proc_seq: h.proc_seq,
-            pid: h.pid,
-            tid: h.tid,
-            index: h.index,
-            sealed: sealed == 1,
-            dropped: h.dropped,
-        },
-        bytes,
-    )))
+    let info = ChunkInfo {
+        proc_seq: h.proc_seq,
+        pid: h.pid,
+        tid: h.tid,
+        sealed: sealed == 1,
+        dropped: h.dropped,
+    };
+    drop(m);
+    Ok(Some(Chunk {
+        file,
+        info,
+        committed,
+    }))
 }
 
 fn le_u64(b: &[u8]) -> u64 {
@@ -112,11 +130,20 @@ pub fn roles(op: Op) -> Vec<Option<Role>> {
     out
 }
 
-/// Parses the records of one chunk. FD records attach to the process
-/// record before them in the same chunk (the shim writes them together at
-/// the start of a process image's first chunk).
-pub fn parse(info: &ChunkInfo, bytes: &[u8], clock: &TickClock) -> Result<Vec<Record>, String> {
-    let mut out = Vec::new();
+/// Parses the records of one chunk, handing each to `emit` as it goes
+/// (a chunk's records are never all in memory at once). FD records attach
+/// to the process record before them in the same chunk (the shim writes
+/// them together at the start of a process image's first chunk), which is
+/// handed on once they are complete. On a corrupt record the records
+/// before it have been handed on.
+pub fn parse(
+    info: &ChunkInfo,
+    bytes: &[u8],
+    clock: &TickClock,
+    mut emit: impl FnMut(Record) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut process: Option<ProcessInfo> = None;
+    let mut items: Vec<(u16, u16, &[u8])> = Vec::new();
     let mut at = 0usize;
     let hsz = std::mem::size_of::<RecordHeader>();
     let isz = std::mem::size_of::<ItemHeader>();
@@ -141,7 +168,7 @@ pub fn parse(info: &ChunkInfo, bytes: &[u8], clock: &TickClock) -> Result<Vec<Re
             *a = le_u64(&rec[p..]);
             p += 8;
         }
-        let mut items: Vec<(u16, u16, &[u8])> = Vec::new();
+        items.clear();
         for _ in 0..h.nitems {
             if p + isz > len {
                 return Err(format!("record at {at}: items overrun it"));
@@ -158,10 +185,15 @@ pub fn parse(info: &ChunkInfo, bytes: &[u8], clock: &TickClock) -> Result<Vec<Re
             p += padded;
         }
         at += len;
+        if h.kind != t::TREC_FD {
+            if let Some(p) = process.take() {
+                emit(Record::Process(p))?;
+            }
+        }
         match h.kind {
-            t::TREC_PROC => out.push(Record::Process(process(&h, &args, &items, clock))),
+            t::TREC_PROC => process = Some(process_info(&h, &args, &items, clock)),
             t::TREC_FD => {
-                if let Some(Record::Process(pr)) = out.last_mut() {
+                if let Some(pr) = process.as_mut() {
                     let path = items
                         .iter()
                         .find(|i| i.0 == t::TI_PATH)
@@ -176,15 +208,18 @@ pub fn parse(info: &ChunkInfo, bytes: &[u8], clock: &TickClock) -> Result<Vec<Re
                 }
             }
             k if (k as usize) < fsprof_shim::OPS.len() => {
-                out.push(Record::Call(call(info, &h, &args, &items, clock)))
+                emit(Record::Call(call(info, &h, &args, &items, clock)))?
             }
             k => return Err(format!("record at {at}: unknown kind {k:#x}")),
         }
     }
-    Ok(out)
+    match process {
+        Some(p) => emit(Record::Process(p)),
+        None => Ok(()),
+    }
 }
 
-fn process(
+fn process_info(
     h: &RecordHeader,
     args: &[u64; 8],
     items: &[(u16, u16, &[u8])],

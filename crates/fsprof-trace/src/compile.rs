@@ -200,6 +200,23 @@ pub fn clean(path: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether `path` ends in a slash or `/.` (not `/` itself): the kernel
+/// then resolves it only to a directory (`stat("file/")` is ENOTDIR), so
+/// the command keeps a trailing slash that [`clean`] takes off the node.
+pub fn names_a_directory(path: &[u8]) -> bool {
+    let last = path.rsplit(|&b| b == b'/').next().unwrap_or_default();
+    path.len() > 1 && path.contains(&b'/') && (last.is_empty() || last == b".")
+}
+
+/// `path` (cleaned) with the trailing slash that makes it name a directory.
+fn with_slash(path: &[u8], dir: bool) -> Vec<u8> {
+    let mut p = path.to_vec();
+    if dir && p.last() != Some(&b'/') {
+        p.push(b'/');
+    }
+    p
+}
+
 pub fn parent(path: &[u8]) -> &[u8] {
     let trimmed = path.strip_suffix(b"/").unwrap_or(path);
     match trimmed.iter().rposition(|&b| b == b'/') {
@@ -429,6 +446,7 @@ impl Compiler {
         if op == "fcntl" {
             return self.fcntl(c);
         }
+        let dir = [&c.resolved, &c.resolved2].map(|p| p.as_deref().is_some_and(names_a_directory));
         let Some(c) = self.admit(c, kind) else { return };
         let c = &c;
         let mut cmd = Command {
@@ -451,10 +469,10 @@ impl Compiler {
                 Some(node) => node,
                 None => return,
             },
-            'o' | 'p' => Some(self.on_path(c, &mut cmd, &mut keys)),
+            'o' | 'p' => Some(self.on_path(c, dir, &mut cmd, &mut keys)),
             _ => None,
         };
-        self.data_and_state(c, node, &mut cmd);
+        self.data_and_state(c, node, dir[0], &mut cmd);
         if self.effects(c, kind, node, &mut cmd, &mut keys) {
             self.emit(c, cmd, &keys);
         }
@@ -554,12 +572,24 @@ impl Compiler {
     }
 
     /// A call on a path (`kind` o or p; [`Self::admit`] checked that it
-    /// has one): its strings and what it touches. Returns its node.
-    fn on_path(&mut self, c: &Call, cmd: &mut Command, keys: &mut Vec<(Key, Access)>) -> u32 {
+    /// has one): its strings and what it touches. Returns its node (the
+    /// path without a trailing slash; `dir` says which of the call's paths
+    /// had one, which its command keeps).
+    fn on_path(
+        &mut self,
+        c: &Call,
+        dir: [bool; 2],
+        cmd: &mut Command,
+        keys: &mut Vec<(Key, Access)>,
+    ) -> u32 {
         let op = c.op.name();
         let p = c.resolved.clone().unwrap_or_default();
         let id = self.string(&p);
-        cmd.path = Some(id);
+        cmd.path = Some(if dir[0] {
+            self.string(&with_slash(&p, true))
+        } else {
+            id
+        });
         let changes = self.changes_namespace(c);
         let a = if changes { Access::Write } else { Access::Read };
         keys.push((Key::Path(id), a));
@@ -569,7 +599,7 @@ impl Compiler {
         }
         if let Some(p2) = c.resolved2.as_deref() {
             let id2 = self.string(p2);
-            cmd.path2 = Some(id2);
+            cmd.path2 = Some(self.string(&with_slash(p2, dir[1])));
             keys.push((Key::Path(id2), Access::Write));
             let par2 = self.string(parent(p2));
             keys.push((Key::Path(par2), Access::Write));
@@ -591,7 +621,7 @@ impl Compiler {
 
     /// The command's data and check flags, and what the call shows of the
     /// initial state.
-    fn data_and_state(&mut self, c: &Call, node: Option<u32>, cmd: &mut Command) {
+    fn data_and_state(&mut self, c: &Call, node: Option<u32>, dir: bool, cmd: &mut Command) {
         let op = c.op.name();
         // Data: full data becomes a buffer; a digest or nothing leaves the
         // replayer to write `len` bytes of its own.
@@ -613,7 +643,8 @@ impl Compiler {
         let slot_pos = cmd
             .slot
             .and_then(|s| self.slots[s as usize].as_ref().and_then(|s| s.pos));
-        let obs = Observation::of(c, node.map(|n| self.strings[n as usize].clone()), slot_pos);
+        let obs = Observation::of(c, node.map(|n| self.strings[n as usize].clone()), slot_pos)
+            .naming_a_directory(dir);
         let content = match (&c.data, is_read(op)) {
             (Data::Full(d), true) if c.ret > 0 => Some(self.buffer(d)),
             _ => None,

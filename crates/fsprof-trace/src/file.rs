@@ -1,30 +1,44 @@
 //! The trace file: a magic, a JSON header, zstd-compressed blocks of
-//! records in time order, and an end block. Written to a temporary name
-//! and renamed into place, so a trace file that exists is complete; a file
-//! without its end block was cut short and is refused with that reason.
-//! Layout in `docs/trace-format.md`.
+//! records, each block one *stream*'s (one traced thread's, or a whole
+//! import's) records in time order, and an end block. A capture appends a
+//! thread's records as they are harvested, so ending it only appends the
+//! end block; [`TraceReader`] merges the streams by time. Written to a
+//! temporary name and renamed into place, so a trace file that exists is
+//! complete; a file without its end block was cut short and is refused
+//! with that reason. Layout in `docs/trace-format.md`.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{self, Reader};
+use crate::codec;
 use crate::event::Record;
+
+pub use crate::reader::TraceReader;
 
 pub const MAGIC: &[u8; 8] = b"fsprtrc\0";
 pub const FORMAT_NAME: &str = "fsprof-trace";
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: blocks belong to streams (and carry their first start time), times
+/// may be offset by the end block's `origin_ns`, `resolved` is optional;
+/// sendfile's `fd` is the file it reads (version 1 files disagree on it).
+pub const FORMAT_VERSION: u32 = 2;
 
-const TAG_RECORDS: u32 = 1;
-const TAG_END: u32 = 2;
+pub(crate) const TAG_RECORDS: u32 = 1;
+pub(crate) const TAG_END: u32 = 2;
+/// Bytes of a block header: tag, clen, rlen, count, stream, 0 (u32 each),
+/// first start (u64).
+pub(crate) const BLOCK_HDR: usize = 32;
 /// A block is flushed once its records take this many bytes.
 const BLOCK_RAW: usize = 256 << 10;
 /// Headers and end blocks larger than this are corrupt.
-const MAX_JSON: u32 = 16 << 20;
+pub(crate) const MAX_JSON: u32 = 16 << 20;
 /// Decompressed blocks larger than this are refused.
-const MAX_BLOCK_RAW: u32 = 1 << 31;
+pub(crate) const MAX_BLOCK_RAW: u32 = 1 << 31;
+/// zstd level of the blocks: 1 compresses a capture's records at several
+/// hundred MB/s; level 3 (version 1) cost three times the CPU for ~10% less.
+const ZSTD_LEVEL: i32 = 1;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
@@ -86,6 +100,10 @@ pub struct TraceSummary {
     /// directory at one time (the memory the capture held there).
     #[serde(default)]
     pub pending_peak_bytes: u64,
+    /// CLOCK_MONOTONIC ns of the trace's start: records' times minus this
+    /// are ns since the start (0: they are stored relative already).
+    #[serde(default)]
+    pub origin_ns: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +116,7 @@ pub enum TraceError {
     },
     #[error("{path}: not an fsprof trace (no trace magic at its start)")]
     NotATrace { path: PathBuf },
-    #[error("{path}: trace format version {found}, this fsprof reads version {FORMAT_VERSION}")]
+    #[error("{path}: trace format version {found}, this fsprof reads version {FORMAT_VERSION} only; capture or import the trace again with this fsprof")]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: corrupt trace at byte {offset}: {what}")]
     Corrupt {
@@ -112,13 +130,20 @@ pub enum TraceError {
     Exists { path: PathBuf },
 }
 
-/// Writes a trace, block by block.
+/// Writes a trace, block by block: [`TraceWriter::push`] for a trace that
+/// is one stream (imports), [`TraceWriter::push_to`] for a capture's
+/// per-thread streams.
 pub struct TraceWriter {
     path: PathBuf,
     tmp: PathBuf,
     out: BufWriter<File>,
+    zstd: zstd::bulk::Compressor<'static>,
+    /// The block under way: its stream, encoded records, their count, the
+    /// first one's start and the last one's.
+    stream: u32,
     block: Vec<u8>,
     block_count: u32,
+    block_first: u64,
     prev_start: u64,
     summary: TraceSummary,
     bytes_raw: u64,
@@ -144,19 +169,24 @@ impl TraceWriter {
             .create_new(true)
             .open(&tmp)
             .map_err(io)?;
-        let mut out = BufWriter::new(file);
+        let mut out = BufWriter::with_capacity(1 << 16, file);
         let json = serde_json::to_vec(header).expect("a trace header serializes");
         out.write_all(MAGIC).map_err(io)?;
         out.write_all(&FORMAT_VERSION.to_le_bytes()).map_err(io)?;
         out.write_all(&(json.len() as u32).to_le_bytes())
             .map_err(io)?;
         out.write_all(&json).map_err(io)?;
+        let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
+        zstd.include_checksum(true).map_err(io)?;
         Ok(TraceWriter {
             path: path.into(),
             tmp,
             out,
+            zstd,
+            stream: 0,
             block: Vec::with_capacity(BLOCK_RAW + 4096),
             block_count: 0,
+            block_first: 0,
             prev_start: 0,
             summary: TraceSummary::default(),
             bytes_raw: 0,
@@ -164,7 +194,23 @@ impl TraceWriter {
         })
     }
 
+    /// Appends a record to stream 0, for a trace that is one stream
+    /// (imports): its records go in time order.
     pub fn push(&mut self, r: &Record) -> Result<(), TraceError> {
+        self.push_to(0, r)
+    }
+
+    /// Appends the next record of `stream` (a capture's thread), in time
+    /// order after the stream's earlier ones. A record of another stream
+    /// than the last one's ends the block under way.
+    pub fn push_to(&mut self, stream: u32, r: &Record) -> Result<(), TraceError> {
+        if stream != self.stream {
+            self.end_block()?;
+            self.stream = stream;
+        }
+        if self.block_count == 0 {
+            self.block_first = r.start_ns();
+        }
         codec::encode(&mut self.block, r, &mut self.prev_start);
         self.block_count += 1;
         self.summary.records += 1;
@@ -173,12 +219,14 @@ impl TraceWriter {
             Record::Process(_) => self.summary.processes += 1,
         }
         if self.block.len() >= BLOCK_RAW {
-            self.flush_block()?;
+            self.end_block()?;
         }
         Ok(())
     }
 
-    fn flush_block(&mut self) -> Result<(), TraceError> {
+    /// Compresses and writes the block under way (a capture ends one per
+    /// chunk it harvested).
+    pub fn end_block(&mut self) -> Result<(), TraceError> {
         if self.block_count == 0 {
             return Ok(());
         }
@@ -186,22 +234,24 @@ impl TraceWriter {
             path: self.path.clone(),
             source: e,
         };
-        let mut enc = zstd::bulk::Compressor::new(3).map_err(io)?;
-        enc.include_checksum(true).map_err(io)?;
-        let z = enc.compress(&self.block).map_err(io)?;
-        let mut hdr = Vec::with_capacity(16);
-        for v in [
+        let z = self.zstd.compress(&self.block).map_err(io)?;
+        let mut hdr = [0u8; BLOCK_HDR];
+        let words = [
             TAG_RECORDS,
             z.len() as u32,
             self.block.len() as u32,
             self.block_count,
-        ] {
-            hdr.extend_from_slice(&v.to_le_bytes());
+            self.stream,
+            0,
+        ];
+        for (i, v) in words.into_iter().enumerate() {
+            hdr[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
+        hdr[24..].copy_from_slice(&self.block_first.to_le_bytes());
         self.out.write_all(&hdr).map_err(io)?;
         self.out.write_all(&z).map_err(io)?;
         self.bytes_raw += self.block.len() as u64;
-        self.bytes_file += (16 + z.len()) as u64;
+        self.bytes_file += (BLOCK_HDR + z.len()) as u64;
         self.block.clear();
         self.block_count = 0;
         self.prev_start = 0;
@@ -218,6 +268,12 @@ impl TraceWriter {
         self.summary.pending_peak_bytes = bytes;
     }
 
+    /// Records [`TraceSummary::origin_ns`]: the records' times are
+    /// CLOCK_MONOTONIC, and the trace started at `mono_ns`.
+    pub fn set_origin(&mut self, mono_ns: u64) {
+        self.summary.origin_ns = mono_ns;
+    }
+
     /// Writes the end block and puts the file in place; returns the summary
     /// and the file's size.
     pub fn finish(
@@ -225,7 +281,7 @@ impl TraceWriter {
         dropped: u64,
         duration_ns: u64,
     ) -> Result<(TraceSummary, u64), TraceError> {
-        self.flush_block()?;
+        self.end_block()?;
         self.summary.dropped = dropped;
         self.summary.duration_ns = duration_ns;
         let json = serde_json::to_vec(&self.summary).expect("a summary serializes");
@@ -233,17 +289,23 @@ impl TraceWriter {
             path: self.path.clone(),
             source: e,
         };
-        for v in [TAG_END, json.len() as u32, json.len() as u32, 0] {
-            self.out.write_all(&v.to_le_bytes()).map_err(io)?;
+        let mut hdr = [0u8; BLOCK_HDR];
+        for (i, v) in [TAG_END, json.len() as u32, json.len() as u32]
+            .into_iter()
+            .enumerate()
+        {
+            hdr[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
+        self.out.write_all(&hdr).map_err(io)?;
         self.out.write_all(&json).map_err(io)?;
+        // Not synced, like every file fsprof writes: the rename makes the
+        // complete file appear at once (a sync cost a capture 10-20 ms).
         self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
         fsprof_core::output::ensure_renamable(&self.path).map_err(io)?;
         std::fs::rename(&self.tmp, &self.path).map_err(io)?;
         Ok((
             self.summary.clone(),
-            self.bytes_file + 16 + json.len() as u64,
+            self.bytes_file + (BLOCK_HDR + json.len()) as u64,
         ))
     }
 }
@@ -261,228 +323,4 @@ fn temp_beside(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "trace".into());
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
-/// Reads a trace record by record.
-pub struct TraceReader {
-    path: PathBuf,
-    input: BufReader<File>,
-    offset: u64,
-    pub header: TraceHeader,
-    block: Vec<u8>,
-    pos: usize,
-    left_in_block: u32,
-    prev_start: u64,
-    summary: Option<TraceSummary>,
-    /// Bytes of decompressed blocks read so far.
-    pub raw_bytes: u64,
-}
-
-impl TraceReader {
-    pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let file = File::open(path).map_err(|e| TraceError::Io {
-            path: path.into(),
-            source: e,
-        })?;
-        let mut input = BufReader::with_capacity(1 << 16, file);
-        let mut head = [0u8; 16];
-        let n = read_full(&mut input, &mut head).map_err(|e| TraceError::Io {
-            path: path.into(),
-            source: e,
-        })?;
-        if n < 8 || &head[..8] != MAGIC {
-            return Err(TraceError::NotATrace { path: path.into() });
-        }
-        if n < 16 {
-            return Err(TraceError::Truncated {
-                path: path.into(),
-                what: "the header is cut short".into(),
-            });
-        }
-        let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
-            return Err(TraceError::Version {
-                path: path.into(),
-                found: version,
-            });
-        }
-        let hlen = u32::from_le_bytes(head[12..16].try_into().unwrap());
-        let mut me = TraceReader {
-            path: path.into(),
-            input,
-            offset: 16,
-            header: TraceHeader::default(),
-            block: Vec::new(),
-            pos: 0,
-            left_in_block: 0,
-            prev_start: 0,
-            summary: None,
-            raw_bytes: 0,
-        };
-        if hlen > MAX_JSON {
-            return Err(me.corrupt(8, "header length is implausible"));
-        }
-        let json = me.read_exact_or_truncated(hlen as usize, "the header is cut short")?;
-        me.header = serde_json::from_slice(&json)
-            .map_err(|e| me.corrupt(16, &format!("header is not valid JSON: {e}")))?;
-        if me.header.format != FORMAT_NAME {
-            return Err(TraceError::NotATrace { path: path.into() });
-        }
-        if me.header.ops.len() > u16::MAX as usize {
-            return Err(me.corrupt(16, "op table is implausibly long"));
-        }
-        Ok(me)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The end block, once every record has been read.
-    pub fn summary(&self) -> Option<&TraceSummary> {
-        self.summary.as_ref()
-    }
-
-    fn corrupt(&self, offset: u64, what: &str) -> TraceError {
-        TraceError::Corrupt {
-            path: self.path.clone(),
-            offset,
-            what: what.into(),
-        }
-    }
-
-    fn read_exact_or_truncated(&mut self, n: usize, what: &str) -> Result<Vec<u8>, TraceError> {
-        let mut buf = Vec::new();
-        let got = (&mut self.input)
-            .take(n as u64)
-            .read_to_end(&mut buf)
-            .map_err(|e| TraceError::Io {
-                path: self.path.clone(),
-                source: e,
-            })?;
-        if got < n {
-            return Err(TraceError::Truncated {
-                path: self.path.clone(),
-                what: what.into(),
-            });
-        }
-        self.offset += n as u64;
-        Ok(buf)
-    }
-
-    /// Loads the next block; false at the end block.
-    fn next_block(&mut self) -> Result<bool, TraceError> {
-        let at = self.offset;
-        let mut hdr = [0u8; 16];
-        let n = read_full(&mut self.input, &mut hdr).map_err(|e| TraceError::Io {
-            path: self.path.clone(),
-            source: e,
-        })?;
-        if n == 0 {
-            return Err(TraceError::Truncated {
-                path: self.path.clone(),
-                what: "it has no end block".into(),
-            });
-        }
-        if n < 16 {
-            return Err(TraceError::Truncated {
-                path: self.path.clone(),
-                what: format!("the block at byte {at} is cut short"),
-            });
-        }
-        self.offset += 16;
-        let word = |i: usize| u32::from_le_bytes(hdr[4 * i..4 * i + 4].try_into().unwrap());
-        let (tag, clen, rlen, count) = (word(0), word(1), word(2), word(3));
-        match tag {
-            TAG_END => {
-                if clen > MAX_JSON {
-                    return Err(self.corrupt(at, "end block length is implausible"));
-                }
-                let json = self.read_exact_or_truncated(
-                    clen as usize,
-                    &format!("the end block at byte {at} is cut short"),
-                )?;
-                let s = serde_json::from_slice(&json)
-                    .map_err(|e| self.corrupt(at, &format!("end block is not valid JSON: {e}")))?;
-                self.summary = Some(s);
-                Ok(false)
-            }
-            TAG_RECORDS => {
-                if rlen > MAX_BLOCK_RAW || count == 0 {
-                    return Err(self.corrupt(at, "block header is implausible"));
-                }
-                let z = self.read_exact_or_truncated(
-                    clen as usize,
-                    &format!("the block at byte {at} is cut short"),
-                )?;
-                let mut raw = Vec::new();
-                zstd::stream::read::Decoder::new(&z[..])
-                    .and_then(|d| d.take(rlen as u64 + 1).read_to_end(&mut raw))
-                    .map_err(|e| self.corrupt(at, &format!("block does not decompress: {e}")))?;
-                if raw.len() != rlen as usize {
-                    return Err(self.corrupt(at, "block decompresses to another length"));
-                }
-                self.raw_bytes += raw.len() as u64;
-                self.block = raw;
-                self.pos = 0;
-                self.left_in_block = count;
-                self.prev_start = 0;
-                Ok(true)
-            }
-            t => Err(self.corrupt(at, &format!("unknown block kind {t}"))),
-        }
-    }
-
-    /// The next record; `None` after the end block.
-    pub fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
-        while self.left_in_block == 0 {
-            if self.summary.is_some() || !self.next_block()? {
-                return Ok(None);
-            }
-        }
-        let mut r = Reader::new(&self.block[self.pos..]);
-        let before = self.block.len() - self.pos;
-        let rec = codec::decode(&mut r, &mut self.prev_start, self.header.ops.len())
-            .map_err(|e| self.corrupt(self.offset, &format!("in the block before: {e}")))?;
-        let used = before - r.remaining();
-        self.pos += used;
-        self.left_in_block -= 1;
-        if self.left_in_block == 0 && self.pos != self.block.len() {
-            return Err(self.corrupt(self.offset, "block has bytes after its last record"));
-        }
-        Ok(Some(self.map_op(rec)?))
-    }
-
-    /// Records name ops by the file's table; map them to this fsprof's.
-    fn map_op(&self, rec: Record) -> Result<Record, TraceError> {
-        match rec {
-            Record::Call(mut c) => {
-                let name = &self.header.ops[c.op.0 as usize];
-                c.op = crate::event::Op::from_name(name)
-                    .ok_or_else(|| self.corrupt(self.offset, &format!("unknown op {name:?}")))?;
-                Ok(Record::Call(c))
-            }
-            p => Ok(p),
-        }
-    }
-}
-
-impl Iterator for TraceReader {
-    type Item = Result<Record, TraceError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_record().transpose()
-    }
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }

@@ -52,11 +52,23 @@ pub struct Observation<'a> {
     call: &'a Call,
     path: Option<Vec<u8>>,
     pos: Option<u64>,
+    /// The call's path ended in a slash: it resolves only to a directory.
+    dir: bool,
 }
 
 impl<'a> Observation<'a> {
     pub fn of(call: &'a Call, path: Option<Vec<u8>>, pos: Option<u64>) -> Self {
-        Observation { call, path, pos }
+        Observation {
+            call,
+            path,
+            pos,
+            dir: false,
+        }
+    }
+
+    pub fn naming_a_directory(mut self, dir: bool) -> Self {
+        self.dir = dir;
+        self
     }
 }
 
@@ -194,7 +206,7 @@ impl Initial {
         let flags = c.flags.unwrap_or(0);
         let op = c.op.name();
         match op {
-            "open" | "openat" | "creat" | "fopen" => self.observe_open(p, c),
+            "open" | "openat" | "creat" | "fopen" => self.observe_open(p, c, o.dir),
             "opendir" | "chdir" if ok => self.exists(p, Kind::Dir),
             "stat" | "lstat" | "fstatat" | "statx" | "access" | "faccessat" | "statfs"
             | "statvfs" => self.observe_stat(p, c),
@@ -275,8 +287,9 @@ impl Initial {
         }
     }
 
-    /// An open: what its flags and result say of the path.
-    fn observe_open(&mut self, p: &[u8], c: &Call) {
+    /// An open: what its flags and result say of the path (`dir`: it was
+    /// given with a trailing slash).
+    fn observe_open(&mut self, p: &[u8], c: &Call, dir: bool) {
         let ok = !c.failed();
         let f = match c.op.name() {
             "fopen" => crate::compile::fopen_flags(c.name.as_deref().unwrap_or(b"r")),
@@ -286,7 +299,7 @@ impl Initial {
         let creat = f & libc::O_CREAT as i64 != 0;
         let excl = f & libc::O_EXCL as i64 != 0;
         let trunc = f & libc::O_TRUNC as i64 != 0;
-        let dir = f & libc::O_DIRECTORY as i64 != 0;
+        let dir = dir || f & libc::O_DIRECTORY as i64 != 0;
         if ok {
             if creat && (excl || trunc) {
                 self.absent(p);

@@ -22,6 +22,7 @@ pub mod event;
 pub mod file;
 pub mod import;
 mod initial;
+mod reader;
 pub mod replayfile;
 pub mod resolve;
 pub mod show;

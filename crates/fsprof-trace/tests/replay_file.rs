@@ -4,40 +4,22 @@
 
 use std::path::{Path, PathBuf};
 
+use fsprof_testkit::HandTrace;
 use fsprof_trace::compile::compile;
-use fsprof_trace::event::{Call, Data, Op, ProcessInfo, Record};
-use fsprof_trace::file::{TraceHeader, TraceWriter};
+use fsprof_trace::event::{Call, Data, Op};
 use fsprof_trace::replayfile::{Compiled, MAX_SLOTS, MAX_THREADS};
 use proptest::prelude::*;
 
 /// A compiled trace of two threads writing, reading and renaming files.
 fn compiled(dir: &Path) -> PathBuf {
     let t = dir.join("t.trace");
-    let mut w = TraceWriter::create(&t, &TraceHeader::new("test", "full"), true).unwrap();
-    w.push(&Record::Process(ProcessInfo {
-        pid: 1,
-        cwd: b"/d".to_vec(),
-        ..Default::default()
-    }))
-    .unwrap();
-    let mut at = 0;
+    let mut w = HandTrace::create(&t, "full", "/d");
     let mut call =
         |tid: i32, op: &str, fd: i32, path: Option<&str>, ret: i64, f: &dyn Fn(&mut Call)| {
-            at += 1000;
-            let mut c = Call {
-                start_ns: at,
-                end_ns: at + 100,
-                pid: 1,
-                tid,
-                op: Op::named(op),
-                ret,
-                fd: Some(fd),
-                path: path.map(|p| p.as_bytes().to_vec()),
-                resolved: path.map(|p| p.as_bytes().to_vec()),
-                ..Default::default()
-            };
+            let mut c = w.next(tid, op, path, ret);
+            c.fd = Some(fd);
             f(&mut c);
-            w.push(&Record::Call(c)).unwrap();
+            w.push(c);
         };
     let creat = |c: &mut Call| {
         c.flags = Some((libc::O_CREAT | libc::O_RDWR) as i64);
@@ -61,7 +43,7 @@ fn compiled(dir: &Path) -> PathBuf {
         c.path2 = Some(b"/d/c".to_vec());
         c.resolved2 = Some(b"/d/c".to_vec());
     });
-    w.finish(0, at + 100).unwrap();
+    w.finish();
     let r = dir.join("t.replay");
     compile(&t, &r, true).unwrap();
     r

@@ -83,6 +83,124 @@ fn a_trace_without_its_end_is_refused_as_truncated() {
     assert!(e.to_string().contains("not an fsprof trace"), "{e}");
 }
 
+fn call(pid: i32, tid: i32, start_ns: u64, op: &str, fd: i32, path: Option<&str>) -> Record {
+    Record::Call(Call {
+        start_ns,
+        end_ns: start_ns + 5,
+        pid,
+        tid,
+        op: Op::named(op),
+        // openat's fd is its directory fd; it returns fd 3.
+        ret: if op == "openat" { 3 } else { 0 },
+        fd: Some(fd),
+        path: path.map(|p| p.as_bytes().to_vec()),
+        ..Default::default()
+    })
+}
+
+/// A capture writes each thread's records as a stream of its own, blocks
+/// of different streams interleaved in the file in no time order; readers
+/// get every record once, by start time, with times relative to the
+/// origin, and paths resolved in that order across threads (a fd opened
+/// by one thread and read by another).
+#[test]
+fn streams_are_merged_by_time_and_paths_resolved_across_threads() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("s.trace");
+    let origin = 1_000_000_000;
+    let mut w = TraceWriter::create(&path, &TraceHeader::new("shim", "none"), true).unwrap();
+    let proc_rec = Record::Process(ProcessInfo {
+        start_ns: origin + 1,
+        pid: 9,
+        cwd: b"/work".to_vec(),
+        ..Default::default()
+    });
+    // Thread 9 opens, thread 10 reads; thread 10's block is written first.
+    let t10: Vec<Record> = (0..3)
+        .map(|i| call(9, 10, origin + 20 + i * 20, "read", 3, None))
+        .collect();
+    for r in &t10 {
+        w.push_to(2, r).unwrap();
+    }
+    w.end_block().unwrap();
+    let t9 = vec![
+        proc_rec,
+        call(9, 9, origin + 10, "openat", -100, Some("dir/f")),
+        call(9, 9, origin + 30, "fstat", 3, None),
+    ];
+    for r in &t9 {
+        w.push_to(1, r).unwrap();
+    }
+    w.end_block().unwrap();
+    let later: Vec<Record> = (0..2)
+        .map(|i| call(9, 10, origin + 100 + i, "read", 3, None))
+        .collect();
+    for r in &later {
+        w.push_to(2, r).unwrap();
+    }
+    w.end_block().unwrap();
+    w.set_origin(origin);
+    w.finish(0, 200).unwrap();
+    let got = read_all(&path).unwrap();
+    let order: Vec<(u64, i32)> = got
+        .iter()
+        .map(|r| match r {
+            Record::Call(c) => (c.start_ns, c.tid),
+            Record::Process(p) => (p.start_ns, 0),
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (1, 0),
+            (10, 9),
+            (20, 10),
+            (30, 9),
+            (40, 10),
+            (60, 10),
+            (100, 10),
+            (101, 10)
+        ]
+    );
+    for r in &got[1..] {
+        let Record::Call(c) = r else { panic!() };
+        assert_eq!(c.resolved.as_deref(), Some(&b"/work/dir/f"[..]), "{c:?}");
+    }
+}
+
+/// Version 1 traces used two conventions for sendfile's descriptors (the
+/// output first, later the input first) under the same version number;
+/// this fsprof cannot tell which one a file has, so it refuses them, in
+/// one line that says what to do.
+#[test]
+fn version_1_traces_are_refused_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("old.trace");
+    // A complete version 1 file: header, one end block (16-byte block
+    // headers in version 1).
+    let header = br#"{"format":"fsprof-trace","format_version":1,"fsprof_version":"0.1.0","source":"shim","data":"none","ops":["sendfile"]}"#;
+    let end = br#"{"records":0,"calls":0,"processes":0,"duration_ns":0}"#;
+    let mut b = b"fsprtrc\0".to_vec();
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    b.extend_from_slice(header);
+    for v in [2u32, end.len() as u32, end.len() as u32, 0] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(end);
+    std::fs::write(&path, &b).unwrap();
+    let e = read_all(&path).unwrap_err().to_string();
+    assert!(matches!(
+        TraceReader::open(&path).err(),
+        Some(TraceError::Version { found: 1, .. })
+    ));
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("trace format version 1") && e.contains("again with this fsprof"),
+        "{e}"
+    );
+}
+
 #[test]
 fn an_existing_file_is_not_replaced_without_asking() {
     let d = tempfile::tempdir().unwrap();

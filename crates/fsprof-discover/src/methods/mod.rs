@@ -78,61 +78,16 @@ pub(crate) fn dio_align(path: &Path) -> Option<(u32, u32)> {
     Some((stx.stx_dio_mem_align, stx.stx_dio_offset_align))
 }
 
-/// `4 KiB`, `1.5 MiB`, `512 B`.
+/// `4 KiB`, `1.5 MiB`, `512 B`: [`fsprof_core::units::format_bytes`].
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 || v.fract() == 0.0 || v >= 100.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    fsprof_core::units::format_bytes(n as f64)
 }
 
-/// Parses `64M`, `64MiB`, `4k`, `1G`, `4096` (binary multiples).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| {
-        format!("invalid size {s:?}: expected a number with an optional unit, e.g. 64M")
-    })?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        u => {
-            return Err(format!(
-                "invalid size {s:?}: unknown unit {u:?} (use K, M or G)"
-            ))
-        }
-    };
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("invalid size {s:?}: too large"))
-}
+pub use fsprof_core::units::parse_bytes;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_print_and_parse_in_binary_units() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(4096), "4 KiB");
-        assert_eq!(bytes(1536 * 1024), "1.5 MiB");
-        assert_eq!(parse_bytes("64M").unwrap(), 64 << 20);
-        assert_eq!(parse_bytes("4KiB").unwrap(), 4096);
-        assert_eq!(parse_bytes("4096").unwrap(), 4096);
-        assert!(parse_bytes("4X").is_err());
-        assert!(parse_bytes("99999999999999G").is_err());
-        assert!(parse_bytes("").is_err());
-    }
 
     #[test]
     fn aligned_buffers_are_aligned() {

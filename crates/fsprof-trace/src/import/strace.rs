@@ -11,6 +11,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use fsprof_core::ops::{self, Role};
+
 use crate::event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
 use crate::import::{ImportError, Sink};
 use crate::resolve::join;
@@ -39,75 +41,125 @@ pub struct Parser {
     pub ignored: BTreeMap<String, u64>,
 }
 
-/// syscall → (op, argument roles). Roles: f fd, g second fd, d dirfd, e
-/// second dirfd, p path, q second path, s string, F flags, M mode, O
-/// offset, L length, W whence, A other integer, D data written, S stat
-/// struct, R result buffer, `-` ignored.
-fn syscall(name: &str) -> Option<(&'static str, &'static str)> {
-    Some(match name {
-        "open" => ("open", "pFM"),
-        "openat" => ("openat", "dpFM"),
-        "creat" => ("creat", "pM"),
-        "close" => ("close", "f"),
-        "read" => ("read", "f-L"),
-        "write" => ("write", "fDL"),
-        "pread64" | "pread" => ("pread", "f-LO"),
-        "pwrite64" | "pwrite" => ("pwrite", "fDLO"),
-        "readv" => ("readv", "f--"),
-        "writev" => ("writev", "f--"),
-        "preadv" => ("preadv", "f--O"),
-        "pwritev" => ("pwritev", "f--O"),
-        "lseek" => ("lseek", "fOW"),
-        "stat" => ("stat", "pS"),
-        "lstat" => ("lstat", "pS"),
-        "fstat" => ("fstat", "fS"),
-        "newfstatat" | "fstatat64" => ("fstatat", "dpSF"),
-        "statx" => ("statx", "dpF-S"),
-        "access" => ("access", "pM"),
-        "faccessat" | "faccessat2" => ("faccessat", "dpMF"),
-        "fsync" => ("fsync", "f"),
-        "fdatasync" => ("fdatasync", "f"),
-        "sync" => ("sync", ""),
-        "syncfs" => ("syncfs", "f"),
-        "truncate" => ("truncate", "pL"),
-        "ftruncate" => ("ftruncate", "fL"),
-        "fallocate" => ("fallocate", "fMOL"),
-        "fadvise64" => ("posix_fadvise", "fOLF"),
-        "mkdir" => ("mkdir", "pM"),
-        "mkdirat" => ("mkdirat", "dpM"),
-        "rmdir" => ("rmdir", "p"),
-        "unlink" => ("unlink", "p"),
-        "unlinkat" => ("unlinkat", "dpF"),
-        "rename" => ("rename", "pq"),
-        "renameat" => ("renameat", "dpeq"),
-        "renameat2" => ("renameat2", "dpeqF"),
-        "link" => ("link", "pq"),
-        "linkat" => ("linkat", "dpeqF"),
-        "symlink" => ("symlink", "sp"),
-        "symlinkat" => ("symlinkat", "sdp"),
-        "readlink" => ("readlink", "pRL"),
-        "readlinkat" => ("readlinkat", "dpRL"),
-        "chmod" => ("chmod", "pM"),
-        "fchmod" => ("fchmod", "fM"),
-        "fchmodat" => ("fchmodat", "dpM"),
-        "chown" => ("chown", "p--"),
-        "fchown" => ("fchown", "f--"),
-        "lchown" => ("lchown", "p--"),
-        "fchownat" => ("fchownat", "dp--F"),
-        "utimensat" => ("utimensat", "dp-F"),
-        "chdir" => ("chdir", "p"),
-        "fchdir" => ("fchdir", "f"),
-        "getdents64" => ("getdents64", "f-L"),
-        "statfs" => ("statfs", "p-"),
-        "fstatfs" => ("fstatfs", "f-"),
-        "fcntl" => ("fcntl", "fFA"),
-        "flock" => ("flock", "fF"),
-        "sendfile" | "sendfile64" => ("sendfile", "gf-L"),
-        "copy_file_range" => ("copy_file_range", "f-g-LF"),
-        "mknod" => ("mknod", "pM-"),
-        "mknodat" => ("mknodat", "dpM-"),
-        _ => return None,
-    })
+/// Syscalls imported under the libc op of the same name: the trace's op
+/// vocabulary ([`fsprof_core::ops::libc`]), whose entry says where each
+/// argument's role is; the syscall takes the same arguments in the same
+/// order. Other syscalls are counted as ignored.
+const SAME_NAME: &[&str] = &[
+    "open",
+    "openat",
+    "creat",
+    "close",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "lseek",
+    "stat",
+    "lstat",
+    "fstat",
+    "statx",
+    "access",
+    "faccessat",
+    "fsync",
+    "fdatasync",
+    "sync",
+    "syncfs",
+    "truncate",
+    "ftruncate",
+    "fallocate",
+    "mkdir",
+    "mkdirat",
+    "rmdir",
+    "unlink",
+    "unlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "readlink",
+    "readlinkat",
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utimensat",
+    "chdir",
+    "fchdir",
+    "getdents64",
+    "statfs",
+    "fstatfs",
+    "fcntl",
+    "flock",
+    "sendfile",
+    "copy_file_range",
+    "mknod",
+    "mknodat",
+];
+
+/// Syscalls imported under another op's name.
+const RENAMED: &[(&str, &str)] = &[
+    ("pread64", "pread"),
+    ("pwrite64", "pwrite"),
+    ("newfstatat", "fstatat"),
+    ("fstatat64", "fstatat"),
+    ("faccessat2", "faccessat"),
+    ("fadvise64", "posix_fadvise"),
+    ("sendfile64", "sendfile"),
+];
+
+/// What strace prints at an argument position that the trace keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arg {
+    /// An operand, by its role in the op vocabulary.
+    Operand(Role),
+    /// The data a write wrote.
+    Written,
+    /// The stat struct a stat call filled in.
+    Stat,
+    /// The buffer a readlink filled in.
+    Result,
+}
+
+/// The buffers strace prints that the trace keeps (the op vocabulary
+/// names operands only): (op, argument position, what).
+const BUFFERS: &[(&str, usize, Arg)] = &[
+    ("write", 1, Arg::Written),
+    ("pwrite", 1, Arg::Written),
+    ("stat", 1, Arg::Stat),
+    ("lstat", 1, Arg::Stat),
+    ("fstat", 1, Arg::Stat),
+    ("fstatat", 2, Arg::Stat),
+    ("statx", 4, Arg::Stat),
+    ("readlink", 1, Arg::Result),
+    ("readlinkat", 2, Arg::Result),
+];
+
+/// syscall → (op, what each argument is, by position; `None`: ignored).
+fn syscall(name: &str) -> Option<(&'static str, Vec<Option<Arg>>)> {
+    let op = match SAME_NAME.iter().find(|n| **n == name) {
+        Some(n) => *n,
+        None => RENAMED.iter().find(|(n, _)| *n == name)?.1,
+    };
+    let o = ops::libc::find(op)?;
+    let mut args = vec![None; o.arity as usize];
+    for &(role, i) in o.args.0 {
+        args[i as usize] = Some(Arg::Operand(role));
+    }
+    for &(_, i, what) in BUFFERS.iter().filter(|(n, _, _)| *n == op) {
+        args[i] = Some(what);
+    }
+    Some((op, args))
 }
 
 const NAMES: &[(&str, i64)] = &[
@@ -580,7 +632,7 @@ impl Parser {
         if self.lifecycle(pid, start, l, ret_num, ok, sink)? {
             return Ok(());
         }
-        let Some((op, roles)) = syscall(l.name) else {
+        let Some((op, args)) = syscall(l.name) else {
             self.ignore(l.name);
             return Ok(());
         };
@@ -595,43 +647,52 @@ impl Parser {
             ..Default::default()
         };
         let bad = |what: &str| LineError::Parse(format!("{}: {what}", l.name));
-        for (i, role) in roles.bytes().enumerate() {
+        let symlink = matches!(op, "symlink" | "symlinkat");
+        for (i, arg) in args.into_iter().enumerate() {
             let Some(a) = l.args.get(i) else { break };
             if *a == "NULL" {
                 continue;
             }
-            match role {
-                b'f' | b'd' => {
+            let Some(arg) = arg else { continue };
+            match arg {
+                Arg::Operand(role @ (Role::Fd | Role::DirFd)) => {
                     let (v, p) = fd(a).ok_or_else(|| bad("expected an fd"))?;
                     c.fd = Some(v);
-                    if role == b'f' {
+                    if role == Role::Fd {
                         c.resolved = p;
                     }
                 }
-                b'g' | b'e' => {
+                Arg::Operand(role @ (Role::Fd2 | Role::DirFd2)) => {
                     let (v, p) = fd(a).ok_or_else(|| bad("expected an fd"))?;
                     c.fd2 = Some(v);
-                    if role == b'g' {
+                    if role == Role::Fd2 {
                         c.resolved2 = p;
                     }
                 }
-                b'p' => c.path = Some(string(a).ok_or_else(|| bad("expected a path"))?.0),
-                b'q' => c.path2 = Some(string(a).ok_or_else(|| bad("expected a path"))?.0),
-                b's' => c.name = Some(string(a).ok_or_else(|| bad("expected a string"))?.0),
-                b'F' => c.flags = Some(number(a).unwrap_or(0)),
-                b'M' => c.mode = number(a).map(|m| m as u32),
-                b'O' => c.offset = number(a),
-                b'L' => c.len = number(a).map(|v| v as u64),
-                b'W' => c.whence = number(a).map(|v| v as i32),
-                b'A' => c.arg = number(a),
-                b'D' => {
+                Arg::Operand(Role::Path) => {
+                    c.path = Some(string(a).ok_or_else(|| bad("expected a path"))?.0)
+                }
+                // The trace keeps a symlink's target as a string, not a path.
+                Arg::Operand(Role::Path2) if !symlink => {
+                    c.path2 = Some(string(a).ok_or_else(|| bad("expected a path"))?.0)
+                }
+                Arg::Operand(Role::Path2 | Role::Name) => {
+                    c.name = Some(string(a).ok_or_else(|| bad("expected a string"))?.0)
+                }
+                Arg::Operand(Role::Flags) => c.flags = Some(number(a).unwrap_or(0)),
+                Arg::Operand(Role::Mode) => c.mode = number(a).map(|m| m as u32),
+                Arg::Operand(Role::Offset) => c.offset = number(a),
+                Arg::Operand(Role::Size) => c.len = number(a).map(|v| v as u64),
+                Arg::Operand(Role::Whence) => c.whence = number(a).map(|v| v as i32),
+                Arg::Operand(Role::Int) => c.arg = number(a),
+                Arg::Written => {
                     if let Some((d, truncated)) = string(a) {
                         if !truncated && ok {
                             c.data = Data::Full(d);
                         }
                     }
                 }
-                b'S' if ok => {
+                Arg::Stat if ok => {
                     c.size = field(a, "st_size=")
                         .or_else(|| field(a, "stx_size="))
                         .map(|v| v as u64);
@@ -639,7 +700,7 @@ impl Parser {
                         .or_else(|| field(a, "stx_mode="))
                         .map(|v| v as u32);
                 }
-                b'R' if ok => c.result = string(a).map(|x| x.0),
+                Arg::Result if ok => c.result = string(a).map(|x| x.0),
                 _ => {}
             }
         }
