@@ -47,11 +47,7 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
     let p = m.umount();
     assert_eq!(p.meta.tool, "mount");
     assert_eq!(p.meta.settings["mode"], "observe-all");
-    assert!(
-        p.meta.notes.iter().any(|n| n.contains("direct I/O")),
-        "{:?}",
-        p.meta.notes
-    );
+    fsprof_testkit::assert_noted(&p.meta.notes, "direct I/O");
     let want = [
         ("create", FILES),
         ("write", FILES * WRITES),
