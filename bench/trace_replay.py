@@ -22,7 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from interleave import interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -122,19 +123,22 @@ def bursty(tmp):
           f"p99 {med('p99_ns') / 1e3:.1f} us, max {med('max_ns') / 1e3:.1f} us")
     print(f"elapsed {statistics.median(t['elapsed_ns'] for t in runs) / 1e9:.3f} s vs traced {runs[0]['traced_ns'] / 1e9:.3f} s; "
           f"mismatches {[t['mismatches'] for t in runs]}")
+    if "error_without_machine" in runs[0]:
+        mo = lambda k: statistics.median(t["error_without_machine"][k] for t in runs)
+        print(f"issue-time error less the machine's parts (stalls, late wake-ups): median {mo('median_ns') / 1e3:.1f} us, "
+              f"p99 {mo('p99_ns') / 1e3:.1f} us, max {mo('max_ns') / 1e3:.1f} us")
+        parts = ["behind_ns", "stalled_ns", "constraint_ns", "wakeup_ns"]
+        tot = [sum(t["error_parts"][p] for p in parts) or 1 for t in runs]
+        share = {p: statistics.median(t["error_parts"][p] / s for t, s in zip(runs, tot)) for p in parts}
+        print("error by cause (share of the summed error, median): " + ", ".join(f"{p[:-3]} {share[p] * 100:.1f}%" for p in parts))
+        print(f"replay threads preempted (median): {statistics.median(t['preemptions'] for t in runs):.0f} times")
     for k, over in enumerate(runs[0].get("late", [])):
-        mk = lambda f: statistics.median(t["late"][k][f] for t in runs)
-        print(f"late by more than {over['over_ns'] / 1e3:g} us: {mk('behind'):.0f} behind (replayer could not keep up), "
-              f"{mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
+        mk = lambda f: statistics.median(t["late"][k].get(f, 0) for t in runs)
+        print(f"late by more than {over['over_ns'] / 1e3:g} us, by main cause: {mk('behind'):.0f} behind (replayer could not keep up), "
+              f"{mk('stalled'):.0f} stalled, {mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
     cdf = runs[len(runs) // 2]["cdf"]
     print("CDF (one replay): " + ", ".join(f"<={ns / 1e3:g}us {frac * 100:.1f}%" for ns, frac in cdf))
     print("compile:", " ".join(comp.split()))
-
-
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 
 def overhead(tmp):
@@ -146,13 +150,7 @@ def overhead(tmp):
     }
     if shutil.which("strace"):
         variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
-    for _ in range(2):
-        for cmd in variants.values():
-            wall(cmd)
-    times = {k: [] for k in variants}
-    for _ in range(ARGS.rounds):
-        for k, cmd in variants.items():
-            times[k].append(wall(cmd))
+    times = interleaved(variants, ARGS.rounds, warm=2)
     bare = statistics.median(times["bare"])
     print(f"\n# 3. capture overhead: grep -r {PATTERN} /usr/include, warm cache, {ARGS.rounds} interleaved rounds, medians")
     for k, ts in times.items():

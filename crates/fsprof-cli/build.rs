@@ -2,6 +2,13 @@
 //! `fsprof --version` ("unknown" outside a git checkout: a source tarball,
 //! a crate package). Only the commit: whether the work tree differed from
 //! it cannot be kept current without re-running on every edit.
+//!
+//! Also links the unwinder into the `fsprof` binary from `libgcc_eh.a`
+//! instead of loading `libgcc_s.so.1` at start-up: that library's
+//! constructor detects CPU features with CPUID instructions, each a trap
+//! to the hypervisor in a VM, and loading it cost ~0.2 ms of every
+//! `fsprof run` (docs/benchmarks.md, "Start-up cost"). Unwinding (panics,
+//! backtraces) works the same with either.
 
 use std::process::Command;
 
@@ -30,4 +37,36 @@ fn main() {
     }
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=FSPROF_GIT_COMMIT={commit}");
+    static_unwinder();
+}
+
+/// On glibc targets rustc links `-lgcc_s` for the unwinder. Linking every
+/// object of `libgcc_eh.a` first defines the same `_Unwind_*` functions in
+/// the binary, so `--as-needed` (rustc's default) leaves libgcc_s out.
+/// Skipped where rustc links libgcc_eh itself (`crt-static`) or the C
+/// compiler has no libgcc_eh.a (then libgcc_s is loaded as before);
+/// `FSPROF_STATIC_UNWINDER` tells the tests which happened.
+fn static_unwinder() {
+    println!("cargo:rerun-if-env-changed=CC");
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    let gnu = env("CARGO_CFG_TARGET_OS") == "linux" && env("CARGO_CFG_TARGET_ENV") == "gnu";
+    let crt_static = env("CARGO_CFG_TARGET_FEATURE")
+        .split(',')
+        .any(|f| f == "crt-static");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let archive = Command::new(cc)
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        // A compiler that does not know the file prints the bare name.
+        .filter(|p| std::path::Path::new(p).is_absolute() && std::path::Path::new(p).is_file());
+    let Some(archive) = archive.filter(|_| gnu && !crt_static) else {
+        println!("cargo:rustc-env=FSPROF_STATIC_UNWINDER=0");
+        return;
+    };
+    println!("cargo:rustc-link-arg-bins=-Wl,--whole-archive");
+    println!("cargo:rustc-link-arg-bins={archive}");
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-whole-archive");
+    println!("cargo:rustc-env=FSPROF_STATIC_UNWINDER=1");
 }

@@ -75,10 +75,16 @@ pub fn tsc_mono_pair() -> (u64, u64) {
 
 /// This boot's id, to key facts that hold until the next reboot.
 pub fn boot_id() -> Option<String> {
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let id = id.trim();
-    (!id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
-        .then(|| id.to_string())
+    // Read once per process: a run asks for it three times (TSC rate,
+    // self-cost, saving the rate), each an open-read-close of a proc file.
+    static ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let id = id.trim();
+        (!id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
+            .then(|| id.to_string())
+    })
+    .clone()
 }
 
 /// Below this span a re-measurement cannot improve on the start-up
@@ -105,19 +111,15 @@ impl TscRate {
     /// Measures the rate, or takes the one kept in `cache` (a directory)
     /// for this boot, so that only the first run of a boot waits ~10 ms.
     pub fn calibrate(cache: Option<&Path>) -> TscRate {
+        if let Some(kept) = cache.and_then(TscRate::kept) {
+            return kept;
+        }
         let start = tsc_mono_pair();
-        let (hz, measured) = match cache.and_then(read_cached_rate) {
-            Some(hz) => (hz, false),
-            None => {
-                std::thread::sleep(CALIBRATION);
-                let b = tsc_mono_pair();
-                (rate(start, b), true)
-            }
-        };
+        std::thread::sleep(CALIBRATION);
         TscRate {
-            hz,
+            hz: rate(start, tsc_mono_pair()),
             start,
-            measured,
+            measured: true,
         }
     }
 
@@ -143,6 +145,20 @@ impl TscRate {
         if let Some(boot) = boot_id() {
             let _ = std::fs::write(cache.join(format!("tsc-{boot}")), format!("{}\n", self.hz));
         }
+    }
+
+    /// The rate kept in `cache` for this boot, if there is one. Only a
+    /// TSC found invariant is ever calibrated and kept, and CPU flags do
+    /// not change within a boot: a kept rate also answers
+    /// [`tsc_is_invariant`] without reading `/proc/cpuinfo` (~50 µs of
+    /// every `fsprof run` on a VM).
+    pub fn kept(cache: &Path) -> Option<TscRate> {
+        let hz = read_cached_rate(cache)?;
+        Some(TscRate {
+            hz,
+            start: tsc_mono_pair(),
+            measured: false,
+        })
     }
 
     /// Forgets a kept rate that turned out wrong.

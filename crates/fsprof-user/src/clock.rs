@@ -48,6 +48,12 @@ impl ClockParams {
     /// `cache` is a directory where the TSC rate measured for this boot is
     /// kept, so that only the first run of a boot waits for a calibration.
     pub fn choose(choice: ClockChoice, cache: Option<&Path>) -> Result<Self, String> {
+        // A rate kept for this boot says the TSC passed the check below.
+        if choice != ClockChoice::Monotonic {
+            if let Some(kept) = cache.and_then(TscRate::kept) {
+                return Ok(Self::tsc(kept));
+            }
+        }
         match choice {
             ClockChoice::Monotonic => Ok(Self::monotonic()),
             ClockChoice::Tsc => {
@@ -115,6 +121,22 @@ mod tests {
     use super::*;
     use fsprof_sys::clock::{mono_ns, rdtsc};
     use std::time::Duration;
+
+    /// A rate kept for this boot is taken as it is (no /proc/cpuinfo, no
+    /// calibration) unless the monotonic clock is asked for.
+    #[test]
+    fn a_rate_kept_for_this_boot_is_used_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let boot = fsprof_sys::clock::boot_id().expect("a boot id");
+        std::fs::write(dir.path().join(format!("tsc-{boot}")), "1234567890\n").unwrap();
+        for choice in [ClockChoice::Auto, ClockChoice::Tsc] {
+            let p = ClockParams::choose(choice, Some(dir.path())).unwrap();
+            assert_eq!((p.kind, p.tsc_hz), (abi::CLOCK_TSC, Some(1234567890.0)));
+            assert_eq!(p.mult, mult_for(1234567890.0));
+        }
+        let p = ClockParams::choose(ClockChoice::Monotonic, Some(dir.path())).unwrap();
+        assert_eq!((p.kind, p.tsc_hz), (abi::CLOCK_MONOTONIC, None));
+    }
 
     #[test]
     fn tsc_calibration_converts_to_ns() {
