@@ -272,7 +272,6 @@ static int chunk_open(uint64_t need)
     if (m == MAP_FAILED)
         return 0;
     struct fsprof_tchunk *c = m;
-    c->magic = FSPROF_TCHUNK_MAGIC;
     c->abi_version = FSPROF_TRACE_ABI_VERSION;
     c->hdr_size = FSPROF_TCHUNK_HDR;
     c->proc_seq = g_tproc_seq;
@@ -281,6 +280,9 @@ static int chunk_open(uint64_t need)
     c->index = t_tc_next++;
     c->size = size;
     c->dropped = t_tdropped;
+    /* Last: a reader that sees the magic sees the whole header (it reads
+     * the magic first, with acquire). */
+    __atomic_store_n(&c->magic, FSPROF_TCHUNK_MAGIC, __ATOMIC_RELEASE);
     t_tdropped = 0;
     t_tc = c;
     t_tc_cap = size - FSPROF_TCHUNK_HDR;

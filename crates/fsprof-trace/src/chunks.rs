@@ -46,18 +46,32 @@ pub struct ChunkInfo {
 /// An open chunk file and what its header said when it was opened.
 pub struct Chunk {
     file: File,
+    header: SharedMap,
+    cap: u64,
     pub info: ChunkInfo,
-    /// Bytes of complete records.
+    /// Bytes of complete records when the chunk was opened.
     pub committed: u64,
 }
 
 impl Chunk {
     /// Reads the complete records into `body` (a buffer kept between
-    /// calls). Copied out, not parsed in place: the traced program can
-    /// write the file while it is parsed. Read, not mapped: a copy from
-    /// the page cache costs no page faults.
+    /// calls). How many are complete is read again now: call this once the
+    /// chunk is done (sealed, or its thread gone), so that records
+    /// committed since [`open_chunk`] (a thread's last ones before it
+    /// exited) are not lost. Copied out, not parsed in place: the traced
+    /// program can write the file while it is parsed. Read, not mapped: a
+    /// copy from the page cache costs no page faults.
     pub fn body(&self, body: &mut Vec<u8>) -> io::Result<()> {
-        body.resize(self.committed as usize, 0);
+        let committed = self
+            .header
+            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
+        if committed > self.cap {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "chunk header disagrees with the file's size",
+            ));
+        }
+        body.resize(committed as usize, 0);
         self.file.read_exact_at(body, t::TCHUNK_HDR as u64)
     }
 }
@@ -73,14 +87,17 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     // The shim writes the file concurrently: fields it updates after
     // creating it are read atomically, from a mapping of the header alone.
     let m = SharedMap::new(&file, t::TCHUNK_HDR)?;
+    // The shim stores the magic last (release): until it is there the
+    // header is being written, and the chunk is not ready (a harvest that
+    // took it for corrupt would delete a chunk about to be filled).
+    if m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, magic)) != t::TCHUNK_MAGIC {
+        return Ok(None);
+    }
     let base = m.as_ptr();
     // SAFETY: the mapping holds the header; it is page aligned.
     let h: ChunkHeader = unsafe { std::ptr::read(base as *const ChunkHeader) };
     let committed = m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
     let sealed = m.u32_at(std::mem::offset_of!(ChunkHeader, sealed));
-    if h.magic != t::TCHUNK_MAGIC {
-        return Ok(None);
-    }
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -101,9 +118,10 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
         sealed: sealed == 1,
         dropped: h.dropped,
     };
-    drop(m);
     Ok(Some(Chunk {
         file,
+        header: m,
+        cap: cap as u64,
         info,
         committed,
     }))
