@@ -69,7 +69,7 @@ cmds=(
   "$grep -r $pattern /usr/include"
   "$fsprof run -q -- $grep -r $pattern /usr/include"
   "$fsprof --version"
-  "$tmp/launch $(command -v true)"
+  "$tmp/launch $(type -P true)"
 )
 "$grep" -r "$pattern" /usr/include >/dev/null || true # warm the page cache
 mkdir "$tmp/cwd"

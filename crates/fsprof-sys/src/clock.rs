@@ -193,6 +193,17 @@ fn read_cached_rate(cache: &Path) -> Option<f64> {
 mod tests {
     use super::*;
 
+    /// Whether the TSC tests can run; says so loudly when they cannot.
+    fn tsc_to_test() -> bool {
+        let ok = tsc_is_invariant();
+        if !ok {
+            eprintln!(
+                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
+            );
+        }
+        ok
+    }
+
     #[test]
     fn monotonic_clock_advances_with_sleep() {
         let a = mono_ns();
@@ -204,10 +215,7 @@ mod tests {
 
     #[test]
     fn tsc_rate_is_kept_per_boot_and_forgotten() {
-        if !tsc_is_invariant() {
-            eprintln!(
-                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
-            );
+        if !tsc_to_test() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -234,10 +242,7 @@ mod tests {
     /// one is left as it is (no file write per run).
     #[test]
     fn a_refined_rate_is_written_back_only_when_it_moved() {
-        if !tsc_is_invariant() {
-            eprintln!(
-                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
-            );
+        if !tsc_to_test() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -268,10 +273,7 @@ mod tests {
 
     #[test]
     fn refining_a_wrong_rate_reports_the_drift() {
-        if !tsc_is_invariant() {
-            eprintln!(
-                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
-            );
+        if !tsc_to_test() {
             return;
         }
         let real = TscRate::calibrate(None);
