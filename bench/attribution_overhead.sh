@@ -1,23 +1,18 @@
 #!/usr/bin/env bash
-# Cost of the layered attribution's scheduler programs (`sched_switch`,
-# `sched_waking`, attached only when the syscall and block layers are both
-# on) on context switches, measured in the same run against the same
-# profiler without them.
-#
-# Workload: two processes bouncing a byte over two pipes (ROUNDTRIPS round
-# trips: every one is two sleeps, two wake-ups and four context switches),
-# timed from inside by the workload itself, so tool start-up is excluded.
-# Variants, interleaved, ROUNDS rounds, medians:
-#   bare                        no tracer
-#   syscall (traced)            fsprof kernel --layers syscall, the workload traced
-#   syscall,block (traced)      the same with attribution: every switch and
-#                               wake-up of the traced pair runs the programs
-#   syscall (other)             fsprof kernel --layers syscall --pid <a sleeping
-#                               process>: the workload is not traced
-#   syscall,block (other)       the same with attribution: the programs still
-#                               run on every switch system-wide, and stop early
-# Prints ns per round trip and the extra ns per context switch against the
-# variant without attribution. Needs root and `cargo build --release`.
+# Cost of the layered attribution's programs (`sched_switch`, `sched_waking`,
+# attached only when the syscall and block layers are both on), measured two
+# ways in one run:
+#   1. per event, by the kernel: with kernel.bpf_stats_enabled the kernel
+#      sums each program's run time and runs; printed per program (ns per
+#      run, runs per second), next to the syscall programs of the same
+#      profiler as the baseline. Tracepoint dispatch (~10-20 ns) is not in it.
+#   2. end to end: two processes bouncing a byte over two pipes
+#      (ROUNDTRIPS round trips, each two sleeps, two wake-ups and about four
+#      context switches), timed from inside, ROUNDS interleaved rounds,
+#      medians: bare; `fsprof kernel --layers syscall` and `syscall,block`
+#      tracing the workload; the same two tracing a sleeping process, so
+#      that the workload's switches only pass through the early exits.
+# Needs root and `cargo build --release`.
 # usage: bench/attribution_overhead.sh [ROUNDS] [ROUNDTRIPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +22,10 @@ FSPROF=${FSPROF:-target/release/fsprof}
 [[ -x $FSPROF ]] || { echo "$FSPROF not found: run cargo build --release" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "needs root (eBPF)" >&2; exit 2; }
 exec python3 - "$FSPROF" "$ROUNDS" "$TRIPS" <<'PY'
-import os, shutil, statistics, subprocess, sys, tempfile, time
+import ctypes, os, shutil, statistics, struct, subprocess, sys, tempfile, time
+
+sys.path.insert(0, "bench")  # run from the repository root
+from interleave import interleaved
 
 fsprof, rounds, trips = os.path.abspath(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tmp = tempfile.mkdtemp(prefix="fsprof-attrbench-")
@@ -68,57 +66,128 @@ prof = os.path.join(tmp, "p.json")
 work = [exe, str(trips)]
 sleeper = subprocess.Popen(["sleep", "100000"])
 
+# bpf(2), x86_64: program ids, fds and info (run_time_ns at 192, run_cnt at 200).
+libc = ctypes.CDLL(None, use_errno=True)
+NR_BPF, GET_NEXT_ID, GET_FD_BY_ID, GET_INFO = 321, 11, 13, 15
+
+def bpf(cmd, attr):
+    buf = ctypes.create_string_buffer(attr, 128)
+    r = libc.syscall(NR_BPF, cmd, buf, 128)
+    return r, buf
+
+def programs(prefix):
+    """name -> (run_time_ns, run_cnt) of the programs named prefix*."""
+    out, pid = {}, 0
+    while True:
+        r, buf = bpf(GET_NEXT_ID, struct.pack("<I", pid))
+        if r < 0:
+            return out
+        pid = struct.unpack_from("<I", buf.raw, 4)[0]
+        fd, _ = bpf(GET_FD_BY_ID, struct.pack("<I", pid))
+        if fd < 0:
+            continue
+        info = ctypes.create_string_buffer(256)
+        r, _ = bpf(GET_INFO, struct.pack("<IIQ", fd, 256, ctypes.addressof(info)))
+        os.close(fd)
+        name = info.raw[64:80].split(b"\0")[0].decode()
+        if r == 0 and name.startswith(prefix):
+            # Names are cut at 15 bytes: block_rq_issue and _complete
+            # become one `block_rq_` row, their sums.
+            t, c = struct.unpack_from("<QQ", info.raw, 192)
+            t0, c0 = out.get(name[len(prefix):], (0, 0))
+            out[name[len(prefix):]] = (t0 + t, c0 + c)
+
+def start_tracer(layers, target):
+    k = subprocess.Popen([fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", layers] + target,
+                         stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, text=True)
+    while "tracing" not in k.stderr.readline():
+        if k.poll() is not None:
+            sys.exit(f"fsprof kernel --layers {layers} failed")
+    return k
+
+def stop(k):
+    k.send_signal(2)
+    k.wait()
+
+def run_work():
+    out = subprocess.run(work, check=True, capture_output=True, text=True).stdout
+    return int(out.split()[-1]) / trips
+
+# 1. Per event, by the kernel's own accounting.
+with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+    was = f.read().strip()
+with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+    f.write("1")
+try:
+    for what, target in [("the workload traced", "traced"), ("a sleeping process traced", "other")]:
+        if target == "traced":
+            k = subprocess.Popen([fsprof, "kernel", "-q", "-f", "-o", prof, "--layers",
+                                  "syscall,block", "--"] + work,
+                                 stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            # The programs go when fsprof exits: read their counters while
+            # the workload runs, the last reading kept.
+            before, after = None, {}
+            while k.poll() is None:
+                now = programs(f"f{k.pid:x}_")
+                if now:
+                    before = before or now
+                    after = now
+            k.wait()
+        else:
+            k = start_tracer("syscall,block", ["--pid", str(sleeper.pid)])
+            before = programs(f"f{k.pid:x}_")
+            t0 = time.monotonic()
+            run_work()
+            wall = time.monotonic() - t0
+            after = programs(f"f{k.pid:x}_")
+            stop(k)
+            sched = sum(after[n][0] - before[n][0] for n in after if n.startswith("sched_"))
+            print(f"# the scheduler programs ran {sched / 1e6:.1f} ms in {wall:.2f} s on "
+                  f"{os.cpu_count()} CPUs: {100 * sched / 1e9 / wall / os.cpu_count():.2f}% of the machine's CPU time")
+        print(f"# 1. per run of each program, {what}, {trips} round trips (kernel.bpf_stats_enabled)")
+        print(f"{'program':<18} {'runs':>10} {'ns/run':>8}")
+        for n in sorted(after):
+            t = after[n][0] - (before or {}).get(n, (0, 0))[0]
+            c = after[n][1] - (before or {}).get(n, (0, 0))[1]
+            print(f"{n:<18} {c:>10} {t / c if c else 0:>8.1f}")
+        print()
+finally:
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write(was)
+
+# 2. End to end.
 def traced(layers):
-    return [fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", layers, "--"] + work
+    return lambda: int(subprocess.run(
+        [fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", layers, "--"] + work,
+        check=True, capture_output=True, text=True).stdout.split()[-1]) / trips
 
 def other(layers):
-    # The tracer watches a sleeping process; the workload runs beside it.
     def run():
-        k = subprocess.Popen([fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", layers,
-                              "--pid", str(sleeper.pid)],
-                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        while "tracing" not in k.stderr.readline():
-            if k.poll() is not None:
-                sys.exit(f"fsprof kernel --layers {layers} failed")
-        out = subprocess.run(work, check=True, capture_output=True, text=True).stdout
-        k.send_signal(2)
-        k.wait()
-        return out
+        k = start_tracer(layers, ["--pid", str(sleeper.pid)])
+        ns = run_work()
+        stop(k)
+        return ns
     return run
 
 variants = {
-    "bare": work,
+    "bare": run_work,
     "syscall (traced)": traced("syscall"),
     "syscall,block (traced)": traced("syscall,block"),
     "syscall (other)": other("syscall"),
     "syscall,block (other)": other("syscall,block"),
 }
-
-def once(v):
-    """ns per round trip, as the workload timed itself (printed last)."""
-    if callable(v):
-        out = v()
-    else:
-        out = subprocess.run(v, check=True, capture_output=True, text=True).stdout
-    return int(out.split()[-1]) / trips
-
-for v in variants.values():
-    once(v)
-t = {k: [] for k in variants}
-for _ in range(rounds):
-    for k, v in variants.items():
-        t[k].append(once(v))
+t = interleaved(variants, rounds, lambda v: v())
 sleeper.kill()
 load = open("/proc/loadavg").read().split()[:3]
-print(f"# {trips} round trips (4 context switches each), {rounds} interleaved rounds, medians; load {' '.join(load)}")
-print(f"{'variant':<26} {'ns/round trip':>14} {'vs bare':>8} {'extra ns/switch vs same w/o block':>34}")
+print(f"# 2. end to end: {trips} round trips, {rounds} interleaved rounds, medians; load {' '.join(load)}")
+print(f"{'variant':<26} {'ns/round trip':>14} {'vs bare':>8} {'vs same w/o block':>18}")
 bare = statistics.median(t["bare"])
 for k, ts in t.items():
     m = statistics.median(ts)
     extra = ""
     if "block" in k:
-        base = statistics.median(t[k.replace("syscall,block", "syscall")])
-        extra = f"{(m - base) / 4:34.1f}"
+        extra = f"{m / statistics.median(t[k.replace('syscall,block', 'syscall')]):18.3f}"
     print(f"{k:<26} {m:14.0f} {m / bare:8.3f} {extra}")
 shutil.rmtree(tmp)
 PY

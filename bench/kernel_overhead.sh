@@ -19,6 +19,8 @@ FSPROF=${FSPROF:-target/release/fsprof}
 command -v bpftrace >/dev/null || { echo "bpftrace not installed (apt-get install bpftrace)" >&2; exit 2; }
 exec python3 - "$FSPROF" "$ROUNDS" <<'PY'
 import os, shutil, signal, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, "bench")  # run from the repository root
+from interleave import interleaved, ratio_table
 
 fsprof, rounds = os.path.abspath(sys.argv[1]), int(sys.argv[2])
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -27,11 +29,6 @@ tmp = tempfile.mkdtemp(prefix="fsprof-kbench-")
 prof = os.path.join(tmp, "p.json")
 HIST = ("tracepoint:raw_syscalls:sys_enter /%s/ { @s[tid] = nsecs; } "
         "tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }")
-
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 def fs(*extra, cmd=grep):
     return [fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", "syscall", *extra, "--"] + cmd
@@ -47,16 +44,10 @@ startup = {
     "fsprof kernel --all-syscalls": fs("--all-syscalls", cmd=["/bin/true"]),
     "bpftrace hist": ["bpftrace", "-q", "-e", HIST % "pid == cpid", "-c", "/bin/true"],
 }
-for _ in range(2):
-    for c in list(variants.values()) + list(startup.values()):
-        wall(c)
-times = {k: [] for k in variants}
-st = {k: [] for k in startup}
-for _ in range(rounds):
-    for k, c in variants.items():
-        times[k].append(wall(c))
-    for k, c in startup.items():
-        st[k].append(wall(c))
+# Each round: every variant, then every start-up alone.
+both = interleaved({**variants, **{"start-up " + k: c for k, c in startup.items()}}, rounds, warm=2)
+times = {k: both[k] for k in variants}
+st = {k: both["start-up " + k] for k in startup}
 bare = statistics.median(times["bare"])
 print(f"# 1. end to end: {' '.join(grep)}, warm cache, {rounds} interleaved rounds, medians")
 print(f"{'variant':<30} {'median s':>9} {'ratio':>7} {'start-up s':>11} {'ratio w/o start-up':>19}")
@@ -115,17 +106,8 @@ inside = {
                                 "tracepoint:raw_syscalls:sys_enter { } tracepoint:raw_syscalls:sys_exit { }",
                                 "-c", " ".join(wrapped)],
 }
-for c in inside.values():
-    inner(c)
-t2 = {k: [] for k in inside}
-for _ in range(rounds):
-    for k, c in inside.items():
-        t2[k].append(inner(c))
-b = statistics.median(t2["bare"])
+t2 = interleaved(inside, rounds, inner)
 print(f"\n# 2. grep's own wall time inside each tracer (start-up excluded), {rounds} interleaved rounds, medians")
-print(f"{'variant':<30} {'median s':>9} {'ratio':>7}   (min..max ratio)")
-for k, ts in t2.items():
-    m = statistics.median(ts)
-    print(f"{k:<30} {m:9.4f} {m / b:7.3f}   ({min(ts) / b:.3f}..{max(ts) / b:.3f})")
+ratio_table(t2, 30)
 shutil.rmtree(tmp)
 PY

@@ -10,8 +10,13 @@
    CDF, and the trace's compiled size vs its raw size.
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
    `fsprof trace --data digest` vs `strace -f -o /dev/null`.
+4. Per-call cost of recording: bench/percall.c's loop of cached calls,
+   bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
+   ns per call (wall time, from inside the loop) and the CPU time per call
+   of the whole command (the program, and fsprof turning records into the
+   trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--parts 1,2,3] [--skip-overhead]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead]
 """
 import argparse
 import json
@@ -22,7 +27,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from interleave import interleaved
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -122,19 +128,22 @@ def bursty(tmp):
           f"p99 {med('p99_ns') / 1e3:.1f} us, max {med('max_ns') / 1e3:.1f} us")
     print(f"elapsed {statistics.median(t['elapsed_ns'] for t in runs) / 1e9:.3f} s vs traced {runs[0]['traced_ns'] / 1e9:.3f} s; "
           f"mismatches {[t['mismatches'] for t in runs]}")
+    if "error_without_machine" in runs[0]:
+        mo = lambda k: statistics.median(t["error_without_machine"][k] for t in runs)
+        print(f"issue-time error less the machine's parts (stalls, late wake-ups): median {mo('median_ns') / 1e3:.1f} us, "
+              f"p99 {mo('p99_ns') / 1e3:.1f} us, max {mo('max_ns') / 1e3:.1f} us")
+        parts = ["behind_ns", "stalled_ns", "constraint_ns", "wakeup_ns"]
+        tot = [sum(t["error_parts"][p] for p in parts) or 1 for t in runs]
+        share = {p: statistics.median(t["error_parts"][p] / s for t, s in zip(runs, tot)) for p in parts}
+        print("error by cause (share of the summed error, median): " + ", ".join(f"{p[:-3]} {share[p] * 100:.1f}%" for p in parts))
+        print(f"replay threads preempted (median): {statistics.median(t['preemptions'] for t in runs):.0f} times")
     for k, over in enumerate(runs[0].get("late", [])):
-        mk = lambda f: statistics.median(t["late"][k][f] for t in runs)
-        print(f"late by more than {over['over_ns'] / 1e3:g} us: {mk('behind'):.0f} behind (replayer could not keep up), "
-              f"{mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
+        mk = lambda f: statistics.median(t["late"][k].get(f, 0) for t in runs)
+        print(f"late by more than {over['over_ns'] / 1e3:g} us, by main cause: {mk('behind'):.0f} behind (replayer could not keep up), "
+              f"{mk('stalled'):.0f} stalled, {mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
     cdf = runs[len(runs) // 2]["cdf"]
     print("CDF (one replay): " + ", ".join(f"<={ns / 1e3:g}us {frac * 100:.1f}%" for ns, frac in cdf))
     print("compile:", " ".join(comp.split()))
-
-
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 
 def overhead(tmp):
@@ -144,15 +153,11 @@ def overhead(tmp):
         "fsprof trace": [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "g.trace"), "--"] + grep,
         "fsprof run": [ARGS.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "g.json"), "--"] + grep,
     }
+    if ARGS.baseline:
+        variants["baseline trace"] = [ARGS.baseline, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "b.trace"), "--"] + grep
     if shutil.which("strace"):
         variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
-    for _ in range(2):
-        for cmd in variants.values():
-            wall(cmd)
-    times = {k: [] for k in variants}
-    for _ in range(ARGS.rounds):
-        for k, cmd in variants.items():
-            times[k].append(wall(cmd))
+    times = interleaved(variants, ARGS.rounds, warm=2)
     bare = statistics.median(times["bare"])
     print(f"\n# 3. capture overhead: grep -r {PATTERN} /usr/include, warm cache, {ARGS.rounds} interleaved rounds, medians")
     for k, ts in times.items():
@@ -160,14 +165,49 @@ def overhead(tmp):
         print(f"{k:<14} {m:8.4f} s  ratio {m / bare:7.3f}  (min..max {min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
 
 
+def cpu_run(cmd):
+    """(stdout, CPU seconds of the command and all its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = run(cmd).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, cpu
+
+
+def percall(tmp):
+    exe = os.path.join(tmp, "percall")
+    run(["cc", "-O2", "-o", exe, os.path.join(ROOT, "bench/percall.c")])
+    n = 1_000_000
+    variants = {
+        "bare": [],
+        "fsprof run": [ARGS.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "pc.json"), "--"],
+        "fsprof trace": [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "pc.trace"), "--"],
+    }
+    print(f"\n# 4. per call: a loop of {n} cached calls, {ARGS.rounds} interleaved rounds, medians")
+    print(f"{'call':<6} {'variant':<13} {'in-loop ns':>10} {'CPU ns/call':>12} {'CPU added':>10}")
+    for call in ["pread", "fstat"]:
+        wall_ns = {k: [] for k in variants}
+        cpu_ns = {k: [] for k in variants}
+        for _ in range(ARGS.rounds):
+            for k, pre in variants.items():
+                out, cpu = cpu_run(pre + [exe, call, str(n)])
+                wall_ns[k].append(float(out))
+                cpu_ns[k].append(cpu * 1e9 / n)
+        base = statistics.median(cpu_ns["bare"])
+        for k in variants:
+            c = statistics.median(cpu_ns[k])
+            print(f"{call:<6} {k:<13} {statistics.median(wall_ns[k]):10.1f} {c:12.1f} {c - base:10.1f}")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", help="part 3: another fsprof binary's `trace` measured beside (before/after a change)")
     ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
-    ap.add_argument("--parts", default="1,2,3", help="which of the three measurements to run")
+    ap.add_argument("--parts", default="1,2,3,4", help="which of the four measurements to run")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
@@ -182,6 +222,8 @@ def main():
             bursty(tmp)
         if "3" in parts:
             overhead(tmp)
+        if "4" in parts:
+            percall(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

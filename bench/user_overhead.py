@@ -18,7 +18,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from interleave import interleaved, ratio_table, wall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATTERN = "fsprof_bench_pattern_that_is_not_there"
@@ -27,12 +28,6 @@ BPFTRACE = (
     "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; } "
     "tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }"
 )
-
-
-def wall(cmd):
-    t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 
 def main():
@@ -58,19 +53,11 @@ def main():
     have_bpftrace = shutil.which("bpftrace") and os.geteuid() == 0 and not args.no_peers
     if have_bpftrace:
         variants["bpftrace hist"] = ["bpftrace", "-q", "-e", BPFTRACE, "-c", " ".join(grep)]
-    for _ in range(2):  # warm the page cache and every binary
-        for cmd in variants.values():
-            wall(cmd)
-    times = {k: [] for k in variants}
-    for _ in range(args.rounds):
-        for k, cmd in variants.items():
-            times[k].append(wall(cmd))
+    # Two warm-up passes: the page cache and every binary.
+    times = interleaved(variants, args.rounds, warm=2)
     bare = statistics.median(times["bare"])
     print(f"# grep -r {PATTERN} {args.target}, warm cache, {args.rounds} interleaved rounds, medians")
-    print(f"{'variant':<16} {'median s':>9} {'ratio':>7}   (min..max ratio)")
-    for k, ts in times.items():
-        m = statistics.median(ts)
-        print(f"{k:<16} {m:9.4f} {m / bare:7.3f}   ({min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
+    ratio_table(times, 16)
     if have_bpftrace:
         idle = [wall(["bpftrace", "-q", "-e", BPFTRACE, "-c", "true"]) for _ in range(3)]
         m = statistics.median(idle)

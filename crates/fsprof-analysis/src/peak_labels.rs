@@ -389,27 +389,20 @@ mod tests {
 
     #[test]
     fn ops_only_get_the_characteristics_of_their_family() {
-        // An fsync at 200 µs; a read at 200 µs is neither.
-        assert_eq!(
-            label("user", "fsync", 200_000, None).as_deref(),
-            Some("≈ fsync")
-        );
-        assert_eq!(
-            label("fs", "ext4_sync_file", 200_000, None).as_deref(),
-            Some("≈ fsync")
-        );
-        assert_eq!(label("user", "pread", 200_000, Some(4096)), None);
-        // Warm opens and closes at 2.5 µs: no hand-off, no hit.
-        assert_eq!(label("user", "openat", 2_500, None), None);
-        assert_eq!(label("user", "close", 400, None), None);
-        assert_eq!(
-            label("syscall", "futex", 2_500, None).as_deref(),
-            Some("≈ thread hand-off")
-        );
-        assert_eq!(
-            label("syscall", "getppid", 85, None).as_deref(),
-            Some("≈ null syscall")
-        );
+        let cases = [
+            // An fsync at 200 µs; a read at 200 µs is neither.
+            ("user", "fsync", 200_000, None, Some("≈ fsync")),
+            ("fs", "ext4_sync_file", 200_000, None, Some("≈ fsync")),
+            ("user", "pread", 200_000, Some(4096), None),
+            // Warm opens and closes at 2.5 µs: no hand-off, no hit.
+            ("user", "openat", 2_500, None, None),
+            ("user", "close", 400, None, None),
+            ("syscall", "futex", 2_500, None, Some("≈ thread hand-off")),
+            ("syscall", "getppid", 85, None, Some("≈ null syscall")),
+        ];
+        for (l, o, ns, size, want) in cases {
+            assert_eq!(label(l, o, ns, size).as_deref(), want, "{l}/{o} {ns} ns");
+        }
         // A close as fast as getppid is still a close (seen: warm closes
         // at 64-128 ns named "≈ null syscall" by a null-syscall window of
         // 116-120 ns).

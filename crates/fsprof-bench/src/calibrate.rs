@@ -130,6 +130,23 @@ struct Files {
     sync: File,
 }
 
+/// What each timed workload of a round uses: the files, the clock and its
+/// own cost per reading (subtracted), and the round's number (it seeds the
+/// offsets, so that rounds read different places).
+struct Round<'a> {
+    f: &'a Files,
+    clock: Clock,
+    cost: f64,
+    n: u32,
+}
+
+impl Round<'_> {
+    /// [`timed`] with this round's clock.
+    fn timed(&self, n: usize, op: impl FnMut(usize) -> io::Result<()>) -> io::Result<Vec<f64>> {
+        timed(self.clock, self.cost, n, op)
+    }
+}
+
 /// Runs every workload `opts.rounds` times. A few seconds on an idle
 /// machine.
 pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError> {
@@ -148,13 +165,19 @@ pub fn calibrate(opts: &CalibrateOptions) -> Result<Calibration, CalibrateError>
     let files = Files::create(scratch.path())?;
     let mut got = Collected::default();
     let mut eviction = String::new();
-    for round in 0..opts.rounds.max(1) {
-        null_syscall(clock, cost, &mut got)?;
-        page_cache_hits(&files, clock, cost, round, &mut got)?;
-        buffered_writes(&files, clock, cost, round, &mut got)?;
+    for n in 0..opts.rounds.max(1) {
+        let r = Round {
+            f: &files,
+            clock,
+            cost,
+            n,
+        };
+        null_syscall(&r, &mut got)?;
+        page_cache_hits(&r, &mut got)?;
+        buffered_writes(&r, &mut got)?;
         if !memory_fs {
-            eviction = device_reads(&files, clock, cost, round, &mut got)?;
-            fsyncs(&files, clock, cost, round, &mut got)?;
+            eviction = device_reads(&r, &mut got)?;
+            fsyncs(&r, &mut got)?;
         }
         futex_handoff(&mut got);
         sched_quantum(&mut got);
@@ -291,13 +314,14 @@ fn make_file(path: &Path, bytes: u64) -> Result<File, CalibrateError> {
     Ok(f)
 }
 
-fn null_syscall(clock: Clock, cost: f64, got: &mut Collected) -> Result<(), CalibrateError> {
-    let v = timed(clock, cost, 20_000, |_| {
-        // SAFETY: getppid has no arguments and cannot fail.
-        unsafe { libc::syscall(libc::SYS_getppid) };
-        Ok(())
-    })
-    .map_err(io_err("getppid"))?;
+fn null_syscall(r: &Round, got: &mut Collected) -> Result<(), CalibrateError> {
+    let v = r
+        .timed(20_000, |_| {
+            // SAFETY: getppid has no arguments and cannot fail.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+            Ok(())
+        })
+        .map_err(io_err("getppid"))?;
     got.add(NULL_SYSCALL, None, "syscall(SYS_getppid)", v);
     Ok(())
 }
@@ -309,43 +333,33 @@ fn offsets(seed: u64, n: usize, size: u64, len: u64) -> Vec<u64> {
     (0..n).map(|_| rng.next() % slots * size).collect()
 }
 
-fn page_cache_hits(
-    f: &Files,
-    clock: Clock,
-    cost: f64,
-    round: u32,
-    got: &mut Collected,
-) -> Result<(), CalibrateError> {
+fn page_cache_hits(r: &Round, got: &mut Collected) -> Result<(), CalibrateError> {
     let mut buf = vec![0u8; CHUNK as usize];
     for p in 0..CACHED_LEN / CHUNK {
-        f.hit
+        r.f.hit
             .read_exact_at(&mut buf, p * CHUNK)
             .map_err(io_err("reading the cached file"))?;
     }
     for size in READ_SIZES {
         let n = (12 << 20) / size as usize;
-        let offs = offsets(7 + round as u64 + size, n, size, CACHED_LEN);
+        let offs = offsets(7 + r.n as u64 + size, n, size, CACHED_LEN);
         let b = &mut buf[..size as usize];
-        let v = timed(clock, cost, n, |i| f.hit.read_at(b, offs[i]).map(|_| ()))
+        let v = r
+            .timed(n, |i| r.f.hit.read_at(b, offs[i]).map(|_| ()))
             .map_err(io_err("reading the cached file"))?;
         got.add(HIT, Some(size), "pread from a file just read", v);
     }
     Ok(())
 }
 
-fn buffered_writes(
-    f: &Files,
-    clock: Clock,
-    cost: f64,
-    round: u32,
-    got: &mut Collected,
-) -> Result<(), CalibrateError> {
+fn buffered_writes(r: &Round, got: &mut Collected) -> Result<(), CalibrateError> {
     let buf = vec![7u8; CHUNK as usize];
     for size in WRITE_SIZES {
         let n = (8 << 20) / size as usize;
-        let offs = offsets(13 + round as u64 + size, n, size, CACHED_LEN);
+        let offs = offsets(13 + r.n as u64 + size, n, size, CACHED_LEN);
         let b = &buf[..size as usize];
-        let v = timed(clock, cost, n, |i| f.write.write_at(b, offs[i]).map(|_| ()))
+        let v = r
+            .timed(n, |i| r.f.write.write_at(b, offs[i]).map(|_| ()))
             .map_err(io_err("writing the cached file"))?;
         got.add(WRITE, Some(size), "pwrite over a cached file", v);
     }
@@ -354,25 +368,19 @@ fn buffered_writes(
 
 /// Device reads of every size from chunks not read before in this round;
 /// returns how the cache was emptied.
-fn device_reads(
-    f: &Files,
-    clock: Clock,
-    cost: f64,
-    round: u32,
-    got: &mut Collected,
-) -> Result<String, CalibrateError> {
-    let eviction = cache::make_cold(&[&f.miss], false).ok();
-    let cold = cache::check(&[&f.miss], CacheMode::Cold, eviction).passed;
+fn device_reads(r: &Round, got: &mut Collected) -> Result<String, CalibrateError> {
+    let eviction = cache::make_cold(&[&r.f.miss], false).ok();
+    let cold = cache::check(&[&r.f.miss], CacheMode::Cold, eviction).passed;
     let direct;
     let (file, how) = if cold {
-        (&f.miss, "posix_fadvise(DONTNEED)")
+        (&r.f.miss, "posix_fadvise(DONTNEED)")
     } else {
         // Pages that stay cached (a file system that ignores the advice):
         // read around the cache instead.
         direct = File::options()
             .read(true)
             .custom_flags(libc::O_DIRECT)
-            .open(&f.miss_path)
+            .open(&r.f.miss_path)
             .map_err(io_err(
                 "the page cache cannot be emptied and O_DIRECT is refused",
             ))?;
@@ -380,7 +388,7 @@ fn device_reads(
     };
     let chunks = MISS_LEN / CHUNK;
     let mut order: Vec<u64> = (0..chunks).collect();
-    let mut rng = Rng(0x51 + round as u64);
+    let mut rng = Rng(0x51 + r.n as u64);
     for k in (1..order.len()).rev() {
         order.swap(k, (rng.next() % (k as u64 + 1)) as usize);
     }
@@ -391,31 +399,27 @@ fn device_reads(
     for (k, size) in READ_SIZES.into_iter().enumerate() {
         let mine = &order[k * MISS_READS..(k + 1) * MISS_READS];
         let b = &mut buf[..size as usize];
-        let v = timed(clock, cost, MISS_READS, |i| {
-            file.read_at(b, mine[i] * CHUNK).map(|_| ())
-        })
-        .map_err(io_err("reading the evicted file"))?;
+        let v = r
+            .timed(MISS_READS, |i| file.read_at(b, mine[i] * CHUNK).map(|_| ()))
+            .map_err(io_err("reading the evicted file"))?;
         let method = format!("pread of chunks evicted with {how}, readahead off");
         got.add(MISS, Some(size), method, v);
     }
     Ok(how.to_string())
 }
 
-fn fsyncs(
-    f: &Files,
-    clock: Clock,
-    cost: f64,
-    round: u32,
-    got: &mut Collected,
-) -> Result<(), CalibrateError> {
+fn fsyncs(r: &Round, got: &mut Collected) -> Result<(), CalibrateError> {
     let buf = vec![1u8; PAGE as usize];
-    let base = round as u64 * 64 * PAGE;
+    let base = r.n as u64 * 64 * PAGE;
     let mut v = Vec::new();
     for k in 0..24u64 {
-        f.sync
+        r.f.sync
             .write_all_at(&buf, base + k * PAGE)
             .map_err(io_err("writing the fsync file"))?;
-        v.extend(timed(clock, cost, 1, |_| f.sync.sync_all()).map_err(io_err("fsync"))?);
+        v.extend(
+            r.timed(1, |_| r.f.sync.sync_all())
+                .map_err(io_err("fsync"))?,
+        );
     }
     got.add(FSYNC, None, "fsync after a 4 KiB pwrite", v);
     Ok(())

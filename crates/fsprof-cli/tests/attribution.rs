@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use fsprof_testkit::{compile_source, fsprof_path, need_program, need_root};
-use loopfs::LoopFs;
+use loopfs::{LoopFs, Throttle};
 
 /// Prints its pid, waits for a byte on stdin (so that the recordings can
 /// attach first), then reads a file with `bs`-byte reads (sequentially, or
@@ -304,64 +304,6 @@ fn evict(path: &Path) {
         "{} still cached: {r:?}",
         path.display()
     );
-}
-
-/// A block I/O cgroup that holds reads from one device to `bps` bytes a
-/// second (cgroup v2 `io.max`, else v1 `blkio.throttle.read_bps_device`),
-/// removed on drop. The throttled bios wait in the block layer and are sent
-/// on later by a kernel worker, so the pages they fill stay locked, and
-/// a reader outside the cgroup sleeps on them, for as long as the limit
-/// says, however fast the machine.
-struct Throttle {
-    dir: PathBuf,
-}
-
-impl Throttle {
-    fn reads(dev: &str, bps: u64) -> Throttle {
-        let devno = std::fs::read_to_string(Path::new("/sys/block").join(dev).join("dev"))
-            .unwrap()
-            .trim()
-            .to_string();
-        let name = format!("fsprof_attr_{}", std::process::id());
-        let v2 = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
-            .into_iter()
-            .map(PathBuf::from)
-            .find(|p| {
-                std::fs::read_to_string(p.join("cgroup.controllers"))
-                    .is_ok_and(|c| c.split_whitespace().any(|w| w == "io"))
-            });
-        let (dir, file, line) = if let Some(root) = v2 {
-            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
-            (root.join(&name), "io.max", format!("{devno} rbps={bps}"))
-        } else {
-            let root = PathBuf::from("/sys/fs/cgroup/blkio");
-            if !root.join("blkio.throttle.read_bps_device").exists() {
-                fsprof_testkit::missing(
-                    "a block I/O cgroup controller (cgroup v2 `io` or v1 `blkio` with throttling)",
-                    "boot a kernel with CONFIG_BLK_DEV_THROTTLING and mount the io/blkio controller",
-                );
-            }
-            (
-                root.join(&name),
-                "blkio.throttle.read_bps_device",
-                format!("{devno} {bps}"),
-            )
-        };
-        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let t = Throttle { dir };
-        std::fs::write(t.dir.join(file), line).unwrap_or_else(|e| panic!("{file}: {e}"));
-        t
-    }
-
-    fn add(&self, pid: u32) {
-        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for Throttle {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
 }
 
 /// Another process, in `throttle`, asks for `path` to be read ahead; the

@@ -1,6 +1,8 @@
 //! `fsprof kernel` end to end, as root, against real programs, a real
 //! loop-mounted ext4, a real FUSE mount (bindfs) and strace.
 
+mod loopfs;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -10,6 +12,7 @@ use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
 use fsprof_testkit::{disk_tempdir, fsprof, fsprof_path, need_program, need_root, succeeds};
+use loopfs::{LoopFs, Throttle};
 
 /// A scratch directory for a test that loads eBPF programs (as root).
 fn ebpf_scratch() -> tempfile::TempDir {
@@ -58,14 +61,21 @@ fn need_tool(tool: &str) {
 }
 
 fn kernel(args: &[&str], out: &Path) -> (Profile, std::process::Output) {
-    let o = fsprof()
-        .arg("kernel")
+    kernel_run(kernel_cmd(args, out), out)
+}
+
+fn kernel_cmd(args: &[&str], out: &Path) -> Command {
+    let mut cmd = fsprof();
+    cmd.arg("kernel")
         .args(["-q", "-f", "-o"])
         .arg(out)
         .args(args)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+        .stdout(Stdio::null());
+    cmd
+}
+
+fn kernel_run(mut cmd: Command, out: &Path) -> (Profile, std::process::Output) {
+    let o = cmd.output().unwrap();
     assert!(
         out.exists(),
         "no profile written; stderr: {}",
@@ -483,74 +493,16 @@ fn intervals_add_up_to_the_totals() {
     // check_profile (in `kernel`) compared the interval sums with the totals.
 }
 
-/// A loop-mounted ext4 image, torn down on drop (also when a test panics).
-struct LoopExt4 {
-    dir: tempfile::TempDir,
-    dev: String,
-    mounted: bool,
-}
-
-impl LoopExt4 {
-    fn new() -> LoopExt4 {
-        need_tool("mkfs.ext4");
-        need_tool("losetup");
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(64 << 20).unwrap();
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(&img)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mkfs.ext4 failed");
-        let o = succeeds(Command::new("losetup").args(["--find", "--show"]).arg(&img));
-        let dev = String::from_utf8(o.stdout).unwrap().trim().to_string();
-        let mut me = LoopExt4 {
-            dir,
-            dev,
-            mounted: false,
-        };
-        std::fs::create_dir(me.mnt()).unwrap();
-        let ok = Command::new("mount")
-            .arg(&me.dev)
-            .arg(me.mnt())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount {} failed", me.dev);
-        me.mounted = true;
-        me
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    fn name(&self) -> String {
-        self.dev.trim_start_matches("/dev/").to_string()
-    }
-}
-
-impl Drop for LoopExt4 {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(self.mnt()).status();
-        }
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
-    }
-}
-
 #[test]
 #[ignore = "needs root, mkfs.ext4, losetup"]
 fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
     need_root("eBPF");
-    let fs = LoopExt4::new();
+    let fs = LoopFs::ext4(64);
     let dir = tempfile::tempdir().unwrap();
     let target = fs.mnt().join("f");
     let of = format!("of={}", target.display());
-    let (p, o) = kernel(
+    let out = dir.path().join("b.json");
+    let mut cmd = kernel_cmd(
         &[
             "--layers",
             "syscall,fs,block",
@@ -564,7 +516,24 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
             "conv=fsync",
             "status=none",
         ],
-        &dir.path().join("b.json"),
+        &out,
+    );
+    // Each direct write waits for its request, but on a fast machine the
+    // loop worker on the other CPU can complete it before the writer goes
+    // to sleep, and a call that never slept is not a block wait. Writes
+    // held back to 512 KiB/s (about 2 s for the 1 MiB) are completed by
+    // the loop worker long after every writer sleeps.
+    let throttle = Throttle::writes(&fs.name(), 512 << 10);
+    let _procs = throttle.join_on_spawn(&mut cmd);
+    let started = std::time::Instant::now();
+    let (p, o) = kernel_run(cmd, &out);
+    // A lower bound that holds on any machine: proof that the writes
+    // were held back (at least 15 of the 16 requests of 64 KiB wait for
+    // the limit), so that the count below does not hang on the race.
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1800),
+        "the writes were not throttled: {:?}",
+        started.elapsed()
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let sc = ops(&p, "syscall");
@@ -591,10 +560,11 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
     );
     assert_eq!(sizes.post, lat.post);
 
-    // Every direct write waits for its own request: all 16 are charged.
+    // Every direct write slept until its own request completed: all 16
+    // are charged.
     let rep = fsprof()
         .args(["report", "--attribution"])
-        .arg(dir.path().join("b.json"))
+        .arg(&out)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&rep.stdout);

@@ -69,7 +69,7 @@ fn an_unprivileged_user_is_told_what_is_missing() {
     }
     let o = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_testkit::fsprof_path())
         .arg("mount")
         .arg(&d.lower)
         .arg(&d.mp)
@@ -106,7 +106,7 @@ fn a_missing_dev_fuse_is_named() {
     let o = std::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c"])
         .arg("mount -t tmpfs none /dev && exec \"$0\" mount \"$1\" \"$1\" -o \"$1/p.json\"")
-        .arg(env!("CARGO_BIN_EXE_fsprof"))
+        .arg(fsprof_testkit::fsprof_path())
         .arg(d.path())
         .output()
         .expect("unshare (util-linux)");

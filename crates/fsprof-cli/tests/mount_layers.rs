@@ -12,10 +12,13 @@ use mount_kit::*;
 #[test]
 #[ignore = "needs root"]
 fn mount_and_kernel_profiles_merge_into_one_layered_report() {
-    let d = dirs();
+    // On the disk, and out of the page cache, so that the daemon's reads
+    // go to a device and the block layer sees them on an idle machine
+    // (the block layer is system-wide: on a busy one, others' I/O would
+    // hide that this workload reached no device).
+    let d = dirs_on_disk();
     let data = pattern(8 << 20, 11);
     fs::write(d.lower.join("cold"), &data).unwrap();
-    // Out of the page cache, so the daemon's reads go to the device.
     let f = fs::File::open(d.lower.join("cold")).unwrap();
     f.sync_all().unwrap();
     // SAFETY: a descriptor we hold.

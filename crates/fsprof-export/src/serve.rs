@@ -326,14 +326,18 @@ mod tests {
 
     #[test]
     fn serves_metrics_and_404() {
-        let srv =
-            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let srv = serve_one_op();
         let r = get(srv.local_addr(), "/metrics");
         assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
         assert!(r.contains("version=0.0.4"));
         assert!(r.contains(r#"op="read",command="",le="16"} 1"#), "{r}");
         assert!(get(srv.local_addr(), "/nope").starts_with("HTTP/1.1 404"));
         drop(srv);
+    }
+
+    /// A server on a free loopback port whose profile holds one `read`.
+    fn serve_one_op() -> MetricsServer {
+        MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap()
     }
 
     fn one_op_source() -> Source {
@@ -370,8 +374,7 @@ mod tests {
     #[test]
     fn a_slow_client_is_cut_off_and_does_not_hold_up_scrapes() {
         use std::io::Read;
-        let srv =
-            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let srv = serve_one_op();
         let addr = srv.local_addr();
         let t0 = Instant::now();
         let slow = std::thread::spawn(move || {
@@ -404,8 +407,7 @@ mod tests {
     #[test]
     fn an_oversized_request_is_refused_without_reading_it_all() {
         use std::io::Read;
-        let srv =
-            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let srv = serve_one_op();
         let mut c = TcpStream::connect(srv.local_addr()).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let junk = vec![b'x'; 1 << 16];
@@ -428,8 +430,7 @@ mod tests {
 
     #[test]
     fn fifty_concurrent_scrapes_are_all_answered() {
-        let srv =
-            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let srv = serve_one_op();
         let addr = srv.local_addr();
         let t = Instant::now();
         let all: Vec<_> = (0..50)
@@ -450,8 +451,7 @@ mod tests {
     /// not wait for them.
     #[test]
     fn idle_connections_neither_block_scrapes_nor_shutdown() {
-        let srv =
-            MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap();
+        let srv = serve_one_op();
         let addr = srv.local_addr();
         let idle: Vec<TcpStream> = (0..MAX_CLIENTS + 6)
             .map(|_| TcpStream::connect(addr).unwrap())

@@ -521,7 +521,7 @@ impl Builder<'_> {
         let (true, Some(sys_start_fd)) = (self.block_wait, self.sys_start_fd) else {
             return Ok(None);
         };
-        use crate::charge::THREAD_VAL_SIZE;
+        use crate::charge::{GLOBAL_VAL_SIZE, THREAD_VAL_SIZE};
         let threads = map(
             "fsprof_bthreads",
             sys::MAP_LRU_HASH,
@@ -531,18 +531,19 @@ impl Builder<'_> {
             0,
         )
         .map_err(|e| e.to_string())?;
-        let last = map("fsprof_blk_last", sys::MAP_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
+        let global = map("fsprof_attr", sys::MAP_ARRAY, 4, GLOBAL_VAL_SIZE, 1, 0)
+            .map_err(|e| e.to_string())?;
         let completing =
             map("fsprof_blk_cpu", sys::MAP_PERCPU_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
         let c = crate::charge::Charge {
             threads_fd: threads.fd(),
-            last_fd: last.fd(),
+            global_fd: global.fd(),
             completing_fd: completing.fd(),
             sys_start_fd,
             filter: self.filter.clone(),
             task_pid: l.task_pid,
         };
-        self.charge_maps.extend([threads, last, completing]);
+        self.charge_maps.extend([threads, global, completing]);
         Ok(Some(c))
     }
 

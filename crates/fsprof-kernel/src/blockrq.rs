@@ -30,8 +30,8 @@
 
 use crate::btf::Btf;
 use crate::charge::Charge;
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
-use crate::progs::{self, Shared, BLOCK_BASE, BLOCK_SIZE_BASE};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R6, R7, R8, R9};
+use crate::progs::{self, probe, Shared, BLOCK_BASE, BLOCK_SIZE_BASE};
 
 /// Offsets in `struct request` and the objects it points to, and the
 /// operation numbers, from the running kernel's BTF.
@@ -102,29 +102,9 @@ impl RqLayout {
 }
 
 // Stack slots of their own (below those of crate::progs).
-const PROBE: i16 = -144; // 8 bytes: probe_read_kernel's destination
 const NOW: i16 = -152; // 8 bytes: the completion's timestamp
 const ERR: i16 = -160; // 8 bytes: the completion's blk_status_t
 const RQ: i16 = -168; // 8 bytes: the request pointer
-
-/// dst = *(size *)(src + off), read with bpf_probe_read_kernel (0 if the
-/// read fails). Clobbers r0-r5.
-fn probe(a: &mut Asm, dst: u8, src: u8, off: u32, size: Size) {
-    let bytes = match size {
-        Size::B => 1,
-        Size::H => 2,
-        Size::W => 4,
-        Size::DW => 8,
-    };
-    a.st_imm(Size::DW, R10, PROBE, 0);
-    a.mov(R3, src);
-    a.alu_imm(Alu::Add, R3, off as i32);
-    a.mov(R1, R10);
-    a.alu_imm(Alu::Add, R1, PROBE as i32);
-    a.mov_imm(R2, bytes);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.ldx(size, dst, R10, PROBE);
-}
 
 /// r8 = op key (dev << 32 | BLOCK_BASE + kind) and r7 = bytes of the
 /// request whose pointer is at RQ. Clobbers r0-r5.
@@ -272,7 +252,7 @@ mod tests {
         assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9).len());
         let c = Charge {
             threads_fd: 10,
-            last_fd: 11,
+            global_fd: 11,
             completing_fd: 12,
             sys_start_fd: 13,
             filter: crate::progs::Filter::All,

@@ -32,14 +32,18 @@
 //!
 //! The charge accumulates in the third word of the thread's syscall start
 //! entry (reset at every `sys_enter`), so the syscall exit path pays one
-//! load and no extra map lookup. Costs per event: every context switch, one
-//! per-CPU array store and a hash lookup of the task that runs next (plus,
-//! for a profiled thread going to sleep uninterruptibly, the filter and two
-//! hash operations); every wake-up, one per-CPU array lookup (and a hash
-//! lookup only while a block completion runs on that CPU); every block
-//! completion, two array stores.
+//! load and no extra map lookup. Costs per event: every context switch, a
+//! per-CPU array store and an array lookup; while a profiled thread is
+//! asleep in a call, also a hash lookup of the task that runs next; when a
+//! profiled thread goes to sleep uninterruptibly, the filter and two hash
+//! operations. Every wake-up, one per-CPU array lookup (and a hash lookup
+//! only while a block completion runs on that CPU); every block
+//! completion, two array stores. A counter of the profiled threads asleep
+//! in a call lets the other switches stop early; if the LRU threads map
+//! ever dropped a sleeper's entry the counter would stay above zero, which
+//! costs the early stop, never a wrong charge.
 
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R2, R3, R6, R7, R8, R9};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Label, Size, R0, R1, R10, R3, R6, R7, R8, R9};
 use crate::progs::{self, lookup, update, Filter};
 
 /// What the block and scheduler programs need to attribute.
@@ -47,8 +51,9 @@ use crate::progs::{self, lookup, update, Filter};
 pub struct Charge {
     /// thread id → {pid_tgid, asleep since, woken by a block completion}.
     pub threads_fd: i32,
-    /// One entry: the time of the last block request completion.
-    pub last_fd: i32,
+    /// One entry: {the time of the last block request completion, the
+    /// number of profiled threads asleep in a call}.
+    pub global_fd: i32,
     /// Per CPU, one entry: the time of the block completion running on
     /// this CPU, 0 once the CPU has switched task since.
     pub completing_fd: i32,
@@ -59,8 +64,10 @@ pub struct Charge {
     pub task_pid: u32,
 }
 
-/// Value size of the threads map; the two array maps hold one u64.
+/// Value sizes of the threads map and of the global entry; the per-CPU
+/// entry is one u64.
 pub const THREAD_VAL_SIZE: usize = 24;
+pub const GLOBAL_VAL_SIZE: usize = 16;
 
 /// `TASK_UNINTERRUPTIBLE` (include/linux/sched.h; also set in
 /// `TASK_KILLABLE`, which I/O waits use).
@@ -70,8 +77,6 @@ const TASK_UNINTERRUPTIBLE: i32 = 2;
 const T_KEY: i16 = -176; // 8 bytes: a thread id
 const ZERO: i16 = -184; // 4 bytes: key 0 of the array maps
 const BT_VAL: i16 = -216; // 24 bytes {pid_tgid, asleep since, woken}
-const NOW: i16 = -224;
-const PROBE: i16 = -232;
 
 /// r0 = entry 0 of the array map `fd` (never null for an array, checked
 /// anyway for the verifier; jumps to `out` if it is).
@@ -84,14 +89,7 @@ fn entry0(a: &mut Asm, fd: i32, out: Label) {
 /// T_KEY = the thread id of the task pointed to by `task` (probe read).
 /// Clobbers r0-r5.
 fn task_key(a: &mut Asm, c: &Charge, task: u8) {
-    a.st_imm(Size::DW, R10, PROBE, 0);
-    a.mov(R3, task);
-    a.alu_imm(Alu::Add, R3, c.task_pid as i32);
-    a.mov(R1, R10);
-    a.alu_imm(Alu::Add, R1, PROBE as i32);
-    a.mov_imm(R2, 4);
-    a.call(helper::PROBE_READ_KERNEL);
-    a.ldx(Size::W, R1, R10, PROBE);
+    progs::probe(a, R1, task, c.task_pid, Size::W);
     a.stx(Size::DW, R10, T_KEY, R1);
 }
 
@@ -104,7 +102,7 @@ pub fn emit_completed(a: &mut Asm, c: &Charge, now_slot: i16) {
     a.ldx(Size::DW, R1, R10, now_slot);
     a.stx(Size::DW, R0, 0, R1);
     a.bind(global);
-    entry0(a, c.last_fd, done);
+    entry0(a, c.global_fd, done);
     a.ldx(Size::DW, R1, R10, now_slot);
     a.stx(Size::DW, R0, 0, R1);
     a.bind(done);
@@ -131,14 +129,15 @@ pub fn sched_waking(c: &Charge) -> Vec<Insn> {
 
 /// raw tracepoint sched_switch(bool preempt, struct task_struct *prev,
 /// struct task_struct *next, unsigned int prev_state): rules 1 and 2.
+/// Most switches stop early: the task going to sleep is checked only when
+/// it sleeps uninterruptibly, and the task that runs next is looked up
+/// only while some profiled thread is asleep in a call.
 pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     let mut a = Asm::new();
     let out = a.label();
     let next_side = a.label();
     let cpu_done = a.label();
     a.mov(R6, R1);
-    a.call(helper::KTIME_GET_NS);
-    a.stx(Size::DW, R10, NOW, R0);
     // Whatever completed on this CPU has finished its end-I/O work.
     entry0(&mut a, c.completing_fd, cpu_done);
     a.st_imm(Size::DW, R0, 0, 0);
@@ -163,12 +162,19 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.alu_imm(Alu::Rsh, R1, 32);
     a.stx(Size::DW, R10, T_KEY, R1);
     a.stx(Size::DW, R10, BT_VAL, R7);
-    a.ldx(Size::DW, R1, R10, NOW);
-    a.stx(Size::DW, R10, BT_VAL + 8, R1);
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, BT_VAL + 8, R0);
     a.st_imm(Size::DW, R10, BT_VAL + 16, 0);
     update(&mut a, c.threads_fd, T_KEY, BT_VAL, 0);
-    // The task that runs again.
+    a.jmp_imm(Jmp::Ne, R0, 0, next_side);
+    entry0(&mut a, c.global_fd, next_side);
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 8, R1);
+    // The task that runs again, if any profiled thread is asleep.
     a.bind(next_side);
+    entry0(&mut a, c.global_fd, out);
+    a.ldx(Size::DW, R1, R0, 8);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
     a.ldx(Size::DW, R3, R6, 16);
     task_key(&mut a, c, R3);
     lookup(&mut a, c.threads_fd, T_KEY);
@@ -177,11 +183,13 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.ldx(Size::DW, R7, R6, 8);
     a.jmp_imm(Jmp::Eq, R7, 0, out);
     a.st_imm(Size::DW, R6, 8, 0);
+    a.ldx(Size::DW, R8, R6, 16);
+    entry0(&mut a, c.global_fd, out);
+    a.mov_imm(R1, -1);
+    a.atomic_add64(R0, 8, R1);
     // Woken by a block completion, or one completed while it slept.
     let charged = a.label();
-    a.ldx(Size::DW, R1, R6, 16);
-    a.jmp_imm(Jmp::Ne, R1, 0, charged);
-    entry0(&mut a, c.last_fd, out);
+    a.jmp_imm(Jmp::Ne, R8, 0, charged);
     a.ldx(Size::DW, R1, R0, 0);
     a.jmp_reg(Jmp::Lt, R1, R7, out);
     a.bind(charged);
@@ -198,7 +206,8 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_reg(Jmp::Le, R1, R7, later);
     a.mov(R7, R1);
     a.bind(later);
-    a.ldx(Size::DW, R9, R10, NOW);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
     a.jmp_reg(Jmp::Le, R9, R7, out);
     a.alu_reg(Alu::Sub, R9, R7);
     a.atomic_add64(R8, 16, R9);

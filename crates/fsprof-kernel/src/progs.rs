@@ -44,6 +44,7 @@ const ONE: i16 = -40;
 const STATS_INIT: i16 = -80; // a StatsValue
 const _: () = assert!(STATS_INIT as isize + STATS_VAL_SIZE as isize <= ONE as isize);
 const THRESH_KEY: i16 = -84;
+const PROBE: i16 = -144; // 8 bytes: probe_read_kernel's destination
 
 /// One op's counters on one CPU, the value of `fsprof_stats` and
 /// `fsprof_sysstats`: written by [`emit_stats_add`] and the insert in
@@ -167,6 +168,25 @@ pub(crate) fn update(a: &mut Asm, map_fd: i32, key: i16, val: i16, flags: i32) {
 /// Deletes the key at r10+`key`. Clobbers r0-r5.
 pub(crate) fn delete(a: &mut Asm, map_fd: i32, key: i16) {
     map_call(a, helper::MAP_DELETE_ELEM, map_fd, key, None, 0);
+}
+
+/// dst = *(size *)(src + off), read with bpf_probe_read_kernel (0 if the
+/// read fails). Clobbers r0-r5.
+pub(crate) fn probe(a: &mut Asm, dst: u8, src: u8, off: u32, size: Size) {
+    let bytes = match size {
+        Size::B => 1,
+        Size::H => 2,
+        Size::W => 4,
+        Size::DW => 8,
+    };
+    a.st_imm(Size::DW, R10, PROBE, 0);
+    a.mov(R3, src);
+    a.alu_imm(Alu::Add, R3, off as i32);
+    a.mov(R1, R10);
+    a.alu_imm(Alu::Add, R1, PROBE as i32);
+    a.mov_imm(R2, bytes);
+    a.call(helper::PROBE_READ_KERNEL);
+    a.ldx(size, dst, R10, PROBE);
 }
 
 /// Opens a tracepoint program: r6 = the context. Returns the builder and

@@ -29,6 +29,8 @@ use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, tsc_mono_pair, TscRate
 use fsprof_trace::replayfile::{Compiled, CMD_UNVERIFIED};
 
 use crate::exec::{DataArgs, Exec, Kind, Local, PathTable, Slots};
+use crate::lateness::{Lag, PREP_LATE, WAITED_LATE};
+pub use crate::lateness::{Late, Parts};
 use crate::root::Root;
 
 /// How closely to follow the traced times.
@@ -57,29 +59,6 @@ pub enum Reads {
 /// default 50 µs timer slack and a typical wake-up.
 pub const SPIN_NS: u64 = 150_000;
 
-/// Why a command was issued later than its time (paced replays).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Late {
-    /// Issued on time (or an afap replay).
-    #[default]
-    No,
-    /// The thread was still busy with its previous commands at the
-    /// command's time, none of which stalled: the replayer's per-command
-    /// cost is above the traced gaps (or a preparation ran over).
-    Behind,
-    /// A command of another thread it must follow completed after the
-    /// command's time.
-    Constraint,
-    /// The thread was ready in time but ran late: it woke up late from its
-    /// sleep or was preempted while spinning (scheduling, the machine's
-    /// load).
-    Wakeup,
-    /// The thread's previous command, issued on time, ran [`STALL_NS`] or
-    /// more longer than traced: it was preempted during it, or the file
-    /// system was slower than when traced.
-    Stall,
-}
-
 /// What happened to one command.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Outcome {
@@ -92,7 +71,10 @@ pub struct Outcome {
     pub errno: i32,
     pub issued: bool,
     pub mismatch: bool,
+    /// The dominant cause when late by more than [`LATE_NS`].
     pub late: Late,
+    /// The error by cause (paced replays).
+    pub parts: Parts,
 }
 
 pub struct Run {
@@ -185,10 +167,6 @@ struct Rec {
 }
 
 const ISSUED: u8 = 1;
-/// Its waits for other threads ended after its time.
-const WAITED_LATE: u8 = 2;
-/// Its preparation ended after its time.
-const PREP_LATE: u8 = 4;
 
 /// A completion counter on a cache line of its own: a thread bumps its
 /// counter after every command, and sharing a line with another thread's
@@ -511,12 +489,7 @@ impl Engine<'_> {
         let mut out = vec![Outcome::default(); c.commands.len()];
         let mut last = start;
         for (prog, (recs, _)) in progs.iter().zip(recs) {
-            let mut prev = Prev {
-                end: start,
-                end_on_time: start,
-                excess: 0,
-                late: Late::No,
-            };
+            let mut lag = Lag::default();
             for (step, r) in prog.steps.iter().zip(recs) {
                 let Some(kind) = step.kind.filter(|_| r.flags & ISSUED != 0) else {
                     continue;
@@ -530,7 +503,14 @@ impl Engine<'_> {
                 };
                 let error_ns = target.map_or(0, |tg| t0.saturating_sub(tg));
                 let latency_ns = to_ns.span(r.t0, r.t1);
-                let late = target.map_or(Late::No, |tg| late_cause(tg, error_ns, prev, r.flags));
+                let parts = target.map_or(Parts::default(), |tg| {
+                    lag.step(tg, t0, latency_ns, cmd.dur_ns, r.flags)
+                });
+                let late = if error_ns > LATE_NS {
+                    parts.dominant()
+                } else {
+                    Late::No
+                };
                 let got = (r.ret, r.errno);
                 out[step.cmd as usize] = Outcome {
                     issued_ns: t0.saturating_sub(start),
@@ -542,12 +522,7 @@ impl Engine<'_> {
                     mismatch: self.verify != Verify::Off
                         && !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got),
                     late,
-                };
-                prev = Prev {
-                    end: t1,
-                    end_on_time: target.map_or(t1, |tg| tg + latency_ns),
-                    excess: latency_ns.saturating_sub(cmd.dur_ns),
-                    late,
+                    parts,
                 };
                 last = last.max(t1);
             }
@@ -556,56 +531,12 @@ impl Engine<'_> {
     }
 }
 
-/// A thread's previous command, for [`late_cause`].
-#[derive(Clone, Copy)]
-struct Prev {
-    /// When it returned.
-    end: u64,
-    /// When it would have returned had it been issued on time.
-    end_on_time: u64,
-    /// How much longer it took than traced.
-    excess: u64,
-    late: Late,
-}
-
-/// Why a command due at `target` was issued `error_ns` late: its thread's
-/// previous command (`prev`) and what the loop noted (`flags`: its waits
-/// for other threads or its preparation ended after its time). A command
-/// held up only because the previous one was late inherits that one's
-/// cause, so that one late wake-up at the start of a burst is not counted
-/// as the replayer falling behind on the whole burst. A previous command
-/// that was not late itself but ran [`STALL_NS`] longer than traced is a
-/// stall (a preemption in the middle of it, or a slower file system), not
-/// the replayer's per-command cost.
-fn late_cause(target: u64, error_ns: u64, prev: Prev, flags: u8) -> Late {
-    if error_ns <= LATE_NS {
-        Late::No
-    } else if prev.end > target {
-        if prev.late != Late::No && prev.end_on_time <= target {
-            prev.late
-        } else if prev.excess >= STALL_NS {
-            Late::Stall
-        } else {
-            Late::Behind
-        }
-    } else if flags & WAITED_LATE != 0 {
-        Late::Constraint
-    } else if flags & PREP_LATE != 0 {
-        // Its own preparation ran past its time.
-        Late::Behind
-    } else {
-        Late::Wakeup
-    }
-}
-
 /// How long after the set-up the threads start.
 const START_DELAY_NS: u64 = 5_000_000;
 /// The shortest span between the two (ticks, ns) pairs.
 const MIN_SPAN_NS: u64 = 10_000_000;
-/// An error above this is attributed to a cause ([`Late`]).
+/// An error above this is counted under its dominant cause ([`Late`]).
 pub const LATE_NS: u64 = 10_000;
-/// A command that ran this much longer than traced stalled its thread.
-pub const STALL_NS: u64 = 50_000;
 
 /// Waits until thread `u` has completed command `idx`: None on abort, else
 /// whether it had to wait at all.
@@ -705,69 +636,6 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn late_commands_are_put_down_to_the_first_thing_that_held_them() {
-        let t = 1_000_000;
-        let free = Prev {
-            end: t - 5,
-            end_on_time: t - 5,
-            excess: 0,
-            late: Late::No,
-        };
-        // On time, or late by no more than the threshold.
-        assert_eq!(late_cause(t, 0, free, ISSUED), Late::No);
-        assert_eq!(late_cause(t, LATE_NS, free, ISSUED), Late::No);
-        // The previous command, issued on time and as fast as traced but
-        // for a few µs, returned after this one's time: the replayer
-        // cannot keep up.
-        let busy = Prev {
-            end: t + 50_000,
-            end_on_time: t + 50_000,
-            excess: 3_000,
-            late: Late::No,
-        };
-        assert_eq!(late_cause(t, 60_000, busy, ISSUED), Late::Behind);
-        // ... ran 50 µs or more longer than traced: a stall.
-        let stalled = Prev {
-            excess: STALL_NS,
-            ..busy
-        };
-        assert_eq!(late_cause(t, 60_000, stalled, ISSUED), Late::Stall);
-        // The previous command was itself late (a late wake-up) and would
-        // have returned in time had it not been: this one inherits that.
-        let woke_late = Prev {
-            end: t + 50_000,
-            end_on_time: t - 100,
-            excess: 0,
-            late: Late::Wakeup,
-        };
-        assert_eq!(late_cause(t, 60_000, woke_late, ISSUED), Late::Wakeup);
-        // So do the commands queued behind a stall.
-        let after_stall = Prev {
-            late: Late::Stall,
-            ..woke_late
-        };
-        assert_eq!(late_cause(t, 60_000, after_stall, ISSUED), Late::Stall);
-        // ... unless it would have been too slow even on time.
-        let slow = Prev {
-            end_on_time: t + 1,
-            ..woke_late
-        };
-        assert_eq!(late_cause(t, 60_000, slow, ISSUED), Late::Behind);
-        // Free in time, but another thread's command completed late.
-        assert_eq!(
-            late_cause(t, 60_000, free, ISSUED | WAITED_LATE),
-            Late::Constraint
-        );
-        // Free and unblocked in time; its own preparation ran over.
-        assert_eq!(
-            late_cause(t, 60_000, free, ISSUED | PREP_LATE),
-            Late::Behind
-        );
-        // Ready before its time and still issued late: the scheduler.
-        assert_eq!(late_cause(t, 60_000, free, ISSUED), Late::Wakeup);
-    }
 
     #[test]
     fn an_anchor_maps_ns_to_ticks_on_both_sides() {

@@ -10,6 +10,7 @@
 
 pub mod engine;
 pub mod exec;
+pub mod lateness;
 pub mod prepare;
 mod raw;
 pub mod report;

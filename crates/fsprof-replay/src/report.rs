@@ -47,21 +47,34 @@ pub struct Second {
     pub mean_error_ns: f64,
 }
 
-/// Commands issued later than a threshold, by why (paced replays).
+/// The issue-time error summed over the commands, by cause (paced
+/// replays; [`crate::lateness`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ErrorParts {
+    /// The replayer's per-command cost above the traced gaps.
+    pub behind_ns: u64,
+    /// Calls that ran 50 µs or more longer than traced.
+    pub stalled_ns: u64,
+    pub constraint_ns: u64,
+    /// Late wake-ups and preemptions while spinning.
+    pub wakeup_ns: u64,
+}
+
+/// Commands issued later than a threshold, by their dominant cause
+/// (paced replays).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct LateCauses {
     pub over_ns: u64,
-    /// The thread was still busy with earlier commands (or this one's
-    /// preparation) at the command's time.
+    /// Mostly the replayer's own cost: earlier commands of the thread (or
+    /// this one's preparation) took longer than the traced gaps allowed.
     pub behind: u64,
-    /// A command of another thread it must follow completed late.
+    /// Mostly waiting for a command of another thread that completed late.
     pub constraint: u64,
-    /// Ready in time, issued late: a late wake-up or a preemption.
+    /// Mostly a late wake-up or a preemption while spinning, of this
+    /// command or of one it queued behind.
     pub wakeup: u64,
-    /// Behind because an earlier command of the thread, issued on time,
-    /// ran 50 µs or more longer than traced: preempted during it, or the
-    /// file system was slower. Counted in `behind` before this field was
-    /// added.
+    /// Mostly an earlier call of the thread that ran 50 µs or more longer
+    /// than traced: preempted during it, or the file system was slower.
     pub stalled: u64,
 }
 
@@ -80,6 +93,11 @@ pub struct TimingReport {
     pub per_second: Vec<Second>,
     /// Why commands were late, above 10 µs, 100 µs and 1 ms.
     pub late: Vec<LateCauses>,
+    /// The errors' parts by cause, summed.
+    pub error_parts: ErrorParts,
+    /// The errors less their machine parts (stalls, late wake-ups): the
+    /// replayer's own share and the waits for other threads.
+    pub error_without_machine: Quantiles,
     /// Involuntary context switches of the replay threads during the
     /// replay (getrusage): how often the machine took their CPU away.
     pub preemptions: u64,
@@ -90,6 +108,33 @@ pub struct TimingReport {
     pub initial_state_mismatches: u64,
     pub mismatch_examples: Vec<Mismatch>,
     pub aborted: bool,
+}
+
+impl Quantiles {
+    fn text(&self) -> String {
+        format!(
+            "median {}, p90 {}, p99 {}, max {}",
+            format_ns(self.median_ns as f64),
+            format_ns(self.p90_ns as f64),
+            format_ns(self.p99_ns as f64),
+            format_ns(self.max_ns as f64)
+        )
+    }
+
+    fn of_sorted(sorted: &[u64]) -> Quantiles {
+        let n = sorted.len();
+        Quantiles {
+            median_ns: quantile(sorted, 0.5),
+            p90_ns: quantile(sorted, 0.9),
+            p99_ns: quantile(sorted, 0.99),
+            max_ns: sorted.last().copied().unwrap_or(0),
+            mean_ns: if n == 0 {
+                0.0
+            } else {
+                sorted.iter().map(|&e| e as f64).sum::<f64>() / n as f64
+            },
+        }
+    }
 }
 
 fn quantile(sorted: &[u64], q: f64) -> u64 {
@@ -111,25 +156,22 @@ fn result_text(ret: i64, errno: i32) -> String {
 // One pass over the commands fills every part of the report.
 #[allow(clippy::too_many_lines)]
 pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
-    let mut errors: Vec<u64> = run
-        .outcomes
-        .iter()
-        .filter(|o| o.issued)
-        .map(|o| o.error_ns)
-        .collect();
+    let issued = || run.outcomes.iter().filter(|o| o.issued);
+    let mut errors: Vec<u64> = issued().map(|o| o.error_ns).collect();
     errors.sort_unstable();
     let n = errors.len();
-    let error = Quantiles {
-        median_ns: quantile(&errors, 0.5),
-        p90_ns: quantile(&errors, 0.9),
-        p99_ns: quantile(&errors, 0.99),
-        max_ns: errors.last().copied().unwrap_or(0),
-        mean_ns: if n == 0 {
-            0.0
-        } else {
-            errors.iter().map(|&e| e as f64).sum::<f64>() / n as f64
-        },
-    };
+    let error = Quantiles::of_sorted(&errors);
+    let mut own: Vec<u64> = issued()
+        .map(|o| o.error_ns.saturating_sub(o.parts.machine()))
+        .collect();
+    own.sort_unstable();
+    let error_parts = issued().fold(ErrorParts::default(), |mut e, o| {
+        e.behind_ns += o.parts.behind;
+        e.stalled_ns += o.parts.stall;
+        e.constraint_ns += o.parts.constraint;
+        e.wakeup_ns += o.parts.wakeup;
+        e
+    });
     // 1-2-5 steps from 100 ns to 10 s.
     let mut cdf = Vec::new();
     'edges: for exp in 2..=10u32 {
@@ -237,6 +279,8 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         } else {
             late
         },
+        error_parts,
+        error_without_machine: Quantiles::of_sorted(&own),
         preemptions: run.preemptions,
         cpu_ns: run.cpu_ns,
         mismatches,
@@ -293,6 +337,60 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
 }
 
 impl TimingReport {
+    /// The paced replays' part of [`TimingReport::text`]: the error, its
+    /// causes, and the per-second table.
+    fn paced_text(&self, s: &mut String) {
+        use std::fmt::Write;
+        let t = self;
+        let _ = writeln!(s, "  issue-time error: {}", t.error.text());
+        let cdf: Vec<String> = t
+            .cdf
+            .iter()
+            .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
+            .collect();
+        let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
+        // The replayer's part (behind) apart from the machine's
+        // (stalled, woke late) and the workload's (another thread).
+        let p = &t.error_parts;
+        let sum = (p.behind_ns + p.stalled_ns + p.constraint_ns + p.wakeup_ns).max(1) as f64;
+        let part = |ns: u64| format!("{} ({:.0}%)", format_ns(ns as f64), ns as f64 * 100.0 / sum);
+        let _ = writeln!(
+            s,
+            "  error by cause, summed over the commands: behind (the replayer's per-command cost) {}, stalled (calls ≥50µs longer than traced: preempted or a slower file system) {}, waiting for another thread {}, woke or ran late (scheduling) {}",
+            part(p.behind_ns),
+            part(p.stalled_ns),
+            part(p.constraint_ns),
+            part(p.wakeup_ns)
+        );
+        let _ = writeln!(
+            s,
+            "  issue-time error less the machine's parts (stalls, late wake-ups): {}",
+            t.error_without_machine.text()
+        );
+        for l in &t.late {
+            let _ = writeln!(
+                s,
+                "  late by more than {}, by main cause: {} behind, {} stalled, {} waiting for another thread, {} woke or ran late",
+                format_ns(l.over_ns as f64),
+                l.behind,
+                l.stalled,
+                l.constraint,
+                l.wakeup
+            );
+        }
+        let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
+        for sec in t.per_second.iter().take(30) {
+            let _ = writeln!(
+                s,
+                "  {:>6}  {:>10}  {:>12}  {:>10}",
+                sec.second,
+                sec.traced_ops,
+                sec.replayed_ops,
+                format_ns(sec.mean_error_ns)
+            );
+        }
+    }
+
     /// The report as `fsprof replay` prints it on standard error.
     pub fn text(&self) -> String {
         use std::fmt::Write;
@@ -320,46 +418,7 @@ impl TimingReport {
             t.preemptions
         );
         if t.pace != "afap" {
-            let e = &t.error;
-            let _ = writeln!(
-                s,
-                "  issue-time error: median {}, p90 {}, p99 {}, max {}",
-                format_ns(e.median_ns as f64),
-                format_ns(e.p90_ns as f64),
-                format_ns(e.p99_ns as f64),
-                format_ns(e.max_ns as f64)
-            );
-            let cdf: Vec<String> = t
-                .cdf
-                .iter()
-                .map(|(ns, f)| format!("≤{} {:.1}%", format_ns(*ns as f64), f * 100.0))
-                .collect();
-            let _ = writeln!(s, "  CDF: {}", cdf.join(", "));
-            // The replayer's part (behind) apart from the machine's
-            // (stalled, woke late) and the workload's (another thread).
-            for l in &t.late {
-                let _ = writeln!(
-                    s,
-                    "  late by more than {}: {} behind (the replayer could not keep up), {} stalled (a call ran ≥50µs longer than traced: preempted or a slower file system), {} waiting for another thread, {} woke or ran late (scheduling), each with the commands queued behind it",
-                    format_ns(l.over_ns as f64),
-                    l.behind,
-                    l.stalled,
-                    l.constraint,
-                    l.wakeup
-                );
-            }
-
-            let _ = writeln!(s, "  second  traced ops  replayed ops  mean error");
-            for sec in t.per_second.iter().take(30) {
-                let _ = writeln!(
-                    s,
-                    "  {:>6}  {:>10}  {:>12}  {:>10}",
-                    sec.second,
-                    sec.traced_ops,
-                    sec.replayed_ops,
-                    format_ns(sec.mean_error_ns)
-                );
-            }
+            t.paced_text(&mut s);
         }
         let _ = writeln!(
             s,
@@ -449,6 +508,88 @@ mod tests {
     use super::*;
     use fsprof_analysis::compare::{compare_profiles, CompareOptions};
 
+    /// The report's error parts are the commands' parts summed, and the
+    /// error less the machine's parts leaves what the replayer and the
+    /// ordering account for.
+    #[test]
+    fn the_error_is_split_into_the_replayers_and_the_machines_parts() {
+        use crate::engine::{Late, Outcome, Parts};
+        use fsprof_trace::replayfile::Command;
+        let parts = [
+            Parts::default(),
+            Parts {
+                wakeup: 2_000_000,
+                behind: 3_000,
+                ..Parts::default()
+            },
+            Parts {
+                behind: 40_000,
+                ..Parts::default()
+            },
+            Parts {
+                stall: 70_000,
+                constraint: 20_000,
+                ..Parts::default()
+            },
+        ];
+        let outcomes: Vec<Outcome> = parts
+            .iter()
+            .map(|p| Outcome {
+                issued: true,
+                error_ns: p.total(),
+                parts: *p,
+                late: if p.total() > 10_000 {
+                    p.dominant()
+                } else {
+                    Late::No
+                },
+                ..Outcome::default()
+            })
+            .collect();
+        let c = Compiled {
+            commands: vec![Command::default(); 4],
+            ..Compiled::default()
+        };
+        let run = Run {
+            outcomes,
+            elapsed_ns: 1,
+            aborted: false,
+            tsc_hz: None,
+            preemptions: 3,
+            cpu_ns: 5,
+        };
+        let t = timing(&c, &run, Pace::Speed(1.0));
+        assert_eq!(
+            t.error_parts,
+            ErrorParts {
+                behind_ns: 43_000,
+                stalled_ns: 70_000,
+                constraint_ns: 20_000,
+                wakeup_ns: 2_000_000,
+            }
+        );
+        // Less the machine's parts: 0, 3 µs, 40 µs, 20 µs.
+        assert_eq!(t.error_without_machine.max_ns, 40_000);
+        assert_eq!(t.error_without_machine.median_ns, 20_000);
+        assert_eq!(t.error.max_ns, 2_003_000);
+        let over_10us = &t.late[0];
+        assert_eq!(
+            (
+                over_10us.behind,
+                over_10us.wakeup,
+                over_10us.stalled,
+                over_10us.constraint
+            ),
+            (1, 1, 1, 0)
+        );
+        let text = t.text();
+        assert!(text.contains("preempted 3 time(s)"), "{text}");
+        assert!(
+            text.contains("less the machine's parts (stalls, late wake-ups): median 20.0µs"),
+            "{text}"
+        );
+    }
+
     /// The typed timing file holds, key for key and value for value, the
     /// map the CLI used to build with `json!`.
     #[test]
@@ -479,6 +620,8 @@ mod tests {
             cdf: vec![(1_000, 0.5), (10_000, 1.0)],
             per_second: Vec::new(),
             late: Vec::new(),
+            error_parts: ErrorParts::default(),
+            error_without_machine: Quantiles::default(),
             preemptions: 0,
             cpu_ns: 0,
             mismatches: 0,

@@ -176,23 +176,17 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 
 /* The forms without an envp use environ; they are forwarded to the forms
  * with one only when the shim must be taken out. */
-static int (*real_execv)(const char *, char *const[]);
-EXPORT int execv(const char *path, char *const argv[])
-{
-    uint32_t euid;
-    if (!leaves_run(&euid))
-        return REAL(execv)(path, argv);
-    return execve(path, argv, environ);
-}
-
-static int (*real_execvp)(const char *, char *const[]);
-EXPORT int execvp(const char *file, char *const argv[])
-{
-    uint32_t euid;
-    if (!leaves_run(&euid))
-        return REAL(execvp)(file, argv);
-    return execvpe(file, argv, environ);
-}
+#define WITHOUT_ENVP(name, with_envp)                                                    \
+    static int (*real_##name)(const char *, char *const[]);                              \
+    EXPORT int name(const char *what, char *const argv[])                                \
+    {                                                                                    \
+        uint32_t euid;                                                                   \
+        if (!leaves_run(&euid))                                                          \
+            return REAL(name)(what, argv);                                               \
+        return with_envp(what, argv, environ);                                           \
+    }
+WITHOUT_ENVP(execv, execve)
+WITHOUT_ENVP(execvp, execvpe)
 
 /* execl, execlp, execle: their arguments as an argv. */
 #define ARGV_FROM_VA(first, ap, after)                                                   \

@@ -217,13 +217,7 @@ EXPORT int close(int fd)
                 fd_forget(fd))
     struct fsprof_ctr *c = call_begin_fd(OP_close, FDOP_close, fd, &file);
     fd_forget(fd);
-    if (UNLIKELY(c == NULL))
-        return REAL(close)(fd);
-    uint64_t t0 = now_ticks();
-    int r = REAL(close)(fd);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    return r;
+    TIMED_IN(c, int, r == -1, REAL(close)(fd), (void)0);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -607,13 +601,7 @@ EXPORT int fclose(FILE *f)
                 r == EOF, (f), fd_forget(fd))
     struct fsprof_ctr *c = call_begin_fd(OP_fclose, FDOP_fclose, fd, &file);
     fd_forget(fd);
-    if (UNLIKELY(c == NULL))
-        return REAL(fclose)(f);
-    uint64_t t0 = now_ticks();
-    int r = REAL(fclose)(f);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == EOF);
-    return r;
+    TIMED_IN(c, int, r == EOF, REAL(fclose)(f), (void)0);
 }
 WRAP_FD(fflush, int, fflush, (FILE * f), (f), r == EOF, fd_of_any(f))
 WRAP_FD(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF, fd_of_any(f))

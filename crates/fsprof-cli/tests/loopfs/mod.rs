@@ -9,6 +9,8 @@
 //! nothing to write, while a clean xfs sends nothing.
 #![allow(dead_code)]
 
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -138,5 +140,104 @@ impl Drop for LoopFs {
             let _ = Command::new("umount").arg(self.mnt()).status();
         }
         let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// A block I/O cgroup that holds reads or writes on one device to `bps`
+/// bytes a second (cgroup v2 `io.max`, else v1 `blkio.throttle.*`),
+/// removed on drop. The throttled bios wait in the block layer and are
+/// sent on later by a kernel worker, so a task that waits for them (a
+/// direct write, a reader of the pages they fill) sleeps for as long as
+/// the limit says, however fast the machine: below 640 KiB/s not even the
+/// first 64 KiB bio fits in the throttle's first 100 ms slice.
+pub struct Throttle {
+    dir: PathBuf,
+}
+
+impl Throttle {
+    pub fn reads(dev: &str, bps: u64) -> Throttle {
+        Self::new(dev, "rbps", "read", bps)
+    }
+
+    pub fn writes(dev: &str, bps: u64) -> Throttle {
+        Self::new(dev, "wbps", "write", bps)
+    }
+
+    fn new(dev: &str, v2_key: &str, v1_kind: &str, bps: u64) -> Throttle {
+        let devno = std::fs::read_to_string(Path::new("/sys/block").join(dev).join("dev"))
+            .unwrap()
+            .trim()
+            .to_string();
+        let name = format!("fsprof_throttle_{}_{v2_key}", std::process::id());
+        let v2 = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| {
+                std::fs::read_to_string(p.join("cgroup.controllers"))
+                    .is_ok_and(|c| c.split_whitespace().any(|w| w == "io"))
+            });
+        let (dir, file, line) = if let Some(root) = v2 {
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
+            (
+                root.join(&name),
+                "io.max".to_string(),
+                format!("{devno} {v2_key}={bps}"),
+            )
+        } else {
+            let root = PathBuf::from("/sys/fs/cgroup/blkio");
+            let file = format!("blkio.throttle.{v1_kind}_bps_device");
+            if !root.join(&file).exists() {
+                fsprof_testkit::missing(
+                    "a block I/O cgroup controller (cgroup v2 `io` or v1 `blkio` with throttling)",
+                    "boot a kernel with CONFIG_BLK_DEV_THROTTLING and mount the io/blkio controller",
+                );
+            }
+            (root.join(&name), file, format!("{devno} {bps}"))
+        };
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let t = Throttle { dir };
+        if !t.dir.join(&file).exists() {
+            // cgroup v2 where `+io` could not be enabled above (a
+            // delegated root that holds processes refuses it).
+            fsprof_testkit::missing(
+                &format!("{file} in {}", t.dir.display()),
+                "enable the io controller for the cgroup's parent (`echo +io > cgroup.subtree_control`)",
+            );
+        }
+        std::fs::write(t.dir.join(&file), line).unwrap_or_else(|e| panic!("{file}: {e}"));
+        t
+    }
+
+    pub fn add(&self, pid: u32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    /// `cmd` joins the cgroup between fork and exec, so that it and all it
+    /// starts are throttled from their first I/O on. The returned file must
+    /// outlive the spawn.
+    pub fn join_on_spawn(&self, cmd: &mut Command) -> std::fs::File {
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+            .unwrap();
+        let fd = procs.as_raw_fd();
+        // SAFETY: write(2) is async-signal-safe; `fd` stays open in the
+        // child until exec (the caller holds `procs` across the spawn).
+        unsafe {
+            cmd.pre_exec(move || {
+                // "0" moves the writing process (cgroup v1 and v2).
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        procs
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }

@@ -25,7 +25,18 @@ pub struct Dirs {
 
 pub fn dirs() -> Dirs {
     fsprof_testkit::need_root("a FUSE mount");
-    let tmp = tempfile::tempdir().unwrap();
+    dirs_in(tempfile::tempdir().unwrap())
+}
+
+/// [`dirs`] on the disk the build is on, for tests whose daemon must
+/// reach a block device: /tmp may be a tmpfs, where evicted data is not
+/// read back from any device.
+pub fn dirs_on_disk() -> Dirs {
+    fsprof_testkit::need_root("a FUSE mount");
+    dirs_in(fsprof_testkit::disk_tempdir())
+}
+
+fn dirs_in(tmp: tempfile::TempDir) -> Dirs {
     let (lower, mp) = (tmp.path().join("lower"), tmp.path().join("mnt"));
     std::fs::create_dir_all(&lower).unwrap();
     std::fs::create_dir_all(&mp).unwrap();

@@ -1,0 +1,240 @@
+//! Why a paced replay's commands were late, in ns per cause.
+//!
+//! A command's issue-time error is split into parts as the replay thread
+//! goes through its commands: the lag a command inherits from the previous
+//! one (which returned after this one's time) keeps that one's parts,
+//! plus the previous command's excess over its traced duration — the
+//! replayer's per-command cost when small (*behind*), a *stall* when
+//! [`STALL_NS`] or more (a preemption during the call, or a file system
+//! slower than when traced) — scaled down by the traced gap that absorbed
+//! some of it; what is added on top is the command's own: waiting for
+//! another thread, its preparation, or, when it was ready in time, a late
+//! wake-up or a preemption while spinning. So one late wake-up at the
+//! start of a burst stays a wake-up for every command queued behind it,
+//! and the report can say how much of the error is the replayer's
+//! (*behind*) and how much the machine's (stalls, late wake-ups).
+
+/// The dominant reason a command was issued late (paced replays).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Late {
+    /// Issued on time (or an afap replay).
+    #[default]
+    No,
+    /// Mostly the replayer's own cost: the thread's earlier commands (or
+    /// this one's preparation) took longer than the traced gaps allowed,
+    /// each by less than [`STALL_NS`].
+    Behind,
+    /// A command of another thread it must follow completed after the
+    /// command's time.
+    Constraint,
+    /// Ready in time but run late: a late wake-up from its sleep or a
+    /// preemption while spinning (scheduling, the machine's load).
+    Wakeup,
+    /// An earlier command of the thread ran [`STALL_NS`] or more longer than
+    /// traced: preempted during it, or the file system was slower.
+    Stall,
+}
+
+/// A command that ran this much longer than traced stalled its thread.
+pub const STALL_NS: u64 = 50_000;
+
+/// Its waits for other threads ended after its time.
+pub const WAITED_LATE: u8 = 2;
+/// Its preparation ended after its time.
+pub const PREP_LATE: u8 = 4;
+
+/// A command's issue-time error by cause, ns; the parts sum to the error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    pub behind: u64,
+    pub stall: u64,
+    pub constraint: u64,
+    pub wakeup: u64,
+}
+
+impl Parts {
+    pub fn total(&self) -> u64 {
+        self.behind + self.stall + self.constraint + self.wakeup
+    }
+
+    /// The machine's share: stalls and late wake-ups.
+    pub fn machine(&self) -> u64 {
+        self.stall + self.wakeup
+    }
+
+    fn as_array(&self) -> [u64; 4] {
+        [self.behind, self.stall, self.constraint, self.wakeup]
+    }
+
+    fn from_array(a: [u64; 4]) -> Parts {
+        Parts {
+            behind: a[0],
+            stall: a[1],
+            constraint: a[2],
+            wakeup: a[3],
+        }
+    }
+
+    fn add(&mut self, cause: Late, ns: u64) {
+        match cause {
+            Late::Behind => self.behind += ns,
+            Late::Stall => self.stall += ns,
+            Late::Constraint => self.constraint += ns,
+            Late::Wakeup => self.wakeup += ns,
+            Late::No => {}
+        }
+    }
+
+    /// The largest part's cause (No when there is no error).
+    pub fn dominant(&self) -> Late {
+        let causes = [Late::Behind, Late::Stall, Late::Constraint, Late::Wakeup];
+        let a = self.as_array();
+        let (i, &m) = a
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, v)| (*v, std::cmp::Reverse(i)))
+            .expect("four parts");
+        if m == 0 {
+            Late::No
+        } else {
+            causes[i]
+        }
+    }
+
+    /// The parts scaled to sum to `total`, in proportion (the largest takes
+    /// the rounding).
+    fn scaled_to(self, total: u64) -> Parts {
+        let sum = self.total();
+        if sum == 0 {
+            return Parts {
+                behind: total,
+                ..Parts::default()
+            };
+        }
+        let mut a = self
+            .as_array()
+            .map(|v| (v as u128 * total as u128 / sum as u128) as u64);
+        let rest = total - a.iter().sum::<u64>();
+        let big = (0..4).max_by_key(|&i| a[i]).expect("four parts");
+        a[big] += rest;
+        Parts::from_array(a)
+    }
+}
+
+/// A replay thread's lag as it goes through its commands (ns).
+#[derive(Default)]
+pub struct Lag {
+    /// The previous command: when it returned, and by how much it ran
+    /// longer than traced.
+    prev: Option<(u64, u64)>,
+    parts: Parts,
+}
+
+impl Lag {
+    /// The next command of the thread: due at `target`, issued at `t0`,
+    /// returned `latency` later after a traced `dur`; `flags` as the replay
+    /// loop noted them. Its error's parts.
+    pub fn step(&mut self, target: u64, t0: u64, latency: u64, dur: u64, flags: u8) -> Parts {
+        let error = t0.saturating_sub(target);
+        let mut parts = Parts::default();
+        if let Some((end, excess)) = self.prev {
+            if end > target {
+                let mut carried = self.parts;
+                carried.add(
+                    if excess >= STALL_NS {
+                        Late::Stall
+                    } else {
+                        Late::Behind
+                    },
+                    excess,
+                );
+                parts = carried.scaled_to((end - target).min(error));
+            }
+        }
+        let own = error - parts.total();
+        let cause = if flags & WAITED_LATE != 0 {
+            Late::Constraint
+        } else if flags & PREP_LATE != 0 || parts.total() > 0 {
+            // Its preparation ran over, or the loop's own steps after a
+            // previous command that returned late.
+            Late::Behind
+        } else {
+            Late::Wakeup
+        };
+        parts.add(cause, own);
+        self.prev = Some((t0 + latency, latency.saturating_sub(dur)));
+        self.parts = parts;
+        parts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_wake_up_stays_a_wake_up_for_the_burst_behind_it() {
+        let mut lag = Lag::default();
+        // On time.
+        let p = lag.step(1_000, 1_000, 100, 100, 0);
+        assert_eq!(p, Parts::default());
+        assert_eq!(p.dominant(), Late::No);
+        // Woke 38 ms late for the burst's first call, which also ran 3 µs
+        // longer than traced.
+        let late = 38_000_000;
+        let t = 10_000_000;
+        let p = lag.step(t, t + late, 4_000, 1_000, 0);
+        assert_eq!(p.wakeup, late);
+        assert_eq!(p.dominant(), Late::Wakeup);
+        // The next call was due 1.5 µs later: it carries the 38 ms and the
+        // 3 µs excess less the 500 ns traced gap.
+        let t2 = t + 1_500;
+        let p = lag.step(t2, t + late + 4_000, 200, 200, 0);
+        assert_eq!(p.total(), late + 2_500);
+        assert_eq!(p.dominant(), Late::Wakeup);
+        assert!(p.behind > 0 && p.behind < 3_000, "{p:?}");
+        assert_eq!(p.machine() + p.behind, p.total());
+    }
+
+    #[test]
+    fn small_excesses_add_up_to_behind_and_big_ones_are_stalls() {
+        let mut lag = Lag::default();
+        // Calls traced 300 ns apart taking 100 ns; the replay takes 400 ns
+        // each: 100 ns of lag per call.
+        let mut t0 = 0;
+        let mut last = Parts::default();
+        for k in 0..100u64 {
+            let target = k * 300;
+            t0 = t0.max(target);
+            last = lag.step(target, t0, 400, 100, 0);
+            t0 += 400;
+        }
+        assert_eq!(last.total(), 99 * 100);
+        assert_eq!(last.behind, last.total());
+        assert_eq!(last.dominant(), Late::Behind);
+        // A call that runs 60 µs longer than traced stalls the next.
+        let mut lag = Lag::default();
+        lag.step(0, 0, 60_100, 100, 0);
+        let p = lag.step(1_000, 60_100, 100, 100, 0);
+        assert_eq!(p.stall, 59_100);
+        assert_eq!(p.dominant(), Late::Stall);
+    }
+
+    #[test]
+    fn own_delays_go_to_their_cause() {
+        // Free in time, but another thread's command completed late.
+        let mut lag = Lag::default();
+        let p = lag.step(1_000, 61_000, 100, 100, WAITED_LATE);
+        assert_eq!(p.constraint, 60_000);
+        assert_eq!(p.dominant(), Late::Constraint);
+        // Free in time; its own preparation ran over.
+        let mut lag = Lag::default();
+        let p = lag.step(1_000, 21_000, 100, 100, PREP_LATE);
+        assert_eq!(p.dominant(), Late::Behind);
+        // A long traced gap absorbs an earlier lag completely.
+        let mut lag = Lag::default();
+        lag.step(0, 50_000, 100, 100, 0);
+        let p = lag.step(1_000_000, 1_000_000, 100, 100, 0);
+        assert_eq!(p.total(), 0);
+    }
+}
