@@ -10,8 +10,13 @@
    CDF, and the trace's compiled size vs its raw size.
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
    `fsprof trace --data digest` vs `strace -f -o /dev/null`.
+4. Per-call cost of recording: bench/percall.c's loop of cached calls,
+   bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
+   ns per call (wall time, from inside the loop) and the CPU time per call
+   of the whole command (the program, and fsprof turning records into the
+   trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--rounds N] [--n N] [--parts 1,2,3] [--skip-overhead]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead]
 """
 import argparse
 import json
@@ -148,6 +153,8 @@ def overhead(tmp):
         "fsprof trace": [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "g.trace"), "--"] + grep,
         "fsprof run": [ARGS.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "g.json"), "--"] + grep,
     }
+    if ARGS.baseline:
+        variants["baseline trace"] = [ARGS.baseline, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "b.trace"), "--"] + grep
     if shutil.which("strace"):
         variants["strace -f"] = ["strace", "-f", "-o", "/dev/null"] + grep
     times = interleaved(variants, ARGS.rounds, warm=2)
@@ -158,14 +165,49 @@ def overhead(tmp):
         print(f"{k:<14} {m:8.4f} s  ratio {m / bare:7.3f}  (min..max {min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
 
 
+def cpu_run(cmd):
+    """(stdout, CPU seconds of the command and all its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = run(cmd).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, cpu
+
+
+def percall(tmp):
+    exe = os.path.join(tmp, "percall")
+    run(["cc", "-O2", "-o", exe, os.path.join(ROOT, "bench/percall.c")])
+    n = 1_000_000
+    variants = {
+        "bare": [],
+        "fsprof run": [ARGS.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "pc.json"), "--"],
+        "fsprof trace": [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", os.path.join(tmp, "pc.trace"), "--"],
+    }
+    print(f"\n# 4. per call: a loop of {n} cached calls, {ARGS.rounds} interleaved rounds, medians")
+    print(f"{'call':<6} {'variant':<13} {'in-loop ns':>10} {'CPU ns/call':>12} {'CPU added':>10}")
+    for call in ["pread", "fstat"]:
+        wall_ns = {k: [] for k in variants}
+        cpu_ns = {k: [] for k in variants}
+        for _ in range(ARGS.rounds):
+            for k, pre in variants.items():
+                out, cpu = cpu_run(pre + [exe, call, str(n)])
+                wall_ns[k].append(float(out))
+                cpu_ns[k].append(cpu * 1e9 / n)
+        base = statistics.median(cpu_ns["bare"])
+        for k in variants:
+            c = statistics.median(cpu_ns[k])
+            print(f"{call:<6} {k:<13} {statistics.median(wall_ns[k]):10.1f} {c:12.1f} {c - base:10.1f}")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--baseline", help="part 3: another fsprof binary's `trace` measured beside (before/after a change)")
     ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
-    ap.add_argument("--parts", default="1,2,3", help="which of the three measurements to run")
+    ap.add_argument("--parts", default="1,2,3,4", help="which of the four measurements to run")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
@@ -180,6 +222,8 @@ def main():
             bursty(tmp)
         if "3" in parts:
             overhead(tmp)
+        if "4" in parts:
+            percall(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

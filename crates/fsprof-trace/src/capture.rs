@@ -59,8 +59,12 @@ pub struct TraceOutcome {
     pub peak_pending_bytes: u64,
 }
 
-/// How often finished chunks are moved out of the run directory.
-const HARVEST_NS: u64 = 200_000_000;
+/// How often finished chunks are moved out of the run directory: often,
+/// so that a chunk is compressed into the trace soon after it is sealed,
+/// on a core the traced program may not be using, rather than all at the
+/// end. A pass that finds nothing sealed costs a directory read and a
+/// header read per live thread.
+const HARVEST_NS: u64 = 25_000_000;
 
 pub struct TraceSource {
     user: UserSource,
@@ -75,6 +79,8 @@ pub struct TraceSource {
     streams: HashMap<(u64, i32), u32>,
     /// A chunk's records, read out of it (kept between chunks).
     body: Vec<u8>,
+    /// CLOCK_MONOTONIC ns when the user source's upkeep is next due.
+    user_upkeep_due: u64,
     /// Newest process image seen per pid: chunks of older images are done.
     newest_image: HashMap<i32, u64>,
     dropped: u64,
@@ -101,6 +107,7 @@ impl TraceSource {
             writer: None,
             streams: HashMap::new(),
             body: Vec::new(),
+            user_upkeep_due: 0,
             newest_image: HashMap::new(),
             dropped: 0,
             notes: Vec::new(),
@@ -256,7 +263,14 @@ impl Source for TraceSource {
     }
 
     fn upkeep(&mut self) {
-        self.user.upkeep();
+        // The user source's own upkeep keeps its slower pace.
+        let now = fsprof_sys::clock::mono_ns();
+        if let Some(every) = self.user.caps().upkeep_ns {
+            if now >= self.user_upkeep_due {
+                self.user.upkeep();
+                self.user_upkeep_due = now + every;
+            }
+        }
         self.harvest(false);
     }
 

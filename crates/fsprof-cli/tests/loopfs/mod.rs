@@ -221,6 +221,14 @@ impl Throttle {
         };
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let t = Throttle { dir };
+        if !t.dir.join(&file).exists() {
+            // cgroup v2 where `+io` could not be enabled above (a
+            // delegated root that holds processes refuses it).
+            fsprof_testkit::missing(
+                &format!("{file} in {}", t.dir.display()),
+                "enable the io controller for the cgroup's parent (`echo +io > cgroup.subtree_control`)",
+            );
+        }
         std::fs::write(t.dir.join(&file), line).unwrap_or_else(|e| panic!("{file}: {e}"));
         t
     }
