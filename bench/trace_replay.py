@@ -16,7 +16,10 @@
    of the whole command (the program, and fsprof turning records into the
    trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead] [--no-rt]
+
+As root, parts 1 and 2 also run both sides under SCHED_FIFO (chrt -f 10),
+interleaved, to show how much of a figure the machine's load accounts for.
 """
 import argparse
 import json
@@ -42,12 +45,12 @@ def fsprof(args, tmp):
     return run([ARGS.fsprof] + args, cwd=tmp)
 
 
-def timing(tmp, replay, root, extra):
+def timing(tmp, replay, root, extra, wrap=()):
     if os.path.exists(root):
         shutil.rmtree(root)
     os.mkdir(root)
     tfile = os.path.join(tmp, "timing.json")
-    fsprof(["replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra, tmp)
+    run(list(wrap) + [ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra, cwd=tmp)
     with open(tfile) as f:
         return json.load(f)["timing"]
 
@@ -77,6 +80,10 @@ def pread_rates(tmp):
     # CPU time per call (user + system): the cost of each side whatever the
     # machine's load, next to the wall-clock rates the target is about.
     orig_cpu, rep_cpu = [], []
+    # Both sides again under SCHED_FIFO (root only): what is left when the
+    # other processes on the machine cannot take the CPUs away.
+    rt = os.geteuid() == 0 and shutil.which("chrt") and not ARGS.no_rt
+    rt_orig, rt_rep = [], []
     root = os.path.join(tmp, "root")
     for _ in range(ARGS.rounds):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -96,6 +103,10 @@ def pread_rates(tmp):
             ios = sum(j["read"]["total_ios"] for j in out["jobs"])
             secs = max(j["job_runtime"] for j in out["jobs"]) / 1e3
             fio.append(ios / secs)
+        if rt:
+            rt_orig.append(float(run(["chrt", "-f", "10", exe, data, n]).stdout))
+            t = timing(tmp, replay, root, ["--afap", "--verify", "off"], wrap=["chrt", "-f", "10"])
+            rt_rep.append(t["issued"] / (t["elapsed_ns"] / 1e9))
     o, r = statistics.median(orig), statistics.median(rep)
     print(f"# 1. cached 1 KiB pread loop, 2 threads x {ARGS.n} calls, {ARGS.rounds} interleaved rounds, medians")
     print(f"original program      {o:12.0f} calls/s")
@@ -106,24 +117,17 @@ def pread_rates(tmp):
     if rep_cpu:
         oc, rc = statistics.median(orig_cpu), statistics.median(rep_cpu)
         print(f"CPU per call: original {oc:.0f} ns, replay threads {rc:.0f} ns, ratio {oc / rc:.3f} (higher is a cheaper replay)")
+    if rt_orig:
+        ro, rr = statistics.median(rt_orig), statistics.median(rt_rep)
+        ratios = [b / a for a, b in zip(rt_orig, rt_rep)]
+        print(f"under SCHED_FIFO (chrt -f 10), both sides: original {ro:.0f} calls/s, replay {rr:.0f} calls/s, "
+              f"ratio {rr / ro:.3f} (per round {min(ratios):.3f}..{max(ratios):.3f})")
     print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
 
 
-def bursty(tmp):
-    src = os.path.join(ROOT, "crates/fsprof-shim/shim")
-    script = ";".join(
-        f"cc -O1 -c -I{src} -o {tmp}/o{i}.o {src}/{f}; sleep 0.2"
-        for i, f in enumerate(["runtime.c", "trace.c", "runtime.c", "trace.c"])
-    )
-    trace = os.path.join(tmp, "cc.trace")
-    fsprof(["trace", "-f", "-o", trace, "--", "sh", "-c", script], tmp)
-    replay = os.path.join(tmp, "cc.replay")
-    comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
-    root = os.path.join(tmp, "ccroot")
-    runs = [timing(tmp, replay, root, ["--verify", "warn"]) for _ in range(ARGS.rounds)]
+def report_errors(runs):
     med = lambda k: statistics.median(t["error"][k] for t in runs)
-    print(f"\n# 2. timing at original speed: a gcc trace ({runs[0]['commands']} commands), {ARGS.rounds} replays, medians of each figure")
     print(f"issue-time error: median {med('median_ns') / 1e3:.1f} us, p90 {med('p90_ns') / 1e3:.1f} us, "
           f"p99 {med('p99_ns') / 1e3:.1f} us, max {med('max_ns') / 1e3:.1f} us")
     print(f"elapsed {statistics.median(t['elapsed_ns'] for t in runs) / 1e9:.3f} s vs traced {runs[0]['traced_ns'] / 1e9:.3f} s; "
@@ -143,6 +147,34 @@ def bursty(tmp):
               f"{mk('stalled'):.0f} stalled, {mk('constraint'):.0f} waiting for another thread, {mk('wakeup'):.0f} woke or ran late (scheduling)")
     cdf = runs[len(runs) // 2]["cdf"]
     print("CDF (one replay): " + ", ".join(f"<={ns / 1e3:g}us {frac * 100:.1f}%" for ns, frac in cdf))
+
+
+def bursty(tmp):
+    src = os.path.join(ROOT, "crates/fsprof-shim/shim")
+    script = ";".join(
+        f"cc -O1 -c -I{src} -o {tmp}/o{i}.o {src}/{f}; sleep 0.2"
+        for i, f in enumerate(["runtime.c", "trace.c", "runtime.c", "trace.c"])
+    )
+    trace = os.path.join(tmp, "cc.trace")
+    fsprof(["trace", "-f", "-o", trace, "--", "sh", "-c", script], tmp)
+    replay = os.path.join(tmp, "cc.replay")
+    comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
+    root = os.path.join(tmp, "ccroot")
+    # The same replay under SCHED_FIFO (root only), interleaved: the
+    # scheduler's share of the error on a loaded machine, measured.
+    rt = os.geteuid() == 0 and shutil.which("chrt") and not ARGS.no_rt
+    runs, rt_runs = [], []
+    for _ in range(ARGS.rounds):
+        runs.append(timing(tmp, replay, root, ["--verify", "warn"]))
+        if rt:
+            rt_runs.append(timing(tmp, replay, root, ["--verify", "warn"], wrap=["chrt", "-f", "10"]))
+    print(f"\n# 2. timing at original speed: a gcc trace ({runs[0]['commands']} commands), {ARGS.rounds} replays, "
+          f"medians of each figure, load {os.getloadavg()[0]:.1f}")
+    report_errors(runs)
+    if rt_runs:
+        print("## the same replays under SCHED_FIFO (chrt -f 10), interleaved with the above")
+        report_errors(rt_runs)
+    print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
 
 
@@ -208,6 +240,7 @@ def main():
     ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
     ap.add_argument("--parts", default="1,2,3,4", help="which of the four measurements to run")
+    ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
