@@ -6,9 +6,10 @@ Workloads (each repeated, medians): a warm `grep -r` over a copy of
 and create+stat+unlink of 10,000 files (bench/mount_meta.c).
 
 Configurations: native (LOWER itself), `fsprof mount` --observe-all and
---fast with the default threads and with one, the same daemon built with
+--fast with the default thread (one) and with two, the same daemon built with
 timing compiled out (`--features fsprof-fuse/untimed`), bindfs (Debian;
-single-threaded by default, and --multithreaded), and libfuse's
+single-threaded by default, --multithreaded, and with entry/attribute
+caching off like observe-all), and libfuse's
 passthrough_hp (default threads and --single, each with its default day-long
 entry/attribute caching and with --nocache, like observe-all), built from
 Debian's fuse3 source package (`apt-get source fuse3`, never committed).
@@ -19,11 +20,21 @@ ratio to native in the same round.
 
 Needs root. Usage:
   bench/mount_bench.py [--reps 5] [--dir target/mount-bench] [--skip-build]
+                       [--only CONFIG,...] [--workloads grep,read,meta]
+                       [--requests]
 Prints a table of medians and ratios to native, then the per-request
 overhead of the timing (timed vs untimed build, and as the profile
 measures it).
+
+--requests counts instead of timing: each workload runs once more (after
+the warm-up) on every mount while the kernel's own tracepoint
+`fuse:fuse_request_send` is recorded in a private tracefs instance,
+filtered to that mount's connection. The counts are what each daemon was
+asked, whoever the daemon is, so peers that cache entries or attributes
+show the requests they never get.
 """
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -77,6 +88,9 @@ def fsprof_bin(untimed=False):
     return os.path.join(ROOT, t)
 
 
+NO_CACHE = "entry_timeout=0,attr_timeout=0,negative_timeout=0"
+
+
 class Config:
     def __init__(self, name, mount=None, unmount=None):
         self.name, self.mount, self.unmount = name, mount, unmount
@@ -96,13 +110,17 @@ def configs(args, hp, lower):
     plain_umount = lambda mnt: sh(["umount", mnt])
     return [
         Config("native"),
+        # The default is one worker thread; 2T is the earlier default.
         fsp("fsprof observe-all", []),
-        fsp("fsprof observe-all 1T", ["--threads", "1"]),
+        fsp("fsprof observe-all 2T", ["--threads", "2"]),
         fsp("fsprof observe-all untimed", [], untimed=True),
         fsp("fsprof fast", ["--fast"]),
-        fsp("fsprof fast 1T", ["--fast", "--threads", "1"]),
+        fsp("fsprof fast 2T", ["--fast", "--threads", "2"]),
         Config("bindfs", lambda mnt: sh(["bindfs", lower, mnt]), plain_umount),
         Config("bindfs multithreaded", lambda mnt: sh(["bindfs", "--multithreaded", lower, mnt]), plain_umount),
+        # bindfs caches entries and attributes for libfuse's default second;
+        # with that off it is asked what observe-all is asked.
+        Config("bindfs no cache", lambda mnt: sh(["bindfs", "-o", NO_CACHE, lower, mnt]), plain_umount),
         Config("passthrough_hp", lambda mnt: sh([hp, lower, mnt]), plain_umount),
         Config("passthrough_hp --single", lambda mnt: sh([hp, "--single", lower, mnt]), plain_umount),
         # Without caching (what observe-all does): the like-for-like peer.
@@ -140,6 +158,79 @@ def workloads(args):
     return [("grep -r /usr/include", grep), ("read 1 GiB", seqread), ("10k create+stat+unlink", metaops)]
 
 
+WORKLOAD_KEYS = {"grep": "grep -r /usr/include", "read": "read 1 GiB", "meta": "10k create+stat+unlink"}
+
+
+class FuseTrace:
+    """Counts FUSE requests per opcode for one connection, from the kernel's
+    `fuse:fuse_request_send` tracepoint, in a tracefs instance of our own
+    (the global buffer and other users' instances are left alone)."""
+
+    def __init__(self):
+        base = "/sys/kernel/tracing"
+        if not os.path.exists(os.path.join(base, "events/fuse/fuse_request_send")):
+            sys.exit("mount_bench.py --requests: this kernel has no fuse:fuse_request_send tracepoint")
+        self.dir = os.path.join(base, "instances", f"fsprof-mount-bench-{os.getpid()}")
+        os.mkdir(self.dir)
+        self.put("buffer_size_kb", "65536")
+        self.ev = os.path.join(self.dir, "events/fuse/fuse_request_send")
+
+    def put(self, rel, value):
+        with open(os.path.join(self.dir, rel), "w") as f:
+            f.write(value)
+
+    def count(self, mnt, run):
+        st = os.stat(mnt)
+        conn = (os.major(st.st_dev) << 20) | os.minor(st.st_dev)  # the kernel's dev_t
+        self.put("trace", "")
+        self.put("events/fuse/fuse_request_send/filter", f"connection == {conn}")
+        self.put("events/fuse/fuse_request_send/enable", "1")
+        try:
+            run()
+        finally:
+            self.put("events/fuse/fuse_request_send/enable", "0")
+        counts = collections.Counter()
+        with open(os.path.join(self.dir, "trace")) as f:
+            for line in f:
+                if "fuse_request_send:" in line and "(FUSE_" in line:
+                    counts[line.split("(FUSE_", 1)[1].split(")", 1)[0].lower()] += 1
+        lost = 0
+        for cpu in os.listdir(os.path.join(self.dir, "per_cpu")):
+            with open(os.path.join(self.dir, "per_cpu", cpu, "stats")) as f:
+                for line in f:
+                    if line.startswith("overrun:"):
+                        lost += int(line.split()[1])
+        if lost:
+            print(f"warning: {lost} trace events lost; counts are low", file=sys.stderr)
+        return counts
+
+    def close(self):
+        os.rmdir(self.dir)
+
+
+def requests(cs, roots, ws):
+    """One traced run of each workload on each mount; prints the requests
+    per opcode."""
+    tr = FuseTrace()
+    try:
+        table = {}
+        for wname, w in ws:
+            for c in cs:
+                if c.mount:
+                    table[(c.name, wname)] = tr.count(roots[c.name], lambda: w(roots[c.name]))
+    finally:
+        tr.close()
+    for wname, _ in ws:
+        print(f"\n{wname}: FUSE requests the kernel sent (fuse:fuse_request_send)\n")
+        print("| configuration | total | by opcode |\n|---|---:|---|")
+        for c in cs:
+            n = table.get((c.name, wname))
+            if n is None:
+                continue
+            ops = ", ".join(f"{op} {k:,}" for op, k in n.most_common())
+            print(f"| {c.name} | {sum(n.values()):,} | {ops} |")
+
+
 def prepare(args, lower):
     inc = os.path.join(lower, "include")
     if not os.path.exists(inc):
@@ -156,6 +247,8 @@ def main():
     ap.add_argument("--dir", default=os.path.join(ROOT, "target/mount-bench"))
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated config names")
+    ap.add_argument("--workloads", default="grep,read,meta", help="comma-separated: grep, read, meta")
+    ap.add_argument("--requests", action="store_true", help="count each daemon's requests instead of timing")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("mount_bench.py: needs root (FUSE mounts)")
@@ -184,7 +277,14 @@ def main():
                 roots[c.name] = mnt
             else:
                 roots[c.name] = lower
-        times, ws = {}, workloads(args)
+        want = [WORKLOAD_KEYS[k] for k in args.workloads.split(",") if k]
+        times, ws = {}, [(n, w) for n, w in workloads(args) if n in want]
+        if args.requests:
+            for wname, w in ws:
+                for c in cs:
+                    w(roots[c.name])  # warm-up, as in the timed rounds
+            requests(cs, roots, ws)
+            return
         for rep in range(args.reps + 1):
             for wname, w in ws:
                 for c in cs:

@@ -23,13 +23,15 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
             f.write_all(&pattern(1000, (k * 10 + w) as u64)).unwrap();
         }
     }
+    // Reads of one write's size, then the read that finds the end: with
+    // direct I/O each read call is one request.
     for k in 0..FILES {
-        let mut got = Vec::new();
-        fs::File::open(m.path(format!("f{k}")))
-            .unwrap()
-            .read_to_end(&mut got)
-            .unwrap();
-        assert_eq!(got.len(), 3000);
+        let mut f = fs::File::open(m.path(format!("f{k}"))).unwrap();
+        let mut got = vec![0u8; 1000 * WRITES];
+        for chunk in got.chunks_mut(1000) {
+            assert_eq!(f.read(chunk).unwrap(), 1000);
+        }
+        assert_eq!(f.read(&mut [0u8; 1000]).unwrap(), 0);
         assert_eq!(got, fs::read(d.lower.join(format!("f{k}"))).unwrap());
     }
     fs::rename(m.path("f0"), m.path("g0")).unwrap();
@@ -45,10 +47,11 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
     let p = m.umount();
     assert_eq!(p.meta.tool, "mount");
     assert_eq!(p.meta.settings["mode"], "observe-all");
+    fsprof_testkit::assert_noted(&p.meta.notes, "direct I/O");
     let want = [
         ("create", FILES),
         ("write", FILES * WRITES),
-        ("read", FILES),
+        ("read", FILES * (WRITES + 1)),
         ("open", FILES),
         ("flush", 2 * FILES),
         ("release", 2 * FILES),
@@ -142,4 +145,60 @@ fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
         "{text}"
     );
     assert!(text.contains("mode fast"), "{text}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn more_inodes_than_the_descriptor_limit_it_was_started_with() {
+    use std::os::unix::process::CommandExt;
+    let d = dirs();
+    const LIMIT: u64 = 256;
+    const FILES: usize = 600;
+    for k in 0..FILES {
+        fs::write(d.lower.join(format!("f{k}")), "x").unwrap();
+    }
+    // A soft limit below the files, the hard limit as it is: the daemon
+    // lifts its soft limit to the hard one (and further, where it holds
+    // CAP_SYS_RESOURCE).
+    // SAFETY: plain data getrlimit fills in.
+    let mut hard: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: an out-pointer to a rlimit.
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) };
+    assert_eq!(r, 0);
+    let hard = hard.rlim_max;
+    assert!(
+        hard > 2 * FILES as u64,
+        "the hard descriptor limit, {hard}, leaves no room for this test"
+    );
+    let mut cmd = fsprof();
+    cmd.arg("mount")
+        .arg(&d.lower)
+        .arg(&d.mp)
+        .arg("-o")
+        .arg(&d.out);
+    // SAFETY: only setrlimit runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: hard,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &l) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    };
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = Mount::adopt(&d.lower, &d.mp, &d.out, &stat_json(&d.mp));
+    // The kernel keeps each inode it looked up, the daemon one descriptor
+    // for each: more than the limit the daemon was started with.
+    for k in 0..FILES {
+        fs::metadata(m.path(format!("f{k}"))).unwrap();
+    }
+    let p = m.umount();
+    assert_eq!(op(&p, "lookup").unwrap().errors, 0);
+    let limit: u64 = p.meta.settings["descriptor limit"].parse().unwrap();
+    assert!(limit > FILES as u64, "descriptor limit {limit}");
 }

@@ -118,9 +118,13 @@ impl MountSource {
     pub fn new(opts: MountOptions) -> Result<MountSource, MountError> {
         check_paths(&opts.lower, &opts.mountpoint)?;
         let lower = open_dir(&opts.lower).map_err(|e| MountError::Lower(opts.lower.clone(), e))?;
+        let fd_limit = crate::sys::raise_fd_limit();
         let rec = Recorder::new(opts.resolution, Ticks::choose());
         let overhead = rec.measure_overhead();
-        let live = Arc::new(Live::new(rec, describe(&opts), overhead));
+        let mut meta = describe(&opts);
+        meta.settings
+            .insert("descriptor limit".into(), fd_limit.to_string());
+        let live = Arc::new(Live::new(rec, meta, overhead));
         let as_caller = opts.allow_other && crate::creds::can_switch();
         let cfg = FsConfig {
             mode: opts.mode,

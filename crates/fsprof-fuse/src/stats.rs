@@ -198,6 +198,10 @@ struct Registry {
     /// Requests counted but then found to be the control file's (see
     /// [`Recorder::exclude`]); subtracted from every view.
     excluded: Mutex<Layer>,
+    /// Views begun and ended ([`Recorder::layer`]): a call may only be
+    /// excluded if no view could have counted it (see [`Recorder::exclude`]).
+    views_begun: AtomicU64,
+    views_ended: AtomicU64,
 }
 
 /// Identifies a recorder, so that a thread-local pointer set by one
@@ -227,6 +231,8 @@ impl Recorder {
                 threads: Mutex::new(Vec::new()),
                 baseline: Mutex::new(None),
                 excluded: Mutex::new(Layer::new(LAYER)),
+                views_begun: AtomicU64::new(0),
+                views_ended: AtomicU64::new(0),
             }),
             layout: Arc::new(BucketLayout::new(resolution)),
             ticks,
@@ -298,24 +304,41 @@ impl Recorder {
         (r, self.ticks.to_ns(ticks))
     }
 
+    /// Taken before timing a call that may be excluded later: `None` while
+    /// a view is being read (it might count the call).
+    pub fn quiet_epoch(&self) -> Option<u64> {
+        let begun = self.registry.views_begun.load(SeqCst);
+        (self.registry.views_ended.load(SeqCst) == begun).then_some(begun)
+    }
+
     /// Takes one successful `op` call of `ns` back out of the counts: a
     /// request that turned out to serve the control file (the kernel's
     /// permission check of the mount root before it opens `.fsprof`).
-    pub fn exclude(&self, op: Op, ns: u64) {
+    /// Only if no view began since `epoch` (taken before the call was
+    /// counted): a view that counted the call would be followed by one
+    /// that does not, and the per-interval counts would no longer add up
+    /// to the totals. Returns whether the call was excluded.
+    pub fn exclude(&self, op: Op, ns: u64, epoch: u64) -> bool {
         if cfg!(feature = "untimed") {
-            return;
+            return false;
         }
         let mut one = OpStats::new(op.name());
         one.pre = 1;
         one.post = 1;
         one.total_ns = ns;
         one.histogram.add_to(self.layout.index(ns), 1);
-        self.registry
+        let mut ex = self
+            .registry
             .excluded
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .op_mut(op.name())
-            .merge(&one);
+            .unwrap_or_else(|e| e.into_inner());
+        // Under the lock every view takes before subtracting: a view that
+        // begins after this check subtracts the call as well.
+        if self.registry.views_begun.load(SeqCst) != epoch {
+            return false;
+        }
+        ex.op_mut(op.name()).merge(&one);
+        true
     }
 
     /// The untimed build: the request runs, nothing is counted.
@@ -347,6 +370,13 @@ impl Recorder {
     /// Everything counted since the start (or the last reset), as the
     /// `fusefs` layer.
     pub fn layer(&self) -> Layer {
+        self.registry.views_begun.fetch_add(1, SeqCst);
+        let view = self.view();
+        self.registry.views_ended.fetch_add(1, SeqCst);
+        view
+    }
+
+    fn view(&self) -> Layer {
         let total = self.raw_layer();
         let since = {
             let base = self
@@ -559,14 +589,27 @@ mod tests {
     #[test]
     fn an_excluded_call_leaves_the_counts_exactly() {
         let r = rec();
+        let epoch = r.quiet_epoch().unwrap();
         let (_, ns) = r.timed_ns(op!("getattr"), || Ok::<(), ()>(()));
         let _ = r.timed(op!("getattr"), || Ok::<(), ()>(()));
-        r.exclude(op!("getattr"), ns);
+        assert!(r.exclude(op!("getattr"), ns, epoch));
         let op = r.layer().op("getattr").unwrap().clone();
         assert_eq!((op.pre, op.post), (1, 1));
         assert_eq!(op.histogram.total(), 1);
-        r.exclude(op!("getattr"), op.total_ns);
+        let epoch = r.quiet_epoch().unwrap();
+        assert!(r.exclude(op!("getattr"), op.total_ns, epoch));
         assert!(r.layer().ops.is_empty());
+    }
+
+    #[test]
+    fn a_call_a_view_has_counted_stays_counted() {
+        let r = rec();
+        let epoch = r.quiet_epoch().unwrap();
+        let (_, ns) = r.timed_ns(op!("getattr"), || Ok::<(), ()>(()));
+        // An interval's view between the call and its exclusion.
+        let seen = r.layer().op("getattr").unwrap().post;
+        assert!(!r.exclude(op!("getattr"), ns, epoch));
+        assert_eq!(r.layer().op("getattr").unwrap().post, seen);
     }
 
     #[test]

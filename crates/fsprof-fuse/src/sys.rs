@@ -7,6 +7,7 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::OnceLock;
 
 use fuser::Errno;
 
@@ -83,11 +84,91 @@ pub fn open_at(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `/proc/self/fd`, opened once (lazily: after the daemon has forked) so
+/// that reopening a descriptor is one `openat(dir, "N")` that resolves a
+/// single name, not a walk of `/proc`, `self` and `fd` at every open and
+/// create.
+fn proc_fd_dir() -> Res<RawFd> {
+    static DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated absolute path.
+        let fd = unsafe { libc::open(c"/proc/self/fd".as_ptr(), flags) };
+        // SAFETY: open returned a new descriptor that nothing else owns.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    })
+    .as_ref()
+    .map(|d| d.as_raw_fd())
+    .ok_or(Errno::EIO)
+}
+
+/// A descriptor number as a NUL-terminated name, without allocating.
+struct FdName {
+    buf: [u8; 12],
+    start: usize,
+}
+
+impl FdName {
+    fn new(fd: RawFd) -> FdName {
+        let mut buf = [0u8; 12];
+        let mut at = buf.len() - 1; // the NUL stays at the end
+        let mut n = fd.unsigned_abs();
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        FdName { buf, start: at }
+    }
+
+    fn as_cstr(&self) -> &CStr {
+        CStr::from_bytes_with_nul(&self.buf[self.start..]).expect("digits and one NUL")
+    }
+}
+
 /// Reopens an `O_PATH` descriptor's inode for I/O.
 pub fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> Res<RawFd> {
-    let path = proc_path(fd.as_raw_fd());
-    // SAFETY: a NUL-terminated path.
-    check_int(unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) })
+    let dir = proc_fd_dir()?;
+    let name = FdName::new(fd.as_raw_fd());
+    // SAFETY: a directory descriptor we hold and a NUL-terminated name.
+    check_int(unsafe { libc::openat(dir, name.as_cstr().as_ptr(), flags | libc::O_CLOEXEC) })
+}
+
+/// Raises the descriptor limit as far as the daemon may: it holds one
+/// `O_PATH` descriptor per inode the kernel knows, and the kernel keeps
+/// inodes cached as long as memory allows (a `grep -r` over a tree, 10,000
+/// created files), so a limit of a few thousand would turn lookups into
+/// EMFILE. Anyone may lift the soft limit to the hard one; with
+/// CAP_SYS_RESOURCE the hard limit goes up to `fs.nr_open`. Returns the
+/// limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    // SAFETY: plain data the kernel fills in.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: an out-pointer to a rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    // The kernel refuses more than nr_open (an unlimited hard limit too).
+    let cap = |n: u64| if nr_open > 0 { n.min(nr_open) } else { n };
+    for want in [cap(nr_open.max(lim.rlim_max)), cap(lim.rlim_max)] {
+        let new = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: want.max(lim.rlim_max),
+        };
+        // SAFETY: a pointer to a rlimit; raising the hard limit fails
+        // without CAP_SYS_RESOURCE and then changes nothing.
+        if want > lim.rlim_cur && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0 {
+            return want;
+        }
+    }
+    lim.rlim_cur
 }
 
 pub fn close(fd: RawFd) -> Res<()> {
@@ -219,5 +300,37 @@ pub fn dtype_mode(t: u8) -> u32 {
         libc::DT_CHR => libc::S_IFCHR,
         libc::DT_BLK => libc::S_IFBLK,
         _ => libc::S_IFREG,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptor_names_are_their_decimal_digits() {
+        for fd in [0, 7, 10, 123, 4096, i32::MAX] {
+            assert_eq!(FdName::new(fd).as_cstr().to_str().unwrap(), fd.to_string());
+        }
+    }
+
+    #[test]
+    fn reopen_reaches_the_inode_behind_an_o_path_descriptor() {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f"), "abc").unwrap();
+        let dir = std::fs::File::open(d.path()).unwrap();
+        let p = open_at(dir.as_fd(), c"f", libc::O_PATH, 0).unwrap();
+        let fd = reopen(p.as_fd(), libc::O_RDONLY).unwrap();
+        // SAFETY: reopen returned a new descriptor nothing else owns.
+        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+        let mut got = String::new();
+        f.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "abc");
+        assert_eq!(
+            reopen(p.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY),
+            Err(Errno::ENOTDIR)
+        );
     }
 }

@@ -52,8 +52,9 @@ pub struct MountArgs {
     /// Buckets per power of two
     #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
     pub resolution: u32,
-    /// Worker threads serving requests
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    /// Worker threads serving requests (one hand-off less per request than
+    /// two threads on small machines: see docs/benchmarks.md)
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
     /// Let other users use the mount (root: files they create are theirs)
     #[arg(long)]

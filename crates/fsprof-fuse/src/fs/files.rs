@@ -61,6 +61,10 @@ thread_local! {
 impl PassFs {
     fn file_open_flags(&self) -> FopenFlags {
         match self.cfg.mode {
+            // Every read and write call becomes a request of its own (and
+            // the kernel sends no getattr to check the size at each read
+            // that reaches the end of the cached file).
+            Mode::ObserveAll if self.direct_io => FopenFlags::FOPEN_DIRECT_IO,
             // The mount's page cache is dropped at each open, so every
             // open's reads reach LOWER through the daemon at least once.
             Mode::ObserveAll => FopenFlags::empty(),
@@ -198,8 +202,30 @@ impl PassFs {
     }
 }
 
-pub fn write(fh: u64, data: &[u8], offset: u64) -> Res<u32> {
+/// `kill_suidgid`: the writer lacks CAP_FSETID. The kernel drops the
+/// set-user-ID bit (and set-group-ID with group execute) itself before a
+/// cached write, but not before a direct one: it asks the daemon, whose
+/// own write as root would keep them.
+pub fn write(fh: u64, data: &[u8], offset: u64, kill_suidgid: bool) -> Res<u32> {
+    if kill_suidgid {
+        drop_suidgid(fd_of(fh))?;
+    }
     sys::pwrite_full(fd_of(fh), data, offset).map(|n| n as u32)
+}
+
+fn drop_suidgid(fd: RawFd) -> Res<()> {
+    // SAFETY: a descriptor we hold.
+    let st = sys::stat_fd(unsafe { BorrowedFd::borrow_raw(fd) })?;
+    let mut kill = libc::S_ISUID;
+    if st.st_mode & libc::S_IXGRP != 0 {
+        kill |= libc::S_ISGID;
+    }
+    if st.st_mode & kill == 0 {
+        return Ok(());
+    }
+    // SAFETY: a descriptor we hold.
+    let r = unsafe { libc::fchmod(fd, st.st_mode & 0o7777 & !kill) };
+    sys::check(r as libc::c_long).map(drop)
 }
 
 /// Closing a duplicate reports the lower file system's deferred errors

@@ -15,8 +15,8 @@ mod files;
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
@@ -65,6 +65,15 @@ pub struct FsConfig {
     pub as_caller: bool,
 }
 
+/// A getattr of the mount root that may turn out to be the control
+/// file's: who asked, its latency, and the view epoch before it was
+/// counted ([`Recorder::quiet_epoch`]).
+struct RootGetattr {
+    pid: u32,
+    ns: u64,
+    epoch: u64,
+}
+
 pub struct PassFs {
     inodes: Inodes,
     rec: Recorder,
@@ -73,13 +82,15 @@ pub struct PassFs {
     /// The kernel agreed to FUSE passthrough and has not refused a backing
     /// file yet.
     passthrough: AtomicBool,
+    /// Observe-all opens files for direct I/O (every read and write call
+    /// is a request), the kernel having agreed to shared mmap of such files.
+    direct_io: bool,
     control: Control,
     live: Arc<Live>,
-    /// The last getattr of the root: (caller pid << 32 | latency in ns,
-    /// saturated). Opening the control file begins with the kernel's
-    /// permission check of the root, whose getattr is then taken back out
-    /// of the counts (see `lookup`).
-    last_root_getattr: AtomicU64,
+    /// The last getattr of the root. Opening the control file begins with
+    /// the kernel's permission check of the root, whose getattr is then
+    /// taken back out of the counts (see `lookup`).
+    last_root_getattr: Mutex<Option<RootGetattr>>,
 }
 
 impl PassFs {
@@ -95,9 +106,10 @@ impl PassFs {
             cfg,
             ttl,
             passthrough: AtomicBool::new(false),
+            direct_io: false,
             control: Control::new(live.clone()),
             live,
-            last_root_getattr: AtomicU64::new(0),
+            last_root_getattr: Mutex::new(None),
         })
     }
 
@@ -106,6 +118,12 @@ impl PassFs {
     fn attr(&self, ino: &Inode, st: &libc::stat) -> FileAttr {
         let shown = if ino.id == ROOT { st.st_ino } else { ino.id };
         crate::attr::from_stat(st, shown)
+    }
+
+    fn root_getattr(&self) -> std::sync::MutexGuard<'_, Option<RootGetattr>> {
+        self.last_root_getattr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn inode(&self, id: INodeNo) -> Res<Arc<Inode>> {
@@ -123,6 +141,11 @@ impl PassFs {
     fn set_notes(&self, passthrough: bool) {
         let mut notes = Vec::new();
         match self.cfg.mode {
+            Mode::ObserveAll if self.direct_io => notes.push(
+                "observe-all: files are opened for direct I/O, so every read and write call is a request; pages of \
+                 shared mappings (mmap) are read and written back by the kernel a page range at a time"
+                    .to_string(),
+            ),
             Mode::ObserveAll => notes.push(
                 "observe-all: reads the kernel serves from an open file's page cache (readahead, re-reads before \
                  close) are not seen; each open starts with an empty cache"
@@ -168,6 +191,11 @@ impl Filesystem for PassFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let want = |c: &mut KernelConfig, f: InitFlags| c.add_capabilities(f).is_ok();
         want(config, ALWAYS);
+        // Direct I/O only where shared mmap keeps working with it (6.6+);
+        // else the page cache, dropped at each open, as before.
+        if self.cfg.mode == Mode::ObserveAll {
+            self.direct_io = want(config, InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
         if self.cfg.mode == Mode::Fast {
             want(config, InitFlags::FUSE_DO_READDIRPLUS);
             want(config, InitFlags::FUSE_READDIRPLUS_AUTO);
@@ -195,9 +223,9 @@ impl Filesystem for PassFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if control::is_name(parent.0, name) {
-            let last = self.last_root_getattr.swap(0, Relaxed);
-            if last != 0 && last >> 32 == req.pid() as u64 {
-                self.rec.exclude(op!("getattr"), last & 0xffff_ffff);
+            let last = self.root_getattr().take();
+            if let Some(g) = last.filter(|g| g.pid == req.pid()) {
+                self.rec.exclude(op!("getattr"), g.ns, g.epoch);
             }
             return reply.entry(&Duration::ZERO, &self.control.attr(), Generation(0));
         }
@@ -219,11 +247,16 @@ impl Filesystem for PassFs {
             return reply.attr(&Duration::ZERO, &self.control.attr());
         }
         let r = if ino.0 == ROOT {
+            let epoch = self.rec.quiet_epoch();
             let (r, ns) = self.rec.timed_ns(op!("getattr"), || self.getattr_of(ino));
-            if r.is_ok() {
-                let packed = (req.pid() as u64) << 32 | ns.min(0xffff_ffff);
-                self.last_root_getattr.store(packed, Relaxed);
-            }
+            *self.root_getattr() = match (r.is_ok(), epoch) {
+                (true, Some(epoch)) => Some(RootGetattr {
+                    pid: req.pid(),
+                    ns,
+                    epoch,
+                }),
+                _ => None,
+            };
             r
         } else {
             self.rec.timed(op!("getattr"), || self.getattr_of(ino))
@@ -411,7 +444,7 @@ impl Filesystem for PassFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -419,8 +452,9 @@ impl Filesystem for PassFs {
         let r = if Control::is_fh(fh.0) {
             self.control.write(data)
         } else {
+            let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
             self.rec
-                .timed(op!("write"), || files::write(fh.0, data, offset))
+                .timed(op!("write"), || files::write(fh.0, data, offset, kill))
         };
         match r {
             Ok(n) => reply.written(n),
