@@ -127,12 +127,13 @@ try:
                                  stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
             # The programs go when fsprof exits: read their counters while
             # the workload runs, the last reading kept.
+            # the last reading of each (they detach one by one at the end).
             before, after = None, {}
             while k.poll() is None:
                 now = programs(f"f{k.pid:x}_")
                 if now:
                     before = before or now
-                    after = now
+                    after.update(now)
             k.wait()
         else:
             k = start_tracer("syscall,block", ["--pid", str(sleeper.pid)])
@@ -143,14 +144,16 @@ try:
             after = programs(f"f{k.pid:x}_")
             stop(k)
             sched = sum(after[n][0] - before[n][0] for n in after if n.startswith("sched_"))
-            print(f"# the scheduler programs ran {sched / 1e6:.1f} ms in {wall:.2f} s on "
-                  f"{os.cpu_count()} CPUs: {100 * sched / 1e9 / wall / os.cpu_count():.2f}% of the machine's CPU time")
         print(f"# 1. per run of each program, {what}, {trips} round trips (kernel.bpf_stats_enabled)")
         print(f"{'program':<18} {'runs':>10} {'ns/run':>8}")
         for n in sorted(after):
             t = after[n][0] - (before or {}).get(n, (0, 0))[0]
             c = after[n][1] - (before or {}).get(n, (0, 0))[1]
             print(f"{n:<18} {c:>10} {t / c if c else 0:>8.1f}")
+        if target == "other":
+            print(f"the scheduler programs (sched_switch, sched_waking) ran {sched / 1e6:.1f} ms in "
+                  f"{wall:.2f} s on {os.cpu_count()} CPUs: "
+                  f"{100 * sched / 1e9 / wall / os.cpu_count():.2f}% of the machine's CPU time")
         print()
 finally:
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:

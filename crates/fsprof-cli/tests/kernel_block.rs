@@ -15,14 +15,22 @@ use fsprof_core::Profile;
 use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
 use loopfs::{DiskStat, LoopFs};
 
-/// 40 × (extend + fsync, overwrite + fdatasync), fstrim, a cold read back;
-/// then syncfs, and a wait until the device's counters have not moved for
-/// 300 ms, so that no log write or flush is still to come (one issued
-/// after fsprof stops would be counted by the kernel and not by fsprof:
-/// seen once in four runs, 122 flushes against 121 traced, all 121 paired).
+/// Thaws the file system (frozen by the test before it read the device's
+/// counters), 40 × (extend + fsync, overwrite + fdatasync), fstrim, a cold
+/// read back; then freezes it again and waits until the device has no
+/// request in flight. The kernel's counters are read while the file system
+/// is frozen, before fsprof attaches and after it detaches, so they count
+/// exactly the requests of the traced window. (Without the freeze, the xfs
+/// log worker, which wakes every 30 s and writes back metadata and covers
+/// the log with flushed writes, could add a request between a counter read
+/// and the attach or detach: seen as 122 flushes against 121, all 121
+/// traced ones paired.)
 const WORKLOAD: &str = r#"
-import os, sys
+import os, sys, time
 d = sys.argv[1]
+def freeze(how):
+    if os.system("fsfreeze " + how + " " + d): sys.exit("fsfreeze " + how + " failed")
+freeze("-u")
 fd = os.open(d + "/f", os.O_CREAT | os.O_WRONLY, 0o644)
 for i in range(40):
     os.pwrite(fd, b"x" * 4096, i * 4096); os.fsync(fd)
@@ -32,20 +40,21 @@ os.system("fstrim " + d)
 fd = os.open(d + "/f", os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 while os.read(fd, 4096): pass
-os.system("sync -f " + d)
-import time
-stat, last, quiet = "/sys/block/" + sys.argv[2] + "/stat", None, 0
-for _ in range(60):
-    now = open(stat).read()
-    quiet = quiet + 1 if now == last else 0
-    if quiet >= 3: break
-    last = now; time.sleep(0.1)
+os.close(fd)
+freeze("-f")
+inflight = "/sys/block/" + sys.argv[2] + "/inflight"
+for _ in range(600):
+    if open(inflight).read().split() == ["0", "0"]: break
+    time.sleep(0.01)
+else:
+    sys.exit("requests still in flight on the frozen device")
 "#;
 
 fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("b.json");
     fs.settle();
+    let frozen = fs.freeze();
     let before = fs.stat();
     let o = Command::new(fsprof_path())
         .args(["kernel", "-f", "--layers", "block", "-o"])
@@ -58,6 +67,7 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
         .output()
         .unwrap();
     let delta = fs.stat().since(&before);
+    drop(frozen);
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{stderr}");
     let p = read_profile(&out).unwrap();

@@ -86,6 +86,9 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
     })
 }
 
+/// Every CSV here, like the text, is passed through [`crate::terminal_safe`]
+/// itself: it is printed to a terminal as often as to a file, and a caller
+/// that prints it directly (`compare`) must not have to remember to.
 pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,reason";
 
 pub fn comparison_csv(c: &Comparison) -> String {
@@ -192,7 +195,7 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
             r.unit.symbol()
         );
     }
-    out
+    crate::terminal_safe(out)
 }
 
 pub fn interesting_text(i: &Interesting) -> String {
@@ -241,7 +244,7 @@ pub fn interesting_csv(i: &Interesting) -> String {
             field(&c.reason)
         );
     }
-    out
+    crate::terminal_safe(out)
 }
 
 /// `report --correlate`: per peak its summary line, then the value buckets.
@@ -289,5 +292,36 @@ pub fn correlation_csv(c: &OpValues) -> String {
             );
         }
     }
-    out
+    crate::terminal_safe(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use fsprof_analysis::select::{Interesting, TopOp};
+
+    const ESC: &str = "re\x1b]0;pwned\x07\u{202e}ad";
+
+    /// Each CSV renderer escapes control characters itself, whoever calls it.
+    #[test]
+    fn csv_renderers_escape_control_characters() {
+        let i = Interesting {
+            top: vec![TopOp {
+                layer: "user".into(),
+                op: ESC.into(),
+                calls: 1,
+                total_ns: 1,
+                latency_share: 1.0,
+                peaks: Vec::new(),
+                reason: format!("{ESC}: all of it"),
+            }],
+            correlated: Vec::new(),
+        };
+        let csv = super::interesting_csv(&i);
+        assert!(
+            !csv.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{csv:?}"
+        );
+        assert!(csv.contains("re\\x1b]0;pwned\\x07\\u{202e}ad"), "{csv:?}");
+    }
 }

@@ -117,6 +117,17 @@ impl LoopFs {
         sh(Command::new("sync").arg("-f").arg(self.mnt()));
     }
 
+    /// Freezes the file system (FIFREEZE: everything written back, the
+    /// xfs log covered, its background worker stopped), so that the device
+    /// sees no request until it is thawed; thawed when the guard drops
+    /// (also when a test panics). Lets a test read `/sys/block/X/stat` at
+    /// moments of its choosing with no background write or flush in between.
+    pub fn freeze(&self) -> Frozen<'_> {
+        fsprof_testkit::need_program("fsfreeze", "util-linux");
+        sh(Command::new("fsfreeze").arg("-f").arg(self.mnt()));
+        Frozen(self)
+    }
+
     pub fn stat(&self) -> DiskStat {
         let text = std::fs::read_to_string(Path::new("/sys/block").join(self.name()).join("stat"))
             .unwrap();
@@ -131,6 +142,20 @@ impl LoopFs {
             discards: f[11],
             flushes: f[15],
         }
+    }
+}
+
+/// See [`LoopFs::freeze`].
+pub struct Frozen<'a>(&'a LoopFs);
+
+impl Drop for Frozen<'_> {
+    fn drop(&mut self) {
+        // Whoever holds the guard may have thawed it already.
+        let _ = Command::new("fsfreeze")
+            .arg("-u")
+            .arg(self.0.mnt())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
