@@ -10,6 +10,11 @@
 #   3. unless --no-percall: the ns added per intercepted call
 #      (bench/user_overhead.py's tight pread/fstat loop; target: <= 25 ns).
 #
+# For scale, a minimal launcher is timed too: a C program that only
+# posix_spawns `true` and waits (built here with cc). It is the floor of
+# any tool that starts a command: one more process's exec, dynamic
+# linking (with glibc's CPUID-based start-up, slow in a VM) and exit.
+#
 # fsprof runs as the issue states it, without -o: each run writes a new
 # profile under the default name into the current directory (a temporary
 # one here, emptied by a --prepare between runs). `-o FILE` would also
@@ -46,12 +51,25 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 grep=$(command -v grep)
 pattern=fsprof_bench_pattern_that_is_not_there
+cat >"$tmp/launch.c" <<'C'
+#include <spawn.h>
+#include <sys/wait.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    pid_t pid;
+    int st;
+    if (argc < 2 || posix_spawn(&pid, argv[1], 0, 0, argv + 1, environ) != 0) return 127;
+    return waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+C
+cc -O2 -o "$tmp/launch" "$tmp/launch.c"
 cmds=(
   "true"
   "$fsprof run -q -- true"
   "$grep -r $pattern /usr/include"
   "$fsprof run -q -- $grep -r $pattern /usr/include"
   "$fsprof --version"
+  "$tmp/launch $(type -P true)"
 )
 "$grep" -r "$pattern" /usr/include >/dev/null || true # warm the page cache
 mkdir "$tmp/cwd"
@@ -75,11 +93,15 @@ def line(name, i):
     print(f"{name:<30} {statistics.median(col(i)) * 1e3:8.2f} ms   cpu {statistics.median(m[i] for m in cpu) * 1e3:6.2f} ms")
 line("true", 0)
 line("fsprof --version", 4)
+line("minimal launcher -- true", 5)
 line("fsprof run -q -- true", 1)
-added = [m[1] - m[0] for m in med]
-print(f"{'start-up added':<30} {statistics.median(added) * 1e3:8.2f} ms   (rounds {min(added) * 1e3:.2f}..{max(added) * 1e3:.2f})")
-added_cpu = [m[1] - m[0] for m in cpu]
-print(f"{'start-up added, cpu':<30} {statistics.median(added_cpu) * 1e3:8.2f} ms   (rounds {min(added_cpu) * 1e3:.2f}..{max(added_cpu) * 1e3:.2f})")
+def added(name, a, b, cols):
+    d = [m[a] - m[b] for m in cols]
+    print(f"{name:<30} {statistics.median(d) * 1e3:8.2f} ms   (rounds {min(d) * 1e3:.2f}..{max(d) * 1e3:.2f})")
+added("start-up added", 1, 0, med)
+added("start-up added, cpu", 1, 0, cpu)
+added("  floor (launcher), cpu", 5, 0, cpu)
+added("  fsprof over floor, cpu", 1, 5, cpu)
 line("grep -r /usr/include", 2)
 line("fsprof run -q -- grep -r", 3)
 ratio = [m[3] / m[2] for m in med]

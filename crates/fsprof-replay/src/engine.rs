@@ -651,6 +651,80 @@ mod tests {
         assert_eq!(a.ticks(0), 0);
     }
 
+    /// Commands that need no resource (`fchdir` replays as a no-op),
+    /// traced at `t_ns`, on one thread.
+    fn noops(t_ns: &[u64]) -> Compiled {
+        use fsprof_trace::replayfile::{Command, ReplayHeader};
+        Compiled {
+            header: ReplayHeader {
+                threads: 1,
+                duration_ns: t_ns.last().copied().unwrap_or(0),
+                ..Default::default()
+            },
+            commands: t_ns
+                .iter()
+                .map(|&t| Command {
+                    t_ns: t,
+                    op: fsprof_trace::event::Op::from_name("fchdir").unwrap(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A paced replay never issues a command before its (scaled) time,
+    /// whatever the machine's load, and takes at least the traced span;
+    /// an afap replay ignores the times. The times come from the trace,
+    /// not from the replayer.
+    #[test]
+    fn paced_commands_are_never_issued_early() {
+        // Bursts 10 µs apart after pauses of 20 ms, over 200 ms.
+        let mut t = Vec::new();
+        for b in 0..10u64 {
+            for k in 0..5u64 {
+                t.push(b * 20_000_000 + k * 10_000);
+            }
+        }
+        let compiled = noops(&t);
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let engine = |pace| Engine {
+            compiled: &compiled,
+            root: &root,
+            pace,
+            verify: Verify::Strict,
+            reads: Reads::Current,
+        };
+        // The (ticks, ns) anchors and the line through the run's two pairs
+        // agree to well under this.
+        let slack = 2_000;
+        for speed in [1.0, 2.0] {
+            let run = engine(Pace::Speed(speed)).run(&mut |_| {});
+            assert!(!run.aborted);
+            for (o, &tr) in run.outcomes.iter().zip(&t) {
+                let due = (tr as f64 / speed) as u64;
+                assert!(o.issued, "{o:?}");
+                assert!(
+                    o.issued_ns + slack >= due,
+                    "issued at {} before {due}",
+                    o.issued_ns
+                );
+                assert_eq!(o.error_ns, o.issued_ns.saturating_sub(due));
+                assert_eq!(o.parts.total(), o.error_ns, "{o:?}");
+            }
+            let span = (*t.last().unwrap() as f64 / speed) as u64;
+            assert!(
+                run.elapsed_ns + slack >= span,
+                "{} < {span}",
+                run.elapsed_ns
+            );
+        }
+        let run = engine(Pace::Afap).run(&mut |_| {});
+        assert!(run.outcomes.iter().all(|o| o.issued && o.error_ns == 0));
+        assert!(run.elapsed_ns < *t.last().unwrap(), "{}", run.elapsed_ns);
+    }
+
     #[test]
     fn only_waited_for_steps_and_every_few_thousandth_publish() {
         use fsprof_trace::replayfile::{Command, ReplayHeader};
