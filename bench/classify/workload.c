@@ -132,8 +132,6 @@ int main(int argc, char **argv)
         syscall(SYS_pread64, dfd, buf, sizeof buf, p * 4096);
     if (pipe(pipefd) != 0)
         return 1;
-    pthread_t t;
-    pthread_create(&t, NULL, writer, NULL);
 
     /* One phase per kind of call, with a busy pause between phases: a
      * change that makes the CPU idle (a miss, a sleep) also slows the calls
@@ -152,6 +150,11 @@ int main(int argc, char **argv)
             fdatasync(lfd);
     }
     settle();
+    /* The writer starts with its phase: with --delay it wakes every 16
+     * writes, and started earlier those wake-ups landed in the stat and
+     * close phases (a few 30 us closes on one CPU, flagged at idle). */
+    pthread_t t;
+    pthread_create(&t, NULL, writer, NULL);
     for (long i = 0; i < iterations; i++) {
         char msg[64];
         if (read(pipefd[0], msg, sizeof msg) != (long)sizeof msg)
