@@ -10,7 +10,7 @@ use std::path::Path;
 use fsprof_sys::mountinfo::MountEntry;
 
 /// The topmost mount at `mountpoint`, if any.
-pub fn at(mountpoint: &Path) -> Option<MountEntry> {
+fn at(mountpoint: &Path) -> Option<MountEntry> {
     let want = std::path::absolute(mountpoint).ok()?;
     let want = want.canonicalize().unwrap_or(want);
     fsprof_sys::mountinfo::read()
@@ -19,12 +19,15 @@ pub fn at(mountpoint: &Path) -> Option<MountEntry> {
         .find(|e| e.mount_point == want)
 }
 
+/// The topmost mount at `mountpoint` if it is a FUSE mount.
+pub fn fuse_at(mountpoint: &Path) -> Option<MountEntry> {
+    at(mountpoint).filter(|e| e.fs_type.starts_with("fuse"))
+}
+
 /// The device (major, minor) of the FUSE mount at `mountpoint`; the minor
 /// is the connection's number under /sys/fs/fuse/connections.
 pub fn device_of(mountpoint: &Path) -> Option<(u32, u32)> {
-    at(mountpoint)
-        .filter(|e| e.fs_type.starts_with("fuse"))
-        .map(|e| (e.major, e.minor))
+    fuse_at(mountpoint).map(|e| (e.major, e.minor))
 }
 
 /// `umount2`, lazily (`MNT_DETACH`) when asked.

@@ -28,7 +28,7 @@ pub enum RemoteError {
 /// table: asking the mount itself (statfs) would be a request the profile
 /// counts.
 fn is_fuse(mountpoint: &Path) -> Result<bool, RemoteError> {
-    Ok(mountinfo::at(mountpoint).is_some_and(|e| e.fs_type.starts_with("fuse")))
+    Ok(mountinfo::fuse_at(mountpoint).is_some())
 }
 
 /// The live profile of the fsprof mount at `mountpoint`.
