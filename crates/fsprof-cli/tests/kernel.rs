@@ -560,8 +560,9 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
     );
     assert_eq!(sizes.post, lat.post);
 
-    // Every direct write slept until its own request completed: all 16
-    // are charged.
+    // Every throttled write slept until its own request completed, so is
+    // charged; the first may pass within the throttle's first slice and
+    // complete before its writer sleeps (15 of 16 at idle, see above).
     let rep = fsprof()
         .args(["report", "--attribution"])
         .arg(&out)
@@ -577,7 +578,8 @@ fn block_and_ext4_layers_see_direct_io_and_fsync_on_a_loop_mount() {
         .find(|l| l.trim_start().starts_with("syscall/write"))
         .unwrap_or_else(|| panic!("no syscall/write attribution row in\n{text}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cols[1..3], ["16", "16"], "{row}");
+    assert_eq!(cols[1], "16", "{row}");
+    assert!(matches!(cols[2], "15" | "16"), "{row}");
 }
 
 /// A bindfs FUSE mount of a temp dir, unmounted on drop.
