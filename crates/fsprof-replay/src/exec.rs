@@ -895,6 +895,8 @@ impl<'a> Exec<'a> {
     }
 
     /// Calls that look at or change one entry through its path.
+    // Long as one match: an arm per path op, each a confined lookup and
+    // one syscall, so the path ops read side by side.
     fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let path = self.string(c.path);
