@@ -182,6 +182,21 @@ fn crate_dependencies_follow_the_shape() {
     );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let page = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    // The page's picture: a crate sits on a row above every crate it uses.
+    let picture = page
+        .split("## Crates and their arrows")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("docs/architecture.md has the crates picture");
+    let row_of = |krate: &str| {
+        picture
+            .lines()
+            .position(|l| {
+                l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .any(|w| w == krate)
+            })
+            .unwrap_or_else(|| panic!("the picture in docs/architecture.md does not show {krate}"))
+    };
     let mut seen = 0;
     for pkg in meta["packages"].as_array().unwrap() {
         let name = pkg["name"].as_str().unwrap();
@@ -192,6 +207,13 @@ fn crate_dependencies_follow_the_shape() {
             .filter(|d| d["kind"].as_str() != Some("dev"))
             .filter_map(|d| d["name"].as_str()?.strip_prefix("fsprof-"))
             .collect();
+        let pictured = if name == "fsprof" { "fsprof-cli" } else { name };
+        for d in &deps {
+            assert!(
+                row_of(pictured) < row_of(&format!("fsprof-{d}")),
+                "{pictured} uses fsprof-{d}, but the picture in docs/architecture.md does not show it above"
+            );
+        }
         if name == "fsprof" {
             // The binary (fsprof-cli) is the top: it may use any library,
             // never the test kit.
