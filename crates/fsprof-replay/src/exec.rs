@@ -913,6 +913,8 @@ impl<'a> Exec<'a> {
     }
 
     /// Calls that look at or change one entry through its path.
+    // Long as one match: an arm per path op, each a confined lookup and
+    // one syscall, so the path ops read side by side.
     fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let path = self.string(c.path);
@@ -1018,6 +1020,34 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `link` of a source with a trailing slash: it resolved as a directory
+    /// (through a symlink if need be), so the result is an error, or, for
+    /// a directory, the error linking it gives once the new name is free.
+    fn link_slashed_source(&self, c: &Command, local: &mut Local) -> (i64, i32) {
+        if let Err(e) = self.through_slash(c.path) {
+            return err(e);
+        }
+        match self.parent(c.path2, local) {
+            Err(e) => err(e),
+            Ok((d, n)) => {
+                // SAFETY: `d` is a directory descriptor of the slot table
+                // (or -1, refused with EBADF), `n` a C string, `st` ours.
+                let exists = unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::fstatat(d, n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
+                };
+                err(if exists == 0 {
+                    libc::EEXIST
+                } else if n.to_bytes().ends_with(b"/") {
+                    // A new name with a slash is never created.
+                    libc::ENOENT
+                } else {
+                    libc::EPERM
+                })
+            }
+        }
+    }
+
     /// Calls that add, remove or rename entries (and `sync`).
     fn namespace_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
@@ -1038,30 +1068,7 @@ impl<'a> Exec<'a> {
                         self.namespace_changed(ret(libc::unlinkat(d, n.as_ptr(), f) as i64))
                     }
                 },
-                Link if self.string(c.path).ends_with(b"/") => {
-                    // The source resolved as a directory (through a
-                    // symlink if need be): an error, or a directory, which
-                    // cannot be linked once the new name is free.
-                    if let Err(e) = self.through_slash(c.path) {
-                        return err(e);
-                    }
-                    match self.parent(c.path2, local) {
-                        Err(e) => err(e),
-                        Ok((d, n)) => {
-                            let mut st: libc::stat = std::mem::zeroed();
-                            let exists =
-                                libc::fstatat(d, n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW);
-                            err(if exists == 0 {
-                                libc::EEXIST
-                            } else if n.to_bytes().ends_with(b"/") {
-                                // A new name with a slash is never created.
-                                libc::ENOENT
-                            } else {
-                                libc::EPERM
-                            })
-                        }
-                    }
-                }
+                Link if self.string(c.path).ends_with(b"/") => self.link_slashed_source(c, local),
                 Rename | Link => {
                     let from = self.parent(c.path, local);
                     let to = self.parent(c.path2, local);

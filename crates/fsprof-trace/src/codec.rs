@@ -307,27 +307,29 @@ pub fn encode_call(out: &mut Vec<u8>, c: &CallRef, prev_start: &mut u64) {
 pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
     match r {
         Record::Call(c) => encode_call(out, &CallRef::from(c), prev_start),
-        Record::Process(p) => {
-            out.push(KIND_PROCESS);
-            put_i64(out, p.start_ns as i64 - *prev_start as i64);
-            *prev_start = p.start_ns;
-            put_i64(out, p.pid as i64);
-            put_i64(out, p.ppid as i64);
-            put_u64(out, p.seq);
-            put_bytes(out, &p.exe);
-            put_u64(out, p.argv.len() as u64);
-            for a in &p.argv {
-                put_bytes(out, a);
-            }
-            put_bytes(out, &p.cwd);
-            put_u64(out, p.fds.len() as u64);
-            for f in &p.fds {
-                put_i64(out, f.fd as i64);
-                put_bytes(out, &f.path);
-                put_i64(out, f.flags);
-                put_i64(out, f.pos);
-            }
-        }
+        Record::Process(p) => encode_process(out, p, prev_start),
+    }
+}
+
+fn encode_process(out: &mut Vec<u8>, p: &ProcessInfo, prev_start: &mut u64) {
+    out.push(KIND_PROCESS);
+    put_i64(out, p.start_ns as i64 - *prev_start as i64);
+    *prev_start = p.start_ns;
+    put_i64(out, p.pid as i64);
+    put_i64(out, p.ppid as i64);
+    put_u64(out, p.seq);
+    put_bytes(out, &p.exe);
+    put_u64(out, p.argv.len() as u64);
+    for a in &p.argv {
+        put_bytes(out, a);
+    }
+    put_bytes(out, &p.cwd);
+    put_u64(out, p.fds.len() as u64);
+    for f in &p.fds {
+        put_i64(out, f.fd as i64);
+        put_bytes(out, &f.path);
+        put_i64(out, f.flags);
+        put_i64(out, f.pos);
     }
 }
 
@@ -337,137 +339,139 @@ fn start_from(prev: u64, delta: i64) -> Result<u64, DecodeError> {
 }
 
 /// Reads one record; `nops` is the size of the file's op table.
-// One match arm per record kind, each checked where it is read: long, but
-// the format reads in one place (added to the length lint's list by arch).
-#[allow(clippy::too_many_lines)]
 pub fn decode(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Record, DecodeError> {
     match r.u8()? {
-        KIND_CALL => {
-            let bits = r.u32()?;
-            if bits & !F_KNOWN != 0 {
-                return Err(bad("unknown fields in a call record"));
-            }
-            let has = |b: u32| bits & b != 0;
-            let start_ns = start_from(*prev_start, r.i64()?)?;
-            *prev_start = start_ns;
-            let dur = r.u64()?;
-            let end_ns = start_ns
-                .checked_add(dur)
-                .ok_or_else(|| bad("a call that ends after the end of time"))?;
-            let pid = r.i32()?;
-            let tid = r.i32()?;
-            let op = r.u64()?;
-            if op >= nops as u64 {
-                return Err(bad("op number outside the file's op table"));
-            }
-            let mut c = Call {
-                start_ns,
-                end_ns,
-                pid,
-                tid,
-                op: Op(op as u16),
-                ret: r.i64()?,
-                errno: r.i32()?,
-                ..Default::default()
-            };
-            if has(F_FD) {
-                c.fd = Some(r.i32()?);
-            }
-            if has(F_FD2) {
-                c.fd2 = Some(r.i32()?);
-            }
-            if has(F_PATH) {
-                c.path = Some(r.bytes()?);
-            }
-            if has(F_PATH2) {
-                c.path2 = Some(r.bytes()?);
-            }
-            if has(F_RESOLVED) {
-                c.resolved = Some(r.bytes()?);
-            }
-            if has(F_RESOLVED2) {
-                c.resolved2 = Some(r.bytes()?);
-            }
-            if has(F_FLAGS) {
-                c.flags = Some(r.i64()?);
-            }
-            if has(F_MODE) {
-                c.mode = Some(r.u32()?);
-            }
-            if has(F_OFFSET) {
-                c.offset = Some(r.i64()?);
-            }
-            if has(F_LEN) {
-                c.len = Some(r.u64()?);
-            }
-            if has(F_WHENCE) {
-                c.whence = Some(r.i32()?);
-            }
-            if has(F_SIZE) {
-                c.size = Some(r.u64()?);
-            }
-            if has(F_STMODE) {
-                c.st_mode = Some(r.u32()?);
-            }
-            if has(F_DIGEST) && has(F_DATA) {
-                return Err(bad("a call with both a digest and data"));
-            }
-            if has(F_DIGEST) {
-                let mut d = [0u8; 8];
-                for b in &mut d {
-                    *b = r.u8()?;
-                }
-                c.data = Data::Digest(u64::from_le_bytes(d));
-            }
-            if has(F_DATA) {
-                c.data = Data::Full(r.bytes()?);
-            }
-            if has(F_RESULT) {
-                c.result = Some(r.bytes()?);
-            }
-            if has(F_NAME) {
-                c.name = Some(r.bytes()?);
-            }
-            if has(F_ARG) {
-                c.arg = Some(r.i64()?);
-            }
-            Ok(Record::Call(c))
-        }
-        KIND_PROCESS => {
-            let start_ns = start_from(*prev_start, r.i64()?)?;
-            *prev_start = start_ns;
-            let mut p = ProcessInfo {
-                start_ns,
-                pid: r.i32()?,
-                ppid: r.i32()?,
-                seq: r.u64()?,
-                exe: r.bytes()?,
-                ..Default::default()
-            };
-            let n = r.u64()?;
-            if n > MAX_LIST {
-                return Err(bad("too many arguments in a process record"));
-            }
-            for _ in 0..n {
-                p.argv.push(r.bytes()?);
-            }
-            p.cwd = r.bytes()?;
-            let n = r.u64()?;
-            if n > MAX_LIST {
-                return Err(bad("too many fds in a process record"));
-            }
-            for _ in 0..n {
-                p.fds.push(FdInfo {
-                    fd: r.i32()?,
-                    path: r.bytes()?,
-                    flags: r.i64()?,
-                    pos: r.i64()?,
-                });
-            }
-            Ok(Record::Process(p))
-        }
+        KIND_CALL => decode_call(r, prev_start, nops),
+        KIND_PROCESS => decode_process(r, prev_start),
         k => Err(DecodeError(format!("unknown record kind {k}"))),
     }
+}
+
+/// A call record after its kind, each field checked where it is read.
+fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Record, DecodeError> {
+    let bits = r.u32()?;
+    if bits & !F_KNOWN != 0 {
+        return Err(bad("unknown fields in a call record"));
+    }
+    let has = |b: u32| bits & b != 0;
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    let dur = r.u64()?;
+    let end_ns = start_ns
+        .checked_add(dur)
+        .ok_or_else(|| bad("a call that ends after the end of time"))?;
+    let pid = r.i32()?;
+    let tid = r.i32()?;
+    let op = r.u64()?;
+    if op >= nops as u64 {
+        return Err(bad("op number outside the file's op table"));
+    }
+    let mut c = Call {
+        start_ns,
+        end_ns,
+        pid,
+        tid,
+        op: Op(op as u16),
+        ret: r.i64()?,
+        errno: r.i32()?,
+        ..Default::default()
+    };
+    if has(F_FD) {
+        c.fd = Some(r.i32()?);
+    }
+    if has(F_FD2) {
+        c.fd2 = Some(r.i32()?);
+    }
+    if has(F_PATH) {
+        c.path = Some(r.bytes()?);
+    }
+    if has(F_PATH2) {
+        c.path2 = Some(r.bytes()?);
+    }
+    if has(F_RESOLVED) {
+        c.resolved = Some(r.bytes()?);
+    }
+    if has(F_RESOLVED2) {
+        c.resolved2 = Some(r.bytes()?);
+    }
+    if has(F_FLAGS) {
+        c.flags = Some(r.i64()?);
+    }
+    if has(F_MODE) {
+        c.mode = Some(r.u32()?);
+    }
+    if has(F_OFFSET) {
+        c.offset = Some(r.i64()?);
+    }
+    if has(F_LEN) {
+        c.len = Some(r.u64()?);
+    }
+    if has(F_WHENCE) {
+        c.whence = Some(r.i32()?);
+    }
+    if has(F_SIZE) {
+        c.size = Some(r.u64()?);
+    }
+    if has(F_STMODE) {
+        c.st_mode = Some(r.u32()?);
+    }
+    if has(F_DIGEST) && has(F_DATA) {
+        return Err(bad("a call with both a digest and data"));
+    }
+    if has(F_DIGEST) {
+        let mut d = [0u8; 8];
+        for b in &mut d {
+            *b = r.u8()?;
+        }
+        c.data = Data::Digest(u64::from_le_bytes(d));
+    }
+    if has(F_DATA) {
+        c.data = Data::Full(r.bytes()?);
+    }
+    if has(F_RESULT) {
+        c.result = Some(r.bytes()?);
+    }
+    if has(F_NAME) {
+        c.name = Some(r.bytes()?);
+    }
+    if has(F_ARG) {
+        c.arg = Some(r.i64()?);
+    }
+    Ok(Record::Call(c))
+}
+
+fn decode_process(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    let mut p = ProcessInfo {
+        start_ns,
+        pid: r.i32()?,
+        ppid: r.i32()?,
+        seq: r.u64()?,
+        exe: r.bytes()?,
+        ..Default::default()
+    };
+    let n = r.u64()?;
+    if n > MAX_LIST {
+        return Err(bad("too many arguments in a process record"));
+    }
+    for _ in 0..n {
+        p.argv.push(r.bytes()?);
+    }
+    p.cwd = r.bytes()?;
+    let n = r.u64()?;
+    if n > MAX_LIST {
+        return Err(bad("too many fds in a process record"));
+    }
+    for _ in 0..n {
+        p.fds.push(FdInfo {
+            fd: r.i32()?,
+            path: r.bytes()?,
+            flags: r.i64()?,
+            pos: r.i64()?,
+        });
+    }
+    Ok(Record::Process(p))
 }
 
 #[cfg(test)]
