@@ -451,6 +451,66 @@ fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
     (t, ok(&replay(base, &r, &root, &STRICT)))
 }
 
+/// Calls that name an entry keep a trailing slash too: `unlink("file/")`,
+/// `rename("file/", …)`, `link("dir/", …)`, `readlink("file/")` fail as
+/// traced (the replayer used to drop the slash, so `unlink("file/")`
+/// removed the file), and `rmdir`/`mkdir`/`rename` of `dir/` succeed.
+#[test]
+fn entry_calls_with_trailing_slashes_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "entry_slashes",
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    char buf[64];
+    int f = open("file", O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0 || close(f) != 0 || mkdir("dir", 0755) != 0) return 1;
+    if (symlink("dir", "ldir") != 0 || symlink("file", "lfile") != 0) return 1;
+    if (unlink("file/") != -1 || errno != ENOTDIR) return 2;
+    if (rename("file/", "moved") != -1 || errno != ENOTDIR) return 3;
+    if (rename("file", "moved/") != -1 || errno != ENOTDIR) return 4;
+    if (rmdir("file/") != -1 || errno != ENOTDIR) return 5;
+    if (link("file/", "hard") != -1 || errno != ENOTDIR) return 6;
+    if (link("ldir/", "hard") != -1 || errno != EPERM) return 7;
+    if (link("file", "hard/") != -1 || errno != ENOENT) return 8;
+    if (readlink("lfile/", buf, sizeof buf) != -1 || errno != ENOTDIR) return 9;
+    if (readlink("ldir/", buf, sizeof buf) != -1 || errno != EINVAL) return 10;
+    if (unlink("dir/") != -1 || errno != EISDIR) return 11;
+    if (symlink("file", "new/") != -1 || errno != ENOENT) return 12;
+    if (mkdir("made/", 0755) != 0 || rename("made/", "renamed/") != 0) return 13;
+    if (rmdir("renamed/") != 0 || rename("dir/", "dir2") != 0) return 14;
+    return 0;
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    let slashed = |p: &Option<Vec<u8>>| p.as_deref().is_some_and(|p| p.ends_with(b"/"));
+    let calls: Vec<(String, i32)> = fsprof_trace::TraceReader::open(&t)
+        .unwrap()
+        .filter_map(|r| match r.unwrap() {
+            fsprof_trace::Record::Call(c) if slashed(&c.path) || slashed(&c.path2) => {
+                Some((c.op.name().to_string(), c.errno))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 15, "{calls:?}");
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let work = base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work");
+    assert!(work.join("file").is_file(), "unlink(\"file/\") left it");
+    assert!(work.join("dir2").is_dir() && !work.join("hard").exists());
+    assert!(!work.join("made").exists() && !work.join("renamed").exists());
+}
+
 /// `sendfile` and `copy_file_range` replay with their input and output
 /// the right way round (the trace's fd is the file read, its second fd the
 /// output, from the op vocabulary's roles).

@@ -139,9 +139,9 @@ fn meta_table(out: &mut String, p: &Profile) {
     let mut rows: Vec<(&str, String)> = vec![
         ("command", command_line(p)),
         ("tool", format!("fsprof {} {}", m.fsprof_version, m.tool)),
-        ("host", m.host.clone()),
-        ("kernel", m.kernel.clone()),
-        ("started", m.start_time.clone()),
+        ("host", m.run.host.clone()),
+        ("kernel", m.run.kernel.clone()),
+        ("started", m.run.start_time.clone()),
         ("wall time", format_ns(m.duration_ns as f64)),
     ];
     if let Some(e) = &m.exit {

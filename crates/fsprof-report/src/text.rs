@@ -156,13 +156,13 @@ fn header(out: &mut String, p: &Profile) {
         ));
     }
     let _ = writeln!(out, "  {}", facts.join(" · "));
-    if !m.host.is_empty() {
+    if !m.run.host.is_empty() {
         let _ = writeln!(
             out,
             "  host {} · kernel {} · started {}",
-            field(&m.host),
-            field(&m.kernel),
-            field(&m.start_time)
+            field(&m.run.host),
+            field(&m.run.kernel),
+            field(&m.run.start_time)
         );
     }
     if let Some(o) = &m.overhead {

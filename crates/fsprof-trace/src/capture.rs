@@ -205,10 +205,7 @@ impl TraceSource {
     fn header(&self, meta_command: Vec<String>) -> TraceHeader {
         let mut h = TraceHeader::new("shim", self.data.name());
         h.command = meta_command;
-        h.host = fsprof_sys::host::hostname();
-        h.kernel = fsprof_sys::host::kernel_release();
-        h.start_unix_ns = self.start_unix_ns;
-        h.start_time = fsprof_core::units::rfc3339_utc(self.start_unix_ns);
+        h.run = fsprof_capture::meta::run_info(self.start_unix_ns);
         h.clock = self.user.clock().describe().source.to_string();
         h
     }

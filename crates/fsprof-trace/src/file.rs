@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use fsprof_core::profile::RunInfo;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
@@ -49,14 +50,9 @@ pub struct TraceHeader {
     pub source: String,
     #[serde(default)]
     pub command: Vec<String>,
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub kernel: String,
-    #[serde(default)]
-    pub start_time: String,
-    #[serde(default)]
-    pub start_unix_ns: u64,
+    /// Where and when the traced run ran, as in a profile's `Meta`.
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// `tsc`, `monotonic`, or `imported`.
     #[serde(default)]
     pub clock: String,
