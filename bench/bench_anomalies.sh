@@ -25,11 +25,8 @@ cd "$(dirname "$0")/.."
 dir=${1:?usage: bench/bench_anomalies.sh DIR [ROUNDS] [PLOTDIR]}
 rounds=${2:-5}
 plots=${3:-docs/bench}
-fsprof=${FSPROF:-}
-if [ -z "$fsprof" ]; then
-  cargo build --release -q -p fsprof
-  fsprof=target/release/fsprof
-fi
+. bench/lib.sh
+fsprof=$(fsprof_binary)
 out=${RESULTS:-}
 if [ -z "$out" ]; then
 out=$(mktemp -d /tmp/fsprof-anomalies.XXXXXX)

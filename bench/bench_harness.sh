@@ -23,11 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-9}
 ops=${2:-300000}
-fsprof=${FSPROF:-}
-if [ -z "$fsprof" ]; then
-  cargo build --release -q -p fsprof
-  fsprof=target/release/fsprof
-fi
+. bench/lib.sh
+fsprof=$(fsprof_binary)
 before=${FSPROF_BEFORE:-}
 work=$(mktemp -d /dev/shm/fsprof-harness.XXXXXX)
 trap 'rm -rf "$work"' EXIT

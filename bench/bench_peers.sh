@@ -26,11 +26,8 @@ cd "$(dirname "$0")/.."
 dir=${1:?usage: bench/bench_peers.sh DIR [REPS] [SCALE]}
 reps=${2:-5}
 scale=${3:-128}
-fsprof=${FSPROF:-}
-if [ -z "$fsprof" ]; then
-  cargo build --release -q -p fsprof
-  fsprof=target/release/fsprof
-fi
+. bench/lib.sh
+fsprof=$(fsprof_binary)
 for t in fio bonnie++ python3; do
   command -v "$t" >/dev/null || { echo "bench_peers.sh: $t is not installed (apt-get install -y fio bonnie++)" >&2; exit 2; }
 done

@@ -572,21 +572,17 @@ fn describe_peak(
     s
 }
 
-#[allow(clippy::too_many_arguments)]
-fn reason(
-    layer: &str,
+/// The whole reason for an op that was not compared (only on one side,
+/// identical, negligible); `None` for a compared one.
+fn status_reason(
     name: &str,
     status: Status,
-    score: Option<f64>,
-    threshold: f64,
     a: &Side,
     b: &Side,
-    changes: &[PeakChange],
-    res: Resolution,
     opts: &CompareOptions,
-) -> String {
+) -> Option<String> {
     let calls = |n: u64| format!("{n} calls");
-    match status {
+    Some(match status {
         Status::Added | Status::Removed => {
             let (side, s) = if status == Status::Added {
                 ("B", b)
@@ -601,28 +597,45 @@ fn reason(
             } else {
                 String::new()
             };
-            return format!(
+            format!(
                 "{name}: only in {side}, {}, {} of total latency{minor}",
                 calls(s.op.count()),
                 pct(s.latency_share)
-            );
+            )
         }
-        Status::Identical => return format!("{name}: identical"),
+        Status::Identical => format!("{name}: identical"),
         Status::Negligible if a.op.count() < opts.min_calls && b.op.count() < opts.min_calls => {
-            return format!(
+            format!(
                 "{name}: too few calls to compare ({} and {})",
                 a.op.count(),
                 b.op.count()
             )
         }
-        Status::Negligible => {
-            return format!(
-                "{name}: negligible (under {} of calls and latency on both sides)",
-                pct(opts.negligible)
-            )
-        }
-        Status::Compared => {}
+        Status::Negligible => format!(
+            "{name}: negligible (under {} of calls and latency on both sides)",
+            pct(opts.negligible)
+        ),
+        Status::Compared => return None,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reason(
+    layer: &str,
+    name: &str,
+    status: Status,
+    score: Option<f64>,
+    threshold: f64,
+    a: &Side,
+    b: &Side,
+    changes: &[PeakChange],
+    res: Resolution,
+    opts: &CompareOptions,
+) -> String {
+    if let Some(r) = status_reason(name, status, a, b, opts) {
+        return r;
     }
+    let calls = |n: u64| format!("{n} calls");
     let mut parts = Vec::new();
     if let Some(c) = changes.first().filter(|c| c.significant) {
         parts.push(match c.kind {
@@ -741,6 +754,11 @@ mod tests {
         fsprof_testkit::profiles::profile_of("user", ops)
     }
 
+    #[track_caller]
+    fn assert_reason_starts(o: &OpComparison, prefix: &str) {
+        assert!(o.reason.starts_with(prefix), "{}", o.reason);
+    }
+
     #[test]
     fn flags_the_op_with_a_new_slow_peak_and_nothing_else() {
         let a = profile(vec![
@@ -758,12 +776,7 @@ mod tests {
         assert_eq!(hits, vec!["read"]);
         assert_eq!(c.exit_code(), 1);
         let read = &c.ops[0];
-        assert!(
-            read.reason
-                .starts_with("read: new peak at 2.10ms..4.19ms, "),
-            "{}",
-            read.reason
-        );
+        assert_reason_starts(read, "read: new peak at 2.10ms..4.19ms, ");
         assert_eq!(read.peak_changes[0].kind, PeakChangeKind::New);
         let stat = c.ops.iter().find(|o| o.op == "stat").unwrap();
         assert_eq!(stat.status, Status::Negligible);
@@ -831,12 +844,9 @@ mod tests {
             ..Default::default()
         };
         let c = compare_profiles(&a, &b, &o);
-        assert!(
-            c.ops[0]
-                .reason
-                .starts_with("read: new peak at 2.10ms..4.19ms ≈ device read, "),
-            "{}",
-            c.ops[0].reason
+        assert_reason_starts(
+            &c.ops[0],
+            "read: new peak at 2.10ms..4.19ms ≈ device read, ",
         );
     }
 
@@ -872,13 +882,7 @@ mod tests {
         let b = profile(vec![op("read", &[(9, 1000)])]);
         let c = compare_profiles(&a, &b, &CompareOptions::default());
         assert!(c.ops[0].interesting);
-        assert!(
-            c.ops[0]
-                .reason
-                .starts_with("read: peak at 2.10ms..4.19ms gone"),
-            "{}",
-            c.ops[0].reason
-        );
+        assert_reason_starts(&c.ops[0], "read: peak at 2.10ms..4.19ms gone");
         // Same shape, but the op's total latency did not drop: no peak
         // change is significant (the calls only moved between buckets).
         let mut b2 = b.clone();

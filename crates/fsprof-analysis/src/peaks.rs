@@ -135,27 +135,8 @@ pub fn find_peaks_with(h: &Histogram, res: Resolution, opts: &PeakOptions) -> Ve
         let lat: f64 = (r.0..=r.1).map(|k| c[k] as f64 * mid(k)).sum();
         (count, lat)
     };
-    let top = |r: &(usize, usize)| c[r.0..=r.1].iter().copied().max().unwrap_or(0);
-    let adjacent = |l: &(usize, usize), r: &(usize, usize)| r.0 == l.1 + 1;
-
-    // 1: merge hills whose valley does not dip enough, shallowest first.
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for k in 0..hills.len().saturating_sub(1) {
-            let (l, r) = (&hills[k], &hills[k + 1]);
-            if !adjacent(l, r) {
-                continue;
-            }
-            let valley = c[l.1].min(c[r.0]) as f64;
-            let ratio = valley / top(l).min(top(r)) as f64;
-            if ratio > 1.0 - opts.min_dip && best.is_none_or(|(_, b)| ratio > b) {
-                best = Some((k, ratio));
-            }
-        }
-        let Some((k, _)) = best else { break };
-        hills[k].1 = hills[k + 1].1;
-        hills.remove(k + 1);
-    }
+    // 1: merge hills whose valley does not dip enough.
+    merge_shallow_valleys(&mut hills, c, opts.min_dip);
 
     // 2: fold insignificant hills into a neighbour, smallest first; drop
     // isolated ones. A hill "trails" a neighbour when at most `tail_gap`
@@ -231,6 +212,30 @@ pub fn find_peaks_with(h: &Histogram, res: Resolution, opts: &PeakOptions) -> Ve
             }
         })
         .collect()
+}
+
+/// Merges adjacent hills of `c` whose valley dips less than `min_dip`
+/// below the lower of their tops, shallowest valley first.
+fn merge_shallow_valleys(hills: &mut Vec<(usize, usize)>, c: &[u64], min_dip: f64) {
+    let top = |r: &(usize, usize)| c[r.0..=r.1].iter().copied().max().unwrap_or(0);
+    let adjacent = |l: &(usize, usize), r: &(usize, usize)| r.0 == l.1 + 1;
+    loop {
+        let mut best: Option<(usize, f64)> = None;
+        for k in 0..hills.len().saturating_sub(1) {
+            let (l, r) = (&hills[k], &hills[k + 1]);
+            if !adjacent(l, r) {
+                continue;
+            }
+            let valley = c[l.1].min(c[r.0]) as f64;
+            let ratio = valley / top(l).min(top(r)) as f64;
+            if ratio > 1.0 - min_dip && best.is_none_or(|(_, b)| ratio > b) {
+                best = Some((k, ratio));
+            }
+        }
+        let Some((k, _)) = best else { break };
+        hills[k].1 = hills[k + 1].1;
+        hills.remove(k + 1);
+    }
 }
 
 /// Maximal runs of non-empty buckets cut at every valley: `(start, end)`

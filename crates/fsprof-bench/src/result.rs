@@ -194,10 +194,9 @@ pub fn read_result(path: &Path) -> Result<(Profile, BenchResult), ReadError> {
 
 /// An empty result profile's metadata.
 pub fn profile_meta(tool_command: Vec<String>, machine: &Machine) -> Meta {
-    Meta {
-        command: tool_command,
-        host: machine.host.clone(),
-        kernel: machine.kernel.clone(),
-        ..fsprof_capture::meta::describe("bench", &[], Resolution::default())
-    }
+    let mut meta = fsprof_capture::meta::describe("bench", &[], Resolution::default());
+    meta.command = tool_command;
+    meta.run.host = machine.host.clone();
+    meta.run.kernel = machine.kernel.clone();
+    meta
 }

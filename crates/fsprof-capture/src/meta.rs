@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use fsprof_core::profile::{ExitStatus, Meta, Tool};
+use fsprof_core::profile::{ExitStatus, Meta, RunInfo, Tool};
 use fsprof_core::Resolution;
 use fsprof_sys::host;
 
@@ -20,8 +20,11 @@ pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolut
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
-        host: host::hostname(),
-        kernel: host::kernel_release(),
+        run: RunInfo {
+            host: host::hostname(),
+            kernel: host::kernel_release(),
+            ..RunInfo::default()
+        },
         resolution,
         ..Default::default()
     }
@@ -31,11 +34,17 @@ pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolut
 /// wall clock, and how long it has run.
 pub fn timed(meta: Meta, start_unix_ns: u64, duration_ns: u64) -> Meta {
     Meta {
-        start_time: fsprof_core::units::rfc3339_utc(start_unix_ns),
-        start_unix_ns,
+        run: RunInfo::new(meta.run.host, meta.run.kernel, start_unix_ns),
         duration_ns,
         ..meta
     }
+}
+
+/// This host's [`RunInfo`] for a run that started at `start_unix_ns`
+/// (what [`describe`] and [`timed`] put in a `Meta`), for files that
+/// describe a run without a profile's `Meta` (a trace's header).
+pub fn run_info(start_unix_ns: u64) -> RunInfo {
+    RunInfo::new(host::hostname(), host::kernel_release(), start_unix_ns)
 }
 
 /// When and how long a capture ran.

@@ -117,7 +117,7 @@ pub fn save(
     program: Option<&str>,
 ) -> Result<Saved, SaveError> {
     let json = to_json(p);
-    let base = default_name(kind, program, &p.meta.start_time);
+    let base = default_name(kind, program, &p.meta.run.start_time);
     let first = match &out.path {
         Some(path) if is_stdio(path) => {
             let mut stdout = io::stdout().lock();
@@ -292,7 +292,10 @@ mod tests {
 
     fn profile() -> Profile {
         Profile::new(Meta {
-            start_time: "2026-11-21T23:59:07.123Z".into(),
+            run: fsprof_core::profile::RunInfo {
+                start_time: "2026-11-21T23:59:07.123Z".into(),
+                ..Default::default()
+            },
             ..Default::default()
         })
     }

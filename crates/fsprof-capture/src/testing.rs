@@ -105,7 +105,7 @@ impl Source for CountingSource {
     fn amend_meta(&mut self, meta: &mut Meta) {
         self.log.push("amend_meta".into());
         if let Some(h) = &self.host {
-            meta.host = h.clone();
+            meta.run.host = h.clone();
         }
     }
 }

@@ -83,9 +83,9 @@ fn duration_and_intervals_without_a_command() {
     assert_eq!(prof.meta.tool, "test");
     // Without a command, fsprof's own command line says what was captured.
     assert_eq!(prof.meta.command, std::env::args().collect::<Vec<_>>());
-    assert!(!prof.meta.kernel.is_empty() && !prof.meta.start_time.is_empty());
+    assert!(!prof.meta.run.kernel.is_empty() && !prof.meta.run.start_time.is_empty());
     // The source's own metadata comes last.
-    assert_eq!(prof.meta.host, "amended");
+    assert_eq!(prof.meta.run.host, "amended");
     assert_eq!(prof.meta.clock.source, "monotonic");
     // Samples at 100 and 200 ms (one may be late on a loaded machine),
     // then the last slice at the end: the intervals add up to the totals

@@ -6,15 +6,20 @@
 mod cli;
 mod commands;
 mod files;
+mod quick;
 
 use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() {
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => parse_error(e),
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = match quick::quick_run(&args) {
+        Some(run) => Ok(cli::Cli {
+            command: cli::Command::Run(cli::Lazy(run)),
+        }),
+        None => cli::Cli::try_parse_from(args),
     };
+    let cli = parsed.unwrap_or_else(|e| parse_error(e));
     let code = match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

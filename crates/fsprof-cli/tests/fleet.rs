@@ -16,7 +16,7 @@ fn merged_fleet(dir: &Path) -> (Vec<(PathBuf, Profile)>, PathBuf) {
         // Each run here is on this machine; give each the name of the host
         // it stands for, as profiles collected across a fleet would have.
         let mut prof = read_profile(&p).unwrap();
-        prof.meta.host = host.into();
+        prof.meta.run.host = host.into();
         write_profile(&p, &prof, true).unwrap();
         inputs.push((p, prof));
     }

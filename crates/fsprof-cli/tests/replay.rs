@@ -451,6 +451,148 @@ fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
     (t, ok(&replay(base, &r, &root, &STRICT)))
 }
 
+/// Calls that name an entry keep a trailing slash too: `unlink("file/")`,
+/// `rename("file/", …)`, `link("dir/", …)`, `readlink("file/")` fail as
+/// traced (the replayer used to drop the slash, so `unlink("file/")`
+/// removed the file), and `rmdir`/`mkdir`/`rename` of `dir/` succeed.
+#[test]
+fn entry_calls_with_trailing_slashes_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "entry_slashes",
+        r#"#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    char buf[64];
+    int f = open("file", O_CREAT | O_WRONLY | O_EXCL, 0644);
+    if (f < 0 || close(f) != 0 || mkdir("dir", 0755) != 0) return 1;
+    if (symlink("dir", "ldir") != 0 || symlink("file", "lfile") != 0) return 1;
+    if (unlink("file/") != -1 || errno != ENOTDIR) return 2;
+    if (rename("file/", "moved") != -1 || errno != ENOTDIR) return 3;
+    if (rename("file", "moved/") != -1 || errno != ENOTDIR) return 4;
+    if (rmdir("file/") != -1 || errno != ENOTDIR) return 5;
+    if (link("file/", "hard") != -1 || errno != ENOTDIR) return 6;
+    if (link("ldir/", "hard") != -1 || errno != EPERM) return 7;
+    if (link("file", "hard/") != -1 || errno != ENOENT) return 8;
+    if (readlink("lfile/", buf, sizeof buf) != -1 || errno != ENOTDIR) return 9;
+    if (readlink("ldir/", buf, sizeof buf) != -1 || errno != EINVAL) return 10;
+    if (unlink("dir/") != -1 || errno != EISDIR) return 11;
+    if (symlink("file", "new/") != -1 || errno != ENOENT) return 12;
+    if (mkdir("made/", 0755) != 0 || rename("made/", "renamed/") != 0) return 13;
+    if (rmdir("renamed/") != 0 || rename("dir/", "dir2") != 0) return 14;
+    return 0;
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    let slashed = |p: &Option<Vec<u8>>| p.as_deref().is_some_and(|p| p.ends_with(b"/"));
+    let calls: Vec<(String, i32)> = fsprof_trace::TraceReader::open(&t)
+        .unwrap()
+        .filter_map(|r| match r.unwrap() {
+            fsprof_trace::Record::Call(c) if slashed(&c.path) || slashed(&c.path2) => {
+                Some((c.op.name().to_string(), c.errno))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 15, "{calls:?}");
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let work = base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work");
+    assert!(work.join("file").is_file(), "unlink(\"file/\") left it");
+    assert!(work.join("dir2").is_dir() && !work.join("hard").exists());
+    assert!(!work.join("made").exists() && !work.join("renamed").exists());
+}
+
+/// `--realtime` runs every replay thread under SCHED_FIFO (the report
+/// counts them); where that is not permitted (CAP_SYS_NICE dropped from
+/// the bounding set, RLIMIT_RTPRIO 0) it is refused in one line, exit 2,
+/// before anything is made under the root.
+#[test]
+fn realtime_replay_runs_under_sched_fifo_or_is_refused_in_one_line() {
+    fsprof_testkit::need_root("SCHED_FIFO");
+    let setpriv = need_program("setpriv", "util-linux");
+    let (_d, base) = canonical_tempdir();
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("rt.trace");
+    let script = "echo hello > f; cat f > g; mkdir d";
+    trace_in(&work, &[], &t, &[os("sh"), os("-c"), os(script)]);
+    let r = base.join("rt.replay");
+    compile_trace(&base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let err = ok(&replay(&base, &r, &root, &["--prepare", "--realtime"]));
+    let line = err
+        .lines()
+        .find(|l| l.contains("replay threads: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    let threads: u64 = line
+        .split("replay threads: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        threads >= 2,
+        "sh and cat replay on threads of their own: {line}"
+    );
+    assert!(
+        line.ends_with(&format!(", {threads} under SCHED_FIFO")),
+        "{line}"
+    );
+    let plain = base.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let err = ok(&replay(&base, &r, &plain, &["--prepare"]));
+    assert!(!err.contains("SCHED_FIFO"), "{err}");
+
+    let refused = base.join("refused");
+    std::fs::create_dir(&refused).unwrap();
+    let mut c = std::process::Command::new(setpriv);
+    c.args(["--bounding-set", "-sys_nice", "--"])
+        .arg(fsprof_testkit::fsprof_path())
+        .arg("replay")
+        .arg(&r)
+        .arg("--root")
+        .arg(&refused)
+        .args(["--prepare", "--realtime"])
+        .current_dir(&base);
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_RTPRIO, &none) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--realtime: SCHED_FIFO priority 10 is not permitted"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&refused).unwrap().count(),
+        0,
+        "nothing prepared"
+    );
+}
+
 /// `sendfile` and `copy_file_range` replay with their input and output
 /// the right way round (the trace's fd is the file read, its second fd the
 /// output, from the op vocabulary's roles).

@@ -178,3 +178,86 @@ fn tmpdir_with_a_space_still_loads_the_shim() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("cannot be preloaded"));
     assert!(count(&load(&out_path), "read") >= 1);
 }
+
+/// `Sig*` lines of /proc/self/status as `cmd` sees them when started, bare
+/// or through fsprof, from a parent that ignores SIGPIPE and SIGUSR1 and
+/// blocks SIGUSR2 and SIGINT (the state a shell's `trap '' PIPE` or a
+/// supervisor leaves).
+fn signal_state(cmd: &mut Command) -> String {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only makes the
+    // async-signal-safe calls signal and sigprocmask on local data.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            libc::signal(libc::SIGUSR1, libc::SIG_IGN);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR2);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        })
+    };
+    let o = succeeds(cmd);
+    let out = stdout(&o);
+    assert!(out.contains("SigIgn:") && out.contains("SigBlk:"), "{out}");
+    out
+}
+
+/// The command starts with the mask and ignored signals fsprof was started
+/// with, not fsprof's own (it blocks its stop signals, Rust ignores
+/// SIGPIPE), and catches nothing: as without fsprof.
+#[test]
+fn the_command_inherits_the_signal_state_fsprof_was_started_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = ["grep", "-E", "^Sig(Blk|Ign|Cgt):", "/proc/self/status"];
+    let bare = signal_state(Command::new(status[0]).args(&status[1..]));
+    let field = |name: &str| {
+        let l = bare
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default();
+        u64::from_str_radix(l[name.len()..].trim(), 16).unwrap_or_else(|e| panic!("{l}: {e}"))
+    };
+    let bit = |s: i32| 1u64 << (s - 1);
+    let ign = bit(libc::SIGPIPE) | bit(libc::SIGUSR1);
+    assert_eq!(field("SigIgn:") & ign, ign, "{bare}");
+    let blk = bit(libc::SIGUSR2) | bit(libc::SIGINT);
+    assert_eq!(field("SigBlk:") & blk, blk, "{bare}");
+    let profiled = signal_state(
+        fsprof()
+            .current_dir(dir.path())
+            .args(["run", "-q", "-o", "-", "--"])
+            .args(status),
+    );
+    // -o - puts the profile after the command's output on stdout.
+    let profiled: String = profiled.lines().take(3).map(|l| format!("{l}\n")).collect();
+    assert_eq!(profiled, bare);
+}
+
+/// fsprof's own process catches no signal but the ones its child resets
+/// between `clone` and `execve` (fsprof_sys::inherited::CHANGED): the
+/// child shares fsprof's memory until it execs, so a handler of fsprof's
+/// must not run there. Read from the command's parent, fsprof.
+#[test]
+fn fsprof_catches_no_signal_but_the_ones_its_children_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = succeeds(
+        fsprof()
+            .current_dir(dir.path())
+            .args(["run", "-q", "-o", "-", "--", "sh", "-c"])
+            .arg("grep ^SigCgt: /proc/$PPID/status"),
+    );
+    let line = stdout(&o).lines().next().unwrap_or_default().to_string();
+    let caught = u64::from_str_radix(line.trim_start_matches("SigCgt:").trim(), 16)
+        .unwrap_or_else(|e| panic!("{line}: {e}"));
+    let reset = fsprof_sys::inherited::CHANGED
+        .iter()
+        .fold(0u64, |m, s| m | 1 << (s - 1));
+    assert_eq!(
+        caught & !reset,
+        0,
+        "fsprof catches {caught:#x}; add the new handler's signal to inherited::CHANGED"
+    );
+}

@@ -17,8 +17,8 @@ fn hostile_profile(dir: &Path) -> std::path::PathBuf {
         ],
     );
     p.meta.command = vec!["sh".into(), "-c".into(), format!("cat {ESC}\nfake line")];
-    p.meta.host = format!("host{ESC}");
-    p.meta.kernel = format!("6.1{ESC}");
+    p.meta.run.host = format!("host{ESC}");
+    p.meta.run.kernel = format!("6.1{ESC}");
     p.meta.notes.push(format!("note {ESC}"));
     p.meta.settings.insert(format!("k{ESC}"), format!("v{ESC}"));
     p.meta.unprofiled.push(Unprofiled {

@@ -22,9 +22,9 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
         .map(|p| p.meta.duration_ns)
         .max()
         .unwrap_or(0);
-    meta.start_unix_ns = profiles
+    meta.run.start_unix_ns = profiles
         .iter()
-        .map(|p| p.meta.start_unix_ns)
+        .map(|p| p.meta.run.start_unix_ns)
         .min()
         .unwrap_or(0);
     meta.merged_from = profiles
@@ -34,8 +34,8 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
                 vec![Source {
                     tool: p.meta.tool.clone(),
                     command: p.meta.command.clone(),
-                    host: p.meta.host.clone(),
-                    start_time: p.meta.start_time.clone(),
+                    host: p.meta.run.host.clone(),
+                    start_time: p.meta.run.start_time.clone(),
                     duration_ns: p.meta.duration_ns,
                 }]
             } else {

@@ -50,15 +50,10 @@ pub struct Meta {
     /// or [`SYSTEM_WIDE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub kernel: String,
-    /// Wall-clock start, RFC 3339 UTC.
-    #[serde(default)]
-    pub start_time: String,
-    #[serde(default)]
-    pub start_unix_ns: u64,
+    /// Where and when it ran (`host`, `kernel`, `start_time`,
+    /// `start_unix_ns` in the file).
+    #[serde(flatten)]
+    pub run: RunInfo,
     #[serde(default)]
     pub duration_ns: u64,
     pub clock: Clock,
@@ -84,6 +79,35 @@ pub struct Meta {
     /// Processes of the run that could not be profiled, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprofiled: Vec<Unprofiled>,
+}
+
+/// Where and when a capture ran. A profile's [`Meta`] and a trace file's
+/// header both carry it, flattened: the same four fields under the same
+/// names in both files.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub kernel: String,
+    /// Wall-clock start, RFC 3339 UTC.
+    #[serde(default)]
+    pub start_time: String,
+    #[serde(default)]
+    pub start_unix_ns: u64,
+}
+
+impl RunInfo {
+    /// A run on `host` (kernel release `kernel`) that started at
+    /// `start_unix_ns`, with its RFC 3339 rendering.
+    pub fn new(host: String, kernel: String, start_unix_ns: u64) -> RunInfo {
+        RunInfo {
+            host,
+            kernel,
+            start_time: crate::units::rfc3339_utc(start_unix_ns),
+            start_unix_ns,
+        }
+    }
 }
 
 /// A process the capture saw but could not profile.
@@ -396,5 +420,48 @@ mod clock_tests {
             assert_eq!(serde_json::to_value(&t).unwrap(), name);
         }
         assert_eq!(Tool::from("kernel"), Tool::Kernel);
+    }
+}
+
+#[cfg(test)]
+mod run_info_tests {
+    use super::{Meta, RunInfo};
+
+    /// `RunInfo` is flattened: the file keeps `host`, `kernel`,
+    /// `start_time` and `start_unix_ns` as fields of `meta`, in that order
+    /// between `command` and `duration_ns`, as before it was a struct.
+    #[test]
+    fn run_info_fields_stay_fields_of_meta() {
+        let meta = Meta {
+            command: vec!["cat".into()],
+            run: RunInfo::new("h".into(), "6.1".into(), 1_000_000_000),
+            duration_ns: 7,
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&meta).unwrap();
+        let at = |k: &str| json.find(&format!("\"{k}\":")).expect(k);
+        let order = [
+            "command",
+            "host",
+            "kernel",
+            "start_time",
+            "start_unix_ns",
+            "duration_ns",
+        ]
+        .map(at);
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{json}");
+        assert!(!json.contains("\"run\""), "{json}");
+        assert!(
+            json.contains("\"start_time\":\"1970-01-01T00:00:01.000Z\""),
+            "{json}"
+        );
+        let back: Meta = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, meta);
+        // A meta without them (older or hand-made files) still reads.
+        let bare: Meta = serde_json::from_str(
+            r#"{"fsprof_version":"0","tool":"run","clock":{"source":"tsc"},"resolution":1}"#,
+        )
+        .unwrap();
+        assert_eq!(bare.run, RunInfo::default());
     }
 }

@@ -16,7 +16,7 @@ pub const LAYER: &str = "discover";
 /// The findings' samples as a profile; `command` is fsprof's command line.
 pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> Profile {
     let mut meta = fsprof_capture::meta::describe("discover", command, resolution);
-    meta.start_time = report.start_time.clone();
+    meta.run.start_time = report.start_time.clone();
     meta.duration_ns = report.duration_ns;
     meta.clock = crate::timing::clock().describe();
     let layout = BucketLayout::new(resolution);

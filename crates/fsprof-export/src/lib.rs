@@ -51,8 +51,8 @@ pub fn command_label(p: &fsprof_core::Profile) -> String {
 /// The host label: the profile's host, or for a merged profile the hosts it
 /// was merged from (`web1+web2`), so fleet aggregates say what they cover.
 pub fn host_label(p: &fsprof_core::Profile) -> String {
-    if !p.meta.host.is_empty() {
-        return p.meta.host.clone();
+    if !p.meta.run.host.is_empty() {
+        return p.meta.run.host.clone();
     }
     let mut hosts: Vec<&str> = p
         .meta

@@ -53,7 +53,7 @@ struct Common<'a> {
 
 impl Common<'_> {
     fn start(&self) -> Int {
-        Int(self.p.meta.start_unix_ns)
+        Int(self.p.meta.run.start_unix_ns)
     }
 
     /// Saturating: a hand-made profile can hold any start and duration.
@@ -61,6 +61,7 @@ impl Common<'_> {
         Int(self
             .p
             .meta
+            .run
             .start_unix_ns
             .saturating_add(self.p.meta.duration_ns))
     }
@@ -272,7 +273,7 @@ pub fn render(p: &Profile) -> String {
                 attributes: [
                     Attr("service.name", "fsprof"),
                     Attr("host.name", &c.host),
-                    Attr("os.version", &p.meta.kernel),
+                    Attr("os.version", &p.meta.run.kernel),
                     Attr("process.command_line", &c.command),
                 ],
             },
@@ -342,18 +343,21 @@ pub fn render(p: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::{Clock, Meta};
+    use fsprof_core::profile::{Clock, Meta, RunInfo};
     use fsprof_core::Resolution;
     use serde_json::{json, Value};
 
     #[test]
     fn buckets_map_one_to_one() {
         let mut p = Profile::new(Meta {
-            host: "h".into(),
+            run: RunInfo {
+                host: "h".into(),
+                start_unix_ns: 10,
+                ..Default::default()
+            },
             command: vec!["cat".into(), "x".into()],
             clock: Clock::default(),
             resolution: Resolution::new(4).unwrap(),
-            start_unix_ns: 10,
             duration_ns: 5,
             ..Default::default()
         });

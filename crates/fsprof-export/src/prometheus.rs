@@ -113,11 +113,14 @@ pub fn render(p: &Profile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fsprof_core::profile::{Clock, Meta};
+    use fsprof_core::profile::{Clock, Meta, RunInfo};
 
     fn profile() -> Profile {
         let meta = Meta {
-            host: "h\"1".into(),
+            run: RunInfo {
+                host: "h\"1".into(),
+                ..Default::default()
+            },
             command: vec!["cat".into(), "a\\b".into()],
             clock: Clock::default(),
             ..Default::default()

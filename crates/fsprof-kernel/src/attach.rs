@@ -542,6 +542,7 @@ impl Builder<'_> {
             sys_start_fd,
             filter: self.filter.clone(),
             task_pid: l.task_pid,
+            task_state: l.task_state,
         };
         self.charge_maps.extend([threads, global, completing]);
         Ok(Some(c))

@@ -49,8 +49,10 @@ pub struct RqLayout {
     /// REQ_OP_READ, _WRITE, _FLUSH, _DISCARD, in BLOCK_KINDS order.
     ops: [u32; 4],
     idle: u32,
-    /// Offset of `pid` in `struct task_struct` (for [`crate::charge`]).
+    /// Offsets of `pid` and `__state` in `struct task_struct` (for
+    /// [`crate::charge`]).
     pub task_pid: u32,
+    pub task_state: u32,
 }
 
 impl RqLayout {
@@ -92,6 +94,7 @@ impl RqLayout {
             ],
             idle: en("MQ_RQ_IDLE")?,
             task_pid: member("task_struct", "pid", 4)?,
+            task_state: member("task_struct", "__state", 4)?,
         })
     }
 
@@ -239,6 +242,7 @@ mod tests {
             ops: [0, 1, 2, 3],
             idle: 0,
             task_pid: 1264,
+            task_state: 24,
         };
         let sh = Shared {
             stats_fd: 3,
@@ -257,6 +261,7 @@ mod tests {
             sys_start_fd: 13,
             filter: crate::progs::Filter::All,
             task_pid: 1264,
+            task_state: 24,
         };
         assert!(complete(&l, &sh, 9, Some(&c)).len() > complete(&l, &sh, 9, None).len());
         assert!(!crate::charge::sched_switch(&c).is_empty());

@@ -15,7 +15,13 @@
 //!    second case is a reader that goes to sleep on a page after its
 //!    request's completion was traced but before the completion's end-I/O
 //!    work unlocked the page (a fast reader following read-ahead does this
-//!    for about one page-cache folio in four); the first covers waits on
+//!    for about one page-cache folio in four). The wake-up may also come
+//!    before the switch-out is traced (between the thread's decision to
+//!    sleep and the switch; the waker does not wait for it): the mark is
+//!    set whether or not the thread is recorded asleep, and the
+//!    switch-out keeps it only if the task's state is no longer
+//!    uninterruptible, i.e. the wake-up has already happened. The first
+//!    case covers waits on
 //!    I/O done by someone else: read-ahead issued by another thread or
 //!    process, the journal thread's commit an `fsync` waits for, dirty-page
 //!    throttling while writeback runs.
@@ -35,8 +41,8 @@
 //! load and no extra map lookup. Costs per event: every context switch, a
 //! per-CPU array store and an array lookup; while a profiled thread is
 //! asleep in a call, also a hash lookup of the task that runs next; when a
-//! profiled thread goes to sleep uninterruptibly, the filter and two hash
-//! operations. Every wake-up, one per-CPU array lookup (and a hash lookup
+//! profiled thread goes to sleep uninterruptibly, the filter and three hash
+//! operations (and a read of the task's state if it carries a mark). Every wake-up, one per-CPU array lookup (and a hash lookup
 //! only while a block completion runs on that CPU); every block
 //! completion, two array stores. A counter of the profiled threads asleep
 //! in a call lets the other switches stop early; if the LRU threads map
@@ -62,6 +68,8 @@ pub struct Charge {
     pub filter: Filter,
     /// Offset of `pid` (the thread id) in `struct task_struct`, from BTF.
     pub task_pid: u32,
+    /// Offset of `__state` in `struct task_struct`, from BTF.
+    pub task_state: u32,
 }
 
 /// Value sizes of the threads map and of the global entry; the per-CPU
@@ -121,8 +129,9 @@ pub fn sched_waking(c: &Charge) -> Vec<Insn> {
     task_key(&mut a, c, R6);
     lookup(&mut a, c.threads_fd, T_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
-    a.ldx(Size::DW, R1, R0, 8);
-    a.jmp_imm(Jmp::Eq, R1, 0, out);
+    // Also when the thread is not (yet) recorded asleep: the wake-up can
+    // come between its decision to sleep and its switch-out, which then
+    // keeps the mark (see sched_switch).
     a.st_imm(Size::DW, R0, 16, 1);
     progs::end(a, out)
 }
@@ -161,10 +170,25 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.alu_imm(Alu::Lsh, R1, 32);
     a.alu_imm(Alu::Rsh, R1, 32);
     a.stx(Size::DW, R10, T_KEY, R1);
+    // Woken already: a block completion's wake-up that came after the
+    // thread chose to sleep but before this switch-out (the waker does not
+    // wait for the switch to record it) marked the entry, and the task's
+    // state is no longer uninterruptible (TASK_WAKING or running).
+    let fresh = a.label();
+    a.st_imm(Size::DW, R10, BT_VAL + 16, 0);
+    lookup(&mut a, c.threads_fd, T_KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, fresh);
+    a.ldx(Size::DW, R1, R0, 16);
+    a.jmp_imm(Jmp::Eq, R1, 0, fresh);
+    a.ldx(Size::DW, R3, R6, 8);
+    progs::probe(&mut a, R1, R3, c.task_state, Size::W);
+    a.alu_imm(Alu::And, R1, TASK_UNINTERRUPTIBLE);
+    a.jmp_imm(Jmp::Ne, R1, 0, fresh);
+    a.st_imm(Size::DW, R10, BT_VAL + 16, 1);
+    a.bind(fresh);
     a.stx(Size::DW, R10, BT_VAL, R7);
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, BT_VAL + 8, R0);
-    a.st_imm(Size::DW, R10, BT_VAL + 16, 0);
     update(&mut a, c.threads_fd, T_KEY, BT_VAL, 0);
     a.jmp_imm(Jmp::Ne, R0, 0, next_side);
     entry0(&mut a, c.global_fd, next_side);
@@ -184,6 +208,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_imm(Jmp::Eq, R7, 0, out);
     a.st_imm(Size::DW, R6, 8, 0);
     a.ldx(Size::DW, R8, R6, 16);
+    a.st_imm(Size::DW, R6, 16, 0);
     entry0(&mut a, c.global_fd, out);
     a.mov_imm(R1, -1);
     a.atomic_add64(R0, 8, R1);

@@ -139,9 +139,9 @@ fn meta_table(out: &mut String, p: &Profile) {
     let mut rows: Vec<(&str, String)> = vec![
         ("command", command_line(p)),
         ("tool", format!("fsprof {} {}", m.fsprof_version, m.tool)),
-        ("host", m.host.clone()),
-        ("kernel", m.kernel.clone()),
-        ("started", m.start_time.clone()),
+        ("host", m.run.host.clone()),
+        ("kernel", m.run.kernel.clone()),
+        ("started", m.run.start_time.clone()),
         ("wall time", format_ns(m.duration_ns as f64)),
     ];
     if let Some(e) = &m.exit {
@@ -171,7 +171,7 @@ fn meta_table(out: &mut String, p: &Profile) {
         rows.push((
             "self-overhead",
             format!(
-                "{} per call (smallest recordable latency {}), ≈ {} in all",
+                "{} per call timed in a hot loop (smallest recordable latency {}); × the calls ≈ {}",
                 format_ns(o.per_call_ns),
                 format_ns(o.min_recordable_ns),
                 format_ns(o.estimated_total_ns as f64)

@@ -3,7 +3,7 @@
 //! rasterized identically twice and shows the bars, and the HTML page is
 //! self-contained.
 
-use fsprof_core::profile::{Clock, Interval, Layer, Meta};
+use fsprof_core::profile::{Clock, Interval, Layer, Meta, RunInfo};
 use fsprof_core::{Histogram, OpStats, Profile, Resolution};
 use fsprof_plot::html::{self, CompareRow, HtmlOptions};
 use fsprof_plot::{plot_svg, svg_to_png, PeakMark, PlotError, PlotKind, PlotRequest};
@@ -40,10 +40,12 @@ fn profile(with_intervals: bool) -> Profile {
             "x".into(),
             "/usr/include".into(),
         ],
-        host: "testhost".into(),
-        kernel: "6.1.0".into(),
-        start_time: "2026-11-22T00:00:00.000Z".into(),
-        start_unix_ns: 1_795_305_600_000_000_000,
+        run: RunInfo {
+            host: "testhost".into(),
+            kernel: "6.1.0".into(),
+            start_time: "2026-11-22T00:00:00.000Z".into(),
+            start_unix_ns: 1_795_305_600_000_000_000,
+        },
         duration_ns: 300_000_000,
         clock: Clock {
             source: "monotonic".into(),

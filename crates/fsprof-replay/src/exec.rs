@@ -218,7 +218,13 @@ impl Default for Local {
 }
 
 /// Each path of the compiled trace split once, before the replay, into
-/// its parent directory and last component.
+/// its parent directory and last component. The component keeps a
+/// trailing slash the program gave (one): `unlinkat`, `renameat2`,
+/// `mkdirat` and the creating calls then fail or succeed as the traced
+/// ones did (`unlink("f/")` is ENOTDIR), and none of them follows the
+/// component for that slash. The two calls whose trailing slash follows a
+/// symlink (link's source, readlink) are answered by the confined lookup
+/// instead ([`Exec::through_slash`]).
 pub struct PathTable {
     /// By string id: (directory index, last component), or the errno a
     /// call on it fails with (an empty, `.` or `..` last component).
@@ -236,6 +242,11 @@ impl PathTable {
             .iter()
             .map(|p| {
                 let (dir, name) = split_path(p)?;
+                let name = if p.ends_with(b"/") {
+                    CString::new([name.as_bytes(), b"/"].concat()).map_err(|_| libc::EINVAL)?
+                } else {
+                    name
+                };
                 let next = dirs.len() as u32;
                 let id = *index.entry(dir.to_vec()).or_insert_with(|| {
                     dirs.push(dir.to_vec());
@@ -500,6 +511,13 @@ impl<'a> Exec<'a> {
         local.dirs[dir] = Some(fd);
         local.open_dirs += 1;
         Ok((raw, name))
+    }
+
+    /// The confined lookup of a path with a trailing slash, which follows
+    /// a final symlink and must end at a directory (what `link` and
+    /// `readlink` do with such a path before anything else).
+    fn through_slash(&self, id: Option<u32>) -> Result<(), i32> {
+        self.root.lookup(self.string(id), false).map(drop)
     }
 
     /// Whether the path has a parent directory and a last component.
@@ -895,6 +913,8 @@ impl<'a> Exec<'a> {
     }
 
     /// Calls that look at or change one entry through its path.
+    // Long as one match: an arm per path op, each a confined lookup and
+    // one syscall, so the path ops read side by side.
     fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let path = self.string(c.path);
@@ -1000,6 +1020,34 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `link` of a source with a trailing slash: it resolved as a directory
+    /// (through a symlink if need be), so the result is an error, or, for
+    /// a directory, the error linking it gives once the new name is free.
+    fn link_slashed_source(&self, c: &Command, local: &mut Local) -> (i64, i32) {
+        if let Err(e) = self.through_slash(c.path) {
+            return err(e);
+        }
+        match self.parent(c.path2, local) {
+            Err(e) => err(e),
+            Ok((d, n)) => {
+                // SAFETY: `d` is a directory descriptor of the slot table
+                // (or -1, refused with EBADF), `n` a C string, `st` ours.
+                let exists = unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::fstatat(d, n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
+                };
+                err(if exists == 0 {
+                    libc::EEXIST
+                } else if n.to_bytes().ends_with(b"/") {
+                    // A new name with a slash is never created.
+                    libc::ENOENT
+                } else {
+                    libc::EPERM
+                })
+            }
+        }
+    }
+
     /// Calls that add, remove or rename entries (and `sync`).
     fn namespace_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
@@ -1020,6 +1068,7 @@ impl<'a> Exec<'a> {
                         self.namespace_changed(ret(libc::unlinkat(d, n.as_ptr(), f) as i64))
                     }
                 },
+                Link if self.string(c.path).ends_with(b"/") => self.link_slashed_source(c, local),
                 Rename | Link => {
                     let from = self.parent(c.path, local);
                     let to = self.parent(c.path2, local);
@@ -1058,6 +1107,10 @@ impl<'a> Exec<'a> {
                         ret(libc::symlinkat(target.as_ptr(), d, n.as_ptr()) as i64)
                     }
                 },
+                // A directory is not a symlink to read.
+                Readlink if self.string(c.path).ends_with(b"/") => {
+                    err(self.through_slash(c.path).err().unwrap_or(libc::EINVAL))
+                }
                 Readlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {

@@ -6,6 +6,8 @@
 //!   calibrated against it;
 //! - [`process`]: starting a command (optionally held before its `execve`),
 //!   waiting for it, and the shell's exit-status rules;
+//! - [`inherited`]: the signal state fsprof was started with, which the
+//!   commands it starts get back;
 //! - [`signals`]: the stop signals (Ctrl-C, SIGTERM, ...) taken synchronously
 //!   so that a capture can end cleanly and still write its profile;
 //! - [`host`]: host name, kernel, CPU, caches and memory;
@@ -23,6 +25,7 @@
 pub mod clock;
 pub mod diag;
 pub mod host;
+pub mod inherited;
 pub mod mmap;
 pub mod mountinfo;
 pub mod pagecache;

@@ -6,18 +6,21 @@
 //! attaches in between, so the launcher's work is not counted and the
 //! first call seen is the `execve` (what makes syscall counts comparable
 //! with `strace -f -c`). [`Child::spawn`], for everything else, starts the
-//! command at once with `posix_spawn`.
+//! command at once, as `posix_spawn` does (`clone(CLONE_VM|CLONE_VFORK)`)
+//! but with fewer system calls.
 //!
 //! Failures follow the shell: a command that cannot be found exits 127,
 //! one that is found but cannot be executed 126, and a failed `execve`
 //! is reported by the launcher (over a close-on-exec pipe, as
 //! `std::process` does) rather than as the command's exit status. Like
 //! `execvp`, a file the kernel does not recognise as a program is run by
-//! `/bin/sh`. The child starts with no signal blocked and SIGPIPE at its
-//! default, whatever fsprof itself blocks or ignores.
+//! `/bin/sh`. The child starts with the signal mask and dispositions
+//! fsprof was started with ([`crate::inherited`]), whatever fsprof itself
+//! blocks or ignores since.
 //!
 //! Hand-written rather than `std::process::Command` because std cannot
-//! hold a child between fork and exec.
+//! hold a child between fork and exec nor give it back the ignored signals
+//! and mask fsprof was started with (std resets both).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -27,6 +30,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fsprof_core::profile::ExitStatus;
+
+use crate::inherited;
 
 /// Why a command could not be started. [`LaunchError::exit_code`] is the
 /// status a shell reports for the same failure.
@@ -208,19 +213,15 @@ fn name_and_program(
 
 impl Child {
     /// Starts `argv` with `env` added to fsprof's environment, at once.
-    /// With `posix_spawn` (glibc: `clone(CLONE_VM|CLONE_VFORK)`): no copy
-    /// of fsprof's page tables for a child that execs straight away, and
-    /// no copy-on-write faults in either process after it (0.1–0.2 ms of
+    /// With `clone(CLONE_VM|CLONE_VFORK)` ([`vfork_exec`]): no copy of
+    /// fsprof's page tables for a child that execs straight away, and no
+    /// copy-on-write faults in either process after it (0.1–0.2 ms of
     /// `fsprof run`'s start-up; docs/benchmarks.md, "Start-up").
     pub fn spawn(argv: &[OsString], env: &[(OsString, OsString)]) -> Result<Child, LaunchError> {
         let (name, exe) = name_and_program(argv, env)?;
         let prepared =
             Prepared::new(argv, &exe, env).map_err(|e| LaunchError::Start(name.clone(), e))?;
-        let mut errno = posix_spawn(&prepared.exe, &prepared.argv, &prepared.envp);
-        if errno == Err(libc::ENOEXEC) {
-            errno = posix_spawn(&prepared.sh, &prepared.sh_argv, &prepared.envp);
-        }
-        match errno {
+        match vfork_exec(&prepared) {
             Ok(pid) => Ok(Child {
                 pid,
                 name,
@@ -358,54 +359,84 @@ impl Drop for Child {
     }
 }
 
-/// `posix_spawn` of `exe` with the signal state [`exec_child`] gives:
-/// nothing blocked, SIGPIPE at its default (handlers fsprof installed are
-/// reset by glibc). The pid, or the errno of the failed start or `execve`.
-fn posix_spawn(
-    exe: &CString,
-    argv: &[*const libc::c_char],
-    envp: &[*const libc::c_char],
-) -> Result<i32, i32> {
-    // SAFETY: attr and the signal sets are initialised by their init
-    // functions before use and destroyed once; exe, argv and envp are
-    // NUL-terminated strings and null-terminated pointer arrays that
-    // outlive the call (posix_spawn returns after the child's execve).
+/// Bytes of stack for the [`vfork_exec`] child, which only makes a few
+/// system calls on it before `execve` (glibc's `posix_spawn` uses 32 KiB
+/// plus the page size).
+const CHILD_STACK: usize = 64 * 1024;
+
+/// What the [`vfork_exec`] child reads, and where it leaves its `errno`.
+struct VforkArgs<'a> {
+    p: &'a Prepared,
+    errno: i32,
+}
+
+/// Starts `p`'s program as `posix_spawn` does, with
+/// `clone(CLONE_VM|CLONE_VFORK)` (returns once the child has exec'd or
+/// failed to), but with only the system calls that give the child the
+/// signal state fsprof was started with ([`inherited::restore`]: four),
+/// where glibc's `posix_spawn` queries and resets every one of the 64
+/// signals (128 `rt_sigaction`; ~0.1 ms of `fsprof run`'s start-up here).
+/// Like `execvp`, a file the kernel does not recognise is run by
+/// `/bin/sh`. The pid, or the errno of the failed start or `execve`.
+fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
+    // Not zeroed: the child touches only the top of it, and writing all of
+    // it would fault in every page.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
+    // The stack grows down from its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
+    let mut args = VforkArgs { p, errno: 0 };
+    // SAFETY: sigset_t is plain data; with every signal blocked no handler
+    // of fsprof's can run in the child, which shares fsprof's memory,
+    // before it has restored the inherited state. The child runs
+    // `vfork_child` on its own stack, only async-signal-safe calls on
+    // memory prepared before, and fsprof is suspended until it exec'd or
+    // exited (CLONE_VFORK), so `args` and `stack` outlive its use of them.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            vfork_child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut args as *mut VforkArgs).cast(),
+        );
+        let clone_errno = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(clone_errno);
+        }
+        pid
+    };
+    drop(stack);
+    if args.errno != 0 {
+        // The child failed to exec and exited: reap it here, as
+        // posix_spawn does, so the failure is only the errno.
+        let mut st = 0;
+        // SAFETY: waiting for our own child with a valid status pointer.
+        while unsafe { libc::waitpid(pid, &mut st, 0) } < 0
+            && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+        {}
+        return Err(args.errno);
+    }
+    Ok(pid)
+}
+
+/// The [`vfork_exec`] child.
+extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `VforkArgs`, alive and not touched by
+    // the parent until this child has exec'd or exited (CLONE_VFORK); only
+    // async-signal-safe calls on buffers prepared before the clone.
     unsafe {
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        let r = libc::posix_spawnattr_init(&mut attr);
-        if r != 0 {
-            return Err(r);
+        let a = &mut *arg.cast::<VforkArgs>();
+        inherited::restore();
+        libc::execve(a.p.exe.as_ptr(), a.p.argv.as_ptr(), a.p.envp.as_ptr());
+        if *libc::__errno_location() == libc::ENOEXEC {
+            libc::execve(a.p.sh.as_ptr(), a.p.sh_argv.as_ptr(), a.p.envp.as_ptr());
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        let mut default: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut default);
-        libc::sigaddset(&mut default, libc::SIGPIPE);
-        let flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-        let mut r = libc::posix_spawnattr_setsigmask(&mut attr, &none);
-        if r == 0 {
-            r = libc::posix_spawnattr_setsigdefault(&mut attr, &default);
-        }
-        if r == 0 {
-            r = libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
-        }
-        let mut pid = 0;
-        if r == 0 {
-            r = libc::posix_spawn(
-                &mut pid,
-                exe.as_ptr(),
-                std::ptr::null(),
-                &attr,
-                argv.as_ptr().cast(),
-                envp.as_ptr().cast(),
-            );
-        }
-        libc::posix_spawnattr_destroy(&mut attr);
-        if r == 0 {
-            Ok(pid)
-        } else {
-            Err(r)
-        }
+        a.errno = *libc::__errno_location();
+        libc::_exit(127)
     }
 }
 
@@ -417,11 +448,9 @@ fn posix_spawn(
 unsafe fn exec_child(p: &Prepared, gate: i32, errors: i32) -> ! {
     // SAFETY: async-signal-safe calls on buffers prepared before the fork.
     unsafe {
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        // Rust ignores SIGPIPE in its own processes; commands get the default.
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // The signal state fsprof was started with, before the wait: a
+        // Ctrl-C while held ends the child as it would the command.
+        inherited::restore();
         let mut b = 0u8;
         let n = loop {
             let n = libc::read(gate, (&mut b as *mut u8).cast(), 1);

@@ -123,3 +123,140 @@ fn readme_lists_what_a_fresh_clone_needs() {
         "scripts/test-all is not executable"
     );
 }
+
+/// The shape of the workspace (docs/architecture.md, issue 8): what each
+/// crate may use. A crate uses only crates below it; a new crate needs a
+/// row here saying where it sits. This table is the one place the allowed
+/// arrows are written; `docs/architecture.md`'s "uses" column must name
+/// exactly the arrows Cargo.toml has.
+const SHAPE: &[(&str, &[&str])] = &[
+    ("fsprof-core", &[]),
+    ("fsprof-sys", &["core"]),
+    ("fsprof-capture", &["core", "sys"]),
+    ("fsprof-shim", &["core"]),
+    // Sources.
+    ("fsprof-user", &["core", "sys", "capture", "shim"]),
+    ("fsprof-kernel", &["core", "sys", "capture"]),
+    ("fsprof-fuse", &["core", "sys", "capture"]),
+    ("fsprof-trace", &["core", "sys", "capture", "shim", "user"]),
+    // After the capture: computation only, then rendering.
+    ("fsprof-analysis", &["core"]),
+    ("fsprof-report", &["core", "analysis"]),
+    ("fsprof-plot", &["core", "analysis", "report"]),
+    ("fsprof-export", &["core", "analysis", "report"]),
+    // Subsystems on top of both.
+    (
+        "fsprof-bench",
+        &["core", "sys", "capture", "analysis", "report", "plot"],
+    ),
+    (
+        "fsprof-discover",
+        &[
+            "core", "sys", "capture", "analysis", "report", "plot", "bench",
+        ],
+    ),
+    (
+        "fsprof-replay",
+        &["core", "sys", "capture", "analysis", "report", "trace"],
+    ),
+    // Tests only: what the test helpers build (profiles, traces).
+    ("fsprof-testkit", &["core", "trace"]),
+];
+
+/// Every crate's dependencies on other fsprof crates (`cargo metadata`,
+/// normal and build dependencies) stay within [`SHAPE`], and the
+/// architecture page's "uses" column says what they are.
+#[test]
+fn crate_dependencies_follow_the_shape() {
+    let root = workspace();
+    let out = fsprof_testkit::succeeds(
+        std::process::Command::new(option_env!("CARGO").unwrap_or("cargo"))
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(&root),
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    // The page's picture: a crate sits on a row above every crate it uses.
+    let picture = page
+        .split("## Crates and their arrows")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("docs/architecture.md has the crates picture");
+    let row_of = |krate: &str| {
+        picture
+            .lines()
+            .position(|l| {
+                l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .any(|w| w == krate)
+            })
+            .unwrap_or_else(|| panic!("the picture in docs/architecture.md does not show {krate}"))
+    };
+    let mut seen = 0;
+    for pkg in meta["packages"].as_array().unwrap() {
+        let name = pkg["name"].as_str().unwrap();
+        let deps: std::collections::BTreeSet<&str> = pkg["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].as_str() != Some("dev"))
+            .filter_map(|d| d["name"].as_str()?.strip_prefix("fsprof-"))
+            .collect();
+        let pictured = if name == "fsprof" { "fsprof-cli" } else { name };
+        for d in &deps {
+            assert!(
+                row_of(pictured) < row_of(&format!("fsprof-{d}")),
+                "{pictured} uses fsprof-{d}, but the picture in docs/architecture.md does not show it above"
+            );
+        }
+        if name == "fsprof" {
+            // The binary (fsprof-cli) is the top: it may use any library,
+            // never the test kit.
+            assert!(
+                !deps.contains("testkit"),
+                "the fsprof binary uses fsprof-testkit"
+            );
+            continue;
+        }
+        seen += 1;
+        let allowed = SHAPE
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| {
+                panic!("{name} is not in SHAPE (crates/fsprof-testkit/tests/suite_rules.rs): add it where it sits")
+            })
+            .1;
+        for d in &deps {
+            assert!(
+                allowed.contains(d),
+                "{name} uses fsprof-{d}, which the shape does not allow it (allowed: {allowed:?}); \
+                 an upward arrow means the code belongs in a lower crate"
+            );
+        }
+        // The page's table row: | `fsprof-x` | what it is | uses |
+        let row = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/architecture.md has no table row for {name}"));
+        let uses = row.trim_end_matches('|').rsplit('|').next().unwrap().trim();
+        let documented: std::collections::BTreeSet<&str> = if uses == "—" {
+            Default::default()
+        } else {
+            uses.split(", ").collect()
+        };
+        assert_eq!(
+            documented, deps,
+            "docs/architecture.md says {name} uses {documented:?}; Cargo.toml says {deps:?}"
+        );
+    }
+    assert_eq!(
+        seen,
+        SHAPE.len(),
+        "a crate of SHAPE is not in the workspace"
+    );
+}

@@ -126,107 +126,210 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A call's fields borrowed from where they are: a [`Call`], or a shim
+/// record a capture encodes without making a `Call` of it first
+/// (`chunks::parse`). One encoder for both, so both write the same bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallRef<'a> {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub op: Op,
+    pub ret: i64,
+    pub errno: i32,
+    pub fd: Option<i32>,
+    pub fd2: Option<i32>,
+    pub path: Option<&'a [u8]>,
+    pub path2: Option<&'a [u8]>,
+    pub resolved: Option<&'a [u8]>,
+    pub resolved2: Option<&'a [u8]>,
+    pub flags: Option<i64>,
+    pub mode: Option<u32>,
+    pub offset: Option<i64>,
+    pub len: Option<u64>,
+    pub whence: Option<i32>,
+    pub arg: Option<i64>,
+    pub name: Option<&'a [u8]>,
+    pub size: Option<u64>,
+    pub st_mode: Option<u32>,
+    pub result: Option<&'a [u8]>,
+    pub digest: Option<u64>,
+    pub data: Option<&'a [u8]>,
+}
+
+impl<'a> From<&'a Call> for CallRef<'a> {
+    fn from(c: &'a Call) -> Self {
+        CallRef {
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
+            pid: c.pid,
+            tid: c.tid,
+            op: c.op,
+            ret: c.ret,
+            errno: c.errno,
+            fd: c.fd,
+            fd2: c.fd2,
+            path: c.path.as_deref(),
+            path2: c.path2.as_deref(),
+            resolved: c.resolved.as_deref(),
+            resolved2: c.resolved2.as_deref(),
+            flags: c.flags,
+            mode: c.mode,
+            offset: c.offset,
+            len: c.len,
+            whence: c.whence,
+            arg: c.arg,
+            name: c.name.as_deref(),
+            size: c.size,
+            st_mode: c.st_mode,
+            result: c.result.as_deref(),
+            digest: match c.data {
+                Data::Digest(d) => Some(d),
+                _ => None,
+            },
+            data: match &c.data {
+                Data::Full(b) => Some(b),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl CallRef<'_> {
+    pub fn to_call(&self) -> Call {
+        let own = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+        Call {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            pid: self.pid,
+            tid: self.tid,
+            op: self.op,
+            ret: self.ret,
+            errno: self.errno,
+            fd: self.fd,
+            fd2: self.fd2,
+            path: own(self.path),
+            path2: own(self.path2),
+            resolved: own(self.resolved),
+            resolved2: own(self.resolved2),
+            flags: self.flags,
+            mode: self.mode,
+            offset: self.offset,
+            len: self.len,
+            whence: self.whence,
+            arg: self.arg,
+            name: own(self.name),
+            size: self.size,
+            st_mode: self.st_mode,
+            result: own(self.result),
+            data: match (self.data, self.digest) {
+                (Some(b), _) => Data::Full(b.to_vec()),
+                (None, Some(d)) => Data::Digest(d),
+                (None, None) => Data::None,
+            },
+        }
+    }
+}
+
+/// Appends one call; `prev_start` is the previous record's start in this
+/// block (0 for the first), updated.
+pub fn encode_call(out: &mut Vec<u8>, c: &CallRef, prev_start: &mut u64) {
+    out.push(KIND_CALL);
+    let bit = |b: u32, on: bool| if on { b } else { 0 };
+    let bits = bit(F_FD, c.fd.is_some())
+        | bit(F_FD2, c.fd2.is_some())
+        | bit(F_PATH, c.path.is_some())
+        | bit(F_PATH2, c.path2.is_some())
+        | bit(F_RESOLVED, c.resolved.is_some())
+        | bit(F_RESOLVED2, c.resolved2.is_some())
+        | bit(F_FLAGS, c.flags.is_some())
+        | bit(F_MODE, c.mode.is_some())
+        | bit(F_OFFSET, c.offset.is_some())
+        | bit(F_LEN, c.len.is_some())
+        | bit(F_WHENCE, c.whence.is_some())
+        | bit(F_SIZE, c.size.is_some())
+        | bit(F_STMODE, c.st_mode.is_some())
+        | bit(F_DIGEST, c.data.is_none() && c.digest.is_some())
+        | bit(F_DATA, c.data.is_some())
+        | bit(F_RESULT, c.result.is_some())
+        | bit(F_NAME, c.name.is_some())
+        | bit(F_ARG, c.arg.is_some());
+    put_u64(out, bits as u64);
+    put_i64(out, c.start_ns as i64 - *prev_start as i64);
+    *prev_start = c.start_ns;
+    put_u64(out, c.end_ns.saturating_sub(c.start_ns));
+    put_i64(out, c.pid as i64);
+    put_i64(out, c.tid as i64);
+    put_u64(out, c.op.0 as u64);
+    put_i64(out, c.ret);
+    put_i64(out, c.errno as i64);
+    let opt_i = |out: &mut Vec<u8>, v: Option<i64>| {
+        if let Some(v) = v {
+            put_i64(out, v)
+        }
+    };
+    let opt_u = |out: &mut Vec<u8>, v: Option<u64>| {
+        if let Some(v) = v {
+            put_u64(out, v)
+        }
+    };
+    let opt_b = |out: &mut Vec<u8>, v: Option<&[u8]>| {
+        if let Some(v) = v {
+            put_bytes(out, v)
+        }
+    };
+    opt_i(out, c.fd.map(i64::from));
+    opt_i(out, c.fd2.map(i64::from));
+    opt_b(out, c.path);
+    opt_b(out, c.path2);
+    opt_b(out, c.resolved);
+    opt_b(out, c.resolved2);
+    opt_i(out, c.flags);
+    opt_u(out, c.mode.map(u64::from));
+    opt_i(out, c.offset);
+    opt_u(out, c.len);
+    opt_i(out, c.whence.map(i64::from));
+    opt_u(out, c.size);
+    opt_u(out, c.st_mode.map(u64::from));
+    match (c.data, c.digest) {
+        (Some(b), _) => put_bytes(out, b),
+        (None, Some(d)) => out.extend_from_slice(&d.to_le_bytes()),
+        (None, None) => {}
+    }
+    opt_b(out, c.result);
+    opt_b(out, c.name);
+    opt_i(out, c.arg);
+}
+
 /// Appends one record; `prev_start` is the previous record's start in this
 /// block (0 for the first), updated.
 pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
-    let delta = |t: u64, prev: u64| t as i64 - prev as i64;
     match r {
-        Record::Call(c) => {
-            out.push(KIND_CALL);
-            let mut bits = 0u32;
-            let mut set = |b: u32, on: bool| {
-                if on {
-                    bits |= b
-                }
-            };
-            set(F_FD, c.fd.is_some());
-            set(F_FD2, c.fd2.is_some());
-            set(F_PATH, c.path.is_some());
-            set(F_PATH2, c.path2.is_some());
-            set(F_RESOLVED, c.resolved.is_some());
-            set(F_RESOLVED2, c.resolved2.is_some());
-            set(F_FLAGS, c.flags.is_some());
-            set(F_MODE, c.mode.is_some());
-            set(F_OFFSET, c.offset.is_some());
-            set(F_LEN, c.len.is_some());
-            set(F_WHENCE, c.whence.is_some());
-            set(F_SIZE, c.size.is_some());
-            set(F_STMODE, c.st_mode.is_some());
-            set(F_DIGEST, matches!(c.data, Data::Digest(_)));
-            set(F_DATA, matches!(c.data, Data::Full(_)));
-            set(F_RESULT, c.result.is_some());
-            set(F_NAME, c.name.is_some());
-            set(F_ARG, c.arg.is_some());
-            put_u64(out, bits as u64);
-            put_i64(out, delta(c.start_ns, *prev_start));
-            *prev_start = c.start_ns;
-            put_u64(out, c.end_ns.saturating_sub(c.start_ns));
-            put_i64(out, c.pid as i64);
-            put_i64(out, c.tid as i64);
-            put_u64(out, c.op.0 as u64);
-            put_i64(out, c.ret);
-            put_i64(out, c.errno as i64);
-            let opt_i = |out: &mut Vec<u8>, v: Option<i64>| {
-                if let Some(v) = v {
-                    put_i64(out, v)
-                }
-            };
-            let opt_b = |out: &mut Vec<u8>, v: &Option<Vec<u8>>| {
-                if let Some(v) = v {
-                    put_bytes(out, v)
-                }
-            };
-            opt_i(out, c.fd.map(i64::from));
-            opt_i(out, c.fd2.map(i64::from));
-            opt_b(out, &c.path);
-            opt_b(out, &c.path2);
-            opt_b(out, &c.resolved);
-            opt_b(out, &c.resolved2);
-            opt_i(out, c.flags);
-            if let Some(v) = c.mode {
-                put_u64(out, v as u64)
-            }
-            opt_i(out, c.offset);
-            if let Some(v) = c.len {
-                put_u64(out, v)
-            }
-            opt_i(out, c.whence.map(i64::from));
-            if let Some(v) = c.size {
-                put_u64(out, v)
-            }
-            if let Some(v) = c.st_mode {
-                put_u64(out, v as u64)
-            }
-            match &c.data {
-                Data::Digest(d) => out.extend_from_slice(&d.to_le_bytes()),
-                Data::Full(b) => put_bytes(out, b),
-                Data::None => {}
-            }
-            opt_b(out, &c.result);
-            opt_b(out, &c.name);
-            opt_i(out, c.arg);
-        }
-        Record::Process(p) => {
-            out.push(KIND_PROCESS);
-            put_i64(out, delta(p.start_ns, *prev_start));
-            *prev_start = p.start_ns;
-            put_i64(out, p.pid as i64);
-            put_i64(out, p.ppid as i64);
-            put_u64(out, p.seq);
-            put_bytes(out, &p.exe);
-            put_u64(out, p.argv.len() as u64);
-            for a in &p.argv {
-                put_bytes(out, a);
-            }
-            put_bytes(out, &p.cwd);
-            put_u64(out, p.fds.len() as u64);
-            for f in &p.fds {
-                put_i64(out, f.fd as i64);
-                put_bytes(out, &f.path);
-                put_i64(out, f.flags);
-                put_i64(out, f.pos);
-            }
-        }
+        Record::Call(c) => encode_call(out, &CallRef::from(c), prev_start),
+        Record::Process(p) => encode_process(out, p, prev_start),
+    }
+}
+
+fn encode_process(out: &mut Vec<u8>, p: &ProcessInfo, prev_start: &mut u64) {
+    out.push(KIND_PROCESS);
+    put_i64(out, p.start_ns as i64 - *prev_start as i64);
+    *prev_start = p.start_ns;
+    put_i64(out, p.pid as i64);
+    put_i64(out, p.ppid as i64);
+    put_u64(out, p.seq);
+    put_bytes(out, &p.exe);
+    put_u64(out, p.argv.len() as u64);
+    for a in &p.argv {
+        put_bytes(out, a);
+    }
+    put_bytes(out, &p.cwd);
+    put_u64(out, p.fds.len() as u64);
+    for f in &p.fds {
+        put_i64(out, f.fd as i64);
+        put_bytes(out, &f.path);
+        put_i64(out, f.flags);
+        put_i64(out, f.pos);
     }
 }
 
@@ -236,137 +339,139 @@ fn start_from(prev: u64, delta: i64) -> Result<u64, DecodeError> {
 }
 
 /// Reads one record; `nops` is the size of the file's op table.
-// One match arm per record kind, each checked where it is read: long, but
-// the format reads in one place (added to the length lint's list by arch).
-#[allow(clippy::too_many_lines)]
 pub fn decode(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Record, DecodeError> {
     match r.u8()? {
-        KIND_CALL => {
-            let bits = r.u32()?;
-            if bits & !F_KNOWN != 0 {
-                return Err(bad("unknown fields in a call record"));
-            }
-            let has = |b: u32| bits & b != 0;
-            let start_ns = start_from(*prev_start, r.i64()?)?;
-            *prev_start = start_ns;
-            let dur = r.u64()?;
-            let end_ns = start_ns
-                .checked_add(dur)
-                .ok_or_else(|| bad("a call that ends after the end of time"))?;
-            let pid = r.i32()?;
-            let tid = r.i32()?;
-            let op = r.u64()?;
-            if op >= nops as u64 {
-                return Err(bad("op number outside the file's op table"));
-            }
-            let mut c = Call {
-                start_ns,
-                end_ns,
-                pid,
-                tid,
-                op: Op(op as u16),
-                ret: r.i64()?,
-                errno: r.i32()?,
-                ..Default::default()
-            };
-            if has(F_FD) {
-                c.fd = Some(r.i32()?);
-            }
-            if has(F_FD2) {
-                c.fd2 = Some(r.i32()?);
-            }
-            if has(F_PATH) {
-                c.path = Some(r.bytes()?);
-            }
-            if has(F_PATH2) {
-                c.path2 = Some(r.bytes()?);
-            }
-            if has(F_RESOLVED) {
-                c.resolved = Some(r.bytes()?);
-            }
-            if has(F_RESOLVED2) {
-                c.resolved2 = Some(r.bytes()?);
-            }
-            if has(F_FLAGS) {
-                c.flags = Some(r.i64()?);
-            }
-            if has(F_MODE) {
-                c.mode = Some(r.u32()?);
-            }
-            if has(F_OFFSET) {
-                c.offset = Some(r.i64()?);
-            }
-            if has(F_LEN) {
-                c.len = Some(r.u64()?);
-            }
-            if has(F_WHENCE) {
-                c.whence = Some(r.i32()?);
-            }
-            if has(F_SIZE) {
-                c.size = Some(r.u64()?);
-            }
-            if has(F_STMODE) {
-                c.st_mode = Some(r.u32()?);
-            }
-            if has(F_DIGEST) && has(F_DATA) {
-                return Err(bad("a call with both a digest and data"));
-            }
-            if has(F_DIGEST) {
-                let mut d = [0u8; 8];
-                for b in &mut d {
-                    *b = r.u8()?;
-                }
-                c.data = Data::Digest(u64::from_le_bytes(d));
-            }
-            if has(F_DATA) {
-                c.data = Data::Full(r.bytes()?);
-            }
-            if has(F_RESULT) {
-                c.result = Some(r.bytes()?);
-            }
-            if has(F_NAME) {
-                c.name = Some(r.bytes()?);
-            }
-            if has(F_ARG) {
-                c.arg = Some(r.i64()?);
-            }
-            Ok(Record::Call(c))
-        }
-        KIND_PROCESS => {
-            let start_ns = start_from(*prev_start, r.i64()?)?;
-            *prev_start = start_ns;
-            let mut p = ProcessInfo {
-                start_ns,
-                pid: r.i32()?,
-                ppid: r.i32()?,
-                seq: r.u64()?,
-                exe: r.bytes()?,
-                ..Default::default()
-            };
-            let n = r.u64()?;
-            if n > MAX_LIST {
-                return Err(bad("too many arguments in a process record"));
-            }
-            for _ in 0..n {
-                p.argv.push(r.bytes()?);
-            }
-            p.cwd = r.bytes()?;
-            let n = r.u64()?;
-            if n > MAX_LIST {
-                return Err(bad("too many fds in a process record"));
-            }
-            for _ in 0..n {
-                p.fds.push(FdInfo {
-                    fd: r.i32()?,
-                    path: r.bytes()?,
-                    flags: r.i64()?,
-                    pos: r.i64()?,
-                });
-            }
-            Ok(Record::Process(p))
-        }
+        KIND_CALL => decode_call(r, prev_start, nops),
+        KIND_PROCESS => decode_process(r, prev_start),
         k => Err(DecodeError(format!("unknown record kind {k}"))),
     }
+}
+
+/// A call record after its kind, each field checked where it is read.
+fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Record, DecodeError> {
+    let bits = r.u32()?;
+    if bits & !F_KNOWN != 0 {
+        return Err(bad("unknown fields in a call record"));
+    }
+    let has = |b: u32| bits & b != 0;
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    let dur = r.u64()?;
+    let end_ns = start_ns
+        .checked_add(dur)
+        .ok_or_else(|| bad("a call that ends after the end of time"))?;
+    let pid = r.i32()?;
+    let tid = r.i32()?;
+    let op = r.u64()?;
+    if op >= nops as u64 {
+        return Err(bad("op number outside the file's op table"));
+    }
+    let mut c = Call {
+        start_ns,
+        end_ns,
+        pid,
+        tid,
+        op: Op(op as u16),
+        ret: r.i64()?,
+        errno: r.i32()?,
+        ..Default::default()
+    };
+    if has(F_FD) {
+        c.fd = Some(r.i32()?);
+    }
+    if has(F_FD2) {
+        c.fd2 = Some(r.i32()?);
+    }
+    if has(F_PATH) {
+        c.path = Some(r.bytes()?);
+    }
+    if has(F_PATH2) {
+        c.path2 = Some(r.bytes()?);
+    }
+    if has(F_RESOLVED) {
+        c.resolved = Some(r.bytes()?);
+    }
+    if has(F_RESOLVED2) {
+        c.resolved2 = Some(r.bytes()?);
+    }
+    if has(F_FLAGS) {
+        c.flags = Some(r.i64()?);
+    }
+    if has(F_MODE) {
+        c.mode = Some(r.u32()?);
+    }
+    if has(F_OFFSET) {
+        c.offset = Some(r.i64()?);
+    }
+    if has(F_LEN) {
+        c.len = Some(r.u64()?);
+    }
+    if has(F_WHENCE) {
+        c.whence = Some(r.i32()?);
+    }
+    if has(F_SIZE) {
+        c.size = Some(r.u64()?);
+    }
+    if has(F_STMODE) {
+        c.st_mode = Some(r.u32()?);
+    }
+    if has(F_DIGEST) && has(F_DATA) {
+        return Err(bad("a call with both a digest and data"));
+    }
+    if has(F_DIGEST) {
+        let mut d = [0u8; 8];
+        for b in &mut d {
+            *b = r.u8()?;
+        }
+        c.data = Data::Digest(u64::from_le_bytes(d));
+    }
+    if has(F_DATA) {
+        c.data = Data::Full(r.bytes()?);
+    }
+    if has(F_RESULT) {
+        c.result = Some(r.bytes()?);
+    }
+    if has(F_NAME) {
+        c.name = Some(r.bytes()?);
+    }
+    if has(F_ARG) {
+        c.arg = Some(r.i64()?);
+    }
+    Ok(Record::Call(c))
+}
+
+fn decode_process(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    let mut p = ProcessInfo {
+        start_ns,
+        pid: r.i32()?,
+        ppid: r.i32()?,
+        seq: r.u64()?,
+        exe: r.bytes()?,
+        ..Default::default()
+    };
+    let n = r.u64()?;
+    if n > MAX_LIST {
+        return Err(bad("too many arguments in a process record"));
+    }
+    for _ in 0..n {
+        p.argv.push(r.bytes()?);
+    }
+    p.cwd = r.bytes()?;
+    let n = r.u64()?;
+    if n > MAX_LIST {
+        return Err(bad("too many fds in a process record"));
+    }
+    for _ in 0..n {
+        p.fds.push(FdInfo {
+            fd: r.i32()?,
+            path: r.bytes()?,
+            flags: r.i64()?,
+            pos: r.i64()?,
+        });
+    }
+    Ok(Record::Process(p))
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ impl<W: Write> Printer<W> {
         Printer {
             out,
             format,
-            start_unix_ns: header.start_unix_ns,
+            start_unix_ns: header.run.start_unix_ns,
             header_done: false,
         }
     }

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use fsprof_core::format::to_json;
 use fsprof_core::merge::merge_profiles;
-use fsprof_core::profile::Meta;
+use fsprof_core::profile::{Meta, RunInfo};
 
 use crate::cli::MergeArgs;
 
@@ -14,11 +14,14 @@ pub fn merge(a: MergeArgs) -> Result<i32> {
         fsprof_version: env!("CARGO_PKG_VERSION").into(),
         tool: "merge".into(),
         clock: profiles[0].meta.clock.clone(),
-        start_time: profiles
-            .iter()
-            .map(|p| p.meta.start_time.clone())
-            .min()
-            .unwrap_or_default(),
+        run: RunInfo {
+            start_time: profiles
+                .iter()
+                .map(|p| p.meta.run.start_time.clone())
+                .min()
+                .unwrap_or_default(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let (merged, warnings) = merge_profiles(&profiles, base);

@@ -142,16 +142,7 @@ impl Drop for Mount {
 
 /// `fsprof stat MP --format json`.
 pub fn stat_json(mp: &Path) -> Profile {
-    let o = fsprof()
-        .args(["stat", "--format", "json"])
-        .arg(mp)
-        .output()
-        .expect("run fsprof stat");
-    assert!(
-        o.status.success(),
-        "fsprof stat: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = fsprof_testkit::succeeds(fsprof().args(["stat", "--format", "json"]).arg(mp));
     fsprof_core::format::parse_profile(&o.stdout, Path::new("stat")).expect("stat output parses")
 }
 

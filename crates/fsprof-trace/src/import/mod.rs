@@ -8,6 +8,8 @@ pub mod strace;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use fsprof_core::profile::RunInfo;
+
 use crate::event::Record;
 use crate::file::{TraceError, TraceHeader, TraceWriter};
 use crate::resolve::Resolver;
@@ -173,8 +175,8 @@ pub fn import(
     let mut header = TraceHeader::new(source, data);
     header.clock = "imported".into();
     header.command = vec![log.display().to_string()];
-    header.start_unix_ns = if format == Format::Strace { t0 } else { 0 };
-    header.start_time = fsprof_core::units::rfc3339_utc(header.start_unix_ns);
+    let start_unix_ns = if format == Format::Strace { t0 } else { 0 };
+    header.run = RunInfo::new(String::new(), String::new(), start_unix_ns);
     header.notes.push(match format {
         Format::Strace => "imported from strace: data beyond strace's string limit (-s) is not kept; fds strace did not annotate (-y) and paths relative to an unknown cwd stay unresolved".into(),
         Format::FioIolog => "imported from a fio iolog: results, threads and return times are not in the log; every call is taken to have succeeded".into(),
