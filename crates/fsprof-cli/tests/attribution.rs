@@ -113,8 +113,9 @@ impl Recording {
         let _ = std::fs::create_dir(&dir);
         let r = Recording { dir };
         r.write("trace_clock", "mono");
-        // 8 MiB a CPU: a 4096-call workload with its stacks takes under 1.
-        r.write("buffer_size_kb", "8192");
+        // A CPU's share of a 4096-call workload with its stacks takes
+        // under 1 MiB; an overrun fails the test (stop).
+        r.write("buffer_size_kb", "2048");
         r.write("set_event_pid", &pid.to_string());
         r.write("trace", "");
         r.write(

@@ -85,6 +85,39 @@ fn man_pages_for_fsprof_and_each_command() {
     assert!(kernel.contains("\\-\\-pid"), "{kernel}");
 }
 
+/// The kernel command's test hooks (`--require-tracepoint`,
+/// `--perf-tracepoints`: tests reach the missing-tracepoint error and the
+/// perf fallback with them) are not offered to users: not in `--help`,
+/// the man page or the completions.
+#[test]
+fn test_hooks_stay_out_of_help_man_pages_and_completions() {
+    let help = stdout(&succeeds(fsprof().args(["kernel", "--help"])));
+    let man = std::fs::read_to_string(man_pages().path().join("fsprof-kernel.1")).unwrap();
+    assert!(help.contains("--pid") && man.contains("\\-\\-pid"));
+    for hook in ["require-tracepoint", "perf-tracepoints"] {
+        assert!(!help.contains(hook), "kernel --help offers --{hook}");
+        assert!(
+            !man.contains(&hook.replace('-', "\\-")),
+            "the kernel man page offers --{hook}"
+        );
+    }
+    // clap_complete offers hidden arguments unless fsprof leaves them out.
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = stdout(&succeeds(fsprof().args(["completions", shell])));
+        // The kernel command's own options are still there.
+        assert!(
+            script.contains("system-wide") && script.contains("probe-report"),
+            "{shell}"
+        );
+        for hook in ["require-tracepoint", "perf-tracepoints"] {
+            assert!(
+                !script.contains(hook),
+                "the {shell} completion offers --{hook}"
+            );
+        }
+    }
+}
+
 /// `fsprof man --dir DIR` into a new directory; it must succeed.
 fn man_pages() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

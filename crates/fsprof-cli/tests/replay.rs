@@ -511,6 +511,88 @@ int main(void) {
     assert!(!work.join("made").exists() && !work.join("renamed").exists());
 }
 
+/// `--realtime` runs every replay thread under SCHED_FIFO (the report
+/// counts them); where that is not permitted (CAP_SYS_NICE dropped from
+/// the bounding set, RLIMIT_RTPRIO 0) it is refused in one line, exit 2,
+/// before anything is made under the root.
+#[test]
+fn realtime_replay_runs_under_sched_fifo_or_is_refused_in_one_line() {
+    fsprof_testkit::need_root("SCHED_FIFO");
+    let setpriv = need_program("setpriv", "util-linux");
+    let (_d, base) = canonical_tempdir();
+    let work = base.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let t = base.join("rt.trace");
+    let script = "echo hello > f; cat f > g; mkdir d";
+    trace_in(&work, &[], &t, &[os("sh"), os("-c"), os(script)]);
+    let r = base.join("rt.replay");
+    compile_trace(&base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let err = ok(&replay(&base, &r, &root, &["--prepare", "--realtime"]));
+    let line = err
+        .lines()
+        .find(|l| l.contains("replay threads: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    let threads: u64 = line
+        .split("replay threads: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        threads >= 2,
+        "sh and cat replay on threads of their own: {line}"
+    );
+    assert!(
+        line.ends_with(&format!(", {threads} under SCHED_FIFO")),
+        "{line}"
+    );
+    let plain = base.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let err = ok(&replay(&base, &r, &plain, &["--prepare"]));
+    assert!(!err.contains("SCHED_FIFO"), "{err}");
+
+    let refused = base.join("refused");
+    std::fs::create_dir(&refused).unwrap();
+    let mut c = std::process::Command::new(setpriv);
+    c.args(["--bounding-set", "-sys_nice", "--"])
+        .arg(fsprof_testkit::fsprof_path())
+        .arg("replay")
+        .arg(&r)
+        .arg("--root")
+        .arg(&refused)
+        .args(["--prepare", "--realtime"])
+        .current_dir(&base);
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_RTPRIO, &none) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--realtime: SCHED_FIFO priority 10 is not permitted"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&refused).unwrap().count(),
+        0,
+        "nothing prepared"
+    );
+}
+
 /// `sendfile` and `copy_file_range` replay with their input and output
 /// the right way round (the trace's fd is the file read, its second fd the
 /// output, from the op vocabulary's roles).

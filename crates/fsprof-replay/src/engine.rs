@@ -91,6 +91,10 @@ pub struct Run {
     /// CPU time (user and system) the replay threads used from the start:
     /// the replay's cost independent of how loaded the machine is.
     pub cpu_ns: u64,
+    /// Replay threads that ran under SCHED_FIFO (`--realtime`).
+    pub realtime_threads: u64,
+    /// Replay threads (traced threads with commands to replay).
+    pub threads: u64,
 }
 
 /// Whether a replayed result matches the traced one.
@@ -118,6 +122,8 @@ pub struct Engine<'a> {
     pub pace: Pace,
     pub verify: Verify,
     pub reads: Reads,
+    /// SCHED_FIFO priority for the replay threads (`--realtime`).
+    pub realtime: Option<i32>,
 }
 
 /// One command of a thread's program, laid out before the start: what the
@@ -394,12 +400,20 @@ impl Engine<'_> {
             tsc_hz: ticks.tsc.then(|| 1e9 / to_ns.ns_per_tick),
             preemptions: recs.iter().map(|r| r.1.preempted).sum(),
             cpu_ns: recs.iter().map(|r| r.1.cpu_ns).sum(),
+            realtime_threads: recs.iter().filter(|r| r.1.realtime).count() as u64,
+            threads: progs.iter().filter(|p| !p.steps.is_empty()).count() as u64,
         }
     }
 
     /// One replay thread: its records, and its resource use from its start
     /// time on.
     fn thread(&self, t: usize, prog: &Program, sh: &Shared) -> (Vec<Rec>, Usage) {
+        let realtime = self.realtime.is_some_and(|p| set_fifo(p).is_ok());
+        let (recs, usage) = self.thread_loop(t, prog, sh);
+        (recs, Usage { realtime, ..usage })
+    }
+
+    fn thread_loop(&self, t: usize, prog: &Program, sh: &Shared) -> (Vec<Rec>, Usage) {
         // Written, not just allocated: the pages are faulted in now.
         let mut recs = vec![Rec::default(); prog.steps.len()];
         let mut local = Local::new();
@@ -610,6 +624,29 @@ struct Usage {
     preempted: u64,
     /// User and system CPU time.
     cpu_ns: u64,
+    /// The thread ran under SCHED_FIFO.
+    realtime: bool,
+}
+
+/// Puts the calling thread under SCHED_FIFO at priority `prio`.
+fn set_fifo(prio: i32) -> std::io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: a valid sched_param; pid 0 is the calling thread on Linux.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether this process may put threads under SCHED_FIFO at `prio`
+/// (tried on a thread of its own, which then ends).
+pub fn realtime_permitted(prio: i32) -> std::io::Result<()> {
+    std::thread::spawn(move || set_fifo(prio))
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the probe thread panicked")))
 }
 
 impl Usage {
@@ -622,6 +659,7 @@ impl Usage {
         Usage {
             preempted: ru.ru_nivcsw as u64,
             cpu_ns: ns(ru.ru_utime) + ns(ru.ru_stime),
+            realtime: false,
         }
     }
 
@@ -629,6 +667,7 @@ impl Usage {
         Usage {
             preempted: self.preempted.saturating_sub(before.preempted),
             cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            realtime: false,
         }
     }
 }
@@ -695,6 +734,7 @@ mod tests {
             pace,
             verify: Verify::Strict,
             reads: Reads::Current,
+            realtime: None,
         };
         // The (ticks, ns) anchors and the line through the run's two pairs
         // agree to well under this.
@@ -751,6 +791,7 @@ mod tests {
             pace: Pace::Afap,
             verify: Verify::Off,
             reads: Reads::Current,
+            realtime: None,
         };
         let progs = e.programs();
         let published: Vec<usize> = progs[0]

@@ -33,6 +33,8 @@ pub enum ReplayError {
     Root(String),
     #[error("--prepare: {0}")]
     Prepare(String),
+    #[error("--realtime: {0}")]
+    Realtime(String),
 }
 
 pub struct ReplayOptions {
@@ -41,6 +43,8 @@ pub struct ReplayOptions {
     pub pace: Pace,
     pub verify: Verify,
     pub reads: Reads,
+    /// Run the replay threads under SCHED_FIFO at this priority.
+    pub realtime: Option<i32>,
 }
 
 pub struct Replayed {
@@ -74,6 +78,13 @@ pub fn replay(
     }
     let root = root::Root::open(&opts.root)
         .map_err(|e| ReplayError::Root(format!("{}: {e}", opts.root.display())))?;
+    if let Some(p) = opts.realtime {
+        engine::realtime_permitted(p).map_err(|e| {
+            ReplayError::Realtime(format!(
+                "SCHED_FIFO priority {p} is not permitted ({e}); it needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {p}"
+            ))
+        })?;
+    }
     let mut prepared = 0;
     let mut prepare_failures = Vec::new();
     if opts.prepare {
@@ -91,6 +102,7 @@ pub fn replay(
         pace: opts.pace,
         verify: opts.verify,
         reads: opts.reads,
+        realtime: opts.realtime,
     };
     let run = engine.run(progress);
     let timing = report::timing(compiled, &run, opts.pace);

@@ -103,6 +103,9 @@ pub struct TimingReport {
     pub preemptions: u64,
     /// CPU time (user and system) of the replay threads from the start.
     pub cpu_ns: u64,
+    /// Replay threads that ran under SCHED_FIFO (`--realtime`), of `threads`.
+    pub realtime_threads: u64,
+    pub threads: u64,
     pub mismatches: u64,
     /// Mismatches on a file's first access: the initial state was wrong.
     pub initial_state_mismatches: u64,
@@ -283,6 +286,8 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         error_without_machine: Quantiles::of_sorted(&own),
         preemptions: run.preemptions,
         cpu_ns: run.cpu_ns,
+        realtime_threads: run.realtime_threads,
+        threads: run.threads,
         mismatches,
         initial_state_mismatches: initial,
         mismatch_examples: examples,
@@ -412,10 +417,16 @@ impl TimingReport {
         );
         let _ = writeln!(
             s,
-            "  replay threads: CPU {} ({} per command), preempted {} time(s) (involuntary context switches)",
+            "  replay threads: {}, CPU {} ({} per command), preempted {} time(s) (involuntary context switches){}",
+            t.threads,
             format_ns(t.cpu_ns as f64),
             format_ns(t.cpu_ns as f64 / t.issued.max(1) as f64),
-            t.preemptions
+            t.preemptions,
+            if t.realtime_threads > 0 {
+                format!(", {} under SCHED_FIFO", t.realtime_threads)
+            } else {
+                String::new()
+            }
         );
         if t.pace != "afap" {
             t.paced_text(&mut s);
@@ -557,6 +568,8 @@ mod tests {
             tsc_hz: None,
             preemptions: 3,
             cpu_ns: 5,
+            realtime_threads: 0,
+            threads: 1,
         };
         let t = timing(&c, &run, Pace::Speed(1.0));
         assert_eq!(
@@ -624,6 +637,8 @@ mod tests {
             error_without_machine: Quantiles::default(),
             preemptions: 0,
             cpu_ns: 0,
+            realtime_threads: 0,
+            threads: 1,
             mismatches: 0,
             initial_state_mismatches: 0,
             mismatch_examples: Vec::new(),

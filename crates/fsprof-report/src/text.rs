@@ -173,7 +173,7 @@ fn header(out: &mut String, p: &Profile) {
         };
         let _ = writeln!(
             out,
-            "  self-overhead {} per call (smallest recordable latency {}); ≈ {} in all, {:.2}% of wall time",
+            "  self-overhead {} per call timed in a hot loop (smallest recordable latency {}); × the calls ≈ {}, {:.2}% of wall time",
             format_ns(o.per_call_ns),
             format_ns(o.min_recordable_ns),
             format_ns(o.estimated_total_ns as f64),

@@ -26,6 +26,7 @@ static int g_tready;          /* this process image has its own files */
 static char g_tdir[4096];     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
+static int32_t g_tpid;        /* the process the chunk files are this image's for */
 
 static TLS struct fsprof_tchunk *t_tc; /* this thread's chunk, NULL = none yet */
 static TLS uint64_t t_tc_cap;         /* bytes of records it can hold */
@@ -243,6 +244,13 @@ static void chunk_seal(void)
 /* A new chunk able to hold a record of `need` bytes. */
 static int chunk_open(uint64_t need)
 {
+    /* A vfork child runs on its parent's thread-local state: a chunk it
+     * made would be the parent thread's next one under the child's pid,
+     * and `fsprof trace` would take it for done (and delete it) once the
+     * child exec'd or exited, with the parent still writing into it. */
+    int32_t pid = (int32_t)syscall(SYS_getpid);
+    if (pid != g_tpid)
+        return 0;
     uint64_t size = FSPROF_TCHUNK_SIZE;
     while (size < need + FSPROF_TCHUNK_HDR && size < (1ULL << 40))
         size *= 2;
@@ -275,7 +283,7 @@ static int chunk_open(uint64_t need)
     c->abi_version = FSPROF_TRACE_ABI_VERSION;
     c->hdr_size = FSPROF_TCHUNK_HDR;
     c->proc_seq = g_tproc_seq;
-    c->pid = (int32_t)syscall(SYS_getpid);
+    c->pid = pid;
     c->tid = (int32_t)syscall(SYS_gettid);
     c->index = t_tc_next++;
     c->size = size;
@@ -608,6 +616,7 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
         return;
     g_tseq = seq_counter;
     g_tproc_seq = proc_seq;
+    g_tpid = (int32_t)syscall(SYS_getpid);
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
@@ -624,7 +633,7 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
     if (el > 0)
         add_item(it, &n, FSPROF_TI_EXE, 0, SRC_BYTES, exe, (uint64_t)el, 0);
     add_item(it, &n, FSPROF_TI_ARGV, 0, SRC_BYTES, argv, al, 0);
-    uint64_t args[3] = {(uint64_t)syscall(SYS_getpid), (uint64_t)syscall(SYS_getppid), proc_seq};
+    uint64_t args[3] = {(uint64_t)g_tpid, (uint64_t)syscall(SYS_getppid), proc_seq};
     emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
     record_fds(now);
     t_tbusy = 0;

@@ -59,11 +59,26 @@ pub struct TraceOutcome {
     pub peak_pending_bytes: u64,
 }
 
-/// How often finished chunks are moved out of the run directory. 25 ms
-/// (compressing chunks while the program runs, not at its end) made
-/// `import`'s native-vs-strace test lose calls now and then under load
-/// (not understood by the end of the session): 200 ms, as before.
-const HARVEST_NS: u64 = 200_000_000;
+/// How often the chunks' new records are moved into the trace: often
+/// enough that ending a capture has little left to do (a few ms of
+/// records; it had the whole run's with 200 ms and short programs), not
+/// so often that waking up costs more than the work (a wake-up on this
+/// VM costs tens of µs: at 2 ms, fsprof used more CPU on grep -r than it
+/// saved). A harvest with nothing new is a directory read and a load of
+/// each live chunk's committed count.
+const HARVEST_NS: u64 = 5_000_000;
+
+/// A chunk file being harvested: what of it is in the trace already.
+struct Live {
+    path: PathBuf,
+    chunk: chunks::Chunk,
+    stream: u32,
+    /// Bytes of records handed on to the trace.
+    consumed: u64,
+    /// Bytes committed at the last harvest: a thread is asked whether it
+    /// is still there only when its chunk did not grow since.
+    seen: u64,
+}
 
 pub struct TraceSource {
     user: UserSource,
@@ -76,6 +91,9 @@ pub struct TraceSource {
     writer: Option<TraceWriter>,
     /// Stream number of each thread of each process image (proc_seq, tid).
     streams: HashMap<(u64, i32), u32>,
+    /// Chunk files being harvested, by sequence number (a thread's
+    /// chunks in the order it wrote them).
+    live: std::collections::BTreeMap<u64, Live>,
     /// A chunk's records, read out of it (kept between chunks).
     body: Vec<u8>,
     /// CLOCK_MONOTONIC ns when the user source's upkeep is next due.
@@ -105,6 +123,7 @@ impl TraceSource {
             start_unix_ns: 0,
             writer: None,
             streams: HashMap::new(),
+            live: Default::default(),
             body: Vec::new(),
             user_upkeep_due: 0,
             newest_image: HashMap::new(),
@@ -120,39 +139,61 @@ impl TraceSource {
         self.outcome.as_ref()
     }
 
-    /// Moves finished chunks (all of them when `all`) into the trace.
+    /// Moves the records committed since the last harvest into the trace,
+    /// and deletes the chunks that are done (all of them when `all`).
     fn harvest(&mut self, all: bool) {
-        let Some(clock) = self.clock else { return };
-        let Some(writer) = self.writer.as_mut() else {
+        if self.clock.is_none() || self.writer.is_none() {
+            return;
+        }
+        self.find_chunks();
+        let pending: u64 = self.live.values().map(|l| l.chunk.committed_now()).sum();
+        self.peak_pending = self.peak_pending.max(pending);
+        let seqs: Vec<u64> = self.live.keys().copied().collect();
+        for seq in seqs {
+            self.harvest_chunk(seq, all);
+        }
+    }
+
+    /// Opens the chunk files that appeared since the last harvest.
+    fn find_chunks(&mut self) {
+        let dir = self.user.run_dir().to_path_buf();
+        let Ok(rd) = std::fs::read_dir(&dir) else {
             return;
         };
-        let dir = self.user.run_dir().to_path_buf();
-        let mut files: Vec<(u64, PathBuf)> = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    let name = e.file_name();
-                    let seq = name
-                        .to_str()?
-                        .strip_prefix(tabi::TCHUNK_PREFIX)?
-                        .parse()
-                        .ok()?;
-                    Some((seq, e.path()))
-                })
-                .collect(),
-            Err(_) => return,
-        };
-        files.sort();
-        let mut chunks = Vec::new();
-        let mut pending = 0u64;
-        for (_, path) in files {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name();
+            let Some(seq) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(tabi::TCHUNK_PREFIX))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if self.live.contains_key(&seq) {
+                continue;
+            }
+            let path = e.path();
             match chunks::open_chunk(&path) {
                 Ok(Some(chunk)) => {
-                    let info = &chunk.info;
+                    let info = chunk.info;
                     let e = self.newest_image.entry(info.pid).or_insert(info.proc_seq);
                     *e = (*e).max(info.proc_seq);
-                    pending += chunk.committed;
-                    chunks.push((path, chunk));
+                    let next = self.streams.len() as u32 + 1;
+                    let stream = *self
+                        .streams
+                        .entry((info.proc_seq, info.tid))
+                        .or_insert(next);
+                    self.dropped += info.dropped;
+                    self.live.insert(
+                        seq,
+                        Live {
+                            path,
+                            chunk,
+                            stream,
+                            consumed: 0,
+                            seen: 0,
+                        },
+                    );
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -161,45 +202,72 @@ impl TraceSource {
                 }
             }
         }
-        self.peak_pending = self.peak_pending.max(pending);
-        for (path, chunk) in chunks {
-            let info = chunk.info;
-            let done = all
-                || info.sealed
-                || self.newest_image.get(&info.pid) > Some(&info.proc_seq)
-                || !thread_alive(info.pid, info.tid);
-            if !done {
-                continue;
-            }
-            self.dropped += info.dropped;
-            let next = self.streams.len() as u32 + 1;
-            let stream = *self
-                .streams
-                .entry((info.proc_seq, info.tid))
-                .or_insert(next);
+    }
+
+    /// Hands on the new records of chunk `seq`; deletes it once it is done
+    /// (sealed, its thread or process image gone, or `all`).
+    fn harvest_chunk(&mut self, seq: u64, all: bool) {
+        let (Some(clock), Some(writer), Some(l)) =
+            (self.clock, self.writer.as_mut(), self.live.get_mut(&seq))
+        else {
+            return;
+        };
+        let info = l.chunk.info;
+        // Sealed first: once it is, the committed count read after it is
+        // the chunk's last.
+        let sealed = l.chunk.sealed_now();
+        let mut committed = l.chunk.committed_now();
+        let gone = !sealed
+            && !all
+            && committed == l.seen
+            && (self.newest_image.get(&info.pid) > Some(&info.proc_seq)
+                || !thread_alive(info.pid, info.tid));
+        if gone {
+            // Records it committed before it went.
+            committed = l.chunk.committed_now();
+        }
+        let done = all || sealed || gone;
+        l.seen = committed;
+        let mut failed = None;
+        if committed > l.consumed {
             let mut lost = None;
-            let parsed = chunk
-                .body(&mut self.body)
+            let parsed = l
+                .chunk
+                .read(l.consumed, committed, &mut self.body)
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    chunks::parse(&info, &self.body, &clock, |r| {
-                        writer.push_to(stream, &r).map_err(|e| {
+                    chunks::parse(&info, &self.body, !done, &clock, |r| {
+                        let w = match r {
+                            chunks::Parsed::Call(c) => writer.push_call(l.stream, &c),
+                            p => writer.push_to(l.stream, &p.to_record()),
+                        };
+                        w.map_err(|e| {
                             lost = Some(e.to_string());
                             "not written".to_string()
                         })
                     })
-                })
-                .and_then(|()| writer.end_block().map_err(|e| e.to_string()));
+                });
             match (parsed, lost) {
-                (_, Some(e)) => self.notes.push(format!("lost a trace chunk: {e}")),
-                (Ok(()), None) => {}
-                (Err(e), None) => self.notes.push(format!(
-                    "skipped (the rest of) a corrupt trace chunk of pid {} tid {}: {e}",
-                    info.pid, info.tid
-                )),
+                (_, Some(e)) => failed = Some(format!("lost a trace chunk: {e}")),
+                (Ok(n), None) => l.consumed += n as u64,
+                (Err(e), None) => {
+                    failed = Some(format!(
+                        "skipped (the rest of) a corrupt trace chunk of pid {} tid {}: {e}",
+                        info.pid, info.tid
+                    ))
+                }
             }
-            let _ = std::fs::remove_file(&path);
         }
+        if done || failed.is_some() {
+            // A thread that is gone writes no more: its block need not
+            // wait for more records.
+            if !sealed {
+                let _ = writer.end_stream(l.stream);
+            }
+            let _ = std::fs::remove_file(&l.path);
+            self.live.remove(&seq);
+        }
+        self.notes.extend(failed);
     }
 
     fn header(&self, meta_command: Vec<String>) -> TraceHeader {

@@ -13,7 +13,8 @@ use fsprof_core::ops::Role;
 use fsprof_shim::trace_abi::{self as t, ChunkHeader, ItemHeader, RecordHeader};
 use fsprof_sys::mmap::SharedMap;
 
-use crate::event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
+use crate::codec::CallRef;
+use crate::event::{FdInfo, Op, ProcessInfo, Record};
 
 /// Converts the shim's clock ticks to CLOCK_MONOTONIC ns.
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +40,6 @@ pub struct ChunkInfo {
     pub proc_seq: u64,
     pub pid: i32,
     pub tid: i32,
-    pub sealed: bool,
     pub dropped: u64,
 }
 
@@ -49,30 +49,37 @@ pub struct Chunk {
     header: SharedMap,
     cap: u64,
     pub info: ChunkInfo,
-    /// Bytes of complete records when the chunk was opened.
-    pub committed: u64,
 }
 
 impl Chunk {
-    /// Reads the complete records into `body` (a buffer kept between
-    /// calls). How many are complete is read again now: call this once the
-    /// chunk is done (sealed, or its thread gone), so that records
-    /// committed since [`open_chunk`] (a thread's last ones before it
-    /// exited) are not lost. Copied out, not parsed in place: the traced
-    /// program can write the file while it is parsed. Read, not mapped: a
-    /// copy from the page cache costs no page faults.
-    pub fn body(&self, body: &mut Vec<u8>) -> io::Result<()> {
-        let committed = self
-            .header
-            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
-        if committed > self.cap {
+    /// Bytes of complete records now (acquire: the records are there).
+    pub fn committed_now(&self) -> u64 {
+        self.header
+            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed))
+    }
+
+    /// Whether the thread moved on to its next chunk; once it has, what
+    /// [`Chunk::committed_now`] says next is final.
+    pub fn sealed_now(&self) -> bool {
+        self.header
+            .u32_at(std::mem::offset_of!(ChunkHeader, sealed))
+            == 1
+    }
+
+    /// Reads the complete records from byte `from` to `to` (a committed
+    /// count) into `body` (a buffer kept between calls). Copied out, not
+    /// parsed in place: the traced program can write the file while it is
+    /// parsed. Read, not mapped: a copy from the page cache costs no page
+    /// faults.
+    pub fn read(&self, from: u64, to: u64, body: &mut Vec<u8>) -> io::Result<()> {
+        if to > self.cap || from > to {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "chunk header disagrees with the file's size",
             ));
         }
-        body.resize(committed as usize, 0);
-        self.file.read_exact_at(body, t::TCHUNK_HDR as u64)
+        body.resize((to - from) as usize, 0);
+        self.file.read_exact_at(body, t::TCHUNK_HDR as u64 + from)
     }
 }
 
@@ -97,7 +104,6 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     // SAFETY: the mapping holds the header; it is page aligned.
     let h: ChunkHeader = unsafe { std::ptr::read(base as *const ChunkHeader) };
     let committed = m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
-    let sealed = m.u32_at(std::mem::offset_of!(ChunkHeader, sealed));
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -115,7 +121,6 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
         proc_seq: h.proc_seq,
         pid: h.pid,
         tid: h.tid,
-        sealed: sealed == 1,
         dropped: h.dropped,
     };
     Ok(Some(Chunk {
@@ -123,7 +128,6 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
         header: m,
         cap: cap as u64,
         info,
-        committed,
     }))
 }
 
@@ -131,36 +135,82 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_ne_bytes(b[..8].try_into().unwrap())
 }
 
+/// What the parser needs of an op, looked up once per op rather than by
+/// name for every record.
+struct OpShape {
+    roles: [Option<Role>; 8],
+    arity: usize,
+    symlink: bool,
+    fread_fwrite: bool,
+    fputs: bool,
+}
+
+fn op_shapes() -> &'static [OpShape] {
+    static SHAPES: std::sync::OnceLock<Vec<OpShape>> = std::sync::OnceLock::new();
+    SHAPES.get_or_init(|| {
+        OPS.iter()
+            .map(|o| {
+                let mut roles = [None; 8];
+                for &(role, i) in o.args.0 {
+                    if let Some(r) = roles.get_mut(i as usize) {
+                        *r = Some(role);
+                    }
+                }
+                OpShape {
+                    roles,
+                    arity: (o.arity as usize).min(8),
+                    symlink: matches!(o.name, "symlink" | "symlinkat"),
+                    fread_fwrite: matches!(o.name, "fread" | "fwrite"),
+                    fputs: o.name == "fputs",
+                }
+            })
+            .collect()
+    })
+}
+
 /// The role of each argument of `op`'s libc prototype, by position, from
 /// the one op vocabulary ([`fsprof_core::ops::libc`]); None for an
 /// argument a trace does not keep (a buffer, an iovec, a stat struct). The
 /// shim keeps the same arguments (`shapes` in shim/trace.c).
 pub fn roles(op: Op) -> Vec<Option<Role>> {
-    let Some(o) = OPS.get(op.0 as usize) else {
-        return Vec::new();
-    };
-    let mut out = vec![None; o.arity as usize];
-    for &(role, i) in o.args.0 {
-        if let Some(r) = out.get_mut(i as usize) {
-            *r = Some(role);
-        }
-    }
-    out
+    op_shapes()
+        .get(op.0 as usize)
+        .map(|s| s.roles[..s.arity].to_vec())
+        .unwrap_or_default()
 }
 
-/// Parses the records of one chunk, handing each to `emit` as it goes
-/// (a chunk's records are never all in memory at once). FD records attach
-/// to the process record before them in the same chunk (the shim writes
-/// them together at the start of a process image's first chunk), which is
-/// handed on once they are complete. On a corrupt record the records
-/// before it have been handed on.
+/// A record of a chunk as the parser hands it on: calls borrow the
+/// chunk's bytes (encoded as they are, never copied into a [`Call`]).
+pub enum Parsed<'a> {
+    Process(ProcessInfo),
+    Call(CallRef<'a>),
+}
+
+impl Parsed<'_> {
+    pub fn to_record(&self) -> Record {
+        match self {
+            Parsed::Process(p) => Record::Process(p.clone()),
+            Parsed::Call(c) => Record::Call(c.to_call()),
+        }
+    }
+}
+
+/// Parses the records of (the rest of) one chunk, handing each to `emit`
+/// as it goes. FD records attach to the process record before them (the
+/// shim writes them together at the start of a process image's first
+/// chunk), which is handed on once they are complete; when `more` may
+/// still be written after `bytes` (the chunk's thread goes on), a process
+/// record the bytes end with is held back. Returns how many bytes were
+/// handed on (the rest is to be parsed again with what follows). On a
+/// corrupt record the records before it have been handed on.
 pub fn parse(
     info: &ChunkInfo,
     bytes: &[u8],
+    more: bool,
     clock: &TickClock,
-    mut emit: impl FnMut(Record) -> Result<(), String>,
-) -> Result<(), String> {
-    let mut process: Option<ProcessInfo> = None;
+    mut emit: impl FnMut(Parsed<'_>) -> Result<(), String>,
+) -> Result<usize, String> {
+    let mut process: Option<(usize, ProcessInfo)> = None;
     let mut items: Vec<(u16, u16, &[u8])> = Vec::new();
     let mut at = 0usize;
     let hsz = std::mem::size_of::<RecordHeader>();
@@ -202,16 +252,15 @@ pub fn parse(
             items.push((ih.tag, ih.arg, &rec[p..p + n]));
             p += padded;
         }
-        at += len;
         if h.kind != t::TREC_FD {
-            if let Some(p) = process.take() {
-                emit(Record::Process(p))?;
+            if let Some((_, p)) = process.take() {
+                emit(Parsed::Process(p))?;
             }
         }
         match h.kind {
-            t::TREC_PROC => process = Some(process_info(&h, &args, &items, clock)),
+            t::TREC_PROC => process = Some((at, process_info(&h, &args, &items, clock))),
             t::TREC_FD => {
-                if let Some(pr) = process.as_mut() {
+                if let Some((_, pr)) = process.as_mut() {
                     let path = items
                         .iter()
                         .find(|i| i.0 == t::TI_PATH)
@@ -226,14 +275,16 @@ pub fn parse(
                 }
             }
             k if (k as usize) < fsprof_shim::OPS.len() => {
-                emit(Record::Call(call(info, &h, &args, &items, clock)))?
+                emit(Parsed::Call(call(info, &h, &args, &items, clock)))?
             }
             k => return Err(format!("record at {at}: unknown kind {k:#x}")),
         }
+        at += len;
     }
     match process {
-        Some(p) => emit(Record::Process(p)),
-        None => Ok(()),
+        Some((start, _)) if more => Ok(start),
+        Some((_, p)) => emit(Parsed::Process(p)).map(|()| at),
+        None => Ok(at),
     }
 }
 
@@ -266,15 +317,16 @@ fn process_info(
     }
 }
 
-fn call(
+fn call<'a>(
     info: &ChunkInfo,
     h: &RecordHeader,
     args: &[u64; 8],
-    items: &[(u16, u16, &[u8])],
+    items: &[(u16, u16, &'a [u8])],
     clock: &TickClock,
-) -> Call {
+) -> CallRef<'a> {
     let op = Op(h.kind);
-    let mut c = Call {
+    let shape = &op_shapes()[op.0 as usize];
+    let mut c = CallRef {
         start_ns: clock.mono_ns(h.t0),
         end_ns: clock.mono_ns(h.t1.max(h.t0)),
         pid: info.pid,
@@ -294,10 +346,10 @@ fn call(
         items
             .iter()
             .find(|it| it.0 == t::TI_STR && it.1 as usize == i)
-            .map(|it| it.2.to_vec())
+            .map(|it| it.2)
     };
-    let symlink = op.is("symlink") || op.is("symlinkat");
-    for (i, role) in roles(op).into_iter().enumerate().take(h.nargs as usize) {
+    let kept = shape.arity.min(h.nargs as usize);
+    for (i, role) in shape.roles[..kept].iter().enumerate() {
         let v = args[i];
         match role {
             Some(Role::Fd | Role::Stream | Role::DirStream | Role::DirFd) => c.fd = Some(v as i32),
@@ -305,7 +357,7 @@ fn call(
             Some(Role::Path) => c.path = string(i),
             // A symlink's target is a string the call stores, not a path
             // it resolves: the trace keeps it as the call's name.
-            Some(Role::Path2) if symlink => c.name = string(i),
+            Some(Role::Path2) if shape.symlink => c.name = string(i),
             Some(Role::Path2) => c.path2 = string(i),
             Some(Role::Name) => c.name = string(i),
             Some(Role::Flags) => c.flags = Some(v as i64),
@@ -317,25 +369,25 @@ fn call(
             Some(Role::OffsetPtr | Role::Iov | Role::IovCount) | None => {}
         }
     }
-    if op.is("fread") || op.is("fwrite") {
+    if shape.fread_fwrite {
         // size × count, as bytes asked for.
         c.len = c.len.zip(c.arg).map(|(s, n)| s.saturating_mul(n as u64));
         c.arg = None;
     }
     for &(tag, _, b) in items {
         match tag {
-            t::TI_DATA => c.data = Data::Full(b.to_vec()),
-            t::TI_DIGEST if b.len() == 8 => c.data = Data::Digest(le_u64(b)),
+            t::TI_DATA => (c.data, c.digest) = (Some(b), None),
+            t::TI_DIGEST if b.len() == 8 => (c.data, c.digest) = (None, Some(le_u64(b))),
             t::TI_STAT if b.len() >= 12 => {
                 c.size = Some(le_u64(b));
                 c.st_mode = Some(u32::from_ne_bytes(b[8..12].try_into().unwrap()));
             }
-            t::TI_RESULT => c.result = Some(b.to_vec()),
+            t::TI_RESULT => c.result = Some(b),
             _ => {}
         }
     }
-    if op.is("fputs") {
-        if let Data::Full(d) = &c.data {
+    if shape.fputs {
+        if let Some(d) = c.data {
             c.len = Some(d.len() as u64);
         }
     }
@@ -345,6 +397,108 @@ fn call(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One shim record: header, args, items (tag, arg, bytes), padded.
+    fn rec(kind: u16, t0: u64, args: &[u64], items: &[(u16, u16, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for a in args {
+            body.extend_from_slice(&a.to_ne_bytes());
+        }
+        for (tag, arg, b) in items {
+            let ih = ItemHeader {
+                tag: *tag,
+                arg: *arg,
+                len: b.len() as u32,
+            };
+            // SAFETY: plain data, read as its bytes.
+            body.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(&ih as *const _ as *const u8, std::mem::size_of_val(&ih))
+            });
+            body.extend_from_slice(b);
+            body.resize(body.len().next_multiple_of(8), 0);
+        }
+        let h = RecordHeader {
+            len: (std::mem::size_of::<RecordHeader>() + body.len()) as u32,
+            kind,
+            nargs: args.len() as u8,
+            t0,
+            t1: t0 + 5,
+            nitems: items.len() as u32,
+            ..Default::default()
+        };
+        // SAFETY: as above.
+        let mut out = unsafe {
+            std::slice::from_raw_parts(&h as *const _ as *const u8, std::mem::size_of_val(&h))
+        }
+        .to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    fn all(bytes: &[u8], more: bool) -> (usize, Vec<Record>) {
+        let info = ChunkInfo {
+            proc_seq: 1,
+            pid: 7,
+            tid: 8,
+            dropped: 0,
+        };
+        let clock = TickClock {
+            mult: 1 << 32,
+            ref_ticks: 0,
+            ref_mono: 0,
+        };
+        let mut got = Vec::new();
+        let n = parse(&info, bytes, more, &clock, |r| {
+            got.push(r.to_record());
+            Ok(())
+        })
+        .unwrap();
+        (n, got)
+    }
+
+    /// A capture reads a live chunk a few records at a time: a process
+    /// record the bytes end with waits for its fd records (and is parsed
+    /// again with them), and reading a chunk in pieces at record
+    /// boundaries hands on the same records as reading it whole.
+    #[test]
+    fn a_chunk_read_in_pieces_gives_the_records_it_gives_whole() {
+        let open = Op::named("openat").0;
+        let proc_ = rec(t::TREC_PROC, 10, &[7, 1, 1], &[(t::TI_CWD, 0, b"/w")]);
+        let fd = rec(t::TREC_FD, 10, &[0, 2, 0], &[(t::TI_PATH, 0, b"/dev/null")]);
+        let call = rec(
+            open,
+            20,
+            &[-100i64 as u64, 0, 0, 0],
+            &[(t::TI_STR, 1, b"a/b")],
+        );
+        let bytes = [proc_.clone(), fd.clone(), call.clone(), call.clone()].concat();
+        let (n, whole) = all(&bytes, false);
+        assert_eq!(n, bytes.len());
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        let Record::Process(p) = &whole[0] else {
+            panic!("{whole:?}")
+        };
+        assert_eq!(
+            (p.fds.len(), p.fds[0].path.as_slice()),
+            (1, &b"/dev/null"[..])
+        );
+        let Record::Call(c) = &whole[1] else {
+            panic!("{whole:?}")
+        };
+        assert_eq!((c.path.as_deref(), c.fd), (Some(&b"a/b"[..]), Some(-100)));
+        // The process record and its fd so far: held back while more may come.
+        let upto = proc_.len() + fd.len();
+        assert_eq!(all(&bytes[..upto], true), (0, vec![]));
+        assert_eq!(all(&bytes[..upto], false).1, whole[..1]);
+        // In pieces at every record boundary.
+        for cut in [proc_.len(), upto, upto + call.len()] {
+            let (n, mut first) = all(&bytes[..cut], true);
+            let (m, rest) = all(&bytes[n..], false);
+            assert_eq!(n + m, bytes.len());
+            first.extend(rest);
+            assert_eq!(first, whole, "cut at {cut}");
+        }
+    }
 
     /// The shim's `shapes` table (shim/trace.c), op name → one letter per
     /// argument: what the C side actually records.

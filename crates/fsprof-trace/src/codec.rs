@@ -126,43 +126,135 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends one record; `prev_start` is the previous record's start in this
-/// block (0 for the first), updated.
-pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
-    match r {
-        Record::Call(c) => encode_call(out, c, prev_start),
-        Record::Process(p) => encode_process(out, p, prev_start),
+/// A call's fields borrowed from where they are: a [`Call`], or a shim
+/// record a capture encodes without making a `Call` of it first
+/// (`chunks::parse`). One encoder for both, so both write the same bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallRef<'a> {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub op: Op,
+    pub ret: i64,
+    pub errno: i32,
+    pub fd: Option<i32>,
+    pub fd2: Option<i32>,
+    pub path: Option<&'a [u8]>,
+    pub path2: Option<&'a [u8]>,
+    pub resolved: Option<&'a [u8]>,
+    pub resolved2: Option<&'a [u8]>,
+    pub flags: Option<i64>,
+    pub mode: Option<u32>,
+    pub offset: Option<i64>,
+    pub len: Option<u64>,
+    pub whence: Option<i32>,
+    pub arg: Option<i64>,
+    pub name: Option<&'a [u8]>,
+    pub size: Option<u64>,
+    pub st_mode: Option<u32>,
+    pub result: Option<&'a [u8]>,
+    pub digest: Option<u64>,
+    pub data: Option<&'a [u8]>,
+}
+
+impl<'a> From<&'a Call> for CallRef<'a> {
+    fn from(c: &'a Call) -> Self {
+        CallRef {
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
+            pid: c.pid,
+            tid: c.tid,
+            op: c.op,
+            ret: c.ret,
+            errno: c.errno,
+            fd: c.fd,
+            fd2: c.fd2,
+            path: c.path.as_deref(),
+            path2: c.path2.as_deref(),
+            resolved: c.resolved.as_deref(),
+            resolved2: c.resolved2.as_deref(),
+            flags: c.flags,
+            mode: c.mode,
+            offset: c.offset,
+            len: c.len,
+            whence: c.whence,
+            arg: c.arg,
+            name: c.name.as_deref(),
+            size: c.size,
+            st_mode: c.st_mode,
+            result: c.result.as_deref(),
+            digest: match c.data {
+                Data::Digest(d) => Some(d),
+                _ => None,
+            },
+            data: match &c.data {
+                Data::Full(b) => Some(b),
+                _ => None,
+            },
+        }
     }
 }
 
-/// A call record: the kind, a bit per optional field present, the fixed
-/// fields, then the optional ones in bit order.
-fn encode_call(out: &mut Vec<u8>, c: &Call, prev_start: &mut u64) {
-    out.push(KIND_CALL);
-    let mut bits = 0u32;
-    let mut set = |b: u32, on: bool| {
-        if on {
-            bits |= b
+impl CallRef<'_> {
+    pub fn to_call(&self) -> Call {
+        let own = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+        Call {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            pid: self.pid,
+            tid: self.tid,
+            op: self.op,
+            ret: self.ret,
+            errno: self.errno,
+            fd: self.fd,
+            fd2: self.fd2,
+            path: own(self.path),
+            path2: own(self.path2),
+            resolved: own(self.resolved),
+            resolved2: own(self.resolved2),
+            flags: self.flags,
+            mode: self.mode,
+            offset: self.offset,
+            len: self.len,
+            whence: self.whence,
+            arg: self.arg,
+            name: own(self.name),
+            size: self.size,
+            st_mode: self.st_mode,
+            result: own(self.result),
+            data: match (self.data, self.digest) {
+                (Some(b), _) => Data::Full(b.to_vec()),
+                (None, Some(d)) => Data::Digest(d),
+                (None, None) => Data::None,
+            },
         }
-    };
-    set(F_FD, c.fd.is_some());
-    set(F_FD2, c.fd2.is_some());
-    set(F_PATH, c.path.is_some());
-    set(F_PATH2, c.path2.is_some());
-    set(F_RESOLVED, c.resolved.is_some());
-    set(F_RESOLVED2, c.resolved2.is_some());
-    set(F_FLAGS, c.flags.is_some());
-    set(F_MODE, c.mode.is_some());
-    set(F_OFFSET, c.offset.is_some());
-    set(F_LEN, c.len.is_some());
-    set(F_WHENCE, c.whence.is_some());
-    set(F_SIZE, c.size.is_some());
-    set(F_STMODE, c.st_mode.is_some());
-    set(F_DIGEST, matches!(c.data, Data::Digest(_)));
-    set(F_DATA, matches!(c.data, Data::Full(_)));
-    set(F_RESULT, c.result.is_some());
-    set(F_NAME, c.name.is_some());
-    set(F_ARG, c.arg.is_some());
+    }
+}
+
+/// Appends one call; `prev_start` is the previous record's start in this
+/// block (0 for the first), updated.
+pub fn encode_call(out: &mut Vec<u8>, c: &CallRef, prev_start: &mut u64) {
+    out.push(KIND_CALL);
+    let bit = |b: u32, on: bool| if on { b } else { 0 };
+    let bits = bit(F_FD, c.fd.is_some())
+        | bit(F_FD2, c.fd2.is_some())
+        | bit(F_PATH, c.path.is_some())
+        | bit(F_PATH2, c.path2.is_some())
+        | bit(F_RESOLVED, c.resolved.is_some())
+        | bit(F_RESOLVED2, c.resolved2.is_some())
+        | bit(F_FLAGS, c.flags.is_some())
+        | bit(F_MODE, c.mode.is_some())
+        | bit(F_OFFSET, c.offset.is_some())
+        | bit(F_LEN, c.len.is_some())
+        | bit(F_WHENCE, c.whence.is_some())
+        | bit(F_SIZE, c.size.is_some())
+        | bit(F_STMODE, c.st_mode.is_some())
+        | bit(F_DIGEST, c.data.is_none() && c.digest.is_some())
+        | bit(F_DATA, c.data.is_some())
+        | bit(F_RESULT, c.result.is_some())
+        | bit(F_NAME, c.name.is_some())
+        | bit(F_ARG, c.arg.is_some());
     put_u64(out, bits as u64);
     put_i64(out, c.start_ns as i64 - *prev_start as i64);
     *prev_start = c.start_ns;
@@ -177,40 +269,46 @@ fn encode_call(out: &mut Vec<u8>, c: &Call, prev_start: &mut u64) {
             put_i64(out, v)
         }
     };
-    let opt_b = |out: &mut Vec<u8>, v: &Option<Vec<u8>>| {
+    let opt_u = |out: &mut Vec<u8>, v: Option<u64>| {
+        if let Some(v) = v {
+            put_u64(out, v)
+        }
+    };
+    let opt_b = |out: &mut Vec<u8>, v: Option<&[u8]>| {
         if let Some(v) = v {
             put_bytes(out, v)
         }
     };
     opt_i(out, c.fd.map(i64::from));
     opt_i(out, c.fd2.map(i64::from));
-    opt_b(out, &c.path);
-    opt_b(out, &c.path2);
-    opt_b(out, &c.resolved);
-    opt_b(out, &c.resolved2);
+    opt_b(out, c.path);
+    opt_b(out, c.path2);
+    opt_b(out, c.resolved);
+    opt_b(out, c.resolved2);
     opt_i(out, c.flags);
-    if let Some(v) = c.mode {
-        put_u64(out, v as u64)
-    }
+    opt_u(out, c.mode.map(u64::from));
     opt_i(out, c.offset);
-    if let Some(v) = c.len {
-        put_u64(out, v)
-    }
+    opt_u(out, c.len);
     opt_i(out, c.whence.map(i64::from));
-    if let Some(v) = c.size {
-        put_u64(out, v)
+    opt_u(out, c.size);
+    opt_u(out, c.st_mode.map(u64::from));
+    match (c.data, c.digest) {
+        (Some(b), _) => put_bytes(out, b),
+        (None, Some(d)) => out.extend_from_slice(&d.to_le_bytes()),
+        (None, None) => {}
     }
-    if let Some(v) = c.st_mode {
-        put_u64(out, v as u64)
-    }
-    match &c.data {
-        Data::Digest(d) => out.extend_from_slice(&d.to_le_bytes()),
-        Data::Full(b) => put_bytes(out, b),
-        Data::None => {}
-    }
-    opt_b(out, &c.result);
-    opt_b(out, &c.name);
+    opt_b(out, c.result);
+    opt_b(out, c.name);
     opt_i(out, c.arg);
+}
+
+/// Appends one record; `prev_start` is the previous record's start in this
+/// block (0 for the first), updated.
+pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
+    match r {
+        Record::Call(c) => encode_call(out, &CallRef::from(c), prev_start),
+        Record::Process(p) => encode_process(out, p, prev_start),
+    }
 }
 
 fn encode_process(out: &mut Vec<u8>, p: &ProcessInfo, prev_start: &mut u64) {

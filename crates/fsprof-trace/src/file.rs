@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use fsprof_core::profile::RunInfo;
 use serde::{Deserialize, Serialize};
 
-use crate::codec;
+use crate::codec::{self, CallRef};
 use crate::event::Record;
 
 pub use crate::reader::TraceReader;
@@ -31,8 +31,14 @@ pub(crate) const TAG_END: u32 = 2;
 /// Bytes of a block header: tag, clen, rlen, count, stream, 0 (u32 each),
 /// first start (u64).
 pub(crate) const BLOCK_HDR: usize = 32;
-/// A block is flushed once its records take this many bytes.
-const BLOCK_RAW: usize = 256 << 10;
+/// A block is flushed once its records take this many bytes: small
+/// enough that ending a capture compresses little (a thread's records are
+/// compressed as they come, a block at a time), large enough that zstd
+/// finds the repeats.
+const BLOCK_RAW: usize = 128 << 10;
+/// Every stream's block is flushed once together they take this many
+/// bytes (a capture of a thousand threads holds no more than this).
+const PENDING_MAX: usize = 8 << 20;
 /// Headers and end blocks larger than this are corrupt.
 pub(crate) const MAX_JSON: u32 = 16 << 20;
 /// Decompressed blocks larger than this are refused.
@@ -126,6 +132,16 @@ pub enum TraceError {
     Exists { path: PathBuf },
 }
 
+/// A stream's block under way: its encoded records, their count, the first
+/// one's start and the last one's.
+#[derive(Default)]
+struct Pending {
+    block: Vec<u8>,
+    count: u32,
+    first: u64,
+    prev_start: u64,
+}
+
 /// Writes a trace, block by block: [`TraceWriter::push`] for a trace that
 /// is one stream (imports), [`TraceWriter::push_to`] for a capture's
 /// per-thread streams.
@@ -134,13 +150,14 @@ pub struct TraceWriter {
     tmp: PathBuf,
     out: BufWriter<File>,
     zstd: zstd::bulk::Compressor<'static>,
-    /// The block under way: its stream, encoded records, their count, the
-    /// first one's start and the last one's.
-    stream: u32,
-    block: Vec<u8>,
-    block_count: u32,
-    block_first: u64,
-    prev_start: u64,
+    /// Compressed bytes of the block being written (kept between blocks).
+    packed: Vec<u8>,
+    /// The block under way of each stream, by stream number. A capture
+    /// hands on a thread's records a few at a time; they are compressed
+    /// once a block's worth has come (or the thread is done).
+    blocks: Vec<Pending>,
+    /// Bytes in all blocks under way.
+    pending: usize,
     summary: TraceSummary,
     bytes_raw: u64,
     bytes_file: u64,
@@ -179,11 +196,9 @@ impl TraceWriter {
             tmp,
             out,
             zstd,
-            stream: 0,
-            block: Vec::with_capacity(BLOCK_RAW + 4096),
-            block_count: 0,
-            block_first: 0,
-            prev_start: 0,
+            packed: Vec::new(),
+            blocks: Vec::new(),
+            pending: 0,
             summary: TraceSummary::default(),
             bytes_raw: 0,
             bytes_file: (16 + json.len()) as u64,
@@ -196,67 +211,113 @@ impl TraceWriter {
         self.push_to(0, r)
     }
 
-    /// Appends the next record of `stream` (a capture's thread), in time
-    /// order after the stream's earlier ones. A record of another stream
-    /// than the last one's ends the block under way.
-    pub fn push_to(&mut self, stream: u32, r: &Record) -> Result<(), TraceError> {
-        if stream != self.stream {
-            self.end_block()?;
-            self.stream = stream;
+    /// The block under way of `stream`.
+    fn pending(&mut self, stream: u32, start_ns: u64) -> &mut Pending {
+        let i = stream as usize;
+        if self.blocks.len() <= i {
+            self.blocks.resize_with(i + 1, Pending::default);
         }
-        if self.block_count == 0 {
-            self.block_first = r.start_ns();
+        let p = &mut self.blocks[i];
+        if p.count == 0 {
+            p.first = start_ns;
         }
-        codec::encode(&mut self.block, r, &mut self.prev_start);
-        self.block_count += 1;
+        p.count += 1;
+        p
+    }
+
+    /// After a record was added to `stream`'s block (`grew` bytes): ends
+    /// the block once it is full, and every block when together they hold
+    /// too much.
+    fn added(&mut self, stream: u32, grew: usize) -> Result<(), TraceError> {
         self.summary.records += 1;
-        match r {
-            Record::Call(_) => self.summary.calls += 1,
-            Record::Process(_) => self.summary.processes += 1,
+        self.pending += grew;
+        if self.blocks[stream as usize].block.len() >= BLOCK_RAW {
+            self.end_stream(stream)?;
         }
-        if self.block.len() >= BLOCK_RAW {
+        if self.pending >= PENDING_MAX {
             self.end_block()?;
         }
         Ok(())
     }
 
-    /// Compresses and writes the block under way (a capture ends one per
-    /// chunk it harvested).
+    /// Appends the next record of `stream` (a capture's thread), in time
+    /// order after the stream's earlier ones.
+    pub fn push_to(&mut self, stream: u32, r: &Record) -> Result<(), TraceError> {
+        match r {
+            Record::Call(c) => return self.push_call(stream, &CallRef::from(c)),
+            Record::Process(_) => self.summary.processes += 1,
+        }
+        let p = self.pending(stream, r.start_ns());
+        let before = p.block.len();
+        codec::encode(&mut p.block, r, &mut p.prev_start);
+        let grew = p.block.len() - before;
+        self.added(stream, grew)
+    }
+
+    /// [`TraceWriter::push_to`] for a call borrowed from where it is.
+    pub fn push_call(&mut self, stream: u32, c: &CallRef) -> Result<(), TraceError> {
+        self.summary.calls += 1;
+        let p = self.pending(stream, c.start_ns);
+        let before = p.block.len();
+        codec::encode_call(&mut p.block, c, &mut p.prev_start);
+        let grew = p.block.len() - before;
+        self.added(stream, grew)
+    }
+
+    /// Compresses and writes the blocks under way of every stream.
     pub fn end_block(&mut self) -> Result<(), TraceError> {
-        if self.block_count == 0 {
+        for s in 0..self.blocks.len() {
+            self.end_stream(s as u32)?;
+        }
+        Ok(())
+    }
+
+    /// Compresses and writes `stream`'s block under way (a capture ends a
+    /// thread's when the thread is gone).
+    pub fn end_stream(&mut self, stream: u32) -> Result<(), TraceError> {
+        let Some(p) = self.blocks.get_mut(stream as usize) else {
+            return Ok(());
+        };
+        if p.count == 0 {
             return Ok(());
         }
         let io = |e| TraceError::Io {
             path: self.path.clone(),
             source: e,
         };
-        let z = self.zstd.compress(&self.block).map_err(io)?;
+        self.packed.clear();
+        self.packed
+            .reserve(zstd::zstd_safe::compress_bound(p.block.len()));
+        self.zstd
+            .compress_to_buffer(&p.block, &mut self.packed)
+            .map_err(io)?;
         let mut hdr = [0u8; BLOCK_HDR];
         let words = [
             TAG_RECORDS,
-            z.len() as u32,
-            self.block.len() as u32,
-            self.block_count,
-            self.stream,
+            self.packed.len() as u32,
+            p.block.len() as u32,
+            p.count,
+            stream,
             0,
         ];
         for (i, v) in words.into_iter().enumerate() {
             hdr[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
-        hdr[24..].copy_from_slice(&self.block_first.to_le_bytes());
+        hdr[24..].copy_from_slice(&p.first.to_le_bytes());
         self.out.write_all(&hdr).map_err(io)?;
-        self.out.write_all(&z).map_err(io)?;
-        self.bytes_raw += self.block.len() as u64;
-        self.bytes_file += (BLOCK_HDR + z.len()) as u64;
-        self.block.clear();
-        self.block_count = 0;
-        self.prev_start = 0;
+        self.out.write_all(&self.packed).map_err(io)?;
+        self.bytes_raw += p.block.len() as u64;
+        self.bytes_file += (BLOCK_HDR + self.packed.len()) as u64;
+        self.pending -= p.block.len();
+        p.block.clear();
+        p.count = 0;
+        p.prev_start = 0;
         Ok(())
     }
 
     /// Bytes of encoded records so far (before compression).
     pub fn raw_bytes(&self) -> u64 {
-        self.bytes_raw + self.block.len() as u64
+        self.bytes_raw + self.pending as u64
     }
 
     /// Records [`TraceSummary::pending_peak_bytes`].

@@ -33,9 +33,46 @@ pub struct ManArgs {
 
 pub fn completions(a: CompletionsArgs) -> Result<i32> {
     let mut out = Vec::new();
-    clap_complete::generate(a.shell, &mut Cli::command(), "fsprof", &mut out);
+    clap_complete::generate(
+        a.shell,
+        &mut for_completion(Cli::command()),
+        "fsprof",
+        &mut out,
+    );
     crate::files::write_stdout(&out)?;
     Ok(0)
+}
+
+/// `cmd` as completions should offer it. clap_complete offers hidden
+/// arguments too (it leaves out only hidden values), and ours are test
+/// hooks (`kernel --require-tracepoint`), so a subcommand that has any is
+/// rebuilt without them: its name, about, binary name and visible
+/// arguments (which carry their groups) are all a completion reads. It
+/// moves to the end of the command list, which shells sort anyway.
+fn for_completion(mut cmd: clap::Command) -> clap::Command {
+    cmd.build();
+    let hiding: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|s| s.get_arguments().any(clap::Arg::is_hide_set))
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in hiding {
+        cmd = cmd.mut_subcommand(&name, |s| {
+            // The built arguments include `--help` already.
+            let mut visible = clap::Command::new(s.get_name().to_owned())
+                .disable_help_flag(true)
+                .args(s.get_arguments().filter(|a| !a.is_hide_set()).cloned());
+            if let Some(about) = s.get_about() {
+                visible = visible.about(about.clone());
+            }
+            if let Some(bin) = s.get_bin_name() {
+                visible = visible.bin_name(bin.to_owned());
+            }
+            visible.build();
+            visible
+        });
+    }
+    cmd
 }
 
 pub fn man(a: ManArgs) -> Result<i32> {

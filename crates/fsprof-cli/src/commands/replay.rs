@@ -42,6 +42,11 @@ pub struct ReplayArgs {
     /// Write the timing report (JSON) to FILE
     #[arg(long, value_name = "FILE")]
     pub timing: Option<PathBuf>,
+    /// Run the replay threads under SCHED_FIFO (priority 10), so that other
+    /// processes cannot delay them (root or CAP_SYS_NICE; Linux's real-time
+    /// throttling still leaves other tasks 5% of each CPU)
+    #[arg(long)]
+    pub realtime: bool,
     /// Replace PROFILE and FILE if they exist
     #[arg(short, long)]
     pub force: bool,
@@ -59,6 +64,10 @@ pub enum ReadsArg {
     Current,
     Skip,
 }
+
+/// `--realtime`'s SCHED_FIFO priority: above ordinary real-time helpers
+/// (1–9), well below the kernel's own threads (50, 99).
+const REALTIME_PRIORITY: i32 = 10;
 
 fn parse_speed(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -96,6 +105,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             ReadsArg::Current => Reads::Current,
             ReadsArg::Skip => Reads::Skip,
         },
+        realtime: a.realtime.then_some(REALTIME_PRIORITY),
     };
     let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}");
     bar.phase("replay", compiled.commands.len() as u64);
