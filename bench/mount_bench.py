@@ -32,6 +32,12 @@ the warm-up) on every mount while the kernel's own tracepoint
 filtered to that mount's connection. The counts are what each daemon was
 asked, whoever the daemon is, so peers that cache entries or attributes
 show the requests they never get.
+
+--floor times the FUSE round trip instead: N fstat() calls on one open file
+(bench/fuse_rtt.c; one GETATTR each where attributes are not cached)
+through every mount and through bench/fuse_floor.c, a libfuse low-level
+daemon that answers from constants on one thread: the cost any daemon pays
+before doing any work. Interleaved rounds, medians, ns per call.
 """
 import argparse
 import collections
@@ -57,6 +63,13 @@ def build(args):
     sh(["cargo", "build", "--release", "-q", "-p", "fsprof", "--features", "fsprof-fuse/untimed",
         "--target-dir", os.path.join(ROOT, "target/untimed")], cwd=ROOT)
     sh(["cc", "-O2", "-o", os.path.join(args.dir, "mount_meta"), os.path.join(ROOT, "bench/mount_meta.c")])
+
+
+def build_floor(args):
+    """The no-work daemon and the fstat timer (small; always rebuilt)."""
+    flags = subprocess.check_output(["pkg-config", "--cflags", "--libs", "fuse3"], text=True).split()
+    sh(["cc", "-O2", "-o", os.path.join(args.dir, "fuse_floor"), os.path.join(ROOT, "bench/fuse_floor.c"), *flags])
+    sh(["cc", "-O2", "-o", os.path.join(args.dir, "fuse_rtt"), os.path.join(ROOT, "bench/fuse_rtt.c")])
 
 
 def peers(args):
@@ -96,6 +109,84 @@ class Config:
         self.name, self.mount, self.unmount = name, mount, unmount
 
 
+def floor_config(args):
+    def m(mnt):
+        # Foreground daemon of our own, in the background.
+        subprocess.Popen([os.path.join(args.dir, "fuse_floor"), mnt], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(100):
+            if os.path.exists(os.path.join(mnt, "f")):
+                return
+            time.sleep(0.05)
+        sys.exit("mount_bench.py: fuse_floor did not mount")
+    return Config("no-work daemon (fuse_floor)", m, lambda mnt: sh(["umount", mnt]))
+
+
+def daemon_of(mnt):
+    """The pid of the process serving `mnt` (the one with it on its
+    command line)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mnt.encode() in argv and b"umount" not in argv[0]:
+            return int(pid)
+    return None
+
+
+def daemon_cost(pid):
+    """CPU nanoseconds and context switches of all of a process's threads
+    so far (schedstat: on-CPU time in ns; status: switches)."""
+    cpu = switches = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                cpu += int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        switches += int(line.split()[1])
+        except OSError:
+            pass
+    return cpu, switches
+
+
+def rtt(args, cs, roots, n=20000):
+    """fstat() round trips through each mount, interleaved, medians; and
+    what each daemon spent per request (its own CPU time, its context
+    switches)."""
+    timer = os.path.join(args.dir, "fuse_rtt")
+    per, cpu, sw = {}, {}, {}
+    pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
+    for rep in range(args.reps + 1):
+        for c in cs:
+            f = "f" if c.name.startswith("no-work") else "big"
+            pid = pids.get(c.name)
+            before = daemon_cost(pid) if pid else None
+            out = subprocess.run([timer, os.path.join(roots[c.name], f), str(n)], capture_output=True,
+                                 text=True, check=True).stdout
+            after = daemon_cost(pid) if pid else None
+            if rep:
+                per.setdefault(c.name, []).append(float(out))
+                if before:
+                    cpu.setdefault(c.name, []).append((after[0] - before[0]) / n)
+                    sw.setdefault(c.name, []).append((after[1] - before[1]) / n)
+    floor = statistics.median(per["no-work daemon (fuse_floor)"])
+    print(f"\nfstat() through each mount ({n:,} calls per round, {args.reps} rounds, medians); "
+          f"load {os.getloadavg()[0]:.1f}\n")
+    print("| configuration | ns per fstat | over the no-work daemon | daemon CPU ns per request | "
+          "daemon context switches per request |\n|---|---:|---:|---:|---:|")
+    for c in cs:
+        m = statistics.median(per[c.name])
+        dc = f"{statistics.median(cpu[c.name]):,.0f}" if c.name in cpu else "–"
+        ds = f"{statistics.median(sw[c.name]):.2f}" if c.name in sw else "–"
+        print(f"| {c.name} | {m:,.0f} | {m - floor:+,.0f} ns | {dc} | {ds} |")
+
+
 def configs(args, hp, lower):
     prof = lambda n: os.path.join(args.dir, f"prof-{n}.json")
 
@@ -116,6 +207,8 @@ def configs(args, hp, lower):
         fsp("fsprof observe-all untimed", [], untimed=True),
         fsp("fsprof fast", ["--fast"]),
         fsp("fsprof fast 2T", ["--fast", "--threads", "2"]),
+        # Files opened in the daemon, data ops by kernel passthrough.
+        fsp("fsprof fast passthrough", ["--fast", "--passthrough"]),
         Config("bindfs", lambda mnt: sh(["bindfs", lower, mnt]), plain_umount),
         Config("bindfs multithreaded", lambda mnt: sh(["bindfs", "--multithreaded", lower, mnt]), plain_umount),
         # bindfs caches entries and attributes for libfuse's default second;
@@ -249,6 +342,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated config names")
     ap.add_argument("--workloads", default="grep,read,meta", help="comma-separated: grep, read, meta")
     ap.add_argument("--requests", action="store_true", help="count each daemon's requests instead of timing")
+    ap.add_argument("--floor", action="store_true",
+                    help="time fstat() round trips through each mount and a no-work daemon instead")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("mount_bench.py: needs root (FUSE mounts)")
@@ -266,6 +361,9 @@ def main():
     # go), and interleaving spreads the drift over all configurations
     # instead of charging it to whichever ran last.
     cs = [c for c in configs(args, hp, lower) if not only or c.name in only or c.name == "native"]
+    if args.floor:
+        build_floor(args)
+        cs.append(floor_config(args))
     roots, mounted = {}, []
     try:
         for k, c in enumerate(cs):
@@ -277,6 +375,9 @@ def main():
                 roots[c.name] = mnt
             else:
                 roots[c.name] = lower
+        if args.floor:
+            rtt(args, cs, roots)
+            return
         want = [WORKLOAD_KEYS[k] for k in args.workloads.split(",") if k]
         times, ws = {}, [(n, w) for n, w in workloads(args) if n in want]
         if args.requests:
@@ -285,6 +386,7 @@ def main():
                     w(roots[c.name])  # warm-up, as in the timed rounds
             requests(cs, roots, ws)
             return
+        drops0 = page_cache_drops()
         for rep in range(args.reps + 1):
             for wname, w in ws:
                 for c in cs:
@@ -295,9 +397,22 @@ def main():
     finally:
         for c, mnt in mounted:
             c.unmount(mnt)
+    drops = page_cache_drops() - drops0
+    if drops:
+        print(f"warning: the page cache was dropped machine-wide {drops} time(s) during the run "
+              "(echo 1|3 > /proc/sys/vm/drop_caches by another process): cached rounds re-read", file=sys.stderr)
     for (c, w), xs in times.items():
         print(f"{c:<28} {w:<24} median {statistics.median(xs):8.3f} s  (min {min(xs):.3f}, max {max(xs):.3f})")
     report(args, times)
+
+
+def page_cache_drops():
+    """How often anyone dropped the page cache since boot (vmstat)."""
+    with open("/proc/vmstat") as f:
+        for line in f:
+            if line.startswith("drop_pagecache "):
+                return int(line.split()[1])
+    return 0
 
 
 def ratio(times, c, w):

@@ -121,9 +121,9 @@ fn lower_may_be_the_mount_point() {
 
 #[test]
 #[ignore = "needs root"]
-fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
+fn fast_passthrough_mode_hands_data_ops_to_the_kernel_and_says_so() {
     let d = dirs();
-    let m = d.mount(&["--fast"]);
+    let m = d.mount(&["--fast", "--passthrough"]);
     let data = pattern(1 << 20, 5);
     fs::write(m.path("big"), &data).unwrap();
     assert!(fs::read(m.path("big")).unwrap() == data);
@@ -145,6 +145,100 @@ fn fast_mode_hands_data_ops_to_the_kernel_and_says_so() {
         "{text}"
     );
     assert!(text.contains("mode fast"), "{text}");
+}
+
+/// `--fast` declines the first open, so the kernel opens files alone:
+/// no open, flush or release reaches the daemon, data requests come
+/// without a handle and are served by the inode's own descriptors, and
+/// O_TRUNC (no longer carried by an open request) still truncates.
+#[test]
+#[ignore = "needs root"]
+fn fast_mode_sends_no_opens_and_keeps_pages_across_opens() {
+    use std::os::unix::fs::FileExt;
+    let d = dirs();
+    let data = pattern(1 << 20, 7);
+    fs::write(d.lower.join("big"), &data).unwrap();
+    let m = d.mount(&["--fast"]);
+    assert!(fs::read(m.path("big")).unwrap() == data);
+    let first = stat_json(&d.mp);
+    assert!(calls(&first, "read") >= 1, "{:?}", first.layers);
+    // The later opens read the pages the kernel kept.
+    for _ in 0..2 {
+        assert!(fs::read(m.path("big")).unwrap() == data);
+    }
+    assert_eq!(calls(&stat_json(&d.mp), "read"), calls(&first, "read"));
+    // Rewritten through an open with O_TRUNC: shorter than before, so a
+    // lost truncation would leave the old tail in LOWER.
+    let short = pattern(1000, 8);
+    fs::write(m.path("big"), &short).unwrap();
+    assert_eq!(fs::read(d.lower.join("big")).unwrap(), short);
+    assert_eq!(fs::read(m.path("big")).unwrap(), short);
+    // ftruncate, pwrite and fsync on a descriptor the daemon never saw
+    // opened (the kernel's handle is 0).
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("big"))
+        .unwrap();
+    f.set_len(10).unwrap();
+    f.write_all_at(b"XY", 2).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let mut want = short[..10].to_vec();
+    want[2..4].copy_from_slice(b"XY");
+    assert_eq!(fs::read(d.lower.join("big")).unwrap(), want);
+    // Created files get no handle either (the kernel would send no release
+    // to close one): their descriptors must not pile up in the daemon.
+    let pid = stat_json(&d.mp).meta.settings["daemon pid"].clone();
+    let fds = || fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let before = fds();
+    for k in 0..100 {
+        fs::write(m.path(format!("new{k}")), "n").unwrap();
+    }
+    assert_eq!(fs::read(d.lower.join("new99")).unwrap(), b"n");
+    for k in 0..100 {
+        fs::remove_file(m.path(format!("new{k}"))).unwrap();
+    }
+    // Unlinked, the inodes are forgotten (their O_PATH descriptors closed)
+    // as the kernel gets to it; kept writers are bounded (256 inodes).
+    let t0 = std::time::Instant::now();
+    while fds() > before + 10 && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        fds() <= before + 10,
+        "{} descriptors before, {} after",
+        before,
+        fds()
+    );
+    // Listings: the first reads the directory without a handle, the
+    // second reads the kernel's cache.
+    let listing = |p: &fsprof_core::Profile| calls(p, "readdir") + calls(p, "readdirplus");
+    assert_eq!(fs::read_dir(&d.mp).unwrap().count(), 1, "big only");
+    let once = listing(&stat_json(&d.mp));
+    assert!(once >= 1);
+    assert_eq!(fs::read_dir(&d.mp).unwrap().count(), 1);
+    assert_eq!(listing(&stat_json(&d.mp)), once);
+    let p = m.umount();
+    assert_eq!(p.meta.settings["mode"], "fast");
+    assert_eq!(p.meta.settings["data ops"], "through the daemon");
+    assert_eq!((calls(&p, "opendir"), calls(&p, "releasedir")), (0, 0));
+    assert_eq!(
+        (calls(&p, "open"), calls(&p, "flush"), calls(&p, "release")),
+        (0, 0, 0),
+        "{:?}",
+        p.layers
+    );
+    assert_eq!(calls(&p, "create"), 100);
+    assert!(calls(&p, "setattr") >= 2, "O_TRUNC and ftruncate");
+    assert_eq!(calls(&p, "fsync"), 1);
+    for name in ["write", "setattr", "fsync", "read"] {
+        assert_eq!(op(&p, name).unwrap().errors, 0, "{name}");
+    }
+    fsprof_testkit::assert_noted(
+        &p.meta.notes,
+        "files and directories are opened by the kernel alone",
+    );
+    check_ok(&d.out);
 }
 
 #[test]

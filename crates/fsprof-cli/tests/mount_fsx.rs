@@ -370,13 +370,19 @@ fn run(lower: &Path, mp: &Path, extra: &[&str], ops: usize, seed: u64) -> fsprof
     p
 }
 
+/// A run of `FSPROF_FSX_OPS / share` operations (default 100,000) with
+/// `FSPROF_FSX_SEED ^ seed_mix`, through a mount with `extra` options.
+fn fsx_in(extra: &[&str], share: usize, seed_mix: u64) -> fsprof_core::Profile {
+    let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize / share;
+    let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee) ^ seed_mix;
+    let d = dirs();
+    run(&d.lower, &d.mp, extra, ops, seed)
+}
+
 #[test]
 #[ignore = "needs root"]
 fn fsx_through_the_mount_matches_the_model_and_lower() {
-    let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize;
-    let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee);
-    let d = dirs();
-    let p = run(&d.lower, &d.mp, &["--threads", "2"], ops, seed);
+    let p = fsx_in(&["--threads", "2"], 1, 0);
     // The profile saw the exerciser's requests.
     for name in ["write", "read", "setattr", "fallocate"] {
         assert!(calls(&p, name) > 0, "{name}");
@@ -387,9 +393,14 @@ fn fsx_through_the_mount_matches_the_model_and_lower() {
 #[test]
 #[ignore = "needs root"]
 fn fsx_in_fast_mode_matches_too() {
-    let ops = env_u64("FSPROF_FSX_OPS", 100_000) as usize / 5;
-    let seed = env_u64("FSPROF_FSX_SEED", 0x5eed_f5c0_ffee) ^ 0xfa57;
-    let d = dirs();
-    let p = run(&d.lower, &d.mp, &["--fast"], ops, seed);
+    let p = fsx_in(&["--fast"], 5, 0xfa57);
     assert_eq!(p.meta.settings["mode"], "fast");
+    assert_eq!(calls(&p, "open"), 0, "the kernel opens files alone");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn fsx_in_fast_passthrough_mode_matches_too() {
+    let p = fsx_in(&["--fast", "--passthrough"], 10, 0xfa58);
+    assert_eq!(p.meta.settings["data ops"], "kernel passthrough");
 }

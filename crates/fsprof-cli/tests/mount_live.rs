@@ -24,11 +24,27 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 #[ignore = "needs root"]
 fn the_control_file_is_hidden_uncounted_and_resettable() {
+    control_file_works(&[]);
+}
+
+/// `--fast` declines open requests, so the control file is then read
+/// through the kernel's page cache without a handle (see fsprof-fuse's
+/// `control`): each reading must still see the profile of its moment.
+#[test]
+#[ignore = "needs root"]
+fn the_control_file_works_without_open_requests_in_fast_mode() {
+    control_file_works(&["--fast"]);
+}
+
+fn control_file_works(extra: &[&str]) {
     let d = dirs();
-    let m = d.mount(&[]);
+    let m = d.mount(extra);
     for k in 0..3 {
         fs::write(m.path(format!("f{k}")), "x").unwrap();
     }
+    // A plain open (the first: --fast declines it, and the kernel opens
+    // files alone from then on, the control file included).
+    assert_eq!(fs::read(m.path("f0")).unwrap(), b"x");
     let names: Vec<_> = fs::read_dir(&d.mp)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -65,6 +81,13 @@ fn the_control_file_is_hidden_uncounted_and_resettable() {
     drop(f);
     // A nonsense name is not the control file.
     assert!(fs::remove_file(d.mp.join(".fsprof")).is_err());
+    // `ls -l` asks for its ACL (an xattr): none, rather than a failure.
+    let o = std::process::Command::new("ls")
+        .arg("-l")
+        .arg(d.mp.join(".fsprof"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p = m.umount();
     assert_eq!(
         calls(&p, "create"),

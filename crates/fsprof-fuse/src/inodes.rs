@@ -12,11 +12,11 @@
 //! device under LOWER — a synthetic id is used instead (stable while the
 //! kernel keeps the inode).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::CStr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use fuser::{BackingId, Errno};
 
@@ -30,6 +30,35 @@ const SYNTHETIC: u64 = 1 << 62;
 
 pub type Key = (u64, u64);
 
+/// How many inodes keep data descriptors ([`Inode::data_fd`]) at once,
+/// the least recently opened giving theirs up first. Bounded because each
+/// inode the kernel knows already holds an `O_PATH` descriptor, and those
+/// grow with the kernel's cache (a `grep -r` over a tree, then 10,000
+/// creates) up to the descriptor limit: data descriptors kept for every
+/// file read would meet EMFILE first.
+const KEEP: usize = 256;
+
+/// Inodes keeping data descriptors, oldest first.
+static KEEPING: Mutex<VecDeque<Weak<Inode>>> = Mutex::new(VecDeque::new());
+
+/// A lower descriptor for one data request: a handle's (the kernel keeps
+/// the handle open while the request runs), or an inode's, held by the
+/// request so that neither a forget nor its eviction from the kept ones
+/// closes it under the request.
+pub enum DataFd {
+    Handle(RawFd),
+    Kept(Arc<OwnedFd>),
+}
+
+impl DataFd {
+    pub fn raw(&self) -> RawFd {
+        match self {
+            DataFd::Handle(fd) => *fd,
+            DataFd::Kept(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
 pub fn key(st: &libc::stat) -> Key {
     (st.st_dev, st.st_ino)
 }
@@ -41,9 +70,20 @@ pub struct Inode {
     /// File type bits (`S_IFMT`) of the lower inode.
     pub kind: u32,
     nlookup: AtomicU64,
-    /// The kernel passthrough backing file (`--fast`): one per inode, as
-    /// the kernel requires, shared by its open handles.
+    /// The kernel passthrough backing file (`--fast --passthrough`): one
+    /// per inode, as the kernel requires, shared by its open handles.
     pub backing: Mutex<Backing>,
+    /// Descriptors for reads and for writes of requests that come without
+    /// a file handle (`--fast` never opens files: see `fs::files`), opened
+    /// at the first such request and kept until [`KEEP`] other inodes
+    /// opened theirs.
+    data: Mutex<DataFds>,
+}
+
+#[derive(Default)]
+struct DataFds {
+    reader: Option<Arc<OwnedFd>>,
+    writer: Option<Arc<OwnedFd>>,
 }
 
 #[derive(Default)]
@@ -60,6 +100,71 @@ impl Inode {
 
     pub fn is_symlink(&self) -> bool {
         self.kind == libc::S_IFLNK
+    }
+
+    fn new(fd: OwnedFd, key: Key, id: u64, kind: u32) -> Inode {
+        Inode {
+            fd,
+            key,
+            id,
+            kind,
+            nlookup: AtomicU64::new(1),
+            backing: Mutex::default(),
+            data: Mutex::default(),
+        }
+    }
+
+    /// The inode's descriptor for a data request without a file handle:
+    /// read-only for reads (a file without write permission for the
+    /// daemon stays readable), read-write for writes and what else changes
+    /// the data. The kernel checked the caller's permission to open.
+    pub fn data_fd(self: &Arc<Self>, write: bool) -> Res<DataFd> {
+        let mut d = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = if write { &mut d.writer } else { &mut d.reader };
+        if let Some(fd) = slot {
+            return Ok(DataFd::Kept(fd.clone()));
+        }
+        let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+        // SAFETY: reopen returns a descriptor nothing else owns.
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(sys::reopen(self.fd(), flags)?) });
+        let first = d.reader.is_none() && d.writer.is_none();
+        *(if write { &mut d.writer } else { &mut d.reader }) = Some(fd.clone());
+        drop(d);
+        if first {
+            self.keep();
+        }
+        Ok(DataFd::Kept(fd))
+    }
+
+    /// Keeps the descriptor a create opened (for writing) as the writer.
+    pub fn keep_writer(self: &Arc<Self>, fd: OwnedFd) {
+        let mut d = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        if d.writer.is_some() {
+            return;
+        }
+        let first = d.reader.is_none();
+        d.writer = Some(Arc::new(fd));
+        drop(d);
+        if first {
+            self.keep();
+        }
+    }
+
+    /// Joins the inodes keeping data descriptors; the oldest beyond
+    /// [`KEEP`] closes its own (requests using them hold them on).
+    fn keep(self: &Arc<Self>) {
+        let old = {
+            let mut k = KEEPING.lock().unwrap_or_else(|e| e.into_inner());
+            k.push_back(Arc::downgrade(self));
+            if k.len() > KEEP {
+                k.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(ino) = old.and_then(|w| w.upgrade()) {
+            *ino.data.lock().unwrap_or_else(|e| e.into_inner()) = DataFds::default();
+        }
     }
 }
 
@@ -78,14 +183,7 @@ impl Inodes {
     /// `root` is LOWER, opened before the mount (it may be the mount point).
     pub fn new(root: OwnedFd) -> Res<Inodes> {
         let st = sys::stat_fd(root.as_fd())?;
-        let root = Arc::new(Inode {
-            fd: root,
-            key: key(&st),
-            id: ROOT,
-            kind: st.st_mode & libc::S_IFMT,
-            nlookup: AtomicU64::new(1),
-            backing: Mutex::default(),
-        });
+        let root = Arc::new(Inode::new(root, key(&st), ROOT, st.st_mode & libc::S_IFMT));
         let mut by_id = HashMap::new();
         by_id.insert(ROOT, root.clone());
         let mut by_key = HashMap::new();
@@ -152,14 +250,7 @@ impl Inodes {
             return ino.clone();
         }
         let id = self.choose_id(&t, st.st_ino);
-        let ino = Arc::new(Inode {
-            fd,
-            key: k,
-            id,
-            kind: st.st_mode & libc::S_IFMT,
-            nlookup: AtomicU64::new(1),
-            backing: Mutex::default(),
-        });
+        let ino = Arc::new(Inode::new(fd, k, id, st.st_mode & libc::S_IFMT));
         t.by_id.insert(id, ino.clone());
         t.by_key.insert(k, id);
         ino
@@ -248,5 +339,37 @@ mod tests {
                 .err(),
             Some(Errno::ENOENT)
         );
+    }
+
+    #[test]
+    fn data_descriptors_are_kept_for_a_bounded_number_of_inodes() {
+        let d = tempfile::tempdir().unwrap();
+        for k in 0..KEEP + 10 {
+            std::fs::write(d.path().join(format!("f{k}")), k.to_string()).unwrap();
+        }
+        let inodes = Inodes::new(open_dir(d.path())).unwrap();
+        let root = inodes.root().clone();
+        let mut all = Vec::new();
+        let mut held = None;
+        for k in 0..KEEP + 10 {
+            let name = cname(OsStr::new(&format!("f{k}"))).unwrap();
+            let (ino, _) = inodes.lookup(&root, &name).unwrap();
+            let fd = ino.data_fd(false).unwrap();
+            if k == 0 {
+                held = Some(fd);
+            }
+            all.push(ino);
+        }
+        let kept = |i: &Arc<Inode>| i.data.lock().unwrap().reader.is_some();
+        assert_eq!(all.iter().filter(|i| kept(i)).count(), KEEP);
+        assert!(!kept(&all[0]), "the oldest gave its descriptor up");
+        // ... but not under the request still using it.
+        let mut buf = [0u8; 8];
+        let n = sys::pread(held.unwrap().raw(), &mut buf, 0).unwrap();
+        assert_eq!(&buf[..n], b"0");
+        // A request that needs it again opens it again.
+        let fd = all[0].data_fd(false).unwrap();
+        let n = sys::pread(fd.raw(), &mut buf, 0).unwrap();
+        assert_eq!(&buf[..n], b"0");
     }
 }

@@ -25,6 +25,9 @@ pub struct MountOptions {
     pub lower: PathBuf,
     pub mountpoint: PathBuf,
     pub mode: Mode,
+    /// Fast mode: kernel passthrough for reads and writes (files opened in
+    /// the daemon) instead of no opens at all.
+    pub passthrough: bool,
     /// Worker threads serving requests.
     pub threads: usize,
     pub allow_other: bool,
@@ -130,6 +133,7 @@ impl MountSource {
             mode: opts.mode,
             cache_ttl: opts.cache_ttl,
             as_caller,
+            passthrough: opts.passthrough,
         };
         let fs = PassFs::new(lower, cfg, live.clone()).map_err(|e| {
             MountError::Lower(

@@ -36,9 +36,12 @@ pub struct MountArgs {
     /// No entry, attribute or cross-open page caching: every operation reaches the profiler (default)
     #[arg(long, conflicts_with = "fast")]
     pub observe_all: bool,
-    /// Kernel caches on; reads and writes by FUSE passthrough where the kernel allows it (not seen)
+    /// Kernel caches on, files opened by the kernel alone: repeated lookups, getattrs, opens, closes and cached reads are not seen
     #[arg(long)]
     pub fast: bool,
+    /// With --fast: files opened in the daemon, their reads and writes handed to the kernel's FUSE passthrough where it allows it (not seen)
+    #[arg(long, requires = "fast")]
+    pub passthrough: bool,
     /// How long entries and attributes stay cached with --fast
     #[arg(long, value_name = "DURATION", default_value = "24h",
           value_parser = fsprof_core::units::parse_duration_ns)]
@@ -164,6 +167,7 @@ fn serve_and_capture(
         lower: a.lower.clone(),
         mountpoint: a.mountpoint.clone(),
         mode,
+        passthrough: a.passthrough,
         threads: a.threads as usize,
         allow_other: a.allow_other,
         resolution,

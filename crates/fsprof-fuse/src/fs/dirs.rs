@@ -1,21 +1,31 @@
 //! Directories: opendir, readdir, readdirplus.
 //!
-//! A directory handle is a lower descriptor; each readdir seeks it to the
-//! kernel's offset (a `d_off` cookie the lower file system gave) and reads
-//! one `getdents64` batch, so no per-handle state is kept. The control
-//! file's name is left out of the root's listing.
+//! A directory handle is a lower descriptor (marked like file handles, so
+//! never 0); each readdir seeks it to the kernel's offset (a `d_off` cookie
+//! the lower file system gave) and reads one `getdents64` batch, so no
+//! per-handle state is kept. The control file's name is left out of the
+//! root's listing.
+//!
+//! `--fast` without passthrough answers opendir with ENOSYS, as it does
+//! open (see `files`): the kernel then opens and releases directories
+//! itself and caches their entries (FOPEN_CACHE_DIR, its default then), so
+//! a warm `grep -r` sends no opendir and releasedir per directory. A
+//! readdir without a handle (handle 0: the cache was empty) opens the
+//! directory for that request alone.
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
-use std::os::fd::IntoRawFd;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{FopenFlags, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
 
+use super::files::{fd_of, OPENED};
 use super::{Mode, PassFs};
 use crate::control;
-use crate::inodes::ROOT;
+use crate::inodes::{DataFd, ROOT};
 use crate::sys::{self, Dirent, Res};
 
 /// One getdents64 batch: about what one FUSE readdir reply (a page) holds,
@@ -41,7 +51,18 @@ impl PassFs {
     pub(super) fn open_dir(&self, id: INodeNo) -> Res<u64> {
         let ino = self.inode(id)?;
         let fd = sys::open_at(ino.fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        Ok(fd.into_raw_fd() as u64)
+        Ok(fd.into_raw_fd() as u64 | OPENED)
+    }
+
+    /// The descriptor a readdir works on: its handle's, or without one a
+    /// descriptor of the request's own.
+    pub(super) fn dir_fd(&self, id: INodeNo, fh: u64) -> Res<DataFd> {
+        if fh != 0 {
+            return Ok(DataFd::Handle(fd_of(fh)));
+        }
+        let ino = self.inode(id)?;
+        let fd = sys::open_at(ino.fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        Ok(DataFd::Kept(Arc::new(fd)))
     }
 
     /// Calls `add` for each entry from `offset` on (the control file's name
@@ -56,12 +77,14 @@ impl PassFs {
         mut add: impl FnMut(&Dirent<'_>) -> bool,
     ) -> Res<()> {
         let hide_control = id.0 == ROOT;
+        let dir = self.dir_fd(id, fh)?;
+        let fd: RawFd = dir.raw();
         DENTS.with_borrow_mut(|buf| {
             let mut at = offset;
             loop {
                 let mut any = false;
                 let mut added = false;
-                for d in sys::getdents(fh as i32, at, buf)? {
+                for d in sys::getdents(fd, at, buf)? {
                     any = true;
                     at = d.off;
                     if hide_control && d.name == control::NAME.as_bytes() {

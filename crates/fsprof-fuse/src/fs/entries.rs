@@ -94,7 +94,7 @@ impl PassFs {
             // SAFETY: a descriptor we hold / a NUL-terminated path.
             ret(match c.fh {
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
-                Some(fh) => unsafe { libc::fchmod(fh as i32, mode) },
+                Some(fh) => unsafe { libc::fchmod(super::files::fd_of(fh), mode) },
                 None if ino.is_symlink() => return Err(Errno::EOPNOTSUPP),
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
                 None => unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) },
@@ -112,7 +112,7 @@ impl PassFs {
             // SAFETY: a descriptor we hold / a NUL-terminated path.
             ret(match c.fh {
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
-                Some(fh) => unsafe { libc::ftruncate(fh as i32, size) },
+                Some(fh) => unsafe { libc::ftruncate(super::files::fd_of(fh), size) },
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
                 None => unsafe { libc::truncate(path.as_ptr(), size) },
             })?;
@@ -122,7 +122,7 @@ impl PassFs {
             // SAFETY: two timespecs; a descriptor or a NUL-terminated path.
             ret(match c.fh {
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
-                Some(fh) => unsafe { libc::futimens(fh as i32, ts.as_ptr()) },
+                Some(fh) => unsafe { libc::futimens(super::files::fd_of(fh), ts.as_ptr()) },
                 // SAFETY: descriptors we hold, NUL-terminated paths and names.
                 None if ino.is_symlink() => unsafe {
                     libc::utimensat(fd, sys::EMPTY.as_ptr(), ts.as_ptr(), libc::AT_EMPTY_PATH)

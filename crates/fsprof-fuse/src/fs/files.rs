@@ -2,9 +2,25 @@
 //! lseek, copy_file_range, and kernel passthrough (`--fast`).
 //!
 //! A file handle is the lower descriptor itself (no table to look up on
-//! the data path). Handles whose reads and writes the kernel sends to a
-//! backing file carry [`PASSTHROUGH`] beside the descriptor, so that
-//! release can drop their share of the inode's backing file.
+//! the data path), marked [`OPENED`] so that no handle is 0. Handles whose
+//! reads and writes the kernel sends to a backing file carry
+//! [`PASSTHROUGH`] beside the descriptor, so that release can drop their
+//! share of the inode's backing file.
+//!
+//! `--fast` without passthrough answers open with ENOSYS: from then on the
+//! kernel opens and releases files itself (FUSE's no_open, connection
+//! wide), keeps their pages across opens, and sends reads, writes, fsync
+//! and the rest with handle 0, served by the inode's own descriptors
+//! ([`crate::inodes::Inode::data_fd`]). A warm `grep -r` then costs no
+//! request per file instead of three (open, release and, with passthrough,
+//! a getattr: each passthrough read marks the atime stale). The price: no
+//! kernel passthrough (a first read comes through the daemon and is cached
+//! twice, by LOWER and by the mount), and opens and closes are not seen.
+//! Created files get handle 0 too: once the kernel has no_open it sends no
+//! release for any file (6.18 checks no_open at release), so a handle's
+//! descriptor would never be closed. The created descriptor becomes the
+//! inode's writer instead (the creator may write a file whose mode denies
+//! writes).
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -18,12 +34,14 @@ use fuser::{
 
 use super::{not_control, Mode, PassFs};
 use crate::creds;
-use crate::inodes::Inode;
+use crate::inodes::{DataFd, Inode};
 use crate::opcodes::op;
 use crate::sys::{self, cname, Res};
 
 /// Marks a handle opened with a backing file.
 const PASSTHROUGH: u64 = 1 << 40;
+/// Marks every file and directory handle: handle 0 means "no handle".
+pub(super) const OPENED: u64 = 1 << 41;
 
 /// Open flags of a passthrough handle: the kernel refuses any flag but
 /// direct I/O, parallel direct writes and no-flush beside FOPEN_PASSTHROUGH
@@ -120,6 +138,13 @@ impl PassFs {
             let path = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(path) };
             let (ino, st) = self.inodes.adopt(path)?;
             let attr = self.attr(&ino, &st);
+            if self.no_open {
+                let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+                if writes && flags & libc::O_APPEND == 0 {
+                    ino.keep_writer(fd);
+                }
+                return Ok((attr, Opened::Plain(0)));
+            }
             Ok((attr, self.with_backing(ino, fd, |b| reply.open_backing(b))?))
         });
         let flags = self.file_open_flags();
@@ -146,7 +171,7 @@ impl PassFs {
         open_backing: impl FnOnce(BorrowedFd<'_>) -> std::io::Result<fuser::BackingId>,
     ) -> Res<Opened> {
         if !self.passthrough.load(Relaxed) || ino.kind != libc::S_IFREG {
-            return Ok(Opened::Plain(fd.into_raw_fd() as u64));
+            return Ok(Opened::Plain(fd.into_raw_fd() as u64 | OPENED));
         }
         let mut b = ino.backing.lock().unwrap_or_else(|e| e.into_inner());
         if b.id.is_none() {
@@ -160,26 +185,35 @@ impl PassFs {
                         format!("through the daemon (the kernel refused a passthrough backing file: {e})"),
                     );
                     self.set_notes(false);
-                    return Ok(Opened::Plain(fd.into_raw_fd() as u64));
+                    return Ok(Opened::Plain(fd.into_raw_fd() as u64 | OPENED));
                 }
             }
         }
         b.users += 1;
         drop(b);
         Ok(Opened::Passthrough(
-            fd.into_raw_fd() as u64 | PASSTHROUGH,
+            fd.into_raw_fd() as u64 | OPENED | PASSTHROUGH,
             ino,
         ))
     }
 
-    pub(super) fn read_file(&self, fh: u64, offset: u64, size: u32, reply: ReplyData) {
+    /// The lower descriptor a data request works on: its handle's, or for
+    /// a request without one (no_open), the inode's.
+    pub(super) fn data_fd(&self, id: INodeNo, fh: u64, write: bool) -> Res<DataFd> {
+        if fh != 0 {
+            return Ok(DataFd::Handle(fd_of(fh)));
+        }
+        self.inode(id)?.data_fd(write)
+    }
+
+    pub(super) fn read_file(&self, id: INodeNo, fh: u64, offset: u64, size: u32, reply: ReplyData) {
         READ_BUF.with_borrow_mut(|buf| {
             let size = size as usize;
             if buf.len() < size {
                 buf.resize(size, 0);
             }
             let r = self.rec.timed(op!("read"), || {
-                sys::pread_full(fd_of(fh), &mut buf[..size], offset)
+                sys::pread_full(self.data_fd(id, fh, false)?.raw(), &mut buf[..size], offset)
             });
             match r {
                 Ok(n) => reply.data(&buf[..n]),
@@ -206,11 +240,11 @@ impl PassFs {
 /// set-user-ID bit (and set-group-ID with group execute) itself before a
 /// cached write, but not before a direct one: it asks the daemon, whose
 /// own write as root would keep them.
-pub fn write(fh: u64, data: &[u8], offset: u64, kill_suidgid: bool) -> Res<u32> {
+pub fn write(fd: RawFd, data: &[u8], offset: u64, kill_suidgid: bool) -> Res<u32> {
     if kill_suidgid {
-        drop_suidgid(fd_of(fh))?;
+        drop_suidgid(fd)?;
     }
-    sys::pwrite_full(fd_of(fh), data, offset).map(|n| n as u32)
+    sys::pwrite_full(fd, data, offset).map(|n| n as u32)
 }
 
 fn drop_suidgid(fd: RawFd) -> Res<()> {
@@ -239,8 +273,7 @@ pub fn flush(fh: u64) -> Res<()> {
     sys::close(d)
 }
 
-pub fn sync(fh: u64, datasync: bool) -> Res<()> {
-    let fd = fd_of(fh);
+pub fn sync(fd: RawFd, datasync: bool) -> Res<()> {
     // SAFETY: a descriptor we hold.
     let r = unsafe {
         if datasync {
@@ -252,26 +285,26 @@ pub fn sync(fh: u64, datasync: bool) -> Res<()> {
     sys::check(r as libc::c_long).map(drop)
 }
 
-pub fn allocate(fh: u64, offset: u64, length: u64, mode: i32) -> Res<()> {
+pub fn allocate(fd: RawFd, offset: u64, length: u64, mode: i32) -> Res<()> {
     let (off, len) = (
         libc::off_t::try_from(offset).map_err(|_| Errno::EFBIG)?,
         libc::off_t::try_from(length).map_err(|_| Errno::EFBIG)?,
     );
     // SAFETY: a descriptor we hold.
-    let r = unsafe { libc::fallocate(fd_of(fh), mode, off, len) };
+    let r = unsafe { libc::fallocate(fd, mode, off, len) };
     sys::check(r as libc::c_long).map(drop)
 }
 
-pub fn seek(fh: u64, offset: i64, whence: i32) -> Res<i64> {
+pub fn seek(fd: RawFd, offset: i64, whence: i32) -> Res<i64> {
     // SAFETY: a descriptor we hold.
-    let r = unsafe { libc::lseek(fd_of(fh), offset as libc::off_t, whence) };
+    let r = unsafe { libc::lseek(fd, offset as libc::off_t, whence) };
     sys::check(r as libc::c_long)
 }
 
 pub fn copy_range(
-    fh_in: u64,
+    fd_in: RawFd,
     off_in: u64,
-    fh_out: u64,
+    fd_out: RawFd,
     off_out: u64,
     len: u64,
     flags: u64,
@@ -281,16 +314,7 @@ pub fn copy_range(
     // The reply carries a 32-bit count.
     let len = len.min(u32::MAX as u64 & !0xfff) as usize;
     // SAFETY: descriptors we hold and offsets we own.
-    let n = unsafe {
-        libc::copy_file_range(
-            fd_of(fh_in),
-            &mut a,
-            fd_of(fh_out),
-            &mut b,
-            len,
-            flags as u32,
-        )
-    };
+    let n = unsafe { libc::copy_file_range(fd_in, &mut a, fd_out, &mut b, len, flags as u32) };
     if n < 0 {
         return Err(sys::last());
     }

@@ -42,8 +42,9 @@ pub enum Mode {
     /// reaches the daemon.
     ObserveAll,
     /// Entries and attributes cached for the TTL, page cache kept across
-    /// opens, readdirplus, and reads and writes handed to the backing file
-    /// in the kernel where it allows FUSE passthrough.
+    /// opens, readdirplus, and files not opened in the daemon (or, with
+    /// [`FsConfig::passthrough`], reads and writes handed to the backing
+    /// file in the kernel where it allows FUSE passthrough).
     Fast,
 }
 
@@ -63,6 +64,10 @@ pub struct FsConfig {
     pub cache_ttl: Duration,
     /// Create inodes as the caller (daemon is root, `allow_other`).
     pub as_caller: bool,
+    /// Fast mode: open files in the daemon and hand their reads and writes
+    /// to the kernel's FUSE passthrough, instead of leaving opens to the
+    /// kernel (see `files`).
+    pub passthrough: bool,
 }
 
 /// A getattr of the mount root that may turn out to be the control
@@ -85,6 +90,9 @@ pub struct PassFs {
     /// Observe-all opens files for direct I/O (every read and write call
     /// is a request), the kernel having agreed to shared mmap of such files.
     direct_io: bool,
+    /// Fast mode without passthrough: open, opendir and flush are answered
+    /// ENOSYS, so the kernel stops sending them (see `files`, `dirs`).
+    no_open: bool,
     control: Control,
     live: Arc<Live>,
     /// The last getattr of the root. Opening the control file begins with
@@ -100,6 +108,7 @@ impl PassFs {
             Mode::ObserveAll => Duration::ZERO,
             Mode::Fast => cfg.cache_ttl,
         };
+        let no_open = cfg.mode == Mode::Fast && !cfg.passthrough;
         Ok(PassFs {
             inodes: Inodes::new(lower)?,
             rec: live.rec.clone(),
@@ -107,7 +116,8 @@ impl PassFs {
             ttl,
             passthrough: AtomicBool::new(false),
             direct_io: false,
-            control: Control::new(live.clone()),
+            no_open,
+            control: Control::new(live.clone(), no_open),
             live,
             last_root_getattr: Mutex::new(None),
         })
@@ -157,6 +167,15 @@ impl PassFs {
                      no flush: repeated lookups, getattrs, flushes and cached reads are not seen",
                     self.ttl
                 ));
+                if self.no_open {
+                    notes.push(
+                        "fast: files and directories are opened by the kernel alone (it sends no open, opendir, \
+                         flush, release or releasedir after the first of each, which the daemon declines): opens \
+                         and closes are not seen, nor reads of pages and directory entries the kernel holds from \
+                         earlier opens"
+                            .to_string(),
+                    );
+                }
                 if passthrough {
                     notes.push(
                         "fast: read and write go from the kernel straight to the backing files (FUSE passthrough): \
@@ -184,13 +203,19 @@ impl PassFs {
     }
 }
 
-/// Kernel capabilities asked for in every mode.
-const ALWAYS: InitFlags = InitFlags::FUSE_ATOMIC_O_TRUNC.union(InitFlags::FUSE_PARALLEL_DIROPS);
+/// Kernel capabilities asked for in every mode. Not FUSE_ATOMIC_O_TRUNC:
+/// see `init`.
+const ALWAYS: InitFlags = InitFlags::FUSE_PARALLEL_DIROPS;
 
 impl Filesystem for PassFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let want = |c: &mut KernelConfig, f: InitFlags| c.add_capabilities(f).is_ok();
         want(config, ALWAYS);
+        // O_TRUNC carried by the open request rather than a setattr after
+        // it; without open requests the truncation would be lost.
+        if !self.no_open {
+            want(config, InitFlags::FUSE_ATOMIC_O_TRUNC);
+        }
         // Direct I/O only where shared mmap keeps working with it (6.6+);
         // else the page cache, dropped at each open, as before.
         if self.cfg.mode == Mode::ObserveAll {
@@ -202,7 +227,8 @@ impl Filesystem for PassFs {
             want(config, InitFlags::FUSE_CACHE_SYMLINKS);
             // Backing files need CAP_SYS_ADMIN; the first refusal turns
             // passthrough off (see `files::open_passthrough`).
-            if crate::creds::can_switch()
+            if self.cfg.passthrough
+                && crate::creds::can_switch()
                 && want(config, InitFlags::FUSE_PASSTHROUGH)
                 && config.set_max_stack_depth(1).is_ok()
             {
@@ -227,7 +253,8 @@ impl Filesystem for PassFs {
             if let Some(g) = last.filter(|g| g.pid == req.pid()) {
                 self.rec.exclude(op!("getattr"), g.ns, g.epoch);
             }
-            return reply.entry(&Duration::ZERO, &self.control.attr(), Generation(0));
+            let a = self.control.looked_up(req.pid());
+            return reply.entry(&Duration::ZERO, &a, Generation(0));
         }
         let r = self
             .rec
@@ -244,7 +271,7 @@ impl Filesystem for PassFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         if ino.0 == control::ID {
-            return reply.attr(&Duration::ZERO, &self.control.attr());
+            return reply.attr(&Duration::ZERO, &self.control.attr_for(req.pid()));
         }
         let r = if ino.0 == ROOT {
             let epoch = self.rec.quiet_epoch();
@@ -287,7 +314,7 @@ impl Filesystem for PassFs {
     ) {
         if ino.0 == control::ID {
             // `echo reset > .fsprof` truncates first.
-            return reply.attr(&Duration::ZERO, &self.control.attr());
+            return reply.attr(&Duration::ZERO, &self.control.truncated());
         }
         let change = entries::Change {
             mode,
@@ -296,7 +323,8 @@ impl Filesystem for PassFs {
             size,
             atime,
             mtime,
-            fh: fh.map(|f| f.0),
+            // Without open requests the kernel's handle is 0: none.
+            fh: fh.map(|f| f.0).filter(|&f| f != 0),
         };
         match self
             .rec
@@ -414,13 +442,16 @@ impl Filesystem for PassFs {
             let fh = self.control.open();
             return reply.opened(FileHandle(fh), fuser::FopenFlags::FOPEN_DIRECT_IO);
         }
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
+        }
         self.open_file(ino, flags.0, reply)
     }
 
     fn read(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -434,13 +465,19 @@ impl Filesystem for PassFs {
                 Err(e) => reply.error(e),
             };
         }
-        self.read_file(fh.0, offset, size, reply)
+        if ino.0 == control::ID {
+            return match self.control.read_unopened(req.pid(), offset, size) {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(e),
+            };
+        }
+        self.read_file(ino, fh.0, offset, size, reply)
     }
 
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -449,12 +486,13 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = if Control::is_fh(fh.0) {
+        let r = if Control::is_fh(fh.0) || ino.0 == control::ID {
             self.control.write(data)
         } else {
             let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-            self.rec
-                .timed(op!("write"), || files::write(fh.0, data, offset, kill))
+            self.rec.timed(op!("write"), || {
+                files::write(self.data_fd(ino, fh.0, true)?.raw(), data, offset, kill)
+            })
         };
         match r {
             Ok(n) => reply.written(n),
@@ -465,13 +503,20 @@ impl Filesystem for PassFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if Control::is_fh(fh.0) {
+        if Control::is_fh(fh.0) || ino.0 == control::ID {
             return reply.ok();
+        }
+        // The kernel sends no flush again. Nothing is lost: the daemon
+        // takes no locks for the kernel (no FUSE_POSIX_LOCKS), writes
+        // reached LOWER when made (no writeback cache), and a file without
+        // a handle has no descriptor of its own to close.
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
         }
         Self::reply_empty(self.rec.timed(op!("flush"), || files::flush(fh.0)), reply)
     }
@@ -490,6 +535,11 @@ impl Filesystem for PassFs {
             self.control.release(fh.0);
             return reply.ok();
         }
+        // A file created without a handle (kernels that still send its
+        // release): nothing to close.
+        if fh.0 == 0 {
+            return reply.ok();
+        }
         let r = self
             .rec
             .timed(op!("release"), || self.release_file(ino, fh.0));
@@ -499,19 +549,24 @@ impl Filesystem for PassFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        if Control::is_fh(fh.0) {
+        if Control::is_fh(fh.0) || ino.0 == control::ID {
             return reply.ok();
         }
-        let r = self.rec.timed(op!("fsync"), || files::sync(fh.0, datasync));
+        let r = self.rec.timed(op!("fsync"), || {
+            files::sync(self.data_fd(ino, fh.0, false)?.raw(), datasync)
+        });
         Self::reply_empty(r, reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.no_open {
+            return reply.error(Errno::ENOSYS);
+        }
         match self.rec.timed(op!("opendir"), || self.open_dir(ino)) {
             Ok(fh) => reply.opened(FileHandle(fh), self.dir_open_flags()),
             Err(e) => reply.error(e),
@@ -560,23 +615,26 @@ impl Filesystem for PassFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        if fh.0 == 0 {
+            return reply.ok();
+        }
         let r = self
             .rec
-            .timed(op!("releasedir"), || crate::sys::close(fh.0 as i32));
+            .timed(op!("releasedir"), || crate::sys::close(files::fd_of(fh.0)));
         Self::reply_empty(r, reply)
     }
 
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self
-            .rec
-            .timed(op!("fsyncdir"), || files::sync(fh.0, datasync));
+        let r = self.rec.timed(op!("fsyncdir"), || {
+            files::sync(self.dir_fd(ino, fh.0)?.raw(), datasync)
+        });
         Self::reply_empty(r, reply)
     }
 
@@ -613,6 +671,10 @@ impl Filesystem for PassFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // The control file has none (`ls -l` asks for ACLs).
+        if ino.0 == control::ID {
+            return reply.error(Errno::ENODATA);
+        }
         let r = self
             .rec
             .timed(op!("getxattr"), || self.get_xattr(ino, Some(name), size));
@@ -620,6 +682,9 @@ impl Filesystem for PassFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if ino.0 == control::ID {
+            return entries::reply_xattr(Ok(Vec::new()), size, reply);
+        }
         let r = self
             .rec
             .timed(op!("listxattr"), || self.get_xattr(ino, None, size));
@@ -659,7 +724,7 @@ impl Filesystem for PassFs {
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -667,7 +732,7 @@ impl Filesystem for PassFs {
         reply: ReplyEmpty,
     ) {
         let r = self.rec.timed(op!("fallocate"), || {
-            files::allocate(fh.0, offset, length, mode)
+            files::allocate(self.data_fd(ino, fh.0, true)?.raw(), offset, length, mode)
         });
         Self::reply_empty(r, reply)
     }
@@ -675,16 +740,15 @@ impl Filesystem for PassFs {
     fn lseek(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
     ) {
-        match self
-            .rec
-            .timed(op!("lseek"), || files::seek(fh.0, offset, whence))
-        {
+        match self.rec.timed(op!("lseek"), || {
+            files::seek(self.data_fd(ino, fh.0, false)?.raw(), offset, whence)
+        }) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
         }
@@ -693,10 +757,10 @@ impl Filesystem for PassFs {
     fn copy_file_range(
         &self,
         _req: &Request,
-        _ino_in: INodeNo,
+        ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
-        _ino_out: INodeNo,
+        ino_out: INodeNo,
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
@@ -704,7 +768,16 @@ impl Filesystem for PassFs {
         reply: ReplyWrite,
     ) {
         let r = self.rec.timed(op!("copy_file_range"), || {
-            files::copy_range(fh_in.0, offset_in, fh_out.0, offset_out, len, flags.bits())
+            let fd_in = self.data_fd(ino_in, fh_in.0, false)?;
+            let fd_out = self.data_fd(ino_out, fh_out.0, true)?;
+            files::copy_range(
+                fd_in.raw(),
+                offset_in,
+                fd_out.raw(),
+                offset_out,
+                len,
+                flags.bits(),
+            )
         });
         match r {
             Ok(n) => reply.written(n),
