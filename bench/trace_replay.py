@@ -18,8 +18,10 @@
 
 usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead] [--no-rt]
 
-As root, parts 1 and 2 also run both sides under SCHED_FIFO (chrt -f 10),
-interleaved, to show how much of a figure the machine's load accounts for.
+As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
+part 2 the replays with `--realtime` (the replay threads under
+SCHED_FIFO), interleaved, to show how much of a figure the machine's load
+accounts for.
 """
 import argparse
 import json
@@ -160,19 +162,20 @@ def bursty(tmp):
     replay = os.path.join(tmp, "cc.replay")
     comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
     root = os.path.join(tmp, "ccroot")
-    # The same replay under SCHED_FIFO (root only), interleaved: the
-    # scheduler's share of the error on a loaded machine, measured.
-    rt = os.geteuid() == 0 and shutil.which("chrt") and not ARGS.no_rt
+    # The same replay with `--realtime` (its threads under SCHED_FIFO; root
+    # only), interleaved: the scheduler's share of the error on a loaded
+    # machine, measured.
+    rt = os.geteuid() == 0 and not ARGS.no_rt
     runs, rt_runs = [], []
     for _ in range(ARGS.rounds):
         runs.append(timing(tmp, replay, root, ["--verify", "warn"]))
         if rt:
-            rt_runs.append(timing(tmp, replay, root, ["--verify", "warn"], wrap=["chrt", "-f", "10"]))
+            rt_runs.append(timing(tmp, replay, root, ["--verify", "warn", "--realtime"]))
     print(f"\n# 2. timing at original speed: a gcc trace ({runs[0]['commands']} commands), {ARGS.rounds} replays, "
           f"medians of each figure, load {os.getloadavg()[0]:.1f}")
     report_errors(runs)
     if rt_runs:
-        print("## the same replays under SCHED_FIFO (chrt -f 10), interleaved with the above")
+        print("## the same replays with --realtime (replay threads under SCHED_FIFO), interleaved with the above")
         report_errors(rt_runs)
     print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
