@@ -28,25 +28,31 @@
 # With --perf, also where the CPU time goes (perf stat, 40 runs each):
 # fsprof alone (--no-inherit) against fsprof with its child, page faults.
 #
-# usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--no-percall] [--perf]
+# With --other PATH, another build's `run -q -- true` is timed in the same
+# rounds (e.g. a static-pie build, or main before a change), with its
+# difference to this one.
+#
+# usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf]
 # Needs hyperfine (apt-get install hyperfine) and a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=11 runs=20 percall=1 perf=0
+rounds=11 runs=20 percall=1 perf=0 other=
 fsprof="$PWD/target/release/fsprof"
 while (($#)); do
   case "$1" in
     --rounds) rounds=$2; shift ;;
     --runs) runs=$2; shift ;;
     --fsprof) fsprof=$2; shift ;;
+    --other) other=$2; shift ;;
     --no-percall) percall=0 ;;
     --perf) perf=1 ;;
-    *) echo "usage: $0 [--rounds N] [--runs N] [--fsprof PATH] [--no-percall] [--perf]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf]" >&2; exit 2 ;;
   esac
   shift
 done
 command -v hyperfine >/dev/null || { echo "needs hyperfine: apt-get install hyperfine" >&2; exit 2; }
 [ -x "$fsprof" ] || { echo "$fsprof not found: cargo build --release" >&2; exit 2; }
+[ -z "$other" ] || [ -x "$other" ] || { echo "$other not found" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 grep=$(command -v grep)
@@ -71,6 +77,7 @@ cmds=(
   "$fsprof --version"
   "$tmp/launch $(type -P true)"
 )
+[ -z "$other" ] || cmds+=("$other run -q -- true")
 "$grep" -r "$pattern" /usr/include >/dev/null || true # warm the page cache
 mkdir "$tmp/cwd"
 for ((r = 1; r <= rounds; r++)); do
@@ -108,6 +115,10 @@ ratio = [m[3] / m[2] for m in med]
 print(f"{'grep ratio':<30} {statistics.median(ratio):8.3f}      (rounds {min(ratio):.3f}..{max(ratio):.3f})")
 ratio_cpu = [m[3] / m[2] for m in cpu]
 print(f"{'grep ratio, cpu':<30} {statistics.median(ratio_cpu):8.3f}      (rounds {min(ratio_cpu):.3f}..{max(ratio_cpu):.3f})")
+if len(med[0]) > 6:
+    line("other: run -q -- true", 6)
+    added("other minus this build", 6, 1, med)
+    added("other minus this build, cpu", 6, 1, cpu)
 PY
 if ((perf)); then
   echo "# perf stat -r 40: task-clock (CPU ms) and page faults"

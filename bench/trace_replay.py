@@ -9,7 +9,8 @@
    C files with pauses between them): issue-time error median, p99, max,
    CDF, and the trace's compiled size vs its raw size.
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
-   `fsprof trace --data digest` vs `strace -f -o /dev/null`.
+   `fsprof trace --data digest` vs `strace -f -o /dev/null`; and how long
+   `fsprof trace` runs on after grep has exited (its end of run).
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
@@ -18,8 +19,10 @@
 
 usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead] [--no-rt]
 
-As root, parts 1 and 2 also run both sides under SCHED_FIFO (chrt -f 10),
-interleaved, to show how much of a figure the machine's load accounts for.
+As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
+part 2 the replays with `--realtime` (the replay threads under
+SCHED_FIFO), interleaved, to show how much of a figure the machine's load
+accounts for.
 """
 import argparse
 import json
@@ -160,19 +163,20 @@ def bursty(tmp):
     replay = os.path.join(tmp, "cc.replay")
     comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
     root = os.path.join(tmp, "ccroot")
-    # The same replay under SCHED_FIFO (root only), interleaved: the
-    # scheduler's share of the error on a loaded machine, measured.
-    rt = os.geteuid() == 0 and shutil.which("chrt") and not ARGS.no_rt
+    # The same replay with `--realtime` (its threads under SCHED_FIFO; root
+    # only), interleaved: the scheduler's share of the error on a loaded
+    # machine, measured.
+    rt = os.geteuid() == 0 and not ARGS.no_rt
     runs, rt_runs = [], []
     for _ in range(ARGS.rounds):
         runs.append(timing(tmp, replay, root, ["--verify", "warn"]))
         if rt:
-            rt_runs.append(timing(tmp, replay, root, ["--verify", "warn"], wrap=["chrt", "-f", "10"]))
+            rt_runs.append(timing(tmp, replay, root, ["--verify", "warn", "--realtime"]))
     print(f"\n# 2. timing at original speed: a gcc trace ({runs[0]['commands']} commands), {ARGS.rounds} replays, "
           f"medians of each figure, load {os.getloadavg()[0]:.1f}")
     report_errors(runs)
     if rt_runs:
-        print("## the same replays under SCHED_FIFO (chrt -f 10), interleaved with the above")
+        print("## the same replays with --realtime (replay threads under SCHED_FIFO), interleaved with the above")
         report_errors(rt_runs)
     print(f"load average: {os.getloadavg()[0]:.1f}")
     print("compile:", " ".join(comp.split()))
@@ -198,6 +202,31 @@ def overhead(tmp):
     for k, ts in times.items():
         m = statistics.median(ts)
         print(f"{k:<14} {m:8.4f} s  ratio {m / bare:7.3f}  (min..max {min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
+    if shutil.which("strace"):
+        end_of_run(grep, tmp)
+
+
+def end_of_run(grep, tmp):
+    """How long `fsprof trace` runs on after grep exits (harvesting the last
+    records, writing the trace and the profile): grep's exit_group to
+    fsprof's, timed by strace stopping at those two system calls only
+    (--seccomp-bpf), so the rest runs untraced."""
+    bins = {"fsprof trace": ARGS.fsprof}
+    if ARGS.baseline:
+        bins["baseline trace"] = ARGS.baseline
+    log = os.path.join(tmp, "exit.log")
+    ends = {k: [] for k in bins}
+    for _ in range(ARGS.rounds):
+        for k, b in bins.items():
+            # grep finds nothing: exit status 1.
+            subprocess.run(["strace", "-f", "--seccomp-bpf", "-ttt", "-e", "trace=exit_group", "-o", log, b, "trace",
+                            "-f", "--data", "digest", "-o", os.path.join(tmp, "e.trace"), "--"] + grep,
+                           capture_output=True)
+            with open(log) as f:
+                ts = [float(l.split()[1]) for l in f if "exit_group" in l]
+            ends[k].append((ts[-1] - ts[0]) * 1e3)
+    for k, v in ends.items():
+        print(f"end of run, {k}: grep's exit to fsprof's {statistics.median(v):.1f} ms (min..max {min(v):.1f}..{max(v):.1f})")
 
 
 def cpu_run(cmd):

@@ -6,9 +6,16 @@
  *             pread (the one outside a small hot region) misses: only
  *             pread changes
  *   --delay   every 16th read (from a pipe: fsprof files it as pipe_read)
- *             waits 1 ms for its data: only pipe_read changes
+ *             waits 1 ms for its data: only pipe_read changes. Without it
+ *             no read waits (the data is sent before it is read)
  *
  *   --no-sync leave out the fdatasync calls (both runs of a pair)
+ *
+ *   --fifo    run at SCHED_FIFO priority 1 (root), so that no other
+ *             process preempts a call: on a loaded machine a call that
+ *             was preempted lasts milliseconds, and a few of them in one
+ *             run of a sub-microsecond op made a "new peak" that compare
+ *             rightly flagged in pairs that changed nothing
  *
  *   --compete run as the competing process instead: 4 KiB pwrite +
  *             fdatasync of DIR/compete.PID in a loop until killed. Started
@@ -27,15 +34,18 @@
  * Set-up I/O uses raw system calls so that it is the same, unprofiled, in
  * every mode.
  *
- * usage: workload DIR N [--cold] [--delay] [--no-sync] | workload DIR 0 --compete; DIR/data (16 MiB) must exist.
- * The pipe writer uses raw system calls so that its own writes and sleeps
- * are not profiled. */
+ * usage: workload DIR N [--cold] [--delay] [--no-sync] [--fifo] | workload DIR 0 --compete; DIR/data (16 MiB) must exist.
+ * The pipe's writes and the writer's sleeps use raw system calls so that
+ * they are not profiled. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -45,20 +55,35 @@ static int pipefd[2];
 static long iterations;
 static int delay;
 
+/* One message per read; a group is GROUP messages, sent in one write (well
+ * under PIPE_BUF, so it lands whole): the first read of a group finds the
+ * whole group or nothing, and the other GROUP-1 reads always find data. */
+#define MSG 64
+#define GROUP 16
+
+/* --delay: each group is sent 1 ms after the previous one, so the first
+ * read of a group waits for it. */
 static void *writer(void *arg)
 {
     (void)arg;
-    char msg[64];
+    char msg[MSG * GROUP];
     memset(msg, 'x', sizeof msg);
-    for (long i = 0; i < iterations; i++) {
-        if (delay && i % 16 == 0) {
-            struct timespec ms = {0, 1000000};
-            syscall(SYS_nanosleep, &ms, NULL);
-        }
+    for (long i = 0; i < iterations; i += GROUP) {
+        struct timespec ms = {0, 1000000};
+        syscall(SYS_nanosleep, &ms, NULL);
         if (syscall(SYS_write, pipefd[1], msg, sizeof msg) != (long)sizeof msg)
             _exit(3);
     }
     return NULL;
+}
+
+/* Without --delay a thread is started all the same: once a process has had
+ * a second thread, glibc takes its multi-threaded paths (cancellation
+ * points, atomics) for good, which made every later pread 1.17x slower in
+ * the delay runs only. */
+static void *idle(void *arg)
+{
+    return arg;
 }
 
 /* 20 ms of busy waiting, unprofiled: lets the CPU's frequency and idle
@@ -75,12 +100,12 @@ static void settle(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: workload DIR N [--cold] [--delay] [--no-sync]\n");
+        fprintf(stderr, "usage: workload DIR N [--cold] [--delay] [--no-sync] [--fifo]\n");
         return 2;
     }
     const char *dir = argv[1];
     iterations = atol(argv[2]);
-    int cold = 0, sync = 1, compete = 0;
+    int cold = 0, sync = 1, compete = 0, fifo = 0;
     for (int k = 3; k < argc; k++) {
         if (!strcmp(argv[k], "--cold"))
             cold = 1;
@@ -90,6 +115,15 @@ int main(int argc, char **argv)
             sync = 0;
         else if (!strcmp(argv[k], "--compete"))
             compete = 1;
+        else if (!strcmp(argv[k], "--fifo"))
+            fifo = 1;
+    }
+    /* Before anything else, so that the set-up, the pauses and the pipe
+     * writer (which inherits it) run at the same priority. */
+    struct sched_param rt = {.sched_priority = 1};
+    if (fifo && sched_setscheduler(0, SCHED_FIFO, &rt) != 0) {
+        fprintf(stderr, "workload: --fifo: SCHED_FIFO refused: %s\n", strerror(errno));
+        return 4;
     }
     char data[4096], small[4096], logf[4096];
     static char buf[4096];
@@ -130,6 +164,17 @@ int main(int argc, char **argv)
     /* Warm the hot region again so that only the far preads can miss. */
     for (long p = 0; p < 16; p++)
         syscall(SYS_pread64, dfd, buf, sizeof buf, p * 4096);
+    /* Hold the cached pages mapped, each touched: a machine-wide
+     * `drop_caches` by another process (other tests do it) skips mapped
+     * pages, where it made a run's far preads miss (a 70 us peak in a
+     * pair that changed nothing). Under --cold only the hot region, the
+     * rest must stay out of the cache. */
+    long held = cold ? 16 : pages;
+    volatile const char *map = (const char *)syscall(SYS_mmap, NULL, held * 4096, PROT_READ, MAP_SHARED, dfd, 0);
+    if (map == MAP_FAILED)
+        return 1;
+    for (long p = 0; p < held; p++)
+        (void)map[p * 4096];
     if (pipe(pipefd) != 0)
         return 1;
 
@@ -150,14 +195,24 @@ int main(int argc, char **argv)
             fdatasync(lfd);
     }
     settle();
-    /* The writer starts with its phase: with --delay it wakes every 16
-     * writes, and started earlier those wake-ups landed in the stat and
-     * close phases (a few 30 us closes on one CPU, flagged at idle). */
+    /* Without --delay the main thread sends each group itself (unprofiled)
+     * just before reading it, so no read ever waits. (A writer thread racing
+     * the reader made some reads wait and others not, in proportions that
+     * changed from run to run with where the two threads ran: compare
+     * rightly flagged pipe_read in pairs that changed nothing.) With
+     * --delay the writer thread starts with this phase: started earlier,
+     * its wake-ups landed in the stat and close phases. Both modes start
+     * their thread here (see idle()). */
     pthread_t t;
-    pthread_create(&t, NULL, writer, NULL);
+    pthread_create(&t, NULL, delay ? writer : idle, NULL);
     for (long i = 0; i < iterations; i++) {
-        char msg[64];
-        if (read(pipefd[0], msg, sizeof msg) != (long)sizeof msg)
+        char msg[MSG * GROUP];
+        if (!delay && i % GROUP == 0) {
+            memset(msg, 'x', sizeof msg);
+            if (syscall(SYS_write, pipefd[1], msg, sizeof msg) != (long)sizeof msg)
+                return 1;
+        }
+        if (read(pipefd[0], msg, MSG) != MSG)
             return 1;
     }
     settle();

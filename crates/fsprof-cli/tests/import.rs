@@ -84,6 +84,59 @@ fn strace_import_matches_the_native_trace_of_the_same_run() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// `strace -ff -o LOG` writes a `LOG.<pid>` file per thread and process;
+/// `import strace LOG` reads them all, and gets what the single-file log
+/// of the same (deterministic) program gets.
+#[test]
+#[ignore = "needs strace"]
+fn strace_ff_per_pid_files_import_like_one_log() {
+    let strace = need_program("strace", "strace");
+    let (_d, base) = canonical_tempdir();
+    let exe = compile("trace_calls", &base, &["-pthread"]);
+    let mut totals = Vec::new();
+    for (flags, log) in [(&["-f"][..], "one.log"), (&["-f", "-ff"][..], "ff.log")] {
+        let o = std::process::Command::new(&strace)
+            .args(flags)
+            .args(["-ttt", "-T", "-y", "-o", log, "--"])
+            .arg(&exe)
+            .args(["threads", "200"])
+            .current_dir(&base)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let t = base.join(format!("{log}.trace"));
+        let o = import(
+            &["strace", "--cwd", base.to_str().unwrap()],
+            &base.join(log),
+            &t,
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut per_op: BTreeMap<String, u64> = BTreeMap::new();
+        let mut threads = std::collections::BTreeSet::new();
+        for r in TraceReader::open(&t).unwrap() {
+            if let Record::Call(c) = r.unwrap() {
+                *per_op.entry(c.op.name().to_string()).or_default() += 1;
+                threads.insert(c.tid);
+            }
+        }
+        totals.push((per_op, threads.len()));
+    }
+    let files = std::fs::read_dir(&base)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("ff.log."))
+        })
+        .count();
+    assert!(files >= 4, "main, two threads and a child: {files} files");
+    let (one, ff) = (&totals[0], &totals[1]);
+    assert_eq!(one.0.get("pwrite"), Some(&400), "{one:?}");
+    for op in ["pwrite", "write", "open", "openat", "close"] {
+        assert_eq!(one.0.get(op), ff.0.get(op), "{op}: {one:?} vs {ff:?}");
+    }
+    assert_eq!(one.1, ff.1, "threads");
+}
+
 #[test]
 fn fio_iologs_v2_and_v3_import_and_replay() {
     let (_d, base) = canonical_tempdir();

@@ -59,6 +59,7 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
     fs.settle();
     let frozen = fs.freeze();
     let before = fs.stat();
+    eprintln!("/sys/block/{}/stat before: {before:?}", fs.name());
     let o = Command::new(fsprof_path())
         .args(["kernel", "-f", "--layers", "block", "-o"])
         .arg(&out)
@@ -80,6 +81,13 @@ fn profile_workload(fs: &LoopFs, extra: &[&str]) -> (Profile, DiskStat, String) 
 
 fn counted(p: &Profile, layer: &str, op: &str) -> u64 {
     p.layer(layer).and_then(|l| l.op(op)).map_or(0, |o| o.post)
+}
+
+/// Requests of `kind` fsprof saw issued on `dev` (completed or not).
+fn issued(p: &Profile, dev: &str, kind: &str) -> u64 {
+    p.layer("block")
+        .and_then(|l| l.op(&format!("{dev}:{kind}")))
+        .map_or(0, |o| o.pre)
 }
 
 fn fsprof_counts(p: &Profile, dev: &str, layer: &str) -> DiskStat {
@@ -108,17 +116,12 @@ fn block_counts_equal_sys_block_stat_for_reads_writes_flushes_and_discards() {
         stat.flushes >= 40 && stat.discards >= 1 && stat.reads >= 1,
         "the workload did not exercise every kind: {stat:?}"
     );
-    let entered = |kind: &str| {
-        p.layer("block")
-            .and_then(|l| l.op(&format!("{}:{kind}", fs.name())))
-            .map_or(0, |o| o.pre)
-    };
     assert_eq!(
         got,
         stat,
         "fsprof's block layer against the kernel's counters; issued flushes {}, writes {}; {stderr}",
-        entered("flush"),
-        entered("write")
+        issued(&p, &fs.name(), "flush"),
+        issued(&p, &fs.name(), "write")
     );
     assert_eq!(
         fsprof_counts(&p, &fs.name(), "block-size"),
@@ -147,7 +150,9 @@ fn fallback_pairing_counts_flushes_and_says_what_it_misses() {
     );
     assert_eq!(
         (got.reads, got.flushes, got.discards),
-        (stat.reads, stat.flushes, stat.discards)
+        (stat.reads, stat.flushes, stat.discards),
+        "issued flushes {}; {stderr}",
+        issued(&p, &fs.name(), "flush")
     );
     // fdatasync of an overwrite sends an empty preflush write per call:
     // counted by the kernel, not seen by the tracefs pairing; each is

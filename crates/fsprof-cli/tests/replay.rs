@@ -448,7 +448,16 @@ fn trace_and_replay_strict(base: &Path, exe: &Path) -> (PathBuf, String) {
     compile_trace(base, &t, &r);
     let root = base.join("root");
     std::fs::create_dir(&root).unwrap();
-    (t, ok(&replay(base, &r, &root, &STRICT)))
+    let msgs = ok(&replay(base, &r, &root, &STRICT));
+    // The report ends with the fidelity comparison, op by op; stderr is
+    // not a terminal, so no progress bar is drawn into it.
+    let fidelity = msgs
+        .split("fidelity: the trace's latencies (A) vs the replay's (B), per op:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no fidelity comparison: {msgs}"));
+    assert!(fidelity.contains("open"), "{fidelity}");
+    assert!(!msgs.contains('\r') && !msgs.contains('\u{1b}'), "{msgs:?}");
+    (t, msgs)
 }
 
 /// Calls that name an entry keep a trailing slash too: `unlink("file/")`,

@@ -234,6 +234,53 @@ fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
     );
 }
 
+/// Memory stays bounded when fsprof falls behind (here: stopped with
+/// SIGSTOP while the program records ~14 MiB): a thread that needs a new
+/// chunk while FSPROF_TRACE_PENDING_MAX chunk files wait, waits. Resumed
+/// then, fsprof gets every record; never resumed (until the program is
+/// done), a thread gives up after 2 s, the records that did not fit are
+/// counted as dropped, and the program runs to its end.
+#[test]
+fn a_capture_that_falls_behind_holds_the_program_rather_than_its_memory() {
+    const LIMIT: u64 = 4;
+    let n = 200_000u64;
+    for when in ["wait", "end"] {
+        let d = tempfile::tempdir().unwrap();
+        let exe = compile("trace_calls", d.path(), &["-pthread"]);
+        let t = d.path().join("t.trace");
+        let o = fsprof()
+            .env("FSPROF_TRACE_PENDING_MAX", LIMIT.to_string())
+            .args(["trace", "-f", "--data", "none", "-o"])
+            .arg(&t)
+            .arg("--")
+            .arg(&exe)
+            .args(["stall", &n.to_string(), &LIMIT.to_string(), when])
+            .current_dir(d.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{when}: {err}");
+        let (_, calls, summary) = records(&t);
+        let preads = calls.iter().filter(|c| c.op.is("pread")).count() as u64;
+        assert!(
+            summary.pending_peak_bytes <= LIMIT << 20,
+            "{when}: {} bytes waited in the run directory",
+            summary.pending_peak_bytes
+        );
+        if when == "wait" {
+            assert_eq!((preads, summary.dropped), (n, 0), "{when}: {err}");
+        } else {
+            // The calls after the wait gave up are dropped too (and the
+            // helper's, which also found no room).
+            assert!(
+                preads < n && preads + summary.dropped >= n,
+                "{when}: {preads} {err}"
+            );
+            assert!(err.contains("not recorded"), "{err}");
+        }
+    }
+}
+
 #[test]
 fn trace_show_prints_strace_like_text_jsonl_and_csv() {
     let d = tempfile::tempdir().unwrap();

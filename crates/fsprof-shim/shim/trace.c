@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -27,6 +28,8 @@ static char g_tdir[4096];     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
+static uint32_t g_tpending_max = FSPROF_TCHUNK_PENDING_MAX;
+static int g_twait_gave_up;   /* a wait for `fsprof trace` timed out: don't wait again */
 
 static TLS struct fsprof_tchunk *t_tc; /* this thread's chunk, NULL = none yet */
 static TLS uint64_t t_tc_cap;         /* bytes of records it can hold */
@@ -232,13 +235,44 @@ static uint64_t xxh_final(const struct xxh *s)
 
 /* ---- chunk files ------------------------------------------------------------- */
 
-static void chunk_seal(void)
+/* Chunk files in the run directory (`fsprof trace` deletes them once it
+ * has their records). */
+static uint32_t count_chunks(long dirfd)
 {
-    if (!t_tc)
-        return;
-    __atomic_store_n(&t_tc->sealed, 1, __ATOMIC_RELEASE);
-    syscall(SYS_munmap, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR));
-    t_tc = NULL;
+    char buf[2048];
+    uint32_t n = 0;
+    syscall(SYS_lseek, dirfd, 0L, SEEK_SET);
+    for (;;) {
+        long got = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+        if (got <= 0)
+            return n;
+        for (long off = 0; off < got;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (d->d_name[0] == 't' && d->d_name[1] >= '0' && d->d_name[1] <= '9')
+                n++;
+        }
+    }
+}
+
+/* Waits while `fsprof trace` has more than g_tpending_max chunks to take
+ * in, so that memory stays bounded however fast the program records (the
+ * program waits; its results do not change). A harvester that has not
+ * made room within FSPROF_TWAIT_MS (stopped, or stuck) is not waited for
+ * again: the records that do not fit are dropped and counted, and the
+ * program runs on. 1 if there is room. */
+static int room_for_chunk(long dirfd)
+{
+    for (long waited = 0; count_chunks(dirfd) >= g_tpending_max; waited++) {
+        if (g_twait_gave_up || waited >= FSPROF_TWAIT_MS) {
+            g_twait_gave_up = 1;
+            return 0;
+        }
+        struct timespec ms = {0, 1000000L};
+        syscall(SYS_nanosleep, &ms, NULL);
+    }
+    g_twait_gave_up = 0;
+    return 1;
 }
 
 /* A new chunk able to hold a record of `need` bytes. */
@@ -264,6 +298,10 @@ static int chunk_open(uint64_t need)
     long dirfd = fsprof_open_run_dir();
     if (dirfd < 0)
         return 0;
+    if (!room_for_chunk(dirfd)) {
+        syscall(SYS_close, dirfd);
+        return 0;
+    }
     long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                       0600);
     if (fd < 0) {
@@ -297,13 +335,25 @@ static int chunk_open(uint64_t need)
     return 1;
 }
 
-/* Room for `len` bytes at the end of this thread's chunk, or NULL. */
+/* Room for `len` bytes at the end of this thread's chunk, or NULL, the
+ * record counted as dropped. A full chunk stays this thread's until the
+ * next one is there: records lost meanwhile are counted in it. */
 static unsigned char *reserve(uint64_t len)
 {
-    if (t_tc && t_tc->committed + len > t_tc_cap)
-        chunk_seal();
-    if (!t_tc && !chunk_open(len))
+    if (t_tc && t_tc->committed + len > t_tc_cap) {
+        struct fsprof_tchunk *full = t_tc;
+        uint64_t full_cap = t_tc_cap;
+        if (!chunk_open(len)) {
+            __atomic_store_n(&full->dropped_after, full->dropped_after + 1, __ATOMIC_RELEASE);
+            return NULL;
+        }
+        __atomic_store_n(&full->sealed, 1, __ATOMIC_RELEASE);
+        syscall(SYS_munmap, full, (size_t)(full_cap + FSPROF_TCHUNK_HDR));
+    }
+    if (!t_tc && !chunk_open(len)) {
+        t_tdropped++;
         return NULL;
+    }
     return (unsigned char *)t_tc + FSPROF_TCHUNK_HDR + t_tc->committed;
 }
 
@@ -387,8 +437,10 @@ static int emit(uint16_t kind, uint64_t t0, uint64_t t1, int64_t ret, int err, i
     uint64_t len = sizeof(struct fsprof_trec) + 8 * (uint64_t)nargs;
     for (int i = 0; i < nitems; i++)
         len += sizeof(struct fsprof_titem) + pad8(it[i].out);
-    if (len > UINT32_MAX)
+    if (len > UINT32_MAX) {
+        t_tdropped++;
         return 0;
+    }
     unsigned char *w = reserve(len);
     if (!w)
         return 0;
@@ -559,8 +611,7 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
     int nargs = 0;
     for (; nargs < p->nargs && sh[nargs]; nargs++)
         args[nargs] = keeps_value(sh[nargs]) ? p->a[nargs] : 0;
-    if (!emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n))
-        t_tdropped++;
+    emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n);
     t_tbusy = 0;
     errno = saved;
 }
@@ -611,6 +662,10 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
         g_trace = !strcmp(mode, "full")     ? FSPROF_TDATA_FULL
                   : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
+        const char *max = getenv(FSPROF_TPENDING_ENV);
+        long v = max ? strtol(max, NULL, 10) : 0;
+        if (v >= 2 && v <= 1 << 20)
+            g_tpending_max = (uint32_t)v;
     }
     if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
         return;
@@ -666,6 +721,7 @@ EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
     out->off_rec_nitems = offsetof(struct fsprof_trec, nitems);
     out->chunk_size = FSPROF_TCHUNK_SIZE;
     out->nops = OP_COUNT;
+    out->off_dropped_after = offsetof(struct fsprof_tchunk, dropped_after);
 }
 
 /* For the tests: the shim's XXH64 of `len` bytes, fed in pieces of `step`. */

@@ -13,11 +13,17 @@
 
 #include <stdint.h>
 
-#define FSPROF_TRACE_ABI_VERSION 1
+#define FSPROF_TRACE_ABI_VERSION 2
 #define FSPROF_TCHUNK_MAGIC 0x3143524852505346ULL /* "FSPRHRC1" */
 #define FSPROF_TRACE_ENV "FSPROF_TRACE"            /* "none", "digest" or "full" */
 #define FSPROF_TCHUNK_SIZE (1u << 20)              /* a chunk's usual size */
-#define FSPROF_TCHUNK_HDR 64
+/* A thread that needs a new chunk while this many wait for `fsprof trace`
+ * waits (up to FSPROF_TWAIT_MS) for it to take them in; the environment
+ * variable sets another limit (2 or more), for tests. */
+#define FSPROF_TCHUNK_PENDING_MAX 64
+#define FSPROF_TPENDING_ENV "FSPROF_TRACE_PENDING_MAX"
+#define FSPROF_TWAIT_MS 2000
+#define FSPROF_TCHUNK_HDR 128
 #define FSPROF_TREC_MAX_ARGS 8
 #define FSPROF_TSTR_MAX 4096 /* strings (paths) are cut at this length */
 
@@ -35,6 +41,10 @@ struct fsprof_tchunk {
     uint64_t committed;   /* bytes of complete records after the header (release) */
     uint64_t size;        /* bytes of the file */
     uint64_t dropped;     /* records this thread lost before this chunk */
+    /* Records this thread lost once this chunk was full, while it found no
+     * room for its next one (release; final once sealed). */
+    uint64_t dropped_after;
+    uint64_t reserved[7];
 };
 
 /* Record kinds other than ops (ops are their ops.def index). */
@@ -79,6 +89,7 @@ struct fsprof_trace_layout {
     uint32_t off_committed, off_sealed, off_dropped, off_proc_seq;
     uint32_t off_rec_t0, off_rec_ret, off_rec_err, off_rec_nitems;
     uint32_t chunk_size, nops;
+    uint32_t off_dropped_after;
 };
 
 #endif

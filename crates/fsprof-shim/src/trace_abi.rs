@@ -4,12 +4,12 @@
 
 use std::mem::{offset_of, size_of};
 
-pub const TRACE_ABI_VERSION: u32 = 1;
+pub const TRACE_ABI_VERSION: u32 = 2;
 pub const TCHUNK_MAGIC: u64 = 0x3143_5248_5250_5346; // "FSPRHRC1"
 /// Environment variable that turns recording on: `none`, `digest`, `full`.
 pub const TRACE_ENV: &str = "FSPROF_TRACE";
 pub const TCHUNK_SIZE: u32 = 1 << 20;
-pub const TCHUNK_HDR: usize = 64;
+pub const TCHUNK_HDR: usize = 128;
 /// Chunk files are `t<seq>` in the run directory.
 pub const TCHUNK_PREFIX: &str = "t";
 
@@ -41,6 +41,8 @@ pub struct ChunkHeader {
     pub committed: u64,
     pub size: u64,
     pub dropped: u64,
+    pub dropped_after: u64,
+    pub reserved: [u64; 7],
 }
 
 #[repr(C)]
@@ -82,6 +84,7 @@ pub struct TraceLayout {
     pub off_rec_nitems: u32,
     pub chunk_size: u32,
     pub nops: u32,
+    pub off_dropped_after: u32,
 }
 
 /// The layout this crate assumes, to compare with the shim's.
@@ -98,6 +101,7 @@ pub fn expected_trace_layout() -> TraceLayout {
         off_rec_ret: offset_of!(RecordHeader, ret) as u32,
         off_rec_err: offset_of!(RecordHeader, err) as u32,
         off_rec_nitems: offset_of!(RecordHeader, nitems) as u32,
+        off_dropped_after: offset_of!(ChunkHeader, dropped_after) as u32,
         chunk_size: TCHUNK_SIZE,
         nops: crate::OPS.len() as u32,
     }

@@ -5,7 +5,9 @@
  *   spin N [kill]    N preads of 1 byte; then SIGKILL itself if asked
  *   phases P N MS    P rounds of N preads; after each, wait (up to MS ms) until
  *                    fsprof trace has moved this thread's finished chunks out
- *                    of the run directory ($FSPROF_SHM) */
+ *                    of the run directory ($FSPROF_SHM)
+ *   stall N L wait|end  N preads with fsprof stopped (SIGSTOP) until L chunk
+ *                    files wait, or until the preads are done */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -107,6 +109,36 @@ static int chunk_files(void)
     return n;
 }
 
+/* Stops fsprof (the parent) and makes N preads; a helper process resumes
+ * fsprof once `limit` chunk files wait (`wait`), or once the preads are
+ * done (`end`). */
+static void stall(int n, int limit, int at_end)
+{
+    pid_t fsprof = getppid();
+    int done[2];
+    if (pipe(done) != 0)
+        exit(11);
+    pid_t helper = fork();
+    if (helper == 0) {
+        close(done[1]);
+        char c;
+        struct timespec ts = {0, 1000000L};
+        if (at_end)
+            (void)!read(done[0], &c, 1);
+        else
+            for (int i = 0; i < 20000 && chunk_files() < limit; i++)
+                nanosleep(&ts, NULL);
+        kill(fsprof, SIGCONT);
+        _exit(0);
+    }
+    close(done[0]);
+    kill(fsprof, SIGSTOP);
+    spin(n);
+    close(done[1]);
+    int st;
+    waitpid(helper, &st, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "basic")) {
@@ -124,8 +156,10 @@ int main(int argc, char **argv)
             for (long waited = 0; waited < atol(argv[4]) && chunk_files() > 1; waited += 10)
                 nanosleep(&ts, NULL);
         }
+    } else if (argc >= 5 && !strcmp(argv[1], "stall")) {
+        stall(atoi(argv[2]), atoi(argv[3]), !strcmp(argv[4], "end"));
     } else {
-        fprintf(stderr, "usage: trace_calls basic | threads N | spin N [kill] | phases P N MS\n");
+        fprintf(stderr, "usage: trace_calls basic | threads N | spin N [kill] | phases P N MS | stall N L wait|end\n");
         return 2;
     }
     return 0;

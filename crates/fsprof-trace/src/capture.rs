@@ -264,6 +264,7 @@ impl TraceSource {
             if !sealed {
                 let _ = writer.end_stream(l.stream);
             }
+            self.dropped += l.chunk.dropped_after_now();
             let _ = std::fs::remove_file(&l.path);
             self.live.remove(&seq);
         }

@@ -58,6 +58,13 @@ impl Chunk {
             .u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed))
     }
 
+    /// Records the thread lost after this chunk was full, while it found
+    /// no room for its next one.
+    pub fn dropped_after_now(&self) -> u64 {
+        self.header
+            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, dropped_after))
+    }
+
     /// Whether the thread moved on to its next chunk; once it has, what
     /// [`Chunk::committed_now`] says next is final.
     pub fn sealed_now(&self) -> bool {
@@ -454,6 +461,43 @@ mod tests {
         })
         .unwrap();
         (n, got)
+    }
+
+    proptest::proptest! {
+        /// A chunk file is shared with the traced program, which may
+        /// write anything into it: any bytes parse or fail, never panic,
+        /// and a parse that succeeds hands on no more than it was given.
+        #[test]
+        fn any_chunk_bytes_parse_or_fail_cleanly(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            more in proptest::prelude::any::<bool>(),
+        ) {
+            let info = ChunkInfo { proc_seq: 1, pid: 7, tid: 8, dropped: 0 };
+            let clock = TickClock { mult: 1 << 32, ref_ticks: 0, ref_mono: 0 };
+            if let Ok(n) = parse(&info, &bytes, more, &clock, |_| Ok(())) {
+                proptest::prop_assert!(n <= bytes.len());
+            }
+        }
+
+        /// The same with well-formed record headers and random contents.
+        #[test]
+        fn records_with_random_contents_parse_or_fail_cleanly(
+            kinds in proptest::collection::vec(0u16..140, 1..6),
+            args in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..8),
+            item in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            tag in 0u16..12,
+        ) {
+            let info = ChunkInfo { proc_seq: 1, pid: 7, tid: 8, dropped: 0 };
+            let clock = TickClock { mult: 1 << 32, ref_ticks: 0, ref_mono: 0 };
+            let bytes: Vec<u8> = kinds
+                .iter()
+                .flat_map(|&k| rec(k, 1, &args, &[(tag, 0, &item)]))
+                .collect();
+            let _ = parse(&info, &bytes, false, &clock, |r| {
+                let _ = r.to_record();
+                Ok(())
+            });
+        }
     }
 
     /// A capture reads a live chunk a few records at a time: a process
