@@ -437,6 +437,18 @@ def ratio(times, c, w):
 DAEMON = {}
 
 
+def table(names, wls, data, cell):
+    """A markdown table, a row per configuration with any data, a column
+    per workload; `cell` renders one configuration's values for one
+    workload."""
+    print("| configuration | " + " | ".join(wls) + " |")
+    print("|---|" + "---|" * len(wls))
+    for c in names:
+        cells = [cell(c, w, data[(c, w)]) if data.get((c, w)) else "–" for w in wls]
+        if any(x != "–" for x in cells):
+            print(f"| {c} | " + " | ".join(cells) + " |")
+
+
 def report(args, times):
     names, wls = [], []
     for (c, w) in times:
@@ -444,37 +456,22 @@ def report(args, times):
             names.append(c)
         if w not in wls:
             wls.append(w)
-    print("\n| configuration | " + " | ".join(wls) + " |")
-    print("|---|" + "---|" * len(wls))
-    for c in names:
-        cells = []
-        for w in wls:
-            xs = times.get((c, w))
-            r = ratio(times, c, w)
-            if not xs:
-                cells.append("–")
-                continue
-            t = statistics.median(xs)
-            if w == "read 1 GiB":
-                cells.append(f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)")
-            else:
-                cells.append(f"{t:.3f} s ({r:.2f}×)")
-        print(f"| {c} | " + " | ".join(cells) + " |")
+
+    def timing(c, w, xs):
+        t, r = statistics.median(xs), ratio(times, c, w)
+        if w == "read 1 GiB":
+            return f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)"
+        return f"{t:.3f} s ({r:.2f}×)"
+
+    def daemon(c, w, xs):
+        cpu = statistics.median(x[0] for x in xs)
+        sw = statistics.median(x[1] for x in xs)
+        return f"{cpu:,.1f} ms CPU, {sw:,.0f} switches"
+
+    print()
+    table(names, wls, times, timing)
     print("\nthe daemon's own CPU time and context switches per run (medians; /proc/PID/task/*/schedstat, status)\n")
-    print("| configuration | " + " | ".join(wls) + " |")
-    print("|---|" + "---|" * len(wls))
-    for c in names:
-        cells = []
-        for w in wls:
-            xs = DAEMON.get((c, w))
-            if not xs:
-                cells.append("–")
-                continue
-            cpu = statistics.median(x[0] for x in xs)
-            sw = statistics.median(x[1] for x in xs)
-            cells.append(f"{cpu:,.1f} ms CPU, {sw:,.0f} switches")
-        if any(x != "–" for x in cells):
-            print(f"| {c} | " + " | ".join(cells) + " |")
+    table(names, wls, DAEMON, daemon)
     overhead(args, {k: statistics.median(v) for k, v in times.items()})
 
 
