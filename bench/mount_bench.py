@@ -6,7 +6,8 @@ Workloads (each repeated, medians): a warm `grep -r` over a copy of
 and create+stat+unlink of 10,000 files (bench/mount_meta.c).
 
 Configurations: native (LOWER itself), `fsprof mount` --observe-all and
---fast with the default thread (one) and with two, the same daemon built with
+--fast with the default thread (one) and with two, --fast --passthrough,
+the same daemon built with
 timing compiled out (`--features fsprof-fuse/untimed`), bindfs (Debian;
 single-threaded by default, --multithreaded, and with entry/attribute
 caching off like observe-all), and libfuse's
@@ -133,7 +134,7 @@ def daemon_of(mnt):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if mnt.encode() in argv and b"umount" not in argv[0]:
+        if mnt.encode() in argv and b"umount" not in argv and b"mount_bench.py" not in b" ".join(argv):
             return int(pid)
     return None
 
@@ -387,12 +388,19 @@ def main():
             requests(cs, roots, ws)
             return
         drops0 = page_cache_drops()
+        pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
         for rep in range(args.reps + 1):
             for wname, w in ws:
                 for c in cs:
+                    pid = pids.get(c.name)
+                    before = daemon_cost(pid) if pid else None
                     t = w(roots[c.name])
                     if rep:  # rep 0 warms the caches below (and above, where kept)
                         times.setdefault((c.name, wname), []).append(t)
+                        if before:
+                            after = daemon_cost(pid)
+                            DAEMON.setdefault((c.name, wname), []).append(
+                                ((after[0] - before[0]) / 1e6, after[1] - before[1]))
             print(f"rep {rep}/{args.reps} done", file=sys.stderr, flush=True)
     finally:
         for c, mnt in mounted:
@@ -424,6 +432,23 @@ def ratio(times, c, w):
     return statistics.median(x / y for x, y in zip(a, n))
 
 
+# (configuration, workload) -> [(daemon CPU ms, daemon context switches)]
+# per timed round.
+DAEMON = {}
+
+
+def table(names, wls, data, cell):
+    """A markdown table, a row per configuration with any data, a column
+    per workload; `cell` renders one configuration's values for one
+    workload."""
+    print("| configuration | " + " | ".join(wls) + " |")
+    print("|---|" + "---|" * len(wls))
+    for c in names:
+        cells = [cell(c, w, data[(c, w)]) if data.get((c, w)) else "–" for w in wls]
+        if any(x != "–" for x in cells):
+            print(f"| {c} | " + " | ".join(cells) + " |")
+
+
 def report(args, times):
     names, wls = [], []
     for (c, w) in times:
@@ -431,22 +456,22 @@ def report(args, times):
             names.append(c)
         if w not in wls:
             wls.append(w)
-    print("\n| configuration | " + " | ".join(wls) + " |")
-    print("|---|" + "---|" * len(wls))
-    for c in names:
-        cells = []
-        for w in wls:
-            xs = times.get((c, w))
-            r = ratio(times, c, w)
-            if not xs:
-                cells.append("–")
-                continue
-            t = statistics.median(xs)
-            if w == "read 1 GiB":
-                cells.append(f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)")
-            else:
-                cells.append(f"{t:.3f} s ({r:.2f}×)")
-        print(f"| {c} | " + " | ".join(cells) + " |")
+
+    def timing(c, w, xs):
+        t, r = statistics.median(xs), ratio(times, c, w)
+        if w == "read 1 GiB":
+            return f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)"
+        return f"{t:.3f} s ({r:.2f}×)"
+
+    def daemon(c, w, xs):
+        cpu = statistics.median(x[0] for x in xs)
+        sw = statistics.median(x[1] for x in xs)
+        return f"{cpu:,.1f} ms CPU, {sw:,.0f} switches"
+
+    print()
+    table(names, wls, times, timing)
+    print("\nthe daemon's own CPU time and context switches per run (medians; /proc/PID/task/*/schedstat, status)\n")
+    table(names, wls, DAEMON, daemon)
     overhead(args, {k: statistics.median(v) for k, v in times.items()})
 
 

@@ -4,13 +4,14 @@
 # system below it. pjdfstest is fetched and built here, in a scratch
 # directory, and never committed.
 #
-#   bench/pjdfstest.sh [--src GIT-URL-OR-DIR] [--rev REV] [--fast] [--native]
+#   bench/pjdfstest.sh [--src GIT-URL-OR-DIR] [--rev REV] [--fast | --passthrough] [--native]
 #                      [--dir WORK] [TEST-DIR...]
 #
 #   --src     where to clone pjdfstest from (a URL, a clone, or a bare git
 #             directory); default https://github.com/pjd/pjdfstest
 #   --rev     the revision to build; default 85a8aea (docs/pjdfstest.md)
 #   --fast    mount with --fast (default: observe-all)
+#   --passthrough  mount with --fast --passthrough
 #   --native  also run the tests on WORK/native, on LOWER's file system
 #   --dir     scratch directory, on the file system to test below the
 #             mount; default target/pjdfstest
@@ -35,6 +36,7 @@ while (($#)); do
     --rev) rev=$2; shift ;;
     --native) native=1 ;;
     --fast) mode=(--fast) ;;
+    --passthrough) mode=(--fast --passthrough) ;;
     --dir) work=$2; shift ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "bench/pjdfstest.sh: unknown option $1" >&2; exit 2 ;;

@@ -9,7 +9,8 @@
    C files with pauses between them): issue-time error median, p99, max,
    CDF, and the trace's compiled size vs its raw size.
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
-   `fsprof trace --data digest` vs `strace -f -o /dev/null`.
+   `fsprof trace --data digest` vs `strace -f -o /dev/null`; and how long
+   `fsprof trace` runs on after grep has exited (its end of run).
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
@@ -201,6 +202,31 @@ def overhead(tmp):
     for k, ts in times.items():
         m = statistics.median(ts)
         print(f"{k:<14} {m:8.4f} s  ratio {m / bare:7.3f}  (min..max {min(ts) / bare:.3f}..{max(ts) / bare:.3f})")
+    if shutil.which("strace"):
+        end_of_run(grep, tmp)
+
+
+def end_of_run(grep, tmp):
+    """How long `fsprof trace` runs on after grep exits (harvesting the last
+    records, writing the trace and the profile): grep's exit_group to
+    fsprof's, timed by strace stopping at those two system calls only
+    (--seccomp-bpf), so the rest runs untraced."""
+    bins = {"fsprof trace": ARGS.fsprof}
+    if ARGS.baseline:
+        bins["baseline trace"] = ARGS.baseline
+    log = os.path.join(tmp, "exit.log")
+    ends = {k: [] for k in bins}
+    for _ in range(ARGS.rounds):
+        for k, b in bins.items():
+            # grep finds nothing: exit status 1.
+            subprocess.run(["strace", "-f", "--seccomp-bpf", "-ttt", "-e", "trace=exit_group", "-o", log, b, "trace",
+                            "-f", "--data", "digest", "-o", os.path.join(tmp, "e.trace"), "--"] + grep,
+                           capture_output=True)
+            with open(log) as f:
+                ts = [float(l.split()[1]) for l in f if "exit_group" in l]
+            ends[k].append((ts[-1] - ts[0]) * 1e3)
+    for k, v in ends.items():
+        print(f"end of run, {k}: grep's exit to fsprof's {statistics.median(v):.1f} ms (min..max {min(v):.1f}..{max(v):.1f})")
 
 
 def cpu_run(cmd):

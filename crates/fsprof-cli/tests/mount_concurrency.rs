@@ -113,13 +113,26 @@ fn live_check(mp: &Path, dir: &Path, n: usize) {
 #[test]
 #[ignore = "needs root"]
 fn eight_threads_of_mixed_ops_neither_deadlock_nor_miscount() {
+    mixed_ops(&["--threads", "4", "--interval", "500ms"]);
+}
+
+/// `--fast` serves data requests without handles from descriptors the
+/// inodes share (see fsprof-fuse's `inodes`), and the control file from
+/// renderings per process: the same, with its caches on.
+#[test]
+#[ignore = "needs root"]
+fn the_same_in_fast_mode() {
+    mixed_ops(&["--fast", "--threads", "4", "--interval", "500ms"]);
+}
+
+fn mixed_ops(extra: &[&str]) {
     let secs: u64 = std::env::var("FSPROF_CONC_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let d = dirs();
     fs::create_dir_all(d.lower.join("shared")).unwrap();
-    let m = d.mount(&["--threads", "4", "--interval", "500ms"]);
+    let m = d.mount(extra);
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally {
         creates: AtomicU64::new(0),

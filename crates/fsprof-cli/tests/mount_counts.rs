@@ -154,13 +154,22 @@ fn fast_passthrough_mode_hands_data_ops_to_the_kernel_and_says_so() {
 #[test]
 #[ignore = "needs root"]
 fn fast_mode_sends_no_opens_and_keeps_pages_across_opens() {
-    use std::os::unix::fs::FileExt;
+    use std::os::unix::fs::{FileExt, MetadataExt};
     let d = dirs();
     let data = pattern(1 << 20, 7);
     fs::write(d.lower.join("big"), &data).unwrap();
     let m = d.mount(&["--fast"]);
+    // The mount's read-ahead is raised to 1 MiB (what one request carries).
+    let dev = fs::metadata(&d.mp).unwrap().dev();
+    let ra = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    assert_eq!(fs::read_to_string(&ra).unwrap().trim(), "1024", "{ra}");
     assert!(fs::read(m.path("big")).unwrap() == data);
     let first = stat_json(&d.mp);
+    assert_eq!(first.meta.settings["read-ahead"], "1024 KiB");
     assert!(calls(&first, "read") >= 1, "{:?}", first.layers);
     // The later opens read the pages the kernel kept.
     for _ in 0..2 {
@@ -171,8 +180,14 @@ fn fast_mode_sends_no_opens_and_keeps_pages_across_opens() {
     // lost truncation would leave the old tail in LOWER.
     let short = pattern(1000, 8);
     fs::write(m.path("big"), &short).unwrap();
-    assert_eq!(fs::read(d.lower.join("big")).unwrap(), short);
-    assert_eq!(fs::read(m.path("big")).unwrap(), short);
+    for f in [d.lower.join("big"), m.path("big")] {
+        let got = fs::read(&f).unwrap();
+        assert!(
+            got == short,
+            "{f:?}: {} bytes, want the 1000 written",
+            got.len()
+        );
+    }
     // ftruncate, pwrite and fsync on a descriptor the daemon never saw
     // opened (the kernel's handle is 0).
     let f = fs::OpenOptions::new()

@@ -275,6 +275,30 @@ static int room_for_chunk(long dirfd)
     return 1;
 }
 
+/* A chunk file `fsprof trace` has emptied and handed back (f0, f1 ...),
+ * renamed to `name`: its pages exist already, so filling it costs no page
+ * zeroing. -1 if there is none. */
+static long claim_free(long dirfd, const char *name, uint64_t size)
+{
+    if (size != FSPROF_TCHUNK_SIZE)
+        return -1;
+    char f[3] = {'f', '0', 0};
+    for (int k = 0; k < FSPROF_TFREE_SLOTS; k++) {
+        f[1] = (char)('0' + k);
+        if (syscall(SYS_renameat, dirfd, f, dirfd, name) != 0)
+            continue;
+        long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+        struct stat st;
+        if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_nlink == 1 && (uint64_t)st.st_size == size)
+            return fd;
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+        syscall(SYS_unlinkat, dirfd, name, 0);
+    }
+    return -1;
+}
+
 /* A new chunk able to hold a record of `need` bytes. */
 static int chunk_open(uint64_t need)
 {
@@ -302,14 +326,17 @@ static int chunk_open(uint64_t need)
         syscall(SYS_close, dirfd);
         return 0;
     }
-    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                      0600);
+    long fd = claim_free(dirfd, name, size);
+    int fresh = fd < 0;
+    if (fresh)
+        fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                     0600);
     if (fd < 0) {
         syscall(SYS_close, dirfd);
         return 0;
     }
     void *m = MAP_FAILED;
-    if (fsprof_reserve(fd, 0, size) == 0)
+    if (!fresh || fsprof_reserve(fd, 0, size) == 0)
         m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     syscall(SYS_close, fd);
     if (m == MAP_FAILED)
@@ -326,6 +353,11 @@ static int chunk_open(uint64_t need)
     c->index = t_tc_next++;
     c->size = size;
     c->dropped = t_tdropped;
+    /* A recycled file's header was zeroed before it was handed back; its
+     * records past `committed` are stale and never read. */
+    c->committed = 0;
+    c->sealed = 0;
+    c->dropped_after = 0;
     /* Last: a reader that sees the magic sees the whole header (it reads
      * the magic first, with acquire). */
     __atomic_store_n(&c->magic, FSPROF_TCHUNK_MAGIC, __ATOMIC_RELEASE);

@@ -23,6 +23,10 @@
 #define FSPROF_TCHUNK_PENDING_MAX 64
 #define FSPROF_TPENDING_ENV "FSPROF_TRACE_PENDING_MAX"
 #define FSPROF_TWAIT_MS 2000
+/* `fsprof trace` hands emptied chunk files back as f0 .. f<SLOTS-1>, header
+ * zeroed; a thread renames one to its next t<seq> rather than make a file
+ * whose pages must be allocated and zeroed. */
+#define FSPROF_TFREE_SLOTS 4
 #define FSPROF_TCHUNK_HDR 128
 #define FSPROF_TREC_MAX_ARGS 8
 #define FSPROF_TSTR_MAX 4096 /* strings (paths) are cut at this length */

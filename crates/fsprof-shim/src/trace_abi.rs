@@ -12,6 +12,9 @@ pub const TCHUNK_SIZE: u32 = 1 << 20;
 pub const TCHUNK_HDR: usize = 128;
 /// Chunk files are `t<seq>` in the run directory.
 pub const TCHUNK_PREFIX: &str = "t";
+/// Emptied chunk files handed back to the shim: `f0` .. `f<TFREE_SLOTS-1>`.
+pub const TFREE_PREFIX: &str = "f";
+pub const TFREE_SLOTS: u64 = 4;
 
 pub const TREC_PROC: u16 = 0xF001;
 pub const TREC_FD: u16 = 0xF002;

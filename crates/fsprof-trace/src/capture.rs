@@ -265,7 +265,9 @@ impl TraceSource {
                 let _ = writer.end_stream(l.stream);
             }
             self.dropped += l.chunk.dropped_after_now();
-            let _ = std::fs::remove_file(&l.path);
+            if !(sealed && failed.is_none() && recycle(&l.path, seq)) {
+                let _ = std::fs::remove_file(&l.path);
+            }
             self.live.remove(&seq);
         }
         self.notes.extend(failed);
@@ -278,6 +280,21 @@ impl TraceSource {
         h.clock = self.user.clock().describe().source.to_string();
         h
     }
+}
+
+/// Hands a sealed chunk file whose records are all in the trace back to
+/// the shim (`shim/trace_abi.h`, FSPROF_TFREE_SLOTS): its header zeroed
+/// first, so that until a thread has written a new one it is not taken
+/// for a chunk with records. Whether it was.
+fn recycle(path: &std::path::Path, seq: u64) -> bool {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let zeroed = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|f| f.write_all_at(&[0u8; tabi::TCHUNK_HDR], 0));
+    let free = path.with_file_name(format!("{}{}", tabi::TFREE_PREFIX, seq % tabi::TFREE_SLOTS));
+    zeroed.is_ok() && std::fs::rename(path, free).is_ok()
 }
 
 fn thread_alive(pid: i32, tid: i32) -> bool {
