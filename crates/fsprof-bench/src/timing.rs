@@ -425,7 +425,12 @@ mod tests {
         // getrusage has µs granularity; the loop's clock ns.
         assert!(s.cpu_ns >= 3 * burn - 3_000, "{} < {}", s.cpu_ns, 3 * burn);
         assert!(s.cpu_ns <= used + 1_000, "{} > {used}", s.cpu_ns);
-        assert!(s.cpu_ns <= s.wall_ns + 1_000, "{s:?}");
+        // Two clocks (the thread's CPU clock, read around the loop, and the
+        // TSC or monotonic clock inside it): at idle, with nothing else to
+        // run, CPU time equals wall time up to the reads that enclose the
+        // loop and the clocks' rate difference (4 us over 20 ms seen at
+        // idle), so the bound allows 0.1% plus 50 us, not 1 us.
+        assert!(s.cpu_ns <= s.wall_ns + s.wall_ns / 1000 + 50_000, "{s:?}");
         assert!(s.on_cpu().unwrap() > 0.0 && s.on_cpu().unwrap() <= 1.0);
         let s = TimingLoop::new(Clock::best())
             .run(3, |_| {
