@@ -702,3 +702,46 @@ int main(void) {
         .join("work");
     assert!(work.join("dir").is_dir() && work.join("file").is_file());
 }
+
+/// On a terminal the replay draws its progress bar (indicatif, on stderr):
+/// the other replay tests hold it off a pipe; this one gives `fsprof
+/// replay` a pseudo-terminal through `script(1)` and looks for the bar's
+/// line in what the terminal received.
+#[test]
+#[ignore = "needs script"]
+fn a_replay_on_a_terminal_draws_its_progress_bar() {
+    let script = need_program("script", "bsdutils");
+    let (_d, base) = canonical_tempdir();
+    let t = base.join("p.trace");
+    let mut calls: Vec<PlainCall> = vec![("mkdir", "/d", None, 0, 0, 0)];
+    calls.extend((0..200).map(|_| ("stat", "/d", None, 0, 0, 0)));
+    plain_trace(&t, &calls);
+    let r = base.join("p.replay");
+    compile_trace(&base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    // Every path is a canonical temporary directory or the test binary's
+    // target directory: no quote to escape for script's `sh -c`.
+    let line = format!(
+        "'{}' replay '{}' --root '{}' --afap --verify strict",
+        fsprof_testkit::fsprof_path().display(),
+        r.display(),
+        root.display()
+    );
+    let o = std::process::Command::new(script)
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test")
+        .stdin(std::process::Stdio::null())
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "status {:?}: {tty}", o.status);
+    assert!(tty.contains("mismatches: 0"), "{tty}");
+    let bar = tty
+        .split(['\r', '\n'])
+        .find(|l| l.contains("replay") && l.contains(" commands, "))
+        .unwrap_or_else(|| panic!("no progress bar drawn on the terminal: {tty:?}"));
+    // The mkdir and the 200 stats.
+    assert!(bar.contains("/201 commands"), "{bar:?}");
+}
