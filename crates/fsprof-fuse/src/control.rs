@@ -39,6 +39,12 @@ pub fn is_name(parent: u64, name: &OsStr) -> bool {
     parent == crate::inodes::ROOT && name == NAME
 }
 
+/// A request on the control file: through one of its handles, or (the
+/// kernel opening files itself in `--fast`) by its node id alone.
+pub fn is_control(ino: u64, fh: u64) -> bool {
+    ino == ID || Control::is_fh(fh)
+}
+
 pub struct Control {
     live: Arc<Live>,
     /// The JSON each open handle reads, rendered at open so that one read

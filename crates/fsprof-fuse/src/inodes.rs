@@ -120,6 +120,7 @@ impl Inode {
     /// the data. The kernel checked the caller's permission to open.
     pub fn data_fd(self: &Arc<Self>, write: bool) -> Res<DataFd> {
         let mut d = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let first = d.reader.is_none() && d.writer.is_none();
         let slot = if write { &mut d.writer } else { &mut d.reader };
         if let Some(fd) = slot {
             return Ok(DataFd::Kept(fd.clone()));
@@ -127,8 +128,7 @@ impl Inode {
         let flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
         // SAFETY: reopen returns a descriptor nothing else owns.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(sys::reopen(self.fd(), flags)?) });
-        let first = d.reader.is_none() && d.writer.is_none();
-        *(if write { &mut d.writer } else { &mut d.reader }) = Some(fd.clone());
+        *slot = Some(fd.clone());
         drop(d);
         if first {
             self.keep();

@@ -15,7 +15,7 @@
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
-use std::os::fd::{IntoRawFd, RawFd};
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +49,13 @@ impl PassFs {
     }
 
     pub(super) fn open_dir(&self, id: INodeNo) -> Res<u64> {
+        Ok(self.open_dir_fd(id)?.into_raw_fd() as u64 | OPENED)
+    }
+
+    /// A new descriptor of directory `id`, for a handle or one request.
+    fn open_dir_fd(&self, id: INodeNo) -> Res<OwnedFd> {
         let ino = self.inode(id)?;
-        let fd = sys::open_at(ino.fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        Ok(fd.into_raw_fd() as u64 | OPENED)
+        sys::open_at(ino.fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
     }
 
     /// The descriptor a readdir works on: its handle's, or without one a
@@ -60,9 +64,7 @@ impl PassFs {
         if fh != 0 {
             return Ok(DataFd::Handle(fd_of(fh)));
         }
-        let ino = self.inode(id)?;
-        let fd = sys::open_at(ino.fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        Ok(DataFd::Kept(Arc::new(fd)))
+        Ok(DataFd::Kept(Arc::new(self.open_dir_fd(id)?)))
     }
 
     /// Calls `add` for each entry from `offset` on (the control file's name

@@ -486,7 +486,7 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = if Control::is_fh(fh.0) || ino.0 == control::ID {
+        let r = if control::is_control(ino.0, fh.0) {
             self.control.write(data)
         } else {
             let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
@@ -508,7 +508,7 @@ impl Filesystem for PassFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if Control::is_fh(fh.0) || ino.0 == control::ID {
+        if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
         // The kernel sends no flush again. Nothing is lost: the daemon
@@ -554,7 +554,7 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        if Control::is_fh(fh.0) || ino.0 == control::ID {
+        if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
         let r = self.rec.timed(op!("fsync"), || {
