@@ -128,6 +128,71 @@ fn sigusr1_writes_the_profile_and_sigterm_unmounts() {
     std::mem::forget(m);
 }
 
+/// `--poll`: while the window after a request is open the daemon's
+/// /dev/fuse descriptor does not block (the kernel's fdinfo says so);
+/// when it closes, the descriptor blocks again and the worker sleeps in
+/// its read; the next request opens it again.
+#[test]
+#[ignore = "needs root"]
+fn polling_opens_a_window_after_each_request_and_then_sleeps() {
+    let d = dirs();
+    let m = d.mount(&["--poll=5s"]);
+    fs::write(m.path("a"), "1").unwrap();
+    assert!(device_nonblocking(m.pid), "no window after a request");
+    wait_for("the window to close", || !device_nonblocking(m.pid));
+    wait_for("the worker to sleep in its read", || {
+        worker_state(m.pid) == Some('S')
+    });
+    assert_eq!(fs::read_to_string(m.path("a")).unwrap(), "1");
+    assert!(
+        device_nonblocking(m.pid),
+        "no window after the next request"
+    );
+    let p = m.umount();
+    assert_eq!(p.meta.settings["poll"], "5.00s after each request");
+    assert_eq!(calls(&p, "create"), 1);
+    check_ok(&d.out);
+}
+
+/// Whether any of `pid`'s descriptors of /dev/fuse (fuser's and the poll
+/// window's share one open file description) has O_NONBLOCK set.
+fn device_nonblocking(pid: i32) -> bool {
+    let mut seen = false;
+    for e in fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let e = e.unwrap();
+        if fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == "/dev/fuse") {
+            seen = true;
+            let info = fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                e.file_name().to_string_lossy()
+            ))
+            .unwrap();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+                .unwrap();
+            if flags & libc::O_NONBLOCK as u32 != 0 {
+                return true;
+            }
+        }
+    }
+    assert!(seen, "the daemon {pid} holds no /dev/fuse");
+    false
+}
+
+/// The scheduler state of the daemon's worker thread (`fuser-0`).
+fn worker_state(pid: i32) -> Option<char> {
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        if fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim() == "fuser-0") {
+            let stat = fs::read_to_string(t.join("stat")).ok()?;
+            return stat.rsplit_once(") ")?.1.chars().next();
+        }
+    }
+    None
+}
+
 fn mount_kit_unmounted(mp: &std::path::Path) -> bool {
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
     !mi.lines()

@@ -31,6 +31,7 @@ mod inodes;
 pub mod live;
 pub mod mountinfo;
 pub mod opcodes;
+mod poll;
 pub mod remote;
 mod source;
 pub mod stats;
