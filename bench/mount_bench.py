@@ -262,8 +262,6 @@ def configs(args, hp, lower):
         fsp("fsprof observe-all", []),
         fsp("fsprof observe-all 2T", ["--threads", "2"]),
         fsp("fsprof observe-all untimed", [], untimed=True),
-        # Reads /dev/fuse without sleeping for 50 µs after each request.
-        fsp("fsprof observe-all poll", ["--poll"]),
         fsp("fsprof fast", ["--fast"]),
         fsp("fsprof fast 2T", ["--fast", "--threads", "2"]),
         # Files opened in the daemon, data ops by kernel passthrough.

@@ -12,24 +12,8 @@ use mount_kit::*;
 #[test]
 #[ignore = "needs root"]
 fn a_scripted_workload_gives_exact_per_op_counts() {
-    let p = scripted_workload(&[]);
-    assert_eq!(p.meta.settings["poll"], "off");
-}
-
-/// With `--poll` the device flips between blocking and non-blocking reads
-/// around every request: none may be lost or served twice.
-#[test]
-#[ignore = "needs root"]
-fn polling_for_requests_counts_the_same() {
-    let p = scripted_workload(&["--poll"]);
-    assert_eq!(p.meta.settings["poll"], "50.0µs after each request");
-}
-
-/// Runs the workload through a mount with `extra` options, checks its
-/// counts and LOWER afterwards, and returns the profile.
-fn scripted_workload(extra: &[&str]) -> fsprof_core::Profile {
     let d = dirs();
-    let m = d.mount(extra);
+    let m = d.mount(&[]);
 
     const FILES: usize = 5;
     const WRITES: usize = 3;
@@ -90,7 +74,6 @@ fn scripted_workload(extra: &[&str]) -> fsprof_core::Profile {
     left.sort();
     assert_eq!(left, ["f3", "f4"]);
     check_ok(&d.out);
-    p
 }
 
 #[test]

@@ -42,22 +42,6 @@ fn missing_lower_or_mount_point_is_one_line() {
 }
 
 #[test]
-fn polling_with_more_than_one_worker_is_refused() {
-    let d = tempfile::tempdir().unwrap();
-    let out = d.path().join("p.json");
-    let o = fsprof()
-        .args(["mount", "--poll", "--threads", "2"])
-        .arg(d.path())
-        .arg(d.path())
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    one_line_exit_2(&o, "--poll needs --threads 1");
-    assert!(!out.exists());
-}
-
-#[test]
 fn an_existing_output_is_not_overwritten() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("p.json");

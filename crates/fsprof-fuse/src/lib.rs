@@ -31,7 +31,6 @@ mod inodes;
 pub mod live;
 pub mod mountinfo;
 pub mod opcodes;
-mod poll;
 pub mod remote;
 mod source;
 pub mod stats;

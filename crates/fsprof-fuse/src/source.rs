@@ -5,7 +5,7 @@
 //! when the mount goes away (`fsprof umount`, `fusermount3 -u`), at a
 //! stop signal (which unmounts), and `finish` hands over the counts.
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,9 +39,6 @@ pub struct MountOptions {
     pub cache_ttl: Duration,
     /// Where the profile will be written (recorded for `fsprof umount`).
     pub output: Option<PathBuf>,
-    /// Keep reading /dev/fuse without blocking this long after each
-    /// request (see `poll`); one worker thread only.
-    pub poll: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,8 +65,6 @@ pub enum MountError {
     NotPermitted(PathBuf),
     #[error("mounting on {0}: {1}")]
     Mount(PathBuf, std::io::Error),
-    #[error("--poll needs --threads 1 (the window is a flag of the device descriptor every worker would share)")]
-    PollThreads,
 }
 
 /// Checks LOWER and MOUNTPOINT before anything else happens (a daemon
@@ -127,9 +122,6 @@ impl MountSource {
     /// Opens LOWER (before the mount, which may hide it) and measures the
     /// timing's own cost.
     pub fn new(opts: MountOptions) -> Result<MountSource, MountError> {
-        if opts.poll.is_some() && opts.threads > 1 {
-            return Err(MountError::PollThreads);
-        }
         check_paths(&opts.lower, &opts.mountpoint)?;
         let lower = open_dir(&opts.lower).map_err(|e| MountError::Lower(opts.lower.clone(), e))?;
         let fd_limit = crate::sys::raise_fd_limit();
@@ -187,10 +179,6 @@ impl MountSource {
             Some(libc::EPERM) | Some(libc::EACCES) => MountError::NotPermitted(mp.clone()),
             _ => MountError::Mount(mp.clone(), e),
         })?;
-        if let Some(window) = self.opts.poll {
-            crate::poll::start(session.as_fd(), window)
-                .map_err(|e| MountError::Mount(mp.clone(), e))?;
-        }
         session
             .spawn()
             .map_err(|e| MountError::Mount(mp.clone(), e))
@@ -293,16 +281,6 @@ fn describe(o: &MountOptions) -> Meta {
     );
     s.insert("mode".into(), o.mode.name().into());
     s.insert("threads".into(), o.threads.to_string());
-    s.insert(
-        "poll".into(),
-        match o.poll {
-            Some(w) => format!(
-                "{} after each request",
-                fsprof_core::units::format_ns(w.as_nanos() as f64)
-            ),
-            None => "off".into(),
-        },
-    );
     s.insert("daemon pid".into(), std::process::id().to_string());
     if let Some(out) = &o.output {
         s.insert("output".into(), out.display().to_string());

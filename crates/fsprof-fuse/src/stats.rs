@@ -275,13 +275,10 @@ impl Recorder {
     }
 
     /// Runs `f` as one `op` request: counted as entered, timed, and counted
-    /// as returned (an error when `f` fails). Every request the daemon
-    /// serves for LOWER starts here, so this is also where `--poll` opens
-    /// its window (before the clock starts: not counted in the request).
+    /// as returned (an error when `f` fails).
     #[inline]
     #[cfg(not(feature = "untimed"))]
     pub fn timed<T, E>(&self, op: Op, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-        crate::poll::arm();
         let ts = self.local();
         ts.enter(op);
         let t0 = self.ticks.now();
@@ -295,7 +292,6 @@ impl Recorder {
     /// untimed build), for a request that may later be excluded.
     #[inline]
     pub fn timed_ns<T, E>(&self, op: Op, f: impl FnOnce() -> Result<T, E>) -> (Result<T, E>, u64) {
-        crate::poll::arm();
         if cfg!(feature = "untimed") {
             return (f(), 0);
         }
@@ -349,7 +345,6 @@ impl Recorder {
     #[inline]
     #[cfg(feature = "untimed")]
     pub fn timed<T, E>(&self, _op: Op, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-        crate::poll::arm();
         f()
     }
 

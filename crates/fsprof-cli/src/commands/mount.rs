@@ -59,13 +59,6 @@ pub struct MountArgs {
     /// two threads on small machines: see docs/benchmarks.md)
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
-    /// After each request keep reading for the next one without sleeping,
-    /// for DURATION (default 50us): no wake-up of the daemon for the next
-    /// request of a sequential workload, at the price of the CPU the worker
-    /// spins (needs --threads 1; see docs/benchmarks.md)
-    #[arg(long, value_name = "DURATION", num_args = 0..=1, require_equals = true,
-          default_missing_value = "50us", value_parser = parse_poll)]
-    pub poll: Option<u64>,
     /// Let other users use the mount (root: files they create are theirs)
     #[arg(long)]
     pub allow_other: bool,
@@ -109,27 +102,12 @@ pub struct UmountArgs {
     pub lazy: bool,
 }
 
-/// A poll window: more than nothing and at most 10 s (longer is a
-/// spinning daemon, not a window).
-fn parse_poll(s: &str) -> Result<u64, String> {
-    let ns = fsprof_core::units::parse_duration_ns(s)?;
-    if ns == 0 || ns > 10_000_000_000 {
-        return Err(format!(
-            "{s:?}: a poll window is more than 0 and at most 10s"
-        ));
-    }
-    Ok(ns)
-}
-
 fn parse_resolution(s: &str) -> Result<u32, String> {
     let r: u32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
     Resolution::new(r).map(|r| r.get())
 }
 
 pub fn mount(a: MountArgs) -> Result<i32> {
-    if a.poll.is_some() && a.threads > 1 {
-        return Err(fsprof_fuse::MountError::PollThreads.into());
-    }
     fsprof_fuse::check_paths(&a.lower, &a.mountpoint)?;
     let out = output_path(&a)?;
     let mode = if a.fast { Mode::Fast } else { Mode::ObserveAll };
@@ -195,7 +173,6 @@ fn serve_and_capture(
         resolution,
         cache_ttl: Duration::from_nanos(a.cache_ttl),
         output: Some(out.to_path_buf()),
-        poll: a.poll.map(Duration::from_nanos),
     })?;
     let live = source.live();
     let server = match addrs {
