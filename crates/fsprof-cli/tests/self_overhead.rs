@@ -61,10 +61,10 @@ fn the_figure_is_timed_inside_one_call_in_every_gap_and_the_reports_say_so() {
         "{sampled} sampled calls out of {calls}: {s:?}"
     );
     assert!(
-        s.samples > 0 && s.mean_ns > 0.0 && s.sd_ns >= 0.0 && s.ci95_ns > 0.0,
+        s.samples > 0 && s.mean_ns > 0.0 && s.sd_ns >= 0.0 && s.ci95_ns >= 0.0,
         "{s:?}"
     );
-    assert!(s.outside_ns >= 0.0 && s.hot_loop_ns > 0.0, "{s:?}");
+    assert!(s.outside_ns >= 0.0 && s.hot_loop_ns >= 0.0, "{s:?}");
     // A window that kept the call's own interval would be the fstat's
     // latency (a system call) plus the bookkeeping, not less than it.
     let fstat = user_op(&p, "fstat").unwrap();

@@ -158,3 +158,32 @@ fn uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
+
+/// A run killed before it could clean up leaves its run directory in
+/// /dev/shm; the next run removes it (while its command runs, off the
+/// start-up's path), and leaves a live run's alone.
+#[test]
+fn the_next_run_removes_a_killed_runs_directory() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "/dev/shm is where run directories go");
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = shm.join(format!("fsprof-run-{dead}-0-startup-test"));
+    let live = shm.join(format!("fsprof-run-{}-0-startup-test", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::write(d.join("p0"), b"counters").unwrap();
+    }
+    let o = fsprof()
+        .args(["run", "-q", "-o", "-", "--", "true"])
+        .output()
+        .unwrap();
+    let removed = !stale.exists();
+    let kept = live.join("p0").exists();
+    let _ = std::fs::remove_dir_all(&stale);
+    let _ = std::fs::remove_dir_all(&live);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(removed, "the killed run's directory is still there");
+    assert!(kept, "a live run's directory was removed");
+}

@@ -177,7 +177,8 @@ struct fsprof_own {
     uint64_t samples; /* sampled calls summed below */
     uint64_t ns;      /* sum of their own cost, ns */
     uint64_t sq_ns;   /* sum of squares, ns^2 (for the spread) */
-    uint64_t over;    /* sampled calls at or above FSPROF_OWN_CUT_NS */
+    uint64_t over;    /* sampled calls at or above FSPROF_OWN_CUT_NS, or with
+                         clock reads out of order */
 };
 
 /* A thread slot record: this header, then uint32_t ctr_off[nctr] and

@@ -44,12 +44,16 @@ HIDDEN void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1)
 {
     uint64_t exit = now_ticks();
     struct slot_rec *s = t_slot;
-    /* Clock reads out of order (a migration between CPUs whose counters
-     * disagree): nothing to file. */
-    if (s == NULL || exit < entry || t1 < t0 || exit - entry < t1 - t0)
+    if (s == NULL)
         return;
-    uint64_t ns = ticks_to_ns((exit - entry) - (t1 - t0));
     struct fsprof_own *o = &s->h.own;
+    /* Clock reads out of order (a migration between CPUs whose counters
+     * disagree) time nothing: counted with the windows left out. */
+    if (exit < entry || t1 < t0 || exit - entry < t1 - t0) {
+        add_own(&o->over, 1);
+        return;
+    }
+    uint64_t ns = ticks_to_ns((exit - entry) - (t1 - t0));
     if (ns >= FSPROF_OWN_CUT_NS) {
         add_own(&o->over, 1);
         return;

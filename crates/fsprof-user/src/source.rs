@@ -166,6 +166,7 @@ impl Source for UserSource {
     }
 
     fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+        self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
         self.selfcost = Some(SelfCost::start(
             self.cache.as_deref(),
