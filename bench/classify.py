@@ -21,7 +21,13 @@ set) and its false-positive and false-negative rates are measured on the
 remaining rounds (the held-out set), so no rate is measured on the data
 its threshold was chosen on.
 
-usage: bench/classify.py [--rounds N] [--tune-rounds T] [--runs K] [--resolution R] [--fsprof PATH]
+The workload runs as the test runs it (crates/fsprof-cli/tests/classify.rs):
+20,000 calls of each kind, and at SCHED_FIFO when root (--fifo), so that a
+call preempted by another process does not make a new peak in a pair that
+changed nothing. --iterations 2000 --no-fifo gives the earlier set-up.
+
+usage: bench/classify.py [--rounds N] [--tune-rounds T] [--runs K] [--resolution R]
+                         [--iterations N] [--no-fifo] [--fsprof PATH]
 """
 import argparse
 import json
@@ -37,10 +43,13 @@ ap.add_argument("--runs", type=int, default=1)
 ap.add_argument("--tune-rounds", type=int, default=None,
                 help="rounds the threshold sweep tunes on (default: half); the rest measure it")
 ap.add_argument("--resolution", default="1")
+ap.add_argument("--iterations", type=int, default=20000, help="calls of each kind per run")
+ap.add_argument("--no-fifo", action="store_true", help="do not run the workload at SCHED_FIFO")
 ap.add_argument("--fsprof", default="target/release/fsprof")
 ARGS = ap.parse_args()
 ROUNDS, FSPROF = ARGS.rounds, ARGS.fsprof
-ITER = "2000"
+ITER = str(ARGS.iterations)
+FIFO = [] if ARGS.no_fifo or os.geteuid() != 0 else ["--fifo"]
 # "pipe_read": the workload's reads are from a pipe, which fsprof files
 # apart from file-system reads (layer user-nonfile).
 OPS = ["stat", "open", "close", "pread", "pipe_read", "pwrite", "fdatasync"]
@@ -57,7 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def run(out, d, wl, flags):
     subprocess.run([FSPROF, "run", "-q", "-f", "--resolution", ARGS.resolution, "-o", out,
-                    "--", wl, d, ITER] + flags, check=True, stderr=subprocess.DEVNULL)
+                    "--", wl, d, ITER] + FIFO + flags, check=True, stderr=subprocess.DEVNULL)
 
 
 def merge(out, parts):
@@ -134,7 +143,8 @@ def main():
                         misses.setdefault(key, []).append(f"{name}:{o}")
         print(f"round {r + 1}/{ROUNDS} done", file=sys.stderr)
     print(f"{ROUNDS} rounds x {len(PAIRS)} pairs, {ARGS.runs} run(s) per side, resolution "
-          f"{ARGS.resolution}, {ITER} iterations per run\n")
+          f"{ARGS.resolution}, {ITER} iterations per run, "
+          f"{'SCHED_FIFO' if FIFO else 'normal priority'}\n")
     print("| method | phase 2 | false positives | false negatives | errors |")
     print("|---|---|---|---|---|")
     for (m, p), (fp, neg, fn, pos) in errors.items():

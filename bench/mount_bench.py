@@ -39,6 +39,13 @@ show the requests they never get.
 through every mount and through bench/fuse_floor.c, a libfuse low-level
 daemon that answers from constants on one thread: the cost any daemon pays
 before doing any work. Interleaved rounds, medians, ns per call.
+
+--placements free,same,split repeats every timed run with the daemon's
+threads and the workload left to the scheduler (free), both on CPU 0
+(same), on different CPUs (split), or only the daemon on CPU 0 (daemon0),
+to compare daemons on equal
+placement (see PLACEMENTS). Every timed run also counts the vCPU halts
+(cpuidle entries) it caused.
 """
 import argparse
 import collections
@@ -156,36 +163,85 @@ def daemon_cost(pid):
     return cpu, switches
 
 
+# Where the daemon's threads and the workload (or the --floor timer) may
+# run: CPU masks for (daemon, workload). "free" leaves both to the
+# scheduler; "same" puts both on CPU 0; "split" the daemon on CPU 0 and the
+# workload on CPU 1; "daemon0" the daemon on CPU 0 and the workload
+# anywhere. On this VM a request that wakes a thread on the other
+# vCPU costs tens of microseconds (an idle vCPU halts at once), one on the
+# same vCPU a few; "free" is whichever the scheduler chose in that run.
+PLACEMENTS = {"free": (None, None), "same": (0x1, 0x1), "split": (0x1, 0x2), "daemon0": (0x1, None)}
+
+
+def place(pid, mask):
+    """Sets the CPU mask of every thread of `pid` (None: all CPUs)."""
+    if pid:
+        m = mask or (1 << os.cpu_count()) - 1
+        sh(["taskset", "-a", "-p", hex(m), str(pid)], stdout=subprocess.DEVNULL)
+
+
 def rtt(args, cs, roots, n=20000):
-    """fstat() round trips through each mount, interleaved, medians; and
-    what each daemon spent per request (its own CPU time, its context
-    switches)."""
+    """fstat() round trips through each mount, interleaved, medians, for
+    each placement of daemon and timer; and what each daemon spent per
+    request (its own CPU time, its context switches) and how often a
+    vCPU halted (went idle) per request."""
     timer = os.path.join(args.dir, "fuse_rtt")
-    per, cpu, sw = {}, {}, {}
+    per, cpu, sw, hl = {}, {}, {}, {}
     pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
+    placements = [p for p in args.placements.split(",") if p]
     for rep in range(args.reps + 1):
         for c in cs:
             f = "f" if c.name.startswith("no-work") else "big"
             pid = pids.get(c.name)
-            before = daemon_cost(pid) if pid else None
-            out = subprocess.run([timer, os.path.join(roots[c.name], f), str(n)], capture_output=True,
-                                 text=True, check=True).stdout
-            after = daemon_cost(pid) if pid else None
-            if rep:
-                per.setdefault(c.name, []).append(float(out))
-                if before:
-                    cpu.setdefault(c.name, []).append((after[0] - before[0]) / n)
-                    sw.setdefault(c.name, []).append((after[1] - before[1]) / n)
-    floor = statistics.median(per["no-work daemon (fuse_floor)"])
+            for pl in placements:
+                dmask, tmask = PLACEMENTS[pl]
+                place(pid, dmask)
+                pre = ["taskset", hex(tmask)] if tmask else []
+                before = daemon_cost(pid) if pid else None
+                h0 = halts()
+                out = subprocess.run([*pre, timer, os.path.join(roots[c.name], f), str(n)],
+                                     capture_output=True, text=True, check=True).stdout
+                h1 = halts()
+                after = daemon_cost(pid) if pid else None
+                key = (c.name, pl)
+                if rep:
+                    per.setdefault(key, []).append(float(out))
+                    hl.setdefault(key, []).append((h1 - h0) / n)
+                    if before:
+                        cpu.setdefault(key, []).append((after[0] - before[0]) / n)
+                        sw.setdefault(key, []).append((after[1] - before[1]) / n)
+            place(pid, None)
     print(f"\nfstat() through each mount ({n:,} calls per round, {args.reps} rounds, medians); "
           f"load {os.getloadavg()[0]:.1f}\n")
-    print("| configuration | ns per fstat | over the no-work daemon | daemon CPU ns per request | "
-          "daemon context switches per request |\n|---|---:|---:|---:|---:|")
+    print("| configuration | placement | ns per fstat | over the no-work daemon | daemon CPU ns per request | "
+          "daemon context switches per request | vCPU halts per request |\n|---|---|---:|---:|---:|---:|---:|")
     for c in cs:
-        m = statistics.median(per[c.name])
-        dc = f"{statistics.median(cpu[c.name]):,.0f}" if c.name in cpu else "–"
-        ds = f"{statistics.median(sw[c.name]):.2f}" if c.name in sw else "–"
-        print(f"| {c.name} | {m:,.0f} | {m - floor:+,.0f} ns | {dc} | {ds} |")
+        for pl in placements:
+            key = (c.name, pl)
+            m = statistics.median(per[key])
+            floor = statistics.median(per[("no-work daemon (fuse_floor)", pl)])
+            dc = f"{statistics.median(cpu[key]):,.0f}" if key in cpu else "–"
+            ds = f"{statistics.median(sw[key]):.2f}" if key in sw else "–"
+            print(f"| {c.name} | {pl} | {m:,.0f} | {m - floor:+,.0f} ns | {dc} | {ds} | "
+                  f"{statistics.median(hl[key]):.2f} |")
+
+
+def halts():
+    """How often the vCPUs went idle so far (cpuidle states entered, all
+    CPUs): on this VM every idle entry halts the vCPU, and waking one
+    costs tens of microseconds."""
+    n = 0
+    base = "/sys/devices/system/cpu"
+    for cpu in os.listdir(base):
+        d = os.path.join(base, cpu, "cpuidle")
+        if cpu.startswith("cpu") and cpu[3:].isdigit() and os.path.isdir(d):
+            for st in os.listdir(d):
+                try:
+                    with open(os.path.join(d, st, "usage")) as f:
+                        n += int(f.read())
+                except OSError:
+                    pass
+    return n
 
 
 def configs(args, hp, lower):
@@ -224,9 +280,13 @@ def configs(args, hp, lower):
     ]
 
 
+# The CPU mask the workload runs under (taskset prefix; empty: any CPU).
+WORKLOAD_CPUS = []
+
+
 def timed(cmd, **kw):
     t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    subprocess.run([*WORKLOAD_CPUS, *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
     return time.perf_counter() - t
 
 
@@ -245,7 +305,8 @@ def workloads(args):
         seq[0] += 1
         d = os.path.join(root, f"meta{os.getpid()}-{seq[0]}")
         os.mkdir(d)
-        out = subprocess.run([meta, d, "10000"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([*WORKLOAD_CPUS, meta, d, "10000"], capture_output=True, text=True,
+                             check=True).stdout
         os.rmdir(d)
         return float(out)
 
@@ -345,6 +406,10 @@ def main():
     ap.add_argument("--requests", action="store_true", help="count each daemon's requests instead of timing")
     ap.add_argument("--floor", action="store_true",
                     help="time fstat() round trips through each mount and a no-work daemon instead")
+    ap.add_argument("--placements", default="free",
+                    help="comma-separated: free (the scheduler's choice), same (daemon and workload "
+                         "or timer on CPU 0), split (daemon on CPU 0, workload or timer on CPU 1), "
+                         "daemon0 (daemon on CPU 0, workload anywhere)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("mount_bench.py: needs root (FUSE mounts)")
@@ -389,18 +454,28 @@ def main():
             return
         drops0 = page_cache_drops()
         pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
+        placements = [p for p in args.placements.split(",") if p]
         for rep in range(args.reps + 1):
             for wname, w in ws:
                 for c in cs:
                     pid = pids.get(c.name)
-                    before = daemon_cost(pid) if pid else None
-                    t = w(roots[c.name])
-                    if rep:  # rep 0 warms the caches below (and above, where kept)
-                        times.setdefault((c.name, wname), []).append(t)
-                        if before:
-                            after = daemon_cost(pid)
-                            DAEMON.setdefault((c.name, wname), []).append(
-                                ((after[0] - before[0]) / 1e6, after[1] - before[1]))
+                    for pl in placements:
+                        dmask, wmask = PLACEMENTS[pl]
+                        place(pid, dmask)
+                        WORKLOAD_CPUS[:] = ["taskset", hex(wmask)] if wmask else []
+                        name = c.name if pl == "free" else f"{c.name} [{pl}]"
+                        before = daemon_cost(pid) if pid else None
+                        h0 = halts()
+                        t = w(roots[c.name])
+                        h1 = halts()
+                        if rep:  # rep 0 warms the caches below (and above, where kept)
+                            times.setdefault((name, wname), []).append(t)
+                            HALTS.setdefault((name, wname), []).append(h1 - h0)
+                            if before:
+                                after = daemon_cost(pid)
+                                DAEMON.setdefault((name, wname), []).append(
+                                    ((after[0] - before[0]) / 1e6, after[1] - before[1]))
+                    place(pid, None)
             print(f"rep {rep}/{args.reps} done", file=sys.stderr, flush=True)
     finally:
         for c, mnt in mounted:
@@ -426,7 +501,9 @@ def page_cache_drops():
 def ratio(times, c, w):
     """Median over the repetitions of each one's ratio to native's in the
     same round (the load of that moment cancels)."""
-    a, n = times.get((c, w)), times.get(("native", w))
+    # Against native under the same placement ("X [same]" → "native [same]").
+    native = "native" + (c[c.rindex(" ["):] if c.endswith("]") else "")
+    a, n = times.get((c, w)), times.get((native, w))
     if not a or not n:
         return None
     return statistics.median(x / y for x, y in zip(a, n))
@@ -435,6 +512,8 @@ def ratio(times, c, w):
 # (configuration, workload) -> [(daemon CPU ms, daemon context switches)]
 # per timed round.
 DAEMON = {}
+# (configuration, workload) -> [vCPU idle entries (halts) during the round]
+HALTS = {}
 
 
 def table(names, wls, data, cell):
@@ -472,6 +551,9 @@ def report(args, times):
     table(names, wls, times, timing)
     print("\nthe daemon's own CPU time and context switches per run (medians; /proc/PID/task/*/schedstat, status)\n")
     table(names, wls, DAEMON, daemon)
+    print("\nvCPU halts per run (idle entries of all CPUs, /sys/devices/system/cpu/cpu*/cpuidle; medians): "
+          "each is a wake-up of a halted vCPU to come\n")
+    table(names, wls, HALTS, lambda c, w, xs: f"{statistics.median(xs):,.0f}")
     overhead(args, {k: statistics.median(v) for k, v in times.items()})
 
 

@@ -3,13 +3,17 @@
 //! a crate package). Only the commit: whether the work tree differed from
 //! it cannot be kept current without re-running on every edit.
 //!
-//! Also links the unwinder into the `fsprof` binary from `libgcc_eh.a`
-//! instead of loading `libgcc_s.so.1` at start-up: that library's
+//! Also links the `fsprof` binary as a static PIE where the C toolchain
+//! has glibc's static archives (see [`static_pie`]): a dynamically linked
+//! fsprof spent ~0.3 ms of every `fsprof run` in the dynamic loader
+//! (relocating and faulting in libc, libm and its own GOT) before `main`
+//! (docs/benchmarks.md, "Start-up cost"). Elsewhere the unwinder alone is
+//! linked from `libgcc_eh.a` instead of loading `libgcc_s.so.1`, whose
 //! constructor detects CPU features with CPUID instructions, each a trap
-//! to the hypervisor in a VM, and loading it cost ~0.2 ms of every
-//! `fsprof run` (docs/benchmarks.md, "Start-up cost"). Unwinding (panics,
-//! backtraces) works the same with either.
+//! to the hypervisor in a VM (~0.2 ms). Unwinding (panics, backtraces)
+//! works the same in every form.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -37,36 +41,105 @@ fn main() {
     }
     let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=FSPROF_GIT_COMMIT={commit}");
-    static_unwinder();
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=FSPROF_LINK");
+    let linked = if static_pie() {
+        "static-pie"
+    } else if static_unwinder() {
+        "dynamic, static unwinder"
+    } else {
+        "dynamic"
+    };
+    // For the tests (`startup.rs`), which check the binary is this.
+    println!("cargo:rustc-env=FSPROF_LINKED={linked}");
+    println!("cargo:rustc-env=FSPROF_LINK_REQUEST={}", env("FSPROF_LINK"));
+}
+
+fn env(k: &str) -> String {
+    std::env::var(k).unwrap_or_default()
+}
+
+/// A glibc Linux target built on itself (not cross-compiled, where the
+/// host's `cc` would answer for the wrong C library).
+fn native_gnu() -> bool {
+    env("CARGO_CFG_TARGET_OS") == "linux"
+        && env("CARGO_CFG_TARGET_ENV") == "gnu"
+        && env("TARGET") == env("HOST")
+        && !env("CARGO_CFG_TARGET_FEATURE")
+            .split(',')
+            .any(|f| f == "crt-static")
+}
+
+/// The C compiler's path of one of its files (`libc.a`), if it has it.
+fn cc_file(name: &str) -> Option<PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(cc)
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    // A compiler that does not know the file prints the bare name.
+    (p.is_absolute() && p.is_file()).then(|| p.canonicalize().unwrap_or(p))
+}
+
+/// Links the `fsprof` binary (only it: tests, build scripts and proc
+/// macros stay as they are) as a static PIE, keeping ASLR. rustc has no
+/// per-binary `crt-static`, and for glibc targets it always asks for
+/// `-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`; so `-static-pie`
+/// is added to this binary's link and a directory is put on its library
+/// path where each of those names is a linker script naming the static
+/// archive (`libc.so` → `GROUP(libc.a libgcc.a libgcc_eh.a)`): the linker
+/// takes the script for the `.so` it was asked for. Off with
+/// `FSPROF_LINK=dynamic`, and wherever an archive is missing.
+///
+/// fsprof stays able to do what needs the dynamic loader: the self-test
+/// `dlopen`s the shim (glibc loads ld.so for it), and name lookups for
+/// `--serve-metrics` use glibc's built-in `files`/`dns` services.
+fn static_pie() -> bool {
+    if !native_gnu() || env("FSPROF_LINK") == "dynamic" {
+        return false;
+    }
+    let archives = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", "rcrt1.o"].map(cc_file);
+    let [Some(c), Some(m), Some(gcc), Some(eh), Some(_)] = archives else {
+        return false;
+    };
+    let (c, m, gcc, eh) = (c.display(), m.display(), gcc.display(), eh.display());
+    let dir = PathBuf::from(env("OUT_DIR")).join("static-libs");
+    let scripts = [
+        ("libc.so", format!("GROUP ( {c} {gcc} {eh} )")),
+        ("libgcc_s.so", format!("INPUT ( {eh} {gcc} )")),
+        ("libm.so", format!("INPUT ( {m} )")),
+        // Empty since glibc 2.34 (their functions are in libc.a); named so
+        // the linker finds no shared object under these names either.
+        ("libutil.so", format!("INPUT ( {c} )")),
+        ("librt.so", format!("INPUT ( {c} )")),
+        ("libpthread.so", format!("INPUT ( {c} )")),
+        ("libdl.so", format!("INPUT ( {c} )")),
+    ];
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        scripts
+            .iter()
+            .try_for_each(|(name, text)| std::fs::write(dir.join(name), format!("{text}\n")))
+    });
+    if written.is_err() {
+        return false;
+    }
+    println!("cargo:rustc-link-arg-bin=fsprof=-static-pie");
+    println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
+    true
 }
 
 /// On glibc targets rustc links `-lgcc_s` for the unwinder. Linking every
 /// object of `libgcc_eh.a` first defines the same `_Unwind_*` functions in
 /// the binary, so `--as-needed` (rustc's default) leaves libgcc_s out.
-/// Skipped where rustc links libgcc_eh itself (`crt-static`) or the C
-/// compiler has no libgcc_eh.a (then libgcc_s is loaded as before);
-/// `FSPROF_STATIC_UNWINDER` tells the tests which happened.
-fn static_unwinder() {
-    println!("cargo:rerun-if-env-changed=CC");
-    let env = |k: &str| std::env::var(k).unwrap_or_default();
-    let gnu = env("CARGO_CFG_TARGET_OS") == "linux" && env("CARGO_CFG_TARGET_ENV") == "gnu";
-    let crt_static = env("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|f| f == "crt-static");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let archive = Command::new(cc)
-        .arg("-print-file-name=libgcc_eh.a")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        // A compiler that does not know the file prints the bare name.
-        .filter(|p| std::path::Path::new(p).is_absolute() && std::path::Path::new(p).is_file());
-    let Some(archive) = archive.filter(|_| gnu && !crt_static) else {
-        println!("cargo:rustc-env=FSPROF_STATIC_UNWINDER=0");
-        return;
+/// Skipped where the C compiler has no libgcc_eh.a (then libgcc_s is
+/// loaded as before).
+fn static_unwinder() -> bool {
+    let Some(archive) = cc_file("libgcc_eh.a").filter(|_| native_gnu()) else {
+        return false;
     };
     println!("cargo:rustc-link-arg-bins=-Wl,--whole-archive");
-    println!("cargo:rustc-link-arg-bins={archive}");
+    println!("cargo:rustc-link-arg-bins={}", archive.display());
     println!("cargo:rustc-link-arg-bins=-Wl,--no-whole-archive");
-    println!("cargo:rustc-env=FSPROF_STATIC_UNWINDER=1");
+    true
 }

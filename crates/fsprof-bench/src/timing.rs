@@ -310,6 +310,7 @@ impl Overhead {
             per_call_ns: self.per_op_ns,
             min_recordable_ns: self.resolution_ns,
             estimated_total_ns: (self.per_op_ns * calls as f64) as u64,
+            sampled: None,
         }
     }
 }

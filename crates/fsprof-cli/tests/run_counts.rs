@@ -72,6 +72,13 @@ fn threads_beyond_the_private_slots_lose_no_update() {
     let op = user_op(&p, "pread").unwrap();
     assert_eq!(op.pre, op.post);
     assert_eq!(op.histogram.total(), op.post);
+    // The own-cost samples of the threads in slot 0 are filed there too:
+    // each thread's 400 calls hold 5 to 8 sampled ones (the first call is
+    // not sampled, then one call ends each gap of 48 to 79); the main
+    // thread's dozen calls hold none.
+    let s = p.meta.overhead.as_ref().and_then(|o| o.sampled.as_ref());
+    let sampled = s.map_or(0, |s| s.samples + s.interrupted);
+    assert!((300 * 5..=300 * 8).contains(&sampled), "{s:?}");
 }
 
 #[test]

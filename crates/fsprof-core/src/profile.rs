@@ -168,16 +168,72 @@ named! {
     }
 }
 
-/// The profiler's own cost, measured at start (FSprof §4.2).
+/// The profiler's own cost (FSprof §4.2).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overhead {
-    /// Time added to each intercepted call by the measurement, ns.
+    /// Time added to each intercepted call by the measurement, ns: from
+    /// `sampled` when there is one, else timed in a hot loop at start.
     pub per_call_ns: f64,
     /// Two back-to-back clock reads: no latency below this can be recorded.
     pub min_recordable_ns: f64,
     /// `per_call_ns` × intercepted calls: the estimated total added time.
     #[serde(default)]
     pub estimated_total_ns: u64,
+    /// The per-call figure measured inside the run's own calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledOverhead>,
+}
+
+/// The profiler's cost per call timed inside a sample of the run's own
+/// calls (the user layer's shim: the clock read at the wrapper's entry and
+/// exit of about one call in `every`), plus the part of a wrapper that
+/// such timing cannot see, measured once at start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampledOverhead {
+    /// Sampled calls in the mean.
+    pub samples: u64,
+    /// One call in this many is sampled (on average).
+    pub every: f64,
+    /// Mean bookkeeping time inside a sampled wrapper, ns.
+    pub mean_ns: f64,
+    /// Standard deviation of one sample, ns.
+    pub sd_ns: f64,
+    /// Half-width of the 95% confidence interval of `mean_ns`, ns.
+    pub ci95_ns: f64,
+    /// The wrapper's entry and exit around the timed window (saving
+    /// registers, one more call level), timed in a hot loop at start, ns.
+    pub outside_ns: f64,
+    /// Sampled calls left out because their window held an interrupt, a
+    /// preemption or a one-off set-up (16 µs or more).
+    pub interrupted: u64,
+    /// The bookkeeping timed in a hot loop at start, for comparison (the
+    /// figure used before sampling), ns.
+    #[serde(default)]
+    pub hot_loop_ns: f64,
+}
+
+impl SampledOverhead {
+    /// The per-call figure: the sampled mean plus the part outside it.
+    pub fn per_call_ns(&self) -> f64 {
+        self.mean_ns + self.outside_ns
+    }
+}
+
+impl Overhead {
+    /// How `per_call_ns` was measured, for the reports' self-overhead
+    /// line: "timed inside 12621 of the calls (1 in 64, ±0.2ns)" or
+    /// "timed in a hot loop".
+    pub fn how_measured(&self) -> String {
+        match &self.sampled {
+            Some(s) => format!(
+                "timed inside {} of the calls (1 in {:.0}, ±{})",
+                s.samples,
+                s.every,
+                crate::units::format_ns(s.ci95_ns)
+            ),
+            None => "timed in a hot loop".to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

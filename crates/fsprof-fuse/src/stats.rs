@@ -468,6 +468,7 @@ impl Recorder {
             per_call_ns: best,
             min_recordable_ns: min_pair as f64,
             estimated_total_ns: 0,
+            sampled: None,
         }
     }
 }

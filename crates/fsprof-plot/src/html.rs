@@ -171,8 +171,9 @@ fn meta_table(out: &mut String, p: &Profile) {
         rows.push((
             "self-overhead",
             format!(
-                "{} per call timed in a hot loop (smallest recordable latency {}); × the calls ≈ {}",
+                "{} per call {} (smallest recordable latency {}); × the calls ≈ {}",
                 format_ns(o.per_call_ns),
+                o.how_measured(),
                 format_ns(o.min_recordable_ns),
                 format_ns(o.estimated_total_ns as f64)
             ),

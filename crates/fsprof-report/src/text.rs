@@ -173,8 +173,9 @@ fn header(out: &mut String, p: &Profile) {
         };
         let _ = writeln!(
             out,
-            "  self-overhead {} per call timed in a hot loop (smallest recordable latency {}); × the calls ≈ {}, {:.2}% of wall time",
+            "  self-overhead {} per call {} (smallest recordable latency {}); × the calls ≈ {}, {:.2}% of wall time",
             format_ns(o.per_call_ns),
+            o.how_measured(),
             format_ns(o.min_recordable_ns),
             format_ns(o.estimated_total_ns as f64),
             share
@@ -447,6 +448,7 @@ mod tests {
                 per_call_ns: 20.0,
                 min_recordable_ns: 10.0,
                 estimated_total_ns: 0,
+                sampled: None,
             }),
             ..Default::default()
         });

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 3
+#define FSPROF_ABI_VERSION 4
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
@@ -161,6 +161,26 @@ struct fsprof_proc {
     char cmdline[FSPROF_CMDLINE_MAX];
 };
 
+/* The shim's own cost, timed inside a sample of the calls it counts: about
+ * one call in FSPROF_OWN_EVERY (the gap between two sampled calls of a
+ * thread is FSPROF_OWN_GAP_MIN + a pseudo-random 0..FSPROF_OWN_GAP_SPAN-1,
+ * so that no periodic pattern of calls is sampled on one op only). A
+ * sampled call reads the clock at the wrapper's entry and exit as well:
+ * its own cost is (exit - entry) - (the call's own interval). Costs of
+ * FSPROF_OWN_CUT_NS or more are not per-call bookkeeping but an interrupt,
+ * a preemption or a one-off set-up (a thread's first counters) inside the
+ * window: they are counted in `over`, not summed. */
+#define FSPROF_OWN_GAP_MIN 48
+#define FSPROF_OWN_GAP_SPAN 32
+#define FSPROF_OWN_CUT_NS 16384
+struct fsprof_own {
+    uint64_t samples; /* sampled calls summed below */
+    uint64_t ns;      /* sum of their own cost, ns */
+    uint64_t sq_ns;   /* sum of squares, ns^2 (for the spread) */
+    uint64_t over;    /* sampled calls at or above FSPROF_OWN_CUT_NS, or with
+                         clock reads out of order */
+};
+
 /* A thread slot record: this header, then uint32_t ctr_off[nctr] and
  * uint32_t corr_off[corr_ops] (file offsets of the thread's counters and
  * value tables, 0 until first used; written with release), then the shim's
@@ -171,6 +191,7 @@ struct fsprof_slot_hdr {
     uint32_t shared;
     uint32_t nctr;
     uint32_t ncorr;
+    struct fsprof_own own;
 };
 
 /* For the Rust side's layout test. */
@@ -186,11 +207,14 @@ struct fsprof_abi_layout {
     uint32_t abi_version, tick_shift, fd_track, fd_state_size, slot_hdr_size, proc_hdr_size;
     /* offsets of pre, post, errors, total_ns, min_ns, max_ns, zero, reserved */
     uint32_t off_ctr_fields[8];
+    /* the own-cost sample: where it is in a slot header, and its rules */
+    uint32_t off_slot_own, own_gap_min, own_gap_span, own_cut_ns;
 };
 
 struct fsprof_selftest {
     double per_call_ns;       /* bookkeeping added around one call */
     double min_recordable_ns; /* two back-to-back clock reads */
+    double outside_ns;        /* a wrapper's part outside a sampled window (own.c) */
 };
 
 #endif

@@ -93,6 +93,32 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
     return (uint64_t)(((unsigned __int128)d * g_mult) >> FSPROF_TICK_SHIFT);
 }
 
+/* Calls left before this thread's next own-cost sample (abi.h,
+ * struct fsprof_own); 0 in a thread that has made no call yet. */
+extern TLS int32_t t_own_left;
+/* A sampled call (pool.c): the countdown ran out. Returns the clock at
+ * entry, or 0 when this call is not timed after all. */
+HIDDEN uint64_t fsprof_own_fire(void);
+/* Files a sampled call's own cost: `entry` from own_begin, [t0, t1] the
+ * call's own interval; reads the exit clock first. */
+HIDDEN void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1);
+
+/* At a wrapper's entry: one decrement on every call, a clock read on a
+ * sampled one. */
+static inline __attribute__((always_inline)) uint64_t own_begin(void)
+{
+    if (LIKELY(--t_own_left > 0))
+        return 0;
+    return fsprof_own_fire();
+}
+
+/* At a wrapper's exit, after everything the shim does for the call. */
+static inline __attribute__((always_inline)) void own_end(uint64_t entry, uint64_t t0, uint64_t t1)
+{
+    if (UNLIKELY(entry != 0))
+        fsprof_own_file(entry, t0, t1);
+}
+
 /* Slot of the bucket (2^((j-1)/r), 2^(j/r)] holding ns >= 1: start at the
  * first bucket of ns's power of two, step through at most r sub-buckets.
  * The runtime only accepts r <= 16 with nbuckets = 64r + 1, so j stays in

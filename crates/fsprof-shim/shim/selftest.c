@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "trace.h"
 
 EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
 {
@@ -55,6 +56,10 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     f[5] = offsetof(struct fsprof_ctr, max_ns);
     f[6] = offsetof(struct fsprof_ctr, zero);
     f[7] = offsetof(struct fsprof_ctr, reserved);
+    out->off_slot_own = offsetof(struct fsprof_slot_hdr, own);
+    out->own_gap_min = FSPROF_OWN_GAP_MIN;
+    out->own_gap_span = FSPROF_OWN_GAP_SPAN;
+    out->own_cut_ns = FSPROF_OWN_CUT_NS;
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)
@@ -63,14 +68,34 @@ static __attribute__((noinline)) long fsprof_noop(long x)
     return x;
 }
 
-static double best_ns_per_iter(int timed, uint32_t iters)
+/* The shape of a wrapper outside the window a sampled call times (own.c):
+ * the registers a wrapper saves, the tracing test, the own-cost countdown
+ * (and, one call in FSPROF_OWN_EVERY, the sample's clock reads) and one
+ * more call level on the way to libc. */
+static __attribute__((noinline)) long wrapper_shape(long (*fn)(long), long x)
 {
-    long (*volatile fn)(long) = fsprof_noop;
+    if (UNLIKELY(__atomic_load_n(&g_trace, __ATOMIC_RELAXED)))
+        x++;
+    uint64_t e = own_begin();
+    __asm__ volatile("" : "+r"(x) : : "rbx", "rbp", "r12", "r13", "r14", "r15");
+    long r = fn(x);
+    own_end(e, 0, 0);
+    __asm__ volatile("" : "+r"(r));
+    return r;
+}
+
+enum loop_kind { LOOP_BARE, LOOP_TIMED, LOOP_SHAPE };
+
+static double best_ns_per_iter(enum loop_kind kind, long (*callee)(long), uint32_t iters)
+{
+    long (*volatile fn)(long) = callee;
     double best = 1e300;
     for (int round = 0; round < 5; round++) {
         uint64_t a = fsprof_mono_ns();
         for (uint32_t i = 0; i < iters; i++) {
-            if (timed) {
+            if (kind == LOOP_SHAPE) {
+                (void)wrapper_shape(fn, (long)i);
+            } else if (kind == LOOP_TIMED) {
                 int file;
                 struct fsprof_ctr *c = call_begin_fd(OP_read, FDOP_read, 0, &file);
                 uint64_t t0 = now_ticks();
@@ -123,8 +148,13 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
     int saved_shared = t_shared;
     t_slot = s;
     t_shared = 0;
-    double bare = best_ns_per_iter(0, iters);
-    double timed = best_ns_per_iter(1, iters);
+    int32_t saved_left = t_own_left;
+    double bare = best_ns_per_iter(LOOP_BARE, fsprof_noop, iters);
+    double timed = best_ns_per_iter(LOOP_TIMED, fsprof_noop, iters);
+    /* Around a no-op rather than a system call: a system call's own
+     * variation (tens of ns under load) would swamp a difference of a few. */
+    double shape = best_ns_per_iter(LOOP_SHAPE, fsprof_noop, iters);
+    t_own_left = saved_left;
     uint64_t min_pair = UINT64_MAX;
     for (uint32_t i = 0; i < iters; i++) {
         uint64_t t0 = now_ticks();
@@ -138,6 +168,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
     g_fdclass[0] = saved_class;
     munmap(scratch, len_all);
     out->per_call_ns = timed > bare ? timed - bare : 0.0;
+    out->outside_ns = shape > bare ? shape - bare : 0.0;
     out->min_recordable_ns = (double)min_pair;
     return 0;
 }

@@ -36,7 +36,12 @@
  * `r` and the latency `ns_`. Without a counter (nothing is profiled) the
  * call runs untimed. */
 #define TIMED_IN(ctr, type, failed, call, then)                                          \
+    TIMED_IN_FROM(own_begin(), ctr, type, failed, call, then)
+/* The same, for a wrapper that took its own-cost entry stamp `entry` (own.c)
+ * before work of its own. */
+#define TIMED_IN_FROM(entry, ctr, type, failed, call, then)                              \
     do {                                                                                 \
+        uint64_t e_ = (entry);                                                           \
         struct fsprof_ctr *c_ = (ctr);                                                   \
         if (UNLIKELY(c_ == NULL))                                                        \
             return call;                                                                 \
@@ -46,6 +51,7 @@
         uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
         (void)ns_;                                                                       \
         then;                                                                            \
+        own_end(e_, t0_, t1_);                                                           \
         return r;                                                                        \
     } while (0)
 
@@ -100,12 +106,18 @@
 /* Files `call` in the counter `ctr` when there is one (timed, with
  * `failed` over the result `r`), then runs `after` with `r` either way. */
 #define TIMED_THEN(ctr, type, failed, call, after)                                       \
+    uint64_t e_ = own_begin();                                                           \
     struct fsprof_ctr *c_ = (ctr);                                                       \
     uint64_t t0_ = c_ ? now_ticks() : 0;                                                 \
     type r = call;                                                                       \
-    if (c_)                                                                              \
-        call_end(c_, t0_, now_ticks(), (failed));                                        \
+    uint64_t t1_ = 0;                                                                    \
+    if (c_) {                                                                            \
+        t1_ = now_ticks();                                                               \
+        call_end(c_, t0_, t1_, (failed));                                                \
+    }                                                                                    \
     after;                                                                               \
+    if (c_)                                                                              \
+        own_end(e_, t0_, t1_);                                                           \
     return r;
 
 /* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
@@ -170,14 +182,20 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
 static inline __attribute__((always_inline)) int opened(int op, const char *path, void *fn, int at,
                                                         int dirfd, int flags, mode_t mode)
 {
+    uint64_t e = own_begin();
     struct fsprof_ctr *c = call_begin(op);
     uint64_t t0 = c ? now_ticks() : 0;
     int r = at ? ((int (*)(int, const char *, int, ...))fn)(dirfd, path, flags, mode)
                : ((int (*)(const char *, int, ...))fn)(path, flags, mode);
-    if (c)
-        call_end(c, t0, now_ticks(), r == -1);
+    uint64_t t1 = 0;
+    if (c) {
+        t1 = now_ticks();
+        call_end(c, t0, t1, r == -1);
+    }
     if (r >= 0)
         OPENED;
+    if (c)
+        own_end(e, t0, t1);
     return r;
 }
 WRAP_OPEN(open)
@@ -215,9 +233,10 @@ EXPORT int close(int fd)
     int file = 1;
     TRACED_WITH(OP_close, call_begin_fd(OP_close, FDOP_close, fd, &file), close, int, M1, (fd),
                 fd_forget(fd))
+    uint64_t e = own_begin();
     struct fsprof_ctr *c = call_begin_fd(OP_close, FDOP_close, fd, &file);
     fd_forget(fd);
-    TIMED_IN(c, int, r == -1, REAL(close)(fd), (void)0);
+    TIMED_IN_FROM(e, c, int, r == -1, REAL(close)(fd), (void)0);
 }
 
 /* ---- data ---------------------------------------------------------------- */

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:
@@ -233,7 +233,31 @@ pub struct SlotHeader {
     pub shared: u32,
     pub nctr: u32,
     pub ncorr: u32,
+    pub own: OwnSample,
 }
+
+/// The shim's own cost timed inside a sample of a thread's calls (abi.h,
+/// `struct fsprof_own`): about one call in [`OWN_EVERY`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwnSample {
+    /// Sampled calls summed in `ns` and `sq_ns`.
+    pub samples: u64,
+    /// Sum of their own cost, ns.
+    pub ns: u64,
+    /// Sum of squares, ns².
+    pub sq_ns: u64,
+    /// Sampled calls whose window held [`OWN_CUT_NS`] or more: an
+    /// interrupt, a preemption or a one-off set-up, not bookkeeping.
+    pub over: u64,
+}
+
+/// Gap between two sampled calls of a thread: `OWN_GAP_MIN` + 0..`OWN_GAP_SPAN`-1.
+pub const OWN_GAP_MIN: u32 = 48;
+pub const OWN_GAP_SPAN: u32 = 32;
+/// The mean gap: one call in this many is sampled.
+pub const OWN_EVERY: f64 = OWN_GAP_MIN as f64 + (OWN_GAP_SPAN as f64 - 1.0) / 2.0;
+pub const OWN_CUT_NS: u32 = 16384;
 
 /// Counter words at the start of each op's record; buckets follow.
 #[repr(C)]
@@ -320,6 +344,10 @@ pub struct Layout {
     pub proc_hdr_size: u32,
     /// Offsets of [`CtrHeader`]'s fields, in declaration order.
     pub off_ctr_fields: [u32; 8],
+    pub off_slot_own: u32,
+    pub own_gap_min: u32,
+    pub own_gap_span: u32,
+    pub own_cut_ns: u32,
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -365,6 +393,10 @@ pub fn expected_layout() -> Layout {
             offset_of!(CtrHeader, zero) as u32,
             offset_of!(CtrHeader, reserved) as u32,
         ],
+        off_slot_own: offset_of!(SlotHeader, own) as u32,
+        own_gap_min: OWN_GAP_MIN,
+        own_gap_span: OWN_GAP_SPAN,
+        own_cut_ns: OWN_CUT_NS,
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {

@@ -17,6 +17,9 @@ pub struct SelfTest {
     pub per_call_ns: f64,
     /// Two back-to-back clock reads: the smallest latency that can be seen.
     pub min_recordable_ns: f64,
+    /// What a wrapper adds outside the window a sampled call times (saved
+    /// registers, one more call level, the sampling itself), ns.
+    pub outside_ns: f64,
 }
 
 pub struct LoadedShim {

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::FD_OPS;
-use fsprof_shim::abi::{self, CtrHeader, ProcHeader, SlotHeader};
+use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
 use fsprof_sys::mmap::SharedMap;
 
@@ -40,6 +40,9 @@ pub struct ProcessCounters {
     /// errno of the first failure to make room.
     pub dropped: u64,
     pub dropped_err: i32,
+    /// The shim's own cost timed inside a sample of the calls, summed over
+    /// the threads.
+    pub own: OwnSample,
 }
 
 /// A counter file mapped read-only. Offsets come from the file, so every
@@ -106,7 +109,12 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
             format!("{}: {what}", path.display()),
         )
     })?;
-    let (ops, nonfile, threads) = read_slots(&m, &h, nbuckets);
+    let Slots {
+        ops,
+        nonfile,
+        threads,
+        own,
+    } = read_slots(&m, &h, nbuckets);
     let exe =
         String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
     let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
@@ -126,6 +134,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         nonfile,
         dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
         dropped_err: h.dropped_err,
+        own,
     }))
 }
 
@@ -154,10 +163,19 @@ fn check_header(h: &ProcHeader, nbuckets: u32) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// The file ops, the non-file ops and the number of private thread slots,
-/// summed over the slots published so far. A slot or counter whose offset
-/// is not (yet) inside the mapping is skipped.
-fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<OpStats>, u32) {
+/// What the slots of one counter file hold, summed.
+struct Slots {
+    ops: Vec<OpStats>,
+    nonfile: Vec<OpStats>,
+    /// Private thread slots.
+    threads: u32,
+    own: OwnSample,
+}
+
+/// The file ops, the non-file ops, the number of private thread slots and
+/// the own-cost samples, summed over the slots published so far. A slot or
+/// counter whose offset is not (yet) inside the mapping is skipped.
+fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
     let nslots = m
         .u32_at(offset_of!(ProcHeader, nslots))
         .unwrap_or(0)
@@ -166,6 +184,7 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<
     let mut acc: Vec<Option<Acc>> = vec![None; nctr];
     let mut corr: Vec<Correlations> = vec![Correlations::default(); abi::CORR_OPS.len()];
     let mut threads = 0u32;
+    let mut own = OwnSample::default();
     for s in 0..nslots {
         let Some(rec) = m.u32_at(abi::SLOT_DIR_OFF + 4 * s).map(|o| o as usize) else {
             continue;
@@ -175,6 +194,7 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<
         }
         let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
         threads += u32::from(!shared);
+        add_own(m, rec + offset_of!(SlotHeader, own), &mut own);
         let offs = rec + size_of::<SlotHeader>();
         for (k, slot) in acc.iter_mut().enumerate() {
             let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
@@ -190,7 +210,24 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> (Vec<OpStats>, Vec<
         }
     }
     let (ops, nonfile) = finish_ops(acc, corr);
-    (ops, nonfile, threads)
+    Slots {
+        ops,
+        nonfile,
+        threads,
+        own,
+    }
+}
+
+/// Adds a slot's own-cost sample at `off` to `own`. The count is read
+/// first and written last by the shim, so a sample being filed is at most
+/// one cost ahead of its count.
+fn add_own(m: &Mapping, off: usize, own: &mut OwnSample) {
+    let word = |field: usize| m.u64_at(off + field).unwrap_or(0);
+    let samples = word(offset_of!(OwnSample, samples));
+    own.samples = own.samples.saturating_add(samples);
+    own.ns = own.ns.saturating_add(word(offset_of!(OwnSample, ns)));
+    own.sq_ns = own.sq_ns.saturating_add(word(offset_of!(OwnSample, sq_ns)));
+    own.over = own.over.saturating_add(word(offset_of!(OwnSample, over)));
 }
 
 /// Adds the counters at `off` to `slot`.

@@ -70,7 +70,6 @@ impl RunDir {
     }
 
     fn create_in(base: &Path, control: &[u8]) -> io::Result<Self> {
-        remove_stale(base);
         let path = unique_dir(base)?;
         let mut d = RunDir {
             path,
@@ -93,6 +92,15 @@ impl RunDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the directories of runs killed before they could clean up
+    /// from where this one is. Called once the command runs: the scan is
+    /// off the start-up's path there.
+    pub fn remove_stale_beside(&self) {
+        if let Some(base) = self.path.parent() {
+            remove_stale(base);
+        }
     }
 
     /// The value of `FSPROF_SHM` for the profiled command.
@@ -263,4 +271,33 @@ fn nanos() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_dead_runs_directories_are_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let mk = |name: String| {
+            let d = base.path().join(name);
+            fs::create_dir(&d).unwrap();
+            fs::write(d.join("p0"), b"counters").unwrap();
+            d
+        };
+        let stale = mk(format!("fsprof-run-{dead}-1-0"));
+        let live = mk(format!("fsprof-run-{}-1-0", std::process::id()));
+        let init = mk("fsprof-run-1-1-0".into());
+        let odd = mk("fsprof-run-x-1-0".into());
+        let other = mk(format!("not-fsprof-run-{dead}-1-0"));
+        remove_stale(base.path());
+        assert!(!stale.exists(), "the dead run's directory stays");
+        for kept in [live, init, odd, other] {
+            assert!(kept.join("p0").exists(), "{} was removed", kept.display());
+        }
+    }
 }

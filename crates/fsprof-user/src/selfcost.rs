@@ -52,8 +52,13 @@ impl SelfCost {
                     .join()
                     .map_err(|_| io::Error::other("the self-test thread panicked"))??;
                 if let Some(f) = save_to {
-                    let _ =
-                        std::fs::write(f, format!("{} {}\n", st.per_call_ns, st.min_recordable_ns));
+                    let _ = std::fs::write(
+                        f,
+                        format!(
+                            "{} {} {}\n",
+                            st.per_call_ns, st.min_recordable_ns, st.outside_ns
+                        ),
+                    );
                 }
                 Ok(st)
             }
@@ -64,10 +69,11 @@ impl SelfCost {
 fn read(file: &Path) -> Option<SelfTest> {
     let text = std::fs::read_to_string(file).ok()?;
     let mut it = text.split_whitespace().map(|w| w.parse::<f64>().ok());
-    let (per_call_ns, min_recordable_ns) = (it.next()??, it.next()??);
+    let (per_call_ns, min_recordable_ns, outside_ns) = (it.next()??, it.next()??, it.next()??);
     let sane = |v: f64| v.is_finite() && (0.0..1e6).contains(&v);
-    (sane(per_call_ns) && sane(min_recordable_ns)).then_some(SelfTest {
+    (sane(per_call_ns) && sane(min_recordable_ns) && sane(outside_ns)).then_some(SelfTest {
         per_call_ns,
         min_recordable_ns,
+        outside_ns,
     })
 }

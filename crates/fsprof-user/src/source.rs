@@ -8,9 +8,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
-use fsprof_core::profile::{layer, Layer, Meta, Overhead, Process, Unprofiled};
+use fsprof_core::profile::{layer, Layer, Meta, Overhead, Process, SampledOverhead, Unprofiled};
 use fsprof_core::{BucketLayout, Resolution};
-use fsprof_shim::{abi, install};
+use fsprof_shim::{abi, install, SelfTest};
 
 use crate::clock::{ClockChoice, ClockParams, MAX_DRIFT};
 use crate::collector::Collector;
@@ -114,8 +114,14 @@ impl UserSource {
         }
     }
 
-    /// The shim's own cost per call, scaled to the calls counted.
-    fn overhead(&mut self, calls: u64, notes: &mut Vec<String>) -> Option<Overhead> {
+    /// The shim's own cost per call, scaled to the calls counted: the
+    /// sampled figure when enough calls were sampled, else the hot loop's.
+    fn overhead(
+        &mut self,
+        calls: u64,
+        procs: &[ProcessCounters],
+        notes: &mut Vec<String>,
+    ) -> Option<Overhead> {
         let st = match self.selfcost.take()?.finish() {
             Ok(st) => st,
             Err(e) => {
@@ -123,10 +129,22 @@ impl UserSource {
                 return None;
             }
         };
+        let mut own = abi::OwnSample::default();
+        for p in procs {
+            own.samples = own.samples.saturating_add(p.own.samples);
+            own.ns = own.ns.saturating_add(p.own.ns);
+            own.sq_ns = own.sq_ns.saturating_add(p.own.sq_ns);
+            own.over = own.over.saturating_add(p.own.over);
+        }
+        let sampled = sampled_overhead(&own, &st);
+        let per_call_ns = sampled
+            .as_ref()
+            .map_or(st.per_call_ns, SampledOverhead::per_call_ns);
         Some(Overhead {
-            per_call_ns: st.per_call_ns,
+            per_call_ns,
             min_recordable_ns: st.min_recordable_ns,
-            estimated_total_ns: (st.per_call_ns * calls as f64) as u64,
+            estimated_total_ns: (per_call_ns * calls as f64) as u64,
+            sampled,
         })
     }
 }
@@ -148,6 +166,7 @@ impl Source for UserSource {
     }
 
     fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+        self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
         self.selfcost = Some(SelfCost::start(
             self.cache.as_deref(),
@@ -175,7 +194,7 @@ impl Source for UserSource {
         let mut notes = std::mem::take(&mut self.collector.notes);
         self.clock_notes(&mut notes);
         let calls = layers.iter().map(Layer::total_calls).sum();
-        let overhead = self.overhead(calls, &mut notes);
+        let overhead = self.overhead(calls, &procs, &mut notes);
         notes.extend(notes::unfinished(&procs));
         notes.extend(notes::dropped(&procs));
         let (lost, lost_count) = self.collector.dir().lost();
@@ -198,6 +217,33 @@ impl Source for UserSource {
     fn amend_meta(&mut self, meta: &mut Meta) {
         meta.unprofiled = std::mem::take(&mut self.unprofiled);
     }
+}
+
+/// Fewer sampled calls than this and the mean is left to the hot loop's
+/// figure (a run of a few hundred calls).
+const MIN_SAMPLES: u64 = 30;
+
+/// The sampled own cost as a per-call figure with its spread: mean,
+/// standard deviation and a Student-t 95% interval of the mean.
+fn sampled_overhead(own: &abi::OwnSample, st: &SelfTest) -> Option<SampledOverhead> {
+    if own.samples < MIN_SAMPLES {
+        return None;
+    }
+    let n = own.samples as f64;
+    let mean = own.ns as f64 / n;
+    let var = ((own.sq_ns as f64 - n * mean * mean) / (n - 1.0)).max(0.0);
+    let sd = var.sqrt();
+    let t = fsprof_core::stats::t_quantile(0.975, n - 1.0).unwrap_or(1.96);
+    Some(SampledOverhead {
+        samples: own.samples,
+        every: abi::OWN_EVERY,
+        mean_ns: mean,
+        sd_ns: sd,
+        ci95_ns: t * sd / n.sqrt(),
+        outside_ns: st.outside_ns,
+        interrupted: own.over,
+        hot_loop_ns: st.per_call_ns,
+    })
 }
 
 /// Our shim first, then whatever the user preloads already, minus any

@@ -1,0 +1,116 @@
+//! The self-overhead figure of `fsprof run`: timed by the shim inside a
+//! sample of the run's own calls (shim/own.c). Checked against what the
+//! traced program itself did (its call count), not against timings: how
+//! close the figure comes to the added time is a benchmark's question
+//! (bench/selfcost_bound.py, docs/benchmarks.md).
+
+use fsprof_shim::abi::{OWN_GAP_MIN, OWN_GAP_SPAN};
+use fsprof_testkit::*;
+
+/// One open, N fstats, one close: N + 2 calls the shim times, all in one
+/// thread.
+const PROGRAM: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    long n = atol(argv[2]);
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0)
+        return 3;
+    struct stat st;
+    for (long i = 0; i < n; i++)
+        if (fstat(fd, &st) != 0)
+            return 4;
+    return close(fd) == 0 ? 0 : 5;
+}
+"#;
+
+#[test]
+fn the_figure_is_timed_inside_one_call_in_every_gap_and_the_reports_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_source("fstats", PROGRAM, dir.path(), &[]);
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    const N: u64 = 20_000;
+    let (out, prof) = run_profiled(
+        dir.path(),
+        &[
+            exe.to_str().unwrap(),
+            file.to_str().unwrap(),
+            &N.to_string(),
+        ],
+    );
+    assert_ok(&out);
+    let p = load(&prof);
+    let calls: u64 = p.layers.iter().map(|l| l.total_calls()).sum();
+    assert_eq!(calls, N + 2, "the program's own calls");
+    let o = p.meta.overhead.as_ref().expect("an overhead figure");
+    let s = o
+        .sampled
+        .as_ref()
+        .expect("a sampled figure for 20,002 calls");
+    // The thread's first call is not sampled; after it, one call at the end
+    // of each gap of OWN_GAP_MIN..OWN_GAP_MIN+OWN_GAP_SPAN-1 calls.
+    let (short, long) = (OWN_GAP_MIN as u64, (OWN_GAP_MIN + OWN_GAP_SPAN - 1) as u64);
+    let sampled = s.samples + s.interrupted;
+    assert!(
+        (calls.div_ceil(long) - 1..=(calls - 1) / short).contains(&sampled),
+        "{sampled} sampled calls out of {calls}: {s:?}"
+    );
+    assert!(
+        s.samples > 0 && s.mean_ns > 0.0 && s.sd_ns >= 0.0 && s.ci95_ns >= 0.0,
+        "{s:?}"
+    );
+    assert!(s.outside_ns >= 0.0 && s.hot_loop_ns >= 0.0, "{s:?}");
+    // A window that kept the call's own interval would be the fstat's
+    // latency (a system call) plus the bookkeeping, not less than it.
+    let fstat = user_op(&p, "fstat").unwrap();
+    let mean_latency = fstat.total_ns as f64 / fstat.post as f64;
+    assert!(s.mean_ns < mean_latency, "{s:?} vs fstat {mean_latency} ns");
+    // The profile keeps three decimals.
+    assert!(
+        (o.per_call_ns - (s.mean_ns + s.outside_ns)).abs() < 0.01,
+        "{o:?}"
+    );
+    let total = o.per_call_ns * calls as f64;
+    assert!(
+        (o.estimated_total_ns as f64 - total).abs() <= 0.01 * calls as f64,
+        "{o:?}"
+    );
+
+    let said = format!(
+        "timed inside {} of the calls (1 in {:.0}, ±",
+        s.samples, s.every
+    );
+    let text = stdout(&succeeds(fsprof().arg("report").arg(&prof)));
+    let line = text
+        .lines()
+        .find(|l| l.contains("self-overhead"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(&said), "{line}");
+    let html = html_report(&prof, &dir.path().join("r.html"));
+    assert!(html.contains(&said), "the HTML says it too");
+    let json: serde_json::Value = serde_json::from_str(&stdout(&succeeds(
+        fsprof().args(["report", "--format", "json"]).arg(&prof),
+    )))
+    .unwrap();
+    let js = &json["meta"]["overhead"]["sampled"];
+    assert_eq!(js["samples"].as_u64(), Some(s.samples), "{json}");
+    assert_eq!(js["every"].as_f64(), Some(s.every));
+}
+
+#[test]
+fn a_run_too_short_to_sample_keeps_the_hot_loop_figure_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, prof) = run_profiled(dir.path(), &["cat", "/etc/hostname"]);
+    assert_ok(&out);
+    let p = load(&prof);
+    let o = p.meta.overhead.as_ref().expect("an overhead figure");
+    assert!(o.sampled.is_none(), "{o:?}");
+    assert!(o.per_call_ns > 0.0);
+    let text = stdout(&succeeds(fsprof().arg("report").arg(&prof)));
+    assert!(text.contains("per call timed in a hot loop"), "{text}");
+}
