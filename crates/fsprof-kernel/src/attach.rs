@@ -567,7 +567,7 @@ impl Builder<'_> {
             ("block_rq_requeue", crate::blockrq::requeue(start.fd())),
             (
                 "block_rq_issue",
-                crate::blockrq::issue(&l, start.fd(), undelivered.fd()),
+                crate::blockrq::issue(&l, &self.block_sh, start.fd(), undelivered.fd()),
             ),
         ];
         if let Some(c) = c {

@@ -189,9 +189,9 @@ fn begin_rq() -> (Asm, Label) {
 /// is a completion the kernel did not deliver (see the module doc): it is
 /// counted in the one u64 of the `undelivered_fd` array before the entry
 /// is replaced.
-pub fn issue(l: &RqLayout, start_fd: i32, undelivered_fd: i32) -> Vec<Insn> {
+pub fn issue(l: &RqLayout, sh: &Shared, start_fd: i32, undelivered_fd: i32) -> Vec<Insn> {
     let (mut a, out) = begin_rq();
-    count_undelivered(&mut a, start_fd, undelivered_fd);
+    count_undelivered(&mut a, sh, start_fd, undelivered_fd);
     emit_opkey(&mut a, l);
     a.stx(Size::DW, R10, progs::START_VAL + 8, R8);
     a.stx(Size::DW, R10, progs::START_VAL + 16, R7);
@@ -204,9 +204,11 @@ pub fn issue(l: &RqLayout, start_fd: i32, undelivered_fd: i32) -> Vec<Insn> {
 
 /// The request at RQ is being issued: if its start entry is still there
 /// and not consumed, the request was issued before, and neither its
-/// completion nor a requeue reached fsprof's programs. Clobbers r0-r5.
-fn count_undelivered(a: &mut Asm, start_fd: i32, undelivered_fd: i32) {
+/// completion nor a requeue reached fsprof's programs. Not once recording
+/// has stopped: completions are no longer consumed then. Clobbers r0-r5.
+fn count_undelivered(a: &mut Asm, sh: &Shared, start_fd: i32, undelivered_fd: i32) {
     let fresh = a.label();
+    progs::emit_gate(a, sh, fresh);
     progs::start_key(a, R6, 0);
     progs::lookup(a, start_fd, progs::START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, fresh);
@@ -318,8 +320,8 @@ mod tests {
             on_fd: 7,
             resolution: 1,
         };
-        assert!(issue(&l, 9, 14).len() > 20);
-        assert!(complete(&l, &sh, 9, None).len() > issue(&l, 9, 14).len());
+        assert!(issue(&l, &sh, 9, 14).len() > 20);
+        assert!(complete(&l, &sh, 9, None).len() > issue(&l, &sh, 9, 14).len());
         assert!(requeue(9).len() > 5);
         let c = Charge {
             threads_fd: 10,

@@ -40,7 +40,10 @@ impl Block {
                 .unwrap_or_else(|e| panic!("{name}: {} {}", e.errno, e.log))
         };
         Block {
-            issue: load("t_issue", blockrq::issue(&l, start.fd(), undelivered.fd())),
+            issue: load(
+                "t_issue",
+                blockrq::issue(&l, &sh, start.fd(), undelivered.fd()),
+            ),
             requeue: load("t_requeue", blockrq::requeue(start.fd())),
             complete: load("t_complete", blockrq::complete(&l, &sh, start.fd(), None)),
             undelivered,
