@@ -257,6 +257,8 @@ struct Builder<'a> {
     sys_start_fd: Option<i32>,
     /// Maps of the attribution ([`crate::charge`]), kept alive here.
     charge_maps: Vec<Map>,
+    /// Block completions the kernel did not deliver ([`crate::blockrq`]).
+    undelivered: Option<Map>,
 }
 
 impl Builder<'_> {
@@ -551,14 +553,22 @@ impl Builder<'_> {
     fn attach_block_by_request(&mut self) -> Result<(), String> {
         let l = crate::blockrq::RqLayout::vmlinux()?;
         let start = start_map("fsprof_blk_start", sys::MAP_HASH).map_err(|e| e.to_string())?;
+        let undelivered =
+            map("fsprof_bundeliv", sys::MAP_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
         let charge = self.charge(&l)?;
         let c = charge.as_ref();
+        // Completion and requeue before issue: no request is begun whose
+        // end could not be seen.
         let mut programs = vec![
             (
                 "block_rq_complete",
                 crate::blockrq::complete(&l, &self.block_sh, start.fd(), c),
             ),
-            ("block_rq_issue", crate::blockrq::issue(&l, start.fd())),
+            ("block_rq_requeue", crate::blockrq::requeue(start.fd())),
+            (
+                "block_rq_issue",
+                crate::blockrq::issue(&l, &self.block_sh, start.fd(), undelivered.fd()),
+            ),
         ];
         if let Some(c) = c {
             programs.push(("sched_switch", crate::charge::sched_switch(c)));
@@ -583,6 +593,7 @@ impl Builder<'_> {
             self.atts.push(a);
         }
         self.starts.push(start);
+        self.undelivered = Some(undelivered);
         self.layers.push(layer::BLOCK);
         Ok(())
     }
@@ -646,6 +657,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         block_wait: false,
         sys_start_fd: None,
         charge_maps: Vec::new(),
+        undelivered: None,
     };
     let block = b.wanted(
         o.block,
@@ -692,6 +704,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         _mask: b.mask,
         block_wait: !b.charge_maps.is_empty() && b.layers.contains(&layer::BLOCK),
         _charge_maps: b.charge_maps,
+        blk_undelivered: b.undelivered,
         layers: b.layers,
         notes: b.notes,
     };

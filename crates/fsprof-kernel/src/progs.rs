@@ -449,14 +449,20 @@ pub(crate) fn store_start(a: &mut Asm, start_fd: i32) {
 }
 
 /// Looks up START_KEY; on a hit r7 = now(r9) - ts, r8 = op key, the extra
-/// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss.
+/// word saved at SAVED, and the entry deleted. Jumps to `out` on a miss
+/// (no entry, or one already consumed).
+/// The entry's timestamp is zeroed first, marking it consumed: a delete
+/// can fail (-EBUSY when this CPU interrupted an update of the same
+/// bucket), and a consumed entry must not count as in flight.
 pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
     lookup(a, start_fd, START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
+    a.jmp_imm(Jmp::Eq, R7, 0, out);
     a.ldx(Size::DW, R8, R0, 8);
     a.ldx(Size::DW, R1, R0, 16);
     a.stx(Size::DW, R10, SAVED, R1);
+    a.st_imm(Size::DW, R0, 0, 0);
     a.mov(R1, R9);
     a.alu_reg(Alu::Sub, R1, R7);
     a.mov(R7, R1);

@@ -90,6 +90,10 @@ pub struct Session {
     pub(crate) _thresh: Option<Map>,
     pub(crate) _mask: Option<Map>,
     pub(crate) _charge_maps: Vec<Map>,
+    /// One u64: block requests issued again while fsprof still held them
+    /// as issued ([`crate::blockrq`]): completions the kernel never
+    /// delivered to fsprof's programs.
+    pub(crate) blk_undelivered: Option<Map>,
     /// System calls are charged with their block waits: the `block-wait`
     /// layer is in every snapshot, empty when no call waited (so a report
     /// can say 0% rather than "not recorded").
@@ -198,6 +202,12 @@ impl Session {
             .iter()
             .map(|p| p.recursion_misses().unwrap_or(0))
             .sum();
+        if let Some(m) = &self.blk_undelivered {
+            snap.undelivered = read_map("fsprof_bundeliv", m)?
+                .iter()
+                .flat_map(|(_, vals)| vals.iter().map(|v| word(v, 0)))
+                .sum();
+        }
         Ok(snap)
     }
 
@@ -424,4 +434,8 @@ pub struct Snapshot {
     /// Program runs the kernel skipped because the same program was
     /// already running on that CPU: events never seen.
     pub missed: u64,
+    /// Block requests issued again before fsprof saw them complete: the
+    /// kernel did not run the completion program for them (see
+    /// [`crate::blockrq`]), so they are missing from `block`/`block-size`.
+    pub undelivered: u64,
 }

@@ -88,6 +88,12 @@ impl Source for KernelSource {
                 snap.missed
             ));
         }
+        if snap.undelivered > 0 {
+            warnings.push(format!(
+                "{} block request(s) were issued again before fsprof saw them complete: the kernel did not run fsprof's completion program for them, so they are missing from the block and block-size counts",
+                snap.undelivered
+            ));
+        }
         if snap.lost > 0 {
             warnings.push(format!(
                 "{} observations were counted but not filed in a histogram bucket (a BPF map was full)",

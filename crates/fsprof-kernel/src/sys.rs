@@ -92,6 +92,10 @@ struct TestRunAttr {
     data_out: u64,
     repeat: u32,
     duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
 }
 
 fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
@@ -380,6 +384,19 @@ impl Prog {
         sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
         Ok(attr.retval)
     }
+
+    /// Runs a raw tracepoint program once with `args` as the tracepoint's
+    /// arguments (BPF_PROG_TEST_RUN with a context) and returns r0.
+    pub fn test_run_args(&self, args: &[u64]) -> io::Result<u32> {
+        let mut attr = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            ctx_size_in: std::mem::size_of_val(args) as u32,
+            ctx_in: args.as_ptr() as u64,
+            ..Default::default()
+        };
+        sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+        Ok(attr.retval)
+    }
 }
 
 #[repr(C)]
@@ -492,7 +509,7 @@ mod tests {
         // attach_prog_fd is 116 (padded to 120).
         assert_eq!(std::mem::size_of::<PerfEventAttr>(), 112);
         assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 120);
-        assert_eq!(std::mem::size_of::<TestRunAttr>(), 40);
+        assert_eq!(std::mem::size_of::<TestRunAttr>(), 64);
     }
 }
 
