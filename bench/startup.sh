@@ -32,11 +32,35 @@
 # rounds (e.g. a static-pie build, or main before a change), with its
 # difference to this one.
 #
-# usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf]
+#
+# With --floor, instead: where `fsprof run -q -- true`'s added time goes,
+# against the floor of the machine it runs on, in interleaved rounds
+# (medians of the round medians, wall and CPU time) of
+#
+#   true                        a dynamically linked program that does nothing
+#   static return 0             a statically linked (glibc) C program that does
+#                               nothing: any exec here without the dynamic
+#                               loader (glibc's CPUID start-up included)
+#   launcher -- true            a minimal C launcher (vfork + execve + waitpid),
+#                               dynamic: the floor of any tool that starts a
+#                               command
+#   static launcher -- true     the same, linked statically (as fsprof is)
+#   static launcher, shim       the same with fsprof's preload shim in the
+#                               child, inactive (no run): loading the shim
+#   fsprof --version            exec'ing and starting fsprof's own binary
+#   fsprof run -o /dev/null     the run without creating a profile file
+#   fsprof run                  the issue's command
+#
+# and the differences between them. With --fifo (either mode), every command runs under
+# SCHED_FIFO (chrt -f 50; root): other processes are kept off the CPUs
+# while it runs, so on a busy machine wall times come close to idle ones.
+#
+# usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf] [--fifo]
+#        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--fifo]
 # Needs hyperfine (apt-get install hyperfine) and a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=11 runs=20 percall=1 perf=0 other=
+rounds=11 runs=20 percall=1 perf=0 other= floor=0 fifo=()
 fsprof="$PWD/target/release/fsprof"
 while (($#)); do
   case "$1" in
@@ -46,7 +70,9 @@ while (($#)); do
     --other) other=$2; shift ;;
     --no-percall) percall=0 ;;
     --perf) perf=1 ;;
-    *) echo "usage: $0 [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf]" >&2; exit 2 ;;
+    --floor) floor=1 ;;
+    --fifo) fifo=(chrt -f 50) ;;
+    *) echo "usage: $0 [--floor [--fifo]] [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -55,6 +81,85 @@ command -v hyperfine >/dev/null || { echo "needs hyperfine: apt-get install hype
 [ -z "$other" ] || [ -x "$other" ] || { echo "$other not found" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+floor() { # where the start-up goes, against this machine's floor (--floor)
+cat >"$tmp/vlaunch.c" <<'C'
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+/* launch [--preload SHIM] PROGRAM ARGS...: vfork + execve + waitpid. */
+int main(int argc, char **argv) {
+    int at = 1;
+    if (argc > 3 && strcmp(argv[1], "--preload") == 0) {
+        setenv("LD_PRELOAD", argv[2], 1);
+        at = 3;
+    }
+    if (at >= argc) return 127;
+    pid_t pid = vfork();
+    if (pid == 0) {
+        execve(argv[at], argv + at, environ);
+        _exit(127);
+    }
+    int st;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+C
+echo 'int main(void) { return 0; }' >"$tmp/ret0.c"
+cc -O2 -o "$tmp/vlaunch" "$tmp/vlaunch.c"
+cc -O2 -static -o "$tmp/vlaunch-static" "$tmp/vlaunch.c"
+cc -O2 -static -o "$tmp/ret0-static" "$tmp/ret0.c"
+# The shim fsprof installs (and runs with) is the one to load.
+(cd "$tmp" && "$fsprof" run -q -o /dev/null -- true 2>/dev/null)
+shim=$(ls -t "${TMPDIR:-/tmp}/fsprof-$(id -u)"/libfsprof_shim-*.so | head -1)
+true=$(type -P true)
+cmds=(
+  "$true"
+  "$tmp/ret0-static"
+  "$tmp/vlaunch $true"
+  "$tmp/vlaunch-static $true"
+  "$tmp/vlaunch-static --preload $shim $true"
+  "$fsprof --version"
+  "$fsprof run -q -o /dev/null -- true"
+  "$fsprof run -q -- true"
+)
+for ((r = 1; r <= rounds; r++)); do
+  (cd "$tmp/cwd" && "${fifo[@]}" hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" \
+    --style none --export-json "$tmp/floor-$r.json" "${cmds[@]}" >/dev/null 2>&1)
+done
+echo "# fsprof version: $("$fsprof" --version); shim $(basename "$shim")"
+echo "# host: $(uname -n), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)${fifo:+, under SCHED_FIFO}"
+echo "# $rounds interleaved rounds x $runs runs per command (hyperfine -N), medians of the round medians; cpu = user + system"
+python3 - "$tmp" "$rounds" <<'PY'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+res = [json.load(open(f"{tmp}/floor-{k}.json"))["results"] for k in range(1, rounds + 1)]
+wall = [[statistics.median(r["times"]) * 1e3 for r in rr] for rr in res]
+cpu = [[(r["user"] + r["system"]) * 1e3 for r in rr] for rr in res]
+names = ["true", "static return 0", "launcher -- true", "static launcher -- true",
+         "static launcher, shim loaded", "fsprof --version", "fsprof run -o /dev/null",
+         "fsprof run -q -- true"]
+for i, n in enumerate(names):
+    print(f"{n:<32} {statistics.median(w[i] for w in wall):7.3f} ms   cpu {statistics.median(c[i] for c in cpu):7.3f} ms")
+print("# parts (median of the per-round differences, wall; range over rounds)")
+def part(name, a, b):
+    d = [w[a] - w[b] for w in wall]
+    print(f"{name:<52} {statistics.median(d) * 1e3:+7.0f} us  ({min(d) * 1e3:+.0f}..{max(d) * 1e3:+.0f})")
+part("fsprof run -q -- true over true (the target: +1 ms)", 7, 0)
+part("  dynamic launcher over true (any launcher's floor)", 2, 0)
+part("  static launcher over true", 3, 0)
+part("  loading the shim, inactive (shim launcher - static)", 4, 3)
+part("  fsprof's binary over a static C program (--version)", 5, 1)
+part("  fsprof run (no file) over the static launcher, shim", 6, 4)
+part("  creating the profile file", 7, 6)
+PY
+}
+mkdir "$tmp/cwd"
+if ((floor)); then
+  floor
+  exit
+fi
 grep=$(command -v grep)
 pattern=fsprof_bench_pattern_that_is_not_there
 cat >"$tmp/launch.c" <<'C'
@@ -79,9 +184,8 @@ cmds=(
 )
 [ -z "$other" ] || cmds+=("$other run -q -- true")
 "$grep" -r "$pattern" /usr/include >/dev/null || true # warm the page cache
-mkdir "$tmp/cwd"
 for ((r = 1; r <= rounds; r++)); do
-  (cd "$tmp/cwd" && hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" --style none --export-json "$tmp/round-$r.json" "${cmds[@]}" >/dev/null)
+  (cd "$tmp/cwd" && "${fifo[@]}" hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" --style none --export-json "$tmp/round-$r.json" "${cmds[@]}" >/dev/null)
 done
 echo "# fsprof version: $("$fsprof" --version)"
 echo "# host: $(uname -n), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -168,22 +168,17 @@ fn resolve(cmd: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
         .map(|(_, v)| v.clone())
         .or_else(|| std::env::var_os("PATH"))
         .unwrap_or_else(|| DEFAULT_PATH.into());
-    let candidates: Vec<PathBuf> = std::env::split_paths(&path)
-        .map(|d| d.join(cmd))
-        .filter(|p| p.is_file())
-        .collect();
-    candidates
-        .iter()
-        .find(|p| is_executable(p))
-        .or(candidates.first())
-        .cloned()
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    // One stat per directory, up to the first executable file.
+    let mut first_file = None;
+    for p in std::env::split_paths(&path).map(|d| d.join(cmd)) {
+        use std::os::unix::fs::PermissionsExt;
+        match p.metadata() {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => return Some(p),
+            Ok(m) if m.is_file() && first_file.is_none() => first_file = Some(p),
+            _ => {}
+        }
+    }
+    first_file
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -509,4 +504,46 @@ pub fn descendants(pid: i32) -> Vec<i32> {
         i += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// As execvp: the first executable file of that name in PATH order
+    /// (a directory or a non-executable file of that name before it is
+    /// passed over), else the first file of that name.
+    #[test]
+    fn command_names_resolve_as_execvp_finds_them() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = |n: &str| {
+            let d = t.path().join(n);
+            std::fs::create_dir(&d).unwrap();
+            d
+        };
+        let (a, b, c, d) = (dir("a"), dir("b"), dir("c"), dir("d"));
+        let file = |d: &Path, mode: u32| {
+            let p = d.join("prog");
+            std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        std::fs::create_dir(a.join("prog")).unwrap();
+        let plain = file(&b, 0o644);
+        let exe = file(&c, 0o755);
+        file(&d, 0o755);
+        let path =
+            |dirs: &[&Path]| vec![(OsString::from("PATH"), std::env::join_paths(dirs).unwrap())];
+        let find = |dirs: &[&Path]| resolve(OsStr::new("prog"), &path(dirs));
+        assert_eq!(find(&[&a, &b, &c, &d]), Some(exe.clone()));
+        assert_eq!(find(&[&a, &b]), Some(plain.clone()), "no executable one");
+        assert_eq!(find(&[&a]), None, "a directory is not a program");
+        assert_eq!(find(&[&d, &c]), Some(d.join("prog")));
+        assert_eq!(
+            resolve(OsStr::new("./nothing-here"), &path(&[&c])),
+            None,
+            "a name with a slash is not looked up"
+        );
+    }
 }
