@@ -23,8 +23,8 @@
 //!
 //! Since a re-issued request with an unconsumed start entry is counted as
 //! undelivered, a lost completion of a request issued again in the window
-//! is reported by fsprof ("were issued again before fsprof saw them
-//! complete"); the failure message carries fsprof's stderr with it.
+//! is reported by fsprof ("issued again before fsprof saw them complete",
+//! per device and kind); the failure message carries fsprof's stderr.
 
 mod loopfs;
 

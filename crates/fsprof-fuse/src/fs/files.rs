@@ -77,15 +77,28 @@ thread_local! {
 }
 
 impl PassFs {
-    fn file_open_flags(&self) -> FopenFlags {
+    /// The reply's flags for a file opened with `open_flags`.
+    fn file_open_flags(&self, open_flags: i32) -> FopenFlags {
+        // A file opened read-only has nothing to flush at close(): no
+        // write went through its handle, the kernel handles locks itself
+        // (no FUSE_POSIX_LOCKS), and the lower descriptor's own close comes
+        // with release, which is still seen. One round trip less per
+        // read-only open (grep: 7,972 of 84,123), as libfuse's
+        // passthrough_hp --nocache does; bindfs sends no flush at all.
+        let read_only = open_flags & libc::O_ACCMODE == libc::O_RDONLY;
+        let no_flush = if read_only {
+            FopenFlags::FOPEN_NOFLUSH
+        } else {
+            FopenFlags::empty()
+        };
         match self.cfg.mode {
             // Every read and write call becomes a request of its own (and
             // the kernel sends no getattr to check the size at each read
             // that reaches the end of the cached file).
-            Mode::ObserveAll if self.direct_io => FopenFlags::FOPEN_DIRECT_IO,
+            Mode::ObserveAll if self.direct_io => FopenFlags::FOPEN_DIRECT_IO | no_flush,
             // The mount's page cache is dropped at each open, so every
             // open's reads reach LOWER through the daemon at least once.
-            Mode::ObserveAll => FopenFlags::empty(),
+            Mode::ObserveAll => no_flush,
             // No flush request at each close(): the kernel handles locks
             // itself (no FUSE_POSIX_LOCKS), writes reached LOWER when they
             // were made (no writeback cache) and the lower descriptor's own
@@ -102,7 +115,7 @@ impl PassFs {
             let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
             self.with_backing(ino, fd, |b| reply.open_backing(b))
         });
-        let flags = self.file_open_flags();
+        let flags = self.file_open_flags(flags);
         match r {
             Ok(Opened::Plain(fh)) => reply.opened(FileHandle(fh), flags),
             Ok(Opened::Passthrough(fh, ino)) => {
@@ -147,7 +160,7 @@ impl PassFs {
             }
             Ok((attr, self.with_backing(ino, fd, |b| reply.open_backing(b))?))
         });
-        let flags = self.file_open_flags();
+        let flags = self.file_open_flags(flags);
         let g = Generation(0);
         match r {
             Ok((a, Opened::Plain(fh))) => reply.created(&self.ttl, &a, g, FileHandle(fh), flags),

@@ -151,16 +151,21 @@ impl PassFs {
     fn set_notes(&self, passthrough: bool) {
         let mut notes = Vec::new();
         match self.cfg.mode {
-            Mode::ObserveAll if self.direct_io => notes.push(
-                "observe-all: files are opened for direct I/O, so every read and write call is a request; pages of \
-                 shared mappings (mmap) are read and written back by the kernel a page range at a time"
-                    .to_string(),
-            ),
-            Mode::ObserveAll => notes.push(
-                "observe-all: reads the kernel serves from an open file's page cache (readahead, re-reads before \
-                 close) are not seen; each open starts with an empty cache"
-                    .to_string(),
-            ),
+            Mode::ObserveAll => {
+                notes.push(if self.direct_io {
+                    "observe-all: files are opened for direct I/O, so every read and write call is a request; pages \
+                     of shared mappings (mmap) are read and written back by the kernel a page range at a time"
+                } else {
+                    "observe-all: reads the kernel serves from an open file's page cache (readahead, re-reads \
+                     before close) are not seen; each open starts with an empty cache"
+                }
+                .to_string());
+                notes.push(
+                    "observe-all: closing a file opened read-only sends no flush (it has nothing to flush); its \
+                     release is counted"
+                        .to_string(),
+                );
+            }
             Mode::Fast => {
                 notes.push(format!(
                     "fast: entries and attributes are cached for {:?}, pages across opens, and close() sends \
