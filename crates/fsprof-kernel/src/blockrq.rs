@@ -46,9 +46,10 @@
 //! not the pairing: the programs were not invoked. Sometimes a flush and
 //! the empty preflush write it completes (the next event, in the same call
 //! chain) were lost together, sometimes only the flush: a short window,
-//! not a kind of request. It happened in ~0.5% of runs alone at load 2,
-//! ~4% with the fallback test or two CPU-bound loops running beside it
-//! (measurements in `crates/fsprof-cli/tests/kernel_block.rs`).
+//! not a kind of request. It happened in 1 of 200 runs of the test alone
+//! (load 2–3), 6 of 200 with the fallback test beside it, 4 of 46 beside
+//! two CPU-bound loops (measurements in
+//! `crates/fsprof-cli/tests/kernel_block.rs`).
 //!
 //! fsprof cannot count what it is not shown, but it can tell: a request
 //! whose start entry is still unconsumed when it is issued again was
