@@ -132,21 +132,22 @@ fn the_self_test_and_name_lookups_work_in_the_built_binary() {
         .args(["--", "cat", "/etc/hostname"])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
     assert!(
-        stderr(&o).contains("serving live metrics on http://127.0.0.1:")
-            || stderr(&o).contains("serving live metrics on http://[::1]:"),
-        "{}",
-        stderr(&o)
+        err.contains("serving live metrics on http://127.0.0.1:")
+            || err.contains("serving live metrics on http://[::1]:"),
+        "{err}"
     );
     let p = load(&tmp.path().join("p.json"));
-    let per_call = p.meta.overhead.as_ref().map(|o| o.per_call_ns);
-    // A shim call costs some ns; the test is that it was measured at all.
+    // The figure is the overhead tests' business; here, that the self-test
+    // ran at all (it is there only when the shim could be loaded).
+    let own = p.meta.overhead.as_ref();
     assert!(
-        per_call.is_some_and(|ns| ns > 0.0 && ns < 100_000.0),
-        "{per_call:?}; notes {:?}",
-        p.meta.notes
+        own.is_some_and(|o| o.per_call_ns.is_finite() && o.min_recordable_ns.is_finite()),
+        "{own:?}; {err}"
     );
+    assert!(!err.contains("could not measure"), "{err}");
     let kept = std::fs::read_dir(tmp.path().join(format!("fsprof-{}", uid())))
         .unwrap()
         .filter_map(|e| e.ok())

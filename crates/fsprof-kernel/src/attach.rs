@@ -553,8 +553,15 @@ impl Builder<'_> {
     fn attach_block_by_request(&mut self) -> Result<(), String> {
         let l = crate::blockrq::RqLayout::vmlinux()?;
         let start = start_map("fsprof_blk_start", sys::MAP_HASH).map_err(|e| e.to_string())?;
-        let undelivered =
-            map("fsprof_bundeliv", sys::MAP_ARRAY, 4, 8, 1, 0).map_err(|e| e.to_string())?;
+        let undelivered = map(
+            "fsprof_bundeliv",
+            sys::MAP_HASH,
+            8,
+            8,
+            BLOCK_STATS_ENTRIES,
+            0,
+        )
+        .map_err(|e| e.to_string())?;
         let charge = self.charge(&l)?;
         let c = charge.as_ref();
         // Completion and requeue before issue: no request is begun whose

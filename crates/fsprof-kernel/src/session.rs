@@ -203,10 +203,11 @@ impl Session {
             .map(|p| p.recursion_misses().unwrap_or(0))
             .sum();
         if let Some(m) = &self.blk_undelivered {
-            snap.undelivered = read_map("fsprof_bundeliv", m)?
-                .iter()
-                .flat_map(|(_, vals)| vals.iter().map(|v| word(v, 0)))
-                .sum();
+            for (k, vals) in read_map("fsprof_bundeliv", m)? {
+                let n: u64 = vals.iter().map(|v| word(v, 0)).sum();
+                let (_, op) = self.op_name(word(&k, 0), &mut dev_names);
+                snap.undelivered.push((op, n));
+            }
         }
         Ok(snap)
     }
@@ -434,8 +435,9 @@ pub struct Snapshot {
     /// Program runs the kernel skipped because the same program was
     /// already running on that CPU: events never seen.
     pub missed: u64,
-    /// Block requests issued again before fsprof saw them complete: the
-    /// kernel did not run the completion program for them (see
-    /// [`crate::blockrq`]), so they are missing from `block`/`block-size`.
-    pub undelivered: u64,
+    /// Block requests issued again before fsprof saw them complete, per
+    /// `block` op: the kernel did not run the completion program for them
+    /// (see [`crate::blockrq`]), so they are missing from `block` and
+    /// `block-size`.
+    pub undelivered: Vec<(String, u64)>,
 }

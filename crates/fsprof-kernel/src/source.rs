@@ -88,12 +88,7 @@ impl Source for KernelSource {
                 snap.missed
             ));
         }
-        if snap.undelivered > 0 {
-            warnings.push(format!(
-                "{} block request(s) were issued again before fsprof saw them complete: the kernel did not run fsprof's completion program for them, so they are missing from the block and block-size counts",
-                snap.undelivered
-            ));
-        }
+        warnings.extend(undelivered_warning(&snap.undelivered));
         if snap.lost > 0 {
             warnings.push(format!(
                 "{} observations were counted but not filed in a histogram bucket (a BPF map was full)",
@@ -110,5 +105,34 @@ impl Source for KernelSource {
             warnings,
             ..Default::default()
         })
+    }
+}
+
+/// The warning for block requests issued again while fsprof still held
+/// them as issued ([`crate::blockrq`]), per op; none when there are none.
+fn undelivered_warning(ops: &[(String, u64)]) -> Option<String> {
+    if ops.is_empty() {
+        return None;
+    }
+    let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    Some(format!(
+        "block requests issued again before fsprof saw them complete ({}): the kernel ran neither fsprof's completion nor its requeue program for them, so up to that many requests are missing from the block and block-size counts",
+        ops.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undelivered_requests_are_named_per_op_or_not_at_all() {
+        assert_eq!(undelivered_warning(&[]), None);
+        let w =
+            undelivered_warning(&[("loop0:flush".into(), 1), ("vda:write".into(), 30)]).unwrap();
+        assert!(
+            w.starts_with("block requests issued again before fsprof saw them complete (loop0:flush 1, vda:write 30): "),
+            "{w}"
+        );
     }
 }

@@ -24,7 +24,7 @@ impl Block {
         let l = RqLayout::vmlinux().expect("kernel BTF describes struct request");
         let map = |name, ty, k, v, n| Map::create(name, ty, k, v, n, 0).expect(name);
         let start = map("t_start", sys::MAP_HASH, START_KEY_SIZE, START_VAL_SIZE, 64);
-        let undelivered = map("t_undeliv", sys::MAP_ARRAY, 4, 8, 1);
+        let undelivered = map("t_undeliv", sys::MAP_HASH, 8, 8, 64);
         let stats = map("t_stats", sys::MAP_HASH, 8, STATS_VAL_SIZE, 64);
         let hist = map("t_hist", sys::MAP_HASH, progs::HIST_KEY_SIZE, 8, 256);
         let sh = Shared {
@@ -56,13 +56,15 @@ impl Block {
         p.test_run_args(&[rq, 0, 4096]).expect("BPF_PROG_TEST_RUN");
     }
 
+    /// Undelivered completions, of every op key.
     fn undelivered(&self) -> u64 {
-        let v = self
-            .undelivered
-            .lookup(&0u32.to_le_bytes())
+        self.undelivered
+            .entries()
             .unwrap()
-            .unwrap();
-        u64::from_ne_bytes(v[..8].try_into().unwrap())
+            .iter()
+            .flat_map(|(_, vals)| vals.iter())
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum()
     }
 
     /// Completions filed in the `block` layer's counters (`block-size`
@@ -110,4 +112,14 @@ fn a_request_issued_again_without_its_completion_counts_as_undelivered() {
         (1, 1),
         "issued twice, no completion between"
     );
+    // Filed under the op key the first issue stored: device 0 and
+    // operation 0 (read), what probe reads of a non-kernel address give.
+    let keys: Vec<u64> = b
+        .undelivered
+        .keys()
+        .unwrap()
+        .iter()
+        .map(|k| u64::from_ne_bytes(k[..8].try_into().unwrap()))
+        .collect();
+    assert_eq!(keys, [u64::from(progs::BLOCK_BASE)]);
 }

@@ -630,9 +630,11 @@ struct Usage {
 
 /// Puts the calling thread under SCHED_FIFO at priority `prio`.
 fn set_fifo(prio: i32) -> std::io::Result<()> {
-    let p = libc::sched_param {
-        sched_priority: prio,
-    };
+    // Field by field would not build for musl, whose sched_param has
+    // more fields.
+    // SAFETY: sched_param is plain integers, for which zero is valid.
+    let mut p: libc::sched_param = unsafe { std::mem::zeroed() };
+    p.sched_priority = prio;
     // SAFETY: a valid sched_param; pid 0 is the calling thread on Linux.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
         Ok(())

@@ -1081,14 +1081,16 @@ impl<'a> Exec<'a> {
                                 } else {
                                     0
                                 };
-                                self.namespace_changed(ret(libc::renameat2(
+                                // The system call itself: musl (a static
+                                // build) has no renameat2 wrapper.
+                                self.namespace_changed(ret(libc::syscall(
+                                    libc::SYS_renameat2,
                                     d1,
                                     n1.as_ptr(),
                                     d2,
                                     n2.as_ptr(),
                                     flags,
-                                )
-                                    as i64))
+                                )))
                             } else {
                                 // Never AT_SYMLINK_FOLLOW: a symlink to a
                                 // file outside the root must not become a
