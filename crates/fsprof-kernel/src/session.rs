@@ -161,10 +161,19 @@ impl Session {
         };
         self.read_histograms(&mut per_op)?;
         self.read_stats(&mut per_op)?;
-        let unfinished = match final_read {
+        let mut unfinished = match final_read {
             true => self.read_unfinished()?,
             false => BTreeMap::new(),
         };
+        let undelivered = self.read_undelivered()?;
+        // A request whose completion the kernel did not deliver was issued
+        // and never seen to return: entered, not returned, like one still
+        // in flight, so `pre - post` shows it beside the warning.
+        for (&key, &n) in &undelivered {
+            for k in with_size_key(key) {
+                *unfinished.entry(k).or_default() += n;
+            }
+        }
         let mut snap = Snapshot::default();
         let mut keys: Vec<u64> = per_op.ops.keys().copied().collect();
         keys.extend(unfinished.keys().copied());
@@ -202,14 +211,24 @@ impl Session {
             .iter()
             .map(|p| p.recursion_misses().unwrap_or(0))
             .sum();
+        for (key, n) in undelivered {
+            let (_, op) = self.op_name(key, &mut dev_names);
+            snap.undelivered.push((op, n));
+        }
+        Ok(snap)
+    }
+
+    /// Block requests issued again before fsprof saw them complete, per
+    /// `block` op key ([`crate::blockrq`]).
+    fn read_undelivered(&self) -> Result<BTreeMap<u64, u64>, Error> {
+        let mut out = BTreeMap::new();
         if let Some(m) = &self.blk_undelivered {
             for (k, vals) in read_map("fsprof_bundeliv", m)? {
                 let n: u64 = vals.iter().map(|v| word(v, 0)).sum();
-                let (_, op) = self.op_name(word(&k, 0), &mut dev_names);
-                snap.undelivered.push((op, n));
+                *out.entry(word(&k, 0)).or_default() += n;
             }
         }
-        Ok(snap)
+        Ok(out)
     }
 
     /// The (op, bucket) counts of `fsprof_hist`, summed over CPUs.
@@ -270,11 +289,8 @@ impl Session {
                 if word(&vals[0], 0) == 0 {
                     continue;
                 }
-                let opkey = word(&vals[0], 1);
-                *unfinished.entry(opkey).or_default() += 1;
-                if (opkey as u32) >= progs::BLOCK_BASE && (opkey as u32) < progs::BLOCK_SIZE_BASE {
-                    let size_key = opkey + (progs::BLOCK_SIZE_BASE - progs::BLOCK_BASE) as u64;
-                    *unfinished.entry(size_key).or_default() += 1;
+                for k in with_size_key(word(&vals[0], 1)) {
+                    *unfinished.entry(k).or_default() += 1;
                 }
             }
         }
@@ -437,7 +453,17 @@ pub struct Snapshot {
     pub missed: u64,
     /// Block requests issued again before fsprof saw them complete, per
     /// `block` op: the kernel did not run the completion program for them
-    /// (see [`crate::blockrq`]), so they are missing from `block` and
-    /// `block-size`.
+    /// (see [`crate::blockrq`]). They are in `pre` of their `block` and
+    /// `block-size` ops but not in `post` or the histograms.
     pub undelivered: Vec<(String, u64)>,
+}
+
+/// An op key, and for a `block` op also its `block-size` twin: every
+/// request is filed in both layers.
+fn with_size_key(opkey: u64) -> impl Iterator<Item = u64> {
+    let op = opkey as u32;
+    let size = (progs::BLOCK_BASE..progs::BLOCK_SIZE_BASE)
+        .contains(&op)
+        .then(|| opkey + (progs::BLOCK_SIZE_BASE - progs::BLOCK_BASE) as u64);
+    std::iter::once(opkey).chain(size)
 }

@@ -116,7 +116,7 @@ fn undelivered_warning(ops: &[(String, u64)]) -> Option<String> {
     }
     let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
     Some(format!(
-        "block requests issued again before fsprof saw them complete ({}): the kernel ran neither fsprof's completion nor its requeue program for them, so up to that many requests are missing from the block and block-size counts",
+        "block requests issued again before fsprof saw them complete ({}): the kernel ran neither fsprof's completion nor its requeue program for them, so they are counted as issued but not completed, with no latency",
         ops.join(", ")
     ))
 }
