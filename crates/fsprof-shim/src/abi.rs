@@ -252,6 +252,17 @@ pub struct OwnSample {
     pub over: u64,
 }
 
+impl OwnSample {
+    /// Adds another thread's or process's samples (saturating: the words
+    /// come from a file the traced program can write).
+    pub fn add(&mut self, o: &OwnSample) {
+        self.samples = self.samples.saturating_add(o.samples);
+        self.ns = self.ns.saturating_add(o.ns);
+        self.sq_ns = self.sq_ns.saturating_add(o.sq_ns);
+        self.over = self.over.saturating_add(o.over);
+    }
+}
+
 /// Gap between two sampled calls of a thread: `OWN_GAP_MIN` + 0..`OWN_GAP_SPAN`-1.
 pub const OWN_GAP_MIN: u32 = 48;
 pub const OWN_GAP_SPAN: u32 = 32;

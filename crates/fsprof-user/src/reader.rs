@@ -224,10 +224,12 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
 fn add_own(m: &Mapping, off: usize, own: &mut OwnSample) {
     let word = |field: usize| m.u64_at(off + field).unwrap_or(0);
     let samples = word(offset_of!(OwnSample, samples));
-    own.samples = own.samples.saturating_add(samples);
-    own.ns = own.ns.saturating_add(word(offset_of!(OwnSample, ns)));
-    own.sq_ns = own.sq_ns.saturating_add(word(offset_of!(OwnSample, sq_ns)));
-    own.over = own.over.saturating_add(word(offset_of!(OwnSample, over)));
+    own.add(&OwnSample {
+        samples,
+        ns: word(offset_of!(OwnSample, ns)),
+        sq_ns: word(offset_of!(OwnSample, sq_ns)),
+        over: word(offset_of!(OwnSample, over)),
+    });
 }
 
 /// Adds the counters at `off` to `slot`.

@@ -131,10 +131,7 @@ impl UserSource {
         };
         let mut own = abi::OwnSample::default();
         for p in procs {
-            own.samples = own.samples.saturating_add(p.own.samples);
-            own.ns = own.ns.saturating_add(p.own.ns);
-            own.sq_ns = own.sq_ns.saturating_add(p.own.sq_ns);
-            own.over = own.over.saturating_add(p.own.over);
+            own.add(&p.own);
         }
         let sampled = sampled_overhead(&own, &st);
         let per_call_ns = sampled
