@@ -22,7 +22,7 @@ FSPROF=${FSPROF:-target/release/fsprof}
 [[ -x $FSPROF ]] || { echo "$FSPROF not found: run cargo build --release" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "needs root (eBPF)" >&2; exit 2; }
 exec python3 - "$FSPROF" "$ROUNDS" "$TRIPS" <<'PY'
-import ctypes, os, shutil, statistics, struct, subprocess, sys, tempfile, time
+import os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, "bench")  # run from the repository root
 from interleave import interleaved
@@ -66,36 +66,8 @@ prof = os.path.join(tmp, "p.json")
 work = [exe, str(trips)]
 sleeper = subprocess.Popen(["sleep", "100000"])
 
-# bpf(2), x86_64: program ids, fds and info (run_time_ns at 192, run_cnt at 200).
-libc = ctypes.CDLL(None, use_errno=True)
-NR_BPF, GET_NEXT_ID, GET_FD_BY_ID, GET_INFO = 321, 11, 13, 15
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc.syscall(NR_BPF, cmd, buf, 128)
-    return r, buf
-
-def programs(prefix):
-    """name -> (run_time_ns, run_cnt) of the programs named prefix*."""
-    out, pid = {}, 0
-    while True:
-        r, buf = bpf(GET_NEXT_ID, struct.pack("<I", pid))
-        if r < 0:
-            return out
-        pid = struct.unpack_from("<I", buf.raw, 4)[0]
-        fd, _ = bpf(GET_FD_BY_ID, struct.pack("<I", pid))
-        if fd < 0:
-            continue
-        info = ctypes.create_string_buffer(256)
-        r, _ = bpf(GET_INFO, struct.pack("<IIQ", fd, 256, ctypes.addressof(info)))
-        os.close(fd)
-        name = info.raw[64:80].split(b"\0")[0].decode()
-        if r == 0 and name.startswith(prefix):
-            # Names are cut at 15 bytes: block_rq_issue and _complete
-            # become one `block_rq_` row, their sums.
-            t, c = struct.unpack_from("<QQ", info.raw, 192)
-            t0, c0 = out.get(name[len(prefix):], (0, 0))
-            out[name[len(prefix):]] = (t0 + t, c0 + c)
+sys.path.insert(0, "bench")
+from bpf_stats import programs
 
 def start_tracer(layers, target):
     k = subprocess.Popen([fsprof, "kernel", "-q", "-f", "-o", prof, "--layers", layers] + target,

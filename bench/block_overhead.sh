@@ -22,7 +22,7 @@ for f in "$FSPROF" "$FSPROF_BASE"; do
 done
 [[ $(id -u) == 0 ]] || { echo "needs root (eBPF, a loop device)" >&2; exit 2; }
 exec python3 - "$FSPROF_BASE" "$FSPROF" "$ROUNDS" "$REQUESTS" <<'PY'
-import ctypes, os, statistics, struct, subprocess, sys, tempfile
+import os, statistics, subprocess, sys, tempfile
 
 base, new = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 rounds, requests = int(sys.argv[3]), int(sys.argv[4])
@@ -34,32 +34,13 @@ dev = subprocess.run(["losetup", "--find", "--show", img], check=True,
                      capture_output=True, text=True).stdout.strip()
 prof = os.path.join(tmp, "p.json")
 
-# bpf(2), x86_64: program ids, fds and info (run_time_ns at 192, run_cnt at 200).
-libc = ctypes.CDLL(None, use_errno=True)
-NR_BPF, GET_NEXT_ID, GET_FD_BY_ID, GET_INFO = 321, 11, 13, 15
-
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    return libc.syscall(NR_BPF, cmd, buf, 128), buf
+sys.path.insert(0, "bench")
+from bpf_stats import programs
 
 def block_programs(prefix):
     """(run_time_ns, run_cnt) summed over the programs named prefix+block_rq_*."""
-    t_sum, c_sum, pid = 0, 0, 0
-    while True:
-        r, buf = bpf(GET_NEXT_ID, struct.pack("<I", pid))
-        if r < 0:
-            return t_sum, c_sum
-        pid = struct.unpack_from("<I", buf.raw, 4)[0]
-        fd, _ = bpf(GET_FD_BY_ID, struct.pack("<I", pid))
-        if fd < 0:
-            continue
-        info = ctypes.create_string_buffer(256)
-        r, _ = bpf(GET_INFO, struct.pack("<IIQ", fd, 256, ctypes.addressof(info)))
-        os.close(fd)
-        name = info.raw[64:80].split(b"\0")[0].decode()
-        if r == 0 and name.startswith(prefix + "block_rq_"):
-            t, c = struct.unpack_from("<QQ", info.raw, 192)
-            t_sum, c_sum = t_sum + t, c_sum + c
+    rows = programs(prefix + "block_rq_").values()
+    return sum(t for t, _ in rows), sum(c for _, c in rows)
 
 def ns_per_request(fsprof):
     if os.path.exists(prof):
