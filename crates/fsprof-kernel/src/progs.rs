@@ -455,17 +455,7 @@ pub(crate) fn store_start(a: &mut Asm, start_fd: i32) {
 /// can fail (-EBUSY when this CPU interrupted an update of the same
 /// bucket), and a consumed entry must not count as in flight.
 pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
-    lookup(a, start_fd, START_KEY);
-    a.jmp_imm(Jmp::Eq, R0, 0, out);
-    a.ldx(Size::DW, R7, R0, 0);
-    a.jmp_imm(Jmp::Eq, R7, 0, out);
-    a.ldx(Size::DW, R8, R0, 8);
-    a.ldx(Size::DW, R1, R0, 16);
-    a.stx(Size::DW, R10, SAVED, R1);
-    a.st_imm(Size::DW, R0, 0, 0);
-    a.mov(R1, R9);
-    a.alu_reg(Alu::Sub, R1, R7);
-    a.mov(R7, R1);
+    take_thread_start(a, start_fd, out);
     delete(a, start_fd, START_KEY);
 }
 
