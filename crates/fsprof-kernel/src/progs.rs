@@ -405,18 +405,26 @@ fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
 /// Histogram bucket; binds `hist` at its start.
 fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
     a.bind(hist);
+    count_one(a, sh.hist_fd, HIST_KEY, ONE);
+}
+
+/// One more for the key at stack offset `key` in the u64-valued hash
+/// `map_fd`: lookup and add, else insert 1 (staged at stack offset `one`;
+/// an insert that lost a race with another CPU is retried as a lookup).
+/// Clobbers r0-r5.
+pub(crate) fn count_one(a: &mut Asm, map_fd: i32, key: i16, one: i16) {
     let end = a.label();
-    let hist_new = a.label();
-    lookup(a, sh.hist_fd, HIST_KEY);
-    a.jmp_imm(Jmp::Eq, R0, 0, hist_new);
+    let new = a.label();
+    lookup(a, map_fd, key);
+    a.jmp_imm(Jmp::Eq, R0, 0, new);
     a.mov_imm(R1, 1);
     a.atomic_add64(R0, 0, R1);
     a.ja(end);
-    a.bind(hist_new);
-    a.st_imm(Size::DW, R10, ONE, 1);
-    update(a, sh.hist_fd, HIST_KEY, ONE, 1);
+    a.bind(new);
+    a.st_imm(Size::DW, R10, one, 1);
+    update(a, map_fd, key, one, 1);
     a.jmp_imm(Jmp::Eq, R0, 0, end);
-    lookup(a, sh.hist_fd, HIST_KEY);
+    lookup(a, map_fd, key);
     a.jmp_imm(Jmp::Eq, R0, 0, end);
     a.mov_imm(R1, 1);
     a.atomic_add64(R0, 0, R1);
