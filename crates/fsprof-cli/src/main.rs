@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod entry;
 mod files;
 mod quick;
 
