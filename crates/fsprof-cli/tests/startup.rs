@@ -248,3 +248,64 @@ fn the_static_pie_prefaults_its_relocated_pages_in_one_call() {
         assert!(first.ends_with("= 0"), "{first}");
     }
 }
+
+/// fsprof's own `main` (`src/rt.rs`, in place of std's runtime set-up)
+/// keeps what std's set-up gave: started with descriptors 0–2 closed, it
+/// opens `/dev/null` on them before anything else, so its own files
+/// (the run directory's control file, the profile) never become its
+/// stdin, stdout or stderr. The ground truth is the kernel's
+/// `/proc/<fsprof>/fd`, listed by the profiled command.
+#[test]
+fn closed_standard_descriptors_are_opened_on_dev_null() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let fds = tmp.path().join("fds");
+    let mut cmd = fsprof();
+    cmd.current_dir(tmp.path())
+        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c"])
+        .arg(format!(
+            "for fd in 0 1 2; do readlink /proc/$PPID/fd/$fd; done > {}",
+            fds.display()
+        ));
+    // SAFETY: only close(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "{status:?}");
+    let seen = std::fs::read_to_string(&fds).unwrap();
+    assert_eq!(seen, "/dev/null\n".repeat(3), "fsprof's fds 0-2");
+    // And the profile is whole (no diagnostic went into it).
+    load(&tmp.path().join("p.json"));
+}
+
+/// SIGPIPE stays ignored (as std's set-up leaves it): a report written
+/// into a pipe nobody reads ends fsprof normally, not by the signal.
+#[test]
+fn a_pipe_without_a_reader_does_not_kill_fsprof() {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p.json");
+    let o = capture_in(tmp.path(), &["run", "-q"], &p, &["cat", "/etc/hostname"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut ends = [0; 2];
+    // SAFETY: `ends` has room for the two descriptors pipe(2) returns.
+    assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0);
+    // SAFETY: the read end is ours and closed once.
+    unsafe { libc::close(ends[0]) };
+    // SAFETY: the write end is ours; the Stdio takes it over.
+    let writer = unsafe { std::process::Stdio::from_raw_fd(ends[1]) };
+    let o = fsprof()
+        .arg("report")
+        .arg(&p)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), None, "{:?} {}", o.status, stderr(&o));
+}
