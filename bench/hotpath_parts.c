@@ -81,78 +81,41 @@ WRAPPER w_rdtsc(int fd, void *b, size_t n, off_t o)
     return r;
 }
 
+/* A timed wrapper: `pre` first, then the counter from `begin` (NULL: the
+ * call goes untimed), the call between two clock reads, its filing, then
+ * `after` (with the latency `ns`, the result `r`, the fd class `file`). */
+#define TIMED_VARIANT(name, pre, begin, after)                                           \
+    WRAPPER name(int fd, void *b, size_t n, off_t o)                                     \
+    {                                                                                    \
+        pre;                                                                             \
+        int file = 1;                                                                    \
+        struct fsprof_ctr *c = (begin);                                                  \
+        if (UNLIKELY(c == NULL))                                                         \
+            return REAL_CALL(fd, b, n, o);                                               \
+        uint64_t t0 = now_ticks();                                                       \
+        long r = REAL_CALL(fd, b, n, o);                                                 \
+        uint64_t t1 = now_ticks();                                                       \
+        uint64_t ns = call_end(c, t0, t1, r == -1);                                      \
+        (void)ns;                                                                        \
+        (void)file;                                                                      \
+        after;                                                                           \
+        return r;                                                                        \
+    }
+
 static struct fsprof_ctr *g_fixed;
+/* The wrappers' entry: the tracing test and the own-cost stamp. */
+#define ENTRY                                                                            \
+    if (UNLIKELY(g_trace))                                                               \
+        abort();                                                                         \
+    uint64_t e = own_begin()
 
-WRAPPER w_record(int fd, void *b, size_t n, off_t o)
-{
-    struct fsprof_ctr *c = g_fixed;
-    uint64_t t0 = now_ticks();
-    long r = REAL_CALL(fd, b, n, o);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    return r;
-}
-
-WRAPPER w_enter(int fd, void *b, size_t n, off_t o)
-{
-    struct fsprof_ctr *c = call_begin(OP_fstat);
-    if (UNLIKELY(c == NULL))
-        return REAL_CALL(fd, b, n, o);
-    uint64_t t0 = now_ticks();
-    long r = REAL_CALL(fd, b, n, o);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    return r;
-}
-
-WRAPPER w_fdclass(int fd, void *b, size_t n, off_t o)
-{
-    int file;
-    struct fsprof_ctr *c = call_begin_fd(OP_fstat, FDOP_fstat, fd, &file);
-    if (UNLIKELY(c == NULL))
-        return REAL_CALL(fd, b, n, o);
-    uint64_t t0 = now_ticks();
-    long r = REAL_CALL(fd, b, n, o);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    return r;
-}
-
-WRAPPER w_own(int fd, void *b, size_t n, off_t o)
-{
-    if (UNLIKELY(g_trace))
-        abort();
-    uint64_t e = own_begin();
-    int file;
-    struct fsprof_ctr *c = call_begin_fd(OP_fstat, FDOP_fstat, fd, &file);
-    if (UNLIKELY(c == NULL))
-        return REAL_CALL(fd, b, n, o);
-    uint64_t t0 = now_ticks();
-    long r = REAL_CALL(fd, b, n, o);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    own_end(e, t0, t1);
-    return r;
-}
-
-WRAPPER w_value(int fd, void *b, size_t n, off_t o)
-{
-    if (UNLIKELY(g_trace))
-        abort();
-    uint64_t e = own_begin();
-    int file;
-    struct fsprof_ctr *c = call_begin_fd(OP_pread, FDOP_pread, fd, &file);
-    if (UNLIKELY(c == NULL))
-        return REAL_CALL(fd, b, n, o);
-    uint64_t t0 = now_ticks();
-    long r = REAL_CALL(fd, b, n, o);
-    uint64_t t1 = now_ticks();
-    uint64_t ns = call_end(c, t0, t1, r == -1);
-    if (LIKELY(file))
-        record_value(CORR_pread, ns, fd, (int64_t)o, n, r);
-    own_end(e, t0, t1);
-    return r;
-}
+TIMED_VARIANT(w_record, (void)0, g_fixed, (void)0)
+TIMED_VARIANT(w_enter, (void)0, call_begin(OP_fstat), (void)0)
+TIMED_VARIANT(w_fdclass, (void)0, call_begin_fd(OP_fstat, FDOP_fstat, fd, &file), (void)0)
+TIMED_VARIANT(w_own, ENTRY, call_begin_fd(OP_fstat, FDOP_fstat, fd, &file), own_end(e, t0, t1))
+TIMED_VARIANT(w_value, ENTRY, call_begin_fd(OP_pread, FDOP_pread, fd, &file),
+              if (LIKELY(file)) record_value(CORR_pread, ns, fd, (int64_t)o, n, r);
+              own_end(e, t0, t1))
 
 WRAPPER w_floor(int fd, void *b, size_t n, off_t o)
 {
