@@ -43,6 +43,7 @@ fn main() {
     println!("cargo:rustc-env=FSPROF_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rerun-if-env-changed=FSPROF_LINK");
+    println!("cargo:rustc-check-cfg=cfg(fsprof_entry)");
     let linked = if static_pie() {
         "static-pie"
     } else if static_unwinder() {
@@ -125,6 +126,9 @@ fn static_pie() -> bool {
         return false;
     }
     println!("cargo:rustc-link-arg-bin=fsprof=-static-pie");
+    // Pre-faults the pages the self-relocation writes (src/entry.rs).
+    println!("cargo:rustc-cfg=fsprof_entry");
+    println!("cargo:rustc-link-arg-bin=fsprof=-Wl,--entry=fsprof_entry");
     println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
     true
 }

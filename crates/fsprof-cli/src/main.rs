@@ -3,15 +3,22 @@
 //! inconsistent profile or `compare` finds an op that changed, 2 on any
 //! error.
 
+// The C `main` is in `rt.rs` (why there).
+#![cfg_attr(not(test), no_main)]
+
 mod cli;
 mod commands;
+mod entry;
 mod files;
 mod quick;
+#[cfg(not(test))]
+mod rt;
 
 use clap::error::ErrorKind;
 use clap::Parser;
 
-fn main() {
+#[cfg_attr(test, allow(dead_code))]
+fn run() -> ! {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let parsed = match quick::quick_run(&args) {
         Some(run) => Ok(cli::Cli {

@@ -24,6 +24,8 @@ struct Elf {
     kind: u16,
     interp: bool,
     needed: Vec<String>,
+    /// PT_GNU_RELRO's link-time address and size in memory.
+    relro: Option<(usize, usize)>,
 }
 
 fn elf(bin: &[u8]) -> Elf {
@@ -63,6 +65,9 @@ fn elf(bin: &[u8]) -> Elf {
         kind: u16_at(16),
         interp: of_type(3).next().is_some(),
         needed,
+        relro: of_type(0x6474_e552)
+            .next()
+            .map(|h| (u64_at(h + 16), u64_at(h + 40))),
     }
 }
 
@@ -187,4 +192,120 @@ fn the_next_run_removes_a_killed_runs_directory() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(removed, "the killed run's directory is still there");
     assert!(kept, "a live run's directory was removed");
+}
+
+/// The static PIE's entry (`src/entry.rs`) asks the kernel, before glibc's
+/// self-relocation, for private copies of exactly the pages that
+/// relocation writes: its first system call is
+/// `madvise(<RELRO rounded out to pages>, MADV_POPULATE_WRITE)`, with the
+/// range the binary's own ELF headers give (read here from the file), and
+/// the kernel accepts it. Then the binary runs as before (every other test
+/// runs it).
+#[test]
+#[ignore = "needs strace"]
+fn the_static_pie_prefaults_its_relocated_pages_in_one_call() {
+    let strace = need_program("strace", "strace");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("s.log");
+    let o = Command::new(strace)
+        .arg("-o")
+        .arg(&log)
+        .arg(fsprof_path())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("fsprof "), "{}", stdout(&o));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text
+        .lines()
+        .find(|l| !l.starts_with("execve("))
+        .unwrap_or_default();
+    if env!("FSPROF_LINKED") != "static-pie" {
+        assert!(!first.starts_with("madvise("), "{first}");
+        return;
+    }
+    let e = elf(&std::fs::read(fsprof_path()).unwrap());
+    let (at, size) = e.relro.expect("a static PIE has a RELRO segment");
+    let page = 4096;
+    let len = (at + size).next_multiple_of(page) - at / page * page;
+    let args = first
+        .strip_prefix("madvise(")
+        .unwrap_or_else(|| panic!("first system call: {first}"));
+    let fields: Vec<&str> = args.split([',', ')']).map(str::trim).collect();
+    let addr = usize::from_str_radix(fields[0].trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(addr % page, 0, "{first}");
+    assert_eq!(fields[1], len.to_string(), "{first}");
+    assert_eq!(fields[2], "MADV_POPULATE_WRITE", "{first}");
+    // The kernel has it since 5.14; an older one says EINVAL and the
+    // pages fault in one by one as before.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    if (major, minor) >= (5, 14) {
+        assert!(first.ends_with("= 0"), "{first}");
+    }
+}
+
+/// fsprof's own `main` (`src/rt.rs`, in place of std's runtime set-up)
+/// keeps what std's set-up gave: started with descriptors 0–2 closed, it
+/// opens `/dev/null` on them before anything else, so its own files
+/// (the run directory's control file, the profile) never become its
+/// stdin, stdout or stderr. The ground truth is the kernel's
+/// `/proc/<fsprof>/fd`, listed by the profiled command.
+#[test]
+fn closed_standard_descriptors_are_opened_on_dev_null() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let fds = tmp.path().join("fds");
+    let mut cmd = fsprof();
+    cmd.current_dir(tmp.path())
+        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c"])
+        .arg(format!(
+            "for fd in 0 1 2; do readlink /proc/$PPID/fd/$fd; done > {}",
+            fds.display()
+        ));
+    // SAFETY: only close(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "{status:?}");
+    let seen = std::fs::read_to_string(&fds).unwrap();
+    assert_eq!(seen, "/dev/null\n".repeat(3), "fsprof's fds 0-2");
+    // And the profile is whole (no diagnostic went into it).
+    load(&tmp.path().join("p.json"));
+}
+
+/// SIGPIPE stays ignored (as std's set-up leaves it): a report written
+/// into a pipe nobody reads ends fsprof normally, not by the signal.
+#[test]
+fn a_pipe_without_a_reader_does_not_kill_fsprof() {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("p.json");
+    let o = capture_in(tmp.path(), &["run", "-q"], &p, &["cat", "/etc/hostname"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut ends = [0; 2];
+    // SAFETY: `ends` has room for the two descriptors pipe(2) returns.
+    assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0);
+    // SAFETY: the read end is ours and closed once.
+    unsafe { libc::close(ends[0]) };
+    // SAFETY: the write end is ours; the Stdio takes it over.
+    let writer = unsafe { std::process::Stdio::from_raw_fd(ends[1]) };
+    let o = fsprof()
+        .arg("report")
+        .arg(&p)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), None, "{:?} {}", o.status, stderr(&o));
 }

@@ -181,7 +181,11 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
         .unwrap_or(0)
         .min(h.max_slots) as usize;
     let nctr = abi::nctr();
-    let mut acc: Vec<Option<Acc>> = vec![None; nctr];
+    // Boxed: most counters of a process are never used, and a table of
+    // ~200 unboxed accumulators (~45 KB) cost more to allocate and fill
+    // than reading a short run's counters (docs/benchmarks.md, "Start-up,
+    // fourth session").
+    let mut acc: Vec<Option<Box<Acc>>> = vec![None; nctr];
     let mut corr: Vec<Correlations> = vec![Correlations::default(); abi::CORR_OPS.len()];
     let mut threads = 0u32;
     let mut own = OwnSample::default();
@@ -233,7 +237,13 @@ fn add_own(m: &Mapping, off: usize, own: &mut OwnSample) {
 }
 
 /// Adds the counters at `off` to `slot`.
-fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &mut Option<Acc>) {
+fn add_counter(
+    m: &Mapping,
+    off: usize,
+    ctr_size: usize,
+    nbuckets: u32,
+    slot: &mut Option<Box<Acc>>,
+) {
     if !off.is_multiple_of(8) || !m.holds(off, ctr_size) {
         return;
     }
@@ -242,12 +252,14 @@ fn add_counter(m: &Mapping, off: usize, ctr_size: usize, nbuckets: u32, slot: &m
     if pre == 0 {
         return;
     }
-    let a = slot.get_or_insert_with(|| Acc {
-        op: OpStats::new(""),
-        zero: 0,
-        min: u64::MAX,
-        max: 0,
-        buckets: vec![0; nbuckets as usize],
+    let a = slot.get_or_insert_with(|| {
+        Box::new(Acc {
+            op: OpStats::new(""),
+            zero: 0,
+            min: u64::MAX,
+            max: 0,
+            buckets: vec![0; nbuckets as usize],
+        })
     });
     a.op.pre = a.op.pre.saturating_add(pre);
     a.op.post = a.op.post.saturating_add(word(offset_of!(CtrHeader, post)));
@@ -295,10 +307,13 @@ fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
 
 /// The accumulated counters as ops: file ops (with their value tables)
 /// and the non-file twins.
-fn finish_ops(acc: Vec<Option<Acc>>, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Vec<OpStats>) {
+fn finish_ops(
+    acc: Vec<Option<Box<Acc>>>,
+    mut corr: Vec<Correlations>,
+) -> (Vec<OpStats>, Vec<OpStats>) {
     let (mut ops, mut nonfile) = (Vec::new(), Vec::new());
     for (k, a) in acc.into_iter().enumerate() {
-        let Some(mut a) = a else { continue };
+        let Some(mut a) = a.map(|a| *a) else { continue };
         let Some((class, name)) = abi::counter_name(k) else {
             continue;
         };
