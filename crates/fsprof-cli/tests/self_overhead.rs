@@ -85,8 +85,11 @@ fn the_figure_is_timed_inside_one_call_in_every_gap_and_the_reports_say_so() {
         "{o:?}"
     );
 
+    // The shim orders the window's clock reads (tests/own_clock.rs in
+    // fsprof-shim), so the figure is an upper bound and the reports say so.
+    assert!(s.upper_bound, "{s:?}");
     let said = format!(
-        "timed inside {} of the calls (1 in {:.0}, ±",
+        "per call at most, timed inside {} of the calls (1 in {:.0}, ±",
         s.samples, s.every
     );
     let text = stdout(&succeeds(fsprof().arg("report").arg(&prof)));
@@ -95,8 +98,13 @@ fn the_figure_is_timed_inside_one_call_in_every_gap_and_the_reports_say_so() {
         .find(|l| l.contains("self-overhead"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains(&said), "{line}");
+    assert!(line.contains("; × the calls ≤ "), "{line}");
     let html = html_report(&prof, &dir.path().join("r.html"));
     assert!(html.contains(&said), "the HTML says it too");
+    assert!(
+        html.contains("× the calls ≤ "),
+        "and that the total is a bound"
+    );
     let json: serde_json::Value = serde_json::from_str(&stdout(&succeeds(
         fsprof().args(["report", "--format", "json"]).arg(&prof),
     )))
@@ -104,6 +112,7 @@ fn the_figure_is_timed_inside_one_call_in_every_gap_and_the_reports_say_so() {
     let js = &json["meta"]["overhead"]["sampled"];
     assert_eq!(js["samples"].as_u64(), Some(s.samples), "{json}");
     assert_eq!(js["every"].as_f64(), Some(s.every));
+    assert_eq!(js["upper_bound"].as_bool(), Some(true), "{json}");
 }
 
 #[test]
@@ -117,4 +126,5 @@ fn a_run_too_short_to_sample_keeps_the_hot_loop_figure_and_says_so() {
     assert!(o.per_call_ns > 0.0);
     let text = stdout(&succeeds(fsprof().arg("report").arg(&prof)));
     assert!(text.contains("per call timed in a hot loop"), "{text}");
+    assert!(text.contains("× the calls ≈ "), "no bound claimed: {text}");
 }

@@ -210,6 +210,12 @@ pub struct SampledOverhead {
     /// figure used before sampling), ns.
     #[serde(default)]
     pub hot_loop_ns: f64,
+    /// The window's clock reads waited for earlier work (the shim's
+    /// `ordered_ticks`), so `mean_ns` holds the wrapper's work with nothing
+    /// overlapping it: at most what the calls cost the program. Profiles
+    /// of older versions timed an unordered window, an estimate.
+    #[serde(default)]
+    pub upper_bound: bool,
 }
 
 impl SampledOverhead {
@@ -221,17 +227,26 @@ impl SampledOverhead {
 
 impl Overhead {
     /// How `per_call_ns` was measured, for the reports' self-overhead
-    /// line: "timed inside 12621 of the calls (1 in 64, ±0.2ns)" or
-    /// "timed in a hot loop".
+    /// line: "at most, timed inside 12621 of the calls (1 in 64, ±0.2ns)"
+    /// or "timed in a hot loop".
     pub fn how_measured(&self) -> String {
         match &self.sampled {
             Some(s) => format!(
-                "timed inside {} of the calls (1 in {:.0}, ±{})",
+                "{}timed inside {} of the calls (1 in {:.0}, ±{})",
+                if s.upper_bound { "at most, " } else { "" },
                 s.samples,
                 s.every,
                 crate::units::format_ns(s.ci95_ns)
             ),
             None => "timed in a hot loop".to_string(),
+        }
+    }
+
+    /// "≤" before the figures when they are an upper bound, else "≈".
+    pub fn relation(&self) -> &'static str {
+        match &self.sampled {
+            Some(s) if s.upper_bound => "≤",
+            _ => "≈",
         }
     }
 }

@@ -171,10 +171,11 @@ fn meta_table(out: &mut String, p: &Profile) {
         rows.push((
             "self-overhead",
             format!(
-                "{} per call {} (smallest recordable latency {}); × the calls ≈ {}",
+                "{} per call {} (smallest recordable latency {}); × the calls {} {}",
                 format_ns(o.per_call_ns),
                 o.how_measured(),
                 format_ns(o.min_recordable_ns),
+                o.relation(),
                 format_ns(o.estimated_total_ns as f64)
             ),
         ));

@@ -240,6 +240,7 @@ fn sampled_overhead(own: &abi::OwnSample, st: &SelfTest) -> Option<SampledOverhe
         outside_ns: st.outside_ns,
         interrupted: own.over,
         hot_loop_ns: st.per_call_ns,
+        upper_bound: true,
     })
 }
 
