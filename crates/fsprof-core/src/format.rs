@@ -184,7 +184,7 @@ mod tests {
     fn to_json_is_serde_jsons_pretty_text() {
         let mut p = sample();
         for k in 0..2000u64 {
-            let mut op = OpStats::new(&format!("op{k}"));
+            let mut op = OpStats::new(format!("op{k}"));
             op.pre = k;
             op.histogram.add_to(Some(18), k);
             p.layer_mut("user").ops.push(op);
