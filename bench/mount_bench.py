@@ -22,7 +22,8 @@ ratio to native in the same round.
 Needs root. Usage:
   bench/mount_bench.py [--reps 5] [--dir target/mount-bench] [--skip-build]
                        [--only CONFIG,...] [--workloads grep,read,meta]
-                       [--requests]
+                       [--requests | --floor | --crossings]
+                       [--placements free,same,split,daemon0]
 Prints a table of medians and ratios to native, then the per-request
 overhead of the timing (timed vs untimed build, and as the profile
 measures it).
@@ -38,7 +39,14 @@ show the requests they never get.
 (bench/fuse_rtt.c; one GETATTR each where attributes are not cached)
 through every mount and through bench/fuse_floor.c, a libfuse low-level
 daemon that answers from constants on one thread: the cost any daemon pays
-before doing any work. Interleaved rounds, medians, ns per call.
+before doing any work; and through the same no-work daemon written on
+fuser (crates/fsprof-fuse/examples/fuser_floor.rs), to tell what the crate
+costs against libfuse. Interleaved rounds, medians, ns per call.
+
+--crossings traces sched:sched_switch (a private tracefs instance,
+filtered to the workload's programs and the daemon's threads) during each
+workload and prints, per configuration and placement, the share of
+hand-offs between workload and daemon that landed on the other vCPU.
 
 --placements free,same,split repeats every timed run with the daemon's
 threads and the workload left to the scheduler (free), both on CPU 0
