@@ -78,6 +78,8 @@ def build_floor(args):
     flags = subprocess.check_output(["pkg-config", "--cflags", "--libs", "fuse3"], text=True).split()
     sh(["cc", "-O2", "-o", os.path.join(args.dir, "fuse_floor"), os.path.join(ROOT, "bench/fuse_floor.c"), *flags])
     sh(["cc", "-O2", "-o", os.path.join(args.dir, "fuse_rtt"), os.path.join(ROOT, "bench/fuse_rtt.c")])
+    # The same no-work daemon on fuser, the crate `fsprof mount` uses.
+    sh(["cargo", "build", "--release", "-q", "-p", "fsprof-fuse", "--example", "fuser_floor"], cwd=ROOT)
 
 
 def peers(args):
@@ -117,17 +119,24 @@ class Config:
         self.name, self.mount, self.unmount = name, mount, unmount
 
 
-def floor_config(args):
-    def m(mnt):
-        # Foreground daemon of our own, in the background.
-        subprocess.Popen([os.path.join(args.dir, "fuse_floor"), mnt], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-        for _ in range(100):
-            if os.path.exists(os.path.join(mnt, "f")):
-                return
-            time.sleep(0.05)
-        sys.exit("mount_bench.py: fuse_floor did not mount")
-    return Config("no-work daemon (fuse_floor)", m, lambda mnt: sh(["umount", mnt]))
+FLOOR = "no-work daemon (fuse_floor)"
+FUSER_FLOOR = "no-work daemon on fuser (fuser_floor)"
+
+
+def floor_configs(args):
+    def cfg(name, binary, fsname):
+        def m(mnt):
+            # Foreground daemon of our own, in the background.
+            subprocess.Popen([binary, mnt], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+            for _ in range(100):
+                if os.path.exists(os.path.join(mnt, "f")):
+                    return
+                time.sleep(0.05)
+            sys.exit(f"mount_bench.py: {fsname} did not mount")
+        return Config(name, m, lambda mnt: sh(["umount", mnt]))
+    return [cfg(FLOOR, os.path.join(args.dir, "fuse_floor"), "fuse_floor"),
+            cfg(FUSER_FLOOR, os.path.join(ROOT, "target/release/examples/fuser_floor"), "fuser_floor")]
 
 
 def daemon_of(mnt):
@@ -219,7 +228,7 @@ def rtt(args, cs, roots, n=20000):
         for pl in placements:
             key = (c.name, pl)
             m = statistics.median(per[key])
-            floor = statistics.median(per[("no-work daemon (fuse_floor)", pl)])
+            floor = statistics.median(per[(FLOOR, pl)])
             dc = f"{statistics.median(cpu[key]):,.0f}" if key in cpu else "–"
             ds = f"{statistics.median(sw[key]):.2f}" if key in sw else "–"
             print(f"| {c.name} | {pl} | {m:,.0f} | {m - floor:+,.0f} ns | {dc} | {ds} | "
@@ -429,7 +438,7 @@ def main():
     cs = [c for c in configs(args, hp, lower) if not only or c.name in only or c.name == "native"]
     if args.floor:
         build_floor(args)
-        cs.append(floor_config(args))
+        cs.extend(floor_configs(args))
     roots, mounted = {}, []
     try:
         for k, c in enumerate(cs):

@@ -18,7 +18,7 @@
  * of cached preads: not a bound). */
 #include "record.h"
 
-TLS int32_t t_own_left;
+/* t_own_left is in this thread's hot block (record.h). */
 static TLS uint64_t t_own_rng;
 
 /* The next gap: FSPROF_OWN_GAP_MIN + 0..SPAN-1, from a per-thread LCG

@@ -21,8 +21,7 @@
 
 #include "runtime.h"
 
-TLS struct slot_rec *t_slot;
-TLS int t_shared;
+TLS struct fsprof_hot t_hot;
 HIDDEN struct fsprof_proc *g_proc;
 
 #define MAX_CHUNKS 48

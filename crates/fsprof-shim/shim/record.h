@@ -59,10 +59,23 @@ extern HIDDEN const uint64_t *g_thr;
 /* The class of each descriptor (enum fsprof_fd_class), per process. */
 extern HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX];
 
-/* This thread's slot record, NULL until its first call; t_shared when the
- * thread had to use the shared slot 0. */
-extern TLS struct slot_rec *t_slot;
-extern TLS int t_shared;
+/* What every timed call reads of its thread, in one thread-local block:
+ * in a shared object each thread-local variable costs a load of its offset
+ * from the GOT before the %fs-relative load, so one block needs one GOT
+ * load for all three (measured: bench/hotpath_parts.c, docs/benchmarks.md). */
+struct fsprof_hot {
+    /* This thread's slot record, NULL until its first call. */
+    struct slot_rec *slot;
+    /* Set when the thread had to use the shared slot 0. */
+    int32_t shared;
+    /* Calls left before this thread's next own-cost sample (abi.h,
+     * struct fsprof_own); 0 in a thread that has made no call yet. */
+    int32_t own_left;
+};
+extern TLS struct fsprof_hot t_hot;
+#define t_slot (t_hot.slot)
+#define t_shared (t_hot.shared)
+#define t_own_left (t_hot.own_left)
 
 /* The slow paths (pool.c): set up this thread's slot; make room for a
  * counter, a value table, the fd states. NULL when the call cannot be
@@ -93,9 +106,6 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
     return (uint64_t)(((unsigned __int128)d * g_mult) >> FSPROF_TICK_SHIFT);
 }
 
-/* Calls left before this thread's next own-cost sample (abi.h,
- * struct fsprof_own); 0 in a thread that has made no call yet. */
-extern TLS int32_t t_own_left;
 /* A sampled call (pool.c): the countdown ran out. Returns the clock at
  * entry, or 0 when this call is not timed after all. */
 HIDDEN uint64_t fsprof_own_fire(void);
