@@ -22,7 +22,8 @@ ratio to native in the same round.
 Needs root. Usage:
   bench/mount_bench.py [--reps 5] [--dir target/mount-bench] [--skip-build]
                        [--only CONFIG,...] [--workloads grep,read,meta]
-                       [--requests]
+                       [--requests | --floor | --crossings]
+                       [--placements free,same,split,daemon0]
 Prints a table of medians and ratios to native, then the per-request
 overhead of the timing (timed vs untimed build, and as the profile
 measures it).
@@ -38,7 +39,14 @@ show the requests they never get.
 (bench/fuse_rtt.c; one GETATTR each where attributes are not cached)
 through every mount and through bench/fuse_floor.c, a libfuse low-level
 daemon that answers from constants on one thread: the cost any daemon pays
-before doing any work. Interleaved rounds, medians, ns per call.
+before doing any work; and through the same no-work daemon written on
+fuser (crates/fsprof-fuse/examples/fuser_floor.rs), to tell what the crate
+costs against libfuse. Interleaved rounds, medians, ns per call.
+
+--crossings traces sched:sched_switch (a private tracefs instance,
+filtered to the workload's programs and the daemon's threads) during each
+workload and prints, per configuration and placement, the share of
+hand-offs between workload and daemon that landed on the other vCPU.
 
 --placements free,same,split repeats every timed run with the daemon's
 threads and the workload left to the scheduler (free), both on CPU 0
@@ -395,6 +403,97 @@ def requests(cs, roots, ws):
             print(f"| {c.name} | {sum(n.values()):,} | {ops} |")
 
 
+# The workloads' programs as the scheduler names them.
+WORKLOAD_COMMS = ("grep", "dd", "mount_meta")
+
+
+class SchedTrace:
+    """sched:sched_switch into a tracefs instance of our own, filtered to
+    the workload's programs and one daemon's threads."""
+
+    def __init__(self):
+        base = "/sys/kernel/tracing"
+        self.dir = os.path.join(base, "instances", f"fsprof-mount-cross-{os.getpid()}")
+        os.mkdir(self.dir)
+        self.put("buffer_size_kb", "65536")
+        self.ev = "events/sched/sched_switch"
+
+    put = FuseTrace.put
+
+    def run(self, pid, run):
+        tids = os.listdir(f"/proc/{pid}/task")
+        who = [f'next_comm == "{c}"' for c in WORKLOAD_COMMS] + [f"next_pid == {t}" for t in tids]
+        self.put("trace", "")
+        self.put(f"{self.ev}/filter", " || ".join(who))
+        self.put(f"{self.ev}/enable", "1")
+        try:
+            t = run()
+        finally:
+            self.put(f"{self.ev}/enable", "0")
+        tids = {int(t) for t in tids}
+        seq = []  # (is the daemon, vCPU) at each switch-in, in time order
+        with open(os.path.join(self.dir, "trace")) as f:
+            for line in f:
+                if "sched_switch:" not in line or "==> " not in line:
+                    continue
+                cpu = int(line.split("[", 1)[1].split("]", 1)[0])
+                nxt = line.rsplit("==> ", 1)[1]
+                npid = int(nxt.split("next_pid=", 1)[1].split()[0])
+                seq.append((npid in tids, cpu))
+        handoffs = crossed = 0
+        for (d0, c0), (d1, c1) in zip(seq, seq[1:]):
+            if d0 != d1:
+                handoffs += 1
+                crossed += c0 != c1
+        return t, handoffs, crossed
+
+    def close(self):
+        os.rmdir(self.dir)
+
+
+def crossings(args, cs, roots, ws):
+    """For each configuration and placement: of the hand-offs between the
+    workload and the daemon (one switches in after the other), how many
+    went to the other vCPU. At idle a crossing wakes a halted vCPU (tens of
+    microseconds on this VM); on one vCPU none can cross."""
+    tr = SchedTrace()
+    placements = [p for p in args.placements.split(",") if p]
+    res = {}
+    try:
+        pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
+        for rep in range(args.reps + 1):
+            for wname, w in ws:
+                for c in cs:
+                    pid = pids.get(c.name)
+                    if not pid:
+                        continue
+                    for pl in placements:
+                        dmask, wmask = PLACEMENTS[pl]
+                        place(pid, dmask)
+                        WORKLOAD_CPUS[:] = ["taskset", hex(wmask)] if wmask else []
+                        r = tr.run(pid, lambda: w(roots[c.name]))
+                        if rep:
+                            res.setdefault((c.name, pl, wname), []).append(r)
+                    place(pid, None)
+            print(f"rep {rep}/{args.reps} done", file=sys.stderr)
+    finally:
+        WORKLOAD_CPUS[:] = []
+        tr.close()
+    print(f"\nhand-offs between workload and daemon that changed vCPU (sched:sched_switch; medians of "
+          f"{args.reps}); load {os.getloadavg()[0]:.1f}\n")
+    print("| configuration | placement | workload | time | hand-offs | crossed vCPU |\n|---|---|---|---:|---:|---:|")
+    for c in cs:
+        for pl in placements:
+            for wname, _ in ws:
+                rs = res.get((c.name, pl, wname))
+                if not rs:
+                    continue
+                t = statistics.median(r[0] for r in rs)
+                h = statistics.median(r[1] for r in rs)
+                x = statistics.median(r[2] / r[1] if r[1] else 0 for r in rs)
+                print(f"| {c.name} | {pl} | {wname} | {t:.3f} s | {h:,.0f} | {100 * x:.1f}% |")
+
+
 def prepare(args, lower):
     inc = os.path.join(lower, "include")
     if not os.path.exists(inc):
@@ -415,6 +514,9 @@ def main():
     ap.add_argument("--requests", action="store_true", help="count each daemon's requests instead of timing")
     ap.add_argument("--floor", action="store_true",
                     help="time fstat() round trips through each mount and a no-work daemon instead")
+    ap.add_argument("--crossings", action="store_true",
+                    help="trace which vCPU the workload and the daemon run on at each hand-off "
+                         "instead of timing (sched:sched_switch)")
     ap.add_argument("--placements", default="free",
                     help="comma-separated: free (the scheduler's choice), same (daemon and workload "
                          "or timer on CPU 0), split (daemon on CPU 0, workload or timer on CPU 1), "
@@ -460,6 +562,9 @@ def main():
                 for c in cs:
                     w(roots[c.name])  # warm-up, as in the timed rounds
             requests(cs, roots, ws)
+            return
+        if args.crossings:
+            crossings(args, cs, roots, ws)
             return
         drops0 = page_cache_drops()
         pids = {c.name: daemon_of(roots[c.name]) for c in cs if c.mount}
