@@ -309,3 +309,30 @@ fn a_pipe_without_a_reader_does_not_kill_fsprof() {
         .unwrap();
     assert_eq!(o.status.signal(), None, "{:?} {}", o.status, stderr(&o));
 }
+
+/// fsprof starts the command on its own CPU (pinned for the clone: the
+/// wake-ups between fsprof and the command then stay on one CPU), but
+/// the command runs with the CPU mask fsprof was given, as it would
+/// without fsprof. The ground truth is the kernel's `Cpus_allowed_list`
+/// of this test process and of the command.
+#[test]
+fn the_command_runs_with_the_cpu_mask_fsprof_was_given() {
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+            .unwrap()
+    };
+    let ours = allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let seen = tmp.path().join("status");
+    let o = fsprof()
+        .current_dir(tmp.path())
+        .args(["run", "-q", "-o", "p.json", "--", "cp", "/proc/self/status"])
+        .arg(&seen)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(allowed(&std::fs::read_to_string(&seen).unwrap()), ours);
+}

@@ -363,6 +363,57 @@ const CHILD_STACK: usize = 64 * 1024;
 struct VforkArgs<'a> {
     p: &'a Prepared,
     errno: i32,
+    /// fsprof's CPU mask, for the child to take back before `execve`
+    /// when fsprof pinned itself for the clone (see [`OnThisCpu`]).
+    mask: Option<&'a libc::cpu_set_t>,
+}
+
+/// fsprof pinned to the CPU it runs on while it clones the command, so the
+/// command starts on that CPU; the child takes fsprof's own mask back
+/// before its `execve` and fsprof after the clone, so both masks are what
+/// they were. Why: the scheduler otherwise starts the child on the other
+/// (idle) CPU, and on a VM every hand-over between fsprof and the command
+/// across CPUs (the wake after `execve`, SIGCHLD at its exit) costs an
+/// inter-processor wake-up of a halted vCPU (docs/benchmarks.md,
+/// "Start-up, fourth session"). The command is free to move from there as
+/// the scheduler sees fit.
+struct OnThisCpu {
+    mask: libc::cpu_set_t,
+    pinned: bool,
+}
+
+impl OnThisCpu {
+    fn pin() -> OnThisCpu {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: cpu_set_t is plain data; the calls only read and write
+        // the sets given, of the size given.
+        unsafe {
+            let mut mask: libc::cpu_set_t = std::mem::zeroed();
+            let mut pinned = false;
+            let cpu = libc::sched_getcpu();
+            if cpu >= 0 && libc::sched_getaffinity(0, size, &mut mask) == 0 {
+                let mut one: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu as usize, &mut one);
+                pinned = libc::sched_setaffinity(0, size, &one) == 0;
+            }
+            OnThisCpu { mask, pinned }
+        }
+    }
+
+    fn mask(&self) -> Option<&libc::cpu_set_t> {
+        self.pinned.then_some(&self.mask)
+    }
+}
+
+impl Drop for OnThisCpu {
+    fn drop(&mut self) {
+        if self.pinned {
+            // SAFETY: restores the mask read in `pin`.
+            unsafe {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.mask)
+            };
+        }
+    }
 }
 
 /// Starts `p`'s program as `posix_spawn` does, with
@@ -379,7 +430,12 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
     // The stack grows down from its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-    let mut args = VforkArgs { p, errno: 0 };
+    let here = OnThisCpu::pin();
+    let mut args = VforkArgs {
+        p,
+        errno: 0,
+        mask: here.mask(),
+    };
     // SAFETY: sigset_t is plain data; with every signal blocked no handler
     // of fsprof's can run in the child, which shares fsprof's memory,
     // before it has restored the inherited state. The child runs
@@ -426,6 +482,9 @@ extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let a = &mut *arg.cast::<VforkArgs>();
         inherited::restore();
+        if let Some(mask) = a.mask {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask);
+        }
         libc::execve(a.p.exe.as_ptr(), a.p.argv.as_ptr(), a.p.envp.as_ptr());
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(a.p.sh.as_ptr(), a.p.sh_argv.as_ptr(), a.p.envp.as_ptr());
