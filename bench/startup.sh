@@ -38,9 +38,12 @@
 # (medians of the round medians, wall and CPU time) of
 #
 #   true                        a dynamically linked program that does nothing
+#   no libc, exit(0)            a static program without libc (`_start` makes
+#                               the exit system call): the exec alone
 #   static return 0             a statically linked (glibc) C program that does
 #                               nothing: any exec here without the dynamic
-#                               loader (glibc's CPUID start-up included)
+#                               loader (glibc's CPUID start-up included; its
+#                               difference to the line above is that start-up)
 #   launcher -- true            a minimal C launcher (vfork + execve + waitpid),
 #                               dynamic: the floor of any tool that starts a
 #                               command
@@ -107,9 +110,11 @@ int main(int argc, char **argv) {
 }
 C
 echo 'int main(void) { return 0; }' >"$tmp/ret0.c"
+echo 'void _start(void) { __asm__ volatile("mov $60, %%eax; xor %%edi, %%edi; syscall" ::: "memory"); }' >"$tmp/nolibc.c"
 cc -O2 -o "$tmp/vlaunch" "$tmp/vlaunch.c"
 cc -O2 -static -o "$tmp/vlaunch-static" "$tmp/vlaunch.c"
 cc -O2 -static -o "$tmp/ret0-static" "$tmp/ret0.c"
+cc -O2 -static -nostdlib -o "$tmp/nolibc" "$tmp/nolibc.c"
 # The shim fsprof installs (and runs with) is the one to load.
 (cd "$tmp" && "$fsprof" run -q -o /dev/null -- true 2>/dev/null)
 shim=$(ls -t "${TMPDIR:-/tmp}/fsprof-$(id -u)"/libfsprof_shim-*.so | head -1)
@@ -117,6 +122,7 @@ true=$(type -P true)
 cmds=(
   "$true"
   "$tmp/ret0-static"
+  "$tmp/nolibc"
   "$tmp/vlaunch $true"
   "$tmp/vlaunch-static $true"
   "$tmp/vlaunch-static --preload $shim $true"
@@ -137,22 +143,25 @@ tmp, rounds = sys.argv[1], int(sys.argv[2])
 res = [json.load(open(f"{tmp}/floor-{k}.json"))["results"] for k in range(1, rounds + 1)]
 wall = [[statistics.median(r["times"]) * 1e3 for r in rr] for rr in res]
 cpu = [[(r["user"] + r["system"]) * 1e3 for r in rr] for rr in res]
-names = ["true", "static return 0", "launcher -- true", "static launcher -- true",
-         "static launcher, shim loaded", "fsprof --version", "fsprof run -o /dev/null",
-         "fsprof run -q -- true"]
+names = ["true", "static return 0", "no libc, exit(0)", "launcher -- true",
+         "static launcher -- true", "static launcher, shim loaded", "fsprof --version",
+         "fsprof run -o /dev/null", "fsprof run -q -- true"]
 for i, n in enumerate(names):
     print(f"{n:<32} {statistics.median(w[i] for w in wall):7.3f} ms   cpu {statistics.median(c[i] for c in cpu):7.3f} ms")
 print("# parts (median of the per-round differences, wall; range over rounds)")
 def part(name, a, b):
     d = [w[a] - w[b] for w in wall]
     print(f"{name:<52} {statistics.median(d) * 1e3:+7.0f} us  ({min(d) * 1e3:+.0f}..{max(d) * 1e3:+.0f})")
-part("fsprof run -q -- true over true (the target: +1 ms)", 7, 0)
-part("  dynamic launcher over true (any launcher's floor)", 2, 0)
-part("  static launcher over true", 3, 0)
-part("  loading the shim, inactive (shim launcher - static)", 4, 3)
-part("  fsprof's binary over a static C program (--version)", 5, 1)
-part("  fsprof run (no file) over the static launcher, shim", 6, 4)
-part("  creating the profile file", 7, 6)
+part("fsprof run -q -- true over true (the target: +1 ms)", 8, 0)
+part("  dynamic launcher over true (any launcher's floor)", 3, 0)
+part("  static launcher over true", 4, 0)
+part("  loading the shim, inactive (shim launcher - static)", 5, 4)
+part("  fsprof's binary over a static C program (--version)", 6, 1)
+part("  fsprof run (no file) over the static launcher, shim", 7, 5)
+part("  creating the profile file", 8, 7)
+part("glibc's static start-up (static return 0 - no libc)", 1, 2)
+cd = [c[1] - c[2] for c in cpu]
+print(f"{'  the same, cpu':<52} {statistics.median(cd) * 1e3:+7.0f} us  ({min(cd) * 1e3:+.0f}..{max(cd) * 1e3:+.0f})")
 PY
 }
 mkdir "$tmp/cwd"

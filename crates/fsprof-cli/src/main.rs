@@ -3,19 +3,25 @@
 //! inconsistent profile or `compare` finds an op that changed, 2 on any
 //! error.
 
-// The C `main` is in `rt.rs` (why there).
-#![cfg_attr(not(test), no_main)]
+// On glibc the C `main` is in `rt.rs` (why there). Elsewhere (musl) std
+// learns the arguments only in its own set-up, so `main` stays std's.
+#![cfg_attr(all(not(test), target_env = "gnu"), no_main)]
 
 mod cli;
 mod commands;
 mod entry;
 mod files;
 mod quick;
-#[cfg(not(test))]
+#[cfg(all(not(test), target_env = "gnu"))]
 mod rt;
 
 use clap::error::ErrorKind;
 use clap::Parser;
+
+#[cfg(not(target_env = "gnu"))]
+fn main() {
+    run()
+}
 
 #[cfg_attr(test, allow(dead_code))]
 fn run() -> ! {

@@ -16,8 +16,9 @@
 //!
 //! What is given up: a stack overflow ends fsprof with SIGSEGV instead of
 //! std's "has overflowed its stack" message and SIGABRT.
-//! `std::env::args_os` works without std's set-up: glibc hands argc/argv
-//! to std's own `.init_array` function.
+//! `std::env::args_os` works without std's set-up because glibc hands
+//! argc/argv to std's own `.init_array` function; other C libraries do
+//! not, so this `main` is glibc's only (`main.rs`).
 
 use std::ffi::{c_char, c_int};
 

@@ -107,6 +107,20 @@ impl LoadedShim {
         Ok((slot != u32::MAX).then_some(slot))
     }
 
+    /// The latency in ns the compiled hot path files for a call of `ticks`
+    /// clock ticks, with the parameters of `control` (tests compare it with
+    /// the exact product); `None` if the shim refuses the control block.
+    pub fn ticks_to_ns(&self, control: &[u8], ticks: u64) -> io::Result<Option<u64>> {
+        type F = unsafe extern "C" fn(*const u8, usize, u64, *mut u64) -> libc::c_int;
+        // SAFETY: the symbol has this signature (selftest.c).
+        let f: F = unsafe { std::mem::transmute(self.symbol("fsprof_shim_ticks_to_ns")?) };
+        let aligned = aligned_copy(control);
+        let mut ns = 0u64;
+        // SAFETY: as in `bucket_slot`; `ns` is a writable u64.
+        let rc = unsafe { f(aligned.as_ptr() as *const u8, control.len(), ticks, &mut ns) };
+        Ok((rc == 0).then_some(ns))
+    }
+
     /// `control` is a complete control block (header + thresholds).
     pub fn selftest(&self, control: &[u8], iterations: u32) -> io::Result<SelfTest> {
         assert!(control.len() >= std::mem::size_of::<ControlHeader>());
