@@ -536,3 +536,43 @@ mod run_info_tests {
         assert_eq!(bare.run, RunInfo::default());
     }
 }
+
+#[cfg(test)]
+mod overhead_tests {
+    use super::Overhead;
+
+    /// A profile whose sampled window was ordered says "at most" and "≤";
+    /// one written before the reads were ordered (no `upper_bound`) still
+    /// reads, and claims no bound.
+    #[test]
+    fn only_an_ordered_window_is_called_a_bound() {
+        let sampled = |extra: &str| {
+            format!(
+                r#"{{"per_call_ns":40.0,"min_recordable_ns":9.0,"estimated_total_ns":4000,
+                   "sampled":{{"samples":900,"every":63.5,"mean_ns":38.6,"sd_ns":17.0,
+                   "ci95_ns":1.1,"outside_ns":1.4,"interrupted":0,"hot_loop_ns":24.6{extra}}}}}"#
+            )
+        };
+        let old: Overhead = serde_json::from_str(&sampled("")).unwrap();
+        assert!(!old.sampled.as_ref().unwrap().upper_bound);
+        assert_eq!(old.relation(), "≈");
+        assert!(old
+            .how_measured()
+            .starts_with("timed inside 900 of the calls (1 in 64, ±"));
+        let new: Overhead = serde_json::from_str(&sampled(r#","upper_bound":true"#)).unwrap();
+        assert_eq!(new.relation(), "≤");
+        assert!(new
+            .how_measured()
+            .starts_with("at most, timed inside 900 of the calls"));
+        let json = serde_json::to_value(&new).unwrap();
+        assert_eq!(json["sampled"]["upper_bound"], true);
+        let hot = Overhead {
+            sampled: None,
+            ..new
+        };
+        assert_eq!(
+            (hot.relation(), hot.how_measured().as_str()),
+            ("≈", "timed in a hot loop")
+        );
+    }
+}
