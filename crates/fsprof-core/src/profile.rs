@@ -249,6 +249,21 @@ impl Overhead {
             _ => "≈",
         }
     }
+
+    /// The reports' self-overhead line, one wording for text and HTML:
+    /// "25ns per call at most, timed inside … (smallest recordable latency
+    /// 10ns); × the calls ≤ 1.2ms".
+    pub fn summary(&self) -> String {
+        use crate::units::format_ns;
+        format!(
+            "{} per call {} (smallest recordable latency {}); × the calls {} {}",
+            format_ns(self.per_call_ns),
+            self.how_measured(),
+            format_ns(self.min_recordable_ns),
+            self.relation(),
+            format_ns(self.estimated_total_ns as f64)
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

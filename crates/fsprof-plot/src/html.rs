@@ -168,17 +168,7 @@ fn meta_table(out: &mut String, p: &Profile) {
         ));
     }
     if let Some(o) = &m.overhead {
-        rows.push((
-            "self-overhead",
-            format!(
-                "{} per call {} (smallest recordable latency {}); × the calls {} {}",
-                format_ns(o.per_call_ns),
-                o.how_measured(),
-                format_ns(o.min_recordable_ns),
-                o.relation(),
-                format_ns(o.estimated_total_ns as f64)
-            ),
-        ));
+        rows.push(("self-overhead", o.summary()));
     }
     if !p.processes.is_empty() {
         rows.push(("processes", p.processes.len().to_string()));

@@ -173,12 +173,8 @@ fn header(out: &mut String, p: &Profile) {
         };
         let _ = writeln!(
             out,
-            "  self-overhead {} per call {} (smallest recordable latency {}); × the calls {} {}, {:.2}% of wall time",
-            format_ns(o.per_call_ns),
-            o.how_measured(),
-            format_ns(o.min_recordable_ns),
-            o.relation(),
-            format_ns(o.estimated_total_ns as f64),
+            "  self-overhead {}, {:.2}% of wall time",
+            o.summary(),
             share
         );
     }
