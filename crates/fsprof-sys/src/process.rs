@@ -17,7 +17,7 @@
 //! `/bin/sh`. The child starts with the signal mask and dispositions
 //! fsprof was started with ([`crate::inherited`]), whatever fsprof itself
 //! blocks or ignores since, and with fsprof's CPU mask (it only starts on
-//! fsprof's CPU: [`OnThisCpu`]).
+//! fsprof's CPU: `OnThisCpu`).
 //!
 //! Hand-written rather than `std::process::Command` because std cannot
 //! hold a child between fork and exec nor give it back the ignored signals
