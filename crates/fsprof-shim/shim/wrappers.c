@@ -182,21 +182,10 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
 static inline __attribute__((always_inline)) int opened(int op, const char *path, void *fn, int at,
                                                         int dirfd, int flags, mode_t mode)
 {
-    uint64_t e = own_begin();
-    struct fsprof_ctr *c = call_begin(op);
-    uint64_t t0 = c ? now_ticks() : 0;
-    int r = at ? ((int (*)(int, const char *, int, ...))fn)(dirfd, path, flags, mode)
-               : ((int (*)(const char *, int, ...))fn)(path, flags, mode);
-    uint64_t t1 = 0;
-    if (c) {
-        t1 = now_ticks();
-        call_end(c, t0, t1, r == -1);
-    }
-    if (r >= 0)
-        OPENED;
-    if (c)
-        own_end(e, t0, t1);
-    return r;
+    TIMED_THEN(call_begin(op), int, r == -1,
+               at ? ((int (*)(int, const char *, int, ...))fn)(dirfd, path, flags, mode)
+                  : ((int (*)(const char *, int, ...))fn)(path, flags, mode),
+               if (r >= 0) OPENED);
 }
 WRAP_OPEN(open)
 WRAP_OPEN(open64)
