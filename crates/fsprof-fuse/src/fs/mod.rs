@@ -6,7 +6,9 @@
 //! This file is the `fuser::Filesystem` face: each handler times one call
 //! of an inherent method (in `entries`, `files`, `dirs`) and replies. The
 //! control file's requests (see [`crate::control`]) are answered before any
-//! timing, so they are never counted.
+//! timing, so they are never counted. Each handler starts with the busy
+//! poll's guard, which polls for the next request once the handler has
+//! replied (why there: [`crate::poll`]).
 
 mod dirs;
 mod entries;
@@ -253,6 +255,7 @@ impl Filesystem for PassFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _poll = self.live.poll.after_reply();
         if control::is_name(parent.0, name) {
             let last = self.root_getattr().take();
             if let Some(g) = last.filter(|g| g.pid == req.pid()) {
@@ -270,11 +273,13 @@ impl Filesystem for PassFs {
     /// fuser hands each inode of a BATCH_FORGET here one by one (its
     /// batch type is private), so batches are counted as single forgets.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _poll = self.live.poll.after_reply();
         self.rec
             .timed_quiet(op!("forget"), || self.inodes.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return reply.attr(&Duration::ZERO, &self.control.attr_for(req.pid()));
         }
@@ -317,6 +322,7 @@ impl Filesystem for PassFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             // `echo reset > .fsprof` truncates first.
             return reply.attr(&Duration::ZERO, &self.control.truncated());
@@ -341,6 +347,7 @@ impl Filesystem for PassFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("readlink"), || self.read_link(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -357,6 +364,7 @@ impl Filesystem for PassFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("mknod"), || {
             self.make(req, parent, name, entries::Make::Node { mode, rdev })
         });
@@ -372,6 +380,7 @@ impl Filesystem for PassFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("mkdir"), || {
             self.make(req, parent, name, entries::Make::Dir { mode })
         });
@@ -386,6 +395,7 @@ impl Filesystem for PassFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("symlink"), || {
             self.make(req, parent, link_name, entries::Make::Symlink { target })
         });
@@ -393,6 +403,7 @@ impl Filesystem for PassFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("unlink"), || self.remove(parent, name, 0));
@@ -400,6 +411,7 @@ impl Filesystem for PassFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("rmdir"), || {
             self.remove(parent, name, libc::AT_REMOVEDIR)
         });
@@ -416,6 +428,7 @@ impl Filesystem for PassFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         // The kernel sends RENAME2 only when there are flags.
         let op = if flags.is_empty() {
             op!("rename")
@@ -436,6 +449,7 @@ impl Filesystem for PassFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("link"), || self.link_entry(ino, newparent, newname));
@@ -443,6 +457,7 @@ impl Filesystem for PassFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             let fh = self.control.open();
             return reply.opened(FileHandle(fh), fuser::FopenFlags::FOPEN_DIRECT_IO);
@@ -464,6 +479,7 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _poll = self.live.poll.after_reply();
         if Control::is_fh(fh.0) {
             return match self.control.read(fh.0, offset, size) {
                 Ok(d) => reply.data(&d),
@@ -491,6 +507,7 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = if control::is_control(ino.0, fh.0) {
             self.control.write(data)
         } else {
@@ -513,6 +530,7 @@ impl Filesystem for PassFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
@@ -536,6 +554,7 @@ impl Filesystem for PassFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if Control::is_fh(fh.0) {
             self.control.release(fh.0);
             return reply.ok();
@@ -559,6 +578,7 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
@@ -569,6 +589,7 @@ impl Filesystem for PassFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _poll = self.live.poll.after_reply();
         if self.no_open {
             return reply.error(Errno::ENOSYS);
         }
@@ -586,6 +607,7 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("readdir"), || {
             self.read_dir(ino, fh.0, offset, &mut reply)
         });
@@ -603,6 +625,7 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("readdirplus"), || {
             self.read_dir_plus(ino, fh.0, offset, &mut reply)
         });
@@ -620,6 +643,7 @@ impl Filesystem for PassFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if fh.0 == 0 {
             return reply.ok();
         }
@@ -637,6 +661,7 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("fsyncdir"), || {
             files::sync(self.dir_fd(ino, fh.0)?.raw(), datasync)
         });
@@ -644,6 +669,7 @@ impl Filesystem for PassFs {
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("statfs"), || self.stat_fs(ino)) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -669,6 +695,7 @@ impl Filesystem for PassFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("setxattr"), || self.set_xattr(ino, name, value, flags));
@@ -676,6 +703,7 @@ impl Filesystem for PassFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _poll = self.live.poll.after_reply();
         // The control file has none (`ls -l` asks for ACLs).
         if ino.0 == control::ID {
             return reply.error(Errno::ENODATA);
@@ -687,6 +715,7 @@ impl Filesystem for PassFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return entries::reply_xattr(Ok(Vec::new()), size, reply);
         }
@@ -697,6 +726,7 @@ impl Filesystem for PassFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("removexattr"), || self.remove_xattr(ino, name));
@@ -704,6 +734,7 @@ impl Filesystem for PassFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return reply.ok();
         }
@@ -723,6 +754,7 @@ impl Filesystem for PassFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _poll = self.live.poll.after_reply();
         self.create_file(req, parent, name, mode, flags, reply)
     }
 
@@ -736,6 +768,7 @@ impl Filesystem for PassFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("fallocate"), || {
             files::allocate(self.data_fd(ino, fh.0, true)?.raw(), offset, length, mode)
         });
@@ -751,6 +784,7 @@ impl Filesystem for PassFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("lseek"), || {
             files::seek(self.data_fd(ino, fh.0, false)?.raw(), offset, whence)
         }) {
@@ -772,6 +806,7 @@ impl Filesystem for PassFs {
         flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("copy_file_range"), || {
             let fd_in = self.data_fd(ino_in, fh_in.0, false)?;
             let fd_out = self.data_fd(ino_out, fh_out.0, true)?;
@@ -797,5 +832,31 @@ fn not_control(parent: INodeNo, name: &OsStr) -> Res<()> {
         Err(Errno::EPERM)
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every request handler (each `&self` method of the `Filesystem`
+    /// impl) takes the busy poll's guard first: one left out would send
+    /// its worker to sleep after that op's reply.
+    #[test]
+    fn every_handler_polls_after_its_reply() {
+        const GUARD: &str = "let _poll = self.live.poll.after_reply();";
+        let src = include_str!("mod.rs");
+        let start = src.find("impl Filesystem for PassFs {").unwrap();
+        let end = start + src[start..].find("\n}\n").unwrap();
+        let mut handlers = 0;
+        for item in src[start..end].split("\n    fn ").skip(1) {
+            let name = &item[..item.find('(').unwrap()];
+            let (sig, body) = item.split_once(" {\n").unwrap();
+            if !sig.contains("&self") {
+                assert!(["init", "destroy"].contains(&name), "{name}");
+                continue;
+            }
+            handlers += 1;
+            assert_eq!(body.lines().next().map(str::trim), Some(GUARD), "{name}");
+        }
+        assert!(handlers >= 33, "{handlers} handlers found");
     }
 }
