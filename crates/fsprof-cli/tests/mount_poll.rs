@@ -116,13 +116,20 @@ fn mount_with_a_file(d: &Dirs, busy_poll: &str) -> Mount {
     d.mount(&["--busy-poll", busy_poll])
 }
 
+/// A mount with `--busy-poll busy_poll` after `STATS` stats through it
+/// from the last CPU this process may use (the daemon may use them all).
+fn stats_through_a_mount(d: &Dirs, busy_poll: &str) -> Mount {
+    let cpus = cpus();
+    let m = mount_with_a_file(d, busy_poll);
+    stats_from(*cpus.last().unwrap(), &m.path("f"));
+    m
+}
+
 #[test]
 #[ignore = "needs root"]
 fn requests_sent_while_the_worker_polls_are_found_by_polling_and_reported() {
-    let cpus = cpus();
     let d = dirs();
-    let m = mount_with_a_file(&d, "5ms");
-    stats_from(*cpus.last().unwrap(), &m.path("f"));
+    let m = stats_through_a_mount(&d, "5ms");
     let text = fsprof_testkit::succeeds(fsprof().arg("stat").arg(&m.mp)).stdout;
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("busy poll 5 ms"), "{text}");
@@ -138,10 +145,8 @@ fn requests_sent_while_the_worker_polls_are_found_by_polling_and_reported() {
 #[test]
 #[ignore = "needs root"]
 fn with_busy_poll_off_no_request_is_found_by_polling() {
-    let cpus = cpus();
     let d = dirs();
-    let m = mount_with_a_file(&d, "off");
-    stats_from(*cpus.last().unwrap(), &m.path("f"));
+    let m = stats_through_a_mount(&d, "off");
     let (setting, found, blocked) = polled(&m.umount());
     assert_eq!(setting, "off");
     assert_eq!(found, 0);
