@@ -681,7 +681,28 @@ def report(args, times):
     print("\nvCPU halts per run (idle entries of all CPUs, /sys/devices/system/cpu/cpu*/cpuidle; medians): "
           "each is a wake-up of a halted vCPU to come\n")
     table(names, wls, HALTS, lambda c, w, xs: f"{statistics.median(xs):,.0f}")
+    polling(args, names)
     overhead(args, {k: statistics.median(v) for k, v in times.items()})
+
+
+def polling(args, names):
+    """What each fsprof mount's busy polling found over the whole run
+    (all workloads and placements, warm-ups included; from its profile)."""
+    rows = []
+    for c in names:
+        p = os.path.join(args.dir, f"prof-{c}.json")
+        if not c.startswith("fsprof") or c.endswith("]") or not os.path.exists(p):
+            continue
+        s = json.load(open(p))["meta"]["settings"]
+        if "busy poll" in s:
+            found, blocked = int(s["requests found by polling"]), int(s["requests found by blocking reads"])
+            share = 100 * found / max(found + blocked, 1)
+            rows.append(f"| {c} | {s['busy poll']} | {found:,} | {blocked:,} | {share:.1f}% |")
+    if rows:
+        print("\nbusy polling over the whole run (the profiles' settings; the last setting seen)\n")
+        print("| configuration | busy poll | requests found by polling | by blocking reads | share |\n"
+              "|---|---|---:|---:|---:|")
+        print("\n".join(rows))
 
 
 def overhead(args, results):
