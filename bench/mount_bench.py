@@ -6,7 +6,8 @@ Workloads (each repeated, medians): a warm `grep -r` over a copy of
 and create+stat+unlink of 10,000 files (bench/mount_meta.c).
 
 Configurations: native (LOWER itself), `fsprof mount` --observe-all and
---fast with the default thread (one) and with two, --fast --passthrough,
+--fast with the default thread (one) and with two, each also without busy
+polling (`--busy-poll 0`, "no-poll"), --fast --passthrough,
 the same daemon built with
 timing compiled out (`--features fsprof-fuse/untimed`), bindfs (Debian;
 single-threaded by default, --multithreaded, and with entry/attribute
@@ -279,7 +280,11 @@ def configs(args, hp, lower):
         fsp("fsprof observe-all", []),
         fsp("fsprof observe-all 2T", ["--threads", "2"]),
         fsp("fsprof observe-all untimed", [], untimed=True),
+        # Without polling /dev/fuse after each reply: what the polling buys
+        # (wall time) and costs (the daemon's CPU time).
+        fsp("fsprof observe-all no-poll", ["--busy-poll", "0"]),
         fsp("fsprof fast", ["--fast"]),
+        fsp("fsprof fast no-poll", ["--fast", "--busy-poll", "0"]),
         fsp("fsprof fast 2T", ["--fast", "--threads", "2"]),
         # Files opened in the daemon, data ops by kernel passthrough.
         fsp("fsprof fast passthrough", ["--fast", "--passthrough"]),
@@ -657,9 +662,12 @@ def report(args, times):
 
     def timing(c, w, xs):
         t, r = statistics.median(xs), ratio(times, c, w)
+        # The daemon's CPU time beside its wall time: the price of polling.
+        d = DAEMON.get((c, w))
+        cpu = f", daemon CPU {statistics.median(x[0] for x in d) / 1000:.3f} s" if d else ""
         if w == "read 1 GiB":
-            return f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native)"
-        return f"{t:.3f} s ({r:.2f}×)"
+            return f"{1024 / t:,.0f} MiB/s ({100 / r:.0f}% of native){cpu}"
+        return f"{t:.3f} s ({r:.2f}×){cpu}"
 
     def daemon(c, w, xs):
         cpu = statistics.median(x[0] for x in xs)
@@ -673,7 +681,28 @@ def report(args, times):
     print("\nvCPU halts per run (idle entries of all CPUs, /sys/devices/system/cpu/cpu*/cpuidle; medians): "
           "each is a wake-up of a halted vCPU to come\n")
     table(names, wls, HALTS, lambda c, w, xs: f"{statistics.median(xs):,.0f}")
+    polling(args, names)
     overhead(args, {k: statistics.median(v) for k, v in times.items()})
+
+
+def polling(args, names):
+    """What each fsprof mount's busy polling found over the whole run
+    (all workloads and placements, warm-ups included; from its profile)."""
+    rows = []
+    for c in names:
+        p = os.path.join(args.dir, f"prof-{c}.json")
+        if not c.startswith("fsprof") or c.endswith("]") or not os.path.exists(p):
+            continue
+        s = json.load(open(p))["meta"]["settings"]
+        if "busy poll" in s:
+            found, blocked = int(s["requests found by polling"]), int(s["requests found by blocking reads"])
+            share = 100 * found / max(found + blocked, 1)
+            rows.append(f"| {c} | {s['busy poll']} | {found:,} | {blocked:,} | {share:.1f}% |")
+    if rows:
+        print("\nbusy polling over the whole run (the profiles' settings; the last setting seen)\n")
+        print("| configuration | busy poll | requests found by polling | by blocking reads | share |\n"
+              "|---|---|---:|---:|---:|")
+        print("\n".join(rows))
 
 
 def overhead(args, results):

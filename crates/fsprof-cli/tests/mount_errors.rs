@@ -42,6 +42,23 @@ fn missing_lower_or_mount_point_is_one_line() {
 }
 
 #[test]
+fn a_busy_poll_too_long_or_not_a_duration_is_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    for (v, want) in [
+        ("11ms", "use at most 10 ms"),
+        ("soon", "invalid duration \"soon\""),
+    ] {
+        let o = fsprof()
+            .args(["mount", "--busy-poll", v])
+            .arg(d.path())
+            .arg(d.path())
+            .output()
+            .unwrap();
+        one_line_exit_2(&o, want);
+    }
+}
+
+#[test]
 fn an_existing_output_is_not_overwritten() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("p.json");

@@ -183,6 +183,7 @@ impl Control {
         match std::str::from_utf8(data).map(str::trim) {
             Ok("reset") => {
                 self.live.rec.reset();
+                self.live.poll.reset();
                 Ok(data.len() as u32)
             }
             _ => Err(Errno::EINVAL),

@@ -7,7 +7,8 @@
 //!                              measure the timing's own cost
 //! Capture::run(source)         (fsprof-capture)
 //!   source.start()             mount (fuser), workers serve PassFs
-//!     PassFs handler           Recorder::timed(op, lower work) → reply
+//!     PassFs handler           Recorder::timed(op, lower work) → reply,
+//!                              then a busy poll for the next (`poll`)
 //!   source.snapshot()          per-thread counters added up (no locks
 //!                              on the request path: see `stats`)
 //!   source.ended()             the mount went away (fsprof umount)
@@ -31,6 +32,7 @@ mod inodes;
 pub mod live;
 pub mod mountinfo;
 pub mod opcodes;
+pub mod poll;
 pub mod remote;
 mod source;
 pub mod stats;

@@ -8,10 +8,13 @@ use fsprof_core::profile::{Meta, Overhead};
 use fsprof_core::Profile;
 use fsprof_sys::clock::{mono_ns, wall_unix_ns};
 
+use crate::poll::BusyPoll;
 use crate::stats::Recorder;
 
 pub struct Live {
     pub rec: Recorder,
+    /// `--busy-poll`: its setting and counts go into the metadata.
+    pub poll: BusyPoll,
     /// Everything but the times and counts (set up by the source).
     meta: Mutex<Meta>,
     overhead: Overhead,
@@ -20,9 +23,10 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new(rec: Recorder, meta: Meta, overhead: Overhead) -> Live {
+    pub fn new(rec: Recorder, poll: BusyPoll, meta: Meta, overhead: Overhead) -> Live {
         Live {
             rec,
+            poll,
             meta: Mutex::new(meta),
             overhead,
             start_mono: mono_ns(),
@@ -44,8 +48,13 @@ impl Live {
         f(&mut self.meta.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
+    /// The metadata, with the busy poll's setting and counts of now.
     pub fn meta(&self) -> Meta {
-        self.meta.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let mut m = self.meta.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (k, v) in self.poll.describe() {
+            m.settings.insert(k.into(), v);
+        }
+        m
     }
 
     /// The counts so far, with the metadata of a finished capture.

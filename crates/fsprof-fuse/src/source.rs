@@ -5,7 +5,7 @@
 //! when the mount goes away (`fsprof umount`, `fusermount3 -u`), at a
 //! stop signal (which unmounts), and `finish` hands over the counts.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 use crate::fs::{FsConfig, Mode, PassFs};
 use crate::live::Live;
 use crate::mountinfo;
+use crate::poll::BusyPoll;
 use crate::stats::{Recorder, Ticks};
 
 /// The mount's read-ahead in `--fast` (see `MountSource::raise_readahead`).
@@ -39,6 +40,9 @@ pub struct MountOptions {
     pub cache_ttl: Duration,
     /// Where the profile will be written (recorded for `fsprof umount`).
     pub output: Option<PathBuf>,
+    /// How long a worker polls for the next request after replying
+    /// (zero: never; see `poll`).
+    pub busy_poll: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +134,8 @@ impl MountSource {
         let mut meta = describe(&opts);
         meta.settings
             .insert("descriptor limit".into(), fd_limit.to_string());
-        let live = Arc::new(Live::new(rec, meta, overhead));
+        let poll = BusyPoll::new(opts.busy_poll);
+        let live = Arc::new(Live::new(rec, poll, meta, overhead));
         let as_caller = opts.allow_other && crate::creds::can_switch();
         let cfg = FsConfig {
             mode: opts.mode,
@@ -186,6 +191,7 @@ impl MountSource {
             Some(libc::EPERM) | Some(libc::EACCES) => MountError::NotPermitted(mp.clone()),
             _ => MountError::Mount(mp.clone(), e),
         })?;
+        self.live.poll.set_fd(session.as_fd().as_raw_fd());
         session
             .spawn()
             .map_err(|e| MountError::Mount(mp.clone(), e))

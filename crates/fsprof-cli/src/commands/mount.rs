@@ -59,6 +59,13 @@ pub struct MountArgs {
     /// two threads on small machines: see docs/benchmarks.md)
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
+    /// After each reply, poll for the next request this long before sleeping
+    /// in read (one vCPU wake-up per request instead of two when the
+    /// application runs on another CPU; costs daemon CPU time, never used
+    /// while the daemon may run on one CPU only); `off` or 0 disables
+    #[arg(long, value_name = "DURATION", default_value = "50us",
+          value_parser = fsprof_fuse::poll::parse)]
+    pub busy_poll: Duration,
     /// Let other users use the mount (root: files they create are theirs)
     #[arg(long)]
     pub allow_other: bool,
@@ -173,6 +180,7 @@ fn serve_and_capture(
         resolution,
         cache_ttl: Duration::from_nanos(a.cache_ttl),
         output: Some(out.to_path_buf()),
+        busy_poll: a.busy_poll,
     })?;
     let live = source.live();
     let server = match addrs {

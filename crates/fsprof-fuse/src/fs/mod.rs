@@ -6,7 +6,9 @@
 //! This file is the `fuser::Filesystem` face: each handler times one call
 //! of an inherent method (in `entries`, `files`, `dirs`) and replies. The
 //! control file's requests (see [`crate::control`]) are answered before any
-//! timing, so they are never counted.
+//! timing, so they are never counted. Each handler starts with the busy
+//! poll's guard, which polls for the next request once the handler has
+//! replied (why there: [`crate::poll`]).
 
 mod dirs;
 mod entries;
@@ -256,6 +258,7 @@ impl Filesystem for PassFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _poll = self.live.poll.after_reply();
         if control::is_name(parent.0, name) {
             let last = self.root_getattr().take();
             if let Some(g) = last.filter(|g| g.pid == req.pid()) {
@@ -273,11 +276,13 @@ impl Filesystem for PassFs {
     /// fuser hands each inode of a BATCH_FORGET here one by one (its
     /// batch type is private), so batches are counted as single forgets.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _poll = self.live.poll.after_reply();
         self.rec
             .timed_quiet(op!("forget"), || self.inodes.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return reply.attr(&Duration::ZERO, &self.control.attr_for(req.pid()));
         }
@@ -320,6 +325,7 @@ impl Filesystem for PassFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             // `echo reset > .fsprof` truncates first.
             return reply.attr(&Duration::ZERO, &self.control.truncated());
@@ -344,6 +350,7 @@ impl Filesystem for PassFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("readlink"), || self.read_link(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -360,6 +367,7 @@ impl Filesystem for PassFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("mknod"), || {
             self.make(req, parent, name, entries::Make::Node { mode, rdev })
         });
@@ -375,6 +383,7 @@ impl Filesystem for PassFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("mkdir"), || {
             self.make(req, parent, name, entries::Make::Dir { mode })
         });
@@ -389,6 +398,7 @@ impl Filesystem for PassFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("symlink"), || {
             self.make(req, parent, link_name, entries::Make::Symlink { target })
         });
@@ -396,6 +406,7 @@ impl Filesystem for PassFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("unlink"), || self.remove(parent, name, 0));
@@ -403,6 +414,7 @@ impl Filesystem for PassFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("rmdir"), || {
             self.remove(parent, name, libc::AT_REMOVEDIR)
         });
@@ -419,6 +431,7 @@ impl Filesystem for PassFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         // The kernel sends RENAME2 only when there are flags.
         let op = if flags.is_empty() {
             op!("rename")
@@ -439,6 +452,7 @@ impl Filesystem for PassFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("link"), || self.link_entry(ino, newparent, newname));
@@ -446,6 +460,7 @@ impl Filesystem for PassFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             let fh = self.control.open();
             return reply.opened(FileHandle(fh), fuser::FopenFlags::FOPEN_DIRECT_IO);
@@ -467,6 +482,7 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _poll = self.live.poll.after_reply();
         if Control::is_fh(fh.0) {
             return match self.control.read(fh.0, offset, size) {
                 Ok(d) => reply.data(&d),
@@ -494,6 +510,7 @@ impl Filesystem for PassFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = if control::is_control(ino.0, fh.0) {
             self.control.write(data)
         } else {
@@ -516,6 +533,7 @@ impl Filesystem for PassFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
@@ -539,6 +557,7 @@ impl Filesystem for PassFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if Control::is_fh(fh.0) {
             self.control.release(fh.0);
             return reply.ok();
@@ -562,6 +581,7 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if control::is_control(ino.0, fh.0) {
             return reply.ok();
         }
@@ -572,6 +592,7 @@ impl Filesystem for PassFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _poll = self.live.poll.after_reply();
         if self.no_open {
             return reply.error(Errno::ENOSYS);
         }
@@ -589,6 +610,7 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("readdir"), || {
             self.read_dir(ino, fh.0, offset, &mut reply)
         });
@@ -606,6 +628,7 @@ impl Filesystem for PassFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("readdirplus"), || {
             self.read_dir_plus(ino, fh.0, offset, &mut reply)
         });
@@ -623,6 +646,7 @@ impl Filesystem for PassFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         if fh.0 == 0 {
             return reply.ok();
         }
@@ -640,6 +664,7 @@ impl Filesystem for PassFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("fsyncdir"), || {
             files::sync(self.dir_fd(ino, fh.0)?.raw(), datasync)
         });
@@ -647,6 +672,7 @@ impl Filesystem for PassFs {
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("statfs"), || self.stat_fs(ino)) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -672,6 +698,7 @@ impl Filesystem for PassFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("setxattr"), || self.set_xattr(ino, name, value, flags));
@@ -679,6 +706,7 @@ impl Filesystem for PassFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _poll = self.live.poll.after_reply();
         // The control file has none (`ls -l` asks for ACLs).
         if ino.0 == control::ID {
             return reply.error(Errno::ENODATA);
@@ -690,6 +718,7 @@ impl Filesystem for PassFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return entries::reply_xattr(Ok(Vec::new()), size, reply);
         }
@@ -700,6 +729,7 @@ impl Filesystem for PassFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         let r = self
             .rec
             .timed(op!("removexattr"), || self.remove_xattr(ino, name));
@@ -707,6 +737,7 @@ impl Filesystem for PassFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _poll = self.live.poll.after_reply();
         if ino.0 == control::ID {
             return reply.ok();
         }
@@ -726,6 +757,7 @@ impl Filesystem for PassFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _poll = self.live.poll.after_reply();
         self.create_file(req, parent, name, mode, flags, reply)
     }
 
@@ -739,6 +771,7 @@ impl Filesystem for PassFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("fallocate"), || {
             files::allocate(self.data_fd(ino, fh.0, true)?.raw(), offset, length, mode)
         });
@@ -754,6 +787,7 @@ impl Filesystem for PassFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        let _poll = self.live.poll.after_reply();
         match self.rec.timed(op!("lseek"), || {
             files::seek(self.data_fd(ino, fh.0, false)?.raw(), offset, whence)
         }) {
@@ -775,6 +809,7 @@ impl Filesystem for PassFs {
         flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        let _poll = self.live.poll.after_reply();
         let r = self.rec.timed(op!("copy_file_range"), || {
             let fd_in = self.data_fd(ino_in, fh_in.0, false)?;
             let fd_out = self.data_fd(ino_out, fh_out.0, true)?;
@@ -800,5 +835,31 @@ fn not_control(parent: INodeNo, name: &OsStr) -> Res<()> {
         Err(Errno::EPERM)
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every request handler (each `&self` method of the `Filesystem`
+    /// impl) takes the busy poll's guard first: one left out would send
+    /// its worker to sleep after that op's reply.
+    #[test]
+    fn every_handler_polls_after_its_reply() {
+        const GUARD: &str = "let _poll = self.live.poll.after_reply();";
+        let src = include_str!("mod.rs");
+        let start = src.find("impl Filesystem for PassFs {").unwrap();
+        let end = start + src[start..].find("\n}\n").unwrap();
+        let mut handlers = 0;
+        for item in src[start..end].split("\n    fn ").skip(1) {
+            let name = &item[..item.find('(').unwrap()];
+            let (sig, body) = item.split_once(" {\n").unwrap();
+            if !sig.contains("&self") {
+                assert!(["init", "destroy"].contains(&name), "{name}");
+                continue;
+            }
+            handlers += 1;
+            assert_eq!(body.lines().next().map(str::trim), Some(GUARD), "{name}");
+        }
+        assert!(handlers >= 33, "{handlers} handlers found");
     }
 }
