@@ -8,8 +8,8 @@
 //! (`/sys/module/haltpoll/parameters/guest_halt_poll_ns` = 0 here) each
 //! such wake-up costs tens of µs. A worker that keeps polling the
 //! connection for a few µs after replying finds the next request without
-//! sleeping (warm `grep -r` through observe-all, unpinned: 4.7–5.0 s →
-//! 1.7–1.9 s on this VM; docs/benchmarks.md).
+//! sleeping (warm `grep -r` through observe-all, unpinned: 4.03 → 1.68 s
+//! on this VM; docs/benchmarks.md, "Busy polling").
 //!
 //! What it costs and when it is off:
 //! - `sched_yield()` between polls, so that on a busy CPU the poll gives
