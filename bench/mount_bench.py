@@ -2,7 +2,9 @@
 """fsprof mount against native access and its peers, side by side in one run.
 
 Workloads (each repeated, medians): a warm `grep -r` over a copy of
-/usr/include, a sequential read of a 1 GiB file (LOWER's page cache warm),
+/usr/include, a sequential read of a 1 GiB file (both warm: LOWER's
+caches and the mount's where it keeps them; each timed run of these two
+right after an untimed one),
 and create+stat+unlink of 10,000 files (bench/mount_meta.c).
 
 Configurations: native (LOWER itself), `fsprof mount` --observe-all and
@@ -23,7 +25,7 @@ ratio to native in the same round.
 Needs root. Usage:
   bench/mount_bench.py [--reps 5] [--dir target/mount-bench] [--skip-build]
                        [--only CONFIG,...] [--workloads grep,read,meta]
-                       [--requests | --floor | --crossings]
+                       [--requests | --floor | --crossings] [--folios]
                        [--placements free,same,split,daemon0]
 Prints a table of medians and ratios to native, then the per-request
 overhead of the timing (timed vs untimed build, and as the profile
@@ -49,6 +51,12 @@ filtered to the workload's programs and the daemon's threads) during each
 workload and prints, per configuration and placement, the share of
 hand-offs between workload and daemon that landed on the other vCPU.
 
+--folios prints, after the timed runs, how the page cache holds each
+configuration's 1 GiB file: pages, folios, mean folio size (ext4 up to
+2 MiB after a sequential read; a FUSE mount's page cache 4 KiB pages on
+this kernel). Mapping the file to read its frames faults in what is not
+cached, through the daemon for a mount.
+
 --placements free,same,split repeats every timed run with the daemon's
 threads and the workload left to the scheduler (free), both on CPU 0
 (same), on different CPUs (split), or only the daemon on CPU 0 (daemon0),
@@ -62,6 +70,7 @@ import json
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -336,6 +345,14 @@ def workloads(args):
 
 
 WORKLOAD_KEYS = {"grep": "grep -r /usr/include", "read": "read 1 GiB", "meta": "10k create+stat+unlink"}
+# Workloads run once more, untimed, right before each timed run: warm
+# means in the caches now. A page a round left untouched for a minute is
+# not (this VM's DAMON pages out page cache idle for 60 s; others drop
+# caches), and a mount whose own caches are touched once a round loses
+# part of them between rounds: a "warm" --fast read sent 36-122 of its
+# 1,024 reads to the daemon again; a --fast grep 100 s after the last
+# took 1.13 s instead of ~0.1 s (5,982 reads and 1,074 readdirs again).
+REWARM = {WORKLOAD_KEYS["read"], WORKLOAD_KEYS["grep"]}
 
 
 class FuseTrace:
@@ -507,6 +524,16 @@ def prepare(args, lower):
     if not os.path.exists(big) or os.path.getsize(big) != 1 << 30:
         sh(["dd", "if=/dev/zero", f"of={big}", "bs=1M", "count=1024", "status=none"])
         sh(["sync"])
+    # Native's read speed depends on the folios LOWER's page cache holds the
+    # file in (up to 2 MiB after a sequential read, 4 KiB pages after
+    # scattered ones; 88% against 93% of native for the same mount): start
+    # every run from what a sequential read leaves.
+    fd = os.open(big, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    sh(["dd", f"if={big}", "of=/dev/null", "bs=1M", "status=none"])
 
 
 def main():
@@ -522,6 +549,9 @@ def main():
     ap.add_argument("--crossings", action="store_true",
                     help="trace which vCPU the workload and the daemon run on at each hand-off "
                          "instead of timing (sched:sched_switch)")
+    ap.add_argument("--folios", action="store_true",
+                    help="after the timed runs, print the size of the page-cache folios holding each "
+                         "configuration's 1 GiB file (needs the read workload)")
     ap.add_argument("--placements", default="free",
                     help="comma-separated: free (the scheduler's choice), same (daemon and workload "
                          "or timer on CPU 0), split (daemon on CPU 0, workload or timer on CPU 1), "
@@ -581,13 +611,24 @@ def main():
                 # after a sync and 6 s of sleep), and native, first in
                 # every round, would pay it alone: one untimed run first.
                 w(roots[cs[0].name])
-                for c in cs:
+                # Each round starts one configuration further on, so that no
+                # configuration always follows the same one. On LOWER's ext4
+                # without a journal, a create skips every inode deleted in
+                # the last 60-300 s (ialloc.c recently_deleted), so each
+                # metadata run paid for the 10,000 files of every run before
+                # it in the round: in a fixed order the medians rose with
+                # the position (1.19, 2.21, 2.91, 3.72, 4.30 s). The first
+                # timed round keeps the given order (the tables' order).
+                k = (rep - 1) % len(cs)
+                for c in cs[k:] + cs[:k]:
                     pid = pids.get(c.name)
                     for pl in placements:
                         dmask, wmask = PLACEMENTS[pl]
                         place(pid, dmask)
                         WORKLOAD_CPUS[:] = ["taskset", hex(wmask)] if wmask else []
                         name = c.name if pl == "free" else f"{c.name} [{pl}]"
+                        if wname in REWARM:
+                            w(roots[c.name])
                         before = daemon_cost(pid) if pid else None
                         h0 = halts()
                         t = w(roots[c.name])
@@ -601,6 +642,8 @@ def main():
                                     ((after[0] - before[0]) / 1e6, after[1] - before[1]))
                     place(pid, None)
             print(f"rep {rep}/{args.reps} done", file=sys.stderr, flush=True)
+        if args.folios:
+            folio_table(cs, roots)
     finally:
         for c, mnt in mounted:
             c.unmount(mnt)
@@ -611,6 +654,61 @@ def main():
     for (c, w), xs in times.items():
         print(f"{c:<28} {w:<24} median {statistics.median(xs):8.3f} s  (min {min(xs):.3f}, max {max(xs):.3f})")
     report(args, times)
+
+
+def folio_sizes(path):
+    """(pages, folios, pages in single-page folios) of the page cache
+    holding `path`, from the physical pages its shared mapping shows
+    (/proc/self/pagemap, /proc/kpageflags: KPF_COMPOUND_HEAD/TAIL). Mapping
+    faults in what is not cached (through the daemon, for a mount)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap {path}")
+        try:
+            libc.madvise(addr, size, 22)  # MADV_POPULATE_READ
+            n = size // page
+            with open("/proc/self/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as kf:
+                pm.seek(addr // page * 8)
+                entries = struct.unpack(f"<{n}Q", pm.read(8 * n))
+                pfns = [e & ((1 << 55) - 1) for e in entries if e >> 63]
+                frames, flags, i = sorted(set(pfns)), {}, 0
+                while i < len(frames):  # each run of consecutive frames in one read
+                    j = i
+                    while j + 1 < len(frames) and frames[j + 1] == frames[j] + 1:
+                        j += 1
+                    kf.seek(frames[i] * 8)
+                    flags.update(zip(frames[i:j + 1], struct.unpack(f"<{j - i + 1}Q", kf.read(8 * (j - i + 1)))))
+                    i = j + 1
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    head, tail = 1 << 15, 1 << 16
+    folios = sum(1 for p in pfns if not flags[p] & tail)
+    single = sum(1 for p in pfns if not flags[p] & (head | tail))
+    return len(pfns), folios, single
+
+
+def folio_table(cs, roots):
+    """Where a warm read's time goes besides the copy: one lookup and one
+    reference per folio. ext4 keeps a file read sequentially in folios of up
+    to 2 MiB; a FUSE mount's page cache here in 4 KiB ones."""
+    print("\npage-cache folios holding the 1 GiB file (after the timed runs)\n")
+    print("| configuration | pages | folios | mean folio | pages in 4 KiB folios |\n|---|---:|---:|---:|---:|")
+    for c in cs:
+        pages, folios, single = folio_sizes(os.path.join(roots[c.name], "big"))
+        print(f"| {c.name} | {pages:,} | {folios:,} | {pages / max(folios, 1) * 4:,.0f} KiB | "
+              f"{100 * single / max(pages, 1):.1f}% |")
 
 
 def page_cache_drops():

@@ -78,6 +78,51 @@ fn a_scripted_workload_gives_exact_per_op_counts() {
     check_ok(&d.out);
 }
 
+/// Opens, fstats, reads and closes each of `n` files through the mount:
+/// a `getattr` for each fstat is what the program asked for.
+fn open_fstat_read(m: &Mount, n: usize) {
+    use std::os::fd::AsRawFd;
+    for k in 0..n {
+        let mut f = fs::File::open(m.path(format!("f{k}"))).unwrap();
+        // SAFETY: an all-zero stat is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the descriptor is open and `st` is writable.
+        assert_eq!(unsafe { libc::fstat(f.as_raw_fd(), &mut st) }, 0);
+        let mut buf = [0u8; 4096];
+        while f.read(&mut buf).unwrap() > 0 {}
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn only_the_programs_stats_are_getattrs_unless_the_kernel_checks_permissions() {
+    const N: usize = 20;
+    let d = dirs();
+    for k in 0..N {
+        fs::write(d.lower.join(format!("f{k}")), pattern(100, k as u64)).unwrap();
+    }
+    let m = d.mount(&[]);
+    open_fstat_read(&m, N);
+    let p = m.umount();
+    assert!(p.meta.settings["permission checks"].starts_with("LOWER's"));
+    assert_eq!(calls(&p, "getattr"), N as u64, "{:?}", op(&p, "getattr"));
+    assert_eq!(calls(&p, "open"), N as u64);
+    check_ok(&d.out);
+
+    // Shared, the kernel checks each open against the caller's
+    // credentials and asks for the attributes it checks first.
+    fs::remove_file(&d.out).unwrap();
+    let m = d.mount(&["--allow-other"]);
+    open_fstat_read(&m, N);
+    let p = m.umount();
+    assert!(p.meta.settings["permission checks"].contains("default_permissions"));
+    assert!(
+        calls(&p, "getattr") >= 2 * N as u64,
+        "{:?}",
+        op(&p, "getattr")
+    );
+}
+
 #[test]
 #[ignore = "needs root"]
 fn data_read_through_the_mount_matches_lower() {

@@ -1,10 +1,16 @@
 //! Whose file is it: the daemon acts on LOWER with its own credentials,
 //! except where the result depends on who asked.
 //!
-//! The mount uses `default_permissions`, so the kernel checks every
-//! request's permissions against the caller's full credentials before the
-//! daemon sees it; the lower operations can then run as the daemon. What
-//! cannot is creating an inode (create, mknod, mkdir, symlink): its owner,
+//! A mount shared with other users (`allow_other`) uses
+//! `default_permissions`, so the kernel checks every request's permissions
+//! against the caller's full credentials before the daemon sees it; the
+//! lower operations can then run as the daemon. A mount that is not shared
+//! admits only processes whose uids and gids all equal the daemon's, and
+//! leaves the checks to LOWER with the daemon's credentials: the same
+//! verdicts, except for a process that kept the uid but dropped
+//! capabilities (a uid-0 service without CAP_DAC_OVERRIDE), which acts
+//! with the daemon's — `--allow-other` rules that out. What cannot run as
+//! the daemon is creating an inode (create, mknod, mkdir, symlink): its owner,
 //! group (or the set-group-ID directory's) and the clearing of S_ISGID for
 //! non-members come from the creator. For those, a daemon running as root
 //! takes on the caller's file-system uid, gid and supplementary groups

@@ -66,6 +66,9 @@ pub struct FsConfig {
     pub cache_ttl: Duration,
     /// Create inodes as the caller (daemon is root, `allow_other`).
     pub as_caller: bool,
+    /// The kernel checks permissions (`default_permissions`): it sends a
+    /// getattr of each inode it checks that has no valid attributes.
+    pub kernel_checks: bool,
     /// Fast mode: open files in the daemon and hand their reads and writes
     /// to the kernel's FUSE passthrough, instead of leaving opens to the
     /// kernel (see `files`).
@@ -97,9 +100,9 @@ pub struct PassFs {
     no_open: bool,
     control: Control,
     live: Arc<Live>,
-    /// The last getattr of the root. Opening the control file begins with
-    /// the kernel's permission check of the root, whose getattr is then
-    /// taken back out of the counts (see `lookup`).
+    /// The last getattr of the root where the kernel checks permissions:
+    /// opening the control file then begins with its check of the root,
+    /// whose getattr is taken back out of the counts (see `lookup`).
     last_root_getattr: Mutex<Option<RootGetattr>>,
 }
 
@@ -283,7 +286,7 @@ impl Filesystem for PassFs {
         if ino.0 == control::ID {
             return reply.attr(&Duration::ZERO, &self.control.attr_for(req.pid()));
         }
-        let r = if ino.0 == ROOT {
+        let r = if ino.0 == ROOT && self.cfg.kernel_checks {
             let epoch = self.rec.quiet_epoch();
             let (r, ns) = self.rec.timed_ns(op!("getattr"), || self.getattr_of(ino));
             *self.root_getattr() = match (r.is_ok(), epoch) {
