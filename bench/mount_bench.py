@@ -795,11 +795,12 @@ def polling(args, names):
         if "busy poll" in s:
             found, blocked = int(s["requests found by polling"]), int(s["requests found by blocking reads"])
             share = 100 * found / max(found + blocked, 1)
-            rows.append(f"| {c} | {s['busy poll']} | {found:,} | {blocked:,} | {share:.1f}% |")
+            gave = int(s.get("busy polls given up for other tasks", 0))
+            rows.append(f"| {c} | {s['busy poll']} | {found:,} | {blocked:,} | {share:.1f}% | {gave:,} |")
     if rows:
         print("\nbusy polling over the whole run (the profiles' settings; the last setting seen)\n")
-        print("| configuration | busy poll | requests found by polling | by blocking reads | share |\n"
-              "|---|---|---:|---:|---:|")
+        print("| configuration | busy poll | requests found by polling | by blocking reads | share | "
+              "polls given up for other tasks |\n|---|---|---:|---:|---:|---:|")
         print("\n".join(rows))
 
 

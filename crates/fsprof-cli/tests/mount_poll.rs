@@ -134,6 +134,10 @@ fn requests_sent_while_the_worker_polls_are_found_by_polling_and_reported() {
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("busy poll 5 ms"), "{text}");
     assert!(text.contains("requests found by polling"), "{text}");
+    assert!(
+        text.contains("busy polls given up for other tasks"),
+        "{text}"
+    );
     let p = m.umount();
     let (setting, found, blocked) = polled(&p);
     assert_eq!(setting, "5 ms");

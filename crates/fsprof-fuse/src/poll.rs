@@ -8,8 +8,8 @@
 //! (`/sys/module/haltpoll/parameters/guest_halt_poll_ns` = 0 here) each
 //! such wake-up costs tens of µs. A worker that keeps polling the
 //! connection for a few µs after replying finds the next request without
-//! sleeping (warm `grep -r` through observe-all, unpinned: 4.7–5.0 s →
-//! 1.7–1.9 s on this VM; docs/benchmarks.md).
+//! sleeping (warm `grep -r` through observe-all, unpinned: 4.03 → 1.68 s
+//! on this VM; docs/benchmarks.md, "Busy polling").
 //!
 //! What it costs and when it is off:
 //! - `sched_yield()` between polls, so that on a busy CPU the poll gives
@@ -19,6 +19,12 @@
 //!   application needs the CPU the poll would hold. The mask is read again
 //!   every [`RECHECK_NS`] per worker (`taskset -a -p` after mounting takes
 //!   effect within that), so on one CPU a reply costs a clock read;
+//! - not for the next [`RECHECK_NS`] after a poll during which another
+//!   task ran on the worker's CPU (its involuntary context switches grew:
+//!   a yield that found someone else to run, or a preemption). Where every
+//!   CPU has work, no vCPU halts, so waking the daemon is cheap and the
+//!   poll would only take CPU time from others (measured: a warm grep at
+//!   load 3.5 took 0.87 s polling against 0.49 s without);
 //! - at most one worker polls at a time (`--threads N`): the others block
 //!   in `read` as before;
 //! - the profile says which of the three it is and how many requests a
@@ -64,6 +70,11 @@ pub struct BusyPoll {
     found: AtomicU64,
     /// Replies after which the worker went to the blocking read.
     blocked: AtomicU64,
+    /// Polls during which another task ran on the worker's CPU.
+    gave_way: AtomicU64,
+    /// Stop polling for a while after such a poll (off only in tests that
+    /// must not depend on the machine's load).
+    give_way: bool,
 }
 
 /// Drops after the handler's reply: polls then.
@@ -82,9 +93,9 @@ impl Drop for AfterReply<'_> {
 }
 
 thread_local! {
-    /// This worker's verdict on its CPU mask (≥2 CPUs) and when to read
-    /// the mask again.
-    static MASK: std::cell::Cell<(bool, u64)> = const { std::cell::Cell::new((false, 0)) };
+    /// Whether this worker may poll (its mask allows ≥2 CPUs, and its last
+    /// poll had the CPU to itself) and when to look again.
+    static MAY_POLL: std::cell::Cell<(bool, u64)> = const { std::cell::Cell::new((false, 0)) };
 }
 
 impl BusyPoll {
@@ -96,6 +107,8 @@ impl BusyPoll {
             one_cpu: AtomicBool::new(false),
             found: AtomicU64::new(0),
             blocked: AtomicU64::new(0),
+            gave_way: AtomicU64::new(0),
+            give_way: true,
         }
     }
 
@@ -114,12 +127,14 @@ impl BusyPoll {
     pub fn reset(&self) {
         self.found.store(0, Relaxed);
         self.blocked.store(0, Relaxed);
+        self.gave_way.store(0, Relaxed);
     }
 
     /// The profile's settings: `busy poll` ("50 µs", "off: one CPU" or
-    /// "off") and the requests a poll found against those found by
-    /// fuser's blocking read.
-    pub fn describe(&self) -> [(&'static str, String); 3] {
+    /// "off"), the requests a poll found against those found by fuser's
+    /// blocking read, and the polls cut short because other tasks wanted
+    /// the CPU.
+    pub fn describe(&self) -> [(&'static str, String); 4] {
         let setting = if self.limit_ns == 0 {
             "off".to_string()
         } else if self.one_cpu.load(Relaxed) {
@@ -137,6 +152,10 @@ impl BusyPoll {
                 "requests found by blocking reads",
                 self.blocked.load(Relaxed).to_string(),
             ),
+            (
+                "busy polls given up for other tasks",
+                self.gave_way.load(Relaxed).to_string(),
+            ),
         ]
     }
 
@@ -146,24 +165,30 @@ impl BusyPoll {
             return false;
         }
         let fd = self.fd.load(Relaxed);
-        if fd < 0 || !self.many_cpus() || self.polling.swap(true, Relaxed) {
+        if fd < 0 || !self.may_poll() || self.polling.swap(true, Relaxed) {
             return false;
         }
+        let switches = involuntary_switches();
         let found = poll_for(fd, self.limit_ns);
         self.polling.store(false, Relaxed);
+        if self.give_way && involuntary_switches() != switches {
+            // Not again until the next look at the mask.
+            MAY_POLL.set((false, mono_ns().saturating_add(RECHECK_NS)));
+            self.gave_way.fetch_add(1, Relaxed);
+        }
         found
     }
 
-    /// This worker may run on two CPUs or more (read again every
-    /// [`RECHECK_NS`]).
-    fn many_cpus(&self) -> bool {
-        let (many, next) = MASK.get();
+    /// This worker may run on two CPUs or more and had its CPU to itself
+    /// in its last poll (both looked at again every [`RECHECK_NS`]).
+    fn may_poll(&self) -> bool {
+        let (many, next) = MAY_POLL.get();
         let now = mono_ns();
         if now < next {
             return many;
         }
         let many = cpus_allowed() != Some(1);
-        MASK.set((many, now.saturating_add(RECHECK_NS)));
+        MAY_POLL.set((many, now.saturating_add(RECHECK_NS)));
         self.one_cpu.store(!many, Relaxed);
         many
     }
@@ -192,6 +217,16 @@ fn poll_for(fd: RawFd, limit_ns: u64) -> bool {
         // SAFETY: no arguments; it only gives way to other runnable tasks.
         unsafe { libc::sched_yield() };
     }
+}
+
+/// The calling thread's involuntary context switches so far (0 if
+/// unknown: then contention is never seen).
+fn involuntary_switches() -> i64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-pointer, for this thread.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    u.ru_nivcsw
 }
 
 /// How many CPUs the calling thread may run on (None if unknown).
@@ -246,7 +281,7 @@ mod tests {
     }
 
     fn counts(p: &BusyPoll) -> (String, u64, u64) {
-        let [(_, s), (_, f), (_, b)] = p.describe();
+        let [(_, s), (_, f), (_, b), _] = p.describe();
         (s, f.parse().unwrap(), b.parse().unwrap())
     }
 
@@ -254,9 +289,19 @@ mod tests {
         let _g = p.after_reply();
     }
 
-    /// Runs `f` on a thread allowed `cpus` CPUs (the first ones this
-    /// process may use), so the verdict on the mask is that thread's own.
-    fn on_cpus<T: Send>(cpus: usize, f: impl FnOnce() -> T + Send) -> T {
+    /// Polls that never give way: what they find must not depend on what
+    /// else the machine runs.
+    fn steady(limit: Duration) -> BusyPoll {
+        BusyPoll {
+            give_way: false,
+            ..BusyPoll::new(limit)
+        }
+    }
+
+    /// Runs `f` on a thread allowed the CPUs at positions `which` of those
+    /// this process may use, so the verdict on the mask is that thread's
+    /// own.
+    fn on_cpus<T: Send>(which: &[usize], f: impl FnOnce() -> T + Send) -> T {
         std::thread::scope(|s| {
             s.spawn(|| {
                 // SAFETY: an all-zero cpu_set_t is a valid empty set.
@@ -266,14 +311,13 @@ mod tests {
                 unsafe {
                     assert_eq!(libc::sched_getaffinity(0, size, &mut all), 0);
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    let mut n = 0;
-                    for c in 0..libc::CPU_SETSIZE as usize {
-                        if n < cpus && libc::CPU_ISSET(c, &all) {
-                            libc::CPU_SET(c, &mut set);
-                            n += 1;
-                        }
+                    let allowed: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+                        .filter(|&c| libc::CPU_ISSET(c, &all))
+                        .collect();
+                    for &k in which {
+                        let c = *allowed.get(k).expect("this test needs two CPUs");
+                        libc::CPU_SET(c, &mut set);
                     }
-                    assert_eq!(n, cpus, "this test needs {cpus} CPUs");
                     assert_eq!(libc::sched_setaffinity(0, size, &set), 0);
                 }
                 f()
@@ -286,9 +330,9 @@ mod tests {
     #[test]
     fn a_waiting_request_is_found_by_the_poll() {
         let (r, w) = pipe();
-        let p = BusyPoll::new(Duration::from_micros(50));
+        let p = steady(Duration::from_micros(50));
         p.set_fd(r.as_raw_fd());
-        on_cpus(2, || {
+        on_cpus(&[0, 1], || {
             reply(&p);
             assert_eq!(counts(&p), ("50 µs".into(), 0, 1), "nothing to read");
             assert_eq!(nix_write(&w), 1);
@@ -308,7 +352,7 @@ mod tests {
         off.set_fd(r.as_raw_fd());
         let one = BusyPoll::new(Duration::from_micros(50));
         one.set_fd(r.as_raw_fd());
-        on_cpus(1, || {
+        on_cpus(&[0], || {
             reply(&off);
             reply(&one);
         });
@@ -316,7 +360,7 @@ mod tests {
         assert_eq!(counts(&one), ("off: one CPU".into(), 0, 1));
         // Before the mount there is nothing to poll.
         let unmounted = BusyPoll::new(Duration::from_micros(50));
-        on_cpus(2, || reply(&unmounted));
+        on_cpus(&[0, 1], || reply(&unmounted));
         assert_eq!(counts(&unmounted).1, 0);
     }
 
@@ -324,14 +368,51 @@ mod tests {
     fn one_worker_polls_at_a_time() {
         let (r, w) = pipe();
         assert_eq!(nix_write(&w), 1);
-        let p = BusyPoll::new(Duration::from_micros(50));
+        let p = steady(Duration::from_micros(50));
         p.set_fd(r.as_raw_fd());
         p.polling.store(true, Relaxed);
-        on_cpus(2, || reply(&p));
+        on_cpus(&[0, 1], || reply(&p));
         assert_eq!(counts(&p).1, 0, "another worker was polling");
         p.polling.store(false, Relaxed);
-        on_cpus(2, || reply(&p));
+        on_cpus(&[0, 1], || reply(&p));
         assert_eq!(counts(&p).1, 1);
+    }
+
+    /// With a busy thread pinned to each of its two CPUs, a worker's poll
+    /// gives way and it stops polling; once it has its CPU again it polls
+    /// after the next look.
+    #[test]
+    fn a_poll_that_other_tasks_interrupt_stops_polling_for_a_while() {
+        let (r, w) = pipe();
+        let p = BusyPoll::new(Duration::from_millis(5));
+        p.set_fd(r.as_raw_fd());
+        let given_up = |p: &BusyPoll| p.describe()[3].1.parse::<u64>().unwrap();
+        let stop = AtomicBool::new(false);
+        /// Ends the busy threads however the test ends.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            for k in 0..2 {
+                let stop = &stop;
+                s.spawn(move || on_cpus(&[k], || while !stop.load(Relaxed) {}));
+            }
+            let _stop = Stop(&stop);
+            on_cpus(&[0, 1], || {
+                reply(&p);
+                assert_eq!(given_up(&p), 1, "the first poll shared its CPU");
+                assert_eq!(nix_write(&w), 1);
+                reply(&p);
+                assert_eq!(counts(&p), ("5 ms".into(), 0, 2), "the second did not poll");
+                stop.store(true, Relaxed);
+                std::thread::sleep(Duration::from_nanos(RECHECK_NS));
+                reply(&p);
+                assert_eq!(counts(&p).1, 1, "polling again after the next look");
+            });
+        });
     }
 
     #[test]
