@@ -49,6 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use fsprof_sys::clock::mono_ns;
+use fsprof_sys::usage::this_thread;
 
 /// How often each worker reads its CPU mask again.
 pub const RECHECK_NS: u64 = 10_000_000;
@@ -168,10 +169,10 @@ impl BusyPoll {
         if fd < 0 || !self.may_poll() || self.polling.swap(true, Relaxed) {
             return false;
         }
-        let switches = involuntary_switches();
+        let switches = this_thread().involuntary_switches;
         let found = poll_for(fd, self.limit_ns);
         self.polling.store(false, Relaxed);
-        if self.give_way && involuntary_switches() != switches {
+        if self.give_way && this_thread().involuntary_switches != switches {
             // Not again until the next look at the mask.
             MAY_POLL.set((false, mono_ns().saturating_add(RECHECK_NS)));
             self.gave_way.fetch_add(1, Relaxed);
@@ -217,16 +218,6 @@ fn poll_for(fd: RawFd, limit_ns: u64) -> bool {
         // SAFETY: no arguments; it only gives way to other runnable tasks.
         unsafe { libc::sched_yield() };
     }
-}
-
-/// The calling thread's involuntary context switches so far (0 if
-/// unknown: then contention is never seen).
-fn involuntary_switches() -> i64 {
-    // SAFETY: an all-zero rusage is valid; getrusage fills it.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid out-pointer, for this thread.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-    u.ru_nivcsw
 }
 
 /// How many CPUs the calling thread may run on (None if unknown).

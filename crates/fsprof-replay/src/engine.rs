@@ -653,14 +653,10 @@ pub fn realtime_permitted(prio: i32) -> std::io::Result<()> {
 
 impl Usage {
     fn now() -> Usage {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; RUSAGE_THREAD is Linux's per-thread usage.
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+        let u = fsprof_sys::usage::this_thread();
         Usage {
-            preempted: ru.ru_nivcsw as u64,
-            cpu_ns: ns(ru.ru_utime) + ns(ru.ru_stime),
+            preempted: u.involuntary_switches,
+            cpu_ns: u.cpu_ns,
             realtime: false,
         }
     }

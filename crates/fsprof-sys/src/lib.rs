@@ -15,6 +15,7 @@
 //!   it, for measurements that must control the cache state;
 //! - [`mmap`]: read-only shared mappings of files another process writes;
 //! - [`mountinfo`]: the mount table, which mount a path is on;
+//! - [`usage`]: the calling thread's CPU time and involuntary switches;
 //! - [`diag`]: diagnostics on standard error that never fail the run.
 //!
 //! Everything here is a thin, documented wrapper over a system call or a
@@ -31,6 +32,7 @@ pub mod mountinfo;
 pub mod pagecache;
 pub mod process;
 pub mod signals;
+pub mod usage;
 
 pub use process::{Child, LaunchError};
 pub use signals::{StopSignal, StopSignals};
