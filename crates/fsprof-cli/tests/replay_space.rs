@@ -167,17 +167,38 @@ fn a_replay_asking_for_more_than_the_free_space_is_refused_before_it_starts() {
             big("fallocate", libc::FALLOC_FL_KEEP_SIZE as u32, None),
         ),
         ("posix_fallocate", big("posix_fallocate", 0, None)),
-        ("pwrite", C { ret: TIB as i64, ..big("pwrite", 0, None) }),
-        ("write", C { ret: TIB as i64, ..big("write", 0, None) }),
+        (
+            "pwrite",
+            C {
+                ret: TIB as i64,
+                ..big("pwrite", 0, None)
+            },
+        ),
+        (
+            "write",
+            C {
+                ret: TIB as i64,
+                ..big("write", 0, None)
+            },
+        ),
         (
             "copy_file_range",
-            C { ret: TIB as i64, ..big("copy_file_range", 0, Some(3)) },
+            C {
+                ret: TIB as i64,
+                ..big("copy_file_range", 0, Some(3))
+            },
         ),
     ];
     let before = fs.used();
     for (name, call) in cases {
         let root = fs.mnt.join(name);
-        let o = replay(&base, name, &[open("/f", 3), call, close()], &root, &["--afap"]);
+        let o = replay(
+            &base,
+            name,
+            &[open("/f", 3), call, close()],
+            &root,
+            &["--afap"],
+        );
         let e = err(&o);
         assert_eq!(o.status.code(), Some(2), "{name}: {e}");
         assert_eq!(e.lines().count(), 1, "{name}: {e}");
@@ -192,7 +213,12 @@ fn a_replay_asking_for_more_than_the_free_space_is_refused_before_it_starts() {
         );
     }
     // Within a page or two of the empty directories made for the roots.
-    assert!(fs.used() <= before + 64 * 1024, "{} -> {}", before, fs.used());
+    assert!(
+        fs.used() <= before + 64 * 1024,
+        "{} -> {}",
+        before,
+        fs.used()
+    );
 }
 
 /// Growing a file's size, by ftruncate or by a seek far past the end then
@@ -227,11 +253,22 @@ fn a_sparse_size_replays_without_allocating_its_gap() {
         close(),
     ];
     let root = fs.mnt.join("root");
-    let o = replay(&base, "sparse", &calls, &root, &["--afap", "--verify", "strict"]);
+    let o = replay(
+        &base,
+        "sparse",
+        &calls,
+        &root,
+        &["--afap", "--verify", "strict"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let size = std::fs::metadata(root.join("f")).unwrap().len();
     assert_eq!(size, 2 * TIB + 1);
-    assert!(fs.used() <= before + 64 * 1024, "{} -> {}", before, fs.used());
+    assert!(
+        fs.used() <= before + 64 * 1024,
+        "{} -> {}",
+        before,
+        fs.used()
+    );
 }
 
 /// The budget: the default is half the free space; `--max-bytes` sets it.
@@ -250,8 +287,14 @@ fn max_bytes_is_one_budget_for_the_whole_replay() {
     let calls = [
         open("/f", 3),
         w,
-        C { offset: 3 << 20, ..w },
-        C { offset: 6 << 20, ..w },
+        C {
+            offset: 3 << 20,
+            ..w
+        },
+        C {
+            offset: 6 << 20,
+            ..w
+        },
         close(),
     ];
     let o = replay(&base, "b1", &calls, &fs.mnt.join("r1"), &["--afap"]);
@@ -274,7 +317,10 @@ fn max_bytes_is_one_budget_for_the_whole_replay() {
         &["--afap", "--max-bytes", "12M", "--verify", "strict"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert_eq!(std::fs::metadata(fs.mnt.join("r3/f")).unwrap().len(), 9 << 20);
+    assert_eq!(
+        std::fs::metadata(fs.mnt.join("r3/f")).unwrap().len(),
+        9 << 20
+    );
 }
 
 /// Out of room during the replay (here: out of inodes, which is ENOSPC

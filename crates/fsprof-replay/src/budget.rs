@@ -47,17 +47,19 @@ impl Space {
         let (vfs, fs) = unsafe {
             let mut vfs: libc::statvfs = std::mem::zeroed();
             let mut fs: libc::statfs = std::mem::zeroed();
-            if libc::fstatvfs(root.fd(), &mut vfs) != 0 || libc::fstatfs(root.fd(), &mut fs) != 0
-            {
+            if libc::fstatvfs(root.fd(), &mut vfs) != 0 || libc::fstatfs(root.fd(), &mut fs) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             (vfs, fs)
         };
-        let block = (vfs.f_frsize as u64).max(512);
+        // The field types differ between C libraries and word sizes.
+        #[allow(clippy::unnecessary_cast)]
+        let (frsize, bavail, f_type) = (vfs.f_frsize as u64, vfs.f_bavail as u64, fs.f_type as i64);
+        let block = frsize.max(512);
         Ok(Space {
-            free: (vfs.f_bavail as u64).saturating_mul(block),
+            free: bavail.saturating_mul(block),
             block,
-            holes: holes(fs.f_type as i64),
+            holes: holes(f_type),
         })
     }
 }
@@ -74,7 +76,10 @@ pub fn holes(f_type: i64) -> bool {
     const ZFS: i64 = 0x2FC1_2FC1;
     const NFS: i64 = 0x6969;
     const OVERLAYFS: i64 = 0x794C_7630;
-    [EXT234, XFS, BTRFS, TMPFS, F2FS, BCACHEFS, ZFS, NFS, OVERLAYFS].contains(&(f_type & 0xFFFF_FFFF))
+    [
+        EXT234, XFS, BTRFS, TMPFS, F2FS, BCACHEFS, ZFS, NFS, OVERLAYFS,
+    ]
+    .contains(&(f_type & 0xFFFF_FFFF))
 }
 
 /// Bytes of whole `block`s that `len` bytes from `offset` (None: from
@@ -359,7 +364,10 @@ mod tests {
         assert_eq!(d.largest, Some((1, TIB)));
         let root = std::path::Path::new("/r");
         let e = check(&c, &d, None, space(64 << 20), root).unwrap_err();
-        assert!(e.contains("1 TiB") && e.contains("fallocate") && e.contains("64 MiB is free"), "{e}");
+        assert!(
+            e.contains("1 TiB") && e.contains("fallocate") && e.contains("64 MiB is free"),
+            "{e}"
+        );
         // Within the free space, over the default budget (half of it).
         let small = compiled(vec![cmd("pwrite", 40 << 20, 0, 0, 0)]);
         let d = demand(&small, &Kind::table(&small), false, 4096);

@@ -826,34 +826,7 @@ impl<'a> Exec<'a> {
                     ret(libc::sync_file_range(fd, c.offset, c.len as i64, c.flags as u32) as i64)
                 }
                 Ftruncate => ret(libc::ftruncate(fd, c.len as i64) as i64),
-                Fallocate => {
-                    let mode = c.mode as i32;
-                    // Ranges that shift the file's data are not split.
-                    let shifts = libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE;
-                    let alloc = |at: u64, n: u64| {
-                        let r = libc::fallocate(fd, mode, at_offset(c.offset, at), n as i64);
-                        ret(if r == 0 { n as i64 } else { -1 })
-                    };
-                    match if mode & shifts != 0 {
-                        alloc(0, c.len)
-                    } else {
-                        in_pieces(c.len, alloc)
-                    } {
-                        (_, 0) => (0, 0),
-                        e => e,
-                    }
-                }
-                PosixFallocate => {
-                    let alloc =
-                        |at: u64, n: u64| match libc::posix_fallocate(fd, at_offset(c.offset, at), n as i64) {
-                            0 => (n as i64, 0),
-                            e => err(e),
-                        };
-                    match in_pieces(c.len, alloc) {
-                        (_, 0) => (0, 0),
-                        e => e,
-                    }
-                }
+                Fallocate | PosixFallocate | Sendfile | CopyFileRange => self.sized_call(kind, c),
                 PosixFadvise => {
                     match libc::posix_fadvise(fd, c.offset, c.len as i64, c.flags as i32) {
                         0 => (0, 0),
@@ -895,6 +868,53 @@ impl<'a> Exec<'a> {
                 }
                 Flock => ret(libc::flock(fd, c.flags as i32) as i64),
                 Fcntl => ret(libc::fcntl(fd, c.flags as i32, c.arg) as i64),
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// The calls that take a size and may allocate it, issued in pieces
+    /// of at most [`MAX_BUF`] ([`in_pieces`]; the whole is charged
+    /// against the replay's budget before the start, [`crate::budget`]).
+    fn sized_call(&self, kind: Kind, c: &Command) -> (i64, i32) {
+        use Kind::*;
+        let s = self.slots;
+        let fd = s.fd(c.slot);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF).
+        unsafe {
+            match kind {
+                Fallocate => {
+                    let mode = c.mode as i32;
+                    // Ranges that shift the file's data are not split.
+                    let shifts = libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE;
+                    let alloc = |at: u64, n: u64| {
+                        let r = libc::fallocate(fd, mode, at_offset(c.offset, at), n as i64);
+                        ret(if r == 0 { n as i64 } else { -1 })
+                    };
+                    match if mode & shifts != 0 {
+                        alloc(0, c.len)
+                    } else {
+                        in_pieces(c.len, alloc)
+                    } {
+                        (_, 0) => (0, 0),
+                        e => e,
+                    }
+                }
+                PosixFallocate => {
+                    let alloc = |at: u64, n: u64| match libc::posix_fallocate(
+                        fd,
+                        at_offset(c.offset, at),
+                        n as i64,
+                    ) {
+                        0 => (n as i64, 0),
+                        e => err(e),
+                    };
+                    match in_pieces(c.len, alloc) {
+                        (_, 0) => (0, 0),
+                        e => e,
+                    }
+                }
                 Sendfile => {
                     // The trace's fd is the file read (as for
                     // copy_file_range), its second fd the output.

@@ -100,13 +100,11 @@ pub fn replay(
     }
     let mut prepared = 0;
     let mut prepare_failures = Vec::new();
-    if opts.prepare {
-        if !prepare::is_empty(&opts.root)? {
-            return Err(ReplayError::Prepare(format!(
-                "{} is not empty; --prepare only creates the initial state in an empty directory (nothing there is overwritten)",
-                opts.root.display()
-            )));
-        }
+    if opts.prepare && !prepare::is_empty(&opts.root)? {
+        return Err(ReplayError::Prepare(format!(
+            "{} is not empty; --prepare only creates the initial state in an empty directory (nothing there is overwritten)",
+            opts.root.display()
+        )));
     }
     let (demand, budget) = bound(compiled, &root, opts)?;
     let limit = budget::FileSizeLimit::new(&budget)

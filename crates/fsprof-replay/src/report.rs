@@ -396,10 +396,7 @@ impl TimingReport {
                 max_mismatches
             ));
         }
-        Verdict {
-            code: 0,
-            why: None,
-        }
+        Verdict { code: 0, why: None }
     }
 }
 
