@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fsprof_testkit::{canonical_tempdir, fsprof, need_program, need_root, HandTrace};
+use fsprof_testkit::{canonical_tempdir, fsprof, need_program, need_root, succeeds, HandTrace};
 use fsprof_trace::event::Call;
 
 /// A tmpfs of `size` with at most `inodes` inodes, mounted on a fresh
@@ -49,6 +49,13 @@ impl Tmpfs {
     }
 }
 
+impl Tmpfs {
+    fn grew_at_most(&self, before: u64, bytes: u64) {
+        let now = self.used();
+        assert!(now <= before + bytes, "in use: {before} -> {now} bytes");
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.mnt).output();
@@ -56,6 +63,27 @@ impl Drop for Tmpfs {
 }
 
 const TIB: u64 = 1 << 40;
+
+/// `ftruncate(3, 1 TiB)`.
+const TRUNCATE_TIB: C = C {
+    op: "ftruncate",
+    path: None,
+    fd2: None,
+    flags: 0,
+    mode: 0,
+    offset: 0,
+    len: TIB,
+    whence: 0,
+    ret: 0,
+    errno: 0,
+};
+
+/// A 16 MiB tmpfs and a scratch directory (with its guard) for the traces.
+fn scratch() -> (Tmpfs, tempfile::TempDir, PathBuf) {
+    let fs = Tmpfs::new("16m", 1000);
+    let (d, base) = canonical_tempdir();
+    (fs, d, base)
+}
 
 /// One traced call on fd 3 or on a path, with its arguments.
 #[derive(Clone, Copy, Default)]
@@ -120,14 +148,12 @@ fn replay(base: &Path, name: &str, calls: &[C], root: &Path, opts: &[&str]) -> O
     let t = base.join(format!("{name}.trace"));
     trace(&t, calls);
     let r = base.join(format!("{name}.replay"));
-    let o = fsprof()
-        .arg("compile")
-        .arg(&t)
-        .arg("-o")
-        .arg(&r)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    succeeds(
+        fsprof()
+            .arg("compile")
+            .arg(&t)
+            .args(["-o".as_ref(), r.as_os_str()]),
+    );
     std::fs::create_dir_all(root).unwrap();
     fsprof()
         .arg("replay")
@@ -150,8 +176,7 @@ fn err(o: &Output) -> String {
 #[test]
 #[ignore = "needs root, mount"]
 fn a_replay_asking_for_more_than_the_free_space_is_refused_before_it_starts() {
-    let fs = Tmpfs::new("16m", 1000);
-    let (_d, base) = canonical_tempdir();
+    let (fs, _d, base) = scratch();
     let big = |op: &'static str, mode: u32, fd2: Option<i32>| C {
         op,
         mode,
@@ -213,12 +238,7 @@ fn a_replay_asking_for_more_than_the_free_space_is_refused_before_it_starts() {
         );
     }
     // Within a page or two of the empty directories made for the roots.
-    assert!(
-        fs.used() <= before + 64 * 1024,
-        "{} -> {}",
-        before,
-        fs.used()
-    );
+    fs.grew_at_most(before, 64 * 1024);
 }
 
 /// Growing a file's size, by ftruncate or by a seek far past the end then
@@ -227,16 +247,11 @@ fn a_replay_asking_for_more_than_the_free_space_is_refused_before_it_starts() {
 #[test]
 #[ignore = "needs root, mount"]
 fn a_sparse_size_replays_without_allocating_its_gap() {
-    let fs = Tmpfs::new("16m", 1000);
-    let (_d, base) = canonical_tempdir();
+    let (fs, _d, base) = scratch();
     let before = fs.used();
     let calls = [
         open("/f", 3),
-        C {
-            op: "ftruncate",
-            len: TIB,
-            ..C::default()
-        },
+        TRUNCATE_TIB,
         C {
             op: "lseek",
             offset: 2 * TIB as i64,
@@ -263,20 +278,14 @@ fn a_sparse_size_replays_without_allocating_its_gap() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let size = std::fs::metadata(root.join("f")).unwrap().len();
     assert_eq!(size, 2 * TIB + 1);
-    assert!(
-        fs.used() <= before + 64 * 1024,
-        "{} -> {}",
-        before,
-        fs.used()
-    );
+    fs.grew_at_most(before, 64 * 1024);
 }
 
 /// The budget: the default is half the free space; `--max-bytes` sets it.
 #[test]
 #[ignore = "needs root, mount"]
 fn max_bytes_is_one_budget_for_the_whole_replay() {
-    let fs = Tmpfs::new("16m", 1000);
-    let (_d, base) = canonical_tempdir();
+    let (fs, _d, base) = scratch();
     // Three 3 MiB writes: 9 MiB and a few blocks, over half of 16 MiB.
     let w = C {
         op: "pwrite",
@@ -297,28 +306,27 @@ fn max_bytes_is_one_budget_for_the_whole_replay() {
         },
         close(),
     ];
-    let o = replay(&base, "b1", &calls, &fs.mnt.join("r1"), &["--afap"]);
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(err(&o).contains("default budget of 8 MiB"), "{}", err(&o));
-    let o = replay(
-        &base,
-        "b2",
-        &calls,
-        &fs.mnt.join("r2"),
-        &["--afap", "--max-bytes", "4M"],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(err(&o).contains("--max-bytes 4 MiB"), "{}", err(&o));
-    let o = replay(
-        &base,
-        "b3",
-        &calls,
-        &fs.mnt.join("r3"),
-        &["--afap", "--max-bytes", "12M", "--verify", "strict"],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    for (name, opts, code, says) in [
+        ("b1", &["--afap"][..], 2, "default budget of 8 MiB"),
+        (
+            "b2",
+            &["--afap", "--max-bytes", "4M"],
+            2,
+            "--max-bytes 4 MiB",
+        ),
+        (
+            "b3",
+            &["--afap", "--max-bytes", "12M", "--verify", "strict"],
+            0,
+            "mismatches: 0",
+        ),
+    ] {
+        let o = replay(&base, name, &calls, &fs.mnt.join(name), opts);
+        assert_eq!(o.status.code(), Some(code), "{name}: {}", err(&o));
+        assert!(err(&o).contains(says), "{name}: {}", err(&o));
+    }
     assert_eq!(
-        std::fs::metadata(fs.mnt.join("r3/f")).unwrap().len(),
+        std::fs::metadata(fs.mnt.join("b3/f")).unwrap().len(),
         9 << 20
     );
 }
@@ -411,15 +419,7 @@ fn where_files_have_no_holes_no_file_grows_past_the_budget() {
     let d = mount_kit::dirs();
     let m = d.mount(&[]);
     let (_t, base) = canonical_tempdir();
-    let calls = [
-        open("/f", 3),
-        C {
-            op: "ftruncate",
-            len: TIB,
-            ..C::default()
-        },
-        close(),
-    ];
+    let calls = [open("/f", 3), TRUNCATE_TIB, close()];
     let o = replay(
         &base,
         "holes",
