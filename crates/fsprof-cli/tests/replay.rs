@@ -748,3 +748,61 @@ fn a_replay_on_a_terminal_draws_its_progress_bar() {
     // The mkdir and the 200 stats.
     assert!(bar.contains("/201 commands"), "{bar:?}");
 }
+
+/// Opens go through their cached parent directory and the last component
+/// unfollowed; a symlink there (relative, absolute, to a directory, one
+/// created during the replay in place of a renamed directory, a dangling
+/// one an O_CREAT follows) still resolves from the root, O_NOFOLLOW still
+/// refuses it, and every result is the traced one.
+#[test]
+fn opens_through_symlinks_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "links",
+        r#"#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int fail(int line) { fprintf(stderr, "line %d: %d\n", line, errno); return 1; }
+#define CHECK(x) do { if (!(x)) return fail(__LINE__); } while (0)
+int main(void) {
+    char cwd[4096], abs[4200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(mkdir("d", 0755) == 0 && mkdir("d/sub", 0755) == 0);
+    int f = open("d/sub/file", O_CREAT | O_WRONLY, 0644);
+    CHECK(f >= 0 && write(f, "x", 1) == 1 && close(f) == 0);
+    CHECK(symlink("sub/file", "d/rel") == 0);
+    snprintf(abs, sizeof abs, "%s/d/sub", cwd);
+    CHECK(symlink(abs, "d/abs") == 0);
+    CHECK((f = open("d/rel", O_RDONLY)) >= 0 && close(f) == 0);
+    DIR *dd = opendir("d/abs");
+    CHECK(dd != NULL && closedir(dd) == 0);
+    CHECK(open("d/rel", O_RDONLY | O_NOFOLLOW) == -1 && errno == ELOOP);
+    CHECK(open("d/rel", O_RDONLY | O_DIRECTORY) == -1 && errno == ENOTDIR);
+    CHECK(symlink("new-target", "d/dangling") == 0);
+    CHECK((f = open("d/dangling", O_CREAT | O_WRONLY, 0644)) >= 0 && close(f) == 0);
+    CHECK(rename("d/sub", "d/moved") == 0);
+    CHECK(open("d/sub/file", O_RDONLY) == -1 && errno == ENOENT);
+    CHECK((f = open("d/moved/file", O_RDONLY)) >= 0 && close(f) == 0);
+    CHECK(symlink("moved", "d/sub") == 0);
+    CHECK((f = open("d/sub/file", O_RDONLY)) >= 0 && close(f) == 0);
+    return 0;
+}
+"#,
+        &base,
+        &[],
+    );
+    let (work, root) = (base.join("work"), base.join("root"));
+    let (_, msgs) = trace_and_replay_strict(&base, &exe);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let inside = root.join(work.strip_prefix("/").unwrap());
+    assert!(inside.join("d/new-target").is_file(), "{msgs}");
+    assert!(inside.join("d/moved/file").is_file(), "{msgs}");
+    assert_eq!(
+        std::fs::read_link(inside.join("d/sub")).unwrap(),
+        Path::new("moved")
+    );
+}

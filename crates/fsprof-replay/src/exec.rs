@@ -538,6 +538,25 @@ impl<'a> Exec<'a> {
         Ok((raw, name))
     }
 
+    /// Opens a path under the root: through its cached parent directory
+    /// where its last component is a plain name ([`Root::open_in`]), else
+    /// (`/`, a trailing slash) by the whole path from the root.
+    fn open_path(
+        &self,
+        id: Option<u32>,
+        path: &[u8],
+        flags: i64,
+        mode: u32,
+        local: &mut Local,
+    ) -> Result<OwnedFd, i32> {
+        if !path.ends_with(b"/") {
+            if let Ok((d, n)) = self.parent(id, local) {
+                return self.root.open_in(d, n, path, flags, mode);
+            }
+        }
+        self.root.openat(path, flags, mode)
+    }
+
     /// The confined lookup of a path with a trailing slash, which follows
     /// a final symlink and must end at a directory (what `link` and
     /// `readlink` do with such a path before anything else).
@@ -583,7 +602,10 @@ impl<'a> Exec<'a> {
         let c = &self.compiled.commands[cmd as usize];
         let has = matches!(
             kind,
-            Stat | Lstat
+            Open | OpenDir
+                | FOpen
+                | Stat
+                | Lstat
                 | Access
                 | Mkdir
                 | Rmdir
@@ -643,7 +665,7 @@ impl<'a> Exec<'a> {
     pub fn run(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         match kind {
-            Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c),
+            Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c, local),
             Read | Pread | Write | Pwrite | Fwrite => self.data_call(kind, &DataArgs::of(c), local),
             Lseek | Fstat | Fsync | Fdatasync | Syncfs | SyncFileRange | Ftruncate | Fallocate
             | PosixFallocate | PosixFadvise | Fchmod | Fchown | Futimens | NoOp | Readdir
@@ -661,7 +683,7 @@ impl<'a> Exec<'a> {
     }
 
     /// Opens and closes: slots filled and emptied.
-    fn open_close(&self, kind: Kind, c: &Command) -> (i64, i32) {
+    fn open_close(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(c.slot);
@@ -673,7 +695,7 @@ impl<'a> Exec<'a> {
             match kind {
                 Open | OpenDir | FOpen => {
                     let out = c.out;
-                    match self.root.openat(path, c.flags, c.mode) {
+                    match self.open_path(c.path, path, c.flags, c.mode, local) {
                         Err(e) => err(e),
                         Ok(f) => {
                             let raw = f.into_raw_fd();
