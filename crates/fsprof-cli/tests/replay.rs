@@ -806,3 +806,75 @@ int main(void) {
         Path::new("moved")
     );
 }
+
+/// A program that maps a file shared, stores through the mapping, msyncs
+/// and unmaps it: `compile` replays mmap, msync and munmap (it used to
+/// leave them out), and the replay re-creates the mapping on its own file
+/// under the root with the traced length and flags.
+#[test]
+fn mmap_msync_and_munmap_replay_on_the_file_under_the_root() {
+    let (_d, base) = canonical_tempdir();
+    let exe = fsprof_testkit::compile_source(
+        "mm",
+        r#"#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    int fd = open("data.bin", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) return 1;
+    char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 2;
+    close(fd);
+    for (int p = 0; p < 256; p++) m[p * 4096] = (char)p;
+    if (msync(m + 8192, 4096, MS_SYNC) != 0 || msync(m, 1 << 20, MS_SYNC) != 0) return 3;
+    return munmap(m, 1 << 20);
+}
+"#,
+        &base,
+        &[],
+    );
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let r = base.join("c.replay");
+    let compiled = Compiled::read(&r).unwrap();
+    let ops: Vec<&str> = compiled.commands.iter().map(|c| c.op.name()).collect();
+    for op in ["mmap", "msync", "munmap"] {
+        assert!(ops.contains(&op), "{op} not compiled: {ops:?}");
+    }
+    assert!(
+        !compiled.header.skipped.keys().any(|k| k.contains("mmap")),
+        "{:?}",
+        compiled.header.skipped
+    );
+    let msync = compiled.commands.iter().find(|c| c.op.is("msync")).unwrap();
+    assert_eq!((msync.offset, msync.len), (8192, 4096));
+    drop(t);
+    // A hand-made file asking for more than the replayer maps, or for a
+    // range outside its mapping: refused with the kernel's errno, not a
+    // crash, and reported as differences.
+    let mut c = compiled.clone();
+    for cmd in c.commands.iter_mut() {
+        if cmd.op.is("mmap") {
+            cmd.len = 1 << 50;
+        }
+    }
+    let mut d = compiled.clone();
+    for cmd in d.commands.iter_mut() {
+        if cmd.op.is("msync") {
+            cmd.offset = 1 << 30;
+        }
+    }
+    for (name, file, want) in [("huge", &c, "mmap"), ("outside", &d, "msync")] {
+        let path = base.join(format!("{name}.replay"));
+        file.write(&path, false).unwrap();
+        let root = base.join(format!("root-{name}"));
+        std::fs::create_dir(&root).unwrap();
+        let o = replay(&base, &path, &root, &["--prepare", "--afap"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{want}(")) && err.contains("replayed -1 ENOMEM"),
+            "{name}: {err}"
+        );
+    }
+}

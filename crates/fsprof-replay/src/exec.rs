@@ -25,6 +25,9 @@ const EMPTY: u8 = 0;
 const FD: u8 = 1;
 const DIRP: u8 = 2;
 const FILEP: u8 = 3;
+/// A file mapping: `ptr` its address, `len` its length, `fd` a descriptor
+/// of the file of its own (the traced fd may be closed while it lives).
+const MAP: u8 = 4;
 
 /// The resource table. Commands that use a slot another thread filled wait
 /// for that thread (the compiler's constraints), and the wait is an
@@ -33,6 +36,8 @@ pub struct Slots {
     kind: Vec<AtomicU8>,
     fd: Vec<AtomicI32>,
     ptr: Vec<AtomicPtr<libc::c_void>>,
+    /// A mapping's length.
+    len: Vec<AtomicU64>,
 }
 
 impl Slots {
@@ -43,7 +48,15 @@ impl Slots {
             ptr: (0..n)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
+            len: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// The mapping in a slot: its address and length.
+    fn map(&self, s: Option<u32>) -> Option<(*mut libc::c_void, u64)> {
+        let p = self.ptr(s, MAP);
+        let s = s?;
+        (!p.is_null()).then(|| (p, self.len[s as usize].load(Ordering::Relaxed)))
     }
 
     fn fd(&self, s: Option<u32>) -> i32 {
@@ -70,6 +83,7 @@ impl Slots {
         let k = self.kind[s as usize].swap(EMPTY, Ordering::Relaxed);
         let fd = self.fd[s as usize].swap(-1, Ordering::Relaxed);
         let p = self.ptr[s as usize].swap(std::ptr::null_mut(), Ordering::Relaxed);
+        let len = self.len[s as usize].swap(0, Ordering::Relaxed);
         // SAFETY: the slot owned this descriptor / stream; it is emptied
         // above, so nothing else closes it again.
         let r = unsafe {
@@ -77,6 +91,10 @@ impl Slots {
                 FD => libc::close(fd),
                 DIRP => libc::closedir(p as *mut libc::DIR),
                 FILEP => libc::fclose(p as *mut libc::FILE),
+                MAP => {
+                    libc::close(fd);
+                    libc::munmap(p, len as usize)
+                }
                 _ => return (-1, libc::EBADF),
             }
         };
@@ -190,6 +208,10 @@ pub struct Local {
 /// Size-taking calls larger than this are issued in pieces of this size
 /// ([`in_pieces`]); reads and generated writes use scratch memory of it.
 const MAX_BUF: usize = 64 << 20;
+
+/// The longest mapping a replay makes (address space, not memory: a
+/// mapping allocates nothing until touched).
+const MAX_MAP: u64 = 1 << 40;
 
 /// Parent directories kept open per replay thread (descriptors count
 /// against RLIMIT_NOFILE); past this the cache starts over.
@@ -336,6 +358,9 @@ pub enum Kind {
     Link,
     Symlink,
     Readlink,
+    Mmap,
+    Msync,
+    Munmap,
     Chmod,
     Chown,
     Utimes,
@@ -401,6 +426,9 @@ impl Kind {
             "link" | "linkat" => Link,
             "symlink" | "symlinkat" => Symlink,
             "readlink" | "readlinkat" => Readlink,
+            "mmap" => Mmap,
+            "msync" => Msync,
+            "munmap" => Munmap,
             "chmod" | "fchmodat" => Chmod,
             "chown" | "lchown" | "fchownat" => Chown,
             "utimensat" | "utime" | "utimes" | "lutimes" => Utimes,
@@ -456,6 +484,7 @@ impl Kind {
                 | Kind::Fflush
                 | Kind::Getdents
                 | Kind::Fcntl
+                | Kind::Mmap
         )
     }
 }
@@ -679,6 +708,7 @@ impl<'a> Exec<'a> {
             Mkdir | Rmdir | Unlink | Rename | Link | Symlink | Readlink | Mknod | Sync => {
                 self.namespace_call(kind, c, local)
             }
+            Mmap | Msync | Munmap => self.map_call(kind, c),
         }
     }
 
@@ -960,6 +990,74 @@ impl<'a> Exec<'a> {
                 }
                 _ => err(libc::ENOSYS),
             }
+        }
+    }
+
+    /// `mmap` of a slot's file into a slot of its own, `msync` of a range
+    /// of it, `munmap`. The replayer's mapping is its own: no address is
+    /// taken from the trace (MAP_FIXED and the like are dropped), no page
+    /// is executable, nothing is locked in memory; only the sharing and
+    /// population flags are kept, so that writes through a shared mapping
+    /// reach the file as they did. A range outside the mapping is refused
+    /// (ENOMEM, as the kernel says of an unmapped range).
+    fn map_call(&self, kind: Kind, c: &Command) -> (i64, i32) {
+        let s = self.slots;
+        match kind {
+            Kind::Mmap => {
+                let Some(out) = c.out else {
+                    return err(libc::EINVAL);
+                };
+                if c.len == 0 || c.len > MAX_MAP {
+                    return err(libc::ENOMEM);
+                }
+                let prot = c.mode as i32 & (libc::PROT_READ | libc::PROT_WRITE);
+                let flags = c.flags as i32
+                    & (libc::MAP_SHARED
+                        | libc::MAP_PRIVATE
+                        | libc::MAP_SHARED_VALIDATE
+                        | libc::MAP_NORESERVE
+                        | libc::MAP_POPULATE);
+                // SAFETY: descriptors from the slot table (or -1, refused
+                // with EBADF); a mapping at an address the kernel picks.
+                unsafe {
+                    let own = libc::fcntl(s.fd(c.slot), libc::F_DUPFD_CLOEXEC, 0);
+                    if own < 0 {
+                        return err(last_errno());
+                    }
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        c.len as usize,
+                        prot,
+                        flags,
+                        own,
+                        c.offset,
+                    );
+                    if p == libc::MAP_FAILED {
+                        let e = last_errno();
+                        libc::close(own);
+                        return err(e);
+                    }
+                    s.set(out, MAP, own, p);
+                    s.len[out as usize].store(c.len, Ordering::Relaxed);
+                    (p as i64, 0)
+                }
+            }
+            Kind::Msync => {
+                let Some((p, len)) = s.map(c.slot) else {
+                    return err(libc::ENOMEM);
+                };
+                let off = c.offset as u64;
+                if off > len || c.len > len - off {
+                    return err(libc::ENOMEM);
+                }
+                let flags = c.flags as i32 & (libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE);
+                // SAFETY: a range inside a mapping the slot owns.
+                ret(unsafe { libc::msync(p.add(off as usize), c.len as usize, flags) } as i64)
+            }
+            _ => match s.map(c.slot) {
+                Some(_) => s.close(c.slot.expect("a mapping's slot")),
+                None => err(libc::EINVAL),
+            },
         }
     }
 
