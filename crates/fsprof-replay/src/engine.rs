@@ -8,9 +8,9 @@
 //! The loop is kept lean because at full speed, and in a paced replay's
 //! bursts, its cost is the replay's overhead (Replayfs §4.4): each
 //! thread's commands are laid out before the start as a flat array of
-//! 56-byte steps (kind, the data calls' arguments, due time, waits); one
-//! cycle-counter read per command, after it returns, which is also the
-//! next command's issue time when that one is already due (converted to
+//! 56-byte steps (kind, the data calls' arguments, due time, waits); two
+//! cycle-counter reads per command, just before it and just after it (a
+//! wait's last read is the one before, when it waited), converted to
 //! CLOCK_MONOTONIC ns afterwards by a line through two (counter, clock)
 //! pairs taken at the start and the end); results go to a per-thread
 //! array touched before the start, scratch buffers are sized before the
@@ -456,6 +456,7 @@ impl Engine<'_> {
                 break;
             }
             if let Some(kind) = step.kind {
+                let mut waited = false;
                 if paced {
                     let due = anchor.ticks(due_ns);
                     if now < due {
@@ -467,7 +468,16 @@ impl Engine<'_> {
                             }
                         }
                         now = wait_until(due_ns, now, &mut anchor, ticks);
+                        waited = true;
                     }
+                }
+                // Already due: the clock read that ended the last command
+                // is older than the loop's own work since (its records,
+                // this step's dispatch), which would count as this call's
+                // latency and make every short call look slower than
+                // traced. A read ending a wait is fresh.
+                if !waited {
+                    now = ticks.now();
                 }
                 r.t0 = now;
                 let got = exec.issue(kind, &step.args, step.cmd, &mut local);
