@@ -429,9 +429,12 @@ impl Engine<'_> {
         let strict = self.verify == Verify::Strict;
         let (ticks, exec) = (sh.ticks, sh.exec);
         sleep_until(sh.start.saturating_sub(SPIN_NS));
-        let mut anchor = ticks.anchor();
-        let mut now = spin_until(anchor.ticks(sh.start), ticks);
-        let mut spin = Spin::new();
+        let mut pacer = Pacer {
+            ticks,
+            anchor: ticks.anchor(),
+            spin: Spin::new(),
+        };
+        let mut now = spin_until(pacer.anchor.ticks(sh.start), ticks);
         let usage = Usage::now();
         let mut w0 = 0usize;
         for (k, (step, r)) in prog.steps.iter().zip(recs.iter_mut()).enumerate() {
@@ -449,7 +452,7 @@ impl Engine<'_> {
                 w0 = w1;
                 if waited {
                     now = ticks.now();
-                    if paced && now > anchor.ticks(due_ns) {
+                    if paced && now > pacer.anchor.ticks(due_ns) {
                         flags |= WAITED_LATE;
                     }
                 }
@@ -458,29 +461,8 @@ impl Engine<'_> {
                 break;
             }
             if let Some(kind) = step.kind {
-                let mut waited = false;
-                if paced {
-                    let due = anchor.ticks(due_ns);
-                    if now < due {
-                        // Prepare during the wait, not after it.
-                        if exec.prepare(kind, step.cmd, &mut local) {
-                            now = ticks.now();
-                            if now > due {
-                                flags |= PREP_LATE;
-                            }
-                        }
-                        now = wait_until(due_ns, now, &mut anchor, ticks, &mut spin);
-                        waited = true;
-                    }
-                }
-                // Already due: the clock read that ended the last command
-                // is older than the loop's own work since (its records,
-                // this step's dispatch), which would count as this call's
-                // latency and make every short call look slower than
-                // traced. A read ending a wait is fresh.
-                if !waited {
-                    now = ticks.now();
-                }
+                let prepare = || exec.prepare(kind, step.cmd, &mut local);
+                now = pacer.issue_at(due_ns, now, paced, prepare, &mut flags);
                 r.t0 = now;
                 let got = exec.issue(kind, &step.args, step.cmd, &mut local);
                 now = ticks.now();
@@ -614,6 +596,49 @@ fn spin_until(due: u64, ticks: Ticks) -> u64 {
             return t;
         }
         std::hint::spin_loop();
+    }
+}
+
+/// A replay thread's clock: the tick clock, the (ticks, ns) pair it
+/// converts through, and its pre-spin margin.
+struct Pacer {
+    ticks: Ticks,
+    anchor: Anchor,
+    spin: Spin,
+}
+
+impl Pacer {
+    /// The tick count to issue a step due at `due_ns` (CLOCK_MONOTONIC)
+    /// at, from `now` (ticks). Already due (or unpaced): a fresh read, not
+    /// `now` — that read ended the last command, and the loop's own work
+    /// since would count as this call's latency, making every short call
+    /// look slower than traced. Early: the step is prepared (`prepare`
+    /// says whether it had work; PREP_LATE when that ran past its time),
+    /// then the thread sleeps and spins to its time.
+    #[inline(always)]
+    fn issue_at(
+        &mut self,
+        due_ns: u64,
+        now: u64,
+        paced: bool,
+        prepare: impl FnOnce() -> bool,
+        flags: &mut u8,
+    ) -> u64 {
+        if !paced {
+            return self.ticks.now();
+        }
+        let due = self.anchor.ticks(due_ns);
+        if now >= due {
+            return self.ticks.now();
+        }
+        let mut now = now;
+        if prepare() {
+            now = self.ticks.now();
+            if now > due {
+                *flags |= PREP_LATE;
+            }
+        }
+        wait_until(due_ns, now, &mut self.anchor, self.ticks, &mut self.spin)
     }
 }
 

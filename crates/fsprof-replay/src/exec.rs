@@ -1126,15 +1126,14 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// Calls that look at or change one entry through its path.
-    // Long as one match: an arm per path op, each a confined lookup and
-    // one syscall, so the path ops read side by side.
-    fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+    /// `stat`, `lstat` and `access` of a path: through the cached parent
+    /// (the entry itself, never followed), and by the confined lookup from
+    /// the root where it is a symlink to follow or has no last component.
+    fn look_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let path = self.string(c.path);
-        // SAFETY: every libc call below gets descriptors from the slot
-        // table (our own, or -1, which the kernel refuses with EBADF),
-        // buffers valid for the lengths passed, and C strings.
+        // SAFETY: descriptors we hold or get from the confined lookup, C
+        // strings and stat buffers of our own.
         unsafe {
             match kind {
                 Stat | Lstat => {
@@ -1177,6 +1176,21 @@ impl<'a> Exec<'a> {
                         Ok(o) => ret(libc::access(proc_fd(&o).as_ptr(), c.mode as i32) as i64),
                     }
                 }
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// Calls that look at or change one entry through its path.
+    fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let path = self.string(c.path);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
+                Stat | Lstat | Access => self.look_call(kind, c, local),
                 Truncate => match self.root.openat(path, libc::O_WRONLY as i64, 0) {
                     Err(e) => err(e),
                     Ok(o) => ret(libc::ftruncate(o.as_raw_fd(), c.len as i64) as i64),
@@ -1262,6 +1276,43 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `rename` (`renameat2`'s flags kept) and `link` between two
+    /// confined parents, each with a single plain component.
+    fn rename_or_link(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        // SAFETY: descriptors of cached parent directories and C strings.
+        unsafe {
+            let from = self.parent(c.path, local);
+            let to = self.parent(c.path2, local);
+            match (from, to) {
+                (Err(e), _) | (_, Err(e)) => err(e),
+                (Ok((d1, n1)), Ok((d2, n2))) => {
+                    if kind == Kind::Rename {
+                        let flags = if c.op.is("renameat2") {
+                            c.flags as u32
+                        } else {
+                            0
+                        };
+                        // The system call itself: musl (a static
+                        // build) has no renameat2 wrapper.
+                        self.namespace_changed(ret(libc::syscall(
+                            libc::SYS_renameat2,
+                            d1,
+                            n1.as_ptr(),
+                            d2,
+                            n2.as_ptr(),
+                            flags,
+                        )))
+                    } else {
+                        // Never AT_SYMLINK_FOLLOW: a symlink to a
+                        // file outside the root must not become a
+                        // hard link to it inside.
+                        ret(libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0) as i64)
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls that add, remove or rename entries (and `sync`).
     fn namespace_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
@@ -1283,37 +1334,7 @@ impl<'a> Exec<'a> {
                     }
                 },
                 Link if self.string(c.path).ends_with(b"/") => self.link_slashed_source(c, local),
-                Rename | Link => {
-                    let from = self.parent(c.path, local);
-                    let to = self.parent(c.path2, local);
-                    match (from, to) {
-                        (Err(e), _) | (_, Err(e)) => err(e),
-                        (Ok((d1, n1)), Ok((d2, n2))) => {
-                            if kind == Rename {
-                                let flags = if c.op.is("renameat2") {
-                                    c.flags as u32
-                                } else {
-                                    0
-                                };
-                                // The system call itself: musl (a static
-                                // build) has no renameat2 wrapper.
-                                self.namespace_changed(ret(libc::syscall(
-                                    libc::SYS_renameat2,
-                                    d1,
-                                    n1.as_ptr(),
-                                    d2,
-                                    n2.as_ptr(),
-                                    flags,
-                                )))
-                            } else {
-                                // Never AT_SYMLINK_FOLLOW: a symlink to a
-                                // file outside the root must not become a
-                                // hard link to it inside.
-                                ret(libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0) as i64)
-                            }
-                        }
-                    }
-                }
+                Rename | Link => self.rename_or_link(kind, c, local),
                 Symlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {

@@ -445,7 +445,9 @@ impl Compiler {
 
     fn call(&mut self, c: &Call) {
         let op = c.op.name();
-        let Some(kind) = replay_kind(op).or(matches!(op, "mmap" | "msync" | "munmap").then_some('m')) else {
+        let Some(kind) =
+            replay_kind(op).or(matches!(op, "mmap" | "msync" | "munmap").then_some('m'))
+        else {
             self.skip("op not replayed (xattrs, ...)");
             return;
         };

@@ -114,7 +114,11 @@ impl Compiler {
             self.maps.get_mut(&c.pid).map(|t| t.remove(&start));
             // Another process (a fork) may still hold it: the slot is
             // freed with the last.
-            if !self.maps.values().any(|t| t.values().any(|x| x.slot == m.slot)) {
+            if !self
+                .maps
+                .values()
+                .any(|t| t.values().any(|x| x.slot == m.slot))
+            {
                 self.slots[m.slot as usize] = None;
                 self.free_slots.push(std::cmp::Reverse(m.slot));
             }
