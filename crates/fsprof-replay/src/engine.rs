@@ -55,9 +55,8 @@ pub enum Reads {
     Skip,
 }
 
-/// The most a thread sleeps short of a command's time, then spins (its
-/// first margin, before it has seen how late its wake-ups are: [`Spin`]).
-/// Covers the default 50 µs timer slack and a typical wake-up.
+/// Sleep until this long before a command's time, then spin. Covers the
+/// default 50 µs timer slack and a typical wake-up.
 pub const SPIN_NS: u64 = 150_000;
 
 /// What happened to one command.
@@ -432,7 +431,6 @@ impl Engine<'_> {
         let mut pacer = Pacer {
             ticks,
             anchor: ticks.anchor(),
-            spin: Spin::new(),
         };
         let mut now = spin_until(pacer.anchor.ticks(sh.start), ticks);
         let usage = Usage::now();
@@ -599,12 +597,11 @@ fn spin_until(due: u64, ticks: Ticks) -> u64 {
     }
 }
 
-/// A replay thread's clock: the tick clock, the (ticks, ns) pair it
-/// converts through, and its pre-spin margin.
+/// A replay thread's clock: the tick clock and the (ticks, ns) pair it
+/// converts through.
 struct Pacer {
     ticks: Ticks,
     anchor: Anchor,
-    spin: Spin,
 }
 
 impl Pacer {
@@ -638,65 +635,29 @@ impl Pacer {
                 *flags |= PREP_LATE;
             }
         }
-        wait_until(due_ns, now, &mut self.anchor, self.ticks, &mut self.spin)
+        wait_until(due_ns, now, &mut self.anchor, self.ticks)
     }
 }
 
 /// Waits for a command due at `due_ns` (CLOCK_MONOTONIC) from `now`
-/// (ticks): sleeps until the thread's pre-spin margin ([`Spin`]) before,
-/// takes a fresh anchor, then spins on the tick clock. The tick count it
-/// stopped at.
-fn wait_until(due_ns: u64, now: u64, anchor: &mut Anchor, ticks: Ticks, spin: &mut Spin) -> u64 {
+/// (ticks): sleeps until [`SPIN_NS`] before, takes a fresh anchor, then
+/// spins on the tick clock (pre-spin). The tick count it stopped at.
+///
+/// The margin is fixed, not fitted to how late wake-ups end: a margin
+/// that followed them down to 10 µs (so that a dense burst slept through
+/// gaps it spins through now) was measured against this one on the
+/// traced tar replay under `--realtime` (bench/trace_replay.py part 5,
+/// docs/benchmarks/trace-replay.md): p99 error 859 vs 247 µs, every
+/// cached op's latency further from the trace (fstat EMD 0.74 vs 0.36),
+/// and no CPU saved — a thread that sleeps comes back to caches other
+/// tasks have used. So the thread spins through gaps under 150 µs.
+fn wait_until(due_ns: u64, now: u64, anchor: &mut Anchor, ticks: Ticks) -> u64 {
     let due = anchor.ticks(due_ns);
-    let margin = spin.margin_ns();
-    if due.saturating_sub(now) as f64 > (margin + MIN_SLEEP_NS) as f64 * ticks.per_ns {
-        let wake = due_ns - margin;
-        sleep_until(wake);
+    if due.saturating_sub(now) as f64 > SPIN_NS as f64 * ticks.per_ns {
+        sleep_until(due_ns - SPIN_NS);
         *anchor = ticks.anchor();
-        spin.woke(anchor.ns.saturating_sub(wake));
     }
     spin_until(anchor.ticks(due_ns), ticks)
-}
-
-/// A sleep shorter than this is not worth its system call and wake-up:
-/// the thread spins instead.
-const MIN_SLEEP_NS: u64 = 5_000;
-
-/// How long before a command's time a thread stops sleeping and spins:
-/// long enough to cover how late its sleeps end, no longer (every µs of
-/// it is CPU the replay burns). It starts at [`SPIN_NS`] and follows the
-/// lateness of the thread's own wake-ups: a slowly decaying maximum, one
-/// and a half times it plus 5 µs, within [[`MIN_SPIN_NS`], [`SPIN_NS`]].
-/// On an idle machine (wake-ups ~5-20 µs late) the dense bursts of a
-/// trace then sleep through gaps they used to spin through; under load,
-/// where wake-ups are later, it grows back.
-#[derive(Clone, Copy, Debug)]
-pub struct Spin {
-    late_ns: u64,
-}
-
-/// The least pre-spin margin.
-pub const MIN_SPIN_NS: u64 = 10_000;
-
-impl Spin {
-    pub fn new() -> Spin {
-        Spin { late_ns: SPIN_NS }
-    }
-
-    pub fn margin_ns(&self) -> u64 {
-        (self.late_ns + self.late_ns / 2 + 5_000).clamp(MIN_SPIN_NS, SPIN_NS)
-    }
-
-    /// A sleep ended `late_ns` after it was asked to.
-    pub fn woke(&mut self, late_ns: u64) {
-        self.late_ns = late_ns.max(self.late_ns - self.late_ns / 16);
-    }
-}
-
-impl Default for Spin {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// This thread's resource use so far.
@@ -884,32 +845,6 @@ mod tests {
         assert_eq!(published, vec![7, PUBLISH_EVERY - 1]);
         assert_eq!(progs[1].steps.len(), 1);
         assert_eq!(progs[0].max_read, 0);
-    }
-
-    /// The margin shrinks towards how late wake-ups were, slowly, and
-    /// grows back at once when one is later.
-    #[test]
-    fn the_pre_spin_margin_follows_the_wake_ups() {
-        let mut s = Spin::new();
-        assert_eq!(s.margin_ns(), SPIN_NS);
-        for _ in 0..200 {
-            s.woke(4_000);
-        }
-        // 1.5 x 4 µs + 5 µs, at least the least margin.
-        assert_eq!(s.margin_ns(), MIN_SPIN_NS.max(11_000));
-        s.woke(60_000);
-        assert_eq!(s.margin_ns(), 95_000);
-        s.woke(1_000_000);
-        assert_eq!(s.margin_ns(), SPIN_NS);
-        // One late wake-up is remembered for a while, not forever.
-        for _ in 0..8 {
-            s.woke(0);
-        }
-        assert!(s.margin_ns() > 100_000, "{}", s.margin_ns());
-        for _ in 0..200 {
-            s.woke(0);
-        }
-        assert_eq!(s.margin_ns(), MIN_SPIN_NS);
     }
 
     #[test]
