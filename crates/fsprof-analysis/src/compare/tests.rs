@@ -211,3 +211,50 @@ fn method_names_parse() {
     }
     assert!("kl".parse::<Method>().unwrap_err().contains("use emd"));
 }
+
+/// The score alone decides (issue 29): a pair with no peak change at all,
+/// compared with the threshold just under its score, at it, and just over
+/// it, under every method. Without the phase-3 decision no op would ever be
+/// interesting here; with `>` for `≥` the middle case would not be.
+#[test]
+fn the_score_alone_decides_at_the_threshold() {
+    let a = profile(vec![op("read", &[(9, 1000)])]);
+    let b = profile(vec![op("read", &[(9, 450), (10, 650)])]);
+    for m in Method::ALL {
+        let at = |threshold: f64| {
+            let o = CompareOptions {
+                method: m,
+                threshold: Some(threshold),
+                ..Default::default()
+            };
+            let c = compare_profiles(&a, &b, &o);
+            let read = &c.ops[0];
+            assert_eq!(read.status, Status::Compared, "{m}");
+            assert!(read.peak_changes.is_empty(), "{m}: {:?}", read.peak_changes);
+            (read.score.unwrap(), read.interesting, c.exit_code())
+        };
+        let (s, _, _) = at(0.0);
+        assert!(s > 0.01, "{m}: score {s}");
+        assert_eq!(at(s * 0.99), (s, true, 1), "{m}: just under the score");
+        assert_eq!(at(s), (s, true, 1), "{m}: at the score");
+        assert_eq!(at(s * 1.01), (s, false, 0), "{m}: just over the score");
+    }
+}
+
+/// The same at the default EMD threshold (0.5): 42% of the calls one
+/// power of two slower is an EMD of 0.506, 41% one of 0.496.
+#[test]
+fn the_default_emd_threshold_decides_alone() {
+    let a = profile(vec![op("read", &[(9, 1000)])]);
+    for (slower, score, interesting) in [(420, 0.506, true), (410, 0.496, false)] {
+        let b = profile(vec![op("read", &[(9, 1000 - slower), (10, slower)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let read = &c.ops[0];
+        assert!(read.peak_changes.is_empty(), "{:?}", read.peak_changes);
+        assert!((read.score.unwrap() - score).abs() < 1e-3, "{read:?}");
+        assert_eq!(
+            (read.interesting, c.exit_code()),
+            (interesting, i32::from(interesting))
+        );
+    }
+}
