@@ -57,13 +57,21 @@ fn main() {
     let objects = compile(&cc, &sources, &gen, &obj);
     let so = out.join("libfsprof_shim.so");
     let status = Command::new(&cc)
-        .args(["-shared", "-Wl,-soname,libfsprof_shim.so", "-Wl,--no-undefined", "-o"])
+        .args([
+            "-shared",
+            "-Wl,-soname,libfsprof_shim.so",
+            "-Wl,--no-undefined",
+            "-o",
+        ])
         .arg(&so)
         .args(&objects)
         .args(["-ldl", "-lpthread"])
         .status()
         .unwrap_or_else(|e| panic!("cannot run `{cc}` to link the preload shim: {e}"));
-    assert!(status.success(), "linking the preload shim with `{cc}` failed");
+    assert!(
+        status.success(),
+        "linking the preload shim with `{cc}` failed"
+    );
 
     // The installed copy is named after its content; hashing here keeps
     // 200 KB of hashing off every `fsprof run`.

@@ -16,7 +16,11 @@ const NOBODY: u32 = 65534;
 /// and a symlink `fsprof-0-bbbbbb` to a directory of theirs.
 fn planted(base: &Path) {
     std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    for (name, mode) in [("fsprof-0", 0o777), ("fsprof-0-aaaaaa", 0o711), ("theirs", 0o777)] {
+    for (name, mode) in [
+        ("fsprof-0", 0o777),
+        ("fsprof-0-aaaaaa", 0o711),
+        ("theirs", 0o777),
+    ] {
         let d = base.join(name);
         std::fs::create_dir(&d).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -85,7 +89,9 @@ fn a_shim_directory_planted_by_another_user_is_passed_by() {
     assert_eq!(m.mode() & 0o7777, 0o711, "{}", ours[0].display());
     let shims: Vec<_> = std::fs::read_dir(&ours[0]).unwrap().flatten().collect();
     assert!(
-        shims.iter().any(|e| e.file_name().to_string_lossy().ends_with(".so")),
+        shims
+            .iter()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".so")),
         "no shim in {}",
         ours[0].display()
     );
@@ -123,5 +129,9 @@ ls -A "$1/tmp"/fsprof-0 > "$1/left"
         err.contains("cannot install the preload shim") && err.contains("No space left"),
         "{err}"
     );
-    assert_eq!(read("left").trim(), "", "left behind in the shim's directory");
+    assert_eq!(
+        read("left").trim(),
+        "",
+        "left behind in the shim's directory"
+    );
 }

@@ -83,7 +83,12 @@ fn symbol_graph() -> Graph {
     }
     let mut g: Graph = objects
         .iter()
-        .map(|o| (format!("{}.c", o.file_stem().unwrap().to_string_lossy()), BTreeSet::new()))
+        .map(|o| {
+            (
+                format!("{}.c", o.file_stem().unwrap().to_string_lossy()),
+                BTreeSet::new(),
+            )
+        })
         .collect();
     for (file, sym) in used {
         if let Some(def) = defined.get(&sym).filter(|d| **d != file) {
@@ -113,7 +118,12 @@ fn include_graph() -> Graph {
 
 fn layers(g: &Graph) -> String {
     g.iter()
-        .map(|(f, to)| format!("  {f} -> {}", to.iter().cloned().collect::<Vec<_>>().join(", ")))
+        .map(|(f, to)| {
+            format!(
+                "  {f} -> {}",
+                to.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -139,7 +149,10 @@ fn the_c_files_call_each_other_in_one_direction() {
             );
         }
         for entry in ["wrappers.c", "selftest.c", "exec.c"] {
-            assert!(!to.contains(entry), "{file} calls the entry points of {entry}");
+            assert!(
+                !to.contains(entry),
+                "{file} calls the entry points of {entry}"
+            );
         }
     }
     assert!(g["util.c"].is_empty(), "util.c uses {:?}", g["util.c"]);
@@ -149,7 +162,10 @@ fn the_c_files_call_each_other_in_one_direction() {
 fn the_c_includes_have_no_cycle() {
     let g = include_graph();
     if let Some(c) = cycle(&g) {
-        panic!("the shim's headers include each other in a circle: {}", c.join(" -> "));
+        panic!(
+            "the shim's headers include each other in a circle: {}",
+            c.join(" -> ")
+        );
     }
 }
 

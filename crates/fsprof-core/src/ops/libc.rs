@@ -363,7 +363,10 @@ mod tests {
                 .collect()
         };
         let [(_, ops), (_, fd), (_, data)] = c_op_lists();
-        assert_eq!(names(&ops, "X("), OPS.iter().map(|o| o.name).collect::<Vec<_>>());
+        assert_eq!(
+            names(&ops, "X("),
+            OPS.iter().map(|o| o.name).collect::<Vec<_>>()
+        );
         assert_eq!(names(&fd, "F("), FD_OPS);
         assert_eq!(names(&data, "C("), DATA_OPS);
     }
