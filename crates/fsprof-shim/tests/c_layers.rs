@@ -128,16 +128,21 @@ fn layers(g: &Graph) -> String {
         .join("\n")
 }
 
+/// Panics, naming the cycle and every edge, if `g` has a cycle.
+fn assert_acyclic(g: &Graph, what: &str) {
+    if let Some(c) = cycle(g) {
+        panic!(
+            "{what} in a circle: {}\nedges:\n{}",
+            c.join(" -> "),
+            layers(g)
+        );
+    }
+}
+
 #[test]
 fn the_c_files_call_each_other_in_one_direction() {
     let g = symbol_graph();
-    if let Some(c) = cycle(&g) {
-        panic!(
-            "the shim's C files call in a circle: {}\nwhat each file uses:\n{}",
-            c.join(" -> "),
-            layers(&g)
-        );
-    }
+    assert_acyclic(&g, "the shim's C files call each other");
     // The process set-up is the top of the core: only the entry points
     // reach it (the wrappers' hot path on a thread's first call, and the
     // self-test `fsprof run` calls), and the set-up helpers reach nothing.
@@ -160,13 +165,7 @@ fn the_c_files_call_each_other_in_one_direction() {
 
 #[test]
 fn the_c_includes_have_no_cycle() {
-    let g = include_graph();
-    if let Some(c) = cycle(&g) {
-        panic!(
-            "the shim's headers include each other in a circle: {}",
-            c.join(" -> ")
-        );
-    }
+    assert_acyclic(&include_graph(), "the shim's files include each other");
 }
 
 #[test]
