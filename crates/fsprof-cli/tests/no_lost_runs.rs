@@ -70,7 +70,7 @@ fn an_unwritable_output_is_refused_before_the_command_starts() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let o = fsprof()
-        .args(["run", "-o", "/proc/p.json", "--", "touch"])
+        .args(["run", "-o", "/sys/p.json", "--", "touch"])
         .arg(&marker)
         .output()
         .unwrap();
@@ -78,7 +78,7 @@ fn an_unwritable_output_is_refused_before_the_command_starts() {
     assert!(!marker.exists(), "the command ran");
     assert_eq!(
         stderr(&o).trim(),
-        "fsprof: cannot write /proc/p.json: cannot create files in /proc: No such file or directory (os error 2)"
+        "fsprof: cannot write /sys/p.json: cannot create files in /sys: Permission denied (os error 13)"
     );
 }
 

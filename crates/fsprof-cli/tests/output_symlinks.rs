@@ -1,0 +1,466 @@
+//! `-o NAME` never writes through NAME when NAME is a symbolic link, for
+//! every command that writes a file: the link's target (here a 0600
+//! canary, as /etc/shadow would be) keeps its bytes and its mode. Without
+//! `--force` the command says NAME exists; with `--force` the link itself
+//! is replaced by a regular file. As root the link is planted by another
+//! user (nobody, through setpriv) in a directory that user owns, which is
+//! the attack; without root the test plants it itself.
+//!
+//! A symbolic link in NAME's directory part is still followed
+//! (`-o alias/p.json` with `alias -> real`): only the last component is
+//! never resolved.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use fsprof_testkit::{fsprof, need_program, need_root, stderr};
+
+const SECRET: &[u8] = b"SECRET: the canary's bytes\n";
+
+/// A scratch directory: `canary` (0600, the test's own), and `u/`, the
+/// directory the links are planted in (owned by nobody when run as root).
+struct Scene {
+    tmp: tempfile::TempDir,
+    canary: PathBuf,
+    planted_by_nobody: bool,
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let tmp = tempfile::tempdir().unwrap();
+        // Others may enter it (nobody plants links in u/), not list it.
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let canary = tmp.path().join("canary");
+        std::fs::write(&canary, SECRET).unwrap();
+        std::fs::set_permissions(&canary, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let u = tmp.path().join("u");
+        std::fs::create_dir(&u).unwrap();
+        let planted_by_nobody = euid() == 0;
+        if planted_by_nobody {
+            std::os::unix::fs::chown(&u, Some(65534), Some(65534)).unwrap();
+        }
+        Scene {
+            tmp,
+            canary,
+            planted_by_nobody,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// `u/NAME`, a symbolic link to the canary, planted by nobody as root.
+    fn plant(&self, name: &str) -> PathBuf {
+        let link = self.dir().join("u").join(name);
+        let _ = std::fs::remove_file(&link);
+        if self.planted_by_nobody {
+            let o = std::process::Command::new(need_program("setpriv", "util-linux"))
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg("ln")
+                .arg("-s")
+                .arg(&self.canary)
+                .arg(&link)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "planting as nobody: {}", stderr(&o));
+            assert_eq!(std::fs::symlink_metadata(&link).unwrap().uid(), 65534);
+        } else {
+            std::os::unix::fs::symlink(&self.canary, &link).unwrap();
+        }
+        link
+    }
+
+    /// The canary is as it was: its bytes, its mode, a regular file.
+    #[track_caller]
+    fn canary_untouched(&self, what: &str) {
+        let m = std::fs::symlink_metadata(&self.canary).unwrap();
+        assert!(m.file_type().is_file(), "{what}: the canary was replaced");
+        assert_eq!(
+            m.mode() & 0o7777,
+            0o600,
+            "{what}: the canary's mode changed"
+        );
+        assert_eq!(
+            std::fs::read(&self.canary).unwrap(),
+            SECRET,
+            "{what}: wrote through the link into the canary"
+        );
+    }
+
+    /// A profile of a small run, to give the commands that read one.
+    fn profile(&self) -> PathBuf {
+        let p = self.dir().join("p.json");
+        let o = fsprof()
+            .args(["run", "-q", "-o"])
+            .arg(&p)
+            .args(["--", "cat", "/etc/hostname"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        p
+    }
+
+    /// A trace of a small run (and its profile beside it).
+    fn trace(&self) -> PathBuf {
+        let t = self.dir().join("t.trace");
+        let o = fsprof()
+            .args(["trace", "-o"])
+            .arg(&t)
+            .args(["--", "sh", "-c", "echo x > f; cat f; rm f"])
+            .current_dir(self.dir())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        t
+    }
+
+    /// A compiled trace.
+    fn replay_file(&self) -> PathBuf {
+        let r = self.dir().join("t.replay");
+        let o = fsprof()
+            .arg("compile")
+            .arg(self.trace())
+            .arg("-o")
+            .arg(&r)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        r
+    }
+}
+
+/// Runs `args` (`LINK` stands for the planted link) twice: without
+/// `--force` (refused: NAME exists) and with it (the link, not its target,
+/// replaced by a regular file). `check` looks at what was written.
+fn against_a_planted_link(scene: &Scene, name: &str, args: &[&OsStr]) {
+    for force in [false, true] {
+        let link = scene.plant(name);
+        let mut argv: Vec<OsString> = args
+            .iter()
+            .map(|a| {
+                if *a == "LINK" {
+                    link.clone().into_os_string()
+                } else {
+                    a.to_os_string()
+                }
+            })
+            .collect();
+        if force {
+            // Before `--`, where a command follows.
+            let at = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+            argv.insert(at, "--force".into());
+        }
+        let o: Output = fsprof()
+            .args(&argv)
+            .current_dir(scene.dir())
+            .output()
+            .unwrap();
+        let what = format!("fsprof {argv:?}");
+        scene.canary_untouched(&what);
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        if force {
+            assert!(o.status.success(), "{what}: {}", stderr(&o));
+            assert!(m.file_type().is_file(), "{what}: the link is still there");
+            assert_eq!(m.mode() & 0o002, 0, "{what}: world-writable output");
+            assert!(m.len() > 0, "{what}: an empty file");
+        } else {
+            assert_ne!(o.status.code(), Some(0), "{what}: succeeded");
+            let err = stderr(&o);
+            assert!(err.contains("exists"), "{what}: {err}");
+            assert!(m.file_type().is_symlink(), "{what}: the link was replaced");
+        }
+    }
+}
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+#[test]
+fn run() {
+    let s = Scene::new();
+    let args = ["run", "-q", "-o", "LINK", "--", "true"].map(os);
+    against_a_planted_link(&s, "out.json", &args);
+}
+
+#[test]
+fn report_and_export() {
+    let s = Scene::new();
+    let p = s.profile();
+    let report = [os("report"), p.as_os_str(), os("-o"), os("LINK")];
+    against_a_planted_link(&s, "report.txt", &report);
+    let html = [
+        os("report"),
+        p.as_os_str(),
+        os("--format"),
+        os("html"),
+        os("-o"),
+        os("LINK"),
+    ];
+    against_a_planted_link(&s, "report.html", &html);
+    for format in ["prometheus", "otlp-json"] {
+        let export = [
+            os("export"),
+            p.as_os_str(),
+            os("--format"),
+            os(format),
+            os("-o"),
+            os("LINK"),
+        ];
+        against_a_planted_link(&s, "metrics.txt", &export);
+    }
+}
+
+#[test]
+fn plot_and_merge() {
+    let s = Scene::new();
+    let p = s.profile();
+    let plot = [
+        os("plot"),
+        p.as_os_str(),
+        os("--op"),
+        os("read"),
+        os("-o"),
+        os("LINK"),
+    ];
+    against_a_planted_link(&s, "read.svg", &plot);
+    let merge = [os("merge"), p.as_os_str(), os("-o"), os("LINK")];
+    against_a_planted_link(&s, "merged.json", &merge);
+}
+
+#[test]
+fn trace_compile_and_show() {
+    let s = Scene::new();
+    let profile = s.dir().join("trace-profile.json");
+    let trace = [
+        os("trace"),
+        os("-o"),
+        os("LINK"),
+        os("--profile"),
+        profile.as_os_str(),
+        os("--"),
+        os("true"),
+    ];
+    // --force also lets the profile beside the trace be replaced.
+    against_a_planted_link(&s, "out.trace", &trace);
+    let trace_file = s.dir().join("t2.trace");
+    let profile_link = [
+        os("trace"),
+        os("-o"),
+        trace_file.as_os_str(),
+        os("--profile"),
+        os("LINK"),
+        os("--"),
+        os("true"),
+    ];
+    against_a_planted_link(&s, "trace-profile.json", &profile_link);
+    let t = s.trace();
+    let compile = [os("compile"), t.as_os_str(), os("-o"), os("LINK")];
+    against_a_planted_link(&s, "out.replay", &compile);
+    let show = [os("trace"), os("show"), t.as_os_str(), os("-o"), os("LINK")];
+    against_a_planted_link(&s, "calls.txt", &show);
+}
+
+#[test]
+fn import() {
+    let s = Scene::new();
+    let log = s.dir().join("fio.log");
+    std::fs::write(
+        &log,
+        "fio version 2 iolog\nf add\nf open\nf write 0 4096\nf close\n",
+    )
+    .unwrap();
+    let args = [
+        os("import"),
+        os("fio-iolog"),
+        log.as_os_str(),
+        os("-o"),
+        os("LINK"),
+    ];
+    against_a_planted_link(&s, "imported.trace", &args);
+}
+
+#[test]
+fn replay_profile_and_timing() {
+    let s = Scene::new();
+    let r = s.replay_file();
+    for (i, flag) in ["-o", "--timing"].into_iter().enumerate() {
+        let root = s.dir().join(format!("root{i}"));
+        std::fs::create_dir(&root).unwrap();
+        let args = [
+            os("replay"),
+            r.as_os_str(),
+            os("--root"),
+            root.as_os_str(),
+            os("--prepare"),
+            os("--afap"),
+            os(flag),
+            os("LINK"),
+        ];
+        against_a_planted_link(&s, "replayed.json", &args);
+    }
+}
+
+#[test]
+fn bench() {
+    let s = Scene::new();
+    let work = tempfile::tempdir_in("/dev/shm").unwrap();
+    let args = [
+        os("bench"),
+        os("sprite"),
+        os("--files"),
+        os("3"),
+        os("--file-size"),
+        os("32k"),
+        os("--runs"),
+        os("3"),
+        os("--dir"),
+        work.path().as_os_str(),
+        os("-o"),
+        os("LINK"),
+    ];
+    against_a_planted_link(&s, "bench.json", &args);
+}
+
+#[test]
+fn discover_findings_and_profile() {
+    let s = Scene::new();
+    let work = tempfile::tempdir().unwrap();
+    for flag in ["-o", "--profile"] {
+        let args = [
+            os("discover"),
+            os("--what"),
+            os("block-size"),
+            os("--iterations"),
+            os("1"),
+            os("--cold"),
+            os("fadvise"),
+            os("-q"),
+            work.path().as_os_str(),
+            os(flag),
+            os("LINK"),
+        ];
+        against_a_planted_link(&s, "found.json", &args);
+    }
+}
+
+#[test]
+fn calibrate() {
+    let s = Scene::new();
+    let work = tempfile::tempdir().unwrap();
+    let args = [
+        os("calibrate"),
+        os("--rounds"),
+        os("2"),
+        os("--dir"),
+        work.path().as_os_str(),
+        os("-o"),
+        os("LINK"),
+    ];
+    against_a_planted_link(&s, "calibration.json", &args);
+}
+
+/// The mount writes its profile at unmount (and at SIGUSR1), long after
+/// `-o` was checked.
+#[test]
+#[ignore = "needs root, setpriv"]
+fn mount_at_unmount() {
+    need_root("a FUSE mount");
+    let s = Scene::new();
+    let (lower, mp) = (s.dir().join("lower"), s.dir().join("mnt"));
+    std::fs::create_dir(&lower).unwrap();
+    std::fs::create_dir(&mp).unwrap();
+    for force in [false, true] {
+        let link = s.plant("mount.json");
+        let mut c = fsprof();
+        c.arg("mount").arg(&lower).arg(&mp).arg("-o").arg(&link);
+        if force {
+            c.arg("--force");
+        }
+        let o = c.output().unwrap();
+        if !force {
+            assert_ne!(o.status.code(), Some(0), "mounted over an existing -o");
+            assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
+            s.canary_untouched("mount without --force");
+            continue;
+        }
+        assert!(o.status.success(), "{}", stderr(&o));
+        let guard = Unmount(mp.clone());
+        let u = fsprof().arg("umount").arg(&mp).output().unwrap();
+        assert!(u.status.success(), "{}", stderr(&u));
+        std::mem::forget(guard);
+        s.canary_untouched("mount -f, at unmount");
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert!(m.file_type().is_file(), "the link is still there");
+    }
+}
+
+/// Detaches a mount a failed assertion left behind.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// `fsprof kernel` writes through the same path as `run`; as root only.
+#[test]
+#[ignore = "needs root, setpriv"]
+fn kernel() {
+    need_root("eBPF");
+    let s = Scene::new();
+    let args = ["kernel", "-q", "-o", "LINK", "--", "true"].map(os);
+    against_a_planted_link(&s, "kernel.json", &args);
+}
+
+/// Only the last component is never resolved: a directory reached through
+/// a symbolic link is where the file goes, as before.
+#[test]
+fn a_symlinked_directory_part_is_followed() {
+    let s = Scene::new();
+    let real = s.dir().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let alias = s.dir().join("alias");
+    std::os::unix::fs::symlink(&real, &alias).unwrap();
+    let o = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(alias.join("p.json"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(real.join("p.json"))
+        .unwrap()
+        .file_type()
+        .is_file());
+}
+
+/// `fsprof man --dir DIR` installs pages, replacing what is there: a link
+/// by a page's name is replaced, the file it points to never written.
+#[test]
+fn man_pages() {
+    let s = Scene::new();
+    let link = s.plant("fsprof.1");
+    let o = fsprof()
+        .args(["man", "--dir"])
+        .arg(s.dir().join("u"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    s.canary_untouched("man --dir");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_file());
+}
