@@ -2,8 +2,9 @@
 //! unwritable output is refused before the command starts, a place that
 //! cannot be written when the run ends falls back to $TMPDIR (and says
 //! so), and `-` is standard output / input for every command. (A profile
-//! that cannot be written anywhere keeps the command's status: unit tests
-//! of `fsprof-capture`'s save and the CLI's `exit_status`.)
+//! that cannot be written anywhere keeps a failed command's status and
+//! turns a success into 2: unit tests of `fsprof-capture`'s save and the
+//! CLI's `exit_status`, and closed_stdout.rs.)
 
 use std::fs;
 use std::io::Write;
