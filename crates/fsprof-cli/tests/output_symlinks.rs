@@ -10,7 +10,7 @@
 //! (`-o alias/p.json` with `alias -> real`): only the last component is
 //! never resolved.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -137,19 +137,30 @@ impl Scene {
     }
 }
 
+/// The words of `spec` as arguments, each `(word, path)` of `paths`
+/// standing for that path (`LINK` is left for the planted link).
+fn argv(spec: &str, paths: &[(&str, &Path)]) -> Vec<OsString> {
+    spec.split_whitespace()
+        .map(|w| match paths.iter().find(|(k, _)| *k == w) {
+            Some((_, p)) => p.as_os_str().to_os_string(),
+            None => OsString::from(w),
+        })
+        .collect()
+}
+
 /// Runs `args` (`LINK` stands for the planted link) twice: without
 /// `--force` (refused: NAME exists) and with it (the link, not its target,
-/// replaced by a regular file). `check` looks at what was written.
-fn against_a_planted_link(scene: &Scene, name: &str, args: &[&OsStr]) {
+/// replaced by a regular file).
+fn against_a_planted_link(scene: &Scene, name: &str, args: &[OsString]) {
     for force in [false, true] {
         let link = scene.plant(name);
         let mut argv: Vec<OsString> = args
             .iter()
             .map(|a| {
-                if *a == "LINK" {
+                if a == "LINK" {
                     link.clone().into_os_string()
                 } else {
-                    a.to_os_string()
+                    a.clone()
                 }
             })
             .collect();
@@ -180,93 +191,50 @@ fn against_a_planted_link(scene: &Scene, name: &str, args: &[&OsStr]) {
     }
 }
 
-fn os(s: &str) -> &OsStr {
-    OsStr::new(s)
-}
-
 #[test]
 fn run() {
     let s = Scene::new();
-    let args = ["run", "-q", "-o", "LINK", "--", "true"].map(os);
-    against_a_planted_link(&s, "out.json", &args);
+    against_a_planted_link(&s, "out.json", &argv("run -q -o LINK -- true", &[]));
 }
 
 #[test]
 fn report_and_export() {
     let s = Scene::new();
     let p = s.profile();
-    let report = [os("report"), p.as_os_str(), os("-o"), os("LINK")];
-    against_a_planted_link(&s, "report.txt", &report);
-    let html = [
-        os("report"),
-        p.as_os_str(),
-        os("--format"),
-        os("html"),
-        os("-o"),
-        os("LINK"),
-    ];
-    against_a_planted_link(&s, "report.html", &html);
-    for format in ["prometheus", "otlp-json"] {
-        let export = [
-            os("export"),
-            p.as_os_str(),
-            os("--format"),
-            os(format),
-            os("-o"),
-            os("LINK"),
-        ];
-        against_a_planted_link(&s, "metrics.txt", &export);
+    let at = [("P", p.as_path())];
+    for (name, spec) in [
+        ("report.txt", "report P -o LINK"),
+        ("report.html", "report P --format html -o LINK"),
+        ("metrics.txt", "export P --format prometheus -o LINK"),
+        ("metrics.json", "export P --format otlp-json -o LINK"),
+        ("read.svg", "plot P --op read -o LINK"),
+        ("merged.json", "merge P -o LINK"),
+    ] {
+        against_a_planted_link(&s, name, &argv(spec, &at));
     }
-}
-
-#[test]
-fn plot_and_merge() {
-    let s = Scene::new();
-    let p = s.profile();
-    let plot = [
-        os("plot"),
-        p.as_os_str(),
-        os("--op"),
-        os("read"),
-        os("-o"),
-        os("LINK"),
-    ];
-    against_a_planted_link(&s, "read.svg", &plot);
-    let merge = [os("merge"), p.as_os_str(), os("-o"), os("LINK")];
-    against_a_planted_link(&s, "merged.json", &merge);
 }
 
 #[test]
 fn trace_compile_and_show() {
     let s = Scene::new();
-    let profile = s.dir().join("trace-profile.json");
-    let trace = [
-        os("trace"),
-        os("-o"),
-        os("LINK"),
-        os("--profile"),
-        profile.as_os_str(),
-        os("--"),
-        os("true"),
-    ];
-    // --force also lets the profile beside the trace be replaced.
-    against_a_planted_link(&s, "out.trace", &trace);
-    let trace_file = s.dir().join("t2.trace");
-    let profile_link = [
-        os("trace"),
-        os("-o"),
-        trace_file.as_os_str(),
-        os("--profile"),
-        os("LINK"),
-        os("--"),
-        os("true"),
-    ];
-    against_a_planted_link(&s, "trace-profile.json", &profile_link);
+    let (profile, other) = (s.dir().join("trace-profile.json"), s.dir().join("t2.trace"));
     let t = s.trace();
-    let compile = [os("compile"), t.as_os_str(), os("-o"), os("LINK")];
-    against_a_planted_link(&s, "out.replay", &compile);
-    let show = [os("trace"), os("show"), t.as_os_str(), os("-o"), os("LINK")];
-    against_a_planted_link(&s, "calls.txt", &show);
+    let at = [
+        ("PROFILE", profile.as_path()),
+        ("OTHER", other.as_path()),
+        ("T", t.as_path()),
+    ];
+    for (name, spec) in [
+        ("out.trace", "trace -o LINK --profile PROFILE -- true"),
+        (
+            "trace-profile.json",
+            "trace -o OTHER --profile LINK -- true",
+        ),
+        ("out.replay", "compile T -o LINK"),
+        ("calls.txt", "trace show T -o LINK"),
+    ] {
+        against_a_planted_link(&s, name, &argv(spec, &at));
+    }
 }
 
 #[test]
@@ -278,13 +246,7 @@ fn import() {
         "fio version 2 iolog\nf add\nf open\nf write 0 4096\nf close\n",
     )
     .unwrap();
-    let args = [
-        os("import"),
-        os("fio-iolog"),
-        log.as_os_str(),
-        os("-o"),
-        os("LINK"),
-    ];
+    let args = argv("import fio-iolog LOG -o LINK", &[("LOG", &log)]);
     against_a_planted_link(&s, "imported.trace", &args);
 }
 
@@ -295,16 +257,8 @@ fn replay_profile_and_timing() {
     for (i, flag) in ["-o", "--timing"].into_iter().enumerate() {
         let root = s.dir().join(format!("root{i}"));
         std::fs::create_dir(&root).unwrap();
-        let args = [
-            os("replay"),
-            r.as_os_str(),
-            os("--root"),
-            root.as_os_str(),
-            os("--prepare"),
-            os("--afap"),
-            os(flag),
-            os("LINK"),
-        ];
+        let spec = format!("replay R --root ROOT --prepare --afap {flag} LINK");
+        let args = argv(&spec, &[("R", &r), ("ROOT", &root)]);
         against_a_planted_link(&s, "replayed.json", &args);
     }
 }
@@ -313,21 +267,8 @@ fn replay_profile_and_timing() {
 fn bench() {
     let s = Scene::new();
     let work = tempfile::tempdir_in("/dev/shm").unwrap();
-    let args = [
-        os("bench"),
-        os("sprite"),
-        os("--files"),
-        os("3"),
-        os("--file-size"),
-        os("32k"),
-        os("--runs"),
-        os("3"),
-        os("--dir"),
-        work.path().as_os_str(),
-        os("-o"),
-        os("LINK"),
-    ];
-    against_a_planted_link(&s, "bench.json", &args);
+    let spec = "bench sprite --files 3 --file-size 32k --runs 3 --dir W -o LINK";
+    against_a_planted_link(&s, "bench.json", &argv(spec, &[("W", work.path())]));
 }
 
 #[test]
@@ -335,20 +276,9 @@ fn discover_findings_and_profile() {
     let s = Scene::new();
     let work = tempfile::tempdir().unwrap();
     for flag in ["-o", "--profile"] {
-        let args = [
-            os("discover"),
-            os("--what"),
-            os("block-size"),
-            os("--iterations"),
-            os("1"),
-            os("--cold"),
-            os("fadvise"),
-            os("-q"),
-            work.path().as_os_str(),
-            os(flag),
-            os("LINK"),
-        ];
-        against_a_planted_link(&s, "found.json", &args);
+        let spec =
+            format!("discover --what block-size --iterations 1 --cold fadvise -q W {flag} LINK");
+        against_a_planted_link(&s, "found.json", &argv(&spec, &[("W", work.path())]));
     }
 }
 
@@ -356,16 +286,8 @@ fn discover_findings_and_profile() {
 fn calibrate() {
     let s = Scene::new();
     let work = tempfile::tempdir().unwrap();
-    let args = [
-        os("calibrate"),
-        os("--rounds"),
-        os("2"),
-        os("--dir"),
-        work.path().as_os_str(),
-        os("-o"),
-        os("LINK"),
-    ];
-    against_a_planted_link(&s, "calibration.json", &args);
+    let spec = "calibrate --rounds 2 --dir W -o LINK";
+    against_a_planted_link(&s, "calibration.json", &argv(spec, &[("W", work.path())]));
 }
 
 /// The mount writes its profile at unmount (and at SIGUSR1), long after
@@ -420,8 +342,7 @@ impl Drop for Unmount {
 fn kernel() {
     need_root("eBPF");
     let s = Scene::new();
-    let args = ["kernel", "-q", "-o", "LINK", "--", "true"].map(os);
-    against_a_planted_link(&s, "kernel.json", &args);
+    against_a_planted_link(&s, "kernel.json", &argv("kernel -q -o LINK -- true", &[]));
 }
 
 /// Only the last component is never resolved: a directory reached through

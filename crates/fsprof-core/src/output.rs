@@ -585,6 +585,14 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     }
 
+    /// A scratch directory for a test that needs root (for `why`).
+    fn root_tempdir(why: &str) -> tempfile::TempDir {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "this test needs root ({why})");
+        tempfile::tempdir().unwrap()
+    }
+
     fn mode(p: &Path) -> u32 {
         fs::symlink_metadata(p).unwrap().mode() & 0o7777
     }
@@ -755,10 +763,7 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn a_device_node_is_never_replaced_by_a_file() {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "this test needs root (mknod)");
-        let d = tempfile::tempdir().unwrap();
+        let d = root_tempdir("mknod");
         let null = d.path().join("null");
         let c = CString::new(null.as_os_str().as_bytes()).unwrap();
         let dev = libc::makedev(1, 3);
@@ -778,10 +783,7 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn another_users_fifo_is_refused() {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "this test needs root (chown)");
-        let d = tempfile::tempdir().unwrap();
+        let d = root_tempdir("chown");
         let fifo = d.path().join("fifo");
         mkfifo(&fifo);
         std::os::unix::fs::chown(&fifo, Some(65534), Some(65534)).unwrap();
