@@ -95,45 +95,35 @@ impl Scene {
         );
     }
 
+    /// `fsprof ARGS` in the scene's directory; it must succeed; `made`.
+    fn make(&self, args: &[OsString], made: PathBuf) -> PathBuf {
+        let o = fsprof()
+            .args(args)
+            .current_dir(self.dir())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        made
+    }
+
     /// A profile of a small run, to give the commands that read one.
     fn profile(&self) -> PathBuf {
         let p = self.dir().join("p.json");
-        let o = fsprof()
-            .args(["run", "-q", "-o"])
-            .arg(&p)
-            .args(["--", "cat", "/etc/hostname"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        p
+        self.make(&argv("run -q -o P -- cat /etc/hostname", &[("P", &p)]), p)
     }
 
     /// A trace of a small run (and its profile beside it).
     fn trace(&self) -> PathBuf {
         let t = self.dir().join("t.trace");
-        let o = fsprof()
-            .args(["trace", "-o"])
-            .arg(&t)
-            .args(["--", "sh", "-c", "echo x > f; cat f; rm f"])
-            .current_dir(self.dir())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        t
+        let mut args = argv("trace -o T -- sh -c", &[("T", &t)]);
+        args.push("echo x > f; cat f; rm f".into());
+        self.make(&args, t)
     }
 
     /// A compiled trace.
     fn replay_file(&self) -> PathBuf {
-        let r = self.dir().join("t.replay");
-        let o = fsprof()
-            .arg("compile")
-            .arg(self.trace())
-            .arg("-o")
-            .arg(&r)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        r
+        let (t, r) = (self.trace(), self.dir().join("t.replay"));
+        self.make(&argv("compile T -o R", &[("T", &t), ("R", &r)]), r)
     }
 }
 
@@ -191,6 +181,13 @@ fn against_a_planted_link(scene: &Scene, name: &str, args: &[OsString]) {
     }
 }
 
+/// [`against_a_planted_link`] for each `(link name, argv spec)`.
+fn each(s: &Scene, at: &[(&str, &Path)], cases: &[(&str, &str)]) {
+    for (name, spec) in cases {
+        against_a_planted_link(s, name, &argv(spec, at));
+    }
+}
+
 #[test]
 fn run() {
     let s = Scene::new();
@@ -202,16 +199,15 @@ fn report_and_export() {
     let s = Scene::new();
     let p = s.profile();
     let at = [("P", p.as_path())];
-    for (name, spec) in [
+    let cases = [
         ("report.txt", "report P -o LINK"),
         ("report.html", "report P --format html -o LINK"),
         ("metrics.txt", "export P --format prometheus -o LINK"),
         ("metrics.json", "export P --format otlp-json -o LINK"),
         ("read.svg", "plot P --op read -o LINK"),
         ("merged.json", "merge P -o LINK"),
-    ] {
-        against_a_planted_link(&s, name, &argv(spec, &at));
-    }
+    ];
+    each(&s, &at, &cases);
 }
 
 #[test]
@@ -224,7 +220,7 @@ fn trace_compile_and_show() {
         ("OTHER", other.as_path()),
         ("T", t.as_path()),
     ];
-    for (name, spec) in [
+    let cases = [
         ("out.trace", "trace -o LINK --profile PROFILE -- true"),
         (
             "trace-profile.json",
@@ -232,9 +228,8 @@ fn trace_compile_and_show() {
         ),
         ("out.replay", "compile T -o LINK"),
         ("calls.txt", "trace show T -o LINK"),
-    ] {
-        against_a_planted_link(&s, name, &argv(spec, &at));
-    }
+    ];
+    each(&s, &at, &cases);
 }
 
 #[test]
