@@ -181,24 +181,24 @@ fn against_a_planted_link(scene: &Scene, name: &str, args: &[OsString]) {
     }
 }
 
-/// [`against_a_planted_link`] for each `(link name, argv spec)`.
-fn each(s: &Scene, at: &[(&str, &Path)], cases: &[(&str, &str)]) {
-    for (name, spec) in cases {
-        against_a_planted_link(s, name, &argv(spec, at));
-    }
-}
-
 #[test]
 fn run() {
     let s = Scene::new();
     against_a_planted_link(&s, "out.json", &argv("run -q -o LINK -- true", &[]));
 }
 
+/// The commands that read a profile or a trace, and `trace` itself.
 #[test]
-fn report_and_export() {
+fn report_export_plot_merge_trace_compile_show() {
     let s = Scene::new();
-    let p = s.profile();
-    let at = [("P", p.as_path())];
+    let (p, t) = (s.profile(), s.trace());
+    let (profile, other) = (s.dir().join("trace-profile.json"), s.dir().join("t2.trace"));
+    let at = [
+        ("P", p.as_path()),
+        ("T", t.as_path()),
+        ("PROFILE", profile.as_path()),
+        ("OTHER", other.as_path()),
+    ];
     let cases = [
         ("report.txt", "report P -o LINK"),
         ("report.html", "report P --format html -o LINK"),
@@ -206,21 +206,6 @@ fn report_and_export() {
         ("metrics.json", "export P --format otlp-json -o LINK"),
         ("read.svg", "plot P --op read -o LINK"),
         ("merged.json", "merge P -o LINK"),
-    ];
-    each(&s, &at, &cases);
-}
-
-#[test]
-fn trace_compile_and_show() {
-    let s = Scene::new();
-    let (profile, other) = (s.dir().join("trace-profile.json"), s.dir().join("t2.trace"));
-    let t = s.trace();
-    let at = [
-        ("PROFILE", profile.as_path()),
-        ("OTHER", other.as_path()),
-        ("T", t.as_path()),
-    ];
-    let cases = [
         ("out.trace", "trace -o LINK --profile PROFILE -- true"),
         (
             "trace-profile.json",
@@ -229,7 +214,9 @@ fn trace_compile_and_show() {
         ("out.replay", "compile T -o LINK"),
         ("calls.txt", "trace show T -o LINK"),
     ];
-    each(&s, &at, &cases);
+    for (name, spec) in cases {
+        against_a_planted_link(&s, name, &argv(spec, &at));
+    }
 }
 
 #[test]
