@@ -67,3 +67,43 @@ fn a_trickling_client_does_not_keep_the_run_alive() {
     assert!(sent < 256 << 20, "the server read an endless request");
     trickle.join().unwrap();
 }
+
+/// Issue 23 §4: about 32 idle connections took every handler of the
+/// server and scrapes failed for 1–3 s. Scrapes must be answered while
+/// the idle clients wait to be dropped (their head deadline is 2 s).
+#[test]
+fn scrapes_are_answered_while_idle_clients_wait_to_be_dropped() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = fsprof()
+        .args(["run", "-q", "-f", "-o", "p.json"])
+        .args(["--serve-metrics", "127.0.0.1:0", "--", "sleep", "4"])
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = fsprof_testkit::metrics_addr(&line);
+    let t0 = Instant::now();
+    let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let mut answered = 0;
+    for _ in 0..5 {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut s = String::new();
+        let _ = c.read_to_string(&mut s);
+        answered += usize::from(s.starts_with("HTTP/1.1 200"));
+    }
+    let took = t0.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(answered, 5);
+    assert!(
+        took < Duration::from_millis(1500),
+        "5 scrapes took {took:?} beside 64 idle connections: they waited for the idle ones"
+    );
+    drop(idle);
+}
