@@ -282,6 +282,9 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge
     a.mov_imm(R7, 0);
 
     a.bind(record);
+    if let Some(by) = &sh.by_cgroup {
+        crate::bycgroup::load_rq_cgroup(&mut a, by, RQ);
+    }
     a.ldx(Size::DW, R9, R10, ERR);
     let ok = a.label();
     a.jmp_imm(Jmp::Eq, R9, 0, ok);
@@ -323,6 +326,7 @@ mod tests {
             thresh_fd: -1,
             on_fd: 7,
             resolution: 1,
+            by_cgroup: None,
         };
         assert!(issue(&l, &sh, 9, 14).len() > 20);
         assert!(complete(&l, &sh, 9, None).len() > issue(&l, &sh, 9, 14).len());
@@ -337,6 +341,11 @@ mod tests {
             task_state: 24,
         };
         assert!(complete(&l, &sh, 9, Some(&c)).len() > complete(&l, &sh, 9, None).len());
+        let by = Shared {
+            by_cgroup: Some(crate::bycgroup::ByCgroup { rq_fd: 15 }),
+            ..sh
+        };
+        assert!(complete(&l, &by, 9, None).len() > complete(&l, &sh, 9, None).len());
         assert!(!crate::charge::sched_switch(&c).is_empty());
         assert!(!crate::charge::sched_waking(&c).is_empty());
     }

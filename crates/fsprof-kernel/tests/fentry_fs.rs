@@ -191,6 +191,7 @@ fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
         explicit_layers: true,
         perf_tracepoints: false,
         fs_functions: Vec::new(),
+        by_cgroup: false,
     })
 }
 
