@@ -236,7 +236,7 @@ fn can_create_in(dir: &Path) -> io::Result<()> {
 /// The one default name of what a capture writes:
 /// `fsprof-<kind>-<program>-<UTC start, YYYYMMDDTHHMMSS>` (plus `.json`),
 /// the program's file name with anything but letters, digits, `-` and `_`
-/// replaced by `_`. `.gitignore` and the README state the same rule.
+/// replaced by `_`. `.gitignore` and docs/commands.md state the same rule.
 pub fn default_name(kind: &str, program: Option<&str>, start_time: &str) -> String {
     let prog = name_part(program.map(Path::new), "all");
     let stamp = name_stamp(start_time);

@@ -857,7 +857,7 @@ fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
     assert!(err.contains("--fs-functions fsprof_no_such_fn"), "{err}");
 }
 
-/// The README's first `fsprof kernel` example, run as written: it follows
+/// The kernel manual's first `fsprof kernel` example, run as written: it follows
 /// the command's children (sh, tar, wc: three execs) and tar reads every
 /// file under /usr/include (at least one read per file, counted by walking
 /// the directory, not by fsprof). `tar -cf /dev/null` would not: GNU tar
@@ -866,11 +866,12 @@ fn fs_layer_uses_fentry_where_allowed_and_says_so_in_one_line_otherwise() {
 #[ignore = "needs root"]
 fn the_readme_kernel_example_reads_every_file() {
     need_root("eBPF");
-    let readme = std::fs::read_to_string(fsprof_testkit::workspace().join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(fsprof_testkit::workspace().join("docs/kernel.md")).unwrap();
     let line = readme
         .lines()
         .find(|l| l.starts_with("sudo fsprof kernel -- "))
-        .expect("a `sudo fsprof kernel -- CMD` example in the README");
+        .expect("a `sudo fsprof kernel -- CMD` example in docs/kernel.md");
     let example = line.split("   #").next().unwrap().trim();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.json");

@@ -108,7 +108,7 @@ fn an_output_directory_removed_during_the_run_falls_back_to_tmpdir() {
     );
 }
 
-/// The default name is the one the README states and `.gitignore`
+/// The default name is the one docs/commands.md states and `.gitignore`
 /// ignores: `fsprof-<kind>-<program>-<time>.json`.
 #[test]
 fn the_default_name_is_the_one_gitignore_ignores() {
@@ -128,7 +128,7 @@ fn the_default_name_is_the_one_gitignore_ignores() {
     assert!(stamp.len() == 15 && stamp.as_bytes()[8] == b'T', "{name}");
     let ignore = fs::read_to_string(workspace().join(".gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == "fsprof-*.json"), "{ignore}");
-    let readme = fs::read_to_string(workspace().join("README.md")).unwrap();
+    let readme = fs::read_to_string(workspace().join("docs/commands.md")).unwrap();
     assert!(readme.contains("`fsprof-<command>-<program>-<UTC time>.json`"));
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 /// What a developer is told to do when something is missing.
 const SETUP: &str =
-    "`./scripts/test-all` (as root) installs everything the tests need; see the README's Quick start";
+    "`./scripts/test-all` (as root) installs everything the tests need; see docs/testing.md";
 
 /// `CI=true` (or `1`), as CI systems set it.
 pub fn in_ci() -> bool {

@@ -46,7 +46,7 @@ fn every_crate_inherits_the_workspace_rust_version() {
     assert!(crates >= 10, "only {crates} crates found");
 }
 
-/// The README's "what a fresh clone needs" stays true: the Rust version it
+/// The testing manual's "what a fresh clone needs" stays true: the Rust version it
 /// names is the one Cargo.toml declares, every Debian package
 /// `scripts/test-all` may install is listed there, and CI runs that script
 /// unchanged.
@@ -55,7 +55,7 @@ fn readme_lists_what_a_fresh_clone_needs() {
     let root = workspace();
     let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
     let (readme, ws, script) = (
-        read("README.md"),
+        read("docs/testing.md"),
         read("Cargo.toml"),
         read("scripts/test-all"),
     );
@@ -68,10 +68,10 @@ fn readme_lists_what_a_fresh_clone_needs() {
         .split("### What a fresh clone needs, command by command")
         .nth(1)
         .and_then(|s| s.split("\n## ").next())
-        .expect("README has the fresh-clone section");
+        .expect("docs/testing.md has the fresh-clone section");
     assert!(
         section.contains(&format!("Rust {version} or later")),
-        "the README's fresh-clone section does not name rust-version {version}"
+        "docs/testing.md's fresh-clone section does not name rust-version {version}"
     );
     // Debian packages: the `program:package` pairs, and the packages
     // installed by a file test (`need+=(package)`).
@@ -109,7 +109,7 @@ fn readme_lists_what_a_fresh_clone_needs() {
     for p in &packages {
         assert!(
             words.contains(p),
-            "scripts/test-all installs {p}, the README's fresh-clone section does not say so"
+            "scripts/test-all installs {p}, docs/testing.md's fresh-clone section does not say so"
         );
     }
     assert!(section.contains("./scripts/test-all") && section.contains("cargo test --workspace"));
