@@ -103,7 +103,10 @@ impl Collector {
     /// Reads the maps unless they were read less than [`FRESH`] ago.
     pub fn refresh(&mut self) -> Result<(), fsprof_kernel::Error> {
         let now = Instant::now();
-        if self.last_read.is_some_and(|t| now.duration_since(t) < FRESH) {
+        if self
+            .last_read
+            .is_some_and(|t| now.duration_since(t) < FRESH)
+        {
             return Ok(());
         }
         self.collect(now)
@@ -240,22 +243,86 @@ impl Collector {
             ..gauge(name, help, v as f64)
         };
         vec![
-            gauge("fsprof_agent_cgroups", "Cgroups the agent knows, live or gone less than the TTL ago.", known as f64),
-            gauge("fsprof_agent_cgroups_live", "Cgroups that exist.", self.registry.live() as f64),
-            gauge("fsprof_agent_cgroup_labels", "Cgroup labels with series of their own (at most top).", slots as f64),
-            gauge("fsprof_agent_cgroup_labels_waiting", "Active cgroup labels filed in `other` for want of a slot.", waiting as f64),
-            gauge("fsprof_agent_cgroups_unresolved", "Cgroup ids seen that no walk of the hierarchy could name, held for the TTL.", unresolved as f64),
-            counter("fsprof_agent_cgroups_unresolved_total", "Cgroup ids seen that no walk could name (their observations are in `other`).", self.registry.unresolved_total),
-            counter("fsprof_agent_unresolved_observations_total", "Observations filed in `other` because their cgroup could not be named.", self.fold.unresolved_events),
-            counter("fsprof_agent_slots_displaced_total", "Times a much busier cgroup label took the slot of an idle one.", self.fold.displaced),
-            gauge("fsprof_agent_map_entries", "Entries in the kernel counter maps.", h.map_entries as f64),
-            gauge("fsprof_agent_map_capacity", "Entries the kernel counter maps hold at most.", h.map_capacity as f64),
-            counter("fsprof_agent_reads_total", "Reads of the kernel maps.", h.reads),
-            counter("fsprof_agent_read_errors_total", "Reads of the kernel maps that failed.", h.read_errors),
-            counter("fsprof_agent_missed_events_total", "Program runs the kernel skipped because one was already running on the CPU.", h.missed),
-            counter("fsprof_agent_otlp_dropped_total", "OTLP pushes dropped from the full retry buffer or refused by the collector.", self.otlp_dropped),
-            counter("fsprof_agent_otlp_failures_total", "OTLP push attempts that failed.", self.otlp_failures),
-            gauge("fsprof_agent_start_time_seconds", "When the agent started, Unix time.", self.start_unix_ns as f64 / 1e9),
+            gauge(
+                "fsprof_agent_cgroups",
+                "Cgroups the agent knows, live or gone less than the TTL ago.",
+                known as f64,
+            ),
+            gauge(
+                "fsprof_agent_cgroups_live",
+                "Cgroups that exist.",
+                self.registry.live() as f64,
+            ),
+            gauge(
+                "fsprof_agent_cgroup_labels",
+                "Cgroup labels with series of their own (at most top).",
+                slots as f64,
+            ),
+            gauge(
+                "fsprof_agent_cgroup_labels_waiting",
+                "Active cgroup labels filed in `other` for want of a slot.",
+                waiting as f64,
+            ),
+            gauge(
+                "fsprof_agent_cgroups_unresolved",
+                "Cgroup ids seen that no walk of the hierarchy could name, held for the TTL.",
+                unresolved as f64,
+            ),
+            counter(
+                "fsprof_agent_cgroups_unresolved_total",
+                "Cgroup ids seen that no walk could name (their observations are in `other`).",
+                self.registry.unresolved_total,
+            ),
+            counter(
+                "fsprof_agent_unresolved_observations_total",
+                "Observations filed in `other` because their cgroup could not be named.",
+                self.fold.unresolved_events,
+            ),
+            counter(
+                "fsprof_agent_slots_displaced_total",
+                "Times a much busier cgroup label took the slot of an idle one.",
+                self.fold.displaced,
+            ),
+            gauge(
+                "fsprof_agent_map_entries",
+                "Entries in the kernel counter maps.",
+                h.map_entries as f64,
+            ),
+            gauge(
+                "fsprof_agent_map_capacity",
+                "Entries the kernel counter maps hold at most.",
+                h.map_capacity as f64,
+            ),
+            counter(
+                "fsprof_agent_reads_total",
+                "Reads of the kernel maps.",
+                h.reads,
+            ),
+            counter(
+                "fsprof_agent_read_errors_total",
+                "Reads of the kernel maps that failed.",
+                h.read_errors,
+            ),
+            counter(
+                "fsprof_agent_missed_events_total",
+                "Program runs the kernel skipped because one was already running on the CPU.",
+                h.missed,
+            ),
+            counter(
+                "fsprof_agent_otlp_dropped_total",
+                "OTLP pushes dropped from the full retry buffer or refused by the collector.",
+                self.otlp_dropped,
+            ),
+            counter(
+                "fsprof_agent_otlp_failures_total",
+                "OTLP push attempts that failed.",
+                self.otlp_failures,
+            ),
+            gauge(
+                "fsprof_agent_start_time_seconds",
+                "When the agent started, Unix time.",
+                self.start_unix_ns as f64 / 1e9,
+            ),
         ]
     }
 
@@ -272,7 +339,10 @@ impl Collector {
         };
         let s = &self.settings;
         meta.settings.insert("top".into(), s.top.to_string());
-        meta.settings.insert("cgroup ttl".into(), humantime::format_duration(s.ttl).to_string());
+        meta.settings.insert(
+            "cgroup ttl".into(),
+            humantime::format_duration(s.ttl).to_string(),
+        );
         meta.notes.extend(self.session.notes.iter().cloned());
         let mut p = Profile::new(meta);
         let mut layers: Vec<Layer> = Vec::new();

@@ -147,7 +147,11 @@ impl Overrides {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
             let msg = e.to_string().replace('\n', " ");
-            format!("{}: {}", path.display(), msg.split_whitespace().collect::<Vec<_>>().join(" "))
+            format!(
+                "{}: {}",
+                path.display(),
+                msg.split_whitespace().collect::<Vec<_>>().join(" ")
+            )
         })
     }
 
@@ -241,7 +245,10 @@ mod tests {
         let p = dir.path().join("agent.toml");
         std::fs::write(&p, "tpo = 3\n").unwrap();
         let e = Overrides::read(&p).unwrap_err();
-        assert!(e.contains("agent.toml") && e.contains("unknown field `tpo`"), "{e}");
+        assert!(
+            e.contains("agent.toml") && e.contains("unknown field `tpo`"),
+            "{e}"
+        );
         let bad = |o: Overrides| Settings::resolve(&o, &Overrides::default()).unwrap_err();
         assert!(bad(Overrides {
             cgroup_ttl: Some("soon".into()),

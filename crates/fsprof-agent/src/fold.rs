@@ -398,14 +398,22 @@ mod tests {
         let read = |f: &mut Fold, ops: &[CgOp], t| {
             f.absorb(ops, &mut resolve, &mut names, &live, t);
         };
-        read(&mut f, &[op(1, 7, 10), op(2, 7, 3), op(3, 7, 1), op(0, 7, 2)], t0);
+        read(
+            &mut f,
+            &[op(1, 7, 10), op(2, 7, 3), op(3, 7, 1), op(0, 7, 2)],
+            t0,
+        );
         // Two slots: the two busiest; the third and the unknown in other.
         assert_eq!(count(&f, "/cg1"), 10);
         assert_eq!(count(&f, "/cg2"), 3);
         assert_eq!(count(&f, OTHER), 3);
         assert_eq!(f.unresolved_events, 2);
         // Totals grow: only the differences are added.
-        read(&mut f, &[op(1, 7, 15), op(2, 7, 3), op(3, 7, 4), op(0, 7, 2)], t0);
+        read(
+            &mut f,
+            &[op(1, 7, 15), op(2, 7, 3), op(3, 7, 4), op(0, 7, 2)],
+            t0,
+        );
         assert_eq!(count(&f, "/cg1"), 15);
         assert_eq!(count(&f, OTHER), 6);
         let g = f.groups();
@@ -422,11 +430,23 @@ mod tests {
         f.absorb(&[op(1, 7, 5)], &mut resolve, &mut names, &live, t0);
         // Within the hold, /cg2 waits in other however busy.
         let t1 = t0 + Duration::from_secs(10);
-        f.absorb(&[op(1, 7, 5), op(2, 7, 500)], &mut resolve, &mut names, &live, t1);
+        f.absorb(
+            &[op(1, 7, 5), op(2, 7, 500)],
+            &mut resolve,
+            &mut names,
+            &live,
+            t1,
+        );
         assert_eq!(count(&f, OTHER), 500);
         // After it, /cg1 has been idle: /cg2 takes the slot.
         let t2 = t0 + MIN_HOLD + Duration::from_secs(1);
-        f.absorb(&[op(1, 7, 5), op(2, 7, 600)], &mut resolve, &mut names, &live, t2);
+        f.absorb(
+            &[op(1, 7, 5), op(2, 7, 600)],
+            &mut resolve,
+            &mut names,
+            &live,
+            t2,
+        );
         assert_eq!(count(&f, "/cg2"), 100);
         assert_eq!(count(&f, "/cg1"), 0, "its series went with its slot");
         assert_eq!(f.displaced, 1);
@@ -441,7 +461,13 @@ mod tests {
         let live: HashSet<&str> = ["/cg1"].into();
         f.absorb(&[op(1, 7, 5)], &mut resolve, &mut names, &live, t0);
         let none = HashSet::new();
-        f.absorb(&[op(1, 7, 5)], &mut resolve, &mut names, &none, t0 + Duration::from_secs(4));
+        f.absorb(
+            &[op(1, 7, 5)],
+            &mut resolve,
+            &mut names,
+            &none,
+            t0 + Duration::from_secs(4),
+        );
         assert_eq!(count(&f, "/cg1"), 5);
         f.absorb(&[], &mut resolve, &mut names, &none, t0 + ttl);
         assert!(f.groups().is_empty());
@@ -461,6 +487,9 @@ mod tests {
             slots: vec![(2, 1), (3, 2), (5, 4), (9, 1)],
             ..Default::default()
         };
-        assert_eq!(difference(&now, Some(&before)).slots, [(2, 1), (5, 3), (9, 1)]);
+        assert_eq!(
+            difference(&now, Some(&before)).slots,
+            [(2, 1), (5, 3), (9, 1)]
+        );
     }
 }

@@ -94,10 +94,9 @@ fn pod_uid(name: &str) -> Option<String> {
     }
     let uid = stem[at + 3..].replace('_', "-");
     let ok = uid.len() == 36
-        && uid
-            .bytes()
-            .enumerate()
-            .all(|(i, b)| matches!(i, 8 | 13 | 18 | 23) == (b == b'-') && (b == b'-' || b.is_ascii_hexdigit()));
+        && uid.bytes().enumerate().all(|(i, b)| {
+            matches!(i, 8 | 13 | 18 | 23) == (b == b'-') && (b == b'-' || b.is_ascii_hexdigit())
+        });
     ok.then_some(uid)
 }
 
@@ -118,7 +117,8 @@ mod tests {
     use super::*;
 
     const POD: &str = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5d5c3e8e_0f4a_4b9a_8b3d_1f2e3d4c5b6a.slice";
-    const CTR: &str = "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope";
+    const CTR: &str =
+        "cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope";
 
     fn auto(depth: usize) -> Labeler {
         Labeler {
@@ -135,10 +135,7 @@ mod tests {
             l.label("/user.slice/user-1000.slice/session-3.scope"),
             "session-3.scope"
         );
-        assert_eq!(
-            l.label(&format!("{POD}/{CTR}")),
-            "container:0123456789ab"
-        );
+        assert_eq!(l.label(&format!("{POD}/{CTR}")), "container:0123456789ab");
         assert_eq!(l.label(POD), "pod:5d5c3e8e-0f4a-4b9a-8b3d-1f2e3d4c5b6a");
         assert_eq!(
             l.label("/kubepods/besteffort/pod5d5c3e8e-0f4a-4b9a-8b3d-1f2e3d4c5b6a"),
@@ -159,7 +156,10 @@ mod tests {
     fn depth_files_a_cgroup_under_its_ancestor() {
         let path = format!("{POD}/{CTR}");
         assert_eq!(auto(2).label(&path), "kubepods-burstable.slice");
-        assert_eq!(auto(3).label(&path), "pod:5d5c3e8e-0f4a-4b9a-8b3d-1f2e3d4c5b6a");
+        assert_eq!(
+            auto(3).label(&path),
+            "pod:5d5c3e8e-0f4a-4b9a-8b3d-1f2e3d4c5b6a"
+        );
         assert_eq!(auto(1).label("/system.slice/nginx.service"), "system.slice");
         let p = Labeler {
             mode: Mode::Path,

@@ -121,7 +121,10 @@ impl Registry {
         if id == 0 || self.unresolved.contains_key(&id) {
             return None;
         }
-        if self.last_scan.is_none_or(|t| now.duration_since(t) >= RESCAN_EVERY) {
+        if self
+            .last_scan
+            .is_none_or(|t| now.duration_since(t) >= RESCAN_EVERY)
+        {
             self.rescan(now);
             if let Some(l) = self.known(id) {
                 return Some(l.to_string());
@@ -167,7 +170,12 @@ impl Registry {
             .filter(|(_, c)| c.gone.is_some_and(old))
             .map(|(&id, _)| id)
             .collect();
-        out.extend(self.unresolved.iter().filter(|(_, &t)| old(t)).map(|(&id, _)| id));
+        out.extend(
+            self.unresolved
+                .iter()
+                .filter(|(_, &t)| old(t))
+                .map(|(&id, _)| id),
+        );
         for id in &out {
             self.cgroups.remove(id);
             self.unresolved.remove(id);

@@ -77,7 +77,7 @@ fn scrapes_are_answered_while_idle_clients_wait_to_be_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = fsprof()
         .args(["run", "-q", "-f", "-o", "p.json"])
-        .args(["--serve-metrics", "127.0.0.1:0", "--", "sleep", "4"])
+        .args(["--serve-metrics", "127.0.0.1:0", "--", "sleep", "3"])
         .current_dir(dir.path())
         .stderr(Stdio::piped())
         .spawn()
@@ -87,7 +87,9 @@ fn scrapes_are_answered_while_idle_clients_wait_to_be_dropped() {
     err.read_line(&mut line).unwrap();
     let addr = fsprof_testkit::metrics_addr(&line);
     let t0 = Instant::now();
-    let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let idle: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
     let mut answered = 0;
     for _ in 0..5 {
         let mut c = TcpStream::connect(&addr).unwrap();
@@ -98,12 +100,13 @@ fn scrapes_are_answered_while_idle_clients_wait_to_be_dropped() {
         answered += usize::from(s.starts_with("HTTP/1.1 200"));
     }
     let took = t0.elapsed();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(idle);
+    let st = child.wait().unwrap();
+    let _ = std::io::copy(&mut err, &mut std::io::sink());
+    assert!(st.success());
     assert_eq!(answered, 5);
     assert!(
         took < Duration::from_millis(1500),
         "5 scrapes took {took:?} beside 64 idle connections: they waited for the idle ones"
     );
-    drop(idle);
 }

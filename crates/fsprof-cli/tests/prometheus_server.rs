@@ -117,7 +117,10 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
         let n: u64 = b[3].as_str().unwrap().parse().unwrap();
         // Native bucket j of schema 1 is (2^((j-1)/2), 2^(j/2)] s.
         let j = (hi.log2() * 2.0).round() as i32;
-        assert!((lo - ((j - 1) as f64 / 2.0).exp2()).abs() <= lo * 1e-12, "{b}");
+        assert!(
+            (lo - ((j - 1) as f64 / 2.0).exp2()).abs() <= lo * 1e-12,
+            "{b}"
+        );
         assert!((hi - (j as f64 / 2.0).exp2()).abs() <= hi * 1e-12, "{b}");
         let i = fsprof_export::fsprof_index(j, res, fsprof_core::layer::Unit::Ns);
         // Scraped mid-run: never more than the final profile holds.

@@ -58,13 +58,21 @@ fn histogram(out: &mut String, metric: &str, s: &Series, e: &Exposition) {
     let mut cum = h.zero;
     // A `le="0"` bucket only when 0ns calls exist, so its meaning is plain.
     if h.zero > 0 {
-        let _ = writeln!(out, "{metric}_bucket{{{}}} {cum}", labels(&s.labels, Some("0")));
+        let _ = writeln!(
+            out,
+            "{metric}_bucket{{{}}} {cum}",
+            labels(&s.labels, Some("0"))
+        );
     }
     for (k, c) in h.counts.iter().enumerate() {
         cum += c;
         let ub = e.resolution.upper_bound(h.offset + k as i32);
         let le = float(base_unit(ub, unit));
-        let _ = writeln!(out, "{metric}_bucket{{{}}} {cum}", labels(&s.labels, Some(&le)));
+        let _ = writeln!(
+            out,
+            "{metric}_bucket{{{}}} {cum}",
+            labels(&s.labels, Some(&le))
+        );
     }
     let inf = labels(&s.labels, Some("+Inf"));
     let _ = writeln!(out, "{metric}_bucket{{{inf}}} {cum}");
@@ -95,10 +103,20 @@ pub fn text(e: &Exposition) -> String {
     }
     head(&mut out, ERRORS, ERRORS_HELP, "counter");
     for s in e.series(Unit::Ns).chain(e.series(Unit::Bytes)) {
-        let _ = writeln!(out, "{ERRORS}{{{}}} {}", labels(&s.labels, None), s.op.errors);
+        let _ = writeln!(
+            out,
+            "{ERRORS}{{{}}} {}",
+            labels(&s.labels, None),
+            s.op.errors
+        );
     }
     for sc in &e.scalars {
-        head(&mut out, &sc.name, &sc.help, if sc.counter { "counter" } else { "gauge" });
+        head(
+            &mut out,
+            &sc.name,
+            &sc.help,
+            if sc.counter { "counter" } else { "gauge" },
+        );
         for (l, v) in &sc.points {
             let pairs: Vec<(&str, &str)> = l.iter().map(|(k, v)| (&k[..], &v[..])).collect();
             let _ = writeln!(out, "{}{{{}}} {}", sc.name, labels(&pairs, None), float(*v));

@@ -151,7 +151,13 @@ fn scalar(labels: &[(String, String)], counter: bool, v: f64) -> Msg {
 /// as delimited MetricFamily messages.
 pub fn encode(e: &Exposition) -> Vec<u8> {
     let mut out = Vec::new();
-    family(&mut out, LATENCY, LATENCY_HELP, HISTOGRAM, histograms(e, Unit::Ns));
+    family(
+        &mut out,
+        LATENCY,
+        LATENCY_HELP,
+        HISTOGRAM,
+        histograms(e, Unit::Ns),
+    );
     let sizes = histograms(e, Unit::Bytes);
     if !sizes.is_empty() {
         family(&mut out, SIZE, SIZE_HELP, HISTOGRAM, sizes);

@@ -178,7 +178,14 @@ impl Maps {
         // take tens of MB on a large machine.
         let lazy = sys::BPF_F_NO_PREALLOC;
         let (pc_hash, stats_len) = (sys::MAP_PERCPU_HASH, progs::STATS_VAL_SIZE);
-        let stats = map("fsprof_stats", pc_hash, stats_key, stats_len, STATS_ENTRIES, lazy)?;
+        let stats = map(
+            "fsprof_stats",
+            pc_hash,
+            stats_key,
+            stats_len,
+            STATS_ENTRIES,
+            lazy,
+        )?;
         let hist = map("fsprof_hist", pc_hash, hist_key, 8, HIST_ENTRIES, lazy)?;
         let thresh = if layout.resolution().get() > 1 {
             let v = progs::thresh_value(layout);
@@ -252,9 +259,10 @@ impl Maps {
             thresh_fd: self.thresh.as_ref().map_or(-1, Map::fd),
             on_fd: self.on.fd(),
             resolution,
-            by_cgroup: self.cgroups.as_ref().map(|c| crate::bycgroup::ByCgroup {
-                rq_fd: c.rq.fd(),
-            }),
+            by_cgroup: self
+                .cgroups
+                .as_ref()
+                .map(|c| crate::bycgroup::ByCgroup { rq_fd: c.rq.fd() }),
         }
     }
 }
@@ -657,7 +665,10 @@ impl Builder<'_> {
     fn attach_cgroup_names(&mut self, c: &crate::cgroups::CgroupMaps) {
         let attached = crate::bycgroup::CgLayout::vmlinux().and_then(|l| {
             let programs = [
-                ("cgroup_mkdir", crate::bycgroup::mkdir(&l, c.scratch.fd(), c.new.fd())),
+                (
+                    "cgroup_mkdir",
+                    crate::bycgroup::mkdir(&l, c.scratch.fd(), c.new.fd()),
+                ),
                 ("cgroup_rmdir", crate::bycgroup::rmdir(&l, c.gone.fd())),
             ];
             let mut loaded = Vec::new();
@@ -715,7 +726,10 @@ fn fuse_progs(
     f: &Filter,
     fd: i32,
 ) -> [Result<Vec<crate::insn::Insn>, Error>; 2] {
-    [progs::fuse_end(end, sh, fd), progs::fuse_send(send, f, sh, fd)]
+    [
+        progs::fuse_end(end, sh, fd),
+        progs::fuse_send(send, f, sh, fd),
+    ]
 }
 
 /// [`Session::start`]: see the module doc.

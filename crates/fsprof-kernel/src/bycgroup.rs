@@ -218,7 +218,10 @@ mod tests {
     #[test]
     fn the_running_kernel_describes_its_cgroups() {
         if !std::path::Path::new(crate::btf::VMLINUX).exists() {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "no kernel BTF under CI");
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no kernel BTF under CI"
+            );
             eprintln!("SKIPPED LOUDLY: no {}", crate::btf::VMLINUX);
             return;
         }

@@ -46,14 +46,7 @@ impl CgroupMaps {
                 lazy,
             )?,
             gone: map("fsprof_cggone", sys::MAP_HASH, 8, 8, EVENT_ENTRIES, lazy)?,
-            scratch: map(
-                "fsprof_cgtmp",
-                sys::MAP_PERCPU_ARRAY,
-                4,
-                NEW_VAL_SIZE,
-                1,
-                0,
-            )?,
+            scratch: map("fsprof_cgtmp", sys::MAP_PERCPU_ARRAY, 4, NEW_VAL_SIZE, 1, 0)?,
         })
     }
 }
@@ -112,7 +105,10 @@ impl Session {
             fill = (fill.0 + e.len(), fill.1 + m.max_entries as usize);
             Ok(e)
         };
-        for (name, m) in [("fsprof_stats", &self.stats), ("fsprof_bstats", &self.blk_stats)] {
+        for (name, m) in [
+            ("fsprof_stats", &self.stats),
+            ("fsprof_bstats", &self.blk_stats),
+        ] {
             for (k, vals) in read(name, m)? {
                 let (cgroup, key) = (word(&k, 0), word(&k, 1));
                 let e = ops.entry((cgroup, key)).or_default();
@@ -125,7 +121,10 @@ impl Session {
                 }
             }
         }
-        for (name, m) in [("fsprof_hist", &self.hist), ("fsprof_bhist", &self.blk_hist)] {
+        for (name, m) in [
+            ("fsprof_hist", &self.hist),
+            ("fsprof_bhist", &self.blk_hist),
+        ] {
             for (k, vals) in read(name, m)? {
                 let (cgroup, key, slot) = (word(&k, 0), word(&k, 1), word(&k, 2) as u32);
                 let n: u64 = vals.iter().map(|v| word(v, 0)).sum();

@@ -324,7 +324,10 @@ impl Map {
                     chunk *= 4;
                     continue;
                 }
-                Err(e) if first && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOTSUP | 524)) => {
+                Err(e)
+                    if first
+                        && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOTSUP | 524)) =>
+                {
                     return self.entries();
                 }
                 Err(e) => return Err(e),
@@ -659,7 +662,11 @@ const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
 
 /// The names of every object of one kind, walked by id; `name_at` is the
 /// offset of `name[16]` in the kind's info struct.
-fn loaded_names(next: libc::c_long, by_id: libc::c_long, name_at: usize) -> io::Result<Vec<String>> {
+fn loaded_names(
+    next: libc::c_long,
+    by_id: libc::c_long,
+    name_at: usize,
+) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
     let mut id = 0u32;
     loop {
