@@ -5,27 +5,19 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::process::Stdio;
+use std::process::{Child, ChildStderr, Stdio};
 use std::time::{Duration, Instant};
 
 use fsprof_testkit::fsprof;
 
-#[test]
-fn a_trickling_client_does_not_keep_the_run_alive() {
-    let dir = tempfile::tempdir().unwrap();
-    let t0 = Instant::now();
+/// `fsprof run --serve-metrics` of `sleep SECS` in `dir`, writing
+/// `p.json`: the child, its standard error past the line that says where
+/// it serves, and that address.
+fn serving_sleep(dir: &std::path::Path, secs: &str) -> (Child, BufReader<ChildStderr>, String) {
     let mut child = fsprof()
-        .args([
-            "run",
-            "-q",
-            "-f",
-            "-o",
-            "p.json",
-            "--serve-metrics",
-            "127.0.0.1:0",
-        ])
-        .args(["--", "sleep", "1"])
-        .current_dir(dir.path())
+        .args(["run", "-q", "-f", "-o", "p.json"])
+        .args(["--serve-metrics", "127.0.0.1:0", "--", "sleep", secs])
+        .current_dir(dir)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -33,6 +25,14 @@ fn a_trickling_client_does_not_keep_the_run_alive() {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     let addr = fsprof_testkit::metrics_addr(&line);
+    (child, err, addr)
+}
+
+#[test]
+fn a_trickling_client_does_not_keep_the_run_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let (mut child, mut err, addr) = serving_sleep(dir.path(), "1");
     // One client trickles a request (a byte every 300 ms), another sends
     // an endless one.
     let trickle = {
@@ -75,17 +75,7 @@ fn a_trickling_client_does_not_keep_the_run_alive() {
 fn scrapes_are_answered_while_idle_clients_wait_to_be_dropped() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = fsprof()
-        .args(["run", "-q", "-f", "-o", "p.json"])
-        .args(["--serve-metrics", "127.0.0.1:0", "--", "sleep", "3"])
-        .current_dir(dir.path())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = fsprof_testkit::metrics_addr(&line);
+    let (mut child, mut err, addr) = serving_sleep(dir.path(), "3");
     let t0 = Instant::now();
     let idle: Vec<TcpStream> = (0..64)
         .map(|_| TcpStream::connect(&addr).unwrap())

@@ -350,10 +350,11 @@ mod tests {
         assert!(!crate::charge::sched_waking(&c).is_empty());
     }
 
-    /// The running kernel's BTF must describe requests (CI runs on a
-    /// kernel with BTF; elsewhere this says loudly that it could not run).
+    /// The running kernel's BTF must describe requests and cgroups (CI
+    /// runs on a kernel with BTF; elsewhere this says loudly that it could
+    /// not run).
     #[test]
-    fn the_running_kernel_describes_its_requests() {
+    fn the_running_kernel_describes_its_requests_and_cgroups() {
         if !std::path::Path::new(crate::btf::VMLINUX).exists() {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
@@ -365,5 +366,6 @@ mod tests {
         let l = RqLayout::vmlinux().unwrap();
         assert_eq!(l.ops, [0, 1, 2, 3], "REQ_OP_* are UAPI-stable");
         assert_eq!(l.op_mask, 0xff);
+        crate::bycgroup::CgLayout::vmlinux().unwrap();
     }
 }

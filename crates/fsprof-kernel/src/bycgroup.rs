@@ -212,19 +212,4 @@ mod tests {
         let by = ByCgroup { rq_fd: 5 };
         assert_eq!(io_start(&by).len(), issue_fallback(&by).len());
     }
-
-    /// The running kernel describes its cgroups (CI runs on a kernel with
-    /// BTF; elsewhere this says loudly that it could not run).
-    #[test]
-    fn the_running_kernel_describes_its_cgroups() {
-        if !std::path::Path::new(crate::btf::VMLINUX).exists() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "no kernel BTF under CI"
-            );
-            eprintln!("SKIPPED LOUDLY: no {}", crate::btf::VMLINUX);
-            return;
-        }
-        CgLayout::vmlinux().unwrap();
-    }
 }
