@@ -7,6 +7,7 @@
 // learns the arguments only in its own set-up, so `main` stays std's.
 #![cfg_attr(all(not(test), target_env = "gnu"), no_main)]
 
+mod args;
 mod cli;
 mod commands;
 mod entry;
@@ -33,7 +34,7 @@ fn run() -> ! {
         None => cli::Cli::try_parse_from(args),
     };
     let cli = parsed.unwrap_or_else(|e| parse_error(e));
-    let code = match commands::dispatch(cli) {
+    let code = match cli.command.dispatch() {
         Ok(code) => code,
         Err(e) => {
             fsprof_sys::diag!("fsprof: {}", one_line(&e));

@@ -10,7 +10,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use crate::cli::{ClockArg, OutputArgs, RunArgs};
+use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
+use crate::commands::run::RunArgs;
 
 /// `run`'s arguments when `args` (with the program name first) is
 /// `fsprof run` with only `-q`/`--quiet`, `-f`/`--force` and
@@ -46,13 +47,16 @@ pub fn quick_run(args: &[OsString]) -> Option<RunArgs> {
     }
     Some(RunArgs {
         out: OutputArgs { output, force },
-        interval: None,
-        resolution: 1,
+        capture: CaptureArgs {
+            interval: None,
+            resolution: fsprof_core::Resolution::DEFAULT,
+        },
         clock: ClockArg::Auto,
-        quiet,
-        top: 5,
-        serve_metrics: None,
-        metrics_allow_remote: false,
+        summary: SummaryArgs { quiet, top: 5 },
+        metrics: MetricsArgs {
+            serve_metrics: None,
+            metrics_allow_remote: false,
+        },
         command,
     })
 }

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use fsprof_analysis::Calibration;
 
-use crate::cli::CalibrationArgs;
+use crate::args::CalibrationArgs;
 
 /// The calibration to label peaks with: the given file, else the default
 /// file if `fsprof calibrate` wrote one, else none.

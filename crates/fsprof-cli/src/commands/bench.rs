@@ -255,7 +255,7 @@ pub fn report_figures(path: &std::path::Path) -> Vec<fsprof_plot::html::Figure> 
 pub fn compare_results(
     a: &std::path::Path,
     b: &std::path::Path,
-    format: crate::cli::FormatArg,
+    format: crate::args::FormatArg,
     output: Option<&std::path::Path>,
     force: bool,
 ) -> Result<Option<i32>> {
@@ -273,10 +273,10 @@ pub fn compare_results(
     let c = fsprof_bench::compare::compare(&ra, &rb);
     let (na, nb) = (a.display().to_string(), b.display().to_string());
     let text = match format {
-        crate::cli::FormatArg::Text => fsprof_bench::compare::text(&c, &na, &nb),
-        crate::cli::FormatArg::Json => serde_json::to_string_pretty(&c)? + "\n",
-        crate::cli::FormatArg::Csv => fsprof_bench::compare::csv(&c),
-        crate::cli::FormatArg::Html => {
+        crate::args::FormatArg::Text => fsprof_bench::compare::text(&c, &na, &nb),
+        crate::args::FormatArg::Json => serde_json::to_string_pretty(&c)? + "\n",
+        crate::args::FormatArg::Csv => fsprof_bench::compare::csv(&c),
+        crate::args::FormatArg::Html => {
             anyhow::bail!("bench results compare as text, json or csv (not html)")
         }
     };

@@ -2,7 +2,10 @@
 //! (the workloads are fsprof-bench's) and writes the calibration file
 //! (fsprof-analysis's format) that labels peaks.
 
+use std::path::PathBuf;
+
 use anyhow::{anyhow, Context, Result};
+use clap::{Args, ValueEnum};
 use fsprof_analysis::Calibration;
 use fsprof_bench::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_core::format::write_atomic;
@@ -10,7 +13,33 @@ use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
 
 use super::report::write_stdout;
-use crate::cli::{CalibrateArgs, CalibrateFormatArg};
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Where to store the calibration (`-` for standard output)
+    /// [default: $XDG_CONFIG_HOME/fsprof/calibration.json or ~/.config/fsprof/calibration.json]
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace the calibration file if it exists (also the default one)
+    #[arg(short, long)]
+    pub force: bool,
+    /// Measure the device under this directory (scratch files go there)
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// How to print the calibration: a table, or the JSON that is stored
+    #[arg(long, value_enum, default_value_t = CalibrateFormatArg::Text)]
+    pub format: CalibrateFormatArg,
+    /// Measure every characteristic this many times, interleaved; one
+    /// whose rounds disagree by more than a power of two labels nothing
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
+    pub rounds: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CalibrateFormatArg {
+    Text,
+    Json,
+}
 
 pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     let path = match &a.output {

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use fsprof_capture::{save, CaptureError, Outcome, Output, Saved};
 
-use crate::cli::OutputArgs;
+use crate::args::OutputArgs;
 
 pub fn output(a: &OutputArgs) -> Output {
     Output {

@@ -1,10 +1,18 @@
 //! `fsprof check FILE...`: FSprof's consistency check on each profile;
 //! exit 1 when one is inconsistent.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::Args;
 use fsprof_core::check::check_profile;
 
-use crate::cli::CheckArgs;
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Profile files
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
 
 pub fn check(a: CheckArgs) -> Result<i32> {
     let mut failed = false;

@@ -1,22 +1,81 @@
 //! `fsprof compare A B`: exit 0 when no op changed significantly, 1 when one
 //! did (so CI can gate on it), 2 on errors.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::{Args, ValueEnum};
 use fsprof_analysis::compare::{compare_profiles, CompareOptions, Method};
+use fsprof_plot::CompareRow;
 use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
-use fsprof_plot::CompareRow;
-
 use super::report::finish;
-use crate::cli::{CompareArgs, FormatArg, MethodArg};
+use crate::args::{CalibrationArgs, FormatArg, ToFileArgs};
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline profile
+    pub a: PathBuf,
+    /// Profile compared with the baseline
+    pub b: PathBuf,
+    /// How differences are scored
+    #[arg(long, value_enum, default_value_t = MethodArg::Emd)]
+    pub method: MethodArg,
+    /// Score at or above which an op is interesting
+    /// [default: emd 0.5, chi2 0.5, jeffrey 0.3, count 0.2, latency 0.3]
+    #[arg(long, value_name = "X", value_parser = parse_nonnegative)]
+    pub threshold: Option<f64>,
+    /// Ignore ops under this share of their layer's calls and latency in both profiles
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
+    pub negligible: f64,
+    /// Don't let a new or vanished peak alone make an op interesting
+    #[arg(long)]
+    pub no_peak_changes: bool,
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    #[command(flatten)]
+    pub to: ToFileArgs,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum MethodArg {
+    /// Earth Mover's Distance, in powers of two
+    Emd,
+    /// Symmetric chi-square distance
+    Chi2,
+    /// Jeffrey divergence (symmetric Kullback-Leibler)
+    Jeffrey,
+    /// Normalized difference in calls
+    Count,
+    /// Normalized difference in total latency
+    Latency,
+}
+
+fn parse_nonnegative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a non-negative number")),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a share between 0 and 1 (e.g. 0.01 for 1%)"
+        )),
+    }
+}
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
-    if a.format == FormatArg::Html && a.output.is_none() {
+    if a.format == FormatArg::Html && a.to.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
     if let Some(code) =
-        super::bench::compare_results(&a.a, &a.b, a.format, a.output.as_deref(), a.force)?
+        super::bench::compare_results(&a.a, &a.b, a.format, a.to.output.as_deref(), a.to.force)?
     {
         return Ok(code);
     }
@@ -44,10 +103,10 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
         FormatArg::Html => {
-            let rows: Vec<CompareRow> = c.ops.iter().map(CompareRow::from).collect();
+            let rows: Vec<CompareRow> = c.ops.iter().map(|o| CompareRow::new(&c, o)).collect();
             fsprof_plot::html::compare((&na, &pa), (&nb, &pb), &rows)?
         }
     };
-    finish(&text, a.output.as_deref(), a.force)?;
+    finish(&text, a.to.output.as_deref(), a.to.force)?;
     Ok(c.exit_code())
 }

@@ -5,10 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
-
-use crate::cli::Cli;
 
 #[derive(Debug, Args)]
 #[command(
@@ -31,14 +29,10 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub fn completions(a: CompletionsArgs) -> Result<i32> {
+/// `cli` is the whole command line, as `Cli::command()` builds it.
+pub fn completions(a: CompletionsArgs, cli: clap::Command) -> Result<i32> {
     let mut out = Vec::new();
-    clap_complete::generate(
-        a.shell,
-        &mut for_completion(Cli::command()),
-        "fsprof",
-        &mut out,
-    );
+    clap_complete::generate(a.shell, &mut for_completion(cli), "fsprof", &mut out);
     crate::files::write_stdout(&out)?;
     Ok(0)
 }
@@ -75,8 +69,7 @@ fn for_completion(mut cmd: clap::Command) -> clap::Command {
     cmd
 }
 
-pub fn man(a: ManArgs) -> Result<i32> {
-    let cmd = Cli::command();
+pub fn man(a: ManArgs, cmd: clap::Command) -> Result<i32> {
     match a.dir {
         None => {
             let mut out = Vec::new();

@@ -1,9 +1,32 @@
 //! `fsprof export FILE`: a profile in a monitoring system's format
 //! (fsprof-export).
 
-use anyhow::Result;
+use std::path::PathBuf;
 
-use crate::cli::{ExportArgs, ExportFormatArg};
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+
+use crate::args::ToFileArgs;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Profile file
+    pub file: PathBuf,
+    #[arg(long, value_enum, required = true)]
+    pub format: ExportFormatArg,
+    #[command(flatten)]
+    pub to: ToFileArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormatArg {
+    /// OpenTelemetry ExportMetricsServiceRequest, protobuf JSON mapping (exponential histograms)
+    OtlpJson,
+    /// Prometheus text exposition format 0.0.4 (classic histograms)
+    Prometheus,
+    /// Prometheus protobuf exposition, delimited MetricFamily messages (native and classic histograms)
+    PrometheusProtobuf,
+}
 
 pub fn export(a: ExportArgs) -> Result<i32> {
     let profile = crate::files::read_input(&a.file)?;
@@ -15,5 +38,5 @@ pub fn export(a: ExportArgs) -> Result<i32> {
         }
         ExportFormatArg::PrometheusProtobuf => fsprof_export::protobuf::render(&profile, &labels),
     };
-    super::report::finish_bytes(&bytes, a.output.as_deref(), a.force)
+    super::report::finish_bytes(&bytes, a.to.output.as_deref(), a.to.force)
 }

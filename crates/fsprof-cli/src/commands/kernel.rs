@@ -2,14 +2,94 @@
 //! fsprof-capture's loop, then the report after it; `--probe-report` lists
 //! what this kernel allows.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::{Args, ValueEnum};
 use fsprof_capture::{Capture, Plan, Progress};
-use fsprof_core::Resolution;
 use fsprof_kernel::{KernelSource, Options, Target};
 use fsprof_report::after_capture;
 
 use super::capture::{exit_status, failed, output, save_and_tell};
-use crate::cli::{KernelArgs, KernelLayerArg};
+use crate::args::{CaptureArgs, OutputArgs, SummaryArgs};
+
+pub const HELP: &str = "\
+Examples (as root):
+  fsprof kernel -- sh -c 'tar -cf - /usr/include | wc -c'   a command and its children
+  fsprof kernel -p 1234 --duration 10s                       a running process
+  fsprof kernel --comm postgres --layers syscall,block --interval 1s
+  fsprof kernel --probe-report                               what this kernel allows
+
+The block layer is system-wide whatever the target: requests are issued from
+plugs, kworkers and interrupts, not by the task that caused them.
+
+Exit status: the command's (128+signal if a signal ended it); without a
+command, 130 after Ctrl-C, 128+signal after another stop signal, 0 after
+--duration; 2 on errors.";
+
+#[derive(Debug, Args)]
+pub struct KernelArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Layers to record [default: all the kernel has: syscall,fs,block,fuse]
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
+    pub layers: Vec<KernelLayerArg>,
+    /// Stop tracing after this long, e.g. 10s [default: when the command
+    /// exits, or at Ctrl-C]
+    #[arg(long, value_name = "DURATION", value_parser = fsprof_core::units::parse_duration_ns)]
+    pub duration: Option<u64>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// Profile this process and the children it forks from now on
+    #[arg(short, long, value_name = "PID", group = "target")]
+    pub pid: Option<i32>,
+    /// Profile tasks in this cgroup v2 directory
+    #[arg(long, value_name = "PATH", group = "target")]
+    pub cgroup: Option<PathBuf>,
+    /// Profile tasks with this command name (as in /proc/PID/comm)
+    #[arg(long, value_name = "NAME", group = "target")]
+    pub comm: Option<String>,
+    /// Profile every task on the system
+    #[arg(long, group = "target")]
+    pub system_wide: bool,
+    /// Record every syscall, not only the file-system ones
+    #[arg(long)]
+    pub all_syscalls: bool,
+    /// Also time these kernel functions in the fs layer with fentry/fexit,
+    /// e.g. ext4_file_read_iter,ext4_lookup (needs a kernel that allows fentry)
+    #[arg(long, value_delimiter = ',', value_name = "FUNC,...")]
+    pub fs_functions: Vec<String>,
+    /// List which layers this kernel supports and why not, then exit
+    #[arg(long, exclusive = true)]
+    pub probe_report: bool,
+    /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
+    #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
+    pub require_tracepoint: Vec<String>,
+    /// Record syscalls and block requests with perf tracepoints, not raw
+    /// ones (tests the fallbacks)
+    #[arg(long, hide = true)]
+    pub perf_tracepoints: bool,
+    #[command(flatten)]
+    pub summary: SummaryArgs,
+    /// The command to profile and its arguments
+    #[arg(trailing_var_arg = true, value_name = "CMD", group = "target")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelLayerArg {
+    /// raw_syscalls enter/exit, per syscall
+    Syscall,
+    /// VFS functions timed with fentry/fexit where the kernel allows it,
+    /// and the ext4/xfs/btrfs enter/exit tracepoint pairs
+    Fs,
+    /// block request issue to completion, per device and op, plus sizes;
+    /// system-wide whatever the target
+    Block,
+    /// FUSE request send to reply, per opcode
+    Fuse,
+}
 
 pub fn kernel(a: KernelArgs) -> Result<i32> {
     if a.probe_report {
@@ -22,7 +102,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         tool: "kernel".into(),
         command: a.command.clone(),
         resolution: opts.resolution,
-        interval_ns: a.interval,
+        interval_ns: a.capture.interval,
         duration_ns: a.duration,
         sample_ns: None,
     });
@@ -32,8 +112,8 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
     };
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
     let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref());
-    if !a.quiet {
-        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.top)?);
+    if !a.summary.quiet {
+        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }
     Ok(exit_status(&outcome, &saved))
 }
@@ -62,7 +142,7 @@ fn options(a: &KernelArgs) -> Result<Options> {
         block: has(KernelLayerArg::Block),
         fuse: has(KernelLayerArg::Fuse),
         all_syscalls: a.all_syscalls,
-        resolution: Resolution::new(a.resolution).map_err(anyhow::Error::msg)?,
+        resolution: a.capture.resolution,
         target,
         require: a.require_tracepoint.clone(),
         explicit_layers: explicit,

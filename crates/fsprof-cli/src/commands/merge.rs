@@ -1,11 +1,25 @@
 //! `fsprof merge`: several profiles into one (fsprof-core's merge).
 
+use std::path::PathBuf;
+
 use anyhow::Result;
+use clap::Args;
 use fsprof_core::format::to_json;
 use fsprof_core::merge::merge_profiles;
 use fsprof_core::profile::{Meta, RunInfo};
 
-use crate::cli::MergeArgs;
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Profiles to merge
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Where to write the merged profile
+    #[arg(short, long, value_name = "FILE", required = true)]
+    pub output: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(short, long)]
+    pub force: bool,
+}
 
 pub fn merge(a: MergeArgs) -> Result<i32> {
     crate::files::check_output(Some(&a.output), a.force)?;

@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-
-use crate::cli::parse_interval;
 use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::Resolution;
@@ -19,6 +17,7 @@ use fsprof_fuse::{Mode, MountOptions, MountSource};
 use fsprof_report::{render, ReportOptions};
 
 use super::capture::save_and_tell;
+use crate::args::{CaptureArgs, MetricsArgs};
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
@@ -49,12 +48,8 @@ pub struct MountArgs {
     /// Stay in the foreground (Ctrl-C unmounts and writes the profile)
     #[arg(long)]
     pub foreground: bool,
-    /// Also record the profile per time interval, e.g. 1s
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
-    pub interval: Option<u64>,
-    /// Buckets per power of two
-    #[arg(long, default_value_t = 1, value_parser = parse_resolution)]
-    pub resolution: u32,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
     /// Worker threads serving requests (one hand-off less per request than
     /// two threads on small machines: see docs/benchmarks.md)
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -69,12 +64,8 @@ pub struct MountArgs {
     /// Let other users use the mount (root: files they create are theirs)
     #[arg(long)]
     pub allow_other: bool,
-    /// Serve live Prometheus metrics on http://ADDR/metrics (e.g. 127.0.0.1:9464)
-    #[arg(long, value_name = "ADDR")]
-    pub serve_metrics: Option<String>,
-    /// Allow --serve-metrics on an address other than loopback
-    #[arg(long, requires = "serve_metrics")]
-    pub metrics_allow_remote: bool,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Don't print the report at the end (--foreground)
     #[arg(short, long)]
     pub quiet: bool,
@@ -109,18 +100,13 @@ pub struct UmountArgs {
     pub lazy: bool,
 }
 
-fn parse_resolution(s: &str) -> Result<u32, String> {
-    let r: u32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    Resolution::new(r).map(|r| r.get())
-}
-
 pub fn mount(a: MountArgs) -> Result<i32> {
     fsprof_fuse::check_paths(&a.lower, &a.mountpoint)?;
     let out = output_path(&a)?;
     let mode = if a.fast { Mode::Fast } else { Mode::ObserveAll };
-    let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;
-    let addrs = match &a.serve_metrics {
-        Some(addr) => Some(serve::resolve(addr, a.metrics_allow_remote)?),
+    let resolution = a.capture.resolution;
+    let addrs = match &a.metrics.serve_metrics {
+        Some(addr) => Some(serve::resolve(addr, a.metrics.metrics_allow_remote)?),
         None => None,
     };
     // Before any thread (and before the fork), so every thread inherits it.
@@ -166,7 +152,7 @@ fn serve_and_capture(
         tool: "mount".into(),
         command: Vec::new(),
         resolution,
-        interval_ns: a.interval,
+        interval_ns: a.capture.interval,
         duration_ns: None,
         sample_ns: None,
     });

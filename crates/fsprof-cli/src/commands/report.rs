@@ -2,15 +2,76 @@
 //! hands the profile to fsprof-report (text, JSON, CSV) or fsprof-plot
 //! (HTML).
 
+use std::path::PathBuf;
+
 use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
 use fsprof_analysis::correlation::Value;
 use fsprof_report::{Extras, Format, ReportOptions, Selection};
 
 use super::analysis::calibration;
-use crate::cli::{CorrelateArg, FormatArg, ReportArgs};
+use crate::args::{CalibrationArgs, FormatArg, ToFileArgs};
+
+pub const HELP: &str = "\
+p50 and p99 are estimates: a profile keeps only how many calls fell in each
+log2 bucket, so a quantile is interpolated geometrically inside the bucket
+that holds it and clamped to the op's smallest and largest call. The true
+value lies in that bucket, which each histogram's heading gives (\"p50 in
+512ns..1.02µs\"), as do p50_range_ns and p99_range_ns in --format json.
+Every figure of a byte-valued layer (block-size) is in bytes.";
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Profile file
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Ops that get a histogram in the text report
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub top: usize,
+    /// Only this op (repeatable)
+    #[arg(long = "op", value_name = "NAME")]
+    pub ops: Vec<String>,
+    /// Only this layer (repeatable)
+    #[arg(long = "layer", value_name = "NAME")]
+    pub layers: Vec<String>,
+    /// Also list the profiled processes
+    #[arg(long)]
+    pub processes: bool,
+    /// Also attribute upper-layer latency to lower layers (text format)
+    #[arg(long)]
+    pub attribution: bool,
+    #[command(flatten)]
+    pub to: ToFileArgs,
+    #[command(flatten)]
+    pub analysis: ReportAnalysisArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportAnalysisArgs {
+    /// Add a per-peak table (bucket and time range, calls, latency share)
+    #[arg(long)]
+    pub peaks: bool,
+    /// Add the ops holding most latency and the peaks with matching counts
+    #[arg(long)]
+    pub interesting: bool,
+    /// Per latency peak of the --op, the distribution of request size or seek distance
+    #[arg(long, value_enum, value_name = "VALUE")]
+    pub correlate: Option<CorrelateArg>,
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CorrelateArg {
+    /// Bytes requested per call
+    Size,
+    /// |offset - end offset of the previous call on the same fd|, bytes
+    Seek,
+}
 
 pub fn report(a: ReportArgs) -> Result<i32> {
-    if a.format == FormatArg::Html && a.output.is_none() {
+    if a.format == FormatArg::Html && a.to.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
     let profile = crate::files::read_input(&a.file)?;
@@ -27,7 +88,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         let figures = super::bench::report_figures(&a.file);
         let html =
             fsprof_plot::html::report_with_analysis(&profile, selection, cal.as_ref(), figures)?;
-        return finish(&html, a.output.as_deref(), a.force);
+        return finish(&html, a.to.output.as_deref(), a.to.force);
     }
     if an.correlate.is_some() && selection.ops.len() != 1 {
         bail!("--correlate needs exactly one --op, e.g. --correlate seek --op read");
@@ -62,7 +123,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         _ => calibration(&an.calibration)?,
     };
     let text = fsprof_report::render(&profile, &opts, cal.as_ref())?;
-    finish(&text, a.output.as_deref(), a.force)
+    finish(&text, a.to.output.as_deref(), a.to.force)
 }
 
 /// To `-o FILE` (atomically, no partial file on failure) or standard output.

@@ -4,43 +4,66 @@
 
 use std::sync::{Arc, Mutex};
 
+use std::ffi::OsString;
+
 use anyhow::Result;
+use clap::Args;
 use fsprof_capture::{meta, Capture, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::{Profile, Resolution};
 use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::after_capture;
-use fsprof_user::{ClockChoice, UserOptions, UserSource};
+use fsprof_user::{UserOptions, UserSource};
 
 use super::capture::{exit_status, failed, output, save_and_tell};
-use crate::cli::{ClockArg, RunArgs};
+use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
+
+pub const HELP: &str = "\
+Exit status: the command's, whatever happens to the profile: 128+signal if a
+signal ended it (130 after Ctrl-C, which is the command's to handle: the
+profile is written when it exits), 127 if it could not be found, 126 if it
+could not be executed; 2 on fsprof's own errors before the command starts.";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub out: OutputArgs,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// Clock used to time calls
+    #[arg(long, value_enum, default_value_t = ClockArg::Auto)]
+    pub clock: ClockArg,
+    #[command(flatten)]
+    pub summary: SummaryArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    /// The command to profile and its arguments
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
 
 pub fn run(a: RunArgs) -> Result<i32> {
     // Refuse an existing -o before running anything: the run may be long.
     let out = output(&a.out);
     out.check()?;
-    let resolution = Resolution::new(a.resolution).map_err(anyhow::Error::msg)?;
+    let resolution = a.capture.resolution;
     // Before the metrics server starts its threads (see Capture::new).
     let capture = Capture::new(Plan {
         tool: "run".into(),
         command: a.command.clone(),
         resolution,
-        interval_ns: a.interval,
+        interval_ns: a.capture.interval,
         duration_ns: None,
-        sample_ns: a.serve_metrics.as_ref().map(|_| LIVE_PERIOD_NS),
+        sample_ns: a.metrics.serve_metrics.as_ref().map(|_| LIVE_PERIOD_NS),
     });
     let mut live = LiveMetrics::default();
-    let server = match &a.serve_metrics {
+    let server = match &a.metrics.serve_metrics {
         Some(addr) => Some(serve_metrics(addr, &a, resolution, &mut live)?),
         None => None,
     };
     let mut source = UserSource::new(&UserOptions {
         resolution,
-        clock: match a.clock {
-            ClockArg::Auto => ClockChoice::Auto,
-            ClockArg::Tsc => ClockChoice::Tsc,
-            ClockArg::Monotonic => ClockChoice::Monotonic,
-        },
+        clock: a.clock.into(),
     })?;
     let outcome = match capture.run(&mut source, &mut live) {
         Ok(o) => o,
@@ -63,8 +86,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
             "fsprof: `{cmd}` made no file-system call through libc; calls made inside libc or by io_uring are only \
              visible at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
-    } else if !a.quiet {
-        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.top)?);
+    } else if !a.summary.quiet {
+        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }
     Ok(exit_status(&outcome, &saved))
 }
@@ -94,7 +117,7 @@ fn serve_metrics(
     resolution: Resolution,
     live: &mut LiveMetrics,
 ) -> Result<MetricsServer> {
-    let addrs = serve::resolve(addr, a.metrics_allow_remote)?;
+    let addrs = serve::resolve(addr, a.metrics.metrics_allow_remote)?;
     let template = Profile::new(meta::describe("run", &a.command, resolution));
     let layers: Arc<Mutex<Vec<Layer>>> = Default::default();
     live.layers = Some(layers.clone());

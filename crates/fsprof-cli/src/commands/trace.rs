@@ -14,10 +14,10 @@ use fsprof_core::Resolution;
 use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
 use fsprof_trace::show::{Format, Printer};
 use fsprof_trace::TraceReader;
-use fsprof_user::{ClockChoice, UserOptions};
+use fsprof_user::UserOptions;
 
 use super::capture::{failed, save_and_tell};
-use crate::cli::ClockArg;
+use crate::args::{ClockArg, ToFileArgs};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -71,12 +71,8 @@ pub struct ShowArgs {
     pub trace: PathBuf,
     #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
     pub format: ShowFormat,
-    /// Write to FILE instead of standard output
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Replace FILE if it exists
-    #[arg(short, long, requires = "output")]
-    pub force: bool,
+    #[command(flatten)]
+    pub to: ToFileArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -108,7 +104,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         force: a.force,
     };
     profile.check()?;
-    let resolution = Resolution::new(1).map_err(anyhow::Error::msg)?;
+    let resolution = Resolution::DEFAULT;
     let capture = Capture::new(Plan {
         tool: "trace".into(),
         command: a.command.clone(),
@@ -120,11 +116,7 @@ fn record(a: TraceArgs) -> Result<i32> {
     let mut source = TraceSource::new(TraceOptions {
         user: UserOptions {
             resolution,
-            clock: match a.clock {
-                ClockArg::Auto => ClockChoice::Auto,
-                ClockArg::Tsc => ClockChoice::Tsc,
-                ClockArg::Monotonic => ClockChoice::Monotonic,
-            },
+            clock: a.clock.into(),
         },
         data: match a.data {
             DataArg::None => DataMode::None,
@@ -171,9 +163,9 @@ fn show(a: ShowArgs) -> Result<i32> {
         ShowFormat::Jsonl => Format::Jsonl,
         ShowFormat::Csv => Format::Csv,
     };
-    let sink: Box<dyn Write> = match &a.output {
+    let sink: Box<dyn Write> = match &a.to.output {
         Some(p) => {
-            if p.exists() && !a.force {
+            if p.exists() && !a.to.force {
                 anyhow::bail!("{} already exists; use --force to replace it", p.display());
             }
             Box::new(
