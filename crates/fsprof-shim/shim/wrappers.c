@@ -4,7 +4,7 @@
  * `_unlocked` stdio variants fold into the op of their base function.
  * Calls libc makes internally (fread's read, realpath's lstat) don't go
  * through these symbols and are not seen: that is the syscall layer's job.
- * Ops on a descriptor (F() in ops.def) are filed by what the descriptor is
+ * Ops on a descriptor (fdops.def) are filed by what the descriptor is
  * (fdclass.c): calls on pipes, sockets and devices go to the op's non-file
  * twin, so that the file-system ops hold file-system time only. */
 #define _GNU_SOURCE
