@@ -6,7 +6,7 @@
 //! The groups carry `//` comments, not doc comments: clap would take a
 //! flattened struct's doc comment as the command's description.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use fsprof_core::Resolution;
@@ -81,6 +81,27 @@ pub struct CalibrationArgs {
     pub no_labels: bool,
 }
 
+// The directory a measurement runs in (`bench`, `calibrate`): a
+// positional, as `discover DIR` takes it. `--dir DIR` is still read
+// (hidden) so that scripts written for it keep working.
+#[derive(Debug, Args)]
+pub struct TargetDirArgs {
+    /// Directory on the file system to measure (scratch files go there) [default: .]
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[arg(long = "dir", value_name = "DIR", hide = true, conflicts_with = "dir")]
+    pub dir_option: Option<PathBuf>,
+}
+
+impl TargetDirArgs {
+    pub fn get(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .or_else(|| self.dir_option.clone())
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     Text,
@@ -88,6 +109,54 @@ pub enum FormatArg {
     Csv,
     /// One self-contained page with charts (needs -o)
     Html,
+}
+
+/// A `--format` that `-o FILE`'s extension picks when it is not given, as
+/// `plot` does: `-o r.json` writes JSON wherever `-o` takes a result.
+pub trait ByExtension: Sized {
+    const TEXT: Self;
+    fn from_extension(ext: &str) -> Option<Self>;
+
+    /// `--format` if given, else FILE's extension, else text.
+    fn pick(explicit: Option<Self>, output: Option<&Path>) -> Self {
+        explicit
+            .or_else(|| {
+                let ext = output?.extension()?.to_str()?.to_ascii_lowercase();
+                Self::from_extension(&ext)
+            })
+            .unwrap_or(Self::TEXT)
+    }
+}
+
+impl ByExtension for FormatArg {
+    const TEXT: Self = FormatArg::Text;
+    fn from_extension(ext: &str) -> Option<Self> {
+        match ext {
+            "json" => Some(FormatArg::Json),
+            "csv" => Some(FormatArg::Csv),
+            "html" | "htm" => Some(FormatArg::Html),
+            "txt" => Some(FormatArg::Text),
+            _ => None,
+        }
+    }
+}
+
+/// `--format` of commands whose result is a table or its JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TextOrJson {
+    Text,
+    Json,
+}
+
+impl ByExtension for TextOrJson {
+    const TEXT: Self = TextOrJson::Text;
+    fn from_extension(ext: &str) -> Option<Self> {
+        match ext {
+            "json" => Some(TextOrJson::Json),
+            "txt" => Some(TextOrJson::Text),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -142,6 +211,21 @@ mod tests {
         let e = parse_resolution("3").unwrap_err();
         assert!(e.contains("1, 2, 4, 8, 16"), "{e}");
         assert!(parse_resolution("x").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn the_output_extension_picks_the_format_unless_format_does() {
+        let pick = |f, o: Option<&str>| FormatArg::pick(f, o.map(Path::new));
+        assert_eq!(pick(None, None), FormatArg::Text);
+        assert_eq!(pick(None, Some("r.json")), FormatArg::Json);
+        assert_eq!(pick(None, Some("r.CSV")), FormatArg::Csv);
+        assert_eq!(pick(None, Some("r.html")), FormatArg::Html);
+        assert_eq!(pick(None, Some("report")), FormatArg::Text);
+        assert_eq!(pick(Some(FormatArg::Csv), Some("r.json")), FormatArg::Csv);
+        assert_eq!(
+            TextOrJson::pick(None, Some(Path::new("x.json"))),
+            TextOrJson::Json
+        );
     }
 
     #[test]
