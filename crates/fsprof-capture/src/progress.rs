@@ -30,9 +30,17 @@ pub trait Steps {
     fn advance(&mut self, n: u64) {
         let _ = n;
     }
+
+    /// A line the user must see even with no progress shown (`--quiet`):
+    /// something the work is about to do beyond what it measures, such as
+    /// emptying the whole machine's page cache. Standard error by default;
+    /// a bar prints it above itself.
+    fn note(&mut self, line: &str) {
+        fsprof_sys::diag!("{line}");
+    }
 }
 
-/// Reports nothing.
+/// Reports no progress (notes still go to standard error).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Silent;
 

@@ -237,6 +237,49 @@ fn findings_figures_and_profile_from_an_ext2_image() {
     one_line_error(&again, "exists");
 }
 
+/// As root without --device, auto empties the whole machine's cache: it
+/// says so on stderr once, before the first drop, and names the ways that
+/// touch only the target (the image's own device, and fadvise). Asked for
+/// fadvise, or with nothing to cool, it says nothing of the kind.
+#[test]
+#[ignore = "needs root, mkfs.ext4"]
+fn machine_wide_drops_are_announced_with_the_ways_that_touch_only_the_target() {
+    need_root("loop-mounted images, drop_caches");
+    need_program("mkfs.ext4", "e2fsprogs");
+    let img = LoopImage::new("ext4", &["-q", "-F"], 64, "").unwrap();
+    let ra = ["--what", "readahead", "--iterations", "1", "-q"];
+    let o = discover(&ra, &[&img.mount_point()]);
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("WHOLE MACHINE").count(), 1, "{err}");
+    let device = format!("--device {}", img.device.display());
+    assert!(
+        err.contains("--cold fadvise") && err.contains(&device),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("cold cache: drop-caches"),
+        "{o:?}"
+    );
+    for args in [
+        &[
+            "--what",
+            "readahead",
+            "--iterations",
+            "1",
+            "-q",
+            "--cold",
+            "fadvise",
+        ][..],
+        &["--what", "block-size", "--iterations", "2", "-q"][..],
+    ] {
+        let o = discover(args, &[&img.mount_point()]);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("WHOLE MACHINE"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 #[ignore = "needs root, mkfs.ext4"]
 fn direct_blocks_on_ext4_say_extents() {

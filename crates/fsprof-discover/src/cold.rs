@@ -34,7 +34,7 @@ use fsprof_bench::cache::{self, CacheMode};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{cpath, MountEntry, Target};
-use crate::DiscoverError;
+use crate::{Ctx, DiscoverError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -69,6 +69,9 @@ pub struct Cooler {
     pub why: String,
     mount: Option<MountEntry>,
     tally: RefCell<Tally>,
+    /// Said once, before the first cooling, when auto chose to empty the
+    /// whole machine's cache ([`machine_wide_notice`]).
+    notice: RefCell<Option<String>>,
 }
 
 /// How the coolings went so far: how many, and how many of the remounts
@@ -103,40 +106,78 @@ pub(crate) fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Why the mount cannot be unmounted and mounted again.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoRemount {
+    #[error("remounting needs root")]
+    NotRoot,
+    /// `mounted`: the block device mounted there, to name in the advice
+    /// (none when it could not be remounted either).
+    #[error("remounting needs the device named with --device")]
+    NoDevice { mounted: Option<String> },
+    #[error("{0} is in no mount fsprof can see")]
+    NoMount(String),
+    #[error("--device {device} is not what is mounted at {mount_point} ({mounted})")]
+    OtherDevice {
+        device: String,
+        mount_point: String,
+        mounted: String,
+    },
+    #[error("the root file system cannot be unmounted")]
+    RootFs,
+    #[error("{0} is a loop device that detaches itself when unmounted (autoclear, as `mount -o loop` makes it)")]
+    Autoclear(String),
+}
+
 /// The mount may be unmounted and mounted again: root, a `--device` that
 /// is what is mounted there, and not the root file system.
-fn remountable(t: &Target, device: Option<&Path>) -> Result<MountEntry, String> {
+fn remountable(t: &Target, device: Option<&Path>) -> Result<MountEntry, NoRemount> {
     if !is_root() {
-        return Err("remounting needs root".into());
+        return Err(NoRemount::NotRoot);
+    }
+    let Some(m) = t.mount.clone() else {
+        return Err(NoRemount::NoMount(t.dir.display().to_string()));
+    };
+    if m.mount_point == Path::new("/") {
+        return Err(NoRemount::RootFs);
     }
     let Some(dev) = device else {
-        return Err("remounting needs the device named with --device".into());
-    };
-    let Some(m) = t.mount.clone() else {
-        return Err(format!("{} is in no mount fsprof can see", t.dir.display()));
+        let block = std::fs::metadata(&m.source).is_ok_and(|md| md.file_type().is_block_device());
+        let mounted = (block && !loop_autoclear(Path::new(&m.source))).then(|| m.source.clone());
+        return Err(NoRemount::NoDevice { mounted });
     };
     let same = match (std::fs::canonicalize(dev), std::fs::canonicalize(&m.source)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
     if !same {
-        return Err(format!(
-            "--device {} is not what is mounted at {} ({})",
-            dev.display(),
-            m.mount_point.display(),
-            m.source
-        ));
-    }
-    if m.mount_point == Path::new("/") {
-        return Err("the root file system cannot be unmounted".into());
+        return Err(NoRemount::OtherDevice {
+            device: dev.display().to_string(),
+            mount_point: m.mount_point.display().to_string(),
+            mounted: m.source.clone(),
+        });
     }
     if loop_autoclear(dev) {
-        return Err(format!(
-            "{} is a loop device that detaches itself when unmounted (autoclear, as `mount -o loop` makes it)",
-            dev.display()
-        ));
+        return Err(NoRemount::Autoclear(dev.display().to_string()));
     }
     Ok(m)
+}
+
+/// What auto says on standard error before it first empties the whole
+/// machine's page cache: that it will, and the ways that touch only the
+/// target (fadvise always; a remount where `--device` would allow one).
+pub fn machine_wide_notice(why: &NoRemount) -> String {
+    let remount = match why {
+        NoRemount::NoDevice {
+            mounted: Some(dev),
+        } => format!(
+            "; or name the file system's device (--device {dev}) and fsprof unmounts and mounts that file system alone"
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "fsprof: discover empties the page cache of the WHOLE MACHINE (drop_caches) before each cold measurement, so every program here loses its cached files (not remounting: {why}). To touch only the test files use --cold fadvise{remount}."
+    )
 }
 
 /// Whether `dev` is a loop device with autoclear set.
@@ -164,6 +205,7 @@ impl Cooler {
             why,
             mount,
             tally: RefCell::default(),
+            notice: RefCell::default(),
         };
         match choice {
             ColdChoice::Only(ColdMethod::Remount) => match remount {
@@ -194,11 +236,15 @@ impl Cooler {
                     format!("unmount and mount {} again (root, --device given)", m.source),
                     Some(m),
                 ),
-                Err(why) if is_root() => pick(
-                    ColdMethod::DropCaches,
-                    format!("drop_caches, machine-wide (not remounting: {why})"),
-                    None,
-                ),
+                Err(why) if is_root() => {
+                    let c = pick(
+                        ColdMethod::DropCaches,
+                        format!("drop_caches, machine-wide (not remounting: {why})"),
+                        None,
+                    );
+                    c.notice.replace(Some(machine_wide_notice(&why)));
+                    c
+                }
                 Err(why) => pick(
                     ColdMethod::Fadvise,
                     format!(
@@ -216,7 +262,14 @@ impl Cooler {
     /// make a "cold" measurement warm, so that is an error. With remount,
     /// no file on the mount may be open; a remount that left the file
     /// system alive elsewhere is followed by fadvise (see the module doc).
-    pub fn cool(&self, files: &[&Path]) -> Result<(), DiscoverError> {
+    ///
+    /// Before the first cooling that empties the whole machine's cache
+    /// unasked (auto), says so through `ctx`'s progress, with the ways
+    /// that touch only the target.
+    pub fn cool(&self, files: &[&Path], ctx: &mut Ctx) -> Result<(), DiscoverError> {
+        if let Some(notice) = self.notice.take() {
+            ctx.progress.note(&notice);
+        }
         let mut fallback = None;
         if self.method == ColdMethod::Remount {
             if let Remounted::StillAlive(why) =
@@ -430,19 +483,109 @@ mod tests {
         }
     }
 
-    #[test]
-    fn fadvise_cooling_evicts_the_file() {
+    /// A file of `bytes` on a disk and a cooler that fadvises it.
+    fn fadvised(bytes: usize) -> (tempfile::TempDir, std::path::PathBuf, Cooler) {
         let d = tempfile::tempdir_in("/var/tmp").unwrap();
         let p = d.path().join("f");
-        std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
-        let c = Cooler::choose(
-            ColdChoice::Only(ColdMethod::Fadvise),
-            &Target::probe(d.path()).unwrap(),
-            None,
-        )
-        .unwrap();
-        c.cool(&[&p]).unwrap();
+        std::fs::write(&p, vec![7u8; bytes]).unwrap();
+        let t = Target::probe(d.path()).unwrap();
+        let c = Cooler::choose(ColdChoice::Only(ColdMethod::Fadvise), &t, None).unwrap();
+        (d, p, c)
+    }
+
+    #[test]
+    fn fadvise_cooling_evicts_the_file() {
+        let (_d, p, c) = fadvised(1 << 20);
+        let mut notes = Notes::default();
+        c.cool(&[&p], &mut notes.ctx()).unwrap();
         let r = fsprof_sys::pagecache::residency(&File::open(&p).unwrap()).unwrap();
         assert!(r.fraction() < 0.1, "{r:?}");
+        assert!(
+            notes.0.is_empty(),
+            "fadvise touches only the file: {:?}",
+            notes.0
+        );
+    }
+
+    /// The progress of a test: keeps the notes.
+    #[derive(Default)]
+    struct Notes(Vec<String>);
+
+    impl crate::Progress for Notes {
+        fn note(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
+    }
+
+    impl Notes {
+        fn ctx(&mut self) -> Ctx<'_> {
+            Ctx {
+                progress: self,
+                stop: &|| false,
+            }
+        }
+    }
+
+    /// The notice names the machine-wide drop and the ways that touch only
+    /// the target: fadvise always, the device to remount when one would do.
+    #[test]
+    fn the_machine_wide_notice_offers_what_touches_only_the_target() {
+        let n = machine_wide_notice(&NoRemount::NoDevice {
+            mounted: Some("/dev/loop7".into()),
+        });
+        assert!(
+            n.contains("WHOLE MACHINE") && n.contains("drop_caches"),
+            "{n}"
+        );
+        assert!(n.contains("--cold fadvise"), "{n}");
+        assert!(n.contains("--device /dev/loop7"), "{n}");
+        for why in [
+            NoRemount::RootFs,
+            NoRemount::NoDevice { mounted: None },
+            NoRemount::Autoclear("/dev/loop7".into()),
+        ] {
+            let n = machine_wide_notice(&why);
+            assert!(
+                n.contains("--cold fadvise") && !n.contains("--device /"),
+                "{n}"
+            );
+            assert!(n.contains(&why.to_string()), "{n}");
+        }
+    }
+
+    /// Said once, before the first cooling, however many follow.
+    #[test]
+    fn the_notice_comes_before_the_first_cooling_and_only_once() {
+        let (_d, p, c) = fadvised(64 << 10);
+        // What auto sets when it picks drop_caches; fadvise keeps this test
+        // from emptying the machine's cache.
+        c.notice.replace(Some("said".into()));
+        let mut notes = Notes::default();
+        for _ in 0..3 {
+            c.cool(&[&p], &mut notes.ctx()).unwrap();
+        }
+        assert_eq!(notes.0, ["said"]);
+    }
+
+    /// As root without --device, auto picks drop_caches and arms the notice.
+    #[test]
+    fn auto_without_a_device_arms_the_notice_as_root_only() {
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let c = Cooler::choose(ColdChoice::Auto, &Target::probe(d.path()).unwrap(), None).unwrap();
+        let armed = c.notice.borrow().clone();
+        if is_root() {
+            assert_eq!(c.method, ColdMethod::DropCaches);
+            assert!(armed.is_some_and(|n| n.contains("--cold fadvise")));
+        } else {
+            assert_eq!(c.method, ColdMethod::Fadvise);
+            assert!(armed.is_none());
+        }
+        for m in [ColdMethod::DropCaches, ColdMethod::Fadvise] {
+            if let Ok(c) =
+                Cooler::choose(ColdChoice::Only(m), &Target::probe(d.path()).unwrap(), None)
+            {
+                assert!(c.notice.borrow().is_none(), "{m:?} was asked for");
+            }
+        }
     }
 }

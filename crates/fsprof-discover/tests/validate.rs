@@ -335,8 +335,12 @@ fn remount_while_another_namespace_holds_the_mount_falls_back_and_is_cold() {
     let holder = NamespaceHolder::new(&img.mount_point());
     warm(&file);
     assert_eq!(cached_pages(&file), 2048, "warm before cooling");
+    let mut ctx = Ctx {
+        progress: &mut Silent,
+        stop: &|| false,
+    };
     cooler
-        .cool(&[&file])
+        .cool(&[&file], &mut ctx)
         .expect("the remount is followed by fadvise");
     assert_eq!(cached_pages(&file), 0);
     let tally = cooler.tally();
@@ -348,7 +352,7 @@ fn remount_while_another_namespace_holds_the_mount_falls_back_and_is_cold() {
     // The holder gone, the file system is still there and cools again.
     drop(holder);
     warm(&file);
-    cooler.cool(&[&file]).expect("a second cooling");
+    cooler.cool(&[&file], &mut ctx).expect("a second cooling");
     assert_eq!(cached_pages(&file), 0);
     assert_eq!(cooler.tally().coolings, 2);
 }

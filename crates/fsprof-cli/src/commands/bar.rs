@@ -58,6 +58,13 @@ impl Steps for Bar {
             b.inc(n);
         }
     }
+
+    fn note(&mut self, line: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| fsprof_sys::diag!("{line}")),
+            None => fsprof_sys::diag!("{line}"),
+        }
+    }
 }
 
 impl Drop for Bar {

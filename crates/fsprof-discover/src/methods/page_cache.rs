@@ -245,7 +245,7 @@ pub fn discover(
     let before = cooler.tally();
     for _ in 0..iterations {
         ctx.check()?;
-        cooler.cool(&[&path])?;
+        cooler.cool(&[&path], ctx)?;
         let cg = match &mut bound {
             Bound::Cgroup(cg) => Some(cg),
             Bound::FreeMemory => None,

@@ -175,7 +175,7 @@ pub fn measure(
         let mut series = Series::new(offsets(i, page));
         for _ in 0..iterations {
             ctx.check()?;
-            cooler.cool(&[path])?;
+            cooler.cool(&[path], ctx)?;
             series.push_run(one(path, i, page, wait, &mut buf)?);
             ctx.progress.advance(1);
         }
