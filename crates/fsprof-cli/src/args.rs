@@ -113,16 +113,18 @@ pub enum FormatArg {
 
 /// A `--format` that `-o FILE`'s extension picks when it is not given, as
 /// `plot` does: `-o r.json` writes JSON wherever `-o` takes a result.
-pub trait ByExtension: Sized {
+pub trait ByExtension: Sized + Copy + 'static {
     const TEXT: Self;
-    fn from_extension(ext: &str) -> Option<Self>;
+    /// Lower-case extensions and the format each names.
+    const EXTENSIONS: &'static [(&'static str, Self)];
 
     /// `--format` if given, else FILE's extension, else text.
     fn pick(explicit: Option<Self>, output: Option<&Path>) -> Self {
         explicit
             .or_else(|| {
                 let ext = output?.extension()?.to_str()?.to_ascii_lowercase();
-                Self::from_extension(&ext)
+                let named = Self::EXTENSIONS.iter().find(|(e, _)| *e == ext);
+                named.map(|&(_, f)| f)
             })
             .unwrap_or(Self::TEXT)
     }
@@ -130,15 +132,13 @@ pub trait ByExtension: Sized {
 
 impl ByExtension for FormatArg {
     const TEXT: Self = FormatArg::Text;
-    fn from_extension(ext: &str) -> Option<Self> {
-        match ext {
-            "json" => Some(FormatArg::Json),
-            "csv" => Some(FormatArg::Csv),
-            "html" | "htm" => Some(FormatArg::Html),
-            "txt" => Some(FormatArg::Text),
-            _ => None,
-        }
-    }
+    const EXTENSIONS: &'static [(&'static str, Self)] = &[
+        ("json", FormatArg::Json),
+        ("csv", FormatArg::Csv),
+        ("html", FormatArg::Html),
+        ("htm", FormatArg::Html),
+        ("txt", FormatArg::Text),
+    ];
 }
 
 /// `--format` of commands whose result is a table or its JSON.
@@ -150,13 +150,8 @@ pub enum TextOrJson {
 
 impl ByExtension for TextOrJson {
     const TEXT: Self = TextOrJson::Text;
-    fn from_extension(ext: &str) -> Option<Self> {
-        match ext {
-            "json" => Some(TextOrJson::Json),
-            "txt" => Some(TextOrJson::Text),
-            _ => None,
-        }
-    }
+    const EXTENSIONS: &'static [(&'static str, Self)] =
+        &[("json", TextOrJson::Json), ("txt", TextOrJson::Text)];
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

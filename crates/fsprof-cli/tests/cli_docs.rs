@@ -255,32 +255,22 @@ fn results_print_as_json_on_request() {
     );
     let r = d.path().join("t.replay");
     succeeds(fsprof().arg("compile").arg(&t).arg("-o").arg(&r));
-    let root = tempfile::tempdir().unwrap();
+    // Each replay under a fresh root, which --prepare fills.
+    let replay = |args: &[&str]| {
+        let root = tempfile::tempdir().unwrap();
+        let mut c = fsprof();
+        c.arg("replay").arg(&r).arg("--root").arg(root.path());
+        succeeds(c.arg("--prepare").args(args))
+    };
     let timing = d.path().join("timing.json");
-    let o = succeeds(
-        fsprof()
-            .arg("replay")
-            .arg(&r)
-            .arg("--root")
-            .arg(root.path())
-            .args(["--prepare", "--format", "json", "--timing"])
-            .arg(&timing),
-    );
+    let o = replay(&["--format", "json", "--timing", timing.to_str().unwrap()]);
     let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&timing).unwrap()).unwrap();
     assert_eq!(printed, stored);
     assert!(!stderr(&o).contains("fidelity"), "{}", stderr(&o));
     // -q: no timing report at all.
-    let root = tempfile::tempdir().unwrap();
-    let o = succeeds(
-        fsprof()
-            .arg("replay")
-            .arg(&r)
-            .arg("--root")
-            .arg(root.path())
-            .args(["--prepare", "-q"]),
-    );
+    let o = replay(&["-q"]);
     assert!(
         o.stdout.is_empty() && !stderr(&o).contains("fidelity"),
         "{}",

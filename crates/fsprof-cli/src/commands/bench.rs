@@ -58,15 +58,13 @@ pub enum BenchFormat {
 
 impl ByExtension for BenchFormat {
     const TEXT: Self = BenchFormat::Text;
-    fn from_extension(ext: &str) -> Option<Self> {
-        match ext {
-            "json" => Some(BenchFormat::Json),
-            "csv" => Some(BenchFormat::Csv),
-            "md" | "markdown" => Some(BenchFormat::Markdown),
-            "txt" => Some(BenchFormat::Text),
-            _ => None,
-        }
-    }
+    const EXTENSIONS: &'static [(&'static str, Self)] = &[
+        ("json", BenchFormat::Json),
+        ("csv", BenchFormat::Csv),
+        ("md", BenchFormat::Markdown),
+        ("markdown", BenchFormat::Markdown),
+        ("txt", BenchFormat::Text),
+    ];
 }
 
 #[derive(Debug, Args)]
@@ -190,18 +188,11 @@ fn params(a: &BenchArgs) -> Params {
 }
 
 pub fn bench(a: BenchArgs) -> Result<i32> {
-    for o in &a.output {
-        if o.exists() && !a.force {
-            anyhow::bail!("{} exists: add --force to replace it", o.display());
-        }
-    }
     if (a.plot.is_some() || a.plot_p50.is_some()) && a.suite != SuiteArg::Sweep {
         anyhow::bail!("--plot and --plot-p50 draw a sweep: use them with `fsprof bench sweep`");
     }
-    for p in [&a.plot, &a.plot_p50].into_iter().flatten() {
-        if p.exists() && !a.force {
-            anyhow::bail!("{} exists: add --force to replace it", p.display());
-        }
+    for p in a.output.iter().chain(&a.plot).chain(&a.plot_p50) {
+        fsprof_core::output::check_output(p, a.force)?;
     }
     let p = params(&a);
     let sigs = fsprof_sys::StopSignals::block();
