@@ -111,34 +111,17 @@ pub enum FormatArg {
     Html,
 }
 
-/// A `--format` that `-o FILE`'s extension picks when it is not given, as
-/// `plot` does: `-o r.json` writes JSON wherever `-o` takes a result.
-pub trait ByExtension: Sized + Copy + 'static {
-    const TEXT: Self;
-    /// Lower-case extensions and the format each names.
-    const EXTENSIONS: &'static [(&'static str, Self)];
-
-    /// `--format` if given, else FILE's extension, else text.
-    fn pick(explicit: Option<Self>, output: Option<&Path>) -> Self {
-        explicit
-            .or_else(|| {
-                let ext = output?.extension()?.to_str()?.to_ascii_lowercase();
-                let named = Self::EXTENSIONS.iter().find(|(e, _)| *e == ext);
-                named.map(|&(_, f)| f)
-            })
-            .unwrap_or(Self::TEXT)
-    }
-}
-
-impl ByExtension for FormatArg {
-    const TEXT: Self = FormatArg::Text;
-    const EXTENSIONS: &'static [(&'static str, Self)] = &[
-        ("json", FormatArg::Json),
-        ("csv", FormatArg::Csv),
-        ("html", FormatArg::Html),
-        ("htm", FormatArg::Html),
-        ("txt", FormatArg::Text),
-    ];
+/// `--format` if given, else the format `-o FILE`'s extension names (a
+/// value of `--format`, or one of its aliases: `-o r.json`, `-o r.md`),
+/// else `text`, as `plot` picks its image format: `-o r.json` writes JSON
+/// wherever `-o` takes a printed result.
+pub fn pick_format<F: ValueEnum + Copy>(explicit: Option<F>, output: Option<&Path>, text: F) -> F {
+    explicit
+        .or_else(|| {
+            let ext = output?.extension()?.to_str()?;
+            F::from_str(ext, true).ok()
+        })
+        .unwrap_or(text)
 }
 
 /// `--format` of commands whose result is a table or its JSON.
@@ -146,12 +129,6 @@ impl ByExtension for FormatArg {
 pub enum TextOrJson {
     Text,
     Json,
-}
-
-impl ByExtension for TextOrJson {
-    const TEXT: Self = TextOrJson::Text;
-    const EXTENSIONS: &'static [(&'static str, Self)] =
-        &[("json", TextOrJson::Json), ("txt", TextOrJson::Text)];
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -210,17 +187,15 @@ mod tests {
 
     #[test]
     fn the_output_extension_picks_the_format_unless_format_does() {
-        let pick = |f, o: Option<&str>| FormatArg::pick(f, o.map(Path::new));
+        let pick = |f, o: Option<&str>| pick_format(f, o.map(Path::new), FormatArg::Text);
         assert_eq!(pick(None, None), FormatArg::Text);
         assert_eq!(pick(None, Some("r.json")), FormatArg::Json);
         assert_eq!(pick(None, Some("r.CSV")), FormatArg::Csv);
         assert_eq!(pick(None, Some("r.html")), FormatArg::Html);
         assert_eq!(pick(None, Some("report")), FormatArg::Text);
         assert_eq!(pick(Some(FormatArg::Csv), Some("r.json")), FormatArg::Csv);
-        assert_eq!(
-            TextOrJson::pick(None, Some(Path::new("x.json"))),
-            TextOrJson::Json
-        );
+        let json = Some(Path::new("x.json"));
+        assert_eq!(pick_format(None, json, TextOrJson::Text), TextOrJson::Json);
     }
 
     #[test]

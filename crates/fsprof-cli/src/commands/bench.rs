@@ -15,7 +15,7 @@ use fsprof_core::format::write_atomic;
 
 use super::bar::Bar;
 use super::report::finish;
-use crate::args::{ByExtension, TargetDirArgs};
+use crate::args::{pick_format, TargetDirArgs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SuiteArg {
@@ -53,18 +53,8 @@ pub enum BenchFormat {
     /// The result: a profile with the bench statistics, which `report` and `compare` read
     Json,
     Csv,
+    #[value(alias = "md")]
     Markdown,
-}
-
-impl ByExtension for BenchFormat {
-    const TEXT: Self = BenchFormat::Text;
-    const EXTENSIONS: &'static [(&'static str, Self)] = &[
-        ("json", BenchFormat::Json),
-        ("csv", BenchFormat::Csv),
-        ("md", BenchFormat::Markdown),
-        ("markdown", BenchFormat::Markdown),
-        ("txt", BenchFormat::Text),
-    ];
 }
 
 #[derive(Debug, Args)]
@@ -216,12 +206,13 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         write_plot(plot, &bench, PlotMetric::OpP50, a.force)?;
         fsprof_sys::diag!("fsprof: wrote {}", plot.display());
     }
-    let render = |output: Option<&std::path::Path>| match BenchFormat::pick(a.format, output) {
-        BenchFormat::Text => export::text(&bench),
-        BenchFormat::Json => json.clone(),
-        BenchFormat::Csv => export::csv(&bench),
-        BenchFormat::Markdown => export::markdown(&bench),
-    };
+    let render =
+        |output: Option<&std::path::Path>| match pick_format(a.format, output, BenchFormat::Text) {
+            BenchFormat::Text => export::text(&bench),
+            BenchFormat::Json => json.clone(),
+            BenchFormat::Csv => export::csv(&bench),
+            BenchFormat::Markdown => export::markdown(&bench),
+        };
     if a.output.is_empty() {
         return finish(&render(None), None, false);
     }

@@ -11,7 +11,7 @@ use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
 use super::report::finish;
-use crate::args::{ByExtension, CalibrationArgs, FormatArg, ToFileArgs};
+use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -72,7 +72,7 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
-    let format = FormatArg::pick(a.format, a.to.output.as_deref());
+    let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
     if format == FormatArg::Html && a.to.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }

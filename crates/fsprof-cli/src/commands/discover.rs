@@ -21,7 +21,7 @@ use fsprof_sys::signals::{StopSignals, Wake};
 
 use super::bar::Bar;
 use super::report::write_stdout;
-use crate::args::{ByExtension, TextOrJson};
+use crate::args::{pick_format, TextOrJson};
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
@@ -216,7 +216,7 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
         Err(e) => return Err(e.into()),
     };
     let text = fsprof_discover::render::text(&report);
-    let findings = match TextOrJson::pick(a.format, a.output.as_deref()) {
+    let findings = match pick_format(a.format, a.output.as_deref(), TextOrJson::Text) {
         TextOrJson::Text => text.clone(),
         TextOrJson::Json => serde_json::to_string_pretty(&report)? + "\n",
     };

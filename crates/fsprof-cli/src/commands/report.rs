@@ -10,7 +10,7 @@ use fsprof_analysis::correlation::Value;
 use fsprof_report::{Extras, Format, ReportOptions, Selection};
 
 use super::analysis::calibration;
-use crate::args::{ByExtension, CalibrationArgs, FormatArg, ToFileArgs};
+use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 pub const HELP: &str = "\
 p50 and p99 are estimates: a profile keeps only how many calls fell in each
@@ -77,7 +77,7 @@ pub enum CorrelateArg {
 }
 
 pub fn report(a: ReportArgs) -> Result<i32> {
-    let format = FormatArg::pick(a.format, a.to.output.as_deref());
+    let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
     if format == FormatArg::Html && a.to.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
