@@ -53,7 +53,12 @@ def timing(tmp, replay, root, extra, wrap=()):
         shutil.rmtree(root)
     os.mkdir(root)
     tfile = os.path.join(tmp, "timing.json")
-    run(list(wrap) + [ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra, cwd=tmp)
+    # Exit 1 only says results differed from the trace: the mismatches are
+    # in the report; anything else is an error.
+    p = subprocess.run(list(wrap) + [ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra,
+                       cwd=tmp, capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
     with open(tfile) as f:
         return json.load(f)["timing"]
 

@@ -329,7 +329,10 @@ fn hostile_traces_cannot_touch_anything_outside_the_root() {
         let root = base.join(root);
         std::fs::create_dir(&root).unwrap();
         let o = replay(&base, file, &root, &["--prepare", "--afap"]);
-        ok(&o);
+        // Every way out failed or landed inside: results differ (exit 1).
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("differ from the trace"), "{err}");
     }
     let mut after = tree(&base);
     after.retain(|p, _| {

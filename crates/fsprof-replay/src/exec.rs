@@ -126,6 +126,31 @@ fn sys_ret(r: i64) -> (i64, i32) {
     }
 }
 
+/// Issues a size-taking call of `len` bytes as calls of at most
+/// [`MAX_BUF`] bytes each (`piece(at, n)`: `n` bytes from byte `at`), so
+/// that no single system call of a replay asks for more, whatever the
+/// trace says: the total done, or the first piece's error. Stops at a
+/// short or failed piece.
+fn in_pieces(len: u64, mut piece: impl FnMut(u64, u64) -> (i64, i32)) -> (i64, i32) {
+    let mut done = 0u64;
+    loop {
+        let n = (len - done).min(MAX_BUF as u64);
+        let (r, e) = piece(done, n);
+        if e != 0 || r < 0 {
+            return if done == 0 { (r, e) } else { (done as i64, 0) };
+        }
+        done += r as u64;
+        if (r as u64) < n || done >= len {
+            return (done as i64, 0);
+        }
+    }
+}
+
+/// The file offset `at` bytes into a range starting at `offset`.
+fn at_offset(offset: i64, at: u64) -> i64 {
+    offset.saturating_add(at as i64)
+}
+
 /// What the data calls need of a command, laid out per replay thread
 /// before the start so that the hot path reads these 32 bytes rather than
 /// the whole command (~180 bytes; at 10^6 commands a second the difference
@@ -162,8 +187,8 @@ pub struct Local {
     gen: u64,
 }
 
-/// Reads and writes larger than this are issued in pieces of this size
-/// from scratch memory.
+/// Size-taking calls larger than this are issued in pieces of this size
+/// ([`in_pieces`]); reads and generated writes use scratch memory of it.
 const MAX_BUF: usize = 64 << 20;
 
 /// Parent directories kept open per replay thread (descriptors count
@@ -590,9 +615,15 @@ impl<'a> Exec<'a> {
         id.map_or(&[][..], |i| &self.compiled.strings[i as usize])
     }
 
-    fn data<'s>(&'s self, buf: Option<u32>, len: u64, local: &'s mut Local) -> &'s [u8] {
+    /// `len` bytes of a write's data from byte `at`: the traced bytes, or
+    /// zeros where the trace kept a digest or nothing.
+    fn data<'s>(&'s self, buf: Option<u32>, at: u64, len: u64, local: &'s mut Local) -> &'s [u8] {
         match buf {
-            Some(b) => &self.compiled.buffers[b as usize],
+            Some(b) => {
+                let b = &self.compiled.buffers[b as usize];
+                let from = (at as usize).min(b.len());
+                &b[from..(from + len as usize).min(b.len())]
+            }
             None => local.zeros(len),
         }
     }
@@ -712,20 +743,37 @@ impl<'a> Exec<'a> {
     /// the start) rather than the whole command.
     #[inline]
     pub fn data_call(&self, kind: Kind, a: &DataArgs, local: &mut Local) -> (i64, i32) {
+        if a.len <= MAX_BUF as u64 {
+            return self.data_piece(kind, a, 0, a.len, local);
+        }
+        in_pieces(a.len, |at, n| self.data_piece(kind, a, at, n, local))
+    }
+
+    /// `len` bytes of a data call from byte `at` of it.
+    #[inline]
+    fn data_piece(
+        &self,
+        kind: Kind,
+        a: &DataArgs,
+        at: u64,
+        len: u64,
+        local: &mut Local,
+    ) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(a.slot) as i64;
+        let off = a.offset.saturating_add(at as i64);
         // read and pread differ only in the call's number (read ignores the
         // offset); so do write and pwrite.
         let (nr, off) = match kind {
             Read => (libc::SYS_read, 0),
-            Pread => (libc::SYS_pread64, a.offset),
+            Pread => (libc::SYS_pread64, off),
             Write | Fwrite => (libc::SYS_write, 0),
-            Pwrite => (libc::SYS_pwrite64, a.offset),
+            Pwrite => (libc::SYS_pwrite64, off),
             _ => return err(libc::ENOSYS),
         };
         if kind.is_read() {
-            let b = local.read_buf(a.len);
+            let b = local.read_buf(len);
             return sys_ret(raw::syscall4(
                 nr,
                 fd,
@@ -734,7 +782,7 @@ impl<'a> Exec<'a> {
                 off,
             ));
         }
-        let d = self.data(a.buf, a.len, local);
+        let d = self.data(a.buf, at, len, local);
         let f = s.ptr(a.slot, FILEP);
         if kind == Fwrite || (kind == Write && !f.is_null()) {
             if f.is_null() {
@@ -743,9 +791,8 @@ impl<'a> Exec<'a> {
             // SAFETY: a FILE* the slot owns and a buffer of d.len() bytes.
             let n = unsafe { libc::fwrite(d.as_ptr() as *const _, 1, d.len(), f as *mut _) };
             return match kind {
-                Fwrite => (n as i64, 0),
-                _ if n < d.len() => err(libc::EIO),
-                _ => (0, 0),
+                Write if n < d.len() => err(libc::EIO),
+                _ => (n as i64, 0),
             };
         }
         sys_ret(raw::syscall4(
@@ -779,11 +826,7 @@ impl<'a> Exec<'a> {
                     ret(libc::sync_file_range(fd, c.offset, c.len as i64, c.flags as u32) as i64)
                 }
                 Ftruncate => ret(libc::ftruncate(fd, c.len as i64) as i64),
-                Fallocate => ret(libc::fallocate(fd, c.mode as i32, c.offset, c.len as i64) as i64),
-                PosixFallocate => match libc::posix_fallocate(fd, c.offset, c.len as i64) {
-                    0 => (0, 0),
-                    e => err(e),
-                },
+                Fallocate | PosixFallocate | Sendfile | CopyFileRange => self.sized_call(kind, c),
                 PosixFadvise => {
                     match libc::posix_fadvise(fd, c.offset, c.len as i64, c.flags as i32) {
                         0 => (0, 0),
@@ -825,22 +868,73 @@ impl<'a> Exec<'a> {
                 }
                 Flock => ret(libc::flock(fd, c.flags as i32) as i64),
                 Fcntl => ret(libc::fcntl(fd, c.flags as i32, c.arg) as i64),
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// The calls that take a size and may allocate it, issued in pieces
+    /// of at most [`MAX_BUF`] ([`in_pieces`]; the whole is charged
+    /// against the replay's budget before the start, [`crate::budget`]).
+    fn sized_call(&self, kind: Kind, c: &Command) -> (i64, i32) {
+        use Kind::*;
+        let s = self.slots;
+        let fd = s.fd(c.slot);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF).
+        unsafe {
+            match kind {
+                Fallocate => {
+                    let mode = c.mode as i32;
+                    // Ranges that shift the file's data are not split.
+                    let shifts = libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE;
+                    let alloc = |at: u64, n: u64| {
+                        let r = libc::fallocate(fd, mode, at_offset(c.offset, at), n as i64);
+                        ret(if r == 0 { n as i64 } else { -1 })
+                    };
+                    match if mode & shifts != 0 {
+                        alloc(0, c.len)
+                    } else {
+                        in_pieces(c.len, alloc)
+                    } {
+                        (_, 0) => (0, 0),
+                        e => e,
+                    }
+                }
+                PosixFallocate => {
+                    let alloc = |at: u64, n: u64| match libc::posix_fallocate(
+                        fd,
+                        at_offset(c.offset, at),
+                        n as i64,
+                    ) {
+                        0 => (n as i64, 0),
+                        e => err(e),
+                    };
+                    match in_pieces(c.len, alloc) {
+                        (_, 0) => (0, 0),
+                        e => e,
+                    }
+                }
                 Sendfile => {
                     // The trace's fd is the file read (as for
                     // copy_file_range), its second fd the output.
                     let out = s.fd(c.slot2);
-                    ret(libc::sendfile(out, fd, std::ptr::null_mut(), c.len as usize) as i64)
+                    in_pieces(c.len, |_, n| {
+                        ret(libc::sendfile(out, fd, std::ptr::null_mut(), n as usize) as i64)
+                    })
                 }
                 CopyFileRange => {
                     let out = s.fd(c.slot2);
-                    ret(libc::copy_file_range(
-                        fd,
-                        std::ptr::null_mut(),
-                        out,
-                        std::ptr::null_mut(),
-                        c.len as usize,
-                        0,
-                    ) as i64)
+                    in_pieces(c.len, |_, n| {
+                        ret(libc::copy_file_range(
+                            fd,
+                            std::ptr::null_mut(),
+                            out,
+                            std::ptr::null_mut(),
+                            n as usize,
+                            0,
+                        ) as i64)
+                    })
                 }
                 _ => err(libc::ENOSYS),
             }

@@ -1,13 +1,15 @@
 //! Replaying a compiled trace (`fsprof replay`) at user level, measured.
 //!
 //! [`replay`] loads a compiled trace ([`fsprof_trace::replayfile`]),
-//! confines every path under `--root` ([`root`]), optionally creates the
+//! confines every path under `--root` ([`root`]), bounds what it may
+//! allocate there before it starts ([`budget`]), optionally creates the
 //! trace's initial state there ([`prepare`]), runs one thread per replay
 //! thread honouring the ordering constraints and the traced times
 //! ([`engine`]), checks each result against the trace, and reports timing
 //! accuracy, mismatches and the replay's profile next to the trace's
 //! ([`report`]).
 
+pub mod budget;
 pub mod engine;
 pub mod exec;
 pub mod lateness;
@@ -35,6 +37,8 @@ pub enum ReplayError {
     Prepare(String),
     #[error("--realtime: {0}")]
     Realtime(String),
+    #[error("replay refused: {0}")]
+    Space(String),
 }
 
 pub struct ReplayOptions {
@@ -45,6 +49,9 @@ pub struct ReplayOptions {
     pub reads: Reads,
     /// Run the replay threads under SCHED_FIFO at this priority.
     pub realtime: Option<i32>,
+    /// The most the replay may allocate under the root ([`budget`]);
+    /// None: half the free space there.
+    pub max_bytes: Option<u64>,
 }
 
 pub struct Replayed {
@@ -58,6 +65,12 @@ pub struct Replayed {
     pub prepared: usize,
     /// Initial entries `--prepare` could not make, with the reason.
     pub prepare_failures: Vec<String>,
+    /// What the replay could allocate, and the budget it ran under.
+    pub demand: budget::Demand,
+    pub budget: budget::Budget,
+    /// Files could not grow past the budget (RLIMIT_FSIZE: a file system
+    /// without holes).
+    pub file_size_limited: bool,
 }
 
 /// Reads a compiled trace (a clear error for anything else).
@@ -87,13 +100,16 @@ pub fn replay(
     }
     let mut prepared = 0;
     let mut prepare_failures = Vec::new();
+    if opts.prepare && !prepare::is_empty(&opts.root)? {
+        return Err(ReplayError::Prepare(format!(
+            "{} is not empty; --prepare only creates the initial state in an empty directory (nothing there is overwritten)",
+            opts.root.display()
+        )));
+    }
+    let (demand, budget) = bound(compiled, &root, opts)?;
+    let limit = budget::FileSizeLimit::new(&budget)
+        .map_err(|e| ReplayError::Space(format!("cannot set RLIMIT_FSIZE: {e}")))?;
     if opts.prepare {
-        if !prepare::is_empty(&opts.root)? {
-            return Err(ReplayError::Prepare(format!(
-                "{} is not empty; --prepare only creates the initial state in an empty directory (nothing there is overwritten)",
-                opts.root.display()
-            )));
-        }
         (prepared, prepare_failures) = prepare::prepare(&root, compiled);
     }
     let engine = engine::Engine {
@@ -105,6 +121,8 @@ pub fn replay(
         realtime: opts.realtime,
     };
     let run = engine.run(progress);
+    let file_size_limited = limit.active();
+    drop(limit);
     let timing = report::timing(compiled, &run, opts.pace);
     let (traced, replayed) = report::profiles(compiled, &run);
     let fidelity = compare_profiles(&traced, &replayed, &CompareOptions::default());
@@ -115,5 +133,24 @@ pub fn replay(
         fidelity,
         prepared,
         prepare_failures,
+        demand,
+        budget,
+        file_size_limited,
     })
+}
+
+/// The replay's demand checked against its budget and the free space
+/// under the root ([`budget`]), before anything is made there.
+fn bound(
+    compiled: &Compiled,
+    root: &root::Root,
+    opts: &ReplayOptions,
+) -> Result<(budget::Demand, budget::Budget), ReplayError> {
+    let space = budget::Space::of(root)
+        .map_err(|e| ReplayError::Root(format!("{}: statvfs: {e}", opts.root.display())))?;
+    let kinds = exec::Kind::table(compiled);
+    let demand = budget::demand(compiled, &kinds, opts.prepare, space.block);
+    let b = budget::check(compiled, &demand, opts.max_bytes, space, &opts.root)
+        .map_err(ReplayError::Space)?;
+    Ok((demand, b))
 }

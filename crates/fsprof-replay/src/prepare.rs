@@ -13,7 +13,7 @@ use crate::ReplayError;
 /// Files up to this size get their unread parts written as zeros (so that
 /// reads hit real blocks, as they did when traced); larger ones are left
 /// sparse there.
-const FILL_MAX: u64 = 256 << 20;
+pub(crate) const FILL_MAX: u64 = 256 << 20;
 
 pub fn is_empty(dir: &std::path::Path) -> Result<bool, ReplayError> {
     let mut rd =

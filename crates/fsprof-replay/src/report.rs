@@ -27,6 +27,8 @@ pub struct Mismatch {
     pub expected: String,
     pub got: String,
     pub first_access: bool,
+    /// It depends on timing ([`timing_dependent`]), not on the file system.
+    pub timing_dependent: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -109,6 +111,12 @@ pub struct TimingReport {
     pub mismatches: u64,
     /// Mismatches on a file's first access: the initial state was wrong.
     pub initial_state_mismatches: u64,
+    /// Mismatches that depend on timing ([`timing_dependent`]), which
+    /// do not make the replay fail.
+    pub timing_dependent_mismatches: u64,
+    /// Calls that failed for want of room (ENOSPC, EDQUOT, EFBIG) where
+    /// the trace had not, whether results were verified or not.
+    pub out_of_space: u64,
     pub mismatch_examples: Vec<Mismatch>,
     pub aborted: bool,
 }
@@ -156,14 +164,10 @@ fn result_text(ret: i64, errno: i32) -> String {
     }
 }
 
-// One pass over the commands fills every part of the report.
-#[allow(clippy::too_many_lines)]
 pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
     let issued = || run.outcomes.iter().filter(|o| o.issued);
     let mut errors: Vec<u64> = issued().map(|o| o.error_ns).collect();
     errors.sort_unstable();
-    let n = errors.len();
-    let error = Quantiles::of_sorted(&errors);
     let mut own: Vec<u64> = issued()
         .map(|o| o.error_ns.saturating_sub(o.parts.machine()))
         .collect();
@@ -175,26 +179,96 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         e.wakeup_ns += o.parts.wakeup;
         e
     });
-    // 1-2-5 steps from 100 ns to 10 s.
+    let m = Mismatches::of(c, run);
+    TimingReport {
+        pace: match pace {
+            Pace::Afap => "afap".into(),
+            Pace::Speed(s) => format!("speed {s}"),
+        },
+        commands: c.commands.len() as u64,
+        issued: errors.len() as u64,
+        skipped_reads: run.outcomes.iter().filter(|o| !o.issued).count() as u64,
+        elapsed_ns: run.elapsed_ns,
+        traced_ns: c.header.duration_ns,
+        error: Quantiles::of_sorted(&errors),
+        cdf: cdf(&errors),
+        per_second: per_second(c, run),
+        late: match pace {
+            Pace::Afap => Vec::new(),
+            Pace::Speed(_) => late_causes(run),
+        },
+        error_parts,
+        error_without_machine: Quantiles::of_sorted(&own),
+        preemptions: run.preemptions,
+        cpu_ns: run.cpu_ns,
+        realtime_threads: run.realtime_threads,
+        threads: run.threads,
+        mismatches: m.count,
+        initial_state_mismatches: m.initial,
+        timing_dependent_mismatches: m.timing_dependent,
+        out_of_space: m.out_of_space,
+        mismatch_examples: m.examples,
+        aborted: run.aborted,
+    }
+}
+
+/// The share of the errors within 1-2-5 steps from 100 ns to 10 s, up to
+/// the first step that holds them all.
+fn cdf(sorted: &[u64]) -> Vec<(u64, f64)> {
+    let n = sorted.len();
     let mut cdf = Vec::new();
-    'edges: for exp in 2..=10u32 {
+    for exp in 2..=10u32 {
         for m in [1u64, 2, 5] {
             let edge = m * 10u64.pow(exp);
-            let within = errors.partition_point(|&e| e <= edge);
+            let within = sorted.partition_point(|&e| e <= edge);
             if n > 0 {
                 cdf.push((edge, within as f64 / n as f64));
             }
             if within == n {
-                break 'edges;
+                return cdf;
             }
         }
     }
+    cdf
+}
+
+/// Per traced second: the commands traced in it, those replayed in it,
+/// and the mean error of those traced in it (Replayfs Figs 7-8).
+fn per_second(c: &Compiled, run: &Run) -> Vec<Second> {
     let seconds =
         (c.header.duration_ns / 1_000_000_000 + 1).max(run.elapsed_ns / 1_000_000_000 + 1) as usize;
-    let mut traced = vec![0u64; seconds];
-    let mut replayed = vec![0u64; seconds];
-    let mut err_sum = vec![0f64; seconds];
+    let mut rows: Vec<Second> = (0..seconds)
+        .map(|s| Second {
+            second: s as u64,
+            traced_ops: 0,
+            replayed_ops: 0,
+            mean_error_ns: 0.0,
+        })
+        .collect();
     let mut err_n = vec![0u64; seconds];
+    for (cmd, o) in c.commands.iter().zip(&run.outcomes) {
+        let s = (cmd.t_ns / 1_000_000_000) as usize;
+        if let Some(row) = rows.get_mut(s) {
+            row.traced_ops += 1;
+            if o.issued {
+                row.mean_error_ns += o.error_ns as f64;
+                err_n[s] += 1;
+            }
+        }
+        if o.issued {
+            if let Some(row) = rows.get_mut((o.issued_ns / 1_000_000_000) as usize) {
+                row.replayed_ops += 1;
+            }
+        }
+    }
+    for (row, n) in rows.iter_mut().zip(err_n) {
+        row.mean_error_ns /= n.max(1) as f64;
+    }
+    rows
+}
+
+/// Commands later than 10 µs, 100 µs and 1 ms, by dominant cause.
+fn late_causes(run: &Run) -> Vec<LateCauses> {
     let mut late: Vec<LateCauses> = [10_000, 100_000, 1_000_000]
         .into_iter()
         .map(|over_ns| LateCauses {
@@ -202,25 +276,7 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
             ..Default::default()
         })
         .collect();
-    let mut mismatches = 0;
-    let mut initial = 0;
-    let mut examples = Vec::new();
-    for (i, (cmd, o)) in c.commands.iter().zip(&run.outcomes).enumerate() {
-        let s = (cmd.t_ns / 1_000_000_000) as usize;
-        if s < seconds {
-            traced[s] += 1;
-        }
-        if !o.issued {
-            continue;
-        }
-        let r = (o.issued_ns / 1_000_000_000) as usize;
-        if r < seconds {
-            replayed[r] += 1;
-        }
-        if s < seconds {
-            err_sum[s] += o.error_ns as f64;
-            err_n[s] += 1;
-        }
+    for o in run.outcomes.iter().filter(|o| o.issued) {
         for l in late.iter_mut().filter(|l| o.error_ns > l.over_ns) {
             match o.late {
                 Late::Behind => l.behind += 1,
@@ -230,14 +286,51 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
                 Late::No => {}
             }
         }
-        if o.mismatch {
-            mismatches += 1;
-            let first = cmd.cflags & CMD_FIRST_ACCESS != 0;
-            if first {
-                initial += 1;
+    }
+    late
+}
+
+/// Whether a difference from the trace depends on timing rather than on
+/// the file system: a call that would block (EAGAIN/EWOULDBLOCK: a lock
+/// another process held, a non-blocking descriptor), was interrupted
+/// (EINTR), or took a lock (`flock`), on either side.
+pub fn timing_dependent(op: &str, traced_errno: i32, got_errno: i32) -> bool {
+    let timed = |e: i32| e == libc::EAGAIN || e == libc::EINTR;
+    op == "flock" || timed(traced_errno) || timed(got_errno)
+}
+
+/// The results that differ from the trace, by kind.
+#[derive(Default)]
+struct Mismatches {
+    count: u64,
+    initial: u64,
+    timing_dependent: u64,
+    out_of_space: u64,
+    examples: Vec<Mismatch>,
+}
+
+impl Mismatches {
+    fn of(c: &Compiled, run: &Run) -> Mismatches {
+        let mut m = Mismatches::default();
+        for (i, (cmd, o)) in c.commands.iter().zip(&run.outcomes).enumerate() {
+            if !o.issued {
+                continue;
             }
-            if examples.len() < 20 {
-                examples.push(Mismatch {
+            // Checked whatever --verify says: the replay did not do what
+            // the trace did, and a full disk is no one else's business.
+            if crate::budget::out_of_space(o.errno) && o.errno != cmd.errno {
+                m.out_of_space += 1;
+            }
+            if !o.mismatch {
+                continue;
+            }
+            m.count += 1;
+            let first = cmd.cflags & CMD_FIRST_ACCESS != 0;
+            let timed = timing_dependent(cmd.op.name(), cmd.errno, o.errno);
+            m.initial += first as u64;
+            m.timing_dependent += timed as u64;
+            if m.examples.len() < 20 {
+                m.examples.push(Mismatch {
                     command: i,
                     thread: cmd.thread,
                     op: cmd.op.name().into(),
@@ -248,50 +341,62 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
                     expected: result_text(cmd.ret, cmd.errno),
                     got: result_text(o.ret, o.errno),
                     first_access: first,
+                    timing_dependent: timed,
                 });
             }
         }
+        m
     }
-    let per_second = (0..seconds)
-        .map(|s| Second {
-            second: s as u64,
-            traced_ops: traced[s],
-            replayed_ops: replayed[s],
-            mean_error_ns: if err_n[s] == 0 {
-                0.0
-            } else {
-                err_sum[s] / err_n[s] as f64
-            },
-        })
-        .collect();
-    TimingReport {
-        pace: match pace {
-            Pace::Afap => "afap".into(),
-            Pace::Speed(s) => format!("speed {s}"),
-        },
-        commands: c.commands.len() as u64,
-        issued: n as u64,
-        skipped_reads: run.outcomes.iter().filter(|o| !o.issued).count() as u64,
-        elapsed_ns: run.elapsed_ns,
-        traced_ns: c.header.duration_ns,
-        error,
-        cdf,
-        per_second,
-        late: if matches!(pace, Pace::Afap) {
-            Vec::new()
-        } else {
-            late
-        },
-        error_parts,
-        error_without_machine: Quantiles::of_sorted(&own),
-        preemptions: run.preemptions,
-        cpu_ns: run.cpu_ns,
-        realtime_threads: run.realtime_threads,
-        threads: run.threads,
-        mismatches,
-        initial_state_mismatches: initial,
-        mismatch_examples: examples,
-        aborted: run.aborted,
+}
+
+/// What a replay's exit status says, and why when it is not 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// 0: the results were the trace's (timing-dependent differences
+    /// aside, and up to `--max-mismatches` others); 1: they were not.
+    pub code: i32,
+    pub why: Option<String>,
+}
+
+impl TimingReport {
+    /// The differences that count against `--max-mismatches`.
+    pub fn counted_mismatches(&self) -> u64 {
+        self.mismatches
+            .saturating_sub(self.timing_dependent_mismatches)
+    }
+
+    pub fn verdict(&self, max_mismatches: u64) -> Verdict {
+        let fail = |why: String| Verdict {
+            code: 1,
+            why: Some(why),
+        };
+        if self.out_of_space > 0 {
+            return fail(format!(
+                "the file system under the root ran out of room (ENOSPC, EDQUOT or EFBIG) in {} call(s) the trace had not seen fail that way: the replay did not do what the trace did",
+                self.out_of_space
+            ));
+        }
+        if self.aborted {
+            return fail(
+                "stopped at the first result that differs from the trace (--verify strict)".into(),
+            );
+        }
+        let n = self.counted_mismatches();
+        if n > max_mismatches {
+            return fail(format!(
+                "{n} result(s) differ from the trace{}; --max-mismatches {} tolerated",
+                if self.timing_dependent_mismatches > 0 {
+                    format!(
+                        " ({} timing-dependent one(s) not counted)",
+                        self.timing_dependent_mismatches
+                    )
+                } else {
+                    String::new()
+                },
+                max_mismatches
+            ));
+        }
+        Verdict { code: 0, why: None }
     }
 }
 
@@ -433,9 +538,10 @@ impl TimingReport {
         }
         let _ = writeln!(
             s,
-            "  mismatches: {} ({} on a file's first access: the initial state differed){}",
+            "  mismatches: {} ({} on a file's first access: the initial state differed; {} timing-dependent){}",
             t.mismatches,
             t.initial_state_mismatches,
+            t.timing_dependent_mismatches,
             if t.aborted {
                 "; stopped at the first (--verify strict)"
             } else {
@@ -453,10 +559,10 @@ impl TimingReport {
                 format_ns(m.t_ns as f64),
                 m.expected,
                 m.got,
-                if m.first_access {
-                    " [first access]"
-                } else {
-                    ""
+                match (m.first_access, m.timing_dependent) {
+                    (true, _) => " [first access]",
+                    (_, true) => " [timing-dependent]",
+                    _ => "",
                 }
             );
         }
@@ -484,7 +590,7 @@ pub struct FidelityRow<'a> {
     pub interesting: bool,
     pub layer: &'a str,
     pub op: &'a str,
-    pub reason: &'a str,
+    pub reason: String,
     pub score: Option<f64>,
 }
 
@@ -502,7 +608,7 @@ impl<'a> TimingFile<'a> {
                     interesting: o.interesting,
                     layer: &o.layer,
                     op: &o.op,
-                    reason: &o.reason,
+                    reason: fsprof_report::reason::compare_reason(fidelity, o),
                     score: o.score,
                 })
                 .collect(),
@@ -641,6 +747,8 @@ mod tests {
             threads: 1,
             mismatches: 0,
             initial_state_mismatches: 0,
+            timing_dependent_mismatches: 0,
+            out_of_space: 0,
             mismatch_examples: Vec::new(),
             aborted: false,
         };
@@ -653,7 +761,8 @@ mod tests {
             "timing": timing,
             "fidelity": fidelity.ops.iter().map(|o| serde_json::json!({
                 "layer": o.layer, "op": o.op, "score": o.score,
-                "interesting": o.interesting, "reason": o.reason,
+                "interesting": o.interesting,
+                "reason": fsprof_report::reason::compare_reason(&fidelity, o),
             })).collect::<Vec<_>>(),
         });
         assert_eq!(fidelity.ops.len(), 2);

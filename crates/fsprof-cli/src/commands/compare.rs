@@ -103,7 +103,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
         FormatArg::Html => {
-            let rows: Vec<CompareRow> = c.ops.iter().map(CompareRow::from).collect();
+            let rows: Vec<CompareRow> = c.ops.iter().map(|o| CompareRow::new(&c, o)).collect();
             fsprof_plot::html::compare((&na, &pa), (&nb, &pb), &rows)?
         }
     };

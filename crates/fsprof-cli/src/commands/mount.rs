@@ -172,7 +172,8 @@ fn serve_and_capture(
     let server = match addrs {
         Some(addrs) => {
             let l = live.clone();
-            let s = MetricsServer::start(&addrs, Arc::new(move || l.profile()))?;
+            let render = serve::profile_render(Arc::new(move || l.profile()), Default::default());
+            let s = MetricsServer::start(&addrs, render)?;
             Some(s)
         }
         None => None,

@@ -1,7 +1,11 @@
 //! `fsprof replay REPLAY --root DIR`: a compiled trace replayed under DIR,
 //! with the timing report (issue-time errors, per-second counts, elapsed
 //! vs traced), the mismatches, and the replay's profile compared with the
-//! trace's. Exit 1 when `--verify strict` finds a mismatch.
+//! trace's. Exit status: 0 when the results were the trace's (differences
+//! that depend on timing aside, and up to `--max-mismatches` others), 1
+//! when they were not (a difference, a stop under `--verify strict`, or a
+//! call that ran out of room where the trace's had not), 2 when nothing
+//! was replayed (bad input, a refused budget).
 
 use std::path::PathBuf;
 
@@ -9,6 +13,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use fsprof_capture::Steps;
 use fsprof_core::format::{to_json, write_atomic};
+use fsprof_core::units::format_bytes;
 use fsprof_replay::report::TimingFile;
 use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
 
@@ -42,6 +47,15 @@ pub struct ReplayArgs {
     /// Write the timing report (JSON) to FILE
     #[arg(long, value_name = "FILE")]
     pub timing: Option<PathBuf>,
+    /// The most the replay may allocate under the root, all commands and
+    /// --prepare together (e.g. 512M, 20G); checked before it starts, with
+    /// the free space there [default: half the free space under the root]
+    #[arg(long, value_name = "SIZE", value_parser = fsprof_core::units::parse_bytes)]
+    pub max_bytes: Option<u64>,
+    /// Exit 0 even when up to N results differ from the trace (differences
+    /// that depend on timing, such as EAGAIN or a lock, never count)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_mismatches: u64,
     /// Run the replay threads under SCHED_FIFO (priority 10), so that other
     /// processes cannot delay them (root or CAP_SYS_NICE; Linux's real-time
     /// throttling still leaves other tasks 5% of each CPU)
@@ -106,6 +120,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             ReadsArg::Skip => Reads::Skip,
         },
         realtime: a.realtime.then_some(REALTIME_PRIORITY),
+        max_bytes: a.max_bytes,
     };
     let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}");
     bar.phase("replay", compiled.commands.len() as u64);
@@ -125,6 +140,18 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
         );
     }
+    fsprof_sys::diag!(
+        "fsprof: the replay could allocate up to {} of a budget of {} ({} free under {}){}",
+        format_bytes(r.demand.total as f64),
+        format_bytes(r.budget.bytes as f64),
+        format_bytes(r.budget.space.free as f64),
+        a.root.display(),
+        if r.file_size_limited {
+            "; no file could grow past the budget (a file system without holes)"
+        } else {
+            ""
+        }
+    );
     fsprof_sys::diag_nonl!("{}", r.timing.text());
     fsprof_sys::diag!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
     fsprof_sys::diag_nonl!(
@@ -141,6 +168,9 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             .with_context(|| format!("writing {}", p.display()))?;
         fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
     }
-    let strict_failed = matches!(a.verify, VerifyArg::Strict) && r.timing.mismatches > 0;
-    Ok(if strict_failed { 1 } else { 0 })
+    let verdict = r.timing.verdict(a.max_mismatches);
+    if let Some(why) = &verdict.why {
+        fsprof_sys::diag!("fsprof: {why}");
+    }
+    Ok(verdict.code)
 }

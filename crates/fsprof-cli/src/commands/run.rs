@@ -126,7 +126,8 @@ fn serve_metrics(
         p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         p
     });
-    let server = MetricsServer::start(&addrs, source)?;
+    let render = serve::profile_render(source, Default::default());
+    let server = MetricsServer::start(&addrs, render)?;
     fsprof_sys::diag!(
         "fsprof: serving live metrics on http://{}/metrics",
         server.local_addr()
