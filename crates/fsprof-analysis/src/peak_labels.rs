@@ -34,12 +34,12 @@
 //!    ([`Characteristic::is_stable`]) label anything.
 
 use fsprof_core::ops::{self, Direction, Role};
-use fsprof_core::units::format_bytes;
 use fsprof_core::{layer, JointHistogram, OpStats, Resolution};
 
 use crate::correlation::peak_values;
 use crate::labels::{Calibration, Characteristic};
 use crate::peaks::Peak;
+use serde::{Deserialize, Serialize};
 
 /// What kind of work an op does, as far as the calibration can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,16 +195,16 @@ impl Calibration {
         out
     }
 
-    /// The label of `peak`, a peak of `op` in layer `layer_name`: `≈
-    /// device read (128 KiB)`, `≈ page-cache hit`, or `None` (see the
-    /// module doc).
+    /// The label of `peak`, a peak of `op` in layer `layer_name` (a
+    /// device read of 128 KiB, a page-cache hit), or `None` (see the
+    /// module doc); fsprof-report words it.
     pub fn label_peak(
         &self,
         layer_name: &str,
         op: &OpStats,
         peak: &Peak,
         res: Resolution,
-    ) -> Option<String> {
+    ) -> Option<PeakLabel> {
         let candidates = family(layer_name, &op.name).candidates();
         if candidates.is_empty() {
             return None;
@@ -213,18 +213,27 @@ impl Calibration {
         let (lo, hi) = (res.lower_bound(peak.mode), res.upper_bound(peak.mode));
         let m = self.matches(candidates, size, lo, hi);
         match m.as_slice() {
-            [one] => Some(match one.size {
-                Some(s) => format!(
-                    "≈ {} ({})",
-                    one.characteristic.label,
-                    format_bytes(s as f64)
-                ),
-                None => format!("≈ {}", one.characteristic.label),
+            [one] => Some(PeakLabel {
+                name: one.characteristic.name.clone(),
+                label: one.characteristic.label.clone(),
+                size_bytes: one.size,
             }),
             // None, or two causes the peak cannot tell apart.
             _ => None,
         }
     }
+}
+
+/// The calibrated characteristic a peak is near.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeakLabel {
+    /// The characteristic's identifier (`device_read`).
+    pub name: String,
+    /// What the calibration calls it (`device read`).
+    pub label: String,
+    /// The request size the peak was matched at, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
 }
 
 /// How much slower than its calibrated median a page-cache hit or a
@@ -354,9 +363,21 @@ mod tests {
         (o, peak)
     }
 
+    /// `≈ device read (4 KiB)`: enough words to check the label by.
+    fn words(l: Option<PeakLabel>) -> Option<String> {
+        l.map(|l| match l.size_bytes {
+            Some(s) => format!(
+                "≈ {} ({})",
+                l.label,
+                fsprof_core::units::format_bytes(s as f64)
+            ),
+            None => format!("≈ {}", l.label),
+        })
+    }
+
     fn label(layer: &str, name: &str, ns: u64, size: Option<u64>) -> Option<String> {
         let (o, p) = op(name, ns, size);
-        cal().label_peak(layer, &o, &p, Resolution::DEFAULT)
+        words(cal().label_peak(layer, &o, &p, Resolution::DEFAULT))
     }
 
     #[test]
@@ -496,7 +517,7 @@ mod tests {
         assert_eq!(peaks.len(), 2, "{peaks:?}");
         let labels: Vec<_> = peaks
             .iter()
-            .map(|p| c.label_peak("user", &dd, p, res))
+            .map(|p| words(c.label_peak("user", &dd, p, res)))
             .collect();
         assert_eq!(
             labels,
@@ -525,7 +546,7 @@ mod tests {
         let hits = spread_op("pread", &[(23_000, 100)], 131072);
         let p = crate::find_peaks(&hits.histogram, res).remove(0);
         assert_eq!(
-            fast.label_peak("user", &hits, &p, res).as_deref(),
+            words(fast.label_peak("user", &hits, &p, res)).as_deref(),
             Some("≈ page-cache hit (128 KiB)")
         );
         let fuse = spread_op("read", &[(12_000, 100)], 4096);

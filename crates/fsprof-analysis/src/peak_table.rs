@@ -6,6 +6,7 @@ use fsprof_core::{OpStats, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::labels::Calibration;
+use crate::peak_labels::PeakLabel;
 use crate::peaks::{find_peaks_with, peak_time_range, Peak, PeakOptions};
 
 /// One row of the per-peak table (FSprof Table 3).
@@ -31,9 +32,13 @@ pub struct PeakRow {
     /// calls in the peak; only for profiles recorded with `--interval`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_range_ns: Option<(u64, u64)>,
-    /// `≈ page-cache hit`, with a calibration.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    /// The calibrated characteristic the peak is near, with a calibration.
+    #[serde(
+        rename = "characteristic",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub label: Option<PeakLabel>,
 }
 
 /// Peak rows for the ops of `p` accepted by `keep(layer, op)`, each layer's

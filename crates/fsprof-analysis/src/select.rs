@@ -7,10 +7,9 @@
 use fsprof_core::{OpStats, Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
-use crate::fmt::{bucket_human, pct};
 use crate::labels::Calibration;
+use crate::peak_labels::PeakLabel;
 use crate::peaks::{find_peaks_with, Peak, PeakOptions};
-use fsprof_core::layer::Unit;
 
 #[derive(Clone, Debug)]
 pub struct SelectOptions {
@@ -54,8 +53,13 @@ pub struct TopOp {
     /// Of the layer's total latency.
     pub latency_share: f64,
     pub peaks: Vec<Peak>,
-    /// One line: `read: 62% of user latency, 2 peaks; the one at 2.10ms..4.19ms holds 80% of it`.
-    pub reason: String,
+    /// The peak worth naming: the only one, or the one holding most of the
+    /// op's latency (an index into `peaks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead: Option<usize>,
+    /// The calibrated characteristic the lead peak is near.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<PeakLabel>,
 }
 
 /// One side of a correlated pair.
@@ -74,12 +78,12 @@ pub struct CorrelatedPeaks {
     pub b: PeakRef,
     /// `|count_a − count_b| / max`.
     pub count_diff: f64,
-    /// One line: `fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other`.
-    pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interesting {
+    /// The resolution the peaks' bucket indices are at.
+    pub resolution: Resolution,
     pub top: Vec<TopOp>,
     pub correlated: Vec<CorrelatedPeaks>,
 }
@@ -90,7 +94,10 @@ pub fn interesting(
     calibration: Option<&Calibration>,
 ) -> Interesting {
     let res = p.resolution();
-    let mut out = Interesting::default();
+    let mut out = Interesting {
+        resolution: res,
+        ..Default::default()
+    };
     // Every (layer, op, peaks) once, for both parts.
     let mut all: Vec<(&str, &OpStats, Vec<Peak>)> = Vec::new();
     for l in &p.layers {
@@ -109,13 +116,19 @@ pub fn interesting(
             if covered < opts.cover && taken < opts.max_ops {
                 covered += share;
                 taken += 1;
+                let lead = peaks
+                    .iter()
+                    .enumerate()
+                    .max_by(|(_, a), (_, b)| a.latency_share.total_cmp(&b.latency_share))
+                    .map(|(k, _)| k);
                 out.top.push(TopOp {
                     layer: l.name.clone(),
                     op: o.name.clone(),
                     calls: o.post,
                     total_ns: o.total_ns,
                     latency_share: share,
-                    reason: top_reason(&l.name, o, share, &peaks, res, calibration),
+                    lead,
+                    label: lead.and_then(|k| calibration?.label_peak(&l.name, o, &peaks[k], res)),
                     peaks: peaks.clone(),
                 });
             }
@@ -123,7 +136,7 @@ pub fn interesting(
         }
     }
 
-    out.correlated = correlated(&all, opts, res);
+    out.correlated = correlated(&all, opts);
     out
 }
 
@@ -137,11 +150,7 @@ const PAIR_WINDOW: usize = 512;
 /// the tolerance), closest counts first, then the pairs holding most
 /// latency. Peaks are sorted by count, so each is compared only with the
 /// ones after it up to `count / (1 - tolerance)`.
-fn correlated(
-    all: &[(&str, &OpStats, Vec<Peak>)],
-    opts: &SelectOptions,
-    res: Resolution,
-) -> Vec<CorrelatedPeaks> {
+fn correlated(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<CorrelatedPeaks> {
     let mut peaks: Vec<(u64, usize, usize)> = all
         .iter()
         .enumerate()
@@ -214,7 +223,6 @@ fn correlated(
             let ((la, oa, pa), (lb, ob, pb)) = (&all[x], &all[y]);
             let (a, b) = (&pa[i], &pb[j]);
             CorrelatedPeaks {
-                reason: pair_reason(la, oa, a, lb, ob, b, res),
                 a: PeakRef {
                     layer: la.to_string(),
                     op: oa.name.clone(),
@@ -231,76 +239,6 @@ fn correlated(
             }
         })
         .collect()
-}
-
-fn top_reason(
-    layer: &str,
-    o: &OpStats,
-    share: f64,
-    peaks: &[Peak],
-    res: Resolution,
-    cal: Option<&Calibration>,
-) -> String {
-    let mut s = format!("{}: {} of {layer} latency", o.name, pct(share));
-    match peaks.len() {
-        0 => {}
-        1 => {
-            s.push_str(&format!(
-                ", one peak at {}",
-                bucket_human(peaks[0].mode, res, Unit::of(layer))
-            ));
-            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, &peaks[0], res)) {
-                s.push_str(&format!(" {l}"));
-            }
-        }
-        n => {
-            let heavy = peaks
-                .iter()
-                .max_by(|a, b| a.latency_share.total_cmp(&b.latency_share))
-                .unwrap();
-            s.push_str(&format!(
-                ", {n} peaks; the one at {}",
-                bucket_human(heavy.mode, res, Unit::of(layer))
-            ));
-            if let Some(l) = cal.and_then(|c| c.label_peak(layer, o, heavy, res)) {
-                s.push_str(&format!(" {l}"));
-            }
-            s.push_str(&format!(
-                " holds {} of its latency with {} of its calls",
-                pct(heavy.latency_share),
-                pct(heavy.count_share)
-            ));
-        }
-    }
-    s
-}
-
-fn pair_reason(
-    la: &str,
-    oa: &OpStats,
-    a: &Peak,
-    lb: &str,
-    ob: &OpStats,
-    b: &Peak,
-    res: Resolution,
-) -> String {
-    let side = |l: &str, o: &OpStats, p: &Peak| {
-        if p.count_share >= 0.95 {
-            format!("{l}/{} (all {} calls)", o.name, p.count)
-        } else {
-            format!(
-                "{l}/{} peak at {} ({} calls)",
-                o.name,
-                bucket_human(p.mode, res, Unit::of(l)),
-                p.count
-            )
-        }
-    };
-    format!(
-        "{} ≈ {}: one may cause the other",
-        side(la, oa, a),
-        side(lb, ob, b)
-    )
 }
 
 #[cfg(test)]
@@ -325,16 +263,13 @@ mod tests {
         let c = &got.correlated[0];
         assert_eq!((c.a.op.as_str(), c.b.op.as_str()), ("lookup", "read_inode"));
         assert_eq!((c.a.index, c.a.peak.count, c.b.peak.count), (1, 300, 300));
+        assert_eq!((c.a.peak.mode, c.b.peak.count_share), (17, 1.0));
+        // lookup holds most latency and comes first; of its 2 peaks the
+        // slow one holds most of its latency.
+        let top = &got.top[0];
         assert_eq!(
-            c.reason,
-            "fs/lookup peak at 131µs..262µs (300 calls) ≈ fs/read_inode (all 300 calls): one may cause the other"
-        );
-        // lookup holds most latency and comes first.
-        assert_eq!(got.top[0].op, "lookup");
-        assert!(
-            got.top[0].reason.contains("2 peaks"),
-            "{}",
-            got.top[0].reason
+            (top.op.as_str(), top.peaks.len(), top.lead),
+            ("lookup", 2, Some(1))
         );
     }
 
@@ -417,7 +352,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let got: Vec<(usize, usize, usize, usize)> = correlated(&all, &opts, res)
+            let got: Vec<(usize, usize, usize, usize)> = correlated(&all, &opts)
                 .iter()
                 .map(|c| {
                     let at = |r: &PeakRef| all.iter().position(|(l, o, _)| *l == r.layer && o.name == r.op).unwrap();

@@ -51,15 +51,16 @@ pub struct CompareRow {
     pub reason: String,
 }
 
-impl From<&fsprof_analysis::OpComparison> for CompareRow {
-    fn from(o: &fsprof_analysis::OpComparison) -> Self {
+impl CompareRow {
+    /// The row of op `o` of comparison `c`.
+    pub fn new(c: &fsprof_analysis::Comparison, o: &fsprof_analysis::OpComparison) -> Self {
         CompareRow {
             layer: o.layer.clone(),
             op: o.op.clone(),
             method: o.method.name().to_string(),
             score: o.score,
             interesting: o.interesting,
-            reason: o.reason.clone(),
+            reason: fsprof_report::reason::compare_reason(c, o),
         }
     }
 }

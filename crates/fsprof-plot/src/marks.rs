@@ -23,6 +23,7 @@ pub fn peak_finder(
             .map(|p| {
                 let what = cal
                     .and_then(|c| c.label_peak(layer, op, p, res))
+                    .map(|l| fsprof_report::reason::peak_label(&l))
                     .unwrap_or_else(|| format!("~{}", Unit::of(layer).format(p.mode_ns(res))));
                 PeakMark {
                     lo: p.first,

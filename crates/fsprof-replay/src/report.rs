@@ -590,7 +590,7 @@ pub struct FidelityRow<'a> {
     pub interesting: bool,
     pub layer: &'a str,
     pub op: &'a str,
-    pub reason: &'a str,
+    pub reason: String,
     pub score: Option<f64>,
 }
 
@@ -608,7 +608,7 @@ impl<'a> TimingFile<'a> {
                     interesting: o.interesting,
                     layer: &o.layer,
                     op: &o.op,
-                    reason: &o.reason,
+                    reason: fsprof_report::reason::compare_reason(fidelity, o),
                     score: o.score,
                 })
                 .collect(),
@@ -761,7 +761,8 @@ mod tests {
             "timing": timing,
             "fidelity": fidelity.ops.iter().map(|o| serde_json::json!({
                 "layer": o.layer, "op": o.op, "score": o.score,
-                "interesting": o.interesting, "reason": o.reason,
+                "interesting": o.interesting,
+                "reason": fsprof_report::reason::compare_reason(&fidelity, o),
             })).collect::<Vec<_>>(),
         });
         assert_eq!(fidelity.ops.len(), 2);

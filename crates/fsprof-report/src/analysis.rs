@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::compare::Comparison;
+use fsprof_analysis::compare::{Comparison, OpComparison};
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
@@ -15,6 +15,7 @@ use fsprof_core::Resolution;
 use serde::Serialize;
 
 use crate::fmt::field;
+use crate::reason::{compare_reason, pair_reason, peak_label, top_reason};
 
 /// `fsprof compare`'s text output: the interesting ops with their reasons,
 /// then a table of every op.
@@ -33,7 +34,7 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
     } else {
         let _ = writeln!(out, "\n{} interesting op(s):", hits.len());
         for o in &hits {
-            let _ = writeln!(out, "  {}/{}", o.layer, o.reason);
+            let _ = writeln!(out, "  {}/{}", o.layer, compare_reason(c, o));
         }
     }
     let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(2);
@@ -72,7 +73,24 @@ pub struct ComparisonJson<'a> {
     pub a: &'a str,
     pub b: &'a str,
     pub interesting: bool,
+    pub comparison: ComparisonBody<'a>,
+}
+
+/// The comparison as analysis computed it, each op with its reason in
+/// words beside the finding.
+#[derive(Serialize)]
+pub struct ComparisonBody<'a> {
+    #[serde(flatten)]
     pub comparison: &'a Comparison,
+    pub ops: Vec<OpJson<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct OpJson<'a> {
+    #[serde(flatten)]
+    pub op: &'a OpComparison,
+    /// The finding in words, as the text report prints it.
+    pub reason: String,
 }
 
 pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
@@ -82,7 +100,17 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         a: a_name,
         b: b_name,
         interesting: c.any_interesting(),
-        comparison: c,
+        comparison: ComparisonBody {
+            comparison: c,
+            ops: c
+                .ops
+                .iter()
+                .map(|o| OpJson {
+                    op: o,
+                    reason: compare_reason(c, o),
+                })
+                .collect(),
+        },
     })
 }
 
@@ -110,7 +138,7 @@ pub fn comparison_csv(c: &Comparison) -> String {
             o.total_ns_b,
             o.peaks_a.len(),
             o.peaks_b.len(),
-            field(&o.reason)
+            field(&compare_reason(c, o))
         );
     }
     crate::terminal_safe(out)
@@ -156,7 +184,11 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
                 .unwrap_or_else(|| "-".into());
             let _ = write!(out, " {t:>17}");
         }
-        let _ = writeln!(out, "  {}", r.label.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "  {}",
+            r.label.as_ref().map(peak_label).unwrap_or_default()
+        );
     }
     out
 }
@@ -191,7 +223,13 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
             r.layer_latency_share,
             ts,
             te,
-            field(r.label.as_deref().unwrap_or("").trim_start_matches("≈ ")),
+            field(
+                r.label
+                    .as_ref()
+                    .map(peak_label)
+                    .unwrap_or_default()
+                    .trim_start_matches("≈ ")
+            ),
             r.unit.symbol()
         );
     }
@@ -201,14 +239,14 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
 pub fn interesting_text(i: &Interesting) -> String {
     let mut out = String::from("\ninteresting ops (most latency):\n");
     for t in &i.top {
-        let _ = writeln!(out, "  {}/{}", t.layer, t.reason);
+        let _ = writeln!(out, "  {}/{}", t.layer, top_reason(i, t));
     }
     out.push_str("\ncorrelated peaks (same number of calls):\n");
     if i.correlated.is_empty() {
         out.push_str("  (none)\n");
     }
     for c in &i.correlated {
-        let _ = writeln!(out, "  {}", c.reason);
+        let _ = writeln!(out, "  {}", pair_reason(i, c));
     }
     out
 }
@@ -227,7 +265,7 @@ pub fn interesting_csv(i: &Interesting) -> String {
             field(&t.op),
             t.calls,
             t.latency_share,
-            field(&t.reason)
+            field(&top_reason(i, t))
         );
     }
     for c in &i.correlated {
@@ -241,7 +279,7 @@ pub fn interesting_csv(i: &Interesting) -> String {
             field(&c.b.op),
             c.b.index + 1,
             c.a.peak.count,
-            field(&c.reason)
+            field(&pair_reason(i, c))
         );
     }
     crate::terminal_safe(out)
@@ -312,9 +350,10 @@ mod tests {
                 total_ns: 1,
                 latency_share: 1.0,
                 peaks: Vec::new(),
-                reason: format!("{ESC}: all of it"),
+                lead: None,
+                label: None,
             }],
-            correlated: Vec::new(),
+            ..Default::default()
         };
         let csv = super::interesting_csv(&i);
         assert!(

@@ -3,7 +3,7 @@
 
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::peak_table::PeakRow;
-use fsprof_analysis::select::Interesting;
+use fsprof_analysis::select::{CorrelatedPeaks, Interesting, TopOp};
 use fsprof_core::layer::Unit;
 use fsprof_core::profile::Meta;
 use fsprof_core::Profile;
@@ -20,11 +20,58 @@ pub struct ProfileReport<'a> {
     pub meta: &'a Meta,
     pub layers: Vec<LayerJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub peaks: Option<&'a [PeakRow]>,
+    pub peaks: Option<Vec<PeakJson<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub interesting: Option<&'a Interesting>,
+    pub interesting: Option<InterestingJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub correlation: Option<&'a OpValues>,
+}
+
+/// A peak row, with its calibrated characteristic in words.
+#[derive(Serialize)]
+pub struct PeakJson<'a> {
+    #[serde(flatten)]
+    pub row: &'a PeakRow,
+    /// `≈ device read (128 KiB)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// `report --interesting`, each op and pair with its reason in words.
+#[derive(Serialize)]
+pub struct InterestingJson<'a> {
+    pub top: Vec<Reasoned<'a, TopOp>>,
+    pub correlated: Vec<Reasoned<'a, CorrelatedPeaks>>,
+}
+
+#[derive(Serialize)]
+pub struct Reasoned<'a, T> {
+    #[serde(flatten)]
+    pub finding: &'a T,
+    pub reason: String,
+}
+
+impl<'a> InterestingJson<'a> {
+    fn new(i: &'a Interesting) -> Self {
+        InterestingJson {
+            top: i
+                .top
+                .iter()
+                .map(|t| Reasoned {
+                    finding: t,
+                    reason: crate::reason::top_reason(i, t),
+                })
+                .collect(),
+            correlated: i
+                .correlated
+                .iter()
+                .map(|c| Reasoned {
+                    finding: c,
+                    reason: crate::reason::pair_reason(i, c),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -149,8 +196,15 @@ impl<'a> ProfileReport<'a> {
             report: "fsprof-report",
             meta: &p.meta,
             layers,
-            peaks: tables.peaks.as_deref(),
-            interesting: tables.interesting.as_ref(),
+            peaks: tables.peaks.as_ref().map(|rows| {
+                rows.iter()
+                    .map(|row| PeakJson {
+                        row,
+                        label: row.label.as_ref().map(crate::reason::peak_label),
+                    })
+                    .collect()
+            }),
+            interesting: tables.interesting.as_ref().map(InterestingJson::new),
             correlation: tables.correlation.as_ref(),
         }
     }

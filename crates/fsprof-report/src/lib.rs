@@ -12,6 +12,7 @@ pub mod calibration;
 mod csv;
 pub mod fmt;
 pub mod json;
+pub mod reason;
 pub mod summary;
 mod text;
 

@@ -8,6 +8,13 @@ use fsprof_core::format::{read_profile, write_profile};
 use fsprof_core::profile::Meta;
 use fsprof_core::{OpStats, Profile};
 
+/// A calibration file (JSON) of one stable characteristic: device reads
+/// of 2.5–4 ms (median 3 ms), which bucket 21 (2.10–4.19 ms) matches.
+pub const CALIBRATION_DEVICE_READ_3MS: &str = r#"{"format":"fsprof-calibration","format_version":2,"fsprof_version":"t",
+    "characteristics":[{"name":"device_read","label":"device read",
+    "median_ns":3000000,"p10_ns":2500000,"p90_ns":4000000,"samples":9,
+    "rounds":[3000000,3100000]}]}"#;
+
 /// An op with `count` calls in each listed bucket (`(index, count)`),
 /// each call taking the bucket's middle (1.5 × 2^index ns).
 pub fn op(name: &str, buckets: &[(i32, u64)]) -> OpStats {

@@ -1,0 +1,378 @@
+//! Two whole profiles compared op by op, in OSprof §3.2's three phases:
+//!
+//! 1. **Negligible pairs are skipped.** An op is negligible when, in both
+//!    profiles, its share of its layer's total latency *and* its share of
+//!    the layer's calls are below [`CompareOptions::negligible`] (default
+//!    1%), or when it has fewer than [`CompareOptions::min_calls`] calls on
+//!    both sides (one call is no distribution). Ops whose counts and
+//!    histograms are equal are `identical`.
+//! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
+//!    compared: a peak of B over a bucket range where A had less than half
+//!    its share of calls (within a power of two) is `new`, the reverse `gone`, and a peak whose
+//!    biggest overlapping peak on the other side has its mode two or more
+//!    powers of two away `moved`. A new or gone peak holding at least
+//!    [`CompareOptions::peak_change_share`] of the op's latency, with the
+//!    op's total latency up (down) by at least half of it, makes the op
+//!    interesting by itself — a few calls that now wait for the disk are a
+//!    change even when they barely move the distribution (turn off with
+//!    `peak_changes: false`).
+//! 3. **The difference is scored** with the chosen [`Method`]; a score at or
+//!    above the threshold makes the op interesting.
+//!
+//! The layer is the "whole profile" for shares: different layers time the
+//! same calls at different depths, so adding them up would count time
+//! twice. Histograms at different resolutions are compared at the coarser
+//! one.
+
+use std::collections::HashMap;
+
+use fsprof_core::{Histogram, Layer, OpStats, Profile, Resolution};
+use serde::{Deserialize, Serialize};
+
+use crate::distance;
+use crate::labels::Calibration;
+use crate::peaks::{find_peaks_with, Peak, PeakOptions};
+
+mod finding;
+mod method;
+mod peak_change;
+
+pub use finding::{Difference, Finding, Moved};
+pub use method::Method;
+pub use peak_change::{PeakChange, SeenPeak};
+
+#[derive(Clone, Debug)]
+pub struct CompareOptions {
+    pub method: Method,
+    /// Score at or above which an op is interesting; `None` = the method's
+    /// [`Method::default_threshold`].
+    pub threshold: Option<f64>,
+    /// Phase 1: share of the layer's latency and calls below which an op is
+    /// negligible (in both profiles). Default 0.01.
+    pub negligible: f64,
+    /// Phase 1: ops with fewer calls than this on both sides are
+    /// negligible. Default 10.
+    pub min_calls: u64,
+    /// Phase 2 on/off: whether a new or gone peak alone makes an op
+    /// interesting. Default true.
+    pub peak_changes: bool,
+    /// Phase 2: smallest share of the op's latency a new/gone peak must
+    /// hold (on its side) to count; the op's total latency must also have
+    /// grown (shrunk) by at least half the peak's latency. Default 0.2.
+    pub peak_change_share: f64,
+    pub peaks: PeakOptions,
+    /// Labels peaks in reasons ("≈ device read") when given.
+    pub calibration: Option<Calibration>,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            method: Method::Emd,
+            threshold: None,
+            negligible: 0.01,
+            min_calls: 10,
+            peak_changes: true,
+            peak_change_share: 0.2,
+            peaks: PeakOptions::default(),
+            calibration: None,
+        }
+    }
+}
+
+/// What phase 1 decided about an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Scored in phase 3.
+    Compared,
+    /// Below the negligible threshold on both sides (still scored, never
+    /// interesting).
+    Negligible,
+    /// Same calls, same histogram.
+    Identical,
+    /// Only in B (and not negligible there: interesting).
+    Added,
+    /// Only in A (and not negligible there: interesting).
+    Removed,
+}
+
+impl Status {
+    /// The name reports print, as in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Compared => "compared",
+            Status::Negligible => "negligible",
+            Status::Identical => "identical",
+            Status::Added => "added",
+            Status::Removed => "removed",
+        }
+    }
+}
+
+/// One op of one layer in both profiles.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpComparison {
+    pub layer: String,
+    pub op: String,
+    pub method: Method,
+    /// The phase-3 score (higher = more different); `None` when the op has
+    /// calls on one side only.
+    pub score: Option<f64>,
+    /// Whether the op crossed the threshold or had a significant peak
+    /// change (or appeared/disappeared).
+    pub interesting: bool,
+    /// Why, as data (fsprof-report words it).
+    pub finding: Finding,
+    pub status: Status,
+    pub calls_a: u64,
+    pub calls_b: u64,
+    pub total_ns_a: u64,
+    pub total_ns_b: u64,
+    /// Share of the layer's total latency in A and B.
+    pub latency_share_a: f64,
+    pub latency_share_b: f64,
+    pub peaks_a: Vec<Peak>,
+    pub peaks_b: Vec<Peak>,
+    pub peak_changes: Vec<PeakChange>,
+}
+
+/// The result of [`compare_profiles`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub method: Method,
+    pub threshold: f64,
+    pub negligible: f64,
+    /// Ops with fewer calls on both sides were not compared.
+    pub min_calls: u64,
+    /// The resolution the histograms were compared (and peak indices are
+    /// expressed) at.
+    pub resolution: Resolution,
+    /// Interesting ops first, ranked (appeared/disappeared ops, then by
+    /// score, highest first), then all the others by score.
+    pub ops: Vec<OpComparison>,
+}
+
+impl Comparison {
+    pub fn interesting(&self) -> impl Iterator<Item = &OpComparison> {
+        self.ops.iter().filter(|o| o.interesting)
+    }
+
+    pub fn any_interesting(&self) -> bool {
+        self.ops.iter().any(|o| o.interesting)
+    }
+
+    /// `fsprof compare`'s exit status: 1 if any op is interesting, else 0.
+    pub fn exit_code(&self) -> i32 {
+        i32::from(self.any_interesting())
+    }
+}
+
+/// Layers and ops, found by name.
+trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for Layer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for OpStats {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Each side's positions by name, and the union of the names: `a`'s in
+/// order, then those of `b` that `a` lacks. By index because a profile may
+/// hold 100k layers, and finding each by a scan made compare quadratic.
+type ByName<'x> = (
+    HashMap<&'x str, usize>,
+    HashMap<&'x str, usize>,
+    Vec<&'x str>,
+);
+
+fn by_name<'x, T: Named>(a: &'x [T], b: &'x [T]) -> ByName<'x> {
+    let index = |v: &'x [T]| -> HashMap<&'x str, usize> {
+        v.iter().enumerate().map(|(k, t)| (t.name(), k)).collect()
+    };
+    let (ia, ib) = (index(a), index(b));
+    let mut names: Vec<&str> = a.iter().map(Named::name).collect();
+    names.extend(b.iter().map(Named::name).filter(|n| !ia.contains_key(n)));
+    (ia, ib, names)
+}
+
+/// Compares profile `a` (the baseline) with `b`, every op of every layer
+/// present in either.
+pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comparison {
+    let res = a.resolution().min(b.resolution());
+    let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
+    let empty = Layer::default();
+    let (ia, ib, layer_names) = by_name(&a.layers, &b.layers);
+    let mut ops = Vec::new();
+    for name in layer_names {
+        let la = ia.get(name).map_or(&empty, |&k| &a.layers[k]);
+        let lb = ib.get(name).map_or(&empty, |&k| &b.layers[k]);
+        let (oa, ob, op_names) = by_name(&la.ops, &lb.ops);
+        // Once per layer, not per op.
+        let (ta, tb) = (
+            (la.total_ns(), la.total_calls()),
+            (lb.total_ns(), lb.total_calls()),
+        );
+        for op in op_names {
+            let side = |l: &Layer, idx: &HashMap<&str, usize>, t, p: &Profile| {
+                let mut s = idx
+                    .get(op)
+                    .map_or_else(|| OpStats::new(op), |&k| l.ops[k].clone());
+                s.downscale(p.resolution(), res);
+                Side::new(s, t)
+            };
+            ops.push(compare_op(
+                name,
+                side(la, &oa, ta, a),
+                side(lb, &ob, tb, b),
+                res,
+                threshold,
+                opts,
+            ));
+        }
+    }
+    rank(&mut ops);
+    Comparison {
+        method: opts.method,
+        threshold,
+        negligible: opts.negligible,
+        min_calls: opts.min_calls,
+        resolution: res,
+        ops,
+    }
+}
+
+struct Side {
+    op: OpStats,
+    latency_share: f64,
+    calls_share: f64,
+}
+
+impl Side {
+    /// `totals`: the layer's total latency and calls.
+    fn new(op: OpStats, (total_ns, calls): (u64, u64)) -> Self {
+        let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+        Side {
+            latency_share: share(op.total_ns, total_ns),
+            calls_share: share(op.post, calls),
+            op,
+        }
+    }
+
+    fn negligible(&self, limit: f64) -> bool {
+        self.latency_share < limit && self.calls_share < limit
+    }
+}
+
+fn compare_op(
+    layer: &str,
+    a: Side,
+    b: Side,
+    res: Resolution,
+    threshold: f64,
+    opts: &CompareOptions,
+) -> OpComparison {
+    let (ha, hb) = (&a.op.histogram, &b.op.histogram);
+    let score = score(opts.method, &a.op, &b.op, res);
+    let peaks_a = find_peaks_with(ha, res, &opts.peaks);
+    let peaks_b = find_peaks_with(hb, res, &opts.peaks);
+    let name = a.op.name.clone();
+    let (ca, cb) = (a.op.count(), b.op.count());
+    let status = if (ca == 0 && cb == 0)
+        || (a.negligible(opts.negligible) && b.negligible(opts.negligible))
+        || (ca < opts.min_calls && cb < opts.min_calls)
+    {
+        Status::Negligible
+    } else if ca == 0 {
+        Status::Added
+    } else if cb == 0 {
+        Status::Removed
+    } else if ca == cb && ha == hb {
+        Status::Identical
+    } else {
+        Status::Compared
+    };
+    let peak_changes = if status == Status::Compared {
+        let peaks = peak_change::Peaks {
+            a: &peaks_a,
+            b: &peaks_b,
+            layer,
+        };
+        peak_change::peak_changes(peaks, &a, &b, res, opts)
+    } else {
+        Vec::new()
+    };
+    let over = score.is_some_and(|s| s >= threshold);
+    // An op that appears or vanishes matters when it holds time: a few
+    // cheap calls (a new `fcntl`) must not decide compare's exit status.
+    let interesting = match status {
+        Status::Added => b.latency_share >= opts.negligible,
+        Status::Removed => a.latency_share >= opts.negligible,
+        Status::Compared => over || peak_changes.iter().any(PeakChange::significant),
+        Status::Negligible | Status::Identical => false,
+    };
+    let finding = finding::finding(status, &a, &b, &peak_changes, res, opts);
+    OpComparison {
+        layer: layer.to_string(),
+        op: name,
+        method: opts.method,
+        score,
+        interesting,
+        finding,
+        status,
+        calls_a: ca,
+        calls_b: cb,
+        total_ns_a: a.op.total_ns,
+        total_ns_b: b.op.total_ns,
+        latency_share_a: a.latency_share,
+        latency_share_b: b.latency_share,
+        peaks_a,
+        peaks_b,
+        peak_changes,
+    }
+}
+
+/// The phase-3 score of one op; `None` when a shape measure meets an empty
+/// side.
+pub fn score(method: Method, a: &OpStats, b: &OpStats, res: Resolution) -> Option<f64> {
+    let (ha, hb): (&Histogram, &Histogram) = (&a.histogram, &b.histogram);
+    match method {
+        Method::Emd => crate::refine::emd(a, b, res).map(|d| d.emd / res.get() as f64),
+        Method::Chi2 => distance::chi2(ha, hb),
+        Method::Jeffrey => distance::jeffrey(ha, hb),
+        Method::Count if a.count() == 0 || b.count() == 0 => None,
+        Method::Count => Some(distance::count_diff(a, b)),
+        Method::Latency if a.count() == 0 || b.count() == 0 => None,
+        Method::Latency => Some(distance::latency_diff(a, b)),
+    }
+}
+
+fn rank(ops: &mut [OpComparison]) {
+    let key = |o: &OpComparison| {
+        let one_sided = matches!(o.status, Status::Added | Status::Removed);
+        (
+            o.interesting,
+            one_sided,
+            o.score.unwrap_or(f64::INFINITY),
+            o.latency_share_a.max(o.latency_share_b),
+        )
+    };
+    ops.sort_by(|x, y| {
+        let (kx, ky) = (key(x), key(y));
+        (ky.0, ky.1)
+            .cmp(&(kx.0, kx.1))
+            .then(ky.2.total_cmp(&kx.2))
+            .then(ky.3.total_cmp(&kx.3))
+    });
+}
+
+#[cfg(test)]
+mod tests;
