@@ -757,44 +757,7 @@ fn a_replay_on_a_terminal_draws_its_progress_bar() {
 #[test]
 fn opens_through_symlinks_replay_with_their_traced_results() {
     let (_d, base) = canonical_tempdir();
-    let exe = fsprof_testkit::compile_source(
-        "links",
-        r#"#define _GNU_SOURCE
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
-static int fail(int line) { fprintf(stderr, "line %d: %d\n", line, errno); return 1; }
-#define CHECK(x) do { if (!(x)) return fail(__LINE__); } while (0)
-int main(void) {
-    char cwd[4096], abs[4200];
-    CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    CHECK(mkdir("d", 0755) == 0 && mkdir("d/sub", 0755) == 0);
-    int f = open("d/sub/file", O_CREAT | O_WRONLY, 0644);
-    CHECK(f >= 0 && write(f, "x", 1) == 1 && close(f) == 0);
-    CHECK(symlink("sub/file", "d/rel") == 0);
-    snprintf(abs, sizeof abs, "%s/d/sub", cwd);
-    CHECK(symlink(abs, "d/abs") == 0);
-    CHECK((f = open("d/rel", O_RDONLY)) >= 0 && close(f) == 0);
-    DIR *dd = opendir("d/abs");
-    CHECK(dd != NULL && closedir(dd) == 0);
-    CHECK(open("d/rel", O_RDONLY | O_NOFOLLOW) == -1 && errno == ELOOP);
-    CHECK(open("d/rel", O_RDONLY | O_DIRECTORY) == -1 && errno == ENOTDIR);
-    CHECK(symlink("new-target", "d/dangling") == 0);
-    CHECK((f = open("d/dangling", O_CREAT | O_WRONLY, 0644)) >= 0 && close(f) == 0);
-    CHECK(rename("d/sub", "d/moved") == 0);
-    CHECK(open("d/sub/file", O_RDONLY) == -1 && errno == ENOENT);
-    CHECK((f = open("d/moved/file", O_RDONLY)) >= 0 && close(f) == 0);
-    CHECK(symlink("moved", "d/sub") == 0);
-    CHECK((f = open("d/sub/file", O_RDONLY)) >= 0 && close(f) == 0);
-    return 0;
-}
-"#,
-        &base,
-        &[],
-    );
+    let exe = c_program(&base, "links", LINKS_C);
     let (work, root) = (base.join("work"), base.join("root"));
     let (_, msgs) = trace_and_replay_strict(&base, &exe);
     assert!(msgs.contains("mismatches: 0"), "{msgs}");
@@ -814,25 +777,7 @@ int main(void) {
 #[test]
 fn mmap_msync_and_munmap_replay_on_the_file_under_the_root() {
     let (_d, base) = canonical_tempdir();
-    let exe = fsprof_testkit::compile_source(
-        "mm",
-        r#"#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-int main(void) {
-    int fd = open("data.bin", O_CREAT | O_RDWR | O_TRUNC, 0644);
-    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) return 1;
-    char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return 2;
-    close(fd);
-    for (int p = 0; p < 256; p++) m[p * 4096] = (char)p;
-    if (msync(m + 8192, 4096, MS_SYNC) != 0 || msync(m, 1 << 20, MS_SYNC) != 0) return 3;
-    return munmap(m, 1 << 20);
-}
-"#,
-        &base,
-        &[],
-    );
+    let exe = c_program(&base, "mm", MMAP_C);
     let (t, msgs) = trace_and_replay_strict(&base, &exe);
     assert!(msgs.contains("mismatches: 0"), "{msgs}");
     let r = base.join("c.replay");
@@ -878,3 +823,57 @@ int main(void) {
         );
     }
 }
+
+/// A C program built from `src` in `base`.
+fn c_program(base: &Path, name: &str, src: &str) -> PathBuf {
+    fsprof_testkit::compile_source(name, src, base, &[])
+}
+
+const LINKS_C: &str = r#"#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int fail(int line) { fprintf(stderr, "line %d: %d\n", line, errno); return 1; }
+#define CHECK(x) do { if (!(x)) return fail(__LINE__); } while (0)
+int main(void) {
+    char cwd[4096], abs[4200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(mkdir("d", 0755) == 0 && mkdir("d/sub", 0755) == 0);
+    int f = open("d/sub/file", O_CREAT | O_WRONLY, 0644);
+    CHECK(f >= 0 && write(f, "x", 1) == 1 && close(f) == 0);
+    CHECK(symlink("sub/file", "d/rel") == 0);
+    snprintf(abs, sizeof abs, "%s/d/sub", cwd);
+    CHECK(symlink(abs, "d/abs") == 0);
+    CHECK((f = open("d/rel", O_RDONLY)) >= 0 && close(f) == 0);
+    DIR *dd = opendir("d/abs");
+    CHECK(dd != NULL && closedir(dd) == 0);
+    CHECK(open("d/rel", O_RDONLY | O_NOFOLLOW) == -1 && errno == ELOOP);
+    CHECK(open("d/rel", O_RDONLY | O_DIRECTORY) == -1 && errno == ENOTDIR);
+    CHECK(symlink("new-target", "d/dangling") == 0);
+    CHECK((f = open("d/dangling", O_CREAT | O_WRONLY, 0644)) >= 0 && close(f) == 0);
+    CHECK(rename("d/sub", "d/moved") == 0);
+    CHECK(open("d/sub/file", O_RDONLY) == -1 && errno == ENOENT);
+    CHECK((f = open("d/moved/file", O_RDONLY)) >= 0 && close(f) == 0);
+    CHECK(symlink("moved", "d/sub") == 0);
+    CHECK((f = open("d/sub/file", O_RDONLY)) >= 0 && close(f) == 0);
+    return 0;
+}
+"#;
+
+const MMAP_C: &str = r#"#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    int fd = open("data.bin", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) return 1;
+    char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 2;
+    close(fd);
+    for (int p = 0; p < 256; p++) m[p * 4096] = (char)p;
+    if (msync(m + 8192, 4096, MS_SYNC) != 0 || msync(m, 1 << 20, MS_SYNC) != 0) return 3;
+    return munmap(m, 1 << 20);
+}
+"#;

@@ -163,8 +163,15 @@ const OPEN_FLAGS: &[(i64, &str)] = &[
     (0o100000, "O_LARGEFILE"),
 ];
 
-/// Names of the bits set in `v`, joined with `|`; what is left in hex.
-fn bit_names(v: i64, names: &[(i64, &str)], none: &str) -> String {
+/// How bits no name covers are printed.
+#[derive(Clone, Copy)]
+enum Radix {
+    Oct,
+    Hex,
+}
+
+/// Names of the bits set in `v`, joined with `|`, then what is left.
+fn bit_names(v: i64, names: &[(i64, &str)], none: &str, radix: Radix) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut rest = v;
     for &(bit, name) in names {
@@ -174,7 +181,10 @@ fn bit_names(v: i64, names: &[(i64, &str)], none: &str) -> String {
         }
     }
     if rest != 0 {
-        parts.push(format!("{rest:#x}"));
+        parts.push(match radix {
+            Radix::Oct => format!("{rest:#o}"),
+            Radix::Hex => format!("{rest:#x}"),
+        });
     }
     if parts.is_empty() {
         none.into()
@@ -199,33 +209,26 @@ fn map_arg(op: &str, role: Role, c: &Call) -> Option<String> {
     ];
     const MS: &[(i64, &str)] = &[(1, "MS_ASYNC"), (2, "MS_INVALIDATE"), (4, "MS_SYNC")];
     Some(match (op, role) {
-        ("mmap", Role::Mode) => bit_names(c.mode? as i64, PROT, "PROT_NONE"),
-        ("mmap", Role::Flags) => bit_names(c.flags?, MAP, "0"),
-        ("msync", Role::Flags) => bit_names(c.flags?, MS, "0"),
+        ("mmap", Role::Mode) => bit_names(c.mode? as i64, PROT, "PROT_NONE", Radix::Hex),
+        ("mmap", Role::Flags) => bit_names(c.flags?, MAP, "0", Radix::Hex),
+        ("msync", Role::Flags) => bit_names(c.flags?, MS, "0", Radix::Hex),
         ("msync" | "munmap", Role::Int) => format!("{:#x}", c.arg?),
         _ => return None,
     })
 }
 
 pub fn open_flags(f: i64) -> String {
-    let mut parts = vec![match f & 3 {
-        0 => "O_RDONLY".to_string(),
-        1 => "O_WRONLY".to_string(),
-        2 => "O_RDWR".to_string(),
-        _ => "O_ACCMODE".to_string(),
-    }];
-    let mut rest = f & !3;
+    let access = match f & 3 {
+        0 => "O_RDONLY",
+        1 => "O_WRONLY",
+        2 => "O_RDWR",
+        _ => "O_ACCMODE",
+    };
     // O_TMPFILE includes O_DIRECTORY's bit; name it once.
-    for &(bit, name) in OPEN_FLAGS {
-        if rest & bit == bit && bit != 0 {
-            parts.push(name.into());
-            rest &= !bit;
-        }
+    match bit_names(f & !3, OPEN_FLAGS, "", Radix::Oct).as_str() {
+        "" => access.to_string(),
+        rest => format!("{access}|{rest}"),
     }
-    if rest != 0 {
-        parts.push(format!("{rest:#o}"));
-    }
-    parts.join("|")
 }
 
 fn fd_text(fd: i32, path: Option<&[u8]>) -> String {
