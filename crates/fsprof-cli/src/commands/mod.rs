@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod merge;
 pub mod mount;
 pub mod plot;
+pub mod pull;
 pub mod replay;
 pub mod report;
 pub mod run;
