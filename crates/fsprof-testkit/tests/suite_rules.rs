@@ -144,6 +144,7 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-report", &["core", "analysis"]),
     ("fsprof-plot", &["core", "analysis", "report"]),
     ("fsprof-export", &["core", "analysis", "report"]),
+    ("fsprof-pull", &["core", "export"]),
     // Subsystems on top of both.
     (
         "fsprof-bench",
