@@ -235,7 +235,8 @@ fn default_name(lower: &Path) -> Result<PathBuf> {
     first_free(
         &format!("fsprof-mount-{name}-{stamp}"),
         "json",
-        Path::exists,
+        // Anything there takes the name, a dangling link too.
+        |p| p.symlink_metadata().is_ok(),
     )
     .ok_or_else(|| {
         anyhow::anyhow!(
