@@ -34,7 +34,7 @@ fn sigterm_detaches_everything_sigkill_leaves_nothing_and_a_restart_is_clean() {
     let dir = tempfile::tempdir().unwrap();
     let dev = RawLoop::new(16);
     let cg = Cgroup::new(&format!("fsprof-life-{}", std::process::id()));
-    let mut a = Agent::start(dir.path(), &["--collect-interval", "1s"]);
+    let mut a = Agent::start(dir.path(), &["--collect-interval", "1s", "--top", "1000"]);
     let pid = a.pid();
     assert!(
         !bpf_objects_of(pid).is_empty(),
