@@ -69,18 +69,7 @@ fn metric(name: &str, description: &str, unit: &str) -> Msg {
 }
 
 fn histogram_metric(e: &Exposition, unit: Unit) -> Msg {
-    let (name, description, u) = match unit {
-        Unit::Ns => (
-            "fsprof.op.latency",
-            "Latency of file-system operations, per layer and op (fsprof log2 buckets)",
-            "ns",
-        ),
-        Unit::Bytes => (
-            "fsprof.op.size",
-            "Sizes of block requests, per device and kind (fsprof log2 buckets)",
-            "By",
-        ),
-    };
+    let (name, description, u) = crate::otlp::histogram_names(unit);
     let mut h = Msg::default();
     for s in e.series(unit) {
         h.msg(1, exp_point(e, &s));

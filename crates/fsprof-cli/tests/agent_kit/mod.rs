@@ -4,6 +4,9 @@
 //! known exactly.
 #![allow(dead_code)]
 
+#[path = "../loopfs/mod.rs"]
+mod loopfs;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -238,27 +241,8 @@ pub struct RawLoop {
 
 impl RawLoop {
     pub fn new(size_mib: u64) -> RawLoop {
-        fsprof_testkit::need_program("losetup", "mount");
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(size_mib << 20)
-            .unwrap();
-        let o = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        RawLoop {
-            _dir: dir,
-            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        }
+        let (dir, dev) = loopfs::attach(size_mib, |_| {});
+        RawLoop { _dir: dir, dev }
     }
 
     /// `loopN`.
