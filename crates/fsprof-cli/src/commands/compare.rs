@@ -11,7 +11,7 @@ use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
 use super::report::finish;
-use crate::args::{CalibrationArgs, FormatArg, ToFileArgs};
+use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -32,8 +32,9 @@ pub struct CompareArgs {
     /// Don't let a new or vanished peak alone make an op interesting
     #[arg(long)]
     pub no_peak_changes: bool,
-    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    /// How to print it [default: -o FILE's extension (.json, .csv, .html), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     #[command(flatten)]
     pub to: ToFileArgs,
     #[command(flatten)]
@@ -71,11 +72,12 @@ fn parse_share(s: &str) -> Result<f64, String> {
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
-    if a.format == FormatArg::Html && a.to.output.is_none() {
+    let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
+    if format == FormatArg::Html && a.to.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
     if let Some(code) =
-        super::bench::compare_results(&a.a, &a.b, a.format, a.to.output.as_deref(), a.to.force)?
+        super::bench::compare_results(&a.a, &a.b, format, a.to.output.as_deref(), a.to.force)?
     {
         return Ok(code);
     }
@@ -98,7 +100,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     };
     let c = compare_profiles(&pa, &pb, &opts);
     let (na, nb) = (crate::files::name(&a.a), crate::files::name(&a.b));
-    let text = match a.format {
+    let text = match format {
         FormatArg::Text => render::comparison_text(&c, &na, &nb),
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
