@@ -144,6 +144,7 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-report", &["core", "analysis"]),
     ("fsprof-plot", &["core", "analysis", "report"]),
     ("fsprof-export", &["core", "analysis", "report"]),
+    ("fsprof-pull", &["core", "export"]),
     // What fsprof's own measurements measure with (neither a capture nor
     // an analysis): under bench and discover, so that neither uses the other.
     ("fsprof-measure", &["core", "sys"]),
