@@ -148,6 +148,7 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let _detach = Detach(d.mp.clone());
     wait_for("the mount", || fs::metadata(d.mp.join(".fsprof")).is_ok());
     fs::write(d.mp.join("x"), "x").unwrap();
     // SAFETY: signalling our child.
@@ -188,6 +189,7 @@ fn live_metrics_are_served() {
         .arg(&d.out)
         .output()
         .unwrap();
+    let _detach = Detach(d.mp.clone());
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(o.status.success(), "{err}");
     let addr = fsprof_testkit::metrics_addr(&err);
