@@ -146,15 +146,20 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-report", &["core", "analysis"]),
     ("fsprof-plot", &["core", "analysis", "report"]),
     ("fsprof-export", &["core", "analysis", "report"]),
+    // What fsprof's own measurements measure with (neither a capture nor
+    // an analysis): under bench and discover, so that neither uses the other.
+    ("fsprof-measure", &["core", "sys"]),
     // Subsystems on top of both.
     (
         "fsprof-bench",
-        &["core", "sys", "capture", "analysis", "report", "plot"],
+        &[
+            "core", "sys", "capture", "measure", "analysis", "report", "plot",
+        ],
     ),
     (
         "fsprof-discover",
         &[
-            "core", "sys", "capture", "analysis", "report", "plot", "bench",
+            "core", "sys", "capture", "measure", "analysis", "report", "plot",
         ],
     ),
     (

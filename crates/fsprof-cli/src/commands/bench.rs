@@ -7,11 +7,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use fsprof_bench::cache::CacheMode;
 use fsprof_bench::figure::{sweep_svg, SweepMetric as PlotMetric};
 use fsprof_bench::params::{parse_size, Align, Params, Suite};
 use fsprof_bench::{export, result, runner};
 use fsprof_core::format::write_atomic;
+use fsprof_measure::cache::CacheMode;
 
 use super::bar::Bar;
 use super::report::finish;
