@@ -1,8 +1,8 @@
 //! Who may do what with an `fsprof mount`: an unprivileged user's mount on
 //! both kinds of machine (with and without a setuid FUSE helper), another
 //! user's statistics (`MP/.fsprof`) under `--allow-other`, and `fsprof
-//! umount` of a mount whose daemon was killed or that belongs to another
-//! user.
+//! umount` of a mount that belongs to another user (of a killed daemon's:
+//! mount_live.rs).
 
 mod mount_kit;
 
@@ -10,21 +10,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 use fsprof_testkit::{fsprof_path, need_program, stderr, which};
 use mount_kit::*;
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `fsprof ARGS` as nobody (uid and gid 65534, no groups).
 fn as_nobody(args: &[&std::ffi::OsStr]) -> Output {
@@ -214,37 +202,6 @@ fn only_the_owner_reads_the_statistics_unless_shared() {
     }
 }
 
-/// `kill -KILL` of the daemon: `stat` says so, `umount` detaches the dead
-/// mount (lazily) and says the profile was not written.
-#[test]
-#[ignore = "needs root"]
-fn umount_detaches_a_mount_whose_daemon_was_killed() {
-    let d = dirs();
-    let m = d.mount(&[]);
-    // SAFETY: killing the daemon we started.
-    unsafe { libc::kill(m.pid, libc::SIGKILL) };
-    wait_for("the connection to die", || {
-        fs::metadata(&d.mp).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
-    });
-    let o = mount_kit::fsprof().arg("stat").arg(&d.mp).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("daemon is gone"), "{}", stderr(&o));
-    let o = mount_kit::fsprof()
-        .arg("umount")
-        .arg(&d.mp)
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains("daemon is gone") && err.contains("detached"),
-        "{err}"
-    );
-    assert!(!fsprof_mounted(&d.mp), "still mounted");
-    assert!(fs::metadata(&d.mp).is_ok());
-    drop(m);
-}
-
 /// As root, another user's `fuse.fsprof` mount (whose control file root
 /// may not read: the mount is not shared) is recognised from the mount
 /// table and unmounted; its daemon then writes the profile.
@@ -260,22 +217,12 @@ fn root_unmounts_another_users_mount() {
             "--ambient-caps=+sys_admin,+dac_override",
         ])
         .arg(fsprof_path())
-        .arg("mount")
-        .arg(&d.lower)
-        .arg(&d.mp)
-        .arg("-o")
-        .arg(&d.out)
+        .args(d.mount_args())
         .output()
         .unwrap();
     let _detach = Detach(d.mp.clone());
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = mount_kit::fsprof()
-        .arg("umount")
-        .arg(&d.mp)
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
+    let err = umount_ok(&d.mp);
     assert!(err.contains("uid 65534"), "{err}");
     assert!(!fsprof_mounted(&d.mp), "still mounted");
     wait_for("the daemon's profile", || d.out.exists());

@@ -57,6 +57,17 @@ impl Dirs {
         self.tmp.path()
     }
 
+    /// The arguments of `fsprof mount lower mnt -o p.json`.
+    pub fn mount_args(&self) -> [&OsStr; 5] {
+        [
+            os("mount"),
+            self.lower.as_os_str(),
+            self.mp.as_os_str(),
+            os("-o"),
+            self.out.as_os_str(),
+        ]
+    }
+
     /// `fsprof mount [extra] lower mnt -o p.json`.
     pub fn mount(&self, extra: &[&str]) -> Mount {
         Mount::start(&self.lower, &self.mp, &self.out, extra)
@@ -173,6 +184,28 @@ impl Drop for Mount {
             }
         }
     }
+}
+
+/// Waits up to 20 s for `f`; fails the test naming `what`.
+#[track_caller]
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `fsprof umount MP`, which must succeed; what it said.
+#[track_caller]
+pub fn umount_ok(mp: &Path) -> String {
+    let o = fsprof().arg("umount").arg(mp).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "fsprof umount: {err}");
+    err
 }
 
 /// `fsprof stat MP --format json`.
