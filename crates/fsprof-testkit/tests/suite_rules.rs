@@ -140,7 +140,10 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-user", &["core", "sys", "capture", "shim"]),
     ("fsprof-kernel", &["core", "sys", "capture"]),
     ("fsprof-fuse", &["core", "sys", "capture"]),
-    ("fsprof-trace", &["core", "sys", "capture", "shim", "user"]),
+    (
+        "fsprof-trace",
+        &["core", "sys", "capture", "shim", "user", "kernel"],
+    ),
     // After the capture: computation only, then rendering.
     ("fsprof-analysis", &["core"]),
     ("fsprof-report", &["core", "analysis"]),

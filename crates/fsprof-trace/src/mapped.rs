@@ -1,0 +1,172 @@
+//! The loads and stores a traced program makes through file mappings, as
+//! `fsprof trace` captures them: each page fault of the traced processes
+//! (fsprof-kernel's [`FaultSession`], as root), kept when it falls in a
+//! file mapping the program made, written to a stream per thread.
+//!
+//! The fault events arrive with addresses; the mappings are the program's
+//! `mmap` calls, which the shim records in its chunk files. A fault comes
+//! after the `mmap` it touches returned, so once the ring is drained, the
+//! chunks harvested after it hold every mapping its faults can be in: the
+//! capture keeps a fault if any file mapping its process (or the parent
+//! it was forked from) ever had covers it, and leaves the exact question
+//! (which mapping, then) to the reader, which follows mappings in time
+//! order. Anonymous memory (the heap, stacks) faults too, and is dropped
+//! here rather than stored.
+
+use std::collections::{BTreeMap, HashMap};
+
+use fsprof_core::histogram::OpStats;
+use fsprof_core::BucketLayout;
+use fsprof_kernel::faults::{Fault, FaultSession};
+
+use crate::codec::CallRef;
+use crate::event::{Access, Mapped, ProcessInfo, Record, MAPPED_OPS};
+use crate::file::{TraceError, TraceWriter};
+
+/// Address ranges (start → end) a process ever had mapped from a file.
+type Ranges = BTreeMap<u64, u64>;
+
+/// Adds `[lo, hi)`, merged with the ranges it overlaps or touches.
+fn add_range(r: &mut Ranges, mut lo: u64, mut hi: u64) {
+    let hit: Vec<(u64, u64)> = r
+        .range(..=hi)
+        .filter(|(_, &e)| e >= lo)
+        .map(|(&s, &e)| (s, e))
+        .collect();
+    for (s, e) in hit {
+        r.remove(&s);
+        lo = lo.min(s);
+        hi = hi.max(e);
+    }
+    r.insert(lo, hi);
+}
+
+fn covers(r: &Ranges, addr: u64) -> bool {
+    r.range(..=addr).next_back().is_some_and(|(_, &e)| addr < e)
+}
+
+/// Page faults of the traced processes, on their way into the trace.
+pub struct MappedCapture {
+    session: FaultSession,
+    /// Drained from the ring, waiting for the chunks harvested after.
+    pending: Vec<Fault>,
+    ranges: HashMap<i32, Ranges>,
+    /// Per op (mapped_read, mapped_write), the faults' service times.
+    stats: [OpStats; 2],
+    layout: BucketLayout,
+    /// Faults of processes whose file mappings cover none of them.
+    outside: u64,
+}
+
+impl MappedCapture {
+    /// Follows the page faults of `pid` and its children, or says why not.
+    pub fn start(pid: i32, layout: BucketLayout) -> Result<MappedCapture, String> {
+        let session = FaultSession::start(pid).map_err(|e| e.to_string())?;
+        Ok(MappedCapture {
+            session,
+            pending: Vec::new(),
+            ranges: HashMap::new(),
+            stats: MAPPED_OPS.map(OpStats::new),
+            layout,
+            outside: 0,
+        })
+    }
+
+    /// Whether the kernel says which pages it mapped around a fault.
+    pub fn reports_around(&self) -> bool {
+        self.session.around
+    }
+
+    /// Takes the faults the kernel reported so far (before the chunks
+    /// are harvested: see the module's note on order).
+    pub fn drain(&mut self) {
+        let pending = &mut self.pending;
+        self.session.drain(|f| pending.push(f));
+    }
+
+    /// A call the capture handed on: a file mapping it made.
+    pub fn saw_call(&mut self, c: &CallRef) {
+        if c.op.is("mmap") && c.ret != -1 && c.errno == 0 {
+            let len = c.len.unwrap_or(0).div_ceil(4096) * 4096;
+            let lo = c.ret as u64;
+            add_range(
+                self.ranges.entry(c.pid).or_default(),
+                lo,
+                lo.saturating_add(len),
+            );
+        }
+    }
+
+    /// A process image: a fork starts with its parent's mappings.
+    pub fn saw_process(&mut self, p: &ProcessInfo) {
+        if !self.ranges.contains_key(&p.pid) {
+            if let Some(r) = self.ranges.get(&p.ppid).cloned() {
+                self.ranges.insert(p.pid, r);
+            }
+        }
+    }
+
+    /// Writes the pending faults that fall in file mappings, each thread's
+    /// to its stream (`stream_of`), and times them into the profile's ops.
+    pub fn flush(
+        &mut self,
+        writer: &mut TraceWriter,
+        mut stream_of: impl FnMut(i32) -> u32,
+    ) -> Result<(), TraceError> {
+        for f in std::mem::take(&mut self.pending) {
+            // Faults of a process whose records are not in yet (a child
+            // faulting before its first call) are kept: the reader decides.
+            if self.ranges.get(&f.pid).is_some_and(|r| !covers(r, f.addr)) {
+                self.outside += 1;
+                continue;
+            }
+            let m = Mapped {
+                start_ns: f.start_ns,
+                end_ns: f.start_ns.saturating_add(f.dur_ns),
+                pid: f.pid,
+                tid: f.tid,
+                access: if f.write { Access::Write } else { Access::Read },
+                major: f.major,
+                in_kernel: f.in_kernel,
+                addr: f.addr,
+                around: f.around,
+                ..Default::default()
+            };
+            self.stats[f.write as usize].record(&self.layout, f.dur_ns, false);
+            writer.push_to(stream_of(f.tid), &Record::Mapped(m))?;
+        }
+        Ok(())
+    }
+
+    /// The ops of the profile beside the trace (those with faults).
+    pub fn ops(&self) -> Vec<OpStats> {
+        self.stats.iter().filter(|s| s.count() > 0).cloned().collect()
+    }
+
+    /// Faults the ring had no room for.
+    pub fn lost(&self) -> u64 {
+        self.session.lost()
+    }
+
+    /// Faults dropped as outside every file mapping (the heap, stacks).
+    pub fn outside(&self) -> u64 {
+        self.outside
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_cover() {
+        let mut r = Ranges::new();
+        add_range(&mut r, 0x1000, 0x9000);
+        add_range(&mut r, 0x2000, 0x3000);
+        add_range(&mut r, 0x9000, 0xa000);
+        add_range(&mut r, 0x20000, 0x21000);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(covers(&r, 0x5000) && covers(&r, 0x9fff) && covers(&r, 0x20000));
+        assert!(!covers(&r, 0xa000) && !covers(&r, 0xfff) && !covers(&r, 0x21000));
+    }
+}
