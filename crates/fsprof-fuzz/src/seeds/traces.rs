@@ -25,6 +25,7 @@ pub fn records() -> Vec<Record> {
     };
     let mut out = vec![process(10, 100)];
     out.extend(calls());
+    out.extend(mapping_calls());
     out.push(process(12, 7_500));
     out.push(Record::Call(Call {
         start_ns: 8_000,
@@ -116,6 +117,45 @@ fn calls() -> Vec<Record> {
             arg: Some(1),
             ret: 0,
             ..call("fcntl", 6_500, 11)
+        }),
+    ]
+}
+
+/// A shared mapping of the file the calls opened, written through, synced
+/// and unmapped before the file is closed (the replayer maps the same range
+/// of its own file).
+fn mapping_calls() -> Vec<Record> {
+    let call = |op: &str, start_ns: u64, tid: i32| Call {
+        start_ns,
+        end_ns: start_ns + 700,
+        pid: 10,
+        tid,
+        op: Op::named(op),
+        ret: 3,
+        ..Default::default()
+    };
+    vec![
+        Record::Call(Call {
+            fd: Some(3),
+            len: Some(8192),
+            offset: Some(0),
+            flags: Some(1),
+            mode: Some(3),
+            ret: 0x7f00_0000_0000,
+            ..call("mmap", 6_600, 10)
+        }),
+        Record::Call(Call {
+            arg: Some(0x7f00_0000_1000),
+            len: Some(4096),
+            flags: Some(4),
+            ret: 0,
+            ..call("msync", 6_700, 10)
+        }),
+        Record::Call(Call {
+            arg: Some(0x7f00_0000_0000),
+            len: Some(8192),
+            ret: 0,
+            ..call("munmap", 6_800, 10)
         }),
         Record::Call(Call {
             fd: Some(3),
