@@ -40,9 +40,10 @@ pub fn records() -> Vec<Record> {
     out
 }
 
-/// Calls of pid 10 (threads 10 and 11), each op with the fields it uses.
-fn calls() -> Vec<Record> {
-    let call = |op: &str, start_ns: u64, tid: i32| Call {
+/// A call of pid 10 taking 700 ns that returned 3, for the caller to
+/// complete.
+fn call(op: &str, start_ns: u64, tid: i32) -> Call {
+    Call {
         start_ns,
         end_ns: start_ns + 700,
         pid: 10,
@@ -50,7 +51,11 @@ fn calls() -> Vec<Record> {
         op: Op::named(op),
         ret: 3,
         ..Default::default()
-    };
+    }
+}
+
+/// Calls of pid 10 (threads 10 and 11), each op with the fields it uses.
+fn calls() -> Vec<Record> {
     vec![
         Record::Call(Call {
             fd: Some(AT_FDCWD),
@@ -125,44 +130,20 @@ fn calls() -> Vec<Record> {
 /// and unmapped before the file is closed (the replayer maps the same range
 /// of its own file).
 fn mapping_calls() -> Vec<Record> {
-    let call = |op: &str, start_ns: u64, tid: i32| Call {
-        start_ns,
-        end_ns: start_ns + 700,
-        pid: 10,
-        tid,
-        op: Op::named(op),
-        ret: 3,
-        ..Default::default()
-    };
-    vec![
-        Record::Call(Call {
-            fd: Some(3),
-            len: Some(8192),
-            offset: Some(0),
-            flags: Some(1),
-            mode: Some(3),
-            ret: 0x7f00_0000_0000,
-            ..call("mmap", 6_600, 10)
-        }),
-        Record::Call(Call {
-            arg: Some(0x7f00_0000_1000),
-            len: Some(4096),
-            flags: Some(4),
-            ret: 0,
-            ..call("msync", 6_700, 10)
-        }),
-        Record::Call(Call {
-            arg: Some(0x7f00_0000_0000),
-            len: Some(8192),
-            ret: 0,
-            ..call("munmap", 6_800, 10)
-        }),
-        Record::Call(Call {
-            fd: Some(3),
-            ret: 0,
-            ..call("close", 7_000, 10)
-        }),
-    ]
+    let (at, len) = (0x7f00_0000_0000_i64, Some(8192));
+    let mut mmap = call("mmap", 6_600, 10);
+    (mmap.fd, mmap.len, mmap.offset, mmap.ret) = (Some(3), len, Some(0), at);
+    (mmap.flags, mmap.mode) = (Some(1), Some(3));
+    let mut msync = call("msync", 6_700, 10);
+    (msync.arg, msync.len, msync.flags, msync.ret) = (Some(at + 4096), Some(4096), Some(4), 0);
+    let mut munmap = call("munmap", 6_800, 10);
+    (munmap.arg, munmap.len, munmap.ret) = (Some(at), len, 0);
+    let mut close = call("close", 7_000, 10);
+    (close.fd, close.ret) = (Some(3), 0);
+    [mmap, msync, munmap, close]
+        .into_iter()
+        .map(Record::Call)
+        .collect()
 }
 
 /// Trace files: the records in one stream (as an import writes them) and
