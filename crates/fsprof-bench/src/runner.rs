@@ -56,7 +56,8 @@ pub fn run(
         })?;
     let clock = Clock::best();
     let overhead = Overhead::measure(clock);
-    let resolution = Resolution::new(params.resolution).map_err(ParamError::Bad)?;
+    let resolution =
+        Resolution::new(params.resolution).map_err(|e| ParamError::Bad(e.to_string()))?;
     let ctx = Ctx {
         params,
         scratch: scratch.path(),

@@ -171,6 +171,15 @@ const SHAPE: &[(&str, &[&str])] = &[
     ),
     // Tests only: what the test helpers build (profiles, traces).
     ("fsprof-testkit", &["core", "trace"]),
+    // Tests only: a fuzz target per reader of outside bytes, and the
+    // renderings of what they read.
+    (
+        "fsprof-fuzz",
+        &[
+            "core", "sys", "shim", "user", "kernel", "trace", "analysis", "report", "plot",
+            "export", "testkit",
+        ],
+    ),
 ];
 
 /// Every crate's dependencies on other fsprof crates (`cargo metadata`,
