@@ -35,6 +35,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from interleave import interleaved, ratio_table  # noqa: E402
+from loop_ext4 import LoopExt4, stop  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 IDLE = float(sys.argv[2]) if len(sys.argv) > 2 else 60
@@ -54,16 +55,8 @@ tracepoint:block:block_rq_complete /@start[args->dev, args->sector]/ {
 }"""
 
 tmp = tempfile.mkdtemp(prefix="fsprof-agentbench-")
-img, mnt = os.path.join(tmp, "img"), os.path.join(tmp, "mnt")
-os.mkdir(mnt)
-with open(img, "wb") as f:
-    f.truncate(1400 << 20)
-subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", img], check=True)
-dev = subprocess.run(["losetup", "--find", "--show", img], check=True, capture_output=True, text=True).stdout.strip()
-subprocess.run(["mount", "-o", "noatime", dev, mnt], check=True)
-big = os.path.join(mnt, "big")
-subprocess.run(["dd", "if=/dev/urandom", f"of={big}", "bs=1M", "count=1024", "status=none"], check=True)
-subprocess.run(["sync"], check=True)
+fs = LoopExt4(tmp, 1024)
+big = fs.big
 
 RANDOM = os.path.join(tmp, "random.py")
 with open(RANDOM, "w") as f:
@@ -122,14 +115,7 @@ class Agent:
         return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
-        # SIGINT: bpftrace prints its maps and exits; both tools detach.
-        if self.p.poll() is None:
-            self.p.send_signal(2)
-            try:
-                self.p.wait(60)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        stop(self.p)
 
 
 class Bpftrace:
@@ -143,14 +129,7 @@ class Bpftrace:
         pass
 
     def stop(self):
-        # SIGINT: bpftrace prints its maps and exits; both tools detach.
-        if self.p.poll() is None:
-            self.p.send_signal(2)
-            try:
-                self.p.wait(60)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        stop(self.p)
 
 
 def run(what, tracer):
@@ -224,6 +203,5 @@ try:
 finally:
     for t in running:
         t.stop()
-    subprocess.run(["umount", mnt])
-    subprocess.run(["losetup", "-d", dev])
+    fs.remove()
     shutil.rmtree(tmp)

@@ -18,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bpf_stats import programs  # noqa: E402
+from loop_ext4 import LoopExt4, stop  # noqa: E402
 
 REPEATS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 FSPROF = os.path.abspath(os.environ.get("FSPROF", "target/release/fsprof"))
@@ -25,15 +26,8 @@ if os.geteuid() != 0:
     sys.exit("needs root")
 
 tmp = tempfile.mkdtemp(prefix="fsprof-agentcost-")
-img, mnt = os.path.join(tmp, "img"), os.path.join(tmp, "mnt")
-os.mkdir(mnt)
-with open(img, "wb") as f:
-    f.truncate(600 << 20)
-subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", img], check=True)
-dev = subprocess.run(["losetup", "--find", "--show", img], check=True, capture_output=True, text=True).stdout.strip()
-subprocess.run(["mount", "-o", "noatime", dev, mnt], check=True)
-big = os.path.join(mnt, "big")
-subprocess.run(["dd", "if=/dev/urandom", f"of={big}", "bs=1M", "count=512", "status=none"], check=True)
+fs = LoopExt4(tmp, 512)
+big = fs.big
 WORK = {
     "grep (warm)": "grep -r -q fsprof-no-such-string /usr/include",
     "cold read 512 MiB": f"sync; echo 3 > /proc/sys/vm/drop_caches; cat {big} > /dev/null",
@@ -73,13 +67,10 @@ try:
             share, wall, ns, per = shares[len(shares) // 2]
             rows = ", ".join(f"{k} {v[0] / v[1]:.0f} ({v[1]})" for k, v in sorted(per.items()) if v[1])
             print(f"{name:<20} {wall:7.3f} {ns / 1e6:15.2f} {100 * share:6.2f}%  {rows}")
-        p.send_signal(2)
-        p.wait(60)
+        stop(p)
 finally:
     for p in agents:
-        if p.poll() is None:
-            p.kill()
+        stop(p)
     open(STATS, "w").write(was)
-    subprocess.run(["umount", mnt])
-    subprocess.run(["losetup", "-d", dev])
+    fs.remove()
     shutil.rmtree(tmp)
