@@ -272,6 +272,14 @@ pub enum ParamError {
     DropCachesNeedsRoot,
 }
 
+/// Refuses a run: `option` and how to fix it ([`ParamError::Invalid`]).
+pub fn invalid<T>(option: &'static str, fix: impl Into<String>) -> Result<T, ParamError> {
+    Err(ParamError::Invalid {
+        option,
+        fix: fix.into(),
+    })
+}
+
 /// `1 MiB`-style sizes: fsprof's one way of writing bytes.
 pub fn human_bytes(b: u64) -> String {
     fsprof_core::units::format_bytes(b as f64)

@@ -6,9 +6,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use fsprof_bench::params::{Kind, Opt, ParamError, Params};
+use fsprof_bench::params::{invalid, Kind, Opt, ParamError, Params};
 use fsprof_bench::runner::{run_suite, NoProgress};
-use fsprof_bench::suites::{mb_per_s, Ctx, PhaseRun, Suite, MB_PER_S};
+use fsprof_bench::suites::{mb_per_s, Ctx, Description, PhaseRun, Suite, MB_PER_S};
 use fsprof_bench::SUITES;
 
 fn crate_dir() -> PathBuf {
@@ -158,29 +158,26 @@ fn shared_options_are_declared_alike_and_none_shadows_a_common_one() {
 /// A suite no registry line names: two phases of N reads of a small file.
 struct Toy;
 
+const TOY: Description = Description {
+    name: "toy",
+    about: "reads of one small file",
+    options: &[Opt {
+        name: "reads",
+        help: "Reads per phase",
+        value_name: "N",
+        kind: Kind::Count,
+        default: "64",
+    }],
+};
+
 impl Suite for Toy {
-    fn name(&self) -> &'static str {
-        "toy"
-    }
-    fn about(&self) -> &'static str {
-        "reads of one small file"
-    }
-    fn options(&self) -> &'static [Opt] {
-        &[Opt {
-            name: "reads",
-            help: "Reads per phase",
-            value_name: "N",
-            kind: Kind::Count,
-            default: "64",
-        }]
+    fn description(&self) -> &'static Description {
+        &TOY
     }
     fn validate(&self, p: &Params) -> Result<(), ParamError> {
         match p.options.get("reads").and_then(|v| v.as_u64()) {
             Some(n) if n > 0 => Ok(()),
-            _ => Err(ParamError::Invalid {
-                option: "--reads",
-                fix: "must be at least 1".into(),
-            }),
+            _ => invalid("--reads", "must be at least 1"),
         }
     }
     fn working_set(&self, _: &Params) -> u64 {
@@ -216,8 +213,10 @@ impl Suite for Toy {
 #[test]
 fn a_suite_outside_the_registry_runs_prints_and_compares() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let mut p = Params::defaults("toy", d.path().to_path_buf());
-    p.runs = 3;
+    let mut p = Params {
+        runs: 3,
+        ..Params::defaults("toy", d.path().to_path_buf())
+    };
     p.set("reads", 0);
     let e = run_suite(&Toy, &p, vec![], &mut NoProgress, &|| false).unwrap_err();
     assert!(e.to_string().contains("--reads must be at least 1"), "{e}");

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, OPS_PER_S};
-use crate::params::{Kind, Opt, ParamError, Params};
+use super::{Description, cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, OPS_PER_S};
+use crate::params::{invalid, Kind, Opt, ParamError, Params};
 use fsprof_measure::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
 
@@ -33,47 +33,39 @@ struct Layout {
     files_per_dir: usize,
 }
 
+const DIRS: Opt = Opt {
+    name: "dirs",
+    help: "Directories",
+    value_name: "N",
+    kind: Kind::Count,
+    default: "1024",
+};
+const FILES_PER_DIR: Opt = Opt {
+    name: "files-per-dir",
+    help: "Empty files per directory",
+    value_name: "N",
+    kind: Kind::Count,
+    default: "16",
+};
+
+const DESCRIPTION: Description = Description {
+    name: "metadata",
+    about: "Bonnie++-style create/stat/unlink of --dirs × --files-per-dir empty files",
+    options: &[DIRS, FILES_PER_DIR],
+};
+
 impl Suite for Metadata {
-    fn name(&self) -> &'static str {
-        "metadata"
-    }
-
-    fn about(&self) -> &'static str {
-        "Bonnie++-style create/stat/unlink of --dirs × --files-per-dir empty files"
-    }
-
-    fn options(&self) -> &'static [Opt] {
-        &[
-            Opt {
-                name: "dirs",
-                help: "Directories",
-                value_name: "N",
-                kind: Kind::Count,
-                default: "1024",
-            },
-            Opt {
-                name: "files-per-dir",
-                help: "Empty files per directory",
-                value_name: "N",
-                kind: Kind::Count,
-                default: "16",
-            },
-        ]
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
 
     fn validate(&self, p: &Params) -> Result<(), ParamError> {
         let l = p.options_as::<Layout>()?;
         if l.dirs == 0 || l.files_per_dir == 0 {
-            return Err(ParamError::Invalid {
-                option: "--dirs and --files-per-dir",
-                fix: "must be at least 1".into(),
-            });
+            return invalid("--dirs and --files-per-dir", "must be at least 1");
         }
         if p.cache == CacheMode::Cold && !p.drop_caches {
-            return Err(ParamError::Invalid {
-                option: "--cache cold",
-                fix: "for metadata needs --drop-caches (root): dentries and inodes cannot be evicted per file".into(),
-            });
+            return invalid("--cache cold", "for metadata needs --drop-caches (root): dentries and inodes cannot be evicted per file");
         }
         Ok(())
     }

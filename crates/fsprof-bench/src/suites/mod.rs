@@ -40,17 +40,33 @@ pub fn find(name: &str) -> Option<&'static dyn Suite> {
     SUITES.iter().copied().find(|s| s.name() == name)
 }
 
-/// A benchmark: its name and options, their checks, and one run.
-pub trait Suite: Sync {
+/// What a suite is called and takes, as `fsprof bench --help` shows it.
+#[derive(Debug)]
+pub struct Description {
     /// The name on the command line and in results (`sprite`).
-    fn name(&self) -> &'static str;
-
+    pub name: &'static str,
     /// One line for `fsprof bench --help`.
-    fn about(&self) -> &'static str;
-
+    pub about: &'static str,
     /// The options it takes besides the common ones (an option two suites
     /// share is declared alike in both).
-    fn options(&self) -> &'static [Opt];
+    pub options: &'static [Opt],
+}
+
+/// A benchmark: its name and options, their checks, and one run.
+pub trait Suite: Sync {
+    fn description(&self) -> &'static Description;
+
+    fn name(&self) -> &'static str {
+        self.description().name
+    }
+
+    fn about(&self) -> &'static str {
+        self.description().about
+    }
+
+    fn options(&self) -> &'static [Opt] {
+        self.description().options
+    }
 
     /// Checks of its own options that need no I/O (the common ones are
     /// checked before).

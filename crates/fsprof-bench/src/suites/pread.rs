@@ -20,8 +20,8 @@ use fsprof_core::histogram::OpStats;
 
 use serde::Deserialize;
 
-use super::{cvt_size, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, OPS_PER_S};
-use crate::params::{Kind, Opt, ParamError, Params};
+use super::{Description, cvt_size, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, OPS_PER_S};
+use crate::params::{invalid, Kind, Opt, ParamError, Params};
 use fsprof_measure::cache::{self, CacheMode};
 use fsprof_measure::timing::Samples;
 
@@ -35,55 +35,47 @@ struct Readers {
     buffer_size: u64,
 }
 
+const THREADS: Opt = Opt {
+    name: "threads",
+    help: "Reader threads",
+    value_name: "T",
+    kind: Kind::Count,
+    default: "1",
+};
+const OPS: Opt = Opt {
+    name: "ops",
+    help: "preads per thread per run",
+    value_name: "N",
+    kind: Kind::Count,
+    default: "100000",
+};
+const BUFFER_SIZE: Opt = Opt {
+    name: "buffer-size",
+    help: "Bytes each pread reads (the whole file, cached)",
+    value_name: "SIZE",
+    kind: Kind::Size,
+    default: "1k",
+};
+
+const DESCRIPTION: Description = Description {
+    name: "pread",
+    about: "T threads pread-ing a cached 1 KiB buffer (the harness-cost benchmark)",
+    options: &[THREADS, OPS, BUFFER_SIZE],
+};
+
 impl Suite for Pread {
-    fn name(&self) -> &'static str {
-        "pread"
-    }
-
-    fn about(&self) -> &'static str {
-        "T threads pread-ing a cached 1 KiB buffer (the harness-cost benchmark)"
-    }
-
-    fn options(&self) -> &'static [Opt] {
-        &[
-            Opt {
-                name: "threads",
-                help: "Reader threads",
-                value_name: "T",
-                kind: Kind::Count,
-                default: "1",
-            },
-            Opt {
-                name: "ops",
-                help: "preads per thread per run",
-                value_name: "N",
-                kind: Kind::Count,
-                default: "100000",
-            },
-            Opt {
-                name: "buffer-size",
-                help: "Bytes each pread reads (the whole file, cached)",
-                value_name: "SIZE",
-                kind: Kind::Size,
-                default: "1k",
-            },
-        ]
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
 
     fn validate(&self, p: &Params) -> Result<(), ParamError> {
         if p.cache == CacheMode::Cold {
-            return Err(ParamError::Invalid {
-                option: "--cache cold",
-                fix: "contradicts the pread suite, which measures cached reads (use warm or asis)"
-                    .into(),
-            });
+            return invalid("--cache cold", "contradicts the pread suite, which measures cached reads (use warm or asis)"
+                    );
         }
         let r = p.options_as::<Readers>()?;
         if r.threads == 0 || r.ops == 0 || r.buffer_size == 0 {
-            return Err(ParamError::Invalid {
-                option: "--threads, --ops and --buffer-size",
-                fix: "must be at least 1".into(),
-            });
+            return invalid("--threads, --ops and --buffer-size", "must be at least 1");
         }
         Ok(())
     }

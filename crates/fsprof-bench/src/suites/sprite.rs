@@ -19,7 +19,7 @@ use fsprof_core::histogram::OpStats;
 
 use serde::Deserialize;
 
-use super::{
+use super::{Description, 
     cstring, cvt, cvt_size, mb_per_s, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, MB_PER_S,
 };
 use crate::params::{human_bytes, Align, Kind, Opt, ParamError, Params};
@@ -134,17 +134,15 @@ impl Io {
     }
 }
 
+const DESCRIPTION: Description = Description {
+    name: "sprite",
+    about: "Sprite LFS large-file: seq/random write and read over --files files",
+    options: &[FILES, FILE_SIZE, IO_SIZE, ALIGN, PAD_SYSCALLS],
+};
+
 impl Suite for Sprite {
-    fn name(&self) -> &'static str {
-        "sprite"
-    }
-
-    fn about(&self) -> &'static str {
-        "Sprite LFS large-file: seq/random write and read over --files files"
-    }
-
-    fn options(&self) -> &'static [Opt] {
-        &[FILES, FILE_SIZE, IO_SIZE, ALIGN, PAD_SYSCALLS]
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
 
     fn validate(&self, p: &Params) -> Result<(), ParamError> {

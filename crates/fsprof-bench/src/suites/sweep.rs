@@ -9,8 +9,8 @@ use std::io;
 use serde::Deserialize;
 
 use super::sprite::{self, Io, ALIGN, FILES, IO_SIZE, PAD_SYSCALLS};
-use super::{Ctx, PhaseRun, Suite};
-use crate::params::{Kind, Opt, ParamError, Params};
+use super::{Description, Ctx, PhaseRun, Suite};
+use crate::params::{invalid, Kind, Opt, ParamError, Params};
 
 pub struct Sweep;
 
@@ -51,27 +51,22 @@ impl Range {
     }
 }
 
+const DESCRIPTION: Description = Description {
+    name: "sweep",
+    about: "Sprite over file sizes spanning the CPU caches and memory",
+    options: &[FILES, IO_SIZE, ALIGN, PAD_SYSCALLS, MIN_SIZE, MAX_SIZE],
+};
+
 impl Suite for Sweep {
-    fn name(&self) -> &'static str {
-        "sweep"
-    }
-
-    fn about(&self) -> &'static str {
-        "Sprite over file sizes spanning the CPU caches and memory"
-    }
-
-    fn options(&self) -> &'static [Opt] {
-        &[FILES, IO_SIZE, ALIGN, PAD_SYSCALLS, MIN_SIZE, MAX_SIZE]
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
 
     fn validate(&self, p: &Params) -> Result<(), ParamError> {
         let r = p.options_as::<Range>()?;
         p.options_as::<Io>()?.check(r.min_size, "--min-size")?;
         if r.sizes().is_empty() {
-            return Err(ParamError::Invalid {
-                option: "--min-size",
-                fix: "is larger than --max-size: no size to sweep".into(),
-            });
+            return invalid("--min-size", "is larger than --max-size: no size to sweep");
         }
         Ok(())
     }
