@@ -67,9 +67,9 @@ pub fn run_suite(
         })?;
     let clock = Clock::best();
     let overhead = Overhead::measure(clock);
-    let resolution = Resolution::new(params.resolution).map_err(|fix| ParamError::Invalid {
+    let resolution = Resolution::new(params.resolution).map_err(|e| ParamError::Invalid {
         option: "--resolution",
-        fix,
+        fix: e.to_string(),
     })?;
     let ctx = Ctx {
         params,

@@ -163,10 +163,11 @@ fn serve_and_capture(
         busy_poll: a.busy_poll,
     })?;
     let live = source.live();
+    let labels = a.metrics.labels();
     let server = match addrs {
         Some(addrs) => {
             let l = live.clone();
-            let render = serve::profile_render(Arc::new(move || l.profile()), Default::default());
+            let render = serve::profile_render(Arc::new(move || l.profile()), labels);
             let s = MetricsServer::start(&addrs, render)?;
             Some(s)
         }
