@@ -108,11 +108,19 @@ const TARGETS: u32 = 65536;
 const RING_BYTES: usize = 8 << 20;
 
 /// The start program of `page_fault_user` (or `_kernel`: user addresses
-/// only, marked): the thread's entry in `starts`.
-pub fn start_prog(tp: &Tracepoint, targets: i32, starts: i32, kernel: bool) -> Result<Vec<Insn>, Error> {
-    let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets });
-    ld_field(&mut a, R7, R6, tp.field("address")?)?;
-    ld_field(&mut a, R8, R6, tp.field("error_code")?)?;
+/// only, marked), a raw tracepoint program (its arguments are `address,
+/// regs, error_code`): the thread's entry in `starts`.
+///
+/// Raw, not a perf tracepoint: a perf tracepoint event needs the CPU's
+/// perf recursion slot for its record, and measured under `fsprof trace`
+/// on this project's test machine, 5-40% of a program's faults found it
+/// taken and were dropped without a trace (the BPF program never ran, and
+/// no miss was counted); the raw tracepoint formats no record.
+pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec<Insn> {
+    let (mut a, out) = begin();
+    crate::progs::emit_filter(&mut a, &Filter::Targets { map_fd: targets }, out);
+    a.ldx(Size::DW, R7, R6, 0);
+    a.ldx(Size::DW, R8, R6, 16);
     a.ld_imm64(R1, USER_END);
     a.jmp_reg(Jmp::Ge, R7, R1, out);
     a.mov(R1, R8);
@@ -131,7 +139,26 @@ pub fn start_prog(tp: &Tracepoint, targets: i32, starts: i32, kernel: bool) -> R
     a.call(helper::GET_CURRENT_PID_TGID);
     a.stx(Size::DW, R10, KEY, R0);
     update(&mut a, starts, KEY, VAL, sys::BPF_ANY as i32);
-    Ok(end(a, out))
+    count(&mut a, counters, C_STARTS);
+    end(a, out)
+}
+
+/// Counters of the `counters` array: a full ring, starts, ends that were
+/// not the started fault's.
+const C_LOST: i32 = 0;
+const C_STARTS: i32 = 1;
+const C_OTHER_END: i32 = 2;
+const COUNTERS: u32 = 3;
+
+/// counters[i] += 1. Clobbers r0-r5.
+fn count(a: &mut crate::insn::Asm, counters: i32, i: i32) {
+    let skip = a.label();
+    a.st_imm(Size::W, R10, KEY, i);
+    lookup(a, counters, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, skip);
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 0, R1);
+    a.bind(skip);
 }
 
 /// `mm_filemap_map_pages` during a fault of a followed thread: the range
@@ -151,8 +178,10 @@ pub fn around_prog(tp: &Tracepoint, starts: i32) -> Result<Vec<Insn>, Error> {
 }
 
 /// The end program, on `PERF_COUNT_SW_PAGE_FAULTS_MIN` (or `_MAJ`): the
-/// thread's entry, completed, into the ring; a full ring counts in `lost`.
+/// thread's entry, completed, into the ring; a full ring counts in
+/// `counters`.
 pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
+    // `lost` is the counters array.
     let (mut a, out) = begin();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.mov(R8, R0);
@@ -177,6 +206,7 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     a.alu_imm(Alu::Rsh, R2, 12);
     a.jmp_imm(Jmp::Eq, R2, 0, same);
     delete(&mut a, starts, KEY);
+    count(&mut a, lost, C_OTHER_END);
     a.ja(out);
     a.bind(same);
     a.ldx(Size::DW, R1, R7, 16);
@@ -197,11 +227,7 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     a.mov_imm(R4, 0);
     a.call(helper::RINGBUF_OUTPUT);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
-    a.st_imm(Size::W, R10, KEY, 0);
-    lookup(&mut a, lost, KEY);
-    a.jmp_imm(Jmp::Eq, R0, 0, out);
-    a.mov_imm(R1, 1);
-    a.atomic_add64(R0, 0, R1);
+    count(&mut a, lost, C_LOST);
     end(a, out)
 }
 
@@ -253,24 +279,36 @@ impl FaultSession {
     /// Follows `pid` and the processes it forks from now on. Needs root
     /// (or CAP_BPF and CAP_PERFMON) and `exceptions:page_fault_user` (x86).
     pub fn start(pid: i32) -> Result<FaultSession, Error> {
+        let s = Self::attach()?;
+        s.follow(pid)?;
+        Ok(s)
+    }
+
+    /// Adds a process (and the children it forks from now on).
+    pub fn follow(&self, pid: i32) -> Result<(), Error> {
+        self.targets
+            .update(&(pid as u32).to_le_bytes(), &1u32.to_le_bytes(), sys::BPF_ANY)
+            .map_err(|err| Error::Read {
+                name: "fsprof_ftargets".into(),
+                err,
+            })
+    }
+
+    /// Loads and attaches the programs, following no process yet.
+    pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
         let root = tracefs::root()?;
-        let user = Tracepoint::load(&root, "exceptions", "page_fault_user")?;
+        // The start program is attached raw; the format checks it is there.
+        Tracepoint::load(&root, "exceptions", "page_fault_user")?;
         let fork = Tracepoint::load(&root, "sched", "sched_process_fork")?;
         let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, 0)?;
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, STARTS, 0)?;
-        let lost = map("fsprof_flost", sys::MAP_ARRAY, 4, 8, 1, 0)?;
+        let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
         let ring = Ring::create(&prog_name("fring"), RING_BYTES).map_err(|err| Error::Map {
             name: "fsprof_fring".into(),
             err,
             hint: "",
         })?;
-        targets
-            .update(&(pid as u32).to_le_bytes(), &1u32.to_le_bytes(), sys::BPF_ANY)
-            .map_err(|err| Error::Read {
-                name: "fsprof_ftargets".into(),
-                err,
-            })?;
         let mut s = FaultSession {
             _atts: Vec::new(),
             _progs: Vec::new(),
@@ -280,7 +318,7 @@ impl FaultSession {
             _starts: starts,
             around: false,
         };
-        let (t, st) = (s.targets.fd(), s._starts.fd());
+        let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
         s.tracepoint(&fork, crate::progs::fork_follow(&fork, t))?;
         // The ends before the starts: a start without its end is replaced
         // by the thread's next, an end without a start is ignored.
@@ -302,11 +340,23 @@ impl FaultSession {
             s.around = true;
         }
         if tracefs::exists(&root, "exceptions", "page_fault_kernel") {
-            let tp = Tracepoint::load(&root, "exceptions", "page_fault_kernel")?;
-            s.tracepoint(&tp, start_prog(&tp, t, st, true))?;
+            s.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
         }
-        s.tracepoint(&user, start_prog(&user, t, st, false))?;
+        s.raw("page_fault_user", &start_prog(t, st, c, false))?;
+
         Ok(s)
+    }
+
+    fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {
+        let prog = load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, insns)?;
+        let att = sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
+            prog: name.into(),
+            tracepoint: format!("exceptions:{name} (raw)"),
+            err,
+        })?;
+        self._progs.push(prog);
+        self._atts.push(att);
+        Ok(())
     }
 
     fn tracepoint(&mut self, tp: &Tracepoint, insns: Result<Vec<Insn>, Error>) -> Result<(), Error> {
@@ -332,13 +382,37 @@ impl FaultSession {
         })
     }
 
-    /// Faults the ring had no room for.
-    pub fn lost(&self) -> u64 {
+    /// Times the kernel skipped one of the programs because a BPF program
+    /// (or a BPF map call of any process, preempted on that CPU) was
+    /// running there: faults not reported, or reported without their end.
+    pub fn missed(&self) -> u64 {
+        self._progs
+            .iter()
+            .filter_map(|p| p.recursion_misses().ok())
+            .sum()
+    }
+
+    fn counter(&self, i: i32) -> u64 {
         self.lost
-            .lookup(&0u32.to_le_bytes())
+            .lookup(&(i as u32).to_le_bytes())
             .ok()
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// Faults the ring had no room for.
+    pub fn lost(&self) -> u64 {
+        self.counter(C_LOST)
+    }
+
+    /// Faults started (of followed tasks, instruction fetches aside).
+    pub fn started(&self) -> u64 {
+        self.counter(C_STARTS)
+    }
+
+    /// Ends that were not of the fault that started (dropped).
+    pub fn other_ends(&self) -> u64 {
+        self.counter(C_OTHER_END)
     }
 }
 

@@ -650,6 +650,25 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
     errno = saved;
 }
 
+HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset)
+{
+    int saved = errno;
+    if (!g_tready || t_tbusy) {
+        if (g_tready)
+            t_tdropped++;
+        return;
+    }
+    t_tbusy = 1;
+    uint64_t now = now_ticks();
+    uint64_t args[2] = {(uint64_t)(uintptr_t)addr, (uint64_t)(superset != 0)};
+    struct item it[1];
+    int n = 0;
+    add_item(it, &n, FSPROF_TI_DATA, 0, SRC_BYTES, addr, len, 0);
+    emit(FSPROF_TREC_MAPPED, now, now, 0, 0, 0, args, 2, it, n);
+    t_tbusy = 0;
+    errno = saved;
+}
+
 /* ---- process images --------------------------------------------------------- */
 
 /* One record per fd open when the image starts: what it inherited. */

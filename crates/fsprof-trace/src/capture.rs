@@ -123,7 +123,7 @@ impl TraceSource {
         if !opts.force && opts.output.exists() {
             return Err(SetupError::Exists(opts.output));
         }
-        Ok(TraceSource {
+        let mut source = TraceSource {
             user: UserSource::new(&opts.user)?,
             data: opts.data,
             output: opts.output,
@@ -143,7 +143,11 @@ impl TraceSource {
             mapped: None,
             mapped_note: None,
             layout: fsprof_core::BucketLayout::new(opts.user.resolution),
-        })
+        };
+        // Before the command is forked: a program attached while the
+        // command starts missed some of its first faults (measured).
+        source.attach_mapped();
+        Ok(source)
     }
 
     /// The trace written by [`Source::finish`].
@@ -168,12 +172,12 @@ impl TraceSource {
         for seq in seqs {
             self.harvest_chunk(seq, all);
         }
-        self.flush_faults();
+        self.flush_faults(all);
     }
 
     /// Writes the faults drained before this harvest into their threads'
     /// streams.
-    fn flush_faults(&mut self) {
+    fn flush_faults(&mut self, last: bool) {
         let (Some(m), Some(w)) = (self.mapped.as_mut(), self.writer.as_mut()) else {
             return;
         };
@@ -182,7 +186,7 @@ impl TraceSource {
             let next = streams.len() as u32 + 1;
             *streams.entry((FAULT_STREAMS, tid)).or_insert(next)
         };
-        if let Err(e) = m.flush(w, stream_of) {
+        if let Err(e) = m.flush(w, last, stream_of) {
             self.notes.push(format!("lost page faults of the trace: {e}"));
         }
     }
@@ -284,6 +288,7 @@ impl TraceSource {
                                 }
                                 writer.push_to(l.stream, &Record::Process(p))
                             }
+                            chunks::Parsed::Mapped(m) => writer.push_to(l.stream, &Record::Mapped(m)),
                         };
                         w.map_err(|e| {
                             lost = Some(e.to_string());
@@ -360,19 +365,29 @@ fn mapped_note(around: bool) -> String {
 }
 
 impl TraceSource {
-    /// Follows page faults from `pid` on, when this process may (root).
-    fn start_mapped(&mut self, pid: i32) {
+    /// Loads the page-fault programs, when this process may (root).
+    fn attach_mapped(&mut self) {
         if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
             self.mapped_note = Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls"));
             return;
         }
-        match MappedCapture::start(pid, self.layout.clone()) {
+        match MappedCapture::start(self.layout.clone()) {
             Ok(m) => self.mapped = Some(m),
-            Err(e) => {
-                self.mapped_note = Some(format!(
-                    "loads and stores through file mappings are not in this trace: {e}"
-                ))
-            }
+            Err(e) => self.mapped_not_captured(&e),
+        }
+    }
+
+    fn mapped_not_captured(&mut self, why: &str) {
+        self.mapped = None;
+        self.mapped_note = Some(format!(
+            "loads and stores through file mappings are not in this trace: {why}"
+        ));
+    }
+
+    /// Follows page faults from `pid` on.
+    fn start_mapped(&mut self, pid: i32) {
+        if let Some(Err(e)) = self.mapped.as_ref().map(|m| m.follow(pid)) {
+            self.mapped_not_captured(&e);
         }
     }
 

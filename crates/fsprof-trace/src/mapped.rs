@@ -11,9 +11,11 @@
 //! it was forked from) ever had covers it, and leaves the exact question
 //! (which mapping, then) to the reader, which follows mappings in time
 //! order. Anonymous memory (the heap, stacks) faults too, and is dropped
-//! here rather than stored.
+//! here rather than stored; so are the faults of a process whose records
+//! have not come yet (a process starting, whose libraries the loader maps
+//! without a call the shim sees) until they have.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use fsprof_core::histogram::OpStats;
 use fsprof_core::BucketLayout;
@@ -22,6 +24,10 @@ use fsprof_kernel::faults::{Fault, FaultSession};
 use crate::codec::CallRef;
 use crate::event::{Access, Mapped, ProcessInfo, Record, MAPPED_OPS};
 use crate::file::{TraceError, TraceWriter};
+
+/// Faults held back for processes whose records have not come (a bound:
+/// beyond it they are dropped as unresolvable).
+const MAX_WAITING: usize = 1 << 20;
 
 /// Address ranges (start → end) a process ever had mapped from a file.
 type Ranges = BTreeMap<u64, u64>;
@@ -51,6 +57,8 @@ pub struct MappedCapture {
     /// Drained from the ring, waiting for the chunks harvested after.
     pending: Vec<Fault>,
     ranges: HashMap<i32, Ranges>,
+    /// Processes whose image record came: their faults can be judged.
+    known: HashSet<i32>,
     /// Per op (mapped_read, mapped_write), the faults' service times.
     stats: [OpStats; 2],
     layout: BucketLayout,
@@ -60,16 +68,22 @@ pub struct MappedCapture {
 
 impl MappedCapture {
     /// Follows the page faults of `pid` and its children, or says why not.
-    pub fn start(pid: i32, layout: BucketLayout) -> Result<MappedCapture, String> {
-        let session = FaultSession::start(pid).map_err(|e| e.to_string())?;
+    pub fn start(layout: BucketLayout) -> Result<MappedCapture, String> {
+        let session = FaultSession::attach().map_err(|e| e.to_string())?;
         Ok(MappedCapture {
             session,
             pending: Vec::new(),
             ranges: HashMap::new(),
+            known: HashSet::new(),
             stats: MAPPED_OPS.map(OpStats::new),
             layout,
             outside: 0,
         })
+    }
+
+    /// Follows `pid` and the children it forks.
+    pub fn follow(&self, pid: i32) -> Result<(), String> {
+        self.session.follow(pid).map_err(|e| e.to_string())
     }
 
     /// Whether the kernel says which pages it mapped around a fault.
@@ -99,6 +113,7 @@ impl MappedCapture {
 
     /// A process image: a fork starts with its parent's mappings.
     pub fn saw_process(&mut self, p: &ProcessInfo) {
+        self.known.insert(p.pid);
         if !self.ranges.contains_key(&p.pid) {
             if let Some(r) = self.ranges.get(&p.ppid).cloned() {
                 self.ranges.insert(p.pid, r);
@@ -108,15 +123,25 @@ impl MappedCapture {
 
     /// Writes the pending faults that fall in file mappings, each thread's
     /// to its stream (`stream_of`), and times them into the profile's ops.
+    /// Faults of a process whose records have not come yet wait, unless
+    /// this is the `last` flush.
     pub fn flush(
         &mut self,
         writer: &mut TraceWriter,
+        last: bool,
         mut stream_of: impl FnMut(i32) -> u32,
     ) -> Result<(), TraceError> {
+        let mut waiting = Vec::new();
         for f in std::mem::take(&mut self.pending) {
-            // Faults of a process whose records are not in yet (a child
-            // faulting before its first call) are kept: the reader decides.
-            if self.ranges.get(&f.pid).is_some_and(|r| !covers(r, f.addr)) {
+            if !self.known.contains(&f.pid) {
+                if !last && waiting.len() < MAX_WAITING {
+                    waiting.push(f);
+                } else {
+                    self.outside += 1;
+                }
+                continue;
+            }
+            if !self.ranges.get(&f.pid).is_some_and(|r| covers(r, f.addr)) {
                 self.outside += 1;
                 continue;
             }
@@ -135,6 +160,7 @@ impl MappedCapture {
             self.stats[f.write as usize].record(&self.layout, f.dur_ns, false);
             writer.push_to(stream_of(f.tid), &Record::Mapped(m))?;
         }
+        self.pending = waiting;
         Ok(())
     }
 
@@ -143,9 +169,10 @@ impl MappedCapture {
         self.stats.iter().filter(|s| s.count() > 0).cloned().collect()
     }
 
-    /// Faults the ring had no room for.
+    /// Faults the kernel reported none of (the ring was full, or a
+    /// program was skipped).
     pub fn lost(&self) -> u64 {
-        self.session.lost()
+        self.session.lost() + self.session.missed()
     }
 
     /// Faults dropped as outside every file mapping (the heap, stacks).

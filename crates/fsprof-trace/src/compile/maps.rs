@@ -127,6 +127,8 @@ impl Compiler {
             dur_ns: m.duration_ns(),
             op,
             slot: Some(map.slot),
+            // The file, for the replay's report (the slot is what is used).
+            path: Some(map.node),
             offset: page as i64,
             len: PAGE,
             ..Default::default()
@@ -178,6 +180,7 @@ impl Compiler {
             t_ns: m.start_ns,
             op: crate::event::Op::named(crate::event::MAPPED_OPS[1]),
             slot: Some(map.slot),
+            path: Some(map.node),
             offset: first as i64,
             len: end - first,
             buf: Some(self.buffer(b)),
