@@ -26,12 +26,35 @@ fn as_nobody(args: &[&std::ffi::OsStr]) -> Output {
 
 /// [`dirs`] that nobody may enter and use (LOWER and MP are nobody's).
 fn dirs_for_nobody() -> Dirs {
-    let d = dirs();
+    nobodys(dirs())
+}
+
+fn nobodys(d: Dirs) -> Dirs {
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
     for p in [d.path(), &d.lower, &d.mp] {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
     }
     d
+}
+
+/// [`dirs_for_nobody`] where a setuid program runs as its owner: /tmp
+/// unless it is mounted nosuid (a tmpfs /tmp often is), else the build's
+/// disk.
+fn dirs_for_a_helper() -> Dirs {
+    let d = dirs();
+    if nosuid(d.path()) {
+        return nobodys(dirs_on_disk());
+    }
+    nobodys(d)
+}
+
+fn nosuid(p: &std::path::Path) -> bool {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statvfs is plain data filled by statvfs; a NUL-terminated path.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(c.as_ptr(), &mut s) == 0 && s.f_flag & libc::ST_NOSUID != 0
+    }
 }
 
 /// A FUSE mount helper to copy: fusermount3 (fuse3), else fusermount.
@@ -54,6 +77,11 @@ struct Unprivileged {
 
 fn unprivileged_mount(d: &Dirs, setuid: bool, dev_fuse_mode: &str) -> Unprivileged {
     need_program("unshare", "util-linux");
+    assert!(
+        !nosuid(d.path()),
+        "{} is on a nosuid file system: the helper's copy would not run setuid",
+        d.path().display()
+    );
     let copy = d.path().join("helper");
     fs::copy(helper(), &copy).unwrap();
     std::os::unix::fs::chown(&copy, Some(0), Some(0)).unwrap();
@@ -116,7 +144,7 @@ fn unprivileged_mount(d: &Dirs, setuid: bool, dev_fuse_mode: &str) -> Unprivileg
 #[test]
 #[ignore = "needs root, setpriv, unshare, fusermount3"]
 fn an_unprivileged_user_mounts_with_a_setuid_helper() {
-    let d = dirs_for_nobody();
+    let d = dirs_for_a_helper();
     let r = unprivileged_mount(&d, true, "666");
     assert!(r.mount.status.success(), "{}", stderr(&r.mount));
     let u = r.umount.expect("mounted, so unmounted");
@@ -131,7 +159,7 @@ fn an_unprivileged_user_mounts_with_a_setuid_helper() {
 #[test]
 #[ignore = "needs root, setpriv, unshare, fusermount3"]
 fn an_unprivileged_user_without_a_setuid_helper_is_told_what_is_missing() {
-    let d = dirs_for_nobody();
+    let d = dirs_for_a_helper();
     refused(&d, unprivileged_mount(&d, false, "666"), "setuid");
 }
 
@@ -140,7 +168,7 @@ fn an_unprivileged_user_without_a_setuid_helper_is_told_what_is_missing() {
 #[test]
 #[ignore = "needs root, setpriv, unshare, fusermount3"]
 fn an_unprivileged_user_who_may_not_open_dev_fuse_is_told_so() {
-    let d = dirs_for_nobody();
+    let d = dirs_for_a_helper();
     refused(&d, unprivileged_mount(&d, true, "600"), "/dev/fuse");
 }
 
