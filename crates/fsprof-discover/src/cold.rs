@@ -683,30 +683,15 @@ mod tests {
     #[test]
     fn pages_held_for_a_moment_are_evicted_again_after_a_wait() {
         let (_d, p, c) = fadvised(1 << 20);
-        let f = File::open(&p).unwrap();
-        let len = 1 << 20;
-        // SAFETY: a shared read-only mapping of a file held open; only
-        // unmapped below, never dereferenced.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                std::os::fd::AsRawFd::as_raw_fd(&f),
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED);
-        let addr = map as usize;
-        let release = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(60));
-            // SAFETY: the mapping made above, of `len` bytes.
-            unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+        let map = crate::testing::map_every_page(&File::open(&p).unwrap()).unwrap();
+        let cooling = std::thread::spawn(move || {
+            let mut notes = Notes::default();
+            let r = c.cool(&[&p], &mut notes.ctx()).map_err(|e| e.to_string());
+            (r, c)
         });
-        let mut notes = Notes::default();
-        let r = c.cool(&[&p], &mut notes.ctx());
-        release.join().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        drop(map);
+        let (r, c) = cooling.join().unwrap();
         r.expect("cold once the pages are let go");
         let t = c.tally();
         assert_eq!((t.coolings, t.settled), (1, 1), "{t:?}");

@@ -145,3 +145,20 @@ impl Drop for LoopImage {
         let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
     }
 }
+
+/// `f` mapped shared and read-only with every page touched, so mapped
+/// into this process until the map is dropped: pages mapped into a process
+/// cannot be evicted (fadvise and drop_caches skip them), as when another
+/// program has the file mapped.
+pub fn map_every_page(f: &std::fs::File) -> std::io::Result<fsprof_sys::mmap::SharedMap> {
+    let len = usize::try_from(f.metadata()?.len())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    let map = fsprof_sys::mmap::SharedMap::new(f, len)?;
+    let page = fsprof_sys::host::page_size();
+    let mut sum = 0u64;
+    for off in (0..len.saturating_sub(7)).step_by(page) {
+        sum = sum.wrapping_add(map.u64_at(off));
+    }
+    std::hint::black_box(sum);
+    Ok(map)
+}

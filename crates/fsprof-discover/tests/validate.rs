@@ -425,25 +425,11 @@ impl Mapper {
                     None => std::thread::sleep(Duration::from_millis(5)),
                 }
             };
-            let len = file.metadata().unwrap().len() as usize;
-            // SAFETY: a fresh shared read-only mapping of a file we hold
-            // open; unmapped below, never dereferenced here.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    std::os::fd::AsRawFd::as_raw_fd(&file),
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
+            let map = fsprof_discover::testing::map_every_page(&file).unwrap();
             while !s.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            // SAFETY: the mapping made above, of `len` bytes.
-            unsafe { libc::munmap(p, len) };
+            drop(map);
             true
         });
         Mapper {
