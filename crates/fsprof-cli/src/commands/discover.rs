@@ -149,18 +149,9 @@ fn write_plots(dir: &Path, r: &fsprof_discover::Report, force: bool) -> Result<(
     Ok(())
 }
 
-pub fn discover(a: DiscoverArgs) -> Result<i32> {
-    for path in [&a.output, &a.profile].into_iter().flatten() {
-        Output {
-            path: Some(path.clone()),
-            force: a.force,
-        }
-        .check()?;
-    }
-    if let Some(d) = &a.plot_dir {
-        check_plot_dir(d, a.force)?;
-    }
-    let opts = Options {
+/// The library's options from the command line.
+fn options(a: &DiscoverArgs) -> Options {
+    Options {
         dir: a.dir.clone(),
         what: parameters(&a.what),
         iterations: a.iterations,
@@ -173,7 +164,21 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
         },
         cgroup_limit: a.cgroup_limit,
         command: std::env::args().collect(),
-    };
+    }
+}
+
+pub fn discover(a: DiscoverArgs) -> Result<i32> {
+    for path in [&a.output, &a.profile].into_iter().flatten() {
+        Output {
+            path: Some(path.clone()),
+            force: a.force,
+        }
+        .check()?;
+    }
+    if let Some(d) = &a.plot_dir {
+        check_plot_dir(d, a.force)?;
+    }
+    let opts = options(&a);
     if let Some(d) = &a.device {
         if !d.exists() {
             return Err(anyhow!("--device {}: no such device", d.display()));
@@ -206,19 +211,24 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     };
     let result = fsprof_discover::discover(&opts, &mut ctx);
     drop(bar);
-    let report = match result {
-        Ok(r) => r,
+    match result {
+        Ok(report) => write_all(&a, &report).map(|()| 0),
         Err(DiscoverError::Interrupted) => {
             let signo = stopped.get().unwrap_or(libc::SIGINT);
             fsprof_sys::diag!("fsprof: interrupted; test files removed, nothing written");
-            return Ok(128 + signo);
+            Ok(128 + signo)
         }
-        Err(e) => return Err(e.into()),
-    };
-    let text = fsprof_discover::render::text(&report);
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The findings (text or JSON, to stdout or -o), the latency profile and
+/// the figures, as asked.
+fn write_all(a: &DiscoverArgs, report: &fsprof_discover::Report) -> Result<()> {
+    let text = fsprof_discover::render::text(report);
     let findings = match pick_format(a.format, a.output.as_deref(), TextOrJson::Text) {
         TextOrJson::Text => text.clone(),
-        TextOrJson::Json => serde_json::to_string_pretty(&report)? + "\n",
+        TextOrJson::Json => serde_json::to_string_pretty(report)? + "\n",
     };
     match &a.output {
         None => write_stdout(&findings)?,
@@ -231,13 +241,13 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     }
     if let Some(out) = &a.profile {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        let p = fsprof_discover::profile::build(&report, &args, fsprof_core::Resolution::DEFAULT);
+        let p = fsprof_discover::profile::build(report, &args, fsprof_core::Resolution::DEFAULT);
         fsprof_core::format::write_profile(out, &p, a.force)?;
         fsprof_sys::diag!("fsprof: latency profile written to {}", out.display());
     }
     if let Some(d) = &a.plot_dir {
-        write_plots(d, &report, a.force)?;
+        write_plots(d, report, a.force)?;
         fsprof_sys::diag!("fsprof: figures written to {}", d.display());
     }
-    Ok(0)
+    Ok(())
 }
