@@ -17,8 +17,8 @@ def main():
     profile = json.load(open(sys.argv[2], encoding="utf-8"))
     live = "--live" in sys.argv[3:]
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    assert set(families) == {"fsprof_op_latency_nanoseconds", "fsprof_op_errors"}, families.keys()
-    hist = families["fsprof_op_latency_nanoseconds"]
+    assert set(families) == {"fsprof_op_latency_seconds", "fsprof_op_errors"}, families.keys()
+    hist = families["fsprof_op_latency_seconds"]
     assert hist.type == "histogram", hist.type
 
     series = {}
@@ -50,18 +50,19 @@ def main():
         h = op["histogram"]
         total = h.get("zero", 0) + sum(h.get("counts", []))
         if live:
-            assert ser["count"] <= total and ser["sum"] <= op["total_ns"], key
+            assert ser["count"] <= total and ser["sum"] <= op["total_ns"] / 1e9 * (1 + 1e-12), key
             continue
         assert ser["count"] == total, (key, ser["count"], total)
-        assert ser["sum"] == op["total_ns"], key
-        # Each finite le is an exact fsprof upper bound 2^((i+1)/r), and the
-        # count between consecutive bounds is that bucket's count.
+        assert math.isclose(ser["sum"], op["total_ns"] / 1e9, rel_tol=1e-12), key
+        # Each finite le is an exact fsprof upper bound 2^((i+1)/r) ns in
+        # seconds, and the count between consecutive bounds is that
+        # bucket's count.
         prev = 0
         offset = h.get("offset", 0)
         finite = [(le, c) for le, c in b if le != math.inf and le != 0]
         for k, (le, c) in enumerate(finite):
             i = offset + k
-            assert math.isclose(le, 2 ** ((i + 1) / res), rel_tol=1e-15), (key, le, i)
+            assert math.isclose(le, 2 ** ((i + 1) / res) / 1e9, rel_tol=1e-15), (key, le, i)
         for k, (le, c) in enumerate(b):
             if le == math.inf:
                 break

@@ -66,13 +66,16 @@ impl Output {
     /// Refuses, before anything runs (a capture may be long), an `-o FILE`
     /// that exists without `--force`, that is not a file fsprof may write
     /// (a directory, a socket...), or whose directory does not exist or
-    /// does not let us create a file. The default name needs no check: it
-    /// falls back to `$TMPDIR`.
+    /// does not let us create a file; `-o -` when standard output was
+    /// closed at start. The default name needs no check: it falls back to
+    /// `$TMPDIR`.
     pub fn check(&self) -> Result<(), SaveError> {
-        let Some(out) = self.path.as_deref().filter(|p| !is_stdio(p)) else {
+        let Some(out) = self.path.as_deref() else {
             return Ok(());
         };
-        fsprof_core::output::check_output(out, self.force)?;
+        if is_stdio(out) {
+            return Ok(fsprof_core::output::check_std(1)?);
+        }
         let dir = parent_dir(out);
         if !dir.is_dir() {
             return Err(SaveError::NoDirectory {
@@ -80,6 +83,7 @@ impl Output {
                 dir: dir.to_path_buf(),
             });
         }
+        fsprof_core::output::check_output(out, self.force)?;
         can_create_in(dir).map_err(|source| SaveError::NotWritable {
             file: out.to_path_buf(),
             dir: dir.to_path_buf(),
@@ -120,6 +124,7 @@ pub fn save(
     let base = default_name(kind, program, &p.meta.run.start_time);
     let first = match &out.path {
         Some(path) if is_stdio(path) => {
+            fsprof_core::output::check_std(1)?;
             let mut stdout = io::stdout().lock();
             stdout
                 .write_all(json.as_bytes())
@@ -356,19 +361,26 @@ mod tests {
         assert!(e.to_string().contains("does not exist"), "{e}");
     }
 
-    /// A directory that exists but where no file can be created (/proc,
-    /// even for root) is refused before the run, naming the reason.
+    /// A directory that exists but where no file can be created (/sys,
+    /// even for root) is refused before the run, naming the reason; so is
+    /// any name in /proc but fsprof's own descriptors.
     #[test]
     fn an_unwritable_directory_is_refused_up_front() {
+        let out = Output {
+            path: Some("/sys/p.json".into()),
+            force: false,
+        };
+        let e = out.check().unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot write /sys/p.json: cannot create files in /sys: "),
+            "{e}"
+        );
         let out = Output {
             path: Some("/proc/p.json".into()),
             force: false,
         };
         let e = out.check().unwrap_err().to_string();
-        assert!(
-            e.starts_with("cannot write /proc/p.json: cannot create files in /proc: "),
-            "{e}"
-        );
+        assert!(e.contains("it is in /proc"), "{e}");
         let stdout = Output {
             path: Some("-".into()),
             force: false,

@@ -45,15 +45,15 @@ pub fn read_inputs<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Result<V
     paths.into_iter().map(|p| read_input(p)).collect()
 }
 
-/// Refuses, before the work, an `-o FILE` that exists without `--force`.
+/// Refuses, before the work, an `-o FILE` that exists without `--force`
+/// or that fsprof may not write (fsprof-core's output rules), and
+/// standard output when it was closed at start.
 pub fn check_output(output: Option<&Path>, force: bool) -> Result<()> {
-    match output {
-        Some(p) if !is_stdio(p) && !force && p.exists() => Err(FormatError::Exists {
-            path: p.to_path_buf(),
-        }
-        .into()),
-        _ => Ok(()),
+    match output.filter(|p| !is_stdio(p)) {
+        Some(p) => fsprof_core::output::check_output(p, force).map(drop),
+        None => fsprof_core::output::check_std(1),
     }
+    .map_err(Into::into)
 }
 
 /// Writes to `-o FILE` (atomically: no partial file on failure) or, with
@@ -65,7 +65,10 @@ pub fn write_output(bytes: &[u8], output: Option<&Path>, force: bool) -> Result<
             fsprof_sys::diag!("fsprof: wrote {}", path.display());
             Ok(())
         }
-        None => write_stdout(bytes),
+        None => {
+            fsprof_core::output::check_std(1)?;
+            write_stdout(bytes)
+        }
     }
 }
 

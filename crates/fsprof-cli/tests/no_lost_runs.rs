@@ -2,8 +2,9 @@
 //! unwritable output is refused before the command starts, a place that
 //! cannot be written when the run ends falls back to $TMPDIR (and says
 //! so), and `-` is standard output / input for every command. (A profile
-//! that cannot be written anywhere keeps the command's status: unit tests
-//! of `fsprof-capture`'s save and the CLI's `exit_status`.)
+//! that cannot be written anywhere keeps a failed command's status and
+//! turns a success into 2: unit tests of `fsprof-capture`'s save and the
+//! CLI's `exit_status`, and closed_stdout.rs.)
 
 use std::fs;
 use std::io::Write;
@@ -70,7 +71,7 @@ fn an_unwritable_output_is_refused_before_the_command_starts() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let o = fsprof()
-        .args(["run", "-o", "/proc/p.json", "--", "touch"])
+        .args(["run", "-o", "/sys/p.json", "--", "touch"])
         .arg(&marker)
         .output()
         .unwrap();
@@ -78,7 +79,7 @@ fn an_unwritable_output_is_refused_before_the_command_starts() {
     assert!(!marker.exists(), "the command ran");
     assert_eq!(
         stderr(&o).trim(),
-        "fsprof: cannot write /proc/p.json: cannot create files in /proc: No such file or directory (os error 2)"
+        "fsprof: cannot write /sys/p.json: cannot create files in /sys: Permission denied (os error 13)"
     );
 }
 

@@ -1,6 +1,7 @@
 //! The live endpoint scraped by a real Prometheus server (Debian's, with
-//! native histograms enabled): it must ingest fsprof's buckets as a native
-//! histogram whose boundaries are exactly fsprof's `(2^(i/r), 2^((i+1)/r)]`.
+//! native histograms enabled): it must ingest fsprof's buckets one for one
+//! as a native histogram in seconds, each at the native bucket
+//! `fsprof_export::native_index` places it.
 //! Everything stays on loopback; every wait is bounded.
 
 use std::io::{Read, Write};
@@ -76,7 +77,7 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
             .unwrap(),
     );
 
-    let query = "/api/v1/query?query=fsprof_op_latency_nanoseconds%7Bop%3D%22read%22%7D";
+    let query = "/api/v1/query?query=fsprof_op_latency_seconds%7Bop%3D%22read%22%7D";
     let mut result = None;
     for _ in 0..80 {
         std::thread::sleep(Duration::from_millis(500));
@@ -99,7 +100,7 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
     let m = &r["metric"];
     assert_eq!(m["layer"], "user");
     assert_eq!(m["host"], fsprof_sys::host::hostname());
-    assert!(m["command"].as_str().unwrap().starts_with("sh -c "));
+    assert_eq!(m["command"], "sh");
     let h = &r["histogram"][1];
     let count: u64 = h["count"].as_str().unwrap().parse().unwrap();
     assert!(count > 0);
@@ -114,9 +115,14 @@ fn prometheus_scrapes_native_histograms_with_fsprof_buckets() {
         let lo: f64 = b[1].as_str().unwrap().parse().unwrap();
         let hi: f64 = b[2].as_str().unwrap().parse().unwrap();
         let n: u64 = b[3].as_str().unwrap().parse().unwrap();
-        let i = (lo.log2() * 2.0).round() as i32;
-        assert!((lo - res.lower_bound(i)).abs() <= lo * 1e-12, "{b}");
-        assert!((hi - res.upper_bound(i)).abs() <= hi * 1e-12, "{b}");
+        // Native bucket j of schema 1 is (2^((j-1)/2), 2^(j/2)] s.
+        let j = (hi.log2() * 2.0).round() as i32;
+        assert!(
+            (lo - ((j - 1) as f64 / 2.0).exp2()).abs() <= lo * 1e-12,
+            "{b}"
+        );
+        assert!((hi - (j as f64 / 2.0).exp2()).abs() <= hi * 1e-12, "{b}");
+        let i = fsprof_export::fsprof_index(j, res, fsprof_core::layer::Unit::Ns);
         // Scraped mid-run: never more than the final profile holds.
         assert!(
             n <= read.histogram.get(i),

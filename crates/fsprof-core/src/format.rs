@@ -19,7 +19,7 @@ pub enum FormatError {
     Write { path: PathBuf, source: io::Error },
     #[error("{path} already exists; pass --force to overwrite it or choose another name")]
     Exists { path: PathBuf },
-    #[error("cannot write {path}: it is {what}; fsprof writes to regular files, terminals, devices and FIFOs")]
+    #[error("cannot write {path}: {what}")]
     NotWritable { path: PathBuf, what: String },
     #[error("{path} is not a valid profile: {detail}")]
     Corrupt { path: PathBuf, detail: String },

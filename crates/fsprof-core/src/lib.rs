@@ -18,6 +18,7 @@ pub mod output;
 pub mod printable;
 pub mod profile;
 pub mod stats;
+pub mod stdio;
 pub mod units;
 
 pub use buckets::{BucketLayout, Resolution};

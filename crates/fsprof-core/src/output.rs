@@ -1,193 +1,600 @@
-//! Where an output file may go. Every command that writes a file (`-o`)
-//! goes through [`write_atomic`]: a regular file is replaced atomically
-//! (a temporary file renamed into place, only with `--force`); a stream the
-//! user named (a terminal, `/dev/stdout`, `/dev/null`, a FIFO) is written
-//! into; anything else (a directory, a block device, a socket) is refused.
-//! A rename never replaces something that is not a regular file: `-o
-//! /dev/null --force` must not leave a regular file where the device was.
+//! The one writer of every file a command makes: `-o`, `--profile`,
+//! `--timing`, `--plot`, traces, replay files, a mount's profile at
+//! unmount. fsprof often runs as root in directories other users can
+//! write to, so a name is looked up in a way no other user can redirect.
+//!
+//! # What `-o NAME` may be, and what `--force` replaces
+//!
+//! NAME's directory part is looked up like any path (a symbolic link in it
+//! is followed) and opened once; everything after happens inside that
+//! descriptor, and NAME's last component is never resolved:
+//!
+//! - **nothing yet**: a file is created.
+//! - **a regular file or a symbolic link**: refused without `--force`
+//!   ("exists"); with `--force` the *name* is replaced. A symbolic link is
+//!   replaced by the new file; the file it pointed to is never opened,
+//!   written or changed.
+//! - **fsprof's own descriptors** — `/dev/stdout`, `/dev/stderr`,
+//!   `/dev/stdin`, `/dev/fd/N`, `/proc/self/fd/N` (as process substitution
+//!   makes them: `-o >(gzip > p.json.gz)`): written into the descriptor
+//!   fsprof already holds; no name is opened. A standard descriptor that
+//!   was closed when fsprof started (`>&-`) is refused: what is there now
+//!   is `/dev/null`, and the output would be lost ([`crate::stdio`]).
+//! - **a character device** (`/dev/null`, a terminal) **or a FIFO**:
+//!   written into, never replaced, and only when it belongs to root or to
+//!   the user fsprof runs as. Root therefore never hands its output to a
+//!   FIFO another user planted (nor blocks on it); a FIFO nobody reads is
+//!   an error, not a hang.
+//! - **a directory, a block device, a socket**, and any other name in
+//!   `/proc`: refused. So is a name that ends in `/`.
+//!
+//! A file is written under a temporary name in the same directory
+//! (`openat(O_CREAT|O_EXCL|O_NOFOLLOW)`, mode 0600 while it is written),
+//! then renamed onto NAME (`renameat`; `renameat2(RENAME_NOREPLACE)`
+//! without `--force`, so a file that appears meanwhile is not replaced
+//! either): readers see the old file or the whole new one, and a failed
+//! write leaves nothing behind. The file gets the permission bits of the
+//! regular file it replaces, else `0666` minus the umask, and never
+//! world-write.
+//!
+//! Hand-written because no crate does this: tempfile's and atomicwrites'
+//! `persist` rename by path (the directory is looked up again at the
+//! rename), and none knows streams, devices or fsprof's descriptors.
 
-use std::fs;
+use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use crate::format::FormatError;
 
-/// What an output path names now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What an output name is now (looked at, never followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputTarget {
-    /// Nothing yet.
+    /// Nothing yet: a file is created.
     New,
-    /// A regular file (at the given path, symlinks resolved, so that a
-    /// symlink to it stays a symlink).
-    Regular(PathBuf),
-    /// A character device or a FIFO: written into, never replaced.
+    /// A regular file: replaced with `--force`.
+    Regular,
+    /// A symbolic link: the link is replaced with `--force`.
+    Symlink,
+    /// A character device or a FIFO of root's or ours: written into.
     Stream,
+    /// One of fsprof's descriptors (`/dev/stdout`, `/dev/fd/N`): written
+    /// into.
+    Descriptor(RawFd),
 }
 
-/// Looks at `path` (following symlinks) and says how it may be written,
-/// or why it may not.
-pub fn output_target(path: &Path) -> Result<OutputTarget, FormatError> {
-    let refuse = |what: &str| FormatError::NotWritable {
-        path: path.to_owned(),
-        what: what.to_string(),
-    };
-    let meta = match fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return match fs::symlink_metadata(path) {
-                Ok(_) => Err(refuse("a symbolic link to nothing")),
-                Err(_) => Ok(OutputTarget::New),
-            };
+/// NAME's directory, held open, and NAME in it.
+struct Place {
+    path: PathBuf,
+    dir: OwnedFd,
+    name: CString,
+}
+
+impl Place {
+    fn refuse(&self, what: impl Into<String>) -> FormatError {
+        FormatError::NotWritable {
+            path: self.path.clone(),
+            what: what.into(),
         }
-        Err(source) => {
-            return Err(FormatError::Write {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let t = meta.file_type();
-    if t.is_file() {
-        let real = fs::canonicalize(path).map_err(|source| FormatError::Write {
-            path: path.to_owned(),
+    }
+
+    fn werr(&self, source: io::Error) -> FormatError {
+        FormatError::Write {
+            path: self.path.clone(),
             source,
-        })?;
-        Ok(OutputTarget::Regular(real))
-    } else if t.is_char_device() || t.is_fifo() {
-        Ok(OutputTarget::Stream)
-    } else if t.is_dir() {
-        Err(refuse("a directory"))
-    } else if t.is_block_device() {
-        Err(refuse("a block device"))
-    } else if t.is_socket() {
-        Err(refuse("a socket"))
-    } else {
-        Err(refuse("not a regular file"))
+        }
     }
 }
 
 /// Checks, before any work is done, that `path` can be written: refused
-/// kinds of file, or an existing regular file without `overwrite`.
+/// kinds of file, or an existing file or link without `overwrite`.
 pub fn check_output(path: &Path, overwrite: bool) -> Result<OutputTarget, FormatError> {
-    let t = output_target(path)?;
-    if matches!(t, OutputTarget::Regular(_)) && !overwrite {
+    let place = locate(path)?;
+    let (target, _) = classify(&place)?;
+    if matches!(target, OutputTarget::Regular | OutputTarget::Symlink) && !overwrite {
         return Err(FormatError::Exists {
             path: path.to_owned(),
         });
     }
-    Ok(t)
+    Ok(target)
 }
 
-/// For writers that build a file beside `path` and rename it into place
-/// (trace files): Ok if `path` is nothing yet or a regular file, the error
-/// (as an io::Error, for their error types) otherwise.
-pub fn ensure_renamable(path: &Path) -> io::Result<()> {
-    match output_target(path) {
-        Ok(OutputTarget::New) | Ok(OutputTarget::Regular(_)) => Ok(()),
-        Ok(OutputTarget::Stream) => Err(io::Error::other(
-            "it is a terminal, device or FIFO; this file is written to a regular file only",
-        )),
-        Err(e) => Err(io::Error::other(e.to_string())),
+/// Checks that standard descriptor `fd` can take output (`-o -`): open,
+/// writable, and not closed when fsprof started (`>&-`).
+pub fn check_std(fd: RawFd) -> Result<(), FormatError> {
+    writable_descriptor(fd).map_err(|what| FormatError::NotWritable {
+        path: PathBuf::from(crate::stdio::name(fd)),
+        what,
+    })
+}
+
+/// Writes `bytes` to `path` by the rules of this module: a file appears
+/// whole or not at all; without `overwrite` nothing that exists is
+/// replaced, even what appears while we write.
+pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FormatError> {
+    let mut f = OutputFile::create(path, overwrite)?;
+    f.write_all(bytes).map_err(|source| FormatError::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    f.commit()
+}
+
+/// An output being written: a temporary file renamed onto its name by
+/// [`OutputFile::commit`] (removed if dropped before), or a stream or
+/// descriptor written into.
+pub struct OutputFile {
+    file: File,
+    staged: Option<Staged>,
+    path: PathBuf,
+}
+
+/// The temporary file of an [`OutputFile`] and where it goes.
+struct Staged {
+    place: Place,
+    tmp: CString,
+    overwrite: bool,
+    mode: libc::mode_t,
+    placed: bool,
+}
+
+impl OutputFile {
+    /// Opens `path` for output: a file, a stream or a descriptor.
+    pub fn create(path: &Path, overwrite: bool) -> Result<OutputFile, FormatError> {
+        Self::open(path, overwrite, true)
+    }
+
+    /// Like [`OutputFile::create`] for files that must be regular files
+    /// (a trace, a replay file): streams and descriptors are refused.
+    pub fn create_file(path: &Path, overwrite: bool) -> Result<OutputFile, FormatError> {
+        Self::open(path, overwrite, false)
+    }
+
+    fn open(path: &Path, overwrite: bool, streams: bool) -> Result<OutputFile, FormatError> {
+        let place = locate(path)?;
+        let (target, st) = classify(&place)?;
+        let file = match target {
+            OutputTarget::Stream | OutputTarget::Descriptor(_) if !streams => {
+                return Err(place.refuse(
+                    "it is a terminal, device, FIFO or descriptor; this file is written to a regular file only",
+                ))
+            }
+            OutputTarget::Descriptor(fd) => dup(fd).map_err(|e| place.werr(e))?,
+            OutputTarget::Stream => open_stream(&place, &st.expect("a stream was stat'ed"))?,
+            OutputTarget::Regular | OutputTarget::Symlink if !overwrite => {
+                return Err(FormatError::Exists {
+                    path: path.to_owned(),
+                })
+            }
+            OutputTarget::New | OutputTarget::Regular | OutputTarget::Symlink => {
+                // The replaced file's permission bits, else the umask's.
+                let mode = match (target, st) {
+                    (OutputTarget::Regular, Some(st)) => st.st_mode & 0o777,
+                    _ => 0o666 & !umask(),
+                } & !0o002;
+                return stage(place, overwrite, mode);
+            }
+        };
+        Ok(OutputFile {
+            file,
+            staged: None,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The file being written (to sync it, say).
+    pub fn as_file(&self) -> &File {
+        &self.file
+    }
+
+    /// Puts a written file in place under its name (streams and
+    /// descriptors have nothing to put in place).
+    pub fn commit(mut self) -> Result<(), FormatError> {
+        let Some(s) = self.staged.as_mut() else {
+            return Ok(());
+        };
+        // SAFETY: fchmod on the descriptor we hold.
+        if unsafe { libc::fchmod(self.file.as_raw_fd(), s.mode) } != 0 {
+            return Err(s.place.werr(io::Error::last_os_error()));
+        }
+        let (dir, name) = (s.place.dir.as_raw_fd(), s.place.name.as_c_str());
+        if s.overwrite {
+            // A rename would replace whatever is there now: only a file or
+            // a link may be (something else may have appeared meanwhile).
+            match lstat_at(dir, name) {
+                Ok(st) if !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFLNK) => {
+                    return Err(s.place.refuse(format!("it is now {}", kind(&st))))
+                }
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(s.place.werr(e)),
+                _ => {}
+            }
+            // SAFETY: NUL-terminated names relative to the held directory.
+            if unsafe { libc::renameat(dir, s.tmp.as_ptr(), dir, name.as_ptr()) } != 0 {
+                return Err(s.place.werr(io::Error::last_os_error()));
+            }
+        } else {
+            rename_noreplace(dir, &s.tmp, name).map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => FormatError::Exists {
+                    path: self.path.clone(),
+                },
+                _ => s.place.werr(e),
+            })?;
+        }
+        s.placed = true;
+        Ok(())
     }
 }
 
-/// Writes `bytes` to `path`: atomically for a file (readers never see a
-/// half-written file, a failed write leaves nothing behind; without
-/// `overwrite` an existing file is never replaced, even one that appears
-/// while we write), straight into a terminal, device or FIFO.
-pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FormatError> {
-    let werr = |source: io::Error| FormatError::Write {
+impl Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if let Some(s) = self.staged.as_ref().filter(|s| !s.placed) {
+            // Not committed (an error on the way): leave nothing behind.
+            // SAFETY: a NUL-terminated name relative to the held directory.
+            unsafe { libc::unlinkat(s.place.dir.as_raw_fd(), s.tmp.as_ptr(), 0) };
+        }
+    }
+}
+
+/// Splits `path` into its directory, opened (following links there), and
+/// its last component.
+fn locate(path: &Path) -> Result<Place, FormatError> {
+    let bytes = path.as_os_str().as_bytes();
+    let refuse = |what: &str| FormatError::NotWritable {
+        path: path.to_owned(),
+        what: what.into(),
+    };
+    let names_a_dir = bytes.is_empty()
+        || bytes.ends_with(b"/")
+        || bytes.ends_with(b"/.")
+        || bytes.ends_with(b"/..")
+        || bytes == b"."
+        || bytes == b"..";
+    let name = match path.file_name() {
+        Some(n) if !names_a_dir => n,
+        _ => return Err(refuse("it names a directory")),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let werr = |source| FormatError::Write {
         path: path.to_owned(),
         source,
     };
-    let target = match check_output(path, overwrite)? {
-        OutputTarget::Stream => return write_into(path, bytes).map_err(werr),
-        OutputTarget::Regular(real) => real,
-        OutputTarget::New => path.to_owned(),
+    let cdir = cstring(dir.as_os_str()).map_err(werr)?;
+    let name = cstring(name).map_err(werr)?;
+    // SAFETY: a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            cdir.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
     };
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(werr(io::Error::new(
+            e.kind(),
+            format!("directory {}: {e}", dir.display()),
+        )));
+    }
+    Ok(Place {
+        path: path.to_owned(),
+        // SAFETY: a descriptor open() just gave us.
+        dir: unsafe { OwnedFd::from_raw_fd(fd) },
+        name,
+    })
+}
+
+/// What NAME is, by the rules of the module doc; the stat of a stream or
+/// a regular file.
+fn classify(p: &Place) -> Result<(OutputTarget, Option<libc::stat>), FormatError> {
+    if let Some(fd) = own_descriptor(p) {
+        writable_descriptor(fd).map_err(|what| p.refuse(what))?;
+        return Ok((OutputTarget::Descriptor(fd), None));
+    }
+    if on_procfs(p.dir.as_raw_fd()) {
+        return Err(p.refuse(
+            "it is in /proc, where fsprof writes only into its own descriptors (/proc/self/fd/N)",
+        ));
+    }
+    let st = match lstat_at(p.dir.as_raw_fd(), &p.name) {
+        Ok(st) => st,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((OutputTarget::New, None)),
+        Err(e) => return Err(p.werr(e)),
     };
-    let name = target.file_name().ok_or_else(|| {
-        werr(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a file name",
-        ))
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        // No fsync: the rename already guarantees readers a whole file, and
-        // a flush to disk would add milliseconds to every short `fsprof run`.
-        f.write_all(bytes)?;
-        if overwrite {
-            // What is there now must still be a regular file (or nothing):
-            // a rename would replace anything else.
-            match output_target(&target) {
-                Ok(OutputTarget::Regular(_)) | Ok(OutputTarget::New) => {}
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AlreadyExists,
-                        "replaced by something that is not a regular file",
-                    ))
-                }
+    let target = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => OutputTarget::Regular,
+        libc::S_IFLNK => OutputTarget::Symlink,
+        libc::S_IFCHR | libc::S_IFIFO => {
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if st.st_uid != 0 && st.st_uid != me {
+                return Err(p.refuse(format!(
+                    "it is {} of another user (uid {}); fsprof writes into FIFOs and devices of root or of its own user only",
+                    kind(&st),
+                    st.st_uid
+                )));
             }
-            fs::rename(&tmp, &target)
-        } else {
-            // link(2) fails if the target exists: a no-clobber rename.
-            fs::hard_link(&tmp, &target)
+            OutputTarget::Stream
         }
-    })();
-    let _ = fs::remove_file(&tmp);
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FormatError::Exists {
-            path: path.to_owned(),
-        }),
-        Err(e) => Err(werr(e)),
+        _ => return Err(p.refuse(format!("it is {}", kind(&st)))),
+    };
+    Ok((target, Some(st)))
+}
+
+/// "a directory", "a socket", ... for messages.
+fn kind(st: &libc::stat) -> &'static str {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFLNK => "a symbolic link",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        _ => "not a regular file",
     }
 }
 
-/// Writes into a character device or FIFO. A FIFO nobody reads is an
-/// error (ENXIO), not a hang.
-fn write_into(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => io::Error::other("no process is reading this FIFO"),
-            _ => e,
-        })?;
-    // Blocking writes from here on: a slow reader is waited for.
-    use std::os::fd::AsRawFd;
-    let fd = f.as_raw_fd();
-    // SAFETY: F_GETFL/F_SETFL on a descriptor we own and keep open.
+/// The descriptor NAME stands for when it is one of fsprof's own:
+/// `stdin`, `stdout`, `stderr` in `/dev`; a number in this process's
+/// `/proc/.../fd` (which `/dev/fd` links to).
+fn own_descriptor(p: &Place) -> Option<RawFd> {
+    let dir = fstat(p.dir.as_raw_fd()).ok()?;
+    let is =
+        |path: &CStr| stat(path).is_ok_and(|s| s.st_dev == dir.st_dev && s.st_ino == dir.st_ino);
+    let name = p.name.to_bytes();
+    if is(c"/dev") {
+        return match name {
+            b"stdin" => Some(0),
+            b"stdout" => Some(1),
+            b"stderr" => Some(2),
+            _ => None,
+        };
+    }
+    if is(c"/proc/self/fd") || is(c"/proc/thread-self/fd") {
+        return std::str::from_utf8(name).ok()?.parse().ok();
+    }
+    None
+}
+
+/// Ok if output can go into descriptor `fd`; else why not.
+fn writable_descriptor(fd: RawFd) -> Result<(), String> {
+    let name = crate::stdio::name(fd);
+    if crate::stdio::closed_at_start(fd) {
+        return Err(format!(
+            "{name} was closed when fsprof started (>&-): what is written there would be lost"
+        ));
+    }
+    // SAFETY: F_GETFL only asks about the descriptor.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl == -1 {
+        return Err(format!("{name} is not open"));
+    }
+    if fl & libc::O_PATH != 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
+        return Err(format!("{name} is not open for writing"));
+    }
+    match fstat(fd) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+            Err(format!("{name} is a directory"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A descriptor of our own on what `fd` is open on.
+fn dup(fd: RawFd) -> io::Result<File> {
+    // SAFETY: duplicates a descriptor checked to be open; the copy is ours.
+    let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if d < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor we just made.
+    Ok(unsafe { File::from_raw_fd(d) })
+}
+
+/// Opens a device or FIFO that `st` described, never following a link,
+/// and checks it is still that one.
+fn open_stream(p: &Place, st: &libc::stat) -> Result<File, FormatError> {
+    let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+    // SAFETY: a NUL-terminated name relative to the held directory.
+    let fd = unsafe { libc::openat(p.dir.as_raw_fd(), p.name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ENXIO) => p.refuse("no process is reading this FIFO"),
+            _ => p.werr(e),
+        });
+    }
+    // SAFETY: a descriptor openat just gave us.
+    let f = unsafe { File::from_raw_fd(fd) };
+    match fstat(fd) {
+        Ok(now) if now.st_dev == st.st_dev && now.st_ino == st.st_ino => {}
+        _ => return Err(p.refuse("it changed while being opened")),
+    }
+    // Blocking writes from here on: a slow reader is waited for. The open
+    // file description is our own (we opened it), so no one else's changes.
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own.
     unsafe {
         let fl = libc::fcntl(fd, libc::F_GETFL);
         libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
     }
-    (&f).write_all(bytes)
+    Ok(f)
+}
+
+/// Temporary files made by this process so far (names must differ).
+static TEMPS: AtomicU32 = AtomicU32::new(0);
+
+/// Creates the temporary file beside NAME in the held directory.
+fn stage(place: Place, overwrite: bool, mode: libc::mode_t) -> Result<OutputFile, FormatError> {
+    // A short prefix of NAME keeps the temporary name within NAME_MAX.
+    let stem: Vec<u8> = place.name.to_bytes().iter().take(200).copied().collect();
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    for _ in 0..100 {
+        let mut tmp = b".".to_vec();
+        tmp.extend_from_slice(&stem);
+        let n = TEMPS.fetch_add(1, Relaxed);
+        tmp.extend_from_slice(format!(".tmp-{}-{n}", std::process::id()).as_bytes());
+        let tmp = CString::new(tmp).expect("no NUL in a file name");
+        // SAFETY: a NUL-terminated name relative to the held directory.
+        let fd = unsafe { libc::openat(place.dir.as_raw_fd(), tmp.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            // A name left by an earlier process of the same pid, or planted.
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                continue;
+            }
+            return Err(place.werr(e));
+        }
+        let path = place.path.clone();
+        return Ok(OutputFile {
+            // SAFETY: a descriptor openat just gave us.
+            file: unsafe { File::from_raw_fd(fd) },
+            staged: Some(Staged {
+                place,
+                tmp,
+                overwrite,
+                mode,
+                placed: false,
+            }),
+            path,
+        });
+    }
+    Err(place.werr(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free temporary name in its directory",
+    )))
+}
+
+/// `renameat2(RENAME_NOREPLACE)`; where the file system does not support
+/// it, `linkat` (which never replaces either) and `unlinkat`.
+fn rename_noreplace(dir: RawFd, tmp: &CStr, name: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated names relative to the held directory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            dir,
+            tmp.as_ptr(),
+            dir,
+            name.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+        return Err(e);
+    }
+    // SAFETY: as above; flags 0: a link to the temporary file itself.
+    if unsafe { libc::linkat(dir, tmp.as_ptr(), dir, name.as_ptr(), 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    unsafe { libc::unlinkat(dir, tmp.as_ptr(), 0) };
+    Ok(())
+}
+
+/// The process's umask, from /proc (reading it with umask(2) would change
+/// it for a moment under other threads); 022 if /proc does not say.
+fn umask() -> libc::mode_t {
+    static UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let v = s.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+                libc::mode_t::from_str_radix(v.trim(), 8).ok()
+            })
+            .unwrap_or(0o022)
+    })
+}
+
+fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))
+}
+
+fn lstat_at(dir: RawFd, name: &CStr) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data filled by fstatat; a NUL-terminated name.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data filled by fstat.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+fn stat(path: &CStr) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data filled by stat; a NUL-terminated path.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::stat(path.as_ptr(), &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+/// Whether `dir` is on procfs.
+fn on_procfs(dir: RawFd) -> bool {
+    // SAFETY: statfs is plain data filled by fstatfs.
+    unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        libc::fstatfs(dir, &mut s) == 0 && s.f_type == libc::PROC_SUPER_MAGIC
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 
     fn mkfifo(p: &Path) {
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let c = CString::new(p.as_os_str().as_bytes()).unwrap();
         // SAFETY: a NUL-terminated path; mkfifo only creates a node.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    /// A scratch directory for a test that needs root (for `why`).
+    fn root_tempdir(why: &str) -> tempfile::TempDir {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "this test needs root ({why})");
+        tempfile::tempdir().unwrap()
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().mode() & 0o7777
     }
 
     #[test]
@@ -200,7 +607,7 @@ mod tests {
         assert!(e.to_string().contains("no process is reading"), "{e}");
         let reader = {
             let fifo = fifo.clone();
-            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+            std::thread::spawn(move || fs::read(fifo).unwrap())
         };
         // Wait for the reader to open its end.
         let t = std::time::Instant::now();
@@ -218,38 +625,137 @@ mod tests {
     }
 
     #[test]
-    fn sockets_directories_and_dangling_links_are_refused() {
+    fn sockets_directories_and_names_in_proc_are_refused() {
         let d = tempfile::tempdir().unwrap();
         let sock = d.path().join("sock");
         let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         let e = write_atomic(&sock, b"x", true).unwrap_err();
-        assert!(e.to_string().contains("a socket"), "{e}");
+        assert!(e.to_string().contains("it is a socket"), "{e}");
         assert!(fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
         let e = write_atomic(d.path(), b"x", true).unwrap_err();
-        assert!(e.to_string().contains("a directory"), "{e}");
-        let dangling = d.path().join("dangling");
-        symlink(d.path().join("nothing"), &dangling).unwrap();
-        let e = write_atomic(&dangling, b"x", true).unwrap_err();
-        assert!(e.to_string().contains("symbolic link to nothing"), "{e}");
+        assert!(e.to_string().contains("it is a directory"), "{e}");
+        for p in ["new/", "new/.", "..", "/"] {
+            let e = write_atomic(&d.path().join(p), b"x", true).unwrap_err();
+            assert!(e.to_string().contains("names a directory"), "{p}: {e}");
+        }
+        assert!(!d.path().join("new").exists());
+        for p in ["/proc/uptime", "/proc/1/fd/1", "/proc/self/fd/x"] {
+            let e = check_output(Path::new(p), true).unwrap_err();
+            assert!(e.to_string().contains("in /proc"), "{p}: {e}");
+        }
+        assert_eq!(
+            fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "a temporary file stayed"
+        );
     }
 
+    /// The last component is never resolved: a link (dangling or not) is
+    /// a name that exists, and `--force` replaces the link itself.
     #[test]
-    fn a_symlink_to_a_file_stays_a_symlink() {
+    fn a_symlink_is_replaced_never_written_through() {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("real.json");
         fs::write(&file, "old").unwrap();
-        let link = d.path().join("link.json");
-        symlink(&file, &link).unwrap();
-        assert!(matches!(
-            write_atomic(&link, b"new", false),
-            Err(FormatError::Exists { .. })
-        ));
-        write_atomic(&link, b"new", true).unwrap();
-        assert!(fs::symlink_metadata(&link)
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        for (link, to) in [
+            ("link.json", file.clone()),
+            ("dangling", d.path().join("none")),
+        ] {
+            let link = d.path().join(link);
+            symlink(&to, &link).unwrap();
+            assert!(matches!(
+                check_output(&link, false),
+                Err(FormatError::Exists { .. })
+            ));
+            assert_eq!(check_output(&link, true).unwrap(), OutputTarget::Symlink);
+            assert!(matches!(
+                write_atomic(&link, b"new", false),
+                Err(FormatError::Exists { .. })
+            ));
+            write_atomic(&link, b"new", true).unwrap();
+            assert!(fs::symlink_metadata(&link).unwrap().file_type().is_file());
+            assert_eq!(fs::read_to_string(&link).unwrap(), "new");
+        }
+        assert_eq!(fs::read_to_string(&file).unwrap(), "old");
+        assert_eq!(mode(&file), 0o600);
+        assert!(!d.path().join("none").exists());
+    }
+
+    /// Only the last component is never resolved: the directory part is
+    /// looked up as any path.
+    #[test]
+    fn a_symlinked_directory_is_followed() {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("real")).unwrap();
+        symlink(d.path().join("real"), d.path().join("alias")).unwrap();
+        write_atomic(&d.path().join("alias/p.json"), b"x", false).unwrap();
+        assert_eq!(fs::read(d.path().join("real/p.json")).unwrap(), b"x");
+        let e = write_atomic(&d.path().join("nodir/p.json"), b"x", false).unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+    }
+
+    /// A replaced file keeps its permission bits; a new one gets the
+    /// umask's; neither is world-writable.
+    #[test]
+    fn permission_bits_of_the_replaced_file_or_the_umask() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("p.json");
+        write_atomic(&f, b"1", false).unwrap();
+        assert_eq!(mode(&f), 0o666 & !umask() & !0o002);
+        for m in [0o600, 0o640, 0o666] {
+            fs::set_permissions(&f, fs::Permissions::from_mode(m)).unwrap();
+            write_atomic(&f, b"2", true).unwrap();
+            assert_eq!(mode(&f), m & !0o002, "{m:o}");
+        }
+    }
+
+    /// Without --force nothing is replaced, not even a file that appears
+    /// while the output is written; an output dropped before its commit
+    /// leaves nothing behind.
+    #[test]
+    fn no_clobber_holds_to_the_end_and_failures_leave_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("p.json");
+        let mut out = OutputFile::create(&f, false).unwrap();
+        out.write_all(b"late").unwrap();
+        fs::write(&f, "theirs").unwrap();
+        assert!(matches!(out.commit(), Err(FormatError::Exists { .. })));
+        assert_eq!(fs::read_to_string(&f).unwrap(), "theirs");
+        let mut out = OutputFile::create(&d.path().join("q.json"), false).unwrap();
+        out.write_all(b"half").unwrap();
+        drop(out);
+        let names: Vec<_> = fs::read_dir(d.path())
             .unwrap()
-            .file_type()
-            .is_symlink());
-        assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["p.json"]);
+    }
+
+    /// `/dev/fd/N` and `/proc/self/fd/N` (process substitution) are the
+    /// descriptor fsprof holds: written into, nothing opened by name.
+    #[test]
+    fn own_descriptors_are_written_into() {
+        let mut fds = [0; 2];
+        // SAFETY: a valid array of two ints.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: descriptors pipe just made; owned from here.
+        let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        for p in [
+            format!("/dev/fd/{}", fds[1]),
+            format!("/proc/self/fd/{}", fds[1]),
+        ] {
+            assert_eq!(
+                check_output(Path::new(&p), false).unwrap(),
+                OutputTarget::Descriptor(fds[1])
+            );
+            write_atomic(Path::new(&p), b"x", false).unwrap();
+        }
+        drop(w);
+        assert_eq!(std::io::read_to_string(r).unwrap(), "xx");
+        let e = write_atomic(Path::new(&format!("/dev/fd/{}", fds[0])), b"x", true).unwrap_err();
+        assert!(e.to_string().contains("not open"), "{e}");
+        assert!(OutputFile::create_file(Path::new("/dev/stderr"), true).is_err());
     }
 
     /// /dev/null's device is written into; the node stays a device (a
@@ -257,12 +763,9 @@ mod tests {
     #[test]
     #[ignore = "needs root"]
     fn a_device_node_is_never_replaced_by_a_file() {
-        // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        assert_eq!(euid, 0, "this test needs root (mknod)");
-        let d = tempfile::tempdir().unwrap();
+        let d = root_tempdir("mknod");
         let null = d.path().join("null");
-        let c = std::ffi::CString::new(null.as_os_str().as_encoded_bytes()).unwrap();
+        let c = CString::new(null.as_os_str().as_bytes()).unwrap();
         let dev = libc::makedev(1, 3);
         // SAFETY: a NUL-terminated path; mknod only creates a node.
         let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, dev) };
@@ -273,5 +776,21 @@ mod tests {
             .unwrap()
             .file_type()
             .is_char_device());
+    }
+
+    /// Root never writes into another user's FIFO or device node (one
+    /// planted for it), and never replaces it.
+    #[test]
+    #[ignore = "needs root"]
+    fn another_users_fifo_is_refused() {
+        let d = root_tempdir("chown");
+        let fifo = d.path().join("fifo");
+        mkfifo(&fifo);
+        std::os::unix::fs::chown(&fifo, Some(65534), Some(65534)).unwrap();
+        for force in [false, true] {
+            let e = write_atomic(&fifo, b"x", force).unwrap_err();
+            assert!(e.to_string().contains("another user (uid 65534)"), "{e}");
+        }
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
 }

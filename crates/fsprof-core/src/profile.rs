@@ -162,6 +162,10 @@ named! {
         Bench = "bench",
         /// `fsprof merge`.
         Merge = "merge",
+        /// `fsprof agent`: always-on, system-wide, by cgroup.
+        Agent = "agent",
+        /// `fsprof pull`: read back from Prometheus.
+        Pull = "pull",
         /// Not recorded.
         #[default]
         Unknown = "",

@@ -3,11 +3,11 @@
 //! OpenTelemetry collector's OTLP/HTTP receiver or file exporter reads it.
 
 use fsprof_core::layer::Unit;
-use fsprof_core::{OpStats, Profile};
+use fsprof_core::Profile;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::Serialize;
 
-use crate::{command_label, host_label};
+use crate::{Exposition, LabelOptions, Series};
 
 // The request is written straight from the profile through `Serialize`
 // impls that borrow it, never built as a `serde_json::Value` tree first:
@@ -44,58 +44,38 @@ impl Serialize for StringValue<'_> {
     }
 }
 
-/// What every data point of the request shares.
-struct Common<'a> {
-    p: &'a Profile,
-    host: String,
-    command: String,
-}
+/// A list of attributes.
+struct Attrs<'a>(Vec<(&'a str, &'a str)>);
 
-impl Common<'_> {
-    fn start(&self) -> Int {
-        Int(self.p.meta.run.start_unix_ns)
-    }
-
-    /// Saturating: a hand-made profile can hold any start and duration.
-    fn end(&self) -> Int {
-        Int(self
-            .p
-            .meta
-            .run
-            .start_unix_ns
-            .saturating_add(self.p.meta.duration_ns))
-    }
-
-    fn attrs<'b>(&'b self, layer: &'b str, op: &'b str) -> [Attr<'b>; 4] {
-        [
-            Attr("host", &self.host),
-            Attr("layer", layer),
-            Attr("op", op),
-            Attr("command", &self.command),
-        ]
+impl Serialize for Attrs<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut q = s.serialize_seq(Some(self.0.len()))?;
+        for &(k, v) in &self.0 {
+            q.serialize_element(&Attr(k, v))?;
+        }
+        q.end()
     }
 }
 
-/// One op's latency histogram as an exponential-histogram data point.
+/// One op's histogram as an exponential-histogram data point.
 struct LatencyPoint<'a> {
-    c: &'a Common<'a>,
-    layer: &'a str,
-    op: &'a OpStats,
+    e: &'a Exposition<'a>,
+    s: Series<'a>,
 }
 
 impl Serialize for LatencyPoint<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (c, op) = (self.c, self.op);
+        let (e, op) = (self.e, self.s.op);
         let h = &op.histogram;
         let mut m = s.serialize_map(None)?;
-        m.serialize_entry("attributes", &c.attrs(self.layer, &op.name))?;
-        m.serialize_entry("startTimeUnixNano", &c.start())?;
-        m.serialize_entry("timeUnixNano", &c.end())?;
+        m.serialize_entry("attributes", &Attrs(self.s.labels.clone()))?;
+        m.serialize_entry("startTimeUnixNano", &Int(e.start_unix_ns))?;
+        m.serialize_entry("timeUnixNano", &Int(e.end_unix_ns))?;
         // count is the histogram's total so that count = zeroCount + sum of
         // bucketCounts holds even for a profile `fsprof check` would reject.
         m.serialize_entry("count", &Int(h.total()))?;
         m.serialize_entry("sum", &(op.total_ns as f64))?;
-        m.serialize_entry("scale", &c.p.resolution().scale())?;
+        m.serialize_entry("scale", &e.resolution.scale())?;
         m.serialize_entry("zeroCount", &Int(h.zero))?;
         m.serialize_entry("zeroThreshold", &0.0)?;
         m.serialize_entry("positive", &Positive(h))?;
@@ -134,47 +114,90 @@ impl Serialize for Ints<'_> {
 
 /// One op's error count as a monotonic-sum data point.
 struct ErrorPoint<'a> {
-    c: &'a Common<'a>,
-    layer: &'a str,
-    op: &'a OpStats,
+    e: &'a Exposition<'a>,
+    s: Series<'a>,
 }
 
 impl Serialize for ErrorPoint<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(4))?;
-        m.serialize_entry("attributes", &self.c.attrs(self.layer, &self.op.name))?;
-        m.serialize_entry("startTimeUnixNano", &self.c.start())?;
-        m.serialize_entry("timeUnixNano", &self.c.end())?;
-        m.serialize_entry("asInt", &Int(self.op.errors))?;
+        m.serialize_entry("attributes", &Attrs(self.s.labels.clone()))?;
+        m.serialize_entry("startTimeUnixNano", &Int(self.e.start_unix_ns))?;
+        m.serialize_entry("timeUnixNano", &Int(self.e.end_unix_ns))?;
+        m.serialize_entry("asInt", &Int(self.s.op.errors))?;
         m.end()
     }
 }
 
-/// Every (layer, op) of the profile as data points of one kind, produced
-/// while serializing.
+/// A scalar's points: gauge or monotonic sum data points.
+struct ScalarPoints<'a> {
+    e: &'a Exposition<'a>,
+    sc: &'a crate::Scalar,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ScalarPoint<'a> {
+    attributes: Attrs<'a>,
+    start_time_unix_nano: Int,
+    time_unix_nano: Int,
+    as_double: f64,
+}
+
+impl Serialize for ScalarPoints<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut q = s.serialize_seq(Some(self.sc.points.len()))?;
+        for (labels, v) in &self.sc.points {
+            q.serialize_element(&ScalarPoint {
+                attributes: Attrs(labels.iter().map(|(k, v)| (&k[..], &v[..])).collect()),
+                start_time_unix_nano: Int(self.e.start_unix_ns),
+                time_unix_nano: Int(self.e.end_unix_ns),
+                as_double: *v,
+            })?;
+        }
+        q.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ScalarSum<'a> {
+    aggregation_temporality: &'a str,
+    is_monotonic: bool,
+    data_points: ScalarPoints<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ScalarGauge<'a> {
+    data_points: ScalarPoints<'a>,
+}
+
+/// Every series of one unit as data points of one kind, produced while
+/// serializing.
 struct Points<'a, P> {
-    c: &'a Common<'a>,
-    /// Only the layers whose values are in this unit; all without.
+    e: &'a Exposition<'a>,
+    /// Only the series in this unit; all without.
     unit: Option<Unit>,
-    make: fn(&'a Common<'a>, &'a str, &'a OpStats) -> P,
+    make: fn(&'a Exposition<'a>, Series<'a>) -> P,
 }
 
 impl<'a, P> Points<'a, P> {
-    fn layers(&self) -> impl Iterator<Item = &'a fsprof_core::Layer> + use<'a, P> {
-        let (unit, c) = (self.unit, self.c);
-        c.p.layers
-            .iter()
-            .filter(move |l| unit.is_none_or(|u| Unit::of(&l.name) == u))
+    fn series(&self) -> impl Iterator<Item = Series<'a>> + use<'a, P> {
+        let units = match self.unit {
+            Some(u) => vec![u],
+            None => vec![Unit::Ns, Unit::Bytes],
+        };
+        let e = self.e;
+        units.into_iter().flat_map(move |u| e.series(u))
     }
 }
 
 impl<P: Serialize> Serialize for Points<'_, P> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut q = s.serialize_seq(Some(self.layers().map(|l| l.ops.len()).sum()))?;
-        for l in self.layers() {
-            for op in &l.ops {
-                q.serialize_element(&(self.make)(self.c, &l.name, op))?;
-            }
+        let mut q = s.serialize_seq(None)?;
+        for series in self.series() {
+            q.serialize_element(&(self.make)(self.e, series))?;
         }
         q.end()
     }
@@ -197,7 +220,7 @@ struct ResourceMetrics<'a> {
 
 #[derive(Serialize)]
 struct Resource<'a> {
-    attributes: [Attr<'a>; 4],
+    attributes: Attrs<'a>,
 }
 
 #[derive(Serialize)]
@@ -206,22 +229,96 @@ struct ScopeMetrics<'a> {
     metrics: Metrics<'a>,
 }
 
-/// Latency and errors, and sizes when a layer holds bytes (block-size).
+/// Latency and errors, sizes when a layer holds bytes (block-size), and
+/// the exporter's scalars.
 struct Metrics<'a> {
-    latency: LatencyMetric<'a>,
-    errors: ErrorMetric<'a>,
-    sizes: Option<LatencyMetric<'a>>,
+    e: &'a Exposition<'a>,
 }
 
 impl Serialize for Metrics<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let e = self.e;
         let mut q = s.serialize_seq(None)?;
-        q.serialize_element(&self.latency)?;
-        q.serialize_element(&self.errors)?;
-        if let Some(sizes) = &self.sizes {
-            q.serialize_element(sizes)?;
+        q.serialize_element(&histogram_metric(e, Unit::Ns))?;
+        q.serialize_element(&ErrorMetric {
+            name: "fsprof.op.errors",
+            description: "File-system operations that returned an error",
+            unit: "{call}",
+            sum: Aggregation {
+                aggregation_temporality: CUMULATIVE,
+                is_monotonic: Some(true),
+                data_points: Points {
+                    e,
+                    unit: None,
+                    make: |e, s| ErrorPoint { e, s },
+                },
+            },
+        })?;
+        // A byte-valued layer (block-size): a metric of its own, in bytes.
+        if e.has(Unit::Bytes) {
+            q.serialize_element(&histogram_metric(e, Unit::Bytes))?;
+        }
+        for sc in &e.scalars {
+            q.serialize_element(&ScalarMetric { e, sc })?;
         }
         q.end()
+    }
+}
+
+struct ScalarMetric<'a> {
+    e: &'a Exposition<'a>,
+    sc: &'a crate::Scalar,
+}
+
+impl Serialize for ScalarMetric<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (e, sc) = (self.e, self.sc);
+        // fsprof_agent_events_lost_total -> fsprof.agent.events.lost
+        let name = sc.name.strip_suffix("_total").unwrap_or(&sc.name);
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("name", &name.replace('_', "."))?;
+        m.serialize_entry("description", &sc.help)?;
+        let data_points = ScalarPoints { e, sc };
+        if sc.counter {
+            let sum = ScalarSum {
+                aggregation_temporality: CUMULATIVE,
+                is_monotonic: true,
+                data_points,
+            };
+            m.serialize_entry("sum", &sum)?;
+        } else {
+            m.serialize_entry("gauge", &ScalarGauge { data_points })?;
+        }
+        m.end()
+    }
+}
+
+fn histogram_metric<'a>(e: &'a Exposition<'a>, unit: Unit) -> LatencyMetric<'a> {
+    let (name, description, u) = match unit {
+        Unit::Ns => (
+            "fsprof.op.latency",
+            "Latency of file-system operations, per layer and op (fsprof log2 buckets)",
+            "ns",
+        ),
+        Unit::Bytes => (
+            "fsprof.op.size",
+            "Sizes of block requests, per device and kind (fsprof log2 buckets)",
+            "By",
+        ),
+    };
+    LatencyMetric {
+        name,
+        description,
+        unit: u,
+        exponential_histogram: Aggregation {
+            aggregation_temporality: CUMULATIVE,
+            is_monotonic: None,
+            data_points: Points {
+                e,
+                unit: Some(unit),
+                make: |e, s| LatencyPoint { e, s },
+            },
+        },
     }
 }
 
@@ -259,85 +356,32 @@ struct Aggregation<'a, P> {
 
 const CUMULATIVE: &str = "AGGREGATION_TEMPORALITY_CUMULATIVE";
 
-/// One request holding every (layer, op) of the profile as a data point of
-/// the `fsprof.op.latency` exponential histogram, plus error counts.
-pub fn render(p: &Profile) -> String {
-    let c = Common {
-        p,
-        host: host_label(p),
-        command: command_label(p),
-    };
+/// One `ExportMetricsServiceRequest` holding every series of `e` as a data
+/// point of the `fsprof.op.latency` (or `fsprof.op.size`) exponential
+/// histogram, the error counts, and the scalars.
+pub fn json(e: &Exposition) -> String {
     let req = Request {
         resource_metrics: [ResourceMetrics {
             resource: Resource {
-                attributes: [
-                    Attr("service.name", "fsprof"),
-                    Attr("host.name", &c.host),
-                    Attr("os.version", &p.meta.run.kernel),
-                    Attr("process.command_line", &c.command),
-                ],
+                attributes: Attrs(e.resource.iter().map(|(k, v)| (&k[..], &v[..])).collect()),
             },
             scope_metrics: [ScopeMetrics {
                 scope: Scope {
                     name: "fsprof",
-                    version: &p.meta.fsprof_version,
+                    version: &e.version,
                 },
-                metrics: Metrics {
-                    latency: LatencyMetric {
-                        name: "fsprof.op.latency",
-                        description: "Latency of file-system operations, per layer and op (fsprof log2 buckets)",
-                        unit: "ns",
-                        exponential_histogram: Aggregation {
-                            aggregation_temporality: CUMULATIVE,
-                            is_monotonic: None,
-                            data_points: Points {
-                                c: &c,
-                                unit: Some(Unit::Ns),
-                                make: |c, layer, op| LatencyPoint { c, layer, op },
-                            },
-                        },
-                    },
-                    errors: ErrorMetric {
-                        name: "fsprof.op.errors",
-                        description: "File-system operations that returned an error",
-                        unit: "{call}",
-                        sum: Aggregation {
-                            aggregation_temporality: CUMULATIVE,
-                            is_monotonic: Some(true),
-                            data_points: Points {
-                                c: &c,
-                                unit: None,
-                                make: |c, layer, op| ErrorPoint { c, layer, op },
-                            },
-                        },
-                    },
-                    // A byte-valued layer (block-size): a metric of its own,
-                    // in bytes.
-                    sizes: p
-                        .layers
-                        .iter()
-                        .any(|l| Unit::of(&l.name) == Unit::Bytes && !l.ops.is_empty())
-                        .then_some(LatencyMetric {
-                            name: "fsprof.op.size",
-                            description: "Sizes of block requests, per device and kind (fsprof log2 buckets)",
-                            unit: "By",
-                            exponential_histogram: Aggregation {
-                                aggregation_temporality: CUMULATIVE,
-                                is_monotonic: None,
-                                data_points: Points {
-                                    c: &c,
-                                    unit: Some(Unit::Bytes),
-                                    make: |c, layer, op| LatencyPoint { c, layer, op },
-                                },
-                            },
-                        }),
-                },
+                metrics: Metrics { e },
             }],
         }],
     };
     let mut s = serde_json::to_string_pretty(&req).expect("the request always serializes");
     s.push('\n');
     s
+}
+
+/// A profile as one OTLP/JSON request.
+pub fn render(p: &Profile, opts: &LabelOptions) -> String {
+    json(&Exposition::of_profile(p, opts))
 }
 
 #[cfg(test)]
@@ -362,7 +406,7 @@ mod tests {
             ..Default::default()
         });
         p.layers = crate::test_profile(Meta::default(), 25).layers;
-        let v: Value = serde_json::from_str(&render(&p)).unwrap();
+        let v: Value = serde_json::from_str(&render(&p, &LabelOptions::default())).unwrap();
         let dp = &v["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][0]["exponentialHistogram"]
             ["dataPoints"][0];
         assert_eq!(dp["scale"], 2);

@@ -29,8 +29,18 @@ const TARGET_ENTRIES: u32 = 65536;
 /// Calls (or block/FUSE requests) in flight at once.
 const START_ENTRIES: u32 = 16384;
 
-fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Map, Error> {
-    Map::create(name, ty, k, v, n, flags).map_err(|err| Error::Map {
+/// Creates a map named `f<pid>_<name>` (`name` without its `fsprof_`), so
+/// that, like the programs, every map says which fsprof made it.
+pub(crate) fn map(
+    name: &str,
+    ty: u32,
+    k: usize,
+    v: usize,
+    n: u32,
+    flags: u32,
+) -> Result<Map, Error> {
+    let kernel_name = prog_name(name.trim_start_matches("fsprof_"));
+    Map::create(&kernel_name, ty, k, v, n, flags).map_err(|err| Error::Map {
         name: name.into(),
         hint: if err.raw_os_error() == Some(libc::EPERM) || err.raw_os_error() == Some(libc::ENOMEM) {
             " (map memory is charged to the memory cgroup and, on old kernels, RLIMIT_MEMLOCK: raise them)"
@@ -44,7 +54,7 @@ fn map(name: &str, ty: u32, k: usize, v: usize, n: u32, flags: u32) -> Result<Ma
 /// Per-thread start maps keep one entry per thread (reused, see
 /// progs::store_thread_start), so they are LRU maps: exited threads age
 /// out instead of filling the map. Per-request ones insert and delete.
-fn start_map(name: &str, ty: u32) -> Result<Map, Error> {
+pub(crate) fn start_map(name: &str, ty: u32) -> Result<Map, Error> {
     map(
         name,
         ty,
@@ -55,7 +65,7 @@ fn start_map(name: &str, ty: u32) -> Result<Map, Error> {
     )
 }
 
-fn update(m: &Map, name: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
+pub(crate) fn update(m: &Map, name: &str, key: &[u8], value: &[u8]) -> Result<(), Error> {
     m.update(key, value, sys::BPF_ANY)
         .map_err(|err| Error::Read {
             name: name.into(),
@@ -153,16 +163,29 @@ struct Maps {
     /// The block layer's counters: see [`Maps::block_shared`].
     blk_stats: Map,
     blk_hist: Map,
+    /// The maps of a by-cgroup session ([`crate::bycgroup`]).
+    cgroups: Option<crate::cgroups::CgroupMaps>,
 }
 
 impl Maps {
-    fn create(layout: &BucketLayout, tree: bool) -> Result<Maps, Error> {
+    fn create(layout: &BucketLayout, tree: bool, by_cgroup: bool) -> Result<Maps, Error> {
+        use crate::bycgroup::{HIST_KEY_SIZE, STATS_KEY_SIZE};
+        let (stats_key, hist_key) = match by_cgroup {
+            true => (STATS_KEY_SIZE, HIST_KEY_SIZE),
+            false => (8, progs::HIST_KEY_SIZE),
+        };
         // Per-CPU values are allocated per CPU: preallocating them would
         // take tens of MB on a large machine.
         let lazy = sys::BPF_F_NO_PREALLOC;
         let (pc_hash, stats_len) = (sys::MAP_PERCPU_HASH, progs::STATS_VAL_SIZE);
-        let stats = map("fsprof_stats", pc_hash, 8, stats_len, STATS_ENTRIES, lazy)?;
-        let hist_key = progs::HIST_KEY_SIZE;
+        let stats = map(
+            "fsprof_stats",
+            pc_hash,
+            stats_key,
+            stats_len,
+            STATS_ENTRIES,
+            lazy,
+        )?;
         let hist = map("fsprof_hist", pc_hash, hist_key, 8, HIST_ENTRIES, lazy)?;
         let thresh = if layout.resolution().get() > 1 {
             let v = progs::thresh_value(layout);
@@ -193,10 +216,14 @@ impl Maps {
         };
         let on = map("fsprof_on", sys::MAP_ARRAY, 4, 4, 1, 0)?;
         let (h, n) = (sys::MAP_HASH, BLOCK_STATS_ENTRIES);
-        let blk_stats = map("fsprof_bstats", h, 8, stats_len, n, 0)?;
+        let blk_stats = map("fsprof_bstats", h, stats_key, stats_len, n, 0)?;
         let n = BLOCK_HIST_ENTRIES;
         let blk_hist = map("fsprof_bhist", h, hist_key, 8, n, 0)?;
         update(&on, "fsprof_on", &0u32.to_le_bytes(), &1u32.to_le_bytes())?;
+        let cgroups = match by_cgroup {
+            true => Some(crate::cgroups::CgroupMaps::create()?),
+            false => None,
+        };
         Ok(Maps {
             stats,
             sys_stats,
@@ -206,6 +233,7 @@ impl Maps {
             on,
             blk_stats,
             blk_hist,
+            cgroups,
         })
     }
 
@@ -231,6 +259,10 @@ impl Maps {
             thresh_fd: self.thresh.as_ref().map_or(-1, Map::fd),
             on_fd: self.on.fd(),
             resolution,
+            by_cgroup: self
+                .cgroups
+                .as_ref()
+                .map(|c| crate::bycgroup::ByCgroup { rq_fd: c.rq.fd() }),
         }
     }
 }
@@ -259,6 +291,8 @@ struct Builder<'a> {
     charge_maps: Vec<Map>,
     /// Block completions the kernel did not deliver ([`crate::blockrq`]).
     undelivered: Option<Map>,
+    /// `cgroup_mkdir`/`cgroup_rmdir` attached.
+    cgroup_names: bool,
 }
 
 impl Builder<'_> {
@@ -506,6 +540,13 @@ impl Builder<'_> {
         };
         match by_request {
             Ok(()) => Ok(()),
+            // Only a request's own identity says whose it is.
+            Err(why) if self.sh.by_cgroup.is_some() => {
+                self.notes.push(format!(
+                    "block layer skipped: filing requests by cgroup needs them paired by request ({why})"
+                ));
+                Ok(())
+            }
             Err(why) => {
                 self.notes.push(format!(
                     "block layer: requests paired on (device, sector) from tracefs records, not by request ({why}); an empty write carrying a preflush is not counted"
@@ -581,6 +622,16 @@ impl Builder<'_> {
             programs.push(("sched_switch", crate::charge::sched_switch(c)));
             programs.push(("sched_waking", crate::charge::sched_waking(c)));
         }
+        if let Some(by) = &self.block_sh.by_cgroup {
+            // Where the kernel has no block_io_start (before 6.5), every
+            // request is the issuing task's.
+            if tracefs::exists(&self.root, "block", "block_io_start") {
+                programs.push(("block_io_start", crate::bycgroup::io_start(by)));
+            } else {
+                self.notes.push("block layer: this kernel has no block:block_io_start, so requests are filed under the cgroup of the task that issued them, which for queued I/O may be a kernel worker".into());
+            }
+            programs.push(("block_rq_issue", crate::bycgroup::issue_fallback(by)));
+        }
         let mut loaded = Vec::new();
         for (name, insns) in programs {
             let prog =
@@ -603,6 +654,45 @@ impl Builder<'_> {
         self.undelivered = Some(undelivered);
         self.layers.push(layer::BLOCK);
         Ok(())
+    }
+}
+
+impl Builder<'_> {
+    /// `cgroup_mkdir` and `cgroup_rmdir` for a by-cgroup session, so new
+    /// cgroups are named while they exist; without them (no BTF, an old
+    /// kernel) the agent names cgroups from /sys/fs/cgroup when it first
+    /// sees their ids, which misses those already gone, and a note says so.
+    fn attach_cgroup_names(&mut self, c: &crate::cgroups::CgroupMaps) {
+        let attached = crate::bycgroup::CgLayout::vmlinux().and_then(|l| {
+            let programs = [
+                (
+                    "cgroup_mkdir",
+                    crate::bycgroup::mkdir(&l, c.scratch.fd(), c.new.fd()),
+                ),
+                ("cgroup_rmdir", crate::bycgroup::rmdir(&l, c.gone.fd())),
+            ];
+            let mut loaded = Vec::new();
+            for (name, insns) in programs {
+                let prog = Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns)
+                    .map_err(|e| format!("raw tracepoint {name} refused: {}", e.errno))?;
+                let att = sys::attach_raw_tracepoint(&prog, name)
+                    .map_err(|e| format!("raw tracepoint {name} not attached: {e}"))?;
+                loaded.push((prog, att));
+            }
+            Ok(loaded)
+        });
+        match attached {
+            Ok(loaded) => {
+                for (p, a) in loaded {
+                    self.progs.push(p);
+                    self.atts.push(a);
+                }
+                self.cgroup_names = true;
+            }
+            Err(why) => self.notes.push(format!(
+                "cgroups are named from /sys/fs/cgroup when their ids are first seen ({why}): one created and removed between two reads is folded into `other`"
+            )),
+        }
     }
 }
 
@@ -636,7 +726,10 @@ fn fuse_progs(
     f: &Filter,
     fd: i32,
 ) -> [Result<Vec<crate::insn::Insn>, Error>; 2] {
-    [progs::fuse_end(end, sh, fd), progs::fuse_send(send, f, fd)]
+    [
+        progs::fuse_end(end, sh, fd),
+        progs::fuse_send(send, f, sh, fd),
+    ]
 }
 
 /// [`Session::start`]: see the module doc.
@@ -644,7 +737,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
     let root = check_ready(o)?;
     let layout = BucketLayout::new(o.resolution);
     let filter = resolve_target(&o.target)?;
-    let maps = Maps::create(&layout, filter.is_none())?;
+    let maps = Maps::create(&layout, filter.is_none(), o.by_cgroup)?;
     let filter = filter.unwrap_or_else(|| Filter::Targets {
         map_fd: maps.targets.as_ref().map_or(-1, Map::fd),
     });
@@ -665,14 +758,18 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         sys_start_fd: None,
         charge_maps: Vec::new(),
         undelivered: None,
+        cgroup_names: false,
     };
     let block = b.wanted(
         o.block,
         "block",
         &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
     );
-    b.block_wait =
-        o.syscall && block && !o.perf_tracepoints && crate::blockrq::RqLayout::vmlinux().is_ok();
+    b.block_wait = !o.by_cgroup
+        && o.syscall
+        && block
+        && !o.perf_tracepoints
+        && crate::blockrq::RqLayout::vmlinux().is_ok();
     let fuse = b.wanted(
         o.fuse,
         "fuse",
@@ -694,6 +791,9 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         let tps = ("fuse", "fuse_request_send", "fuse_request_end");
         b.attach_requests(layer::FUSE, tps, "fsprof_fuse_start", fuse_progs)?;
     }
+    if let Some(c) = &maps.cgroups {
+        b.attach_cgroup_names(c);
+    }
     let s = Session {
         layout,
         stats: maps.stats,
@@ -714,6 +814,8 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         blk_undelivered: b.undelivered,
         layers: b.layers,
         notes: b.notes,
+        cgroups: maps.cgroups,
+        cgroup_names: b.cgroup_names,
     };
     if let Target::Tree(pids) = &o.target {
         for &p in pids {

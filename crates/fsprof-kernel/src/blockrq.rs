@@ -282,6 +282,9 @@ pub fn complete(l: &RqLayout, sh: &Shared, start_fd: i32, charge: Option<&Charge
     a.mov_imm(R7, 0);
 
     a.bind(record);
+    if let Some(by) = &sh.by_cgroup {
+        crate::bycgroup::load_rq_cgroup(&mut a, by, RQ);
+    }
     a.ldx(Size::DW, R9, R10, ERR);
     let ok = a.label();
     a.jmp_imm(Jmp::Eq, R9, 0, ok);
@@ -323,6 +326,7 @@ mod tests {
             thresh_fd: -1,
             on_fd: 7,
             resolution: 1,
+            by_cgroup: None,
         };
         assert!(issue(&l, &sh, 9, 14).len() > 20);
         assert!(complete(&l, &sh, 9, None).len() > issue(&l, &sh, 9, 14).len());
@@ -337,14 +341,20 @@ mod tests {
             task_state: 24,
         };
         assert!(complete(&l, &sh, 9, Some(&c)).len() > complete(&l, &sh, 9, None).len());
+        let by = Shared {
+            by_cgroup: Some(crate::bycgroup::ByCgroup { rq_fd: 15 }),
+            ..sh
+        };
+        assert!(complete(&l, &by, 9, None).len() > complete(&l, &sh, 9, None).len());
         assert!(!crate::charge::sched_switch(&c).is_empty());
         assert!(!crate::charge::sched_waking(&c).is_empty());
     }
 
-    /// The running kernel's BTF must describe requests (CI runs on a
-    /// kernel with BTF; elsewhere this says loudly that it could not run).
+    /// The running kernel's BTF must describe requests and cgroups (CI
+    /// runs on a kernel with BTF; elsewhere this says loudly that it could
+    /// not run).
     #[test]
-    fn the_running_kernel_describes_its_requests() {
+    fn the_running_kernel_describes_its_requests_and_cgroups() {
         if !std::path::Path::new(crate::btf::VMLINUX).exists() {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
@@ -356,5 +366,6 @@ mod tests {
         let l = RqLayout::vmlinux().unwrap();
         assert_eq!(l.ops, [0, 1, 2, 3], "REQ_OP_* are UAPI-stable");
         assert_eq!(l.op_mask, 0xff);
+        crate::bycgroup::CgLayout::vmlinux().unwrap();
     }
 }

@@ -229,6 +229,7 @@ mod tests {
             thresh_fd: 6,
             on_fd: -1,
             resolution: r,
+            by_cgroup: None,
         }
     }
 

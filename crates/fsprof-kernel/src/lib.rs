@@ -16,6 +16,8 @@
 mod attach;
 pub mod blockrq;
 pub mod btf;
+pub mod bycgroup;
+pub mod cgroups;
 pub mod charge;
 pub mod fentry;
 pub mod insn;

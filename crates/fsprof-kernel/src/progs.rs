@@ -35,15 +35,15 @@ pub const BLOCK_WAIT_BASE: u32 = 0x5000;
 pub use fsprof_core::ops::block::KINDS as BLOCK_KINDS;
 
 // Stack layout shared by all programs (offsets from r10).
-const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys
+pub(crate) const FILTER_SCRATCH: i16 = -16; // 16 bytes: comm / small keys
 pub(crate) const SAVED: i16 = -136; // 8 bytes: a value kept across `record`
 pub(crate) const START_KEY: i16 = -104; // 16 bytes {a, b}
 pub(crate) const START_VAL: i16 = -128; // 24 bytes {ts, opkey, extra}
 const HIST_KEY: i16 = -32; // 16 bytes {opkey, slot}; stats key = first 8
-const ONE: i16 = -40;
+pub(crate) const ONE: i16 = -40;
 const STATS_INIT: i16 = -80; // a StatsValue
 const _: () = assert!(STATS_INIT as isize + STATS_VAL_SIZE as isize <= ONE as isize);
-const THRESH_KEY: i16 = -84;
+pub(crate) const THRESH_KEY: i16 = -84;
 const PROBE: i16 = -144; // 8 bytes: probe_read_kernel's destination
 
 /// One op's counters on one CPU, the value of `fsprof_stats` and
@@ -120,9 +120,12 @@ pub struct Shared {
     /// read in a consistent state). -1: always record.
     pub on_fd: i32,
     pub resolution: u32,
+    /// File by cgroup ([`crate::bycgroup`]): counters keyed `{cgroup,
+    /// op}`, histograms `{cgroup, op, bucket}`.
+    pub by_cgroup: Option<crate::bycgroup::ByCgroup>,
 }
 
-fn ld_field(a: &mut Asm, dst: u8, ctx: u8, f: &Field) -> Result<(), Error> {
+pub(crate) fn ld_field(a: &mut Asm, dst: u8, ctx: u8, f: &Field) -> Result<(), Error> {
     let size = Size::of(f.size).ok_or_else(|| Error::NoTracepoint {
         name: f.name.clone(),
         why: format!("field `{}` has unsupported size {}", f.name, f.size),
@@ -191,7 +194,7 @@ pub(crate) fn probe(a: &mut Asm, dst: u8, src: u8, off: u32, size: Size) {
 
 /// Opens a tracepoint program: r6 = the context. Returns the builder and
 /// the label of the program's `return 0`, which [`end`] binds.
-fn begin() -> (Asm, Label) {
+pub(crate) fn begin() -> (Asm, Label) {
     let mut a = Asm::new();
     let out = a.label();
     a.mov(R6, R1);
@@ -199,14 +202,14 @@ fn begin() -> (Asm, Label) {
 }
 
 /// Opens an enter program: [`begin`], then `out` unless the task passes `f`.
-fn begin_enter(f: &Filter) -> (Asm, Label) {
+pub(crate) fn begin_enter(f: &Filter) -> (Asm, Label) {
     let (mut a, out) = begin();
     emit_filter(&mut a, f, out);
     (a, out)
 }
 
 /// Opens an exit program: [`begin`], the recording gate, r9 = now.
-fn begin_exit(sh: &Shared) -> (Asm, Label) {
+pub(crate) fn begin_exit(sh: &Shared) -> (Asm, Label) {
     let (mut a, out) = begin();
     emit_gate(&mut a, sh, out);
     a.call(helper::KTIME_GET_NS);
@@ -217,10 +220,13 @@ fn begin_exit(sh: &Shared) -> (Asm, Label) {
 /// Opens the exit program of a per-thread pair ([`store_thread_start`]):
 /// [`begin_exit`], then the start entry of (this thread, `second`) taken
 /// as in [`take_thread_start`].
-fn begin_thread_exit(sh: &Shared, start_fd: i32, second: i32) -> (Asm, Label) {
+pub(crate) fn begin_thread_exit(sh: &Shared, start_fd: i32, second: i32) -> (Asm, Label) {
     let (mut a, out) = begin_exit(sh);
     thread_key(&mut a, second);
     take_thread_start(&mut a, start_fd, out);
+    if sh.by_cgroup.is_some() {
+        crate::bycgroup::store_current(&mut a);
+    }
     (a, out)
 }
 
@@ -361,6 +367,10 @@ pub fn emit_gate(a: &mut Asm, sh: &Shared, out: Label) {
 }
 
 fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
+    if sh.by_cgroup.is_some() {
+        crate::bycgroup::emit_record(a, sh);
+        return;
+    }
     emit_bucket(a, sh);
     a.stx(Size::DW, R10, HIST_KEY, R8);
     a.stx(Size::DW, R10, HIST_KEY + 8, R6);
@@ -373,16 +383,17 @@ fn emit_record_with(a: &mut Asm, sh: &Shared, sys_array: bool) {
         a.jmp_imm(Jmp::Eq, R0, 0, hist);
         emit_stats_add(a);
     } else {
-        emit_stats_hash(a, sh, hist);
+        emit_stats_hash(a, sh, hist, HIST_KEY);
     }
-    emit_hist(a, sh, hist);
+    emit_hist(a, sh, hist, HIST_KEY);
 }
 
-/// Counters in the per-op hash: lookup, else insert (racing inserts
+/// Counters in the per-op hash under the key at stack offset `key`
+/// (the map's key size of it): lookup, else insert (racing inserts
 /// retried once as a lookup). Falls through to `hist`'s position.
-fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
+pub(crate) fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label, key: i16) {
     let stats_new = a.label();
-    lookup(a, sh.stats_fd, HIST_KEY);
+    lookup(a, sh.stats_fd, key);
     a.jmp_imm(Jmp::Eq, R0, 0, stats_new);
     emit_stats_add(a);
     a.ja(hist);
@@ -394,18 +405,19 @@ fn emit_stats_hash(a: &mut Asm, sh: &Shared, hist: Label) {
     a.mov(R2, R7);
     a.alu_imm(Alu::Xor, R2, -1);
     a.stx(Size::DW, R10, STATS_INIT + stats_off!(not_min), R2);
-    update(a, sh.stats_fd, HIST_KEY, STATS_INIT, 1);
+    update(a, sh.stats_fd, key, STATS_INIT, 1);
     a.jmp_imm(Jmp::Eq, R0, 0, hist);
     // Another CPU created the entry between our lookup and update.
-    lookup(a, sh.stats_fd, HIST_KEY);
+    lookup(a, sh.stats_fd, key);
     a.jmp_imm(Jmp::Eq, R0, 0, hist);
     emit_stats_add(a);
 }
 
-/// Histogram bucket; binds `hist` at its start.
-fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label) {
+/// Histogram bucket of the key at stack offset `key`; binds `hist` at its
+/// start.
+pub(crate) fn emit_hist(a: &mut Asm, sh: &Shared, hist: Label, key: i16) {
     a.bind(hist);
-    count_one(a, sh.hist_fd, HIST_KEY, ONE);
+    count_one(a, sh.hist_fd, key, ONE);
 }
 
 /// One more for the key at stack offset `key` in the u64-valued hash
@@ -494,7 +506,7 @@ fn store_thread_start(a: &mut Asm, start_fd: i32) {
 /// Per-thread variant of [`take_start`]: the entry stays, its timestamp is
 /// zeroed to mark it consumed (the map is an LRU, so exited threads' entries
 /// age out).
-fn take_thread_start(a: &mut Asm, start_fd: i32, out: Label) {
+pub(crate) fn take_thread_start(a: &mut Asm, start_fd: i32, out: Label) {
     lookup(a, start_fd, START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R7, R0, 0);
@@ -556,7 +568,7 @@ pub fn sys_exit(
 }
 
 /// r9 = 1 if r9 holds a -errno (-4095..-1), else 0.
-fn emit_errno_flag(a: &mut Asm) {
+pub(crate) fn emit_errno_flag(a: &mut Asm) {
     let ok = a.label();
     let done = a.label();
     a.jmp_imm(Jmp::Sge, R9, 0, ok);
@@ -739,7 +751,7 @@ pub fn block_complete(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec
     Ok(end(a, out))
 }
 
-fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
+pub(crate) fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
     ld_field(a, R1, R6, tp.field("connection")?)?;
     a.stx(Size::DW, R10, START_KEY, R1);
     ld_field(a, R1, R6, tp.field("unique")?)?;
@@ -747,14 +759,24 @@ fn fuse_key(a: &mut Asm, tp: &Tracepoint) -> Result<(), Error> {
     Ok(())
 }
 
-/// fuse:fuse_request_send, in the context of the task that needs the reply.
-pub fn fuse_send(tp: &Tracepoint, f: &Filter, start_fd: i32) -> Result<Vec<Insn>, Error> {
+/// fuse:fuse_request_send, in the context of the task that needs the
+/// reply (by cgroup: the extra word of the start entry is its cgroup).
+pub fn fuse_send(
+    tp: &Tracepoint,
+    f: &Filter,
+    sh: &Shared,
+    start_fd: i32,
+) -> Result<Vec<Insn>, Error> {
     let (mut a, out) = begin_enter(f);
+    a.st_imm(Size::DW, R10, START_VAL + 16, 0);
+    if sh.by_cgroup.is_some() {
+        a.call(helper::GET_CURRENT_CGROUP_ID);
+        a.stx(Size::DW, R10, START_VAL + 16, R0);
+    }
     fuse_key(&mut a, tp)?;
     ld_field(&mut a, R1, R6, tp.field("opcode")?)?;
     a.alu_imm(Alu::Add, R1, FUSE_BASE as i32);
     a.stx(Size::DW, R10, START_VAL + 8, R1);
-    a.st_imm(Size::DW, R10, START_VAL + 16, 0);
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, START_VAL, R0);
     store_start(&mut a, start_fd);
@@ -766,6 +788,10 @@ pub fn fuse_end(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>
     let (mut a, out) = begin_exit(sh);
     fuse_key(&mut a, tp)?;
     take_start(&mut a, start_fd, out);
+    if sh.by_cgroup.is_some() {
+        a.ldx(Size::DW, R1, R10, SAVED);
+        a.stx(Size::DW, R10, crate::bycgroup::CG, R1);
+    }
     let mut err = tp.field("error")?.clone();
     err.signed = true;
     ld_field(&mut a, R9, R6, &err)?;

@@ -70,6 +70,9 @@ pub struct Options {
     /// Kernel functions (in vmlinux BTF) timed with fentry/fexit in the fs
     /// layer besides the VFS entry points, e.g. ext4_file_read_iter.
     pub fs_functions: Vec<String>,
+    /// File every observation under its cgroup ([`crate::bycgroup`]):
+    /// read with [`Session::read_by_cgroup`], not [`Session::snapshot`].
+    pub by_cgroup: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.
@@ -102,6 +105,10 @@ pub struct Session {
     pub layers: Vec<&'static str>,
     /// Layers skipped and why.
     pub notes: Vec<String>,
+    /// The maps of a by-cgroup session.
+    pub(crate) cgroups: Option<crate::cgroups::CgroupMaps>,
+    /// `cgroup_mkdir`/`cgroup_rmdir` are attached.
+    pub(crate) cgroup_names: bool,
 }
 
 pub use crate::attach::{prog_name, prog_prefix};
@@ -206,11 +213,7 @@ impl Session {
         for l in &mut snap.layers {
             l.normalize();
         }
-        snap.missed = self
-            ._progs
-            .iter()
-            .map(|p| p.recursion_misses().unwrap_or(0))
-            .sum();
+        snap.missed = self.missed();
         for (key, n) in undelivered {
             let (_, op) = self.op_name(key, &mut dev_names);
             snap.undelivered.push((op, n));
@@ -297,7 +300,9 @@ impl Session {
         Ok(unfinished)
     }
 
-    fn op_name(&self, key: u64, devs: &mut BTreeMap<u32, String>) -> (&'static str, String) {
+    /// The layer and op name of an op key; block device names are looked
+    /// up once per device and kept in `devs`.
+    pub fn op_name(&self, key: u64, devs: &mut BTreeMap<u32, String>) -> (&'static str, String) {
         let op = key as u32;
         let dev = (key >> 32) as u32;
         let mut dev_name = || {
@@ -338,6 +343,21 @@ impl Session {
 }
 
 impl Session {
+    /// Whether new and removed cgroups are reported by the kernel
+    /// (`cgroup_mkdir`/`cgroup_rmdir` attached in a by-cgroup session).
+    pub fn names_cgroups(&self) -> bool {
+        self.cgroup_names
+    }
+
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU, since the session started.
+    pub fn missed(&self) -> u64 {
+        self._progs
+            .iter()
+            .map(|p| p.recursion_misses().unwrap_or(0))
+            .sum()
+    }
+
     /// Detaches everything without making the caller wait for it.
     ///
     /// The kernel detaches tracepoint programs one at a time, each after an
@@ -429,12 +449,12 @@ impl OpCounters {
 }
 
 /// The `i`th u64 of a map key or value (native byte order); 0 past the end.
-fn word(b: &[u8], i: usize) -> u64 {
+pub(crate) fn word(b: &[u8], i: usize) -> u64 {
     b.get(i * 8..i * 8 + 8)
         .map_or(0, |w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
 }
 
-fn read_map(name: &str, m: &Map) -> Result<Vec<sys::Entry>, Error> {
+pub(crate) fn read_map(name: &str, m: &Map) -> Result<Vec<sys::Entry>, Error> {
     m.entries().map_err(|err| Error::Read {
         name: name.into(),
         err,

@@ -12,7 +12,9 @@ use crate::insn::Insn;
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 
@@ -51,6 +53,19 @@ struct ElemAttr {
     pad: u32,
     key: u64,
     value: u64,
+    flags: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
     flags: u64,
 }
 
@@ -161,6 +176,7 @@ pub struct Map {
     fd: OwnedFd,
     pub key_size: usize,
     pub value_size: usize,
+    pub max_entries: u32,
     percpu: bool,
     ncpus: usize,
 }
@@ -190,6 +206,7 @@ impl Map {
             fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
             key_size,
             value_size,
+            max_entries,
             percpu,
             ncpus: if percpu { possible_cpus()? } else { 1 },
         })
@@ -265,21 +282,87 @@ impl Map {
         }
     }
 
+    /// Deletes `key`; ENOENT if it is not there.
+    pub fn delete(&self, key: &[u8]) -> io::Result<()> {
+        assert_eq!(key.len(), self.key_size);
+        let mut attr = ElemAttr {
+            map_fd: self.fd() as u32,
+            key: key.as_ptr() as u64,
+            ..Default::default()
+        };
+        sys_bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(|_| ())
+    }
+
+    /// [`Map::entries`] of a hash map in batches (`BPF_MAP_LOOKUP_BATCH`,
+    /// Linux 5.6): a few system calls for thousands of entries instead of
+    /// two per entry. Falls back to [`Map::entries`] where the kernel has
+    /// no batch operations.
+    pub fn entries_batch(&self) -> io::Result<Vec<Entry>> {
+        let mut chunk = 256usize;
+        let mut out = Vec::new();
+        // The hash maps' batch token is a bucket number (u32); room for more.
+        let (mut token, mut next) = ([0u8; 8], [0u8; 8]);
+        let mut first = true;
+        loop {
+            let mut keys = vec![0u8; chunk * self.key_size];
+            let mut vals = vec![0u8; chunk * self.value_buf_len()];
+            let mut attr = BatchAttr {
+                in_batch: if first { 0 } else { token.as_ptr() as u64 },
+                out_batch: next.as_mut_ptr() as u64,
+                keys: keys.as_mut_ptr() as u64,
+                values: vals.as_mut_ptr() as u64,
+                count: chunk as u32,
+                map_fd: self.fd() as u32,
+                ..Default::default()
+            };
+            let r = sys_bpf(BPF_MAP_LOOKUP_BATCH, &mut attr);
+            let done = match r {
+                Ok(_) => false,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
+                // A bucket holds more entries than a chunk: a bigger one.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && chunk < 1 << 20 => {
+                    chunk *= 4;
+                    continue;
+                }
+                Err(e)
+                    if first
+                        && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOTSUP | 524)) =>
+                {
+                    return self.entries();
+                }
+                Err(e) => return Err(e),
+            };
+            for k in 0..attr.count as usize {
+                let key = keys[k * self.key_size..(k + 1) * self.key_size].to_vec();
+                let v = &vals[k * self.value_buf_len()..(k + 1) * self.value_buf_len()];
+                out.push((key, self.split(v)));
+            }
+            if done {
+                return Ok(out);
+            }
+            token = next;
+            first = false;
+        }
+    }
+
+    /// A looked-up value, per CPU for per-CPU maps.
+    fn split(&self, v: &[u8]) -> Vec<Vec<u8>> {
+        let stride = if self.percpu {
+            self.value_size.div_ceil(8) * 8
+        } else {
+            self.value_size
+        };
+        v.chunks(stride)
+            .map(|c| c[..self.value_size].to_vec())
+            .collect()
+    }
+
     /// Every (key, value) with per-CPU values split per CPU.
     pub fn entries(&self) -> io::Result<Vec<Entry>> {
         let mut out = Vec::new();
         for k in self.keys()? {
             if let Some(v) = self.lookup(&k)? {
-                let stride = if self.percpu {
-                    self.value_size.div_ceil(8) * 8
-                } else {
-                    self.value_size
-                };
-                let per = v
-                    .chunks(stride)
-                    .map(|c| c[..self.value_size].to_vec())
-                    .collect();
-                out.push((k, per));
+                out.push((k, self.split(&v)));
             }
         }
         Ok(out)
@@ -564,6 +647,26 @@ struct InfoAttr {
 
 /// Names of every BPF program loaded in the kernel (any owner).
 pub fn loaded_prog_names() -> io::Result<Vec<String>> {
+    // struct bpf_prog_info: name[16] at offset 64.
+    loaded_names(BPF_PROG_GET_NEXT_ID, BPF_PROG_GET_FD_BY_ID, 64)
+}
+
+/// Names of every BPF map in the kernel (any owner).
+pub fn loaded_map_names() -> io::Result<Vec<String>> {
+    // struct bpf_map_info: name[16] at offset 24.
+    loaded_names(BPF_MAP_GET_NEXT_ID, BPF_MAP_GET_FD_BY_ID, 24)
+}
+
+const BPF_MAP_GET_NEXT_ID: libc::c_long = 12;
+const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
+
+/// The names of every object of one kind, walked by id; `name_at` is the
+/// offset of `name[16]` in the kind's info struct.
+fn loaded_names(
+    next: libc::c_long,
+    by_id: libc::c_long,
+    name_at: usize,
+) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
     let mut id = 0u32;
     loop {
@@ -571,7 +674,7 @@ pub fn loaded_prog_names() -> io::Result<Vec<String>> {
             id,
             ..Default::default()
         };
-        match sys_bpf(BPF_PROG_GET_NEXT_ID, &mut a) {
+        match sys_bpf(next, &mut a) {
             Ok(_) => id = a.next_id,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(names),
             Err(e) => return Err(e),
@@ -580,13 +683,12 @@ pub fn loaded_prog_names() -> io::Result<Vec<String>> {
             id,
             ..Default::default()
         };
-        // The program may be gone already: skip it.
-        let Ok(fd) = sys_bpf(BPF_PROG_GET_FD_BY_ID, &mut g) else {
+        // The object may be gone already: skip it.
+        let Ok(fd) = sys_bpf(by_id, &mut g) else {
             continue;
         };
         // SAFETY: fd just returned by the kernel.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        // struct bpf_prog_info up to and including name[16] (offset 64).
         let mut info = [0u8; 80];
         let mut ia = InfoAttr {
             bpf_fd: fd.as_raw_fd() as u32,
@@ -594,7 +696,7 @@ pub fn loaded_prog_names() -> io::Result<Vec<String>> {
             info: info.as_mut_ptr() as u64,
         };
         if sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia).is_ok() {
-            let n = &info[64..80];
+            let n = &info[name_at..name_at + 16];
             let end = n.iter().position(|&b| b == 0).unwrap_or(16);
             names.push(String::from_utf8_lossy(&n[..end]).into_owned());
         }

@@ -34,6 +34,7 @@ impl Block {
             thresh_fd: -1,
             on_fd: -1,
             resolution: 1,
+            by_cgroup: None,
         };
         let load = |name, insns: Vec<_>| {
             Prog::load(name, sys::PROG_RAW_TRACEPOINT, &insns)

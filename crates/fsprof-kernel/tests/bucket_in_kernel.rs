@@ -26,6 +26,7 @@ fn kernel_buckets_equal_bucket_layout_index() {
             thresh_fd: thresh.fd(),
             on_fd: -1,
             resolution: r,
+            by_cgroup: None,
         };
         let prog = Prog::load("bucket_probe", sys::PROG_XDP, &progs::bucket_probe(&sh))
             .unwrap_or_else(|e| panic!("r={r}: load failed: {} {}", e.errno, e.log));

@@ -81,6 +81,7 @@ fn vfs_targets_resolve_in_the_running_kernels_btf() {
         thresh_fd: 6,
         on_fd: -1,
         resolution: 4,
+        by_cgroup: None,
     };
     for (idx, f) in targets.iter().enumerate() {
         let exit = progs::fexit_exit(f, &sh, 7, idx as u32);
@@ -157,6 +158,7 @@ impl Maps {
             thresh_fd: -1,
             on_fd: -1,
             resolution: 1,
+            by_cgroup: None,
         }
     }
 }
@@ -191,6 +193,7 @@ fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
         explicit_layers: true,
         perf_tracepoints: false,
         fs_functions: Vec::new(),
+        by_cgroup: false,
     })
 }
 

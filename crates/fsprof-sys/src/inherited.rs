@@ -1,6 +1,7 @@
 //! The signal state fsprof was started with, which the commands it starts
 //! get back: what the user blocked and ignored is blocked and ignored in the
-//! command, exactly as without fsprof.
+//! command, exactly as without fsprof. So are the standard descriptors the
+//! user closed (recorded by fsprof-core's `stdio`).
 //!
 //! Recorded by an ELF constructor (`.init_array`), which runs before Rust's
 //! runtime sets SIGPIPE to ignored and before fsprof blocks its stop signals
@@ -55,7 +56,8 @@ pub fn inherited() -> Option<&'static Inherited> {
 }
 
 /// Gives the calling process the inherited mask and dispositions (or the
-/// defaults). Async-signal-safe: for the child between `fork`/`clone` and
+/// defaults), and closes the standard descriptors that were closed at
+/// start-up. Async-signal-safe: for the child between `fork`/`clone` and
 /// `execve`.
 ///
 /// # Safety
@@ -77,6 +79,13 @@ pub unsafe fn restore() {
             libc::sigaction(*sig, act, std::ptr::null_mut());
         }
         libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
+        // A standard descriptor the user closed (`>&-`) is closed in the
+        // command too, not the /dev/null the runtime put there for fsprof.
+        for fd in 0..3 {
+            if fsprof_core::stdio::closed_at_start(fd) {
+                libc::close(fd);
+            }
+        }
     }
 }
 

@@ -159,6 +159,10 @@ const SHAPE: &[(&str, &[&str])] = &[
         "fsprof-replay",
         &["core", "sys", "capture", "analysis", "report", "trace"],
     ),
+    (
+        "fsprof-agent",
+        &["core", "sys", "capture", "kernel", "export"],
+    ),
     // Tests only: what the test helpers build (profiles, traces).
     ("fsprof-testkit", &["core", "trace"]),
 ];

@@ -7,10 +7,11 @@
 //! complete; a file without its end block was cut short and is refused
 //! with that reason. Layout in `docs/trace-format.md`.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use fsprof_core::format::FormatError;
+use fsprof_core::output::OutputFile;
 use fsprof_core::profile::RunInfo;
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,8 @@ pub enum TraceError {
     Truncated { path: PathBuf, what: String },
     #[error("{path} already exists; use --force to replace it")]
     Exists { path: PathBuf },
+    #[error(transparent)]
+    Output(FormatError),
 }
 
 /// A stream's block under way: its encoded records, their count, the first
@@ -147,8 +150,8 @@ struct Pending {
 /// per-thread streams.
 pub struct TraceWriter {
     path: PathBuf,
-    tmp: PathBuf,
-    out: BufWriter<File>,
+    /// The file under a temporary name until [`TraceWriter::finish`].
+    out: BufWriter<OutputFile>,
     zstd: zstd::bulk::Compressor<'static>,
     /// Compressed bytes of the block being written (kept between blocks).
     packed: Vec<u8>,
@@ -164,24 +167,16 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Starts `path` (written as a temporary file beside it until
-    /// [`TraceWriter::finish`]); refuses an existing file unless `overwrite`.
+    /// Starts `path` (written under a temporary name beside it until
+    /// [`TraceWriter::finish`], by fsprof-core's output rules); refuses an
+    /// existing file unless `overwrite`.
     pub fn create(path: &Path, header: &TraceHeader, overwrite: bool) -> Result<Self, TraceError> {
-        if !overwrite && path.exists() {
-            return Err(TraceError::Exists { path: path.into() });
-        }
-        let tmp = temp_beside(path);
         let io = |e| TraceError::Io {
             path: path.into(),
             source: e,
         };
-        // Never rename over a device, FIFO or socket (`-o /dev/null`).
-        fsprof_core::output::ensure_renamable(path).map_err(io)?;
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io)?;
+        // Never through a link, never over a device, FIFO or socket.
+        let file = OutputFile::create_file(path, overwrite).map_err(|e| output_error(path, e))?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
         let json = serde_json::to_vec(header).expect("a trace header serializes");
         out.write_all(MAGIC).map_err(io)?;
@@ -193,7 +188,6 @@ impl TraceWriter {
         zstd.include_checksum(true).map_err(io)?;
         Ok(TraceWriter {
             path: path.into(),
-            tmp,
             out,
             zstd,
             packed: Vec::new(),
@@ -357,9 +351,8 @@ impl TraceWriter {
         self.out.write_all(&json).map_err(io)?;
         // Not synced, like every file fsprof writes: the rename makes the
         // complete file appear at once (a sync cost a capture 10-20 ms).
-        self.out.flush().map_err(io)?;
-        fsprof_core::output::ensure_renamable(&self.path).map_err(io)?;
-        std::fs::rename(&self.tmp, &self.path).map_err(io)?;
+        let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.commit().map_err(|e| output_error(&self.path, e))?;
         Ok((
             self.summary.clone(),
             self.bytes_file + (BLOCK_HDR + json.len()) as u64,
@@ -367,17 +360,10 @@ impl TraceWriter {
     }
 }
 
-impl Drop for TraceWriter {
-    fn drop(&mut self) {
-        // Not finished (an error on the way): leave nothing half-written.
-        let _ = std::fs::remove_file(&self.tmp);
+/// An output error as a trace error: "exists" keeps its own variant.
+pub(crate) fn output_error(path: &Path, e: FormatError) -> TraceError {
+    match e {
+        FormatError::Exists { .. } => TraceError::Exists { path: path.into() },
+        e => TraceError::Output(e),
     }
-}
-
-fn temp_beside(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace".into());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }

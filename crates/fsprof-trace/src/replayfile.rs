@@ -21,6 +21,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use fsprof_core::output::OutputFile;
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{put_bytes, put_i64, put_u64, Reader};
@@ -279,22 +280,15 @@ impl Compiled {
     /// Writes the file (refusing an existing one unless `overwrite`);
     /// returns its size.
     pub fn write(&self, path: &Path, overwrite: bool) -> Result<u64, TraceError> {
-        if !overwrite && path.exists() {
-            return Err(TraceError::Exists { path: path.into() });
-        }
         let io = |e| TraceError::Io {
             path: path.into(),
             source: e,
         };
-        let tmp = path.with_file_name(format!(
-            ".{}.tmp-{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            std::process::id()
-        ));
+        // Never through a link, never over a device, FIFO or socket.
+        let file = OutputFile::create_file(path, overwrite)
+            .map_err(|e| crate::file::output_error(path, e))?;
+        let mut out = BufWriter::new(file);
         let result = (|| -> std::io::Result<u64> {
-            let mut out = BufWriter::new(File::create(&tmp)?);
             let json = serde_json::to_vec(&self.header).expect("header serializes");
             out.write_all(MAGIC)?;
             out.write_all(&FORMAT_VERSION.to_le_bytes())?;
@@ -336,24 +330,14 @@ impl Compiled {
             section(TAG_COMMANDS, self.commands.len(), raw)?;
             section(TAG_END, 0, Vec::new())?;
             out.flush()?;
-            out.get_ref().sync_all()?;
+            out.get_ref().as_file().sync_all()?;
             Ok(total)
         })();
-        match result {
-            Ok(n) => {
-                // Never rename over a device, FIFO or socket.
-                if let Err(e) = fsprof_core::output::ensure_renamable(path) {
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(io(e));
-                }
-                std::fs::rename(&tmp, path).map_err(io)?;
-                Ok(n)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(io(e))
-            }
-        }
+        let n = result.map_err(io)?;
+        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.commit()
+            .map_err(|e| crate::file::output_error(path, e))?;
+        Ok(n)
     }
 
     /// Reads and checks a replay file: every index a command or an initial

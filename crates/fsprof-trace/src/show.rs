@@ -85,11 +85,14 @@ impl<W: Write> Printer<W> {
         }
     }
 
-    pub fn finish(mut self) -> io::Result<()> {
+    /// Ends the output (a CSV's header if no record came) and gives the
+    /// writer back.
+    pub fn finish(mut self) -> io::Result<W> {
         if self.format == Format::Csv && !self.header_done {
             writeln!(self.out, "{}", CSV_COLUMNS.join(","))?;
         }
-        self.out.flush()
+        self.out.flush()?;
+        Ok(self.out)
     }
 }
 

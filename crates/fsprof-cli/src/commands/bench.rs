@@ -171,18 +171,11 @@ fn params(a: &BenchArgs) -> Params {
 }
 
 pub fn bench(a: BenchArgs) -> Result<i32> {
-    if let Some(o) = &a.output {
-        if o.exists() && !a.force {
-            anyhow::bail!("{} exists: add --force to replace it", o.display());
-        }
-    }
     if (a.plot.is_some() || a.plot_p50.is_some()) && a.suite != SuiteArg::Sweep {
         anyhow::bail!("--plot and --plot-p50 draw a sweep: use them with `fsprof bench sweep`");
     }
-    for p in [&a.plot, &a.plot_p50].into_iter().flatten() {
-        if p.exists() && !a.force {
-            anyhow::bail!("{} exists: add --force to replace it", p.display());
-        }
+    for p in [&a.output, &a.plot, &a.plot_p50].into_iter().flatten() {
+        fsprof_core::output::check_output(p, a.force)?;
     }
     let p = params(&a);
     let sigs = fsprof_sys::StopSignals::block();

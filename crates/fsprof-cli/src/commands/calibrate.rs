@@ -48,12 +48,21 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
             .ok_or_else(|| anyhow!("neither XDG_CONFIG_HOME nor HOME is set: pass -o FILE"))?,
     };
     let to_stdout = fsprof_capture::is_stdio(&path);
-    // Before measuring (seconds): a calibration is the user's, default or not.
-    if !to_stdout && path.exists() && !a.force {
-        return Err(anyhow!(
-            "{} already exists; pass --force to replace it or -o to write another file",
-            path.display()
-        ));
+    // Before measuring (seconds): a calibration is the user's, default or
+    // not. Its directory may not exist yet (it is made below).
+    let dir_exists = path
+        .parent()
+        .is_none_or(|d| d.as_os_str().is_empty() || d.is_dir());
+    if !to_stdout && dir_exists {
+        match fsprof_core::output::check_output(&path, a.force) {
+            Err(fsprof_core::format::FormatError::Exists { .. }) => {
+                return Err(anyhow!(
+                    "{} already exists; pass --force to replace it or -o to write another file",
+                    path.display()
+                ))
+            }
+            r => r?,
+        };
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

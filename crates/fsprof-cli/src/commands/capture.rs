@@ -58,16 +58,19 @@ pub fn save_and_tell(
     Ok(saved)
 }
 
-/// The end of a capture of a command: its exit status stands whatever
-/// happened to the profile (a write error must not replace it).
+/// The end of a capture of a command: its exit status, except that a
+/// profile that could not be written anywhere (`saved` is an error: the
+/// fallback to $TMPDIR failed too, or standard output did) turns a success
+/// into 2 — the run's product is gone, and a 0 would hide it. A command
+/// that failed keeps its own status, which says more than 2 would.
 pub fn exit_status(outcome: &Outcome, saved: &Result<Saved>) -> i32 {
     match saved {
         Ok(s) => fsprof_sys::diag!("fsprof: profile written to {}", s.display()),
         Err(e) => fsprof_sys::diag!("fsprof: {}", crate::one_line(e)),
     }
-    match (saved, outcome.exit.is_some()) {
-        (Err(_), false) => 2,
-        _ => outcome.exit_code(),
+    match (saved, &outcome.exit, outcome.exit_code()) {
+        (Err(_), None, _) | (Err(_), Some(_), 0) => 2,
+        (_, _, code) => code,
     }
 }
 
@@ -86,13 +89,16 @@ mod tests {
         }
     }
 
-    /// A profile that could not be written anywhere does not replace the
-    /// command's exit status; without a command it is an error (2).
+    /// A profile that could not be written anywhere does not replace a
+    /// failed command's exit status; after a success, or without a
+    /// command, it is an error (2).
     #[test]
-    fn a_lost_profile_keeps_the_commands_status() {
+    fn a_lost_profile_keeps_a_failed_commands_status() {
         let lost: Result<Saved> = Err(anyhow::anyhow!("the profile is lost"));
         let code = fsprof_core::profile::ExitStatus::Code(7);
         assert_eq!(exit_status(&outcome(Some(code.clone())), &lost), 7);
+        let ok = fsprof_core::profile::ExitStatus::Code(0);
+        assert_eq!(exit_status(&outcome(Some(ok)), &lost), 2);
         assert_eq!(exit_status(&outcome(None), &lost), 2);
         let saved = Ok(Saved {
             path: None,

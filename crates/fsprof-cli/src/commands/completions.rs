@@ -77,10 +77,26 @@ pub fn man(a: ManArgs, cmd: clap::Command) -> Result<i32> {
             crate::files::write_stdout(&out)?;
         }
         Some(dir) => {
-            clap_mangen::generate_to(cmd, &dir)
+            let mut cmd = cmd.disable_help_subcommand(true);
+            cmd.build();
+            write_pages(cmd, &dir)
                 .with_context(|| format!("writing man pages to {}", dir.display()))?;
             fsprof_sys::diag!("fsprof: man pages written to {}", dir.display());
         }
     }
     Ok(0)
+}
+
+/// `clap_mangen::generate_to`, written by fsprof's output writer: an
+/// installed page is replaced (as an install does), a symbolic link by
+/// that name too, never the file it points to.
+fn write_pages(cmd: clap::Command, dir: &std::path::Path) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+        write_pages(sub, dir)?;
+    }
+    let man = clap_mangen::Man::new(cmd);
+    let mut page = Vec::new();
+    man.render(&mut page)?;
+    fsprof_core::output::write_atomic(&dir.join(man.get_filename()), &page, true)?;
+    Ok(())
 }

@@ -118,7 +118,7 @@ fn check_plot_dir(dir: &Path, force: bool) -> Result<()> {
     }
     if !force {
         let taken = dir.join("discovery.html");
-        if taken.exists() {
+        if taken.symlink_metadata().is_ok() {
             return Err(anyhow!(
                 "{} exists: pass --force to replace it",
                 taken.display()

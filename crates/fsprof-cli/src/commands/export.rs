@@ -30,10 +30,13 @@ pub enum ExportFormatArg {
 
 pub fn export(a: ExportArgs) -> Result<i32> {
     let profile = crate::files::read_input(&a.file)?;
+    let labels = fsprof_export::LabelOptions::default();
     let bytes = match a.format {
-        ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile).into_bytes(),
-        ExportFormatArg::Prometheus => fsprof_export::prometheus::render(&profile).into_bytes(),
-        ExportFormatArg::PrometheusProtobuf => fsprof_export::protobuf::render(&profile),
+        ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile, &labels).into_bytes(),
+        ExportFormatArg::Prometheus => {
+            fsprof_export::prometheus::render(&profile, &labels).into_bytes()
+        }
+        ExportFormatArg::PrometheusProtobuf => fsprof_export::protobuf::render(&profile, &labels),
     };
     super::report::finish_bytes(&bytes, a.to.output.as_deref(), a.to.force)
 }

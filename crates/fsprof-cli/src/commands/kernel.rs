@@ -148,6 +148,7 @@ fn options(a: &KernelArgs) -> Result<Options> {
         explicit_layers: explicit,
         perf_tracepoints: a.perf_tracepoints,
         fs_functions: a.fs_functions.clone(),
+        by_cgroup: false,
     })
 }
 

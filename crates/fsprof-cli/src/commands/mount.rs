@@ -172,7 +172,8 @@ fn serve_and_capture(
     let server = match addrs {
         Some(addrs) => {
             let l = live.clone();
-            let s = MetricsServer::start(&addrs, Arc::new(move || l.profile()))?;
+            let render = serve::profile_render(Arc::new(move || l.profile()), Default::default());
+            let s = MetricsServer::start(&addrs, render)?;
             Some(s)
         }
         None => None,
@@ -233,7 +234,8 @@ fn default_name(lower: &Path) -> Result<PathBuf> {
     first_free(
         &format!("fsprof-mount-{name}-{stamp}"),
         "json",
-        Path::exists,
+        // Anything there takes the name, a dangling link too.
+        |p| p.symlink_metadata().is_ok(),
     )
     .ok_or_else(|| {
         anyhow::anyhow!(

@@ -91,15 +91,8 @@ fn parse_speed(s: &str) -> Result<f64, String> {
 }
 
 pub fn replay(a: ReplayArgs) -> Result<i32> {
-    for (p, what) in [(&a.output, "profile"), (&a.timing, "timing report")] {
-        if let Some(p) = p {
-            if p.exists() && !a.force {
-                anyhow::bail!(
-                    "{} already exists ({what}); use --force to replace it",
-                    p.display()
-                );
-            }
-        }
+    for p in [&a.output, &a.timing].into_iter().flatten() {
+        fsprof_core::output::check_output(p, a.force)?;
     }
     let compiled = load(&a.replay)?;
     let opts = ReplayOptions {

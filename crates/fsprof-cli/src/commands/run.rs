@@ -19,10 +19,11 @@ use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
 
 pub const HELP: &str = "\
-Exit status: the command's, whatever happens to the profile: 128+signal if a
-signal ended it (130 after Ctrl-C, which is the command's to handle: the
-profile is written when it exits), 127 if it could not be found, 126 if it
-could not be executed; 2 on fsprof's own errors before the command starts.";
+Exit status: the command's: 128+signal if a signal ended it
+(130 after Ctrl-C, which is the command's to handle: the profile is written
+when it exits), 127 if it could not be found, 126 if it could not be
+executed; 2 on fsprof's own errors before the command starts, and instead
+of 0 when the profile could not be written anywhere.";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -126,7 +127,8 @@ fn serve_metrics(
         p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         p
     });
-    let server = MetricsServer::start(&addrs, source)?;
+    let render = serve::profile_render(source, Default::default());
+    let server = MetricsServer::start(&addrs, render)?;
     fsprof_sys::diag!(
         "fsprof: serving live metrics on http://{}/metrics",
         server.local_addr()

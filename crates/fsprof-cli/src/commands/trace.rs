@@ -7,9 +7,10 @@ use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Silent};
+use fsprof_core::output::OutputFile;
 use fsprof_core::Resolution;
 use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
 use fsprof_trace::show::{Format, Printer};
@@ -150,8 +151,10 @@ fn default_name(cmd: &str) -> Result<PathBuf> {
     let stamp = name_stamp(&fsprof_core::units::rfc3339_utc(
         fsprof_sys::clock::wall_unix_ns(),
     ));
+    // A name is taken by anything there, a dangling link too.
+    let taken = |p: &Path| p.symlink_metadata().is_ok();
     first_free(&format!("fsprof-{prog}-{stamp}"), "trace", |p| {
-        p.exists() || p.with_extension("json").exists()
+        taken(p) || taken(&p.with_extension("json"))
     })
     .ok_or_else(|| anyhow::anyhow!("could not find a free file name for the trace; use -o TRACE"))
 }
@@ -163,33 +166,29 @@ fn show(a: ShowArgs) -> Result<i32> {
         ShowFormat::Jsonl => Format::Jsonl,
         ShowFormat::Csv => Format::Csv,
     };
-    let sink: Box<dyn Write> = match &a.to.output {
-        Some(p) => {
-            if p.exists() && !a.to.force {
-                anyhow::bail!("{} already exists; use --force to replace it", p.display());
-            }
-            Box::new(
-                std::fs::File::create(p)
-                    .with_context(|| format!("cannot write {}", p.display()))?,
-            )
-        }
-        None => Box::new(io::stdout().lock()),
-    };
-    let mut printer = Printer::new(BufWriter::new(sink), format, &reader.header);
-    let result = (|| -> Result<()> {
-        while let Some(r) = reader.next_record()? {
-            printer.record(&r)?;
-        }
-        printer.finish()?;
-        Ok(())
-    })();
-    match result {
+    if let Some(p) = &a.to.output {
+        // Refused before the trace is read if it exists (without --force).
+        let file = OutputFile::create(p, a.to.force)?;
+        let out = print_all(&mut reader, BufWriter::new(file), format)?;
+        out.into_inner().map_err(|e| e.into_error())?.commit()?;
+        return Ok(0);
+    }
+    match print_all(&mut reader, BufWriter::new(io::stdout().lock()), format) {
         Err(e)
             if e.downcast_ref::<io::Error>()
                 .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
         {
             Ok(0)
         }
-        r => r.map(|()| 0),
+        r => r.map(|_| 0),
     }
+}
+
+/// Prints every record of `reader` into `out`; gives `out` back.
+fn print_all<W: Write>(reader: &mut TraceReader, out: W, format: Format) -> Result<W> {
+    let mut printer = Printer::new(out, format, &reader.header);
+    while let Some(r) = reader.next_record()? {
+        printer.record(&r)?;
+    }
+    Ok(printer.finish()?)
 }

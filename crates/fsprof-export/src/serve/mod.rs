@@ -4,31 +4,35 @@
 //! commands a host runs.
 //!
 //! Any local user can connect, so the server is bounded in everything a
-//! client controls: at most [`MAX_CLIENTS`] connections are served at once
-//! (more wait in the kernel's backlog), a request head must arrive whole
+//! client controls: at most [`MAX_CONNECTIONS`] are open at once (past
+//! that the oldest idle one is dropped), a request head must arrive whole
 //! within [`HEAD_DEADLINE`] and fit in [`MAX_HEAD`] bytes, an answer must
-//! be taken within [`WRITE_DEADLINE`], and stopping the server never waits
-//! for a client. Hand-written rather than a crate: tiny_http has neither a
+//! be taken within [`WRITE_DEADLINE`], idle clients never hold up a scrape
+//! (one non-blocking loop serves them all: [`event_loop`]), and stopping
+//! the server never waits for a client. Hand-written rather than a crate: tiny_http has neither a
 //! header-size limit nor a per-request deadline, and hyper would bring an
 //! async runtime into the CLI for one loopback endpoint.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Connections served at once.
-pub const MAX_CLIENTS: usize = 32;
+use crate::LabelOptions;
+
+mod event_loop;
+
+pub use event_loop::MAX_CONNECTIONS;
+
 /// Bytes of request line and headers accepted (requests have no body).
 pub const MAX_HEAD: usize = 8192;
 /// Time a client has to send its whole request head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(2);
 /// Time a client has to take the whole answer.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
-/// How often the accept loop looks at the stop flag.
-const TICK: Duration = Duration::from_millis(20);
+
+const TEXT: &str = "text/plain; charset=utf-8";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -78,32 +82,56 @@ pub fn resolve(addr: &str, allow_remote: bool) -> Result<Vec<SocketAddr>, ServeE
 /// The current profile, asked for at each scrape.
 pub type Source = Arc<dyn Fn() -> fsprof_core::Profile + Send + Sync>;
 
+/// Which exposition a scrape asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Text 0.0.4: classic histograms.
+    Text,
+    /// Delimited protobuf: native histograms too.
+    Protobuf,
+}
+
+/// The body of `/metrics` in a format, made at each scrape; an error is
+/// answered with 500 and its text.
+pub type Render = Arc<dyn Fn(Format) -> Result<Vec<u8>, String> + Send + Sync>;
+
+/// A profile's exposition, labelled as `opts` says.
+pub fn profile_render(source: Source, opts: LabelOptions) -> Render {
+    Arc::new(move |f| {
+        let p = source();
+        Ok(match f {
+            Format::Text => crate::prometheus::render(&p, &opts).into_bytes(),
+            Format::Protobuf => crate::protobuf::render(&p, &opts),
+        })
+    })
+}
+
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl MetricsServer {
-    pub fn start(addrs: &[SocketAddr], source: Source) -> Result<Self, ServeError> {
+    /// Serves `render` on the first of `addrs` that binds.
+    pub fn start(addrs: &[SocketAddr], render: Render) -> Result<Self, ServeError> {
         let bind_err = |source| ServeError::Bind {
             addr: addrs[0].to_string(),
             source,
         };
         let listener = TcpListener::bind(addrs).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
-        // Non-blocking, so the accept loop sees the stop flag within a tick.
         listener.set_nonblocking(true).map_err(bind_err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let acceptor = std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("fsprof-metrics".into())
-            .spawn(move || accept_loop(&listener, &flag, &source))
+            .spawn(move || event_loop::run(&listener, &flag, &render))
             .map_err(bind_err)?;
         Ok(MetricsServer {
             addr,
             stop,
-            acceptor: Some(acceptor),
+            thread: Some(thread),
         })
     }
 
@@ -114,44 +142,12 @@ impl MetricsServer {
 }
 
 impl Drop for MetricsServer {
-    /// Stops accepting (within a tick) and returns: clients being served
-    /// finish on their own threads, within their deadlines, or are cut off
-    /// when the process exits.
+    /// Stops the loop (within its tick, 50 ms) and closes every
+    /// connection: nothing waits for a client.
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.acceptor.take() {
+        if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-fn accept_loop(listener: &TcpListener, stop: &AtomicBool, source: &Source) {
-    let busy = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Acquire) {
-        if busy.load(Ordering::Acquire) >= MAX_CLIENTS {
-            // Full: new clients wait in the backlog until one is done.
-            std::thread::sleep(TICK);
-            continue;
-        }
-        match listener.accept() {
-            Ok((s, _)) => {
-                busy.fetch_add(1, Ordering::AcqRel);
-                let (done, source) = (busy.clone(), source.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("fsprof-metrics-client".into())
-                    .stack_size(256 * 1024)
-                    .spawn(move || {
-                        let _ = serve_client(s, &source);
-                        done.fetch_sub(1, Ordering::AcqRel);
-                    });
-                if spawned.is_err() {
-                    busy.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(TICK),
-            // A connection reset before we took it, out of descriptors...:
-            // wait a moment, keep serving.
-            Err(_) => std::thread::sleep(TICK),
         }
     }
 }
@@ -164,47 +160,6 @@ struct Request {
     /// The client accepts the protobuf exposition (Prometheus with native
     /// histograms asks for it).
     protobuf: bool,
-}
-
-/// Why a request head was not read.
-#[derive(Debug, PartialEq, Eq)]
-enum HeadError {
-    TooLarge,
-    TooSlow,
-    Closed,
-}
-
-/// Reads a request head: at most `MAX_HEAD` bytes, all within
-/// `HEAD_DEADLINE` (the whole head, not each read).
-fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, HeadError> {
-    let deadline = Instant::now() + HEAD_DEADLINE;
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(HeadError::TooSlow);
-        }
-        s.set_read_timeout(Some(left))
-            .map_err(|_| HeadError::Closed)?;
-        let n = match s.read(&mut buf) {
-            Ok(0) => return Err(HeadError::Closed),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(HeadError::TooSlow)
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return Err(HeadError::Closed),
-        };
-        head.extend_from_slice(&buf[..n]);
-        if let Some(end) = head_end(&head) {
-            head.truncate(end);
-            return Ok(head);
-        }
-        if head.len() > MAX_HEAD {
-            return Err(HeadError::TooLarge);
-        }
-    }
 }
 
 /// Length of the head up to its blank line, if it is complete.
@@ -237,45 +192,21 @@ fn parse_head(head: &[u8]) -> Request {
     }
 }
 
-fn serve_client(mut s: TcpStream, source: &Source) -> std::io::Result<()> {
-    const TEXT: &str = "text/plain; charset=utf-8";
-    let (status, ctype, body): (&str, &str, Vec<u8>) = match read_head(&mut s) {
-        Err(HeadError::Closed) => return Ok(()),
-        Err(HeadError::TooSlow) => (
-            "408 Request Timeout",
-            TEXT,
-            b"request not received in time\n".to_vec(),
-        ),
-        Err(HeadError::TooLarge) => (
-            "431 Request Header Fields Too Large",
-            TEXT,
-            b"request head too large\n".to_vec(),
-        ),
-        Ok(head) => answer(&parse_head(&head), source),
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(&body);
-    write_within(&mut s, &out, WRITE_DEADLINE)
-}
-
-fn answer(r: &Request, source: &Source) -> (&'static str, &'static str, Vec<u8>) {
-    const TEXT: &str = "text/plain; charset=utf-8";
+/// Status, content type and body for a request.
+fn answer(r: &Request, render: &Render) -> (&'static str, &'static str, Vec<u8>) {
     match (r.method.as_str(), r.path.split('?').next().unwrap_or("")) {
         ("GET", "/metrics") => {
-            let p = source();
-            if r.protobuf {
-                (
-                    "200 OK",
-                    crate::protobuf::CONTENT_TYPE,
-                    crate::protobuf::render(&p),
-                )
-            } else {
-                let text = crate::prometheus::render(&p).into_bytes();
-                ("200 OK", crate::prometheus::CONTENT_TYPE, text)
+            let (format, ctype) = match r.protobuf {
+                true => (Format::Protobuf, crate::protobuf::CONTENT_TYPE),
+                false => (Format::Text, crate::prometheus::CONTENT_TYPE),
+            };
+            match render(format) {
+                Ok(body) => ("200 OK", ctype, body),
+                Err(e) => (
+                    "500 Internal Server Error",
+                    TEXT,
+                    format!("{e}\n").into_bytes(),
+                ),
             }
         }
         ("GET", "/") => (
@@ -288,30 +219,12 @@ fn answer(r: &Request, source: &Source) -> (&'static str, &'static str, Vec<u8>)
     }
 }
 
-/// Writes all of `bytes` within `limit` in total (a client that reads one
-/// byte at a time is cut off).
-fn write_within(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> std::io::Result<()> {
-    let deadline = Instant::now() + limit;
-    let mut at = 0;
-    while at < bytes.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ErrorKind::TimedOut.into());
-        }
-        s.set_write_timeout(Some(left))?;
-        match s.write(&bytes[at..(at + 65536).min(bytes.len())]) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    s.flush()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{ErrorKind, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
 
     #[test]
     fn refuses_remote_addresses_unless_allowed() {
@@ -330,14 +243,18 @@ mod tests {
         let r = get(srv.local_addr(), "/metrics");
         assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
         assert!(r.contains("version=0.0.4"));
-        assert!(r.contains(r#"op="read",command="",le="16"} 1"#), "{r}");
+        assert!(
+            r.contains(r#"layer="user",op="read",le="0.000000016"} 1"#),
+            "{r}"
+        );
         assert!(get(srv.local_addr(), "/nope").starts_with("HTTP/1.1 404"));
         drop(srv);
     }
 
     /// A server on a free loopback port whose profile holds one `read`.
     fn serve_one_op() -> MetricsServer {
-        MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), one_op_source()).unwrap()
+        let render = profile_render(one_op_source(), LabelOptions::default());
+        MetricsServer::start(&resolve("127.0.0.1:0", false).unwrap(), render).unwrap()
     }
 
     fn one_op_source() -> Source {
@@ -439,32 +356,45 @@ mod tests {
         for a in all {
             let r = a.join().unwrap();
             assert!(
-                r.starts_with("HTTP/1.1 200 OK") && r.contains("le=\"16\"} 1"),
+                r.starts_with("HTTP/1.1 200 OK") && r.contains("le=\"0.000000016\"} 1"),
                 "{r}"
             );
         }
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
 
-    /// Idle connections (as many as the server serves at once) delay a
-    /// scrape by at most the head deadline, and stopping the server does
-    /// not wait for them.
+    /// Idle connections, more than the server keeps open, do not hold up
+    /// a scrape: every scrape is answered while the idle clients are
+    /// still waiting to be dropped (before their head deadline), and
+    /// stopping the server does not wait for them.
     #[test]
-    fn idle_connections_neither_block_scrapes_nor_shutdown() {
+    fn scrapes_are_answered_while_idle_clients_wait() {
+        use std::io::Read;
         let srv = serve_one_op();
         let addr = srv.local_addr();
-        let idle: Vec<TcpStream> = (0..MAX_CLIENTS + 6)
+        let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS + 40)
             .map(|_| TcpStream::connect(addr).unwrap())
             .collect();
-        std::thread::sleep(Duration::from_millis(100));
-        let t = Instant::now();
-        assert!(scrape(addr).starts_with("HTTP/1.1 200 OK"));
+        // Connecting can wait for the listen queue; the idle clients'
+        // deadline runs from when the server took them, after that.
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            assert!(scrape(addr).starts_with("HTTP/1.1 200 OK"));
+        }
+        let took = t0.elapsed();
         assert!(
-            t.elapsed() < HEAD_DEADLINE + Duration::from_secs(1),
-            "{:?}",
-            t.elapsed()
+            took < HEAD_DEADLINE,
+            "10 scrapes took {took:?}: they waited for idle clients to be dropped"
         );
-        let more: Vec<TcpStream> = (0..6).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        // The newest idle clients are still connected, waiting.
+        let last = idle.last().unwrap();
+        last.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let r = (&*last).read(&mut b);
+        assert!(
+            matches!(&r, Err(e) if e.kind() == ErrorKind::WouldBlock),
+            "{r:?}"
+        );
         let t = Instant::now();
         drop(srv);
         assert!(
@@ -472,6 +402,20 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
-        drop((idle, more));
+        drop(idle);
+    }
+
+    /// An idle client is answered 408 once its head deadline passes.
+    #[test]
+    fn an_idle_client_is_dropped_at_its_deadline() {
+        use std::io::Read;
+        let srv = serve_one_op();
+        let mut c = TcpStream::connect(srv.local_addr()).unwrap();
+        c.set_read_timeout(Some(HEAD_DEADLINE * 3)).unwrap();
+        let t = Instant::now();
+        let mut s = String::new();
+        let _ = c.read_to_string(&mut s);
+        assert!(s.starts_with("HTTP/1.1 408"), "{s:?}");
+        assert!(t.elapsed() >= HEAD_DEADLINE - Duration::from_millis(100));
     }
 }
