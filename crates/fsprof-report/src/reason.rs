@@ -152,22 +152,30 @@ pub fn test_verdict(c: &Comparison, k: &Check) -> String {
 }
 
 /// The one-line verdict of a compared op: the deciding test, else the
-/// nearest one with why it did not decide.
+/// nearest one with why it did not decide. Effects are beyond the shift
+/// the op's whole layer made, when there was one.
 fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
+    let beyond = c
+        .layer_shifts
+        .iter()
+        .any(|s| s.layer == o.layer && s.ops >= 3 && s.shift.abs() >= 0.05);
+    let found = |k: &Check| {
+        let mut f = test_finding(k, u);
+        if beyond {
+            f.push_str(" beyond the profile shift");
+        }
+        f
+    };
     if let Some(k) = o.decided_by() {
         return Some(format!(
             "{} (by {}: {})",
-            test_finding(k, u),
+            found(k),
             test_name(k.test),
             test_verdict(c, k)
         ));
     }
     let k = o.nearest()?;
-    Some(format!(
-        "no change: {}, {}",
-        test_finding(k, u),
-        test_verdict(c, k)
-    ))
+    Some(format!("no change: {}, {}", found(k), test_verdict(c, k)))
 }
 
 /// `shift`, `time`.
