@@ -1,11 +1,34 @@
 //! Compiles the C shim into a shared object that `src/lib.rs` embeds.
-//! `shim/ops.def`, the op list the C side reads, is checked against
-//! `fsprof_core::ops::libc::OPS` by `tests/abi.rs`.
+//!
+//! The op lists the C side reads (`ops.def`, `fdops.def`, `dataops.def`)
+//! are written here from `fsprof_core::ops::libc`, the one vocabulary,
+//! rather than kept by hand beside it. Each C file is compiled to its own
+//! object in `OUT_DIR/obj`, where `tests/c_layers.rs` reads which file
+//! calls which (the calls must form layers, not cycles).
 
 use std::env;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// How every C file of the shim is compiled.
+const CFLAGS: &[&str] = &[
+    "-fPIC",
+    "-O2",
+    "-g0",
+    "-std=gnu11",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-unused-parameter",
+    "-fvisibility=hidden",
+    "-ftls-model=initial-exec",
+    "-fno-stack-protector",
+    // glibc's header inlines (getline, fread_unlocked ...) would clash
+    // with the definitions that interpose them.
+    "-D__NO_INLINE__",
+    "-U_FORTIFY_SOURCE",
+];
 
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
@@ -20,44 +43,34 @@ fn main() {
     for f in &sources {
         println!("cargo:rerun-if-changed={}", f.display());
     }
-    let c_files: Vec<&PathBuf> = sources
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "c"))
-        .collect();
     println!("cargo:rerun-if-env-changed=CC");
-
     let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+
+    let gen = out.join("gen");
+    fs::create_dir_all(&gen).unwrap();
+    for (name, text) in fsprof_core::ops::libc::c_op_lists() {
+        write_if_changed(&gen.join(name), &text);
+    }
+    let obj = out.join("obj");
+    let _ = fs::remove_dir_all(&obj);
+    fs::create_dir_all(&obj).unwrap();
+    let objects = compile(&cc, &sources, &gen, &obj);
     let so = out.join("libfsprof_shim.so");
     let status = Command::new(&cc)
         .args([
             "-shared",
-            "-fPIC",
-            "-O2",
-            "-g0",
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-Wno-unused-parameter",
-            "-fvisibility=hidden",
-            "-ftls-model=initial-exec",
-            "-fno-stack-protector",
-            // glibc's header inlines (getline, fread_unlocked ...) would clash
-            // with the definitions that interpose them.
-            "-D__NO_INLINE__",
-            "-U_FORTIFY_SOURCE",
             "-Wl,-soname,libfsprof_shim.so",
             "-Wl,--no-undefined",
             "-o",
         ])
         .arg(&so)
-        .args(&c_files)
+        .args(&objects)
         .args(["-ldl", "-lpthread"])
         .status()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));
+        .unwrap_or_else(|e| panic!("cannot run `{cc}` to link the preload shim: {e}"));
     assert!(
         status.success(),
-        "building the preload shim with `{cc}` failed"
+        "linking the preload shim with `{cc}` failed"
     );
 
     // The installed copy is named after its content; hashing here keeps
@@ -71,4 +84,41 @@ fn main() {
         format!("/// FNV-1a of [`SHIM_SO`], computed at build time.\npub const SHIM_HASH: u64 = {hash:#018x};\n"),
     )
     .unwrap();
+}
+
+/// Compiles each C file of `sources` to `obj/<name>.o`, all at once, and
+/// returns the objects.
+fn compile(cc: &str, sources: &[PathBuf], gen: &Path, obj: &Path) -> Vec<PathBuf> {
+    let jobs: Vec<(PathBuf, std::process::Child)> = sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .map(|c| {
+            let o = obj.join(c.file_stem().unwrap()).with_extension("o");
+            let child = Command::new(cc)
+                .args(CFLAGS)
+                .arg("-I")
+                .arg(gen)
+                .arg("-c")
+                .arg(c)
+                .arg("-o")
+                .arg(&o)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` to build the preload shim: {e}; install gcc or set CC"));
+            (o, child)
+        })
+        .collect();
+    let mut objects = Vec::new();
+    for (o, mut child) in jobs {
+        let st = child.wait().expect("wait for the C compiler");
+        assert!(st.success(), "compiling {} with `{cc}` failed", o.display());
+        objects.push(o);
+    }
+    objects
+}
+
+/// Keeps the file's time when its text is unchanged.
+fn write_if_changed(path: &Path, text: &str) {
+    if fs::read_to_string(path).ok().as_deref() != Some(text) {
+        fs::write(path, text).unwrap();
+    }
 }

@@ -92,7 +92,7 @@ pub fn attribute(p: &Profile) -> Attribution {
         }
         (None, _, Some(_)) => {
             return Attribution::NotRecorded(
-                "the block layer alone cannot be set against anything per call; record `fsprof kernel --layers syscall,block` (for an fsprof mount daemon: `--pid` of the daemon) to see which calls waited for it".into(),
+                "the block layer alone cannot be set against anything per call; record `fsprof kernel --layer syscall,block` (for an fsprof mount daemon: `--pid` of the daemon) to see which calls waited for it".into(),
             )
         }
         _ => return Attribution::None,

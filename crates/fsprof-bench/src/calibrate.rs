@@ -15,7 +15,7 @@
 //! |------------------|-----------------|----------|
 //! | `null_syscall`   | —               | `syscall(SYS_getppid)` |
 //! | `page_cache_hit` | 4, 32, 128 KiB  | `pread` at random offsets of an 8 MiB file just read |
-//! | `device_read`    | 4, 32, 128 KiB  | `pread` of distinct 128 KiB-aligned chunks of a 64 MiB file evicted at the start of each round ([`crate::cache`]: `posix_fadvise(DONTNEED)`, verified; `O_DIRECT` if the pages stay), readahead off |
+//! | `device_read`    | 4, 32, 128 KiB  | `pread` of distinct 128 KiB-aligned chunks of a 64 MiB file evicted at the start of each round ([`fsprof_measure::cache`]: `posix_fadvise(DONTNEED)`, verified; `O_DIRECT` if the pages stay), readahead off |
 //! | `buffered_write` | 4, 128 KiB      | `pwrite` over a cached 8 MiB file |
 //! | `fsync`          | —               | `fsync` after a 4 KiB `pwrite` |
 //! | `futex_handoff`  | —               | half a mutex+condvar round trip between two threads |
@@ -38,9 +38,10 @@ use fsprof_analysis::labels::{Calibration, Characteristic, Conditions};
 use fsprof_core::stats::quantile;
 use fsprof_sys::clock::mono_ns;
 
-use crate::cache::{self, CacheMode};
-use crate::machine::{load_average, DirInfo};
-use crate::timing::{Clock, Overhead, TimingLoop};
+use crate::machine::DirInfo;
+use fsprof_measure::cache::{self, CacheMode};
+use fsprof_measure::timing::{Clock, Overhead, TimingLoop};
+use fsprof_sys::host::load_average;
 
 /// Request sizes of the read characteristics.
 pub const READ_SIZES: [u64; 3] = [4 << 10, 32 << 10, 128 << 10];

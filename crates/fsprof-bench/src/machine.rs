@@ -2,11 +2,10 @@
 //! caches, memory, kernel), the file system under DIR (type, device, mount
 //! options, free space) and how busy the machine was.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use fsprof_sys::host::HostFacts;
+use fsprof_measure::target::{Target, TargetError};
+use fsprof_sys::host::{self, HostFacts};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,12 +52,8 @@ impl Machine {
                     size_bytes: c.size_bytes,
                 })
                 .collect(),
-            cpu_governor: std::fs::read_to_string(
-                "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
-            )
-            .ok()
-            .map(|s| s.trim().to_string()),
-            load_average: load_average().unwrap_or(0.0),
+            cpu_governor: host::cpu_governor(),
+            load_average: host::load_average().unwrap_or(0.0),
         }
     }
 
@@ -76,13 +71,7 @@ impl Machine {
     }
 }
 
-/// The 1-minute load average.
-pub fn load_average() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-/// The file system a directory is on.
+/// The file system a directory is on, as a result records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DirInfo {
     pub path: String,
@@ -99,20 +88,8 @@ pub struct DirInfo {
 
 impl DirInfo {
     /// Describes `dir`, which must exist and be a directory.
-    pub fn of(dir: &Path) -> std::io::Result<DirInfo> {
-        let canon = dir.canonicalize()?;
-        let vfs = statvfs(&canon)?;
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let m = mount_of(&mountinfo, &canon.to_string_lossy()).unwrap_or_default();
-        Ok(DirInfo {
-            path: canon.to_string_lossy().into_owned(),
-            fs_type: m.fs_type,
-            source: m.source,
-            mount_point: m.mount_point,
-            mount_options: m.options,
-            free_bytes: vfs.f_bavail as u64 * vfs.f_frsize as u64,
-            block_size: vfs.f_frsize as u64,
-        })
+    pub fn of(dir: &Path) -> Result<DirInfo, TargetError> {
+        Ok(DirInfo::from(&Target::probe(dir)?))
     }
 
     /// Whether the file system keeps file data in memory only (no device
@@ -122,52 +99,24 @@ impl DirInfo {
     }
 }
 
-fn statvfs(p: &Path) -> std::io::Result<libc::statvfs> {
-    let c = CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: statvfs is plain data the call fills in.
-    let mut out: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a valid out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut out) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(out)
-}
-
-#[derive(Default, Debug, PartialEq)]
-struct Mount {
-    mount_point: String,
-    fs_type: String,
-    source: String,
-    options: String,
-}
-
-/// The mountinfo line whose mount point is the longest prefix of `path`
-/// (the last such line: later mounts hide earlier ones at the same point).
-fn mount_of(mountinfo: &str, path: &str) -> Option<Mount> {
-    let mut best: Option<Mount> = None;
-    for m in fsprof_sys::mountinfo::parse(mountinfo) {
-        let mp = m.mount_point.to_string_lossy().into_owned();
-        let inside = path == mp
-            || mp == "/"
-            || (path.starts_with(&mp) && path.as_bytes().get(mp.len()) == Some(&b'/'));
-        if !inside {
-            continue;
+impl From<&Target> for DirInfo {
+    fn from(t: &Target) -> DirInfo {
+        let m = t.mount.clone();
+        DirInfo {
+            path: t.dir.to_string_lossy().into_owned(),
+            fs_type: t.fs_type.clone(),
+            source: m.as_ref().map(|m| m.source.clone()).unwrap_or_default(),
+            mount_point: m
+                .as_ref()
+                .map(|m| m.mount_point.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            mount_options: m
+                .map(|m| format!("{},{}", m.options, m.super_options))
+                .unwrap_or_default(),
+            free_bytes: t.free_bytes,
+            block_size: t.fragment_size,
         }
-        if best
-            .as_ref()
-            .is_some_and(|b| b.mount_point.len() > mp.len())
-        {
-            continue;
-        }
-        best = Some(Mount {
-            mount_point: mp,
-            fs_type: m.fs_type,
-            source: m.source,
-            options: format!("{},{}", m.options, m.super_options),
-        });
     }
-    best
 }
 
 #[cfg(test)]
@@ -175,31 +124,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_deepest_mount_holding_the_path_wins() {
-        let info = "\
-22 1 254:0 / / rw,relatime - ext4 /dev/vda rw,errors=remount-ro
-30 22 0:25 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw,size=24684092k
-41 22 7:3 / /mnt/with\\040space rw,relatime - xfs /dev/loop3 rw,attr2,inode64
-";
-        let m = mount_of(info, "/dev/shm/x").unwrap();
-        assert_eq!(
-            (m.fs_type.as_str(), m.mount_point.as_str()),
-            ("tmpfs", "/dev/shm")
-        );
-        assert_eq!(m.options, "rw,nosuid,nodev,rw,size=24684092k");
-        let m = mount_of(info, "/mnt/with space/d").unwrap();
-        assert_eq!(
-            (m.fs_type.as_str(), m.source.as_str()),
-            ("xfs", "/dev/loop3")
-        );
-        // A sibling whose name merely starts with the mount point is not in it.
-        assert_eq!(mount_of(info, "/dev/shmem").unwrap().fs_type, "ext4");
-    }
-
-    #[test]
     fn a_real_directory_is_described() {
         let d = DirInfo::of(Path::new("/dev/shm")).unwrap();
         assert_eq!(d.fs_type, "tmpfs");
+        assert_eq!(d.mount_point, "/dev/shm");
+        assert!(
+            d.mount_options.starts_with("rw") || d.mount_options.starts_with("ro"),
+            "{d:?}"
+        );
         assert!(d.is_memory_fs() && d.free_bytes > 0 && d.block_size > 0);
         let m = Machine::read();
         assert!(m.cpus >= 1 && m.memory_total > 0);

@@ -17,9 +17,9 @@ use fsprof_core::stats::Summary;
 use fsprof_core::Resolution;
 use serde::{Deserialize, Serialize};
 
-use crate::cache::CacheCheck;
 use crate::machine::{DirInfo, Machine};
 use crate::params::Params;
+use fsprof_measure::cache::CacheCheck;
 
 pub const FORMAT_NAME: &str = "fsprof-bench";
 pub const FORMAT_VERSION: u32 = 1;

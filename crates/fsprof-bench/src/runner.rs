@@ -17,8 +17,8 @@ use crate::machine::{DirInfo, Machine};
 use crate::params::{ParamError, Params, Suite};
 use crate::result::{self, BenchResult, PhaseResult, SweepPoint, TimerInfo, LAYER};
 use crate::suites::{self, Ctx, PhaseRun};
-use crate::timing::{Clock, Overhead};
 use crate::warnings;
+use fsprof_measure::timing::{Clock, Overhead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {

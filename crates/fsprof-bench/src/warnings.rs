@@ -1,8 +1,8 @@
 //! The reasons not to trust a result, each with what to do about it.
 
-use crate::cache::CacheMode;
 use crate::params::{human_bytes, Suite};
 use crate::result::{BenchResult, PhaseResult, Warning};
+use fsprof_measure::cache::CacheMode;
 
 /// CI half-width above this share of the mean: too few runs.
 pub const CI_LIMIT: f64 = 0.05;

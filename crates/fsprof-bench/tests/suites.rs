@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fsprof_bench::cache::CacheMode;
 use fsprof_bench::result::{BenchResult, LAYER};
 use fsprof_bench::runner::{leftovers, NoProgress};
 use fsprof_bench::{Params, Suite};
 use fsprof_core::Profile;
+use fsprof_measure::cache::CacheMode;
 
 fn run(p: &Params) -> (Profile, BenchResult) {
     fsprof_bench::run(p, vec!["test".into()], &mut NoProgress, &|| false).unwrap()

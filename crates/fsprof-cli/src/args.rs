@@ -6,7 +6,7 @@
 //! The groups carry `//` comments, not doc comments: clap would take a
 //! flattened struct's doc comment as the command's description.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use fsprof_core::Resolution;
@@ -56,6 +56,18 @@ pub struct MetricsArgs {
     /// Allow --serve-metrics on an address other than loopback
     #[arg(long, requires = "serve_metrics")]
     pub metrics_allow_remote: bool,
+    /// Label the metrics with the whole command line, not only the program's name
+    #[arg(long, requires = "serve_metrics")]
+    pub metrics_argv: bool,
+}
+
+impl MetricsArgs {
+    /// How the served series are labelled.
+    pub fn labels(&self) -> fsprof_export::LabelOptions {
+        fsprof_export::LabelOptions {
+            argv: self.metrics_argv,
+        }
+    }
 }
 
 // The report printed after a capture.
@@ -81,6 +93,27 @@ pub struct CalibrationArgs {
     pub no_labels: bool,
 }
 
+// The directory a measurement runs in (`bench`, `calibrate`): a
+// positional, as `discover DIR` takes it. `--dir DIR` is still read
+// (hidden) so that scripts written for it keep working.
+#[derive(Debug, Args)]
+pub struct TargetDirArgs {
+    /// Directory on the file system to measure (scratch files go there) [default: .]
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[arg(long = "dir", value_name = "DIR", hide = true, conflicts_with = "dir")]
+    pub dir_option: Option<PathBuf>,
+}
+
+impl TargetDirArgs {
+    pub fn get(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .or_else(|| self.dir_option.clone())
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     Text,
@@ -88,6 +121,26 @@ pub enum FormatArg {
     Csv,
     /// One self-contained page with charts (needs -o)
     Html,
+}
+
+/// `--format` if given, else the format `-o FILE`'s extension names (a
+/// value of `--format`, or one of its aliases: `-o r.json`, `-o r.md`),
+/// else `text`, as `plot` picks its image format: `-o r.json` writes JSON
+/// wherever `-o` takes a printed result.
+pub fn pick_format<F: ValueEnum + Copy>(explicit: Option<F>, output: Option<&Path>, text: F) -> F {
+    explicit
+        .or_else(|| {
+            let ext = output?.extension()?.to_str()?;
+            F::from_str(ext, true).ok()
+        })
+        .unwrap_or(text)
+}
+
+/// `--format` of commands whose result is a table or its JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TextOrJson {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -142,6 +195,19 @@ mod tests {
         let e = parse_resolution("3").unwrap_err();
         assert!(e.contains("1, 2, 4, 8, 16"), "{e}");
         assert!(parse_resolution("x").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn the_output_extension_picks_the_format_unless_format_does() {
+        let pick = |f, o: Option<&str>| pick_format(f, o.map(Path::new), FormatArg::Text);
+        assert_eq!(pick(None, None), FormatArg::Text);
+        assert_eq!(pick(None, Some("r.json")), FormatArg::Json);
+        assert_eq!(pick(None, Some("r.CSV")), FormatArg::Csv);
+        assert_eq!(pick(None, Some("r.html")), FormatArg::Html);
+        assert_eq!(pick(None, Some("report")), FormatArg::Text);
+        assert_eq!(pick(Some(FormatArg::Csv), Some("r.json")), FormatArg::Csv);
+        let json = Some(Path::new("x.json"));
+        assert_eq!(pick_format(None, json, TextOrJson::Text), TextOrJson::Json);
     }
 
     #[test]

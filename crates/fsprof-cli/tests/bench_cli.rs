@@ -76,7 +76,7 @@ fn results_are_profiles_and_every_format_parses() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let out = tempfile::tempdir().unwrap();
     let r = out.path().join("r.json");
-    quick(d.path(), &r, &["--format", "csv"]);
+    quick(d.path(), &r, &[]);
     let o = fsprof().arg("check").arg(&r).output().unwrap();
     assert!(o.status.success(), "{o:?}");
     let o = fsprof().arg("report").arg(&r).output().unwrap();
@@ -165,9 +165,16 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     let l1_kib: u64 = l1.trim().trim_end_matches('K').parse().unwrap();
     let max = format!("{}k", (l1_kib * 2).next_power_of_two());
     let result = out.path().join("sweep.json");
+    let table = out.path().join("sweep.csv");
     let (result_arg, svg_arg) = (result.to_str().unwrap(), svg.to_str().unwrap());
     let mut args = vec![
-        "sweep", "-o", result_arg, "--plot", svg_arg, "--format", "csv",
+        "sweep",
+        "-o",
+        result_arg,
+        "--plot",
+        svg_arg,
+        "-o",
+        table.to_str().unwrap(),
     ];
     args.extend(SMALL_SWEEP);
     args.extend(["--max-size", &max]);
@@ -175,7 +182,7 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.contains(&format!("L1 {l1_kib} KiB")), "no L1 marker");
-    let csv = String::from_utf8(o.stdout).unwrap();
+    let csv = std::fs::read_to_string(&table).unwrap();
     assert!(csv.contains("seq_read@16 KiB"), "{csv}");
     // The HTML report of the result carries the same chart; a bench
     // result without a sweep (and any plain profile) has none.
@@ -464,14 +471,16 @@ fn printed_numbers_match_a_recomputation_from_the_raw_samples() {
     let out = tempfile::tempdir().unwrap();
     for format in ["csv", "text"] {
         let r = out.path().join(format!("{format}.json"));
+        let printed = out.path().join(format!("r.{format}"));
         let mut args = SMALL_SPRITE.to_vec();
-        args.extend(["--runs", "4", "--raw-samples", "--format", format]);
-        args.extend(["-o", r.to_str().unwrap()]);
+        // Each -o in its extension's format: the JSON and the table of one run.
+        args.extend(["--runs", "4", "--raw-samples"]);
+        args.extend(["-o", r.to_str().unwrap(), "-o", printed.to_str().unwrap()]);
         let load_before = loadavg();
         let o = bench(d.path(), &args);
         let load_after = loadavg();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let stdout = String::from_utf8(o.stdout).unwrap();
+        let stdout = std::fs::read_to_string(&printed).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
         let phases = v["bench"]["phases"].as_array().unwrap();
         assert_eq!(phases.len(), 5);

@@ -151,3 +151,178 @@ fn exit_statuses_are_documented_in_help_and_man_pages() {
         assert!(page.contains("130 after Ctrl\\-C"), "{name}");
     }
 }
+
+/// `fsprof SUB --help`'s text, which must succeed.
+fn help(sub: &[&str]) -> String {
+    let o = succeeds(fsprof().args(sub).arg("--help"));
+    stdout(&o)
+}
+
+/// One vocabulary: every command that prints a report after its work has
+/// `-q, --quiet`; the layer filter is `--layer` wherever it appears (with
+/// `--layers` accepted, not shown); the directory a measurement runs in
+/// is a positional DIR (the old `--dir` read but not shown).
+#[test]
+fn every_command_speaks_one_vocabulary() {
+    for sub in [
+        "run", "kernel", "trace", "replay", "bench", "discover", "mount",
+    ] {
+        assert!(help(&[sub]).contains("-q, --quiet"), "{sub} lacks --quiet");
+    }
+    for sub in ["report", "plot", "kernel"] {
+        let h = help(&[sub]);
+        assert!(h.contains("--layer <"), "{sub}: {h}");
+        assert!(!h.contains("--layers <"), "{sub}: {h}");
+    }
+    for sub in [&["bench", "sprite"][..], &["calibrate"], &["discover", "."]] {
+        let h = help(&sub[..1]);
+        assert!(h.contains("[DIR]") || h.contains("<DIR>"), "{sub:?}: {h}");
+        assert!(!h.contains("--dir "), "{sub:?} shows --dir: {h}");
+    }
+    // The hidden spelling still parses, and both name the same directory.
+    for flag in [&["--dir"][..], &[]] {
+        let o = fsprof()
+            .args(["bench", "sprite"])
+            .args(flag)
+            .arg("/nonexistent/fsprof-dir")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag:?}");
+        assert!(
+            stderr(&o).contains("/nonexistent/fsprof-dir"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+/// A profile of `cat /etc/hostname` in `dir`.
+fn small_profile(dir: &std::path::Path) -> std::path::PathBuf {
+    let p = dir.join("p.json");
+    succeeds(
+        fsprof()
+            .args(["run", "-q", "-o"])
+            .arg(&p)
+            .args(["--", "cat", "/etc/hostname"]),
+    );
+    p
+}
+
+#[test]
+fn layer_and_layers_select_the_same_ops() {
+    let d = tempfile::tempdir().unwrap();
+    let p = small_profile(d.path());
+    let report = |flag: &str| {
+        let o = succeeds(
+            fsprof()
+                .arg("report")
+                .arg(&p)
+                .args(["--format", "json", flag, "user"]),
+        );
+        stdout(&o)
+    };
+    assert_eq!(report("--layer"), report("--layers"));
+    let none = succeeds(fsprof().arg("report").arg(&p).args([
+        "--format",
+        "json",
+        "--layer",
+        "user-nonfile",
+    ]));
+    assert_ne!(stdout(&none), report("--layer"), "the filter filters");
+}
+
+/// `--format json` wherever a result is printed, parsed here.
+#[test]
+fn results_print_as_json_on_request() {
+    let d = tempfile::tempdir().unwrap();
+    let p = small_profile(d.path());
+    let o = succeeds(fsprof().args(["check", "--format", "json"]).arg(&p));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["ok"], true, "{v}");
+    assert!(v[0]["ops_checked"].as_u64().unwrap() > 0, "{v}");
+    let o = succeeds(fsprof().args(["kernel", "--probe-report", "--format", "json"]));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert!(rows.iter().any(|r| r["what"] == "privileges"), "{v}");
+    assert!(rows.iter().all(|r| r["usable"].is_boolean()), "{v}");
+    // replay's timing report: the JSON document --timing writes, on stdout.
+    let t = d.path().join("t.trace");
+    succeeds(
+        fsprof()
+            .args(["trace", "-q", "-o"])
+            .arg(&t)
+            .args(["--", "cat", "/etc/hostname"]),
+    );
+    let r = d.path().join("t.replay");
+    succeeds(fsprof().arg("compile").arg(&t).arg("-o").arg(&r));
+    // Each replay under a fresh root, which --prepare fills.
+    let replay = |args: &[&str]| {
+        let root = tempfile::tempdir().unwrap();
+        let mut c = fsprof();
+        c.arg("replay").arg(&r).arg("--root").arg(root.path());
+        succeeds(c.arg("--prepare").args(args))
+    };
+    let timing = d.path().join("timing.json");
+    let o = replay(&["--format", "json", "--timing", timing.to_str().unwrap()]);
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&timing).unwrap()).unwrap();
+    assert_eq!(printed, stored);
+    assert!(!stderr(&o).contains("fidelity"), "{}", stderr(&o));
+    // -q: no timing report at all.
+    let o = replay(&["-q"]);
+    assert!(
+        o.stdout.is_empty() && !stderr(&o).contains("fidelity"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `-o FILE` is "write to FILE instead of standard output" in report as in
+/// bench, FILE's extension picking the format unless --format does.
+#[test]
+fn output_means_the_same_in_bench_as_in_report() {
+    let d = tempfile::tempdir().unwrap();
+    let p = small_profile(d.path());
+    let csv = d.path().join("r.csv");
+    let o = succeeds(fsprof().arg("report").arg(&p).arg("-o").arg(&csv));
+    assert!(o.stdout.is_empty());
+    // CSV: several lines, every one with the same number of fields.
+    let is_csv = |text: &str| {
+        let fields: Vec<usize> = text.lines().map(|l| l.split(',').count()).collect();
+        fields.len() > 1 && fields[0] > 3 && fields.iter().all(|&n| n == fields[0])
+    };
+    let read = |f: &std::path::Path| std::fs::read_to_string(f).unwrap();
+    assert!(is_csv(&read(&csv)), "report -o r.csv: {}", read(&csv));
+    let scratch = tempfile::tempdir_in("/dev/shm").unwrap();
+    let bench = |args: &[&str]| {
+        let mut c = fsprof();
+        c.args(["bench", "pread"]).arg(scratch.path());
+        c.args(["--ops", "200", "--runs", "2", "--warmup", "0", "-f"]);
+        succeeds(c.args(args))
+    };
+    let bcsv = d.path().join("b.csv");
+    let o = bench(&["-o", bcsv.to_str().unwrap()]);
+    assert!(o.stdout.is_empty(), "{}", stdout(&o));
+    assert!(is_csv(&read(&bcsv)), "bench -o b.csv: {}", read(&bcsv));
+    assert!(
+        stderr(&o).contains("± 95% CI"),
+        "the table on stderr: {}",
+        stderr(&o)
+    );
+    // --format wins over the extension, and -q keeps stderr to the file line.
+    let o = bench(&["-q", "--format", "json", "-o", bcsv.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&bcsv).unwrap()).unwrap();
+    assert_eq!(v["bench"]["format"], "fsprof-bench");
+    assert!(!stderr(&o).contains("± 95% CI"), "{}", stderr(&o));
+    // Without -o, the result is on standard output.
+    let o = bench(&["--format", "csv"]);
+    assert!(is_csv(&stdout(&o)), "{}", stdout(&o));
+}
+
+/// `trace --data` says what each level keeps, reads' bytes included.
+#[test]
+fn trace_data_help_says_full_keeps_reads() {
+    let h = help(&["trace"]);
+    assert!(h.contains("every read"), "{h}");
+}

@@ -70,6 +70,66 @@ fn unknown_flags_before_the_command_are_refused_by_run_and_kernel() {
     );
 }
 
+/// `trace` takes its options as `run` and `kernel` do: an unknown flag
+/// (or fsprof's own `-q`) before the command is fsprof's, not a program
+/// named `--typo` or `-q` that then exits 127.
+#[test]
+fn trace_refuses_unknown_flags_before_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["trace", "--typo", "--", "true"][..],
+        &["trace", "--typo", "true"][..],
+    ] {
+        let out = fsprof_in(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("fsprof: unexpected argument '--typo' found"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "nothing ran");
+    // -q is trace's --quiet: the command is `true`, and no report is printed.
+    let out = fsprof_in(dir.path(), &["trace", "-q", "-o", "t.trace", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("layer user"), "{}", stderr(&out));
+    assert!(dir.path().join("t.trace").exists());
+    // Without -q the report follows the capture, as `run` prints it.
+    let out = fsprof_in(
+        dir.path(),
+        &["trace", "-f", "-o", "t.trace", "cat", "/etc/hostname"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("layer user"), "{}", stderr(&out));
+    // The command's own flags stay its own, with or without `--`.
+    let out = fsprof_in(
+        dir.path(),
+        &[
+            "trace", "-q", "-f", "-o", "t.trace", "sh", "-c", "exit 3", "--force",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+}
+
+/// `kernel --format` prints the probe report as JSON; with a capture it
+/// is refused rather than ignored, and the probe report takes no capture
+/// option.
+#[test]
+fn kernel_format_belongs_to_the_probe_report() {
+    refused(
+        &["kernel", "--format", "json", "--", "true"],
+        "--probe-report",
+    );
+    refused(
+        &["kernel", "--probe-report", "-p", "1"],
+        "cannot be used with",
+    );
+    refused(
+        &["kernel", "--probe-report", "--layer", "fs"],
+        "cannot be used with",
+    );
+}
+
 #[test]
 fn missing_command_is_a_usage_error() {
     refused(&["run"], "CMD");

@@ -85,7 +85,8 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
     }
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     let out = d.path().join("r.json");
-    let what = ["--what", "page-cache,readahead,block-size", "-q", "-o"];
+    // With -o the findings go to the file and the table to standard error.
+    let what = ["--what", "page-cache,readahead,block-size", "-o"];
     let o = discover(&what, &[&out, d.path()]);
     assert!(o.status.success(), "{o:?}");
     let r = json(&out);
@@ -94,7 +95,8 @@ fn page_cache_and_readahead_on_tmpfs_are_not_applicable() {
         assert_eq!(f["status"], "not-applicable", "{f}");
         assert!(f["reason"].as_str().unwrap().contains("tmpfs"), "{f}");
     }
-    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.stdout.is_empty(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stderr);
     assert!(text.contains("not applicable"), "{text}");
     // tmpfs's blocks are pages: the write period finds the page size, which
     // no direct read can confirm, so the finding is no more than medium.
@@ -160,7 +162,6 @@ fn findings_figures_and_profile_from_an_ext2_image() {
             "direct-blocks,block-size",
             "--cold",
             "fadvise",
-            "-q",
             "-o",
         ])
         .arg(&out)
@@ -196,7 +197,7 @@ fn findings_figures_and_profile_from_an_ext2_image() {
     assert_eq!(d12["value"], 12, "{d12}");
     // Direct blocks ran after block size, which it used.
     assert_eq!(r["findings"][0]["parameter"], "block-size");
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = String::from_utf8_lossy(&o.stderr);
     assert!(text.contains("2 KiB (statfs f_bsize)"), "{text}");
 
     let svg = std::fs::read_to_string(plots.join("block-size-1.svg")).unwrap();

@@ -1,4 +1,4 @@
-//! The layered view: `fsprof mount` and `fsprof kernel --layers
+//! The layered view: `fsprof mount` and `fsprof kernel --layer
 //! fuse,fs,block` run together, their profiles merge, and the report sets
 //! the kernel's FUSE request time beside the daemon's and the device's.
 
@@ -78,7 +78,7 @@ fn mount_and_kernel_profiles_merge_into_one_layered_report() {
         .unwrap_or_else(|| panic!("no read row in {text}"));
     assert!(!row.contains("calls differ"), "{row}");
     // The daemon's reads against the block layer need per-call data
-    // (`fsprof kernel --pid <daemon> --layers syscall,block`): the report
+    // (`fsprof kernel --pid <daemon> --layer syscall,block`): the report
     // says so rather than matching histograms.
     assert!(
         text.contains("layered attribution: the block layer alone"),

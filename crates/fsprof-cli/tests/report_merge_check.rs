@@ -353,3 +353,49 @@ fn has_time(s: &str) -> bool {
             })
         })
 }
+
+/// A name too long for any table (65,536 bytes: `{:<w$}` takes widths
+/// below that and panicked, exit 101) is refused when the profile is read,
+/// by every command, in one line: a clear error rather than a cut name
+/// (two cut names could become one op and mix their latencies).
+#[test]
+fn an_op_or_layer_name_beyond_the_bound_is_one_line_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "a".repeat(65_536);
+    let bad_op = write(
+        dir.path(),
+        "op.json",
+        &profile_of("user", vec![op(&long, &[(10, 1)])]),
+    );
+    let bad_layer = write(
+        dir.path(),
+        "layer.json",
+        &profile_of(&long, vec![op("read", &[(10, 1)])]),
+    );
+    for p in [&bad_op, &bad_layer] {
+        let runs: [Vec<&std::ffi::OsStr>; 6] = [
+            vec!["report".as_ref(), p.as_ref()],
+            vec!["compare".as_ref(), p.as_ref(), p.as_ref()],
+            vec!["check".as_ref(), p.as_ref()],
+            vec![
+                "export".as_ref(),
+                p.as_ref(),
+                "--format".as_ref(),
+                "prometheus".as_ref(),
+            ],
+            vec!["report".as_ref(), p.as_ref(), "--peaks".as_ref()],
+            vec!["merge".as_ref(), p.as_ref(), "-o".as_ref(), "-".as_ref()],
+        ];
+        for args in runs {
+            let o = fsprof().args(&args).output().unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains("65536 bytes") && err.contains("at most"),
+                "{args:?}: {err}"
+            );
+            assert!(err.len() < 400, "{args:?}: the whole name printed");
+        }
+    }
+}

@@ -85,6 +85,27 @@ pub fn parse_profile(bytes: &[u8], path: &Path) -> Result<Profile, FormatError> 
     Ok(profile)
 }
 
+/// Longest layer or op name a profile may hold, in bytes. The longest
+/// fsprof writes is a kernel function's (KSYM_NAME_LEN, 512); a name
+/// beyond this is refused, not cut: two cut names could become one op
+/// and mix their latencies, and a table column as wide as 65,536 bytes
+/// is past what Rust's formatting widths take (it panicked).
+pub const MAX_NAME: usize = 1024;
+
+/// `name` (a layer's or an op's) within [`MAX_NAME`]; else why not, with
+/// only its start.
+fn bounded(what: &str, name: &str) -> Result<(), String> {
+    if name.len() <= MAX_NAME {
+        return Ok(());
+    }
+    let start: String = name.chars().take(32).collect();
+    Err(format!(
+        "{what} name of {} bytes (\"{}...\"); names are at most {MAX_NAME} bytes",
+        name.len(),
+        crate::printable::field(&start)
+    ))
+}
+
 /// Structural checks that serde cannot express. Counter consistency is the
 /// business of `check`, not of loading.
 fn validate(p: &Profile) -> Result<(), String> {
@@ -94,6 +115,7 @@ fn validate(p: &Profile) -> Result<(), String> {
             if layer.name.is_empty() {
                 return Err(format!("{what}: a layer has an empty name"));
             }
+            bounded("a layer", &layer.name).map_err(|e| format!("{what}: {e}"))?;
             for op in &layer.ops {
                 if op.name.is_empty() {
                     return Err(format!(
@@ -101,6 +123,8 @@ fn validate(p: &Profile) -> Result<(), String> {
                         layer.name
                     ));
                 }
+                bounded(&format!("layer {} has an op", layer.name), &op.name)
+                    .map_err(|e| format!("{what}: {e}"))?;
                 let h = &op.histogram;
                 let last = h.offset as i64 + h.counts.len() as i64 - 1;
                 if !h.counts.is_empty() && (h.offset < MIN_INDEX || last > max as i64) {
@@ -237,6 +261,35 @@ mod tests {
         p.layers[0].ops[0].histogram.offset = 200; // > 64*2-1
         let err = parse_profile(to_json(&p).as_bytes(), Path::new("p.json")).unwrap_err();
         assert!(err.to_string().contains("outside"), "{err}");
+    }
+
+    /// Names up to MAX_NAME bytes load, one byte more is refused, in an
+    /// interval and a process too; the message shows only the start.
+    #[test]
+    fn names_are_bounded() {
+        let at = |n: usize| {
+            let mut p = sample();
+            p.layers[0].ops[0].name = "é".repeat(n / 2) + &"x".repeat(n % 2);
+            p
+        };
+        parse_profile(to_json(&at(MAX_NAME)).as_bytes(), Path::new("p")).unwrap();
+        let err = parse_profile(to_json(&at(MAX_NAME + 1)).as_bytes(), Path::new("p"));
+        let msg = err.unwrap_err().to_string();
+        assert!(msg.contains("op name of 1025 bytes"), "{msg}");
+        assert!(msg.len() < 200, "{msg}");
+        let mut p = sample();
+        let mut layer = p.layers[0].clone();
+        layer.name = "l".repeat(MAX_NAME + 1);
+        p.processes.push(crate::profile::Process {
+            layers: vec![layer],
+            ..Default::default()
+        });
+        let err = parse_profile(to_json(&p).as_bytes(), Path::new("p")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("process 0: a layer name of 1025 bytes"),
+            "{err}"
+        );
     }
 
     #[test]

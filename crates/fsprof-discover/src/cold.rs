@@ -30,7 +30,7 @@ use std::fs::File;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use fsprof_bench::cache::{self, CacheMode};
+use fsprof_measure::cache::{self, CacheMode};
 use serde::{Deserialize, Serialize};
 
 use crate::target::{cpath, MountEntry, Target};
@@ -257,7 +257,7 @@ impl Cooler {
     }
 
     /// Empties the caches of `files` (and more, depending on the method),
-    /// then proves it with fsprof-bench's residency check: a file that
+    /// then proves it with fsprof-measure's residency check: a file that
     /// stays cached (a tmpfs file, a kernel that ignored the advice) would
     /// make a "cold" measurement warm, so that is an error. With remount,
     /// no file on the mount may be open; a remount that left the file

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("{}: {reason}", dir.display())]
-    Dir { dir: PathBuf, reason: String },
+    #[error(transparent)]
+    Target(#[from] fsprof_measure::target::TargetError),
     #[error("{} is not writable: {reason} (fsprof discover creates its test files there)", dir.display())]
     NotWritable { dir: PathBuf, reason: String },
     /// Displays `what`; the cause is its source (fsprof prints the chain).

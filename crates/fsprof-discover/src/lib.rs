@@ -182,8 +182,8 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
         command: opts.command.clone(),
         start_time: fsprof_core::units::rfc3339_utc(start_wall),
         duration_ns: fsprof_sys::clock::mono_ns() - start,
-        clock: timing::clock().describe().source,
-        timing_overhead_ns: timing::overhead().per_op_ns,
+        clock: timing::Clock::process().describe().source,
+        timing_overhead_ns: timing::Overhead::process().per_op_ns,
         target: TargetInfo {
             dir: t.dir.clone(),
             fs_type: t.fs_type.clone(),

@@ -18,7 +18,7 @@ pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> P
     let mut meta = fsprof_capture::meta::describe("discover", command, resolution);
     meta.run.start_time = report.start_time.clone();
     meta.duration_ns = report.duration_ns;
-    meta.clock = crate::timing::clock().describe();
+    meta.clock = crate::timing::Clock::process().describe();
     let layout = BucketLayout::new(resolution);
     let mut layer = Layer::new(LAYER);
     for f in &report.findings {
@@ -30,7 +30,7 @@ pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> P
         }
     }
     layer.normalize();
-    meta.overhead = Some(crate::timing::overhead().describe(layer.total_calls()));
+    meta.overhead = Some(crate::timing::Overhead::process().describe(layer.total_calls()));
     let mut p = Profile::new(meta);
     if !layer.ops.is_empty() {
         p.layers.push(layer);

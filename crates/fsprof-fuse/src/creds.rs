@@ -127,25 +127,5 @@ fn caller_groups(pid: u32) -> Option<Vec<libc::gid_t>> {
     if pid == 0 {
         return None;
     }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_groups(&status)
-}
-
-fn parse_groups(status: &str) -> Option<Vec<libc::gid_t>> {
-    let line = status.lines().find_map(|l| l.strip_prefix("Groups:"))?;
-    line.split_whitespace().map(|g| g.parse().ok()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn groups_are_read_from_the_status_file() {
-        let s = "Name:\tcat\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 1000 \nNgid:\t0\n";
-        assert_eq!(parse_groups(s), Some(vec![4, 24, 1000]));
-        assert_eq!(parse_groups("Groups:\t\n"), Some(vec![]));
-        assert_eq!(parse_groups("Groups:\tx\n"), None);
-        assert_eq!(parse_groups("Name:\tcat\n"), None);
-    }
+    fsprof_sys::proc_status::ProcStatus::of(pid).ok()?.groups()
 }

@@ -9,19 +9,9 @@ use std::path::Path;
 
 use fsprof_sys::mountinfo::MountEntry;
 
-/// The topmost mount at `mountpoint`, if any.
-fn at(mountpoint: &Path) -> Option<MountEntry> {
-    let want = std::path::absolute(mountpoint).ok()?;
-    let want = want.canonicalize().unwrap_or(want);
-    fsprof_sys::mountinfo::read()
-        .into_iter()
-        .rev()
-        .find(|e| e.mount_point == want)
-}
-
 /// The topmost mount at `mountpoint` if it is a FUSE mount.
 pub fn fuse_at(mountpoint: &Path) -> Option<MountEntry> {
-    at(mountpoint).filter(|e| e.fs_type.starts_with("fuse"))
+    fsprof_sys::mountinfo::at(mountpoint).filter(|e| e.fs_type.starts_with("fuse"))
 }
 
 /// The device (major, minor) of the FUSE mount at `mountpoint`; the minor

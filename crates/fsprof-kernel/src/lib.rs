@@ -72,6 +72,6 @@ pub enum Error {
     UnknownSyscall(String),
     #[error("{0}")]
     Fentry(String),
-    #[error("no layer selected: pass --layers with at least one of syscall, fs, block, fuse")]
+    #[error("no layer selected: pass --layer with at least one of syscall, fs, block, fuse")]
     NoLayers,
 }

@@ -7,9 +7,9 @@ const CAP_BPF: u32 = 39;
 
 /// Effective capabilities of this process.
 pub fn effective_caps() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    fsprof_sys::host::proc_field(&status, "CapEff")
-        .and_then(|v| u64::from_str_radix(v, 16).ok())
+    fsprof_sys::proc_status::ProcStatus::of_self()
+        .ok()
+        .and_then(|s| s.effective_caps())
         .unwrap_or(0)
 }
 

@@ -85,7 +85,7 @@ pub fn fentry_support() -> Result<String, String> {
     }
 }
 
-/// The fs layer's mechanism on this kernel, as `fsprof kernel --layers fs`
+/// The fs layer's mechanism on this kernel, as `fsprof kernel --layer fs`
 /// will choose it: fentry/fexit when [`fentry_support`] succeeds, else the
 /// tracepoint pairs.
 pub fn fs_mechanism(fentry: &Result<String, String>, pairs: &[String]) -> String {

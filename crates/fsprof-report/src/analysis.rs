@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::compare::{Check, Comparison, OpComparison};
+use fsprof_analysis::compare::{Check, Comparison, LayerShift, Method, OpComparison};
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
@@ -77,7 +77,7 @@ fn verdict_rule(c: &Comparison) -> String {
 }
 
 fn table(out: &mut String, c: &Comparison) {
-    let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(2);
+    let w = crate::fmt::name_column(c.ops.iter().map(|o| o.op.as_str()));
     let _ = writeln!(
         out,
         "\n  {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5} {:>14}  status",
@@ -122,12 +122,23 @@ pub struct ComparisonJson<'a> {
 }
 
 /// The comparison as analysis computed it, each op with its reason in
-/// words beside the finding.
+/// words beside the finding. (Its fields are listed rather than the
+/// comparison flattened in: flattened, its own `ops` would be written
+/// beside these, a key twice.)
 #[derive(Serialize)]
 pub struct ComparisonBody<'a> {
-    #[serde(flatten)]
-    pub comparison: &'a Comparison,
+    pub method: Method,
+    pub runs_a: usize,
+    pub runs_b: usize,
+    pub alpha: f64,
+    pub min_share: f64,
+    pub spread: f64,
+    pub spread_df: f64,
+    pub negligible: f64,
+    pub min_calls: u64,
+    pub resolution: Resolution,
     pub ops: Vec<OpJson<'a>>,
+    pub layer_shifts: &'a [LayerShift],
 }
 
 #[derive(Serialize)]
@@ -146,7 +157,17 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         b: b_name,
         interesting: c.any_interesting(),
         comparison: ComparisonBody {
-            comparison: c,
+            method: c.method,
+            runs_a: c.runs_a,
+            runs_b: c.runs_b,
+            alpha: c.alpha,
+            min_share: c.min_share,
+            spread: c.spread,
+            spread_df: c.spread_df,
+            negligible: c.negligible,
+            min_calls: c.min_calls,
+            resolution: c.resolution,
+            layer_shifts: &c.layer_shifts,
             ops: c
                 .ops
                 .iter()
@@ -204,7 +225,7 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
         out.push_str("  (no peaks)\n");
         return out;
     }
-    let w = rows.iter().map(|r| r.op.len()).max().unwrap_or(2).max(2);
+    let w = crate::fmt::name_column(rows.iter().map(|r| r.op.as_str()));
     let timed = rows.iter().any(|r| r.time_range_ns.is_some());
     let _ = write!(
         out,
@@ -416,5 +437,27 @@ mod tests {
             "{csv:?}"
         );
         assert!(csv.contains("re\\x1b]0;pwned\\x07\\u{202e}ad"), "{csv:?}");
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use fsprof_analysis::compare::{compare_profiles, CompareOptions};
+    use fsprof_testkit::profiles::{op, profile_of};
+
+    /// Every key of the comparison once (a flattened struct with a field of
+    /// the same name writes it twice, and readers keep either).
+    #[test]
+    fn comparison_json_has_each_key_once() {
+        let a = profile_of("user", vec![op("read", &[(9, 100)])]);
+        let b = profile_of("user", vec![op("read", &[(12, 100)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let text = super::comparison_json(&c, "a", "b");
+        assert_eq!(text.matches("\n    \"ops\": [").count(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let read = &v["comparison"]["ops"][0];
+        assert!(read["reason"].as_str().unwrap().starts_with("read: "));
+        assert_eq!(read["checks"][0]["test"], "shift");
+        assert_eq!(v["comparison"]["runs_a"], 1);
     }
 }

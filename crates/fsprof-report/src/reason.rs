@@ -109,9 +109,16 @@ pub fn p_value(p: f64) -> String {
     }
 }
 
-/// `2.01×`, from a change in powers of two.
+/// `2.01×`, `13.4×`, `1308×`, from a change in powers of two.
 fn times(powers: f64) -> String {
-    format!("{:.2}×", powers.abs().exp2())
+    let x = powers.abs().exp2();
+    if x < 10.0 {
+        format!("{x:.2}×")
+    } else if x < 100.0 {
+        format!("{x:.1}×")
+    } else {
+        format!("{x:.0}×")
+    }
 }
 
 /// What a test found, without its verdict: `calls 2.01× slower`, `time

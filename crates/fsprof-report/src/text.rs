@@ -62,13 +62,7 @@ struct Floor {
 
 /// One layer's ops, ranked, one line each.
 fn op_table(out: &mut String, l: &LayerSummary, u: Unit) {
-    let w = l
-        .rows
-        .iter()
-        .map(|r| r.op.name.len())
-        .max()
-        .unwrap_or(2)
-        .max(2);
+    let w = crate::fmt::name_column(l.rows.iter().map(|r| r.op.name.as_str()));
     let _ = writeln!(
         out,
         "  {:<w$} {:>11} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9}",

@@ -35,10 +35,8 @@
 #define FSPROF_CORR_VAL 42
 #define FSPROF_CORR_KINDS 2
 #define FSPROF_CORR_CELLS (FSPROF_CORR_LAT * FSPROF_CORR_VAL)
-/* The data ops, in table order (ops.def names). Append only. */
-#define FSPROF_CORR_OPS_LIST                                                             \
-    C(read) C(write) C(pread) C(pwrite) C(readv) C(writev) C(preadv) C(pwritev)          \
-        C(preadv2) C(pwritev2) C(fread) C(fwrite)
+/* The data ops, in table order, are dataops.def's C(name) list, made at
+ * build time from fsprof_core::ops::libc::DATA_OPS. */
 #define FSPROF_CORR_MAX_OPS 16
 /* Each thread's view of its fds below FSPROF_FD_TRACK (the shim's private
  * scratch, in the counter file, ignored by readers). */

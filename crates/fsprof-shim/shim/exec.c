@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "interpose.h"
-#include "runtime.h"
+#include "run.h"
+#include "util.h"
 
 extern char **environ;
 

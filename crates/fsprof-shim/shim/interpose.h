@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -21,7 +22,7 @@ static inline void *resolve(const char *name)
         /* Only reachable if the program calls a function no later library
          * defines, which the dynamic linker would already have refused. */
         static const char msg[] = "fsprof shim: cannot find the real libc function\n";
-        (void)!write(2, msg, sizeof msg - 1);
+        (void)!syscall(SYS_write, 2, msg, sizeof msg - 1);
         abort();
     }
     return p;

@@ -1,4 +1,5 @@
-/* The counter file as a pool: thread slot records, counters, value tables
+/* This process's counter file, p<seq> in the run directory: a header
+ * (pid, executable, argv) and then a pool: thread slot records, counters, value tables
  * and fd states are carved from it the first time a thread needs them, so
  * a process maps and allocates only what it uses. The file grows in chunks
  * (128 KiB, then doubling up to 8 MiB), each reserved with fallocate before
@@ -19,7 +20,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "pool.h"
+#include "run.h"
+#include "util.h"
 
 TLS struct fsprof_hot t_hot;
 HIDDEN struct fsprof_proc *g_proc;
@@ -51,25 +54,6 @@ static void lock(void)
 static void unlock(void)
 {
     __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE);
-}
-
-/* Allocates [off, off+len) of the file: fallocate, or writing zeros where
- * the file system has no fallocate. 0 or -errno. */
-HIDDEN long fsprof_reserve(long fd, uint64_t off, uint64_t len)
-{
-    if (syscall(SYS_fallocate, fd, 0, (long)off, (long)len) == 0)
-        return 0;
-    if (errno != EOPNOTSUPP)
-        return -errno;
-    static const char zeros[4096];
-    for (uint64_t at = off; at < off + len;) {
-        uint64_t n = off + len - at < sizeof zeros ? off + len - at : sizeof zeros;
-        long w = syscall(SYS_pwrite64, fd, zeros, n, (long)at);
-        if (w <= 0)
-            return w < 0 ? -errno : -ENOSPC;
-        at += (uint64_t)w;
-    }
-    return 0;
 }
 
 static void *alloc_in_last(uint64_t n, uint32_t *off)
@@ -174,7 +158,7 @@ static struct slot_rec *new_slot(int shared)
 
 /* Takes over the first chunk of a new counter file (header filled in,
  * `fd` still open): its slot 0, then the header is marked ready. */
-HIDDEN int fsprof_pool_start(long fd, char *map, uint64_t len, uint64_t seq)
+static int pool_start(long fd, char *map, uint64_t len, uint64_t seq)
 {
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0)
@@ -194,7 +178,60 @@ HIDDEN int fsprof_pool_start(long fd, char *map, uint64_t len, uint64_t seq)
     return 0;
 }
 
-/* After fork, in the child: the parent's chunks are not the child's. */
+static void fill_header(struct fsprof_proc *p, uint64_t seq)
+{
+    p->magic = FSPROF_PROC_MAGIC;
+    p->abi_version = FSPROF_ABI_VERSION;
+    p->hdr_size = FSPROF_PROC_HDR_SIZE;
+    p->nops = OP_COUNT;
+    p->nctr = NCTR;
+    p->nfdops = FDOP_COUNT;
+    p->nbuckets = g_nbuckets;
+    p->ctr_size = g_ctr_size;
+    p->max_slots = g_max_slots;
+    p->corr_ops = CORR_COUNT;
+    p->corr_lat = FSPROF_CORR_LAT;
+    p->corr_val = FSPROF_CORR_VAL;
+    p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
+    p->pid = (int32_t)syscall(SYS_getpid);
+    p->ppid = (int32_t)syscall(SYS_getppid);
+    p->start_ns = fsprof_mono_ns();
+    p->seq = seq;
+    long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->exe, FSPROF_EXE_MAX - 1);
+    p->exe_len = e > 0 ? (uint32_t)e : 0;
+    p->cmdline_len = fsprof_read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
+}
+
+HIDDEN long fsprof_pool_create(long dirfd)
+{
+    uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
+    char name[32];
+    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, seq);
+    long fd = syscall(SYS_openat, dirfd, name,
+                      O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    long err = fsprof_reserve(fd, 0, FSPROF_FIRST_CHUNK);
+    char *m = MAP_FAILED;
+    if (err == 0) {
+        m = (char *)syscall(SYS_mmap, 0, FSPROF_FIRST_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED,
+                            fd, 0);
+        if (m == MAP_FAILED)
+            err = -errno;
+    }
+    if (err == 0) {
+        fill_header((struct fsprof_proc *)m, seq);
+        err = pool_start(fd, m, FSPROF_FIRST_CHUNK, seq);
+    }
+    syscall(SYS_close, fd);
+    if (err != 0) {
+        if (m != MAP_FAILED)
+            syscall(SYS_munmap, m, FSPROF_FIRST_CHUNK);
+        syscall(SYS_unlinkat, dirfd, name, 0);
+    }
+    return err;
+}
+
 HIDDEN void fsprof_pool_forget(void)
 {
     for (int k = 0; k < g_nchunks; k++)
@@ -213,24 +250,19 @@ static void count_dropped(void)
         __atomic_fetch_add(&g_proc->dropped, 1, __ATOMIC_RELAXED);
 }
 
-HIDDEN struct slot_rec *fsprof_slot_slow(void)
+HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
 {
     if (t_in_slow)
         return NULL;
-    int saved_errno = errno;
     t_in_slow = 1;
-    struct slot_rec *s = NULL;
-    if (fsprof_process_ready()) {
-        lock();
-        s = new_slot(0);
-        t_shared = s == NULL;
-        if (s == NULL)
-            s = g_slot0;
-        unlock();
-        t_slot = s;
-    }
+    lock();
+    struct slot_rec *s = new_slot(0);
+    t_shared = s == NULL;
+    if (s == NULL)
+        s = g_slot0;
+    unlock();
+    t_slot = s;
     t_in_slow = 0;
-    errno = saved_errno;
     return s;
 }
 

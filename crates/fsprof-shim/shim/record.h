@@ -17,14 +17,18 @@
  * %fs-relative load instead of a __tls_get_addr call. */
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
+/* The op lists ops.def (X), fdops.def (F) and dataops.def (C) are made at
+ * build time (build.rs) from fsprof_core::ops::libc's OPS, FD_OPS and
+ * DATA_OPS: one vocabulary, whose order is the counter files' ABI. */
 #define X(n) OP_##n,
 enum fsprof_op {
 #include "ops.def"
     OP_COUNT
 };
 #undef X
-/* The ops on a descriptor with non-file twins (fdops.def), numbered among
- * themselves. */
+/* The ops on a descriptor whose calls on non-files (pipe, socket, device,
+ * other: abi.h, enum fsprof_fd_class) are counted apart, under non-file
+ * twins (fdops.def), numbered among themselves. */
 #define F(n) FDOP_##n,
 enum fsprof_fdop {
 #include "fdops.def"
@@ -35,7 +39,10 @@ enum fsprof_fdop {
 #define NCTR (OP_COUNT + FDOP_COUNT * FSPROF_NONFILE_CLASSES)
 
 #define C(n) CORR_##n,
-enum fsprof_corr_op { FSPROF_CORR_OPS_LIST CORR_COUNT };
+enum fsprof_corr_op {
+#include "dataops.def"
+    CORR_COUNT
+};
 #undef C
 
 /* A thread's slot record in the counter file (abi.h): what readers see,
@@ -51,7 +58,8 @@ struct slot_rec {
     struct fsprof_fd_state *fd;
 };
 
-/* Set once per process by the runtime; read-only afterwards. */
+/* Set once per process from the run's control file (run.c); read-only
+ * afterwards. */
 extern HIDDEN uint32_t g_res, g_nbuckets, g_ctr_size;
 extern HIDDEN int g_clock;
 extern HIDDEN uint64_t g_mult;
@@ -77,8 +85,8 @@ extern TLS struct fsprof_hot t_hot;
 #define t_shared (t_hot.shared)
 #define t_own_left (t_hot.own_left)
 
-/* The slow paths (pool.c): set up this thread's slot; make room for a
- * counter, a value table, the fd states. NULL when the call cannot be
+/* The slow paths: set up the process and this thread's slot (process.c);
+ * make room for a counter, a value table, the fd states (pool.c). NULL when the call cannot be
  * counted (not profiled, or no room: then it is counted as dropped). */
 HIDDEN struct slot_rec *fsprof_slot_slow(void);
 HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
@@ -131,7 +139,7 @@ static inline __attribute__((always_inline)) void own_end(uint64_t entry, uint64
 
 /* Slot of the bucket (2^((j-1)/r), 2^(j/r)] holding ns >= 1: start at the
  * first bucket of ns's power of two, step through at most r sub-buckets.
- * The runtime only accepts r <= 16 with nbuckets = 64r + 1, so j stays in
+ * The run is only accepted with r <= 16 with nbuckets = 64r + 1, so j stays in
  * range. */
 static inline __attribute__((always_inline)) uint32_t bucket_slot(uint64_t ns)
 {

@@ -5,9 +5,12 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "runtime.h"
+#include "run.h"
+#include "util.h"
 #include "trace.h"
 
 EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
@@ -38,7 +41,7 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->corr_val = FSPROF_CORR_VAL;
     uint32_t k = 0;
 #define C(n) out->corr_op_index[k++] = OP_##n;
-    FSPROF_CORR_OPS_LIST
+#include "dataops.def"
 #undef C
     (void)k;
     out->abi_version = FSPROF_ABI_VERSION;
@@ -136,7 +139,9 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
         return -1;
     size_t slot_len = (sizeof(struct slot_rec) + 63) & ~(size_t)63;
     size_t len_all = slot_len + g_ctr_size;
-    char *scratch = mmap(NULL, len_all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Raw system calls: mmap and munmap are the shim's own wrappers. */
+    char *scratch = (char *)syscall(SYS_mmap, 0, len_all, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (scratch == MAP_FAILED)
         return -1;
     struct slot_rec *s = (struct slot_rec *)scratch;
@@ -166,7 +171,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
     t_slot = saved_slot;
     t_shared = saved_shared;
     g_fdclass[0] = saved_class;
-    munmap(scratch, len_all);
+    syscall(SYS_munmap, scratch, len_all);
     out->per_call_ns = timed > bare ? timed - bare : 0.0;
     out->outside_ns = shape > bare ? shape - bare : 0.0;
     out->min_recordable_ns = (double)min_pair;

@@ -1,5 +1,6 @@
 /* Trace recording for `fsprof trace`: every intercepted call becomes a
- * record in this thread's chunk file (trace_abi.h). Like runtime.c, nothing
+ * record in this thread's chunk file (trace_abi.h). As in the rest of the
+ * set-up code (util.h), nothing
  * here calls an interposed function: files are made with raw system calls,
  * so recording can run inside a constructor or a signal handler. A record
  * interrupted by a signal handler that makes a call of its own is kept and
@@ -18,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "run.h"
 #include "trace.h"
+#include "util.h"
 
 HIDDEN int g_trace;
 
@@ -316,7 +318,7 @@ static int chunk_open(uint64_t need)
     char name[32];
     size_t n = fsprof_cat(name, 0, sizeof name, "t");
     fsprof_cat_u64(name, n, sizeof name, seq);
-    /* Under the run directory as runtime.c verified it (never by name
+    /* Under the run directory as run.c verifies it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
      * not with SIGBUS on a later write. */
     long dirfd = fsprof_open_run_dir();

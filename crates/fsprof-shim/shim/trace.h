@@ -23,7 +23,7 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
 /* Appends the record of a returned call; keeps errno. */
 HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
                               int failed);
-/* From runtime.c: this process image has its counter file p<seq> (and the
+/* From process.c: this process image has its counter file p<seq> (and the
  * run directory `dir`); `seq_counter` numbers new files. */
 HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_t proc_seq);
 HIDDEN void fsprof_trace_after_fork(void);
@@ -41,30 +41,5 @@ HIDDEN void fsprof_trace_after_fork(void);
 #define TR_L5(a, b, c, d, e) TR_U(a), TR_U(b), TR_U(c), TR_U(d), TR_U(e)
 #define TR_L6(a, b, c, d, e, f) TR_U(a), TR_U(b), TR_U(c), TR_U(d), TR_U(e), TR_U(f)
 #define TR_LIST(...) TR_CAT(TR_L, TR_NARG(__VA_ARGS__))(__VA_ARGS__)
-
-/* The traced path of a wrapper: counted and timed like the plain path,
- * then recorded. `after` runs with the result `r`, the latency `ns_` and
- * the counters `c_` (NULL when this process is not profiled). */
-#define TRACED(op, name, type, failed, args, after)                                      \
-    TRACED_WITH(op, call_begin(op), name, type, failed, args, after)
-/* The same with the counters from `begin` (call_begin_fd for the ops on a
- * descriptor, which are counted by what the descriptor is). */
-#define TRACED_WITH(op, begin, name, type, failed, args, after)                          \
-    if (UNLIKELY(g_trace)) {                                                             \
-        uint64_t tra_[] = {TR_LIST args};                                                \
-        struct fsprof_tpre pre_;                                                         \
-        fsprof_trace_pre(&pre_, op, #name, tra_, (int)(sizeof tra_ / sizeof *tra_));     \
-        struct fsprof_ctr *c_ = (begin);                                                 \
-        uint64_t t0_ = now_ticks();                                                      \
-        type r = REAL(name) args;                                                        \
-        uint64_t t1_ = now_ticks();                                                      \
-        int f_ = (failed);                                                               \
-        uint64_t ns_ = c_ ? call_end(c_, t0_, t1_, f_) : 0;                              \
-        (void)ns_;                                                                       \
-        after;                                                                           \
-        if (c_)                                                                          \
-            fsprof_trace_post(&pre_, t0_, t1_, (int64_t)(intptr_t)r, f_);               \
-        return r;                                                                        \
-    }
 
 #endif

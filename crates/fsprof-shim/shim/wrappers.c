@@ -4,7 +4,7 @@
  * `_unlocked` stdio variants fold into the op of their base function.
  * Calls libc makes internally (fread's read, realpath's lstat) don't go
  * through these symbols and are not seen: that is the syscall layer's job.
- * Ops on a descriptor (F() in ops.def) are filed by what the descriptor is
+ * Ops on a descriptor (fdops.def) are filed by what the descriptor is
  * (fdclass.c): calls on pipes, sockets and devices go to the op's non-file
  * twin, so that the file-system ops hold file-system time only. */
 #define _GNU_SOURCE
@@ -31,94 +31,76 @@
 #include "interpose.h"
 #include "trace.h"
 
-/* Files `call` (an expression of type `type`) in the counter `ctr`, timed,
- * with `failed` an expression over the result `r`; then runs `then` with
- * `r` and the latency `ns_`. Without a counter (nothing is profiled) the
- * call runs untimed. */
-#define TIMED_IN(ctr, type, failed, call, then)                                          \
-    TIMED_IN_FROM(own_begin(), ctr, type, failed, call, then)
-/* The same, for a wrapper that took its own-cost entry stamp `entry` (own.c)
- * before work of its own. */
-#define TIMED_IN_FROM(entry, ctr, type, failed, call, then)                              \
+/* The one timing sequence of every wrapper. `call` (an expression of type
+ * `type`) is filed in the counter `ctr`, timed, with `failed` an
+ * expression over the result `r`; then `counted` runs (with `r`, `c_` and
+ * the latency `ns_`), then `after` and `post`, then the own-cost sample
+ * that `entry` (own_begin) opened is filed. Without a counter (nothing is
+ * profiled) the call runs untimed and only `after` runs. */
+#define TIMED_SEQ(entry, ctr, type, failed, call, counted, after, post)                  \
     do {                                                                                 \
         uint64_t e_ = (entry);                                                           \
         struct fsprof_ctr *c_ = (ctr);                                                   \
-        if (UNLIKELY(c_ == NULL))                                                        \
-            return call;                                                                 \
+        if (UNLIKELY(c_ == NULL)) {                                                      \
+            type r = call;                                                               \
+            after;                                                                       \
+            return r;                                                                    \
+        }                                                                                \
         uint64_t t0_ = now_ticks();                                                      \
         type r = call;                                                                   \
         uint64_t t1_ = now_ticks();                                                      \
-        uint64_t ns_ = call_end(c_, t0_, t1_, (failed));                                 \
+        int f_ = (failed);                                                               \
+        uint64_t ns_ = call_end(c_, t0_, t1_, f_);                                       \
         (void)ns_;                                                                       \
-        then;                                                                            \
+        counted;                                                                         \
+        after;                                                                           \
+        post;                                                                            \
         own_end(e_, t0_, t1_);                                                           \
         return r;                                                                        \
     } while (0)
 
-/* Times `call` as op `op`. */
-#define TIMED(op, type, failed, call) TIMED_IN(call_begin(op), type, failed, call, (void)0)
+/* The path of a wrapper when tracing is on (fsprof trace): the same
+ * sequence, with the call's arguments taken before it (FILE* and DIR*
+ * are read while still alive) and its record written after it. The `n`
+ * arguments at `a` are the trace's; `name` is the wrapper's symbol's.
+ * Traced calls are not own-cost samples. */
+#define TRACED_BODY(op, name, a, n, ctr, type, failed, call, counted, after)             \
+    struct fsprof_tpre pre_;                                                             \
+    fsprof_trace_pre(&pre_, op, name, a, n);                                             \
+    TIMED_SEQ(0, ctr, type, failed, call, counted, after,                                \
+              fsprof_trace_post(&pre_, t0_, t1_, (int64_t)(intptr_t)r, f_))
+/* The traced path of a wrapper whose arguments are `args` (a parenthesized
+ * list): the counters-only path of `fsprof run` pays one predictable
+ * branch for it. */
+#define TRACED_CALL(op, name, args, ctr, type, failed, call, counted, after)             \
+    if (UNLIKELY(g_trace)) {                                                             \
+        uint64_t tra_[] = {TR_LIST args};                                                \
+        TRACED_BODY(op, name, tra_, (int)(sizeof tra_ / sizeof *tra_), ctr, type, failed, \
+                    call, counted, after);                                               \
+    }
+/* The same for wrapper `name`, which calls the real function with `args`. */
+#define TRACED_SEQ(op, name, ctr, type, failed, args, counted, after)                    \
+    TRACED_CALL(op, #name, args, ctr, type, failed, REAL(name) args, counted, after)
+
+/* Wrapper `name` of op `op` whose counter is `ctr`: traced or timed, then
+ * `counted` and `after` (TIMED_SEQ). */
+#define WRAPPED(op, name, ctr, type, failed, args, counted, after)                       \
+    TRACED_SEQ(op, name, ctr, type, failed, args, counted, after)                        \
+    TIMED_SEQ(own_begin(), ctr, type, failed, REAL(name) args, counted, after, (void)0)
 
 #define WRAP(op, type, name, params, args, failed)                                       \
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
-        TRACED(OP_##op, name, type, failed, args, (void)0)                               \
-        TIMED(OP_##op, type, failed, REAL(name) args);                                   \
+        WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, (void)0); \
     }
 
-/* Times a call on descriptor `fdexpr` (an expression over the parameters)
- * as op `op` or, when the descriptor is not a file, as its non-file twin. */
-#define TIMED_FD(op, fdexpr, type, failed, call)                                         \
-    do {                                                                                 \
-        int file_;                                                                       \
-        TIMED_IN(call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), type, failed, call,\
-                 (void)0);                                                               \
-    } while (0)
+/* The counter of op `op` on descriptor `fdexpr`: the op's, or its non-file
+ * twin's when the descriptor is not a file (`file_` says which). */
+#define FD_CTR(op, fdexpr) call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_)
 
 #define WRAP_FD(op, type, name, params, args, failed, fdexpr)                            \
-    static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
-    {                                                                                    \
-        int file_ = 1;                                                                   \
-        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
-                    type, failed, args, (void)0)                                         \
-        TIMED_FD(op, (fdexpr), type, failed, REAL(name) args);                           \
-    }
-
-/* A data call (FSPROF_CORR_OPS_LIST): timed like WRAP_FD, then, on a file,
- * its request size and seek distance are filed (record_value). `fd`,
- * `off`, `size` and `done` are expressions over the parameters and the
- * result `r`. */
-#define WRAP_DATA(op, type, name, params, args, failed, ...)                             \
-    WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
-#define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
-    static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
-    {                                                                                    \
-        int file_ = 0;                                                                   \
-        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), name, type,  \
-                    failed, args,                                                        \
-                    if (c_ && file_) record_value(CORR_##op, ns_, (fd), (off), (size), (done))) \
-        TIMED_IN(call_begin_fd(OP_##op, FDOP_##op, (fd), &file_), type, failed, REAL(name) args,\
-                 if (LIKELY(file_)) record_value(CORR_##op, ns_, (fd), (off), (size), (done)));\
-    }
-
-/* Files `call` in the counter `ctr` when there is one (timed, with
- * `failed` over the result `r`), then runs `after` with `r` either way. */
-#define TIMED_THEN(ctr, type, failed, call, after)                                       \
-    uint64_t e_ = own_begin();                                                           \
-    struct fsprof_ctr *c_ = (ctr);                                                       \
-    uint64_t t0_ = c_ ? now_ticks() : 0;                                                 \
-    type r = call;                                                                       \
-    uint64_t t1_ = 0;                                                                    \
-    if (c_) {                                                                            \
-        t1_ = now_ticks();                                                               \
-        call_end(c_, t0_, t1_, (failed));                                                \
-    }                                                                                    \
-    after;                                                                               \
-    if (c_)                                                                              \
-        own_end(e_, t0_, t1_);                                                           \
-    return r;
+    WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, (void)0)
 
 /* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, after)                \
@@ -126,10 +108,23 @@
     EXPORT type name params                                                              \
     {                                                                                    \
         int file_ = 1;                                                                   \
-        TRACED_WITH(OP_##op, call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), name,   \
-                    type, failed, args, after)                                           \
-        TIMED_THEN(call_begin_fd(OP_##op, FDOP_##op, (fdexpr), &file_), type, failed,    \
-                   REAL(name) args, after);                                              \
+        WRAPPED(OP_##op, name, FD_CTR(op, fdexpr), type, failed, args, (void)0, after);  \
+    }
+
+/* A data call (dataops.def): timed like WRAP_FD, then, on a file, its
+ * request size and seek distance are filed (record_value). `fd`, `off`,
+ * `size` and `done` are expressions over the parameters and the result
+ * `r`. */
+#define WRAP_DATA(op, type, name, params, args, failed, ...)                             \
+    WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
+#define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
+    static type(*real_##name) params;                                                    \
+    EXPORT type name params                                                              \
+    {                                                                                    \
+        int file_ = 0;                                                                   \
+        WRAPPED(OP_##op, name, FD_CTR(op, fd), type, failed, args,                       \
+                if (LIKELY(file_)) record_value(CORR_##op, ns_, (fd), (off), (size), (done)), \
+                (void)0);                                                                \
     }
 
 /* Like WRAP, then `after` runs with the result `r` (profiled or not). */
@@ -137,8 +132,7 @@
     static type(*real_##name) params;                                                    \
     EXPORT type name params                                                              \
     {                                                                                    \
-        TRACED(OP_##op, name, type, failed, args, after)                                 \
-        TIMED_THEN(call_begin(OP_##op), type, failed, REAL(name) args, after);           \
+        WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, after); \
     }
 
 /* Bytes an iovec asks for; only read after the call succeeded, when the
@@ -174,19 +168,9 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
     EXPORT int name(const char *path, int flags, ...)                                    \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
-        TRACED(OP_open, name, int, M1, (path, flags, mode), if (r >= 0) OPENED)          \
-        return opened(OP_open, path, REAL(name), 0, 0, flags, mode);                     \
+        WRAPPED(OP_open, name, call_begin(OP_open), int, M1, (path, flags, mode), (void)0, \
+                if (r >= 0) OPENED);                                                     \
     }
-
-/* open (at = 0) and openat (at = 1, dirfd) through one timed path. */
-static inline __attribute__((always_inline)) int opened(int op, const char *path, void *fn, int at,
-                                                        int dirfd, int flags, mode_t mode)
-{
-    TIMED_THEN(call_begin(op), int, r == -1,
-               at ? ((int (*)(int, const char *, int, ...))fn)(dirfd, path, flags, mode)
-                  : ((int (*)(const char *, int, ...))fn)(path, flags, mode),
-               if (r >= 0) OPENED);
-}
 WRAP_OPEN(open)
 WRAP_OPEN(open64)
 
@@ -195,8 +179,8 @@ WRAP_OPEN(open64)
     EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
-        TRACED(OP_openat, name, int, M1, (dirfd, path, flags, mode), if (r >= 0) OPENED) \
-        return opened(OP_openat, path, REAL(name), 1, dirfd, flags, mode);               \
+        WRAPPED(OP_openat, name, call_begin(OP_openat), int, M1, (dirfd, path, flags, mode), \
+                (void)0, if (r >= 0) OPENED);                                            \
     }
 WRAP_OPENAT(openat)
 WRAP_OPENAT(openat64)
@@ -219,13 +203,12 @@ WRAP_THEN(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1
 static int (*real_close)(int);
 EXPORT int close(int fd)
 {
-    int file = 1;
-    TRACED_WITH(OP_close, call_begin_fd(OP_close, FDOP_close, fd, &file), close, int, M1, (fd),
-                fd_forget(fd))
+    int file_ = 1;
+    TRACED_SEQ(OP_close, close, FD_CTR(close, fd), int, M1, (fd), (void)0, fd_forget(fd))
     uint64_t e = own_begin();
-    struct fsprof_ctr *c = call_begin_fd(OP_close, FDOP_close, fd, &file);
+    struct fsprof_ctr *c = FD_CTR(close, fd);
     fd_forget(fd);
-    TIMED_IN_FROM(e, c, int, r == -1, REAL(close)(fd), (void)0);
+    TIMED_SEQ(e, c, int, M1, REAL(close)(fd), (void)0, (void)0, (void)0);
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -336,29 +319,24 @@ WRAP(posix_fadvise, int, posix_fadvise64, (int fd, off64_t o, off64_t n, int a),
      NONZERO)
 
 static void (*real_sync)(void);
-EXPORT void sync(void)
+static inline __attribute__((always_inline)) int call_sync(void)
+{
+    REAL(sync)();
+    return 0;
+}
+
+static int timed_sync(void)
 {
     if (UNLIKELY(g_trace)) {
-        struct fsprof_tpre pre;
-        fsprof_trace_pre(&pre, OP_sync, "sync", NULL, 0);
-        struct fsprof_ctr *c = call_begin(OP_sync);
-        uint64_t t0 = now_ticks();
-        REAL(sync)();
-        uint64_t t1 = now_ticks();
-        if (c) {
-            call_end(c, t0, t1, 0);
-            fsprof_trace_post(&pre, t0, t1, 0, 0);
-        }
-        return;
+        TRACED_BODY(OP_sync, "sync", NULL, 0, call_begin(OP_sync), int, 0, call_sync(), (void)0,
+                    (void)0);
     }
-    struct fsprof_ctr *c = call_begin(OP_sync);
-    if (UNLIKELY(c == NULL)) {
-        REAL(sync)();
-        return;
-    }
-    uint64_t t0 = now_ticks();
-    REAL(sync)();
-    call_end(c, t0, now_ticks(), 0);
+    TIMED_SEQ(own_begin(), call_begin(OP_sync), int, 0, call_sync(), (void)0, (void)0, (void)0);
+}
+
+EXPORT void sync(void)
+{
+    (void)timed_sync();
 }
 
 /* ---- namespace ----------------------------------------------------------------- */
@@ -436,29 +414,29 @@ WRAP(readdir, int, readdir64_r, (DIR * d, struct dirent64 *e, struct dirent64 **
 /* readdir returns NULL both at the end and on error; only errno tells them
  * apart, so clear it around the call and put the caller's value back unless
  * the call failed (readdir must leave errno alone at the end). */
+static inline __attribute__((always_inline)) void *readdir_call(void *(*fn)(DIR *), DIR *d,
+                                                                int *failed)
+{
+    int saved = errno;
+    errno = 0;
+    void *r = fn(d);
+    *failed = r == NULL && errno != 0;
+    if (!*failed)
+        errno = saved;
+    return r;
+}
+
 #define WRAP_READDIR(name, ent)                                                          \
     static ent *(*real_##name)(DIR *);                                                   \
     EXPORT ent *name(DIR *d)                                                             \
     {                                                                                    \
-        struct fsprof_ctr *c = call_begin(OP_readdir);                                   \
-        if (UNLIKELY(c == NULL))                                                         \
-            return REAL(name)(d);                                                        \
-        int saved = errno;                                                               \
-        errno = 0;                                                                       \
-        uint64_t t0 = now_ticks();                                                       \
-        ent *r = REAL(name)(d);                                                          \
-        uint64_t t1 = now_ticks();                                                       \
-        int failed = r == NULL && errno != 0;                                            \
-        if (!failed)                                                                     \
-            errno = saved;                                                               \
-        call_end(c, t0, t1, failed);                                                     \
-        if (UNLIKELY(g_trace)) {                                                         \
-            struct fsprof_tpre pre_;                                                     \
-            uint64_t a_[] = {TR_U(d)};                                                   \
-            fsprof_trace_pre(&pre_, OP_readdir, #name, a_, 1);                           \
-            fsprof_trace_post(&pre_, t0, t1, (int64_t)(intptr_t)r, failed);              \
-        }                                                                                \
-        return r;                                                                        \
+        int failed_ = 0;                                                                 \
+        TRACED_CALL(OP_readdir, #name, (d), call_begin(OP_readdir), ent *, failed_,      \
+                    readdir_call((void *(*)(DIR *))REAL(name), d, &failed_), (void)0,    \
+                    (void)0)                                                             \
+        TIMED_SEQ(own_begin(), call_begin(OP_readdir), ent *, failed_,                   \
+                  readdir_call((void *(*)(DIR *))REAL(name), d, &failed_), (void)0, (void)0, \
+                  (void)0);                                                              \
     }
 WRAP_READDIR(readdir, struct dirent)
 WRAP_READDIR(readdir64, struct dirent64)
@@ -508,23 +486,11 @@ static int map_forget(void *addr)
     static void *(*real_##name)(void *, size_t, int, int, int, off_type);                \
     EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
     {                                                                                    \
-        struct fsprof_ctr *c;                                                            \
-        int file_ = 1;                                                                   \
-        if (!(flags & MAP_ANONYMOUS) && fd >= 0) {                                       \
-            TRACED_WITH(OP_mmap, call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_), name,     \
-                        void *, r == MAP_FAILED, (a, n, prot, flags, fd, off),           \
-                        if (r != MAP_FAILED) map_remember(r))                            \
-        }                                                                                \
-        if ((flags & MAP_ANONYMOUS) || fd < 0 ||                                         \
-            (c = call_begin_fd(OP_mmap, FDOP_mmap, fd, &file_)) == NULL)                 \
+        if ((flags & MAP_ANONYMOUS) || fd < 0)                                           \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
-        uint64_t t0 = now_ticks();                                                       \
-        void *r = REAL(name)(a, n, prot, flags, fd, off);                                \
-        uint64_t t1 = now_ticks();                                                       \
-        if (r != MAP_FAILED)                                                             \
-            map_remember(r);                                                             \
-        call_end(c, t0, t1, r == MAP_FAILED);                                            \
-        return r;                                                                        \
+        int file_ = 1;                                                                   \
+        WRAPPED(OP_mmap, name, FD_CTR(mmap, fd), void *, r == MAP_FAILED,                \
+                (a, n, prot, flags, fd, off), if (r != MAP_FAILED) map_remember(r), (void)0); \
     }
 WRAP_MMAP(mmap, off_t)
 WRAP_MMAP(mmap64, off64_t)
@@ -532,18 +498,9 @@ WRAP_MMAP(mmap64, off64_t)
 static int (*real_munmap)(void *, size_t);
 EXPORT int munmap(void *a, size_t n)
 {
-    struct fsprof_ctr *c;
-    int known = map_forget(a);
-    if (known) {
-        TRACED(OP_munmap, munmap, int, M1, (a, n), (void)0)
-    }
-    if (!known || (c = call_begin(OP_munmap)) == NULL)
+    if (!map_forget(a))
         return REAL(munmap)(a, n);
-    uint64_t t0 = now_ticks();
-    int r = REAL(munmap)(a, n);
-    uint64_t t1 = now_ticks();
-    call_end(c, t0, t1, r == -1);
-    return r;
+    WRAPPED(OP_munmap, munmap, call_begin(OP_munmap), int, M1, (a, n), (void)0, (void)0);
 }
 
 WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
@@ -554,12 +511,6 @@ WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
 #define DUPED(fd, cmd, r)                                                                \
     if ((r) >= 0 && ((cmd) == F_DUPFD || (cmd) == F_DUPFD_CLOEXEC))                      \
     fsprof_fd_dup((fd), (r))
-
-static inline __attribute__((always_inline)) int fcntl_timed(int (*fn)(int, int, ...), int fd,
-                                                             int cmd, long arg)
-{
-    TIMED_FD(fcntl, fd, int, M1, fn(fd, cmd, arg));
-}
 
 /* fcntl's third argument is an int or a pointer depending on the command;
  * passing it on as a long is how libc itself forwards it. */
@@ -572,11 +523,8 @@ static inline __attribute__((always_inline)) int fcntl_timed(int (*fn)(int, int,
         long arg = va_arg(ap, long);                                                     \
         va_end(ap);                                                                      \
         int file_ = 1;                                                                   \
-        TRACED_WITH(OP_fcntl, call_begin_fd(OP_fcntl, FDOP_fcntl, fd, &file_), name, int, \
-                    M1, (fd, cmd, arg), DUPED(fd, cmd, r))                               \
-        int r = fcntl_timed(REAL(name), fd, cmd, arg);                                   \
-        DUPED(fd, cmd, r);                                                               \
-        return r;                                                                        \
+        WRAPPED(OP_fcntl, name, FD_CTR(fcntl, fd), int, M1, (fd, cmd, arg), (void)0,     \
+                DUPED(fd, cmd, r));                                                      \
     }
 WRAP_FCNTL(fcntl)
 WRAP_FCNTL(fcntl64)
@@ -604,12 +552,12 @@ WRAP_FD(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL, fd)
 static int (*real_fclose)(FILE *);
 EXPORT int fclose(FILE *f)
 {
-    int fd = FD_OF(f), file = 1;
-    TRACED_WITH(OP_fclose, call_begin_fd(OP_fclose, FDOP_fclose, fd, &file), fclose, int,
-                r == EOF, (f), fd_forget(fd))
-    struct fsprof_ctr *c = call_begin_fd(OP_fclose, FDOP_fclose, fd, &file);
+    int fd = FD_OF(f), file_ = 1;
+    TRACED_SEQ(OP_fclose, fclose, FD_CTR(fclose, fd), int, r == EOF, (f), (void)0, fd_forget(fd))
+    uint64_t e = own_begin();
+    struct fsprof_ctr *c = FD_CTR(fclose, fd);
     fd_forget(fd);
-    TIMED_IN(c, int, r == EOF, REAL(fclose)(f), (void)0);
+    TIMED_SEQ(e, c, int, r == EOF, REAL(fclose)(f), (void)0, (void)0, (void)0);
 }
 WRAP_FD(fflush, int, fflush, (FILE * f), (f), r == EOF, fd_of_any(f))
 WRAP_FD(fflush, int, fflush_unlocked, (FILE * f), (f), r == EOF, fd_of_any(f))

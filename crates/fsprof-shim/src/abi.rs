@@ -60,41 +60,8 @@ pub const FD_TRACK: usize = 1024;
 pub const FD_STATE_SIZE: usize = 16;
 
 /// The ops on a descriptor whose calls on non-files are counted apart
-/// (`shim/fdops.def`, in its order; the shim's tests check it).
-pub const FD_OPS: [&str; 32] = [
-    "close",
-    "read",
-    "write",
-    "pread",
-    "pwrite",
-    "readv",
-    "writev",
-    "preadv",
-    "pwritev",
-    "preadv2",
-    "pwritev2",
-    "lseek",
-    "fstat",
-    "fsync",
-    "fdatasync",
-    "ftruncate",
-    "fstatfs",
-    "fstatvfs",
-    "mmap",
-    "fcntl",
-    "flock",
-    "fdopen",
-    "fclose",
-    "fread",
-    "fwrite",
-    "fgets",
-    "fputs",
-    "fflush",
-    "getline",
-    "getdelim",
-    "fseek",
-    "ftell",
-];
+/// (the shim's `fdops.def` is written from this list).
+pub use fsprof_core::ops::libc::FD_OPS;
 
 /// What a descriptor is, as the shim classifies it (`enum fsprof_fd_class`).
 /// Calls on non-files are counted under the fd ops' twins, one per class

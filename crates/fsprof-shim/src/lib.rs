@@ -16,7 +16,8 @@ pub use install::install;
 pub use selftest::{LoadedShim, SelfTest};
 
 /// The user layer's op names in the order that indexes the shim's
-/// counters: [`fsprof_core::ops::libc::OPS`], which `shim/ops.def` mirrors.
+/// counters: [`fsprof_core::ops::libc::OPS`], from which the build writes
+/// the shim's `ops.def`.
 pub use fsprof_core::ops::libc::OPS;
 include!(concat!(env!("OUT_DIR"), "/shim_hash.rs"));
 

@@ -63,7 +63,7 @@ impl LoadedShim {
 
     pub fn layout(&self) -> io::Result<Layout> {
         // SAFETY: the shim defines fsprof_shim_abi with exactly AbiFn's C
-        // signature (runtime.c), and function and data pointers have one
+        // signature (selftest.c), and function and data pointers have one
         // size on every target fsprof builds for.
         let f: AbiFn = unsafe { std::mem::transmute(self.symbol("fsprof_shim_abi")?) };
         let mut out = Layout::default();

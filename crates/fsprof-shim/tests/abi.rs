@@ -28,40 +28,6 @@ fn install_is_idempotent_and_writable_by_us_alone() {
     );
 }
 
-/// The C side's op list is the one vocabulary's, name for name and in
-/// order (the compiled shim's op count and data-op indices are checked by
-/// `rust_layout_matches_compiled_shim`).
-#[test]
-fn ops_def_is_the_core_op_list() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/shim/ops.def");
-    let have = std::fs::read_to_string(path).unwrap();
-    let want = fsprof_core::ops::libc::ops_def();
-    assert!(
-        have == want,
-        "{path} differs from fsprof_core::ops::libc::OPS; write this into it:\n{want}"
-    );
-}
-
-/// The value-table list in abi.h is the core's data ops, in order.
-#[test]
-fn abi_h_data_ops_are_the_core_data_ops() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/shim/abi.h");
-    let h = std::fs::read_to_string(path).unwrap();
-    let start = h
-        .find("#define FSPROF_CORR_OPS_LIST")
-        .expect("the list in abi.h");
-    let list: String = h[start..]
-        .lines()
-        .take_while(|l| !l.trim().is_empty() && !l.starts_with("#define FSPROF_CORR_MAX"))
-        .collect();
-    let names: Vec<&str> = list
-        .split("C(")
-        .skip(1)
-        .filter_map(|s| s.split(')').next())
-        .collect();
-    assert_eq!(names, fsprof_core::ops::libc::DATA_OPS);
-}
-
 fn tempdir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
         "fsprof-shim-test-{}-{:?}",
@@ -164,24 +130,5 @@ fn shim_refuses_control_blocks_it_cannot_record_safely() {
     ];
     for (what, c) in forged {
         assert_eq!(shim.bucket_slot(&c, 1000).unwrap(), None, "{what} accepted");
-    }
-}
-
-/// fdops.def (the C side's list of ops with non-file twins) is
-/// `abi::FD_OPS`, in order, and every entry is an op.
-#[test]
-fn fdops_def_is_the_rust_fd_op_list() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/shim/fdops.def");
-    let have: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| Some(l.trim().strip_prefix("F(")?.strip_suffix(')')?.to_string()))
-        .collect();
-    assert_eq!(have, abi::FD_OPS);
-    for op in abi::FD_OPS {
-        assert!(
-            fsprof_shim::OPS.iter().any(|o| o.name == op),
-            "{op} is not an op"
-        );
     }
 }

@@ -42,6 +42,20 @@ pub fn proc_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v.trim())
 }
 
+/// The 1-minute load average (/proc/loadavg).
+pub fn load_average() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// CPU 0's frequency scaling governor (`performance`, `powersave`, ...);
+/// `None` where cpufreq is not exposed (most VMs).
+pub fn cpu_governor() -> Option<String> {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 /// The CPU's model name from /proc/cpuinfo (empty where it has none).
 pub fn cpu_model() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -212,6 +226,22 @@ mod tests {
         assert_eq!(proc_field(text, "model name"), Some("AMD EPYC"));
         assert_eq!(proc_field(text, "CapEff"), Some("000001ffffffffff"));
         assert_eq!(proc_field(text, "Mem"), None);
+    }
+
+    /// Against getloadavg(3), another interface to the same figure (the
+    /// kernel updates it every 5 s, so the two reads may straddle one).
+    #[test]
+    fn the_load_average_is_the_kernels() {
+        let mut v = [0f64; 3];
+        // SAFETY: a valid out-array of three doubles.
+        assert_eq!(unsafe { libc::getloadavg(v.as_mut_ptr(), 3) }, 3);
+        let ours = load_average().unwrap();
+        assert!(
+            ours >= 0.0 && (ours - v[0]).abs() < 2.0,
+            "{ours} vs {}",
+            v[0]
+        );
+        assert!(cpu_governor().is_none_or(|g| !g.is_empty() && !g.contains('\n')));
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //!   commands it starts get back;
 //! - [`signals`]: the stop signals (Ctrl-C, SIGTERM, ...) taken synchronously
 //!   so that a capture can end cleanly and still write its profile;
-//! - [`host`]: host name, kernel, CPU, caches and memory;
+//! - [`host`]: host name, kernel, CPU, caches, memory, load average and
+//!   the frequency governor;
+//! - [`proc_status`]: `/proc/<pid>/status` (groups, capabilities);
 //! - [`pagecache`]: emptying the page cache and asking what of a file is in
 //!   it, for measurements that must control the cache state;
 //! - [`mmap`]: read-only shared mappings of files another process writes;
@@ -30,6 +32,7 @@ pub mod inherited;
 pub mod mmap;
 pub mod mountinfo;
 pub mod pagecache;
+pub mod proc_status;
 pub mod process;
 pub mod signals;
 pub mod usage;

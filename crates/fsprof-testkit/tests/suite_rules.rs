@@ -144,15 +144,21 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-report", &["core", "analysis"]),
     ("fsprof-plot", &["core", "analysis", "report"]),
     ("fsprof-export", &["core", "analysis", "report"]),
+    ("fsprof-pull", &["core", "export"]),
+    // What fsprof's own measurements measure with (neither a capture nor
+    // an analysis): under bench and discover, so that neither uses the other.
+    ("fsprof-measure", &["core", "sys"]),
     // Subsystems on top of both.
     (
         "fsprof-bench",
-        &["core", "sys", "capture", "analysis", "report", "plot"],
+        &[
+            "core", "sys", "capture", "measure", "analysis", "report", "plot",
+        ],
     ),
     (
         "fsprof-discover",
         &[
-            "core", "sys", "capture", "analysis", "report", "plot", "bench",
+            "core", "sys", "capture", "measure", "analysis", "report", "plot",
         ],
     ),
     (
@@ -165,6 +171,15 @@ const SHAPE: &[(&str, &[&str])] = &[
     ),
     // Tests only: what the test helpers build (profiles, traces).
     ("fsprof-testkit", &["core", "trace"]),
+    // Tests only: a fuzz target per reader of outside bytes, and the
+    // renderings of what they read.
+    (
+        "fsprof-fuzz",
+        &[
+            "core", "sys", "shim", "user", "kernel", "trace", "analysis", "report", "plot",
+            "export", "testkit",
+        ],
+    ),
 ];
 
 /// Every crate's dependencies on other fsprof crates (`cargo metadata`,

@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use super::{cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
-use crate::cache::{CacheCheck, CacheMode};
+use fsprof_measure::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,7 @@ fn prepare_cache(
         CacheMode::Asis => return Ok(None),
         CacheMode::Cold => {
             pagecache::drop_caches(DropCaches::All)?;
-            Some(crate::cache::Eviction::DropCaches)
+            Some(fsprof_measure::cache::Eviction::DropCaches)
         }
         CacheMode::Warm => {
             for n in names {

@@ -15,9 +15,9 @@ use std::path::Path;
 use fsprof_core::buckets::Resolution;
 use fsprof_core::histogram::OpStats;
 
-use crate::cache::CacheCheck;
 use crate::params::Params;
-use crate::timing::{Clock, Samples, TimingLoop};
+use fsprof_measure::cache::CacheCheck;
+use fsprof_measure::timing::{Clock, Samples, TimingLoop};
 
 /// What every suite needs from the runner.
 pub struct Ctx<'a> {

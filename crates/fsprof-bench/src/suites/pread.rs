@@ -19,8 +19,8 @@ use std::sync::Barrier;
 use fsprof_core::histogram::OpStats;
 
 use super::{cvt_size, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
-use crate::cache;
-use crate::timing::Samples;
+use fsprof_measure::cache;
+use fsprof_measure::timing::Samples;
 
 pub fn phase_names() -> Vec<&'static str> {
     vec!["pread"]

@@ -18,9 +18,9 @@ use std::path::PathBuf;
 use fsprof_core::histogram::OpStats;
 
 use super::{cstring, cvt, cvt_size, mb_per_s, median_ns, on_cpu, raw, Ctx, PhaseRun, MB_PER_S};
-use crate::cache::{self, CacheCheck};
 use crate::params::Align;
-use crate::timing::Samples;
+use fsprof_measure::cache::{self, CacheCheck};
+use fsprof_measure::timing::Samples;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pattern {

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     template: &'static str,
     bar: Option<ProgressBar>,
+    hidden: bool,
 }
 
 impl Bar {
@@ -16,7 +17,14 @@ impl Bar {
         Bar {
             template,
             bar: None,
+            hidden: false,
         }
+    }
+
+    /// A bar that draws nothing (`--quiet`).
+    pub fn hidden(mut self, hidden: bool) -> Bar {
+        self.hidden = hidden;
+        self
     }
 
     /// Moves to step `pos` of the phase.
@@ -31,6 +39,9 @@ impl Steps for Bar {
     fn phase(&mut self, what: &str, steps: u64) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
+        }
+        if self.hidden {
+            return;
         }
         let b = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
         b.set_style(

@@ -7,14 +7,15 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use fsprof_bench::cache::CacheMode;
 use fsprof_bench::figure::{sweep_svg, SweepMetric as PlotMetric};
 use fsprof_bench::params::{parse_size, Align, Params, Suite};
 use fsprof_bench::{export, result, runner};
 use fsprof_core::format::write_atomic;
+use fsprof_measure::cache::CacheMode;
 
 use super::bar::Bar;
 use super::report::finish;
+use crate::args::{pick_format, TargetDirArgs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SuiteArg {
@@ -49,8 +50,10 @@ pub enum AlignArg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BenchFormat {
     Text,
+    /// The result: a profile with the bench statistics, which `report` and `compare` read
     Json,
     Csv,
+    #[value(alias = "md")]
     Markdown,
 }
 
@@ -59,18 +62,22 @@ pub struct BenchArgs {
     /// Which benchmark
     #[arg(value_enum)]
     pub suite: SuiteArg,
-    /// Directory on the file system to measure (scratch files go there)
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub dir: PathBuf,
-    /// Write the result (a profile with the bench statistics) to FILE
+    #[command(flatten)]
+    pub dir: TargetDirArgs,
+    /// Write to FILE instead of standard output, as report does; repeat
+    /// it for several formats (`-o r.json -o r.csv`); with -o, the table is
+    /// also printed on standard error
     #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Replace FILE if it exists
-    #[arg(short, long, requires = "output")]
+    pub output: Vec<PathBuf>,
+    /// Replace FILE and the --plot files if they exist
+    #[arg(short, long)]
     pub force: bool,
-    /// What to print on standard output
-    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
-    pub format: BenchFormat,
+    /// How to print the result [default: -o FILE's extension (.json, .csv, .md), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<BenchFormat>,
+    /// No progress bar, and no table on standard error with -o
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Measured runs
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub runs: usize,
@@ -166,7 +173,7 @@ fn params(a: &BenchArgs) -> Params {
         ops: a.ops,
         min_size: a.min_size,
         max_size: a.max_size,
-        ..Params::defaults(suite, a.dir.clone())
+        ..Params::defaults(suite, a.dir.get())
     }
 }
 
@@ -174,7 +181,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     if (a.plot.is_some() || a.plot_p50.is_some()) && a.suite != SuiteArg::Sweep {
         anyhow::bail!("--plot and --plot-p50 draw a sweep: use them with `fsprof bench sweep`");
     }
-    for p in [&a.output, &a.plot, &a.plot_p50].into_iter().flatten() {
+    for p in a.output.iter().chain(&a.plot).chain(&a.plot_p50) {
         fsprof_core::output::check_output(p, a.force)?;
     }
     let p = params(&a);
@@ -186,14 +193,11 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         )
     };
     let command: Vec<String> = std::env::args().collect();
-    let mut bar = Bar::new("fsprof bench {msg} [{bar:30}] {pos}/{len} runs {elapsed}");
+    let mut bar =
+        Bar::new("fsprof bench {msg} [{bar:30}] {pos}/{len} runs {elapsed}").hidden(a.quiet);
     let (profile, bench) = runner::run(&p, command, &mut bar, &stop)?;
     drop(bar);
     let json = result::to_json(&profile, &bench);
-    if let Some(o) = &a.output {
-        write_atomic(o, json.as_bytes(), a.force)?;
-        fsprof_sys::diag!("fsprof: wrote {}", o.display());
-    }
     if let Some(plot) = &a.plot {
         write_plot(plot, &bench, PlotMetric::Rate, a.force)?;
         fsprof_sys::diag!("fsprof: wrote {}", plot.display());
@@ -202,13 +206,23 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
         write_plot(plot, &bench, PlotMetric::OpP50, a.force)?;
         fsprof_sys::diag!("fsprof: wrote {}", plot.display());
     }
-    let text = match a.format {
-        BenchFormat::Text => export::text(&bench),
-        BenchFormat::Json => json,
-        BenchFormat::Csv => export::csv(&bench),
-        BenchFormat::Markdown => export::markdown(&bench),
-    };
-    finish(&text, None, false)
+    let render =
+        |output: Option<&std::path::Path>| match pick_format(a.format, output, BenchFormat::Text) {
+            BenchFormat::Text => export::text(&bench),
+            BenchFormat::Json => json.clone(),
+            BenchFormat::Csv => export::csv(&bench),
+            BenchFormat::Markdown => export::markdown(&bench),
+        };
+    if a.output.is_empty() {
+        return finish(&render(None), None, false);
+    }
+    for o in &a.output {
+        finish(&render(Some(o)), Some(o), a.force)?;
+    }
+    if !a.quiet {
+        fsprof_sys::diag_nonl!("{}", export::text(&bench));
+    }
+    Ok(0)
 }
 
 /// The sweep's figures against file size, one line per phase, the CPU

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use fsprof_analysis::Calibration;
 use fsprof_bench::calibrate::{calibrate as measure, CalibrateOptions};
 use fsprof_core::format::write_atomic;
@@ -13,6 +13,7 @@ use fsprof_core::units::rfc3339_utc;
 use fsprof_sys::host;
 
 use super::report::write_stdout;
+use crate::args::{TargetDirArgs, TextOrJson};
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
@@ -23,22 +24,15 @@ pub struct CalibrateArgs {
     /// Replace the calibration file if it exists (also the default one)
     #[arg(short, long)]
     pub force: bool,
-    /// Measure the device under this directory (scratch files go there)
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub dir: PathBuf,
+    #[command(flatten)]
+    pub dir: TargetDirArgs,
     /// How to print the calibration: a table, or the JSON that is stored
-    #[arg(long, value_enum, default_value_t = CalibrateFormatArg::Text)]
-    pub format: CalibrateFormatArg,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
     /// Measure every characteristic this many times, interleaved; one
     /// whose rounds disagree by more than a power of two labels nothing
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
     pub rounds: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CalibrateFormatArg {
-    Text,
-    Json,
 }
 
 pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
@@ -68,8 +62,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let dir =
-        std::fs::canonicalize(&a.dir).with_context(|| format!("--dir {}", a.dir.display()))?;
+    let dir = a.dir.get();
+    let dir = std::fs::canonicalize(&dir).with_context(|| format!("{}", dir.display()))?;
     let cal = measure(&CalibrateOptions {
         dir,
         host: host::hostname(),
@@ -80,7 +74,7 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     if to_stdout {
         // The stored form on stdout; the table, if asked for, on stderr.
         write_stdout(&cal.to_json())?;
-        if a.format == CalibrateFormatArg::Text {
+        if a.format == TextOrJson::Text {
             fsprof_sys::diag_nonl!("{}", fsprof_report::calibration::render_text(&cal));
         }
         skipped(&cal);
@@ -92,8 +86,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<i32> {
     }
     write_atomic(&path, cal.to_json().as_bytes(), a.force)?;
     let text = match a.format {
-        CalibrateFormatArg::Json => cal.to_json(),
-        CalibrateFormatArg::Text => fsprof_report::calibration::render_text(&cal),
+        TextOrJson::Json => cal.to_json(),
+        TextOrJson::Text => fsprof_report::calibration::render_text(&cal),
     };
     write_stdout(&text)?;
     skipped(&cal);

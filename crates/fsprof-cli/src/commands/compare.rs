@@ -12,7 +12,7 @@ use fsprof_report::analysis as render;
 
 use super::analysis::calibration;
 use super::report::finish;
-use crate::args::{CalibrationArgs, FormatArg, ToFileArgs};
+use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -40,8 +40,9 @@ pub struct CompareArgs {
     /// Ignore ops under this share of their layer's calls and latency on both sides
     #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
     pub negligible: f64,
-    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    /// How to print it [default: -o FILE's extension (.json, .csv, .html), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     #[command(flatten)]
     pub to: ToFileArgs,
     #[command(flatten)]
@@ -108,13 +109,14 @@ fn names(files: &[PathBuf]) -> String {
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32> {
-    if a.format == FormatArg::Html && a.to.output.is_none() {
+    let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
+    if format == FormatArg::Html && a.to.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
     let (fa, fb) = sides(&a)?;
     if let ([pa], [pb]) = (fa, fb) {
         let (out, force) = (a.to.output.as_deref(), a.to.force);
-        if let Some(code) = super::bench::compare_results(pa, pb, a.format, out, force)? {
+        if let Some(code) = super::bench::compare_results(pa, pb, format, out, force)? {
             return Ok(code);
         }
     }
@@ -138,7 +140,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     };
     let c = compare_runs(&ra, &rb, &opts);
     let (na, nb) = (names(fa), names(fb));
-    let text = match a.format {
+    let text = match format {
         FormatArg::Text => render::comparison_text(&c, &na, &nb),
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),

@@ -21,6 +21,7 @@ use fsprof_sys::signals::{StopSignals, Wake};
 
 use super::bar::Bar;
 use super::report::write_stdout;
+use crate::args::{pick_format, TextOrJson};
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
@@ -50,16 +51,20 @@ pub struct DiscoverArgs {
     /// Write the latency-against-offset figures (SVG) and discovery.html here
     #[arg(long, value_name = "PATH")]
     pub plot_dir: Option<PathBuf>,
-    /// Write the findings as JSON
-    #[arg(short, long, value_name = "RESULT.json")]
+    /// Write the findings to FILE instead of standard output, as report
+    /// does; with -o, the table is also printed on standard error
+    #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// How to print the findings [default: -o FILE's extension (.json), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<TextOrJson>,
     /// Write every measured latency as an fsprof profile (layer `discover`)
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// Replace output files that exist
     #[arg(short, long)]
     pub force: bool,
-    /// No progress bar
+    /// No progress bar, and no table on standard error with -o
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -210,11 +215,19 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
-    write_stdout(&fsprof_discover::render::text(&report))?;
-    if let Some(out) = &a.output {
-        let json = serde_json::to_string_pretty(&report)? + "\n";
-        write_atomic(out, json.as_bytes(), a.force)?;
-        fsprof_sys::diag!("fsprof: findings written to {}", out.display());
+    let text = fsprof_discover::render::text(&report);
+    let findings = match pick_format(a.format, a.output.as_deref(), TextOrJson::Text) {
+        TextOrJson::Text => text.clone(),
+        TextOrJson::Json => serde_json::to_string_pretty(&report)? + "\n",
+    };
+    match &a.output {
+        None => write_stdout(&findings)?,
+        Some(out) => {
+            crate::files::write_output(findings.as_bytes(), Some(out), a.force)?;
+            if !a.quiet {
+                fsprof_sys::diag_nonl!("{text}");
+            }
+        }
     }
     if let Some(out) = &a.profile {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

@@ -12,13 +12,13 @@ use fsprof_kernel::{KernelSource, Options, Target};
 use fsprof_report::after_capture;
 
 use super::capture::{exit_status, failed, output, save_and_tell};
-use crate::args::{CaptureArgs, OutputArgs, SummaryArgs};
+use crate::args::{CaptureArgs, OutputArgs, SummaryArgs, TextOrJson};
 
 pub const HELP: &str = "\
 Examples (as root):
   fsprof kernel -- sh -c 'tar -cf - /usr/include | wc -c'   a command and its children
   fsprof kernel -p 1234 --duration 10s                       a running process
-  fsprof kernel --comm postgres --layers syscall,block --interval 1s
+  fsprof kernel --comm postgres --layer syscall,block --interval 1s
   fsprof kernel --probe-report                               what this kernel allows
 
 The block layer is system-wide whatever the target: requests are issued from
@@ -28,12 +28,37 @@ Exit status: the command's (128+signal if a signal ended it); without a
 command, 130 after Ctrl-C, 128+signal after another stop signal, 0 after
 --duration; 2 on errors.";
 
+/// Everything that configures a capture, which --probe-report does not make.
+/// (The hidden test hooks are left out: completions drop hidden arguments.)
+const CAPTURE_ARGS: [&str; 13] = [
+    "target",
+    "output",
+    "force",
+    "layers",
+    "interval",
+    "duration",
+    "resolution",
+    "all_syscalls",
+    "fs_functions",
+    "quiet",
+    "top",
+    "pid",
+    "command",
+];
+
 #[derive(Debug, Args)]
 pub struct KernelArgs {
     #[command(flatten)]
     pub out: OutputArgs,
-    /// Layers to record [default: all the kernel has: syscall,fs,block,fuse]
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYER,...")]
+    /// Layers to record (repeatable, or comma-separated; also --layers)
+    /// [default: all the kernel has: syscall,fs,block,fuse]
+    #[arg(
+        long = "layer",
+        alias = "layers",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "LAYER,..."
+    )]
     pub layers: Vec<KernelLayerArg>,
     /// Stop tracing after this long, e.g. 10s [default: when the command
     /// exits, or at Ctrl-C]
@@ -61,8 +86,11 @@ pub struct KernelArgs {
     #[arg(long, value_delimiter = ',', value_name = "FUNC,...")]
     pub fs_functions: Vec<String>,
     /// List which layers this kernel supports and why not, then exit
-    #[arg(long, exclusive = true)]
+    #[arg(long, conflicts_with_all = CAPTURE_ARGS)]
     pub probe_report: bool,
+    /// How --probe-report prints its findings: a line each, or a JSON array
+    #[arg(long, value_enum)]
+    pub format: Option<TextOrJson>,
     /// Fail unless tracepoint CATEGORY:NAME exists (for testing error paths)
     #[arg(long, hide = true, value_name = "CATEGORY:NAME")]
     pub require_tracepoint: Vec<String>,
@@ -93,7 +121,12 @@ pub enum KernelLayerArg {
 
 pub fn kernel(a: KernelArgs) -> Result<i32> {
     if a.probe_report {
-        return probe_report();
+        return probe_report(a.format.unwrap_or(TextOrJson::Text));
+    }
+    // Checked here: clap's `requires` takes --probe-report's default
+    // (false) as present.
+    if a.format.is_some() {
+        anyhow::bail!("--format is for --probe-report; a capture writes a profile (JSON) with -o");
     }
     let out = output(&a.out);
     out.check()?;
@@ -162,10 +195,25 @@ impl Progress for Announce {
     }
 }
 
-fn probe_report() -> Result<i32> {
+fn probe_report(format: TextOrJson) -> Result<i32> {
     // Exit 0 either way: "no" lines are findings, not failures.
-    for f in fsprof_kernel::probe::report() {
-        println!("{f}");
-    }
+    let findings = fsprof_kernel::probe::report();
+    let text = match format {
+        TextOrJson::Text => findings.iter().map(|f| format!("{f}\n")).collect(),
+        TextOrJson::Json => {
+            let rows: Vec<_> = findings
+                .iter()
+                .map(|f| {
+                    let (usable, detail) = match &f.result {
+                        Ok(d) => (true, d),
+                        Err(why) => (false, why),
+                    };
+                    serde_json::json!({ "what": f.what, "usable": usable, "detail": detail })
+                })
+                .collect();
+            serde_json::to_string_pretty(&rows)? + "\n"
+        }
+    };
+    crate::files::write_stdout(text.as_bytes())?;
     Ok(0)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::Resolution;
@@ -17,7 +17,7 @@ use fsprof_fuse::{Mode, MountOptions, MountSource};
 use fsprof_report::{render, ReportOptions};
 
 use super::capture::save_and_tell;
-use crate::args::{CaptureArgs, MetricsArgs};
+use crate::args::{CaptureArgs, MetricsArgs, TextOrJson};
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
@@ -78,17 +78,11 @@ pub struct StatArgs {
     /// Zero the counts after printing them
     #[arg(long)]
     pub reset: bool,
-    #[arg(long, value_enum, default_value_t = StatFormat::Text)]
-    pub format: StatFormat,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
     /// Ops that get a histogram in the text report
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum StatFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -169,10 +163,11 @@ fn serve_and_capture(
         busy_poll: a.busy_poll,
     })?;
     let live = source.live();
+    let labels = a.metrics.labels();
     let server = match addrs {
         Some(addrs) => {
             let l = live.clone();
-            let render = serve::profile_render(Arc::new(move || l.profile()), Default::default());
+            let render = serve::profile_render(Arc::new(move || l.profile()), labels);
             let s = MetricsServer::start(&addrs, render)?;
             Some(s)
         }
@@ -275,8 +270,8 @@ impl Progress for Announce {
 pub fn stat(a: StatArgs) -> Result<i32> {
     let p = fsprof_fuse::remote::read_profile(&a.mountpoint)?;
     match a.format {
-        StatFormat::Json => print!("{}", fsprof_core::format::to_json(&p)),
-        StatFormat::Text => {
+        TextOrJson::Json => print!("{}", fsprof_core::format::to_json(&p)),
+        TextOrJson::Text => {
             let opts = ReportOptions {
                 top: a.top,
                 ..Default::default()

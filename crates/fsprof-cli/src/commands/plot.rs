@@ -16,7 +16,7 @@ pub struct PlotArgs {
     #[arg(long, value_name = "NAME", required = true)]
     pub op: String,
     /// The op's layer, when several layers have an op of that name
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, alias = "layers", value_name = "NAME")]
     pub layer: Option<String>,
     /// What to draw
     #[arg(long, value_enum, default_value_t = PlotKindArg::Count)]

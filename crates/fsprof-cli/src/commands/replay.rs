@@ -18,6 +18,7 @@ use fsprof_replay::report::TimingFile;
 use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
 
 use super::bar::Bar;
+use crate::args::TextOrJson;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -64,6 +65,14 @@ pub struct ReplayArgs {
     /// Replace PROFILE and FILE if they exist
     #[arg(short, long)]
     pub force: bool,
+    /// How to print the timing report: text on standard error, or on
+    /// standard output the JSON document --timing writes
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
+    /// Don't print the timing report or the progress bar (the files are
+    /// still written; warnings are still printed)
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -115,7 +124,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         realtime: a.realtime.then_some(REALTIME_PRIORITY),
         max_bytes: a.max_bytes,
     };
-    let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}");
+    let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}").hidden(a.quiet);
     bar.phase("replay", compiled.commands.len() as u64);
     let r = run_replay(&compiled, &opts, &mut |n| bar.to(n))?;
     drop(bar);
@@ -133,32 +142,44 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
         );
     }
-    fsprof_sys::diag!(
-        "fsprof: the replay could allocate up to {} of a budget of {} ({} free under {}){}",
-        format_bytes(r.demand.total as f64),
-        format_bytes(r.budget.bytes as f64),
-        format_bytes(r.budget.space.free as f64),
-        a.root.display(),
-        if r.file_size_limited {
-            "; no file could grow past the budget (a file system without holes)"
-        } else {
-            ""
+    let timing = TimingFile::new(&a.replay, &r.timing, &r.fidelity);
+    match a.format {
+        _ if a.quiet => {}
+        TextOrJson::Text => {
+            fsprof_sys::diag!(
+                "fsprof: the replay could allocate up to {} of a budget of {} ({} free under {}){}",
+                format_bytes(r.demand.total as f64),
+                format_bytes(r.budget.bytes as f64),
+                format_bytes(r.budget.space.free as f64),
+                a.root.display(),
+                if r.file_size_limited {
+                    "; no file could grow past the budget (a file system without holes)"
+                } else {
+                    ""
+                }
+            );
+            fsprof_sys::diag_nonl!("{}", r.timing.text());
+            fsprof_sys::diag!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
+            fsprof_sys::diag_nonl!(
+                "{}",
+                fsprof_report::analysis::comparison_text(&r.fidelity, "trace", "replay")
+            );
         }
-    );
-    fsprof_sys::diag_nonl!("{}", r.timing.text());
-    fsprof_sys::diag!("\nfidelity: the trace's latencies (A) vs the replay's (B), per op:");
-    fsprof_sys::diag_nonl!(
-        "{}",
-        fsprof_report::analysis::comparison_text(&r.fidelity, "trace", "replay")
-    );
+        TextOrJson::Json => {
+            crate::files::write_stdout((serde_json::to_string_pretty(&timing)? + "\n").as_bytes())?
+        }
+    }
     if let Some(p) = &a.output {
         write_atomic(p, to_json(&r.replayed).as_bytes(), a.force)?;
         fsprof_sys::diag!("fsprof: replay profile written to {}", p.display());
     }
     if let Some(p) = &a.timing {
-        let json = TimingFile::new(&a.replay, &r.timing, &r.fidelity);
-        write_atomic(p, serde_json::to_string_pretty(&json)?.as_bytes(), a.force)
-            .with_context(|| format!("writing {}", p.display()))?;
+        write_atomic(
+            p,
+            serde_json::to_string_pretty(&timing)?.as_bytes(),
+            a.force,
+        )
+        .with_context(|| format!("writing {}", p.display()))?;
         fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
     }
     let verdict = r.timing.verdict(a.max_mismatches);

@@ -10,7 +10,7 @@ use fsprof_analysis::correlation::Value;
 use fsprof_report::{Extras, Format, ReportOptions, Selection};
 
 use super::analysis::calibration;
-use crate::args::{CalibrationArgs, FormatArg, ToFileArgs};
+use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 pub const HELP: &str = "\
 p50 and p99 are estimates: a profile keeps only how many calls fell in each
@@ -24,16 +24,22 @@ Every figure of a byte-valued layer (block-size) is in bytes.";
 pub struct ReportArgs {
     /// Profile file
     pub file: PathBuf,
-    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    /// How to print it [default: -o FILE's extension (.json, .csv, .html), else text]
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
     /// Ops that get a histogram in the text report
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
     /// Only this op (repeatable)
     #[arg(long = "op", value_name = "NAME")]
     pub ops: Vec<String>,
-    /// Only this layer (repeatable)
-    #[arg(long = "layer", value_name = "NAME")]
+    /// Only these layers (repeatable, or comma-separated; also --layers)
+    #[arg(
+        long = "layer",
+        alias = "layers",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
     pub layers: Vec<String>,
     /// Also list the profiled processes
     #[arg(long)]
@@ -71,7 +77,8 @@ pub enum CorrelateArg {
 }
 
 pub fn report(a: ReportArgs) -> Result<i32> {
-    if a.format == FormatArg::Html && a.to.output.is_none() {
+    let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
+    if format == FormatArg::Html && a.to.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
     let profile = crate::files::read_input(&a.file)?;
@@ -80,7 +87,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         layers: a.layers,
         ops: a.ops,
     };
-    if a.format == FormatArg::Html {
+    if format == FormatArg::Html {
         if an.correlate.is_some() || an.interesting {
             bail!("--format html shows every op with its peaks; --interesting and --correlate are for text, json and csv");
         }
@@ -100,14 +107,14 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             CorrelateArg::Size => Value::Size,
             CorrelateArg::Seek => Value::Seek,
         }),
-        attribution: a.attribution && a.format == FormatArg::Text,
+        attribution: a.attribution && format == FormatArg::Text,
     };
     let tables = an.peaks as u8 + an.interesting as u8 + an.correlate.is_some() as u8;
-    if tables > 1 && matches!(a.format, FormatArg::Csv) {
+    if tables > 1 && matches!(format, FormatArg::Csv) {
         bail!("CSV holds one table: use only one of --peaks, --interesting, --correlate with --format csv");
     }
     let opts = ReportOptions {
-        format: match a.format {
+        format: match format {
             FormatArg::Text => Format::Text,
             FormatArg::Json => Format::Json,
             FormatArg::Csv => Format::Csv,

@@ -12,13 +12,14 @@ use clap::{Args, Subcommand, ValueEnum};
 use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, Silent};
 use fsprof_core::output::OutputFile;
 use fsprof_core::Resolution;
+use fsprof_report::after_capture;
 use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
 use fsprof_trace::show::{Format, Printer};
 use fsprof_trace::TraceReader;
 use fsprof_user::UserOptions;
 
 use super::capture::{failed, save_and_tell};
-use crate::args::{ClockArg, ToFileArgs};
+use crate::args::{ClockArg, SummaryArgs, ToFileArgs};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -34,29 +35,31 @@ pub struct TraceArgs {
     /// Replace the trace and the profile if they exist
     #[arg(short, long)]
     pub force: bool,
-    /// What to keep of the bytes each write wrote
+    /// What to keep of the bytes calls moved: written bytes as a digest or
+    /// in full; `full` keeps every read's bytes too
     #[arg(long, value_enum, default_value_t = DataArg::Digest)]
     pub data: DataArg,
     /// Clock used to time calls
     #[arg(long, value_enum, default_value_t = ClockArg::Auto)]
     pub clock: ClockArg,
-    /// The command to trace and its arguments
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[command(flatten)]
+    pub summary: SummaryArgs,
+    /// The command to trace and its arguments (an option before it is
+    /// fsprof's: put `--` first for a command named like one)
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DataArg {
-    /// Nothing (sizes only)
+    /// No bytes (sizes only)
     None,
-    /// An XXH64 digest of each write's bytes
+    /// An XXH64 digest of each write's bytes; reads' bytes are not kept
     Digest,
-    /// The bytes themselves (replay then recreates file contents)
+    /// The bytes of every write and every read: replay then recreates the
+    /// files written and the parts of existing files that were read. The
+    /// trace grows by all the command read and wrote (a grep -r: 70x
+    /// digest's size), and the command runs slower
     Full,
 }
 
@@ -142,6 +145,9 @@ fn record(a: TraceArgs) -> Result<i32> {
         );
     }
     fsprof_sys::diag!("fsprof: profile written to {}", path.display());
+    if !a.summary.quiet {
+        fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
+    }
     Ok(outcome.exit_code())
 }
 

@@ -4,9 +4,8 @@
 //! `__pread_chk` → `pread`; `__xstat` → `stat`; `fread_unlocked` →
 //! `fread`). The order is the ABI of the shim's counter files: it indexes
 //! the counters, so it is append-only, and a change bumps the shim's
-//! `FSPROF_ABI_VERSION`. `fsprof-shim/shim/ops.def` (the C side's X-macro
-//! list) must match [`OPS`] name for name; the shim's tests check it and
-//! print the file to paste when it does not.
+//! `FSPROF_ABI_VERSION`. The C side's X-macro lists are written from
+//! here by the shim's build script ([`c_op_lists`]).
 
 use super::Role::*;
 use super::{Args, Direction};
@@ -167,9 +166,14 @@ pub const OPS: &[LibcOp] = &[
     op("readdir", &[(DirStream, 0)]),
     op("closedir", &[(DirStream, 0)]),
     op("getdents64", RW),
-    op("mmap", &[(Size, 1), (Flags, 3), (Fd, 4), (Offset, 5)]),
-    op("msync", &[(Size, 1), (Flags, 2)]),
-    op("munmap", &[(Size, 1)]),
+    // The protection of mmap is its mode; the address msync and munmap
+    // take is their integer argument (a trace finds the mapping by it).
+    op(
+        "mmap",
+        &[(Size, 1), (Mode, 2), (Flags, 3), (Fd, 4), (Offset, 5)],
+    ),
+    op("msync", &[(Int, 0), (Size, 1), (Flags, 2)]),
+    op("munmap", &[(Int, 0), (Size, 1)]),
     op("sendfile", &[(Fd2, 0), (Fd, 1), (OffsetPtr, 2), (Size, 3)]),
     op(
         "copy_file_range",
@@ -248,21 +252,65 @@ pub fn data_ops() -> impl Iterator<Item = &'static LibcOp> {
     OPS.iter().filter(|o| o.data.is_some())
 }
 
-/// The text of `fsprof-shim/shim/ops.def` for [`OPS`].
-pub fn ops_def() -> String {
-    let mut s = String::from(OPS_DEF_HEADER);
-    for o in OPS {
-        s.push_str(&format!("X({})\n", o.name));
-    }
-    s
+/// The ops on a descriptor whose calls on non-files (pipes, sockets,
+/// devices, other kernel objects) the shim counts apart, under non-file
+/// twins; their order numbers the twins, so it is ABI too (append only).
+pub const FD_OPS: [&str; 32] = [
+    "close",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "lseek",
+    "fstat",
+    "fsync",
+    "fdatasync",
+    "ftruncate",
+    "fstatfs",
+    "fstatvfs",
+    "mmap",
+    "fcntl",
+    "flock",
+    "fdopen",
+    "fclose",
+    "fread",
+    "fwrite",
+    "fgets",
+    "fputs",
+    "fflush",
+    "getline",
+    "getdelim",
+    "fseek",
+    "ftell",
+];
+
+/// The C shim's X-macro lists, which its build script writes: `ops.def`
+/// (`X(name)` for [`OPS`]), `fdops.def` (`F(name)` for [`FD_OPS`]) and
+/// `dataops.def` (`C(name)` for [`DATA_OPS`]), as (file name, text).
+pub fn c_op_lists() -> [(&'static str, String); 3] {
+    let list = |macro_: &str, names: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::from(C_LIST_HEADER);
+        for n in names {
+            s.push_str(&format!("{macro_}({n})\n"));
+        }
+        s
+    };
+    [
+        ("ops.def", list("X", &mut OPS.iter().map(|o| o.name))),
+        ("fdops.def", list("F", &mut FD_OPS.iter().copied())),
+        ("dataops.def", list("C", &mut DATA_OPS.iter().copied())),
+    ]
 }
 
-const OPS_DEF_HEADER: &str = "\
-/* The operations of the user layer, one per libc entry point family.
- * The order is the ABI: it indexes the counters in the shared files.
- * Append only; bump FSPROF_ABI_VERSION when changing it.
- * Made from fsprof_core::ops::libc::OPS (the shim's tests check that it
- * matches); read by the C shim as an X-macro list. */
+const C_LIST_HEADER: &str = "\
+/* Made by fsprof-shim's build script from fsprof_core::ops::libc; do not
+ * edit. The order is the ABI of the shim's counter files. */
 ";
 
 #[cfg(test)]
@@ -313,12 +361,30 @@ mod tests {
     }
 
     #[test]
-    fn ops_def_lists_every_op_in_order() {
-        let def = ops_def();
-        let names: Vec<_> = def
-            .lines()
-            .filter_map(|l| l.strip_prefix("X(")?.strip_suffix(')'))
-            .collect();
-        assert_eq!(names, OPS.iter().map(|o| o.name).collect::<Vec<_>>());
+    fn c_lists_name_every_op_in_order() {
+        let names = |text: &str, m: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| Some(l.strip_prefix(m)?.strip_suffix(')')?.to_string()))
+                .collect()
+        };
+        let [(_, ops), (_, fd), (_, data)] = c_op_lists();
+        assert_eq!(
+            names(&ops, "X("),
+            OPS.iter().map(|o| o.name).collect::<Vec<_>>()
+        );
+        assert_eq!(names(&fd, "F("), FD_OPS);
+        assert_eq!(names(&data, "C("), DATA_OPS);
+    }
+
+    #[test]
+    fn every_fd_op_is_an_op_on_a_descriptor() {
+        for name in FD_OPS {
+            let op = find(name).unwrap_or_else(|| panic!("{name} is not an op"));
+            let a = op.args;
+            assert!(
+                a.position(Role::Fd).is_some() || a.position(Role::Stream).is_some(),
+                "{name} takes no descriptor"
+            );
+        }
     }
 }

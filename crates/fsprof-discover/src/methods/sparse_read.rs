@@ -16,9 +16,8 @@ use std::path::Path;
 use crate::classify::{grade, two_levels, Confidence, Level, Levels};
 use crate::methods::{bytes, create_new, dio_align, AlignedBuf};
 use crate::series::{Series, Summary};
-use crate::timing;
+use crate::timing::{Clock, TimingLoop};
 use crate::{Ctx, DiscoverError};
-use fsprof_bench::timing::TimingLoop;
 
 /// Where the byte is written: a multiple of any block size looked for.
 pub const ISLAND: u64 = 256 << 10;
@@ -76,7 +75,7 @@ pub fn measure(
         rng.shuffle(&mut order);
         let mut run = vec![0u64; offsets.len()];
         // One untimed read first: the first read after opening is slower.
-        let ns = TimingLoop::new(timing::clock())
+        let ns = TimingLoop::new(Clock::process())
             .warmup(1)
             .run(order.len(), |k| {
                 direct.read_at(buf.as_mut(), offsets[order[k]]).map(|_| ())

@@ -5,7 +5,7 @@
 //! offset scans and `fsprof calibrate`'s workloads):
 //!
 //! ```no_run
-//! use fsprof_bench::timing::{Clock, TimingLoop};
+//! use fsprof_measure::timing::{Clock, TimingLoop};
 //! let clock = Clock::best();
 //! let samples = TimingLoop::new(clock).warmup(100).run(10_000, |i| {
 //!     // one operation; `i` picks the offset, file, ...
@@ -13,7 +13,7 @@
 //!     Ok(())
 //! })?;
 //! let op = samples.op_stats("pread", Default::default()); // the shared log2 histogram
-//! let overhead = fsprof_bench::timing::Overhead::measure(clock); // what the loop adds per op
+//! let overhead = fsprof_measure::timing::Overhead::measure(clock); // what the loop adds per op
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
@@ -38,6 +38,7 @@
 
 use std::hint::black_box;
 use std::io;
+use std::sync::OnceLock;
 
 use fsprof_core::buckets::{BucketLayout, Resolution};
 use fsprof_core::histogram::{Histogram, OpStats};
@@ -60,6 +61,14 @@ impl Clock {
         } else {
             Clock::monotonic()
         }
+    }
+
+    /// [`Clock::best`], chosen and calibrated once per process: every
+    /// measurement of one run (a discovery's methods, its profile's
+    /// `meta.clock`) then reads the same clock at the same rate.
+    pub fn process() -> Clock {
+        static CLOCK: OnceLock<Clock> = OnceLock::new();
+        *CLOCK.get_or_init(Clock::best)
     }
 
     /// `clock_gettime(CLOCK_MONOTONIC)`.
@@ -273,6 +282,13 @@ pub struct Overhead {
 impl Overhead {
     /// Iterations of the empty loop; ~1 ms of work.
     const ITERATIONS: usize = 20_000;
+
+    /// [`Overhead::measure`] of [`Clock::process`], measured once per
+    /// process.
+    pub fn process() -> Overhead {
+        static OVERHEAD: OnceLock<Overhead> = OnceLock::new();
+        *OVERHEAD.get_or_init(|| Overhead::measure(Clock::process()))
+    }
 
     pub fn measure(clock: Clock) -> Overhead {
         let lp = TimingLoop::new(clock).warmup(1000);

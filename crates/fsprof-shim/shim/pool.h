@@ -1,0 +1,24 @@
+/* This process's counter file as a pool of chunks (pool.c). Above run.h
+ * and util.h; the process set-up calls it. The hot path's slow paths
+ * (record.h) are its other entry points. */
+#ifndef FSPROF_POOL_H
+#define FSPROF_POOL_H
+
+#include <stdint.h>
+
+#include "record.h"
+
+/* This process's counter file header (start of its first chunk). */
+extern HIDDEN struct fsprof_proc *g_proc;
+
+/* Creates p<seq> under the run directory `dirfd` with its first chunk
+ * reserved, mapped and its header filled; 0 or -errno. A file that cannot
+ * be completed is removed. */
+HIDDEN long fsprof_pool_create(long dirfd);
+/* After fork, in the child: the parent's chunks are not the child's. */
+HIDDEN void fsprof_pool_forget(void);
+/* A new slot record for the calling thread (the shared slot 0 when there
+ * is no room); NULL while this thread is inside a slow path already. */
+HIDDEN struct slot_rec *fsprof_pool_thread_slot(void);
+
+#endif

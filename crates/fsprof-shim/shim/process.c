@@ -1,0 +1,141 @@
+/* Process set-up of the shim, the top of its C core: when the shim loads
+ * (and again in a forked child), find the run (run.c), create this
+ * process's counter file (pool.c) and start its trace (trace.c); say
+ * which processes could not be profiled. It calls down into those files
+ * and nothing calls back up but the hot path's first call of a thread
+ * (fsprof_slot_slow). A run that has ended (its control file says so, or
+ * its directory is gone) is left alone: the process runs unprofiled.
+ * Nothing here may call an interposed function (util.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "run.h"
+#include "trace.h"
+
+enum { ST_UNINIT, ST_BUSY, ST_READY, ST_OFF };
+static int g_state = ST_UNINIT;
+/* Off for good, in this process and its children: no run, a control file
+ * that is not valid, a run that has ended. */
+static int g_off_for_good;
+static int g_setup_tid;
+static int g_atfork_done;
+
+static void after_fork_in_child(void)
+{
+    /* The child inherits the parent's mappings: writing to them would count
+     * the child's calls as the parent's. Detach; the child gets its own
+     * file on its first call. The control file stays mapped. */
+    fsprof_pool_forget();
+    t_slot = NULL;
+    t_shared = 0;
+    if (!g_off_for_good)
+        g_state = ST_UNINIT;
+    fsprof_trace_after_fork();
+}
+
+/* Off for good: 0, after closing dirfd if it is open. */
+static int off_for_good(long dirfd)
+{
+    if (dirfd >= 0)
+        syscall(SYS_close, dirfd);
+    g_off_for_good = 1;
+    return 0;
+}
+
+/* 1 if this process records; else 0, having said why when it matters. */
+static int setup_process(void)
+{
+    /* Another library's constructor may call in before ours has run. */
+    fsprof_capture_env();
+    if (!g_atfork_done && g_run.ok) {
+        g_atfork_done = 1;
+        pthread_atfork(NULL, NULL, after_fork_in_child);
+    }
+    if (!g_run.ok)
+        return off_for_good(-1);
+    uint32_t euid = (uint32_t)syscall(SYS_geteuid);
+    long dirfd = -1;
+    if (g_ctl == NULL) {
+        dirfd = fsprof_open_run_dir();
+        /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
+        if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
+            return off_for_good(dirfd);
+    }
+    if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
+        return off_for_good(dirfd);
+    if (euid != g_run.uid && euid != 0) {
+        /* A child of a process that dropped its privileges: the run
+         * directory is not this user's to write. */
+        if (dirfd >= 0)
+            syscall(SYS_close, dirfd);
+        fsprof_lost(FSPROF_LOST_UID, EACCES, euid, NULL);
+        return 0;
+    }
+    if (dirfd < 0)
+        dirfd = fsprof_open_run_dir();
+    long err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
+    if (dirfd >= 0)
+        syscall(SYS_close, dirfd);
+    /* The run directory is gone (or is not the run's any more). */
+    if (err == -ENOENT || err == -EPERM)
+        return off_for_good(-1);
+    if (err != 0) {
+        fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
+        return 0;
+    }
+    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc->seq);
+    return 1;
+}
+
+/* Returns whether this process records, setting it up on first use. */
+static int process_ready(void)
+{
+    for (;;) {
+        int st = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+        if (st == ST_READY)
+            return 1;
+        if (st == ST_OFF)
+            return 0;
+        if (st == ST_UNINIT) {
+            int expect = ST_UNINIT;
+            if (__atomic_compare_exchange_n(&g_state, &expect, ST_BUSY, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                g_setup_tid = (int)syscall(SYS_gettid);
+                int ok = setup_process();
+                __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
+            }
+            continue;
+        }
+        /* Another thread is setting up. If it is this thread (a signal
+         * handler interrupted the set-up), don't wait for ourselves. */
+        if (g_setup_tid == (int)syscall(SYS_gettid))
+            return 0;
+        syscall(SYS_sched_yield);
+    }
+}
+
+/* A thread's first counted call: the process set up if it is not yet,
+ * then the thread's slot. */
+HIDDEN struct slot_rec *fsprof_slot_slow(void)
+{
+    int saved_errno = errno;
+    struct slot_rec *s = process_ready() ? fsprof_pool_thread_slot() : NULL;
+    errno = saved_errno;
+    return s;
+}
+
+/* Reads the environment before the program can change it, and makes every
+ * profiled process appear in the run, even one that makes no call. */
+__attribute__((constructor)) static void fsprof_init(void)
+{
+    fsprof_capture_env();
+    if (g_run.ok) {
+        int saved = errno;
+        (void)process_ready();
+        errno = saved;
+    }
+}

@@ -1,0 +1,171 @@
+/* Finding the run (FSPROF_SHM, read once when the shim loads), checking
+ * that its directory is still the one `fsprof run` made, attaching to its
+ * control file, and saying there which processes could not be profiled.
+ *
+ * A process may outlive its run, and everything under /dev/shm is a shared
+ * name: the directory is opened with O_NOFOLLOW and accepted only if its
+ * device, inode, owner and mode are the ones the environment recorded, and
+ * every file in it is opened relative to that descriptor. Nothing here may
+ * call an interposed function (util.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "run.h"
+#include "util.h"
+
+/* The hot path's parameters (record.h), set once per process. */
+HIDDEN uint32_t g_res = 1, g_nbuckets, g_ctr_size;
+HIDDEN int g_clock;
+HIDDEN uint64_t g_mult;
+HIDDEN const uint64_t *g_thr;
+
+HIDDEN struct run_id g_run;
+HIDDEN struct fsprof_control *g_ctl;
+HIDDEN uint32_t g_max_slots;
+
+/* The run's bucket thresholds, copied: nothing on the hot path reads the
+ * shared file. */
+static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS];
+static int g_env_done;
+
+/* Called from the constructor, before the program can clear its
+ * environment; later lookups use the copy. */
+HIDDEN void fsprof_capture_env(void)
+{
+    if (g_env_done)
+        return;
+    g_env_done = 1;
+    const char *v = getenv(FSPROF_ENV);
+    if (!v)
+        return;
+    uint64_t f[3];
+    for (int k = 0; k < 3; k++) {
+        if (!fsprof_parse_u64(&v, &f[k]) || *v != ':')
+            return;
+        v++;
+    }
+    size_t n = 0;
+    while (v[n] && n < sizeof g_run.path)
+        n++;
+    if (f[2] > UINT32_MAX || n == 0 || n >= sizeof g_run.path || v[0] != '/')
+        return;
+    memcpy(g_run.path, v, n + 1);
+    g_run.dev = f[0];
+    g_run.ino = f[1];
+    g_run.uid = (uint32_t)f[2];
+    g_run.ok = 1;
+}
+
+HIDDEN long fsprof_open_run_dir(void)
+{
+    if (!g_run.ok)
+        return -ENOENT;
+    long fd = syscall(SYS_openat, AT_FDCWD, g_run.path,
+                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        (uint64_t)st.st_dev != g_run.dev || (uint64_t)st.st_ino != g_run.ino ||
+        st.st_uid != g_run.uid || (st.st_mode & 07777) != 0700) {
+        syscall(SYS_close, fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
+HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds)
+{
+    g_res = c->resolution;
+    g_nbuckets = c->nbuckets;
+    g_clock = (int)c->clock;
+    g_mult = c->tsc_mult;
+    g_thr = thresholds;
+    size_t raw = sizeof(struct fsprof_ctr) + (size_t)c->nbuckets * 8;
+    g_ctr_size = (uint32_t)((raw + 63) & ~(size_t)63);
+}
+
+/* Every field is checked before use; the arithmetic cannot overflow once
+ * resolution is bounded. */
+HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size)
+{
+    uint32_t r = h->resolution;
+    if (h->magic != FSPROF_CTL_MAGIC || h->abi_version != FSPROF_ABI_VERSION)
+        return 0;
+    if (r == 0 || r > FSPROF_MAX_RESOLUTION || (r & (r - 1)) != 0)
+        return 0;
+    if (h->nbuckets != 64 * r + 1 || h->clock > FSPROF_CLOCK_TSC ||
+        h->tsc_shift != FSPROF_TICK_SHIFT || h->tsc_mult == 0 || h->tsc_mult > (1ULL << 48))
+        return 0;
+    if (h->max_slots < 2 || h->max_slots > FSPROF_MAX_SLOTS || h->lost_max != FSPROF_LOST_MAX)
+        return 0;
+    return size >= sizeof *h + (uint64_t)h->nbuckets * 8;
+}
+
+HIDDEN long fsprof_attach_control(long dirfd)
+{
+    long fd = syscall(SYS_openat, dirfd, FSPROF_CTL_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    const uint64_t max_size = sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8;
+    void *m = MAP_FAILED;
+    long err = -EINVAL;
+    if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == g_run.uid &&
+        (st.st_mode & 077) == 0 && st.st_size >= (off_t)sizeof(struct fsprof_control) &&
+        (uint64_t)st.st_size <= max_size) {
+        m = (void *)syscall(SYS_mmap, 0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                            fd, 0);
+        if (m == MAP_FAILED)
+            err = -errno;
+    }
+    syscall(SYS_close, fd);
+    if (m == MAP_FAILED)
+        return err;
+    /* Validate a copy, then use only the copy: the file cannot change the
+     * parameters between the check and their use. */
+    struct fsprof_control h;
+    memcpy(&h, m, sizeof h);
+    if (!fsprof_control_valid(&h, (uint64_t)st.st_size)) {
+        syscall(SYS_munmap, m, (size_t)st.st_size);
+        return -EINVAL;
+    }
+    memcpy(g_thr_copy, (char *)m + sizeof h, (size_t)h.nbuckets * 8);
+    g_ctl = m;
+    g_max_slots = h.max_slots;
+    fsprof_apply_params(&h, g_thr_copy);
+    return 0;
+}
+
+HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe)
+{
+    struct fsprof_control *c = g_ctl;
+    if (c == NULL || __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
+        return;
+    uint64_t k = __atomic_fetch_add(&c->lost_count, 1, __ATOMIC_RELAXED);
+    if (k >= FSPROF_LOST_MAX)
+        return;
+    struct fsprof_lost *l = &c->lost[k];
+    l->pid = (int32_t)syscall(SYS_getpid);
+    l->ppid = (int32_t)syscall(SYS_getppid);
+    l->err = err;
+    l->uid = uid;
+    if (exe) {
+        uint32_t n = 0;
+        while (exe[n] && n < FSPROF_LOST_EXE)
+            n++;
+        memcpy(l->exe, exe, n);
+        l->exe_len = n;
+    } else {
+        long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", l->exe, FSPROF_LOST_EXE);
+        l->exe_len = e > 0 ? (uint32_t)e : 0;
+    }
+    __atomic_store_n(&l->what, what, __ATOMIC_RELEASE);
+}

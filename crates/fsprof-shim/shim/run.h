@@ -1,0 +1,45 @@
+/* The run this process belongs to: the run directory FSPROF_SHM names,
+ * checked by its identity, and the run's control file, every field
+ * validated. Above util.h; below the counter pool, tracing and the
+ * process set-up, which call it (it calls none of them). */
+#ifndef FSPROF_RUN_H
+#define FSPROF_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+/* The run directory, as FSPROF_SHM described it when the shim loaded: a
+ * process looks it up by path only to check that what it finds is this
+ * very directory (device, inode, owner, mode 0700), never trusting the
+ * name alone. */
+struct run_id {
+    uint64_t dev, ino;
+    uint32_t uid;
+    int ok;
+    char path[4096];
+};
+extern HIDDEN struct run_id g_run;
+/* The run's control file, mapped; NULL until attached. */
+extern HIDDEN struct fsprof_control *g_ctl;
+extern HIDDEN uint32_t g_max_slots;
+
+/* Reads FSPROF_SHM into g_run, once. */
+HIDDEN void fsprof_capture_env(void);
+/* The run directory, opened by its path and accepted only if it is the
+ * directory the environment names; -errno otherwise. */
+HIDDEN long fsprof_open_run_dir(void);
+/* Maps the control file under the run directory and takes its
+ * parameters; 0, or -errno (-EINVAL: not a valid control file). */
+HIDDEN long fsprof_attach_control(long dirfd);
+/* Records, in the control file, a process this run does not profile.
+ * `exe` names what it runs (NULL: this process's own executable). */
+HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe);
+/* Whether a control header (a private copy) describes a run this shim can
+ * record, given the file's size. */
+HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size);
+/* Takes a valid control header's parameters for the hot path. */
+HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds);
+
+#endif
