@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::compare::{Check, Comparison, LayerShift, Method, OpComparison};
+use fsprof_analysis::compare::{Check, Comparison, LayerShift, OpComparison, Terms};
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
@@ -33,8 +33,8 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let _ = writeln!(
         out,
         "A = {a_name}{}\nB = {b_name}{}",
-        runs(c.runs_a),
-        runs(c.runs_b)
+        runs(c.terms.runs_a),
+        runs(c.terms.runs_b)
     );
     let _ = writeln!(out, "{}", verdict_rule(c));
     for s in c.layer_shifts.iter().filter_map(|s| layer_shift(c, s)) {
@@ -57,21 +57,21 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
 fn verdict_rule(c: &Comparison) -> String {
     let mut s = format!(
         "an op changed when a test finds it beyond the noise between runs (alpha {}, Holm over all tests) and the change moves at least {} of its layer's latency",
-        c.alpha,
-        pct(c.min_share)
+        c.terms.alpha,
+        pct(c.terms.min_share)
     );
-    if c.runs_a == 1 || c.runs_b == 1 {
+    if c.terms.runs_a == 1 || c.terms.runs_b == 1 {
         let _ = write!(
             s,
             "\none run per side: the spread between runs is assumed (±{:.2} powers of two); give several runs per side (A1 A2 A3 --vs B1 B2 B3) to measure it",
-            c.spread
+            c.terms.spread
         );
     }
     let _ = write!(
         s,
         "\nscore {}; ops under {} of calls and latency ignored",
-        c.method,
-        pct(c.negligible)
+        c.terms.method,
+        pct(c.terms.negligible)
     );
     s
 }
@@ -122,21 +122,11 @@ pub struct ComparisonJson<'a> {
 }
 
 /// The comparison as analysis computed it, each op with its reason in
-/// words beside the finding. (Its fields are listed rather than the
-/// comparison flattened in: flattened, its own `ops` would be written
-/// beside these, a key twice.)
+/// words beside the finding.
 #[derive(Serialize)]
 pub struct ComparisonBody<'a> {
-    pub method: Method,
-    pub runs_a: usize,
-    pub runs_b: usize,
-    pub alpha: f64,
-    pub min_share: f64,
-    pub spread: f64,
-    pub spread_df: f64,
-    pub negligible: f64,
-    pub min_calls: u64,
-    pub resolution: Resolution,
+    #[serde(flatten)]
+    pub terms: &'a Terms,
     pub ops: Vec<OpJson<'a>>,
     pub layer_shifts: &'a [LayerShift],
 }
@@ -157,16 +147,7 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         b: b_name,
         interesting: c.any_interesting(),
         comparison: ComparisonBody {
-            method: c.method,
-            runs_a: c.runs_a,
-            runs_b: c.runs_b,
-            alpha: c.alpha,
-            min_share: c.min_share,
-            spread: c.spread,
-            spread_df: c.spread_df,
-            negligible: c.negligible,
-            min_calls: c.min_calls,
-            resolution: c.resolution,
+            terms: &c.terms,
             layer_shifts: &c.layer_shifts,
             ops: c
                 .ops

@@ -146,7 +146,7 @@ pub fn test_verdict(c: &Comparison, k: &Check) -> String {
         None => format!(
             "moves {} of the latency, under {}: cannot decide",
             pct(k.moved),
-            pct(c.min_share)
+            pct(c.terms.min_share)
         ),
         Some(l) if k.decides => format!("p {} ≤ {}{spread}", p_value(k.p_value), p_value(l)),
         Some(l) if k.p_value <= l => format!(
@@ -212,14 +212,14 @@ pub fn compare_reason(c: &Comparison, o: &OpComparison) -> String {
         Finding::Negligible => {
             return format!(
                 "{name}: negligible (under {} of calls and latency on both sides)",
-                pct(c.negligible)
+                pct(c.terms.negligible)
             )
         }
         Finding::Compared(d) => d,
     };
     let mut parts = Vec::new();
     if let Some(l) = &d.lead {
-        parts.push(peak_change(l, c.resolution, u));
+        parts.push(peak_change(l, c.terms.resolution, u));
     }
     parts.extend(verdict(c, o, u));
     if let Some(s) = o.score {
@@ -242,8 +242,11 @@ fn one_sided(c: &Comparison, o: &OpComparison, counts: bool) -> String {
     };
     let minor = if counts {
         String::new()
-    } else if share < c.min_share {
-        format!(" (under {}: does not count as a change)", pct(c.min_share))
+    } else if share < c.terms.min_share {
+        format!(
+            " (under {}: does not count as a change)",
+            pct(c.terms.min_share)
+        )
     } else {
         format!(" (not in every run of {side}: does not count as a change)")
     };

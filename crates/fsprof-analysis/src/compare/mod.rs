@@ -206,6 +206,19 @@ impl LayerShift {
 /// The result of [`compare_runs`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// How it was compared (flattened: its fields are the comparison's).
+    #[serde(flatten)]
+    pub terms: Terms,
+    /// Interesting ops first, ranked (appeared/disappeared ops, then by
+    /// the deciding p-value), then all the others by score.
+    pub ops: Vec<OpComparison>,
+    /// Per layer, the shift all its ops shared.
+    pub layer_shifts: Vec<LayerShift>,
+}
+
+/// The terms of a comparison: what was compared and what decided.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Terms {
     pub method: Method,
     /// Runs on each side.
     pub runs_a: usize,
@@ -221,11 +234,6 @@ pub struct Comparison {
     /// The resolution the histograms were compared (and peak indices are
     /// expressed) at.
     pub resolution: Resolution,
-    /// Interesting ops first, ranked (appeared/disappeared ops, then by
-    /// the deciding p-value), then all the others by score.
-    pub ops: Vec<OpComparison>,
-    /// Per layer, the shift all its ops shared.
-    pub layer_shifts: Vec<LayerShift>,
 }
 
 impl Comparison {
@@ -300,16 +308,18 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
     let layer_shifts = verdict::judge(&mut ops, (a, b), res, opts);
     rank(&mut ops);
     Comparison {
-        method: opts.method,
-        runs_a: a.len(),
-        runs_b: b.len(),
-        alpha: opts.alpha,
-        min_share: opts.min_share,
-        spread: opts.spread,
-        spread_df: opts.spread_df,
-        negligible: opts.negligible,
-        min_calls: opts.min_calls,
-        resolution: res,
+        terms: Terms {
+            method: opts.method,
+            runs_a: a.len(),
+            runs_b: b.len(),
+            alpha: opts.alpha,
+            min_share: opts.min_share,
+            spread: opts.spread,
+            spread_df: opts.spread_df,
+            negligible: opts.negligible,
+            min_calls: opts.min_calls,
+            resolution: res,
+        },
         ops,
         layer_shifts,
     }

@@ -339,7 +339,7 @@ fn repeated_runs_measure_the_spread_a_change_must_stand_out_from() {
         read.decided_by().unwrap().spread,
         Spread::Runs { .. }
     ));
-    assert_eq!((c.runs_a, c.runs_b, c.exit_code()), (3, 3, 1));
+    assert_eq!((c.terms.runs_a, c.terms.runs_b, c.exit_code()), (3, 3, 1));
     let loose: Vec<Profile> = [-4, 0, 4].iter().map(|&w| at_res(run(40, w))).collect();
     let loose_b: Vec<Profile> = [-4, 0, 4].iter().map(|&w| at_res(run(44, w))).collect();
     let c = compare_runs(&loose, &loose_b, &Default::default());
