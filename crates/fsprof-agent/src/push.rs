@@ -111,11 +111,9 @@ fn run(cfg: &Otlp, collector: &Mutex<Collector>, stop: &(Mutex<bool>, Condvar)) 
         if stopping || now >= next {
             let (body, t) = payload(&mut lock(), cfg.format);
             ctype = t;
-            if queue.len() >= cfg.buffer {
-                queue.pop_front();
+            if enqueue(&mut queue, body, cfg.buffer) {
                 lock().otlp_dropped += 1;
             }
-            queue.push_back(body);
             next = now + cfg.interval;
         }
         if stopping || retry.is_none_or(|r| now >= r) {
@@ -146,6 +144,18 @@ fn run(cfg: &Otlp, collector: &Mutex<Collector>, stop: &(Mutex<bool>, Condvar)) 
             return;
         }
     }
+}
+
+/// Adds a push to the retry buffer of at most `cap`; true when the oldest
+/// was dropped to make room (the newest is cumulative: it says all the
+/// dropped one did).
+fn enqueue(queue: &mut VecDeque<Vec<u8>>, body: Vec<u8>, cap: usize) -> bool {
+    let full = queue.len() >= cap;
+    if full {
+        queue.pop_front();
+    }
+    queue.push_back(body);
+    full
 }
 
 /// Sleeps until `t` or until stopped; true when stopped.
@@ -224,6 +234,14 @@ mod tests {
             .unwrap();
         let r = post(&agent, &format!("http://{port}/v1/metrics"), "x", b"BODY");
         assert!(matches!(r, Sent::Failed(_)), "{r:?}");
+    }
+
+    #[test]
+    fn the_buffer_keeps_the_newest_pushes() {
+        let mut q = VecDeque::new();
+        let dropped: Vec<bool> = (0u8..5).map(|k| enqueue(&mut q, vec![k], 3)).collect();
+        assert_eq!(dropped, [false, false, false, true, true]);
+        assert_eq!(q, [vec![2], vec![3], vec![4]]);
     }
 
     #[test]

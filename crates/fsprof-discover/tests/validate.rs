@@ -393,3 +393,101 @@ fn an_autoclear_loop_device_is_not_remounted() {
     assert_eq!(c.method, ColdMethod::DropCaches, "{}", c.why);
     assert!(c.why.contains("autoclear"), "{}", c.why);
 }
+
+/// Maps (and faults in) the first file named `name` that appears under
+/// `dir/.fsprof-discover-*/`, and keeps it mapped until dropped: pages
+/// mapped into a process cannot be dropped by fadvise or drop_caches, as
+/// when another program has a file of the file system mapped.
+struct Mapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<bool>>,
+}
+
+impl Mapper {
+    fn new(dir: &Path, name: &'static str) -> Mapper {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let dir = dir.to_path_buf();
+        let thread = std::thread::spawn(move || {
+            let file = loop {
+                if s.load(Ordering::Relaxed) {
+                    return false;
+                }
+                let found = std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path().join(name))
+                    .find(|p| std::fs::metadata(p).is_ok_and(|m| m.len() >= 4 << 20));
+                match found.and_then(|p| std::fs::File::open(p).ok()) {
+                    Some(f) => break f,
+                    None => std::thread::sleep(Duration::from_millis(5)),
+                }
+            };
+            let map = fsprof_discover::testing::map_every_page(&file).unwrap();
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            drop(map);
+            true
+        });
+        Mapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Whether the file was found and mapped.
+    fn finish(mut self) -> bool {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().is_some_and(|t| t.join().unwrap())
+    }
+}
+
+impl Drop for Mapper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Read-ahead's test file mapped by another program: no cooling can make
+/// it cold, so read-ahead is undetermined with the reason and the ways
+/// that could still work, and the block size measured in the same run is
+/// kept. On a disk directory, with fadvise: no root needed.
+#[test]
+fn a_cache_that_will_not_go_cold_loses_only_its_own_finding() {
+    let d = fsprof_testkit::disk_tempdir();
+    let mapper = Mapper::new(d.path(), "readahead");
+    let opts = Options {
+        dir: d.path().to_path_buf(),
+        what: vec![Parameter::BlockSize, Parameter::Readahead],
+        iterations: Some(2),
+        device: None,
+        cold: ColdChoice::Only(ColdMethod::Fadvise),
+        cgroup_limit: None,
+        command: vec!["test".into()],
+    };
+    let stop = || false;
+    let r = discover(
+        &opts,
+        &mut Ctx {
+            progress: &mut Silent,
+            stop: &stop,
+        },
+    )
+    .expect("the discovery ends with its findings");
+    assert!(mapper.finish(), "the test file was mapped");
+    let b = finding(&r, Parameter::BlockSize);
+    assert_eq!(b.status, Status::Found, "{}", evidence(b));
+    let f = finding(&r, Parameter::Readahead);
+    assert_eq!(f.status, Status::Undetermined, "{}", evidence(f));
+    let why = f.reason.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("stayed cached after fadvise") && why.contains("--cold drop-caches"),
+        "{why}"
+    );
+    assert!(f.value.is_none() && f.confidence.is_none());
+    let text = fsprof_discover::render::text(&r);
+    assert!(text.contains("undetermined"), "{text}");
+}

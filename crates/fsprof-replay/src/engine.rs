@@ -328,7 +328,7 @@ impl Engine<'_> {
 
     /// Runs the replay; `progress` receives the number of completed
     /// commands about every 100 ms (on the calling thread).
-    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Run {
+    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<Run, ThreadPanic> {
         let c = self.compiled;
         let progs = self.programs();
         let done: Vec<Done> = progs.iter().map(|_| Done(AtomicU32::new(0))).collect();
@@ -362,7 +362,8 @@ impl Engine<'_> {
                 .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
                     let shared = &shared;
-                    (t, sc.spawn(move || self.thread(t, prog, shared)))
+                    let body = move || self.thread(t, prog, shared);
+                    (t, sc.spawn(move || guarded(shared.abort, body)))
                 })
                 .collect();
             while handles.iter().any(|(_, h)| !h.is_finished()) {
@@ -377,11 +378,15 @@ impl Engine<'_> {
                 .iter()
                 .map(|_| (Vec::new(), Usage::default()))
                 .collect();
+            let mut panicked = None;
             for (t, h) in handles {
-                recs[t] = h.join().expect("a replay thread panicked");
+                match h.join() {
+                    Ok(Ok(r)) => recs[t] = r,
+                    Ok(Err(p)) | Err(p) => panicked = Some(ThreadPanic::new(t, &*p)),
+                }
             }
-            recs
-        });
+            panicked.map_or(Ok(recs), Err)
+        })?;
         // The pairs are each uncertain by ~100 ns: 10 ms apart at least,
         // the rate through them is exact to 1e-5.
         let mut end = ticks.pair();
@@ -393,7 +398,7 @@ impl Engine<'_> {
         let to_ns = ToNs::new(begin, end);
         let (outcomes, elapsed_ns) = self.outcomes(&progs, &recs, start, to_ns);
         progress(c.commands.len() as u64);
-        Run {
+        Ok(Run {
             outcomes,
             elapsed_ns,
             aborted: abort.load(Ordering::Relaxed),
@@ -402,7 +407,7 @@ impl Engine<'_> {
             cpu_ns: recs.iter().map(|r| r.1.cpu_ns).sum(),
             realtime_threads: recs.iter().filter(|r| r.1.realtime).count() as u64,
             threads: progs.iter().filter(|p| !p.steps.is_empty()).count() as u64,
-        }
+        })
     }
 
     /// One replay thread: its records, and its resource use from its start
@@ -543,6 +548,36 @@ const START_DELAY_NS: u64 = 5_000_000;
 const MIN_SPAN_NS: u64 = 10_000_000;
 /// An error above this is counted under its dominant cause ([`Late`]).
 pub const LATE_NS: u64 = 10_000;
+
+/// A replay thread that panicked: a fault in fsprof, reported as an error
+/// of the replay rather than as fsprof's own panic.
+#[derive(Debug, thiserror::Error)]
+#[error("replay thread {thread} failed ({message}); the replay was stopped. This is a bug in fsprof: please report it with the trace")]
+pub struct ThreadPanic {
+    pub thread: usize,
+    pub message: String,
+}
+
+impl ThreadPanic {
+    fn new(thread: usize, payload: &(dyn std::any::Any + Send)) -> ThreadPanic {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        ThreadPanic { thread, message }
+    }
+}
+
+/// Runs a replay thread's body; a panic in it sets `abort`, so that the
+/// threads waiting on its commands stop instead of waiting for ever.
+fn guarded<T>(abort: &AtomicBool, body: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    if r.is_err() {
+        abort.store(true, Ordering::Relaxed);
+    }
+    r
+}
 
 /// Waits until thread `u` has completed command `idx`: None on abort, else
 /// whether it had to wait at all.
@@ -717,6 +752,31 @@ impl Usage {
 mod tests {
     use super::*;
 
+    /// A panicking replay thread stops the others (abort) and comes back as
+    /// an error naming the thread and the panic, not as fsprof's panic.
+    #[test]
+    fn a_panicking_thread_aborts_the_others_and_is_an_error() {
+        let abort = AtomicBool::new(false);
+        assert_eq!(guarded(&abort, || 7).unwrap(), 7);
+        assert!(!abort.load(Ordering::Relaxed));
+        let r = std::thread::scope(|sc| {
+            let abort = &abort;
+            let h = sc.spawn(move || guarded(abort, || -> u32 { panic!("slot {} gone", 3) }));
+            h.join()
+        });
+        assert!(abort.load(Ordering::Relaxed));
+        let p = r.unwrap().unwrap_err();
+        let e = ThreadPanic::new(2, &*p);
+        assert_eq!(e.message, "slot 3 gone");
+        assert!(
+            e.to_string()
+                .starts_with("replay thread 2 failed (slot 3 gone)"),
+            "{e}"
+        );
+        let p = std::panic::catch_unwind(|| panic!("fixed")).unwrap_err();
+        assert_eq!(ThreadPanic::new(0, &*p).message, "fixed");
+    }
+
     #[test]
     fn an_anchor_maps_ns_to_ticks_on_both_sides() {
         let a = Anchor {
@@ -781,7 +841,7 @@ mod tests {
         // agree to well under this.
         let slack = 2_000;
         for speed in [1.0, 2.0] {
-            let run = engine(Pace::Speed(speed)).run(&mut |_| {});
+            let run = engine(Pace::Speed(speed)).run(&mut |_| {}).unwrap();
             assert!(!run.aborted);
             for (o, &tr) in run.outcomes.iter().zip(&t) {
                 let due = (tr as f64 / speed) as u64;
@@ -801,7 +861,7 @@ mod tests {
                 run.elapsed_ns
             );
         }
-        let run = engine(Pace::Afap).run(&mut |_| {});
+        let run = engine(Pace::Afap).run(&mut |_| {}).unwrap();
         assert!(run.outcomes.iter().all(|o| o.issued && o.error_ns == 0));
         assert!(run.elapsed_ns < *t.last().unwrap(), "{}", run.elapsed_ns);
     }

@@ -1,5 +1,7 @@
 //! Rules the whole test suite keeps, checked on every run.
 
+use std::os::unix::fs::PermissionsExt;
+
 use fsprof_testkit::{in_ci, workspace};
 
 /// Tests that need root or programs outside cargo are `#[ignore]`d (see
@@ -277,5 +279,80 @@ fn crate_dependencies_follow_the_shape() {
         seen,
         SHAPE.len(),
         "a crate of SHAPE is not in the workspace"
+    );
+}
+
+/// `./scripts/test-all` runs the same tests the same way on a laptop and
+/// under CI=true: every test, none skipped after a first failure (nextest
+/// stops at the first by default; 89 run and 486 not run was what a
+/// developer saw). Run with stand-ins for `id` (root) and `cargo` (which
+/// records its arguments), so nothing is installed, linted or built.
+#[test]
+fn test_all_runs_everything_in_and_out_of_ci() {
+    let fake = tempfile::tempdir().unwrap();
+    let log = fake.path().join("cargo.log");
+    let script = |name: &str, body: &str| {
+        let p = fake.path().join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script("id", "echo 0");
+    script(
+        "cargo",
+        r#"if [ "$1" = metadata ]; then echo '{"target_directory": "/nonexistent"}'; exit 0; fi
+echo "$*" >> "$FAKE_CARGO_LOG""#,
+    );
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut runs = Vec::new();
+    for ci in [None, Some("true")] {
+        let _ = std::fs::remove_file(&log);
+        let mut c = std::process::Command::new(workspace().join("scripts/test-all"));
+        c.args(["--no-install", "--no-lint", "-E", "test(x)"])
+            .env("PATH", &path)
+            .env("FAKE_CARGO_LOG", &log)
+            .env_remove("CI");
+        if let Some(v) = ci {
+            c.env("CI", v);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        runs.push(std::fs::read_to_string(&log).unwrap());
+    }
+    assert_eq!(runs[0], runs[1], "test-all runs differently under CI=true");
+    assert!(
+        runs[0].starts_with("nextest run --workspace --run-ignored all"),
+        "{}",
+        runs[0]
+    );
+    assert!(
+        runs[0].contains("--no-fail-fast"),
+        "stops at the first failure: {}",
+        runs[0]
+    );
+    assert!(runs[0].trim_end().ends_with("-E test(x)"), "{}", runs[0]);
+}
+
+/// No non-test function is over 100 lines, counted from its `fn` line to
+/// its closing brace, comments included (`scripts/long-functions`, which
+/// also reads the shim's C); clippy's too_many_lines counts code lines
+/// only, so a long function with long comments would pass it.
+#[test]
+fn no_function_is_over_100_lines() {
+    let root = workspace();
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/long-functions"))
+        .arg(&root)
+        .arg("100")
+        .output()
+        .expect("python3 runs scripts/long-functions");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.trim().is_empty(),
+        "functions over 100 lines (split them where a name explains a part):\n{listed}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -26,7 +26,7 @@ and a cgroup gone for --cgroup-ttl is forgotten.
 
 --syscalls adds the syscall layer. It costs per system call, not per I/O:
 about 1.2-1.3x the time of syscall-heavy work (a warm grep -r), against the
-other layers' cost per request; see docs/overhead.md.
+other layers' cost per request; see docs/fleet.md and docs/benchmarks/agent.md.
 
 Settings come from the defaults, then --config FILE (TOML, the flags' names
 without the dashes: top = 20, cgroup-ttl = \"10m\"), then the flags. SIGHUP

@@ -15,6 +15,16 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// The method of a parameter, in a sentence.
+pub fn method_of(p: crate::Parameter) -> &'static str {
+    match p {
+        crate::Parameter::BlockSize => block_size::METHOD,
+        crate::Parameter::Readahead => readahead::METHOD,
+        crate::Parameter::PageCache => page_cache::METHOD,
+        crate::Parameter::DirectBlocks => direct_blocks::METHOD,
+    }
+}
+
 /// Creates a new file (never an existing one: the scratch directory is
 /// private, so one there is not ours to overwrite).
 pub(crate) fn create_new(path: &Path) -> io::Result<File> {
