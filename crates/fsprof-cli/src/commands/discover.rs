@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use fsprof_capture::Output;
 use fsprof_core::format::write_atomic;
 use fsprof_discover::{
-    ColdChoice, ColdMethod, Ctx, DiscoverError, Options, Parameter, Progress, Silent,
+    ColdChoice, ColdMethod, Ctx, DiscoverError, Options, Parameter, Progress, Report, Silent,
 };
 use fsprof_sys::signals::{StopSignals, Wake};
 
@@ -149,24 +149,6 @@ fn write_plots(dir: &Path, r: &fsprof_discover::Report, force: bool) -> Result<(
     Ok(())
 }
 
-/// The library's options from the command line.
-fn options(a: &DiscoverArgs) -> Options {
-    Options {
-        dir: a.dir.clone(),
-        what: parameters(&a.what),
-        iterations: a.iterations,
-        device: a.device.clone(),
-        cold: match a.cold {
-            ColdArg::Auto => ColdChoice::Auto,
-            ColdArg::Remount => ColdChoice::Only(ColdMethod::Remount),
-            ColdArg::DropCaches => ColdChoice::Only(ColdMethod::DropCaches),
-            ColdArg::Fadvise => ColdChoice::Only(ColdMethod::Fadvise),
-        },
-        cgroup_limit: a.cgroup_limit,
-        command: std::env::args().collect(),
-    }
-}
-
 pub fn discover(a: DiscoverArgs) -> Result<i32> {
     for path in [&a.output, &a.profile].into_iter().flatten() {
         Output {
@@ -211,20 +193,39 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     };
     let result = fsprof_discover::discover(&opts, &mut ctx);
     drop(bar);
-    match result {
-        Ok(report) => write_all(&a, &report).map(|()| 0),
+    let report = match result {
+        Ok(r) => r,
         Err(DiscoverError::Interrupted) => {
             let signo = stopped.get().unwrap_or(libc::SIGINT);
             fsprof_sys::diag!("fsprof: interrupted; test files removed, nothing written");
-            Ok(128 + signo)
+            return Ok(128 + signo);
         }
-        Err(e) => Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    write_results(&a, &report)?;
+    Ok(0)
+}
+
+fn options(a: &DiscoverArgs) -> Options {
+    Options {
+        dir: a.dir.clone(),
+        what: parameters(&a.what),
+        iterations: a.iterations,
+        device: a.device.clone(),
+        cold: match a.cold {
+            ColdArg::Auto => ColdChoice::Auto,
+            ColdArg::Remount => ColdChoice::Only(ColdMethod::Remount),
+            ColdArg::DropCaches => ColdChoice::Only(ColdMethod::DropCaches),
+            ColdArg::Fadvise => ColdChoice::Only(ColdMethod::Fadvise),
+        },
+        cgroup_limit: a.cgroup_limit,
+        command: std::env::args().collect(),
     }
 }
 
-/// The findings (text or JSON, to stdout or -o), the latency profile and
-/// the figures, as asked.
-fn write_all(a: &DiscoverArgs, report: &fsprof_discover::Report) -> Result<()> {
+/// The findings (to -o or standard output, the table on standard error
+/// beside a file), the latency profile and the figures.
+fn write_results(a: &DiscoverArgs, report: &Report) -> Result<()> {
     let text = fsprof_discover::render::text(report);
     let findings = match pick_format(a.format, a.output.as_deref(), TextOrJson::Text) {
         TextOrJson::Text => text.clone(),
