@@ -29,7 +29,7 @@ use std::io;
 use crate::attach::{map, prog_name};
 use crate::insn::{helper, Alu, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use crate::privs;
-use crate::progs::{begin, begin_enter, delete, end, ld_field, lookup, update, Filter};
+use crate::progs::{begin, delete, end, ld_field, lookup, update, Filter};
 use crate::ring::Ring;
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::tracefs::{self, Tracepoint};
@@ -287,7 +287,11 @@ impl FaultSession {
     /// Adds a process (and the children it forks from now on).
     pub fn follow(&self, pid: i32) -> Result<(), Error> {
         self.targets
-            .update(&(pid as u32).to_le_bytes(), &1u32.to_le_bytes(), sys::BPF_ANY)
+            .update(
+                &(pid as u32).to_le_bytes(),
+                &1u32.to_le_bytes(),
+                sys::BPF_ANY,
+            )
             .map_err(|err| Error::Read {
                 name: "fsprof_ftargets".into(),
                 err,
@@ -327,9 +331,14 @@ impl FaultSession {
             (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
         ] {
             let name = prog_name(if major { "fault_maj" } else { "fault_min" });
-            let prog = load(&name, sys::PROG_PERF_EVENT, &end_prog(st, s.ring.fd(), s.lost.fd(), major))?;
+            let prog = load(
+                &name,
+                sys::PROG_PERF_EVENT,
+                &end_prog(st, s.ring.fd(), s.lost.fd(), major),
+            )?;
             for cpu in online_cpus() {
-                let att = sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
+                let att =
+                    sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
                 s._atts.push(att);
             }
             s._progs.push(prog);
@@ -359,7 +368,11 @@ impl FaultSession {
         Ok(())
     }
 
-    fn tracepoint(&mut self, tp: &Tracepoint, insns: Result<Vec<Insn>, Error>) -> Result<(), Error> {
+    fn tracepoint(
+        &mut self,
+        tp: &Tracepoint,
+        insns: Result<Vec<Insn>, Error>,
+    ) -> Result<(), Error> {
         let name = prog_name(&tp.name);
         let prog = load(&name, sys::PROG_TRACEPOINT, &insns?)?;
         let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
@@ -422,7 +435,15 @@ mod tests {
 
     #[test]
     fn events_parse_back() {
-        let words = [5u64, 7, (42u64 << 32) | 43, 0x7000_1234, PF_WRITE | MAJOR_BIT, 3, 18];
+        let words = [
+            5u64,
+            7,
+            (42u64 << 32) | 43,
+            0x7000_1234,
+            PF_WRITE | MAJOR_BIT,
+            3,
+            18,
+        ];
         let b: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let f = Fault::parse(&b).unwrap();
         assert_eq!(

@@ -69,8 +69,15 @@ fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
         v.sort();
         v
     };
-    assert_eq!(pages(addrs[0], false), (0..64).collect::<Vec<_>>(), "{faults:?}");
-    assert_eq!(pages(addrs[1], true), (0..64).step_by(3).collect::<Vec<_>>());
+    assert_eq!(
+        pages(addrs[0], false),
+        (0..64).collect::<Vec<_>>(),
+        "{faults:?}"
+    );
+    assert_eq!(
+        pages(addrs[1], true),
+        (0..64).step_by(3).collect::<Vec<_>>()
+    );
     let reads: Vec<&Fault> = faults
         .iter()
         .filter(|f| !f.write && f.addr >= addrs[0] && f.addr < addrs[0] + 64 * 4096)

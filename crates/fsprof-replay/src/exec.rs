@@ -1091,7 +1091,8 @@ impl<'a> Exec<'a> {
         if off >= len || n > len - off {
             return err(libc::ENOMEM);
         }
-        let prot = s.prot[c.slot.expect("a mapping's slot") as usize].load(Ordering::Relaxed) as i32;
+        let prot =
+            s.prot[c.slot.expect("a mapping's slot") as usize].load(Ordering::Relaxed) as i32;
         let at = (p as usize + off as usize) as *mut u8;
         let ok = match kind {
             Kind::MappedWrite if prot & libc::PROT_WRITE == 0 => return err(libc::EACCES),

@@ -187,7 +187,8 @@ impl TraceSource {
             *streams.entry((FAULT_STREAMS, tid)).or_insert(next)
         };
         if let Err(e) = m.flush(w, last, stream_of) {
-            self.notes.push(format!("lost page faults of the trace: {e}"));
+            self.notes
+                .push(format!("lost page faults of the trace: {e}"));
         }
     }
 
@@ -288,7 +289,9 @@ impl TraceSource {
                                 }
                                 writer.push_to(l.stream, &Record::Process(p))
                             }
-                            chunks::Parsed::Mapped(m) => writer.push_to(l.stream, &Record::Mapped(m)),
+                            chunks::Parsed::Mapped(m) => {
+                                writer.push_to(l.stream, &Record::Mapped(m))
+                            }
                         };
                         w.map_err(|e| {
                             lost = Some(e.to_string());
@@ -399,7 +402,11 @@ impl TraceSource {
         };
         let ops = m.ops();
         if !ops.is_empty() {
-            match fin.layers.iter_mut().find(|l| l.name == fsprof_core::profile::layer::USER) {
+            match fin
+                .layers
+                .iter_mut()
+                .find(|l| l.name == fsprof_core::profile::layer::USER)
+            {
                 Some(l) => l.ops.extend(ops),
                 None => {
                     let mut l = Layer::new(fsprof_core::profile::layer::USER);

@@ -59,7 +59,6 @@ pub fn compile(trace: &Path, out: &Path, force: bool) -> Result<CompileStats, Tr
     let threads = assign_threads(trace)?;
     let mut reader = TraceReader::open(trace)?;
     let mut c = Compiler::new(threads);
-    c.faults_captured = reader.header.mapped_accesses == crate::file::MAPPED_BY_FAULTS;
     while let Some(r) = reader.next_record()? {
         match r {
             Record::Process(p) => c.process(&p),
@@ -173,8 +172,6 @@ struct Compiler {
     maps: HashMap<i32, maps::Maps>,
     /// Stores through mappings whose bytes are still to come ([`maps`]).
     pending_stores: maps::Pending,
-    /// The trace followed page faults: contents fill the stores it saw.
-    faults_captured: bool,
     slots: Vec<Option<Slot>>,
     free_slots: BinaryHeap<Reverse<u32>>,
     hazards: HashMap<Key, Hazard>,
@@ -357,7 +354,6 @@ impl Compiler {
             fds: HashMap::new(),
             maps: HashMap::new(),
             pending_stores: HashMap::new(),
-            faults_captured: false,
             slots: Vec::new(),
             free_slots: BinaryHeap::new(),
             hazards: HashMap::new(),

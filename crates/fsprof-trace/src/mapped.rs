@@ -29,26 +29,34 @@ use crate::file::{TraceError, TraceWriter};
 /// beyond it they are dropped as unresolvable).
 const MAX_WAITING: usize = 1 << 20;
 
-/// Address ranges (start → end) a process ever had mapped from a file.
-type Ranges = BTreeMap<u64, u64>;
+/// Address ranges a process ever had mapped from a file: start → (end,
+/// when the first mapping merged into it was made, CLOCK_MONOTONIC ns).
+type Ranges = BTreeMap<u64, (u64, u64)>;
 
-/// Adds `[lo, hi)`, merged with the ranges it overlaps or touches.
-fn add_range(r: &mut Ranges, mut lo: u64, mut hi: u64) {
-    let hit: Vec<(u64, u64)> = r
+/// Adds `[lo, hi)` mapped at `t`, merged with the ranges it overlaps or
+/// touches.
+fn add_range(r: &mut Ranges, mut lo: u64, mut hi: u64, mut t: u64) {
+    let hit: Vec<(u64, (u64, u64))> = r
         .range(..=hi)
-        .filter(|(_, &e)| e >= lo)
-        .map(|(&s, &e)| (s, e))
+        .filter(|(_, &(e, _))| e >= lo)
+        .map(|(&s, &v)| (s, v))
         .collect();
-    for (s, e) in hit {
+    for (s, (e, made)) in hit {
         r.remove(&s);
         lo = lo.min(s);
         hi = hi.max(e);
+        t = t.min(made);
     }
-    r.insert(lo, hi);
+    r.insert(lo, (hi, t));
 }
 
-fn covers(r: &Ranges, addr: u64) -> bool {
-    r.range(..=addr).next_back().is_some_and(|(_, &e)| addr < e)
+/// Whether `addr` was in a file mapping at `t`, as far as the merged
+/// ranges tell: a fault before any mapping there was made is of the
+/// anonymous memory the address held first.
+fn covers(r: &Ranges, addr: u64, t: u64) -> bool {
+    r.range(..=addr)
+        .next_back()
+        .is_some_and(|(_, &(e, made))| addr < e && made <= t)
 }
 
 /// Page faults of the traced processes, on their way into the trace.
@@ -107,6 +115,7 @@ impl MappedCapture {
                 self.ranges.entry(c.pid).or_default(),
                 lo,
                 lo.saturating_add(len),
+                c.start_ns,
             );
         }
     }
@@ -141,7 +150,11 @@ impl MappedCapture {
                 }
                 continue;
             }
-            if !self.ranges.get(&f.pid).is_some_and(|r| covers(r, f.addr)) {
+            if !self
+                .ranges
+                .get(&f.pid)
+                .is_some_and(|r| covers(r, f.addr, f.start_ns))
+            {
                 self.outside += 1;
                 continue;
             }
@@ -166,7 +179,11 @@ impl MappedCapture {
 
     /// The ops of the profile beside the trace (those with faults).
     pub fn ops(&self) -> Vec<OpStats> {
-        self.stats.iter().filter(|s| s.count() > 0).cloned().collect()
+        self.stats
+            .iter()
+            .filter(|s| s.count() > 0)
+            .cloned()
+            .collect()
     }
 
     /// Faults the kernel reported none of (the ring was full, or a
@@ -188,12 +205,15 @@ mod tests {
     #[test]
     fn ranges_merge_and_cover() {
         let mut r = Ranges::new();
-        add_range(&mut r, 0x1000, 0x9000);
-        add_range(&mut r, 0x2000, 0x3000);
-        add_range(&mut r, 0x9000, 0xa000);
-        add_range(&mut r, 0x20000, 0x21000);
+        add_range(&mut r, 0x1000, 0x9000, 50);
+        add_range(&mut r, 0x2000, 0x3000, 60);
+        add_range(&mut r, 0x9000, 0xa000, 40);
+        add_range(&mut r, 0x20000, 0x21000, 100);
         assert_eq!(r.len(), 2, "{r:?}");
-        assert!(covers(&r, 0x5000) && covers(&r, 0x9fff) && covers(&r, 0x20000));
-        assert!(!covers(&r, 0xa000) && !covers(&r, 0xfff) && !covers(&r, 0x21000));
+        let at = |a| covers(&r, a, 100);
+        assert!(at(0x5000) && at(0x9fff) && at(0x20000));
+        assert!(!at(0xa000) && !at(0xfff) && !at(0x21000));
+        assert!(covers(&r, 0x5000, 40), "made at the earliest merged");
+        assert!(!covers(&r, 0x20000, 99), "a fault before the mmap");
     }
 }

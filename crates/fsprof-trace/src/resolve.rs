@@ -40,11 +40,24 @@ fn unmap(maps: &mut BTreeMap<u64, Mapping>, lo: u64, hi: u64) {
         let m = maps.remove(&s).expect("a mapping just found");
         let e = s.saturating_add(m.len);
         if s < lo {
-            maps.insert(s, Mapping { len: lo - s, ..m.clone() });
+            maps.insert(
+                s,
+                Mapping {
+                    len: lo - s,
+                    ..m.clone()
+                },
+            );
         }
         if e > hi {
             let offset = m.offset.saturating_add(hi - s);
-            maps.insert(hi, Mapping { len: e - hi, path: m.path, offset });
+            maps.insert(
+                hi,
+                Mapping {
+                    len: e - hi,
+                    path: m.path,
+                    offset,
+                },
+            );
         }
     }
 }

@@ -368,7 +368,11 @@ fn pid_tid(pid: i32, tid: i32) -> String {
 /// said of it.
 pub fn text_mapped(m: &Mapped, start: u64) -> String {
     let at = match (&m.resolved, m.offset) {
-        (Some(p), Some(o)) => format!("{:#x}{}", m.addr, angle(&[p.as_slice(), format!("+{o:#x}").as_bytes()].concat())),
+        (Some(p), Some(o)) => format!(
+            "{:#x}{}",
+            m.addr,
+            angle(&[p.as_slice(), format!("+{o:#x}").as_bytes()].concat())
+        ),
         _ => format!("{:#x}", m.addr),
     };
     let mut notes = Vec::new();
@@ -547,14 +551,24 @@ fn csv_mapped(m: &Mapped) -> String {
                 .map(|b| String::from_utf8_lossy(b).into_owned())
                 .unwrap_or_default(),
         ),
-        ("offset", m.offset.map(|o| o.to_string()).unwrap_or_default()),
+        (
+            "offset",
+            m.offset.map(|o| o.to_string()).unwrap_or_default(),
+        ),
         ("len", len.to_string()),
         ("data", csv_data(&m.data)),
     ] {
-        let i = CSV_COLUMNS.iter().position(|c| *c == k).expect("a CSV column");
+        let i = CSV_COLUMNS
+            .iter()
+            .position(|c| *c == k)
+            .expect("a CSV column");
         fields[i] = v;
     }
-    fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")
+    fields
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn csv_call(c: &Call) -> String {

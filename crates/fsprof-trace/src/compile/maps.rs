@@ -10,9 +10,10 @@
 //! page's offset in the mapping. A store's bytes come later in the trace
 //! (the contents of the written pages, captured at the `msync` or
 //! `munmap` after it, `--data full`): the compiler fills them into the
-//! store's command when they come. Without captured faults (an
-//! unprivileged capture), contents are replayed as stores of their own,
-//! just before the `msync` or `munmap` they were captured at.
+//! store's command when they come. Contents no store's fault was seen for
+//! (an unprivileged capture, a large folio mapped writable whole at one
+//! fault) are replayed as stores of their own, just before the `msync` or
+//! `munmap` they were captured at.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -121,7 +122,8 @@ impl Compiler {
         let write = m.access == Touch::Write;
         let Some(op) = m.op() else { return };
         let path = self.strings[map.node as usize].clone();
-        self.initial.mapped(&path, map.file_off + page, write && map.shared);
+        self.initial
+            .mapped(&path, map.file_off + page, write && map.shared);
         let cmd = Command {
             t_ns: m.start_ns,
             dur_ns: m.duration_ns(),
@@ -149,45 +151,55 @@ impl Compiler {
         }
     }
 
-    /// Bytes of written pages: into the stores that wrote them, or (no
-    /// faults captured) stores of their own.
+    /// Bytes of written pages: into the stores whose faults the trace
+    /// saw, and as stores of their own (at the time the bytes were taken,
+    /// before the msync or munmap) for the rest: a page the kernel mapped
+    /// writable together with another (a large folio), a page written by
+    /// a call, or a trace without faults. The bytes are what the file
+    /// gets; the faults only say when.
     fn contents(&mut self, m: &Mapped, start: u64, map: Mapping) {
         let Data::Full(bytes) = &m.data else { return };
         let first = m.addr - start;
-        let end = (first + bytes.len() as u64).min(map.len);
-        if self.faults_captured {
-            let mut page = first & !(PAGE - 1);
-            while page < end {
-                let lo = page.max(first);
-                let hi = (page + PAGE).min(end);
-                match self.pending_stores.remove(&(map.slot, page)) {
-                    // Contents come in whole pages; a piece cut by the
-                    // mapping's end is stored as far as it goes.
-                    Some(idx) => {
-                        let b = &bytes[(lo - first) as usize..(hi - first) as usize];
-                        let id = self.buffer(b);
-                        let cmd = &mut self.commands[idx];
-                        (cmd.buf, cmd.len, cmd.offset) = (Some(id), hi - lo, lo as i64);
-                    }
-                    None => self.skip("contents of a page no store of the trace faulted in (written by a call, or the same folio)"),
+        let end = first.saturating_add(bytes.len() as u64).min(map.len);
+        // The pieces no store took, as runs [lo, hi) of the mapping.
+        let mut left: Vec<(u64, u64)> = Vec::new();
+        let mut page = first & !(PAGE - 1);
+        while page < end {
+            let (lo, hi) = (page.max(first), (page + PAGE).min(end));
+            let b = &bytes[(lo - first) as usize..(hi - first) as usize];
+            match self.pending_stores.remove(&(map.slot, page)) {
+                Some(idx) => {
+                    let id = self.buffer(b);
+                    let cmd = &mut self.commands[idx];
+                    (cmd.buf, cmd.len, cmd.offset) = (Some(id), hi - lo, lo as i64);
                 }
-                page += PAGE;
+                None => match left.last_mut() {
+                    Some(run) if run.1 == lo => run.1 = hi,
+                    _ => left.push((lo, hi)),
+                },
             }
-            return;
+            page += PAGE;
         }
-        let b = &bytes[..(end - first) as usize];
+        for (lo, hi) in left {
+            let b = &bytes[(lo - first) as usize..(hi - first) as usize];
+            self.store_of_contents(m, map, lo, b);
+        }
+    }
+
+    /// A store of `b` at `at` in the mapping, of contents no fault took.
+    fn store_of_contents(&mut self, m: &Mapped, map: Mapping, at: u64, b: &[u8]) {
         let cmd = Command {
             t_ns: m.start_ns,
             op: crate::event::Op::named(crate::event::MAPPED_OPS[1]),
             slot: Some(map.slot),
             path: Some(map.node),
-            offset: first as i64,
-            len: end - first,
+            offset: at as i64,
+            len: b.len() as u64,
             buf: Some(self.buffer(b)),
             ..Default::default()
         };
         let path = self.strings[map.node as usize].clone();
-        self.initial.mapped(&path, map.file_off + first, map.shared);
+        self.initial.mapped(&path, map.file_off + at, map.shared);
         let keys = [
             (Key::Slot(map.slot), Access::Read),
             (Key::Path(map.node), Access::Write),
