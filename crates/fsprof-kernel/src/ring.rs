@@ -39,7 +39,7 @@ impl Ring {
     /// A ring of `size` bytes (a power of two, a multiple of the page size).
     pub fn create(name: &str, size: usize) -> io::Result<Ring> {
         let page = fsprof_sys::host::page_size();
-        if !size.is_power_of_two() || size % page != 0 || size > 1 << 30 {
+        if !size.is_power_of_two() || !size.is_multiple_of(page) || size > 1 << 30 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a ring buffer's size is a power of two pages",
