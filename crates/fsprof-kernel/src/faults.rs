@@ -286,16 +286,8 @@ impl FaultSession {
 
     /// Adds a process (and the children it forks from now on).
     pub fn follow(&self, pid: i32) -> Result<(), Error> {
-        self.targets
-            .update(
-                &(pid as u32).to_le_bytes(),
-                &1u32.to_le_bytes(),
-                sys::BPF_ANY,
-            )
-            .map_err(|err| Error::Read {
-                name: "fsprof_ftargets".into(),
-                err,
-            })
+        let one = 1u32.to_le_bytes();
+        crate::attach::update(&self.targets, "fsprof_ftargets", &pid.to_le_bytes(), &one)
     }
 
     /// Loads and attaches the programs, following no process yet.
@@ -357,12 +349,7 @@ impl FaultSession {
     }
 
     fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {
-        let prog = load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, insns)?;
-        let att = sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
-            prog: name.into(),
-            tracepoint: format!("exceptions:{name} (raw)"),
-            err,
-        })?;
+        let (prog, att) = crate::attach::raw_program(name, insns)?;
         self._progs.push(prog);
         self._atts.push(att);
         Ok(())

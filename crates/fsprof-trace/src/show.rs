@@ -433,15 +433,23 @@ fn json_data(d: &Data, opt: &mut dyn FnMut(&str, Value)) {
     }
 }
 
-fn json_mapped(x: &Mapped) -> Value {
+/// The fields every call and mapped access starts with: its type, times
+/// (start, end, duration), pid and tid, op.
+fn json_head(kind: &str, t: (u64, u64, u64), ids: (i32, i32), op: &str) -> Map<String, Value> {
     let mut m = Map::new();
-    m.insert("type".into(), "mapped".into());
-    m.insert("start_ns".into(), x.start_ns.into());
-    m.insert("end_ns".into(), x.end_ns.into());
-    m.insert("duration_ns".into(), x.duration_ns().into());
-    m.insert("pid".into(), x.pid.into());
-    m.insert("tid".into(), x.tid.into());
-    m.insert("op".into(), x.access.name().into());
+    m.insert("type".into(), kind.into());
+    m.insert("start_ns".into(), t.0.into());
+    m.insert("end_ns".into(), t.1.into());
+    m.insert("duration_ns".into(), t.2.into());
+    m.insert("pid".into(), ids.0.into());
+    m.insert("tid".into(), ids.1.into());
+    m.insert("op".into(), op.into());
+    m
+}
+
+fn json_mapped(x: &Mapped) -> Value {
+    let t = (x.start_ns, x.end_ns, x.duration_ns());
+    let mut m = json_head("mapped", t, (x.pid, x.tid), x.access.name());
     m.insert("addr".into(), x.addr.into());
     m.insert("major".into(), x.major.into());
     m.insert("in_kernel".into(), x.in_kernel.into());
@@ -478,14 +486,8 @@ pub fn json_record(r: &Record) -> Value {
             "fds": p.fds.iter().map(|f| json!({"fd": f.fd, "path": String::from_utf8_lossy(&f.path), "flags": f.flags, "pos": f.pos})).collect::<Vec<_>>(),
         }),
         Record::Call(c) => {
-            let mut m = Map::new();
-            m.insert("type".into(), "call".into());
-            m.insert("start_ns".into(), c.start_ns.into());
-            m.insert("end_ns".into(), c.end_ns.into());
-            m.insert("duration_ns".into(), c.duration_ns().into());
-            m.insert("pid".into(), c.pid.into());
-            m.insert("tid".into(), c.tid.into());
-            m.insert("op".into(), c.op.name().into());
+            let t = (c.start_ns, c.end_ns, c.duration_ns());
+            let mut m = json_head("call", t, (c.pid, c.tid), c.op.name());
             m.insert("ret".into(), c.ret.into());
             m.insert("errno".into(), c.errno.into());
             if c.errno > 0 {
