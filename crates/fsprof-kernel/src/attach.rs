@@ -73,6 +73,20 @@ pub(crate) fn update(m: &Map, name: &str, key: &[u8], value: &[u8]) -> Result<()
         })
 }
 
+/// A program loaded and attached to tracepoint `tp`.
+pub(crate) fn tracepoint_program(
+    tp: &Tracepoint,
+    insns: Result<Vec<crate::insn::Insn>, Error>,
+) -> Result<(Prog, sys::Attachment), Error> {
+    let prog = load(&prog_name(&tp.name), &insns?)?;
+    let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
+        prog: tp.name.clone(),
+        tracepoint: format!("{}:{}", tp.category, tp.name),
+        err,
+    })?;
+    Ok((prog, att))
+}
+
 /// A program loaded and attached to raw tracepoint `name`.
 pub(crate) fn raw_program(
     name: &str,
@@ -320,12 +334,7 @@ impl Builder<'_> {
         tp: &Tracepoint,
         insns: Result<Vec<crate::insn::Insn>, Error>,
     ) -> Result<(), Error> {
-        let prog = load(&prog_name(&tp.name), &insns?)?;
-        let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
-            prog: tp.name.clone(),
-            tracepoint: format!("{}:{}", tp.category, tp.name),
-            err,
-        })?;
+        let (prog, att) = tracepoint_program(tp, insns)?;
         self.progs.push(prog);
         self.atts.push(att);
         Ok(())

@@ -360,13 +360,7 @@ impl FaultSession {
         tp: &Tracepoint,
         insns: Result<Vec<Insn>, Error>,
     ) -> Result<(), Error> {
-        let name = prog_name(&tp.name);
-        let prog = load(&name, sys::PROG_TRACEPOINT, &insns?)?;
-        let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
-            prog: tp.name.clone(),
-            tracepoint: format!("{}:{}", tp.category, tp.name),
-            err,
-        })?;
+        let (prog, att) = crate::attach::tracepoint_program(tp, insns)?;
         self._progs.push(prog);
         self._atts.push(att);
         Ok(())
