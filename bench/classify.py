@@ -21,7 +21,7 @@ set) and its false-positive and false-negative rates are measured on the
 remaining rounds (the held-out set), so no rate is measured on the data
 its threshold was chosen on.
 
-The workload runs as the test runs it (crates/fsprof-cli/tests/classify.rs):
+The workload runs as the test runs it (crates/fsprof-cli/tests/report/classify.rs):
 20,000 calls of each kind, and at SCHED_FIFO when root (--fifo), so that a
 call preempted by another process does not make a new peak in a pair that
 changed nothing. --iterations 2000 --no-fifo gives the earlier set-up.
