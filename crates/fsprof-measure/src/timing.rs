@@ -249,7 +249,9 @@ impl TimingLoop {
         // timed iterations (one every 512 samples).
         let mut ticks: Vec<u64> = vec![1; n];
         let clock = self.clock;
-        let others0 = self.watch_others.then(fsprof_sys::host::cpu_time_by_command);
+        let others0 = self
+            .watch_others
+            .then(fsprof_sys::host::cpu_time_by_command);
         let (use0, q0) = (this_thread(), runqueue_wait_ns());
         let cpu0 = thread_cpu_ns();
         // The clock is chosen once, not tested per iteration.
@@ -269,7 +271,9 @@ impl TimingLoop {
                 _ => 0,
             },
             runqueue_ns: q0.zip(q1).map(|(a, b)| b.saturating_sub(a)),
-            voluntary: use1.voluntary_switches.saturating_sub(use0.voluntary_switches),
+            voluntary: use1
+                .voluntary_switches
+                .saturating_sub(use0.voluntary_switches),
             involuntary: use1
                 .involuntary_switches
                 .saturating_sub(use0.involuntary_switches),

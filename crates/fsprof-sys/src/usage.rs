@@ -95,6 +95,9 @@ mod tests {
         let waited = runqueue_wait_ns().unwrap() - w0;
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         rival.join().unwrap();
-        assert!(waited > 20_000_000, "waited {waited} ns of 200 ms beside a spinner");
+        assert!(
+            waited > 20_000_000,
+            "waited {waited} ns of 200 ms beside a spinner"
+        );
     }
 }
