@@ -98,31 +98,29 @@ pub enum ColdPathsError {
 }
 
 fn stayed_cached(check: &CacheCheck, kept: &[Kept]) -> String {
-    let named: Vec<String> = kept
-        .iter()
-        .take(NAMED)
-        .map(|k| {
-            let why = k.why.as_deref().map_or(String::new(), |w| format!(": {w}"));
-            format!(
-                "{} ({} of {} pages{why})",
-                k.path.display(),
-                k.cached,
-                k.total
-            )
-        })
-        .collect();
-    let more = kept.len().saturating_sub(NAMED);
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
+    let named = first_few(kept, |k| {
+        let why = k.why.as_deref().map_or(String::new(), |w| format!(": {w}"));
+        format!(
+            "{} ({} of {} pages{why})",
+            k.path.display(),
+            k.cached,
+            k.total
+        )
+    });
     format!(
-        "{}; kept: {}{more}. What works: {}",
+        "{}; kept: {named}. What works: {}",
         check.describe(),
-        named.join(", "),
         instead(kept)
     )
+}
+
+/// The first [`NAMED`] of `all` in words, then how many more.
+fn first_few<T>(all: &[T], say: impl Fn(&T) -> String) -> String {
+    let named: Vec<String> = all.iter().take(NAMED).map(say).collect();
+    match all.len().saturating_sub(NAMED) {
+        0 => named.join(", "),
+        more => format!("{} and {more} more", named.join(", ")),
+    }
 }
 
 /// The ways out, for the reasons found.
@@ -319,18 +317,8 @@ fn why_kept(f: &File, scan_maps: bool) -> Option<String> {
     if mappers.is_empty() {
         return None;
     }
-    let named: Vec<String> = mappers
-        .iter()
-        .take(NAMED)
-        .map(|(pid, comm)| format!("{comm} (pid {pid})"))
-        .collect();
-    let more = mappers.len().saturating_sub(NAMED);
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
-    Some(format!("mapped by {}{more}", named.join(", ")))
+    let named = first_few(&mappers, |(pid, comm)| format!("{comm} (pid {pid})"));
+    Some(format!("mapped by {named}"))
 }
 
 fn memory_fs(f: &File) -> Option<&'static str> {
