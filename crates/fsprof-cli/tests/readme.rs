@@ -30,8 +30,12 @@ const NOT_RUN: &[(&str, &str)] = &[
         "copies the binary cargo install made; would change the machine",
     ),
     (
-        "sudo install -m 0644 dist/fsprof-agent.service /etc/systemd/system/ && sudo systemctl enable --now fsprof-agent",
-        "installs a service; agent::lifecycle runs the unit's command line, and suite_rules checks the unit names it",
+        "sudo install -Dm644 dist/agent.toml /etc/fsprof/agent.toml && sudo install -m644 dist/fsprof-agent.service /etc/systemd/system/",
+        "installs a service; agent lifecycle tests verify the unit (systemd-analyze) and run the agent from the settings file",
+    ),
+    (
+        "sudo systemctl enable --now fsprof-agent",
+        "starts a service; as the line above",
     ),
     (
         "fsprof pull --prometheus http://prom:9090 --from -14d --to -7d -o last-week.json",
