@@ -33,7 +33,7 @@ fn records(
         match rec.unwrap_or_else(|e| panic!("{e}")) {
             Record::Process(p) => procs.push(p),
             Record::Call(c) => calls.push(c),
-            // Page faults (as root): tests of them are in replay_mmap.
+            // Page faults (as root): tests of them are in replay/mmap.rs.
             Record::Mapped(_) => {}
         }
     }

@@ -2,7 +2,6 @@
 //! eBPF), shown, compiled and replayed as touches of the replayer's own
 //! mappings; hostile mapped accesses refused or kept under the root.
 
-mod loopfs;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -210,7 +209,7 @@ fn sectors_read(dev: &str) -> u64 {
     text.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
-fn drop_caches(fs: &loopfs::LoopFs) {
+fn drop_caches(fs: &crate::loopfs::LoopFs) {
     fs.settle();
     std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
 }
@@ -219,7 +218,7 @@ fn drop_caches(fs: &loopfs::LoopFs) {
 #[ignore = "needs root (eBPF, a loop mount)"]
 fn a_cold_replay_reads_the_device_as_much_as_the_original() {
     need_root("eBPF");
-    let fs = loopfs::LoopFs::ext4(64);
+    let fs = crate::loopfs::LoopFs::ext4(64);
     let (_d, base) = canonical_tempdir();
     let exe = fsprof_testkit::compile_source("mm", MM_C, &base, &[]);
     let work = fs.mnt().join("work");
