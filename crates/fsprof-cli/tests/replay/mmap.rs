@@ -2,7 +2,6 @@
 //! eBPF), shown, compiled and replayed as touches of the replayer's own
 //! mappings; hostile mapped accesses refused or kept under the root.
 
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Output;
@@ -368,6 +367,78 @@ fn hostile_mapped_accesses_are_refused_or_kept_under_the_root() {
         0,
         "nothing outside the roots"
     );
+}
+
+/// A shared mapping of an 8 KiB file: a store fault on page 0 and the
+/// contents of pages 0 and 1 (page 1 made writable without a fault of its
+/// own, as a large folio is), then msync.
+fn contents_trace(path: &Path) {
+    let mut w = HandTrace::create(path, "full", "/w");
+    let mut open = w.next(1, "openat", Some("/w/f"), 3);
+    (open.flags, open.mode) = (Some((libc::O_CREAT | libc::O_RDWR) as i64), Some(0o644));
+    open.fd = Some(libc::AT_FDCWD);
+    w.push(open);
+    let mut pw = w.next(1, "pwrite", None, 8192);
+    (pw.fd, pw.offset, pw.len) = (Some(3), Some(0), Some(8192));
+    pw.data = Data::Full(vec![b'x'; 8192]);
+    w.push(pw);
+    let mut mm = w.next(1, "mmap", None, 0x10000);
+    (mm.fd, mm.len, mm.offset) = (Some(3), Some(2 * PAGE), Some(0));
+    mm.flags = Some(libc::MAP_SHARED as i64);
+    mm.mode = Some((libc::PROT_READ | libc::PROT_WRITE) as u32);
+    w.push(mm);
+    w.push_mapped(1, Access::Write, 0x10000 + 5, Data::None);
+    let mut bytes = vec![b'y'; PAGE as usize];
+    bytes.extend(vec![b'z'; PAGE as usize]);
+    w.push_mapped(1, Access::Contents, 0x10000, Data::Full(bytes));
+    let mut sync = w.next(1, "msync", None, 0);
+    (sync.arg, sync.len, sync.flags) = (Some(0x10000), Some(2 * PAGE), Some(libc::MS_SYNC as i64));
+    w.push(sync);
+    w.finish();
+}
+
+/// The bytes of a page whose store fault the trace saw go into that
+/// store; those of a page it did not see one for are a store of their
+/// own, before the msync: the replayed file holds both.
+#[test]
+fn contents_without_a_store_fault_are_stored_before_the_msync() {
+    let (_d, base) = canonical_tempdir();
+    let (t, r) = (base.join("c.trace"), base.join("c.replay"));
+    contents_trace(&t);
+    let c = compile(&base, &t, &r);
+    let stores: Vec<(i64, u64, u64)> = c
+        .commands
+        .iter()
+        .filter(|k| k.op.is("mapped_write"))
+        .map(|k| (k.offset, k.len, k.t_ns))
+        .collect();
+    assert_eq!(stores.len(), 2, "{stores:?}");
+    assert_eq!(
+        (stores[0].0, stores[0].1),
+        (0, PAGE),
+        "the faulted store, page 0"
+    );
+    assert_eq!(
+        (stores[1].0, stores[1].1),
+        (PAGE as i64, PAGE),
+        "page 1, of its own"
+    );
+    assert!(
+        stores[0].2 < stores[1].2,
+        "the fault's time first: {stores:?}"
+    );
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let msgs = ok(&replay(
+        &base,
+        &r,
+        &root,
+        &["--prepare", "--afap", "--verify", "strict"],
+    ));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let got = std::fs::read(root.join("w/f")).unwrap();
+    assert_eq!(&got[..PAGE as usize], &vec![b'y'; PAGE as usize][..]);
+    assert_eq!(&got[PAGE as usize..], &vec![b'z'; PAGE as usize][..]);
 }
 
 /// SQLite reading its database through mmap (`PRAGMA mmap_size`): the
