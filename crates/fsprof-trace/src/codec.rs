@@ -21,7 +21,7 @@ const M_RESOLVED: u32 = 1 << 1;
 const M_OFFSET: u32 = 1 << 2;
 const M_DATA: u32 = 1 << 3;
 const M_DIGEST: u32 = 1 << 4;
-const M_KNOWN: u32 = (1 << 5) - 1;
+const M_KNOWN: u32 = M_AROUND | M_RESOLVED | M_OFFSET | M_DATA | M_DIGEST;
 // Its flags.
 const MF_MAJOR: u64 = 1 << 0;
 const MF_IN_KERNEL: u64 = 1 << 1;

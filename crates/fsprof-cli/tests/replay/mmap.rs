@@ -324,12 +324,8 @@ fn hostile_mapped_accesses_are_refused_or_kept_under_the_root() {
     );
     // By hand, past the compiler: a load past the mapping's end.
     let mut hand = c.clone();
-    let mut far = hand
-        .commands
-        .iter()
-        .find(|k| k.op.is("mapped_read"))
-        .unwrap()
-        .clone();
+    let load = hand.commands.iter().position(|k| k.op.is("mapped_read"));
+    let mut far = hand.commands[load.unwrap()].clone();
     far.offset = 1 << 40;
     far.t_ns += 1;
     hand.commands.push(far);
