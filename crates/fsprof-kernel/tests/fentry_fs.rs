@@ -29,6 +29,16 @@ fn vmlinux() -> Btf {
     btf.unwrap()
 }
 
+/// Fails unless this kernel loads and attaches fentry programs (such a
+/// test is in the `needs_fentry` module).
+fn need_fentry(btf: &Btf) {
+    let why = match fentry::detect(Ok(btf)) {
+        Ok(_) => return,
+        Err(e) => e.to_string(),
+    };
+    need_machine(Machine::Fentry, false, &why);
+}
+
 /// The maps a session's fs-layer programs share, made as the session
 /// makes them (1024 entries each).
 struct Maps {
@@ -250,13 +260,7 @@ mod needs_fentry {
     fn fentry_times_vfs_read_of_cat() {
         fsprof_testkit::need_root("eBPF");
         let btf = vmlinux();
-        let detected = fentry::detect(Ok(&btf));
-        let why = detected.as_ref().err().map(ToString::to_string);
-        need_machine(
-            Machine::Fentry,
-            detected.is_ok(),
-            why.as_deref().unwrap_or(""),
-        );
+        need_fentry(&btf);
         // The kernel allows fentry: time a real `cat` of a 1 MiB file.
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("data");
