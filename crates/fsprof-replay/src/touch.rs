@@ -7,8 +7,13 @@
 //! touched is answered by mapping a zero page over it (the access then
 //! completes on that page, and nothing of the file changes), and the
 //! touch reports EFAULT, which the replay counts as a difference from the
-//! trace. A SIGBUS anywhere else is not the replayer's to catch: the
-//! handler puts the default action back and the signal takes its course.
+//! trace (later touches of that page touch the zero page). A SIGSEGV on
+//! the page being touched (a hand-made replay file whose touch races
+//! another thread's `munmap` of the mapping, without the ordering the
+//! compiler gives them) is answered the same way. Either signal anywhere
+//! else is not the replayer's to catch: the handler puts back the action
+//! that was there before (Rust's own, for a stack overflow) and the
+//! signal takes its course.
 
 use std::cell::Cell;
 use std::sync::Once;
