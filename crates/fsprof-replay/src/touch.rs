@@ -16,7 +16,8 @@
 //! signal takes its course.
 
 use std::cell::Cell;
-use std::sync::Once;
+use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::{Once, OnceLock};
 
 const PAGE: usize = 4096;
 
