@@ -320,7 +320,7 @@ def tar_replay(tmp):
                        f"{med(lambda t: t['between_calls']['median_ns']) / 1e3:.2f} us, p99 {med(lambda t: t['between_calls']['p99_ns']) / 1e3:.2f} us")
         print(f"{k:<12} error median {med(lambda t: t['error']['median_ns']) / 1e3:6.1f} us, p90 {med(lambda t: t['error']['p90_ns']) / 1e3:6.1f} us, "
               f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us; behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
-              f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us; "
+              f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us (min {min(t['cpu_ns'] / t['issued'] for t in ts) / 1e3:.2f}); "
               f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}{between}")
         ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
         emd = {op: statistics.median(f["score"] for r in rs for f in r["fidelity"] if f["op"] == op and f["score"] is not None) for op in ops}

@@ -673,6 +673,7 @@ mod tests {
             },
             Parts {
                 behind: 40_000,
+                slower: 9_000,
                 ..Parts::default()
             },
             Parts {
@@ -681,10 +682,13 @@ mod tests {
                 ..Parts::default()
             },
         ];
+        let between = [Some(100), Some(300), None, Some(200)];
         let outcomes: Vec<Outcome> = parts
             .iter()
-            .map(|p| Outcome {
+            .zip(between)
+            .map(|(p, between_ns)| Outcome {
                 issued: true,
+                between_ns,
                 error_ns: p.total(),
                 parts: *p,
                 late: if p.total() > 10_000 {
@@ -714,12 +718,13 @@ mod tests {
             t.error_parts,
             ErrorParts {
                 behind_ns: 43_000,
+                slower_ns: 9_000,
                 stalled_ns: 70_000,
                 constraint_ns: 20_000,
                 wakeup_ns: 2_000_000,
             }
         );
-        // Less the machine's parts: 0, 3 µs, 40 µs, 20 µs.
+        // Less the calls' and the machine's parts: 0, 3 µs, 40 µs, 20 µs.
         assert_eq!(t.error_without_machine.max_ns, 40_000);
         assert_eq!(t.error_without_machine.median_ns, 20_000);
         assert_eq!(t.error.max_ns, 2_003_000);
@@ -736,9 +741,13 @@ mod tests {
         let text = t.text();
         assert!(text.contains("preempted 3 time(s)"), "{text}");
         assert!(
-            text.contains("less the machine's parts (stalls, late wake-ups): median 20.0µs"),
+            text.contains("less the calls' and the machine's parts (slower calls, stalls, late wake-ups): median 20.0µs"),
             "{text}"
         );
+        // The replayer's own time between calls, over the calls that had
+        // one (due when the previous returned).
+        assert_eq!(t.between_calls.max_ns, 300);
+        assert_eq!(t.between_calls.median_ns, 200);
     }
 
     /// The typed timing file holds, key for key and value for value, the
@@ -773,6 +782,7 @@ mod tests {
             late: Vec::new(),
             error_parts: ErrorParts::default(),
             error_without_machine: Quantiles::default(),
+            between_calls: Quantiles::default(),
             preemptions: 0,
             cpu_ns: 0,
             realtime_threads: 0,
