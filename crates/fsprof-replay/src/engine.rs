@@ -473,7 +473,11 @@ impl Engine<'_> {
                 let early = paced && now < pacer.anchor.ticks(due_ns);
                 let mut ready = exec.ready(kind, &step.args, step.cmd, &mut local);
                 if early {
-                    pacer.wait(due_ns, || ready.is_whole() && exec.prepare(kind, step.cmd, &mut local), &mut flags);
+                    pacer.wait(
+                        due_ns,
+                        || ready.is_whole() && exec.prepare(kind, step.cmd, &mut local),
+                        &mut flags,
+                    );
                 }
                 let (t0, got, t1) =
                     ready.fire(exec, kind, &step.args, step.cmd, &mut local, || ticks.now());

@@ -72,7 +72,9 @@ impl Exec<'_> {
             st,
         };
         r.call = match kind {
-            Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite => self.ready_data(kind, a, local),
+            Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite => {
+                self.ready_data(kind, a, local)
+            }
             Kind::Open | Kind::Stat | Kind::Lstat => self.ready_path(kind, cmd, local, &mut r),
             Kind::Close | Kind::Fstat | Kind::Getdents => self.ready_fd(kind, cmd, local),
             _ => Call::Whole,
@@ -221,8 +223,7 @@ impl Ready {
         let t1 = now();
         match self.call {
             Call::Open { out, .. } if r >= 0 => {
-                exec.slots
-                    .set(out, FD, r as i32, std::ptr::null_mut())
+                exec.slots.set(out, FD, r as i32, std::ptr::null_mut())
             }
             // A symlink there: the traced open followed it.
             Call::Open { follow: true, .. }
