@@ -218,7 +218,7 @@ impl Ready {
                     libc::AT_SYMLINK_NOFOLLOW as i64,
                 ],
             ),
-            _ => return whole(exec, kind, a, cmd, local, now),
+            _ => return whole_from(now(), exec, (kind, a, cmd), local, now),
         };
         let t0 = now();
         let r = raw::syscall4(nr, args[0], args[1], args[2], args[3]);
@@ -231,12 +231,12 @@ impl Ready {
             Call::Open { follow: true, .. }
                 if r == -libc::ELOOP as i64 || r == -libc::ENOTDIR as i64 =>
             {
-                return again(t0, exec, kind, a, cmd, local, now);
+                return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
             Call::StatAt { follow: true, .. }
                 if r == 0 && self.st.st_mode & libc::S_IFMT == libc::S_IFLNK =>
             {
-                return again(t0, exec, kind, a, cmd, local, now);
+                return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
             // Emptied as Slots::close empties it, the descriptor closed.
             Call::Close { slot, .. } => {
@@ -256,31 +256,14 @@ impl Ready {
     }
 }
 
-/// The command issued whole, timed.
+/// The command (kind, arguments, index) issued whole from `t0` on, when
+/// it was not made ready or the ready call did not answer for it (a
+/// symlink to follow from the root): one call, as the traced one was.
 #[inline(never)]
-fn whole(
-    exec: &Exec,
-    kind: Kind,
-    a: &DataArgs,
-    cmd: u32,
-    local: &mut Local,
-    now: impl Fn() -> u64,
-) -> (u64, (i64, i32), u64) {
-    let t0 = now();
-    let got = exec.issue(kind, a, cmd, local);
-    (t0, got, now())
-}
-
-/// The command issued whole after the ready call it started with at `t0`
-/// did not answer for it (a symlink to follow from the root): one call
-/// from `t0` on, as the traced one was.
-#[inline(never)]
-fn again(
+fn whole_from(
     t0: u64,
     exec: &Exec,
-    kind: Kind,
-    a: &DataArgs,
-    cmd: u32,
+    (kind, a, cmd): (Kind, &DataArgs, u32),
     local: &mut Local,
     now: impl Fn() -> u64,
 ) -> (u64, (i64, i32), u64) {
