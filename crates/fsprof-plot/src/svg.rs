@@ -103,14 +103,20 @@ impl Svg {
     /// A y-axis tick label, right-aligned just left of `axis_x` at
     /// height `y` (every chart's value and row labels).
     pub fn y_tick_label(&mut self, axis_x: f64, y: f64, s: &str) {
-        self.text(axis_x - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", s);
+        let _ = write!(
+            self.out,
+            r##"<text class="ytick" x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="#444444">{}</text>"##,
+            axis_x - 6.0,
+            y + 4.0,
+            esc(s)
+        );
     }
 
     /// Text rotated by -90° around its anchor point (y-axis titles).
     pub fn vtext(&mut self, x: f64, y: f64, size: f64, s: &str) {
         let _ = write!(
             self.out,
-            r##"<text x="{x:.1}" y="{y:.1}" text-anchor="middle" font-size="{size:.0}" fill="#333333" transform="rotate(-90 {x:.1} {y:.1})">{}</text>"##,
+            r##"<text class="ytitle" x="{x:.1}" y="{y:.1}" text-anchor="middle" font-size="{size:.0}" fill="#333333" transform="rotate(-90 {x:.1} {y:.1})">{}</text>"##,
             esc(s)
         );
     }
