@@ -140,7 +140,18 @@ impl LoopImage {
 impl Drop for LoopImage {
     fn drop(&mut self) {
         if self.mounted {
-            let _ = Command::new("umount").arg(self.mount_point()).status();
+            let unmounted = Command::new("umount")
+                .arg(self.mount_point())
+                .status()
+                .is_ok_and(|s| s.success());
+            // Still busy (a process of the test writes there): detach it
+            // lazily rather than leave a mount behind.
+            if !unmounted {
+                let _ = Command::new("umount")
+                    .arg("-l")
+                    .arg(self.mount_point())
+                    .status();
+            }
         }
         let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
     }

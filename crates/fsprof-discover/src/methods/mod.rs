@@ -7,6 +7,7 @@ pub mod direct_blocks;
 pub mod page_cache;
 pub mod readahead;
 pub mod sparse_read;
+pub mod sparse_write;
 pub mod write_period;
 
 use std::fs::{File, OpenOptions};
