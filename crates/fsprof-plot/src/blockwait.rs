@@ -87,16 +87,7 @@ pub fn block_wait_bars(title: &str, rows: &[BlockWait]) -> String {
             &format!("{share:.0}% waiting"),
         );
     }
-    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
-    svg.text(
-        LEFT + pw / 2.0,
-        height - 8.0,
-        Anchor::Middle,
-        11.0,
-        "#333333",
-        "time in calls",
-    );
+    svg.axes_and_x_title((LEFT, TOP, pw, base), height - 8.0, "time in calls");
     svg.finish()
 }
 

@@ -121,6 +121,26 @@ impl Svg {
         );
     }
 
+    /// The plot area's left and bottom edges (`left`..`left + width`,
+    /// `top`..`base`) and the x-axis title centred under them at `title_y`.
+    pub fn axes_and_x_title(
+        &mut self,
+        (left, top, width, base): (f64, f64, f64, f64),
+        title_y: f64,
+        title: &str,
+    ) {
+        self.line(left, base, left + width, base, "#333333", 1.0);
+        self.line(left, top, left, base, "#333333", 1.0);
+        self.text(
+            left + width / 2.0,
+            title_y,
+            Anchor::Middle,
+            11.0,
+            "#333333",
+            title,
+        );
+    }
+
     pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str) {
         self.out.push_str(r#"<polygon points=""#);
         for (k, (x, y)) in points.iter().enumerate() {
