@@ -2,17 +2,15 @@
 //! both kinds of machine (with and without a setuid FUSE helper), another
 //! user's statistics (`MP/.fsprof`) under `--allow-other`, and `fsprof
 //! umount` of a mount that belongs to another user (of a killed daemon's:
-//! mount_live.rs).
-
-mod mount_kit;
+//! live.rs).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use crate::kit::*;
 use fsprof_testkit::{fsprof_path, need_program, stderr, which};
-use mount_kit::*;
 
 /// `fsprof ARGS` as nobody (uid and gid 65534, no groups).
 fn as_nobody(args: &[&std::ffi::OsStr]) -> Output {
@@ -261,7 +259,7 @@ fn root_unmounts_another_users_mount() {
 #[test]
 fn umount_of_a_plain_directory_is_refused() {
     let d = tempfile::tempdir().unwrap();
-    let o = mount_kit::fsprof()
+    let o = crate::kit::fsprof()
         .arg("umount")
         .arg(d.path())
         .output()

@@ -1,8 +1,6 @@
 //! `fsprof kernel` end to end, as root, against real programs, a real
 //! loop-mounted ext4, a real FUSE mount (bindfs) and strace.
 
-mod loopfs;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -11,8 +9,8 @@ use std::process::{Command, Stdio};
 use fsprof_core::format::read_profile;
 use fsprof_core::{BucketLayout, Profile, Resolution};
 
+use crate::loopfs::{LoopFs, Throttle};
 use fsprof_testkit::{disk_tempdir, fsprof, fsprof_path, need_program, need_root, succeeds};
-use loopfs::{LoopFs, Throttle};
 
 /// A scratch directory for a test that loads eBPF programs (as root).
 fn ebpf_scratch() -> tempfile::TempDir {

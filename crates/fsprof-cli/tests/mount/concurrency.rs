@@ -6,8 +6,6 @@
 //! Runs FSPROF_CONC_SECS seconds (5 by default, to fit CI; bench/ runs the
 //! 30 s version).
 
-mod mount_kit;
-
 use std::fs::{self, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mount_kit::*;
+use crate::kit::*;
 
 const THREADS: usize = 8;
 

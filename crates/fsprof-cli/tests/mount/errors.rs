@@ -1,13 +1,11 @@
 //! `fsprof mount`, `stat` and `umount` fail with one clear line and exit
 //! status 2, and leave nothing mounted or changed behind.
 
-mod mount_kit;
-
 use std::fs;
 use std::path::Path;
 use std::process::Output;
 
-use mount_kit::*;
+use crate::kit::*;
 
 fn one_line_exit_2(o: &Output, want: &str) {
     let err = String::from_utf8_lossy(&o.stderr);

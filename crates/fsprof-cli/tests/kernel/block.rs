@@ -41,14 +41,12 @@
 //! mis-paired requests fails the first; a kernel that delivered fewer
 //! completions than seen in these runs fails the second.
 
-mod loopfs;
-
 use std::process::{Command, Stdio};
 
+use crate::loopfs::{DiskStat, LoopFs};
 use fsprof_core::format::read_profile;
 use fsprof_core::Profile;
 use fsprof_testkit::{fsprof_path, need_program, need_root, succeeds};
-use loopfs::{DiskStat, LoopFs};
 
 /// Thaws the file system (frozen by the test before it read the device's
 /// counters), 40 × (extend + fsync, overwrite + fdatasync), fstrim, a cold

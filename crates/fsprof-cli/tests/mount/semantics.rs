@@ -2,15 +2,13 @@
 //! through the mount what an application would and checks the result
 //! against LOWER directly.
 
-mod mount_kit;
-
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use mount_kit::*;
+use crate::kit::*;
 
 fn setup(extra: &[&str]) -> (Dirs, Mount) {
     let d = dirs();

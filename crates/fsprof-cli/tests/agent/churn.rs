@@ -5,12 +5,10 @@
 //! cgroup is named (none unresolved: `cgroup_mkdir` names them while they
 //! exist), and a healthy agent says nothing after starting.
 
-mod agent_kit;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use agent_kit::*;
+use crate::kit::*;
 
 /// Labels with series of their own.
 const TOP: usize = 8;

@@ -25,7 +25,7 @@ use std::process::Command as Std;
 use assert_cmd::prelude::*;
 use fsprof_testkit::{disk_tempdir, fsprof};
 
-const WORKLOAD: &str = include_str!("../../../bench/classify/workload.c");
+const WORKLOAD: &str = include_str!("../../../../bench/classify/workload.c");
 
 /// Calls per phase. At 2,000 a phase of a sub-microsecond op lasts about a
 /// millisecond, and a dozen 30-50 us interrupts in one run (a cluster on

@@ -2,12 +2,10 @@
 //! SIGTERM, the foreground mode's Ctrl-C, live metrics, and a killed
 //! daemon.
 
-mod mount_kit;
-
 use std::fs;
 use std::io::{Read, Write};
 
-use mount_kit::*;
+use crate::kit::*;
 
 #[test]
 #[ignore = "needs root"]

@@ -9,15 +9,13 @@
 //! another process's read-ahead, held back by a block I/O throttle so that
 //! the wait happens on any machine.
 
-mod loopfs;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::loopfs::{LoopFs, Throttle};
 use fsprof_testkit::{compile_source, fsprof_path, need_program, need_root};
-use loopfs::{LoopFs, Throttle};
 
 /// Prints its pid, waits for a byte on stdin (so that the recordings can
 /// attach first), then reads a file with `bs`-byte reads (sequentially, or

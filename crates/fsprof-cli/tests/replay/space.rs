@@ -407,8 +407,6 @@ fn results_that_differ_exit_1_unless_tolerated_and_timing_dependent_ones_do_not_
     assert!(e.contains("[timing-dependent]"), "{e}");
 }
 
-mod mount_kit;
-
 /// Where files have no holes (FUSE here, fsprof's own pass-through mount:
 /// its type says nothing of the file system below), growing a file's size
 /// could allocate the whole gap, so no file may grow past the budget: the
@@ -416,7 +414,7 @@ mod mount_kit;
 #[test]
 #[ignore = "needs root, FUSE"]
 fn where_files_have_no_holes_no_file_grows_past_the_budget() {
-    let d = mount_kit::dirs();
+    let d = crate::mount_kit::dirs();
     let m = d.mount(&[]);
     let (_t, base) = canonical_tempdir();
     let calls = [open("/f", 3), TRUNCATE_TIB, close()];

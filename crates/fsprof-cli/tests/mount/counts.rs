@@ -2,12 +2,10 @@
 //! scripted workload makes, and what it reads through the mount is what
 //! LOWER holds.
 
-mod mount_kit;
-
 use std::fs;
 use std::io::{Read, Write};
 
-use mount_kit::*;
+use crate::kit::*;
 
 #[test]
 #[ignore = "needs root"]

@@ -4,14 +4,12 @@
 //! device, where a warm run reads nothing. A file that cannot be made cold
 //! stops the run before the command, naming why and what works.
 
-mod loopfs;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use crate::loopfs::LoopFs;
 use fsprof_core::format::read_profile;
 use fsprof_testkit::{fsprof, need_root, stderr};
-use loopfs::LoopFs;
 
 const FILE_MIB: u64 = 8;
 

@@ -2,12 +2,10 @@
 //! fuse,fs,block` run together, their profiles merge, and the report sets
 //! the kernel's FUSE request time beside the daemon's and the device's.
 
-mod mount_kit;
-
 use std::fs;
 use std::os::fd::AsRawFd;
 
-use mount_kit::*;
+use crate::kit::*;
 
 #[test]
 #[ignore = "needs root"]

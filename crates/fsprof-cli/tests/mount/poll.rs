@@ -5,14 +5,12 @@
 //! no request is found by polling. No timing is asserted: a request found
 //! by polling is one the kernel had queued when the daemon polled.
 
-mod mount_kit;
-
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::kit::*;
 use fsprof_core::Profile;
-use mount_kit::*;
 
 /// Back-to-back stats per round: the next one is sent as soon as the last
 /// reply is in, so while the worker polls for up to 5 ms after a reply

@@ -9,14 +9,12 @@
 //! and `fsprof pull` of the range gives back the agent's profile bucket
 //! for bucket.
 
-mod agent_kit;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_kit::*;
+use crate::kit::*;
 use fsprof_core::layer::Unit;
 use fsprof_core::{Histogram, Resolution};
 use fsprof_testkit::*;

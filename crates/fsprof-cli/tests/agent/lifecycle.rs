@@ -4,11 +4,9 @@
 //! the file is bad), counters never go down within a process, and the
 //! systemd unit in the repository verifies and grants enough to run.
 
-mod agent_kit;
-
 use std::time::Duration;
 
-use agent_kit::*;
+use crate::kit::*;
 use fsprof_testkit::*;
 
 /// Every counter-like sample (buckets, counts, sums, error totals) of

@@ -4,8 +4,7 @@
 //! known exactly.
 #![allow(dead_code)]
 
-#[path = "../loopfs/mod.rs"]
-mod loopfs;
+use crate::loopfs;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -8,14 +8,12 @@
 //! a mismatch panics with the seed, the operation number and the last
 //! operations, so the run can be repeated exactly.
 
-mod mount_kit;
-
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use mount_kit::*;
+use crate::kit::*;
 
 const MAX_SIZE: u64 = 256 << 10;
 const MAX_LEN: u64 = 64 << 10;

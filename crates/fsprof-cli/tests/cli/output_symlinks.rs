@@ -10,8 +10,6 @@
 //! (`-o alias/p.json` with `alias -> real`): only the last component is
 //! never resolved.
 
-mod mount_kit;
-
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -292,7 +290,7 @@ fn mount_at_unmount() {
             c.arg("--force");
         }
         let o = c.output().unwrap();
-        let _detach = mount_kit::Detach(mp.clone());
+        let _detach = crate::mount_kit::Detach(mp.clone());
         if !force {
             assert_ne!(o.status.code(), Some(0), "mounted over an existing -o");
             assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
