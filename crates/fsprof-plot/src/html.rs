@@ -467,14 +467,23 @@ fn op_section(
         log_y: false,
         peaks: peaks.clone(),
     };
-    hist_figure(out, &chart, "How many calls took how long.");
-    chart.kind = Kind::Delay;
-    chart.title = format!("{layer}/{}: {} per bucket", op.name, total_of(u));
-    hist_figure(
-        out,
-        &chart,
-        "Calls × the bucket's mean latency: where this op's time went.",
-    );
+    let (how_many, where_it_went) = match u {
+        Unit::Ns => (
+            "How many calls took how long.",
+            "Calls × the bucket's mean latency: where this op's time went.",
+        ),
+        Unit::Bytes => (
+            "How many requests were how large.",
+            "Requests × the bucket's mean size: where this op's bytes went.",
+        ),
+    };
+    hist_figure(out, &chart, how_many);
+    // All of them empty (a flush moves no bytes): nothing to draw.
+    if op.total_ns > 0 {
+        chart.kind = Kind::Delay;
+        chart.title = format!("{layer}/{}: {} per bucket", op.name, total_of(u));
+        hist_figure(out, &chart, where_it_went);
+    }
     if has_interval_data(p, layer, &op.name) {
         let svg = timeline::heatmap(
             &format!("{layer}/{}: {} over time", op.name, u.quantity()),

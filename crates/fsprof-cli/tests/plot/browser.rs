@@ -62,9 +62,10 @@ fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) -> serde
 }
 
 /// Charts the report should hold, counted from the profile itself: count
-/// and delay histograms per op; with intervals, a heat map per op seen in
-/// an interval and a latency-per-interval chart per layer (layers shown
-/// by default: the calls on non-files only on request).
+/// and delay histograms per op (no delay histogram of nothing); with
+/// intervals, a heat map per op seen in an interval and a total-per-
+/// interval chart per layer (layers shown by default: the calls on
+/// non-files only on request).
 fn expected_charts(p: &fsprof_core::Profile) -> usize {
     let mut n = 0;
     let shown = p
@@ -73,7 +74,9 @@ fn expected_charts(p: &fsprof_core::Profile) -> usize {
         .filter(|l| fsprof_core::profile::layer::shown_by_default(&l.name));
     for l in shown {
         for op in &l.ops {
-            n += 2;
+            // The total chart only when there is a total (a flush's
+            // requests carry no bytes).
+            n += 1 + usize::from(op.total_ns > 0);
             let in_intervals = p.intervals.iter().any(|iv| {
                 iv.layers.iter().filter(|il| il.name == l.name).any(|il| {
                     il.op(&op.name)

@@ -7,13 +7,11 @@
 //! loop-mounted ext4, nine in ten of the reads the block layer counts carry
 //! the device-read label.
 
-mod loopfs;
-
 use std::path::Path;
 use std::process::Command;
 
+use crate::loopfs::LoopFs;
 use fsprof_testkit::{disk_tempdir, fsprof, fsprof_path, need_program, stdout, succeeds};
-use loopfs::LoopFs;
 
 /// Files the workloads use, written (and synced) before anything is
 /// profiled.
