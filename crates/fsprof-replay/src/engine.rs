@@ -336,6 +336,9 @@ impl Engine<'_> {
         let slots = Slots::new(c.header.slots as usize);
         let paths = PathTable::new(c);
         let exec = Exec::new(self.root, &slots, c, &paths);
+        if c.commands.iter().any(|k| k.op.is_mapped()) {
+            crate::touch::guard();
+        }
         let tsc = tsc_is_invariant();
         let per_ns = match self.pace {
             Pace::Speed(_) if tsc => TscRate::calibrate(None).hz / 1e9,
