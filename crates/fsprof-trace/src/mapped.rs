@@ -31,8 +31,12 @@ const MAX_WAITING: usize = 1 << 20;
 
 /// How far the shim's call times (its clock, converted) and the kernel's
 /// fault times may disagree: a fault within this before the `mmap` that
-/// made its mapping is taken to come just after it.
-const SKEW_NS: u64 = 1_000_000;
+/// made its mapping is taken to come just after it. The first fault after
+/// an `mmap` has been seen to come before the call by the two clocks, in
+/// about 1 capture of 10; a window of 1 ms also took in the shim's own
+/// stores into a chunk file that had been at those addresses just before
+/// (in 4 captures of 5 of the program with `--data full`).
+const SKEW_NS: u64 = 200_000;
 
 /// A process's `mmap`s in order: (start address, end, call start, end).
 type Made = Vec<(u64, u64, u64, u64)>;
@@ -253,7 +257,7 @@ mod tests {
     fn faults_come_after_the_mmap_of_their_mapping() {
         let made = [
             (0x1000, 0x3000, 100, 200),
-            (0x1000, 0x3000, 5_000_000, 5_000_100),
+            (0x1000, 0x3000, 500_000, 500_100),
         ];
         let at = |addr, t| Fault {
             start_ns: t,
@@ -268,7 +272,7 @@ mod tests {
         };
         assert_eq!(after_its_mmap(&made, &at(0x1000, 150)), 201);
         assert_eq!(after_its_mmap(&made, &at(0x1000, 300)), 300);
-        assert_eq!(after_its_mmap(&made, &at(0x2000, 4_999_990)), 5_000_101);
+        assert_eq!(after_its_mmap(&made, &at(0x2000, 499_990)), 500_101);
         assert_eq!(
             after_its_mmap(&made, &at(0x8000, 150)),
             150,
