@@ -37,6 +37,8 @@ static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
 static uint64_t g_seq;   /* names the file: p<seq> */
 static uint64_t g_fdev, g_fino;
+static int g_in_block;   /* the first chunk is an arena block */
+static int g_has_file;   /* p<seq> exists (always, when not in a block) */
 static struct slot_rec *g_slot0;
 /* Taken only on the slow paths; a thread never waits for itself (a signal
  * handler that interrupts a slow path is turned away by t_in_slow). */
@@ -64,6 +66,9 @@ static void *alloc_in_last(uint64_t n, uint32_t *off)
         return NULL;
     g_used = at + n;
     *off = (uint32_t)at;
+    /* What `fsprof run` zeroes before it offers the block again. */
+    if (g_in_block && g_nchunks == 1)
+        __atomic_store_n(&g_proc->used, (uint32_t)g_used, __ATOMIC_RELAXED);
     return ch->addr + (at - ch->off);
 }
 
@@ -90,7 +95,37 @@ static long reopen_counter_file(void)
     return fd;
 }
 
-/* Adds a chunk of at least n bytes at the end of the file. 0 or -errno. */
+/* p<seq> for the chunks after an arena block: made (private, never
+ * followed through a link) under the run directory as run.c verifies it,
+ * and said to exist in the header before any offset into it is
+ * published. Its first FSPROF_FIRST_CHUNK bytes stay a hole. */
+static long create_later_file(void)
+{
+    long dirfd = fsprof_open_run_dir();
+    if (dirfd < 0)
+        return dirfd;
+    char name[32];
+    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, g_seq);
+    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0600);
+    long err = fd < 0 ? -errno : 0;
+    syscall(SYS_close, dirfd);
+    if (fd < 0)
+        return err;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0) {
+        err = -errno;
+        syscall(SYS_close, fd);
+        return err;
+    }
+    g_fdev = (uint64_t)st.st_dev;
+    g_fino = (uint64_t)st.st_ino;
+    g_has_file = 1;
+    __atomic_store_n(&g_proc->file, 1, __ATOMIC_RELEASE);
+    return fd;
+}
+
+/* Adds a chunk of at least n bytes at the end of the pool. 0 or -errno. */
 static long grow(uint64_t n)
 {
     struct chunk *last = &g_chunks[g_nchunks - 1];
@@ -100,7 +135,7 @@ static long grow(uint64_t n)
         len = (n + 4095) & ~(uint64_t)4095;
     if (g_nchunks == MAX_CHUNKS || end + len > FSPROF_POOL_MAX)
         return -ENOSPC;
-    long fd = reopen_counter_file();
+    long fd = g_has_file ? reopen_counter_file() : create_later_file();
     if (fd < 0)
         return fd;
     long err = fsprof_reserve(fd, end, len);
@@ -156,15 +191,10 @@ static struct slot_rec *new_slot(int shared)
     return s;
 }
 
-/* Takes over the first chunk of a new counter file (header filled in,
- * `fd` still open): its slot 0, then the header is marked ready. */
-static int pool_start(long fd, char *map, uint64_t len, uint64_t seq)
+/* Takes over the first chunk of a new pool, its header filled in: its
+ * slot 0, then the header is marked ready. */
+static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
-    struct stat st;
-    if (syscall(SYS_fstat, fd, &st) != 0)
-        return -errno;
-    g_fdev = (uint64_t)st.st_dev;
-    g_fino = (uint64_t)st.st_ino;
     g_seq = seq;
     g_chunks[0] = (struct chunk){map, 0, len};
     g_nchunks = 1;
@@ -176,6 +206,48 @@ static int pool_start(long fd, char *map, uint64_t len, uint64_t seq)
         return -ENOSPC;
     __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* What names this process image: its executable and argv, copied into
+ * each header. Known without a system call where it can be: argv as the
+ * constructor received it (fsprof_pool_argv) and, in a forked child, the
+ * names of the image it was forked from (the same program, inherited with
+ * these variables); else read from /proc/self once. */
+static char g_exe[FSPROF_EXE_MAX], g_cmd[FSPROF_CMDLINE_MAX];
+static uint32_t g_exe_len, g_cmd_len;
+static int g_exe_known, g_cmd_known;
+
+HIDDEN void fsprof_pool_argv(int argc, char **argv)
+{
+    if (argv == NULL || argc <= 0)
+        return;
+    uint32_t n = 0;
+    /* As /proc/self/cmdline has it: each argument NUL-terminated. */
+    for (int i = 0; i < argc && argv[i] && n < sizeof g_cmd; i++) {
+        for (const char *c = argv[i]; *c && n < sizeof g_cmd; c++)
+            g_cmd[n++] = *c;
+        if (n < sizeof g_cmd)
+            g_cmd[n++] = 0;
+    }
+    g_cmd_len = n;
+    g_cmd_known = 1;
+}
+
+static void fill_names(struct fsprof_proc *p)
+{
+    if (!g_exe_known) {
+        long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, FSPROF_EXE_MAX - 1);
+        g_exe_len = e > 0 ? (uint32_t)e : 0;
+        g_exe_known = 1;
+    }
+    if (!g_cmd_known) {
+        g_cmd_len = fsprof_read_small_file("/proc/self/cmdline", g_cmd, FSPROF_CMDLINE_MAX);
+        g_cmd_known = 1;
+    }
+    memcpy(p->exe, g_exe, g_exe_len);
+    p->exe_len = g_exe_len;
+    memcpy(p->cmdline, g_cmd, g_cmd_len);
+    p->cmdline_len = g_cmd_len;
 }
 
 static void fill_header(struct fsprof_proc *p, uint64_t seq)
@@ -197,9 +269,7 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq)
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = fsprof_mono_ns();
     p->seq = seq;
-    long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->exe, FSPROF_EXE_MAX - 1);
-    p->exe_len = e > 0 ? (uint32_t)e : 0;
-    p->cmdline_len = fsprof_read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
+    fill_names(p);
 }
 
 HIDDEN long fsprof_pool_create(long dirfd)
@@ -213,6 +283,9 @@ HIDDEN long fsprof_pool_create(long dirfd)
         return -errno;
     long err = fsprof_reserve(fd, 0, FSPROF_FIRST_CHUNK);
     char *m = MAP_FAILED;
+    struct stat st;
+    if (err == 0 && syscall(SYS_fstat, fd, &st) != 0)
+        err = -errno;
     if (err == 0) {
         m = (char *)syscall(SYS_mmap, 0, FSPROF_FIRST_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED,
                             fd, 0);
@@ -220,8 +293,13 @@ HIDDEN long fsprof_pool_create(long dirfd)
             err = -errno;
     }
     if (err == 0) {
+        g_fdev = (uint64_t)st.st_dev;
+        g_fino = (uint64_t)st.st_ino;
+        g_in_block = 0;
+        g_has_file = 1;
         fill_header((struct fsprof_proc *)m, seq);
-        err = pool_start(fd, m, FSPROF_FIRST_CHUNK, seq);
+        ((struct fsprof_proc *)m)->file = 1;
+        err = pool_start(m, FSPROF_FIRST_CHUNK, seq);
     }
     syscall(SYS_close, fd);
     if (err != 0) {
@@ -232,11 +310,28 @@ HIDDEN long fsprof_pool_create(long dirfd)
     return err;
 }
 
+HIDDEN long fsprof_pool_create_in_block(long k)
+{
+    struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
+    /* Whose block it is, first: `fsprof run` can tell a block whose taker
+     * died before its header was complete. */
+    __atomic_store_n(&p->pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
+    g_in_block = 1;
+    g_has_file = 0;
+    fill_header(p, seq);
+    p->block = (uint32_t)k + 1;
+    return pool_start((char *)p, FSPROF_FIRST_CHUNK, seq);
+}
+
 HIDDEN void fsprof_pool_forget(void)
 {
-    for (int k = 0; k < g_nchunks; k++)
+    /* An arena block is part of the control file's mapping, kept. */
+    for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
         syscall(SYS_munmap, g_chunks[k].addr, g_chunks[k].len);
     g_nchunks = 0;
+    g_in_block = 0;
+    g_has_file = 0;
     g_proc = NULL;
     g_slot0 = NULL;
     g_lock = 0;

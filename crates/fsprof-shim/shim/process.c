@@ -75,9 +75,14 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_UID, EACCES, euid, NULL);
         return 0;
     }
-    if (dirfd < 0)
-        dirfd = fsprof_open_run_dir();
-    long err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
+    long err, block = fsprof_take_block();
+    if (block >= 0) {
+        err = fsprof_pool_create_in_block(block);
+    } else {
+        if (dirfd < 0)
+            dirfd = fsprof_open_run_dir();
+        err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
+    }
     if (dirfd >= 0)
         syscall(SYS_close, dirfd);
     /* The run directory is gone (or is not the run's any more). */
@@ -87,7 +92,7 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
         return 0;
     }
-    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc->seq);
+    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc);
     return 1;
 }
 
@@ -129,11 +134,13 @@ HIDDEN struct slot_rec *fsprof_slot_slow(void)
 }
 
 /* Reads the environment before the program can change it, and makes every
- * profiled process appear in the run, even one that makes no call. */
-__attribute__((constructor)) static void fsprof_init(void)
+ * profiled process appear in the run, even one that makes no call. glibc
+ * passes a shared object's constructors the program's argc and argv. */
+__attribute__((constructor)) static void fsprof_init(int argc, char **argv)
 {
     fsprof_capture_env();
     if (g_run.ok) {
+        fsprof_pool_argv(argc, argv);
         int saved = errno;
         (void)process_ready();
         errno = saved;

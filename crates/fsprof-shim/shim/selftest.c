@@ -63,6 +63,16 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->own_gap_min = FSPROF_OWN_GAP_MIN;
     out->own_gap_span = FSPROF_OWN_GAP_SPAN;
     out->own_cut_ns = FSPROF_OWN_CUT_NS;
+    out->off_ctl_block_size = offsetof(struct fsprof_control, block_size);
+    out->off_ctl_ring_head = offsetof(struct fsprof_control, ring_head);
+    out->off_ctl_ring_tail = offsetof(struct fsprof_control, ring_tail);
+    out->off_ctl_ring = offsetof(struct fsprof_control, ring);
+    out->off_proc_block = offsetof(struct fsprof_proc, block);
+    out->off_proc_file = offsetof(struct fsprof_proc, file);
+    out->off_proc_used = offsetof(struct fsprof_proc, used);
+    out->arena_off = FSPROF_ARENA_OFF;
+    out->ring = FSPROF_RING;
+    out->max_blocks = FSPROF_MAX_BLOCKS;
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)

@@ -13,7 +13,7 @@ use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install, SelfTest};
 
 use crate::clock::{ClockChoice, ClockParams, MAX_DRIFT};
-use crate::collector::Collector;
+use crate::collector::{Collector, REFILL_NS};
 use crate::notes;
 use crate::reader::ProcessCounters;
 use crate::rundir::{control_bytes, RunDir};
@@ -39,9 +39,6 @@ impl SetupError {
 fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> SetupError {
     move |e| SetupError(format!("{what}: {e}"))
 }
-
-/// How often ended processes' counter files are folded into memory.
-const HARVEST_NS: u64 = 500_000_000;
 
 /// A prepared `fsprof run`: shim installed, clock chosen, run directory
 /// and control file written.
@@ -151,7 +148,7 @@ impl Source for UserSource {
         Caps {
             needs_command: true,
             hold_command: false,
-            upkeep_ns: Some(HARVEST_NS),
+            upkeep_ns: Some(REFILL_NS),
         }
     }
 
@@ -180,7 +177,7 @@ impl Source for UserSource {
     }
 
     fn upkeep(&mut self) {
-        self.collector.harvest();
+        self.collector.upkeep();
     }
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
