@@ -250,7 +250,7 @@ static void fill_names(struct fsprof_proc *p)
     p->cmdline_len = g_cmd_len;
 }
 
-static void fill_header(struct fsprof_proc *p, uint64_t seq)
+static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
 {
     p->magic = FSPROF_PROC_MAGIC;
     p->abi_version = FSPROF_ABI_VERSION;
@@ -265,7 +265,7 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq)
     p->corr_lat = FSPROF_CORR_LAT;
     p->corr_val = FSPROF_CORR_VAL;
     p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
-    p->pid = (int32_t)syscall(SYS_getpid);
+    p->pid = pid;
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = fsprof_mono_ns();
     p->seq = seq;
@@ -297,7 +297,7 @@ HIDDEN long fsprof_pool_create(long dirfd)
         g_fino = (uint64_t)st.st_ino;
         g_in_block = 0;
         g_has_file = 1;
-        fill_header((struct fsprof_proc *)m, seq);
+        fill_header((struct fsprof_proc *)m, seq, (int32_t)syscall(SYS_getpid));
         ((struct fsprof_proc *)m)->file = 1;
         err = pool_start(m, FSPROF_FIRST_CHUNK, seq);
     }
@@ -315,11 +315,12 @@ HIDDEN long fsprof_pool_create_in_block(long k)
     struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
     /* Whose block it is, first: `fsprof run` can tell a block whose taker
      * died before its header was complete. */
-    __atomic_store_n(&p->pid, (int32_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+    int32_t pid = (int32_t)syscall(SYS_getpid);
+    __atomic_store_n(&p->pid, pid, __ATOMIC_RELAXED);
     uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
     g_in_block = 1;
     g_has_file = 0;
-    fill_header(p, seq);
+    fill_header(p, seq, pid);
     p->block = (uint32_t)k + 1;
     return pool_start((char *)p, FSPROF_FIRST_CHUNK, seq);
 }

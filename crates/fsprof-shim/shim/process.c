@@ -21,7 +21,8 @@ static int g_state = ST_UNINIT;
 /* Off for good, in this process and its children: no run, a control file
  * that is not valid, a run that has ended. */
 static int g_off_for_good;
-static int g_setup_tid;
+/* The thread setting up (pthread_self: no system call). */
+static pthread_t g_setup_thread;
 static int g_atfork_done;
 
 static void after_fork_in_child(void)
@@ -109,7 +110,7 @@ static int process_ready(void)
             int expect = ST_UNINIT;
             if (__atomic_compare_exchange_n(&g_state, &expect, ST_BUSY, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                g_setup_tid = (int)syscall(SYS_gettid);
+                g_setup_thread = pthread_self();
                 int ok = setup_process();
                 __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
             }
@@ -117,7 +118,7 @@ static int process_ready(void)
         }
         /* Another thread is setting up. If it is this thread (a signal
          * handler interrupted the set-up), don't wait for ourselves. */
-        if (g_setup_tid == (int)syscall(SYS_gettid))
+        if (pthread_equal(g_setup_thread, pthread_self()))
             return 0;
         syscall(SYS_sched_yield);
     }

@@ -24,12 +24,14 @@ use std::os::fd::AsRawFd;
 use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
 use fsprof_sys::mmap::SharedMap;
 
-/// Blocks kept on offer: a fork storm takes ~2,000 a second, and the ring
-/// is refilled every [`crate::collector::REFILL_NS`].
-pub const ON_OFFER: usize = 64;
 /// Blocks on offer when the command starts: reserving a block allocates
 /// and zeroes its 32 pages (~13 µs here), on the run's start-up path.
-pub const AT_START: usize = 4;
+const AT_START: usize = 4;
+/// The most blocks kept on offer. The ring is refilled every
+/// [`crate::collector::REFILL_NS`] with twice what was taken since the
+/// last time, so that a fork storm (a shell loop takes ~2,000 a second)
+/// finds blocks, and a quiet program holds few.
+const MAX_ON_OFFER: usize = 256;
 /// Blocks reserved at once when none is free (fewer when fewer are
 /// needed).
 const BATCH: u32 = 16;
@@ -59,6 +61,8 @@ pub struct Arena {
     taken: Vec<Taken>,
     /// fallocate failed (a full file system): offer only freed blocks.
     full: bool,
+    /// Blocks to keep on offer.
+    target: usize,
 }
 
 impl Arena {
@@ -76,17 +80,21 @@ impl Arena {
             tail: 0,
             taken: Vec::new(),
             full: false,
+            target: AT_START,
         })
     }
 
     /// Notes the offers processes took since the last call, and tops the
-    /// offers up to `target` (at most [`abi::RING`]).
-    pub fn refill(&mut self, now_ns: u64, target: usize) {
+    /// offers up: to twice what was taken since, if that is more than
+    /// before (at most [`MAX_ON_OFFER`]).
+    pub fn refill(&mut self, now_ns: u64) {
         let head = self
             .map
             .u64_acquire_at(offset_of!(ControlHeader, ring_head))
             .min(self.tail);
         let first_offered = self.tail - self.offered.len() as u64;
+        let taken = head.saturating_sub(first_offered) as usize;
+        self.target = self.target.max(2 * taken).min(MAX_ON_OFFER);
         for _ in first_offered..head {
             if let Some(block) = self.offered.pop_front() {
                 self.taken.push(Taken {
@@ -96,9 +104,8 @@ impl Arena {
             }
         }
         let before = self.tail;
-        let target = target.min(abi::RING);
-        while self.offered.len() < target {
-            let want = (target - self.offered.len()) as u32;
+        while self.offered.len() < self.target {
+            let want = (self.target - self.offered.len()) as u32;
             let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
                 break;
             };

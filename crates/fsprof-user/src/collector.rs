@@ -20,14 +20,18 @@ use fsprof_shim::abi::ProcHeader;
 use fsprof_sys::clock::mono_ns;
 use fsprof_sys::process::pid_exists;
 
-use crate::arena::{ABANDONED_NS, ON_OFFER};
+use crate::arena::ABANDONED_NS;
 use crate::reader::{read_block, read_process, ProcessCounters};
 use crate::rundir::RunDir;
 
 /// How often the arena's offers are topped up (a fork storm takes ~2,000
 /// blocks a second; 128 are kept on offer).
 pub const REFILL_NS: u64 = 20_000_000;
-/// How often ended processes' counters are folded into memory.
+/// How often ended processes' blocks are folded into memory and given
+/// back, so that the arena holds about what runs (a kill(2) a block).
+const BLOCKS_NS: u64 = 100_000_000;
+/// How often ended processes' counter files are (a directory read, then
+/// an open a file).
 const HARVEST_NS: u64 = 500_000_000;
 
 pub struct Collector {
@@ -37,6 +41,7 @@ pub struct Collector {
     /// Processes whose counters are final, in no particular order.
     done: Vec<ProcessCounters>,
     next_harvest_ns: u64,
+    next_blocks_ns: u64,
     pub notes: Vec<String>,
 }
 
@@ -63,6 +68,7 @@ impl Collector {
             nbuckets,
             done: Vec::new(),
             next_harvest_ns: 0,
+            next_blocks_ns: 0,
             notes: Vec::new(),
         }
     }
@@ -71,24 +77,33 @@ impl Collector {
         &self.dir
     }
 
-    /// Tops up the arena's offers; every [`HARVEST_NS`], folds the
-    /// counters of processes that ended into memory.
+    /// Tops up the arena's offers; every [`BLOCKS_NS`] and
+    /// [`HARVEST_NS`], folds the counters of processes that ended into
+    /// memory.
     pub fn upkeep(&mut self) {
         let now = mono_ns();
-        if let Some(a) = self.dir.arena_mut() {
-            a.refill(now, ON_OFFER);
-        }
         if now >= self.next_harvest_ns {
             self.harvest();
             self.next_harvest_ns = now + HARVEST_NS;
+            self.next_blocks_ns = now + BLOCKS_NS;
+        } else if now >= self.next_blocks_ns {
+            self.harvest_from(false);
+            self.next_blocks_ns = now + BLOCKS_NS;
+        } else if let Some(a) = self.dir.arena_mut() {
+            a.refill(now);
         }
     }
 
     /// Moves the counters of processes that cannot write any more into
     /// memory, gives their blocks back and deletes their files.
     pub fn harvest(&mut self) {
+        self.harvest_from(true);
+    }
+
+    /// [`Collector::harvest`], of the arena's blocks only unless `files`.
+    fn harvest_from(&mut self, files: bool) {
         let now = mono_ns();
-        let pools = self.pools(now);
+        let pools = self.pools(now, files);
         let mut newest: HashMap<i32, u64> = HashMap::new();
         for p in &pools {
             let e = newest.entry(p.pid).or_insert(p.seq);
@@ -117,14 +132,14 @@ impl Collector {
             for block in blocks_done {
                 a.give_back(block);
             }
-            a.refill(now, ON_OFFER);
+            a.refill(now);
         }
     }
 
     /// Every complete pool: the taken arena blocks' (blocks abandoned by
-    /// a process that died taking one are given back here) and the
-    /// counter files'.
-    fn pools(&mut self, now: u64) -> Vec<Pool> {
+    /// a process that died taking one are given back here) and, if
+    /// `files`, the counter files'.
+    fn pools(&mut self, now: u64, files: bool) -> Vec<Pool> {
         let mut pools = Vec::new();
         let mut later = Vec::new();
         if let Some(a) = self.dir.arena_mut() {
@@ -157,7 +172,12 @@ impl Collector {
                 a.give_back(block);
             }
         }
-        for (seq, path) in self.dir.process_files().unwrap_or_default() {
+        let files = if files {
+            self.dir.process_files().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for (seq, path) in files {
             if later.contains(&seq) {
                 continue; // an arena block's later chunks
             }
@@ -212,7 +232,7 @@ impl Collector {
         self.harvest();
         let mut all = self.done.clone();
         let now = mono_ns();
-        for p in self.pools(now) {
+        for p in self.pools(now, true) {
             let read = match &p.at {
                 Place::File(path) => read_process(path, self.nbuckets),
                 Place::Block { block, file } => {

@@ -92,7 +92,7 @@ impl RunDir {
         d.arena = Arena::new(&file, arena_blocks()).ok();
         if let Some(a) = &mut d.arena {
             // The command's first processes find blocks on offer.
-            a.refill(fsprof_sys::clock::mono_ns(), crate::arena::AT_START);
+            a.refill(fsprof_sys::clock::mono_ns());
         }
         d.control = Some(file);
         d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
