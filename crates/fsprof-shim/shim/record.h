@@ -13,6 +13,8 @@
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Off the hot path: GCC moves the code that leads to it out of line. */
+#define COLD __attribute__((cold))
 /* initial-exec: a preloaded library gets static TLS, so each access is one
  * %fs-relative load instead of a __tls_get_addr call. */
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -88,12 +90,12 @@ extern TLS struct fsprof_hot t_hot;
 /* The slow paths: set up the process and this thread's slot (process.c);
  * make room for a counter, a value table, the fd states (pool.c). NULL when the call cannot be
  * counted (not profiled, or no room: then it is counted as dropped). */
-HIDDEN struct slot_rec *fsprof_slot_slow(void);
-HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
-HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
-HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
+HIDDEN COLD struct slot_rec *fsprof_slot_slow(void);
+HIDDEN COLD struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
+HIDDEN COLD uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
+HIDDEN COLD struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
 /* The class of a descriptor the shim did not see created (fdclass.c). */
-HIDDEN uint32_t fsprof_fd_classify(int fd);
+HIDDEN COLD uint32_t fsprof_fd_classify(int fd);
 /* A descriptor made by open/openat/creat/fopen (path) or by F_DUPFD. */
 HIDDEN void fsprof_fd_opened(int fd, const char *path);
 HIDDEN void fsprof_fd_dup(int from, int to);
@@ -116,10 +118,10 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
 
 /* A sampled call (pool.c): the countdown ran out. Returns the clock at
  * entry, or 0 when this call is not timed after all. */
-HIDDEN uint64_t fsprof_own_fire(void);
+HIDDEN COLD uint64_t fsprof_own_fire(void);
 /* Files a sampled call's own cost: `entry` from own_begin, [t0, t1] the
  * call's own interval; reads the exit clock first. */
-HIDDEN void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1);
+HIDDEN COLD void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1);
 
 /* At a wrapper's entry: one decrement on every call, a clock read on a
  * sampled one. */

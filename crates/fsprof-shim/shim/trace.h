@@ -18,7 +18,7 @@ struct fsprof_tpre {
     uint64_t a[FSPROF_TREC_MAX_ARGS];
 };
 
-HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
+HIDDEN COLD void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
                              int n);
 /* Appends the record of a returned call; keeps errno. */
 HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,

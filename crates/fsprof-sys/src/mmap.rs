@@ -73,18 +73,7 @@ impl SharedMap {
             .store(v, Ordering::Relaxed)
     }
 
-    /// Zeroes `[off, off + n)`, which no other process may be using. The
-    /// mapping must be writable.
-    ///
-    /// # Panics
-    /// If the range is not inside the mapping.
-    pub fn zero(&self, off: usize, n: usize) {
-        assert!(off.checked_add(n).is_some_and(|e| e <= self.len));
-        // SAFETY: in bounds (asserted) and writable; the caller owns the
-        // range (no one else writes it meanwhile).
-        unsafe { std::ptr::write_bytes(self.ptr.cast::<u8>().add(off), 0, n) }
-    }
-
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -94,6 +83,7 @@ impl SharedMap {
     }
 
     /// The start of the mapping (page aligned).
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr as *const u8
     }
@@ -102,6 +92,7 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u64_at(&self, off: usize) -> u64 {
         self.u64_with(off, Ordering::Relaxed)
     }
@@ -111,10 +102,12 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u64_acquire_at(&self, off: usize) -> u64 {
         self.u64_with(off, Ordering::Acquire)
     }
 
+    #[inline]
     fn u64_with(&self, off: usize, order: Ordering) -> u64 {
         assert!(off.checked_add(8).is_some_and(|e| e <= self.len) && off.is_multiple_of(8));
         // SAFETY: in bounds and aligned (asserted); the writer updates these
@@ -127,6 +120,7 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u32_at(&self, off: usize) -> u32 {
         assert!(off.checked_add(4).is_some_and(|e| e <= self.len) && off.is_multiple_of(4));
         // SAFETY: as in `u64_at`.

@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 
 use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
 use fsprof_sys::mmap::SharedMap;
@@ -172,7 +173,16 @@ impl Arena {
         self.taken.swap_remove(i);
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
         let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
-        self.map.zero(self.block(block).1, n);
+        // Written through the file, not the mapping: storing into pages
+        // this process mapped while reading them would fault once a page
+        // (a read fault maps a page clean, then a write marks it dirty).
+        static ZEROS: [u8; abi::FIRST_CHUNK] = [0; abi::FIRST_CHUNK];
+        let at = self.block(block).1 as u64;
+        if self.file.write_all_at(&ZEROS[..n], at).is_err() {
+            // Not offered again: a block that is not all zeros would
+            // give its next process stale counters.
+            return;
+        }
         self.free.push(block);
     }
 }

@@ -230,7 +230,20 @@ impl Collector {
     /// the current counters of the others.
     pub fn snapshot(&mut self) -> Vec<ProcessCounters> {
         self.harvest();
-        let mut all = self.done.clone();
+        let done = self.done.clone();
+        self.with_live(done)
+    }
+
+    /// [`Collector::snapshot`] at the end of the run, which hands the
+    /// harvested processes over rather than copy them.
+    pub fn finish(&mut self) -> Vec<ProcessCounters> {
+        self.harvest();
+        let done = std::mem::take(&mut self.done);
+        self.with_live(done)
+    }
+
+    /// `all` and the current counters of the processes not harvested.
+    fn with_live(&mut self, mut all: Vec<ProcessCounters>) -> Vec<ProcessCounters> {
         let now = mono_ns();
         for p in self.pools(now, true) {
             let read = match &p.at {

@@ -183,7 +183,7 @@ impl Source for UserSource {
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
         // From now on processes that start (a daemon's children) stay out.
         self.collector.dir().end();
-        let procs = self.collector.snapshot();
+        let procs = self.collector.finish();
         let layers = merged(&procs);
         let mut notes = std::mem::take(&mut self.collector.notes);
         self.clock_notes(&mut notes);
