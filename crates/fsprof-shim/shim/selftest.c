@@ -210,3 +210,9 @@ EXPORT int fsprof_shim_ticks_to_ns(const struct fsprof_control *ctl, size_t len,
     *ns = ticks_to_ns(d);
     return 0;
 }
+
+/* For the tests: the cell a value table files `v` in, on an axis of n. */
+EXPORT uint32_t fsprof_shim_corr_cell(uint64_t v, uint32_t n)
+{
+    return corr_cell(v, n);
+}

@@ -82,6 +82,18 @@ pub fn corr_index(k: usize) -> i32 {
     k as i32 - 2
 }
 
+/// The cell index of `v` on an axis of `n` cells, as the shim files it
+/// (record.h, `corr_cell`): 0 for 0, 1 for 1, `k` for `(2^(k-2), 2^(k-1)]`,
+/// the last cell for anything larger.
+pub fn corr_cell(v: u64, n: usize) -> usize {
+    let k = if v <= 1 {
+        v as usize
+    } else {
+        65 - (v - 1).leading_zeros() as usize
+    };
+    k.min(n - 1)
+}
+
 pub const CLOCK_MONOTONIC: u32 = 0;
 pub const CLOCK_TSC: u32 = 1;
 

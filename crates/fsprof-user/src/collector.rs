@@ -28,8 +28,10 @@ use crate::rundir::RunDir;
 /// blocks a second; 128 are kept on offer).
 pub const REFILL_NS: u64 = 20_000_000;
 /// How often ended processes' blocks are folded into memory and given
-/// back, so that the arena holds about what runs (a kill(2) a block).
-const BLOCKS_NS: u64 = 100_000_000;
+/// back, so that the arena holds about what runs (a kill(2) a block; a
+/// block reserved anew costs the page allocation and zeroing a block
+/// given back does not).
+const BLOCKS_NS: u64 = REFILL_NS;
 /// How often ended processes' counter files are (a directory read, then
 /// an open a file).
 const HARVEST_NS: u64 = 500_000_000;

@@ -275,7 +275,9 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
         let corr_offs = offs + 4 * nctr;
         for (c, out) in corr.iter_mut().enumerate() {
             if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
-                add_correlations(m, off as usize, out);
+                let ctr = m.u32_at(offs + 4 * CORR_OP_INDEX[c]).unwrap_or(0) as usize;
+                let rows = latency_rows(m, ctr);
+                add_correlations(m, off as usize, rows, out);
             }
         }
     }
@@ -347,10 +349,51 @@ fn add_counter(
     }
 }
 
-fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
+/// The counter index of each data op, in value-table order.
+static CORR_OP_INDEX: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
+    abi::CORR_OPS
+        .iter()
+        .map(|n| OPS.iter().position(|o| o.name == *n).unwrap_or(0))
+        .collect()
+});
+
+/// The rows of a value table (latency cells) that can hold anything: the
+/// shim files a call's values after its latency, so every value lies in a
+/// row between those of the op's least and greatest latency in the slot
+/// (row 0 for calls of 0 ns). A short process's table is nearly all zeros;
+/// reading only these rows reads a tenth of it. All rows when the counter
+/// at `ctr` cannot be read.
+fn latency_rows(m: &Mapping, ctr: usize) -> std::ops::RangeInclusive<usize> {
+    let all = 0..=abi::CORR_LAT - 1;
+    if ctr == 0 {
+        return all;
+    }
+    let word = |f: usize| m.u64_at(ctr + f);
+    let (Some(min), Some(max), Some(zero)) = (
+        word(offset_of!(CtrHeader, min_ns)),
+        word(offset_of!(CtrHeader, max_ns)),
+        word(offset_of!(CtrHeader, zero)),
+    ) else {
+        return all;
+    };
+    let first = if zero > 0 || min == 0 {
+        0
+    } else {
+        abi::corr_cell(min, abi::CORR_LAT)
+    };
+    first..=abi::corr_cell(max, abi::CORR_LAT)
+}
+
+fn add_correlations(
+    m: &Mapping,
+    off: usize,
+    rows: std::ops::RangeInclusive<usize>,
+    out: &mut Correlations,
+) {
     if !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
         return;
     }
+    let cells = rows.start() * abi::CORR_VAL..(rows.end() + 1) * abi::CORR_VAL;
     for kind in 0..abi::CORR_KINDS {
         let table = off + kind * abi::CORR_CELLS * 8;
         let joint: &mut JointHistogram = if kind == 0 {
@@ -358,7 +401,7 @@ fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
         } else {
             &mut out.seek
         };
-        for cell in 0..abi::CORR_CELLS {
+        for cell in cells.clone() {
             let n = m.u64_at(table + cell * 8).unwrap_or(0);
             if n != 0 {
                 joint.add(
