@@ -11,13 +11,20 @@
 3. Capture overhead: `grep -r` of bench/user_overhead.py, bare vs
    `fsprof trace --data digest` vs `strace -f -o /dev/null`; and how long
    `fsprof trace` runs on after grep has exited (its end of run).
+5. The replayer's per-command cost (issue 27): a traced
+   `tar -cf out.tar /usr/include/linux` replayed at original speed,
+   rounds interleaved with `--baseline`'s replay of the same file when
+   given: issue-time error (median, p90, p99), the share of the summed
+   error the report blames on "behind" (the replayer's per-command cost),
+   the replay threads' CPU per command (calls included), and the fidelity
+   table's EMD per op (trace vs replay latencies).
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
    of the whole command (the program, and fsprof turning records into the
    trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4] [--skip-overhead] [--no-rt]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt]
 
 As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
 part 2 the replays with `--realtime` (the replay threads under
@@ -48,19 +55,20 @@ def fsprof(args, tmp):
     return run([ARGS.fsprof] + args, cwd=tmp)
 
 
-def timing(tmp, replay, root, extra, wrap=()):
+def timing(tmp, replay, root, extra, wrap=(), binary=None):
     if os.path.exists(root):
         shutil.rmtree(root)
     os.mkdir(root)
     tfile = os.path.join(tmp, "timing.json")
     # Exit 1 only says results differed from the trace: the mismatches are
     # in the report; anything else is an error.
-    p = subprocess.run(list(wrap) + [ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra,
+    p = subprocess.run(list(wrap) + [binary or ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra,
                        cwd=tmp, capture_output=True, text=True)
     if p.returncode not in (0, 1):
         raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
     with open(tfile) as f:
-        return json.load(f)["timing"]
+        t = json.load(f)
+    return t if binary else t["timing"]
 
 
 def pread_rates(tmp):
@@ -268,6 +276,49 @@ def percall(tmp):
             print(f"{call:<6} {k:<13} {statistics.median(wall_ns[k]):10.1f} {c:12.1f} {c - base:10.1f}")
 
 
+def tar_replay(tmp):
+    trace = os.path.join(tmp, "tar.trace")
+    work = os.path.join(tmp, "tarwork")
+    os.makedirs(work, exist_ok=True)
+    fsprof(["trace", "-f", "--data", "digest", "-o", trace, "--", "tar", "-cf", "out.tar", "/usr/include/linux"], work)
+    replay = os.path.join(tmp, "tar.replay")
+    comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
+    bins = {"fsprof": ARGS.fsprof}
+    if ARGS.baseline:
+        bins = {"baseline": ARGS.baseline, "fsprof": ARGS.fsprof}
+    # As root, each binary also under --realtime (its replay threads under
+    # SCHED_FIFO): what is left of the error when other processes cannot
+    # take the CPU away, on a machine that is not idle.
+    modes = {"": []}
+    if os.geteuid() == 0 and not ARGS.no_rt:
+        modes[" rt"] = ["--realtime"]
+    runs = {k + m: [] for k in bins for m in modes}
+    root = os.path.join(tmp, "tarroot")
+    loads = []
+    for _ in range(ARGS.rounds):
+        for k, b in bins.items():
+            for m, extra in modes.items():
+                runs[k + m].append(timing(tmp, replay, root, ["--verify", "warn"] + extra, binary=b))
+        loads.append(os.getloadavg()[0])
+    first = runs["fsprof"][0]["timing"]
+    print(f"\n# 5. tar -cf out.tar /usr/include/linux replayed at original speed ({first['commands']} commands, "
+          f"traced {first['traced_ns'] / 1e6:.0f} ms), {ARGS.rounds} interleaved rounds, medians; "
+          f"load {min(loads):.1f}-{max(loads):.1f}")
+    parts = ["behind_ns", "stalled_ns", "constraint_ns", "wakeup_ns"]
+    for k, rs in runs.items():
+        ts = [r["timing"] for r in rs]
+        med = lambda f: statistics.median(f(t) for t in ts)
+        share = lambda p: med(lambda t: t["error_parts"][p] / (sum(t["error_parts"][q] for q in parts) or 1))
+        print(f"{k:<12} error median {med(lambda t: t['error']['median_ns']) / 1e3:6.1f} us, p90 {med(lambda t: t['error']['p90_ns']) / 1e3:6.1f} us, "
+              f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us; behind {share('behind_ns') * 100:4.1f}%, stalled {share('stalled_ns') * 100:4.1f}%, "
+              f"woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us; "
+              f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}")
+        ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
+        emd = {op: statistics.median(f["score"] for r in rs for f in r["fidelity"] if f["op"] == op and f["score"] is not None) for op in ops}
+        print(f"{'':<12} fidelity EMD (trace vs replay), median: " + ", ".join(f"{op} {v:.2f}" for op, v in emd.items()))
+    print("compile:", " ".join(comp.split()))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -276,7 +327,7 @@ def main():
     ap.add_argument("--baseline", help="part 3: another fsprof binary's `trace` measured beside (before/after a change)")
     ap.add_argument("--n", type=int, default=500_000, help="preads per thread")
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
-    ap.add_argument("--parts", default="1,2,3,4", help="which of the four measurements to run")
+    ap.add_argument("--parts", default="1,2,3,4,5", help="which of the five measurements to run")
     ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
@@ -294,6 +345,8 @@ def main():
             overhead(tmp)
         if "4" in parts:
             percall(tmp)
+        if "5" in parts:
+            tar_replay(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

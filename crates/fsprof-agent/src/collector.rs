@@ -353,6 +353,11 @@ impl Collector {
         p
     }
 
+    /// Cgroup ids seen that no walk could name, since the start.
+    pub fn unresolved_total(&self) -> u64 {
+        self.registry.unresolved_total
+    }
+
     /// Sizes that must stay bounded under churn: cgroups known, previous
     /// totals held, labels with slots and waiting.
     pub fn footprint(&self) -> (usize, usize, usize, usize) {

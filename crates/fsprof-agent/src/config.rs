@@ -101,7 +101,8 @@ impl Settings {
         if layers.is_empty() {
             return Err("no layer selected: give layers one of block, fs, fuse, syscall".into());
         }
-        let resolution = fsprof_core::Resolution::new(o.resolution.unwrap_or(1))?;
+        let resolution =
+            fsprof_core::Resolution::new(o.resolution.unwrap_or(1)).map_err(|e| e.to_string())?;
         let top = o.top.unwrap_or(DEFAULT_TOP);
         if top == 0 {
             return Err("top must be at least 1 (the labels with series of their own)".into());

@@ -32,7 +32,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use fsprof_analysis::labels::{Calibration, Characteristic, Conditions};
 use fsprof_core::stats::quantile;
@@ -429,27 +429,35 @@ fn fsyncs(r: &Round, got: &mut Collected) -> Result<(), CalibrateError> {
 /// Half the round trip of a token passed back and forth between two
 /// threads through a mutex and condition variable (a futex wake and wait
 /// each way).
+///
+/// The lock guards a plain counter, valid whatever a thread that held it
+/// did: a poisoned lock (the other thread panicked) is taken as it is
+/// rather than turned into a panic of fsprof's own.
 fn futex_handoff(got: &mut Collected) {
     const ROUNDS: usize = 1000;
     let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
     let peer = Arc::clone(&pair);
     let t = std::thread::spawn(move || {
         let (m, cv) = &*peer;
-        let mut g = m.lock().unwrap();
+        let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
         for k in 0..ROUNDS as u64 {
-            g = cv.wait_while(g, |v| *v != 2 * k + 1).unwrap();
+            g = cv
+                .wait_while(g, |v| *v != 2 * k + 1)
+                .unwrap_or_else(PoisonError::into_inner);
             *g += 1;
             cv.notify_one();
         }
     });
     let (m, cv) = &*pair;
     let mut v = Vec::with_capacity(ROUNDS);
-    let mut g = m.lock().unwrap();
+    let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
     for k in 0..ROUNDS as u64 {
         let t0 = mono_ns();
         *g += 1;
         cv.notify_one();
-        g = cv.wait_while(g, |x| *x != 2 * k + 2).unwrap();
+        g = cv
+            .wait_while(g, |x| *x != 2 * k + 2)
+            .unwrap_or_else(PoisonError::into_inner);
         v.push((mono_ns() - t0) as f64 / 2.0);
     }
     drop(g);

@@ -50,8 +50,7 @@ pub fn compare(a: &BenchResult, b: &BenchResult) -> BenchComparison {
     if a.params.suite != b.params.suite {
         out.differences.push(format!(
             "suites differ: {} vs {}",
-            a.params.suite.name(),
-            b.params.suite.name()
+            a.params.suite, b.params.suite
         ));
     }
     for (name, pa) in &na {

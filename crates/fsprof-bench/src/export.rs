@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::params::human_bytes;
 use crate::result::{BenchResult, PhaseResult};
+use fsprof_measure::cache::{CacheCheck, CacheMode};
 
 fn ci(p: &PhaseResult) -> (f64, f64) {
     p.summary
@@ -15,12 +16,29 @@ fn ci(p: &PhaseResult) -> (f64, f64) {
 }
 
 pub fn text(r: &BenchResult) -> String {
+    let mut s = header(r);
+    table(&mut s, r);
+    if let Some(line) = cache_line(r) {
+        let _ = writeln!(s, "\n{line}");
+    }
+    let p = &r.params;
+    if let Some(note) = p.suite().ok().and_then(|suite| suite.figures_note(p)) {
+        let _ = writeln!(s, "{note}");
+    }
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {}", w.message);
+    }
+    s
+}
+
+/// What ran where, on which machine, with which timer.
+fn header(r: &BenchResult) -> String {
     let p = &r.params;
     let mut s = String::new();
     let _ = writeln!(
         s,
         "fsprof bench {} on {} ({} {}, {}), {} runs after {} warm-up, --cache {}",
-        p.suite.name(),
+        p.suite,
         r.dir.path,
         r.dir.fs_type,
         r.dir.source,
@@ -40,6 +58,11 @@ pub fn text(r: &BenchResult) -> String {
         r.timer.overhead_ns,
         r.timer.resolution_ns
     );
+    s
+}
+
+/// One row per phase.
+fn table(s: &mut String, r: &BenchResult) {
     let _ = writeln!(
         s,
         "\n{:<22} {:>12} {:>18} {:>12} {:>12} {:>12} {:>10} {:>9} {:>4} {:>6}",
@@ -64,41 +87,54 @@ pub fn text(r: &BenchResult) -> String {
                 .map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
         );
     }
-    let first = r
+}
+
+/// The cache state every phase started in, as the checks found it, in
+/// one line: the worst check in words (`cold: verified, 0 of 2816 pages
+/// cached (cachestat)`) and how many passed; `None` when nothing was
+/// prepared.
+pub fn cache_line(r: &BenchResult) -> Option<String> {
+    let all: Vec<&CacheCheck> = r
         .phases
-        .first()
-        .or_else(|| r.sweep.first().and_then(|s| s.phases.first()));
-    if let Some(c) = first.and_then(|p| p.cache.first()) {
-        let all: Vec<_> = r
-            .phases
-            .iter()
-            .chain(r.sweep.iter().flat_map(|s| s.phases.iter()))
-            .flat_map(|p| p.cache.iter())
-            .collect();
-        let passed = all.iter().filter(|c| c.passed).count();
-        let _ = writeln!(
-            s,
-            "\ncache: {} by {} — verified by {}: {passed} of {} checks passed",
-            c.mode.name(),
-            c.eviction
-                .map_or("a read pass / nothing".into(), |e| format!("{e:?}")),
-            c.verified_by
-                .as_deref()
-                .unwrap_or("nothing (no residency call for this state)"),
-            all.len()
-        );
-    }
-    if p.suite != crate::params::Suite::Metadata && p.suite != crate::params::Suite::Pread {
-        let _ = writeln!(
-            s,
-            "figures: files 2..{} of each run (the first file is dropped as warm-up)",
-            p.files
-        );
-    }
-    for w in &r.warnings {
-        let _ = writeln!(s, "warning: {}", w.message);
-    }
-    s
+        .iter()
+        .chain(r.sweep.iter().flat_map(|s| s.phases.iter()))
+        .flat_map(|p| p.cache.iter())
+        .collect();
+    let first = all.first()?;
+    let how = first.eviction.map_or_else(
+        || match first.mode {
+            CacheMode::Warm => "a read pass".to_string(),
+            _ => "nothing done".to_string(),
+        },
+        |e| e.describe().to_string(),
+    );
+    let verified: Vec<&CacheCheck> = all
+        .iter()
+        .copied()
+        .filter(|c| c.verified_by.is_some())
+        .collect();
+    // The worst check speaks for all: the most pages cached for cold (and
+    // as-is), the fewest for warm.
+    let by_share = |a: &&&CacheCheck, b: &&&CacheCheck| a.fraction().total_cmp(&b.fraction());
+    let worst = match first.mode {
+        CacheMode::Warm => verified.iter().min_by(by_share),
+        _ => verified.iter().max_by(by_share),
+    };
+    let Some(worst) = worst else {
+        return Some(format!(
+            "cache: {} by {how} before each phase: not verified (no residency call for these files)",
+            first.mode.name()
+        ));
+    };
+    let failed = verified.iter().filter(|c| !c.passed).count();
+    let tally = match failed {
+        0 => format!("the worst of {} checks, all passed", verified.len()),
+        k => format!("{k} of {} checks FAILED", verified.len()),
+    };
+    Some(format!(
+        "cache: {} — {tally} ({how} before each phase)",
+        worst.describe()
+    ))
 }
 
 pub fn csv(r: &BenchResult) -> String {

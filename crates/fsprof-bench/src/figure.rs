@@ -5,7 +5,7 @@
 
 use fsprof_plot::linechart::{render, Line, LineChart};
 
-use crate::params::{human_bytes, Align};
+use crate::params::human_bytes;
 use crate::result::BenchResult;
 
 /// What a sweep plot puts on its value axis.
@@ -59,23 +59,14 @@ pub fn sweep_svg(b: &BenchResult, metric: SweepMetric) -> String {
         SweepMetric::Rate => ("mean ± 95% CI", "MB/s"),
         SweepMetric::OpP50 => ("median ns per op", "ns per op (median)"),
     };
+    let summary = b.params.suite().map(|s| s.summary(&b.params));
     let chart = LineChart {
         title: format!(
-            "fsprof bench sweep: {} on {} ({} files, {} I/O{}{}, {what})",
+            "fsprof bench {}: {} on {} ({}, {what})",
+            b.params.suite,
             b.dir.fs_type,
             b.machine.host,
-            b.params.files,
-            human_bytes(b.params.io_size),
-            if b.params.align == Align::None {
-                ", unaligned"
-            } else {
-                ""
-            },
-            if b.params.pad_syscalls {
-                ", padded"
-            } else {
-                ""
-            },
+            summary.unwrap_or_default(),
         ),
         x_label: "file size".into(),
         y_label: y_label.into(),
@@ -93,13 +84,13 @@ pub fn report_figures(b: &BenchResult) -> Vec<fsprof_plot::html::Figure> {
     }
     vec![
         fsprof_plot::html::Figure {
-            id: "sweep".into(),
+            id: "file-size-sweep".into(),
             heading: "Benchmark sweep: throughput against file size".into(),
             svg: sweep_svg(b, SweepMetric::Rate),
             caption: "Mean of the measured runs with its 95% confidence interval per phase; dashed lines mark the CPU data caches (sysfs) and the memory available when the sweep started.".into(),
         },
         fsprof_plot::html::Figure {
-            id: "sweep-op-p50".into(),
+            id: "file-size-sweep-op-p50".into(),
             heading: "Benchmark sweep: median latency per operation against file size".into(),
             svg: sweep_svg(b, SweepMetric::OpP50),
             caption: "Median over the measured runs of each run's median per-operation latency (lower is faster); a preempted operation moves a mean, rarely a median.".into(),

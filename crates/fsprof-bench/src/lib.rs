@@ -20,5 +20,6 @@ pub mod runner;
 pub mod suites;
 pub mod warnings;
 
-pub use params::{Align, Params, Suite};
+pub use params::{Align, Params};
 pub use runner::{run, BenchError, Progress};
+pub use suites::{Suite, SUITES};

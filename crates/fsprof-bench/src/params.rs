@@ -2,37 +2,24 @@
 //! refuse a run before it writes anything (a missing or read-only DIR, a
 //! working set larger than the free space, options that contradict each
 //! other). Each error is one line that names the option and the fix.
+//!
+//! [`Params`] holds what every suite takes (runs, warm-up, cache state,
+//! seed, ...) and, in [`Params::options`], the suite's own options by
+//! name, as the suite declares them ([`Opt`]) and reads them back typed
+//! ([`Params::options_as`]). A result file stores them flat beside the
+//! common ones, so a result written before suites declared their own
+//! options reads the same.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use fsprof_measure::cache::CacheMode;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::machine::DirInfo;
-use fsprof_measure::cache::CacheMode;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Suite {
-    /// Sprite LFS large-file benchmark, §4.6.5's version.
-    Sprite,
-    /// Bonnie++'s create/stat/unlink tests.
-    Metadata,
-    /// Replayfs/Buttress: threads reading a cached 1 KiB buffer.
-    Pread,
-    /// Sprite over file sizes across the CPU caches and memory.
-    Sweep,
-}
-
-impl Suite {
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Sprite => "sprite",
-            Suite::Metadata => "metadata",
-            Suite::Pread => "pread",
-            Suite::Sweep => "sweep",
-        }
-    }
-}
+use crate::suites::{self, Suite};
 
 /// Where random offsets fall (`--align`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,9 +32,71 @@ pub enum Align {
     None,
 }
 
+/// What kind of value a suite option takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A whole number (`--files 11`).
+    Count,
+    /// A size with an optional unit (`--file-size 1M`).
+    Size,
+    /// Present or not (`--pad-syscalls`).
+    Flag,
+    /// One of these words (`--align page`).
+    Choice(&'static [&'static str]),
+}
+
+impl Kind {
+    /// The value of `text` as the result stores it.
+    pub fn parse(self, text: &str) -> Result<Value, String> {
+        match self {
+            Kind::Count => text
+                .parse::<u64>()
+                .map(Value::from)
+                .map_err(|_| format!("{text:?} is not a whole number")),
+            Kind::Size => parse_size(text).map(Value::from),
+            Kind::Flag => match text {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err(format!("{text:?} is not true or false")),
+            },
+            Kind::Choice(words) => words
+                .iter()
+                .find(|w| **w == text)
+                .map(|w| Value::from(*w))
+                .ok_or_else(|| format!("{text:?} is not one of {}", words.join(", "))),
+        }
+    }
+}
+
+/// One option a suite takes besides the common ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opt {
+    /// The long option without dashes (`file-size`); `-` is `_` in the
+    /// result's key (`file_size`).
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub help: &'static str,
+    /// `N`, `SIZE`, ... (unused for flags).
+    pub value_name: &'static str,
+    pub kind: Kind,
+    /// The default, as it would be typed (`1M`; `false` for flags).
+    pub default: &'static str,
+}
+
+impl Opt {
+    /// The key in [`Params::options`] and in the result file.
+    pub fn key(&self) -> String {
+        self.name.replace('-', "_")
+    }
+}
+
+/// A suite's own options by key (`files`, `io_size`, ...), as JSON values.
+pub type Options = BTreeMap<String, Value>;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Params {
-    pub suite: Suite,
+    /// The suite's name ([`crate::suites::SUITES`]).
+    pub suite: String,
     pub dir: PathBuf,
     /// Measured runs.
     pub runs: usize,
@@ -64,31 +113,26 @@ pub struct Params {
     /// not only the histograms.
     #[serde(default)]
     pub raw_samples: bool,
-    // sprite and sweep
-    pub files: usize,
-    pub file_size: u64,
-    pub io_size: u64,
-    pub align: Align,
-    pub pad_syscalls: bool,
-    // metadata
-    pub dirs: usize,
-    pub files_per_dir: usize,
-    // pread
-    pub threads: usize,
-    pub ops: usize,
-    pub buffer_size: u64,
-    // sweep
-    pub min_size: u64,
-    pub max_size: u64,
+    /// The suite's own options ([`Suite::options`]).
+    #[serde(flatten)]
+    pub options: Options,
 }
 
 impl Params {
-    /// The defaults of a suite: the paper's Sprite (11 files of 1 MiB,
-    /// 4 KiB I/O, page-aligned), bonnie++'s `-n 16:0:0:1024`, 10 runs
-    /// after one warm-up run.
-    pub fn defaults(suite: Suite, dir: PathBuf) -> Params {
+    /// The defaults: 10 runs after one warm-up run, the cache as it is,
+    /// and the suite's own defaults. An unknown suite gets no options (and
+    /// is refused by [`Params::validate`]).
+    pub fn defaults(suite: &str, dir: PathBuf) -> Params {
+        let options = suites::find(suite)
+            .map(|s| {
+                s.options()
+                    .iter()
+                    .filter_map(|o| Some((o.key(), o.kind.parse(o.default).ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
         Params {
-            suite,
+            suite: suite.to_string(),
             dir,
             runs: 10,
             warmup: 1,
@@ -97,107 +141,61 @@ impl Params {
             resolution: 1,
             seed: 1,
             raw_samples: false,
-            files: 11,
-            file_size: 1 << 20,
-            io_size: 4096,
-            align: Align::Page,
-            pad_syscalls: false,
-            dirs: 1024,
-            files_per_dir: 16,
-            threads: 1,
-            ops: 100_000,
-            buffer_size: 1024,
-            min_size: 4096,
-            max_size: 64 << 20,
+            options,
         }
     }
 
-    /// Bytes the benchmark keeps on DIR at once.
+    /// The suite these parameters run.
+    pub fn suite(&self) -> Result<&'static dyn Suite, ParamError> {
+        suites::find(&self.suite).ok_or_else(|| ParamError::UnknownSuite(self.suite.clone()))
+    }
+
+    /// Sets a suite option (tests and the command line; `key` as in the
+    /// result, `files`, `io_size`).
+    pub fn set(&mut self, key: &str, value: impl Into<Value>) -> &mut Params {
+        self.options.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// The suite's options as its own typed struct.
+    pub fn options_as<T: DeserializeOwned>(&self) -> Result<T, ParamError> {
+        let map = serde_json::Map::from_iter(self.options.clone());
+        serde_json::from_value(Value::Object(map)).map_err(|e| ParamError::Options {
+            suite: self.suite.clone(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Bytes the benchmark keeps on DIR at once (0 for an unknown suite).
     pub fn working_set(&self) -> u64 {
-        match self.suite {
-            Suite::Sprite => self.files as u64 * self.file_size,
-            Suite::Sweep => self.files as u64 * self.max_size,
-            Suite::Pread => self.buffer_size,
-            // Empty files: an inode and a directory entry each, no data.
-            Suite::Metadata => 0,
-        }
+        self.suite().map_or(0, |s| s.working_set(self))
     }
 
-    /// The sizes a sweep measures: powers of two from `min_size` to
-    /// `max_size`.
-    pub fn sweep_sizes(&self) -> Vec<u64> {
-        let mut v = Vec::new();
-        let mut s = self.min_size.max(1).next_power_of_two();
-        while s <= self.max_size {
-            v.push(s);
-            s = match s.checked_mul(2) {
-                Some(n) => n,
-                None => break,
-            };
-        }
-        v
-    }
-
-    /// Option checks that need no I/O.
+    /// Option checks that need no I/O: the common ones, then the suite's.
     pub fn validate(&self) -> Result<(), ParamError> {
-        use ParamError::*;
+        self.validate_common()?;
+        self.suite()?.validate(self)
+    }
+
+    /// The checks of the options every suite takes.
+    pub fn validate_common(&self) -> Result<(), ParamError> {
+        let bad = |option, fix: &str| {
+            Err(ParamError::Invalid {
+                option,
+                fix: fix.into(),
+            })
+        };
         if self.runs == 0 {
-            return Err(Bad("--runs must be at least 1 (10 is the default)".into()));
+            return bad("--runs", "must be at least 1 (10 is the default)");
         }
         if !fsprof_core::Resolution::ALLOWED.contains(&self.resolution) {
-            return Err(Bad("--resolution must be 1, 2, 4, 8 or 16".into()));
+            return bad("--resolution", "must be 1, 2, 4, 8 or 16");
         }
         if self.drop_caches && self.cache != CacheMode::Cold {
-            return Err(Bad(
-                "--drop-caches only applies to --cache cold; add --cache cold or drop it".into(),
-            ));
-        }
-        match self.suite {
-            Suite::Sprite | Suite::Sweep => {
-                if self.files < 2 {
-                    return Err(Bad("--files must be at least 2: the first file's figures are dropped as warm-up".into()));
-                }
-                if self.io_size == 0 {
-                    return Err(Bad("--io-size must be at least 1 byte".into()));
-                }
-                let size = if self.suite == Suite::Sweep {
-                    self.min_size
-                } else {
-                    self.file_size
-                };
-                if self.io_size > size {
-                    return Err(Bad(format!(
-                        "--io-size {} is larger than the file size {size}: use a smaller --io-size or larger files",
-                        self.io_size
-                    )));
-                }
-                if self.align == Align::None && (self.io_size < 2 || size < 2 * self.io_size) {
-                    return Err(Bad("--align none needs --io-size of at least 2 bytes and files of at least two I/Os (an offset is shifted by less than one I/O)".into()));
-                }
-                if self.suite == Suite::Sweep && self.sweep_sizes().is_empty() {
-                    return Err(Bad(
-                        "--min-size is larger than --max-size: no size to sweep".into(),
-                    ));
-                }
-            }
-            Suite::Metadata => {
-                if self.dirs == 0 || self.files_per_dir == 0 {
-                    return Err(Bad("--dirs and --files-per-dir must be at least 1".into()));
-                }
-                if self.cache == CacheMode::Cold && !self.drop_caches {
-                    return Err(Bad("--cache cold for metadata needs --drop-caches (root): dentries and inodes cannot be evicted per file".into()));
-                }
-            }
-            Suite::Pread => {
-                if self.cache == CacheMode::Cold {
-                    return Err(Bad("the pread suite measures cached reads: --cache cold contradicts it (use warm or asis)".into()));
-                }
-                if self.threads == 0 || self.ops == 0 || self.buffer_size == 0 {
-                    return Err(Bad(
-                        "--threads, --ops and --buffer-size must be at least 1".into()
-                    ));
-                }
-            }
+            return bad(
+                "--drop-caches",
+                "only applies to --cache cold; add --cache cold or drop it",
+            );
         }
         Ok(())
     }
@@ -205,49 +203,81 @@ impl Params {
     /// Checks against DIR itself: it exists, is a writable directory, and
     /// holds the working set with room to spare. Returns its description.
     pub fn check_dir(&self) -> Result<DirInfo, ParamError> {
+        self.check_dir_for(self.working_set())
+    }
+
+    /// [`Params::check_dir`] for a working set of `ws` bytes.
+    pub fn check_dir_for(&self, ws: u64) -> Result<DirInfo, ParamError> {
         let d = &self.dir;
-        let meta = std::fs::metadata(d).map_err(|e| {
-            ParamError::Bad(format!(
-                "--dir {}: {e} (pass an existing directory)",
-                d.display()
-            ))
-        })?;
-        if !meta.is_dir() {
-            return Err(ParamError::Bad(format!(
-                "--dir {} is not a directory",
-                d.display()
-            )));
-        }
+        let info = DirInfo::of(d)?;
         let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
-            .map_err(|_| ParamError::Bad("--dir contains a NUL byte".into()))?;
+            .map_err(|_| ParamError::Invalid {
+                option: "--dir",
+                fix: "contains a NUL byte".into(),
+            })?;
         // SAFETY: a NUL-terminated path.
         if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-            return Err(ParamError::Bad(format!(
-                "--dir {} is not writable ({}): pass a directory you can write to",
-                d.display(),
-                std::io::Error::last_os_error()
-            )));
+            return Err(ParamError::NotWritable {
+                dir: d.clone(),
+                source: std::io::Error::last_os_error(),
+            });
         }
-        let info =
-            DirInfo::of(d).map_err(|e| ParamError::Bad(format!("--dir {}: {e}", d.display())))?;
         // Metadata blocks, journals and allocation slack: ask for a margin.
-        let need = self.working_set().saturating_add(self.working_set() / 8) + (1 << 20);
+        let need = ws.saturating_add(ws / 8) + (1 << 20);
         if need > info.free_bytes {
-            return Err(ParamError::Bad(format!(
-                "the working set ({}) does not fit in the free space of {} ({} free): use fewer --files or a smaller --file-size",
-                human_bytes(self.working_set()),
-                d.display(),
-                human_bytes(info.free_bytes)
-            )));
+            return Err(ParamError::TooBig {
+                working_set: ws,
+                dir: d.clone(),
+                free: info.free_bytes,
+            });
         }
         Ok(info)
     }
 }
 
+/// Why a run is refused before it starts; each message names the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ParamError {
-    #[error("{0}")]
-    Bad(String),
+    #[error("{option} {fix}")]
+    Invalid { option: &'static str, fix: String },
+    #[error("no suite {0:?}: fsprof bench --help lists them")]
+    UnknownSuite(String),
+    #[error("--{option} is not an option of {suite} (it is {owners}'s): drop it")]
+    NotItsOption {
+        option: &'static str,
+        suite: &'static str,
+        owners: String,
+    },
+    #[error("the {suite} options of this result cannot be read: {detail}")]
+    Options { suite: String, detail: String },
+    #[error(transparent)]
+    Dir(#[from] fsprof_measure::target::TargetError),
+    #[error("{} is not writable ({source}): pass a directory you can write to", dir.display())]
+    NotWritable {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the working set ({}) does not fit in the free space of {} ({} free): use fewer --files or a smaller --file-size",
+        human_bytes(*working_set),
+        dir.display(),
+        human_bytes(*free)
+    )]
+    TooBig {
+        working_set: u64,
+        dir: PathBuf,
+        free: u64,
+    },
+    #[error("--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it cold uses posix_fadvise per file")]
+    DropCachesNeedsRoot,
+}
+
+/// Refuses a run: `option` and how to fix it ([`ParamError::Invalid`]).
+pub fn invalid<T>(option: &'static str, fix: impl Into<String>) -> Result<T, ParamError> {
+    Err(ParamError::Invalid {
+        option,
+        fix: fix.into(),
+    })
 }
 
 /// `1 MiB`-style sizes: fsprof's one way of writing bytes.
@@ -265,18 +295,14 @@ mod tests {
     fn contradictions_are_refused_with_the_option_named() {
         let p = |s| Params::defaults(s, "/tmp".into());
         type Change = fn(&mut Params);
-        let cases: [(Suite, Change, &str); 7] = [
-            (Suite::Sprite, |q| q.files = 1, "--files"),
-            (Suite::Sprite, |q| q.io_size = 2 << 20, "--io-size"),
-            (Suite::Sprite, |q| q.runs = 0, "--runs"),
-            (Suite::Pread, |q| q.cache = CacheMode::Cold, "cached reads"),
-            (Suite::Sprite, |q| q.drop_caches = true, "--cache cold"),
-            (
-                Suite::Metadata,
-                |q| q.cache = CacheMode::Cold,
-                "--drop-caches",
-            ),
-            (Suite::Sweep, |q| q.min_size = 1 << 30, "--min-size"),
+        let cases: [(&str, Change, &str); 7] = [
+            ("sprite", |q| _ = q.set("files", 1), "--files"),
+            ("sprite", |q| _ = q.set("io_size", 2 << 20), "--io-size"),
+            ("sprite", |q| q.runs = 0, "--runs"),
+            ("pread", |q| q.cache = CacheMode::Cold, "cached reads"),
+            ("sprite", |q| q.drop_caches = true, "--cache cold"),
+            ("metadata", |q| q.cache = CacheMode::Cold, "--drop-caches"),
+            ("sweep", |q| _ = q.set("min_size", 1 << 30), "--min-size"),
         ];
         for (suite, change, named) in cases {
             let mut q = p(suite);
@@ -284,31 +310,32 @@ mod tests {
             let e = q.validate().unwrap_err().to_string();
             assert!(e.contains(named), "{e} should name {named}");
         }
-        assert!(p(Suite::Sprite).validate().is_ok());
+        assert!(p("sprite").validate().is_ok());
+        let e = p("nosuch").validate().unwrap_err().to_string();
+        assert!(e.contains("no suite \"nosuch\""), "{e}");
     }
 
     #[test]
-    fn sweep_sizes_are_the_powers_of_two_in_range() {
-        let p = Params {
-            min_size: 3000,
-            max_size: 40000,
-            ..Params::defaults(Suite::Sweep, "/tmp".into())
-        };
-        assert_eq!(p.sweep_sizes(), vec![4096, 8192, 16384, 32768]);
+    fn option_values_parse_by_kind() {
+        assert_eq!(Kind::Size.parse("4k"), Ok(Value::from(4096u64)));
+        assert_eq!(Kind::Count.parse("11"), Ok(Value::from(11u64)));
+        assert!(Kind::Count.parse("-1").is_err());
+        assert_eq!(Kind::Flag.parse("true"), Ok(Value::Bool(true)));
+        let align = Kind::Choice(&["page", "none"]);
+        assert_eq!(align.parse("none"), Ok(Value::from("none")));
+        assert!(align.parse("odd").unwrap_err().contains("page, none"));
     }
 
     #[test]
     fn a_missing_or_too_small_dir_is_refused_up_front() {
-        let p = Params::defaults(Suite::Sprite, "/nonexistent/x".into());
+        let p = Params::defaults("sprite", "/nonexistent/x".into());
         assert!(p
             .check_dir()
             .unwrap_err()
             .to_string()
-            .contains("--dir /nonexistent/x"));
-        let huge = Params {
-            file_size: 1 << 50,
-            ..Params::defaults(Suite::Sprite, "/dev/shm".into())
-        };
+            .contains("/nonexistent/x"));
+        let mut huge = Params::defaults("sprite", "/dev/shm".into());
+        huge.set("file_size", 1u64 << 50);
         let e = huge.check_dir().unwrap_err().to_string();
         assert!(e.contains("does not fit"), "{e}");
     }

@@ -14,9 +14,9 @@ use fsprof_core::profile::{Layer, Profile};
 use fsprof_core::stats::Summary;
 
 use crate::machine::{DirInfo, Machine};
-use crate::params::{ParamError, Params, Suite};
+use crate::params::{ParamError, Params};
 use crate::result::{self, BenchResult, PhaseResult, SweepPoint, TimerInfo, LAYER};
-use crate::suites::{self, Ctx, PhaseRun};
+use crate::suites::{Ctx, PhaseRun, Suite};
 use crate::warnings;
 use fsprof_measure::timing::{Clock, Overhead};
 
@@ -43,7 +43,18 @@ pub fn run(
     progress: &mut dyn Progress,
     stop: &dyn Fn() -> bool,
 ) -> Result<(Profile, BenchResult), BenchError> {
-    let dir = preflight(params)?;
+    run_suite(params.suite()?, params, command, progress, stop)
+}
+
+/// Runs `suite` (registered or not) with `params`.
+pub fn run_suite(
+    suite: &dyn Suite,
+    params: &Params,
+    command: Vec<String>,
+    progress: &mut dyn Progress,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Profile, BenchResult), BenchError> {
+    let dir = preflight(suite, params)?;
     let machine = Machine::read();
     let start_unix_ns = fsprof_sys::clock::wall_unix_ns();
     let start_mono = fsprof_sys::clock::mono_ns();
@@ -56,42 +67,17 @@ pub fn run(
         })?;
     let clock = Clock::best();
     let overhead = Overhead::measure(clock);
-    let resolution = Resolution::new(params.resolution).map_err(ParamError::Bad)?;
+    let resolution = Resolution::new(params.resolution).map_err(|e| ParamError::Invalid {
+        option: "--resolution",
+        fix: e.to_string(),
+    })?;
     let ctx = Ctx {
         params,
         scratch: scratch.path(),
         clock,
         resolution,
     };
-    let sizes = match params.suite {
-        Suite::Sweep => params.sweep_sizes(),
-        _ => vec![params.file_size],
-    };
-    let mut runs = Runs {
-        ctx: &ctx,
-        progress,
-        stop,
-        done: 0,
-    };
-    runs.progress.phase(
-        params.suite.name(),
-        ((params.warmup + params.runs) * sizes.len()) as u64,
-    );
-    let mut layer = Layer::new(LAYER);
-    let mut phases = Vec::new();
-    let mut sweep = Vec::new();
-    for &size in &sizes {
-        let (ph, ops) = aggregate(&runs.all_of(size)?, params.warmup);
-        add_ops(&mut layer, ops, params.suite, size);
-        if params.suite == Suite::Sweep {
-            sweep.push(SweepPoint {
-                file_size: size,
-                phases: ph,
-            });
-        } else {
-            phases = ph;
-        }
-    }
+    let (layer, phases, sweep) = measure(suite, &ctx, progress, stop)?;
     drop(scratch);
     let mut meta = fsprof_capture::meta::timed(
         result::profile_meta(command, &machine),
@@ -120,16 +106,54 @@ pub fn run(
     Ok((profile, bench))
 }
 
+/// Every run of every size: the layer of latencies, and the phases (or,
+/// in a sweep, the phases per size).
+fn measure(
+    suite: &dyn Suite,
+    ctx: &Ctx,
+    progress: &mut dyn Progress,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Layer, Vec<PhaseResult>, Vec<SweepPoint>), BenchError> {
+    let params = ctx.params;
+    let sweep = suite.sweep(params);
+    let sizes = sweep.clone().unwrap_or_else(|| vec![0]);
+    let mut runs = Runs {
+        ctx,
+        suite,
+        progress,
+        stop,
+        done: 0,
+    };
+    runs.progress.phase(
+        suite.name(),
+        ((params.warmup + params.runs) * sizes.len()) as u64,
+    );
+    let mut layer = Layer::new(LAYER);
+    let mut phases = Vec::new();
+    let mut points = Vec::new();
+    for &size in &sizes {
+        let (ph, ops) = aggregate(&runs.all_of(size)?, params.warmup);
+        add_ops(&mut layer, ops, sweep.is_some().then_some(size));
+        if sweep.is_some() {
+            points.push(SweepPoint {
+                file_size: size,
+                phases: ph,
+            });
+        } else {
+            phases = ph;
+        }
+    }
+    Ok((layer, phases, points))
+}
+
 /// Every check that must pass before anything is written under DIR.
-fn preflight(params: &Params) -> Result<DirInfo, BenchError> {
-    params.validate()?;
-    let dir = params.check_dir()?;
+fn preflight(suite: &dyn Suite, params: &Params) -> Result<DirInfo, BenchError> {
+    params.validate_common()?;
+    suite.validate(params)?;
+    let dir = params.check_dir_for(suite.working_set(params))?;
     // SAFETY: geteuid cannot fail.
     if params.drop_caches && unsafe { libc::geteuid() } != 0 {
-        return Err(ParamError::Bad(
-            "--drop-caches needs root (it writes /proc/sys/vm/drop_caches); without it cold uses posix_fadvise per file".into(),
-        )
-        .into());
+        return Err(ParamError::DropCachesNeedsRoot.into());
     }
     Ok(dir)
 }
@@ -138,6 +162,7 @@ fn preflight(params: &Params) -> Result<DirInfo, BenchError> {
 /// for the progress bar and for the interruption message.
 struct Runs<'a> {
     ctx: &'a Ctx<'a>,
+    suite: &'a dyn Suite,
     progress: &'a mut dyn Progress,
     stop: &'a dyn Fn() -> bool,
     done: usize,
@@ -152,15 +177,13 @@ impl Runs<'_> {
             if (self.stop)() {
                 return Err(BenchError::Interrupted(self.done));
             }
-            let r = match params.suite {
-                Suite::Sprite | Suite::Sweep => suites::sprite::run_once(self.ctx, size),
-                Suite::Metadata => suites::metadata::run_once(self.ctx),
-                Suite::Pread => suites::pread::run_once(self.ctx),
-            }
-            .map_err(|source| BenchError::Io {
-                run: run + 1,
-                source,
-            })?;
+            let r = self
+                .suite
+                .run_once(self.ctx, size)
+                .map_err(|source| BenchError::Io {
+                    run: run + 1,
+                    source,
+                })?;
             runs.push(r);
             self.done += 1;
             self.progress.advance(1);
@@ -171,9 +194,9 @@ impl Runs<'_> {
 
 /// Merges one size's ops into the layer; a sweep's op names carry their
 /// file size (`seq_read@4KiB`) so that sizes stay apart in the profile.
-fn add_ops(layer: &mut Layer, ops: Vec<OpStats>, suite: Suite, size: u64) {
+fn add_ops(layer: &mut Layer, ops: Vec<OpStats>, sweep_size: Option<u64>) {
     for mut op in ops {
-        if suite == Suite::Sweep {
+        if let Some(size) = sweep_size {
             let size = crate::params::human_bytes(size).replace(' ', "");
             op.name = format!("{}@{size}", op.name);
         }

@@ -1,6 +1,6 @@
 //! The reasons not to trust a result, each with what to do about it.
 
-use crate::params::{human_bytes, Suite};
+use crate::params::human_bytes;
 use crate::result::{BenchResult, PhaseResult, Warning};
 use fsprof_measure::cache::CacheMode;
 
@@ -120,7 +120,7 @@ fn phase(out: &mut Vec<Warning>, r: &BenchResult, name: &str, p: &PhaseResult) {
 fn machine(out: &mut Vec<Warning>, r: &BenchResult) {
     let m = &r.machine;
     let ws = r.params.working_set();
-    if r.params.suite != Suite::Metadata && ws > m.memory_available {
+    if ws > m.memory_available {
         out.push(w("working_set", format!(
             "the working set ({}) is larger than the available memory ({}): data will come from the device whatever --cache says; use fewer --files or a smaller --file-size",
             human_bytes(ws), human_bytes(m.memory_available)

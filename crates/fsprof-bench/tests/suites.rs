@@ -9,7 +9,7 @@ use std::process::Command;
 
 use fsprof_bench::result::{BenchResult, LAYER};
 use fsprof_bench::runner::{leftovers, NoProgress};
-use fsprof_bench::{Params, Suite};
+use fsprof_bench::Params;
 use fsprof_core::Profile;
 use fsprof_measure::cache::CacheMode;
 
@@ -18,14 +18,15 @@ fn run(p: &Params) -> (Profile, BenchResult) {
 }
 
 fn small_sprite(dir: &Path) -> Params {
-    Params {
-        files: 4,
-        file_size: 64 << 10,
-        io_size: 4096,
+    let mut p = Params {
         runs: 3,
         warmup: 1,
-        ..Params::defaults(Suite::Sprite, dir.to_path_buf())
-    }
+        ..Params::defaults("sprite", dir.to_path_buf())
+    };
+    p.set("files", 4)
+        .set("file_size", 64 << 10)
+        .set("io_size", 4096);
+    p
 }
 
 /// t(0.975, 2) from a printed table (NIST e-Handbook): the reference the
@@ -170,13 +171,21 @@ fn cold_on_tmpfs_is_caught_and_the_warning_says_what_to_do() {
         "{}",
         w[0].message
     );
+    // The text says it too, with the pages that stayed.
+    let text = fsprof_bench::export::text(&r);
+    assert!(
+        text.contains("cache: cold: NOT reached, 64 of 64 pages still cached (")
+            && text.contains("12 of 12 checks FAILED"),
+        "{text}"
+    );
 }
 
 #[test]
 fn metadata_counts_every_create_stat_and_unlink() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let mut p = Params::defaults(Suite::Metadata, d.path().to_path_buf());
-    (p.dirs, p.files_per_dir, p.runs, p.warmup) = (8, 4, 2, 1);
+    let mut p = Params::defaults("metadata", d.path().to_path_buf());
+    (p.runs, p.warmup) = (2, 1);
+    p.set("dirs", 8).set("files_per_dir", 4);
     let (profile, r) = run(&p);
     assert_eq!(r.phases.len(), 6);
     let layer = profile.layer(LAYER).unwrap();
@@ -190,8 +199,9 @@ fn metadata_counts_every_create_stat_and_unlink() {
 #[test]
 fn pread_threads_each_do_their_ops() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let mut p = Params::defaults(Suite::Pread, d.path().to_path_buf());
-    (p.threads, p.ops, p.runs, p.cache) = (2, 2000, 2, CacheMode::Warm);
+    let mut p = Params::defaults("pread", d.path().to_path_buf());
+    (p.runs, p.cache) = (2, CacheMode::Warm);
+    p.set("threads", 2).set("ops", 2000);
     let (profile, r) = run(&p);
     let op = profile.layer(LAYER).unwrap().op("pread").unwrap();
     assert_eq!(op.post, 2 * 2 * 2000);
@@ -205,8 +215,9 @@ fn pread_threads_each_do_their_ops() {
 #[test]
 fn one_pread_reader_reports_its_cpu_share_and_a_low_share_is_warned() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
-    let mut p = Params::defaults(Suite::Pread, d.path().to_path_buf());
-    (p.ops, p.runs) = (3000, 2);
+    let mut p = Params::defaults("pread", d.path().to_path_buf());
+    p.runs = 2;
+    p.set("ops", 3000);
     let (profile, mut r) = run(&p);
     assert_eq!(
         profile.layer(LAYER).unwrap().op("pread").unwrap().post,
@@ -315,6 +326,23 @@ fn cold_is_reached_and_verified_on_loop_mounted_ext4_xfs_and_btrfs() {
             "{kind}: {:?}",
             r.warnings
         );
+        // "cold: verified, N of 64 pages cached" in the text, N the most
+        // any check found (at most COLD_LIMIT of them).
+        let text = fsprof_bench::export::text(&r);
+        let worst = r
+            .phases
+            .iter()
+            .flat_map(|p| &p.cache)
+            .map(|c| c.cached_pages)
+            .max();
+        let line = format!(
+            "cache: cold: verified, {} of 64 pages cached (",
+            worst.unwrap()
+        );
+        assert!(
+            text.contains(&line) && text.contains("all passed"),
+            "{kind}: {line} in {text}"
+        );
         assert_eq!(
             profile.layer(LAYER).unwrap().op("rand_read").unwrap().post,
             2 * 3 * 16
@@ -329,11 +357,8 @@ fn cold_is_reached_and_verified_on_loop_mounted_ext4_xfs_and_btrfs() {
 #[ignore = "needs root, mkfs.ext4"]
 fn a_working_set_larger_than_free_space_is_refused_and_nothing_is_written() {
     let fs = LoopFs::new("ext4");
-    let p = Params {
-        files: 11,
-        file_size: 64 << 20,
-        ..Params::defaults(Suite::Sprite, fs.mnt())
-    };
+    let mut p = Params::defaults("sprite", fs.mnt());
+    p.set("files", 11).set("file_size", 64 << 20);
     let e = fsprof_bench::run(&p, vec![], &mut NoProgress, &|| false).unwrap_err();
     assert!(
         e.to_string().contains("does not fit in the free space"),

@@ -56,6 +56,18 @@ pub struct MetricsArgs {
     /// Allow --serve-metrics on an address other than loopback
     #[arg(long, requires = "serve_metrics")]
     pub metrics_allow_remote: bool,
+    /// Label the metrics with the whole command line, not only the program's name
+    #[arg(long, requires = "serve_metrics")]
+    pub metrics_argv: bool,
+}
+
+impl MetricsArgs {
+    /// How the served series are labelled.
+    pub fn labels(&self) -> fsprof_export::LabelOptions {
+        fsprof_export::LabelOptions {
+            argv: self.metrics_argv,
+        }
+    }
 }
 
 // The report printed after a capture.

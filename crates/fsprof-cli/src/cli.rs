@@ -6,8 +6,8 @@
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::commands::{
-    bench, calibrate, check, compare, compile, completions, discover, export, import, kernel,
-    merge, mount, plot, replay, report, run, trace,
+    agent, bench, calibrate, check, compare, compile, completions, discover, export, import,
+    kernel, merge, mount, plot, pull, replay, report, run, trace,
 };
 
 /// `fsprof --version`: the release and the commit it was built from
@@ -97,6 +97,12 @@ pub enum Command {
     Umount(Lazy<mount::UmountArgs>),
     /// File-system microbenchmarks with controlled cache state and confidence intervals
     Bench(Lazy<bench::BenchArgs>),
+    /// Always-on, system-wide file-system latency by cgroup, for Prometheus and OpenTelemetry (eBPF)
+    #[command(after_long_help = agent::HELP)]
+    Agent(Lazy<agent::AgentArgs>),
+    /// Read fsprof's metrics back from Prometheus into a profile (for report, compare, plot)
+    #[command(after_long_help = pull::HELP)]
+    Pull(Lazy<pull::PullArgs>),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions(Lazy<completions::CompletionsArgs>),
     /// Print the man page, or write one per command with --dir
@@ -125,6 +131,8 @@ impl Command {
             Command::Stat(a) => mount::stat(a.0),
             Command::Umount(a) => mount::umount(a.0),
             Command::Bench(a) => bench::bench(a.0),
+            Command::Agent(a) => agent::agent(a.0),
+            Command::Pull(a) => pull::pull(a.0),
             Command::Completions(a) => completions::completions(a.0, Cli::command()),
             Command::Man(a) => completions::man(a.0, Cli::command()),
         }

@@ -56,6 +56,7 @@ pub fn quick_run(args: &[OsString]) -> Option<RunArgs> {
         metrics: MetricsArgs {
             serve_metrics: None,
             metrics_allow_remote: false,
+            metrics_argv: false,
         },
         command,
     })

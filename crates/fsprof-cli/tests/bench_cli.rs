@@ -30,7 +30,7 @@ fn bad_input_is_one_line_and_exit_2() {
     let d = tempfile::tempdir_in("/dev/shm").unwrap();
     one_error_line(
         &bench(Path::new("/nonexistent/dir"), &["sprite"]),
-        "--dir /nonexistent/dir",
+        "/nonexistent/dir: ",
     );
     one_error_line(
         &bench(d.path(), &["pread", "--cache", "cold"]),
@@ -51,12 +51,50 @@ fn bad_input_is_one_line_and_exit_2() {
         "usage: fsprof bench",
     );
     one_error_line(&bench(d.path(), &["sprite", "--plot", "x.svg"]), "--plot");
+    // Another suite's option is named, with whose it is.
+    one_error_line(
+        &bench(d.path(), &["sprite", "--dirs", "3"]),
+        "--dirs is not an option of sprite (it is metadata's)",
+    );
     let existing = d.path().join("r.json");
     std::fs::write(&existing, "mine").unwrap();
     let o = bench(d.path(), &["sprite", "-o", existing.to_str().unwrap()]);
     one_error_line(&o, "--force");
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "mine");
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
+/// The suites and their options are the registry's: `--help` lists each
+/// suite with its description and each suite option once, with the suites
+/// that take it; an unknown suite is refused with the registry's names.
+#[test]
+fn suites_and_their_options_come_from_the_registry() {
+    let o = fsprof().args(["bench", "--help"]).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let help = String::from_utf8_lossy(&o.stdout);
+    for s in fsprof_bench::SUITES {
+        assert!(
+            help.contains(&format!("- {}:", s.name())) && help.contains(s.about()),
+            "{} missing from:\n{help}",
+            s.name()
+        );
+        for opt in s.options() {
+            let flag = format!("--{}", opt.name);
+            assert_eq!(
+                help.lines()
+                    .filter(|l| l.trim_start().starts_with(&flag)
+                        && l.trim_start()[flag.len()..].starts_with([' ', '\n'])
+                        || l.trim() == flag)
+                    .count(),
+                1,
+                "{flag} once in:\n{help}"
+            );
+        }
+    }
+    let d = tempfile::tempdir_in("/dev/shm").unwrap();
+    let o = bench(d.path(), &["nosuch"]);
+    let names: Vec<&str> = fsprof_bench::SUITES.iter().map(|s| s.name()).collect();
+    one_error_line(&o, &names.join(", "));
 }
 
 /// A sprite run small enough for a test: three files of 32 KiB.
@@ -188,19 +226,21 @@ fn a_sweep_plot_marks_the_caches_sysfs_lists() {
     // result without a sweep (and any plain profile) has none.
     let html = out.path().join("r.html");
     let page = html_report(&result, &html);
-    assert_eq!(page.matches("id=\"sweep\"").count(), 1);
-    let chart = &page[page.find("id=\"sweep\"").unwrap()..];
+    assert_eq!(page.matches("id=\"file-size-sweep\"").count(), 1);
+    let chart = &page[page.find("id=\"file-size-sweep\"").unwrap()..];
     assert!(
         chart.contains(&format!("L1 {l1_kib} KiB")),
         "no L1 marker in the report"
     );
     assert!(chart.contains("seq_read"));
-    let p50 = &page[page.find("id=\"sweep-op-p50\"").expect("op p50 chart")..];
+    let p50 = &page[page
+        .find("id=\"file-size-sweep-op-p50\"")
+        .expect("op p50 chart")..];
     assert!(p50.contains("ns per op (median)"));
     let sprite = out.path().join("sprite.json");
     quick(d.path(), &sprite, &[]);
     let html2 = out.path().join("r2.html");
-    assert!(!html_report(&sprite, &html2).contains("id=\"sweep\""));
+    assert!(!html_report(&sprite, &html2).contains("id=\"file-size-sweep\""));
     let png = out.path().join("s.png");
     let mut args = vec![
         "sweep",

@@ -105,7 +105,7 @@ fn scrape(addr: &str) -> Option<String> {
 }
 
 #[test]
-#[ignore = "needs the Python export parsers"]
+#[ignore = "needs the Python export parsers, promtool"]
 fn serve_metrics_exposes_live_counts_while_the_command_runs() {
     let py = need_python_parsers();
     let dir = tempfile::tempdir().unwrap();
@@ -148,6 +148,7 @@ fn serve_metrics_exposes_live_counts_while_the_command_runs() {
         &["--live"],
     );
     assert!(out.contains("prometheus ok"), "{out}");
+    promtool_accepts(&scraped);
     // The endpoint went away with the run.
     assert!(TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(1)).is_err());
 }

@@ -87,3 +87,47 @@ fn merged_fleet_exports_parse() {
     py_check(&py, "check_prometheus.py", &[&prom, &merged], &[]);
     py_check(&py, "check_otlp.py", &[&otlp, &merged], &[]);
 }
+
+/// Issue 26: a merge of many hosts labels its series with a bounded host
+/// (the list stays in the profile), and `command` is the program's name
+/// unless the command line is asked for.
+#[test]
+fn fleet_labels_stay_bounded_and_name_programs_not_command_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs = Vec::new();
+    for k in 0..40 {
+        let mut p = profile_of("user", vec![op("read", &[(10, 3)])]);
+        p.meta.run.host = format!("web{k:03}");
+        inputs.push(write(dir.path(), &format!("h{k}.json"), &p));
+    }
+    let merged = dir.path().join("fleet.json");
+    let o = fsprof()
+        .arg("merge")
+        .args(&inputs)
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_profile(&merged).unwrap().meta.merged_from.len(), 40);
+    let text = String::from_utf8(export("prometheus", &merged, None).stdout).unwrap();
+    let host = text
+        .split("host=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap();
+    assert!(
+        host.starts_with("web000+39 more #") && host.len() <= 64,
+        "{host}"
+    );
+
+    let run = record(dir.path(), "r.json", &[]);
+    let program = String::from_utf8(export("prometheus", &run, None).stdout).unwrap();
+    assert!(program.contains("command=\"sh\""), "{program}");
+    let o = fsprof()
+        .args(["export", "--format", "prometheus", "--command-argv"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains("command=\"sh -c "), "{}", stdout(&o));
+}

@@ -346,6 +346,7 @@ fn more_inodes_than_the_descriptor_limit_it_was_started_with() {
         })
     };
     let o = cmd.output().unwrap();
+    let _detach = Detach(d.mp.clone());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let m = Mount::adopt(&d.lower, &d.mp, &d.out, &stat_json(&d.mp));
     // The kernel keeps each inode it looked up, the daemon one descriptor

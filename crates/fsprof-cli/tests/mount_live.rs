@@ -6,20 +6,8 @@ mod mount_kit;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
 
 use mount_kit::*;
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 #[ignore = "needs root"]
@@ -148,6 +136,7 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let _detach = Detach(d.mp.clone());
     wait_for("the mount", || fs::metadata(d.mp.join(".fsprof")).is_ok());
     fs::write(d.mp.join("x"), "x").unwrap();
     // SAFETY: signalling our child.
@@ -180,14 +169,11 @@ fn foreground_mode_stops_on_ctrl_c_and_prints_the_report() {
 fn live_metrics_are_served() {
     let d = dirs();
     let o = fsprof()
-        .arg("mount")
+        .args(d.mount_args())
         .args(["--serve-metrics", "127.0.0.1:0"])
-        .arg(&d.lower)
-        .arg(&d.mp)
-        .arg("-o")
-        .arg(&d.out)
         .output()
         .unwrap();
+    let _detach = Detach(d.mp.clone());
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(o.status.success(), "{err}");
     let addr = fsprof_testkit::metrics_addr(&err);
@@ -223,14 +209,22 @@ fn a_killed_daemon_leaves_a_mount_that_is_refused_and_recoverable() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("fusermount3 -uz"), "{err}");
-    // The documented recovery.
-    let st = std::process::Command::new("umount")
-        .arg("-l")
-        .arg(&d.mp)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    assert!(
+        err.contains("fsprof umount") && err.contains("fusermount3 -uz"),
+        "{err}"
+    );
+    // `stat` says what happened; `umount` recognises the dead mount from
+    // the mount table, detaches it and says the profile was not written.
+    let o = fsprof().arg("stat").arg(&d.mp).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("daemon is gone"), "{err}");
+    let err = umount_ok(&d.mp);
+    assert!(
+        err.contains("daemon is gone") && err.contains("detached"),
+        "{err}"
+    );
+    assert!(!fsprof_mounted(&d.mp), "still mounted");
     assert!(fs::metadata(&d.mp).is_ok());
     drop(m);
 }

@@ -10,6 +10,8 @@
 //! (`-o alias/p.json` with `alias -> real`): only the last component is
 //! never resolved.
 
+mod mount_kit;
+
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -290,6 +292,7 @@ fn mount_at_unmount() {
             c.arg("--force");
         }
         let o = c.output().unwrap();
+        let _detach = mount_kit::Detach(mp.clone());
         if !force {
             assert_ne!(o.status.code(), Some(0), "mounted over an existing -o");
             assert!(stderr(&o).contains("exists"), "{}", stderr(&o));
@@ -297,24 +300,11 @@ fn mount_at_unmount() {
             continue;
         }
         assert!(o.status.success(), "{}", stderr(&o));
-        let guard = Unmount(mp.clone());
         let u = fsprof().arg("umount").arg(&mp).output().unwrap();
         assert!(u.status.success(), "{}", stderr(&u));
-        std::mem::forget(guard);
         s.canary_untouched("mount -f, at unmount");
         let m = std::fs::symlink_metadata(&link).unwrap();
         assert!(m.file_type().is_file(), "the link is still there");
-    }
-}
-
-/// Detaches a mount a failed assertion left behind.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
 

@@ -748,3 +748,132 @@ fn a_replay_on_a_terminal_draws_its_progress_bar() {
     // The mkdir and the 200 stats.
     assert!(bar.contains("/201 commands"), "{bar:?}");
 }
+
+/// Opens go through their cached parent directory and the last component
+/// unfollowed; a symlink there (relative, absolute, to a directory, one
+/// created during the replay in place of a renamed directory, a dangling
+/// one an O_CREAT follows) still resolves from the root, O_NOFOLLOW still
+/// refuses it, and every result is the traced one.
+#[test]
+fn opens_through_symlinks_replay_with_their_traced_results() {
+    let (_d, base) = canonical_tempdir();
+    let exe = c_program(&base, "links", LINKS_C);
+    let (work, root) = (base.join("work"), base.join("root"));
+    let (_, msgs) = trace_and_replay_strict(&base, &exe);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let inside = root.join(work.strip_prefix("/").unwrap());
+    assert!(inside.join("d/new-target").is_file(), "{msgs}");
+    assert!(inside.join("d/moved/file").is_file(), "{msgs}");
+    assert_eq!(
+        std::fs::read_link(inside.join("d/sub")).unwrap(),
+        Path::new("moved")
+    );
+}
+
+/// A program that maps a file shared, stores through the mapping, msyncs
+/// and unmaps it: `compile` replays mmap, msync and munmap (it used to
+/// leave them out), and the replay re-creates the mapping on its own file
+/// under the root with the traced length and flags.
+#[test]
+fn mmap_msync_and_munmap_replay_on_the_file_under_the_root() {
+    let (_d, base) = canonical_tempdir();
+    let exe = c_program(&base, "mm", MMAP_C);
+    let (t, msgs) = trace_and_replay_strict(&base, &exe);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let r = base.join("c.replay");
+    let compiled = Compiled::read(&r).unwrap();
+    let ops: Vec<&str> = compiled.commands.iter().map(|c| c.op.name()).collect();
+    for op in ["mmap", "msync", "munmap"] {
+        assert!(ops.contains(&op), "{op} not compiled: {ops:?}");
+    }
+    assert!(
+        !compiled.header.skipped.keys().any(|k| k.contains("mmap")),
+        "{:?}",
+        compiled.header.skipped
+    );
+    let msync = compiled.commands.iter().find(|c| c.op.is("msync")).unwrap();
+    assert_eq!((msync.offset, msync.len), (8192, 4096));
+    drop(t);
+    // A hand-made file asking for more than the replayer maps, or for a
+    // range outside its mapping: refused with the kernel's errno, not a
+    // crash, and reported as differences.
+    let mut c = compiled.clone();
+    for cmd in c.commands.iter_mut() {
+        if cmd.op.is("mmap") {
+            cmd.len = 1 << 50;
+        }
+    }
+    let mut d = compiled.clone();
+    for cmd in d.commands.iter_mut() {
+        if cmd.op.is("msync") {
+            cmd.offset = 1 << 30;
+        }
+    }
+    for (name, file, want) in [("huge", &c, "mmap"), ("outside", &d, "msync")] {
+        let path = base.join(format!("{name}.replay"));
+        file.write(&path, false).unwrap();
+        let root = base.join(format!("root-{name}"));
+        std::fs::create_dir(&root).unwrap();
+        let o = replay(&base, &path, &root, &["--prepare", "--afap"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{want}(")) && err.contains("replayed -1 ENOMEM"),
+            "{name}: {err}"
+        );
+    }
+}
+
+/// A C program built from `src` in `base`.
+fn c_program(base: &Path, name: &str, src: &str) -> PathBuf {
+    fsprof_testkit::compile_source(name, src, base, &[])
+}
+
+const LINKS_C: &str = r#"#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+static int fail(int line) { fprintf(stderr, "line %d: %d\n", line, errno); return 1; }
+#define CHECK(x) do { if (!(x)) return fail(__LINE__); } while (0)
+int main(void) {
+    char cwd[4096], abs[4200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(mkdir("d", 0755) == 0 && mkdir("d/sub", 0755) == 0);
+    int f = open("d/sub/file", O_CREAT | O_WRONLY, 0644);
+    CHECK(f >= 0 && write(f, "x", 1) == 1 && close(f) == 0);
+    CHECK(symlink("sub/file", "d/rel") == 0);
+    snprintf(abs, sizeof abs, "%s/d/sub", cwd);
+    CHECK(symlink(abs, "d/abs") == 0);
+    CHECK((f = open("d/rel", O_RDONLY)) >= 0 && close(f) == 0);
+    DIR *dd = opendir("d/abs");
+    CHECK(dd != NULL && closedir(dd) == 0);
+    CHECK(open("d/rel", O_RDONLY | O_NOFOLLOW) == -1 && errno == ELOOP);
+    CHECK(open("d/rel", O_RDONLY | O_DIRECTORY) == -1 && errno == ENOTDIR);
+    CHECK(symlink("new-target", "d/dangling") == 0);
+    CHECK((f = open("d/dangling", O_CREAT | O_WRONLY, 0644)) >= 0 && close(f) == 0);
+    CHECK(rename("d/sub", "d/moved") == 0);
+    CHECK(open("d/sub/file", O_RDONLY) == -1 && errno == ENOENT);
+    CHECK((f = open("d/moved/file", O_RDONLY)) >= 0 && close(f) == 0);
+    CHECK(symlink("moved", "d/sub") == 0);
+    CHECK((f = open("d/sub/file", O_RDONLY)) >= 0 && close(f) == 0);
+    return 0;
+}
+"#;
+
+const MMAP_C: &str = r#"#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {
+    int fd = open("data.bin", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, 1 << 20) != 0) return 1;
+    char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 2;
+    close(fd);
+    for (int p = 0; p < 256; p++) m[p * 4096] = (char)p;
+    if (msync(m + 8192, 4096, MS_SYNC) != 0 || msync(m, 1 << 20, MS_SYNC) != 0) return 3;
+    return munmap(m, 1 << 20);
+}
+"#;

@@ -25,13 +25,11 @@ impl Resolution {
     pub const ALLOWED: [u32; 5] = [1, 2, 4, 8, 16];
     pub const DEFAULT: Resolution = Resolution(1);
 
-    pub fn new(r: u32) -> Result<Self, String> {
+    pub fn new(r: u32) -> Result<Self, UnsupportedResolution> {
         if Self::ALLOWED.contains(&r) {
             Ok(Resolution(r))
         } else {
-            Err(format!(
-                "resolution {r} is not supported: use one of 1, 2, 4, 8, 16 buckets per power of two"
-            ))
+            Err(UnsupportedResolution(r))
         }
     }
 
@@ -79,9 +77,14 @@ impl Default for Resolution {
     }
 }
 
+/// A resolution other than 1, 2, 4, 8 or 16 buckets per power of two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("resolution {0} is not supported: use one of 1, 2, 4, 8, 16 buckets per power of two")]
+pub struct UnsupportedResolution(pub u32);
+
 impl TryFrom<u32> for Resolution {
-    type Error = String;
-    fn try_from(r: u32) -> Result<Self, String> {
+    type Error = UnsupportedResolution;
+    fn try_from(r: u32) -> Result<Self, UnsupportedResolution> {
         Resolution::new(r)
     }
 }

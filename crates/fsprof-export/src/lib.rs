@@ -11,6 +11,7 @@
 //! schema `log2 r` ([`native_index`]).
 
 pub mod otlp;
+pub mod otlp_proto;
 pub mod prometheus;
 pub mod protobuf;
 pub mod serve;

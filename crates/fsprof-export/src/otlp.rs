@@ -293,8 +293,10 @@ impl Serialize for ScalarMetric<'_> {
     }
 }
 
-fn histogram_metric<'a>(e: &'a Exposition<'a>, unit: Unit) -> LatencyMetric<'a> {
-    let (name, description, u) = match unit {
+/// The name, description and unit of the histogram metric of `unit`
+/// (JSON and protobuf alike).
+pub(crate) fn histogram_names(unit: Unit) -> (&'static str, &'static str, &'static str) {
+    match unit {
         Unit::Ns => (
             "fsprof.op.latency",
             "Latency of file-system operations, per layer and op (fsprof log2 buckets)",
@@ -305,7 +307,11 @@ fn histogram_metric<'a>(e: &'a Exposition<'a>, unit: Unit) -> LatencyMetric<'a> 
             "Sizes of block requests, per device and kind (fsprof log2 buckets)",
             "By",
         ),
-    };
+    }
+}
+
+fn histogram_metric<'a>(e: &'a Exposition<'a>, unit: Unit) -> LatencyMetric<'a> {
+    let (name, description, u) = histogram_names(unit);
     LatencyMetric {
         name,
         description,

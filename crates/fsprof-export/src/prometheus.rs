@@ -65,7 +65,7 @@ fn histogram(out: &mut String, metric: &str, s: &Series, e: &Exposition) {
         );
     }
     for (k, c) in h.counts.iter().enumerate() {
-        cum += c;
+        cum = cum.saturating_add(*c);
         let ub = e.resolution.upper_bound(h.offset + k as i32);
         let le = float(base_unit(ub, unit));
         let _ = writeln!(

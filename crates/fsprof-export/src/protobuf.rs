@@ -87,7 +87,7 @@ fn histogram(s: &Series, e: &Exposition) -> Msg {
         m.msg(3, b);
     }
     for (k, c) in h.counts.iter().enumerate() {
-        cum += c;
+        cum = cum.saturating_add(*c);
         let mut b = Msg::default();
         b.uint(1, cum);
         b.double(2, base_unit(res.upper_bound(h.offset + k as i32), unit));

@@ -4,9 +4,12 @@
 //! `.fsprof` in LOWER's root is hidden by it), is left out of directory
 //! listings, and none of its requests are counted.
 //!
-//! It is owned by the daemon's user with mode 0644: with `allow_other`,
-//! other users may read the statistics but not reset them (the kernel
-//! checks, `default_permissions`).
+//! It is owned by the daemon's user with mode 0600: with `allow_other`,
+//! other users use the files but may not read the statistics (the
+//! command line, the daemon's pid, LOWER's path, the counts) nor reset
+//! them (the kernel checks, `default_permissions`; root may). With
+//! `--stat-allow-other` it is 0644: everyone may read, only the owner
+//! reset.
 //!
 //! Where the daemon answers open requests, each open handle reads with
 //! direct I/O the profile rendered at its open. `--fast` does not answer
@@ -59,6 +62,8 @@ pub struct Control {
     shown_size: AtomicU64,
     uid: u32,
     gid: u32,
+    /// 0600, or 0644 when other users may read the statistics.
+    perm: u16,
 }
 
 /// Renderings kept for processes that looked the file up without reading
@@ -66,8 +71,9 @@ pub struct Control {
 const MAX_PIDS: usize = 64;
 
 impl Control {
-    /// `cached`: read through the page cache, without handles.
-    pub fn new(live: Arc<Live>, cached: bool) -> Control {
+    /// `cached`: read through the page cache, without handles;
+    /// `shared`: other users may read it.
+    pub fn new(live: Arc<Live>, cached: bool, shared: bool) -> Control {
         // SAFETY: plain getters.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         Control {
@@ -79,6 +85,7 @@ impl Control {
             shown_size: AtomicU64::new(0),
             uid,
             gid,
+            perm: if shared { 0o644 } else { 0o600 },
         }
     }
 
@@ -155,7 +162,7 @@ impl Control {
             ctime: t,
             crtime: t,
             kind: FileType::RegularFile,
-            perm: 0o644,
+            perm: self.perm,
             nlink: 1,
             uid: self.uid,
             gid: self.gid,

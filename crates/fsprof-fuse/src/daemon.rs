@@ -71,10 +71,13 @@ impl Ready {
         }
     }
 
-    /// Failed: the parent prints `msg` and exits 2.
+    /// Failed: the parent prints `msg` and exits 2; what the daemon
+    /// would print itself now goes to /dev/null (the line is said once).
     pub fn fail(&mut self, msg: &str) {
         if let Some(mut p) = self.pipe.take() {
             let _ = write!(p, "err {msg}");
+            drop(p);
+            to_dev_null();
         }
     }
 }

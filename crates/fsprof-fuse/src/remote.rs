@@ -14,6 +14,12 @@ use crate::mountinfo;
 pub enum RemoteError {
     #[error("{0} is not an fsprof mount")]
     NotOurs(PathBuf),
+    #[error("{0} is an fsprof mount whose daemon is gone (was it killed?): its profile was not written; `fsprof umount {0}` detaches it")]
+    DaemonGone(PathBuf),
+    #[error("{0} is the fsprof mount of uid {1}: its statistics are not shared with you (see `fsprof mount --allow-other --stat-allow-other`)")]
+    NotShared(PathBuf, u32),
+    #[error("{0} is the fsprof mount of uid {1}: only that user or root may unmount it")]
+    NotYours(PathBuf, u32),
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
     #[error("{0} is busy (a file is open or a process works inside it): close it, or use --lazy")]
@@ -31,15 +37,37 @@ fn is_fuse(mountpoint: &Path) -> Result<bool, RemoteError> {
     Ok(mountinfo::fuse_at(mountpoint).is_some())
 }
 
-/// The live profile of the fsprof mount at `mountpoint`.
+/// The live profile of the fsprof mount at `mountpoint`. An fsprof mount
+/// (by the mount table) whose control file cannot be read is told apart:
+/// its daemon is gone, or it is another user's.
 pub fn read_profile(mountpoint: &Path) -> Result<Profile, RemoteError> {
     let not_ours = || RemoteError::NotOurs(mountpoint.into());
     if !is_fuse(mountpoint)? {
         return Err(not_ours());
     }
     let file = mountpoint.join(control::NAME);
-    let bytes = std::fs::read(&file).map_err(|_| not_ours())?;
+    let bytes = match std::fs::read(&file) {
+        Ok(b) => b,
+        Err(e) => return Err(unreadable(mountpoint, e)),
+    };
     fsprof_core::format::parse_profile(&bytes, &file).map_err(|_| not_ours())
+}
+
+/// Why the control file of the FUSE mount at `mountpoint` could not be
+/// read.
+fn unreadable(mountpoint: &Path, e: std::io::Error) -> RemoteError {
+    let mp = mountpoint.to_path_buf();
+    let Some(entry) = mountinfo::fsprof_at(mountpoint) else {
+        return RemoteError::NotOurs(mp);
+    };
+    match e.raw_os_error() {
+        // The daemon's end of the connection closed: requests fail so.
+        Some(libc::ENOTCONN) => RemoteError::DaemonGone(mp),
+        Some(libc::EACCES | libc::EPERM) => {
+            RemoteError::NotShared(mp, mountinfo::owner(&entry).unwrap_or(u32::MAX))
+        }
+        _ => RemoteError::Io(mountpoint.join(control::NAME), e),
+    }
 }
 
 /// Zeroes the mount's counts.
@@ -62,25 +90,49 @@ pub fn reset(mountpoint: &Path) -> Result<(), RemoteError> {
 /// How long `umount` waits for the daemon to write its profile.
 const WAIT: Duration = Duration::from_secs(60);
 
+/// What `fsprof umount` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unmounted {
+    /// Our mount: its daemon wrote the profile (to this file, if it said).
+    Written(Option<PathBuf>),
+    /// A mount whose daemon was gone: detached lazily, no profile.
+    DaemonGone,
+    /// Another user's mount (as root): unmounted; its daemon writes the
+    /// profile where that user asked.
+    Others(u32),
+}
+
 /// Unmounts an fsprof mount and waits until its daemon has written the
-/// profile; returns where it went.
-pub fn umount(mountpoint: &Path, lazy: bool) -> Result<Option<PathBuf>, RemoteError> {
-    let p = read_profile(mountpoint)?;
+/// profile; a mount whose daemon is gone is detached (lazily: nothing
+/// answers on it any more), and root unmounts another user's.
+pub fn umount(mountpoint: &Path, lazy: bool) -> Result<Unmounted, RemoteError> {
+    let mp = mountpoint.to_path_buf();
+    let p = match read_profile(mountpoint) {
+        Ok(p) => p,
+        Err(RemoteError::DaemonGone(_)) => {
+            detach(mountpoint, true)?;
+            return Ok(Unmounted::DaemonGone);
+        }
+        Err(RemoteError::NotShared(_, uid)) => {
+            // umount2 alone: the setuid helper unmounts only its user's.
+            return match umount_when_idle(mountpoint, lazy) {
+                Ok(()) => Ok(Unmounted::Others(uid)),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(RemoteError::Busy(mp)),
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    Err(RemoteError::NotYours(mp, uid))
+                }
+                Err(e) => Err(RemoteError::Umount(mp, e)),
+            };
+        }
+        Err(e) => return Err(e),
+    };
     let pid: Option<i32> = p
         .meta
         .settings
         .get("daemon pid")
         .and_then(|s| s.parse().ok());
     let output = p.meta.settings.get("output").map(PathBuf::from);
-    let mp = mountpoint.to_path_buf();
-    match umount_when_idle(mountpoint, lazy) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(RemoteError::Busy(mp)),
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            fusermount_u(mountpoint, lazy).map_err(|e| RemoteError::Umount(mp.clone(), e))?
-        }
-        Err(e) => return Err(RemoteError::Umount(mp, e)),
-    }
+    detach(mountpoint, lazy)?;
     if let Some(pid) = pid {
         let t = Instant::now();
         while alive(pid) {
@@ -90,7 +142,20 @@ pub fn umount(mountpoint: &Path, lazy: bool) -> Result<Option<PathBuf>, RemoteEr
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    Ok(output)
+    Ok(Unmounted::Written(output))
+}
+
+/// umount2, or for a user who may not, the setuid helper.
+fn detach(mountpoint: &Path, lazy: bool) -> Result<(), RemoteError> {
+    let mp = mountpoint.to_path_buf();
+    match umount_when_idle(mountpoint, lazy) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(RemoteError::Busy(mp)),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            fusermount_u(mountpoint, lazy).map_err(|e| RemoteError::Umount(mp, e))
+        }
+        Err(e) => Err(RemoteError::Umount(mp, e)),
+    }
 }
 
 /// How long a busy mount may take to become idle on its own.
@@ -128,18 +193,42 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// The setuid helper unmounts for users who may not call umount2.
+/// The setuid helper unmounts for users who may not call umount2: the
+/// one `FUSERMOUNT_PATH` names (as fuser's mount takes it), else
+/// fusermount3 or fusermount on PATH. A helper that refuses (another
+/// user's mount) is EPERM.
 fn fusermount_u(mountpoint: &Path, lazy: bool) -> std::io::Result<()> {
     let mut last = std::io::Error::from_raw_os_error(libc::EPERM);
-    for bin in ["fusermount3", "fusermount"] {
-        let mut c = std::process::Command::new(bin);
+    let named = std::env::var_os("FUSERMOUNT_PATH").map(PathBuf::from);
+    let bins: Vec<PathBuf> = match named {
+        Some(b) => vec![b],
+        None => vec!["fusermount3".into(), "fusermount".into()],
+    };
+    for bin in bins {
+        let bin = bin.display().to_string();
+        let mut c = std::process::Command::new(&bin);
         c.arg("-u");
         if lazy {
             c.arg("-z");
         }
-        match c.arg("--").arg(mountpoint).status() {
-            Ok(s) if s.success() => return Ok(()),
-            Ok(s) => last = std::io::Error::other(format!("{bin} -u failed ({s})")),
+        let out = c
+            .arg("--")
+            .arg(mountpoint)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => {
+                let said = String::from_utf8_lossy(&o.stderr);
+                let said = said.lines().next().unwrap_or("").trim().to_string();
+                last = if said.contains("not permitted") || said.contains("Permission denied") {
+                    std::io::Error::from_raw_os_error(libc::EPERM)
+                } else {
+                    std::io::Error::other(format!("{bin} -u failed ({}): {said}", o.status))
+                };
+            }
             Err(e) => last = e,
         }
     }

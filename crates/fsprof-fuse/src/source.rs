@@ -35,6 +35,9 @@ pub struct MountOptions {
     /// Worker threads serving requests.
     pub threads: usize,
     pub allow_other: bool,
+    /// With `allow_other`: other users may read the statistics too
+    /// (`.fsprof`, mode 0644 instead of 0600).
+    pub stat_allow_other: bool,
     pub resolution: Resolution,
     /// Entry and attribute TTL in fast mode.
     pub cache_ttl: Duration,
@@ -59,14 +62,16 @@ pub enum MountError {
     MountpointNotDir(PathBuf),
     #[error("{0} is already an fsprof mount (daemon pid {1}): `fsprof umount {0}` first")]
     AlreadyOurs(PathBuf, String),
-    #[error("{0} is a FUSE mount whose daemon is gone: recover with `fusermount3 -uz {0}` (or `umount -l {0}`)")]
+    #[error("{0} is a FUSE mount whose daemon is gone: recover with `fsprof umount {0}` (or `fusermount3 -uz {0}`, `umount -l {0}`)")]
     DeadMount(PathBuf),
     #[error("no /dev/fuse: load the FUSE module (`modprobe fuse`)")]
     NoDevFuse,
     #[error("not permitted to open /dev/fuse: run as root, or as a user who may (group fuse)")]
     DevFuseDenied,
-    #[error("not permitted to mount on {0}: run as root, or install fusermount3 for unprivileged mounts")]
+    #[error("not permitted to mount on {0}: run as root, or install fusermount3 setuid root for unprivileged mounts (Debian's fuse3 package does)")]
     NotPermitted(PathBuf),
+    #[error("not permitted to mount on {0} ({1}): run as root, or use a FUSE helper that is setuid root (Debian's fuse3 installs fusermount3 so)")]
+    HelperNotPermitted(PathBuf, String),
     #[error("mounting on {0}: {1}")]
     Mount(PathBuf, std::io::Error),
 }
@@ -142,6 +147,7 @@ impl MountSource {
             cache_ttl: opts.cache_ttl,
             as_caller,
             kernel_checks: opts.allow_other,
+            stat_allow_other: opts.allow_other && opts.stat_allow_other,
             passthrough: opts.passthrough,
         };
         let fs = PassFs::new(lower, cfg, live.clone()).map_err(|e| {
@@ -187,10 +193,7 @@ impl MountSource {
         }
         config.n_threads = Some(self.opts.threads.max(1));
         config.clone_fd = self.opts.threads > 1;
-        let session = Session::new(fs, mp, &config).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::EACCES) => MountError::NotPermitted(mp.clone()),
-            _ => MountError::Mount(mp.clone(), e),
-        })?;
+        let session = Session::new(fs, mp, &config).map_err(|e| mount_error(mp, e))?;
         self.live.poll.set_fd(session.as_fd().as_raw_fd());
         session
             .spawn()
@@ -282,6 +285,24 @@ fn open_dir(p: &Path) -> std::io::Result<OwnedFd> {
 }
 
 /// The profile's metadata as far as it is known before the mount.
+/// A failed mount as the user should hear it. fuser reports a failed
+/// fusermount3 as that helper's own words (an error without an errno).
+fn mount_error(mp: &Path, e: std::io::Error) -> MountError {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => MountError::NotPermitted(mp.into()),
+        Some(_) => MountError::Mount(mp.into(), e),
+        None => {
+            let text = e.to_string();
+            let said = text.lines().next().unwrap_or("").trim().to_string();
+            if said.contains("not permitted") || said.contains("Permission denied") {
+                MountError::HelperNotPermitted(mp.into(), said)
+            } else {
+                MountError::Mount(mp.into(), std::io::Error::other(said))
+            }
+        }
+    }
+}
+
 fn describe(o: &MountOptions) -> Meta {
     let mut m = fsprof_capture::meta::describe("mount", &[], o.resolution);
     m.command = std::env::args().collect();
@@ -300,6 +321,15 @@ fn describe(o: &MountOptions) -> Meta {
             "the kernel's, with each caller's credentials (default_permissions)"
         } else {
             "LOWER's, with the daemon's credentials (only its uid and gid reach the mount)"
+        }
+        .into(),
+    );
+    s.insert(
+        "statistics readable by".into(),
+        if o.allow_other && o.stat_allow_other {
+            "every user (--stat-allow-other)"
+        } else {
+            "the mount's owner and root"
         }
         .into(),
     );

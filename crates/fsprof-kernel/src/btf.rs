@@ -19,6 +19,10 @@ const KIND_FUNC_PROTO: u32 = 13;
 const KIND_TYPE_TAG: u32 = 18;
 const KIND_ENUM64: u32 = 19;
 
+/// Members [`Btf::member`] looks at in one search, anonymous members'
+/// included: far more than any kernel struct has.
+const MEMBERS_LOOKED_AT: u32 = 1 << 14;
+
 /// Where the kernel publishes its own BTF.
 pub const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
@@ -178,14 +182,25 @@ impl Btf {
         let t = self.types.iter().find(|t| {
             t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t) == Some(strukt.as_bytes())
         })?;
-        self.find_member(t, member.as_bytes(), 0)
+        let mut budget = MEMBERS_LOOKED_AT;
+        self.find_member(t, member.as_bytes(), 0, &mut budget)
     }
 
-    fn find_member(&self, t: &Type, member: &[u8], depth: u32) -> Option<(u32, u32)> {
+    /// `member` in `t` or its anonymous members, looking at no more than
+    /// `budget` members in all: anonymous members that refer to each other
+    /// (a malformed blob) would otherwise be searched vlen^depth times.
+    fn find_member(
+        &self,
+        t: &Type,
+        member: &[u8],
+        depth: u32,
+        budget: &mut u32,
+    ) -> Option<(u32, u32)> {
         if depth > 8 {
             return None;
         }
         for i in 0..t.vlen as usize {
+            *budget = budget.checked_sub(1)?;
             let at = t.extra + 12 * i;
             let (name_off, ty, off) =
                 (self.u32_at(at)?, self.u32_at(at + 4)?, self.u32_at(at + 8)?);
@@ -195,8 +210,8 @@ impl Btf {
             if name.is_empty() {
                 let inner = self.skip_modifiers(ty)?;
                 if matches!(inner.kind, KIND_STRUCT | KIND_UNION) {
-                    if let Some((o, size)) = self.find_member(inner, member, depth + 1) {
-                        return Some((bits / 8 + o, size));
+                    if let Some((o, size)) = self.find_member(inner, member, depth + 1, budget) {
+                        return Some(((bits / 8).checked_add(o)?, size));
                     }
                 }
             } else if name == member {
@@ -409,6 +424,23 @@ mod tests {
         push(&[off("OP_READ", &strs), 0]);
         push(&[off("OP_FLUSH", &strs), 2]);
         blob(&t, &strs)
+    }
+
+    /// A struct whose anonymous members are the struct itself: searched to
+    /// the depth limit that is 16^8 members, unless the search is bounded.
+    #[test]
+    fn self_referring_anonymous_members_end_the_search() {
+        let strs = b"\0s\0".to_vec();
+        let mut t: Vec<u8> = Vec::new();
+        let mut push = |words: &[u32]| t.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+        push(&[1, KIND_STRUCT << 24 | 16, 8]);
+        for _ in 0..16 {
+            push(&[0, 1, 0]);
+        }
+        let b = Btf::parse(blob(&t, &strs)).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(b.member("s", "nope"), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

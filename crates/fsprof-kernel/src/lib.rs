@@ -37,7 +37,7 @@ pub use source::KernelSource;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("fsprof kernel needs root, or CAP_BPF and CAP_PERFMON (missing: {missing}); run it with sudo")]
-    Privileges { missing: String },
+    Privileges { missing: privs::MissingCaps },
     #[error("tracefs is not mounted and could not be mounted on /sys/kernel/tracing ({0}); mount it with `mount -t tracefs nodev /sys/kernel/tracing`")]
     NoTracefs(String),
     #[error("tracepoint {name} is not usable: {why}")]

@@ -13,18 +13,24 @@ pub fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
-/// `Ok` when bpf tracing is allowed, else the missing capability names.
-pub fn check(caps: u64) -> Result<(), String> {
+/// The capabilities bpf tracing needs that this process lacks, printed
+/// as their names (`CAP_BPF, CAP_PERFMON`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join(", "))]
+pub struct MissingCaps(pub Vec<&'static str>);
+
+/// `Ok` when bpf tracing is allowed, else the missing capabilities.
+pub fn check(caps: u64) -> Result<(), MissingCaps> {
     let has = |c: u32| caps & (1u64 << c) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         return Ok(());
     }
-    let missing: Vec<&str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+    let missing = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
         .iter()
         .filter(|(c, _)| !has(*c))
         .map(|(_, n)| *n)
         .collect();
-    Err(missing.join(", "))
+    Err(MissingCaps(missing))
 }
 
 #[cfg(test)]
@@ -35,7 +41,7 @@ mod tests {
     fn capability_sets() {
         assert!(check(1 << CAP_SYS_ADMIN).is_ok());
         assert!(check((1 << CAP_BPF) | (1 << CAP_PERFMON)).is_ok());
-        assert_eq!(check(1 << CAP_BPF).unwrap_err(), "CAP_PERFMON");
-        assert_eq!(check(0).unwrap_err(), "CAP_BPF, CAP_PERFMON");
+        assert_eq!(check(1 << CAP_BPF).unwrap_err().to_string(), "CAP_PERFMON");
+        assert_eq!(check(0).unwrap_err().to_string(), "CAP_BPF, CAP_PERFMON");
     }
 }

@@ -58,6 +58,16 @@ pub enum Eviction {
     Fadvise,
 }
 
+impl Eviction {
+    /// How a sentence names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Eviction::DropCaches => "drop_caches",
+            Eviction::Fadvise => "posix_fadvise(DONTNEED)",
+        }
+    }
+}
+
 /// What a preparation did and what the check found, for one set of files.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheCheck {
@@ -93,6 +103,29 @@ impl CacheCheck {
             0.0
         } else {
             self.cached_pages as f64 / self.total_pages as f64
+        }
+    }
+
+    /// The check in words: `cold: verified, 0 of 2816 pages cached
+    /// (cachestat)`, `cold: NOT reached, 131 of 8192 pages still cached
+    /// (cachestat)`, or what could not be verified.
+    pub fn describe(&self) -> String {
+        let mode = self.mode.name();
+        let Some(by) = &self.verified_by else {
+            let how = self
+                .eviction
+                .map_or(String::new(), |e| format!(" by {}", e.describe()));
+            return format!("{mode}{how}: not verified (no residency call for these files)");
+        };
+        let pages = format!("{} of {} pages", self.cached_pages, self.total_pages);
+        match (self.mode, self.passed) {
+            (CacheMode::Asis, _) => format!("{mode}: {pages} cached ({by})"),
+            (CacheMode::Cold, true) => format!("{mode}: verified, {pages} cached ({by})"),
+            (CacheMode::Warm, true) => format!("{mode}: verified, {pages} cached ({by})"),
+            (CacheMode::Cold, false) => {
+                format!("{mode}: NOT reached, {pages} still cached ({by})")
+            }
+            (CacheMode::Warm, false) => format!("{mode}: NOT reached, only {pages} cached ({by})"),
         }
     }
 }
@@ -221,6 +254,30 @@ mod tests {
         let f = file_in(d.path(), 32);
         let c = check(&[&f], CacheMode::Cold, None);
         assert!(!c.passed && c.cached_pages == 32, "{c:?}");
-        assert!(check(&[&f], CacheMode::Asis, None).passed);
+        assert!(c
+            .describe()
+            .starts_with("cold: NOT reached, 32 of 32 pages still cached ("));
+        let a = check(&[&f], CacheMode::Asis, None);
+        assert!(a.passed && a.describe().starts_with("asis: 32 of 32 pages cached ("));
+    }
+
+    #[test]
+    fn checks_say_what_they_found_in_words() {
+        let mut c = CacheCheck::unverified(CacheMode::Cold, Some(Eviction::Fadvise));
+        assert_eq!(
+            c.describe(),
+            "cold by posix_fadvise(DONTNEED): not verified (no residency call for these files)"
+        );
+        (c.verified_by, c.total_pages, c.passed) = (Some("cachestat".into()), 704, true);
+        assert_eq!(
+            c.describe(),
+            "cold: verified, 0 of 704 pages cached (cachestat)"
+        );
+        c.mode = CacheMode::Warm;
+        (c.cached_pages, c.passed) = (700, false);
+        assert_eq!(
+            c.describe(),
+            "warm: NOT reached, only 700 of 704 pages cached (cachestat)"
+        );
     }
 }

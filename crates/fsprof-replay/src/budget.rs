@@ -100,6 +100,13 @@ fn span(len: u64, offset: Option<i64>, block: u64) -> u64 {
     blocks.saturating_mul(block)
 }
 
+/// Whether open flags may create a file (O_TMPFILE includes the bit of
+/// O_DIRECTORY, which alone creates nothing).
+fn creates(flags: i64) -> bool {
+    let tmpfile = libc::O_TMPFILE as i64;
+    flags & libc::O_CREAT as i64 != 0 || flags & tmpfile == tmpfile
+}
+
 /// What `c` may make the file system allocate, in bytes of whole blocks.
 pub fn charge(kind: Kind, c: &Command, block: u64) -> u64 {
     use Kind::*;
@@ -110,7 +117,7 @@ pub fn charge(kind: Kind, c: &Command, block: u64) -> u64 {
         Fallocate if c.mode & frees != 0 => 0,
         Fallocate | PosixFallocate => span(c.len, Some(c.offset), block),
         CopyFileRange | Sendfile => span(c.len, None, block),
-        Open | FOpen if c.flags & (libc::O_CREAT | libc::O_TMPFILE) as i64 != 0 => block,
+        Open | FOpen if creates(c.flags) => block,
         Mkdir | Symlink | Link | Mknod | Rename => block,
         _ => 0,
     }
@@ -329,6 +336,8 @@ mod tests {
         // Creating an entry: a block.
         assert_eq!(charged("openat", 0, 0, 0, libc::O_CREAT as i64), 4096);
         assert_eq!(charged("openat", 0, 0, 0, 0), 0);
+        assert_eq!(charged("openat", 0, 0, 0, libc::O_DIRECTORY as i64), 0);
+        assert_eq!(charged("openat", 0, 0, 0, libc::O_TMPFILE as i64), 4096);
         assert_eq!(charged("mkdir", 0, 0, 0, 0), 4096);
         // Reads allocate nothing.
         assert_eq!(charged("pread", TIB, 0, 0, 0), 0);

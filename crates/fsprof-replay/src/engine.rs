@@ -8,9 +8,9 @@
 //! The loop is kept lean because at full speed, and in a paced replay's
 //! bursts, its cost is the replay's overhead (Replayfs §4.4): each
 //! thread's commands are laid out before the start as a flat array of
-//! 56-byte steps (kind, the data calls' arguments, due time, waits); one
-//! cycle-counter read per command, after it returns, which is also the
-//! next command's issue time when that one is already due (converted to
+//! 56-byte steps (kind, the data calls' arguments, due time, waits); two
+//! cycle-counter reads per command, just before it and just after it (a
+//! wait's last read is the one before, when it waited), converted to
 //! CLOCK_MONOTONIC ns afterwards by a line through two (counter, clock)
 //! pairs taken at the start and the end); results go to a per-thread
 //! array touched before the start, scratch buffers are sized before the
@@ -328,7 +328,7 @@ impl Engine<'_> {
 
     /// Runs the replay; `progress` receives the number of completed
     /// commands about every 100 ms (on the calling thread).
-    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Run {
+    pub fn run(&self, progress: &mut dyn FnMut(u64)) -> Result<Run, ThreadPanic> {
         let c = self.compiled;
         let progs = self.programs();
         let done: Vec<Done> = progs.iter().map(|_| Done(AtomicU32::new(0))).collect();
@@ -362,7 +362,8 @@ impl Engine<'_> {
                 .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
                     let shared = &shared;
-                    (t, sc.spawn(move || self.thread(t, prog, shared)))
+                    let body = move || self.thread(t, prog, shared);
+                    (t, sc.spawn(move || guarded(shared.abort, body)))
                 })
                 .collect();
             while handles.iter().any(|(_, h)| !h.is_finished()) {
@@ -377,11 +378,15 @@ impl Engine<'_> {
                 .iter()
                 .map(|_| (Vec::new(), Usage::default()))
                 .collect();
+            let mut panicked = None;
             for (t, h) in handles {
-                recs[t] = h.join().expect("a replay thread panicked");
+                match h.join() {
+                    Ok(Ok(r)) => recs[t] = r,
+                    Ok(Err(p)) | Err(p) => panicked = Some(ThreadPanic::new(t, &*p)),
+                }
             }
-            recs
-        });
+            panicked.map_or(Ok(recs), Err)
+        })?;
         // The pairs are each uncertain by ~100 ns: 10 ms apart at least,
         // the rate through them is exact to 1e-5.
         let mut end = ticks.pair();
@@ -393,7 +398,7 @@ impl Engine<'_> {
         let to_ns = ToNs::new(begin, end);
         let (outcomes, elapsed_ns) = self.outcomes(&progs, &recs, start, to_ns);
         progress(c.commands.len() as u64);
-        Run {
+        Ok(Run {
             outcomes,
             elapsed_ns,
             aborted: abort.load(Ordering::Relaxed),
@@ -402,7 +407,7 @@ impl Engine<'_> {
             cpu_ns: recs.iter().map(|r| r.1.cpu_ns).sum(),
             realtime_threads: recs.iter().filter(|r| r.1.realtime).count() as u64,
             threads: progs.iter().filter(|p| !p.steps.is_empty()).count() as u64,
-        }
+        })
     }
 
     /// One replay thread: its records, and its resource use from its start
@@ -428,8 +433,11 @@ impl Engine<'_> {
         let strict = self.verify == Verify::Strict;
         let (ticks, exec) = (sh.ticks, sh.exec);
         sleep_until(sh.start.saturating_sub(SPIN_NS));
-        let mut anchor = ticks.anchor();
-        let mut now = spin_until(anchor.ticks(sh.start), ticks);
+        let mut pacer = Pacer {
+            ticks,
+            anchor: ticks.anchor(),
+        };
+        let mut now = spin_until(pacer.anchor.ticks(sh.start), ticks);
         let usage = Usage::now();
         let mut w0 = 0usize;
         for (k, (step, r)) in prog.steps.iter().zip(recs.iter_mut()).enumerate() {
@@ -447,7 +455,7 @@ impl Engine<'_> {
                 w0 = w1;
                 if waited {
                     now = ticks.now();
-                    if paced && now > anchor.ticks(due_ns) {
+                    if paced && now > pacer.anchor.ticks(due_ns) {
                         flags |= WAITED_LATE;
                     }
                 }
@@ -456,19 +464,8 @@ impl Engine<'_> {
                 break;
             }
             if let Some(kind) = step.kind {
-                if paced {
-                    let due = anchor.ticks(due_ns);
-                    if now < due {
-                        // Prepare during the wait, not after it.
-                        if exec.prepare(kind, step.cmd, &mut local) {
-                            now = ticks.now();
-                            if now > due {
-                                flags |= PREP_LATE;
-                            }
-                        }
-                        now = wait_until(due_ns, now, &mut anchor, ticks);
-                    }
-                }
+                let prepare = || exec.prepare(kind, step.cmd, &mut local);
+                now = pacer.issue_at(due_ns, now, paced, prepare, &mut flags);
                 r.t0 = now;
                 let got = exec.issue(kind, &step.args, step.cmd, &mut local);
                 now = ticks.now();
@@ -552,6 +549,36 @@ const MIN_SPAN_NS: u64 = 10_000_000;
 /// An error above this is counted under its dominant cause ([`Late`]).
 pub const LATE_NS: u64 = 10_000;
 
+/// A replay thread that panicked: a fault in fsprof, reported as an error
+/// of the replay rather than as fsprof's own panic.
+#[derive(Debug, thiserror::Error)]
+#[error("replay thread {thread} failed ({message}); the replay was stopped. This is a bug in fsprof: please report it with the trace")]
+pub struct ThreadPanic {
+    pub thread: usize,
+    pub message: String,
+}
+
+impl ThreadPanic {
+    fn new(thread: usize, payload: &(dyn std::any::Any + Send)) -> ThreadPanic {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        ThreadPanic { thread, message }
+    }
+}
+
+/// Runs a replay thread's body; a panic in it sets `abort`, so that the
+/// threads waiting on its commands stop instead of waiting for ever.
+fn guarded<T>(abort: &AtomicBool, body: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    if r.is_err() {
+        abort.store(true, Ordering::Relaxed);
+    }
+    r
+}
+
 /// Waits until thread `u` has completed command `idx`: None on abort, else
 /// whether it had to wait at all.
 fn wait_for(done: &AtomicU32, idx: u32, abort: &AtomicBool) -> Option<bool> {
@@ -605,9 +632,60 @@ fn spin_until(due: u64, ticks: Ticks) -> u64 {
     }
 }
 
+/// A replay thread's clock: the tick clock and the (ticks, ns) pair it
+/// converts through.
+struct Pacer {
+    ticks: Ticks,
+    anchor: Anchor,
+}
+
+impl Pacer {
+    /// The tick count to issue a step due at `due_ns` (CLOCK_MONOTONIC)
+    /// at, from `now` (ticks). Already due (or unpaced): a fresh read, not
+    /// `now` — that read ended the last command, and the loop's own work
+    /// since would count as this call's latency, making every short call
+    /// look slower than traced. Early: the step is prepared (`prepare`
+    /// says whether it had work; PREP_LATE when that ran past its time),
+    /// then the thread sleeps and spins to its time.
+    #[inline(always)]
+    fn issue_at(
+        &mut self,
+        due_ns: u64,
+        now: u64,
+        paced: bool,
+        prepare: impl FnOnce() -> bool,
+        flags: &mut u8,
+    ) -> u64 {
+        if !paced {
+            return self.ticks.now();
+        }
+        let due = self.anchor.ticks(due_ns);
+        if now >= due {
+            return self.ticks.now();
+        }
+        let mut now = now;
+        if prepare() {
+            now = self.ticks.now();
+            if now > due {
+                *flags |= PREP_LATE;
+            }
+        }
+        wait_until(due_ns, now, &mut self.anchor, self.ticks)
+    }
+}
+
 /// Waits for a command due at `due_ns` (CLOCK_MONOTONIC) from `now`
 /// (ticks): sleeps until [`SPIN_NS`] before, takes a fresh anchor, then
 /// spins on the tick clock (pre-spin). The tick count it stopped at.
+///
+/// The margin is fixed, not fitted to how late wake-ups end: a margin
+/// that followed them down to 10 µs (so that a dense burst slept through
+/// gaps it spins through now) was measured against this one on the
+/// traced tar replay under `--realtime` (bench/trace_replay.py part 5,
+/// docs/benchmarks/trace-replay.md): p99 error 859 vs 247 µs, every
+/// cached op's latency further from the trace (fstat EMD 0.74 vs 0.36),
+/// and no CPU saved — a thread that sleeps comes back to caches other
+/// tasks have used. So the thread spins through gaps under 150 µs.
 fn wait_until(due_ns: u64, now: u64, anchor: &mut Anchor, ticks: Ticks) -> u64 {
     let due = anchor.ticks(due_ns);
     if due.saturating_sub(now) as f64 > SPIN_NS as f64 * ticks.per_ns {
@@ -674,6 +752,31 @@ impl Usage {
 mod tests {
     use super::*;
 
+    /// A panicking replay thread stops the others (abort) and comes back as
+    /// an error naming the thread and the panic, not as fsprof's panic.
+    #[test]
+    fn a_panicking_thread_aborts_the_others_and_is_an_error() {
+        let abort = AtomicBool::new(false);
+        assert_eq!(guarded(&abort, || 7).unwrap(), 7);
+        assert!(!abort.load(Ordering::Relaxed));
+        let r = std::thread::scope(|sc| {
+            let abort = &abort;
+            let h = sc.spawn(move || guarded(abort, || -> u32 { panic!("slot {} gone", 3) }));
+            h.join()
+        });
+        assert!(abort.load(Ordering::Relaxed));
+        let p = r.unwrap().unwrap_err();
+        let e = ThreadPanic::new(2, &*p);
+        assert_eq!(e.message, "slot 3 gone");
+        assert!(
+            e.to_string()
+                .starts_with("replay thread 2 failed (slot 3 gone)"),
+            "{e}"
+        );
+        let p = std::panic::catch_unwind(|| panic!("fixed")).unwrap_err();
+        assert_eq!(ThreadPanic::new(0, &*p).message, "fixed");
+    }
+
     #[test]
     fn an_anchor_maps_ns_to_ticks_on_both_sides() {
         let a = Anchor {
@@ -738,7 +841,7 @@ mod tests {
         // agree to well under this.
         let slack = 2_000;
         for speed in [1.0, 2.0] {
-            let run = engine(Pace::Speed(speed)).run(&mut |_| {});
+            let run = engine(Pace::Speed(speed)).run(&mut |_| {}).unwrap();
             assert!(!run.aborted);
             for (o, &tr) in run.outcomes.iter().zip(&t) {
                 let due = (tr as f64 / speed) as u64;
@@ -758,7 +861,7 @@ mod tests {
                 run.elapsed_ns
             );
         }
-        let run = engine(Pace::Afap).run(&mut |_| {});
+        let run = engine(Pace::Afap).run(&mut |_| {}).unwrap();
         assert!(run.outcomes.iter().all(|o| o.issued && o.error_ns == 0));
         assert!(run.elapsed_ns < *t.last().unwrap(), "{}", run.elapsed_ns);
     }

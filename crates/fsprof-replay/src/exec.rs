@@ -25,6 +25,9 @@ const EMPTY: u8 = 0;
 const FD: u8 = 1;
 const DIRP: u8 = 2;
 const FILEP: u8 = 3;
+/// A file mapping: `ptr` its address, `len` its length, `fd` a descriptor
+/// of the file of its own (the traced fd may be closed while it lives).
+const MAP: u8 = 4;
 
 /// The resource table. Commands that use a slot another thread filled wait
 /// for that thread (the compiler's constraints), and the wait is an
@@ -33,6 +36,8 @@ pub struct Slots {
     kind: Vec<AtomicU8>,
     fd: Vec<AtomicI32>,
     ptr: Vec<AtomicPtr<libc::c_void>>,
+    /// A mapping's length.
+    len: Vec<AtomicU64>,
 }
 
 impl Slots {
@@ -43,7 +48,15 @@ impl Slots {
             ptr: (0..n)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
+            len: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// The mapping in a slot: its address and length.
+    fn map(&self, s: Option<u32>) -> Option<(*mut libc::c_void, u64)> {
+        let p = self.ptr(s, MAP);
+        let s = s?;
+        (!p.is_null()).then(|| (p, self.len[s as usize].load(Ordering::Relaxed)))
     }
 
     fn fd(&self, s: Option<u32>) -> i32 {
@@ -70,6 +83,7 @@ impl Slots {
         let k = self.kind[s as usize].swap(EMPTY, Ordering::Relaxed);
         let fd = self.fd[s as usize].swap(-1, Ordering::Relaxed);
         let p = self.ptr[s as usize].swap(std::ptr::null_mut(), Ordering::Relaxed);
+        let len = self.len[s as usize].swap(0, Ordering::Relaxed);
         // SAFETY: the slot owned this descriptor / stream; it is emptied
         // above, so nothing else closes it again.
         let r = unsafe {
@@ -77,6 +91,10 @@ impl Slots {
                 FD => libc::close(fd),
                 DIRP => libc::closedir(p as *mut libc::DIR),
                 FILEP => libc::fclose(p as *mut libc::FILE),
+                MAP => {
+                    libc::close(fd);
+                    libc::munmap(p, len as usize)
+                }
                 _ => return (-1, libc::EBADF),
             }
         };
@@ -190,6 +208,10 @@ pub struct Local {
 /// Size-taking calls larger than this are issued in pieces of this size
 /// ([`in_pieces`]); reads and generated writes use scratch memory of it.
 const MAX_BUF: usize = 64 << 20;
+
+/// The longest mapping a replay makes (address space, not memory: a
+/// mapping allocates nothing until touched).
+const MAX_MAP: u64 = 1 << 40;
 
 /// Parent directories kept open per replay thread (descriptors count
 /// against RLIMIT_NOFILE); past this the cache starts over.
@@ -336,6 +358,9 @@ pub enum Kind {
     Link,
     Symlink,
     Readlink,
+    Mmap,
+    Msync,
+    Munmap,
     Chmod,
     Chown,
     Utimes,
@@ -401,6 +426,9 @@ impl Kind {
             "link" | "linkat" => Link,
             "symlink" | "symlinkat" => Symlink,
             "readlink" | "readlinkat" => Readlink,
+            "mmap" => Mmap,
+            "msync" => Msync,
+            "munmap" => Munmap,
             "chmod" | "fchmodat" => Chmod,
             "chown" | "lchown" | "fchownat" => Chown,
             "utimensat" | "utime" | "utimes" | "lutimes" => Utimes,
@@ -456,6 +484,7 @@ impl Kind {
                 | Kind::Fflush
                 | Kind::Getdents
                 | Kind::Fcntl
+                | Kind::Mmap
         )
     }
 }
@@ -538,6 +567,25 @@ impl<'a> Exec<'a> {
         Ok((raw, name))
     }
 
+    /// Opens a path under the root: through its cached parent directory
+    /// where its last component is a plain name ([`Root::open_in`]), else
+    /// (`/`, a trailing slash) by the whole path from the root.
+    fn open_path(
+        &self,
+        id: Option<u32>,
+        path: &[u8],
+        flags: i64,
+        mode: u32,
+        local: &mut Local,
+    ) -> Result<OwnedFd, i32> {
+        if !path.ends_with(b"/") {
+            if let Ok((d, n)) = self.parent(id, local) {
+                return self.root.open_in(d, n, path, flags, mode);
+            }
+        }
+        self.root.openat(path, flags, mode)
+    }
+
     /// The confined lookup of a path with a trailing slash, which follows
     /// a final symlink and must end at a directory (what `link` and
     /// `readlink` do with such a path before anything else).
@@ -583,7 +631,10 @@ impl<'a> Exec<'a> {
         let c = &self.compiled.commands[cmd as usize];
         let has = matches!(
             kind,
-            Stat | Lstat
+            Open | OpenDir
+                | FOpen
+                | Stat
+                | Lstat
                 | Access
                 | Mkdir
                 | Rmdir
@@ -643,7 +694,7 @@ impl<'a> Exec<'a> {
     pub fn run(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         match kind {
-            Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c),
+            Open | OpenDir | FOpen | FdOpen | FdOpenDir | Close => self.open_close(kind, c, local),
             Read | Pread | Write | Pwrite | Fwrite => self.data_call(kind, &DataArgs::of(c), local),
             Lseek | Fstat | Fsync | Fdatasync | Syncfs | SyncFileRange | Ftruncate | Fallocate
             | PosixFallocate | PosixFadvise | Fchmod | Fchown | Futimens | NoOp | Readdir
@@ -657,11 +708,12 @@ impl<'a> Exec<'a> {
             Mkdir | Rmdir | Unlink | Rename | Link | Symlink | Readlink | Mknod | Sync => {
                 self.namespace_call(kind, c, local)
             }
+            Mmap | Msync | Munmap => self.map_call(kind, c),
         }
     }
 
     /// Opens and closes: slots filled and emptied.
-    fn open_close(&self, kind: Kind, c: &Command) -> (i64, i32) {
+    fn open_close(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let s = self.slots;
         let fd = s.fd(c.slot);
@@ -673,7 +725,7 @@ impl<'a> Exec<'a> {
             match kind {
                 Open | OpenDir | FOpen => {
                     let out = c.out;
-                    match self.root.openat(path, c.flags, c.mode) {
+                    match self.open_path(c.path, path, c.flags, c.mode, local) {
                         Err(e) => err(e),
                         Ok(f) => {
                             let raw = f.into_raw_fd();
@@ -941,6 +993,74 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `mmap` of a slot's file into a slot of its own, `msync` of a range
+    /// of it, `munmap`. The replayer's mapping is its own: no address is
+    /// taken from the trace (MAP_FIXED and the like are dropped), no page
+    /// is executable, nothing is locked in memory; only the sharing and
+    /// population flags are kept, so that writes through a shared mapping
+    /// reach the file as they did. A range outside the mapping is refused
+    /// (ENOMEM, as the kernel says of an unmapped range).
+    fn map_call(&self, kind: Kind, c: &Command) -> (i64, i32) {
+        let s = self.slots;
+        match kind {
+            Kind::Mmap => {
+                let Some(out) = c.out else {
+                    return err(libc::EINVAL);
+                };
+                if c.len == 0 || c.len > MAX_MAP {
+                    return err(libc::ENOMEM);
+                }
+                let prot = c.mode as i32 & (libc::PROT_READ | libc::PROT_WRITE);
+                let flags = c.flags as i32
+                    & (libc::MAP_SHARED
+                        | libc::MAP_PRIVATE
+                        | libc::MAP_SHARED_VALIDATE
+                        | libc::MAP_NORESERVE
+                        | libc::MAP_POPULATE);
+                // SAFETY: descriptors from the slot table (or -1, refused
+                // with EBADF); a mapping at an address the kernel picks.
+                unsafe {
+                    let own = libc::fcntl(s.fd(c.slot), libc::F_DUPFD_CLOEXEC, 0);
+                    if own < 0 {
+                        return err(last_errno());
+                    }
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        c.len as usize,
+                        prot,
+                        flags,
+                        own,
+                        c.offset,
+                    );
+                    if p == libc::MAP_FAILED {
+                        let e = last_errno();
+                        libc::close(own);
+                        return err(e);
+                    }
+                    s.set(out, MAP, own, p);
+                    s.len[out as usize].store(c.len, Ordering::Relaxed);
+                    (p as i64, 0)
+                }
+            }
+            Kind::Msync => {
+                let Some((p, len)) = s.map(c.slot) else {
+                    return err(libc::ENOMEM);
+                };
+                let off = c.offset as u64;
+                if off > len || c.len > len - off {
+                    return err(libc::ENOMEM);
+                }
+                let flags = c.flags as i32 & (libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE);
+                // SAFETY: a range inside a mapping the slot owns.
+                ret(unsafe { libc::msync(p.add(off as usize), c.len as usize, flags) } as i64)
+            }
+            _ => match s.map(c.slot) {
+                Some(_) => s.close(c.slot.expect("a mapping's slot")),
+                None => err(libc::EINVAL),
+            },
+        }
+    }
+
     /// The stdio calls on a stream.
     fn stream_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
@@ -1006,15 +1126,14 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// Calls that look at or change one entry through its path.
-    // Long as one match: an arm per path op, each a confined lookup and
-    // one syscall, so the path ops read side by side.
-    fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+    /// `stat`, `lstat` and `access` of a path: through the cached parent
+    /// (the entry itself, never followed), and by the confined lookup from
+    /// the root where it is a symlink to follow or has no last component.
+    fn look_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
         let path = self.string(c.path);
-        // SAFETY: every libc call below gets descriptors from the slot
-        // table (our own, or -1, which the kernel refuses with EBADF),
-        // buffers valid for the lengths passed, and C strings.
+        // SAFETY: descriptors we hold or get from the confined lookup, C
+        // strings and stat buffers of our own.
         unsafe {
             match kind {
                 Stat | Lstat => {
@@ -1057,6 +1176,21 @@ impl<'a> Exec<'a> {
                         Ok(o) => ret(libc::access(proc_fd(&o).as_ptr(), c.mode as i32) as i64),
                     }
                 }
+                _ => err(libc::ENOSYS),
+            }
+        }
+    }
+
+    /// Calls that look at or change one entry through its path.
+    fn entry_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        use Kind::*;
+        let path = self.string(c.path);
+        // SAFETY: every libc call below gets descriptors from the slot
+        // table (our own, or -1, which the kernel refuses with EBADF),
+        // buffers valid for the lengths passed, and C strings.
+        unsafe {
+            match kind {
+                Stat | Lstat | Access => self.look_call(kind, c, local),
                 Truncate => match self.root.openat(path, libc::O_WRONLY as i64, 0) {
                     Err(e) => err(e),
                     Ok(o) => ret(libc::ftruncate(o.as_raw_fd(), c.len as i64) as i64),
@@ -1142,6 +1276,43 @@ impl<'a> Exec<'a> {
         }
     }
 
+    /// `rename` (`renameat2`'s flags kept) and `link` between two
+    /// confined parents, each with a single plain component.
+    fn rename_or_link(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
+        // SAFETY: descriptors of cached parent directories and C strings.
+        unsafe {
+            let from = self.parent(c.path, local);
+            let to = self.parent(c.path2, local);
+            match (from, to) {
+                (Err(e), _) | (_, Err(e)) => err(e),
+                (Ok((d1, n1)), Ok((d2, n2))) => {
+                    if kind == Kind::Rename {
+                        let flags = if c.op.is("renameat2") {
+                            c.flags as u32
+                        } else {
+                            0
+                        };
+                        // The system call itself: musl (a static
+                        // build) has no renameat2 wrapper.
+                        self.namespace_changed(ret(libc::syscall(
+                            libc::SYS_renameat2,
+                            d1,
+                            n1.as_ptr(),
+                            d2,
+                            n2.as_ptr(),
+                            flags,
+                        )))
+                    } else {
+                        // Never AT_SYMLINK_FOLLOW: a symlink to a
+                        // file outside the root must not become a
+                        // hard link to it inside.
+                        ret(libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0) as i64)
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls that add, remove or rename entries (and `sync`).
     fn namespace_call(&self, kind: Kind, c: &Command, local: &mut Local) -> (i64, i32) {
         use Kind::*;
@@ -1163,37 +1334,7 @@ impl<'a> Exec<'a> {
                     }
                 },
                 Link if self.string(c.path).ends_with(b"/") => self.link_slashed_source(c, local),
-                Rename | Link => {
-                    let from = self.parent(c.path, local);
-                    let to = self.parent(c.path2, local);
-                    match (from, to) {
-                        (Err(e), _) | (_, Err(e)) => err(e),
-                        (Ok((d1, n1)), Ok((d2, n2))) => {
-                            if kind == Rename {
-                                let flags = if c.op.is("renameat2") {
-                                    c.flags as u32
-                                } else {
-                                    0
-                                };
-                                // The system call itself: musl (a static
-                                // build) has no renameat2 wrapper.
-                                self.namespace_changed(ret(libc::syscall(
-                                    libc::SYS_renameat2,
-                                    d1,
-                                    n1.as_ptr(),
-                                    d2,
-                                    n2.as_ptr(),
-                                    flags,
-                                )))
-                            } else {
-                                // Never AT_SYMLINK_FOLLOW: a symlink to a
-                                // file outside the root must not become a
-                                // hard link to it inside.
-                                ret(libc::linkat(d1, n1.as_ptr(), d2, n2.as_ptr(), 0) as i64)
-                            }
-                        }
-                    }
-                }
+                Rename | Link => self.rename_or_link(kind, c, local),
                 Symlink => match self.parent(c.path, local) {
                     Err(e) => err(e),
                     Ok((d, n)) => {

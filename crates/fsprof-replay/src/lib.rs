@@ -39,6 +39,8 @@ pub enum ReplayError {
     Realtime(String),
     #[error("replay refused: {0}")]
     Space(String),
+    #[error(transparent)]
+    Thread(#[from] engine::ThreadPanic),
 }
 
 pub struct ReplayOptions {
@@ -120,7 +122,7 @@ pub fn replay(
         reads: opts.reads,
         realtime: opts.realtime,
     };
-    let run = engine.run(progress);
+    let run = engine.run(progress)?;
     let file_size_limited = limit.active();
     drop(limit);
     let timing = report::timing(compiled, &run, opts.pace);

@@ -38,101 +38,108 @@ pub fn prepare(root: &Root, c: &Compiled) -> (usize, Vec<String>) {
     (made, failed)
 }
 
+fn fail(path: &[u8], what: &str, e: i32) -> ReplayError {
+    ReplayError::Prepare(format!(
+        "{}: {what}: {}",
+        String::from_utf8_lossy(path),
+        std::io::Error::from_raw_os_error(e)
+    ))
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
 fn entry(
     root: &Root,
     c: &Compiled,
     e: &fsprof_trace::replayfile::InitEntry,
 ) -> Result<(), ReplayError> {
-    let fail = |path: &[u8], what: &str, e: i32| {
-        ReplayError::Prepare(format!(
-            "{}: {what}: {}",
-            String::from_utf8_lossy(path),
-            std::io::Error::from_raw_os_error(e)
-        ))
-    };
-    {
-        let path = &c.strings[e.path as usize];
-        match &e.kind {
-            InitKind::Dir => {
-                let (d, n) = root.parent(path).map_err(|x| fail(path, "parent", x))?;
-                // SAFETY: a directory fd and a C string we own.
-                let r =
-                    unsafe { libc::mkdirat(d.as_raw_fd(), n.as_ptr(), e.mode.unwrap_or(0o755)) };
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                if r != 0 && errno != libc::EEXIST {
-                    return Err(fail(path, "mkdir", errno));
-                }
-            }
-            InitKind::Symlink { target } => {
-                let (d, n) = root.parent(path).map_err(|x| fail(path, "parent", x))?;
-                let t = std::ffi::CString::new(target.clone())
-                    .map_err(|_| fail(path, "symlink target", libc::EINVAL))?;
-                // SAFETY: valid C strings and a directory fd.
-                if unsafe { libc::symlinkat(t.as_ptr(), d.as_raw_fd(), n.as_ptr()) } != 0
-                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
-                {
-                    return Err(fail(
-                        path,
-                        "symlink",
-                        std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-                    ));
-                }
-            }
-            InitKind::File { size, .. } => {
-                let flags = (libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY) as i64;
-                let f = match root.openat(path, flags, e.mode.unwrap_or(0o644)) {
-                    Ok(f) => f,
-                    // Another spelling of the same path (`a/../b` and `b`)
-                    // made it already: the root was empty before.
-                    Err(libc::EEXIST) => return Ok(()),
-                    Err(x) => return Err(fail(path, "create", x)),
-                };
-                let fd = f.as_raw_fd();
-                let write_at = |data: &[u8], off: u64| -> Result<(), ReplayError> {
-                    let mut done = 0usize;
-                    while done < data.len() {
-                        // SAFETY: `data` is valid for its length.
-                        let r = unsafe {
-                            libc::pwrite(
-                                fd,
-                                data[done..].as_ptr() as *const _,
-                                data.len() - done,
-                                (off + done as u64) as i64,
-                            )
-                        };
-                        if r <= 0 {
-                            return Err(fail(
-                                path,
-                                "write",
-                                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-                            ));
-                        }
-                        done += r as usize;
-                    }
-                    Ok(())
-                };
-                if *size <= FILL_MAX {
-                    let zeros = vec![0u8; (*size).min(1 << 20) as usize];
-                    let mut off = 0;
-                    while off < *size {
-                        let n = (*size - off).min(zeros.len() as u64) as usize;
-                        write_at(&zeros[..n], off)?;
-                        off += n as u64;
-                    }
-                }
-                for &(off, b) in &e.content {
-                    write_at(&c.buffers[b as usize], off)?;
-                }
-                // SAFETY: an fd we own.
-                if unsafe { libc::ftruncate(fd, *size as i64) } != 0 {
-                    return Err(fail(
-                        path,
-                        "truncate",
-                        std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-                    ));
-                }
-            }
+    let path = &c.strings[e.path as usize];
+    match &e.kind {
+        InitKind::Dir => make_dir(root, path, e.mode.unwrap_or(0o755)),
+        InitKind::Symlink { target } => make_symlink(root, path, target),
+        InitKind::File { size, .. } => make_file(root, c, e, path, *size),
+    }
+}
+
+fn make_dir(root: &Root, path: &[u8], mode: u32) -> Result<(), ReplayError> {
+    let (d, n) = root.parent(path).map_err(|x| fail(path, "parent", x))?;
+    // SAFETY: a directory fd and a C string we own.
+    let r = unsafe { libc::mkdirat(d.as_raw_fd(), n.as_ptr(), mode) };
+    let errno = last_errno();
+    if r != 0 && errno != libc::EEXIST {
+        return Err(fail(path, "mkdir", errno));
+    }
+    Ok(())
+}
+
+fn make_symlink(root: &Root, path: &[u8], target: &[u8]) -> Result<(), ReplayError> {
+    let (d, n) = root.parent(path).map_err(|x| fail(path, "parent", x))?;
+    let t = std::ffi::CString::new(target.to_vec())
+        .map_err(|_| fail(path, "symlink target", libc::EINVAL))?;
+    // SAFETY: valid C strings and a directory fd.
+    if unsafe { libc::symlinkat(t.as_ptr(), d.as_raw_fd(), n.as_ptr()) } != 0 {
+        let errno = last_errno();
+        if errno != libc::EEXIST {
+            return Err(fail(path, "symlink", errno));
         }
+    }
+    Ok(())
+}
+
+/// A file of `size` bytes: zeros up to [`FILL_MAX`] (so that reads hit
+/// real blocks), then what the trace read, at its offsets.
+fn make_file(
+    root: &Root,
+    c: &Compiled,
+    e: &fsprof_trace::replayfile::InitEntry,
+    path: &[u8],
+    size: u64,
+) -> Result<(), ReplayError> {
+    let flags = (libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY) as i64;
+    let f = match root.openat(path, flags, e.mode.unwrap_or(0o644)) {
+        Ok(f) => f,
+        // Another spelling of the same path (`a/../b` and `b`)
+        // made it already: the root was empty before.
+        Err(libc::EEXIST) => return Ok(()),
+        Err(x) => return Err(fail(path, "create", x)),
+    };
+    let fd = f.as_raw_fd();
+    let write_at = |data: &[u8], off: u64| -> Result<(), ReplayError> {
+        let mut done = 0usize;
+        while done < data.len() {
+            // SAFETY: `data` is valid for its length.
+            let r = unsafe {
+                libc::pwrite(
+                    fd,
+                    data[done..].as_ptr() as *const _,
+                    data.len() - done,
+                    (off + done as u64) as i64,
+                )
+            };
+            if r <= 0 {
+                return Err(fail(path, "write", last_errno()));
+            }
+            done += r as usize;
+        }
+        Ok(())
+    };
+    if size <= FILL_MAX {
+        let zeros = vec![0u8; size.min(1 << 20) as usize];
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(zeros.len() as u64) as usize;
+            write_at(&zeros[..n], off)?;
+            off += n as u64;
+        }
+    }
+    for &(off, b) in &e.content {
+        write_at(&c.buffers[b as usize], off)?;
+    }
+    // SAFETY: an fd we own.
+    if unsafe { libc::ftruncate(fd, size as i64) } != 0 {
+        return Err(fail(path, "truncate", last_errno()));
     }
     Ok(())
 }

@@ -515,7 +515,15 @@ impl TimingReport {
             format_ns(t.elapsed_ns as f64),
             format_ns(t.traced_ns as f64),
             if t.skipped_reads > 0 {
-                format!(", {} not issued (reads skipped)", t.skipped_reads)
+                format!(
+                    ", {} not issued ({})",
+                    t.skipped_reads,
+                    if t.aborted {
+                        "after the stop, or reads skipped"
+                    } else {
+                        "reads skipped"
+                    }
+                )
             } else {
                 String::new()
             }

@@ -6,7 +6,10 @@
 //! follow it (mkdir, unlink, rename, link, symlink, readlink) get the
 //! parent directory that way and a single plain component, never `.` or
 //! `..`. Calls that follow a path (stat, chmod, truncate ...) act on an
-//! `O_PATH` descriptor opened that way. Hand-written because no crate
+//! `O_PATH` descriptor opened that way. An open may instead go through a
+//! parent directory opened that way and a single plain component that it
+//! does not follow ([`open_in`]): one path walk less per open, and a
+//! symlink there still resolves from the root. Hand-written because no crate
 //! offers `openat2`-based confinement with these rules.
 
 use std::ffi::CString;
@@ -15,6 +18,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -83,6 +88,55 @@ pub fn split_path(path: &[u8]) -> Result<(&[u8], CString), i32> {
     Ok((dir, name))
 }
 
+/// `openat2(dir, path, flags, mode)` with `resolve`; the trace's flags
+/// less unknown bits, always close-on-exec.
+fn openat2(
+    dir: RawFd,
+    path: &std::ffi::CStr,
+    flags: i64,
+    mode: u32,
+    resolve: u64,
+) -> Result<OwnedFd, i32> {
+    let flags = (flags & VALID_FLAGS) | libc::O_CLOEXEC as i64;
+    // O_TMPFILE includes O_DIRECTORY's bit: a plain O_DIRECTORY open
+    // creates nothing, and openat2 refuses a mode without a creation.
+    let tmpfile = libc::O_TMPFILE as i64;
+    let creates = flags & libc::O_CREAT as i64 != 0 || flags & tmpfile == tmpfile;
+    let how = OpenHow {
+        flags: flags as u64,
+        mode: if creates { (mode & 0o7777) as u64 } else { 0 },
+        resolve,
+    };
+    // SAFETY: valid pointers for the call; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a descriptor the kernel just gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// One plain component opened in `dir`, not followed (the caller passes
+/// O_NOFOLLOW): `RESOLVE_BENEATH` refuses anything that would leave `dir`
+/// should the name not be the plain component the caller promised.
+fn open_beneath(dir: RawFd, name: &std::ffi::CStr, flags: i64, mode: u32) -> Result<OwnedFd, i32> {
+    openat2(
+        dir,
+        name,
+        flags,
+        mode,
+        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+    )
+}
+
 impl Root {
     pub fn open(dir: &Path) -> io::Result<Root> {
         let c = CString::new(dir.as_os_str().as_encoded_bytes())
@@ -105,28 +159,13 @@ impl Root {
     /// `openat2(root, path, flags, mode)` confined under the root.
     pub fn openat(&self, path: &[u8], flags: i64, mode: u32) -> Result<OwnedFd, i32> {
         let rel = relative(path)?;
-        let flags = (flags & VALID_FLAGS) | libc::O_CLOEXEC as i64;
-        let creates = flags & (libc::O_CREAT | libc::O_TMPFILE) as i64 != 0;
-        let how = OpenHow {
-            flags: flags as u64,
-            mode: if creates { (mode & 0o7777) as u64 } else { 0 },
-            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        // SAFETY: valid pointers for the call; the result is checked.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                self.fd.as_raw_fd(),
-                rel.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd < 0 {
-            return Err(errno());
-        }
-        // SAFETY: a descriptor the kernel just gave us.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        openat2(
+            self.fd.as_raw_fd(),
+            &rel,
+            flags,
+            mode,
+            RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        )
     }
 
     /// An `O_PATH` descriptor of what `path` names (following a final
@@ -142,6 +181,32 @@ impl Root {
         let (dir, name) = split_path(path)?;
         let dfd = self.openat(dir, (libc::O_PATH | libc::O_DIRECTORY) as i64, 0)?;
         Ok((dfd, name))
+    }
+
+    /// `openat2(root, path, flags, mode)` confined under the root, with
+    /// a parent directory already opened under it: the last component
+    /// `name` (a plain name: no `/`, never `.` or `..`) is opened in
+    /// `dir` without following it, and only when it is a symlink (ELOOP,
+    /// or ENOTDIR under O_DIRECTORY) is the whole path resolved from the
+    /// root, where the link's target stays under the root. A call that
+    /// asked for O_NOFOLLOW gets the first answer. O_PATH opens (which
+    /// would open the link itself) take the whole path at once.
+    pub fn open_in(
+        &self,
+        dir: RawFd,
+        name: &std::ffi::CStr,
+        path: &[u8],
+        flags: i64,
+        mode: u32,
+    ) -> Result<OwnedFd, i32> {
+        if flags & libc::O_PATH as i64 != 0 {
+            return self.openat(path, flags, mode);
+        }
+        let nofollow = flags & libc::O_NOFOLLOW as i64 != 0;
+        match open_beneath(dir, name, flags | libc::O_NOFOLLOW as i64, mode) {
+            Err(libc::ELOOP | libc::ENOTDIR) if !nofollow => self.openat(path, flags, mode),
+            r => r,
+        }
     }
 
     pub fn fd(&self) -> RawFd {

@@ -37,7 +37,7 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
             let _ = writeln!(out, "  {}/{}", o.layer, compare_reason(c, o));
         }
     }
-    let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(2);
+    let w = crate::fmt::name_column(c.ops.iter().map(|o| o.op.as_str()));
     let _ = writeln!(
         out,
         "\n  {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5}  status",
@@ -150,7 +150,7 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
         out.push_str("  (no peaks)\n");
         return out;
     }
-    let w = rows.iter().map(|r| r.op.len()).max().unwrap_or(2).max(2);
+    let w = crate::fmt::name_column(rows.iter().map(|r| r.op.as_str()));
     let timed = rows.iter().any(|r| r.time_range_ns.is_some());
     let _ = write!(
         out,

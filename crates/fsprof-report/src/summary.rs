@@ -43,13 +43,7 @@ pub struct Summary<'a> {
 
 impl<'a> Summary<'a> {
     pub fn build(p: &'a Profile, sel: &Selection) -> Result<Self, ReportError> {
-        let known_layers = || {
-            p.layers
-                .iter()
-                .map(|l| l.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let known_layers = || crate::fmt::name_list(p.layers.iter().map(|l| l.name.as_str()));
         for name in &sel.layers {
             if p.layer(name).is_none() {
                 return Err(ReportError::UnknownLayer {
@@ -87,7 +81,7 @@ impl<'a> Summary<'a> {
                     known: if known.is_empty() {
                         "no ops".into()
                     } else {
-                        known.join(", ")
+                        crate::fmt::name_list(known)
                     },
                 });
             }

@@ -39,13 +39,7 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
             let _ = writeln!(out, "  (no calls)");
             continue;
         }
-        let w = l
-            .rows
-            .iter()
-            .map(|r| r.op.name.len())
-            .max()
-            .unwrap_or(2)
-            .max(2);
+        let w = crate::fmt::name_column(l.rows.iter().map(|r| r.op.name.as_str()));
         let _ = writeln!(
             out,
             "  {:<w$} {:>11} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9}",

@@ -16,6 +16,7 @@ pub mod need;
 pub mod paths;
 pub mod profiles;
 pub mod programs;
+pub mod samples;
 pub mod serve;
 pub mod traces;
 

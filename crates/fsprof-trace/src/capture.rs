@@ -109,10 +109,7 @@ pub struct TraceSource {
 impl TraceSource {
     pub fn new(opts: TraceOptions) -> Result<TraceSource, SetupError> {
         if !opts.force && opts.output.exists() {
-            return Err(SetupError::new(format!(
-                "{} already exists; use --force to replace it",
-                opts.output.display()
-            )));
+            return Err(SetupError::Exists(opts.output));
         }
         Ok(TraceSource {
             user: UserSource::new(&opts.user)?,

@@ -20,6 +20,8 @@
 //! (inherited stdio, pipes) and of ops the replayer does not issue
 //! (mmap, xattrs, locks) are left out and counted by reason.
 
+mod maps;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::Path;
@@ -161,6 +163,8 @@ struct Compiler {
     buffers: Vec<Vec<u8>>,
     buffer_ids: HashMap<(u64, usize), Vec<u32>>,
     fds: HashMap<i32, HashMap<i32, u32>>,
+    /// Per process, its file mappings ([`maps`]).
+    maps: HashMap<i32, maps::Maps>,
     slots: Vec<Option<Slot>>,
     free_slots: BinaryHeap<Reverse<u32>>,
     hazards: HashMap<Key, Hazard>,
@@ -341,6 +345,7 @@ impl Compiler {
             buffers: Vec::new(),
             buffer_ids: HashMap::new(),
             fds: HashMap::new(),
+            maps: HashMap::new(),
             slots: Vec::new(),
             free_slots: BinaryHeap::new(),
             hazards: HashMap::new(),
@@ -431,6 +436,7 @@ impl Compiler {
             }
         }
         self.fds.insert(p.pid, table);
+        self.maps_of_new_image(p.pid, p.ppid, from_exec);
     }
 
     fn slot_of(&self, pid: i32, fd: Option<i32>) -> Option<u32> {
@@ -439,12 +445,17 @@ impl Compiler {
 
     fn call(&mut self, c: &Call) {
         let op = c.op.name();
-        let Some(kind) = replay_kind(op) else {
-            self.skip("op not replayed (mmap, xattrs, ...)");
+        let Some(kind) =
+            replay_kind(op).or(matches!(op, "mmap" | "msync" | "munmap").then_some('m'))
+        else {
+            self.skip("op not replayed (xattrs, ...)");
             return;
         };
         if op == "fcntl" {
             return self.fcntl(c);
+        }
+        if matches!(op, "mmap" | "msync" | "munmap") {
+            return self.mapping(c);
         }
         let dir = [&c.resolved, &c.resolved2].map(|p| p.as_deref().is_some_and(names_a_directory));
         let Some(c) = self.admit(c, kind) else { return };

@@ -44,6 +44,13 @@ const PENDING_MAX: usize = 8 << 20;
 pub(crate) const MAX_JSON: u32 = 16 << 20;
 /// Decompressed blocks larger than this are refused.
 pub(crate) const MAX_BLOCK_RAW: u32 = 1 << 31;
+/// Records a block may claim: a block is ended once its records take
+/// [`BLOCK_RAW`] bytes, and a record takes at least 9. A reader holds a
+/// block's records decoded (~350 bytes each): a count beyond what a writer
+/// makes would let a file of a kilobyte, whose 4 MiB block of zeros zstd
+/// packs into a few hundred bytes, make it hold a million.
+pub(crate) const MAX_BLOCK_RECORDS: u32 = 1 << 15;
+const _: () = assert!(BLOCK_RAW / 9 + 1 < MAX_BLOCK_RECORDS as usize);
 /// zstd level of the blocks: 1 compresses a capture's records at several
 /// hundred MB/s; level 3 (version 1) cost three times the CPU for ~10% less.
 const ZSTD_LEVEL: i32 = 1;

@@ -15,7 +15,8 @@
 //! every profile passes through stay free of it.
 
 pub mod capture;
-mod chunks;
+/// Public for the fuzz targets (fsprof-fuzz); the capture is its one user.
+pub mod chunks;
 pub mod codec;
 pub mod compile;
 pub mod event;

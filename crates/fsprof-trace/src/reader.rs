@@ -18,7 +18,7 @@ use crate::codec::{self, Reader};
 use crate::event::Record;
 use crate::file::{
     TraceError, TraceHeader, TraceSummary, BLOCK_HDR, FORMAT_NAME, FORMAT_VERSION, MAGIC,
-    MAX_BLOCK_RAW, MAX_JSON, TAG_END, TAG_RECORDS,
+    MAX_BLOCK_RAW, MAX_BLOCK_RECORDS, MAX_JSON, TAG_END, TAG_RECORDS,
 };
 use crate::resolve::Resolver;
 
@@ -287,8 +287,13 @@ fn scan(
             }
             TAG_RECORDS => {
                 // Every record takes at least 4 bytes: a count beyond that
-                // is corrupt (and would make a huge allocation).
-                if rlen > MAX_BLOCK_RAW || count == 0 || count as u64 * 4 > rlen as u64 {
+                // is corrupt, and so is one no writer makes (each would
+                // be held decoded).
+                if rlen > MAX_BLOCK_RAW
+                    || count == 0
+                    || count > MAX_BLOCK_RECORDS
+                    || count as u64 * 4 > rlen as u64
+                {
                     return Err(corrupt(path, at, "block header is implausible"));
                 }
                 let end = at + (BLOCK_HDR as u64) + clen as u64;

@@ -163,25 +163,72 @@ const OPEN_FLAGS: &[(i64, &str)] = &[
     (0o100000, "O_LARGEFILE"),
 ];
 
-pub fn open_flags(f: i64) -> String {
-    let mut parts = vec![match f & 3 {
-        0 => "O_RDONLY".to_string(),
-        1 => "O_WRONLY".to_string(),
-        2 => "O_RDWR".to_string(),
-        _ => "O_ACCMODE".to_string(),
-    }];
-    let mut rest = f & !3;
-    // O_TMPFILE includes O_DIRECTORY's bit; name it once.
-    for &(bit, name) in OPEN_FLAGS {
+/// How bits no name covers are printed.
+#[derive(Clone, Copy)]
+enum Radix {
+    Oct,
+    Hex,
+}
+
+/// Names of the bits set in `v`, joined with `|`, then what is left.
+fn bit_names(v: i64, names: &[(i64, &str)], none: &str, radix: Radix) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = v;
+    for &(bit, name) in names {
         if rest & bit == bit && bit != 0 {
             parts.push(name.into());
             rest &= !bit;
         }
     }
     if rest != 0 {
-        parts.push(format!("{rest:#o}"));
+        parts.push(match radix {
+            Radix::Oct => format!("{rest:#o}"),
+            Radix::Hex => format!("{rest:#x}"),
+        });
     }
-    parts.join("|")
+    if parts.is_empty() {
+        none.into()
+    } else {
+        parts.join("|")
+    }
+}
+
+/// mmap's protection and flags, msync's flags, as strace names them.
+fn map_arg(op: &str, role: Role, c: &Call) -> Option<String> {
+    const PROT: &[(i64, &str)] = &[(1, "PROT_READ"), (2, "PROT_WRITE"), (4, "PROT_EXEC")];
+    const MAP: &[(i64, &str)] = &[
+        (0x03, "MAP_SHARED_VALIDATE"),
+        (0x01, "MAP_SHARED"),
+        (0x02, "MAP_PRIVATE"),
+        (0x10, "MAP_FIXED"),
+        (0x20, "MAP_ANONYMOUS"),
+        (0x4000, "MAP_NORESERVE"),
+        (0x8000, "MAP_POPULATE"),
+        (0x2000, "MAP_LOCKED"),
+        (0x100000, "MAP_FIXED_NOREPLACE"),
+    ];
+    const MS: &[(i64, &str)] = &[(1, "MS_ASYNC"), (2, "MS_INVALIDATE"), (4, "MS_SYNC")];
+    Some(match (op, role) {
+        ("mmap", Role::Mode) => bit_names(c.mode? as i64, PROT, "PROT_NONE", Radix::Hex),
+        ("mmap", Role::Flags) => bit_names(c.flags?, MAP, "0", Radix::Hex),
+        ("msync", Role::Flags) => bit_names(c.flags?, MS, "0", Radix::Hex),
+        ("msync" | "munmap", Role::Int) => format!("{:#x}", c.arg?),
+        _ => return None,
+    })
+}
+
+pub fn open_flags(f: i64) -> String {
+    let access = match f & 3 {
+        0 => "O_RDONLY",
+        1 => "O_WRONLY",
+        2 => "O_RDWR",
+        _ => "O_ACCMODE",
+    };
+    // O_TMPFILE includes O_DIRECTORY's bit; name it once.
+    match bit_names(f & !3, OPEN_FLAGS, "", Radix::Oct).as_str() {
+        "" => access.to_string(),
+        rest => format!("{access}|{rest}"),
+    }
 }
 
 fn fd_text(fd: i32, path: Option<&[u8]>) -> String {
@@ -237,6 +284,11 @@ fn args_text(c: &Call) -> Vec<String> {
                 .as_deref()
                 .map(|p| quote(p, 256))
                 .unwrap_or("NULL".into()),
+            Some(role @ (Role::Mode | Role::Flags | Role::Int))
+                if map_arg(c.op.name(), role, c).is_some() =>
+            {
+                map_arg(c.op.name(), role, c).unwrap_or_default()
+            }
             Some(Role::Flags) => match (c.op.name(), c.flags) {
                 ("open" | "openat", Some(f)) => open_flags(f),
                 (_, Some(f)) => format!("{f:#x}"),
@@ -280,6 +332,8 @@ fn returns_fd(op: &str) -> bool {
 pub fn text_call(c: &Call, start: u64) -> String {
     let ret = if c.failed() {
         format!("-1 {} ({})", errno_name(c.errno), errno_message(c.errno))
+    } else if c.op.is("mmap") {
+        format!("{:#x}", c.ret)
     } else if returns_fd(c.op.name()) {
         match &c.resolved {
             Some(p) => format!("{}{}", c.ret, angle(p)),

@@ -30,6 +30,13 @@ pub struct ClockParams {
 
 const SHIFT: u32 = abi::TICK_SHIFT;
 
+/// A clock that cannot time calls on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClockError {
+    #[error("--clock tsc: this CPU does not report an invariant TSC (constant_tsc and nonstop_tsc); use --clock monotonic")]
+    NoInvariantTsc,
+}
+
 /// A TSC rate that changed by more than this over a run is reported and
 /// not kept for later runs.
 pub const MAX_DRIFT: f64 = 0.005;
@@ -47,7 +54,7 @@ impl ClockParams {
 
     /// `cache` is a directory where the TSC rate measured for this boot is
     /// kept, so that only the first run of a boot waits for a calibration.
-    pub fn choose(choice: ClockChoice, cache: Option<&Path>) -> Result<Self, String> {
+    pub fn choose(choice: ClockChoice, cache: Option<&Path>) -> Result<Self, ClockError> {
         // A rate kept for this boot says the TSC passed the check below.
         if choice != ClockChoice::Monotonic {
             if let Some(kept) = cache.and_then(TscRate::kept) {
@@ -58,7 +65,7 @@ impl ClockParams {
             ClockChoice::Monotonic => Ok(Self::monotonic()),
             ClockChoice::Tsc => {
                 if !tsc_is_invariant() {
-                    return Err("--clock tsc: this CPU does not report an invariant TSC (constant_tsc and nonstop_tsc); use --clock monotonic".into());
+                    return Err(ClockError::NoInvariantTsc);
                 }
                 Ok(Self::tsc(TscRate::calibrate(cache)))
             }

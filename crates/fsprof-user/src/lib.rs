@@ -12,5 +12,5 @@ pub mod rundir;
 mod selfcost;
 mod source;
 
-pub use clock::ClockChoice;
+pub use clock::{ClockChoice, ClockError};
 pub use source::{SetupError, UserOptions, UserSource};

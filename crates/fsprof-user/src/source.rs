@@ -12,7 +12,7 @@ use fsprof_core::profile::{layer, Layer, Meta, Overhead, Process, SampledOverhea
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install, SelfTest};
 
-use crate::clock::{ClockChoice, ClockParams, MAX_DRIFT};
+use crate::clock::{ClockChoice, ClockError, ClockParams, MAX_DRIFT};
 use crate::collector::{Collector, REFILL_NS};
 use crate::notes;
 use crate::reader::ProcessCounters;
@@ -25,19 +25,18 @@ pub struct UserOptions {
     pub clock: ClockChoice,
 }
 
-/// What stopped the user layer from being set up, with the step it failed in.
+/// What stopped the user layer (or a trace) from being set up, with the
+/// step it failed in.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(String);
-
-impl SetupError {
-    pub fn new(msg: impl Into<String>) -> Self {
-        SetupError(msg.into())
-    }
-}
-
-fn setup<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> SetupError {
-    move |e| SetupError(format!("{what}: {e}"))
+pub enum SetupError {
+    #[error("cannot install the preload shim: {0} (set TMPDIR to a writable directory)")]
+    Shim(#[source] std::io::Error),
+    #[error(transparent)]
+    Clock(#[from] ClockError),
+    #[error("cannot create the run directory: {0} (is /dev/shm or TMPDIR writable?)")]
+    RunDir(#[source] std::io::Error),
+    #[error("{} already exists; use --force to replace it", .0.display())]
+    Exists(PathBuf),
 }
 
 /// A prepared `fsprof run`: shim installed, clock chosen, run directory
@@ -64,11 +63,10 @@ impl UserSource {
         let base = Some(std::env::temp_dir())
             .filter(|d| preloadable(d))
             .unwrap_or_else(|| PathBuf::from("/tmp"));
-        let shim = install(&base).map_err(setup("cannot install the preload shim"))?;
+        let shim = install(&base).map_err(SetupError::Shim)?;
         let cache = shim.parent().map(PathBuf::from);
-        let clock = ClockParams::choose(opts.clock, cache.as_deref()).map_err(SetupError)?;
-        let dir =
-            RunDir::create(&clock, &layout).map_err(setup("cannot create the run directory"))?;
+        let clock = ClockParams::choose(opts.clock, cache.as_deref())?;
+        let dir = RunDir::create(&clock, &layout).map_err(SetupError::RunDir)?;
         let control = control_bytes(&clock, &layout);
         Ok(UserSource {
             resolution: opts.resolution,

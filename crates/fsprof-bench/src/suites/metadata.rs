@@ -17,9 +17,68 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use super::{cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, OPS_PER_S};
+use serde::Deserialize;
+
+use super::{Description, cstring, cvt, median_ns, on_cpu, raw, Ctx, PhaseRun, Suite, OPS_PER_S};
+use crate::params::{invalid, Kind, Opt, ParamError, Params};
 use fsprof_measure::cache::{CacheCheck, CacheMode};
 use fsprof_sys::pagecache::{self, DropCaches};
+
+/// Bonnie++'s file tests (`fsprof bench metadata`).
+pub struct Metadata;
+
+#[derive(Deserialize)]
+struct Layout {
+    dirs: usize,
+    files_per_dir: usize,
+}
+
+const DIRS: Opt = Opt {
+    name: "dirs",
+    help: "Directories",
+    value_name: "N",
+    kind: Kind::Count,
+    default: "1024",
+};
+const FILES_PER_DIR: Opt = Opt {
+    name: "files-per-dir",
+    help: "Empty files per directory",
+    value_name: "N",
+    kind: Kind::Count,
+    default: "16",
+};
+
+const DESCRIPTION: Description = Description {
+    name: "metadata",
+    about: "Bonnie++-style create/stat/unlink of --dirs × --files-per-dir empty files",
+    options: &[DIRS, FILES_PER_DIR],
+};
+
+impl Suite for Metadata {
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
+    }
+
+    fn validate(&self, p: &Params) -> Result<(), ParamError> {
+        let l = p.options_as::<Layout>()?;
+        if l.dirs == 0 || l.files_per_dir == 0 {
+            return invalid("--dirs and --files-per-dir", "must be at least 1");
+        }
+        if p.cache == CacheMode::Cold && !p.drop_caches {
+            return invalid("--cache cold", "for metadata needs --drop-caches (root): dentries and inodes cannot be evicted per file");
+        }
+        Ok(())
+    }
+
+    /// Empty files: an inode and a directory entry each, no data.
+    fn working_set(&self, _: &Params) -> u64 {
+        0
+    }
+
+    fn run_once(&self, ctx: &Ctx, _: u64) -> io::Result<Vec<PhaseRun>> {
+        run_once(ctx, &ctx.options()?)
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -37,21 +96,17 @@ const PHASES: [(&str, Op, bool); 6] = [
     ("unlink_rand", Op::Unlink, true),
 ];
 
-pub fn phase_names() -> Vec<&'static str> {
-    PHASES.iter().map(|p| p.0).collect()
-}
-
-pub fn run_once(ctx: &Ctx) -> io::Result<Vec<PhaseRun>> {
+fn run_once(ctx: &Ctx, l: &Layout) -> io::Result<Vec<PhaseRun>> {
     let p = ctx.params;
     let root = ctx.scratch.join("metadata");
     std::fs::create_dir(&root)?;
     let root_dir = std::fs::File::open(&root)?;
     let at = root_dir.as_raw_fd();
-    let mut names: Vec<CString> = Vec::with_capacity(p.dirs * p.files_per_dir);
-    for d in 0..p.dirs {
+    let mut names: Vec<CString> = Vec::with_capacity(l.dirs.saturating_mul(l.files_per_dir));
+    for d in 0..l.dirs {
         let dir = PathBuf::from(format!("d{d:05}"));
         std::fs::create_dir(root.join(&dir))?;
-        for f in 0..p.files_per_dir {
+        for f in 0..l.files_per_dir {
             names.push(cstring(&dir.join(format!("f{f:05}")))?);
         }
     }

@@ -1,11 +1,10 @@
-//! The suites. Each does one run (all its phases, once) and returns per
-//! phase one figure, the per-file times, the per-operation latencies and
-//! the cache check made before it; repeating runs, discarding warm-up and
-//! computing statistics is the runner's job.
-
-pub mod metadata;
-pub mod pread;
-pub mod sprite;
+//! The suites, one file each, and the registry the runner and the command
+//! line read them from ([`SUITES`]): adding a suite is its file and one
+//! line there. Each suite declares its own options, checks them, and does
+//! one run (all its phases, once), returning per phase one figure, the
+//! per-file times, the per-operation latencies and the cache check made
+//! before it; repeating runs, discarding warm-up and computing statistics
+//! is the runner's job, the text and the warnings are the result's.
 
 use std::ffi::CString;
 use std::io;
@@ -15,9 +14,92 @@ use std::path::Path;
 use fsprof_core::buckets::Resolution;
 use fsprof_core::histogram::OpStats;
 
-use crate::params::Params;
+use crate::params::{Opt, ParamError, Params};
 use fsprof_measure::cache::CacheCheck;
 use fsprof_measure::timing::{Clock, Samples, TimingLoop};
+
+/// Declares each suite's module (`suites/<module>.rs`) and lists its type
+/// in [`SUITES`]: one line per suite.
+macro_rules! registry {
+    ($($module:ident::$suite:ident,)*) => {
+        $(pub mod $module;)*
+        /// Every suite, in the order `fsprof bench --help` lists them.
+        pub const SUITES: &[&dyn Suite] = &[$(&$module::$suite),*];
+    };
+}
+
+registry! {
+    sprite::Sprite,
+    metadata::Metadata,
+    pread::Pread,
+    sweep::Sweep,
+}
+
+/// The suite called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Suite> {
+    SUITES.iter().copied().find(|s| s.name() == name)
+}
+
+/// What a suite is called and takes, as `fsprof bench --help` shows it.
+#[derive(Debug)]
+pub struct Description {
+    /// The name on the command line and in results (`sprite`).
+    pub name: &'static str,
+    /// One line for `fsprof bench --help`.
+    pub about: &'static str,
+    /// The options it takes besides the common ones (an option two suites
+    /// share is declared alike in both).
+    pub options: &'static [Opt],
+}
+
+/// A benchmark: its name and options, their checks, and one run.
+pub trait Suite: Sync {
+    fn description(&self) -> &'static Description;
+
+    fn name(&self) -> &'static str {
+        self.description().name
+    }
+
+    fn about(&self) -> &'static str {
+        self.description().about
+    }
+
+    fn options(&self) -> &'static [Opt] {
+        self.description().options
+    }
+
+    /// Checks of its own options that need no I/O (the common ones are
+    /// checked before).
+    fn validate(&self, p: &Params) -> Result<(), ParamError>;
+
+    /// Bytes it keeps on DIR at once.
+    fn working_set(&self, p: &Params) -> u64;
+
+    /// The file sizes of a sweep, each measured `--warmup` + `--runs`
+    /// times and reported apart (`seq_read@4KiB`); `None` for a suite
+    /// measured once per run.
+    fn sweep(&self, p: &Params) -> Option<Vec<u64>> {
+        let _ = p;
+        None
+    }
+
+    /// One run of every phase (at file size `size` in a sweep).
+    fn run_once(&self, ctx: &Ctx, size: u64) -> io::Result<Vec<PhaseRun>>;
+
+    /// A line under the text table on how the figures were taken (the
+    /// files a figure leaves out); `None` when there is nothing to say.
+    fn figures_note(&self, p: &Params) -> Option<String> {
+        let _ = p;
+        None
+    }
+
+    /// Its options in a few words, for a chart's title (`11 files, 4 KiB
+    /// I/O, unaligned`).
+    fn summary(&self, p: &Params) -> String {
+        let _ = p;
+        String::new()
+    }
+}
 
 /// What every suite needs from the runner.
 pub struct Ctx<'a> {
@@ -31,6 +113,14 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     pub fn timing(&self) -> TimingLoop {
         TimingLoop::new(self.clock)
+    }
+
+    /// The suite's options, typed; an I/O error for the runner to report
+    /// (the options were checked before the run).
+    pub fn options<T: serde::de::DeserializeOwned>(&self) -> io::Result<T> {
+        self.params
+            .options_as()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
     }
 }
 

@@ -1,15 +1,20 @@
 //! `fsprof bench SUITE`: the arguments and the handler. The suites live in
-//! fsprof-bench; this file turns flags into `Params`, draws the progress
-//! bar (indicatif, hidden when stderr is not a terminal), writes the
-//! result file and prints the chosen format.
+//! fsprof-bench, which also lists them and their own options
+//! (`fsprof_bench::SUITES`): the suite's choices and its options' flags are
+//! built from that list ([`SuiteOptions`]), so a new suite needs nothing
+//! here. This file turns flags into `Params`, draws the progress bar
+//! (indicatif, hidden when stderr is not a terminal), writes the result
+//! file and prints the chosen format.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, ValueEnum};
 use fsprof_bench::figure::{sweep_svg, SweepMetric as PlotMetric};
-use fsprof_bench::params::{parse_size, Align, Params, Suite};
-use fsprof_bench::{export, result, runner};
+use fsprof_bench::params::{Kind, Opt, ParamError, Params};
+use fsprof_bench::{export, result, runner, Suite, SUITES};
 use fsprof_core::format::write_atomic;
 use fsprof_measure::cache::CacheMode;
 
@@ -17,16 +22,84 @@ use super::bar::Bar;
 use super::report::finish;
 use crate::args::{pick_format, TargetDirArgs};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SuiteArg {
-    /// Sprite LFS large-file: seq/random write and read over --files files
-    Sprite,
-    /// Bonnie++-style create/stat/unlink of --dirs × --files-per-dir empty files
-    Metadata,
-    /// T threads pread-ing a cached 1 KiB buffer (the harness-cost benchmark)
-    Pread,
-    /// Sprite over file sizes spanning the CPU caches and memory
-    Sweep,
+/// The suites' names, with their one-line descriptions for `--help`.
+fn suite_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        SUITES
+            .iter()
+            .map(|s| PossibleValue::new(s.name()).help(s.about())),
+    )
+}
+
+/// Every suite option once, with the suites that take it.
+fn distinct_options() -> Vec<(&'static Opt, Vec<&'static str>)> {
+    let mut out: Vec<(&'static Opt, Vec<&'static str>)> = Vec::new();
+    for s in SUITES {
+        for o in s.options() {
+            match out.iter_mut().find(|(seen, _)| seen.name == o.name) {
+                Some((_, owners)) => owners.push(s.name()),
+                None => out.push((o, vec![s.name()])),
+            }
+        }
+    }
+    out
+}
+
+/// The suites' own options as the command line gave them (defaults are
+/// the suite's, filled in by `Params::defaults`).
+#[derive(Clone, Debug, Default)]
+pub struct SuiteOptions {
+    given: Vec<(&'static Opt, serde_json::Value)>,
+}
+
+impl Args for SuiteOptions {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        distinct_options()
+            .into_iter()
+            .fold(cmd, |cmd, (o, owners)| {
+                let arg = Arg::new(o.name).long(o.name).help(format!(
+                    "{} ({})",
+                    o.help,
+                    owners.join(", ")
+                ));
+                cmd.arg(match o.kind {
+                    Kind::Flag => arg.action(ArgAction::SetTrue),
+                    kind => arg
+                        .value_name(o.value_name)
+                        .default_value(o.default)
+                        .value_parser(move |text: &str| kind.parse(text)),
+                })
+            })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for SuiteOptions {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = Vec::new();
+        for (o, _) in distinct_options() {
+            if m.value_source(o.name) != Some(ValueSource::CommandLine) {
+                continue;
+            }
+            let v = match o.kind {
+                Kind::Flag => serde_json::Value::Bool(m.get_flag(o.name)),
+                _ => m
+                    .get_one::<serde_json::Value>(o.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            given.push((o, v));
+        }
+        Ok(SuiteOptions { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = SuiteOptions::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -37,14 +110,6 @@ pub enum CacheArg {
     Warm,
     /// Leave the cache as the previous phase left it
     Asis,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum AlignArg {
-    /// Random offsets at multiples of --io-size
-    Page,
-    /// Random offsets shifted by a random amount below --io-size
-    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -60,8 +125,8 @@ pub enum BenchFormat {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Which benchmark
-    #[arg(value_enum)]
-    pub suite: SuiteArg,
+    #[arg(value_parser = suite_names())]
+    pub suite: String,
     #[command(flatten)]
     pub dir: TargetDirArgs,
     /// Write to FILE instead of standard output, as report does; repeat
@@ -99,39 +164,8 @@ pub struct BenchArgs {
     /// Keep every operation's latency in the JSON result (default: per-run and per-file figures, per-op histograms)
     #[arg(long)]
     pub raw_samples: bool,
-    /// Files per phase (sprite, sweep); the first one's figures are dropped
-    #[arg(long, default_value_t = 11, value_name = "N")]
-    pub files: usize,
-    /// File size (sprite)
-    #[arg(long, default_value = "1M", value_parser = parse_size, value_name = "SIZE")]
-    pub file_size: u64,
-    /// Bytes per read/write (sprite, sweep)
-    #[arg(long, default_value = "4k", value_parser = parse_size, value_name = "SIZE")]
-    pub io_size: u64,
-    /// Random offsets aligned to --io-size or not (sprite, sweep)
-    #[arg(long, value_enum, default_value_t = AlignArg::Page)]
-    pub align: AlignArg,
-    /// Sequential phases make the same dummy lseek and random draw as random ones
-    #[arg(long)]
-    pub pad_syscalls: bool,
-    /// Directories (metadata)
-    #[arg(long, default_value_t = 1024, value_name = "N")]
-    pub dirs: usize,
-    /// Empty files per directory (metadata)
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    pub files_per_dir: usize,
-    /// Reader threads (pread)
-    #[arg(long, default_value_t = 1, value_name = "T")]
-    pub threads: usize,
-    /// preads per thread per run (pread)
-    #[arg(long, default_value_t = 100_000, value_name = "N")]
-    pub ops: usize,
-    /// Smallest file size (sweep)
-    #[arg(long, default_value = "4k", value_parser = parse_size, value_name = "SIZE")]
-    pub min_size: u64,
-    /// Largest file size (sweep)
-    #[arg(long, default_value = "64M", value_parser = parse_size, value_name = "SIZE")]
-    pub max_size: u64,
+    #[command(flatten)]
+    pub options: SuiteOptions,
     /// Draw the sweep's throughput against file size, cache sizes marked (.svg or .png)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -140,14 +174,8 @@ pub struct BenchArgs {
     pub plot_p50: Option<PathBuf>,
 }
 
-fn params(a: &BenchArgs) -> Params {
-    let suite = match a.suite {
-        SuiteArg::Sprite => Suite::Sprite,
-        SuiteArg::Metadata => Suite::Metadata,
-        SuiteArg::Pread => Suite::Pread,
-        SuiteArg::Sweep => Suite::Sweep,
-    };
-    Params {
+fn params(a: &BenchArgs, suite: &dyn Suite) -> Result<Params, ParamError> {
+    let mut p = Params {
         runs: a.runs,
         warmup: a.warmup,
         cache: match a.cache {
@@ -159,32 +187,48 @@ fn params(a: &BenchArgs) -> Params {
         resolution: a.resolution,
         seed: a.seed,
         raw_samples: a.raw_samples,
-        files: a.files,
-        file_size: a.file_size,
-        io_size: a.io_size,
-        align: match a.align {
-            AlignArg::Page => Align::Page,
-            AlignArg::None => Align::None,
-        },
-        pad_syscalls: a.pad_syscalls,
-        dirs: a.dirs,
-        files_per_dir: a.files_per_dir,
-        threads: a.threads,
-        ops: a.ops,
-        min_size: a.min_size,
-        max_size: a.max_size,
-        ..Params::defaults(suite, a.dir.get())
+        ..Params::defaults(suite.name(), a.dir.get())
+    };
+    for (o, v) in &a.options.given {
+        if !suite.options().iter().any(|mine| mine.name == o.name) {
+            let owners = distinct_options()
+                .into_iter()
+                .find(|(d, _)| d.name == o.name)
+                .map(|(_, owners)| owners.join(", "))
+                .unwrap_or_default();
+            return Err(ParamError::NotItsOption {
+                option: o.name,
+                suite: suite.name(),
+                owners,
+            });
+        }
+        p.set(&o.key(), v.clone());
     }
+    Ok(p)
+}
+
+/// The suites whose results are drawn against file size.
+fn sweeping_suites() -> Vec<&'static str> {
+    SUITES
+        .iter()
+        .filter(|s| s.sweep(&Params::defaults(s.name(), ".".into())).is_some())
+        .map(|s| s.name())
+        .collect()
 }
 
 pub fn bench(a: BenchArgs) -> Result<i32> {
-    if (a.plot.is_some() || a.plot_p50.is_some()) && a.suite != SuiteArg::Sweep {
-        anyhow::bail!("--plot and --plot-p50 draw a sweep: use them with `fsprof bench sweep`");
+    let suite = fsprof_bench::suites::find(&a.suite)
+        .ok_or_else(|| ParamError::UnknownSuite(a.suite.clone()))?;
+    let p = params(&a, suite)?;
+    if (a.plot.is_some() || a.plot_p50.is_some()) && suite.sweep(&p).is_none() {
+        anyhow::bail!(
+            "--plot and --plot-p50 draw results against file size: use them with a suite that sweeps it ({})",
+            sweeping_suites().join(", ")
+        );
     }
     for p in a.output.iter().chain(&a.plot).chain(&a.plot_p50) {
         fsprof_core::output::check_output(p, a.force)?;
     }
-    let p = params(&a);
     let sigs = fsprof_sys::StopSignals::block();
     let stop = || {
         matches!(
@@ -195,7 +239,7 @@ pub fn bench(a: BenchArgs) -> Result<i32> {
     let command: Vec<String> = std::env::args().collect();
     let mut bar =
         Bar::new("fsprof bench {msg} [{bar:30}] {pos}/{len} runs {elapsed}").hidden(a.quiet);
-    let (profile, bench) = runner::run(&p, command, &mut bar, &stop)?;
+    let (profile, bench) = runner::run_suite(suite, &p, command, &mut bar, &stop)?;
     drop(bar);
     let json = result::to_json(&profile, &bench);
     if let Some(plot) = &a.plot {

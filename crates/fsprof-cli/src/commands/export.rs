@@ -14,6 +14,9 @@ pub struct ExportArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, required = true)]
     pub format: ExportFormatArg,
+    /// Label the series with the whole command line, not only the program's name
+    #[arg(long)]
+    pub command_argv: bool,
     #[command(flatten)]
     pub to: ToFileArgs,
 }
@@ -30,7 +33,9 @@ pub enum ExportFormatArg {
 
 pub fn export(a: ExportArgs) -> Result<i32> {
     let profile = crate::files::read_input(&a.file)?;
-    let labels = fsprof_export::LabelOptions::default();
+    let labels = fsprof_export::LabelOptions {
+        argv: a.command_argv,
+    };
     let bytes = match a.format {
         ExportFormatArg::OtlpJson => fsprof_export::otlp::render(&profile, &labels).into_bytes(),
         ExportFormatArg::Prometheus => {

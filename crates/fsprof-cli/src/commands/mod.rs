@@ -2,6 +2,7 @@
 //! handler, which joins them to the library crates that do the work.
 //! Groups of arguments several commands share are in `args.rs`.
 
+pub mod agent;
 mod analysis;
 mod bar;
 pub mod bench;
@@ -18,6 +19,7 @@ pub mod kernel;
 pub mod merge;
 pub mod mount;
 pub mod plot;
+pub mod pull;
 pub mod replay;
 pub mod report;
 pub mod run;

@@ -61,9 +61,15 @@ pub struct MountArgs {
     #[arg(long, value_name = "DURATION", default_value = "50us",
           value_parser = fsprof_fuse::poll::parse)]
     pub busy_poll: Duration,
-    /// Let other users use the mount (root: files they create are theirs)
+    /// Let other users use the mount (root: files they create are theirs);
+    /// its statistics (MOUNTPOINT/.fsprof, `fsprof stat`) stay the owner's
+    /// and root's
     #[arg(long)]
     pub allow_other: bool,
+    /// With --allow-other: let other users read the statistics too (the
+    /// command line, the daemon's pid, LOWER's path, the counts)
+    #[arg(long, requires = "allow_other")]
+    pub stat_allow_other: bool,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     /// Don't print the report at the end (--foreground)
@@ -157,16 +163,18 @@ fn serve_and_capture(
         passthrough: a.passthrough,
         threads: a.threads as usize,
         allow_other: a.allow_other,
+        stat_allow_other: a.stat_allow_other,
         resolution,
         cache_ttl: Duration::from_nanos(a.cache_ttl),
         output: Some(out.to_path_buf()),
         busy_poll: a.busy_poll,
     })?;
     let live = source.live();
+    let labels = a.metrics.labels();
     let server = match addrs {
         Some(addrs) => {
             let l = live.clone();
-            let render = serve::profile_render(Arc::new(move || l.profile()), Default::default());
+            let render = serve::profile_render(Arc::new(move || l.profile()), labels);
             let s = MetricsServer::start(&addrs, render)?;
             Some(s)
         }
@@ -285,14 +293,20 @@ pub fn stat(a: StatArgs) -> Result<i32> {
 }
 
 pub fn umount(a: UmountArgs) -> Result<i32> {
-    let out = fsprof_fuse::remote::umount(&a.mountpoint, a.lazy)?;
-    match out {
-        Some(p) => fsprof_sys::diag!(
-            "fsprof: unmounted {}; profile written to {}",
-            a.mountpoint.display(),
+    use fsprof_fuse::remote::Unmounted;
+    let mp = a.mountpoint.display();
+    match fsprof_fuse::remote::umount(&a.mountpoint, a.lazy)? {
+        Unmounted::Written(Some(p)) => fsprof_sys::diag!(
+            "fsprof: unmounted {mp}; profile written to {}",
             p.display()
         ),
-        None => fsprof_sys::diag!("fsprof: unmounted {}", a.mountpoint.display()),
+        Unmounted::Written(None) => fsprof_sys::diag!("fsprof: unmounted {mp}"),
+        Unmounted::DaemonGone => fsprof_sys::diag!(
+            "fsprof: {mp}: its daemon is gone (was it killed?), so its profile was not written; detached the mount (lazily)"
+        ),
+        Unmounted::Others(uid) => fsprof_sys::diag!(
+            "fsprof: unmounted {mp}, the fsprof mount of uid {uid}; its daemon writes the profile where that user asked"
+        ),
     }
     Ok(0)
 }

@@ -127,7 +127,7 @@ fn serve_metrics(
         p.layers = layers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         p
     });
-    let render = serve::profile_render(source, Default::default());
+    let render = serve::profile_render(source, a.metrics.labels());
     let server = MetricsServer::start(&addrs, render)?;
     fsprof_sys::diag!(
         "fsprof: serving live metrics on http://{}/metrics",

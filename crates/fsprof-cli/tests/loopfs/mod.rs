@@ -77,17 +77,9 @@ impl LoopFs {
 
     fn make(size_mib: u64, mkfs: &[&str], options: &str) -> LoopFs {
         fsprof_testkit::need_root("a loop mount");
-        fsprof_testkit::need_program("losetup", "mount");
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(size_mib << 20)
-            .unwrap();
-        sh(Command::new(mkfs[0]).args(&mkfs[1..]).arg(&img));
-        let dev = sh(Command::new("losetup").args(["--find", "--show"]).arg(&img))
-            .trim()
-            .to_string();
+        let (dir, dev) = attach(size_mib, |img| {
+            sh(Command::new(mkfs[0]).args(&mkfs[1..]).arg(img));
+        });
         let mut me = LoopFs {
             dir,
             dev,
@@ -143,6 +135,24 @@ impl LoopFs {
             flushes: f[15],
         }
     }
+}
+
+/// A loop device over a sparse image of `size_mib` in a fresh directory,
+/// after `prepare` has been given the image: the directory (which holds
+/// the image) and `/dev/loopN`. The caller detaches it.
+pub fn attach(size_mib: u64, prepare: impl FnOnce(&Path)) -> (tempfile::TempDir, String) {
+    fsprof_testkit::need_program("losetup", "mount");
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(size_mib << 20)
+        .unwrap();
+    prepare(&img);
+    let dev = sh(Command::new("losetup").args(["--find", "--show"]).arg(&img))
+        .trim()
+        .to_string();
+    (dir, dev)
 }
 
 /// See [`LoopFs::freeze`].

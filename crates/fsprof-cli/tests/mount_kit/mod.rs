@@ -1,6 +1,8 @@
 //! Real `fsprof mount`s for the tests: mounted as a daemon (the default),
 //! unmounted with `fsprof umount`, and torn down on panic (lazy unmount,
-//! daemon killed) so a failed test leaves no mount behind.
+//! daemon killed) so a failed test leaves no mount behind. A test that
+//! starts a mount another way holds a [`Detach`] from the moment the
+//! mount may exist.
 
 #![allow(dead_code)]
 
@@ -55,6 +57,17 @@ impl Dirs {
         self.tmp.path()
     }
 
+    /// The arguments of `fsprof mount lower mnt -o p.json`.
+    pub fn mount_args(&self) -> [&OsStr; 5] {
+        [
+            os("mount"),
+            self.lower.as_os_str(),
+            self.mp.as_os_str(),
+            os("-o"),
+            self.out.as_os_str(),
+        ]
+    }
+
     /// `fsprof mount [extra] lower mnt -o p.json`.
     pub fn mount(&self, extra: &[&str]) -> Mount {
         Mount::start(&self.lower, &self.mp, &self.out, extra)
@@ -67,6 +80,36 @@ pub struct Mount {
     pub out: PathBuf,
     pub pid: i32,
     done: bool,
+    _detach: Detach,
+}
+
+/// Detaches (lazily) the fsprof mount at a mount point when dropped, if
+/// one is still there: a test's failure between starting a mount and
+/// holding its [`Mount`] (or with no `Mount` at all) leaves none behind.
+/// Its daemon sees the unmount and exits.
+pub struct Detach(pub PathBuf);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        if fsprof_mounted(&self.0) {
+            let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// Whether an fsprof mount is at `mp`, from the mount table (never a
+/// request to the mount): type `fuse` and source `fsprof` when root
+/// mounted it, `fuse.fsprof` through fusermount3.
+pub fn fsprof_mounted(mp: &Path) -> bool {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mp = mp.display().to_string();
+    mi.lines().any(|l| {
+        let (left, right) = l.split_once(" - ").unwrap_or((l, ""));
+        left.split(' ').nth(4) == Some(mp.as_str())
+            && (right.starts_with("fuse.fsprof ") || right.starts_with("fuse fsprof "))
+    })
 }
 
 impl Mount {
@@ -81,6 +124,7 @@ impl Mount {
             .arg(out)
             .output()
             .expect("run fsprof mount");
+        let detach = Detach(mp.into());
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "fsprof mount failed: {err}");
         assert!(err.contains("profiling"), "{err}");
@@ -92,6 +136,7 @@ impl Mount {
             out: out.into(),
             pid,
             done: false,
+            _detach: detach,
         }
     }
 
@@ -105,6 +150,7 @@ impl Mount {
                 .parse()
                 .expect("daemon pid"),
             done: false,
+            _detach: Detach(mp.into()),
         }
     }
 
@@ -138,6 +184,28 @@ impl Drop for Mount {
             }
         }
     }
+}
+
+/// Waits up to 20 s for `f`; fails the test naming `what`.
+#[track_caller]
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `fsprof umount MP`, which must succeed; what it said.
+#[track_caller]
+pub fn umount_ok(mp: &Path) -> String {
+    let o = fsprof().arg("umount").arg(mp).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "fsprof umount: {err}");
+    err
 }
 
 /// `fsprof stat MP --format json`.

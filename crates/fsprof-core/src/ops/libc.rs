@@ -166,9 +166,14 @@ pub const OPS: &[LibcOp] = &[
     op("readdir", &[(DirStream, 0)]),
     op("closedir", &[(DirStream, 0)]),
     op("getdents64", RW),
-    op("mmap", &[(Size, 1), (Flags, 3), (Fd, 4), (Offset, 5)]),
-    op("msync", &[(Size, 1), (Flags, 2)]),
-    op("munmap", &[(Size, 1)]),
+    // The protection of mmap is its mode; the address msync and munmap
+    // take is their integer argument (a trace finds the mapping by it).
+    op(
+        "mmap",
+        &[(Size, 1), (Mode, 2), (Flags, 3), (Fd, 4), (Offset, 5)],
+    ),
+    op("msync", &[(Int, 0), (Size, 1), (Flags, 2)]),
+    op("munmap", &[(Int, 0), (Size, 1)]),
     op("sendfile", &[(Fd2, 0), (Fd, 1), (OffsetPtr, 2), (Size, 3)]),
     op(
         "copy_file_range",

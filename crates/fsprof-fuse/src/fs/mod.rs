@@ -69,6 +69,8 @@ pub struct FsConfig {
     /// The kernel checks permissions (`default_permissions`): it sends a
     /// getattr of each inode it checks that has no valid attributes.
     pub kernel_checks: bool,
+    /// Other users may read the control file (with `kernel_checks`).
+    pub stat_allow_other: bool,
     /// Fast mode: open files in the daemon and hand their reads and writes
     /// to the kernel's FUSE passthrough, instead of leaving opens to the
     /// kernel (see `files`).
@@ -114,6 +116,7 @@ impl PassFs {
             Mode::Fast => cfg.cache_ttl,
         };
         let no_open = cfg.mode == Mode::Fast && !cfg.passthrough;
+        let control = Control::new(live.clone(), no_open, cfg.stat_allow_other);
         Ok(PassFs {
             inodes: Inodes::new(lower)?,
             rec: live.rec.clone(),
@@ -122,7 +125,7 @@ impl PassFs {
             passthrough: AtomicBool::new(false),
             direct_io: false,
             no_open,
-            control: Control::new(live.clone(), no_open),
+            control,
             live,
             last_root_getattr: Mutex::new(None),
         })

@@ -16,11 +16,10 @@ pub fn import(text: &str, lenient: bool, sink: &mut dyn Sink) -> Result<(), Impo
         Some((_, "fio version 2 iolog")) => 2,
         Some((_, "fio version 3 iolog")) => 3,
         _ => {
-            return Err(ImportError::Line {
-                line: 1,
-                what: "not a fio iolog (expected `fio version 2 iolog` or `fio version 3 iolog`)"
-                    .into(),
-            })
+            return Err(ImportError::line(
+                1,
+                "not a fio iolog (expected `fio version 2 iolog` or `fio version 3 iolog`)",
+            ))
         }
     };
     let mut started = false;
@@ -65,10 +64,7 @@ fn parse_line(
     next_fd: &mut i32,
 ) -> Result<Option<Call>, ImportError> {
     let mut w: Vec<&str> = line.split_whitespace().collect();
-    let bad = |what: &str| ImportError::Line {
-        line: n,
-        what: format!("{what}: {line:?}"),
-    };
+    let bad = |what: &str| ImportError::line(n, &format!("{what}: {}", super::excerpt(line)));
 
     if version == 3 {
         let ts = w
@@ -89,9 +85,12 @@ fn parse_line(
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| bad("expected OFFSET LENGTH"))
     };
+    let t_ns = t_us
+        .checked_mul(1000)
+        .ok_or_else(|| bad("timestamp out of range"))?;
     let mut c = Call {
-        start_ns: *t_us * 1000,
-        end_ns: *t_us * 1000,
+        start_ns: t_ns,
+        end_ns: t_ns,
         pid: 1,
         tid: 1,
         path: None,

@@ -32,6 +32,33 @@ pub enum ImportError {
     },
 }
 
+impl ImportError {
+    /// Line `line` refused because of `what`, which may quote the log: see
+    /// [`shown`].
+    pub(crate) fn line(line: usize, what: &str) -> ImportError {
+        ImportError::Line {
+            line,
+            what: shown(what, 300),
+        }
+    }
+}
+
+/// The start of a line an error quotes (see [`shown`]).
+pub(crate) fn excerpt(line: &str) -> String {
+    shown(line, 120)
+}
+
+/// Text from a log as an error shows it: at most `max` characters, control
+/// characters escaped, so that a hostile log can neither flood the terminal
+/// nor reach it raw.
+fn shown(s: &str, max: usize) -> String {
+    let mut head: String = s.chars().take(max).collect();
+    if head.len() < s.len() {
+        head.push_str("...");
+    }
+    fsprof_core::printable::field(&head).into_owned()
+}
+
 /// Where parsed records go.
 pub trait Sink {
     fn record(&mut self, r: Record) -> Result<(), ImportError>;

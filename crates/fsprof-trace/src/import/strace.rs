@@ -329,7 +329,7 @@ fn seconds(tok: &str) -> Option<u64> {
     } else {
         format!("{f:0<9}").parse().ok()?
     };
-    Some(s * 1_000_000_000 + frac)
+    s.checked_mul(1_000_000_000)?.checked_add(frac)
 }
 
 fn field(st: &str, key: &str) -> Option<i64> {
@@ -491,13 +491,11 @@ impl Parser {
                 Ok(()) => {}
                 Err(LineError::Sink(e)) => return Err(e),
                 Err(LineError::Parse(what)) if lenient => {
-                    sink.skipped(&format!("line {line}: {what}"))
+                    sink.skipped(&ImportError::line(line, &what).to_string())
                 }
                 Err(LineError::Parse(what)) => {
-                    return Err(ImportError::Line {
-                        line,
-                        what: format!("{what}: {}", raw.chars().take(120).collect::<String>()),
-                    })
+                    let what = format!("{what}: {}", super::excerpt(raw));
+                    return Err(ImportError::line(line, &what));
                 }
             }
         }
@@ -587,7 +585,7 @@ impl Parser {
         };
         let mut c = Call {
             start_ns: start,
-            end_ns: start + l.dur_ns,
+            end_ns: start.saturating_add(l.dur_ns),
             pid,
             tid,
             op: Op::named(op),
