@@ -145,9 +145,9 @@ struct fsprof_ctr {
  * file p<seq>; later chunks are in p<seq> at their pool offset (below
  * them, a file made for later chunks only is a hole). Every byte below
  * the file's size is allocated but that hole. */
-#define FSPROF_PROC_HDR_SIZE 8192
-#define FSPROF_SLOT_DIR_OFF 4096
-#define FSPROF_MAX_SLOTS 1024
+#define FSPROF_PROC_HDR_SIZE 4096
+#define FSPROF_SLOT_DIR_OFF 3072
+#define FSPROF_MAX_SLOTS 256
 #define FSPROF_FIRST_CHUNK (128 * 1024)
 #define FSPROF_MAX_CHUNK (8 * 1024 * 1024)
 #define FSPROF_POOL_MAX 0xF0000000u /* offsets are u32 */
@@ -206,7 +206,8 @@ struct fsprof_own {
 /* A thread slot record: this header, then uint32_t ctr_off[nctr] and
  * uint32_t corr_off[corr_ops] (file offsets of the thread's counters and
  * value tables, 0 until first used; written with release), then the shim's
- * private scratch. Slot 0 is shared by the threads that find no free slot
+ * private scratch. The record at entry 0 of the slot directory, made when
+ * the first thread finds no free slot (0 until then), is shared by those
  * and is updated with atomic adds. */
 struct fsprof_slot_hdr {
     uint32_t tid;

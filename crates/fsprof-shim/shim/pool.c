@@ -171,12 +171,10 @@ static void *pool_alloc(uint64_t n, uint32_t *off)
     return alloc_in_last(n, off);
 }
 
-/* A new slot record, published in the slot directory; NULL if none. */
-static struct slot_rec *new_slot(int shared)
+/* A new slot record, published at entry k of the slot directory (a new
+ * entry when k is nslots); NULL if none. */
+static struct slot_rec *new_slot(uint32_t k, int shared)
 {
-    uint32_t k = g_proc->nslots;
-    if (k >= g_max_slots)
-        return NULL;
     uint32_t off;
     struct slot_rec *s = pool_alloc(sizeof *s, &off);
     if (s == NULL)
@@ -187,12 +185,15 @@ static struct slot_rec *new_slot(int shared)
     s->h.ncorr = CORR_COUNT;
     uint32_t *dir = (uint32_t *)((char *)g_proc + FSPROF_SLOT_DIR_OFF);
     __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
+    if (k == g_proc->nslots)
+        __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
     return s;
 }
 
-/* Takes over the first chunk of a new pool, its header filled in: its
- * slot 0, then the header is marked ready. */
+/* Takes over the first chunk of a new pool, its header filled in, then
+ * marks the header ready. Entry 0 of the slot directory is kept for the
+ * slot the threads share when private ones run out, made only then: most
+ * processes have one thread, and its slot record is a page. */
 static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
     g_seq = seq;
@@ -201,9 +202,8 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
     g_used = FSPROF_PROC_HDR_SIZE;
     g_full = 0;
     g_proc = (struct fsprof_proc *)map;
-    g_slot0 = new_slot(1);
-    if (g_slot0 == NULL)
-        return -ENOSPC;
+    g_slot0 = NULL;
+    g_proc->nslots = 1;
     __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -352,10 +352,14 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
         return NULL;
     t_in_slow = 1;
     lock();
-    struct slot_rec *s = new_slot(0);
+    uint32_t k = g_proc->nslots;
+    struct slot_rec *s = k < g_max_slots ? new_slot(k, 0) : NULL;
     t_shared = s == NULL;
-    if (s == NULL)
+    if (s == NULL) {
+        if (g_slot0 == NULL)
+            g_slot0 = new_slot(0, 1);
         s = g_slot0;
+    }
     unlock();
     t_slot = s;
     t_in_slow = 0;

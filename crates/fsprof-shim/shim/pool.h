@@ -23,7 +23,7 @@ HIDDEN long fsprof_pool_create_in_block(long k);
 HIDDEN void fsprof_pool_argv(int argc, char **argv);
 /* After fork, in the child: the parent's chunks are not the child's. */
 HIDDEN void fsprof_pool_forget(void);
-/* A new slot record for the calling thread (the shared slot 0 when there
+/* A new slot record for the calling thread (the shared one when there
  * is no room); NULL while this thread is inside a slow path already. */
 HIDDEN struct slot_rec *fsprof_pool_thread_slot(void);
 

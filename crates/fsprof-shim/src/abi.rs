@@ -23,15 +23,15 @@ const _: () = assert!(MAX_SLOTS >= 2);
 /// refuses a control file with another shift.
 pub const TICK_SHIFT: u32 = 32;
 /// The most slots the shim accepts (entries of the slot directory).
-pub const MAX_SLOTS_LIMIT: u32 = 1024;
+pub const MAX_SLOTS_LIMIT: u32 = 256;
 pub const MAX_RESOLUTION: u32 = 16;
 
 /// Counter-file layout: a header, the slot directory (u32 file offsets of
 /// the slot records) at [`SLOT_DIR_OFF`], then records, counters and value
 /// tables carved from chunks reserved before use. Every byte below the
 /// file's size is allocated.
-pub const PROC_HDR_SIZE: usize = 8192;
-pub const SLOT_DIR_OFF: usize = 4096;
+pub const PROC_HDR_SIZE: usize = 4096;
+pub const SLOT_DIR_OFF: usize = 3072;
 /// Bytes of a new process's first chunk (header included): an arena block,
 /// or the start of its own file; later chunks double, up to 8 MiB.
 pub const FIRST_CHUNK: usize = 128 * 1024;
