@@ -118,100 +118,156 @@ pub fn find_peaks(h: &Histogram, res: Resolution) -> Vec<Peak> {
 
 /// [`find_peaks`] with explicit tuning.
 pub fn find_peaks_with(h: &Histogram, res: Resolution, opts: &PeakOptions) -> Vec<Peak> {
-    let c = &h.counts;
-    let total_calls = h.total();
-    if total_calls == 0 || c.iter().all(|&x| x == 0) {
+    if h.total() == 0 || h.counts.iter().all(|&x| x == 0) {
         return Vec::new();
     }
-    let mid = |k: usize| {
-        let i = h.offset + k as i32;
-        (res.lower_bound(i) + res.upper_bound(i)) / 2.0
-    };
-    let total_lat: f64 = c.iter().enumerate().map(|(k, &x)| x as f64 * mid(k)).sum();
-
-    let mut hills = hills(c);
-    let stats = |r: &(usize, usize)| {
-        let count = c[r.0..=r.1].iter().fold(0u64, |t, &x| t.saturating_add(x));
-        let lat: f64 = (r.0..=r.1).map(|k| c[k] as f64 * mid(k)).sum();
-        (count, lat)
-    };
+    let shape = Shape::new(h, res, opts);
+    let mut hills = hills(&h.counts);
     // 1: merge hills whose valley does not dip enough.
-    merge_shallow_valleys(&mut hills, c, opts.min_dip);
+    merge_shallow_valleys(&mut hills, &h.counts, opts.min_dip);
+    // 2: fold or drop the insignificant ones.
+    shape.fold_insignificant(&mut hills);
+    hills.iter().map(|r| shape.peak(r)).collect()
+}
 
-    // 2: fold insignificant hills into a neighbour, smallest first; drop
-    // isolated ones. A hill "trails" a neighbour when at most `tail_gap`
-    // powers of two of empty buckets separate them and the neighbour has
-    // at least `tail_ratio` times its calls: the stragglers of that peak.
-    let gap = |l: &(usize, usize), r: &(usize, usize)| r.0 - l.1 - 1;
-    let max_gap = opts.tail_gap * res.get() as usize;
-    let trails = |hills: &[(usize, usize)], k: usize| {
-        let own = stats(&hills[k]).0;
-        let near = |j: usize, g: usize| g <= max_gap && stats(&hills[j]).0 >= opts.tail_ratio * own;
-        (k > 0 && near(k - 1, gap(&hills[k - 1], &hills[k])))
-            || (k + 1 < hills.len() && near(k + 1, gap(&hills[k], &hills[k + 1])))
-    };
-    let significant = |hills: &[(usize, usize)], k: usize| {
-        let (count, lat) = stats(&hills[k]);
-        count >= opts.min_calls
-            && (count as f64 / total_calls as f64 >= opts.min_count_share
-                || (total_lat > 0.0
-                    && lat / total_lat >= opts.min_latency_share
-                    && !trails(hills, k)))
-    };
-    loop {
-        let weakest = (0..hills.len())
-            .filter(|&k| !significant(&hills, k))
-            .min_by_key(|&k| stats(&hills[k]).0);
-        let Some(k) = weakest else { break };
-        let own = stats(&hills[k]).0;
+/// A hill: the first and last index into the histogram's counts.
+type Hill = (usize, usize);
+
+/// One histogram's counts with what judging its hills needs.
+struct Shape<'a> {
+    h: &'a Histogram,
+    /// Each bucket's middle, ns.
+    mids: Vec<f64>,
+    total_calls: u64,
+    /// Estimated latency of all calls: Σ count × middle.
+    total_lat: f64,
+    opts: &'a PeakOptions,
+    /// `tail_gap` in buckets.
+    max_gap: usize,
+}
+
+impl<'a> Shape<'a> {
+    fn new(h: &'a Histogram, res: Resolution, opts: &'a PeakOptions) -> Self {
+        let mids: Vec<f64> = (0..h.counts.len())
+            .map(|k| {
+                let i = h.offset + k as i32;
+                (res.lower_bound(i) + res.upper_bound(i)) / 2.0
+            })
+            .collect();
+        let total_lat = h.counts.iter().zip(&mids).map(|(&x, m)| x as f64 * m).sum();
+        Shape {
+            h,
+            mids,
+            total_calls: h.total(),
+            total_lat,
+            opts,
+            max_gap: opts.tail_gap * res.get() as usize,
+        }
+    }
+
+    /// Calls and estimated latency of a hill.
+    fn stats(&self, r: &Hill) -> (u64, f64) {
+        let c = &self.h.counts[r.0..=r.1];
+        let count = c.iter().fold(0u64, |t, &x| t.saturating_add(x));
+        let lat = c
+            .iter()
+            .zip(&self.mids[r.0..=r.1])
+            .map(|(&x, m)| x as f64 * m)
+            .sum();
+        (count, lat)
+    }
+
+    /// Empty buckets between two hills, left then right.
+    fn gap(l: &Hill, r: &Hill) -> usize {
+        r.0 - l.1 - 1
+    }
+
+    /// Whether hill `k` trails a neighbour: at most `tail_gap` powers of
+    /// two of empty buckets away from one with `tail_ratio` times its
+    /// calls, the stragglers of that peak.
+    fn trails(&self, hills: &[Hill], k: usize) -> bool {
+        let own = self.stats(&hills[k]).0;
+        let near = |j: usize, g: usize| {
+            g <= self.max_gap && self.stats(&hills[j]).0 >= self.opts.tail_ratio * own
+        };
+        (k > 0 && near(k - 1, Self::gap(&hills[k - 1], &hills[k])))
+            || (k + 1 < hills.len() && near(k + 1, Self::gap(&hills[k], &hills[k + 1])))
+    }
+
+    fn significant(&self, hills: &[Hill], k: usize) -> bool {
+        let o = self.opts;
+        let (count, lat) = self.stats(&hills[k]);
+        count >= o.min_calls
+            && (count as f64 / self.total_calls as f64 >= o.min_count_share
+                || (self.total_lat > 0.0
+                    && lat / self.total_lat >= o.min_latency_share
+                    && !self.trails(hills, k)))
+    }
+
+    /// Folds insignificant hills into an adjacent hill, smallest first;
+    /// drops isolated ones.
+    fn fold_insignificant(&self, hills: &mut Vec<Hill>) {
+        loop {
+            let weakest = (0..hills.len())
+                .filter(|&k| !self.significant(hills, k))
+                .min_by_key(|&k| self.stats(&hills[k]).0);
+            let Some(k) = weakest else { break };
+            match self.fold_into(hills, k) {
+                Some(true) => hills[k + 1].0 = hills[k].0,
+                Some(false) => hills[k - 1].1 = hills[k].1,
+                None => {}
+            }
+            hills.remove(k);
+        }
+    }
+
+    /// Where hill `k` folds: `Some(true)` into its right neighbour,
+    /// `Some(false)` its left, `None` nowhere (an outlier).
+    fn fold_into(&self, hills: &[Hill], k: usize) -> Option<bool> {
+        let own = self.stats(&hills[k]).0;
+        let c = &self.h.counts;
         // Candidate neighbours: adjacent ones always; across a short gap
         // only one that dwarfs this hill (don't chain stragglers together).
         let take = |j: usize, g: usize| {
-            g == 0 || (g <= max_gap && stats(&hills[j]).0 >= opts.tail_ratio * own)
+            g == 0 || (g <= self.max_gap && self.stats(&hills[j]).0 >= self.opts.tail_ratio * own)
         };
         let left = (k > 0)
-            .then(|| (k - 1, gap(&hills[k - 1], &hills[k])))
+            .then(|| (k - 1, Self::gap(&hills[k - 1], &hills[k])))
             .filter(|&(j, g)| take(j, g))
             .map(|(_, g)| (g, c[hills[k].0]));
         let right = (k + 1 < hills.len())
-            .then(|| (k + 1, gap(&hills[k], &hills[k + 1])))
+            .then(|| (k + 1, Self::gap(&hills[k], &hills[k + 1])))
             .filter(|&(j, g)| take(j, g))
             .map(|(_, g)| (g, c[hills[k].1]));
         // The nearer neighbour; on a tie the one joined by the higher edge.
-        let into_right = match (left, right) {
-            (Some((lg, lv)), Some((rg, rv))) => rg < lg || (rg == lg && rv > lv),
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if into_right {
-            hills[k + 1].0 = hills[k].0;
-        } else if left.is_some() {
-            hills[k - 1].1 = hills[k].1;
+        match (left, right) {
+            (Some((lg, lv)), Some((rg, rv))) => Some(rg < lg || (rg == lg && rv > lv)),
+            (None, Some(_)) => Some(true),
+            (Some(_), None) => Some(false),
+            (None, None) => None,
         }
-        hills.remove(k);
     }
 
-    hills
-        .iter()
-        .map(|r| {
-            let (count, lat) = stats(r);
-            // Lowest bucket among the tallest.
-            let mode = (r.0..=r.1).rev().max_by_key(|&k| c[k]).unwrap_or(r.0);
-            Peak {
-                first: h.offset + r.0 as i32,
-                last: h.offset + r.1 as i32,
-                mode: h.offset + mode as i32,
-                count,
-                count_share: count as f64 / total_calls as f64,
-                latency_ns: lat,
-                latency_share: if total_lat > 0.0 {
-                    lat / total_lat
-                } else {
-                    0.0
-                },
-            }
-        })
-        .collect()
+    fn peak(&self, r: &Hill) -> Peak {
+        let c = &self.h.counts;
+        let (count, lat) = self.stats(r);
+        // Lowest bucket among the tallest.
+        let mode = (r.0..=r.1).rev().max_by_key(|&k| c[k]).unwrap_or(r.0);
+        let at = |k: usize| self.h.offset + k as i32;
+        Peak {
+            first: at(r.0),
+            last: at(r.1),
+            mode: at(mode),
+            count,
+            count_share: count as f64 / self.total_calls as f64,
+            latency_ns: lat,
+            latency_share: if self.total_lat > 0.0 {
+                lat / self.total_lat
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// Merges adjacent hills of `c` whose valley dips less than `min_dip`

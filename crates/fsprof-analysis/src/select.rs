@@ -148,9 +148,31 @@ const PAIR_WINDOW: usize = 512;
 
 /// Pairs of peaks in different ops with the same number of calls (within
 /// the tolerance), closest counts first, then the pairs holding most
-/// latency. Peaks are sorted by count, so each is compared only with the
-/// ones after it up to `count / (1 - tolerance)`.
+/// latency.
 fn correlated(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<CorrelatedPeaks> {
+    let peak_ref = |x: usize, i: usize| PeakRef {
+        layer: all[x].0.to_string(),
+        op: all[x].1.name.clone(),
+        index: i,
+        peak: all[x].2[i].clone(),
+    };
+    best_pairs(all, opts)
+        .into_iter()
+        .map(|(diff, _, x, i, y, j)| CorrelatedPeaks {
+            a: peak_ref(x, i),
+            b: peak_ref(y, j),
+            count_diff: diff,
+        })
+        .collect()
+}
+
+/// A candidate pair: (count difference, -latency, op x, peak i, op y,
+/// peak j); ties keep the order of a scan over ops x < y, then peaks i, j.
+type PairKey = (f64, f64, usize, usize, usize, usize);
+
+/// The best `max_pairs` pairs. Peaks are sorted by count, so each is
+/// compared only with the ones after it up to `count / (1 - tolerance)`.
+fn best_pairs(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<PairKey> {
     let mut peaks: Vec<(u64, usize, usize)> = all
         .iter()
         .enumerate()
@@ -175,11 +197,8 @@ fn correlated(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<
             c as f64 / (1.0 - opts.count_tolerance)
         }
     };
-    // (count difference, -latency, op x, peak i, op y, peak j) of a pair;
-    // ties keep the order of a scan over ops x < y, then peaks i, j.
-    type Key = (f64, f64, usize, usize, usize, usize);
-    let mut best: Vec<Key> = Vec::new();
-    let keep = |best: &mut Vec<Key>| {
+    let mut best: Vec<PairKey> = Vec::new();
+    let keep = |best: &mut Vec<PairKey>| {
         best.sort_by(|p, q| {
             p.0.total_cmp(&q.0)
                 .then(p.1.total_cmp(&q.1))
@@ -193,11 +212,8 @@ fn correlated(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<
                 break;
             }
             let diff = (cb - ca) as f64 / cb as f64;
-            if diff > opts.count_tolerance {
-                continue;
-            }
             // The same op seen at two layers is correlated by construction.
-            if name_id[xa] == name_id[xb] {
+            if diff > opts.count_tolerance || name_id[xa] == name_id[xb] {
                 continue;
             }
             let ((x, i), (y, j)) = if (xa, ia) < (xb, ib) {
@@ -218,27 +234,7 @@ fn correlated(all: &[(&str, &OpStats, Vec<Peak>)], opts: &SelectOptions) -> Vec<
         }
     }
     keep(&mut best);
-    best.into_iter()
-        .map(|(diff, _, x, i, y, j)| {
-            let ((la, oa, pa), (lb, ob, pb)) = (&all[x], &all[y]);
-            let (a, b) = (&pa[i], &pb[j]);
-            CorrelatedPeaks {
-                a: PeakRef {
-                    layer: la.to_string(),
-                    op: oa.name.clone(),
-                    index: i,
-                    peak: a.clone(),
-                },
-                b: PeakRef {
-                    layer: lb.to_string(),
-                    op: ob.name.clone(),
-                    index: j,
-                    peak: b.clone(),
-                },
-                count_diff: diff,
-            }
-        })
-        .collect()
+    best
 }
 
 #[cfg(test)]

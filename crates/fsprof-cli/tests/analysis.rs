@@ -85,6 +85,93 @@ fn compare_exit_status_says_whether_anything_changed() {
     ));
 }
 
+/// Runs of each side (`A1 A2 A3 --vs B1 B2 B3`): three runs whose `read`
+/// sits in bucket 9 or 10 at random against three a power of two slower.
+/// The spread between the runs is measured and said, the test that
+/// decided is named with its p-value, and the exit status follows it; the
+/// same runs on both sides exit 0.
+#[test]
+fn compare_takes_repeated_runs_per_side() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str, at: i32, k: u64| {
+        let others = vec![
+            op("open", &[(11, 300)]),
+            op("close", &[(10, 300)]),
+            op("stat", &[(10, 200)]),
+        ];
+        let mut ops = vec![op("read", &[(at, 900 + k * 50), (at + 1, 100 - k * 30)])];
+        ops.extend(others);
+        write(d.path(), name, ops)
+    };
+    let a: Vec<PathBuf> = (0..3).map(|k| run(&format!("a{k}.json"), 9, k)).collect();
+    let b: Vec<PathBuf> = (0..3).map(|k| run(&format!("b{k}.json"), 10, k)).collect();
+    let out = fsprof()
+        .arg("compare")
+        .args(&a)
+        .arg("--vs")
+        .args(&b)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("a2.json (3 runs)\nB = "), "{text}");
+    assert!(
+        text.contains("user/read: calls 2.") && text.contains("× slower (by shift: p "),
+        "{text}"
+    );
+    assert!(text.contains("spread between runs ±"), "{text}");
+    assert!(!text.contains("one run per side"), "{text}");
+    let same = fsprof()
+        .arg("compare")
+        .args(&a)
+        .arg("--vs")
+        .args(&a)
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0), "{}", stdout_of(&same));
+    let v = json_of(
+        &["compare", "--format", "json"],
+        &[&a[0], &a[1], Path::new("--vs"), &b[0], &b[1]],
+        1,
+    );
+    assert_eq!(v["comparison"]["runs_a"], 2);
+    assert_eq!(v["comparison"]["runs_b"], 2);
+    let read = &v["comparison"]["ops"][0];
+    assert_eq!(read["op"], "read");
+    assert_eq!(read["checks"][0]["test"], "shift");
+    assert_eq!(read["checks"][0]["decides"], true);
+    assert_eq!(read["checks"][0]["spread"]["from"], "runs");
+}
+
+/// `--alpha` and `--min-share` reach the verdict: the same pair (`read`
+/// four times slower, a tenth of the latency) exits 1 at the defaults, 0
+/// when the bar is raised past what its change shows.
+#[test]
+fn compare_alpha_and_material_share_decide_the_exit_status() {
+    let d = tempfile::tempdir().unwrap();
+    let others = || vec![op("open", &[(13, 300)]), op("close", &[(12, 300)])];
+    let mut a_ops = vec![op("read", &[(9, 1000)])];
+    a_ops.extend(others());
+    let mut b_ops = vec![op("read", &[(11, 1000)])];
+    b_ops.extend(others());
+    let a = write(d.path(), "a.json", a_ops);
+    let b = write(d.path(), "b.json", b_ops);
+    let v = json_of(&["compare", "--format", "json"], &[&a, &b], 1);
+    let read = &v["comparison"]["ops"][0];
+    let p = read["checks"][0]["p_value"].as_f64().unwrap();
+    let moved = read["checks"][0]["moved"].as_f64().unwrap();
+    assert!(p < 0.05 && moved > 0.2 && moved < 0.9, "{read}");
+    let tighter = format!("{}", p / 4.0);
+    on(&["compare", "--alpha", &tighter], &[&a, &b]).code(0);
+    for (share, code) in [(moved * 1.01, 0), (moved * 0.99, 1)] {
+        on(&["compare", "--min-share", &format!("{share}")], &[&a, &b]).code(code);
+    }
+}
+
+fn stdout_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 #[test]
 fn compare_errors_are_one_line_and_exit_2() {
     let d = tempfile::tempdir().unwrap();
@@ -100,12 +187,25 @@ fn compare_errors_are_one_line_and_exit_2() {
         &[&a, &a],
         &[
             (&["compare", "--negligible", "5"], "share between 0 and 1"),
+            (&["compare", "--alpha", "0"], "probability between 0 and 1"),
+            (&["compare", "--min-share", "2"], "share between 0 and 1"),
             (
                 &["compare", "--calibration", nocal],
                 "cannot read calibration",
             ),
         ],
     );
+    // One side's runs and no other side, or three files without --vs.
+    let a: &Path = &a;
+    for files in [&[a][..], &[a, a, a][..]] {
+        refused(
+            files,
+            &[(
+                &["compare"],
+                "give two profiles (A B), or each side's runs with --vs",
+            )],
+        );
+    }
 }
 
 #[test]
@@ -694,7 +794,7 @@ fn compare_exit_status_ignores_a_negligible_new_op() {
     assert_eq!(fcntl["interesting"], false, "{fcntl}");
     assert_eq!(
         fcntl["reason"],
-        "fcntl: only in B, 11 calls, 0.1% of total latency (under 1.0%: does not count as a change)"
+        "fcntl: only in B, 11 calls, 0.1% of total latency (under 2.0%: does not count as a change)"
     );
     on(&["compare"], &[&a, &costly])
         .code(1)

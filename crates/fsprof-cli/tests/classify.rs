@@ -1,13 +1,13 @@
 //! The labelled profile pairs of `bench/classify.py`, produced here from
-//! real runs: `fsprof compare` (EMD, defaults) must flag exactly the op each
+//! real runs: `fsprof compare` (defaults) must flag exactly the op each
 //! controlled change was made to.
 //!
-//! Each side is the merge of three runs, A and B interleaved, at 4 buckets
-//! per power of two, as `bench/classify.py --runs 3 --resolution 4` does:
-//! on a shared 2-CPU machine, load from other processes moves sub-µs ops by
-//! ±35% from one run to the next, and at 1 bucket per power of two a tight
-//! distribution next to a bucket boundary turns that into an EMD of 1.
-//! Single-run rates at resolution 1 are in docs/benchmarks.md.
+//! Each side is three runs, A and B interleaved, at 4 buckets per power of
+//! two, compared as `compare A1 A2 A3 --vs B1 B2 B3` (as `bench/classify.py
+//! --runs 3 --resolution 4` does): on a shared 2-CPU machine load from
+//! other processes moves sub-µs ops by ±35% from one run to the next, and
+//! the three runs of each side measure that spread. Single-run rates are in
+//! docs/benchmarks/analysis.md.
 //!
 //! Each pair is measured once and a wrong answer fails the test: as root
 //! the workload runs at SCHED_FIFO (see `common_flags`), each phase is long
@@ -47,13 +47,20 @@ fn profile(dir: &Path, out: &str, flags: &[&str]) {
         .success();
 }
 
-fn flagged(dir: &Path, a: &str, b: &str) -> BTreeSet<String> {
-    let out = fsprof()
-        .args(["compare", "--format", "json"])
-        .arg(dir.join(a))
-        .arg(dir.join(b))
+/// `compare A... --vs B...` with `extra` arguments.
+fn compare(dir: &Path, a: &[String], b: &[String], extra: &[&str]) -> std::process::Output {
+    fsprof()
+        .arg("compare")
+        .args(extra)
+        .args(a.iter().map(|f| dir.join(f)))
+        .arg("--vs")
+        .args(b.iter().map(|f| dir.join(f)))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn flagged(dir: &Path, a: &[String], b: &[String]) -> BTreeSet<String> {
+    let out = compare(dir, a, b, &["--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let got: BTreeSet<String> = v["comparison"]["ops"]
         .as_array()
@@ -130,34 +137,23 @@ fn common_flags() -> Vec<&'static str> {
     vec!["--no-sync", "--fifo"]
 }
 
-/// Profiles both sides of a pair (three merged runs each) and returns the
-/// ops `compare` flags, with its text output for the failure message.
+/// Profiles both sides of a pair (three runs each) and returns the ops
+/// `compare` flags, with its text output for the failure message.
 fn measure_pair(
     dir: &Path,
     name: &str,
     both: &[&str],
     change: &[&str],
 ) -> (BTreeSet<String>, String) {
-    let (a, b) = (format!("{name}-a.json"), format!("{name}-b.json"));
     let flags = [both, change].concat();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
     for k in 0..3 {
-        profile(dir, &format!("{name}-a{k}.json"), both);
-        profile(dir, &format!("{name}-b{k}.json"), &flags);
-    }
-    for (side, out) in [("a", &a), ("b", &b)] {
-        fsprof()
-            .current_dir(dir)
-            .args(["merge", "-f", "-o", out])
-            .args((0..3).map(|k| format!("{name}-{side}{k}.json")))
-            .assert()
-            .success();
+        a.push(format!("{name}-a{k}.json"));
+        b.push(format!("{name}-b{k}.json"));
+        profile(dir, &a[k], both);
+        profile(dir, &b[k], &flags);
     }
     let got = flagged(dir, &a, &b);
-    let text = fsprof()
-        .arg("compare")
-        .arg(dir.join(&a))
-        .arg(dir.join(&b))
-        .output()
-        .unwrap();
+    let text = compare(dir, &a, &b, &[]);
     (got, String::from_utf8_lossy(&text.stdout).into_owned())
 }

@@ -15,6 +15,32 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
         .map(Profile::resolution)
         .min()
         .unwrap_or_default();
+    if profiles.iter().any(|p| p.resolution() != res) {
+        warnings.push(format!(
+            "inputs have different resolutions; merged at the coarsest, {res} bucket(s) per power of two"
+        ));
+    }
+    let mut out = Profile::new(merged_meta(profiles, meta_base, res));
+    for p in profiles {
+        add_layers(&mut out.layers, &p.layers, p.resolution(), res);
+        out.processes
+            .extend(p.processes.iter().cloned().map(|mut pr| {
+                for l in &mut pr.layers {
+                    downscale_layer(l, p.resolution(), res);
+                }
+                pr
+            }));
+    }
+    if let Err(w) = merge_intervals(&mut out, profiles, res) {
+        warnings.push(w.into());
+    }
+    (out, warnings)
+}
+
+/// The merged profile's facts: the longest duration, the earliest start,
+/// every input (or the inputs it was merged from) as a source, and each
+/// distinct note once.
+fn merged_meta(profiles: &[Profile], meta_base: Meta, res: Resolution) -> Meta {
     let mut meta = meta_base;
     meta.resolution = res;
     meta.duration_ns = profiles
@@ -53,55 +79,45 @@ pub fn merge_profiles(profiles: &[Profile], meta_base: Meta) -> (Profile, Vec<St
         }
     }
     meta.notes.extend(notes);
-    if profiles.iter().any(|p| p.resolution() != res) {
-        warnings.push(format!(
-            "inputs have different resolutions; merged at the coarsest, {res} bucket(s) per power of two"
-        ));
-    }
+    meta
+}
 
-    let mut out = Profile::new(meta);
-    for p in profiles {
-        add_layers(&mut out.layers, &p.layers, p.resolution(), res);
-        out.processes
-            .extend(p.processes.iter().cloned().map(|mut pr| {
-                for l in &mut pr.layers {
-                    downscale_layer(l, p.resolution(), res);
-                }
-                pr
-            }));
-    }
-
+/// Adds the inputs' intervals slice by slice when they all have the same
+/// length; otherwise `out` gets none, and the warning says why when any
+/// input had some.
+fn merge_intervals(
+    out: &mut Profile,
+    profiles: &[Profile],
+    res: Resolution,
+) -> Result<(), &'static str> {
     let interval_lengths: Vec<Option<u64>> = profiles.iter().map(|p| p.meta.interval_ns).collect();
     let same = interval_lengths.windows(2).all(|w| w[0] == w[1]);
-    match interval_lengths.first().copied().flatten() {
-        Some(len) if same => {
-            out.meta.interval_ns = Some(len);
-            for p in profiles {
-                for (k, iv) in p.intervals.iter().enumerate() {
-                    if out.intervals.len() <= k {
-                        out.intervals.push(Interval {
-                            start_ns: k as u64 * len,
-                            end_ns: (k as u64 + 1) * len,
-                            layers: Vec::new(),
-                        });
-                    }
-                    add_layers(
-                        &mut out.intervals[k].layers,
-                        &iv.layers,
-                        p.resolution(),
-                        res,
-                    );
-                }
-            }
+    let Some(len) = interval_lengths.first().copied().flatten().filter(|_| same) else {
+        out.meta.interval_ns = None;
+        if interval_lengths.iter().any(Option::is_some) {
+            return Err("inputs have different interval lengths (or some none); the merged profile has no intervals");
         }
-        _ => {
-            out.meta.interval_ns = None;
-            if interval_lengths.iter().any(Option::is_some) {
-                warnings.push("inputs have different interval lengths (or some none); the merged profile has no intervals".into());
+        return Ok(());
+    };
+    out.meta.interval_ns = Some(len);
+    for p in profiles {
+        for (k, iv) in p.intervals.iter().enumerate() {
+            if out.intervals.len() <= k {
+                out.intervals.push(Interval {
+                    start_ns: k as u64 * len,
+                    end_ns: (k as u64 + 1) * len,
+                    layers: Vec::new(),
+                });
             }
+            add_layers(
+                &mut out.intervals[k].layers,
+                &iv.layers,
+                p.resolution(),
+                res,
+            );
         }
     }
-    (out, warnings)
+    Ok(())
 }
 
 fn add_layers(into: &mut Vec<Layer>, from: &[Layer], from_res: Resolution, to_res: Resolution) {

@@ -11,6 +11,9 @@
 //!   interval, `mean ± t(1 − α/2, n − 1) · s / √n`. The t quantile comes
 //!   from `statrs` rather than a hand-copied table, so any level and any
 //!   number of runs are exact;
+//! - [`t_test_p`] and [`binomial_test_p`]: two-sided p-values of a
+//!   Student-t statistic and of a count among trials (exact binomial),
+//!   what `compare` decides a change with;
 //! - [`mad_scores`] and [`outliers`]: robust outlier flags as hyperfine
 //!   raises them — `|x − median| / MAD` above [`OUTLIER_THRESHOLD`]
 //!   (ten robust standard deviations, `1.4826 · MAD` being the normal
@@ -24,7 +27,7 @@
 //! report. Non-finite inputs are the caller's bug and are not filtered.
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// hyperfine's outlier rule: a value is flagged when it lies more than this
 /// many MADs from the median (= 10 × 1.4826, ten robust σ).
@@ -97,6 +100,31 @@ pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
     }
     let t = StudentsT::new(0.0, 1.0, df).ok()?;
     Some(t.inverse_cdf(p))
+}
+
+/// The two-sided p-value of a Student-t statistic `t` with `df` degrees of
+/// freedom: the chance of a `|T| ≥ |t|` when there is no difference. `None`
+/// for `df` not above 0 or a NaN `t`.
+pub fn t_test_p(t: f64, df: f64) -> Option<f64> {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return None;
+    }
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((2.0 * dist.sf(t.abs())).min(1.0))
+}
+
+/// The two-sided p-value of `k` successes in `n` trials of chance `p`
+/// (exact binomial, doubled smaller tail): whether `k` is further from
+/// `n·p` than chance would put it. `None` for `k > n` or `p` outside
+/// `[0, 1]`.
+pub fn binomial_test_p(k: u64, n: u64, p: f64) -> Option<f64> {
+    if k > n || !(0.0..=1.0).contains(&p) {
+        return None;
+    }
+    let dist = Binomial::new(p, n).ok()?;
+    let below = dist.cdf(k);
+    let above = if k == 0 { 1.0 } else { dist.sf(k - 1) };
+    Some((2.0 * below.min(above)).min(1.0))
 }
 
 /// A two-sided confidence interval for the mean.
@@ -219,6 +247,21 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol * b.abs().max(1.0)
+    }
+
+    /// p-values against printed tables: t = 2.776 at 4 df and 2.228 at 10
+    /// df are the two-sided 5 % points; 9 heads of 10 fair tosses or more
+    /// (or 1 or fewer) happen with chance 22/1024 = 0.02148.
+    #[test]
+    fn p_values_match_printed_tables() {
+        assert!(close(t_test_p(2.776, 4.0).unwrap(), 0.05, 1e-3));
+        assert!(close(t_test_p(-2.228, 10.0).unwrap(), 0.05, 1e-3));
+        assert_eq!(t_test_p(0.0, 3.0), Some(1.0));
+        assert_eq!(t_test_p(1.0, 0.0), None);
+        assert!(close(binomial_test_p(9, 10, 0.5).unwrap(), 0.021_484, 1e-4));
+        assert!(close(binomial_test_p(1, 10, 0.5).unwrap(), 0.021_484, 1e-4));
+        assert_eq!(binomial_test_p(5, 10, 0.5), Some(1.0));
+        assert_eq!(binomial_test_p(11, 10, 0.5), None);
     }
 
     /// Two-sided 95 % critical values from a printed t table (NIST/SEMATECH

@@ -52,13 +52,28 @@ fn has_word(path: &Path, word: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Why no memory cgroup could be made; each says what would let it be.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no memory cgroup controller is mounted (mount cgroup2 with the memory controller, or cgroup v1's memory hierarchy)")]
+    NoController,
+    #[error("fsprof's own cgroup {0} group is unknown (/proc/self/cgroup has no line for it)")]
+    UnknownOwnGroup(&'static str),
+    #[error("no cgroup v2 group above fsprof's delegates the memory controller (add +memory to an ancestor's cgroup.subtree_control, or run fsprof in a group that has it)")]
+    NotDelegated,
+    #[error("cannot create a cgroup under {}: {source}", parent.display())]
+    Create { parent: PathBuf, source: io::Error },
+    #[error("cannot set {}: {source}", path.display())]
+    SetLimit { path: PathBuf, source: io::Error },
+}
+
 /// Where to make the group, where fsprof is now, and which version.
-fn locate() -> Result<(PathBuf, PathBuf, Version), String> {
+fn locate() -> Result<(PathBuf, PathBuf, Version), CgroupError> {
     let ms = fsprof_sys::mountinfo::read();
     if let Some(m) = ms.iter().find(|m| {
         m.fs_type == "cgroup2" && has_word(&m.mount_point.join("cgroup.controllers"), "memory")
     }) {
-        let own = own_group(Version::V2).ok_or("fsprof's cgroup v2 group is unknown")?;
+        let own = own_group(Version::V2).ok_or(CgroupError::UnknownOwnGroup("v2"))?;
         let home = m.mount_point.join(&own);
         let mut parent = home.parent().map(Path::to_path_buf);
         while let Some(p) = parent {
@@ -70,27 +85,39 @@ fn locate() -> Result<(PathBuf, PathBuf, Version), String> {
             }
             parent = p.parent().map(Path::to_path_buf);
         }
-        return Err("no cgroup v2 group above fsprof's delegates the memory controller".into());
+        return Err(CgroupError::NotDelegated);
     }
     if let Some(m) = ms
         .iter()
         .find(|m| m.fs_type == "cgroup" && m.super_options.split(',').any(|o| o == "memory"))
     {
-        let own = own_group(Version::V1).ok_or("fsprof's cgroup v1 memory group is unknown")?;
+        let own = own_group(Version::V1).ok_or(CgroupError::UnknownOwnGroup("v1 memory"))?;
         let home = m.mount_point.join(own);
         return Ok((home.clone(), home, Version::V1));
     }
-    Err("no memory cgroup controller is mounted".into())
+    Err(CgroupError::NoController)
 }
 
 impl MemCgroup {
     /// Creates a group limited to `limit` bytes (not yet entered).
-    pub fn create(limit: u64) -> Result<MemCgroup, String> {
+    pub fn create(limit: u64) -> Result<MemCgroup, CgroupError> {
         let (parent, home, version) = locate()?;
-        let path = (0..100)
-            .map(|n| parent.join(format!("fsprof-discover-{}-{n}", std::process::id())))
-            .find(|p| fs::create_dir(p).is_ok())
-            .ok_or_else(|| format!("cannot create a cgroup under {}", parent.display()))?;
+        let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+        let mut made = None;
+        for n in 0..100 {
+            let p = parent.join(format!("fsprof-discover-{}-{n}", std::process::id()));
+            match fs::create_dir(&p) {
+                Ok(()) => {
+                    made = Some(p);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let path = made.ok_or(CgroupError::Create {
+            parent,
+            source: last,
+        })?;
         let cg = MemCgroup {
             path,
             version,
@@ -98,8 +125,10 @@ impl MemCgroup {
             home,
             entered: false,
         };
-        fs::write(cg.limit_file(), limit.to_string())
-            .map_err(|e| format!("cannot set {}: {e}", cg.limit_file().display()))?;
+        fs::write(cg.limit_file(), limit.to_string()).map_err(|source| CgroupError::SetLimit {
+            path: cg.limit_file(),
+            source,
+        })?;
         Ok(cg)
     }
 

@@ -72,6 +72,8 @@ pub struct Cooler {
     /// Said once, before the first cooling, when auto chose to empty the
     /// whole machine's cache ([`machine_wide_notice`]).
     notice: RefCell<Option<String>>,
+    /// Why this mount cannot be remounted (`None`: it can).
+    no_remount: Option<NoRemount>,
 }
 
 /// How the coolings went so far: how many, and how many of the remounts
@@ -80,6 +82,8 @@ pub struct Cooler {
 pub struct Tally {
     pub coolings: u32,
     pub fallbacks: u32,
+    /// Coolings after which pages stayed until evicted again ([`settle`]).
+    pub settled: u32,
     /// Why the last fallback was needed.
     pub fallback_why: Option<String>,
 }
@@ -87,11 +91,25 @@ pub struct Tally {
 impl Tally {
     /// What the coolings since `before` used, for a finding's notes:
     /// `None` when every one used the chosen method.
-    pub fn since(&self, before: &Tally) -> Option<String> {
+    pub fn since(&self, before: &Tally) -> Vec<String> {
         let n = self.coolings - before.coolings;
         let k = self.fallbacks - before.fallbacks;
-        (k > 0).then(|| fallback_sentence(k, n, self.fallback_why.as_deref()))
+        let s = self.settled - before.settled;
+        let mut notes: Vec<String> = Vec::new();
+        if k > 0 {
+            notes.push(fallback_sentence(k, n, self.fallback_why.as_deref()));
+        }
+        if s > 0 {
+            notes.push(settle_sentence(s, n));
+        }
+        notes
     }
+}
+
+fn settle_sentence(s: u32, n: u32) -> String {
+    format!(
+        "after {s} of {n} coolings some pages stayed cached (still being read ahead, or held in another CPU's LRU cache, which drop_caches does not drain) until evicted again with posix_fadvise(DONTNEED) after a short wait; every cooling was verified cold"
+    )
 }
 
 fn fallback_sentence(k: u32, n: u32, why: Option<&str>) -> String {
@@ -163,6 +181,49 @@ fn remountable(t: &Target, device: Option<&Path>) -> Result<MountEntry, NoRemoun
     Ok(m)
 }
 
+/// Why the caches could not be emptied (or shown to be); each message
+/// says what would work.
+#[derive(Debug, thiserror::Error)]
+pub enum ColdError {
+    #[error("cannot remount: {0}")]
+    NoRemount(#[from] NoRemount),
+    #[error("emptying the page cache with drop_caches needs root; use --cold fadvise")]
+    DropCachesNeedsRoot,
+    /// The residency check found the test files still cached.
+    #[error("{cached} of {total} pages of the test files stayed cached after {how} ({verified_by}); a cold measurement needs another way: {instead}")]
+    StayedCached {
+        cached: u64,
+        total: u64,
+        how: String,
+        verified_by: String,
+        /// The ways that could still work here.
+        instead: String,
+    },
+    #[error("cannot unmount {}: {source} (close what uses it, or pass --cold fadvise)", mount_point.display())]
+    Unmount {
+        mount_point: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("unmounted {} but could not mount it again: {source}; mount it by hand: mount -t {fs_type} {device} {}", mount_point.display(), mount_point.display())]
+    MountAgain {
+        mount_point: PathBuf,
+        fs_type: String,
+        device: String,
+        source: std::io::Error,
+    },
+}
+
+impl ColdError {
+    /// Whether only the measurement that was cooling is lost (the file
+    /// system is as it was): its finding says why, the others go on.
+    pub fn method_only(&self) -> bool {
+        matches!(
+            self,
+            ColdError::StayedCached { .. } | ColdError::Unmount { .. }
+        )
+    }
+}
+
 /// What auto says on standard error before it first empties the whole
 /// machine's page cache: that it will, and the ways that touch only the
 /// target (fadvise always; a remount where `--device` would allow one).
@@ -200,12 +261,14 @@ impl Cooler {
         device: Option<&Path>,
     ) -> Result<Cooler, DiscoverError> {
         let remount = remountable(t, device);
+        let no_remount = remount.as_ref().err().cloned();
         let pick = |method, why: String, mount| Cooler {
             method,
             why,
             mount,
             tally: RefCell::default(),
             notice: RefCell::default(),
+            no_remount: no_remount.clone(),
         };
         match choice {
             ColdChoice::Only(ColdMethod::Remount) => match remount {
@@ -214,11 +277,11 @@ impl Cooler {
                     format!("unmount and mount {} again (asked for)", m.source),
                     Some(m),
                 )),
-                Err(e) => Err(DiscoverError::Cold(format!("cannot remount: {e}"))),
+                Err(e) => Err(ColdError::NoRemount(e).into()),
             },
-            ColdChoice::Only(ColdMethod::DropCaches) if !is_root() => Err(DiscoverError::Cold(
-                "emptying the page cache with drop_caches needs root; use --cold fadvise".into(),
-            )),
+            ColdChoice::Only(ColdMethod::DropCaches) if !is_root() => {
+                Err(ColdError::DropCachesNeedsRoot.into())
+            }
             ColdChoice::Only(ColdMethod::DropCaches) => Ok(pick(
                 ColdMethod::DropCaches,
                 "drop_caches, machine-wide (asked for)".into(),
@@ -271,10 +334,8 @@ impl Cooler {
             ctx.progress.note(&notice);
         }
         let mut fallback = None;
-        if self.method == ColdMethod::Remount {
-            if let Remounted::StillAlive(why) =
-                remount(self.mount.as_ref().expect("remount has a mount"))?
-            {
+        if let (ColdMethod::Remount, Some(m)) = (self.method, &self.mount) {
+            if let Remounted::StillAlive(why) = remount(m)? {
                 fallback = Some(why);
             }
         }
@@ -290,10 +351,11 @@ impl Cooler {
                     .map_err(DiscoverError::io(format!("{} (cold cache)", m.name())))?,
             ),
         };
-        let c = cache::check(&refs, CacheMode::Cold, eviction);
+        let (c, settled) = settle(&refs, cache::check(&refs, CacheMode::Cold, eviction));
         {
             let mut t = self.tally.borrow_mut();
             t.coolings += 1;
+            t.settled += u32::from(settled);
             if let Some(why) = &fallback {
                 t.fallbacks += 1;
                 t.fallback_why = Some(why.clone());
@@ -304,14 +366,51 @@ impl Cooler {
                 Some(why) => format!("remount ({why}) and posix_fadvise(DONTNEED)"),
                 None => self.method.name().to_string(),
             };
-            return Err(DiscoverError::Cold(format!(
-                "{} of {} pages of the test files stayed cached after {how} ({}); a cold measurement is not possible here",
-                c.cached_pages,
-                c.total_pages,
-                c.verified_by.as_deref().unwrap_or("residency unreadable")
-            )));
+            return Err(ColdError::StayedCached {
+                cached: c.cached_pages,
+                total: c.total_pages,
+                how,
+                verified_by: c
+                    .verified_by
+                    .unwrap_or_else(|| "residency unreadable".into()),
+                instead: self.instead(),
+            }
+            .into());
         }
         Ok(())
+    }
+
+    /// The ways of emptying the caches that could still work where this
+    /// cooler's did not, as options to pass.
+    pub fn instead(&self) -> String {
+        let mut ways = Vec::new();
+        if self.method != ColdMethod::Remount {
+            match &self.no_remount {
+                None => ways.push("--cold remount".to_string()),
+                Some(NoRemount::NoDevice { mounted: Some(dev) }) => {
+                    ways.push(format!("--cold remount --device {dev}"))
+                }
+                Some(NoRemount::NotRoot) => ways.push(
+                    "--cold remount --device DEV as root (DEV: what is mounted there)".into(),
+                ),
+                Some(_) => {}
+            }
+        }
+        if self.method == ColdMethod::Fadvise {
+            ways.push(if is_root() {
+                "--cold drop-caches (the whole machine's cache)".into()
+            } else {
+                "--cold drop-caches as root (the whole machine's cache)".into()
+            });
+        }
+        if ways.is_empty() {
+            let why = self
+                .no_remount
+                .as_ref()
+                .map_or(String::new(), |w| format!(" ({w})"));
+            return format!("none is left here{why}: something else keeps the file system's pages (another mount namespace, a program that has the files mapped); measure on an image of your own with --device");
+        }
+        ways.join(", or ")
     }
 
     /// The coolings so far; [`Tally::since`] tells a finding what its own
@@ -327,6 +426,32 @@ impl Cooler {
         (t.fallbacks > 0)
             .then(|| fallback_sentence(t.fallbacks, t.coolings, t.fallback_why.as_deref()))
     }
+}
+
+/// Waits before each further eviction while pages outlive one: a page a
+/// read-ahead is still reading is locked and skipped, and a page still in
+/// another CPU's LRU cache is held by it (drop_caches does not drain those
+/// caches; `posix_fadvise(DONTNEED)` does). ms.
+const SETTLE_MS: [u64; 3] = [20, 100, 500];
+
+/// `first` if it passed; else the check after evicting again (fsync and
+/// `posix_fadvise(DONTNEED)`) after each wait of [`SETTLE_MS`], and whether
+/// that was needed.
+fn settle(files: &[&File], first: cache::CacheCheck) -> (cache::CacheCheck, bool) {
+    let mut c = first;
+    let mut again = false;
+    for ms in SETTLE_MS {
+        if c.passed {
+            break;
+        }
+        again = true;
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        for f in files {
+            let _ = fsprof_sys::pagecache::evict(f);
+        }
+        c = cache::check(files, CacheMode::Cold, Some(cache::Eviction::Fadvise));
+    }
+    (c, again)
 }
 
 /// What a remount achieved.
@@ -381,16 +506,17 @@ fn mount_flags(options: &str) -> libc::c_ulong {
         .fold(0, |a, b| a | b)
 }
 
-fn remount(m: &MountEntry) -> Result<Remounted, DiscoverError> {
-    let err = |what: &str, e: std::io::Error| {
-        DiscoverError::Cold(format!("{what} {}: {e}", m.mount_point.display()))
+fn remount(m: &MountEntry) -> Result<Remounted, ColdError> {
+    let unmount = |source| ColdError::Unmount {
+        mount_point: m.mount_point.clone(),
+        source,
     };
-    let target = cpath(&m.mount_point).map_err(|e| err("mount point", e))?;
+    let target = cpath(&m.mount_point).map_err(unmount)?;
     // SAFETY: sync takes no arguments.
     unsafe { libc::sync() };
     // SAFETY: a NUL-terminated path.
     if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
-        return Err(err("cannot unmount", std::io::Error::last_os_error()));
+        return Err(unmount(std::io::Error::last_os_error()));
     }
     // Asked between unmount and mount: once mounted again it is held by
     // definition.
@@ -431,14 +557,11 @@ fn remount(m: &MountEntry) -> Result<Remounted, DiscoverError> {
     // refused, the defaults still bring the file system back.
     mount(&data.join(","))
         .or_else(|_| mount(""))
-        .map_err(|e| {
-            DiscoverError::Cold(format!(
-                "unmounted {} but could not mount it again: {e}; mount it by hand: mount -t {} {} {}",
-                m.mount_point.display(),
-                m.fs_type,
-                m.source,
-                m.mount_point.display()
-            ))
+        .map_err(|source| ColdError::MountAgain {
+            mount_point: m.mount_point.clone(),
+            fs_type: m.fs_type.clone(),
+            device: m.source.clone(),
+            source,
         })
         .map(|()| state)
 }
@@ -551,6 +674,29 @@ mod tests {
             );
             assert!(n.contains(&why.to_string()), "{n}");
         }
+    }
+
+    /// Pages held for a moment (here: mapped by another thread for 60 ms,
+    /// as a read-ahead in flight or another CPU's LRU cache holds them)
+    /// outlive the first eviction; the cooling waits, evicts again, is
+    /// verified cold, and the tally says so.
+    #[test]
+    fn pages_held_for_a_moment_are_evicted_again_after_a_wait() {
+        let (_d, p, c) = fadvised(1 << 20);
+        let map = crate::testing::map_every_page(&File::open(&p).unwrap()).unwrap();
+        let cooling = std::thread::spawn(move || {
+            let mut notes = Notes::default();
+            let r = c.cool(&[&p], &mut notes.ctx()).map_err(|e| e.to_string());
+            (r, c)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        drop(map);
+        let (r, c) = cooling.join().unwrap();
+        r.expect("cold once the pages are let go");
+        let t = c.tally();
+        assert_eq!((t.coolings, t.settled), (1, 1), "{t:?}");
+        let said = t.since(&Tally::default()).join(" ");
+        assert!(said.contains("until evicted again"), "{said}");
     }
 
     /// Said once, before the first cooling, however many follow.

@@ -8,8 +8,11 @@ use std::path::PathBuf;
 pub enum DiscoverError {
     #[error(transparent)]
     Target(#[from] fsprof_measure::target::TargetError),
-    #[error("{} is not writable: {reason} (fsprof discover creates its test files there)", dir.display())]
-    NotWritable { dir: PathBuf, reason: String },
+    #[error("{} is not writable: {source} (fsprof discover creates its test files there)", dir.display())]
+    NotWritable {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     /// Displays `what`; the cause is its source (fsprof prints the chain).
     #[error("{what}")]
     Io {
@@ -18,9 +21,7 @@ pub enum DiscoverError {
         source: std::io::Error,
     },
     #[error("cold cache: {0}")]
-    Cold(String),
-    #[error("{0}")]
-    Usage(String),
+    Cold(#[from] crate::cold::ColdError),
     #[error("interrupted")]
     Interrupted,
 }

@@ -75,6 +75,10 @@ pub enum Status {
     NotApplicable,
     /// It ran, but the latencies did not show the effect clearly enough.
     Inconclusive,
+    /// fsprof cannot say which value: the evidence points at several
+    /// (`candidates`), or the measurement could not be made (the reason
+    /// says why, e.g. a cache that would not go cold).
+    Undetermined,
 }
 
 /// A second, independent way to the same parameter.
@@ -84,6 +88,14 @@ pub struct CrossCheck {
     pub value: Option<u64>,
     pub agrees: bool,
     pub statement: String,
+}
+
+/// A value an undetermined finding could not rule out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub value: u64,
+    /// What points at it (`12 of 20 iterations`, `sparse reads`).
+    pub evidence: String,
 }
 
 /// A vertical mark on a plot: an inferred boundary.
@@ -154,6 +166,10 @@ pub struct Finding {
     pub kernel: Vec<Exposed>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<Confidence>,
+    /// When undetermined: the values the evidence points at, each with
+    /// what points at it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cross_checks: Vec<CrossCheck>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -180,6 +196,7 @@ impl Finding {
             summary,
             kernel: Vec::new(),
             confidence: None,
+            candidates: Vec::new(),
             cross_checks: Vec::new(),
             notes: Vec::new(),
             curves: Vec::new(),
@@ -199,6 +216,19 @@ impl Finding {
         self.status = Status::Inconclusive;
         self.reason = Some(reason.into());
         self.value = None;
+        self
+    }
+
+    /// No value: `reason`, and the values that compete, if any.
+    pub fn undetermined(
+        mut self,
+        reason: impl Into<String>,
+        candidates: Vec<Candidate>,
+    ) -> Finding {
+        self.status = Status::Undetermined;
+        self.reason = Some(reason.into());
+        self.value = None;
+        self.candidates = candidates;
         self
     }
 

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cold::{ColdChoice, ColdMethod};
 pub use error::DiscoverError;
-pub use finding::{Finding, Parameter, Status};
+pub use finding::{Candidate, Finding, Parameter, Status};
 
 /// What the caller sees while a discovery runs: its phases, in steps.
 pub use fsprof_capture::{Silent, Steps as Progress};
@@ -130,6 +130,36 @@ pub struct Report {
 
 pub const FORMAT_NAME: &str = "fsprof-discovery";
 
+/// Runs the method of `p`; direct blocks use the block size found before.
+fn one(
+    p: Parameter,
+    opts: &Options,
+    (t, scratch, cooler): (&target::Target, &target::Scratch, &cold::Cooler),
+    findings: &[Finding],
+    ctx: &mut Ctx,
+) -> Result<Finding, DiscoverError> {
+    let iters = opts.iterations.unwrap_or_else(|| default_iterations(p));
+    let device = opts.device.as_deref();
+    match p {
+        Parameter::BlockSize => {
+            methods::block_size::discover(t, scratch, (iters, iters.min(10)), ctx)
+        }
+        Parameter::Readahead => {
+            methods::readahead::discover(t, scratch, device, cooler, iters, ctx)
+        }
+        Parameter::DirectBlocks => {
+            let found = findings
+                .iter()
+                .find(|f| f.parameter == Parameter::BlockSize && f.status == Status::Found)
+                .and_then(|f| f.value);
+            methods::direct_blocks::discover(t, scratch, found, iters, ctx)
+        }
+        Parameter::PageCache => {
+            methods::page_cache::discover(t, scratch, opts.cgroup_limit, cooler, iters, ctx)
+        }
+    }
+}
+
 /// Runs the discoveries `opts.what` asks for, in that order.
 pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> {
     let start_wall = fsprof_sys::clock::wall_unix_ns();
@@ -137,39 +167,18 @@ pub fn discover(opts: &Options, ctx: &mut Ctx) -> Result<Report, DiscoverError> 
     let t = target::Target::probe(&opts.dir)?;
     let scratch = target::Scratch::create(&t.dir)?;
     let cooler = cold::Cooler::choose(opts.cold, &t, opts.device.as_deref())?;
-    let iters = |p| opts.iterations.unwrap_or_else(|| default_iterations(p));
     let mut findings = Vec::new();
     for &p in &opts.what {
         ctx.check()?;
-        let f = match p {
-            Parameter::BlockSize => {
-                methods::block_size::discover(&t, &scratch, (iters(p), iters(p).min(10)), ctx)?
+        let f = match one(p, opts, (&t, &scratch, &cooler), &findings, ctx) {
+            Ok(f) => f,
+            // A method that cannot get a cold cache loses its own finding,
+            // not the others'.
+            Err(DiscoverError::Cold(e)) if e.method_only() => {
+                Finding::new(p, methods::method_of(p), series::Summary::Min)
+                    .undetermined(format!("not measured: cold cache: {e}"), Vec::new())
             }
-            Parameter::Readahead => methods::readahead::discover(
-                &t,
-                &scratch,
-                opts.device.as_deref(),
-                &cooler,
-                iters(p),
-                ctx,
-            )?,
-            Parameter::DirectBlocks => {
-                let found = findings
-                    .iter()
-                    .find(|f: &&Finding| {
-                        f.parameter == Parameter::BlockSize && f.status == Status::Found
-                    })
-                    .and_then(|f| f.value);
-                methods::direct_blocks::discover(&t, &scratch, found, iters(p), ctx)?
-            }
-            Parameter::PageCache => methods::page_cache::discover(
-                &t,
-                &scratch,
-                opts.cgroup_limit,
-                &cooler,
-                iters(p),
-                ctx,
-            )?,
+            Err(e) => return Err(e),
         };
         findings.push(f);
     }

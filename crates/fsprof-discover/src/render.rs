@@ -22,6 +22,7 @@ pub fn discovered(f: &Finding) -> String {
     match (f.status, f.value) {
         (Status::Found, Some(v)) => value(f, v),
         (Status::NotApplicable, _) => "not applicable".into(),
+        (Status::Undetermined, _) => "undetermined".into(),
         _ => "inconclusive".into(),
     }
 }
@@ -97,6 +98,9 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(o, "\n{}: {}", f.parameter.title(), discovered(f));
         if let Some(why) = &f.reason {
             let _ = writeln!(o, "  {}", why);
+        }
+        for c in &f.candidates {
+            let _ = writeln!(o, "  candidate {}: {}", value(f, c.value), c.evidence);
         }
         if f.status != Status::NotApplicable {
             let _ = writeln!(

@@ -29,17 +29,20 @@ impl Scratch {
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(Scratch { path }),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
+                Err(source) => {
                     return Err(DiscoverError::NotWritable {
                         dir: dir.to_path_buf(),
-                        reason: e.to_string(),
+                        source,
                     })
                 }
             }
         }
         Err(DiscoverError::NotWritable {
             dir: dir.to_path_buf(),
-            reason: "no free scratch directory name".into(),
+            source: io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "no free scratch directory name",
+            ),
         })
     }
 

@@ -11,13 +11,34 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+/// Why an image could not be made, attached or mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("{command}: {source} (install it: e2fsprogs, xfsprogs, btrfs-progs, util-linux)")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("{command}: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn run(cmd: &mut Command) -> Result<String, ImageError> {
+    let command = format!("{cmd:?}");
+    let out = cmd.output().map_err(|source| ImageError::Spawn {
+        command: command.clone(),
+        source,
+    })?;
     if !out.status.success() {
-        return Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(ImageError::Failed {
+            command,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -40,7 +61,7 @@ impl LoopImage {
         mkfs_args: &[&str],
         mib: u64,
         mount_opts: &str,
-    ) -> Result<LoopImage, String> {
+    ) -> Result<LoopImage, ImageError> {
         let mut me = LoopImage::unmounted(fs, mkfs_args, mib)?;
         let mut mount = Command::new("mount");
         if !mount_opts.is_empty() {
@@ -56,7 +77,7 @@ impl LoopImage {
     /// other process can hold a copy of the mount).
     ///
     /// [`mount_point`]: LoopImage::mount_point
-    pub fn unmounted(fs: &str, mkfs_args: &[&str], mib: u64) -> Result<LoopImage, String> {
+    pub fn unmounted(fs: &str, mkfs_args: &[&str], mib: u64) -> Result<LoopImage, ImageError> {
         let base = if Path::new("/var/tmp").is_dir() {
             "/var/tmp"
         } else {
@@ -65,11 +86,17 @@ impl LoopImage {
         let dir = tempfile::Builder::new()
             .prefix("fsprof-discover-img")
             .tempdir_in(base)
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| ImageError::Io {
+                path: base.into(),
+                source,
+            })?;
         let img = dir.path().join("image");
         std::fs::File::create(&img)
             .and_then(|f| f.set_len(mib << 20))
-            .map_err(|e| format!("{}: {e}", img.display()))?;
+            .map_err(|source| ImageError::Io {
+                path: img.clone(),
+                source,
+            })?;
         run(Command::new(format!("mkfs.{fs}")).args(mkfs_args).arg(&img))?;
         let dev = run(Command::new("losetup")
             .args(["--find", "--show", "--direct-io=on"])
@@ -80,7 +107,10 @@ impl LoopImage {
             fs: fs.to_string(),
             mounted: false,
         };
-        std::fs::create_dir(me.mount_point()).map_err(|e| e.to_string())?;
+        std::fs::create_dir(me.mount_point()).map_err(|source| ImageError::Io {
+            path: me.mount_point(),
+            source,
+        })?;
         Ok(me)
     }
 
@@ -89,7 +119,7 @@ impl LoopImage {
     }
 
     /// `blockdev --setra SECTORS` on the loop device.
-    pub fn set_readahead_sectors(&self, sectors: u64) -> Result<(), String> {
+    pub fn set_readahead_sectors(&self, sectors: u64) -> Result<(), ImageError> {
         run(Command::new("blockdev")
             .args(["--setra", &sectors.to_string()])
             .arg(&self.device))
@@ -110,8 +140,36 @@ impl LoopImage {
 impl Drop for LoopImage {
     fn drop(&mut self) {
         if self.mounted {
-            let _ = Command::new("umount").arg(self.mount_point()).status();
+            let unmounted = Command::new("umount")
+                .arg(self.mount_point())
+                .status()
+                .is_ok_and(|s| s.success());
+            // Still busy (a process of the test writes there): detach it
+            // lazily rather than leave a mount behind.
+            if !unmounted {
+                let _ = Command::new("umount")
+                    .arg("-l")
+                    .arg(self.mount_point())
+                    .status();
+            }
         }
         let _ = Command::new("losetup").arg("-d").arg(&self.device).status();
     }
+}
+
+/// `f` mapped shared and read-only with every page touched, so mapped
+/// into this process until the map is dropped: pages mapped into a process
+/// cannot be evicted (fadvise and drop_caches skip them), as when another
+/// program has the file mapped.
+pub fn map_every_page(f: &std::fs::File) -> std::io::Result<fsprof_sys::mmap::SharedMap> {
+    let len = usize::try_from(f.metadata()?.len())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    let map = fsprof_sys::mmap::SharedMap::new(f, len)?;
+    let page = fsprof_sys::host::page_size();
+    let mut sum = 0u64;
+    for off in (0..len.saturating_sub(7)).step_by(page) {
+        sum = sum.wrapping_add(map.u64_at(off));
+    }
+    std::hint::black_box(sum);
+    Ok(map)
 }

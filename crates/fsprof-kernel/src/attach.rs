@@ -741,82 +741,9 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
     let filter = filter.unwrap_or_else(|| Filter::Targets {
         map_fd: maps.targets.as_ref().map_or(-1, Map::fd),
     });
-    let mut b = Builder {
-        o,
-        root,
-        sh: maps.shared(o.resolution.get()),
-        block_sh: maps.block_shared(o.resolution.get()),
-        filter,
-        progs: Vec::new(),
-        atts: Vec::new(),
-        starts: Vec::new(),
-        mask: None,
-        fs_ops: Vec::new(),
-        layers: Vec::new(),
-        notes: Vec::new(),
-        block_wait: false,
-        sys_start_fd: None,
-        charge_maps: Vec::new(),
-        undelivered: None,
-        cgroup_names: false,
-    };
-    let block = b.wanted(
-        o.block,
-        "block",
-        &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
-    );
-    b.block_wait = !o.by_cgroup
-        && o.syscall
-        && block
-        && !o.perf_tracepoints
-        && crate::blockrq::RqLayout::vmlinux().is_ok();
-    let fuse = b.wanted(
-        o.fuse,
-        "fuse",
-        &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
-    );
-    if let Some(t) = &maps.targets {
-        b.follow_forks(t)?;
-    }
-    if o.syscall {
-        b.attach_syscalls()?;
-    }
-    if o.fs {
-        b.attach_fs()?;
-    }
-    if block {
-        b.attach_block()?;
-    }
-    if fuse {
-        let tps = ("fuse", "fuse_request_send", "fuse_request_end");
-        b.attach_requests(layer::FUSE, tps, "fsprof_fuse_start", fuse_progs)?;
-    }
-    if let Some(c) = &maps.cgroups {
-        b.attach_cgroup_names(c);
-    }
-    let s = Session {
-        layout,
-        stats: maps.stats,
-        sys_stats: maps.sys_stats,
-        hist: maps.hist,
-        targets: maps.targets,
-        on: maps.on,
-        blk_stats: maps.blk_stats,
-        blk_hist: maps.blk_hist,
-        starts: b.starts,
-        fs_ops: b.fs_ops,
-        _attachments: b.atts,
-        _progs: b.progs,
-        _thresh: maps.thresh,
-        _mask: b.mask,
-        block_wait: !b.charge_maps.is_empty() && b.layers.contains(&layer::BLOCK),
-        _charge_maps: b.charge_maps,
-        blk_undelivered: b.undelivered,
-        layers: b.layers,
-        notes: b.notes,
-        cgroups: maps.cgroups,
-        cgroup_names: b.cgroup_names,
-    };
+    let mut b = Builder::new(o, root, &maps, filter);
+    b.attach_layers(&maps)?;
+    let s = b.into_session(maps, layout);
     if let Target::Tree(pids) = &o.target {
         for &p in pids {
             for d in fsprof_sys::process::descendants(p) {
@@ -825,4 +752,96 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
         }
     }
     Ok(s)
+}
+
+impl<'a> Builder<'a> {
+    fn new(o: &'a Options, root: PathBuf, maps: &Maps, filter: Filter) -> Builder<'a> {
+        Builder {
+            o,
+            root,
+            sh: maps.shared(o.resolution.get()),
+            block_sh: maps.block_shared(o.resolution.get()),
+            filter,
+            progs: Vec::new(),
+            atts: Vec::new(),
+            starts: Vec::new(),
+            mask: None,
+            fs_ops: Vec::new(),
+            layers: Vec::new(),
+            notes: Vec::new(),
+            block_wait: false,
+            sys_start_fd: None,
+            charge_maps: Vec::new(),
+            undelivered: None,
+            cgroup_names: false,
+        }
+    }
+
+    /// Attaches every layer asked for that the kernel has: syscalls, fs,
+    /// block, FUSE, and the cgroup names of a by-cgroup session.
+    fn attach_layers(&mut self, maps: &Maps) -> Result<(), Error> {
+        let o = self.o;
+        let block = self.wanted(
+            o.block,
+            "block",
+            &[("block", "block_rq_issue"), ("block", "block_rq_complete")],
+        );
+        self.block_wait = !o.by_cgroup
+            && o.syscall
+            && block
+            && !o.perf_tracepoints
+            && crate::blockrq::RqLayout::vmlinux().is_ok();
+        let fuse = self.wanted(
+            o.fuse,
+            "fuse",
+            &[("fuse", "fuse_request_send"), ("fuse", "fuse_request_end")],
+        );
+        if let Some(t) = &maps.targets {
+            self.follow_forks(t)?;
+        }
+        if o.syscall {
+            self.attach_syscalls()?;
+        }
+        if o.fs {
+            self.attach_fs()?;
+        }
+        if block {
+            self.attach_block()?;
+        }
+        if fuse {
+            let tps = ("fuse", "fuse_request_send", "fuse_request_end");
+            self.attach_requests(layer::FUSE, tps, "fsprof_fuse_start", fuse_progs)?;
+        }
+        if let Some(c) = &maps.cgroups {
+            self.attach_cgroup_names(c);
+        }
+        Ok(())
+    }
+
+    /// The session that owns the maps, programs and attachments.
+    fn into_session(self, maps: Maps, layout: BucketLayout) -> Session {
+        Session {
+            layout,
+            stats: maps.stats,
+            sys_stats: maps.sys_stats,
+            hist: maps.hist,
+            targets: maps.targets,
+            on: maps.on,
+            blk_stats: maps.blk_stats,
+            blk_hist: maps.blk_hist,
+            starts: self.starts,
+            fs_ops: self.fs_ops,
+            _attachments: self.atts,
+            _progs: self.progs,
+            _thresh: maps.thresh,
+            _mask: self.mask,
+            block_wait: !self.charge_maps.is_empty() && self.layers.contains(&layer::BLOCK),
+            _charge_maps: self.charge_maps,
+            blk_undelivered: self.undelivered,
+            layers: self.layers,
+            notes: self.notes,
+            cgroups: maps.cgroups,
+            cgroup_names: self.cgroup_names,
+        }
+    }
 }

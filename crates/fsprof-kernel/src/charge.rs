@@ -151,21 +151,33 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     entry0(&mut a, c.completing_fd, cpu_done);
     a.st_imm(Size::DW, R0, 0, 0);
     a.bind(cpu_done);
+    record_sleep(&mut a, c, next_side);
+    // The task that runs again, if any profiled thread is asleep.
+    a.bind(next_side);
+    charge_wake_up(&mut a, c, out);
+    progs::end(a, out)
+}
+
+/// Rule 1, for the task going to sleep (prev is current; the context is
+/// in R6): uninterruptibly, not preempted, a profiled thread inside a
+/// profiled call. Records since when it sleeps and counts it asleep;
+/// jumps to `done` when it is not such a task.
+fn record_sleep(a: &mut Asm, c: &Charge, done: Label) {
     // The task going to sleep (prev is current): uninterruptibly, not
     // preempted, a profiled thread inside a profiled call.
     a.ldx(Size::DW, R1, R6, 0);
-    a.jmp_imm(Jmp::Ne, R1, 0, next_side);
+    a.jmp_imm(Jmp::Ne, R1, 0, done);
     a.ldx(Size::DW, R1, R6, 24);
     a.alu_imm(Alu::And, R1, TASK_UNINTERRUPTIBLE);
-    a.jmp_imm(Jmp::Eq, R1, 0, next_side);
-    progs::emit_filter(&mut a, &c.filter, next_side);
+    a.jmp_imm(Jmp::Eq, R1, 0, done);
+    progs::emit_filter(a, &c.filter, done);
     a.call(helper::GET_CURRENT_PID_TGID);
     a.mov(R7, R0);
-    progs::start_key(&mut a, R7, 0);
-    lookup(&mut a, c.sys_start_fd, progs::START_KEY);
-    a.jmp_imm(Jmp::Eq, R0, 0, next_side);
+    progs::start_key(a, R7, 0);
+    lookup(a, c.sys_start_fd, progs::START_KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, done);
     a.ldx(Size::DW, R1, R0, 0);
-    a.jmp_imm(Jmp::Eq, R1, 0, next_side);
+    a.jmp_imm(Jmp::Eq, R1, 0, done);
     a.mov(R1, R7);
     a.alu_imm(Alu::Lsh, R1, 32);
     a.alu_imm(Alu::Rsh, R1, 32);
@@ -176,12 +188,12 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     // state is no longer uninterruptible (TASK_WAKING or running).
     let fresh = a.label();
     a.st_imm(Size::DW, R10, BT_VAL + 16, 0);
-    lookup(&mut a, c.threads_fd, T_KEY);
+    lookup(a, c.threads_fd, T_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, fresh);
     a.ldx(Size::DW, R1, R0, 16);
     a.jmp_imm(Jmp::Eq, R1, 0, fresh);
     a.ldx(Size::DW, R3, R6, 8);
-    progs::probe(&mut a, R1, R3, c.task_state, Size::W);
+    progs::probe(a, R1, R3, c.task_state, Size::W);
     a.alu_imm(Alu::And, R1, TASK_UNINTERRUPTIBLE);
     a.jmp_imm(Jmp::Ne, R1, 0, fresh);
     a.st_imm(Size::DW, R10, BT_VAL + 16, 1);
@@ -189,19 +201,24 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.stx(Size::DW, R10, BT_VAL, R7);
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, BT_VAL + 8, R0);
-    update(&mut a, c.threads_fd, T_KEY, BT_VAL, 0);
-    a.jmp_imm(Jmp::Ne, R0, 0, next_side);
-    entry0(&mut a, c.global_fd, next_side);
+    update(a, c.threads_fd, T_KEY, BT_VAL, 0);
+    a.jmp_imm(Jmp::Ne, R0, 0, done);
+    entry0(a, c.global_fd, done);
     a.mov_imm(R1, 1);
     a.atomic_add64(R0, 8, R1);
-    // The task that runs again, if any profiled thread is asleep.
-    a.bind(next_side);
-    entry0(&mut a, c.global_fd, out);
+}
+
+/// Rule 2, for the task that runs again (the context is in R6) while some
+/// profiled thread is asleep: a sleep a block completion ended, or during
+/// which one completed, is charged to the call it began in. Jumps to `out`
+/// when there is nothing to charge.
+fn charge_wake_up(a: &mut Asm, c: &Charge, out: Label) {
+    entry0(a, c.global_fd, out);
     a.ldx(Size::DW, R1, R0, 8);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
     a.ldx(Size::DW, R3, R6, 16);
-    task_key(&mut a, c, R3);
-    lookup(&mut a, c.threads_fd, T_KEY);
+    task_key(a, c, R3);
+    lookup(a, c.threads_fd, T_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.mov(R6, R0);
     a.ldx(Size::DW, R7, R6, 8);
@@ -209,7 +226,7 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.st_imm(Size::DW, R6, 8, 0);
     a.ldx(Size::DW, R8, R6, 16);
     a.st_imm(Size::DW, R6, 16, 0);
-    entry0(&mut a, c.global_fd, out);
+    entry0(a, c.global_fd, out);
     a.mov_imm(R1, -1);
     a.atomic_add64(R0, 8, R1);
     // Woken by a block completion, or one completed while it slept.
@@ -221,8 +238,8 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     // The call it is in, if any (the sleep began inside one; the entry is
     // gone or zeroed if the call ended meanwhile).
     a.ldx(Size::DW, R1, R6, 0);
-    progs::start_key(&mut a, R1, 0);
-    lookup(&mut a, c.sys_start_fd, progs::START_KEY);
+    progs::start_key(a, R1, 0);
+    lookup(a, c.sys_start_fd, progs::START_KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.mov(R8, R0);
     a.ldx(Size::DW, R1, R8, 0);
@@ -236,5 +253,4 @@ pub fn sched_switch(c: &Charge) -> Vec<Insn> {
     a.jmp_reg(Jmp::Le, R9, R7, out);
     a.alu_reg(Alu::Sub, R9, R7);
     a.atomic_add64(R8, 16, R9);
-    progs::end(a, out)
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::compare::{Comparison, OpComparison};
+use fsprof_analysis::compare::{Check, Comparison, LayerShift, OpComparison, Terms};
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
@@ -15,21 +15,33 @@ use fsprof_core::Resolution;
 use serde::Serialize;
 
 use crate::fmt::field;
-use crate::reason::{compare_reason, pair_reason, peak_label, top_reason};
+use crate::reason::{
+    compare_reason, layer_shift, p_value, pair_reason, peak_label, test_name, top_reason,
+};
 
-/// `fsprof compare`'s text output: the interesting ops with their reasons,
-/// then a table of every op.
+/// `fsprof compare`'s text output: how the verdict was reached, the
+/// interesting ops with their reasons, then a table of every op.
 pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut out = String::new();
+    let runs = |n: usize| {
+        if n == 1 {
+            String::new()
+        } else {
+            format!(" ({n} runs)")
+        }
+    };
     let _ = writeln!(
         out,
-        "A = {a_name}\nB = {b_name}\nmethod {} (threshold {:.2}), ops under {} of calls and latency ignored",
-        c.method,
-        c.threshold,
-        pct(c.negligible)
+        "A = {a_name}{}\nB = {b_name}{}",
+        runs(c.terms.runs_a),
+        runs(c.terms.runs_b)
     );
+    let _ = writeln!(out, "{}", verdict_rule(c));
+    for s in c.layer_shifts.iter().filter_map(|s| layer_shift(c, s)) {
+        let _ = writeln!(out, "profile shift {s}");
+    }
     let hits: Vec<_> = c.interesting().collect();
-    if hits.is_empty() {
+    if !c.any_interesting() {
         let _ = writeln!(out, "\nno op changed significantly");
     } else {
         let _ = writeln!(out, "\n{} interesting op(s):", hits.len());
@@ -37,16 +49,49 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
             let _ = writeln!(out, "  {}/{}", o.layer, compare_reason(c, o));
         }
     }
+    table(&mut out, c);
+    crate::terminal_safe(out)
+}
+
+/// How compare decided, in two or three lines.
+fn verdict_rule(c: &Comparison) -> String {
+    let mut s = format!(
+        "an op changed when a test finds it beyond the noise between runs (alpha {}, Holm over all tests) and the change moves at least {} of its layer's latency",
+        c.terms.alpha,
+        pct(c.terms.min_share)
+    );
+    if c.terms.runs_a == 1 || c.terms.runs_b == 1 {
+        let _ = write!(
+            s,
+            "\none run per side: the spread between runs is assumed (±{:.2} powers of two); give several runs per side (A1 A2 A3 --vs B1 B2 B3) to measure it",
+            c.terms.spread
+        );
+    }
+    let _ = write!(
+        s,
+        "\nscore {}; ops under {} of calls and latency ignored",
+        c.terms.method,
+        pct(c.terms.negligible)
+    );
+    s
+}
+
+fn table(out: &mut String, c: &Comparison) {
     let w = crate::fmt::name_column(c.ops.iter().map(|o| o.op.as_str()));
     let _ = writeln!(
         out,
-        "\n  {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5}  status",
-        "layer", "op", "calls A", "calls B", "total A", "total B", "score", "peaks"
+        "\n  {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5} {:>14}  status",
+        "layer", "op", "calls A", "calls B", "total A", "total B", "score", "peaks", "test p"
     );
     for o in &c.ops {
+        let test = o
+            .decided_by()
+            .or_else(|| o.nearest())
+            .map(|k| format!("{} {}", test_name(k.test), p_value(k.p_value)))
+            .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "{} {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5}  {}",
+            "{} {:<7} {:<w$} {:>10} {:>10} {:>9} {:>9} {:>8} {:>5} {:>14}  {}",
             if o.interesting { "*" } else { " " },
             o.layer,
             o.op,
@@ -58,10 +103,10 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
                 .map(|s| format!("{s:.3}"))
                 .unwrap_or_else(|| "-".into()),
             format!("{}→{}", o.peaks_a.len(), o.peaks_b.len()),
+            test,
             o.status.name(),
         );
     }
-    crate::terminal_safe(out)
 }
 
 /// `fsprof compare --format json`.
@@ -81,8 +126,9 @@ pub struct ComparisonJson<'a> {
 #[derive(Serialize)]
 pub struct ComparisonBody<'a> {
     #[serde(flatten)]
-    pub comparison: &'a Comparison,
+    pub terms: &'a Terms,
     pub ops: Vec<OpJson<'a>>,
+    pub layer_shifts: &'a [LayerShift],
 }
 
 #[derive(Serialize)]
@@ -101,7 +147,8 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         b: b_name,
         interesting: c.any_interesting(),
         comparison: ComparisonBody {
-            comparison: c,
+            terms: &c.terms,
+            layer_shifts: &c.layer_shifts,
             ops: c
                 .ops
                 .iter()
@@ -117,15 +164,17 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
 /// Every CSV here, like the text, is passed through [`crate::terminal_safe`]
 /// itself: it is printed to a terminal as often as to a file, and a caller
 /// that prints it directly (`compare`) must not have to remember to.
-pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,reason";
+pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,test,effect,moved,p_value,level,reason";
 
 pub fn comparison_csv(c: &Comparison) -> String {
     let mut out = String::from(COMPARISON_CSV_HEADER);
     out.push('\n');
     for o in &c.ops {
+        let k = o.decided_by().or_else(|| o.nearest());
+        let num = |f: fn(&Check) -> f64| k.map(|k| format!("{:.6}", f(k))).unwrap_or_default();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             field(&o.layer),
             field(&o.op),
             o.status.name(),
@@ -138,6 +187,13 @@ pub fn comparison_csv(c: &Comparison) -> String {
             o.total_ns_b,
             o.peaks_a.len(),
             o.peaks_b.len(),
+            k.map(|k| test_name(k.test)).unwrap_or_default(),
+            num(|k| k.effect),
+            num(|k| k.moved),
+            k.map(|k| format!("{:e}", k.p_value)).unwrap_or_default(),
+            k.and_then(|k| k.level)
+                .map(|l| format!("{l:e}"))
+                .unwrap_or_default(),
             field(&compare_reason(c, o))
         );
     }
@@ -362,5 +418,27 @@ mod tests {
             "{csv:?}"
         );
         assert!(csv.contains("re\\x1b]0;pwned\\x07\\u{202e}ad"), "{csv:?}");
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use fsprof_analysis::compare::{compare_profiles, CompareOptions};
+    use fsprof_testkit::profiles::{op, profile_of};
+
+    /// Every key of the comparison once (a flattened struct with a field of
+    /// the same name writes it twice, and readers keep either).
+    #[test]
+    fn comparison_json_has_each_key_once() {
+        let a = profile_of("user", vec![op("read", &[(9, 100)])]);
+        let b = profile_of("user", vec![op("read", &[(12, 100)])]);
+        let c = compare_profiles(&a, &b, &CompareOptions::default());
+        let text = super::comparison_json(&c, "a", "b");
+        assert_eq!(text.matches("\n    \"ops\": [").count(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let read = &v["comparison"]["ops"][0];
+        assert!(read["reason"].as_str().unwrap().starts_with("read: "));
+        assert_eq!(read["checks"][0]["test"], "shift");
+        assert_eq!(v["comparison"]["runs_a"], 1);
     }
 }

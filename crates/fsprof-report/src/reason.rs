@@ -4,7 +4,8 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak, Status,
+    Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak, Spread, Status,
+    TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
 use fsprof_analysis::peak_labels::PeakLabel;
@@ -95,29 +96,112 @@ fn moved(m: &Moved, u: Unit) -> String {
     }
 }
 
+/// A p-value as people read it: `0.0004`, `0.21`, `<1e-6`.
+pub fn p_value(p: f64) -> String {
+    if p < 1e-6 {
+        "<1e-6".into()
+    } else if p < 0.001 {
+        format!("{p:.1e}")
+    } else if p < 0.01 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// `2.01×`, `13.4×`, `1308×`, from a change in powers of two.
+fn times(powers: f64) -> String {
+    let x = powers.abs().exp2();
+    if x < 10.0 {
+        format!("{x:.2}×")
+    } else if x < 100.0 {
+        format!("{x:.1}×")
+    } else {
+        format!("{x:.0}×")
+    }
+}
+
+/// What a test found, without its verdict: `calls 2.01× slower`, `time
+/// in it 1.30× longer`.
+pub fn test_finding(k: &Check, u: Unit) -> String {
+    let up = k.effect > 0.0;
+    match k.test {
+        TestKind::Shift => format!("calls {} {}", times(k.effect), direction(u, up)),
+        TestKind::Time => format!(
+            "time in it {} {}",
+            times(k.effect),
+            if up { "longer" } else { "shorter" }
+        ),
+    }
+}
+
+/// How a test's verdict came about: `p 0.0004 ≤ 0.025, spread between
+/// runs ±0.12` or why it could not decide.
+pub fn test_verdict(c: &Comparison, k: &Check) -> String {
+    let spread = match k.spread {
+        Spread::Runs { sd, .. } => format!(", spread between runs ±{sd:.2}"),
+        Spread::Assumed { sd, .. } => format!(", one run per side: assumed spread ±{sd:.2}"),
+    };
+    match k.level {
+        None => format!(
+            "moves {} of the latency, under {}: cannot decide",
+            pct(k.moved),
+            pct(c.terms.min_share)
+        ),
+        Some(l) if k.decides => format!("p {} ≤ {}{spread}", p_value(k.p_value), p_value(l)),
+        Some(l) if k.p_value <= l => format!(
+            "p {} ≤ {}, but a clearer test failed first (Holm)",
+            p_value(k.p_value),
+            p_value(l)
+        ),
+        Some(l) => format!("p {} > {}{spread}", p_value(k.p_value), p_value(l)),
+    }
+}
+
+/// The one-line verdict of a compared op: the deciding test, else the
+/// nearest one with why it did not decide. Effects are beyond the shift
+/// the op's whole layer made, when there was one.
+fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
+    let beyond = c
+        .layer_shifts
+        .iter()
+        .any(|s| s.layer == o.layer && s.ops >= 3 && s.shift.abs() >= 0.05);
+    let found = |k: &Check| {
+        let mut f = test_finding(k, u);
+        if beyond {
+            f.push_str(" beyond the profile shift");
+        }
+        f
+    };
+    if let Some(k) = o.decided_by() {
+        return Some(format!(
+            "{} (by {}: {})",
+            found(k),
+            test_name(k.test),
+            test_verdict(c, k)
+        ));
+    }
+    let k = o.nearest()?;
+    Some(format!("no change: {}, {}", found(k), test_verdict(c, k)))
+}
+
+/// `shift`, `time`.
+pub fn test_name(t: TestKind) -> &'static str {
+    match t {
+        TestKind::Shift => "shift",
+        TestKind::Time => "time",
+    }
+}
+
 /// One line for people, starting with the op name: `read: new peak at
-/// 2.10ms..4.19ms, 12% of total latency; EMD 1.20 ≥ 0.50; ...`.
+/// 2.10ms..4.19ms, 12% of total latency; time in it 3.10× longer (by time:
+/// p 2.1e-5 ≤ 0.025, one run per side: assumed spread ±0.31); EMD 1.20
+/// (1.02 powers of two slower); geometric mean 1.2µs → 2.4µs`.
 pub fn compare_reason(c: &Comparison, o: &OpComparison) -> String {
     let name = &o.op;
     let u = Unit::of(&o.layer);
     let d = match &o.finding {
-        Finding::OneSided { counts } => {
-            let (side, n, share) = if o.status == Status::Added {
-                ("B", o.calls_b, o.latency_share_b)
-            } else {
-                ("A", o.calls_a, o.latency_share_a)
-            };
-            let minor = if *counts {
-                String::new()
-            } else {
-                format!(" (under {}: does not count as a change)", pct(c.negligible))
-            };
-            return format!(
-                "{name}: only in {side}, {}, {} of total latency{minor}",
-                calls(n),
-                pct(share)
-            );
-        }
+        Finding::OneSided { counts } => return one_sided(c, o, *counts),
         Finding::Identical => return format!("{name}: identical"),
         Finding::TooFewCalls => {
             return format!(
@@ -128,18 +212,18 @@ pub fn compare_reason(c: &Comparison, o: &OpComparison) -> String {
         Finding::Negligible => {
             return format!(
                 "{name}: negligible (under {} of calls and latency on both sides)",
-                pct(c.negligible)
+                pct(c.terms.negligible)
             )
         }
         Finding::Compared(d) => d,
     };
     let mut parts = Vec::new();
     if let Some(l) = &d.lead {
-        parts.push(peak_change(l, c.resolution, u));
+        parts.push(peak_change(l, c.terms.resolution, u));
     }
+    parts.extend(verdict(c, o, u));
     if let Some(s) = o.score {
-        let cmp = if s >= c.threshold { "≥" } else { "<" };
-        let mut line = format!("{} {s:.2} {cmp} {:.2}", method_label(o.method), c.threshold);
+        let mut line = format!("{} {s:.2}", method_label(o.method));
         if let Some(shift) = d.shift {
             let dir = direction(u, shift > 0.0);
             line.push_str(&format!(" ({:.2} powers of two {dir})", shift.abs()));
@@ -148,6 +232,55 @@ pub fn compare_reason(c: &Comparison, o: &OpComparison) -> String {
     }
     parts.push(moved(&d.moved, u));
     format!("{name}: {}", parts.join("; "))
+}
+
+fn one_sided(c: &Comparison, o: &OpComparison, counts: bool) -> String {
+    let (side, n, share) = if o.status == Status::Added {
+        ("B", o.calls_b, o.latency_share_b)
+    } else {
+        ("A", o.calls_a, o.latency_share_a)
+    };
+    let minor = if counts {
+        String::new()
+    } else if share < c.terms.min_share {
+        format!(
+            " (under {}: does not count as a change)",
+            pct(c.terms.min_share)
+        )
+    } else {
+        format!(" (not in every run of {side}: does not count as a change)")
+    };
+    format!(
+        "{}: only in {side}, {}, {} of total latency{minor}",
+        o.op,
+        calls(n),
+        pct(share)
+    )
+}
+
+/// The profile shift of a layer in words, when there is one worth naming
+/// or it decided: `user: every op 1.62× slower in B (the median of 5 ops),
+/// taken out before each op is judged; no change: p 0.21 > 0.05, ...`.
+pub fn layer_shift(c: &Comparison, s: &fsprof_analysis::compare::LayerShift) -> Option<String> {
+    if s.ops < 3 || (s.shift.abs() < 0.05 && !s.decides()) {
+        return None;
+    }
+    let mut line = format!(
+        "{}: every op {} {} in B (the median of {} ops), taken out before each op is judged",
+        s.layer,
+        times(s.shift),
+        direction(Unit::of(&s.layer), s.shift > 0.0),
+        s.ops
+    );
+    if let Some(k) = &s.check {
+        let verdict = test_verdict(c, k);
+        if s.decides() {
+            line.push_str(&format!("; a change of the whole layer ({verdict})"));
+        } else {
+            line.push_str(&format!("; not a change by itself ({verdict})"));
+        }
+    }
+    Some(line)
 }
 
 /// Why `report --interesting` picked an op: `read: 62% of user latency, 2
@@ -229,8 +362,10 @@ mod tests {
         let b = profile(vec![op("read", &[(12, 100)])]);
         let c = compare_profiles(&a, &b, &CompareOptions::default());
         let r = reason_of(&c, "read");
+        assert!(r.contains("EMD 3.00 (3.00 powers of two slower)"), "{r}");
         assert!(
-            r.contains("EMD 3.00 ≥ 0.50 (3.00 powers of two slower)"),
+            r.contains("calls 8.00× slower (by shift: p ")
+                && r.contains("one run per side: assumed spread ±"),
             "{r}"
         );
         let c = compare_profiles(&b, &a, &CompareOptions::default());
@@ -267,7 +402,7 @@ mod tests {
         let c = compare_profiles(&a, &b, &CompareOptions::default());
         assert_eq!(
             reason_of(&c, "fcntl"),
-            "fcntl: only in B, 11 calls, 0.0% of total latency (under 1.0%: does not count as a change)"
+            "fcntl: only in B, 11 calls, 0.0% of total latency (under 2.0%: does not count as a change)"
         );
         assert_eq!(reason_of(&c, "read"), "read: identical");
         assert_eq!(

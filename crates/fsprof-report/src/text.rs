@@ -10,7 +10,7 @@ use fsprof_core::units::format_ns;
 use fsprof_core::{OpStats, Profile, Resolution};
 
 use crate::fmt::group;
-use crate::summary::Summary;
+use crate::summary::{LayerSummary, Row, Summary};
 use crate::ReportOptions;
 
 /// Width of a histogram bar at the bucket with most calls.
@@ -21,8 +21,10 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     header(&mut out, p);
     // The measurement floor of the clock that timed the calls, when the
     // profile knows it (the user layer's shim and fsprof mount measure it).
-    let floor = p.meta.overhead.as_ref().map(|o| o.min_recordable_ns);
-    let mut floor_told = false;
+    let mut floor = Floor {
+        ns: p.meta.overhead.as_ref().map(|o| o.min_recordable_ns),
+        told: false,
+    };
     for l in &s.layers {
         // A byte layer's values, totals and quantiles are bytes.
         let u = Unit::of(l.name);
@@ -39,67 +41,10 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
             let _ = writeln!(out, "  (no calls)");
             continue;
         }
-        let w = crate::fmt::name_column(l.rows.iter().map(|r| r.op.name.as_str()));
-        let _ = writeln!(
-            out,
-            "  {:<w$} {:>11} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9}",
-            "op", "calls", "errors", "total", "share", "mean", "p50", "p99"
-        );
-        for r in &l.rows {
-            let _ = writeln!(
-                out,
-                "  {:<w$} {:>11} {:>8} {:>10} {:>5.1}% {:>9} {:>9} {:>9}",
-                r.op.name,
-                group(r.op.post),
-                group(r.op.errors),
-                u.format(r.op.total_ns as f64),
-                r.share * 100.0,
-                u.format(r.op.mean_ns()),
-                u.format(r.p50_ns),
-                u.format(r.p99_ns),
-            );
-        }
-        // A command's exit ends a capture; without one, tracing stopped
-        // (--duration, Ctrl-C) while calls were in progress.
-        let why = if p.meta.exit.is_some() {
-            "their process ended inside them, or was still in them when the command exited"
-        } else {
-            "they were in progress when tracing stopped"
-        };
-        for r in l.rows.iter().filter(|r| r.op.unfinished() > 0) {
-            let _ = writeln!(
-                out,
-                "  note: {}: {} call(s) entered but not returned ({why})",
-                r.op.name,
-                r.op.unfinished()
-            );
-        }
+        op_table(&mut out, l, u);
+        unfinished(&mut out, l, p.meta.exit.is_some());
         for r in l.rows.iter().take(opts.top) {
-            let _ = writeln!(
-                out,
-                "\n{}/{}: {} calls, {} total, {:.1}% of the layer; p50 in {}, p99 in {}",
-                l.name,
-                r.op.name,
-                group(r.op.post),
-                u.format(r.op.total_ns as f64),
-                r.share * 100.0,
-                range_in(r.p50_range_ns, u),
-                range_in(r.p99_range_ns, u),
-            );
-            // The clock's floor says nothing about byte counts.
-            let floor = floor.filter(|_| u == Unit::Ns);
-            let (text, marked) = histogram_in(r.op, p.resolution(), floor, u);
-            out.push_str(&text);
-            if marked && !floor_told {
-                floor_told = true;
-                let _ = writeln!(
-                    out,
-                    "  (< floor: calls shorter than the smallest recordable latency, {} (two back-to-back clock\n   \
-                     reads): fsprof only knows they were that fast, e.g. answered by libc from memory without a\n   \
-                     system call; 0ns: within one clock tick)",
-                    format_ns(floor.unwrap_or(0.0))
-                );
-            }
+            top_op(&mut out, l.name, r, p.resolution(), &mut floor);
         }
     }
     if opts.processes && !p.processes.is_empty() {
@@ -108,20 +53,133 @@ pub fn render(p: &Profile, s: &Summary, opts: &ReportOptions) -> String {
     out
 }
 
+/// The clock's measurement floor, and whether the report explained it yet
+/// (once, under the first histogram that marks it).
+struct Floor {
+    ns: Option<f64>,
+    told: bool,
+}
+
+/// One layer's ops, ranked, one line each.
+fn op_table(out: &mut String, l: &LayerSummary, u: Unit) {
+    let w = crate::fmt::name_column(l.rows.iter().map(|r| r.op.name.as_str()));
+    let _ = writeln!(
+        out,
+        "  {:<w$} {:>11} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9}",
+        "op", "calls", "errors", "total", "share", "mean", "p50", "p99"
+    );
+    for r in &l.rows {
+        let _ = writeln!(
+            out,
+            "  {:<w$} {:>11} {:>8} {:>10} {:>5.1}% {:>9} {:>9} {:>9}",
+            r.op.name,
+            group(r.op.post),
+            group(r.op.errors),
+            u.format(r.op.total_ns as f64),
+            r.share * 100.0,
+            u.format(r.op.mean_ns()),
+            u.format(r.p50_ns),
+            u.format(r.p99_ns),
+        );
+    }
+}
+
+/// A note per op with calls that entered and never returned.
+fn unfinished(out: &mut String, l: &LayerSummary, exited: bool) {
+    // A command's exit ends a capture; without one, tracing stopped
+    // (--duration, Ctrl-C) while calls were in progress.
+    let why = if exited {
+        "their process ended inside them, or was still in them when the command exited"
+    } else {
+        "they were in progress when tracing stopped"
+    };
+    for r in l.rows.iter().filter(|r| r.op.unfinished() > 0) {
+        let _ = writeln!(
+            out,
+            "  note: {}: {} call(s) entered but not returned ({why})",
+            r.op.name,
+            r.op.unfinished()
+        );
+    }
+}
+
+/// A top op's summary line and histogram.
+fn top_op(out: &mut String, layer: &str, r: &Row, res: Resolution, floor: &mut Floor) {
+    let u = Unit::of(layer);
+    let _ = writeln!(
+        out,
+        "\n{}/{}: {} calls, {} total, {:.1}% of the layer; p50 in {}, p99 in {}",
+        layer,
+        r.op.name,
+        group(r.op.post),
+        u.format(r.op.total_ns as f64),
+        r.share * 100.0,
+        range_in(r.p50_range_ns, u),
+        range_in(r.p99_range_ns, u),
+    );
+    // The clock's floor says nothing about byte counts.
+    let ns = floor.ns.filter(|_| u == Unit::Ns);
+    let (text, marked) = histogram_in(r.op, res, ns, u);
+    out.push_str(&text);
+    if marked && !floor.told {
+        floor.told = true;
+        let _ = writeln!(
+            out,
+            "  (< floor: calls shorter than the smallest recordable latency, {} (two back-to-back clock\n   \
+             reads): fsprof only knows they were that fast, e.g. answered by libc from memory without a\n   \
+             system call; 0ns: within one clock tick)",
+            format_ns(ns.unwrap_or(0.0))
+        );
+    }
+}
+
 /// The profile's metadata is printed field by field through
 /// `printable::field`: a shared profile's command line or host name must
 /// not carry escape sequences (or line breaks) to the reader's terminal.
 fn header(out: &mut String, p: &Profile) {
     let m = &p.meta;
-    let what = if let Some(target) = &m.target {
+    let _ = writeln!(out, "fsprof {}", what_ran(m));
+    let _ = writeln!(out, "  {}", facts(p).join(" · "));
+    if !m.run.host.is_empty() {
+        let _ = writeln!(
+            out,
+            "  host {} · kernel {} · started {}",
+            field(&m.run.host),
+            field(&m.run.kernel),
+            field(&m.run.start_time)
+        );
+    }
+    conditions(out, m);
+    unprofiled(out, &m.unprofiled);
+    let filtered = m.target.as_deref() != Some(fsprof_core::profile::SYSTEM_WIDE);
+    let unfiltered = p
+        .layers
+        .iter()
+        .find(|l| fsprof_core::layer::system_wide(&l.name));
+    if let Some(l) = unfiltered.filter(|_| filtered) {
+        let _ = writeln!(
+            out,
+            "  {} layer: system-wide, every task's requests, not only the target's (they are issued from plugs, kworkers and interrupts)",
+            l.name
+        );
+    }
+}
+
+/// `run -- grep -r x /usr`, `mount: /mnt`.
+fn what_ran(m: &fsprof_core::profile::Meta) -> String {
+    if let Some(target) = &m.target {
         format!("{}: {}", m.tool, field(target))
     } else if m.command.is_empty() {
         m.tool.to_string()
     } else {
         let words: Vec<String> = m.command.iter().map(|w| shell_quote(w)).collect();
         format!("{} -- {}", m.tool, field(&words.join(" ")))
-    };
-    let _ = writeln!(out, "fsprof {what}");
+    }
+}
+
+/// Exit, wall time, processes, clock, buckets, intervals.
+fn facts(p: &Profile) -> Vec<String> {
+    let m = &p.meta;
     let mut facts = Vec::new();
     if let Some(exit) = &m.exit {
         facts.push(match exit {
@@ -149,16 +207,12 @@ fn header(out: &mut String, p: &Profile) {
             format_ns(iv as f64)
         ));
     }
-    let _ = writeln!(out, "  {}", facts.join(" · "));
-    if !m.run.host.is_empty() {
-        let _ = writeln!(
-            out,
-            "  host {} · kernel {} · started {}",
-            field(&m.run.host),
-            field(&m.run.kernel),
-            field(&m.run.start_time)
-        );
-    }
+    facts
+}
+
+/// What the profiler cost, what it was merged from, its settings and
+/// notes.
+fn conditions(out: &mut String, m: &fsprof_core::profile::Meta) {
     if let Some(o) = &m.overhead {
         let share = if m.duration_ns > 0 {
             o.estimated_total_ns as f64 * 100.0 / m.duration_ns as f64
@@ -185,19 +239,6 @@ fn header(out: &mut String, p: &Profile) {
     }
     for n in &m.notes {
         let _ = writeln!(out, "  note: {}", field(n));
-    }
-    unprofiled(out, &m.unprofiled);
-    let filtered = m.target.as_deref() != Some(fsprof_core::profile::SYSTEM_WIDE);
-    let unfiltered = p
-        .layers
-        .iter()
-        .find(|l| fsprof_core::layer::system_wide(&l.name));
-    if let Some(l) = unfiltered.filter(|_| filtered) {
-        let _ = writeln!(
-            out,
-            "  {} layer: system-wide, every task's requests, not only the target's (they are issued from plugs, kworkers and interrupts)",
-            l.name
-        );
     }
 }
 

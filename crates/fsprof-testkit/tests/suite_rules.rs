@@ -335,3 +335,24 @@ echo "$*" >> "$FAKE_CARGO_LOG""#,
     );
     assert!(runs[0].trim_end().ends_with("-E test(x)"), "{}", runs[0]);
 }
+
+/// No non-test function is over 100 lines, counted from its `fn` line to
+/// its closing brace, comments included (`scripts/long-functions`, which
+/// also reads the shim's C); clippy's too_many_lines counts code lines
+/// only, so a long function with long comments would pass it.
+#[test]
+fn no_function_is_over_100_lines() {
+    let root = workspace();
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/long-functions"))
+        .arg(&root)
+        .arg("100")
+        .output()
+        .expect("python3 runs scripts/long-functions");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.trim().is_empty(),
+        "functions over 100 lines (split them where a name explains a part):\n{listed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -353,7 +353,6 @@ fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Reco
     if bits & !F_KNOWN != 0 {
         return Err(bad("unknown fields in a call record"));
     }
-    let has = |b: u32| bits & b != 0;
     let start_ns = start_from(*prev_start, r.i64()?)?;
     *prev_start = start_ns;
     let dur = r.u64()?;
@@ -376,6 +375,15 @@ fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Reco
         errno: r.i32()?,
         ..Default::default()
     };
+    read_operands(r, bits, &mut c)?;
+    read_payload(r, bits, &mut c)?;
+    Ok(Record::Call(c))
+}
+
+/// The call's optional operands, in the order the encoder writes them:
+/// descriptors, paths, flags, mode, offset, length, whence, stat results.
+fn read_operands(r: &mut Reader, bits: u32, c: &mut Call) -> Result<(), DecodeError> {
+    let has = |b: u32| bits & b != 0;
     if has(F_FD) {
         c.fd = Some(r.i32()?);
     }
@@ -415,6 +423,13 @@ fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Reco
     if has(F_STMODE) {
         c.st_mode = Some(r.u32()?);
     }
+    Ok(())
+}
+
+/// What the call moved or returned: a digest or the bytes of its data
+/// (never both), a result buffer, a name, an extra argument.
+fn read_payload(r: &mut Reader, bits: u32, c: &mut Call) -> Result<(), DecodeError> {
+    let has = |b: u32| bits & b != 0;
     if has(F_DIGEST) && has(F_DATA) {
         return Err(bad("a call with both a digest and data"));
     }
@@ -437,7 +452,7 @@ fn decode_call(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Reco
     if has(F_ARG) {
         c.arg = Some(r.i64()?);
     }
-    Ok(Record::Call(c))
+    Ok(())
 }
 
 fn decode_process(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {

@@ -203,7 +203,6 @@ impl Initial {
         let Some(p) = o.path.as_deref() else { return };
         let ok = !c.failed();
         let enoent = c.errno == libc::ENOENT;
-        let flags = c.flags.unwrap_or(0);
         let op = c.op.name();
         match op {
             "open" | "openat" | "creat" | "fopen" => self.observe_open(p, c, o.dir),
@@ -221,6 +220,38 @@ impl Initial {
                     self.absent(p);
                 }
             }
+            "mkdir" | "mkdirat" | "mknod" | "mknodat" | "symlink" | "symlinkat" | "rmdir"
+            | "unlink" | "unlinkat" | "rename" | "renameat" | "renameat2" | "link" | "linkat" => {
+                self.observe_namespace(p, c)
+            }
+            "truncate" | "chmod" | "fchmodat" | "chown" | "lchown" | "fchownat" | "utimensat"
+            | "utime" | "utimes" | "lutimes" => {
+                if ok {
+                    self.exists(p, Kind::Unknown);
+                    if op == "truncate" {
+                        self.changed(p);
+                    }
+                } else if enoent {
+                    self.absent(p);
+                }
+            }
+            "read" | "pread" | "readv" | "preadv" | "preadv2" | "fread" if ok => {
+                self.observe_read(p, c, o.pos, content)
+            }
+            "getdents64" | "readdir" => self.exists(p, Kind::Dir),
+            "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
+            | "ftruncate" | "fallocate" | "posix_fallocate" => self.changed(p),
+            _ => {}
+        }
+    }
+
+    /// A call that creates, removes, renames or links a name: what its
+    /// success or failure says of the path (and of a second one).
+    fn observe_namespace(&mut self, p: &[u8], c: &Call) {
+        let ok = !c.failed();
+        let enoent = c.errno == libc::ENOENT;
+        let op = c.op.name();
+        match op {
             "mkdir" | "mkdirat" => {
                 if ok {
                     self.absent(p);
@@ -235,6 +266,7 @@ impl Initial {
             }
             "rmdir" | "unlink" | "unlinkat" => {
                 if ok {
+                    let flags = c.flags.unwrap_or(0);
                     let dir = op == "rmdir" || flags & libc::AT_REMOVEDIR as i64 != 0;
                     self.exists(p, if dir { Kind::Dir } else { Kind::Unknown });
                     self.removed(p);
@@ -259,31 +291,22 @@ impl Initial {
                     self.created(to);
                 }
             }
-            "truncate" | "chmod" | "fchmodat" | "chown" | "lchown" | "fchownat" | "utimensat"
-            | "utime" | "utimes" | "lutimes" => {
-                if ok {
-                    self.exists(p, Kind::Unknown);
-                    if op == "truncate" {
-                        self.changed(p);
-                    }
-                } else if enoent {
-                    self.absent(p);
-                }
-            }
-            "read" | "pread" | "readv" | "preadv" | "preadv2" | "fread" if ok => {
-                let off = match op {
-                    "pread" | "preadv" | "preadv2" => c.offset.map(|o| o.max(0) as u64),
-                    _ => o.pos,
-                };
-                if let Some(off) = off {
-                    let asked = c.len.unwrap_or(u64::MAX);
-                    self.read_evidence(p, off, c.ret.max(0) as u64, asked, content);
-                }
-            }
-            "getdents64" | "readdir" => self.exists(p, Kind::Dir),
-            "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
-            | "ftruncate" | "fallocate" | "posix_fallocate" => self.changed(p),
             _ => {}
+        }
+    }
+
+    /// A read that succeeded: the bytes it got at its offset (the file
+    /// position `pos` for reads without one) show the file's size and,
+    /// when captured, its content there.
+    fn observe_read(&mut self, p: &[u8], c: &Call, pos: Option<u64>, content: Option<u32>) {
+        let op = c.op.name();
+        let off = match op {
+            "pread" | "preadv" | "preadv2" => c.offset.map(|o| o.max(0) as u64),
+            _ => pos,
+        };
+        if let Some(off) = off {
+            let asked = c.len.unwrap_or(u64::MAX);
+            self.read_evidence(p, off, c.ret.max(0) as u64, asked, content);
         }
     }
 

@@ -11,10 +11,11 @@ use crate::distance;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Finding {
-    /// In one profile only (the op's `status` says which).
+    /// In one side only (the op's `status` says which).
     OneSided {
-        /// Whether it holds at least the negligible share of its layer's
-        /// latency there: a few cheap calls (a new `fcntl`) are no change.
+        /// Whether it decides: it holds at least the material share of its
+        /// layer's latency there (a few cheap calls, a new `fcntl`, are no
+        /// change) and is in every run of that side.
         counts: bool,
     },
     /// Same calls, same histogram.
@@ -69,10 +70,10 @@ pub(super) fn finding(
 ) -> Finding {
     match status {
         Status::Added => Finding::OneSided {
-            counts: b.latency_share >= opts.negligible,
+            counts: b.latency_share >= opts.min_share,
         },
         Status::Removed => Finding::OneSided {
-            counts: a.latency_share >= opts.negligible,
+            counts: a.latency_share >= opts.min_share,
         },
         Status::Identical => Finding::Identical,
         Status::Negligible if a.op.count() < opts.min_calls && b.op.count() < opts.min_calls => {

@@ -1,24 +1,30 @@
-//! Two whole profiles compared op by op, in OSprof §3.2's three phases:
+//! Two sides compared op by op, each side one profile or several runs of
+//! the same thing, in OSprof §3.2's three phases and then a verdict:
 //!
 //! 1. **Negligible pairs are skipped.** An op is negligible when, in both
-//!    profiles, its share of its layer's total latency *and* its share of
+//!    sides, its share of its layer's total latency *and* its share of
 //!    the layer's calls are below [`CompareOptions::negligible`] (default
 //!    1%), or when it has fewer than [`CompareOptions::min_calls`] calls on
 //!    both sides (one call is no distribution). Ops whose counts and
 //!    histograms are equal are `identical`.
 //! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
 //!    compared: a peak of B over a bucket range where A had less than half
-//!    its share of calls (within a power of two) is `new`, the reverse `gone`, and a peak whose
-//!    biggest overlapping peak on the other side has its mode two or more
-//!    powers of two away `moved`. A new or gone peak holding at least
-//!    [`CompareOptions::peak_change_share`] of the op's latency, with the
-//!    op's total latency up (down) by at least half of it, makes the op
-//!    interesting by itself — a few calls that now wait for the disk are a
-//!    change even when they barely move the distribution (turn off with
-//!    `peak_changes: false`).
-//! 3. **The difference is scored** with the chosen [`Method`]; a score at or
-//!    above the threshold makes the op interesting.
+//!    its share of calls (within a power of two) is `new`, the reverse
+//!    `gone`, and a peak whose biggest overlapping peak on the other side
+//!    has its mode two or more powers of two away `moved`. A new or gone
+//!    peak holding at least [`CompareOptions::peak_change_share`] of the
+//!    op's latency, with the op's total latency up (down) by at least half
+//!    of it, is *significant*: named first in the reason (a few calls that
+//!    now wait for the disk are a change even when they barely move the
+//!    distribution, and the verdict's time test finds them).
+//! 3. **The difference is scored** with the chosen [`Method`] (EMD by
+//!    default): how different the shapes are, for ranking and reading.
+//! 4. **The verdict** ([`verdict`]): whether the change stands out from the
+//!    noise two runs of the same thing show, and moves enough of the
+//!    layer's latency to matter. That alone decides whether an op is
+//!    interesting and so compare's exit status.
 //!
+//! Phases 1–3 look at each side's runs merged; the verdict at each run.
 //! The layer is the "whole profile" for shares: different layers time the
 //! same calls at different depths, so adding them up would count time
 //! twice. Histograms at different resolutions are compared at the coarser
@@ -36,26 +42,40 @@ use crate::peaks::{find_peaks_with, Peak, PeakOptions};
 mod finding;
 mod method;
 mod peak_change;
+mod runs;
+pub mod verdict;
 
 pub use finding::{Difference, Finding, Moved};
 pub use method::Method;
 pub use peak_change::{PeakChange, SeenPeak};
+pub use verdict::{Check, Spread, TestKind};
 
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
+    /// How phase 3 scores the shapes (shown and ranked by, never deciding).
     pub method: Method,
-    /// Score at or above which an op is interesting; `None` = the method's
-    /// [`Method::default_threshold`].
-    pub threshold: Option<f64>,
+    /// The chance that a comparison of two sides that differ only by noise
+    /// finds a change (Holm over all of its tests). Default 0.05.
+    pub alpha: f64,
+    /// Share of the layer's latency a change must move to decide; smaller
+    /// changes are listed but cannot make compare exit 1. Default 0.02.
+    pub min_share: f64,
+    /// The spread (standard deviation of one run), in powers of two,
+    /// assumed between runs of the same thing where the runs do not measure
+    /// it (one run per side), and the prior that a few runs' measured
+    /// spread is moderated by. Default 0.3: runs of the same programs on a
+    /// shared 2-CPU machine spread by 0.1–0.4 per op once the profile
+    /// shift is out (docs/benchmarks/analysis.md).
+    pub spread: f64,
+    /// How many runs' worth of evidence the assumed spread carries
+    /// against the measured one. Default 8.
+    pub spread_df: f64,
     /// Phase 1: share of the layer's latency and calls below which an op is
     /// negligible (in both profiles). Default 0.01.
     pub negligible: f64,
     /// Phase 1: ops with fewer calls than this on both sides are
     /// negligible. Default 10.
     pub min_calls: u64,
-    /// Phase 2 on/off: whether a new or gone peak alone makes an op
-    /// interesting. Default true.
-    pub peak_changes: bool,
     /// Phase 2: smallest share of the op's latency a new/gone peak must
     /// hold (on its side) to count; the op's total latency must also have
     /// grown (shrunk) by at least half the peak's latency. Default 0.2.
@@ -69,10 +89,12 @@ impl Default for CompareOptions {
     fn default() -> Self {
         CompareOptions {
             method: Method::Emd,
-            threshold: None,
+            alpha: 0.05,
+            min_share: 0.02,
+            spread: 0.3,
+            spread_df: 8.0,
             negligible: 0.01,
             min_calls: 10,
-            peak_changes: true,
             peak_change_share: 0.2,
             peaks: PeakOptions::default(),
             calibration: None,
@@ -119,8 +141,8 @@ pub struct OpComparison {
     /// The phase-3 score (higher = more different); `None` when the op has
     /// calls on one side only.
     pub score: Option<f64>,
-    /// Whether the op crossed the threshold or had a significant peak
-    /// change (or appeared/disappeared).
+    /// Whether one of its tests decided that it changed (or it appeared
+    /// or vanished holding a material share of the latency).
     pub interesting: bool,
     /// Why, as data (fsprof-report words it).
     pub finding: Finding,
@@ -135,22 +157,83 @@ pub struct OpComparison {
     pub peaks_a: Vec<Peak>,
     pub peaks_b: Vec<Peak>,
     pub peak_changes: Vec<PeakChange>,
+    /// The verdict's tests, in the order run (see [`verdict`]).
+    pub checks: Vec<Check>,
 }
 
-/// The result of [`compare_profiles`].
+impl OpComparison {
+    /// The test that decided the op changed: the one with the smallest
+    /// p-value among those that did.
+    pub fn decided_by(&self) -> Option<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.decides)
+            .min_by(|x, y| x.p_value.total_cmp(&y.p_value))
+    }
+
+    /// The test closest to deciding, material or not: what a reader asks
+    /// about an op that was not flagged.
+    pub fn nearest(&self) -> Option<&Check> {
+        self.checks
+            .iter()
+            .min_by(|x, y| x.p_value.total_cmp(&y.p_value))
+    }
+}
+
+/// The shift every compared op of a layer shares (B over A, in powers of
+/// two), taken out before each op is judged, and judged itself: every op
+/// slower together is a change of the whole layer (a slower kernel or
+/// device, or a busier machine), which only stands out when it is larger
+/// than such shifts are between runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerShift {
+    pub layer: String,
+    pub shift: f64,
+    /// Ops it is the median of (none: fewer than three, and no shift taken
+    /// out).
+    pub ops: usize,
+    /// Its test (with three ops or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+impl LayerShift {
+    pub fn decides(&self) -> bool {
+        self.check.is_some_and(|c| c.decides)
+    }
+}
+
+/// The result of [`compare_runs`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// How it was compared (flattened: its fields are the comparison's).
+    #[serde(flatten)]
+    pub terms: Terms,
+    /// Interesting ops first, ranked (appeared/disappeared ops, then by
+    /// the deciding p-value), then all the others by score.
+    pub ops: Vec<OpComparison>,
+    /// Per layer, the shift all its ops shared.
+    pub layer_shifts: Vec<LayerShift>,
+}
+
+/// The terms of a comparison: what was compared and what decided.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Terms {
     pub method: Method,
-    pub threshold: f64,
+    /// Runs on each side.
+    pub runs_a: usize,
+    pub runs_b: usize,
+    pub alpha: f64,
+    pub min_share: f64,
+    /// The assumed spread between runs, powers of two, and its weight.
+    pub spread: f64,
+    pub spread_df: f64,
     pub negligible: f64,
     /// Ops with fewer calls on both sides were not compared.
     pub min_calls: u64,
     /// The resolution the histograms were compared (and peak indices are
     /// expressed) at.
     pub resolution: Resolution,
-    /// Interesting ops first, ranked (appeared/disappeared ops, then by
-    /// score, highest first), then all the others by score.
-    pub ops: Vec<OpComparison>,
 }
 
 impl Comparison {
@@ -158,11 +241,12 @@ impl Comparison {
         self.ops.iter().filter(|o| o.interesting)
     }
 
+    /// Whether anything changed: an op, or a whole layer.
     pub fn any_interesting(&self) -> bool {
-        self.ops.iter().any(|o| o.interesting)
+        self.ops.iter().any(|o| o.interesting) || self.layer_shifts.iter().any(LayerShift::decides)
     }
 
-    /// `fsprof compare`'s exit status: 1 if any op is interesting, else 0.
+    /// `fsprof compare`'s exit status: 1 if anything changed, else 0.
     pub fn exit_code(&self) -> i32 {
         i32::from(self.any_interesting())
     }
@@ -205,10 +289,54 @@ fn by_name<'x, T: Named>(a: &'x [T], b: &'x [T]) -> ByName<'x> {
 }
 
 /// Compares profile `a` (the baseline) with `b`, every op of every layer
-/// present in either.
+/// present in either: [`compare_runs`] with one run per side.
 pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comparison {
-    let res = a.resolution().min(b.resolution());
-    let threshold = opts.threshold.unwrap_or(opts.method.default_threshold());
+    compare_runs(std::slice::from_ref(a), std::slice::from_ref(b), opts)
+}
+
+/// Compares the runs `a` (the baseline) with the runs `b`: phases 1–3 on
+/// each side's runs merged, the verdict on the runs. Each side needs a run.
+pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comparison {
+    let res = a
+        .iter()
+        .chain(b)
+        .map(Profile::resolution)
+        .min()
+        .unwrap_or_default();
+    let (ma, mb) = (merged(a), merged(b));
+    let mut ops = phases(&ma, &mb, res, opts);
+    let layer_shifts = verdict::judge(&mut ops, (a, b), res, opts);
+    rank(&mut ops);
+    Comparison {
+        terms: Terms {
+            method: opts.method,
+            runs_a: a.len(),
+            runs_b: b.len(),
+            alpha: opts.alpha,
+            min_share: opts.min_share,
+            spread: opts.spread,
+            spread_df: opts.spread_df,
+            negligible: opts.negligible,
+            min_calls: opts.min_calls,
+            resolution: res,
+        },
+        ops,
+        layer_shifts,
+    }
+}
+
+/// One side's runs as one profile (the run itself when there is one).
+fn merged(runs: &[Profile]) -> std::borrow::Cow<'_, Profile> {
+    match runs {
+        [one] => std::borrow::Cow::Borrowed(one),
+        _ => {
+            std::borrow::Cow::Owned(fsprof_core::merge::merge_profiles(runs, Default::default()).0)
+        }
+    }
+}
+
+/// Phases 1–3 of every op of every layer in either side.
+fn phases(a: &Profile, b: &Profile, res: Resolution, opts: &CompareOptions) -> Vec<OpComparison> {
     let empty = Layer::default();
     let (ia, ib, layer_names) = by_name(&a.layers, &b.layers);
     let mut ops = Vec::new();
@@ -234,20 +362,11 @@ pub fn compare_profiles(a: &Profile, b: &Profile, opts: &CompareOptions) -> Comp
                 side(la, &oa, ta, a),
                 side(lb, &ob, tb, b),
                 res,
-                threshold,
                 opts,
             ));
         }
     }
-    rank(&mut ops);
-    Comparison {
-        method: opts.method,
-        threshold,
-        negligible: opts.negligible,
-        min_calls: opts.min_calls,
-        resolution: res,
-        ops,
-    }
+    ops
 }
 
 struct Side {
@@ -277,7 +396,6 @@ fn compare_op(
     a: Side,
     b: Side,
     res: Resolution,
-    threshold: f64,
     opts: &CompareOptions,
 ) -> OpComparison {
     let (ha, hb) = (&a.op.histogram, &b.op.histogram);
@@ -310,22 +428,14 @@ fn compare_op(
     } else {
         Vec::new()
     };
-    let over = score.is_some_and(|s| s >= threshold);
-    // An op that appears or vanishes matters when it holds time: a few
-    // cheap calls (a new `fcntl`) must not decide compare's exit status.
-    let interesting = match status {
-        Status::Added => b.latency_share >= opts.negligible,
-        Status::Removed => a.latency_share >= opts.negligible,
-        Status::Compared => over || peak_changes.iter().any(PeakChange::significant),
-        Status::Negligible | Status::Identical => false,
-    };
     let finding = finding::finding(status, &a, &b, &peak_changes, res, opts);
     OpComparison {
         layer: layer.to_string(),
         op: name,
         method: opts.method,
         score,
-        interesting,
+        // Decided by the verdict.
+        interesting: false,
         finding,
         status,
         calls_a: ca,
@@ -337,6 +447,7 @@ fn compare_op(
         peaks_a,
         peaks_b,
         peak_changes,
+        checks: Vec::new(),
     }
 }
 
@@ -361,6 +472,8 @@ fn rank(ops: &mut [OpComparison]) {
         (
             o.interesting,
             one_sided,
+            // Smaller first: the clearest change leads.
+            o.decided_by().map_or(1.0, |c| c.p_value),
             o.score.unwrap_or(f64::INFINITY),
             o.latency_share_a.max(o.latency_share_b),
         )
@@ -369,8 +482,9 @@ fn rank(ops: &mut [OpComparison]) {
         let (kx, ky) = (key(x), key(y));
         (ky.0, ky.1)
             .cmp(&(kx.0, kx.1))
-            .then(ky.2.total_cmp(&kx.2))
+            .then(kx.2.total_cmp(&ky.2))
             .then(ky.3.total_cmp(&kx.3))
+            .then(ky.4.total_cmp(&kx.4))
     });
 }
 

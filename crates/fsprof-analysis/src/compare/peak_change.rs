@@ -28,15 +28,21 @@ pub enum PeakChange {
     New {
         b: SeenPeak,
         layer_latency_share: f64,
-        /// Whether it makes the op interesting by itself (see
+        /// Whether it holds enough of the op's latency, with the op's
+        /// total moved by enough of it, to be named first (see
         /// [`CompareOptions::peak_change_share`]).
         significant: bool,
+        /// Calls of A and of B in the peak's bucket range.
+        in_a: u64,
+        in_b: u64,
     },
     /// The reverse: a peak of A that B lacks.
     Gone {
         a: SeenPeak,
         layer_latency_share: f64,
         significant: bool,
+        in_a: u64,
+        in_b: u64,
     },
     /// Matching peaks whose modes are at least two powers of two apart. A
     /// moved peak is phase 3's business (it is what EMD measures), so it
@@ -80,6 +86,13 @@ fn overlaps(x: &Peak, y: &Peak) -> bool {
     x.first <= y.last && y.first <= x.last
 }
 
+/// Calls of `h` in the buckets `from..=to`.
+fn calls_in(h: &Histogram, from: i32, to: i32) -> u64 {
+    h.buckets()
+        .filter(|(i, _)| (from..=to).contains(i))
+        .fold(0u64, |t, (_, c)| t.saturating_add(c))
+}
+
 /// Share of `h`'s calls inside `p`'s bucket range widened by one power of
 /// two on each side.
 fn share_near(h: &Histogram, p: &Peak, res: Resolution) -> f64 {
@@ -88,11 +101,7 @@ fn share_near(h: &Histogram, p: &Peak, res: Resolution) -> f64 {
         return 0.0;
     }
     let r = res.get() as i32;
-    let n = h
-        .buckets()
-        .filter(|(i, _)| (p.first - r..=p.last + r).contains(i))
-        .fold(0u64, |t, (_, c)| t.saturating_add(c));
-    n as f64 / t as f64
+    calls_in(h, p.first - r, p.last + r) as f64 / t as f64
 }
 
 /// The peaks of both sides of one op, and how each is labelled.
@@ -126,9 +135,7 @@ pub(super) fn peak_changes(
     // moved between neighbouring buckets of a cheap op.
     let grew = b.op.total_ns as f64 - a.op.total_ns as f64;
     let significant = |p: &Peak, growth: f64| {
-        opts.peak_changes
-            && p.latency_share >= opts.peak_change_share
-            && growth >= p.latency_ns / 2.0
+        p.latency_share >= opts.peak_change_share && growth >= p.latency_ns / 2.0
     };
     let seen = |p: &Peak, side: &Side| SeenPeak {
         peak: p.clone(),
@@ -144,6 +151,8 @@ pub(super) fn peak_changes(
                 b: seen(p, b),
                 layer_latency_share: p.latency_share * b.latency_share,
                 significant: significant(p, grew),
+                in_a: calls_in(ha, p.first, p.last),
+                in_b: p.count,
             });
         } else if let Some(q) = peaks
             .a
@@ -166,6 +175,8 @@ pub(super) fn peak_changes(
                 a: seen(q, a),
                 layer_latency_share: q.latency_share * a.latency_share,
                 significant: significant(q, -grew),
+                in_a: q.count,
+                in_b: calls_in(hb, q.first, q.last),
             });
         }
     }

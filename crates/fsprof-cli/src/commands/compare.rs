@@ -1,11 +1,12 @@
-//! `fsprof compare A B`: exit 0 when no op changed significantly, 1 when one
-//! did (so CI can gate on it), 2 on errors.
+//! `fsprof compare A B` and `fsprof compare A1 A2 A3 --vs B1 B2 B3`: exit 0
+//! when no op changed significantly, 1 when one did (so CI can gate on it),
+//! 2 on errors.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use fsprof_analysis::compare::{compare_profiles, CompareOptions, Method};
+use fsprof_analysis::compare::{compare_runs, CompareOptions, Method};
 use fsprof_plot::CompareRow;
 use fsprof_report::analysis as render;
 
@@ -15,23 +16,30 @@ use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline profile
-    pub a: PathBuf,
-    /// Profile compared with the baseline
-    pub b: PathBuf,
-    /// How differences are scored
+    /// The baseline and the profile compared with it (A B); or, with --vs,
+    /// the baseline's runs (A1 A2 A3 --vs B1 B2 B3)
+    #[arg(required = true, num_args = 1.., value_name = "FILE")]
+    pub a: Vec<PathBuf>,
+    /// Runs of the profile compared with the baseline: the spread between
+    /// each side's runs is measured, and a change must stand out from it
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub vs: Vec<PathBuf>,
+    /// How shapes are scored (shown and ranked by; tests decide)
     #[arg(long, value_enum, default_value_t = MethodArg::Emd)]
     pub method: MethodArg,
-    /// Score at or above which an op is interesting
-    /// [default: emd 0.5, chi2 0.5, jeffrey 0.3, count 0.2, latency 0.3]
-    #[arg(long, value_name = "X", value_parser = parse_nonnegative)]
-    pub threshold: Option<f64>,
-    /// Ignore ops under this share of their layer's calls and latency in both profiles
+    /// Chance that two sides differing only by noise exit 1 (all tests together)
+    #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = parse_alpha)]
+    pub alpha: f64,
+    /// A change must move at least this share of its layer's latency to decide
+    #[arg(long, default_value_t = 0.02, value_name = "SHARE", value_parser = parse_share)]
+    pub min_share: f64,
+    /// Spread between runs assumed where one run per side cannot measure it,
+    /// in powers of two
+    #[arg(long, default_value_t = 0.3, value_name = "POWERS", value_parser = parse_nonnegative)]
+    pub spread: f64,
+    /// Ignore ops under this share of their layer's calls and latency on both sides
     #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
     pub negligible: f64,
-    /// Don't let a new or vanished peak alone make an op interesting
-    #[arg(long)]
-    pub no_peak_changes: bool,
     /// How to print it [default: -o FILE's extension (.json, .csv, .html), else text]
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
@@ -62,6 +70,15 @@ fn parse_nonnegative(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x < 1.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a probability between 0 and 1 (e.g. 0.05)"
+        )),
+    }
+}
+
 fn parse_share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
@@ -71,19 +88,41 @@ fn parse_share(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A's and B's files: `A B`, or `A1 A2 ... --vs B1 B2 ...`.
+fn sides(a: &CompareArgs) -> Result<(&[PathBuf], &[PathBuf])> {
+    match (a.a.as_slice(), a.vs.as_slice()) {
+        ([one, other], []) => Ok((std::slice::from_ref(one), std::slice::from_ref(other))),
+        (_, []) => anyhow::bail!(
+            "give two profiles (A B), or each side's runs with --vs (A1 A2 A3 --vs B1 B2 B3)"
+        ),
+        (a, b) => Ok((a, b)),
+    }
+}
+
+/// `a.json`, or `a1.json a2.json a3.json`.
+fn names(files: &[PathBuf]) -> String {
+    files
+        .iter()
+        .map(|f| crate::files::name(f))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub fn compare(a: CompareArgs) -> Result<i32> {
     let format = pick_format(a.format, a.to.output.as_deref(), FormatArg::Text);
     if format == FormatArg::Html && a.to.output.is_none() {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
-    if let Some(code) =
-        super::bench::compare_results(&a.a, &a.b, format, a.to.output.as_deref(), a.to.force)?
-    {
-        return Ok(code);
+    let (fa, fb) = sides(&a)?;
+    if let ([pa], [pb]) = (fa, fb) {
+        let (out, force) = (a.to.output.as_deref(), a.to.force);
+        if let Some(code) = super::bench::compare_results(pa, pb, format, out, force)? {
+            return Ok(code);
+        }
     }
-    let [pa, pb]: [_; 2] = crate::files::read_inputs([&a.a, &a.b])?
-        .try_into()
-        .expect("two profiles");
+    let mut runs = crate::files::read_inputs(fa.iter().chain(fb))?;
+    let rb = runs.split_off(fa.len());
+    let ra = runs;
     let opts = CompareOptions {
         method: match a.method {
             MethodArg::Emd => Method::Emd,
@@ -92,21 +131,25 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
             MethodArg::Count => Method::Count,
             MethodArg::Latency => Method::Latency,
         },
-        threshold: a.threshold,
+        alpha: a.alpha,
+        min_share: a.min_share,
+        spread: a.spread,
         negligible: a.negligible,
-        peak_changes: !a.no_peak_changes,
         calibration: calibration(&a.calibration)?,
         ..Default::default()
     };
-    let c = compare_profiles(&pa, &pb, &opts);
-    let (na, nb) = (crate::files::name(&a.a), crate::files::name(&a.b));
+    let c = compare_runs(&ra, &rb, &opts);
+    let (na, nb) = (names(fa), names(fb));
     let text = match format {
         FormatArg::Text => render::comparison_text(&c, &na, &nb),
         FormatArg::Json => render::comparison_json(&c, &na, &nb),
         FormatArg::Csv => render::comparison_csv(&c),
         FormatArg::Html => {
             let rows: Vec<CompareRow> = c.ops.iter().map(|o| CompareRow::new(&c, o)).collect();
-            fsprof_plot::html::compare((&na, &pa), (&nb, &pb), &rows)?
+            let merged = |rs: &[fsprof_core::Profile]| {
+                fsprof_core::merge::merge_profiles(rs, rs[0].meta.clone()).0
+            };
+            fsprof_plot::html::compare((&na, &merged(&ra)), (&nb, &merged(&rb)), &rows)?
         }
     };
     finish(&text, a.to.output.as_deref(), a.to.force)?;

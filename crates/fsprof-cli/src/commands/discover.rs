@@ -15,7 +15,7 @@ use clap::{Args, ValueEnum};
 use fsprof_capture::Output;
 use fsprof_core::format::write_atomic;
 use fsprof_discover::{
-    ColdChoice, ColdMethod, Ctx, DiscoverError, Options, Parameter, Progress, Silent,
+    ColdChoice, ColdMethod, Ctx, DiscoverError, Options, Parameter, Progress, Report, Silent,
 };
 use fsprof_sys::signals::{StopSignals, Wake};
 
@@ -160,20 +160,7 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     if let Some(d) = &a.plot_dir {
         check_plot_dir(d, a.force)?;
     }
-    let opts = Options {
-        dir: a.dir.clone(),
-        what: parameters(&a.what),
-        iterations: a.iterations,
-        device: a.device.clone(),
-        cold: match a.cold {
-            ColdArg::Auto => ColdChoice::Auto,
-            ColdArg::Remount => ColdChoice::Only(ColdMethod::Remount),
-            ColdArg::DropCaches => ColdChoice::Only(ColdMethod::DropCaches),
-            ColdArg::Fadvise => ColdChoice::Only(ColdMethod::Fadvise),
-        },
-        cgroup_limit: a.cgroup_limit,
-        command: std::env::args().collect(),
-    };
+    let opts = options(&a);
     if let Some(d) = &a.device {
         if !d.exists() {
             return Err(anyhow!("--device {}: no such device", d.display()));
@@ -215,10 +202,34 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
-    let text = fsprof_discover::render::text(&report);
+    write_results(&a, &report)?;
+    Ok(0)
+}
+
+fn options(a: &DiscoverArgs) -> Options {
+    Options {
+        dir: a.dir.clone(),
+        what: parameters(&a.what),
+        iterations: a.iterations,
+        device: a.device.clone(),
+        cold: match a.cold {
+            ColdArg::Auto => ColdChoice::Auto,
+            ColdArg::Remount => ColdChoice::Only(ColdMethod::Remount),
+            ColdArg::DropCaches => ColdChoice::Only(ColdMethod::DropCaches),
+            ColdArg::Fadvise => ColdChoice::Only(ColdMethod::Fadvise),
+        },
+        cgroup_limit: a.cgroup_limit,
+        command: std::env::args().collect(),
+    }
+}
+
+/// The findings (to -o or standard output, the table on standard error
+/// beside a file), the latency profile and the figures.
+fn write_results(a: &DiscoverArgs, report: &Report) -> Result<()> {
+    let text = fsprof_discover::render::text(report);
     let findings = match pick_format(a.format, a.output.as_deref(), TextOrJson::Text) {
         TextOrJson::Text => text.clone(),
-        TextOrJson::Json => serde_json::to_string_pretty(&report)? + "\n",
+        TextOrJson::Json => serde_json::to_string_pretty(report)? + "\n",
     };
     match &a.output {
         None => write_stdout(&findings)?,
@@ -231,13 +242,13 @@ pub fn discover(a: DiscoverArgs) -> Result<i32> {
     }
     if let Some(out) = &a.profile {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        let p = fsprof_discover::profile::build(&report, &args, fsprof_core::Resolution::DEFAULT);
+        let p = fsprof_discover::profile::build(report, &args, fsprof_core::Resolution::DEFAULT);
         fsprof_core::format::write_profile(out, &p, a.force)?;
         fsprof_sys::diag!("fsprof: latency profile written to {}", out.display());
     }
     if let Some(d) = &a.plot_dir {
-        write_plots(d, &report, a.force)?;
+        write_plots(d, report, a.force)?;
         fsprof_sys::diag!("fsprof: figures written to {}", d.display());
     }
-    Ok(0)
+    Ok(())
 }

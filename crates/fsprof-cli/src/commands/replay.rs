@@ -15,7 +15,7 @@ use fsprof_capture::Steps;
 use fsprof_core::format::{to_json, write_atomic};
 use fsprof_core::units::format_bytes;
 use fsprof_replay::report::TimingFile;
-use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Verify};
+use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Replayed, Verify};
 
 use super::bar::Bar;
 use crate::args::TextOrJson;
@@ -104,26 +104,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         fsprof_core::output::check_output(p, a.force)?;
     }
     let compiled = load(&a.replay)?;
-    let opts = ReplayOptions {
-        root: a.root.clone(),
-        prepare: a.prepare,
-        pace: if a.afap {
-            Pace::Afap
-        } else {
-            Pace::Speed(a.speed.unwrap_or(1.0))
-        },
-        verify: match a.verify {
-            VerifyArg::Strict => Verify::Strict,
-            VerifyArg::Warn => Verify::Warn,
-            VerifyArg::Off => Verify::Off,
-        },
-        reads: match a.reads {
-            ReadsArg::Current => Reads::Current,
-            ReadsArg::Skip => Reads::Skip,
-        },
-        realtime: a.realtime.then_some(REALTIME_PRIORITY),
-        max_bytes: a.max_bytes,
-    };
+    let opts = options(&a);
     let mut bar = Bar::new("{msg} {bar:40} {pos}/{len} commands, {elapsed}").hidden(a.quiet);
     bar.phase("replay", compiled.commands.len() as u64);
     let r = run_replay(&compiled, &opts, &mut |n| bar.to(n))?;
@@ -143,8 +124,56 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         );
     }
     let timing = TimingFile::new(&a.replay, &r.timing, &r.fidelity);
+    if !a.quiet {
+        print_report(&a, &r, &timing)?;
+    }
+    if let Some(p) = &a.output {
+        write_atomic(p, to_json(&r.replayed).as_bytes(), a.force)?;
+        fsprof_sys::diag!("fsprof: replay profile written to {}", p.display());
+    }
+    if let Some(p) = &a.timing {
+        write_atomic(
+            p,
+            serde_json::to_string_pretty(&timing)?.as_bytes(),
+            a.force,
+        )
+        .with_context(|| format!("writing {}", p.display()))?;
+        fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
+    }
+    let verdict = r.timing.verdict(a.max_mismatches);
+    if let Some(why) = &verdict.why {
+        fsprof_sys::diag!("fsprof: {why}");
+    }
+    Ok(verdict.code)
+}
+
+fn options(a: &ReplayArgs) -> ReplayOptions {
+    ReplayOptions {
+        root: a.root.clone(),
+        prepare: a.prepare,
+        pace: if a.afap {
+            Pace::Afap
+        } else {
+            Pace::Speed(a.speed.unwrap_or(1.0))
+        },
+        verify: match a.verify {
+            VerifyArg::Strict => Verify::Strict,
+            VerifyArg::Warn => Verify::Warn,
+            VerifyArg::Off => Verify::Off,
+        },
+        reads: match a.reads {
+            ReadsArg::Current => Reads::Current,
+            ReadsArg::Skip => Reads::Skip,
+        },
+        realtime: a.realtime.then_some(REALTIME_PRIORITY),
+        max_bytes: a.max_bytes,
+    }
+}
+
+/// The timing report on standard error (with the space budget and the
+/// fidelity comparison), or its JSON document on standard output.
+fn print_report(a: &ReplayArgs, r: &Replayed, timing: &TimingFile) -> Result<()> {
     match a.format {
-        _ if a.quiet => {}
         TextOrJson::Text => {
             fsprof_sys::diag!(
                 "fsprof: the replay could allocate up to {} of a budget of {} ({} free under {}){}",
@@ -169,22 +198,5 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             crate::files::write_stdout((serde_json::to_string_pretty(&timing)? + "\n").as_bytes())?
         }
     }
-    if let Some(p) = &a.output {
-        write_atomic(p, to_json(&r.replayed).as_bytes(), a.force)?;
-        fsprof_sys::diag!("fsprof: replay profile written to {}", p.display());
-    }
-    if let Some(p) = &a.timing {
-        write_atomic(
-            p,
-            serde_json::to_string_pretty(&timing)?.as_bytes(),
-            a.force,
-        )
-        .with_context(|| format!("writing {}", p.display()))?;
-        fsprof_sys::diag!("fsprof: timing report written to {}", p.display());
-    }
-    let verdict = r.timing.verdict(a.max_mismatches);
-    if let Some(why) = &verdict.why {
-        fsprof_sys::diag!("fsprof: {why}");
-    }
-    Ok(verdict.code)
+    Ok(())
 }

@@ -19,9 +19,9 @@ use std::path::Path;
 
 use crate::classify::{Confidence, Level};
 use crate::exposed::Exposed;
-use crate::finding::{Curve, Finding, Mark, Parameter};
+use crate::finding::{Candidate, CrossCheck, Curve, Finding, Mark, Parameter};
 use crate::methods::write_period::write_whole;
-use crate::methods::{bytes, create_new};
+use crate::methods::{bytes, create_new, sparse_write};
 use crate::series::{median, Series, Summary};
 use crate::target::{magic, Scratch, Target};
 use crate::timing;
@@ -70,30 +70,75 @@ pub fn not_applicable(t: &Target, f: &File) -> Option<String> {
     }
 }
 
-/// Writes [`BLOCKS`] blocks of `block` bytes to a fresh file, timing each.
-/// Also returns [`first_extra`] of the first iteration.
+/// The sequential writes of several iterations, and how the estimate moved
+/// as they came in.
+pub struct Sequential {
+    pub series: Series,
+    /// [`first_extra`] of an untimed pass: the kernel's own answer.
+    pub extra: Option<u64>,
+    /// The estimate after each batch of iterations (all iterations so far).
+    pub estimates: Vec<Option<u64>>,
+    /// The last two estimates are the same block.
+    pub stable: bool,
+}
+
+/// Writes [`BLOCKS`] blocks of `block` bytes to a fresh file, timing each,
+/// in batches of a third of `iterations`: at least `iterations` of them,
+/// and on (up to three times as many) until the estimate from all
+/// iterations so far is the same after two batches in a row. An estimate
+/// that keeps moving is what contention does to a single dear block; the
+/// finding then says it was not stable.
 pub fn measure(
     path: &Path,
-    block: u64,
+    (block, page): (u64, u64),
     iterations: u32,
     ctx: &mut Ctx,
-) -> Result<(Series, Option<u64>), DiscoverError> {
-    let io = |w: &str| DiscoverError::io(format!("{w} {}", path.display()));
-    let mut series = Series::new((0..BLOCKS).collect());
+) -> Result<Sequential, DiscoverError> {
     let buf = vec![b'd'; block as usize];
     let extra = allocation(path, &buf)?;
-    for _ in 0..iterations {
+    let mut series = Series::new((0..BLOCKS).collect());
+    let batch = iterations.div_ceil(3).max(1);
+    let most = iterations.saturating_mul(3);
+    let (mut done, mut estimates) = (0, Vec::new());
+    let stable = |e: &[Option<u64>]| matches!(e, [.., Some(a), Some(b)] if a == b);
+    while done < most {
+        let n = batch.min(most - done);
+        write_runs(path, &buf, n, &mut series, ctx)?;
+        done += n;
+        estimates.push(infer(&series, block, page).count);
+        if done >= iterations && stable(&estimates) {
+            break;
+        }
+    }
+    Ok(Sequential {
+        series,
+        extra,
+        stable: stable(&estimates),
+        estimates,
+    })
+}
+
+/// `n` iterations of the timed sequential writes, added to `series`.
+fn write_runs(
+    path: &Path,
+    buf: &[u8],
+    n: u32,
+    series: &mut Series,
+    ctx: &mut Ctx,
+) -> Result<(), DiscoverError> {
+    let io = |w: &str| DiscoverError::io(format!("{w} {}", path.display()));
+    for _ in 0..n {
         ctx.check()?;
         let _ = std::fs::remove_file(path);
         let mut f = create_new(path).map_err(io("create"))?;
         let run =
-            timing::run(BLOCKS as usize, |_| write_whole(&mut f, &buf)).map_err(io("write"))?;
+            timing::run(BLOCKS as usize, |_| write_whole(&mut f, buf)).map_err(io("write"))?;
         drop(f);
         std::fs::remove_file(path).map_err(io("remove"))?;
         series.push_run(run);
         ctx.progress.advance(1);
     }
-    Ok((series, extra))
+    Ok(())
 }
 
 /// The same writes, untimed, with the file's `st_blocks` after each:
@@ -126,6 +171,9 @@ fn first_extra(allocated: &[u64], block: u64) -> Option<u64> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inference {
     pub count: Option<u64>,
+    /// The next dearest block: a count that is not clear of it (not high)
+    /// could as well be this one.
+    pub runner_up: Option<u64>,
     /// Per block: its median latency over its page-phase peers'.
     pub ratios: Vec<f64>,
     pub confidence: Confidence,
@@ -158,6 +206,7 @@ pub fn infer(s: &Series, block: u64, page: u64) -> Inference {
     let (Some(&best), Some(&second)) = (order.first(), order.get(1)) else {
         return Inference {
             count: None,
+            runner_up: None,
             ratios,
             confidence: Confidence {
                 level: Level::Low,
@@ -173,6 +222,7 @@ pub fn infer(s: &Series, block: u64, page: u64) -> Inference {
     if r < 1.3 {
         return Inference {
             count: None,
+            runner_up: None,
             ratios,
             confidence: Confidence {
                 level: Level::Low,
@@ -189,6 +239,7 @@ pub fn infer(s: &Series, block: u64, page: u64) -> Inference {
     };
     Inference {
         count: Some(best as u64),
+        runner_up: Some(second as u64),
         ratios,
         confidence: Confidence { level, statement },
     }
@@ -203,7 +254,6 @@ pub fn discover(
 ) -> Result<Finding, DiscoverError> {
     let start = fsprof_sys::clock::mono_ns();
     let mut f = Finding::new(Parameter::DirectBlocks, METHOD, Summary::Min);
-    f.iterations = iterations;
     let path = scratch.file("direct-blocks");
     let probe =
         create_new(&path).map_err(DiscoverError::io(format!("create {}", path.display())))?;
@@ -213,23 +263,28 @@ pub fn discover(
     if let Some(why) = why {
         return Ok(f.not_applicable(why));
     }
-    let block = match found_block {
-        Some(b) => b,
-        None => {
-            f.notes.push(format!(
-                "block size {} taken from statfs (block-size was not discovered in this run)",
-                bytes(t.statfs_block)
-            ));
-            t.statfs_block
-        }
-    };
+    let block = found_block.unwrap_or_else(|| {
+        f.notes.push(format!(
+            "block size {} taken from statfs (block-size was not discovered in this run)",
+            bytes(t.statfs_block)
+        ));
+        t.statfs_block
+    });
     ctx.progress.phase(
         "direct blocks: timing whole-block writes",
         u64::from(iterations),
     );
-    let (series, extra) = measure(&path, block, iterations, ctx)?;
-    let inf = infer(&series, block, t.page_size);
-    if let Some(k) = extra {
+    let seq = measure(&path, (block, t.page_size), iterations, ctx)?;
+    let lone_iterations = iterations.min(LONE_ITERATIONS);
+    ctx.progress.phase(
+        "direct blocks: timing lone block writes",
+        u64::from(lone_iterations),
+    );
+    let lone = sparse_write::measure(&path, block, BLOCKS, lone_iterations, ctx)?;
+    let a = infer(&seq.series, block, t.page_size);
+    let b = sparse_write::infer(&lone);
+    f.iterations = seq.series.runs.len() as u32;
+    if let Some(k) = seq.extra {
         f.kernel.push(Exposed {
             value: k,
             source: format!(
@@ -237,21 +292,129 @@ pub fn discover(
             ),
         });
     }
-    let mut c = Curve::from_series("Write latency per block", "block", false, &series);
-    if let Some(n) = inf.count {
+    f.curves = curves(&seq.series, &lone, a.count, b.count);
+    f.notes.push(format!(
+        "{} blocks of {} per iteration; lone writes: {lone_iterations} iterations",
+        BLOCKS,
+        bytes(block)
+    ));
+    f.samples
+        .push(("direct-blocks.write".into(), seq.series.clone()));
+    f.samples.push(("direct-blocks.lone-write".into(), lone));
+    let f = decide(f, (&a, &seq), &b);
+    Ok(Finding {
+        run_time_ns: fsprof_sys::clock::mono_ns() - start,
+        ..f
+    })
+}
+
+/// Iterations of the lone writes (each writes 48 fresh files).
+pub const LONE_ITERATIONS: u32 = 10;
+
+/// Both methods' latencies per block, each with its answer marked.
+fn curves(seq: &Series, lone: &Series, a: Option<u64>, b: Option<u64>) -> Vec<Curve> {
+    let mut c = Curve::from_series("Write latency per block", "block", false, seq);
+    if let Some(n) = a {
         c.marks.push(Mark {
             at: n as f64,
             label: format!("block {n}: first indirect"),
         });
     }
-    f.curves.push(c);
-    f.samples.push(("direct-blocks.write".into(), series));
-    f.notes.push(format!(
-        "{} blocks of {} per iteration",
-        BLOCKS,
-        bytes(block)
-    ));
-    Ok(f.concluded(inf.count, inf.confidence, start))
+    let mut l = Curve::from_series(
+        "Latency of one block written alone into an empty file, per block index",
+        "block",
+        false,
+        lone,
+    );
+    if let Some(n) = b {
+        l.marks.push(Mark {
+            at: n as f64,
+            label: format!("from block {n}: an indirect block too"),
+        });
+    }
+    vec![c, l]
+}
+
+/// The two methods together. They agree: as sure as the surer (a
+/// sequential estimate that kept moving counts as low). They disagree:
+/// the lone writes' block if it is the sequential writes' near-tied runner
+/// up (at most medium), else undetermined with both blocks as candidates.
+/// One alone: the lone writes stand on their own; the sequential writes,
+/// unconfirmed, are at most medium.
+fn decide(
+    mut f: Finding,
+    (a, seq): (&Inference, &Sequential),
+    b: &sparse_write::Inference,
+) -> Finding {
+    let shown: Vec<String> = seq
+        .estimates
+        .iter()
+        .map(|e| e.map_or("-".into(), |v| v.to_string()))
+        .collect();
+    let history = format!(
+        "the sequential estimate after each batch of iterations: {}",
+        shown.join(", ")
+    );
+    let a_level = if seq.stable {
+        a.confidence.level
+    } else {
+        Level::Low
+    };
+    if !seq.stable {
+        f.notes.push(format!("{history}: not stable"));
+    }
+    f.cross_checks.push(CrossCheck {
+        method: "one block written alone into an empty file at each index".into(),
+        value: b.count,
+        agrees: b.count.is_some() && b.count == a.count,
+        statement: b.confidence.statement.clone(),
+    });
+    let statement = a.confidence.statement.clone();
+    match (a.count, b.count) {
+        (Some(x), Some(y)) if x == y => {
+            let level = a_level.max(b.confidence.level);
+            f.found(x, Confidence { level, statement })
+        }
+        // The sequential writes could not tell their count from the next
+        // dearest block (not high), and that block is the lone writes':
+        // the lone writes settle the tie, as disputed.
+        (Some(x), Some(y)) if a_level < Level::High && a.runner_up == Some(y) => {
+            f.notes.push(format!(
+                "the sequential writes found block {x} barely dearer than block {y} ({statement}); the lone writes put the step at {y}, so {y} is reported"
+            ));
+            let level = b.confidence.level.min(Level::Medium);
+            let statement = b.confidence.statement.clone();
+            f.found(y, Confidence { level, statement })
+        }
+        (Some(x), Some(y)) => f.undetermined(
+            "the sequential writes and the lone writes point at different blocks",
+            vec![
+                Candidate {
+                    value: x,
+                    evidence: format!("sequential writes: {statement}; {history}"),
+                },
+                Candidate {
+                    value: y,
+                    evidence: format!("lone writes: {}", b.confidence.statement),
+                },
+            ],
+        ),
+        (Some(x), None) => {
+            let level = a_level.min(Level::Medium);
+            f.found(x, Confidence { level, statement })
+        }
+        (None, Some(y)) => {
+            f.method = format!(
+                "{} (the sequential writes showed no dear block)",
+                sparse_write::METHOD
+            );
+            f.found(y, b.confidence.clone())
+        }
+        (None, None) => f.inconclusive(format!(
+            "no block write stood out: {statement}; {}",
+            b.confidence.statement
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -304,6 +467,139 @@ mod tests {
     fn no_dear_block_is_inconclusive() {
         let inf = infer(&synthetic(usize::MAX, 4096, 4096), 4096, 4096);
         assert_eq!(inf.count, None);
+    }
+
+    fn seq(count: Option<u64>, level: Level, estimates: &[Option<u64>]) -> (Inference, Sequential) {
+        let stable = matches!(estimates, [.., Some(a), Some(b)] if a == b);
+        (
+            Inference {
+                count,
+                runner_up: None,
+                ratios: Vec::new(),
+                confidence: Confidence {
+                    level,
+                    statement: "sequential".into(),
+                },
+            },
+            Sequential {
+                series: Series::default(),
+                extra: None,
+                estimates: estimates.to_vec(),
+                stable,
+            },
+        )
+    }
+
+    fn lone(count: Option<u64>, level: Level) -> sparse_write::Inference {
+        sparse_write::Inference {
+            count,
+            confidence: Confidence {
+                level,
+                statement: "lone".into(),
+            },
+        }
+    }
+
+    fn decided(a: (Inference, Sequential), b: sparse_write::Inference) -> Finding {
+        let f = Finding::new(Parameter::DirectBlocks, METHOD, Summary::Min);
+        decide(f, (&a.0, &a.1), &b)
+    }
+
+    fn level(f: &Finding) -> Option<Level> {
+        f.confidence.as_ref().map(|c| c.level)
+    }
+
+    /// Agreement takes the surer method; a sequential estimate that moved
+    /// between batches counts as low, however clear it looked at the end.
+    #[test]
+    fn agreement_takes_the_surer_method_and_a_moving_estimate_counts_low() {
+        let stable = [Some(12), Some(12), Some(12)];
+        let f = decided(
+            seq(Some(12), Level::High, &stable),
+            lone(Some(12), Level::Low),
+        );
+        assert_eq!((f.value, level(&f)), (Some(12), Some(Level::High)));
+        assert!(f.cross_checks[0].agrees);
+        let f = decided(
+            seq(Some(12), Level::Low, &stable),
+            lone(Some(12), Level::Medium),
+        );
+        assert_eq!(level(&f), Some(Level::Medium));
+        let moved = [Some(30), Some(12), Some(30), Some(12)];
+        let f = decided(
+            seq(Some(12), Level::High, &moved),
+            lone(Some(12), Level::Low),
+        );
+        assert_eq!((f.value, level(&f)), (Some(12), Some(Level::Low)));
+        assert!(
+            f.notes
+                .iter()
+                .any(|n| n.contains("30, 12, 30, 12: not stable")),
+            "{:?}",
+            f.notes
+        );
+    }
+
+    /// The failure under contention: sequential writes at 30, lone writes
+    /// at 12. Neither is given a confidence; both are candidates.
+    #[test]
+    fn a_disagreement_is_undetermined_with_both_blocks() {
+        let f = decided(
+            seq(Some(30), Level::Medium, &[Some(30), Some(30)]),
+            lone(Some(12), Level::High),
+        );
+        assert_eq!(f.status, crate::Status::Undetermined);
+        assert_eq!((f.value, level(&f)), (None, None));
+        let c: Vec<u64> = f.candidates.iter().map(|c| c.value).collect();
+        assert_eq!(c, [30, 12]);
+        assert!(
+            f.candidates[0].evidence.contains("after each batch"),
+            "{:?}",
+            f.candidates
+        );
+    }
+
+    /// Under a background writer on ext2 4 KiB: block 30 as dear as block
+    /// 12 in the sequential writes (1.65x against 1.62x: low), the lone
+    /// writes' step at 12. Twelve, disputed: medium at most. Had the
+    /// sequential writes been sure of 30, it would stay undetermined.
+    #[test]
+    fn a_near_tie_is_settled_by_the_lone_writes() {
+        let (mut a, s) = seq(Some(30), Level::Low, &[Some(30), Some(30)]);
+        a.runner_up = Some(12);
+        let f = decided((a.clone(), s), lone(Some(12), Level::High));
+        assert_eq!((f.value, level(&f)), (Some(12), Some(Level::Medium)));
+        assert!(
+            f.notes.iter().any(|n| n.contains("barely dearer")),
+            "{:?}",
+            f.notes
+        );
+        a.confidence.level = Level::High;
+        let (_, s) = seq(Some(30), Level::High, &[Some(30), Some(30)]);
+        let f = decided((a, s), lone(Some(12), Level::High));
+        assert_eq!(f.status, crate::Status::Undetermined);
+    }
+
+    /// One method alone: the lone writes keep their level; the sequential
+    /// writes, unconfirmed, are at most medium (low if they moved).
+    #[test]
+    fn one_method_alone() {
+        let f = decided(
+            seq(None, Level::Low, &[None, None]),
+            lone(Some(12), Level::High),
+        );
+        assert_eq!((f.value, level(&f)), (Some(12), Some(Level::High)));
+        assert!(f.method.contains("alone"), "{}", f.method);
+        let stable = [Some(12), Some(12)];
+        let f = decided(seq(Some(12), Level::High, &stable), lone(None, Level::Low));
+        assert_eq!((f.value, level(&f)), (Some(12), Some(Level::Medium)));
+        let f = decided(
+            seq(Some(12), Level::High, &[Some(11), Some(12)]),
+            lone(None, Level::Low),
+        );
+        assert_eq!(level(&f), Some(Level::Low));
+        let f = decided(seq(None, Level::Low, &[None]), lone(None, Level::Low));
+        assert_eq!(f.status, crate::Status::Inconclusive);
     }
 
     #[test]

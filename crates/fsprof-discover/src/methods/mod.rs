@@ -7,6 +7,7 @@ pub mod direct_blocks;
 pub mod page_cache;
 pub mod readahead;
 pub mod sparse_read;
+pub mod sparse_write;
 pub mod write_period;
 
 use std::fs::{File, OpenOptions};
@@ -14,6 +15,16 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+/// The method of a parameter, in a sentence.
+pub fn method_of(p: crate::Parameter) -> &'static str {
+    match p {
+        crate::Parameter::BlockSize => block_size::METHOD,
+        crate::Parameter::Readahead => readahead::METHOD,
+        crate::Parameter::PageCache => page_cache::METHOD,
+        crate::Parameter::DirectBlocks => direct_blocks::METHOD,
+    }
+}
 
 /// Creates a new file (never an existing one: the scratch directory is
 /// private, so one there is not ours to overwrite).

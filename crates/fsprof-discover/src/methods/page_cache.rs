@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::cgroup::MemCgroup;
+use crate::cgroup::{CgroupError, MemCgroup};
 use crate::classify::{grade, step_up, two_levels, Confidence};
 use crate::cold::{is_root, Cooler};
 use crate::exposed::{self, Exposed};
@@ -129,57 +129,56 @@ pub fn infer(s: &Series) -> Inference {
     }
 }
 
+/// Why the page-cache method cannot run here; each says what would let it.
+#[derive(Debug, thiserror::Error)]
+enum NoBound {
+    #[error("{} free: the page-cache method needs room for a file of at least 24 MiB", bytes(*free))]
+    NoRoom { free: u64 },
+    #[error("a {} cgroup limit needs a {} test file, but the file system has {} free; lower --cgroup-limit", bytes(*limit), bytes(*size), bytes(*free))]
+    LimitTooLarge { limit: u64, size: u64, free: u64 },
+    #[error("memory cgroup: {0}")]
+    Cgroup(#[from] CgroupError),
+    #[error("without root (no memory cgroup) the cache is bounded only by free memory, which needs a {} test file; that is more than {}: run as root", bytes(*size), if *free < MAX_FILE { format!("the {} free on the file system", bytes(*free)) } else { format!("fsprof writes ({})", bytes(MAX_FILE)) })]
+    MemoryTooLarge { size: u64, free: u64 },
+}
+
 /// The cache's bound and the test file's size, or why the method cannot
 /// run here. The cgroup's limit goes into `f.kernel`.
-fn choose_bound(
-    t: &Target,
-    limit: Option<u64>,
-    f: &mut Finding,
-) -> Result<Result<(Bound, u64), String>, DiscoverError> {
+fn choose_bound(t: &Target, limit: Option<u64>, f: &mut Finding) -> Result<(Bound, u64), NoBound> {
     if is_root() {
         let limit =
             limit.unwrap_or_else(|| DEFAULT_LIMIT.min(t.free_bytes / 3 / (16 << 20) * (16 << 20)));
         if limit < 16 << 20 {
-            return Ok(Err(format!(
-                "{} free: the page-cache method needs room for a file of at least 24 MiB",
-                bytes(t.free_bytes)
-            )));
+            return Err(NoBound::NoRoom { free: t.free_bytes });
         }
         let size = (limit + limit / 2).div_ceil(CHUNK) * CHUNK;
         if size > t.free_bytes {
-            return Ok(Err(format!(
-                "a {} cgroup limit needs a {} test file, but the file system has {} free; lower --cgroup-limit",
-                bytes(limit),
-                bytes(size),
-                bytes(t.free_bytes)
-            )));
+            return Err(NoBound::LimitTooLarge {
+                limit,
+                size,
+                free: t.free_bytes,
+            });
         }
-        let cg = MemCgroup::create(limit)
-            .map_err(|e| DiscoverError::Cold(format!("memory cgroup: {e}")))?;
+        let cg = MemCgroup::create(limit)?;
         f.kernel.push(Exposed {
             value: cg.stated_limit().unwrap_or(limit),
             source: cg.limit_file().display().to_string(),
         });
-        return Ok(Ok((Bound::Cgroup(cg), size)));
+        return Ok((Bound::Cgroup(cg), size));
     }
     let avail = exposed::available_memory().value;
     let size = (avail + avail / 4).div_ceil(CHUNK) * CHUNK;
     if size > t.free_bytes.min(MAX_FILE) {
-        return Ok(Err(format!(
-            "without root (no memory cgroup) the cache is bounded only by free memory, which needs a {} test file; that is more than {}: run as root",
-            bytes(size),
-            if t.free_bytes < MAX_FILE {
-                format!("the {} free on the file system", bytes(t.free_bytes))
-            } else {
-                format!("fsprof writes ({})", bytes(MAX_FILE))
-            }
-        )));
+        return Err(NoBound::MemoryTooLarge {
+            size,
+            free: t.free_bytes,
+        });
     }
     if limit.is_some() {
         f.notes
             .push("--cgroup-limit needs root; the cache is bounded by free memory instead".into());
     }
-    Ok(Ok((Bound::FreeMemory, size)))
+    Ok((Bound::FreeMemory, size))
 }
 
 /// The forward pass with the capacity (and the cgroup limit) marked.
@@ -224,11 +223,11 @@ pub fn discover(
             t.fs_type
         )));
     }
-    let (mut bound, size) = match choose_bound(t, limit, &mut f)? {
+    let (mut bound, size) = match choose_bound(t, limit, &mut f) {
         Ok(b) => b,
         Err(why) => {
             f.kernel.push(avail);
-            return Ok(f.not_applicable(why));
+            return Ok(f.not_applicable(why.to_string()));
         }
     };
     f.kernel.push(avail);

@@ -25,6 +25,7 @@ pub fn records() -> Vec<Record> {
     };
     let mut out = vec![process(10, 100)];
     out.extend(calls());
+    out.extend(mapping_calls());
     out.push(process(12, 7_500));
     out.push(Record::Call(Call {
         start_ns: 8_000,
@@ -39,9 +40,10 @@ pub fn records() -> Vec<Record> {
     out
 }
 
-/// Calls of pid 10 (threads 10 and 11), each op with the fields it uses.
-fn calls() -> Vec<Record> {
-    let call = |op: &str, start_ns: u64, tid: i32| Call {
+/// A call of pid 10 taking 700 ns that returned 3, for the caller to
+/// complete.
+fn call(op: &str, start_ns: u64, tid: i32) -> Call {
+    Call {
         start_ns,
         end_ns: start_ns + 700,
         pid: 10,
@@ -49,7 +51,11 @@ fn calls() -> Vec<Record> {
         op: Op::named(op),
         ret: 3,
         ..Default::default()
-    };
+    }
+}
+
+/// Calls of pid 10 (threads 10 and 11), each op with the fields it uses.
+fn calls() -> Vec<Record> {
     vec![
         Record::Call(Call {
             fd: Some(AT_FDCWD),
@@ -117,12 +123,27 @@ fn calls() -> Vec<Record> {
             ret: 0,
             ..call("fcntl", 6_500, 11)
         }),
-        Record::Call(Call {
-            fd: Some(3),
-            ret: 0,
-            ..call("close", 7_000, 10)
-        }),
     ]
+}
+
+/// A shared mapping of the file the calls opened, written through, synced
+/// and unmapped before the file is closed (the replayer maps the same range
+/// of its own file).
+fn mapping_calls() -> Vec<Record> {
+    let (at, len) = (0x7f00_0000_0000_i64, Some(8192));
+    let mut mmap = call("mmap", 6_600, 10);
+    (mmap.fd, mmap.len, mmap.offset, mmap.ret) = (Some(3), len, Some(0), at);
+    (mmap.flags, mmap.mode) = (Some(1), Some(3));
+    let mut msync = call("msync", 6_700, 10);
+    (msync.arg, msync.len, msync.flags, msync.ret) = (Some(at + 4096), Some(4096), Some(4), 0);
+    let mut munmap = call("munmap", 6_800, 10);
+    (munmap.arg, munmap.len, munmap.ret) = (Some(at), len, 0);
+    let mut close = call("close", 7_000, 10);
+    (close.fd, close.ret) = (Some(3), 0);
+    [mmap, msync, munmap, close]
+        .into_iter()
+        .map(Record::Call)
+        .collect()
 }
 
 /// Trace files: the records in one stream (as an import writes them) and

@@ -63,19 +63,8 @@ fn parse_line(
     fds: &mut HashMap<String, i32>,
     next_fd: &mut i32,
 ) -> Result<Option<Call>, ImportError> {
-    let mut w: Vec<&str> = line.split_whitespace().collect();
     let bad = |what: &str| ImportError::line(n, &format!("{what}: {}", super::excerpt(line)));
-
-    if version == 3 {
-        let ts = w
-            .first()
-            .and_then(|t| t.parse::<u64>().ok())
-            .ok_or_else(|| bad("no timestamp"))?;
-        *t_us = ts;
-        w.remove(0);
-    } else {
-        *t_us += 1;
-    }
+    let (w, t_ns) = timed_words(version, line, t_us, &bad)?;
     let (file, action) = match (w.first(), w.get(1)) {
         (Some(f), Some(a)) => (f.to_string(), *a),
         _ => return Err(bad("expected FILE ACTION")),
@@ -85,9 +74,6 @@ fn parse_line(
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| bad("expected OFFSET LENGTH"))
     };
-    let t_ns = t_us
-        .checked_mul(1000)
-        .ok_or_else(|| bad("timestamp out of range"))?;
     let mut c = Call {
         start_ns: t_ns,
         end_ns: t_ns,
@@ -121,21 +107,8 @@ fn parse_line(
         }
         "read" | "write" | "trim" => {
             let (off, len) = (num(2)?, num(3)?);
-            c.op = Op::named(match action {
-                "read" => "pread",
-                "write" => "pwrite",
-                _ => "fallocate",
-            });
             c.fd = Some(fd_of(fds)?);
-            c.offset = Some(off as i64);
-            c.len = Some(len);
-            if action == "trim" {
-                // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-                c.mode = Some(3);
-                c.ret = 0;
-            } else {
-                c.ret = len as i64;
-            }
+            data_call(&mut c, action, off, len);
         }
         "sync" | "datasync" => {
             c.op = Op::named(if action == "sync" {
@@ -148,4 +121,49 @@ fn parse_line(
         other => return Err(bad(&format!("unknown action {other:?}"))),
     }
     Ok(Some(c))
+}
+
+/// The line's words after its timestamp, and its time in ns. Version 3
+/// logs start each line with a µs timestamp; version 2 logs have none, so
+/// each line is taken as 1 µs after the one before.
+fn timed_words<'l>(
+    version: u32,
+    line: &'l str,
+    t_us: &mut u64,
+    bad: &dyn Fn(&str) -> ImportError,
+) -> Result<(Vec<&'l str>, u64), ImportError> {
+    let mut w: Vec<&str> = line.split_whitespace().collect();
+    if version == 3 {
+        let ts = w
+            .first()
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or_else(|| bad("no timestamp"))?;
+        *t_us = ts;
+        w.remove(0);
+    } else {
+        *t_us += 1;
+    }
+    let t_ns = t_us
+        .checked_mul(1000)
+        .ok_or_else(|| bad("timestamp out of range"))?;
+    Ok((w, t_ns))
+}
+
+/// A read, write or trim of `len` bytes at `off`: pread, pwrite, or a
+/// fallocate that punches the hole.
+fn data_call(c: &mut Call, action: &str, off: u64, len: u64) {
+    c.op = Op::named(match action {
+        "read" => "pread",
+        "write" => "pwrite",
+        _ => "fallocate",
+    });
+    c.offset = Some(off as i64);
+    c.len = Some(len);
+    if action == "trim" {
+        // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        c.mode = Some(3);
+        c.ret = 0;
+    } else {
+        c.ret = len as i64;
+    }
 }

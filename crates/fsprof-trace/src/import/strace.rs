@@ -593,7 +593,6 @@ impl Parser {
             errno: l.errno,
             ..Default::default()
         };
-        let bad = |what: &str| LineError::Parse(format!("{}: {what}", l.name));
         let symlink = matches!(op, "symlink" | "symlinkat");
         for (i, arg) in args.into_iter().enumerate() {
             let Some(a) = l.args.get(i) else { break };
@@ -601,55 +600,8 @@ impl Parser {
                 continue;
             }
             let Some(arg) = arg else { continue };
-            match arg {
-                Arg::Operand(role @ (Role::Fd | Role::DirFd)) => {
-                    let (v, p) = fd(a).ok_or_else(|| bad("expected an fd"))?;
-                    c.fd = Some(v);
-                    if role == Role::Fd {
-                        c.resolved = p;
-                    }
-                }
-                Arg::Operand(role @ (Role::Fd2 | Role::DirFd2)) => {
-                    let (v, p) = fd(a).ok_or_else(|| bad("expected an fd"))?;
-                    c.fd2 = Some(v);
-                    if role == Role::Fd2 {
-                        c.resolved2 = p;
-                    }
-                }
-                Arg::Operand(Role::Path) => {
-                    c.path = Some(string(a).ok_or_else(|| bad("expected a path"))?.0)
-                }
-                // The trace keeps a symlink's target as a string, not a path.
-                Arg::Operand(Role::Path2) if !symlink => {
-                    c.path2 = Some(string(a).ok_or_else(|| bad("expected a path"))?.0)
-                }
-                Arg::Operand(Role::Path2 | Role::Name) => {
-                    c.name = Some(string(a).ok_or_else(|| bad("expected a string"))?.0)
-                }
-                Arg::Operand(Role::Flags) => c.flags = Some(number(a).unwrap_or(0)),
-                Arg::Operand(Role::Mode) => c.mode = number(a).map(|m| m as u32),
-                Arg::Operand(Role::Offset) => c.offset = number(a),
-                Arg::Operand(Role::Size) => c.len = number(a).map(|v| v as u64),
-                Arg::Operand(Role::Whence) => c.whence = number(a).map(|v| v as i32),
-                Arg::Operand(Role::Int) => c.arg = number(a),
-                Arg::Written => {
-                    if let Some((d, truncated)) = string(a) {
-                        if !truncated && ok {
-                            c.data = Data::Full(d);
-                        }
-                    }
-                }
-                Arg::Stat if ok => {
-                    c.size = field(a, "st_size=")
-                        .or_else(|| field(a, "stx_size="))
-                        .map(|v| v as u64);
-                    c.st_mode = field(a, "st_mode=")
-                        .or_else(|| field(a, "stx_mode="))
-                        .map(|v| v as u32);
-                }
-                Arg::Result if ok => c.result = string(a).map(|x| x.0),
-                _ => {}
-            }
+            fill(&mut c, arg, a, ok, symlink)
+                .map_err(|what| LineError::Parse(format!("{}: {what}", l.name)))?;
         }
         self.follow(pid, op, ok, ret_num, ret_path, &mut c);
         sink.record(Record::Call(c)).map_err(LineError::Sink)
@@ -773,6 +725,59 @@ impl Parser {
 enum LineError {
     Parse(String),
     Sink(ImportError),
+}
+
+/// One argument of a call as strace printed it (`a`), into the field of
+/// `c` its role names; the error says what was expected instead.
+fn fill(c: &mut Call, arg: Arg, a: &str, ok: bool, symlink: bool) -> Result<(), &'static str> {
+    match arg {
+        Arg::Operand(role @ (Role::Fd | Role::DirFd)) => {
+            let (v, p) = fd(a).ok_or("expected an fd")?;
+            c.fd = Some(v);
+            if role == Role::Fd {
+                c.resolved = p;
+            }
+        }
+        Arg::Operand(role @ (Role::Fd2 | Role::DirFd2)) => {
+            let (v, p) = fd(a).ok_or("expected an fd")?;
+            c.fd2 = Some(v);
+            if role == Role::Fd2 {
+                c.resolved2 = p;
+            }
+        }
+        Arg::Operand(Role::Path) => c.path = Some(string(a).ok_or("expected a path")?.0),
+        // The trace keeps a symlink's target as a string, not a path.
+        Arg::Operand(Role::Path2) if !symlink => {
+            c.path2 = Some(string(a).ok_or("expected a path")?.0)
+        }
+        Arg::Operand(Role::Path2 | Role::Name) => {
+            c.name = Some(string(a).ok_or("expected a string")?.0)
+        }
+        Arg::Operand(Role::Flags) => c.flags = Some(number(a).unwrap_or(0)),
+        Arg::Operand(Role::Mode) => c.mode = number(a).map(|m| m as u32),
+        Arg::Operand(Role::Offset) => c.offset = number(a),
+        Arg::Operand(Role::Size) => c.len = number(a).map(|v| v as u64),
+        Arg::Operand(Role::Whence) => c.whence = number(a).map(|v| v as i32),
+        Arg::Operand(Role::Int) => c.arg = number(a),
+        Arg::Written => {
+            if let Some((d, truncated)) = string(a) {
+                if !truncated && ok {
+                    c.data = Data::Full(d);
+                }
+            }
+        }
+        Arg::Stat if ok => {
+            c.size = field(a, "st_size=")
+                .or_else(|| field(a, "stx_size="))
+                .map(|v| v as u64);
+            c.st_mode = field(a, "st_mode=")
+                .or_else(|| field(a, "stx_mode="))
+                .map(|v| v as u32);
+        }
+        Arg::Result if ok => c.result = string(a).map(|x| x.0),
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

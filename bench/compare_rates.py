@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""False alarms and detections of `fsprof compare` at its defaults, on real
+profiles of three workloads (issue 24 §1):
+
+  meta    ls -lR /usr/include/linux          (statx, getxattr, readdir)
+  read    cat of the headers in /usr/include and /usr/include/linux
+  procs   head -c 64 of each header in /usr/include/linux/[a-f]*.h
+          (about 150), one process each
+
+Every run is warm (the command runs once unprofiled just before) and is
+`fsprof run` with bench/compare/delay.so preloaded (after the
+shim, so the shim times the call with the delay inside it). Baseline runs
+delay nothing; a slowed run makes every call of one op take twice as long
+(the call, then a spin for as long again). Runs are interleaved: baseline,
+slowed op 1, baseline, slowed op 2, ... so that the machine's load falls on
+all kinds alike.
+
+From the pool of runs of each workload:
+
+- false positives: pairs of baseline runs (disjoint), and 3-against-3 sets
+  of baseline runs (`compare A1 A2 A3 --vs B1 B2 B3`); a pair is a false
+  positive when compare exits 1.
+- detections: a baseline run against a slowed run, and 3 baselines against
+  3 slowed runs of the same op; detected when compare exits 1 and flags the
+  slowed op (exit 1 for another op only is counted apart, as "other").
+
+The slowed ops are chosen per workload as ops that hold at least 5% of the
+layer's latency in a baseline run (the smallest such share is the hardest
+case; their shares are printed).
+
+usage: bench/compare_rates.py [--pairs N] [--pool DIR] [--fsprof PATH]
+                              [--workloads meta,read,procs] [--keep]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--pairs", type=int, default=20, help="pairs of each kind per workload")
+ap.add_argument("--pool", default=None, help="keep the runs here (reused when present)")
+ap.add_argument("--fsprof", default="target/release/fsprof")
+ap.add_argument("--workloads", default="meta,read,procs")
+ap.add_argument("--compare-args", default="", help="extra arguments for every compare")
+ARGS = ap.parse_args()
+FSPROF = os.path.abspath(ARGS.fsprof)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WORKLOADS = {
+    "meta": (["ls", "-lR", "/usr/include/linux"], ["readdir", "getxattr"]),
+    "read": (["sh", "-c", "cat /usr/include/*.h /usr/include/linux/*.h"], ["open", "read"]),
+    "procs": (
+        ["sh", "-c", 'for f in /usr/include/linux/[a-f]*.h; do head -c 64 "$f"; done'],
+        ["close", "read"],
+    ),
+}
+
+
+def build_delay(dir):
+    so = os.path.join(dir, "delay.so")
+    if not os.path.exists(so):
+        subprocess.run(
+            ["cc", "-O2", "-shared", "-fPIC", "-o", so,
+             os.path.join(ROOT, "bench/compare/delay.c"), "-ldl"],
+            check=True,
+        )
+    return so
+
+
+def run(dir, name, cmd, so, op):
+    out = os.path.join(dir, name + ".json")
+    if os.path.exists(out):
+        return out
+    env = dict(os.environ, LD_PRELOAD=so)
+    env.pop("FSPROF_DELAY_OP", None)
+    if op:
+        env["FSPROF_DELAY_OP"] = op
+    # Warm: the same command once, unprofiled, just before (the machine's
+    # other work and DAMON evict idle page cache; pairs of warm runs are
+    # what the benchmark is about).
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [FSPROF, "run", "-q", "-f", "-o", out, "--"] + cmd,
+        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return out
+
+
+def pool(dir, w, n_base, n_slow):
+    """Baseline and slowed runs of workload `w`, interleaved."""
+    cmd, ops = WORKLOADS[w]
+    so = build_delay(dir)
+    base, slow = [], {op: [] for op in ops}
+    for i in range(max(n_base, n_slow * len(ops))):
+        for op in ops:
+            if len(base) < n_base:
+                base.append(run(dir, f"{w}-base-{len(base)}", cmd, so, None))
+            if len(slow[op]) < n_slow:
+                slow[op].append(run(dir, f"{w}-{op}-{len(slow[op])}", cmd, so, op))
+    return base, slow
+
+
+def compare(a, b):
+    """(exit status, flagged ops) of `compare A... --vs B...`."""
+    extra = ARGS.compare_args.split()
+    p = subprocess.run(
+        [FSPROF, "compare", "--format", "json"] + extra + a + ["--vs"] + b,
+        capture_output=True, text=True,
+    )
+    if p.returncode not in (0, 1):
+        sys.exit(f"compare failed: {p.stderr}")
+    v = json.loads(p.stdout)
+    flagged = {o["op"] for o in v["comparison"]["ops"] if o["interesting"]}
+    return p.returncode, flagged
+
+
+def share(profile, op):
+    p = json.load(open(profile))
+    for l in p["layers"]:
+        if l["name"] == "user":
+            total = sum(o["total_ns"] for o in l["ops"])
+            for o in l["ops"]:
+                if o["name"] == op:
+                    return o["total_ns"] / total
+    return 0.0
+
+
+def rate(k, n):
+    return f"{k}/{n} = {100.0 * k / n:.1f}%"
+
+
+def main():
+    n = ARGS.pairs
+    dir = ARGS.pool or tempfile.mkdtemp(prefix="fsprof-compare-rates-")
+    os.makedirs(dir, exist_ok=True)
+    print(f"# pool {dir}; {n} pairs of each kind; {FSPROF}")
+    print(f"# load before: {open('/proc/loadavg').read().split()[0]}")
+    rows = []
+    for w in ARGS.workloads.split(","):
+        # Single pairs take 2n baselines, 3-against-3 sets 6n; the slowed
+        # runs are paired with baselines of the same sets.
+        base, slow = pool(dir, w, 6 * n, 3 * n)
+        single_fp = sum(compare([base[2 * i]], [base[2 * i + 1]])[0] for i in range(n))
+        triple_fp = sum(
+            compare(base[6 * i:6 * i + 3], base[6 * i + 3:6 * i + 6])[0] for i in range(n)
+        )
+        rows.append((w, "identical", "single", rate(single_fp, n), ""))
+        rows.append((w, "identical", "3 vs 3", rate(triple_fp, n), ""))
+        for op, runs in slow.items():
+            shares = [share(b, op) for b in base[: 2 * n]]
+            found = {"single": [0, 0], "3 vs 3": [0, 0]}
+            for i in range(n):
+                code, flagged = compare([base[2 * i]], [runs[i]])
+                found["single"][0] += op in flagged
+                found["single"][1] += code == 1 and op not in flagged
+                code, flagged = compare(base[6 * i:6 * i + 3], runs[3 * i:3 * i + 3])
+                found["3 vs 3"][0] += op in flagged
+                found["3 vs 3"][1] += code == 1 and op not in flagged
+            for mode, (hit, other) in found.items():
+                note = f"{op} holds {100 * statistics.median(shares):.1f}% (median)"
+                if other:
+                    note += f"; {other} flagged another op only"
+                rows.append((w, f"{op} 2x slower", mode, rate(hit, n), note))
+    print(f"# load after: {open('/proc/loadavg').read().split()[0]}")
+    print("| workload | pair | runs per side | flagged | note |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,400 @@
+//! Which ops changed: statistical tests, so that two runs of the same
+//! program differ only by chance and a gate in CI does not cry wolf.
+//!
+//! Each compared op gets two tests:
+//!
+//! - **shift**: did its calls get slower or faster? The mean log2 latency
+//!   (what EMD's direction and the geometric mean measure);
+//! - **time**: did the time spent in it change? Its total latency (a few
+//!   calls that now wait for the disk, or more calls).
+//!
+//! Peak changes (phase 2) say where a change is; they do not decide: a
+//! burst of load slows a tenth of one run's calls into a "new peak" as
+//! clearly as a cold cache does, and only the time it adds tells them
+//! apart.
+//!
+//! The shift and time tests first take out the *profile shift*: the median
+//! shift of all compared ops in that run ([`super::runs::common_shifts`]).
+//! Load from other programs or a slower clock moves every op of a run
+//! alike; what is left is what one op did differently. (A change that
+//! slows every op alike is therefore not an op's change; the profile shift
+//! is printed.)
+//!
+//! A test stands out when its change is large against the spread two runs
+//! of the same thing show. With several runs per side the spread is
+//! measured between them (a two-sample t-test); with few runs that spread
+//! is itself uncertain, so it is moderated by an assumed spread,
+//! [`super::CompareOptions::spread`] worth
+//! [`super::CompareOptions::spread_df`] runs (a Bayesian prior, as
+//! moderated t-tests do it for few replicates). With one run per side
+//! nothing measures it, and the assumed spread is all there is; the sampling
+//! noise of each histogram (`n` calls) adds to it.
+//!
+//! Only a *material* change can decide: one that moves at least
+//! [`super::CompareOptions::min_share`] of the layer's latency. The
+//! material tests of the whole comparison are one family, held to
+//! [`super::CompareOptions::alpha`] together by Holm's step-down, so that
+//! the chance that an unchanged comparison exits 1 stays at alpha however
+//! many ops it has.
+
+use fsprof_core::stats::t_test_p;
+use fsprof_core::{Profile, Resolution};
+use serde::{Deserialize, Serialize};
+
+use super::runs::{common_shifts, per_run, pooled_variances, RunStat};
+use super::{CompareOptions, Finding, LayerShift, OpComparison, Status};
+
+/// What a test looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestKind {
+    Shift,
+    Time,
+}
+
+/// Where the noise a test measured a change against came from.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum Spread {
+    /// Measured between the runs of each side, moderated by the assumed
+    /// spread: `sd` of one run, in powers of two, with `df` degrees of
+    /// freedom.
+    Runs { sd: f64, df: f64 },
+    /// One run per side: the assumed spread between runs plus each
+    /// histogram's sampling noise.
+    Assumed { sd: f64, df: f64 },
+}
+
+/// One test of one op.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub test: TestKind,
+    /// How big the change is, in powers of two (B over A, the profile
+    /// shift taken out; +1 = twice as slow or as long).
+    pub effect: f64,
+    /// Share of the layer's latency the change moves.
+    pub moved: f64,
+    pub p_value: f64,
+    /// The level its p-value had to reach in Holm's order; `None` when it
+    /// moved under the material share and so could not decide.
+    pub level: Option<f64>,
+    /// Whether it found a change: material, under its level, and no test
+    /// before it in Holm's order failed.
+    pub decides: bool,
+    pub spread: Spread,
+}
+
+/// A difference of means between A's and B's runs of a per-run statistic,
+/// tested against their spread.
+struct Difference {
+    /// Mean of B's runs minus mean of A's.
+    diff: f64,
+    p_value: f64,
+    spread: Spread,
+}
+
+/// `xs`: the statistic per run (A's, B's); `sampling`: the variance one
+/// run's value has from its calls alone; `prior`: the variance assumed
+/// between runs. The spread measured between each side's runs is moderated
+/// by the assumed one (which stands alone with one run per side).
+fn difference(
+    (a, b): (&[f64], &[f64]),
+    sampling: f64,
+    prior: f64,
+    opts: &CompareOptions,
+) -> Option<Difference> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+    let (ma, mb) = (mean(a), mean(b));
+    let df = na + nb - 2.0;
+    let ss: f64 = a.iter().map(|x| (x - ma).powi(2)).sum::<f64>()
+        + b.iter().map(|x| (x - mb).powi(2)).sum::<f64>();
+    let s2 = (opts.spread_df * (prior + sampling) + ss) / (opts.spread_df + df);
+    let se = (s2 * (1.0 / na + 1.0 / nb)).sqrt();
+    let dof = opts.spread_df + df;
+    if se.is_nan() || se <= 0.0 {
+        return None;
+    }
+    let sd = s2.sqrt();
+    Some(Difference {
+        diff: mb - ma,
+        p_value: t_test_p((mb - ma) / se, dof)?,
+        spread: if df > 0.0 {
+            Spread::Runs { sd, df: dof }
+        } else {
+            Spread::Assumed { sd, df: dof }
+        },
+    })
+}
+
+/// The shift and time tests of one op from its runs' statistics (A's runs
+/// then B's, with each run's profile shift); none unless every run has
+/// the op. `share`: the op's share of its layer's latency in A.
+pub(super) fn op_tests(
+    a: &[Option<RunStat>],
+    b: &[Option<RunStat>],
+    shifts: &[f64],
+    share: f64,
+    opts: &CompareOptions,
+) -> Vec<Check> {
+    let all: Option<Vec<RunStat>> = a.iter().chain(b).copied().collect();
+    let Some(all) = all else {
+        return Vec::new();
+    };
+    let na = a.len();
+    let (log_var, lat_var) = pooled_variances(&all);
+    let runs = all.len() as f64;
+    let mut out = Vec::new();
+
+    // Shift: each run's mean log2 latency, less its profile shift.
+    let xs: Vec<f64> = all
+        .iter()
+        .zip(shifts)
+        .map(|(r, s)| r.log_mean - s)
+        .collect();
+    let sampling = all.iter().map(|r| log_var / r.calls as f64).sum::<f64>() / runs;
+    let prior = opts.spread * opts.spread;
+    if let Some(d) = difference((&xs[..na], &xs[na..]), sampling, prior, opts) {
+        out.push(Check {
+            test: TestKind::Shift,
+            effect: d.diff,
+            moved: share * (d.diff.exp2() - 1.0).abs(),
+            p_value: d.p_value,
+            level: None,
+            decides: false,
+            spread: d.spread,
+        });
+    }
+
+    // Time: each run's total latency, less its profile shift, relative to
+    // the mean over all runs; the calls' sampling noise of a total is
+    // `calls × σ²`, σ² pooled over the runs. On this scale a few calls
+    // preempted for milliseconds make the total as uncertain as they are
+    // (a log scale would hide it), while a tenth of the calls now waiting
+    // for the disk stands out.
+    let ys: Vec<f64> = all
+        .iter()
+        .zip(shifts)
+        .map(|(r, s)| r.total * (-s).exp2())
+        .collect();
+    let scale = ys.iter().sum::<f64>() / runs;
+    if scale > 0.0 {
+        let xs: Vec<f64> = ys.iter().map(|y| y / scale).collect();
+        let sampling =
+            all.iter().map(|r| r.calls as f64 * lat_var).sum::<f64>() / runs / (scale * scale);
+        let prior = (opts.spread * std::f64::consts::LN_2).powi(2);
+        // How much longer, by each side's median run: one run with a call
+        // preempted for 50 ms moves a mean of three runs by a factor the
+        // op never changed by (the test, on the means, still weighs it).
+        let median = |x: &[f64]| fsprof_core::stats::median(x).unwrap_or(0.0);
+        let (ma, mb) = (median(&xs[..na]), median(&xs[na..]));
+        if let Some(d) = difference((&xs[..na], &xs[na..]), sampling, prior, opts) {
+            let ratio = if ma > 0.0 { mb / ma } else { f64::INFINITY };
+            out.push(Check {
+                test: TestKind::Time,
+                effect: ratio.log2(),
+                moved: share * (ratio - 1.0).abs(),
+                p_value: d.p_value,
+                level: None,
+                decides: false,
+                spread: d.spread,
+            });
+        }
+    }
+    out
+}
+
+/// Each op's share of its layer's latency in A, what a change must move
+/// enough of: its median total over A's runs against the sum of every
+/// op's. A run in which one call was preempted for 50 ms holds a layer
+/// total many times the usual, and the shares of that run alone would make
+/// every other op look negligible.
+fn baseline_shares(stats: &[Vec<Option<RunStat>>], runs_a: usize) -> Vec<f64> {
+    let medians: Vec<f64> = stats
+        .iter()
+        .map(|s| {
+            let t: Vec<f64> = s[..runs_a]
+                .iter()
+                .map(|r| r.map_or(0.0, |r| r.total))
+                .collect();
+            fsprof_core::stats::median(&t).unwrap_or(0.0)
+        })
+        .collect();
+    let sum: f64 = medians.iter().sum();
+    medians
+        .iter()
+        .map(|m| if sum > 0.0 { m / sum } else { 0.0 })
+        .collect()
+}
+
+/// Holm's step-down over every material check of the comparison: the
+/// `k`-th smallest p-value of `m` is held to `alpha / (m − k)`, and once
+/// one fails the ones after it fail too. Sets each material check's level.
+pub(super) fn holm(checks: &mut [&mut Check], opts: &CompareOptions) {
+    let mut family: Vec<&mut &mut Check> = checks
+        .iter_mut()
+        .filter(|c| c.moved >= opts.min_share)
+        .collect();
+    family.sort_by(|x, y| x.p_value.total_cmp(&y.p_value));
+    let m = family.len();
+    let mut failed = false;
+    for (k, c) in family.into_iter().enumerate() {
+        let level = opts.alpha / (m - k) as f64;
+        failed |= c.p_value > level;
+        c.level = Some(level);
+        c.decides = !failed;
+    }
+}
+
+/// The verdict on every op of a comparison whose phases 1–3 are done:
+/// each compared op's tests, Holm over all of them, and whether each op is
+/// interesting. Returns each layer's profile shift.
+pub(super) fn judge(
+    ops: &mut [OpComparison],
+    (a, b): (&[Profile], &[Profile]),
+    res: Resolution,
+    opts: &CompareOptions,
+) -> Vec<LayerShift> {
+    let mut layers: Vec<String> = Vec::new();
+    for o in ops.iter() {
+        if !layers.contains(&o.layer) {
+            layers.push(o.layer.clone());
+        }
+    }
+    let mut shifts: Vec<LayerShift> = layers
+        .iter()
+        .map(|l| judge_layer(ops, l, (a, b), res, opts))
+        .collect();
+    let mut all: Vec<&mut Check> = ops
+        .iter_mut()
+        .flat_map(|o| o.checks.iter_mut())
+        .chain(shifts.iter_mut().filter_map(|s| s.check.as_mut()))
+        .collect();
+    holm(&mut all, opts);
+    for o in ops.iter_mut() {
+        o.interesting = match (&o.finding, o.status) {
+            (Finding::OneSided { counts }, _) => *counts,
+            (_, Status::Compared) => o.checks.iter().any(|c| c.decides),
+            _ => false,
+        };
+    }
+    shifts
+}
+
+/// The tests of the ops of one layer, and the shift they share.
+fn judge_layer(
+    ops: &mut [OpComparison],
+    layer: &str,
+    (a, b): (&[Profile], &[Profile]),
+    res: Resolution,
+    opts: &CompareOptions,
+) -> LayerShift {
+    let runs = a.len() + b.len();
+    let mine: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].layer == layer).collect();
+    // Every op's statistics per run, A's runs then B's.
+    let stats: Vec<Vec<Option<RunStat>>> = mine
+        .iter()
+        .map(|&k| {
+            let mut s = per_run(a, layer, &ops[k].op, res);
+            s.extend(per_run(b, layer, &ops[k].op, res));
+            s
+        })
+        .collect();
+    let compared: Vec<Vec<Option<RunStat>>> = mine
+        .iter()
+        .zip(&stats)
+        .filter(|(&k, s)| ops[k].status == Status::Compared && s.iter().all(Option::is_some))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let shifts = common_shifts(&compared, runs);
+    let shares = baseline_shares(&stats, a.len());
+    for ((&k, s), share) in mine.iter().zip(&stats).zip(shares) {
+        let o = &mut ops[k];
+        match o.status {
+            Status::Compared => {
+                o.checks = op_tests(&s[..a.len()], &s[a.len()..], &shifts, share, opts);
+            }
+            // Only an op in every run of its side decides by being there.
+            Status::Added | Status::Removed => {
+                let side = if o.status == Status::Added {
+                    &s[a.len()..]
+                } else {
+                    &s[..a.len()]
+                };
+                if side.iter().any(Option::is_none) {
+                    o.finding = Finding::OneSided { counts: false };
+                }
+            }
+            _ => {}
+        }
+    }
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
+    let enough = compared.len() >= 3;
+    LayerShift {
+        layer: layer.to_string(),
+        shift: mean(&shifts[a.len()..]) - mean(&shifts[..a.len()]),
+        ops: if enough { compared.len() } else { 0 },
+        check: enough.then(|| layer_test(&shifts, a.len(), opts)).flatten(),
+    }
+}
+
+/// The test of a layer's profile shift: every op slower (or faster)
+/// together, against the spread such shifts show between runs. The whole
+/// layer's latency moves with it.
+fn layer_test(shifts: &[f64], runs_a: usize, opts: &CompareOptions) -> Option<Check> {
+    let prior = opts.spread * opts.spread;
+    let d = difference((&shifts[..runs_a], &shifts[runs_a..]), 0.0, prior, opts)?;
+    Some(Check {
+        test: TestKind::Shift,
+        effect: d.diff,
+        moved: (d.diff.exp2() - 1.0).abs(),
+        p_value: d.p_value,
+        level: None,
+        decides: false,
+        spread: d.spread,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(p: f64, moved: f64) -> Check {
+        Check {
+            test: TestKind::Shift,
+            effect: 1.0,
+            moved,
+            p_value: p,
+            level: None,
+            decides: false,
+            spread: Spread::Assumed { sd: 0.25, df: 8.0 },
+        }
+    }
+
+    #[test]
+    fn holm_steps_down_and_stops_at_the_first_failure() {
+        let opts = CompareOptions::default();
+        let mut cs = [
+            check(0.03, 0.5),
+            check(0.001, 0.5),
+            check(0.02, 0.5),
+            check(0.0001, 0.001),
+        ];
+        let mut refs: Vec<&mut Check> = cs.iter_mut().collect();
+        holm(&mut refs, &opts);
+        // Material: 0.001 (level 0.05/3), 0.02 (0.05/2), 0.03 (0.05/1).
+        assert!(cs[1].decides && cs[2].decides && cs[0].decides);
+        // The immaterial one never decides, however small its p.
+        assert_eq!(cs[3].level, None);
+        assert!(!cs[3].decides);
+        let mut cs = [check(0.03, 0.5), check(0.001, 0.5), check(0.04, 0.5)];
+        let mut refs: Vec<&mut Check> = cs.iter_mut().collect();
+        holm(&mut refs, &opts);
+        // 0.03 > 0.05/2: it fails, and so does 0.04 after it though
+        // 0.04 <= 0.05.
+        assert!(cs[1].decides && !cs[0].decides && !cs[2].decides);
+    }
+}
