@@ -3,8 +3,10 @@
 
 Workloads that start many short processes, each timed bare, with an empty
 library preloaded (the floor of any preload profiler: the dynamic linker
-loading one more object), under `fsprof run` and under `fsprof trace`, in
-interleaved rounds (every variant once per round, in turn), as medians:
+loading one more object), with fsprof's shim loaded without a run (what
+the library costs before it sets anything up), under `fsprof run` and
+under `fsprof trace`, in interleaved rounds (every variant once per round,
+in turn), as medians:
 
   loop   bash -c 'for i in $(seq N); do cat /etc/hostname >/dev/null; done'
   xargs  bash -c "find /usr/include/linux -name '*.h' | xargs -n4 wc -c"
@@ -53,6 +55,11 @@ def variants(args, tmp, shell):
         "bare": (cmd, {}),
         "empty.so": (cmd, {"LD_PRELOAD": empty}),
     }
+    shim = installed_shim(args.fsprof, tmp)
+    if shim:
+        # Loading fsprof's shim without a run: what the library costs
+        # before it sets anything up (its size, relocations, constructor).
+        out["shim, no run"] = (cmd, {"LD_PRELOAD": shim})
     builds = [("", args.fsprof)] + ([(" (other)", args.other)] if args.other else [])
     for tag, fs in builds:
         out["fsprof run" + tag] = (
@@ -67,6 +74,18 @@ def variants(args, tmp, shell):
     if args.strace:
         out["strace -f -c"] = (["strace", "-f", "-c", "-o", os.path.join(tmp, "s.txt")] + cmd, {})
     return out
+
+
+def installed_shim(fsprof, tmp):
+    """The preload library `fsprof run` installs and uses (None if not found)."""
+    subprocess.run([fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "s.json"), "--", "true"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fsprof-{os.getuid()}")
+    try:
+        libs = [os.path.join(base, f) for f in os.listdir(base) if f.startswith("libfsprof_shim-")]
+    except OSError:
+        return None
+    return max(libs, key=os.path.getmtime) if libs else None
 
 
 def measure(argv, env, fifo):

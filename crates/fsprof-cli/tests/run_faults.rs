@@ -220,3 +220,36 @@ fn a_program_that_drops_privileges_itself_is_reported() {
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(lost[0].exe, "/bin/cat");
 }
+
+/// A process fsprof cannot see alive (here a raw clone(2) child, which
+/// keeps its parent's counters; a process in another pid namespace is the
+/// same case) goes on counting into an arena block that fsprof has given
+/// to another process. That may damage the profile, never the program:
+/// the shim follows no pointer it stored in shared memory.
+#[test]
+fn a_recycled_arena_block_does_not_crash_its_old_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("recycled_block", dir.path(), &[]);
+    let ok = dir.path().join("ok");
+    let (o, p) = run_with_arena(
+        dir.path(),
+        "2",
+        &[exe.to_str().unwrap(), ok.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The clone lives on after the run: give it the time its calls take.
+    for _ in 0..60 {
+        if ok.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&ok).unwrap_or_default(),
+        "ok",
+        "the clone died after its counters were recycled"
+    );
+    // The leaf ran profiled (with two blocks, in the recycled one: the
+    // build before this fix failed this test, its clone killed by SIGSEGV).
+    assert!(p.processes.iter().any(|pr| pr.argv.last().is_some_and(|a| a == "leaf")));
+}

@@ -205,8 +205,8 @@ struct fsprof_own {
 
 /* A thread slot record: this header, then uint32_t ctr_off[nctr] and
  * uint32_t corr_off[corr_ops] (file offsets of the thread's counters and
- * value tables, 0 until first used; written with release), then the shim's
- * private scratch. The record at entry 0 of the slot directory, made when
+ * value tables, 0 until first used; written with release); the shim
+ * keeps its own pointers to them in its private memory. The record at entry 0 of the slot directory, made when
  * the first thread finds no free slot (0 until then), is shared by those
  * and is updated with atomic adds. */
 struct fsprof_slot_hdr {

@@ -39,7 +39,13 @@ static uint64_t g_seq;   /* names the file: p<seq> */
 static uint64_t g_fdev, g_fino;
 static int g_in_block;   /* the first chunk is an arena block */
 static int g_has_file;   /* p<seq> exists (always, when not in a block) */
-static struct slot_rec *g_slot0;
+/* The private part of slot record k (record.h): 0 is the one threads share
+ * when private ones run out (its `sh` NULL until made). In .bss, not in
+ * thread-local storage: a library with this much initial-exec TLS could
+ * not be dlopen'ed (fsprof's self-test does); untouched pages cost nothing.
+ * g_nslots counts them here, whatever the pool's header says. */
+static struct slot_rec g_recs[FSPROF_MAX_SLOTS];
+static uint32_t g_nslots;
 /* Taken only on the slow paths; a thread never waits for itself (a signal
  * handler that interrupts a slow path is turned away by t_in_slow). */
 static int g_lock;
@@ -171,12 +177,12 @@ static void *pool_alloc(uint64_t n, uint32_t *off)
     return alloc_in_last(n, off);
 }
 
-/* A new slot record, published at entry k of the slot directory (a new
- * entry when k is nslots); NULL if none. */
-static struct slot_rec *new_slot(uint32_t k, int shared)
+/* A new slot record, published at entry k of the slot directory (entry 0
+ * is the shared slot's, counted from the start); NULL if none. */
+static struct slot_shared *new_slot(uint32_t k, int shared)
 {
     uint32_t off;
-    struct slot_rec *s = pool_alloc(sizeof *s, &off);
+    struct slot_shared *s = pool_alloc(sizeof *s, &off);
     if (s == NULL)
         return NULL;
     s->h.tid = shared ? 0 : (uint32_t)syscall(SYS_gettid);
@@ -185,7 +191,7 @@ static struct slot_rec *new_slot(uint32_t k, int shared)
     s->h.ncorr = CORR_COUNT;
     uint32_t *dir = (uint32_t *)((char *)g_proc + FSPROF_SLOT_DIR_OFF);
     __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
-    if (k == g_proc->nslots)
+    if (k > 0)
         __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
     return s;
 }
@@ -202,7 +208,8 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
     g_used = FSPROF_PROC_HDR_SIZE;
     g_full = 0;
     g_proc = (struct fsprof_proc *)map;
-    g_slot0 = NULL;
+    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    g_nslots = 1;
     g_proc->nslots = 1;
     __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
     return 0;
@@ -264,7 +271,7 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->corr_ops = CORR_COUNT;
     p->corr_lat = FSPROF_CORR_LAT;
     p->corr_val = FSPROF_CORR_VAL;
-    p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
+    p->slot_size = (uint32_t)sizeof(struct slot_shared);
     p->pid = pid;
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = fsprof_mono_ns();
@@ -334,7 +341,8 @@ HIDDEN void fsprof_pool_forget(void)
     g_in_block = 0;
     g_has_file = 0;
     g_proc = NULL;
-    g_slot0 = NULL;
+    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    g_nslots = 1;
     g_lock = 0;
     g_full = 0;
     t_in_slow = 0;
@@ -352,14 +360,22 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
         return NULL;
     t_in_slow = 1;
     lock();
-    uint32_t k = g_proc->nslots;
-    struct slot_rec *s = k < g_max_slots ? new_slot(k, 0) : NULL;
-    t_shared = s == NULL;
-    if (s == NULL) {
-        if (g_slot0 == NULL)
-            g_slot0 = new_slot(0, 1);
-        s = g_slot0;
+    uint32_t k = g_nslots;
+    struct slot_shared *sh = k < g_max_slots ? new_slot(k, 0) : NULL;
+    struct slot_rec *s;
+    if (sh != NULL) {
+        s = &g_recs[k];
+        g_nslots = k + 1;
+        memset(s, 0, sizeof *s);
+        s->sh = sh;
+    } else {
+        s = &g_recs[0];
+        if (s->sh == NULL)
+            s->sh = new_slot(0, 1);
+        if (s->sh == NULL)
+            s = NULL;
     }
+    t_shared = s == &g_recs[0];
     unlock();
     t_slot = s;
     t_in_slow = 0;
@@ -380,7 +396,7 @@ HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx)
         uint32_t off;
         c = pool_alloc(g_ctr_size, &off);
         if (c) {
-            __atomic_store_n(&s->ctr_off[idx], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->sh->ctr_off[idx], off, __ATOMIC_RELEASE);
             __atomic_store_n(&s->ctr[idx], c, __ATOMIC_RELEASE);
         }
     }
@@ -404,7 +420,7 @@ HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
         uint32_t off;
         t = pool_alloc((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, &off);
         if (t) {
-            __atomic_store_n(&s->corr_off[cop], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->sh->corr_off[cop], off, __ATOMIC_RELEASE);
             __atomic_store_n(&s->corr[cop], t, __ATOMIC_RELEASE);
         }
     }

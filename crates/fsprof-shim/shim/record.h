@@ -47,14 +47,23 @@ enum fsprof_corr_op {
 };
 #undef C
 
-/* A thread's slot record in the counter file (abi.h): what readers see,
- * then the shim's own pointers to the same counters, so that the hot path
- * finds a counter with one load. */
-struct slot_rec {
+/* A thread's slot record in the pool (abi.h): what readers see. */
+struct slot_shared {
     struct fsprof_slot_hdr h;
     uint32_t ctr_off[NCTR];
     uint32_t corr_off[CORR_COUNT];
-    /* private scratch from here on */
+};
+
+/* The shim's own pointers to a slot's counters, so that the hot path finds
+ * a counter with one load. They live in this process's memory (pool.c),
+ * never in the pool: pool memory is shared, and an arena block can be zeroed and handed
+ * to another process while this one still runs (a process fsprof cannot
+ * see alive, in another pid namespace, or a clone(2) child without fork
+ * handlers). Then the worst is counts filed into another process's
+ * counters, a damaged profile; a pointer read back from the pool could be
+ * another address space's, and following it would crash the program. */
+struct slot_rec {
+    struct slot_shared *sh;
     struct fsprof_ctr *ctr[NCTR];
     uint64_t *corr[CORR_COUNT];
     struct fsprof_fd_state *fd;

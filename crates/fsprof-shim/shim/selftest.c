@@ -147,7 +147,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
 {
     if (iters == 0 || !use_control(ctl, len))
         return -1;
-    size_t slot_len = (sizeof(struct slot_rec) + 63) & ~(size_t)63;
+    size_t slot_len = (sizeof(struct slot_rec) + sizeof(struct slot_shared) + 63) & ~(size_t)63;
     size_t len_all = slot_len + g_ctr_size;
     /* Raw system calls: mmap and munmap are the shim's own wrappers. */
     char *scratch = (char *)syscall(SYS_mmap, 0, len_all, PROT_READ | PROT_WRITE,
@@ -155,6 +155,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
     if (scratch == MAP_FAILED)
         return -1;
     struct slot_rec *s = (struct slot_rec *)scratch;
+    s->sh = (struct slot_shared *)(scratch + sizeof *s);
     s->ctr[OP_read] = (struct fsprof_ctr *)(scratch + slot_len);
     /* fd 0 as a file, so that the timed path is the file path. */
     uint8_t saved_class = g_fdclass[0];
