@@ -251,5 +251,8 @@ fn a_recycled_arena_block_does_not_crash_its_old_writer() {
     );
     // The leaf ran profiled (with two blocks, in the recycled one: the
     // build before this fix failed this test, its clone killed by SIGSEGV).
-    assert!(p.processes.iter().any(|pr| pr.argv.last().is_some_and(|a| a == "leaf")));
+    assert!(p
+        .processes
+        .iter()
+        .any(|pr| pr.argv.last().is_some_and(|a| a == "leaf")));
 }
