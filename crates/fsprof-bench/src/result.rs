@@ -24,7 +24,7 @@ use fsprof_measure::cache::CacheCheck;
 pub const FORMAT_NAME: &str = "fsprof-bench";
 pub const FORMAT_VERSION: u32 = 1;
 /// The profile layer holding the phases' latencies.
-pub const LAYER: &str = "bench";
+pub const LAYER: &str = fsprof_core::layer::BENCH;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchResult {
@@ -152,44 +152,50 @@ pub enum ReadError {
     Corrupt { path: String, detail: String },
 }
 
-/// Whether the JSON value carries a bench result (for `compare` to pick
-/// its method).
-pub fn is_bench(value: &serde_json::Value) -> bool {
-    value.get("bench").is_some()
-}
-
 /// Reads a result file: the profile (validated as any profile) and the
 /// bench object.
 pub fn read_result(path: &Path) -> Result<(Profile, BenchResult), ReadError> {
-    let profile = fsprof_core::format::read_profile(path)?;
-    let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| ReadError::Corrupt {
-        path: shown.clone(),
+        path: path.display().to_string(),
         detail: e.to_string(),
     })?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| ReadError::Corrupt {
-            path: shown.clone(),
-            detail: e.to_string(),
-        })?;
-    let Some(b) = value.get("bench") else {
-        return Err(ReadError::NotBench(shown));
+    let profile = fsprof_core::format::parse_profile(&bytes, path)?;
+    match parse_section(&bytes, &path.display().to_string())? {
+        Some(bench) => Ok((profile, bench)),
+        None => Err(ReadError::NotBench(path.display().to_string())),
+    }
+}
+
+/// The bench object of a file's bytes, `None` for a plain profile: so a
+/// command reads a file once and then knows what it holds (`compare`
+/// picks its method by it, `report --format html` adds a sweep's charts).
+/// Only the `bench` field is kept; the profile's bulk is skipped unparsed.
+pub fn parse_section(bytes: &[u8], shown: &str) -> Result<Option<BenchResult>, ReadError> {
+    #[derive(Deserialize)]
+    struct Section {
+        bench: Option<serde_json::Value>,
+    }
+    let corrupt = |detail: String| ReadError::Corrupt {
+        path: shown.to_string(),
+        detail,
+    };
+    let section: Section = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let Some(b) = section.bench else {
+        return Ok(None);
     };
     match b.get("format_version").and_then(|v| v.as_u64()) {
         Some(v) if v == FORMAT_VERSION as u64 => {}
-        Some(found) => return Err(ReadError::Version { path: shown, found }),
-        None => {
-            return Err(ReadError::Corrupt {
-                path: shown,
-                detail: "bench.format_version is missing".into(),
+        Some(found) => {
+            return Err(ReadError::Version {
+                path: shown.to_string(),
+                found,
             })
         }
+        None => return Err(corrupt("bench.format_version is missing".into())),
     }
-    let bench: BenchResult = serde_json::from_value(b.clone()).map_err(|e| ReadError::Corrupt {
-        path: shown,
-        detail: e.to_string(),
-    })?;
-    Ok((profile, bench))
+    serde_json::from_value(b)
+        .map(Some)
+        .map_err(|e| corrupt(e.to_string()))
 }
 
 /// An empty result profile's metadata.

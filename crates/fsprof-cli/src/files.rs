@@ -6,25 +6,53 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
+use fsprof_bench::result::BenchResult;
 use fsprof_capture::is_stdio;
-use fsprof_core::format::{parse_profile, read_profile, write_atomic, FormatError};
+use fsprof_core::format::{parse_profile, write_atomic, FormatError};
 use fsprof_core::Profile;
 
 /// Reads a profile from a file, or from standard input for `-`.
 pub fn read_input(path: &Path) -> Result<Profile> {
-    if !is_stdio(path) {
-        return Ok(read_profile(path)?);
-    }
-    let name = Path::new("standard input");
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .read_to_end(&mut bytes)
-        .map_err(|source| FormatError::Read {
-            path: name.to_path_buf(),
+    let bytes = read_bytes(path)?;
+    Ok(parse_profile(&bytes, Path::new(&name(path)))?)
+}
+
+/// A file a command reads: the profile every fsprof file holds, and the
+/// bench result when it is one (`fsprof bench -o`).
+pub struct Document {
+    pub profile: Profile,
+    pub bench: Option<BenchResult>,
+}
+
+/// Reads a file once and says what it holds, so no command opens a file
+/// again to find out what kind it is.
+pub fn read_document(path: &Path) -> Result<Document> {
+    let bytes = read_bytes(path)?;
+    let shown = name(path);
+    Ok(Document {
+        profile: parse_profile(&bytes, Path::new(&shown))?,
+        bench: fsprof_bench::result::parse_section(&bytes, &shown)?,
+    })
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    let read = || {
+        if !is_stdio(path) {
+            return std::fs::read(path);
+        }
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .map(|_| bytes)
+    };
+    read().map_err(|source| {
+        FormatError::Read {
+            path: PathBuf::from(name(path)),
             source,
-        })?;
-    Ok(parse_profile(&bytes, name)?)
+        }
+        .into()
+    })
 }
 
 /// How an input is named in messages: its path, or "standard input".
@@ -36,13 +64,24 @@ pub fn name(path: &Path) -> String {
     }
 }
 
+/// Reads several files, at most one of them from standard input.
+pub fn read_documents(paths: &[&PathBuf]) -> Result<Vec<Document>> {
+    one_stdin_at_most(paths)?;
+    paths.iter().map(|p| read_document(p)).collect()
+}
+
 /// Reads several profiles, at most one of them from standard input.
 pub fn read_inputs<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Result<Vec<Profile>> {
     let paths: Vec<&PathBuf> = paths.into_iter().collect();
+    one_stdin_at_most(&paths)?;
+    paths.into_iter().map(|p| read_input(p)).collect()
+}
+
+fn one_stdin_at_most(paths: &[&PathBuf]) -> Result<()> {
     if paths.iter().filter(|p| is_stdio(p)).count() > 1 {
         bail!("only one input can be standard input (-)");
     }
-    paths.into_iter().map(|p| read_input(p)).collect()
+    Ok(())
 }
 
 /// Refuses, before the work, an `-o FILE` that exists without `--force`

@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
-use crate::commands::run::RunArgs;
+use crate::commands::run::{ColdArgs, RunArgs};
 
 /// `run`'s arguments when `args` (with the program name first) is
 /// `fsprof run` with only `-q`/`--quiet`, `-f`/`--force` and
@@ -58,6 +58,7 @@ pub fn quick_run(args: &[OsString]) -> Option<RunArgs> {
             metrics_allow_remote: false,
             metrics_argv: false,
         },
+        cold: ColdArgs::default(),
         command,
     })
 }

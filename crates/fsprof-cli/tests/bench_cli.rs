@@ -188,6 +188,16 @@ fn compare_of_two_bench_results_judges_phases_by_their_intervals() {
     assert!(line.contains("faster (beyond both CIs)"), "{text}");
     let other = text.lines().find(|l| l.starts_with("rand_read ")).unwrap();
     assert!(other.contains("no significant change"), "{text}");
+    // Each file is read once, so a result on standard input (which cannot
+    // be read twice) is still compared as a bench result.
+    let o = fsprof()
+        .args(["compare", "-"])
+        .arg(&b)
+        .stdin(std::fs::File::open(&a).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("faster (beyond both CIs)"));
 }
 
 /// A sweep small enough for a test: two files, two runs, from 16 KiB.

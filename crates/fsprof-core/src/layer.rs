@@ -32,6 +32,17 @@ pub const FUSEFS: &str = "fusefs";
 /// (docs/profile-format.md, "Layered attribution").
 pub const BLOCK_WAIT: &str = "block-wait";
 
+/// Latencies of fsprof's own timed workloads rather than of another
+/// program's calls (`fsprof bench`: an op per phase, e.g. `stat_seq`).
+pub const BENCH: &str = "bench";
+/// Read and write latencies at file offsets, timed by `fsprof discover`
+/// while it infers a file system's parameters.
+pub const DISCOVER: &str = "discover";
+
+/// The layers of fsprof's own measurements (`bench`, `discover`): not in
+/// [`ALL`], which holds the layers of a captured program's work.
+pub const MEASURED: [&str; 2] = [BENCH, DISCOVER];
+
 /// Every layer above, from the program down to the device.
 pub const ALL: [&str; 9] = [
     USER,

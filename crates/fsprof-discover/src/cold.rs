@@ -82,7 +82,7 @@ pub struct Cooler {
 pub struct Tally {
     pub coolings: u32,
     pub fallbacks: u32,
-    /// Coolings after which pages stayed until evicted again ([`settle`]).
+    /// Coolings after which pages stayed until evicted again (`fsprof_measure::cache::settle`).
     pub settled: u32,
     /// Why the last fallback was needed.
     pub fallback_why: Option<String>,
@@ -351,7 +351,7 @@ impl Cooler {
                     .map_err(DiscoverError::io(format!("{} (cold cache)", m.name())))?,
             ),
         };
-        let (c, settled) = settle(&refs, cache::check(&refs, CacheMode::Cold, eviction));
+        let (c, settled) = cache::settle(&refs, cache::check(&refs, CacheMode::Cold, eviction));
         {
             let mut t = self.tally.borrow_mut();
             t.coolings += 1;
@@ -426,32 +426,6 @@ impl Cooler {
         (t.fallbacks > 0)
             .then(|| fallback_sentence(t.fallbacks, t.coolings, t.fallback_why.as_deref()))
     }
-}
-
-/// Waits before each further eviction while pages outlive one: a page a
-/// read-ahead is still reading is locked and skipped, and a page still in
-/// another CPU's LRU cache is held by it (drop_caches does not drain those
-/// caches; `posix_fadvise(DONTNEED)` does). ms.
-const SETTLE_MS: [u64; 3] = [20, 100, 500];
-
-/// `first` if it passed; else the check after evicting again (fsync and
-/// `posix_fadvise(DONTNEED)`) after each wait of [`SETTLE_MS`], and whether
-/// that was needed.
-fn settle(files: &[&File], first: cache::CacheCheck) -> (cache::CacheCheck, bool) {
-    let mut c = first;
-    let mut again = false;
-    for ms in SETTLE_MS {
-        if c.passed {
-            break;
-        }
-        again = true;
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        for f in files {
-            let _ = fsprof_sys::pagecache::evict(f);
-        }
-        c = cache::check(files, CacheMode::Cold, Some(cache::Eviction::Fadvise));
-    }
-    (c, again)
 }
 
 /// What a remount achieved.
@@ -683,7 +657,13 @@ mod tests {
     #[test]
     fn pages_held_for_a_moment_are_evicted_again_after_a_wait() {
         let (_d, p, c) = fadvised(1 << 20);
-        let map = crate::testing::map_every_page(&File::open(&p).unwrap()).unwrap();
+        // Mapped after a write-back and an eviction, so that the mapping
+        // faults in clean pages read back from the device: pages still as
+        // written (large folios, just written back) were seen to leave
+        // with the first eviction, mapped or not.
+        let f = File::open(&p).unwrap();
+        fsprof_sys::pagecache::evict(&f).unwrap();
+        let map = crate::testing::map_every_page(&f).unwrap();
         let cooling = std::thread::spawn(move || {
             let mut notes = Notes::default();
             let r = c.cool(&[&p], &mut notes.ctx()).map_err(|e| e.to_string());
@@ -697,6 +677,34 @@ mod tests {
         assert_eq!((t.coolings, t.settled), (1, 1), "{t:?}");
         let said = t.since(&Tally::default()).join(" ");
         assert!(said.contains("until evicted again"), "{said}");
+    }
+
+    /// A cooling that cannot go cold names the options that could:
+    /// fadvise on a file in memory keeps every page, and the error offers
+    /// drop-caches, and a remount of the device when one is mounted there.
+    #[test]
+    fn a_refused_cooling_names_the_options_that_work() {
+        let d = tempfile::tempdir_in("/dev/shm").unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, vec![7u8; 64 << 10]).unwrap();
+        let t = Target::probe(d.path()).unwrap();
+        let mut c = Cooler::choose(ColdChoice::Only(ColdMethod::Fadvise), &t, None).unwrap();
+        let e = c.cool(&[&p], &mut Notes::default().ctx()).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("16 of 16 pages of the test files stayed cached after fadvise"),
+            "{s}"
+        );
+        assert!(s.contains("needs another way: --cold drop-caches"), "{s}");
+        c.no_remount = Some(NoRemount::NoDevice {
+            mounted: Some("/dev/loop7".into()),
+        });
+        assert!(
+            c.instead()
+                .starts_with("--cold remount --device /dev/loop7, or --cold drop-caches"),
+            "{}",
+            c.instead()
+        );
     }
 
     /// Said once, before the first cooling, however many follow.

@@ -11,7 +11,7 @@ use fsprof_core::{BucketLayout, Profile, Resolution};
 
 use crate::Report;
 
-pub const LAYER: &str = "discover";
+pub const LAYER: &str = fsprof_core::layer::DISCOVER;
 
 /// The findings' samples as a profile; `command` is fsprof's command line.
 pub fn build(report: &Report, command: &[OsString], resolution: Resolution) -> Profile {

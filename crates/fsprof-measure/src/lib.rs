@@ -9,6 +9,8 @@
 //!   what the loop adds per operation;
 //! - [`cache`]: cold/warm/as-is page-cache states with verification
 //!   (`cachestat(2)` or `mincore(2)`), for any set of files;
+//! - [`cold_paths`]: the files a user names (`run --cold`) evicted and
+//!   checked one descriptor at a time, with why any stayed cached;
 //! - [`target`]: the directory a measurement runs in — its file system,
 //!   the mount it is on, block size and free space.
 //!
@@ -17,5 +19,6 @@
 //! facts (the mount table, page-cache calls, host facts) in fsprof-sys.
 
 pub mod cache;
+pub mod cold_paths;
 pub mod target;
 pub mod timing;

@@ -44,6 +44,7 @@ use fsprof_core::buckets::{BucketLayout, Resolution};
 use fsprof_core::histogram::{Histogram, OpStats};
 use fsprof_core::stats::Summary;
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, TscRate};
+use fsprof_sys::usage::{runqueue_wait_ns, this_thread};
 
 /// The clock a loop reads: ticks now, ns afterwards.
 #[derive(Clone, Copy, Debug)]
@@ -119,7 +120,22 @@ pub struct Samples {
     /// system; 0 where the clock is missing). `wall_ns - cpu_ns` was spent
     /// waiting: blocked in I/O or preempted.
     pub cpu_ns: u64,
+    /// Of the wait, the time the thread was runnable but waited on a run
+    /// queue for a CPU (other tasks ran), ns; `None` without schedstats.
+    /// The rest of the wait it was blocked (I/O, a lock).
+    pub runqueue_ns: Option<u64>,
+    /// Times the thread blocked (voluntary switches) and was preempted
+    /// (involuntary) over the span.
+    pub voluntary: u64,
+    pub involuntary: u64,
+    /// With [`TimingLoop::watch_others`]: the commands of other processes
+    /// that used the most CPU over the span, with their CPU time, ns, most
+    /// first (at most [`OTHERS`]).
+    pub others: Vec<(String, u64)>,
 }
+
+/// How many of the other processes' commands [`Samples::others`] names.
+pub const OTHERS: usize = 3;
 
 impl Samples {
     /// The latencies in the shared log2 buckets.
@@ -162,6 +178,19 @@ impl Samples {
             .then(|| (self.cpu_ns as f64 / self.wall_ns as f64).min(1.0))
     }
 
+    /// Share of the wall time the thread waited for a CPU, in [0, 1].
+    pub fn runqueue(&self) -> Option<f64> {
+        let q = self.runqueue_ns?;
+        (self.wall_ns > 0).then(|| (q as f64 / self.wall_ns as f64).min(1.0))
+    }
+
+    /// Share of the wall time the thread was blocked (neither on a CPU nor
+    /// waiting for one), in [0, 1].
+    pub fn blocked(&self) -> Option<f64> {
+        let on = self.on_cpu()?;
+        Some((1.0 - on - self.runqueue()?).max(0.0))
+    }
+
     /// Iterations per second over the timed span.
     pub fn ops_per_sec(&self) -> f64 {
         if self.wall_ns == 0 {
@@ -177,11 +206,25 @@ impl Samples {
 pub struct TimingLoop {
     clock: Clock,
     warmup: usize,
+    watch_others: bool,
 }
 
 impl TimingLoop {
     pub fn new(clock: Clock) -> TimingLoop {
-        TimingLoop { clock, warmup: 0 }
+        TimingLoop {
+            clock,
+            warmup: 0,
+            watch_others: false,
+        }
+    }
+
+    /// Also note which other processes used the CPUs during the loop
+    /// ([`Samples::others`]): a reading of every process's CPU time before
+    /// and after (a few ms each, outside the timed region), so that a loop
+    /// that waited for a CPU can say who had it.
+    pub fn watch_others(mut self, on: bool) -> TimingLoop {
+        self.watch_others = on;
+        self
     }
 
     /// Iterations run first and not timed (their index is passed too:
@@ -206,6 +249,10 @@ impl TimingLoop {
         // timed iterations (one every 512 samples).
         let mut ticks: Vec<u64> = vec![1; n];
         let clock = self.clock;
+        let others0 = self
+            .watch_others
+            .then(fsprof_sys::host::cpu_time_by_command);
+        let (use0, q0) = (this_thread(), runqueue_wait_ns());
         let cpu0 = thread_cpu_ns();
         // The clock is chosen once, not tested per iteration.
         let wall = if clock.tsc_hz.is_some() {
@@ -214,6 +261,8 @@ impl TimingLoop {
             timed_loop(&mut ticks, &mut op, mono_ns)?
         };
         let cpu1 = thread_cpu_ns();
+        let (use1, q1) = (this_thread(), runqueue_wait_ns());
+        let others = others0.map_or_else(Vec::new, |before| busiest_since(&before));
         Ok(Samples {
             ns: ticks.into_iter().map(|t| clock.to_ns(t)).collect(),
             wall_ns: clock.to_ns(wall),
@@ -221,6 +270,14 @@ impl TimingLoop {
                 (Some(a), Some(b)) => b.saturating_sub(a),
                 _ => 0,
             },
+            runqueue_ns: q0.zip(q1).map(|(a, b)| b.saturating_sub(a)),
+            voluntary: use1
+                .voluntary_switches
+                .saturating_sub(use0.voluntary_switches),
+            involuntary: use1
+                .involuntary_switches
+                .saturating_sub(use0.involuntary_switches),
+            others,
         })
     }
 
@@ -254,6 +311,21 @@ where
         prev = t;
     }
     Ok(prev.wrapping_sub(start))
+}
+
+/// The commands whose CPU time grew most since `before`, most first.
+fn busiest_since(before: &std::collections::BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    let mut grew: Vec<(String, u64)> = fsprof_sys::host::cpu_time_by_command()
+        .into_iter()
+        .map(|(c, t)| {
+            let was = before.get(&c).copied().unwrap_or(0);
+            (c, t.saturating_sub(was))
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    grew.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    grew.truncate(OTHERS);
+    grew
 }
 
 /// The calling thread's CPU time, ns (`CLOCK_THREAD_CPUTIME_ID`).

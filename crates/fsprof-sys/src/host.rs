@@ -56,6 +56,52 @@ pub fn cpu_governor() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// CPU time (user + system) used so far by every process but this one,
+/// summed by command name (`comm`), ns: what other processes, kernel
+/// threads included (`kdamond.0`, `kworker/...`), took of the CPUs between
+/// two readings. Processes that come and go between them count only in
+/// the reading that saw them.
+pub fn cpu_time_by_command() -> std::collections::BTreeMap<String, u64> {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let me = std::process::id().to_string();
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((comm, ticks)) = parse_stat_cpu(&stat) {
+            *out.entry(comm).or_insert(0) += ticks.saturating_mul(1_000_000_000 / hz);
+        }
+    }
+    out
+}
+
+/// `(comm, utime + stime)` of a `/proc/PID/stat` line; the command is
+/// between the first `(` and the last `)`, which it may contain itself.
+fn parse_stat_cpu(stat: &str) -> Option<(String, u64)> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let comm = stat.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    // After the command: state is field 3, utime 14 and stime 15.
+    let utime: u64 = rest.get(11)?.parse().ok()?;
+    let stime: u64 = rest.get(12)?.parse().ok()?;
+    Some((comm, utime + stime))
+}
+
 /// The CPU's model name from /proc/cpuinfo (empty where it has none).
 pub fn cpu_model() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -226,6 +272,19 @@ mod tests {
         assert_eq!(proc_field(text, "model name"), Some("AMD EPYC"));
         assert_eq!(proc_field(text, "CapEff"), Some("000001ffffffffff"));
         assert_eq!(proc_field(text, "Mem"), None);
+    }
+
+    #[test]
+    fn cpu_time_is_read_from_stat_lines_whatever_the_command_holds() {
+        let line = "4242 (cc1 (plus) x) R 1 2 3 4 5 6 7 8 9 10 120 35 0 0 20 0 1 0 100";
+        assert_eq!(
+            parse_stat_cpu(line),
+            Some(("cc1 (plus) x".to_string(), 155))
+        );
+        assert_eq!(parse_stat_cpu("garbage"), None);
+        // This machine's processes, this one left out: pid 1 at least.
+        let all = cpu_time_by_command();
+        assert!(!all.is_empty());
     }
 
     /// Against getloadavg(3), another interface to the same figure (the

@@ -184,6 +184,7 @@ pub fn on_cpu(samples: &[&Samples]) -> Option<f64> {
         ns: Vec::new(),
         wall_ns: wall,
         cpu_ns: cpu,
+        ..Samples::default()
     }
     .on_cpu()
 }

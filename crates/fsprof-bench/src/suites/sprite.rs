@@ -389,6 +389,6 @@ fn timed_fsync(lp: &fsprof_measure::timing::TimingLoop, fd: libc::c_int) -> io::
     Ok(Samples {
         ns: vec![ns],
         wall_ns: ns,
-        cpu_ns: 0,
+        ..Samples::default()
     })
 }

@@ -14,6 +14,7 @@ use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, ValueEnum};
 use fsprof_bench::figure::{sweep_svg, SweepMetric as PlotMetric};
 use fsprof_bench::params::{Kind, Opt, ParamError, Params};
+use fsprof_bench::result::BenchResult;
 use fsprof_bench::{export, result, runner, Suite, SUITES};
 use fsprof_core::format::write_atomic;
 use fsprof_measure::cache::CacheMode;
@@ -290,41 +291,18 @@ fn write_plot(
     Ok(())
 }
 
-/// What `fsprof report --format html` adds for a bench result: a sweep's
-/// charts. Nothing for a plain profile or a result without a sweep (the
-/// profile part is reported as any profile's).
-pub fn report_figures(path: &std::path::Path) -> Vec<fsprof_plot::html::Figure> {
-    match result::read_result(path) {
-        Ok((_, b)) => fsprof_bench::figure::report_figures(&b),
-        Err(_) => Vec::new(),
-    }
-}
-
 /// `fsprof compare A B` on two bench results: phases whose 95% intervals
-/// are disjoint changed. `None` when either file is not a bench result
-/// (the profile comparison then runs as before).
+/// are disjoint changed.
 pub fn compare_results(
-    a: &std::path::Path,
-    b: &std::path::Path,
+    (ra, na): (&BenchResult, &str),
+    (rb, nb): (&BenchResult, &str),
     format: crate::args::FormatArg,
     output: Option<&std::path::Path>,
     force: bool,
-) -> Result<Option<i32>> {
-    let is_bench = |p: &std::path::Path| {
-        std::fs::read(p)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|v| result::is_bench(&v))
-    };
-    if !(is_bench(a) && is_bench(b)) {
-        return Ok(None);
-    }
-    let (_, ra) = result::read_result(a)?;
-    let (_, rb) = result::read_result(b)?;
-    let c = fsprof_bench::compare::compare(&ra, &rb);
-    let (na, nb) = (a.display().to_string(), b.display().to_string());
+) -> Result<i32> {
+    let c = fsprof_bench::compare::compare(ra, rb);
     let text = match format {
-        crate::args::FormatArg::Text => fsprof_bench::compare::text(&c, &na, &nb),
+        crate::args::FormatArg::Text => fsprof_bench::compare::text(&c, na, nb),
         crate::args::FormatArg::Json => serde_json::to_string_pretty(&c)? + "\n",
         crate::args::FormatArg::Csv => fsprof_bench::compare::csv(&c),
         crate::args::FormatArg::Html => {
@@ -332,5 +310,5 @@ pub fn compare_results(
         }
     };
     finish(&text, output, force)?;
-    Ok(Some(c.exit_code()))
+    Ok(c.exit_code())
 }

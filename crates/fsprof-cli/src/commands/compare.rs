@@ -114,15 +114,20 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         anyhow::bail!("--format html writes a file: add -o compare.html");
     }
     let (fa, fb) = sides(&a)?;
-    if let ([pa], [pb]) = (fa, fb) {
-        let (out, force) = (a.to.output.as_deref(), a.to.force);
-        if let Some(code) = super::bench::compare_results(pa, pb, format, out, force)? {
-            return Ok(code);
+    let mut docs = crate::files::read_documents(&fa.iter().chain(fb).collect::<Vec<_>>())?;
+    if let ([da, db], [pa], [pb]) = (docs.as_slice(), fa, fb) {
+        if let (Some(ra), Some(rb)) = (&da.bench, &db.bench) {
+            let (na, nb) = (crate::files::name(pa), crate::files::name(pb));
+            let (out, force) = (a.to.output.as_deref(), a.to.force);
+            return super::bench::compare_results((ra, &na), (rb, &nb), format, out, force);
         }
     }
-    let mut runs = crate::files::read_inputs(fa.iter().chain(fb))?;
-    let rb = runs.split_off(fa.len());
-    let ra = runs;
+    let rb: Vec<_> = docs
+        .split_off(fa.len())
+        .into_iter()
+        .map(|d| d.profile)
+        .collect();
+    let ra: Vec<_> = docs.into_iter().map(|d| d.profile).collect();
     let opts = CompareOptions {
         method: match a.method {
             MethodArg::Emd => Method::Emd,

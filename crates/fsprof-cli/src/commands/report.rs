@@ -81,7 +81,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     if format == FormatArg::Html && a.to.output.is_none() {
         bail!("--format html writes a file: add -o report.html");
     }
-    let profile = crate::files::read_input(&a.file)?;
+    let crate::files::Document { profile, bench } = crate::files::read_document(&a.file)?;
     let an = &a.analysis;
     let selection = Selection {
         layers: a.layers,
@@ -92,7 +92,10 @@ pub fn report(a: ReportArgs) -> Result<i32> {
             bail!("--format html shows every op with its peaks; --interesting and --correlate are for text, json and csv");
         }
         let cal = calibration(&an.calibration)?;
-        let figures = super::bench::report_figures(&a.file);
+        let figures = bench
+            .as_ref()
+            .map(fsprof_bench::figure::report_figures)
+            .unwrap_or_default();
         let html =
             fsprof_plot::html::report_with_analysis(&profile, selection, cal.as_ref(), figures)?;
         return finish(&html, a.to.output.as_deref(), a.to.force);

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
@@ -38,9 +39,35 @@ pub struct RunArgs {
     pub summary: SummaryArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub cold: ColdArgs,
     /// The command to profile and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+// Starting cold.
+#[derive(Debug, Default, Args)]
+pub struct ColdArgs {
+    /// Start with these files out of the page cache (a directory: every file under it on its file system), evicted and verified before CMD starts; end the list with `--` or another option
+    #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
+    pub cold: Vec<PathBuf>,
+    /// With --cold: then also empty the machine's dentry and inode caches (root; every program here loses them)
+    #[arg(long, requires = "cold")]
+    pub drop_caches: bool,
+}
+
+/// Evicts the `--cold` files and says what the check found; the
+/// profile's settings keep it. An error (a file that stayed cached, one
+/// that cannot be opened) stops the run before the command starts.
+fn start_cold(a: &ColdArgs) -> Result<Option<String>> {
+    if a.cold.is_empty() {
+        return Ok(None);
+    }
+    let cold = fsprof_measure::cold_paths::make_cold(&a.cold, a.drop_caches)?;
+    let said = cold.describe();
+    fsprof_sys::diag!("fsprof: {said}");
+    Ok(Some(said))
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
@@ -66,10 +93,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
         resolution,
         clock: a.clock.into(),
     })?;
-    let outcome = match capture.run(&mut source, &mut live) {
+    // Last before the command, so that nothing of ours reads them back.
+    let cold = start_cold(&a.cold)?;
+    let mut outcome = match capture.run(&mut source, &mut live) {
         Ok(o) => o,
         Err(e) => return failed(e),
     };
+    if let Some(said) = cold {
+        outcome.profile.meta.settings.insert("cache".into(), said);
+    }
     drop(server);
     let cmd = a.command[0].to_string_lossy();
     let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));

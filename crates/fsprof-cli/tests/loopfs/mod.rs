@@ -120,6 +120,14 @@ impl LoopFs {
         Frozen(self)
     }
 
+    /// 512-byte sectors the device has read so far (`/sys/block/X/stat`
+    /// field 3).
+    pub fn sectors_read(&self) -> u64 {
+        let text = std::fs::read_to_string(Path::new("/sys/block").join(self.name()).join("stat"))
+            .unwrap();
+        text.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
     pub fn stat(&self) -> DiskStat {
         let text = std::fs::read_to_string(Path::new("/sys/block").join(self.name()).join("stat"))
             .unwrap();
