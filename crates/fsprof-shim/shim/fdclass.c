@@ -24,7 +24,7 @@
 
 #include "interpose.h"
 
-HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX];
+HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX] BIG_BSS;
 
 static uint32_t class_of_mode(uint32_t mode)
 {

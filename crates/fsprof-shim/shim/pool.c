@@ -32,7 +32,7 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-static struct chunk g_chunks[MAX_CHUNKS];
+static struct chunk g_chunks[MAX_CHUNKS] BIG_BSS;
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
 static uint64_t g_seq;   /* names the file: p<seq> */
@@ -44,7 +44,7 @@ static int g_has_file;   /* p<seq> exists (always, when not in a block) */
  * thread-local storage: a library with this much initial-exec TLS could
  * not be dlopen'ed (fsprof's self-test does); untouched pages cost nothing.
  * g_nslots counts them here, whatever the pool's header says. */
-static struct slot_rec g_recs[FSPROF_MAX_SLOTS];
+static struct slot_rec g_recs[FSPROF_MAX_SLOTS] BIG_BSS;
 static uint32_t g_nslots;
 /* Taken only on the slow paths; a thread never waits for itself (a signal
  * handler that interrupts a slow path is turned away by t_in_slow). */
@@ -220,7 +220,7 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
  * constructor received it (fsprof_pool_argv) and, in a forked child, the
  * names of the image it was forked from (the same program, inherited with
  * these variables); else read from /proc/self once. */
-static char g_exe[FSPROF_EXE_MAX], g_cmd[FSPROF_CMDLINE_MAX];
+static char g_exe[FSPROF_EXE_MAX] BIG_BSS, g_cmd[FSPROF_CMDLINE_MAX] BIG_BSS;
 static uint32_t g_exe_len, g_cmd_len;
 static int g_exe_known, g_cmd_known;
 

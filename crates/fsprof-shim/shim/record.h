@@ -13,6 +13,11 @@
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Zero-initialised arrays of a KiB or more go after every small variable
+ * (the linker places .lbss after .bss): the state each process touches at
+ * start-up then shares a page or two instead of lying between them, and
+ * every page of .bss touched is a fault or two (read, then written). */
+#define BIG_BSS __attribute__((section(".lbss")))
 /* Off the hot path: GCC moves the code that leads to it out of line. */
 #define COLD __attribute__((cold))
 /* initial-exec: a preloaded library gets static TLS, so each access is one

@@ -27,14 +27,14 @@ HIDDEN int g_clock;
 HIDDEN uint64_t g_mult;
 HIDDEN const uint64_t *g_thr;
 
-HIDDEN struct run_id g_run;
+HIDDEN struct run_id g_run BIG_BSS;
 HIDDEN struct fsprof_control *g_ctl;
 HIDDEN uint32_t g_max_slots;
 HIDDEN uint32_t g_arena_blocks;
 
 /* The run's bucket thresholds, copied: nothing on the hot path reads the
  * shared file. */
-static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS];
+static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS] BIG_BSS;
 static int g_env_done;
 
 /* Called from the constructor, before the program can clear its

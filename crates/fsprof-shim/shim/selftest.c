@@ -126,7 +126,7 @@ static double best_ns_per_iter(enum loop_kind kind, long (*callee)(long), uint32
     return best;
 }
 
-static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS];
+static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS] BIG_BSS;
 
 /* Takes the parameters of a control block of `len` bytes, if valid. */
 static int use_control(const struct fsprof_control *ctl, size_t len)

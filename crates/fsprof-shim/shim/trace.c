@@ -26,7 +26,7 @@
 HIDDEN int g_trace;
 
 static int g_tready;          /* this process image has its own files */
-static char g_tdir[4096];     /* the run directory */
+static char g_tdir[4096] BIG_BSS;     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
@@ -707,7 +707,7 @@ static void record_fds(uint64_t now)
  * with the trace's longer limits. */
 static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
 {
-    static char exe[FSPROF_TSTR_MAX], argv[4096];
+    static char exe[FSPROF_TSTR_MAX] BIG_BSS, argv[4096] BIG_BSS;
     if (proc->exe_len > 0 && proc->exe_len < FSPROF_EXE_MAX - 1) {
         add_item(it, n, FSPROF_TI_EXE, 0, SRC_BYTES, proc->exe, proc->exe_len, 0);
     } else {
@@ -747,7 +747,7 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
     t_tbusy = 1;
     uint64_t now = now_ticks();
     uint64_t clock[2] = {now, fsprof_mono_ns()};
-    static char cwd[FSPROF_TSTR_MAX];
+    static char cwd[FSPROF_TSTR_MAX] BIG_BSS;
     long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
     struct item it[4];
     int n = 0;
