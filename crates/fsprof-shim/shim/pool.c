@@ -78,20 +78,28 @@ static void *alloc_in_last(uint64_t n, uint32_t *off)
     return ch->addr + (at - ch->off);
 }
 
-/* The counter file, reopened for growing: only if the run directory and
- * the file are still the ones this process created. */
-static long reopen_counter_file(void)
+/* p<seq> under the run directory as run.c verifies it, opened with
+ * `flags` besides read-write (never followed through a link). */
+static long open_counter_file(int flags)
 {
     long dirfd = fsprof_open_run_dir();
     if (dirfd < 0)
         return dirfd;
     char name[32];
     fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, g_seq);
-    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    long fd = syscall(SYS_openat, dirfd, name, flags | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
     long err = fd < 0 ? -errno : 0;
     syscall(SYS_close, dirfd);
+    return fd < 0 ? err : fd;
+}
+
+/* The counter file, reopened for growing: only if the run directory and
+ * the file are still the ones this process created. */
+static long reopen_counter_file(void)
+{
+    long fd = open_counter_file(0);
     if (fd < 0)
-        return err;
+        return fd;
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         (uint64_t)st.st_dev != g_fdev || (uint64_t)st.st_ino != g_fino) {
@@ -101,26 +109,17 @@ static long reopen_counter_file(void)
     return fd;
 }
 
-/* p<seq> for the chunks after an arena block: made (private, never
- * followed through a link) under the run directory as run.c verifies it,
- * and said to exist in the header before any offset into it is
- * published. Its first FSPROF_FIRST_CHUNK bytes stay a hole. */
+/* p<seq> for the chunks after an arena block: made private, and said to
+ * exist in the header before any offset into it is published. Its first
+ * FSPROF_FIRST_CHUNK bytes stay a hole. */
 static long create_later_file(void)
 {
-    long dirfd = fsprof_open_run_dir();
-    if (dirfd < 0)
-        return dirfd;
-    char name[32];
-    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, g_seq);
-    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0600);
-    long err = fd < 0 ? -errno : 0;
-    syscall(SYS_close, dirfd);
+    long fd = open_counter_file(O_CREAT | O_EXCL);
     if (fd < 0)
-        return err;
+        return fd;
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0) {
-        err = -errno;
+        long err = -errno;
         syscall(SYS_close, fd);
         return err;
     }
