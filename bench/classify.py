@@ -16,7 +16,7 @@ interleaved, compared as `compare A1..AK --vs B1..BK` (the spread between
 runs measured); with --merge they are merged first and compared as one
 profile per side (the spread assumed), as before repeated runs existed.
 
-The workload runs as the test runs it (crates/fsprof-cli/tests/classify.rs):
+The workload runs as the test runs it (crates/fsprof-cli/tests/report/classify.rs):
 20,000 calls of each kind, and at SCHED_FIFO when root (--fifo), so that a
 call preempted by another process does not make a new peak in a pair that
 changed nothing. --iterations 2000 --no-fifo gives the earlier set-up.

@@ -9,5 +9,5 @@ ops=${1:-1000000}
 secs=${2:-30}
 seed=${3:-0x5eedf5c0ffee}
 FSPROF_FSX_OPS=$ops FSPROF_FSX_SEED=$seed FSPROF_CONC_SECS=$secs \
-  cargo nextest run -p fsprof --test mount_fsx --test mount_concurrency --no-capture \
+  cargo nextest run -p fsprof --test mount --run-ignored all -E 'test(/^(fsx|concurrency)::/)' --no-capture \
   2>&1 | grep -E 'fsx:|concurrency:|PASS|FAIL|panicked|mismatch'

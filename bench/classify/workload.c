@@ -1,5 +1,5 @@
 /* The workload of fsprof's labelled compare set (bench/classify.py and
- * crates/fsprof-cli/tests/classify.rs). Each iteration makes the same
+ * crates/fsprof-cli/tests/report/classify.rs). Each iteration makes the same
  * calls; flags change exactly one thing:
  *
  *   --cold    evict DIR/data from the page cache first, so that every 16th

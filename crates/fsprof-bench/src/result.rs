@@ -109,6 +109,43 @@ pub struct PhaseResult {
     /// The cache check before this phase in each run (warm-up runs first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache: Vec<CacheCheck>,
+    /// Where each run's timed loops spent their wall time (warm-up runs
+    /// first), for suites that record it (metadata).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<RunWait>,
+}
+
+/// Where one run of a phase spent its wall time: on a CPU, waiting for
+/// one (preempted), or blocked; and which other processes used the CPUs
+/// meanwhile. A slow run's warning reads its cause from it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunWait {
+    pub wall_ns: u64,
+    pub cpu_ns: u64,
+    /// Runnable but waiting for a CPU, ns; absent without schedstats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_ns: Option<u64>,
+    /// Times the loop's thread blocked (I/O, a lock, a sleep).
+    pub voluntary: u64,
+    /// Times it was preempted.
+    pub involuntary: u64,
+    /// The other commands that used the most CPU over the run, with their
+    /// CPU time, ns, most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<(String, u64)>,
+}
+
+impl RunWait {
+    pub fn of(s: &fsprof_measure::timing::Samples) -> RunWait {
+        RunWait {
+            wall_ns: s.wall_ns,
+            cpu_ns: s.cpu_ns,
+            runqueue_ns: s.runqueue_ns,
+            voluntary: s.voluntary,
+            involuntary: s.involuntary,
+            others: s.others.clone(),
+        }
+    }
 }
 
 /// A sweep's figures at one file size.

@@ -263,6 +263,7 @@ pub fn aggregate(runs: &[Vec<PhaseRun>], warmup: usize) -> (Vec<PhaseResult>, Ve
             op_median_ns: fsprof_core::stats::median(&medians).unwrap_or(0.0),
             on_cpu: fsprof_core::stats::median(&on_cpu),
             cache: all.iter().filter_map(|r| r.cache.clone()).collect(),
+            waits: all.iter().filter_map(|r| r.wait.clone()).collect(),
         });
     }
     (phases, ops)

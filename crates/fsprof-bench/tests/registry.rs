@@ -204,6 +204,7 @@ impl Suite for Toy {
                 on_cpu: s.on_cpu(),
                 op_ns: Vec::new(),
                 cache: None,
+                wait: None,
             });
         }
         Ok(out)

@@ -11,7 +11,9 @@
 //! - **fadvise**: `posix_fadvise(DONTNEED)` on each test file: only that
 //!   file's clean pages; metadata stays cached. Needs nothing.
 //!
-//! `auto` takes the first that is allowed, and the report says which.
+//! `auto` takes the first that is allowed, and the report says which;
+//! with `--device` given it never empties the whole machine's cache: a
+//! device that cannot be remounted is cooled with fadvise.
 //!
 //! A remount drops the caches only if the unmount ends the file system's
 //! life, and it may not: a process that entered a mount namespace of its
@@ -298,6 +300,15 @@ impl Cooler {
                     ColdMethod::Remount,
                     format!("unmount and mount {} again (root, --device given)", m.source),
                     Some(m),
+                ),
+                // The user named one file system: emptying every other
+                // one's cache too is not what they asked for.
+                Err(why) if device.is_some() => pick(
+                    ColdMethod::Fadvise,
+                    format!(
+                        "posix_fadvise(DONTNEED) on each test file; metadata stays cached (not remounting: {why}; not drop_caches, which would empty every file system's cache, not only --device's)"
+                    ),
+                    None,
                 ),
                 Err(why) if is_root() => {
                     let c = pick(

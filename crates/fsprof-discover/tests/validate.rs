@@ -359,7 +359,9 @@ fn remount_while_another_namespace_holds_the_mount_falls_back_and_is_cold() {
 
 /// `mount -o loop` makes a loop device that detaches itself at unmount:
 /// a remount would unmount the file system and then find no device to
-/// mount again, so it is refused and auto takes drop_caches.
+/// mount again, so it is refused; auto then takes fadvise when that
+/// device was named (only its file system is to be touched), drop_caches
+/// when none was.
 #[test]
 #[ignore = "needs root, mkfs.ext4"]
 fn an_autoclear_loop_device_is_not_remounted() {
@@ -389,9 +391,13 @@ fn an_autoclear_loop_device_is_not_remounted() {
     let dev = std::path::PathBuf::from(&t.mount.as_ref().unwrap().source);
     let e = Cooler::choose(ColdChoice::Only(ColdMethod::Remount), &t, Some(&dev)).unwrap_err();
     assert!(e.to_string().contains("autoclear"), "{e}");
+    // Named, the device is all the user wants touched: fadvise, not the
+    // whole machine's drop_caches.
     let c = Cooler::choose(ColdChoice::Auto, &t, Some(&dev)).unwrap();
-    assert_eq!(c.method, ColdMethod::DropCaches, "{}", c.why);
+    assert_eq!(c.method, ColdMethod::Fadvise, "{}", c.why);
     assert!(c.why.contains("autoclear"), "{}", c.why);
+    let c = Cooler::choose(ColdChoice::Auto, &t, None).unwrap();
+    assert_eq!(c.method, ColdMethod::DropCaches, "{}", c.why);
 }
 
 /// Maps (and faults in) the first file named `name` that appears under

@@ -32,7 +32,7 @@
 //! 6.18.44-fc, a Firecracker guest) the kernel now and then runs none of
 //! the BPF programs attached to a request's completion, while a tracefs
 //! event on the same tracepoint records it: in failing runs of the
-//! `kernel_block` count test, a flush (or a write, a read, a discard) is
+//! `kernel::block` count test, a flush (or a write, a read, a discard) is
 //! missing from fsprof and present in both `/sys/block/X/stat` and a
 //! tracefs instance recording `block_rq_complete` on that device. Three
 //! programs were attached at once — this one, a second raw tracepoint
@@ -49,7 +49,7 @@
 //! not a kind of request. It happened in 1 of 200 runs of the test alone
 //! (load 2–3), 6 of 200 with the fallback test beside it, 4 of 46 beside
 //! two CPU-bound loops (measurements in
-//! `crates/fsprof-cli/tests/kernel_block.rs`).
+//! `crates/fsprof-cli/tests/kernel/block.rs`).
 //!
 //! fsprof cannot count what it is not shown, but it can tell: a request
 //! whose start entry is still unconsumed when it is issued again was

@@ -130,7 +130,9 @@ pub struct Samples {
     pub involuntary: u64,
     /// With [`TimingLoop::watch_others`]: the commands of other processes
     /// that used the most CPU over the span, with their CPU time, ns, most
-    /// first (at most [`OTHERS`]).
+    /// first (at most [`OTHERS`]), then every kernel thread that used any
+    /// (`[jbd2/vda1-8]`, `[kdamond.0]`: the ones whose work can stall a
+    /// file-system call).
     pub others: Vec<(String, u64)>,
 }
 
@@ -251,7 +253,7 @@ impl TimingLoop {
         let clock = self.clock;
         let others0 = self
             .watch_others
-            .then(fsprof_sys::host::cpu_time_by_command);
+            .then(fsprof_sys::host::cpu_time_by_process);
         let (use0, q0) = (this_thread(), runqueue_wait_ns());
         let cpu0 = thread_cpu_ns();
         // The clock is chosen once, not tested per iteration.
@@ -313,18 +315,24 @@ where
     Ok(prev.wrapping_sub(start))
 }
 
-/// The commands whose CPU time grew most since `before`, most first.
-fn busiest_since(before: &std::collections::BTreeMap<String, u64>) -> Vec<(String, u64)> {
-    let mut grew: Vec<(String, u64)> = fsprof_sys::host::cpu_time_by_command()
-        .into_iter()
-        .map(|(c, t)| {
-            let was = before.get(&c).copied().unwrap_or(0);
-            (c, t.saturating_sub(was))
-        })
-        .filter(|(_, d)| *d > 0)
-        .collect();
+/// The commands whose CPU time grew most since `before` (by pid, summed
+/// by the command's name now), most first.
+fn busiest_since(before: &std::collections::BTreeMap<u32, (String, u64)>) -> Vec<(String, u64)> {
+    let mut by_comm: std::collections::BTreeMap<String, u64> = Default::default();
+    for (pid, (comm, t)) in fsprof_sys::host::cpu_time_by_process() {
+        let was = before.get(&pid).map_or(0, |(_, w)| *w);
+        *by_comm.entry(comm).or_insert(0) += t.saturating_sub(was);
+    }
+    let mut grew: Vec<(String, u64)> = by_comm.into_iter().filter(|(_, d)| *d > 0).collect();
     grew.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut kernel: Vec<(String, u64)> = grew
+        .iter()
+        .skip(OTHERS)
+        .filter(|(c, _)| c.starts_with('['))
+        .cloned()
+        .collect();
     grew.truncate(OTHERS);
+    grew.append(&mut kernel);
     grew
 }
 

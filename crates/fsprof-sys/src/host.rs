@@ -57,24 +57,21 @@ pub fn cpu_governor() -> Option<String> {
 }
 
 /// CPU time (user + system) used so far by every process but this one,
-/// summed by command name (`comm`), ns: what other processes, kernel
-/// threads included (`kdamond.0`, `kworker/...`), took of the CPUs between
-/// two readings. Processes that come and go between them count only in
-/// the reading that saw them.
-pub fn cpu_time_by_command() -> std::collections::BTreeMap<String, u64> {
+/// by pid, with its command name (`comm`), ns: what other processes,
+/// kernel threads included, took of the CPUs between two readings (a
+/// kernel worker renames itself after the queue it serves, so two
+/// readings are matched by pid, not name). Kernel threads are named in
+/// brackets as `ps` shows them (`[kdamond.0]`, `[jbd2/vda1-8]`).
+pub fn cpu_time_by_process() -> std::collections::BTreeMap<u32, (String, u64)> {
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let me = std::process::id().to_string();
+    let me = std::process::id();
     let mut out = std::collections::BTreeMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;
     };
     for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
         if pid == me {
@@ -84,19 +81,29 @@ pub fn cpu_time_by_command() -> std::collections::BTreeMap<String, u64> {
             continue;
         };
         if let Some((comm, ticks)) = parse_stat_cpu(&stat) {
-            *out.entry(comm).or_insert(0) += ticks.saturating_mul(1_000_000_000 / hz);
+            out.insert(pid, (comm, ticks.saturating_mul(1_000_000_000 / hz)));
         }
     }
     out
 }
 
-/// `(comm, utime + stime)` of a `/proc/PID/stat` line; the command is
-/// between the first `(` and the last `)`, which it may contain itself.
+/// `PF_KTHREAD` in `/proc/PID/stat`'s flags.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// `(comm, utime + stime)` of a `/proc/PID/stat` line, a kernel thread's
+/// command in brackets; the command is between the first `(` and the last
+/// `)`, which it may contain itself.
 fn parse_stat_cpu(stat: &str) -> Option<(String, u64)> {
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let comm = stat.get(open + 1..close)?.to_string();
+    let comm = stat.get(open + 1..close)?;
     let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    // After the command: state is field 3, utime 14 and stime 15.
+    // After the command: state is field 3, flags 9, utime 14 and stime 15.
+    let flags: u64 = rest.get(6)?.parse().ok()?;
+    let comm = if flags & PF_KTHREAD != 0 {
+        format!("[{comm}]")
+    } else {
+        comm.to_string()
+    };
     let utime: u64 = rest.get(11)?.parse().ok()?;
     let stime: u64 = rest.get(12)?.parse().ok()?;
     Some((comm, utime + stime))
@@ -281,9 +288,14 @@ mod tests {
             parse_stat_cpu(line),
             Some(("cc1 (plus) x".to_string(), 155))
         );
+        let kthread = "77 (jbd2/vda1-8) S 2 0 0 0 -1 2129984 0 0 0 0 3 4 0 0 20 0 1 0 9";
+        assert_eq!(
+            parse_stat_cpu(kthread),
+            Some(("[jbd2/vda1-8]".to_string(), 7))
+        );
         assert_eq!(parse_stat_cpu("garbage"), None);
         // This machine's processes, this one left out: pid 1 at least.
-        let all = cpu_time_by_command();
+        let all = cpu_time_by_process();
         assert!(!all.is_empty());
     }
 

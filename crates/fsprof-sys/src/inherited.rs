@@ -9,7 +9,7 @@
 //! `clone` and `execve`. The only other dispositions fsprof's process
 //! changes are std's stack-overflow handlers for SIGSEGV and SIGBUS
 //! (installed only over a default disposition; the test
-//! `run_transparency::fsprof_catches_no_signal_but_the_ones_its_children_reset`
+//! `run::transparency::fsprof_catches_no_signal_but_the_ones_its_children_reset`
 //! holds fsprof to that list).
 
 use std::sync::OnceLock;

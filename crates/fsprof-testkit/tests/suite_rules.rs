@@ -20,6 +20,56 @@ fn ci_runs_the_tests_that_need_more_than_cargo() {
     }
 }
 
+/// The `fsprof` binary's end-to-end tests are one test binary per
+/// subsystem: `crates/fsprof-cli/tests/<subsystem>/main.rs` declaring a
+/// module per file beside it (docs/testing.md, "Where a test goes"). A
+/// file directly under `tests/` would be a test binary of its own (linked
+/// on its own against everything), and a file in a subsystem's directory
+/// that its `main.rs` does not declare is never compiled: its tests would
+/// silently never run.
+#[test]
+fn cli_tests_are_one_binary_per_subsystem() {
+    let root = workspace();
+    let tests = root.join("crates/fsprof-cli/tests");
+    let guide = std::fs::read_to_string(root.join("docs/testing.md")).unwrap();
+    let mut dirs: Vec<_> = std::fs::read_dir(&tests)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    for dir in &dirs {
+        let name = dir.file_name().unwrap().to_string_lossy();
+        assert!(
+            dir.is_dir(),
+            "{} is a test binary of its own: move it into its subsystem's directory \
+             (crates/fsprof-cli/tests/<subsystem>/) and declare it there with `mod`",
+            dir.display()
+        );
+        let main = std::fs::read_to_string(dir.join("main.rs"))
+            .unwrap_or_else(|e| panic!("{}/main.rs: {e}", dir.display()));
+        for file in std::fs::read_dir(dir).unwrap() {
+            let file = file.unwrap().path();
+            let Some(stem) = file
+                .file_stem()
+                .filter(|_| file.extension().is_some_and(|x| x == "rs"))
+                .map(|s| s.to_string_lossy().into_owned())
+            else {
+                continue;
+            };
+            assert!(
+                stem == "main" || main.lines().any(|l| l.trim() == format!("mod {stem};")),
+                "{} is not declared in {name}/main.rs (add `mod {stem};`), so its tests never run",
+                file.display()
+            );
+        }
+        assert!(
+            guide.contains(&format!("`tests/{name}/`")),
+            "docs/testing.md's \"Where a test goes\" does not name crates/fsprof-cli/tests/{name}/"
+        );
+    }
+    assert!(dirs.len() >= 10, "only {} test binaries found", dirs.len());
+}
+
 /// Every crate builds with the workspace's declared minimum Rust
 /// (`rust-version`, which clippy's `incompatible_msrv` holds the code to).
 #[test]

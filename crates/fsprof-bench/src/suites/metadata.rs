@@ -122,7 +122,9 @@ fn run_once(ctx: &Ctx, l: &Layout) -> io::Result<Vec<PhaseRun>> {
         } else {
             prepare_cache(p.cache, at, &names)?
         };
-        let samples = ctx.timing().run(order.len(), |i| {
+        // A phase of ~1 ms: one preemption or one blocked call can halve
+        // its figure, so the run notes who had the CPUs (warnings::slow_runs).
+        let samples = ctx.timing().watch_others(true).run(order.len(), |i| {
             let path = names[order[i]].as_ptr();
             // SAFETY: NUL-terminated paths that outlive the loop; the
             // stat buffer is plain data the call fills in.
@@ -155,6 +157,7 @@ fn run_once(ctx: &Ctx, l: &Layout) -> io::Result<Vec<PhaseRun>> {
             on_cpu: on_cpu(&[&samples]),
             op_ns: raw(p, &[&samples]),
             cache,
+            wait: Some(crate::result::RunWait::of(&samples)),
         });
     }
     drop(root_dir);

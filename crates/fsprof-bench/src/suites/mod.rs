@@ -144,6 +144,8 @@ pub struct PhaseRun {
     /// `--raw-samples`.
     pub op_ns: Vec<u64>,
     pub cache: Option<CacheCheck>,
+    /// Where the run's time went, for suites that watch it.
+    pub wait: Option<crate::result::RunWait>,
 }
 
 pub const MB_PER_S: &str = "MB/s";

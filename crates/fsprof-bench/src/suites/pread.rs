@@ -153,5 +153,6 @@ fn run_once(ctx: &Ctx, r: &Readers) -> std::io::Result<Vec<PhaseRun>> {
         on_cpu: on_cpu(&samples.iter().collect::<Vec<_>>()),
         op_ns: raw(p, &samples.iter().collect::<Vec<_>>()),
         cache: Some(check),
+        wait: None,
     }])
 }

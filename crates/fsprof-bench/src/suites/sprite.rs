@@ -255,6 +255,7 @@ pub fn run_phases(ctx: &Ctx, o: &Io, file_size: u64) -> io::Result<Vec<PhaseRun>
             on_cpu: on_cpu(&io_samples[1..].iter().collect::<Vec<_>>()),
             op_ns: raw(p, &io_samples.iter().collect::<Vec<_>>()),
             cache: check,
+            wait: None,
         });
     }
     for path in &paths {

@@ -199,8 +199,7 @@ fn past_plateau(points: &[Point]) -> bool {
     let page = fsprof_sys::host::page_size() as u64;
     match (inf.readahead, inf.plateau.first()) {
         (Some(w), Some(&first)) => {
-            let ramp = 4 * (first / page).next_power_of_two() * page;
-            w < ramp && points.last().is_some_and(|p| p.initial > 2 * w)
+            w < ramp(first, page) && points.last().is_some_and(|p| p.initial > 2 * w)
         }
         _ => false,
     }
@@ -258,16 +257,29 @@ fn extent(p: &Point, levels: &Levels) -> Extent {
     }
 }
 
+/// The window Linux gives the smallest requests that can meet on a
+/// plateau below the limit: 4× the request rounded up to a power of two
+/// of pages (`get_init_ra_size`). Two small sizes whose windows meet there
+/// show the ramp, not the limit: with a 2.5 MiB limit, initial reads of
+/// 48 and 96 KiB both get 256 KiB. The limit's window is smaller than 4×
+/// its first size, which is over a quarter of the limit.
+fn ramp(first: u64, page: u64) -> u64 {
+    4 * (first / page).next_power_of_two() * page
+}
+
 /// Plateaus: consecutive sizes with the same window (within a page), the
-/// larger still reading ahead. The largest is the limit; returns its
-/// window and its two initial sizes.
+/// larger still reading ahead, and not the ramp ([`ramp`]). The largest is
+/// the limit; returns its window and its two initial sizes.
 fn largest_plateau(extents: &[Extent], page: u64) -> (Option<u64>, Vec<u64>) {
     let mut plateau: Vec<u64> = Vec::new();
     let mut readahead = None;
     for w in extents.windows(2) {
         let (a, b) = (w[0], w[1]);
-        let flat =
-            !a.truncated && !b.truncated && b.extent > 0 && a.window().abs_diff(b.window()) <= page;
+        let flat = !a.truncated
+            && !b.truncated
+            && b.extent > 0
+            && a.window().abs_diff(b.window()) <= page
+            && b.window() < ramp(a.initial, page);
         if flat && readahead.is_none_or(|r| b.window() >= r) {
             readahead = Some(b.window());
             plateau = vec![a.initial, b.initial];
@@ -594,6 +606,28 @@ mod tests {
         let k = stops_at(&pts).unwrap();
         assert!(pts[k - 1].initial > 2 * (ra_kb << 10), "stopped at {k}");
         assert_eq!(infer(&pts[..k]).readahead, Some(ra_kb << 10));
+    }
+
+    /// Seen on xfs under load: with a 2.5 MiB limit, the sizes from 192 KiB
+    /// up gave no clean step, and 48 and 96 KiB, which both get a 256 KiB
+    /// window, were taken for the limit at high confidence. That plateau
+    /// is the ramp: without the larger sizes there is no limit to report.
+    #[test]
+    fn the_ramp_of_small_requests_is_not_taken_for_the_limit() {
+        let mut pts = sweep(640);
+        for p in pts.iter_mut().filter(|p| p.initial >= 192 << 10) {
+            let n = p.series.offsets.len();
+            p.series.runs = vec![(0..n)
+                .map(|k| if k % 2 == 0 { 700 } else { 90_000 })
+                .collect()];
+        }
+        let inf = infer(&pts);
+        assert_ne!(inf.readahead, Some(256 << 10), "{inf:?}");
+        assert!(
+            inf.readahead.is_none() || inf.confidence.level == Level::Low,
+            "{inf:?}"
+        );
+        assert_eq!(infer(&sweep(640)).readahead, Some(2560 << 10));
     }
 
     #[test]

@@ -1,0 +1,9 @@
+//! `fsprof compile` and `fsprof replay` (crates/fsprof-replay): real
+//! programs' traces replayed under a root, confined, ordered, verified,
+//! and kept within the space the root has.
+
+#[path = "../mount/kit.rs"]
+mod mount_kit;
+
+mod command;
+mod space;
