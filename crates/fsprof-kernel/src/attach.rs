@@ -73,6 +73,39 @@ pub(crate) fn update(m: &Map, name: &str, key: &[u8], value: &[u8]) -> Result<()
         })
 }
 
+/// A program loaded and attached to tracepoint `tp`.
+pub(crate) fn tracepoint_program(
+    tp: &Tracepoint,
+    insns: Result<Vec<crate::insn::Insn>, Error>,
+) -> Result<(Prog, sys::Attachment), Error> {
+    let prog = load(&prog_name(&tp.name), &insns?)?;
+    let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
+        prog: tp.name.clone(),
+        tracepoint: format!("{}:{}", tp.category, tp.name),
+        err,
+    })?;
+    Ok((prog, att))
+}
+
+/// A program loaded and attached to raw tracepoint `name`.
+pub(crate) fn raw_program(
+    name: &str,
+    insns: &[crate::insn::Insn],
+) -> Result<(Prog, sys::Attachment), Error> {
+    let prog =
+        Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, insns).map_err(|e| Error::Load {
+            prog: name.into(),
+            errno: e.errno,
+            log: e.log.replace('\n', " | "),
+        })?;
+    let att = sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
+        prog: name.into(),
+        tracepoint: format!("raw:{name}"),
+        err,
+    })?;
+    Ok((prog, att))
+}
+
 /// Kernel-visible program name: `f<pid in hex>_<tracepoint>` (15 bytes
 /// kept), so `bpftool prog` shows whose programs these are and tests can
 /// check that a finished fsprof left none behind.
@@ -301,12 +334,7 @@ impl Builder<'_> {
         tp: &Tracepoint,
         insns: Result<Vec<crate::insn::Insn>, Error>,
     ) -> Result<(), Error> {
-        let prog = load(&prog_name(&tp.name), &insns?)?;
-        let att = sys::attach_tracepoint(&prog, tp.id).map_err(|err| Error::Attach {
-            prog: tp.name.clone(),
-            tracepoint: format!("{}:{}", tp.category, tp.name),
-            err,
-        })?;
+        let (prog, att) = tracepoint_program(tp, insns)?;
         self.progs.push(prog);
         self.atts.push(att);
         Ok(())
@@ -381,19 +409,7 @@ impl Builder<'_> {
         let enter_p =
             progs::sys_enter(&progs::raw_arg1("id"), &self.filter, start.fd(), mask.fd())?;
         for (name, insns) in [("sys_exit", exit_p), ("sys_enter", enter_p)] {
-            let prog =
-                Prog::load(&prog_name(name), sys::PROG_RAW_TRACEPOINT, &insns).map_err(|e| {
-                    Error::Load {
-                        prog: name.into(),
-                        errno: e.errno,
-                        log: e.log,
-                    }
-                })?;
-            let att = sys::attach_raw_tracepoint(&prog, name).map_err(|err| Error::Attach {
-                prog: name.into(),
-                tracepoint: format!("raw:{name}"),
-                err,
-            })?;
+            let (prog, att) = raw_program(name, &insns)?;
             self.progs.push(prog);
             self.atts.push(att);
         }

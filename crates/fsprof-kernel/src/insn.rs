@@ -90,6 +90,7 @@ pub mod helper {
     pub const GET_CURRENT_CGROUP_ID: i32 = 80;
     pub const PROBE_READ_KERNEL: i32 = 113;
     pub const PROBE_READ_KERNEL_STR: i32 = 115;
+    pub const RINGBUF_OUTPUT: i32 = 130;
 }
 
 /// One encoded instruction, laid out as `struct bpf_insn`.

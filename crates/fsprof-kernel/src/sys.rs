@@ -23,11 +23,13 @@ pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERCPU_HASH: u32 = 5;
 pub const MAP_PERCPU_ARRAY: u32 = 6;
 pub const MAP_LRU_HASH: u32 = 9;
+pub const MAP_RINGBUF: u32 = 27;
 pub const BPF_F_NO_PREALLOC: u32 = 1;
 pub const BPF_ANY: u64 = 0;
 
 pub const PROG_TRACEPOINT: u32 = 5;
 pub const PROG_XDP: u32 = 6;
+pub const PROG_PERF_EVENT: u32 = 7;
 pub const PROG_RAW_TRACEPOINT: u32 = 17;
 pub const PROG_TRACING: u32 = 26;
 pub const ATTACH_TRACE_FENTRY: u32 = 24;
@@ -507,6 +509,10 @@ struct PerfEventAttr {
 }
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_TYPE_SOFTWARE: u32 = 1;
+/// `PERF_COUNT_SW_PAGE_FAULTS_MIN` and `_MAJ`: counted when a fault is done.
+pub const PERF_COUNT_SW_PAGE_FAULTS_MIN: u64 = 5;
+pub const PERF_COUNT_SW_PAGE_FAULTS_MAJ: u64 = 6;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
@@ -538,10 +544,21 @@ pub fn attach_raw_tracepoint(prog: &Prog, name: &str) -> io::Result<Attachment> 
 /// program hangs off the event itself, so one perf event on CPU 0 makes it
 /// run on every CPU.
 pub fn attach_tracepoint(prog: &Prog, tp_id: u64) -> io::Result<Attachment> {
+    attach_perf(prog, PERF_TYPE_TRACEPOINT, tp_id, 0)
+}
+
+/// Attaches a perf-event program to a software event (`PERF_COUNT_SW_*`)
+/// counting every task on `cpu`, sampled at every event: the program runs
+/// on each one, in the task's context.
+pub fn attach_software_event(prog: &Prog, config: u64, cpu: i32) -> io::Result<Attachment> {
+    attach_perf(prog, PERF_TYPE_SOFTWARE, config, cpu)
+}
+
+fn attach_perf(prog: &Prog, type_: u32, config: u64, cpu: i32) -> io::Result<Attachment> {
     let mut attr = PerfEventAttr {
-        type_: PERF_TYPE_TRACEPOINT,
+        type_,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: tp_id,
+        config,
         sample_period: 1,
         wakeup_events: 1,
         ..Default::default()
@@ -552,7 +569,7 @@ pub fn attach_tracepoint(prog: &Prog, tp_id: u64) -> io::Result<Attachment> {
             libc::SYS_perf_event_open,
             &mut attr as *mut PerfEventAttr,
             -1 as libc::pid_t,
-            0 as libc::c_int,
+            cpu as libc::c_int,
             -1 as libc::c_int,
             PERF_FLAG_FD_CLOEXEC,
         )

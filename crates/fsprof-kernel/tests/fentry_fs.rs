@@ -18,101 +18,25 @@ use fsprof_kernel::progs::{self, Filter, Shared};
 use fsprof_kernel::sys::{self, Map};
 use fsprof_kernel::{Options, Session, Target};
 use fsprof_sys::Child;
+use fsprof_testkit::{need_machine, Machine};
 
-/// The running kernel's BTF, or `None` (with the reason checked) without it.
-fn vmlinux() -> Option<Btf> {
-    match Btf::vmlinux() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(e.contains("no kernel BTF"), "{e}");
-            eprintln!("NOTE: no kernel BTF here, so no fentry: {e}");
-            None
-        }
-    }
+/// The running kernel's BTF; the test fails where there is none (such a
+/// test is in a `needs_kernel_btf` or `needs_fentry` module).
+fn vmlinux() -> Btf {
+    let btf = Btf::vmlinux();
+    let why = btf.as_ref().err().map_or("", String::as_str);
+    need_machine(Machine::KernelBtf, btf.is_ok(), why);
+    btf.unwrap()
 }
 
-#[test]
-fn vfs_targets_resolve_in_the_running_kernels_btf() {
-    let Some(btf) = vmlinux() else { return };
-    let targets = fentry::targets(&btf, &[]).unwrap();
-    eprintln!(
-        "fentry targets here: {:?}",
-        targets
-            .iter()
-            .map(|t| (&t.name, t.nargs, t.ret))
-            .collect::<Vec<_>>()
-    );
-    let by_name = |n: &str| {
-        targets
-            .iter()
-            .find(|t| t.name == n)
-            .unwrap_or_else(|| panic!("{n} not among {targets:?}"))
+/// Fails unless this kernel loads and attaches fentry programs (such a
+/// test is in the `needs_fentry` module).
+fn need_fentry(btf: &Btf) {
+    let why = match fentry::detect(Ok(btf)) {
+        Ok(_) => return,
+        Err(e) => e.to_string(),
     };
-    // Prototypes from fs/read_write.c, fs/open.c, fs/sync.c, fs/readdir.c.
-    for (name, nargs) in [
-        ("vfs_read", 4),
-        ("vfs_write", 4),
-        ("vfs_open", 2),
-        ("vfs_fsync_range", 4),
-        ("iterate_dir", 2),
-    ] {
-        let f = by_name(name);
-        assert_eq!(
-            (f.nargs, f.slots),
-            (nargs, nargs),
-            "{name}: no struct by value"
-        );
-        assert_eq!(btf.func_id(name), Some(f.id), "{name}");
-        assert!(matches!(f.ret, Ret::Int(_)), "{name} returns {:?}", f.ret);
-    }
-    assert_eq!(by_name("vfs_read").ret, Ret::Int(8), "ssize_t");
-    assert_eq!(by_name("iterate_dir").ret, Ret::Int(4), "int");
-    assert!(
-        targets
-            .iter()
-            .any(|t| fentry::LOOKUP_FUNCTIONS.contains(&t.name.as_str())),
-        "no lookup function of {:?} in BTF",
-        fentry::LOOKUP_FUNCTIONS
-    );
-    let sh = Shared {
-        stats_fd: 3,
-        sys_stats_fd: 4,
-        hist_fd: 5,
-        thresh_fd: 6,
-        on_fd: -1,
-        resolution: 4,
-        by_cgroup: None,
-    };
-    for (idx, f) in targets.iter().enumerate() {
-        let exit = progs::fexit_exit(f, &sh, 7, idx as u32);
-        assert!(
-            (60..400).contains(&exit.len()),
-            "{}: {}",
-            f.name,
-            exit.len()
-        );
-        // ldx dw r9, [r6 + 8*slots]: the return value after the arguments.
-        let ret_loads: Vec<i16> = exit
-            .iter()
-            .filter(|i| i.code == 0x79 && i.regs == (6 << 4) | 9)
-            .map(|i| i.off)
-            .collect();
-        let want = if f.ret == Ret::Void {
-            vec![]
-        } else {
-            vec![8 * f.slots as i16]
-        };
-        assert_eq!(ret_loads, want, "{}", f.name);
-    }
-    // A file system's own operations, where they are in vmlinux (ext4
-    // built in); a name BTF lacks is a clear error.
-    if btf.func_id("ext4_file_read_iter").is_some() {
-        let t = fentry::targets(&btf, &["ext4_file_read_iter".into()]).unwrap();
-        let f = t.last().unwrap();
-        assert_eq!((f.name.as_str(), f.nargs), ("ext4_file_read_iter", 2));
-    }
-    let e = fentry::targets(&btf, &["fsprof_no_such_fn".into()]).unwrap_err();
-    assert!(e.contains("fsprof_no_such_fn"), "{e}");
+    need_machine(Machine::Fentry, false, &why);
 }
 
 /// The maps a session's fs-layer programs share, made as the session
@@ -197,105 +121,207 @@ fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
     })
 }
 
-#[test]
-#[ignore = "needs root"]
-fn fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected() {
-    let what = "fentry_times_vfs_read_of_cat_or_is_refused_exactly_as_detected";
-    fsprof_testkit::need_root("eBPF");
-    let Some(btf) = vmlinux() else { return };
-    let detected = fentry::detect(Ok(&btf));
-    let real = attach_vfs_read(&btf);
-    match (detected, real) {
-        (Ok(_), Ok(())) => {}
-        (Err(Unusable::Refused(d)), Err(r)) => {
-            eprintln!(
-                "\n*** {what}: fentry/fexit NOT EXERCISED on this kernel ***\n\
-                 detected: {d}\nreal vfs_read programs: {r}\n"
-            );
+/// What reads the running kernel's BTF: only where the kernel has it.
+mod needs_kernel_btf {
+    use super::*;
+
+    /// Needs no root: BTF is world-readable.
+    #[test]
+    #[ignore = "needs kernel BTF"]
+    fn vfs_targets_resolve_in_the_running_kernels_btf() {
+        let btf = vmlinux();
+        let targets = fentry::targets(&btf, &[]).unwrap();
+        eprintln!(
+            "fentry targets here: {:?}",
+            targets
+                .iter()
+                .map(|t| (&t.name, t.nargs, t.ret))
+                .collect::<Vec<_>>()
+        );
+        let by_name = |n: &str| {
+            targets
+                .iter()
+                .find(|t| t.name == n)
+                .unwrap_or_else(|| panic!("{n} not among {targets:?}"))
+        };
+        // Prototypes from fs/read_write.c, fs/open.c, fs/sync.c, fs/readdir.c.
+        for (name, nargs) in [
+            ("vfs_read", 4),
+            ("vfs_write", 4),
+            ("vfs_open", 2),
+            ("vfs_fsync_range", 4),
+            ("iterate_dir", 2),
+        ] {
+            let f = by_name(name);
             assert_eq!(
-                (r.step, r.errno.raw_os_error()),
-                (d.step, d.errno.raw_os_error()),
-                "the real programs fail differently from the detected refusal: {r}"
+                (f.nargs, f.slots),
+                (nargs, nargs),
+                "{name}: no struct by value"
             );
-            // And the session says so in one line and falls back.
-            let s = fs_session(Target::All).unwrap();
-            let lines: Vec<_> = s.notes.iter().filter(|n| n.contains("fentry")).collect();
-            assert_eq!(lines.len(), 1, "{:?}", s.notes);
-            let errno = fentry::errno_name(&d.errno).unwrap_or("os error");
-            assert!(
-                lines[0].contains(errno) && lines[0].contains("tracepoint pairs instead"),
-                "{}",
-                lines[0]
-            );
-            return;
+            assert_eq!(btf.func_id(name), Some(f.id), "{name}");
+            assert!(matches!(f.ret, Ret::Int(_)), "{name} returns {:?}", f.ret);
         }
-        (d, r) => panic!(
-            "detection and the real vfs_read programs disagree: detect {:?}, real {:?}",
-            d.map(|f| f.name).map_err(|e| e.to_string()),
-            r.map_err(|e| e.to_string())
-        ),
+        assert_eq!(by_name("vfs_read").ret, Ret::Int(8), "ssize_t");
+        assert_eq!(by_name("iterate_dir").ret, Ret::Int(4), "int");
+        assert!(
+            targets
+                .iter()
+                .any(|t| fentry::LOOKUP_FUNCTIONS.contains(&t.name.as_str())),
+            "no lookup function of {:?} in BTF",
+            fentry::LOOKUP_FUNCTIONS
+        );
+        let sh = Shared {
+            stats_fd: 3,
+            sys_stats_fd: 4,
+            hist_fd: 5,
+            thresh_fd: 6,
+            on_fd: -1,
+            resolution: 4,
+            by_cgroup: None,
+        };
+        for (idx, f) in targets.iter().enumerate() {
+            let exit = progs::fexit_exit(f, &sh, 7, idx as u32);
+            assert!(
+                (60..400).contains(&exit.len()),
+                "{}: {}",
+                f.name,
+                exit.len()
+            );
+            // ldx dw r9, [r6 + 8*slots]: the return value after the arguments.
+            let ret_loads: Vec<i16> = exit
+                .iter()
+                .filter(|i| i.code == 0x79 && i.regs == (6 << 4) | 9)
+                .map(|i| i.off)
+                .collect();
+            let want = if f.ret == Ret::Void {
+                vec![]
+            } else {
+                vec![8 * f.slots as i16]
+            };
+            assert_eq!(ret_loads, want, "{}", f.name);
+        }
+        // A file system's own operations, where they are in vmlinux (ext4
+        // built in); a name BTF lacks is a clear error.
+        if btf.func_id("ext4_file_read_iter").is_some() {
+            let t = fentry::targets(&btf, &["ext4_file_read_iter".into()]).unwrap();
+            let f = t.last().unwrap();
+            assert_eq!((f.name.as_str(), f.nargs), ("ext4_file_read_iter", 2));
+        }
+        let e = fentry::targets(&btf, &["fsprof_no_such_fn".into()]).unwrap_err();
+        assert!(e.contains("fsprof_no_such_fn"), "{e}");
     }
 
-    // The kernel allows fentry: time a real `cat` of a 1 MiB file.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("data");
-    std::fs::File::create(&file)
-        .unwrap()
-        .write_all(&vec![7u8; 1 << 20])
-        .unwrap();
-    let argv: Vec<OsString> = vec![
-        "sh".into(),
-        "-c".into(),
-        format!("cat '{}' >/dev/null", file.display()).into(),
-    ];
-    let mut child = Child::spawn_held(&argv, &[]).unwrap();
-    child.wait_parked();
-    let s = fs_session(Target::Tree(vec![child.pid()])).unwrap();
-    assert!(
-        !s.notes.iter().any(|n| n.contains("fentry")),
-        "{:?}",
-        s.notes
-    );
-    child.release().unwrap();
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait() {
-            break st;
+    /// What `detect` finds is what the real vfs_read programs meet: both load
+    /// and attach, or both are refused at the same step with the same errno,
+    /// and then a session says so in one line and falls back to tracepoint
+    /// pairs. Applies to every kernel with BTF, whichever it does.
+    #[test]
+    #[ignore = "needs root, kernel BTF"]
+    fn fentry_detection_is_what_the_real_programs_meet() {
+        fsprof_testkit::need_root("eBPF");
+        let btf = vmlinux();
+        let detected = fentry::detect(Ok(&btf));
+        let real = attach_vfs_read(&btf);
+        match (detected, real) {
+            (Ok(_), Ok(())) => {}
+            (Err(Unusable::Refused(d)), Err(r)) => {
+                assert_eq!(
+                    (r.step, r.errno.raw_os_error()),
+                    (d.step, d.errno.raw_os_error()),
+                    "the real programs fail differently from the detected refusal: {r}"
+                );
+                let s = fs_session(Target::All).unwrap();
+                let lines: Vec<_> = s.notes.iter().filter(|n| n.contains("fentry")).collect();
+                assert_eq!(lines.len(), 1, "{:?}", s.notes);
+                let errno = fentry::errno_name(&d.errno).unwrap_or("os error");
+                assert!(
+                    lines[0].contains(errno) && lines[0].contains("tracepoint pairs instead"),
+                    "{}",
+                    lines[0]
+                );
+            }
+            (d, r) => panic!(
+                "detection and the real vfs_read programs disagree: detect {:?}, real {:?}",
+                d.map(|f| f.name).map_err(|e| e.to_string()),
+                r.map_err(|e| e.to_string())
+            ),
         }
-        assert!(t0.elapsed().as_secs() < 30, "cat did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
-    assert_eq!(status.shell_code(), 0, "cat failed");
-    let snap = s.snapshot(true).unwrap();
-    let fs = snap
-        .layers
-        .iter()
-        .find(|l| l.name == layer::FS)
-        .expect("fs layer");
-    let read = fs
-        .ops
-        .iter()
-        .find(|o| o.name == "vfs_read")
-        .unwrap_or_else(|| panic!("no vfs_read op in {:?}", fs.ops));
-    // cat reads 1 MiB in chunks of at most 128 KiB, then once more for EOF;
-    // the loader's reads of the ELF files count too, so this is a lower bound.
-    assert!(read.post >= 9, "vfs_read post = {}", read.post);
-    assert_eq!(read.histogram.total(), read.post);
-    assert_eq!(read.errors, 0);
-    assert!(read.min_ns.unwrap() > 0 && read.total_ns >= read.max_ns.unwrap());
-    assert_eq!(snap.lost, 0);
-    // openat reaches vfs_open; walking the path's components tries the
-    // dcache first (lookup_fast) whenever the kernel has it as a function.
-    let mut expect = vec!["vfs_open"];
-    if btf.func_id("lookup_fast").is_some() {
-        expect.push("lookup_fast");
     }
-    for op in expect {
+}
+
+/// The fs layer timing a real `cat` with fentry/fexit: only on a kernel
+/// that allows fentry (this one cannot apply where it is refused; the
+/// refusal itself is checked above).
+mod needs_fentry {
+    use super::*;
+
+    #[test]
+    #[ignore = "needs root, a kernel that allows fentry"]
+    fn fentry_times_vfs_read_of_cat() {
+        fsprof_testkit::need_root("eBPF");
+        let btf = vmlinux();
+        need_fentry(&btf);
+        // The kernel allows fentry: time a real `cat` of a 1 MiB file.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::File::create(&file)
+            .unwrap()
+            .write_all(&vec![7u8; 1 << 20])
+            .unwrap();
+        let argv: Vec<OsString> = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("cat '{}' >/dev/null", file.display()).into(),
+        ];
+        let mut child = Child::spawn_held(&argv, &[]).unwrap();
+        child.wait_parked();
+        let s = fs_session(Target::Tree(vec![child.pid()])).unwrap();
         assert!(
-            fs.ops.iter().any(|o| o.name == op && o.post > 0),
-            "no {op} in {:?}",
-            fs.ops.iter().map(|o| &o.name).collect::<Vec<_>>()
+            !s.notes.iter().any(|n| n.contains("fentry")),
+            "{:?}",
+            s.notes
         );
+        child.release().unwrap();
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait() {
+                break st;
+            }
+            assert!(t0.elapsed().as_secs() < 30, "cat did not finish");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status.shell_code(), 0, "cat failed");
+        let snap = s.snapshot(true).unwrap();
+        let fs = snap
+            .layers
+            .iter()
+            .find(|l| l.name == layer::FS)
+            .expect("fs layer");
+        let read = fs
+            .ops
+            .iter()
+            .find(|o| o.name == "vfs_read")
+            .unwrap_or_else(|| panic!("no vfs_read op in {:?}", fs.ops));
+        // cat reads 1 MiB in chunks of at most 128 KiB, then once more for EOF;
+        // the loader's reads of the ELF files count too, so this is a lower bound.
+        assert!(read.post >= 9, "vfs_read post = {}", read.post);
+        assert_eq!(read.histogram.total(), read.post);
+        assert_eq!(read.errors, 0);
+        assert!(read.min_ns.unwrap() > 0 && read.total_ns >= read.max_ns.unwrap());
+        assert_eq!(snap.lost, 0);
+        // openat reaches vfs_open; walking the path's components tries the
+        // dcache first (lookup_fast) whenever the kernel has it as a function.
+        let mut expect = vec!["vfs_open"];
+        if btf.func_id("lookup_fast").is_some() {
+            expect.push("lookup_fast");
+        }
+        for op in expect {
+            assert!(
+                fs.ops.iter().any(|o| o.name == op && o.post > 0),
+                "no {op} in {:?}",
+                fs.ops.iter().map(|o| &o.name).collect::<Vec<_>>()
+            );
+        }
     }
 }
 

@@ -117,6 +117,9 @@ pub fn charge(kind: Kind, c: &Command, block: u64) -> u64 {
         Fallocate if c.mode & frees != 0 => 0,
         Fallocate | PosixFallocate => span(c.len, Some(c.offset), block),
         CopyFileRange | Sendfile => span(c.len, None, block),
+        // A store through a shared mapping fills a hole of the file (a
+        // page past its end is SIGBUS, caught: nothing is allocated).
+        MappedWrite => span(c.len, None, block),
         Open | FOpen if creates(c.flags) => block,
         Mkdir | Symlink | Link | Mknod | Rename => block,
         _ => 0,

@@ -20,6 +20,9 @@ use fsprof_trace::replayfile::{Command, Compiled};
 use crate::raw;
 use crate::root::{split_path, Root};
 
+mod ready;
+pub use ready::Ready;
+
 /// What a slot holds.
 const EMPTY: u8 = 0;
 const FD: u8 = 1;
@@ -38,6 +41,8 @@ pub struct Slots {
     ptr: Vec<AtomicPtr<libc::c_void>>,
     /// A mapping's length.
     len: Vec<AtomicU64>,
+    /// A mapping's protection (PROT_*).
+    prot: Vec<AtomicU8>,
 }
 
 impl Slots {
@@ -49,6 +54,7 @@ impl Slots {
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             len: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            prot: (0..n).map(|_| AtomicU8::new(0)).collect(),
         }
     }
 
@@ -361,6 +367,8 @@ pub enum Kind {
     Mmap,
     Msync,
     Munmap,
+    MappedRead,
+    MappedWrite,
     Chmod,
     Chown,
     Utimes,
@@ -429,6 +437,8 @@ impl Kind {
             "mmap" => Mmap,
             "msync" => Msync,
             "munmap" => Munmap,
+            "mapped_read" => MappedRead,
+            "mapped_write" => MappedWrite,
             "chmod" | "fchmodat" => Chmod,
             "chown" | "lchown" | "fchownat" => Chown,
             "utimensat" | "utime" | "utimes" | "lutimes" => Utimes,
@@ -460,7 +470,12 @@ impl Kind {
     pub fn is_read(self) -> bool {
         matches!(
             self,
-            Kind::Read | Kind::Pread | Kind::Fread | Kind::Fgets | Kind::Getdelim
+            Kind::Read
+                | Kind::Pread
+                | Kind::Fread
+                | Kind::Fgets
+                | Kind::Getdelim
+                | Kind::MappedRead
         )
     }
 
@@ -709,6 +724,7 @@ impl<'a> Exec<'a> {
                 self.namespace_call(kind, c, local)
             }
             Mmap | Msync | Munmap => self.map_call(kind, c),
+            MappedRead | MappedWrite => self.touch(kind, c),
         }
     }
 
@@ -1039,6 +1055,7 @@ impl<'a> Exec<'a> {
                     }
                     s.set(out, MAP, own, p);
                     s.len[out as usize].store(c.len, Ordering::Relaxed);
+                    s.prot[out as usize].store(prot as u8, Ordering::Relaxed);
                     (p as i64, 0)
                 }
             }
@@ -1058,6 +1075,43 @@ impl<'a> Exec<'a> {
                 Some(_) => s.close(c.slot.expect("a mapping's slot")),
                 None => err(libc::EINVAL),
             },
+        }
+    }
+
+    /// A load from a page of a slot's mapping, or a store to it (of the
+    /// traced bytes when the trace has them, else of what is there). A
+    /// range outside the mapping is refused (ENOMEM, as msync's), so is
+    /// a store to a mapping the trace did not map writable (EACCES: it
+    /// would be SIGSEGV); a page beyond the end of the replayed file is
+    /// EFAULT ([`crate::touch`]).
+    fn touch(&self, kind: Kind, c: &Command) -> (i64, i32) {
+        let s = self.slots;
+        let Some((p, len)) = s.map(c.slot) else {
+            return err(libc::EBADF);
+        };
+        let off = c.offset as u64;
+        let n = c.len.max(1);
+        if off >= len || n > len - off {
+            return err(libc::ENOMEM);
+        }
+        let prot =
+            s.prot[c.slot.expect("a mapping's slot") as usize].load(Ordering::Relaxed) as i32;
+        let at = (p as usize + off as usize) as *mut u8;
+        let ok = match kind {
+            Kind::MappedWrite if prot & libc::PROT_WRITE == 0 => return err(libc::EACCES),
+            Kind::MappedWrite => {
+                let bytes = c.buf.map(|b| self.compiled.buffers[b as usize].as_slice());
+                // SAFETY: inside the slot's writable mapping (checked).
+                unsafe { crate::touch::store(at, n as usize, bytes) }
+            }
+            _ if prot & (libc::PROT_READ | libc::PROT_WRITE) == 0 => return err(libc::EACCES),
+            // SAFETY: inside the slot's readable mapping (checked).
+            _ => unsafe { crate::touch::load(at, n as usize) },
+        };
+        if ok {
+            (0, 0)
+        } else {
+            err(libc::EFAULT)
         }
     }
 

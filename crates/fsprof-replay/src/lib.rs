@@ -17,6 +17,7 @@ pub mod prepare;
 mod raw;
 pub mod report;
 pub mod root;
+pub mod touch;
 
 use std::path::{Path, PathBuf};
 

@@ -640,16 +640,26 @@ static int64_t result(const struct fsprof_tpre *p, int64_t ret, int failed, int 
     return ret;
 }
 
+/* Takes this thread's recorder: 0 when it is not ready, or busy (a
+ * signal handler's call inside the recording of another), which counts
+ * as a dropped record. */
+static int trace_enter(void)
+{
+    if (!g_tready || t_tbusy) {
+        if (g_tready)
+            t_tdropped++;
+        return 0;
+    }
+    t_tbusy = 1;
+    return 1;
+}
+
 HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
                               int failed)
 {
     int saved = errno;
-    if (!g_tready || t_tbusy) {
-        if (g_tready)
-            t_tdropped++;
+    if (!trace_enter())
         return;
-    }
-    t_tbusy = 1;
     int err = failed ? saved : 0;
     int64_t r = result(p, ret, failed, &err);
     struct item it[MAX_ITEMS];
@@ -661,6 +671,21 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
     for (; nargs < p->nargs && sh[nargs]; nargs++)
         args[nargs] = keeps_value(sh[nargs]) ? p->a[nargs] : 0;
     emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n);
+    t_tbusy = 0;
+    errno = saved;
+}
+
+HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset)
+{
+    int saved = errno;
+    if (!trace_enter())
+        return;
+    uint64_t now = now_ticks();
+    uint64_t args[2] = {(uint64_t)(uintptr_t)addr, (uint64_t)(superset != 0)};
+    struct item it[1];
+    int n = 0;
+    add_item(it, &n, FSPROF_TI_DATA, 0, SRC_BYTES, addr, len, 0);
+    emit(FSPROF_TREC_MAPPED, now, now, 0, 0, 0, args, 2, it, n);
     t_tbusy = 0;
     errno = saved;
 }

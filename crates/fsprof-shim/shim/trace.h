@@ -29,6 +29,10 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
 HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
                                  const struct fsprof_proc *proc);
 HIDDEN void fsprof_trace_after_fork(void);
+/* Appends the bytes [addr, addr+len) of pages written through a shared
+ * mapping (FSPROF_TREC_MAPPED); `superset`: every present page, not only
+ * the dirty ones. Keeps errno. */
+HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset);
 
 /* Arguments as uint64_t, whatever their type (integers, pointers). */
 #define TR_U(x) ((uint64_t)(uintptr_t)(x))

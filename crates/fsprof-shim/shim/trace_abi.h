@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_TRACE_ABI_VERSION 2
+#define FSPROF_TRACE_ABI_VERSION 3
 #define FSPROF_TCHUNK_MAGIC 0x3143524852505346ULL /* "FSPRHRC1" */
 #define FSPROF_TRACE_ENV "FSPROF_TRACE"            /* "none", "digest" or "full" */
 #define FSPROF_TCHUNK_SIZE (1u << 20)              /* a chunk's usual size */
@@ -56,6 +56,10 @@ struct fsprof_tchunk {
 /* Record kinds other than ops (ops are their ops.def index). */
 #define FSPROF_TREC_PROC 0xF001 /* a process image starts: items CWD, EXE, ARGV */
 #define FSPROF_TREC_FD 0xF002   /* an fd open at process start: args fd, flags, pos; item PATH */
+/* The bytes of pages written through a shared file mapping, just before an
+ * msync or munmap of them (--data full): args address, flags (1: every
+ * present page, not only the dirty ones); item DATA. */
+#define FSPROF_TREC_MAPPED 0xF003
 
 /* One record, 8-byte aligned; `len` covers the header, args and items. */
 struct fsprof_trec {

@@ -29,6 +29,7 @@
 #include <utime.h>
 
 #include "interpose.h"
+#include "mapwrite.h"
 #include "trace.h"
 
 /* The one timing sequence of every wrapper. `call` (an expression of type
@@ -490,7 +491,9 @@ static int map_forget(void *addr)
             return REAL(name)(a, n, prot, flags, fd, off);                               \
         int file_ = 1;                                                                   \
         WRAPPED(OP_mmap, name, FD_CTR(mmap, fd), void *, r == MAP_FAILED,                \
-                (a, n, prot, flags, fd, off), if (r != MAP_FAILED) map_remember(r), (void)0); \
+                (a, n, prot, flags, fd, off), if (r != MAP_FAILED) map_remember(r),      \
+                if (UNLIKELY(g_trace) && r != MAP_FAILED)                                \
+                    fsprof_mapwrite_remember(r, n, prot, flags));                        \
     }
 WRAP_MMAP(mmap, off_t)
 WRAP_MMAP(mmap64, off64_t)
@@ -498,12 +501,21 @@ WRAP_MMAP(mmap64, off64_t)
 static int (*real_munmap)(void *, size_t);
 EXPORT int munmap(void *a, size_t n)
 {
+    if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
+        fsprof_mapwrite_unmap(a, n);
     if (!map_forget(a))
         return REAL(munmap)(a, n);
     WRAPPED(OP_munmap, munmap, call_begin(OP_munmap), int, M1, (a, n), (void)0, (void)0);
 }
 
-WRAP(msync, int, msync, (void *a, size_t n, int f), (a, n, f), M1)
+/* With --data full the bytes of the written pages are taken first. */
+static int (*real_msync)(void *, size_t, int);
+EXPORT int msync(void *a, size_t n, int f)
+{
+    if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
+        fsprof_mapwrite_sync(a, n);
+    WRAPPED(OP_msync, msync, call_begin(OP_msync), int, M1, (a, n, f), (void)0, (void)0);
+}
 
 /* ---- locks and descriptors ------------------------------------------------------------------ */
 

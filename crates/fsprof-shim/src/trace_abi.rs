@@ -4,7 +4,7 @@
 
 use std::mem::{offset_of, size_of};
 
-pub const TRACE_ABI_VERSION: u32 = 2;
+pub const TRACE_ABI_VERSION: u32 = 3;
 pub const TCHUNK_MAGIC: u64 = 0x3143_5248_5250_5346; // "FSPRHRC1"
 /// Environment variable that turns recording on: `none`, `digest`, `full`.
 pub const TRACE_ENV: &str = "FSPROF_TRACE";
@@ -18,6 +18,7 @@ pub const TFREE_SLOTS: u64 = 4;
 
 pub const TREC_PROC: u16 = 0xF001;
 pub const TREC_FD: u16 = 0xF002;
+pub const TREC_MAPPED: u16 = 0xF003;
 
 pub const TI_STR: u16 = 1;
 pub const TI_DATA: u16 = 2;

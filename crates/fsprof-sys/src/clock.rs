@@ -193,17 +193,6 @@ fn read_cached_rate(cache: &Path) -> Option<f64> {
 mod tests {
     use super::*;
 
-    /// Whether the TSC tests can run; says so loudly when they cannot.
-    fn tsc_to_test() -> bool {
-        let ok = tsc_is_invariant();
-        if !ok {
-            eprintln!(
-                "SKIPPED LOUDLY: no invariant TSC on this CPU; the TSC rate is not exercised"
-            );
-        }
-        ok
-    }
-
     #[test]
     fn monotonic_clock_advances_with_sleep() {
         let a = mono_ns();
@@ -213,77 +202,88 @@ mod tests {
         assert!(wall_unix_ns() > 1_600_000_000_000_000_000);
     }
 
-    #[test]
-    fn tsc_rate_is_kept_per_boot_and_forgotten() {
-        if !tsc_to_test() {
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let first = TscRate::calibrate(Some(dir.path()));
-        assert!((1e8..1e11).contains(&first.hz), "{}", first.hz);
-        first.save(dir.path());
-        // A kept rate is taken as it is, without a new measurement.
-        let fake = TscRate { hz: 1.5e9, ..first };
-        fake.save(dir.path());
-        let kept = TscRate::calibrate(Some(dir.path()));
-        assert_eq!(kept.hz, 1.5e9);
-        // A rate taken from the cache (and not refined) is not written
-        // back: a short run does no file write for it.
-        let file = dir.path().join(format!("tsc-{}", boot_id().unwrap()));
-        std::fs::write(&file, "1600000000\n").unwrap();
-        kept.save(dir.path());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "1600000000\n");
-        TscRate::forget(dir.path());
-        assert_ne!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
-    }
+    /// The cycle counter's rate: only where the CPU has an invariant TSC
+    /// (fsprof times with CLOCK_MONOTONIC elsewhere, and these cannot apply).
+    mod needs_invariant_tsc {
+        use super::*;
 
-    /// A run long enough to refine the rate writes it back only when the
-    /// refinement moved it: a kept rate off by 10% is replaced, a right
-    /// one is left as it is (no file write per run).
-    #[test]
-    fn a_refined_rate_is_written_back_only_when_it_moved() {
-        if !tsc_to_test() {
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(format!("tsc-{}", boot_id().unwrap()));
-        // Over 200 ms, two pair reads (even 1 µs off under load) leave the
-        // rate within 1e-5, well inside REWRITE_DRIFT.
-        let a = tsc_mono_pair();
-        std::thread::sleep(Duration::from_millis(200));
-        let real = rate(a, tsc_mono_pair());
-        for (kept, rewritten) in [(real * 1.1, true), (real, false)] {
-            std::fs::write(&file, format!("{kept}\n")).unwrap();
-            let mut r = TscRate::calibrate(Some(dir.path()));
-            std::thread::sleep(Duration::from_millis(120));
-            let drift = r.refine();
-            r.save(dir.path());
-            let now: f64 = std::fs::read_to_string(&file)
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            assert_eq!(
-                now != kept,
-                rewritten,
-                "kept {kept}, drift {drift}, file {now}"
+        fn need_tsc() {
+            fsprof_testkit::need_machine(
+                fsprof_testkit::Machine::InvariantTsc,
+                tsc_is_invariant(),
+                "",
             );
         }
-    }
 
-    #[test]
-    fn refining_a_wrong_rate_reports_the_drift() {
-        if !tsc_to_test() {
-            return;
+        #[test]
+        #[ignore = "needs an invariant TSC"]
+        fn tsc_rate_is_kept_per_boot_and_forgotten() {
+            need_tsc();
+            let dir = tempfile::tempdir().unwrap();
+            let first = TscRate::calibrate(Some(dir.path()));
+            assert!((1e8..1e11).contains(&first.hz), "{}", first.hz);
+            first.save(dir.path());
+            // A kept rate is taken as it is, without a new measurement.
+            let fake = TscRate { hz: 1.5e9, ..first };
+            fake.save(dir.path());
+            let kept = TscRate::calibrate(Some(dir.path()));
+            assert_eq!(kept.hz, 1.5e9);
+            // A rate taken from the cache (and not refined) is not written
+            // back: a short run does no file write for it.
+            let file = dir.path().join(format!("tsc-{}", boot_id().unwrap()));
+            std::fs::write(&file, "1600000000\n").unwrap();
+            kept.save(dir.path());
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "1600000000\n");
+            TscRate::forget(dir.path());
+            assert_ne!(TscRate::calibrate(Some(dir.path())).hz, 1.5e9);
         }
-        let real = TscRate::calibrate(None);
-        let mut wrong = TscRate {
-            hz: real.hz * 1.1,
-            ..real
-        };
-        std::thread::sleep(Duration::from_millis(60));
-        let drift = wrong.refine();
-        assert!((drift + 0.09).abs() < 0.02, "drift {drift}");
-        assert!((wrong.hz - real.hz).abs() / real.hz < 0.01);
+
+        /// A run long enough to refine the rate writes it back only when the
+        /// refinement moved it: a kept rate off by 10% is replaced, a right
+        /// one is left as it is (no file write per run).
+        #[test]
+        #[ignore = "needs an invariant TSC"]
+        fn a_refined_rate_is_written_back_only_when_it_moved() {
+            need_tsc();
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join(format!("tsc-{}", boot_id().unwrap()));
+            // Over 200 ms, two pair reads (even 1 µs off under load) leave the
+            // rate within 1e-5, well inside REWRITE_DRIFT.
+            let a = tsc_mono_pair();
+            std::thread::sleep(Duration::from_millis(200));
+            let real = rate(a, tsc_mono_pair());
+            for (kept, rewritten) in [(real * 1.1, true), (real, false)] {
+                std::fs::write(&file, format!("{kept}\n")).unwrap();
+                let mut r = TscRate::calibrate(Some(dir.path()));
+                std::thread::sleep(Duration::from_millis(120));
+                let drift = r.refine();
+                r.save(dir.path());
+                let now: f64 = std::fs::read_to_string(&file)
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap();
+                assert_eq!(
+                    now != kept,
+                    rewritten,
+                    "kept {kept}, drift {drift}, file {now}"
+                );
+            }
+        }
+
+        #[test]
+        #[ignore = "needs an invariant TSC"]
+        fn refining_a_wrong_rate_reports_the_drift() {
+            need_tsc();
+            let real = TscRate::calibrate(None);
+            let mut wrong = TscRate {
+                hz: real.hz * 1.1,
+                ..real
+            };
+            std::thread::sleep(Duration::from_millis(60));
+            let drift = wrong.refine();
+            assert!((drift + 0.09).abs() < 0.02, "drift {drift}");
+            assert!((wrong.hz - real.hz).abs() / real.hz < 0.01);
+        }
     }
 }

@@ -26,7 +26,8 @@ use std::process::{Command, Output};
 pub use buckets::bucket_probe_values;
 pub use exporters::py_check;
 pub use need::{
-    in_ci, missing, need_file, need_playwright, need_program, need_python_parsers, need_root, which,
+    in_ci, missing, need_file, need_machine, need_playwright, need_program, need_python_parsers,
+    need_root, which, Machine,
 };
 pub use paths::{canonical_tempdir, disk_tempdir, target_dir, workspace};
 pub use profiles::{

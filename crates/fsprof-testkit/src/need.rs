@@ -13,6 +13,15 @@
 //!    what is missing and what to install.
 //! 4. Under `CI=true` a run that leaves these tests out fails
 //!    (`fsprof-testkit`'s `ci_runs_the_tests_that_need_more_than_cargo`).
+//! 5. What nothing can install — a property of the machine ([`Machine`]:
+//!    an invariant TSC, kernel BTF, a kernel that allows fentry) — is
+//!    needed the same way ([`need_machine`]), and such a test also sits in
+//!    a module named for it (`needs_fentry::times_vfs_read_of_cat`).
+//!    Where the machine lacks the property the test cannot apply:
+//!    `./scripts/test-all` asks the machine first and leaves those modules
+//!    out (`-- --skip needs_fentry::`), so nextest lists each such test as
+//!    SKIP by name in its summary; it never passes unseen, and run anyway
+//!    it fails here.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +37,62 @@ pub fn in_ci() -> bool {
 /// Fails the test with what is missing and how to get it.
 pub fn missing(what: &str, fix: &str) -> ! {
     panic!("this test needs {what}, which is missing: {fix}. {SETUP}")
+}
+
+/// A property of the machine that no package provides. The test that
+/// needs one is in a module named [`Machine::module`]; `scripts/test-all`
+/// probes the same properties (a suite rule holds the two lists equal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Machine {
+    /// A TSC that ticks at a constant rate and through sleep states
+    /// (`constant_tsc` and `nonstop_tsc`): fsprof's cycle-counter clock.
+    InvariantTsc,
+    /// The kernel's own type information (`/sys/kernel/btf/vmlinux`,
+    /// CONFIG_DEBUG_INFO_BTF): fentry targets and the block layer's
+    /// per-request layout.
+    KernelBtf,
+    /// A kernel that loads and attaches fentry/fexit programs (lockdown
+    /// and some VMs refuse them with EPERM).
+    Fentry,
+}
+
+impl Machine {
+    pub const ALL: [Machine; 3] = [Machine::InvariantTsc, Machine::KernelBtf, Machine::Fentry];
+
+    /// The module the tests that need it sit in.
+    pub fn module(self) -> &'static str {
+        match self {
+            Machine::InvariantTsc => "needs_invariant_tsc",
+            Machine::KernelBtf => "needs_kernel_btf",
+            Machine::Fentry => "needs_fentry",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Machine::InvariantTsc => {
+                "an invariant TSC (constant_tsc and nonstop_tsc in /proc/cpuinfo)"
+            }
+            Machine::KernelBtf => "kernel BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF)",
+            Machine::Fentry => "a kernel that allows fentry/fexit programs",
+        }
+    }
+}
+
+/// Fails the test unless the machine has `property` (`has`, as the test
+/// found it with the code under test). `why` says what the machine did
+/// instead, when known.
+#[track_caller]
+pub fn need_machine(property: Machine, has: bool, why: &str) {
+    if !has {
+        panic!(
+            "this test needs {}, which this machine lacks{}{why}; no package provides it: on such a \
+             machine `./scripts/test-all` leaves the `{}::` tests out and lists them as skipped",
+            property.what(),
+            if why.is_empty() { "" } else { ": " },
+            property.module()
+        );
+    }
 }
 
 /// Root, for what the test does as root (`why`: "eBPF", "a loop mount").

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use fsprof_trace::event::{Call, Op, ProcessInfo, Record};
+use fsprof_trace::event::{Access, Call, Data, Mapped, Op, ProcessInfo, Record};
 use fsprof_trace::file::{TraceHeader, TraceWriter};
 
 pub struct HandTrace {
@@ -48,6 +48,25 @@ impl HandTrace {
 
     pub fn push(&mut self, c: Call) {
         self.w.push(&Record::Call(c)).expect("writing a call");
+    }
+
+    /// An access of thread `tid` of pid 1 through a mapping at `addr`
+    /// (a fault, or contents with their bytes), 1 µs after the previous.
+    pub fn push_mapped(&mut self, tid: i32, access: Access, addr: u64, data: Data) {
+        self.t += 1000;
+        let m = Mapped {
+            start_ns: self.t,
+            end_ns: self.t + 10,
+            pid: 1,
+            tid,
+            access,
+            addr,
+            data,
+            ..Default::default()
+        };
+        self.w
+            .push(&Record::Mapped(m))
+            .expect("writing a mapped access");
     }
 
     /// Ends the trace (no calls dropped) when the last call started.

@@ -190,7 +190,10 @@ const SHAPE: &[(&str, &[&str])] = &[
     ("fsprof-user", &["core", "sys", "capture", "shim"]),
     ("fsprof-kernel", &["core", "sys", "capture"]),
     ("fsprof-fuse", &["core", "sys", "capture"]),
-    ("fsprof-trace", &["core", "sys", "capture", "shim", "user"]),
+    (
+        "fsprof-trace",
+        &["core", "sys", "capture", "shim", "user", "kernel"],
+    ),
     // After the capture: computation only, then rendering.
     ("fsprof-analysis", &["core"]),
     ("fsprof-report", &["core", "analysis"]),
@@ -370,7 +373,10 @@ echo "$*" >> "$FAKE_CARGO_LOG""#,
         }
         let o = c.output().unwrap();
         assert!(o.status.success(), "{o:?}");
-        runs.push(std::fs::read_to_string(&log).unwrap());
+        // The nextest run (test-all also builds fsprof to probe fentry).
+        let logged = std::fs::read_to_string(&log).unwrap();
+        let nextest = logged.lines().find(|l| l.starts_with("nextest "));
+        runs.push(nextest.unwrap_or(&logged).to_string());
     }
     assert_eq!(runs[0], runs[1], "test-all runs differently under CI=true");
     assert!(
@@ -383,7 +389,61 @@ echo "$*" >> "$FAKE_CARGO_LOG""#,
         "stops at the first failure: {}",
         runs[0]
     );
-    assert!(runs[0].trim_end().ends_with("-E test(x)"), "{}", runs[0]);
+    // The caller's arguments, then the name filters that leave out what
+    // this machine cannot run: here fentry, since the stand-in cargo built
+    // no fsprof to probe it with.
+    let (caller, skips) = runs[0].split_once(" -- --skip ").unwrap_or((&runs[0], ""));
+    assert!(caller.trim_end().ends_with("-E test(x)"), "{}", runs[0]);
+    assert!(skips.contains("needs_fentry::"), "{}", runs[0]);
+}
+
+/// Every machine property a test can need (`need::Machine`) is probed by
+/// `scripts/test-all`, which leaves out the tests in its module where the
+/// machine lacks it; and every test file that needs one has such a module,
+/// so that the name filter finds its tests.
+#[test]
+fn machine_properties_are_probed_and_their_tests_named_for_them() {
+    use fsprof_testkit::Machine;
+    let root = workspace();
+    let script = std::fs::read_to_string(root.join("scripts/test-all")).unwrap();
+    for m in Machine::ALL {
+        assert!(
+            script.contains(&format!("lacks+=({}", m.module()))
+                || script.contains(&format!(" {})", m.module())),
+            "scripts/test-all never leaves out {}",
+            m.module()
+        );
+    }
+    let variant = |m: Machine| format!("Machine::{m:?}");
+    let mut files = vec![root.join("crates")];
+    let mut users = 0;
+    while let Some(dir) = files.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && !path.ends_with("target") {
+                files.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("need.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for m in Machine::ALL {
+                if text.contains(&format!("{}, ", variant(m)))
+                    || text.contains(&format!("{},\n", variant(m)))
+                {
+                    users += 1;
+                    assert!(
+                        text.contains(&format!("mod {} {{", m.module())),
+                        "{} needs {m:?} outside a `mod {}`",
+                        path.display(),
+                        m.module()
+                    );
+                }
+            }
+        }
+    }
+    assert!(users >= 4, "only {users} uses of need_machine found");
 }
 
 /// No non-test function is over 100 lines, counted from its `fn` line to

@@ -17,11 +17,14 @@ use std::path::PathBuf;
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
 use fsprof_core::profile::{Layer, Meta};
+
+use crate::event::Record;
 use fsprof_shim::trace_abi as tabi;
 use fsprof_user::{SetupError, UserOptions, UserSource};
 
 use crate::chunks::{self, TickClock};
-use crate::file::{TraceHeader, TraceSummary, TraceWriter};
+use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
+use crate::mapped::MappedCapture;
 
 /// What `--data` keeps of written bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,14 +107,23 @@ pub struct TraceSource {
     notes: Vec<String>,
     peak_pending: u64,
     outcome: Option<TraceOutcome>,
+    /// Page faults on file mappings, when they can be followed (root).
+    mapped: Option<MappedCapture>,
+    /// Why they are not, for the trace's header and the notes.
+    mapped_note: Option<String>,
+    layout: fsprof_core::BucketLayout,
 }
+
+/// The key of a thread's stream of page faults in `TraceSource::streams`
+/// (its calls' streams are keyed by their process image).
+const FAULT_STREAMS: u64 = u64::MAX;
 
 impl TraceSource {
     pub fn new(opts: TraceOptions) -> Result<TraceSource, SetupError> {
         if !opts.force && opts.output.exists() {
             return Err(SetupError::Exists(opts.output));
         }
-        Ok(TraceSource {
+        let mut source = TraceSource {
             user: UserSource::new(&opts.user)?,
             data: opts.data,
             output: opts.output,
@@ -128,7 +140,14 @@ impl TraceSource {
             notes: Vec::new(),
             peak_pending: 0,
             outcome: None,
-        })
+            mapped: None,
+            mapped_note: None,
+            layout: fsprof_core::BucketLayout::new(opts.user.resolution),
+        };
+        // Before the command is forked: a program attached while the
+        // command starts missed some of its first faults (measured).
+        source.attach_mapped();
+        Ok(source)
     }
 
     /// The trace written by [`Source::finish`].
@@ -142,12 +161,34 @@ impl TraceSource {
         if self.clock.is_none() || self.writer.is_none() {
             return;
         }
+        // Faults first: the mappings they touch are in the chunks by now.
+        if let Some(m) = self.mapped.as_mut() {
+            m.drain();
+        }
         self.find_chunks();
         let pending: u64 = self.live.values().map(|l| l.chunk.committed_now()).sum();
         self.peak_pending = self.peak_pending.max(pending);
         let seqs: Vec<u64> = self.live.keys().copied().collect();
         for seq in seqs {
             self.harvest_chunk(seq, all);
+        }
+        self.flush_faults(all);
+    }
+
+    /// Writes the faults drained before this harvest into their threads'
+    /// streams.
+    fn flush_faults(&mut self, last: bool) {
+        let (Some(m), Some(w)) = (self.mapped.as_mut(), self.writer.as_mut()) else {
+            return;
+        };
+        let streams = &mut self.streams;
+        let stream_of = |tid: i32| {
+            let next = streams.len() as u32 + 1;
+            *streams.entry((FAULT_STREAMS, tid)).or_insert(next)
+        };
+        if let Err(e) = m.flush(w, last, stream_of) {
+            self.notes
+                .push(format!("lost page faults of the trace: {e}"));
         }
     }
 
@@ -209,6 +250,7 @@ impl TraceSource {
         else {
             return;
         };
+        let mut mapped = self.mapped.as_mut();
         let info = l.chunk.info;
         // Sealed first: once it is, the committed count read after it is
         // the chunk's last.
@@ -235,8 +277,21 @@ impl TraceSource {
                 .and_then(|()| {
                     chunks::parse(&info, &self.body, !done, &clock, |r| {
                         let w = match r {
-                            chunks::Parsed::Call(c) => writer.push_call(l.stream, &c),
-                            p => writer.push_to(l.stream, &p.to_record()),
+                            chunks::Parsed::Call(c) => {
+                                if let Some(m) = mapped.as_deref_mut() {
+                                    m.saw_call(&c);
+                                }
+                                writer.push_call(l.stream, &c)
+                            }
+                            chunks::Parsed::Process(p) => {
+                                if let Some(m) = mapped.as_deref_mut() {
+                                    m.saw_process(&p);
+                                }
+                                writer.push_to(l.stream, &Record::Process(p))
+                            }
+                            chunks::Parsed::Mapped(m) => {
+                                writer.push_to(l.stream, &Record::Mapped(m))
+                            }
                         };
                         w.map_err(|e| {
                             lost = Some(e.to_string());
@@ -276,6 +331,14 @@ impl TraceSource {
     fn header(&self, meta_command: Vec<String>) -> TraceHeader {
         let mut h = TraceHeader::new("shim", self.data.name());
         h.command = meta_command;
+        match (&self.mapped, &self.mapped_note) {
+            (Some(m), _) => {
+                h.mapped_accesses = MAPPED_BY_FAULTS.into();
+                h.notes.push(mapped_note(m.reports_around()));
+            }
+            (None, Some(why)) => h.notes.push(why.clone()),
+            (None, None) => {}
+        }
         h.run = fsprof_capture::meta::run_info(self.start_unix_ns);
         h.clock = self.user.clock().describe().source.to_string();
         h
@@ -295,6 +358,74 @@ fn recycle(path: &std::path::Path, seq: u64) -> bool {
         .and_then(|f| f.write_all_at(&[0u8; tabi::TCHUNK_HDR], 0));
     let free = path.with_file_name(format!("{}{}", tabi::TFREE_PREFIX, seq % tabi::TFREE_SLOTS));
     zeroed.is_ok() && std::fs::rename(path, free).is_ok()
+}
+
+/// What a trace that followed page faults holds of mapped accesses.
+fn mapped_note(around: bool) -> String {
+    let around = if around {
+        "the pages the kernel maps around a read fault (up to 16, when cached) are named in it"
+    } else {
+        "the pages the kernel maps around a read fault are not reported by this kernel"
+    };
+    format!("loads and stores through file mappings are page faults: the first touch of a page not mapped yet, the first store to a page not written since it was mapped or written back; {around}, and later accesses to a page already mapped are not observable")
+}
+
+impl TraceSource {
+    /// Loads the page-fault programs, when this process may (root).
+    fn attach_mapped(&mut self) {
+        if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
+            self.mapped_note = Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls"));
+            return;
+        }
+        match MappedCapture::start(self.layout.clone()) {
+            Ok(m) => self.mapped = Some(m),
+            Err(e) => self.mapped_not_captured(&e),
+        }
+    }
+
+    fn mapped_not_captured(&mut self, why: &str) {
+        self.mapped = None;
+        self.mapped_note = Some(format!(
+            "loads and stores through file mappings are not in this trace: {why}"
+        ));
+    }
+
+    /// Follows page faults from `pid` on.
+    fn start_mapped(&mut self, pid: i32) {
+        if let Some(Err(e)) = self.mapped.as_ref().map(|m| m.follow(pid)) {
+            self.mapped_not_captured(&e);
+        }
+    }
+
+    /// The faults' ops in the profile's user layer, lost faults counted.
+    fn finish_mapped(&mut self, fin: &mut Finish, writer: &mut TraceWriter) {
+        let Some(m) = &self.mapped else {
+            fin.notes.extend(self.mapped_note.clone());
+            return;
+        };
+        let ops = m.ops();
+        if !ops.is_empty() {
+            match fin
+                .layers
+                .iter_mut()
+                .find(|l| l.name == fsprof_core::profile::layer::USER)
+            {
+                Some(l) => l.ops.extend(ops),
+                None => {
+                    let mut l = Layer::new(fsprof_core::profile::layer::USER);
+                    l.ops = ops;
+                    fin.layers.push(l);
+                }
+            }
+        }
+        let lost = m.lost();
+        writer.set_mapped_lost(lost);
+        if lost > 0 {
+            fin.warnings.push(format!(
+                "{lost} page fault(s) on mapped files were not recorded (the event ring was full)"
+            ));
+        }
+    }
 }
 
 fn thread_alive(pid: i32, tid: i32) -> bool {
@@ -319,6 +450,9 @@ impl Source for TraceSource {
 
     fn start(&mut self, command: Option<i32>) -> Result<String, SourceError> {
         let what = self.user.start(command)?;
+        if let Some(pid) = command {
+            self.start_mapped(pid);
+        }
         let c = self.user.clock();
         self.clock = Some(if c.kind == fsprof_shim::abi::CLOCK_TSC {
             let (tsc, mono) = fsprof_sys::clock::tsc_mono_pair();
@@ -361,6 +495,7 @@ impl Source for TraceSource {
         self.harvest(true);
         let mut writer = self.writer.take().ok_or("the trace was never started")?;
         writer.set_origin(how.start_mono_ns);
+        self.finish_mapped(&mut fin, &mut writer);
         writer.set_pending_peak(self.peak_pending);
         let (summary, file_bytes) = writer.finish(self.dropped, how.duration_ns)?;
         if summary.dropped > 0 {

@@ -14,7 +14,7 @@ use fsprof_shim::trace_abi::{self as t, ChunkHeader, ItemHeader, RecordHeader};
 use fsprof_sys::mmap::SharedMap;
 
 use crate::codec::CallRef;
-use crate::event::{FdInfo, Op, ProcessInfo, Record};
+use crate::event::{Access, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
 
 /// Converts the shim's clock ticks to CLOCK_MONOTONIC ns.
 #[derive(Clone, Copy, Debug)]
@@ -191,6 +191,8 @@ pub fn roles(op: Op) -> Vec<Option<Role>> {
 pub enum Parsed<'a> {
     Process(ProcessInfo),
     Call(CallRef<'a>),
+    /// The bytes of pages written through a shared mapping.
+    Mapped(Mapped),
 }
 
 impl Parsed<'_> {
@@ -198,6 +200,7 @@ impl Parsed<'_> {
         match self {
             Parsed::Process(p) => Record::Process(p.clone()),
             Parsed::Call(c) => Record::Call(c.to_call()),
+            Parsed::Mapped(m) => Record::Mapped(m.clone()),
         }
     }
 }
@@ -281,6 +284,7 @@ pub fn parse(
                     });
                 }
             }
+            t::TREC_MAPPED => emit(Parsed::Mapped(contents(info, &h, &args, &items, clock)))?,
             k if (k as usize) < fsprof_shim::OPS.len() => {
                 emit(Parsed::Call(call(info, &h, &args, &items, clock)))?
             }
@@ -321,6 +325,32 @@ fn process_info(
             .collect(),
         cwd: item(t::TI_CWD),
         fds: Vec::new(),
+    }
+}
+
+fn contents(
+    info: &ChunkInfo,
+    h: &RecordHeader,
+    args: &[u64; 8],
+    items: &[(u16, u16, &[u8])],
+    clock: &TickClock,
+) -> Mapped {
+    let t = clock.mono_ns(h.t0);
+    let bytes = items
+        .iter()
+        .find(|i| i.0 == t::TI_DATA)
+        .map(|i| i.2.to_vec())
+        .unwrap_or_default();
+    Mapped {
+        start_ns: t,
+        end_ns: t,
+        pid: info.pid,
+        tid: info.tid,
+        access: Access::Contents,
+        superset: args[1] & 1 != 0,
+        addr: args[0],
+        data: Data::Full(bytes),
+        ..Default::default()
     }
 }
 

@@ -3,7 +3,7 @@
 //! read is bounds-checked: a corrupt block is an error, never a panic or a
 //! huge allocation. Layout in `docs/trace-format.md`.
 
-use crate::event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
+use crate::event::{Access, Call, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
 
 /// Strings and data longer than this are refused when decoding (no
 /// honest trace has a 1 GiB path).
@@ -12,6 +12,21 @@ const MAX_LIST: u64 = 1 << 20;
 
 const KIND_CALL: u8 = 1;
 const KIND_PROCESS: u8 = 2;
+/// Version 3 on.
+const KIND_MAPPED: u8 = 3;
+
+// Presence bits of a mapped record's optional fields.
+const M_AROUND: u32 = 1 << 0;
+const M_RESOLVED: u32 = 1 << 1;
+const M_OFFSET: u32 = 1 << 2;
+const M_DATA: u32 = 1 << 3;
+const M_DIGEST: u32 = 1 << 4;
+const M_KNOWN: u32 = M_AROUND | M_RESOLVED | M_OFFSET | M_DATA | M_DIGEST;
+// Its flags.
+const MF_MAJOR: u64 = 1 << 0;
+const MF_IN_KERNEL: u64 = 1 << 1;
+const MF_SUPERSET: u64 = 1 << 2;
+const MF_KNOWN: u64 = (1 << 3) - 1;
 
 // Presence bits of a call's optional fields.
 const F_FD: u32 = 1 << 0;
@@ -308,6 +323,45 @@ pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
     match r {
         Record::Call(c) => encode_call(out, &CallRef::from(c), prev_start),
         Record::Process(p) => encode_process(out, p, prev_start),
+        Record::Mapped(m) => encode_mapped(out, m, prev_start),
+    }
+}
+
+fn encode_mapped(out: &mut Vec<u8>, m: &Mapped, prev_start: &mut u64) {
+    out.push(KIND_MAPPED);
+    let bit = |b: u32, on: bool| if on { b } else { 0 };
+    let bits = bit(M_AROUND, m.around.is_some())
+        | bit(M_RESOLVED, m.resolved.is_some())
+        | bit(M_OFFSET, m.offset.is_some())
+        | bit(M_DATA, matches!(m.data, Data::Full(_)))
+        | bit(M_DIGEST, matches!(m.data, Data::Digest(_)));
+    put_u64(out, bits as u64);
+    put_i64(out, m.start_ns as i64 - *prev_start as i64);
+    *prev_start = m.start_ns;
+    put_u64(out, m.end_ns.saturating_sub(m.start_ns));
+    put_i64(out, m.pid as i64);
+    put_i64(out, m.tid as i64);
+    put_u64(out, m.access as u64);
+    let flag = |f: u64, on: bool| if on { f } else { 0 };
+    put_u64(
+        out,
+        flag(MF_MAJOR, m.major) | flag(MF_IN_KERNEL, m.in_kernel) | flag(MF_SUPERSET, m.superset),
+    );
+    put_u64(out, m.addr);
+    if let Some((a, b)) = m.around {
+        put_u64(out, a);
+        put_u64(out, b);
+    }
+    if let Some(r) = &m.resolved {
+        put_bytes(out, r);
+    }
+    if let Some(o) = m.offset {
+        put_u64(out, o);
+    }
+    match &m.data {
+        Data::Full(b) => put_bytes(out, b),
+        Data::Digest(d) => out.extend_from_slice(&d.to_le_bytes()),
+        Data::None => {}
     }
 }
 
@@ -343,6 +397,7 @@ pub fn decode(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Recor
     match r.u8()? {
         KIND_CALL => decode_call(r, prev_start, nops),
         KIND_PROCESS => decode_process(r, prev_start),
+        KIND_MAPPED => decode_mapped(r, prev_start),
         k => Err(DecodeError(format!("unknown record kind {k}"))),
     }
 }
@@ -455,6 +510,66 @@ fn read_payload(r: &mut Reader, bits: u32, c: &mut Call) -> Result<(), DecodeErr
     Ok(())
 }
 
+fn decode_mapped(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {
+    let bits = r.u32()?;
+    if bits & !M_KNOWN != 0 {
+        return Err(bad("unknown fields in a mapped record"));
+    }
+    if bits & M_DATA != 0 && bits & M_DIGEST != 0 {
+        return Err(bad("a mapped record with both a digest and data"));
+    }
+    let has = |b: u32| bits & b != 0;
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    let end_ns = start_ns
+        .checked_add(r.u64()?)
+        .ok_or_else(|| bad("a fault that ends after the end of time"))?;
+    let pid = r.i32()?;
+    let tid = r.i32()?;
+    let access = match r.u64()? {
+        0 => Access::Read,
+        1 => Access::Write,
+        2 => Access::Contents,
+        _ => return Err(bad("unknown access in a mapped record")),
+    };
+    let flags = r.u64()?;
+    if flags & !MF_KNOWN != 0 {
+        return Err(bad("unknown flags in a mapped record"));
+    }
+    let mut m = Mapped {
+        start_ns,
+        end_ns,
+        pid,
+        tid,
+        access,
+        major: flags & MF_MAJOR != 0,
+        in_kernel: flags & MF_IN_KERNEL != 0,
+        superset: flags & MF_SUPERSET != 0,
+        addr: r.u64()?,
+        ..Default::default()
+    };
+    if has(M_AROUND) {
+        m.around = Some((r.u64()?, r.u64()?));
+    }
+    if has(M_RESOLVED) {
+        m.resolved = Some(r.bytes()?);
+    }
+    if has(M_OFFSET) {
+        m.offset = Some(r.u64()?);
+    }
+    if has(M_DATA) {
+        m.data = Data::Full(r.bytes()?);
+    }
+    if has(M_DIGEST) {
+        let mut d = [0u8; 8];
+        for b in &mut d {
+            *b = r.u8()?;
+        }
+        m.data = Data::Digest(u64::from_le_bytes(d));
+    }
+    Ok(Record::Mapped(m))
+}
+
 fn decode_process(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {
     let start_ns = start_from(*prev_start, r.i64()?)?;
     *prev_start = start_ns;
@@ -545,6 +660,31 @@ mod tests {
                 result: Some(b"t".to_vec()),
                 ..Default::default()
             }),
+            Record::Mapped(Mapped {
+                start_ns: 30,
+                end_ns: 42,
+                pid: 10,
+                tid: 12,
+                access: Access::Read,
+                major: true,
+                addr: 0x7f00_0000_1234,
+                around: Some((3, 18)),
+                resolved: Some(b"/w/a".to_vec()),
+                offset: Some(4096),
+                ..Default::default()
+            }),
+            Record::Mapped(Mapped {
+                start_ns: 31,
+                end_ns: 31,
+                pid: 10,
+                tid: 11,
+                access: Access::Contents,
+                in_kernel: true,
+                superset: true,
+                addr: 0x7f00_0000_2000,
+                data: Data::Full(vec![7; 20]),
+                ..Default::default()
+            }),
         ]
     }
 
@@ -592,7 +732,7 @@ mod tests {
                     Err(_) => break,
                 }
             }
-            prop_assert!(ok < 3);
+            prop_assert!(ok < 5);
         }
     }
 }

@@ -18,7 +18,8 @@
 //!
 //! Calls on /proc, /sys and /dev, on fds the trace never saw opened
 //! (inherited stdio, pipes) and of ops the replayer does not issue
-//! (mmap, xattrs, locks) are left out and counted by reason.
+//! (xattrs, locks) are left out and counted by reason. Loads and stores
+//! through mappings are commands on the mapping's slot ([`maps`]).
 
 mod maps;
 
@@ -62,6 +63,7 @@ pub fn compile(trace: &Path, out: &Path, force: bool) -> Result<CompileStats, Tr
         match r {
             Record::Process(p) => c.process(&p),
             Record::Call(call) => c.call(&call),
+            Record::Mapped(m) => c.mapped(&m),
         }
     }
     let raw = reader.raw_bytes;
@@ -100,10 +102,13 @@ fn c_saved(c: &Compiled) -> u64 {
 fn assign_threads(trace: &Path) -> Result<HashMap<(i32, i32), u32>, TraceError> {
     let mut life: HashMap<(i32, i32), (u64, u64)> = HashMap::new();
     for r in TraceReader::open(trace)? {
-        if let Record::Call(c) = r? {
-            let e = life.entry((c.pid, c.tid)).or_insert((c.start_ns, c.end_ns));
-            e.1 = e.1.max(c.end_ns);
-        }
+        let (key, start, end) = match r? {
+            Record::Call(c) => ((c.pid, c.tid), c.start_ns, c.end_ns),
+            Record::Mapped(m) => ((m.pid, m.tid), m.start_ns, m.end_ns),
+            Record::Process(_) => continue,
+        };
+        let e = life.entry(key).or_insert((start, end));
+        e.1 = e.1.max(end);
     }
     let mut order: Vec<((i32, i32), (u64, u64))> = life.into_iter().collect();
     order.sort_by_key(|&(k, (first, _))| (first, k));
@@ -165,6 +170,8 @@ struct Compiler {
     fds: HashMap<i32, HashMap<i32, u32>>,
     /// Per process, its file mappings ([`maps`]).
     maps: HashMap<i32, maps::Maps>,
+    /// Stores through mappings whose bytes are still to come ([`maps`]).
+    pending_stores: maps::Pending,
     slots: Vec<Option<Slot>>,
     free_slots: BinaryHeap<Reverse<u32>>,
     hazards: HashMap<Key, Hazard>,
@@ -346,6 +353,7 @@ impl Compiler {
             buffer_ids: HashMap::new(),
             fds: HashMap::new(),
             maps: HashMap::new(),
+            pending_stores: HashMap::new(),
             slots: Vec::new(),
             free_slots: BinaryHeap::new(),
             hazards: HashMap::new(),

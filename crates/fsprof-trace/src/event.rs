@@ -1,21 +1,32 @@
-//! What a trace holds: calls and the processes that made them.
+//! What a trace holds: calls, the processes that made them, and the loads
+//! and stores they made through file mappings.
 //!
 //! Ops are named with the user layer's vocabulary (`fsprof_core::ops::libc`,
 //! the names `fsprof run` profiles use), so a trace and a profile of the
-//! same run speak of the same `openat`, `pread`, `fstatat`.
+//! same run speak of the same `openat`, `pread`, `fstatat`; after them come
+//! [`MAPPED_OPS`], the accesses through a mapping, which no libc function
+//! makes (a compiled trace replays them, a profile times them).
 
 use std::fmt;
 
 use fsprof_core::ops::libc::OPS;
 
-/// An operation: an index into [`fsprof_core::ops::libc::OPS`].
+/// The ops after the libc ones: a page fault of a load (the first touch
+/// of a page not mapped yet) or of a store (the first write to a page not
+/// writable yet) through a file mapping.
+pub const MAPPED_OPS: [&str; 2] = ["mapped_read", "mapped_write"];
+
+/// An operation: an index into [`fsprof_core::ops::libc::OPS`], then
+/// [`MAPPED_OPS`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Op(pub u16);
 
 impl Op {
     pub fn from_name(name: &str) -> Option<Op> {
         OPS.iter()
-            .position(|o| o.name == name)
+            .map(|o| o.name)
+            .chain(MAPPED_OPS)
+            .position(|o| o == name)
             .map(|i| Op(i as u16))
     }
 
@@ -26,17 +37,30 @@ impl Op {
     }
 
     pub fn name(self) -> &'static str {
-        OPS.get(self.0 as usize).map(|o| o.name).unwrap_or("?")
+        let i = self.0 as usize;
+        match OPS.get(i) {
+            Some(o) => o.name,
+            None => MAPPED_OPS.get(i - OPS.len()).copied().unwrap_or("?"),
+        }
     }
 
     /// Ops in the vocabulary.
     pub fn count() -> usize {
-        OPS.len()
+        OPS.len() + MAPPED_OPS.len()
     }
 
     /// Every op's name, by index.
     pub fn names() -> Vec<String> {
-        OPS.iter().map(|o| o.name.to_string()).collect()
+        OPS.iter()
+            .map(|o| o.name)
+            .chain(MAPPED_OPS)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A load or store through a mapping ([`MAPPED_OPS`]).
+    pub fn is_mapped(self) -> bool {
+        self.0 as usize >= OPS.len() && (self.0 as usize) < Op::count()
     }
 
     pub fn is(self, name: &str) -> bool {
@@ -146,12 +170,85 @@ pub struct ProcessInfo {
     pub fds: Vec<FdInfo>,
 }
 
+/// What a [`Mapped`] record saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// A load faulted: the first touch of a page not mapped yet.
+    #[default]
+    Read,
+    /// A store faulted: the first write to a page since it was mapped or
+    /// last written back.
+    Write,
+    /// The bytes of pages written through a shared mapping, as they were
+    /// just before an `msync` or `munmap` (`--data full`).
+    Contents,
+}
+
+impl Access {
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Read => "mapped_read",
+            Access::Write => "mapped_write",
+            Access::Contents => "mapped_contents",
+        }
+    }
+}
+
+/// An access through a file mapping: a page fault, or the contents of
+/// written pages. Times are ns since the trace's start, like a call's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mapped {
+    pub start_ns: u64,
+    /// When the kernel was done with the fault (= `start_ns` when not
+    /// measured, and for contents).
+    pub end_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub access: Access,
+    /// The fault waited for its page (a device read).
+    pub major: bool,
+    /// A system call touched the mapping on the program's behalf (a
+    /// `write` from a mapped buffer).
+    pub in_kernel: bool,
+    /// Contents of every page present in the mapping, not only of those
+    /// known to be dirty (the capture could not read page flags).
+    pub superset: bool,
+    /// The address touched (faults), or where the bytes start (contents).
+    pub addr: u64,
+    /// File pages (first, last) the kernel mapped around the fault without
+    /// faults of their own: later loads of them are not observable.
+    pub around: Option<(u64, u64)>,
+    /// The mapped file, as the reader resolves it from the `mmap` that
+    /// made the mapping.
+    pub resolved: Option<Vec<u8>>,
+    /// The file offset of `addr` (faults: of its page).
+    pub offset: Option<u64>,
+    /// Contents: the bytes (or their digest).
+    pub data: Data,
+}
+
+impl Mapped {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// The op a fault is replayed and profiled as (contents have none).
+    pub fn op(&self) -> Option<Op> {
+        match self.access {
+            Access::Read => Op::from_name(MAPPED_OPS[0]),
+            Access::Write => Op::from_name(MAPPED_OPS[1]),
+            Access::Contents => None,
+        }
+    }
+}
+
 // Calls are most records; boxing them would cost an allocation each.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Process(ProcessInfo),
     Call(Call),
+    Mapped(Mapped),
 }
 
 impl Record {
@@ -159,6 +256,7 @@ impl Record {
         match self {
             Record::Process(p) => p.start_ns,
             Record::Call(c) => c.start_ns,
+            Record::Mapped(m) => m.start_ns,
         }
     }
 }

@@ -25,7 +25,11 @@ pub const FORMAT_NAME: &str = "fsprof-trace";
 /// 2: blocks belong to streams (and carry their first start time), times
 /// may be offset by the end block's `origin_ns`, `resolved` is optional;
 /// sendfile's `fd` is the file it reads (version 1 files disagree on it).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: records of accesses through file mappings (kind 3); a version 2 file
+/// is a version 3 file without them, and is read as one.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest version this fsprof reads.
+pub const OLDEST_READ: u32 = 2;
 
 pub(crate) const TAG_RECORDS: u32 = 1;
 pub(crate) const TAG_END: u32 = 2;
@@ -76,7 +80,16 @@ pub struct TraceHeader {
     pub ops: Vec<String>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// How loads and stores through file mappings were captured:
+    /// `page-faults` (the capture followed the program's page faults), or
+    /// empty (not captured: the trace holds the mmap, msync and munmap
+    /// calls only).
+    #[serde(default)]
+    pub mapped_accesses: String,
 }
+
+/// [`TraceHeader::mapped_accesses`] of a capture that followed page faults.
+pub const MAPPED_BY_FAULTS: &str = "page-faults";
 
 impl TraceHeader {
     pub fn new(source: &str, data: &str) -> Self {
@@ -114,6 +127,14 @@ pub struct TraceSummary {
     /// are ns since the start (0: they are stored relative already).
     #[serde(default)]
     pub origin_ns: u64,
+    /// Records of accesses through file mappings.
+    #[serde(default)]
+    pub mapped: u64,
+    /// Page faults the capture could not record (its event ring was full),
+    /// or that it could not tell the file of (none of the program's file
+    /// mappings it saw covered them).
+    #[serde(default)]
+    pub mapped_lost: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +147,7 @@ pub enum TraceError {
     },
     #[error("{path}: not an fsprof trace (no trace magic at its start)")]
     NotATrace { path: PathBuf },
-    #[error("{path}: trace format version {found}, this fsprof reads version {FORMAT_VERSION} only; capture or import the trace again with this fsprof")]
+    #[error("{path}: trace format version {found}, this fsprof reads versions {OLDEST_READ} to {FORMAT_VERSION}; capture or import the trace again with this fsprof")]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: corrupt trace at byte {offset}: {what}")]
     Corrupt {
@@ -247,6 +268,7 @@ impl TraceWriter {
         match r {
             Record::Call(c) => return self.push_call(stream, &CallRef::from(c)),
             Record::Process(_) => self.summary.processes += 1,
+            Record::Mapped(_) => self.summary.mapped += 1,
         }
         let p = self.pending(stream, r.start_ns());
         let before = p.block.len();
@@ -324,6 +346,11 @@ impl TraceWriter {
     /// Records [`TraceSummary::pending_peak_bytes`].
     pub fn set_pending_peak(&mut self, bytes: u64) {
         self.summary.pending_peak_bytes = bytes;
+    }
+
+    /// Records [`TraceSummary::mapped_lost`].
+    pub fn set_mapped_lost(&mut self, n: u64) {
+        self.summary.mapped_lost = n;
     }
 
     /// Records [`TraceSummary::origin_ns`]: the records' times are

@@ -196,6 +196,16 @@ impl Initial {
         }
     }
 
+    /// A page of `p` at `off` touched through a mapping: the file reached
+    /// past `off` (a touch beyond its end is SIGBUS); a store through a
+    /// shared mapping changes it.
+    pub fn mapped(&mut self, p: &[u8], off: u64, store: bool) {
+        self.read_evidence(p, off, 1, 1, None);
+        if store {
+            self.changed(p);
+        }
+    }
+
     /// Takes in one call (before its effects are followed elsewhere);
     /// `content` is the buffer of bytes it read, when captured.
     pub fn observe(&mut self, o: &Observation, content: Option<u32>) {

@@ -23,10 +23,11 @@ pub mod event;
 pub mod file;
 pub mod import;
 mod initial;
+pub mod mapped;
 mod reader;
 pub mod replayfile;
 pub mod resolve;
 pub mod show;
 
-pub use event::{Call, Data, FdInfo, Op, ProcessInfo, Record};
+pub use event::{Access, Call, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
 pub use file::{TraceError, TraceHeader, TraceReader, TraceWriter};

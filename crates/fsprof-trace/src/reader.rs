@@ -18,7 +18,7 @@ use crate::codec::{self, Reader};
 use crate::event::Record;
 use crate::file::{
     TraceError, TraceHeader, TraceSummary, BLOCK_HDR, FORMAT_NAME, FORMAT_VERSION, MAGIC,
-    MAX_BLOCK_RAW, MAX_BLOCK_RECORDS, MAX_JSON, TAG_END, TAG_RECORDS,
+    MAX_BLOCK_RAW, MAX_BLOCK_RECORDS, MAX_JSON, OLDEST_READ, TAG_END, TAG_RECORDS,
 };
 use crate::resolve::Resolver;
 
@@ -72,7 +72,7 @@ impl TraceReader {
             return Err(truncated(path, "the header is cut short".into()));
         }
         let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ..=FORMAT_VERSION).contains(&version) {
             return Err(TraceError::Version {
                 path: path.into(),
                 found: version,
@@ -213,6 +213,11 @@ impl TraceReader {
             Record::Process(p) => {
                 p.start_ns = p.start_ns.saturating_sub(origin);
                 self.resolver.process(p);
+            }
+            Record::Mapped(m) => {
+                m.start_ns = m.start_ns.saturating_sub(origin);
+                m.end_ns = m.end_ns.saturating_sub(origin);
+                self.resolver.mapped(m);
             }
         }
         Ok(Some(rec))

@@ -2,16 +2,64 @@
 //! through the trace in time order, so that a relative path or a
 //! directory fd can be joined into an absolute path (lexically: symlinks
 //! and `..` stay for whoever resolves it later), and an fd call can say
-//! which file it was on.
+//! which file it was on. Each process's file mappings are followed the
+//! same way (made by `mmap`, cut or removed by `munmap`, inherited by a
+//! fork, dropped by an exec), so that an access through a mapping can say
+//! which file and offset it touched.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::event::{Call, ProcessInfo, AT_FDCWD};
+use crate::event::{Access, Call, Mapped, ProcessInfo, AT_FDCWD};
+
+const PAGE: u64 = 4096;
+
+/// A file mapping: its length, the file and the offset it starts at.
+#[derive(Clone, Debug)]
+struct Mapping {
+    len: u64,
+    path: Option<Vec<u8>>,
+    offset: u64,
+}
 
 #[derive(Default)]
 struct Proc {
     cwd: Vec<u8>,
     fds: HashMap<i32, Vec<u8>>,
+    /// Start address → mapping.
+    maps: BTreeMap<u64, Mapping>,
+}
+
+/// Removes `[lo, hi)` from `maps`, keeping the parts of mappings outside it.
+fn unmap(maps: &mut BTreeMap<u64, Mapping>, lo: u64, hi: u64) {
+    let hit: Vec<u64> = maps
+        .range(..hi)
+        .filter(|(s, m)| s.saturating_add(m.len) > lo)
+        .map(|(s, _)| *s)
+        .collect();
+    for s in hit {
+        let m = maps.remove(&s).expect("a mapping just found");
+        let e = s.saturating_add(m.len);
+        if s < lo {
+            maps.insert(
+                s,
+                Mapping {
+                    len: lo - s,
+                    ..m.clone()
+                },
+            );
+        }
+        if e > hi {
+            let offset = m.offset.saturating_add(hi - s);
+            maps.insert(
+                hi,
+                Mapping {
+                    len: e - hi,
+                    path: m.path,
+                    offset,
+                },
+            );
+        }
+    }
 }
 
 /// Follows cwds and fd tables; feed it every record in time order.
@@ -39,6 +87,8 @@ pub fn join(base: &[u8], rel: &[u8]) -> Vec<u8> {
 impl Resolver {
     /// A process image starts: its cwd and fds replace what was known of
     /// its pid.
+    /// A fork inherits its parent's mappings; an exec (an image of a pid
+    /// seen before) has none.
     pub fn process(&mut self, p: &ProcessInfo) {
         let fds = p
             .fds
@@ -46,13 +96,45 @@ impl Resolver {
             .filter(|f| f.path.first() == Some(&b'/'))
             .map(|f| (f.fd, f.path.clone()))
             .collect();
+        let maps = match self.procs.contains_key(&p.pid) {
+            true => BTreeMap::new(),
+            false => self
+                .procs
+                .get(&p.ppid)
+                .map(|pp| pp.maps.clone())
+                .unwrap_or_default(),
+        };
         self.procs.insert(
             p.pid,
             Proc {
                 cwd: p.cwd.clone(),
                 fds,
+                maps,
             },
         );
+    }
+
+    /// Fills a mapped record's file and offset (unless already set) from
+    /// the mapping its address is in, as its process had it then.
+    pub fn mapped(&mut self, m: &mut Mapped) {
+        if m.resolved.is_some() {
+            return;
+        }
+        let Some(p) = self.procs.get(&m.pid) else {
+            return;
+        };
+        let Some((&start, map)) = p.maps.range(..=m.addr).next_back() else {
+            return;
+        };
+        if m.addr - start >= map.len {
+            return;
+        }
+        let at = match m.access {
+            Access::Contents => m.addr,
+            Access::Read | Access::Write => m.addr & !(PAGE - 1),
+        };
+        m.resolved = map.path.clone();
+        m.offset = Some(map.offset.saturating_add(at.saturating_sub(start)));
     }
 
     /// The directory a `*at` call's path is relative to.
@@ -133,6 +215,18 @@ impl Resolver {
                     p.cwd = path;
                 }
             }
+            "mmap" if ok => {
+                let (start, len) = (c.ret as u64, c.len.unwrap_or(0).div_ceil(PAGE) * PAGE);
+                unmap(&mut p.maps, start, start.saturating_add(len));
+                let path = c.resolved.clone();
+                let offset = c.offset.unwrap_or(0).max(0) as u64;
+                p.maps.insert(start, Mapping { len, path, offset });
+            }
+            "munmap" if ok => {
+                let start = c.arg.unwrap_or(0) as u64;
+                let len = c.len.unwrap_or(0).div_ceil(PAGE) * PAGE;
+                unmap(&mut p.maps, start, start.saturating_add(len));
+            }
             _ => {}
         }
     }
@@ -193,5 +287,55 @@ mod tests {
         let mut gone = call("read", Some(5), None, -1);
         r.call(&mut gone);
         assert_eq!(gone.resolved, None, "a closed fd has no path");
+    }
+
+    fn fault(pid: i32, addr: u64) -> Mapped {
+        Mapped {
+            pid,
+            addr,
+            ..Default::default()
+        }
+    }
+
+    /// Mappings follow mmap and munmap (a partial unmap keeps the rest
+    /// with its offset), forks inherit them, execs drop them.
+    #[test]
+    fn mapped_accesses_resolve_to_file_and_offset() {
+        let mut r = Resolver::default();
+        let image = |pid, ppid| ProcessInfo {
+            pid,
+            ppid,
+            cwd: b"/w".to_vec(),
+            ..Default::default()
+        };
+        r.process(&image(7, 1));
+        let mut o = call("open", None, Some("db"), 3);
+        r.call(&mut o);
+        let mut m = call("mmap", Some(3), None, 0x10000);
+        (m.len, m.offset) = (Some(8 * 4096), Some(4096));
+        r.call(&mut m);
+        let mut f = fault(7, 0x10000 + 2 * 4096 + 17);
+        r.mapped(&mut f);
+        assert_eq!(
+            (f.resolved.as_deref(), f.offset),
+            (Some(&b"/w/db"[..]), Some(3 * 4096))
+        );
+        let mut u = call("munmap", None, None, 0);
+        (u.arg, u.len) = (Some(0x10000 + 4096), Some(2 * 4096));
+        r.call(&mut u);
+        let mut hole = fault(7, 0x10000 + 2 * 4096);
+        r.mapped(&mut hole);
+        assert_eq!(hole.offset, None, "unmapped");
+        let mut after = fault(7, 0x10000 + 5 * 4096);
+        r.mapped(&mut after);
+        assert_eq!(after.offset, Some(6 * 4096));
+        r.process(&image(8, 7));
+        let mut child = fault(8, 0x10000);
+        r.mapped(&mut child);
+        assert_eq!(child.offset, Some(4096), "a fork inherits the mapping");
+        r.process(&image(7, 1));
+        let mut exec = fault(7, 0x10000);
+        r.mapped(&mut exec);
+        assert_eq!(exec.resolved, None, "an exec drops the mappings");
     }
 }

@@ -9,7 +9,7 @@ use fsprof_core::ops::Role;
 use fsprof_core::printable::csv_field;
 use serde_json::{json, Map, Value};
 
-use crate::event::{Call, Data, ProcessInfo, Record, AT_FDCWD};
+use crate::event::{Access, Call, Data, Mapped, ProcessInfo, Record, AT_FDCWD};
 use crate::file::TraceHeader;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,7 @@ impl<W: Write> Printer<W> {
                 let line = match r {
                     Record::Call(c) => text_call(c, self.start_unix_ns),
                     Record::Process(p) => text_process(p, self.start_unix_ns),
+                    Record::Mapped(m) => text_mapped(m, self.start_unix_ns),
                 };
                 writeln!(self.out, "{line}")
             }
@@ -77,8 +78,10 @@ impl<W: Write> Printer<W> {
                     writeln!(self.out, "{}", CSV_COLUMNS.join(","))?;
                     self.header_done = true;
                 }
-                if let Record::Call(c) = r {
-                    writeln!(self.out, "{}", csv_call(c))?;
+                match r {
+                    Record::Call(c) => writeln!(self.out, "{}", csv_call(c))?,
+                    Record::Mapped(m) => writeln!(self.out, "{}", csv_mapped(m))?,
+                    Record::Process(_) => {}
                 }
                 Ok(())
             }
@@ -342,11 +345,7 @@ pub fn text_call(c: &Call, start: u64) -> String {
     } else {
         c.ret.to_string()
     };
-    let pid = if c.pid == c.tid {
-        format!("{:<6}", c.pid)
-    } else {
-        format!("{:<6}", format!("{}/{}", c.pid, c.tid))
-    };
+    let pid = pid_tid(c.pid, c.tid);
     format!(
         "{pid} {} {}({}) = {ret} <{:.6}>",
         timestamp(start, c.start_ns),
@@ -356,14 +355,125 @@ pub fn text_call(c: &Call, start: u64) -> String {
     )
 }
 
+fn pid_tid(pid: i32, tid: i32) -> String {
+    if pid == tid {
+        format!("{pid:<6}")
+    } else {
+        format!("{:<6}", format!("{pid}/{tid}"))
+    }
+}
+
+/// A mapped access in the calls' style: the address with the file and
+/// offset it touched, as `-y` gives an fd's path, then what the kernel
+/// said of it.
+pub fn text_mapped(m: &Mapped, start: u64) -> String {
+    let at = match (&m.resolved, m.offset) {
+        (Some(p), Some(o)) => format!(
+            "{:#x}{}",
+            m.addr,
+            angle(&[p.as_slice(), format!("+{o:#x}").as_bytes()].concat())
+        ),
+        _ => format!("{:#x}", m.addr),
+    };
+    let mut notes = Vec::new();
+    if m.resolved.is_none() {
+        notes.push("not in a file mapping the trace saw made".to_string());
+    }
+    if m.major {
+        notes.push("major: waited for the device".into());
+    }
+    if m.in_kernel {
+        notes.push("touched by a system call".into());
+    }
+    if let Some((a, b)) = m.around {
+        notes.push(format!(
+            "file pages {a}..={b} mapped around it: their later loads are not seen"
+        ));
+    }
+    let args = match (&m.access, &m.data) {
+        (Access::Contents, Data::Full(b)) => {
+            if m.superset {
+                notes.push("every present page, not only the written ones".into());
+            }
+            format!("{at}, {}, {}", quote(b, 32), b.len())
+        }
+        _ => at,
+    };
+    let suffix = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", notes.join("; "))
+    };
+    format!(
+        "{} {} {}({args}) = 0 <{:.6}>{suffix}",
+        pid_tid(m.pid, m.tid),
+        timestamp(start, m.start_ns),
+        m.access.name(),
+        m.duration_ns() as f64 / 1e9
+    )
+}
+
 fn lossy(b: &Option<Vec<u8>>) -> Value {
     b.as_deref()
         .map(|b| Value::String(String::from_utf8_lossy(b).into_owned()))
         .unwrap_or(Value::Null)
 }
 
+fn json_data(d: &Data, opt: &mut dyn FnMut(&str, Value)) {
+    match d {
+        Data::Digest(d) => opt("data_xxh64", format!("{d:016x}").into()),
+        Data::Full(b) => {
+            opt("data_len", b.len().into());
+            opt(
+                "data_xxh64",
+                format!("{:016x}", xxhash_rust::xxh64::xxh64(b, 0)).into(),
+            );
+        }
+        Data::None => {}
+    }
+}
+
+/// The fields every call and mapped access starts with: its type, times
+/// (start, end, duration), pid and tid, op.
+fn json_head(kind: &str, t: (u64, u64, u64), ids: (i32, i32), op: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), kind.into());
+    m.insert("start_ns".into(), t.0.into());
+    m.insert("end_ns".into(), t.1.into());
+    m.insert("duration_ns".into(), t.2.into());
+    m.insert("pid".into(), ids.0.into());
+    m.insert("tid".into(), ids.1.into());
+    m.insert("op".into(), op.into());
+    m
+}
+
+fn json_mapped(x: &Mapped) -> Value {
+    let t = (x.start_ns, x.end_ns, x.duration_ns());
+    let mut m = json_head("mapped", t, (x.pid, x.tid), x.access.name());
+    m.insert("addr".into(), x.addr.into());
+    m.insert("major".into(), x.major.into());
+    m.insert("in_kernel".into(), x.in_kernel.into());
+    let mut opt = |k: &str, v: Value| {
+        if !v.is_null() {
+            m.insert(k.into(), v);
+        }
+    };
+    opt("resolved", lossy(&x.resolved));
+    opt("offset", x.offset.into());
+    if let Some((a, b)) = x.around {
+        opt("around_first_page", a.into());
+        opt("around_last_page", b.into());
+    }
+    if x.access == Access::Contents {
+        opt("superset", x.superset.into());
+    }
+    json_data(&x.data, &mut opt);
+    Value::Object(m)
+}
+
 pub fn json_record(r: &Record) -> Value {
     match r {
+        Record::Mapped(m) => json_mapped(m),
         Record::Process(p) => json!({
             "type": "process",
             "start_ns": p.start_ns,
@@ -376,14 +486,8 @@ pub fn json_record(r: &Record) -> Value {
             "fds": p.fds.iter().map(|f| json!({"fd": f.fd, "path": String::from_utf8_lossy(&f.path), "flags": f.flags, "pos": f.pos})).collect::<Vec<_>>(),
         }),
         Record::Call(c) => {
-            let mut m = Map::new();
-            m.insert("type".into(), "call".into());
-            m.insert("start_ns".into(), c.start_ns.into());
-            m.insert("end_ns".into(), c.end_ns.into());
-            m.insert("duration_ns".into(), c.duration_ns().into());
-            m.insert("pid".into(), c.pid.into());
-            m.insert("tid".into(), c.tid.into());
-            m.insert("op".into(), c.op.name().into());
+            let t = (c.start_ns, c.end_ns, c.duration_ns());
+            let mut m = json_head("call", t, (c.pid, c.tid), c.op.name());
             m.insert("ret".into(), c.ret.into());
             m.insert("errno".into(), c.errno.into());
             if c.errno > 0 {
@@ -410,20 +514,63 @@ pub fn json_record(r: &Record) -> Value {
             opt("size", c.size.into());
             opt("st_mode", c.st_mode.into());
             opt("result", lossy(&c.result));
-            match &c.data {
-                Data::Digest(d) => opt("data_xxh64", format!("{d:016x}").into()),
-                Data::Full(b) => {
-                    opt("data_len", b.len().into());
-                    opt(
-                        "data_xxh64",
-                        format!("{:016x}", xxhash_rust::xxh64::xxh64(b, 0)).into(),
-                    );
-                }
-                Data::None => {}
-            }
+            json_data(&c.data, &mut opt);
             Value::Object(m)
         }
     }
+}
+
+fn csv_data(d: &Data) -> String {
+    match d {
+        Data::Digest(d) => format!("xxh64:{d:016x}"),
+        Data::Full(b) => format!("xxh64:{:016x}", xxhash_rust::xxh64::xxh64(b, 0)),
+        Data::None => String::new(),
+    }
+}
+
+/// A mapped access in the calls' columns: the file as `resolved`, its
+/// offset, the bytes of a page (or of contents) as `len`.
+fn csv_mapped(m: &Mapped) -> String {
+    let len = match &m.data {
+        Data::Full(b) => b.len() as u64,
+        _ => 4096,
+    };
+    let mut fields = vec![String::new(); CSV_COLUMNS.len()];
+    for (k, v) in [
+        ("type", "mapped".to_string()),
+        ("start_ns", m.start_ns.to_string()),
+        ("end_ns", m.end_ns.to_string()),
+        ("duration_ns", m.duration_ns().to_string()),
+        ("pid", m.pid.to_string()),
+        ("tid", m.tid.to_string()),
+        ("op", m.access.name().to_string()),
+        ("ret", "0".into()),
+        ("errno", "0".into()),
+        (
+            "resolved",
+            m.resolved
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default(),
+        ),
+        (
+            "offset",
+            m.offset.map(|o| o.to_string()).unwrap_or_default(),
+        ),
+        ("len", len.to_string()),
+        ("data", csv_data(&m.data)),
+    ] {
+        let i = CSV_COLUMNS
+            .iter()
+            .position(|c| *c == k)
+            .expect("a CSV column");
+        fields[i] = v;
+    }
+    fields
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn csv_call(c: &Call) -> String {
@@ -455,11 +602,7 @@ fn csv_call(c: &Call) -> String {
         o(c.len.map(|v| v.to_string())),
         o(c.whence.map(|v| v.to_string())),
         o(c.size.map(|v| v.to_string())),
-        match &c.data {
-            Data::Digest(d) => format!("xxh64:{d:016x}"),
-            Data::Full(b) => format!("xxh64:{:016x}", xxhash_rust::xxh64::xxh64(b, 0)),
-            Data::None => String::new(),
-        },
+        csv_data(&c.data),
     ];
     fields
         .iter()

@@ -147,6 +147,7 @@ fn streams_are_merged_by_time_and_paths_resolved_across_threads() {
         .map(|r| match r {
             Record::Call(c) => (c.start_ns, c.tid),
             Record::Process(p) => (p.start_ns, 0),
+            Record::Mapped(m) => (m.start_ns, m.tid),
         })
         .collect();
     assert_eq!(

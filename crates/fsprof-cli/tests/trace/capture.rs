@@ -33,6 +33,8 @@ fn records(
         match rec.unwrap_or_else(|e| panic!("{e}")) {
             Record::Process(p) => procs.push(p),
             Record::Call(c) => calls.push(c),
+            // Page faults (as root): tests of them are in replay/mmap.rs.
+            Record::Mapped(_) => {}
         }
     }
     (procs, calls, r.summary().cloned().unwrap())

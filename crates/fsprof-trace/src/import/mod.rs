@@ -88,6 +88,8 @@ impl Sink for Collect {
         match &r {
             Record::Call(_) => self.stats.calls += 1,
             Record::Process(_) => self.stats.processes += 1,
+            // No import makes them: strace and fio see calls only.
+            Record::Mapped(_) => {}
         }
         self.records.push(r);
         Ok(())
@@ -205,7 +207,7 @@ pub fn import(
     let start_unix_ns = if format == Format::Strace { t0 } else { 0 };
     header.run = RunInfo::new(String::new(), String::new(), start_unix_ns);
     header.notes.push(match format {
-        Format::Strace => "imported from strace: data beyond strace's string limit (-s) is not kept; fds strace did not annotate (-y) and paths relative to an unknown cwd stay unresolved".into(),
+        Format::Strace => "imported from strace: data beyond strace's string limit (-s) is not kept; fds strace did not annotate (-y) and paths relative to an unknown cwd stay unresolved; loads and stores through file mappings are not calls, and strace does not see them (the mmap, msync and munmap calls are kept)".into(),
         Format::FioIolog => "imported from a fio iolog: results, threads and return times are not in the log; every call is taken to have succeeded".into(),
     });
     let mut w = TraceWriter::create(out, &header, force)?;
@@ -223,6 +225,7 @@ pub fn import(
                 last = last.max(c.end_ns);
                 resolver.call(c);
             }
+            Record::Mapped(_) => {}
         }
         w.push(&r)?;
     }

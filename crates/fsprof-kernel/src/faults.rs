@@ -1,0 +1,454 @@
+//! Page faults of a followed process tree, one event each, for the trace
+//! of mapped reads and writes (`fsprof trace`, as root).
+//!
+//! A load or store through a file mapping is no call: the only moment the
+//! kernel sees it is the page fault of the first touch of a page that is
+//! not mapped yet (or, for a store, not writable yet: a clean page of a
+//! shared mapping is mapped read-only until it is written). Three programs
+//! see each fault:
+//!
+//! - `exceptions:page_fault_user` (and `page_fault_kernel`, a system call
+//!   touching the program's memory) when it starts: the address, whether
+//!   it was a write, the time; kept per thread in `starts`;
+//! - `filemap:mm_filemap_map_pages` while it is handled: the range of file
+//!   pages the kernel maps around the faulting one without faults of their
+//!   own ("fault-around", up to 16 pages of those cached): later loads of
+//!   those pages are not observable;
+//! - the software events `PERF_COUNT_SW_PAGE_FAULTS_MIN` and `_MAJ`, which
+//!   the kernel counts when the fault is done (`mm_account_fault`): the
+//!   end, so the service time, and whether it had to wait for the page
+//!   (major). This one writes the event into the ring ([`crate::ring`]).
+//!
+//! Faults that fail (the program gets SIGSEGV or SIGBUS) have no end and
+//! are not reported; instruction fetches are left out in the kernel. The
+//! events carry addresses: which file and offset they touched is the
+//! business of whoever knows the program's mappings (the trace reader).
+
+use std::io;
+
+use crate::attach::{map, prog_name};
+use crate::insn::{helper, Alu, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
+use crate::privs;
+use crate::progs::{begin, delete, end, ld_field, lookup, update, Filter};
+use crate::ring::Ring;
+use crate::sys::{self, Attachment, Map, Prog};
+use crate::tracefs::{self, Tracepoint};
+use crate::Error;
+
+/// One fault of a followed task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// CLOCK_MONOTONIC ns when it started.
+    pub start_ns: u64,
+    /// Until the kernel was done with it.
+    pub dur_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub addr: u64,
+    pub write: bool,
+    /// The fault waited for the page (read it from the device).
+    pub major: bool,
+    /// Taken by a system call touching the program's memory (a `write`
+    /// from a mapped buffer), not by the program's own instruction.
+    pub in_kernel: bool,
+    /// File pages (first, last) the kernel mapped around it.
+    pub around: Option<(u64, u64)>,
+}
+
+/// Bytes of an event in the ring: {start, duration, pid_tgid, address,
+/// code, around first, around last}, u64 each. `code` is the fault's
+/// error code with [`MAJOR_BIT`] and [`KERNEL_BIT`] set by the programs.
+pub const EVENT_SIZE: usize = 56;
+const MAJOR_BIT: u64 = 1 << 32;
+const KERNEL_BIT: u64 = 1 << 33;
+/// x86 page fault error code bits: a write, an instruction fetch.
+const PF_WRITE: u64 = 1 << 1;
+const PF_INSTR: i32 = 1 << 4;
+/// Addresses at or above this are the kernel's (x86-64, 4-level and
+/// 5-level paging alike keep user addresses below it).
+const USER_END: u64 = 0x0100_0000_0000_0000;
+
+impl Fault {
+    /// An event as the end program wrote it; None if it is not one.
+    pub fn parse(b: &[u8]) -> Option<Fault> {
+        if b.len() < EVENT_SIZE {
+            return None;
+        }
+        let w = |i: usize| u64::from_ne_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+        let code = w(4);
+        Some(Fault {
+            start_ns: w(0),
+            dur_ns: w(1),
+            pid: (w(2) >> 32) as i32,
+            tid: w(2) as u32 as i32,
+            addr: w(3),
+            write: code & PF_WRITE != 0,
+            major: code & MAJOR_BIT != 0,
+            in_kernel: code & KERNEL_BIT != 0,
+            around: (w(5) != u64::MAX).then(|| (w(5), w(6))),
+        })
+    }
+}
+
+// Stack layout (offsets from r10); the filter uses -16..-8.
+const KEY: i16 = -24;
+/// The per-thread start entry: {start, address, code, around first, last}.
+const VAL: i16 = -64;
+const VAL_SIZE: usize = 40;
+const EV: i16 = -128;
+const _: () = assert!(EV as isize + EVENT_SIZE as isize <= VAL as isize);
+/// `struct bpf_perf_event_data`'s `addr` on x86-64: after `struct pt_regs`
+/// (21 registers) and `sample_period`.
+const PERF_CTX_ADDR: i16 = 21 * 8 + 8;
+
+/// Threads faulting at once (a thread has one fault in progress).
+const STARTS: u32 = 16384;
+const TARGETS: u32 = 65536;
+/// Events buffered between two reads: 8 MiB hold ~130,000.
+const RING_BYTES: usize = 8 << 20;
+
+/// The start program of `page_fault_user` (or `_kernel`: user addresses
+/// only, marked), a raw tracepoint program (its arguments are `address,
+/// regs, error_code`): the thread's entry in `starts`.
+///
+/// Raw, not a perf tracepoint: a perf tracepoint event needs the CPU's
+/// perf recursion slot for its record, and measured under `fsprof trace`
+/// on this project's test machine, 5-40% of a program's faults found it
+/// taken and were dropped without a trace (the BPF program never ran, and
+/// no miss was counted); the raw tracepoint formats no record.
+pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec<Insn> {
+    let (mut a, out) = begin();
+    crate::progs::emit_filter(&mut a, &Filter::Targets { map_fd: targets }, out);
+    a.ldx(Size::DW, R7, R6, 0);
+    a.ldx(Size::DW, R8, R6, 16);
+    a.ld_imm64(R1, USER_END);
+    a.jmp_reg(Jmp::Ge, R7, R1, out);
+    a.mov(R1, R8);
+    a.alu_imm(Alu::And, R1, PF_INSTR);
+    a.jmp_imm(Jmp::Ne, R1, 0, out);
+    if kernel {
+        a.ld_imm64(R1, KERNEL_BIT);
+        a.alu_reg(Alu::Or, R8, R1);
+    }
+    a.call(helper::KTIME_GET_NS);
+    a.stx(Size::DW, R10, VAL, R0);
+    a.stx(Size::DW, R10, VAL + 8, R7);
+    a.stx(Size::DW, R10, VAL + 16, R8);
+    a.st_imm(Size::DW, R10, VAL + 24, -1);
+    a.st_imm(Size::DW, R10, VAL + 32, -1);
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, KEY, R0);
+    update(&mut a, starts, KEY, VAL, sys::BPF_ANY as i32);
+    count(&mut a, counters, C_STARTS);
+    end(a, out)
+}
+
+/// Counters of the `counters` array: a full ring, starts, ends that were
+/// not the started fault's.
+const C_LOST: i32 = 0;
+const C_STARTS: i32 = 1;
+const C_OTHER_END: i32 = 2;
+const COUNTERS: u32 = 3;
+
+/// counters[i] += 1. Clobbers r0-r5.
+fn count(a: &mut crate::insn::Asm, counters: i32, i: i32) {
+    let skip = a.label();
+    a.st_imm(Size::W, R10, KEY, i);
+    lookup(a, counters, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, skip);
+    a.mov_imm(R1, 1);
+    a.atomic_add64(R0, 0, R1);
+    a.bind(skip);
+}
+
+/// `mm_filemap_map_pages` during a fault of a followed thread: the range
+/// mapped around, into its entry.
+pub fn around_prog(tp: &Tracepoint, starts: i32) -> Result<Vec<Insn>, Error> {
+    let (mut a, out) = begin();
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.stx(Size::DW, R10, KEY, R0);
+    lookup(&mut a, starts, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.mov(R7, R0);
+    ld_field(&mut a, R1, R6, tp.field("index")?)?;
+    a.stx(Size::DW, R7, 24, R1);
+    ld_field(&mut a, R1, R6, tp.field("last_index")?)?;
+    a.stx(Size::DW, R7, 32, R1);
+    Ok(end(a, out))
+}
+
+/// The end program, on `PERF_COUNT_SW_PAGE_FAULTS_MIN` (or `_MAJ`): the
+/// thread's entry, completed, into the ring; a full ring counts in
+/// `counters`.
+pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
+    // `lost` is the counters array.
+    let (mut a, out) = begin();
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.mov(R8, R0);
+    a.stx(Size::DW, R10, KEY, R0);
+    lookup(&mut a, starts, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.mov(R7, R0);
+    a.call(helper::KTIME_GET_NS);
+    a.mov(R9, R0);
+    a.ldx(Size::DW, R1, R7, 0);
+    a.stx(Size::DW, R10, EV, R1);
+    a.mov(R2, R9);
+    a.alu_reg(Alu::Sub, R2, R1);
+    a.stx(Size::DW, R10, EV + 8, R2);
+    a.stx(Size::DW, R10, EV + 16, R8);
+    a.ldx(Size::DW, R1, R7, 8);
+    a.stx(Size::DW, R10, EV + 24, R1);
+    // The fault being accounted is the one that started: same page.
+    let same = a.label();
+    a.ldx(Size::DW, R2, R6, PERF_CTX_ADDR);
+    a.alu_reg(Alu::Xor, R2, R1);
+    a.alu_imm(Alu::Rsh, R2, 12);
+    a.jmp_imm(Jmp::Eq, R2, 0, same);
+    delete(&mut a, starts, KEY);
+    count(&mut a, lost, C_OTHER_END);
+    a.ja(out);
+    a.bind(same);
+    a.ldx(Size::DW, R1, R7, 16);
+    if major {
+        a.ld_imm64(R2, MAJOR_BIT);
+        a.alu_reg(Alu::Or, R1, R2);
+    }
+    a.stx(Size::DW, R10, EV + 32, R1);
+    a.ldx(Size::DW, R1, R7, 24);
+    a.stx(Size::DW, R10, EV + 40, R1);
+    a.ldx(Size::DW, R1, R7, 32);
+    a.stx(Size::DW, R10, EV + 48, R1);
+    delete(&mut a, starts, KEY);
+    a.ld_map(R1, ring);
+    a.mov(R2, R10);
+    a.alu_imm(Alu::Add, R2, EV as i32);
+    a.mov_imm(R3, EVENT_SIZE as i32);
+    a.mov_imm(R4, 0);
+    a.call(helper::RINGBUF_OUTPUT);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    count(&mut a, lost, C_LOST);
+    end(a, out)
+}
+
+/// Loaded and attached fault programs for one process tree. Dropping it
+/// detaches them and frees the maps.
+pub struct FaultSession {
+    // Attachments first: detached before the programs and maps go.
+    _atts: Vec<Attachment>,
+    _progs: Vec<Prog>,
+    ring: Ring,
+    lost: Map,
+    targets: Map,
+    _starts: Map,
+    /// Whether fault-around ranges are reported (the kernel has the
+    /// tracepoint).
+    pub around: bool,
+}
+
+fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
+    Prog::load(name, ty, insns).map_err(|e| Error::Load {
+        prog: name.into(),
+        errno: e.errno,
+        log: e.log.replace('\n', " | "),
+    })
+}
+
+fn attach_err(what: &str) -> impl Fn(io::Error) -> Error + '_ {
+    move |err| Error::Attach {
+        prog: what.into(),
+        tracepoint: what.into(),
+        err,
+    }
+}
+
+/// The CPUs that are online now (the software events are per CPU).
+fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+            cpus.extend(a..=b.min(a + 4095));
+        }
+    }
+    cpus
+}
+
+impl FaultSession {
+    /// Follows `pid` and the processes it forks from now on. Needs root
+    /// (or CAP_BPF and CAP_PERFMON) and `exceptions:page_fault_user` (x86).
+    pub fn start(pid: i32) -> Result<FaultSession, Error> {
+        let s = Self::attach()?;
+        s.follow(pid)?;
+        Ok(s)
+    }
+
+    /// Adds a process (and the children it forks from now on).
+    pub fn follow(&self, pid: i32) -> Result<(), Error> {
+        let one = 1u32.to_le_bytes();
+        crate::attach::update(&self.targets, "fsprof_ftargets", &pid.to_le_bytes(), &one)
+    }
+
+    /// Loads and attaches the programs, following no process yet.
+    pub fn attach() -> Result<FaultSession, Error> {
+        privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
+        let root = tracefs::root()?;
+        // The start program is attached raw; the format checks it is there.
+        Tracepoint::load(&root, "exceptions", "page_fault_user")?;
+        let fork = Tracepoint::load(&root, "sched", "sched_process_fork")?;
+        let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, 0)?;
+        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, STARTS, 0)?;
+        let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
+        let ring = Ring::create(&prog_name("fring"), RING_BYTES).map_err(|err| Error::Map {
+            name: "fsprof_fring".into(),
+            err,
+            hint: "",
+        })?;
+        let mut s = FaultSession {
+            _atts: Vec::new(),
+            _progs: Vec::new(),
+            ring,
+            lost,
+            targets,
+            _starts: starts,
+            around: false,
+        };
+        let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
+        s.tracepoint(&fork, crate::progs::fork_follow(&fork, t))?;
+        // The ends before the starts: a start without its end is replaced
+        // by the thread's next, an end without a start is ignored.
+        for (config, major) in [
+            (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
+            (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
+        ] {
+            let name = prog_name(if major { "fault_maj" } else { "fault_min" });
+            let prog = load(
+                &name,
+                sys::PROG_PERF_EVENT,
+                &end_prog(st, s.ring.fd(), s.lost.fd(), major),
+            )?;
+            for cpu in online_cpus() {
+                let att =
+                    sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
+                s._atts.push(att);
+            }
+            s._progs.push(prog);
+        }
+        if tracefs::exists(&root, "filemap", "mm_filemap_map_pages") {
+            let tp = Tracepoint::load(&root, "filemap", "mm_filemap_map_pages")?;
+            s.tracepoint(&tp, around_prog(&tp, st))?;
+            s.around = true;
+        }
+        if tracefs::exists(&root, "exceptions", "page_fault_kernel") {
+            s.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
+        }
+        s.raw("page_fault_user", &start_prog(t, st, c, false))?;
+
+        Ok(s)
+    }
+
+    fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {
+        let (prog, att) = crate::attach::raw_program(name, insns)?;
+        self._progs.push(prog);
+        self._atts.push(att);
+        Ok(())
+    }
+
+    fn tracepoint(
+        &mut self,
+        tp: &Tracepoint,
+        insns: Result<Vec<Insn>, Error>,
+    ) -> Result<(), Error> {
+        let (prog, att) = crate::attach::tracepoint_program(tp, insns)?;
+        self._progs.push(prog);
+        self._atts.push(att);
+        Ok(())
+    }
+
+    /// Hands on the faults reported since the last call, in the order
+    /// they ended (each thread's in its own order); returns how many.
+    pub fn drain(&mut self, mut f: impl FnMut(Fault)) -> usize {
+        self.ring.drain(|b| {
+            if let Some(x) = Fault::parse(b) {
+                f(x)
+            }
+        })
+    }
+
+    /// Times the kernel skipped one of the programs because a BPF program
+    /// (or a BPF map call of any process, preempted on that CPU) was
+    /// running there: faults not reported, or reported without their end.
+    pub fn missed(&self) -> u64 {
+        self._progs
+            .iter()
+            .filter_map(|p| p.recursion_misses().ok())
+            .sum()
+    }
+
+    fn counter(&self, i: i32) -> u64 {
+        self.lost
+            .lookup(&(i as u32).to_le_bytes())
+            .ok()
+            .flatten()
+            .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// Faults the ring had no room for.
+    pub fn lost(&self) -> u64 {
+        self.counter(C_LOST)
+    }
+
+    /// Faults started (of followed tasks, instruction fetches aside).
+    pub fn started(&self) -> u64 {
+        self.counter(C_STARTS)
+    }
+
+    /// Ends that were not of the fault that started (dropped).
+    pub fn other_ends(&self) -> u64 {
+        self.counter(C_OTHER_END)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_parse_back() {
+        let words = [
+            5u64,
+            7,
+            (42u64 << 32) | 43,
+            0x7000_1234,
+            PF_WRITE | MAJOR_BIT,
+            3,
+            18,
+        ];
+        let b: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let f = Fault::parse(&b).unwrap();
+        assert_eq!(
+            f,
+            Fault {
+                start_ns: 5,
+                dur_ns: 7,
+                pid: 42,
+                tid: 43,
+                addr: 0x7000_1234,
+                write: true,
+                major: true,
+                in_kernel: false,
+                around: Some((3, 18)),
+            }
+        );
+        let mut none = b.clone();
+        none[40..48].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(Fault::parse(&none).unwrap().around, None);
+        assert_eq!(Fault::parse(&b[..55]), None);
+    }
+
+    #[test]
+    fn cpu_list_of_this_machine_is_not_empty() {
+        assert!(!online_cpus().is_empty());
+    }
+}
