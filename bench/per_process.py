@@ -77,15 +77,13 @@ def variants(args, tmp, shell):
 
 
 def installed_shim(fsprof, tmp):
-    """The preload library `fsprof run` installs and uses (None if not found)."""
-    subprocess.run([fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "s.json"), "--", "true"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fsprof-{os.getuid()}")
-    try:
-        libs = [os.path.join(base, f) for f in os.listdir(base) if f.startswith("libfsprof_shim-")]
-    except OSError:
-        return None
-    return max(libs, key=os.path.getmtime) if libs else None
+    """The preload library `fsprof run` installs and uses (None if not found):
+    what the profiled command finds in LD_PRELOAD."""
+    out = subprocess.run([fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "s.json"), "--",
+                          "printenv", "LD_PRELOAD"],
+                         capture_output=True, text=True, check=True).stdout
+    libs = [p for p in out.replace(":", " ").split() if "libfsprof_shim-" in p]
+    return libs[0] if libs else None
 
 
 def measure(argv, env, fifo):
