@@ -16,8 +16,10 @@
    rounds interleaved with `--baseline`'s replay of the same file when
    given: issue-time error (median, p90, p99), the share of the summed
    error the report blames on "behind" (the replayer's per-command cost),
-   the replay threads' CPU per command (calls included), and the fidelity
-   table's EMD per op (trace vs replay latencies).
+   the replay threads' CPU per command (calls included), the replayer's
+   own time between calls due back to back, and the fidelity table's EMD
+   per op (trace vs replay latencies); also `--afap` (the CPU per command
+   without a paced replay's spinning).
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
