@@ -1,7 +1,8 @@
 // Loads an fsprof HTML report in Debian's Chromium (headless, no network)
 // and checks what a reader would see: no console errors, no request leaving
 // the file, the expected number of charts, each drawn, and the log-axis
-// switch working. Writes a screenshot for CI artifacts.
+// switch working. Writes a screenshot for CI artifacts, and prints what the
+// over-time and attribution charts show (JSON on stdout).
 //
 // usage: node check_report.mjs --html FILE --expect-charts N --screenshot OUT.png
 // playwright-core is taken from $FSPROF_NODE_MODULES when set (the test
@@ -83,8 +84,28 @@ try {
   if (before || !after || linAfter) failures.push(`log-axis switch: log visible ${before} -> ${after}, linear still visible ${linAfter}`);
   await page.uncheck('#logy');
 
+  // What a reader sees of the charts whose axes carry a unit: the totals
+  // over time and the attribution bars (title, axis title, tick labels,
+  // and each bar's tooltip with its drawn width), for the caller to check
+  // against the profile.
+  const figures = await page.$$eval('figure.chart[data-kind="interval-total"], figure.chart[data-kind="attribution"]', (figs) =>
+    figs.map((f) => {
+      const svg = f.querySelector('svg');
+      const texts = [...svg.querySelectorAll('text')];
+      return {
+        kind: f.dataset.kind,
+        title: texts.length ? texts[0].textContent : '',
+        ytitle: [...svg.querySelectorAll('text.ytitle')].map((t) => t.textContent).join(' '),
+        yticks: [...svg.querySelectorAll('text.ytick')].map((t) => t.textContent),
+        bars: [...svg.querySelectorAll('rect')].filter((r) => r.querySelector('title')).map((r) => ({
+          tip: r.querySelector('title').textContent,
+          width: r.getBoundingClientRect().width,
+        })),
+      };
+    }));
+
   await page.screenshot({ path: shot });
-  console.log(JSON.stringify({ html, charts, screenshot: shot, failures }));
+  console.log(JSON.stringify({ html, charts, screenshot: shot, failures, figures }));
 } finally {
   await browser.close();
   rmSync(profileDir, { recursive: true, force: true });

@@ -17,10 +17,11 @@ pub const FORMAT_NAME: &str = "fsprof-calibration";
 pub const FORMAT_VERSION: u32 = 2;
 
 /// A characteristic labels peaks only if the medians of its repeated
-/// rounds lie within this factor of each other: one power of two, the
-/// width of a default bucket. A measurement that moves more than that
-/// between rounds taken seconds apart (a thread hand-off under varying
-/// load) says more about the load than about the machine.
+/// rounds (all but the one farthest out, with three or more) lie within
+/// this factor of each other: one power of two, the width of a default
+/// bucket. A measurement that moves more than that between rounds taken
+/// seconds apart (a thread hand-off under varying load) says more about
+/// the load than about the machine.
 pub const MAX_ROUND_SPREAD: f64 = 2.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,22 +104,41 @@ pub struct Characteristic {
 
 impl Characteristic {
     /// Whether it may label peaks: measured in at least two rounds whose
-    /// medians agree within [`MAX_ROUND_SPREAD`].
+    /// medians agree within [`MAX_ROUND_SPREAD`] — all of them, or with
+    /// three rounds or more all but the one farthest out: one round during
+    /// a burst of load says nothing about the machine when the others
+    /// agree (the majority does).
     pub fn is_stable(&self) -> bool {
-        let lo = self.rounds.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = self.rounds.iter().copied().fold(0.0, f64::max);
-        self.rounds.len() >= 2 && lo > 0.0 && hi / lo <= MAX_ROUND_SPREAD
+        self.agreeing_spread() <= MAX_ROUND_SPREAD
     }
 
     /// Largest over smallest round median (1 = perfect agreement).
     pub fn spread(&self) -> f64 {
-        let lo = self.rounds.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = self.rounds.iter().copied().fold(0.0, f64::max);
-        if lo > 0.0 && lo.is_finite() {
-            hi / lo
-        } else {
-            f64::INFINITY
+        spread_of(&self.rounds)
+    }
+
+    /// [`Self::spread`] without the round farthest out, when there are
+    /// three or more.
+    pub fn agreeing_spread(&self) -> f64 {
+        let mut r: Vec<f64> = self.rounds.clone();
+        if r.len() < 2 {
+            return f64::INFINITY;
         }
+        r.sort_by(f64::total_cmp);
+        if r.len() < 3 {
+            return spread_of(&r);
+        }
+        spread_of(&r[1..]).min(spread_of(&r[..r.len() - 1]))
+    }
+}
+
+fn spread_of(rounds: &[f64]) -> f64 {
+    let lo = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = rounds.iter().copied().fold(0.0, f64::max);
+    if lo > 0.0 && lo.is_finite() {
+        hi / lo
+    } else {
+        f64::INFINITY
     }
 }
 
@@ -243,6 +263,13 @@ mod tests {
         assert!(c.is_stable() && (c.spread() - 150.0 / 80.0).abs() < 1e-9);
         c.rounds = vec![2000.0, 30_000.0];
         assert!(!c.is_stable(), "a hand-off that moved 15x between rounds");
+        // One round of three during a burst of load: the other two agree.
+        c.rounds = vec![100e3, 110e3, 400e3];
+        assert!(c.is_stable() && c.spread() > 3.9, "{c:?}");
+        assert!((c.agreeing_spread() - 1.1).abs() < 1e-9);
+        // No majority agrees.
+        c.rounds = vec![50e3, 110e3, 400e3];
+        assert!(!c.is_stable(), "{c:?}");
         c.rounds = vec![80.0];
         assert!(!c.is_stable(), "one round shows nothing about repeats");
         c.rounds.clear();

@@ -6,7 +6,7 @@ use fsprof_core::{OpStats, Profile};
 use serde::{Deserialize, Serialize};
 
 use crate::labels::Calibration;
-use crate::peak_labels::PeakLabel;
+use crate::peak_labels::{Labelling, NoLabel, PeakLabel};
 use crate::peaks::{find_peaks_with, peak_time_range, Peak, PeakOptions};
 
 /// One row of the per-peak table (FSprof Table 3).
@@ -39,6 +39,9 @@ pub struct PeakRow {
         skip_serializing_if = "Option::is_none"
     )]
     pub label: Option<PeakLabel>,
+    /// Why a peak of an op the calibration could explain got no label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_label: Option<NoLabel>,
 }
 
 /// Peak rows for the ops of `p` accepted by `keep(layer, op)`, each layer's
@@ -69,6 +72,7 @@ pub fn peak_rows(
                 .into_iter()
                 .enumerate()
             {
+                let labelling = calibration.and_then(|c| c.peak_labelling(&l.name, o, &pk, res));
                 rows.push(PeakRow {
                     layer: l.name.clone(),
                     op: o.name.clone(),
@@ -79,7 +83,11 @@ pub fn peak_rows(
                     unit: Unit::of(&l.name),
                     layer_latency_share: pk.latency_share * op_share,
                     time_range_ns: peak_time_range(&p.intervals, &l.name, &o.name, &pk),
-                    label: calibration.and_then(|c| c.label_peak(&l.name, o, &pk, res)),
+                    label: labelling.clone().and_then(Labelling::label),
+                    no_label: match labelling {
+                        Some(Labelling::NoLabel(n)) => Some(n),
+                        _ => None,
+                    },
                     peak: pk,
                 });
             }

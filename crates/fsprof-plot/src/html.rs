@@ -375,22 +375,23 @@ pub fn report(p: &Profile, opts: &HtmlOptions) -> Result<String, PlotError> {
         out.push_str("</div>\n");
     }
 
+    attribution_section(&mut out, p);
     if !p.intervals.is_empty() {
         out.push_str("<h2 id=\"timeline\">Over time</h2>\n<div class=\"charts\">\n");
         for l in &summary.layers {
             let top: Vec<&str> = l.rows.iter().take(4).map(|r| r.op.name.as_str()).collect();
-            let svg = timeline::latency_per_interval(
-                &format!("layer {}: latency per interval", l.name),
+            let what = timeline::total_per_interval_title(l.name);
+            let svg = timeline::total_per_interval(
+                &format!("layer {}: {what}", l.name),
                 &p.intervals,
                 l.name,
                 &top,
             );
-            plain_figure(
-                &mut out,
-                "interval-total",
-                &svg,
-                "Total latency in calls per interval, split by the ops with the most latency.",
-            );
+            let caption = match Unit::of(l.name) {
+                Unit::Ns => "Time spent in calls per interval: the latencies of the calls that returned in it, added up (calls on several threads at once add up, so it can exceed the interval), split by the ops with the most of it.",
+                Unit::Bytes => "Bytes per interval: the sizes of the requests that completed in it, added up, split by the ops with the most bytes.",
+            };
+            plain_figure(&mut out, "interval-total", &svg, caption);
         }
         out.push_str("</div>\n");
     }
@@ -403,6 +404,34 @@ pub fn report(p: &Profile, opts: &HtmlOptions) -> Result<String, PlotError> {
     }
     page_end(&mut out);
     Ok(out)
+}
+
+/// `report --attribution` as bars: which system calls waited for block
+/// I/O, and how much of their time; or why the profile cannot say.
+fn attribution_section(out: &mut String, p: &Profile) {
+    use fsprof_analysis::attribution::{attribute, Attribution};
+    let rows = match attribute(p) {
+        Attribution::None => return,
+        Attribution::NotRecorded(why) => {
+            let _ = writeln!(
+                out,
+                "<h2 id=\"attribution\">Waiting for block I/O</h2>\n<p>No attribution: {}.</p>",
+                esc(&why)
+            );
+            return;
+        }
+        Attribution::Measured(rows) if rows.is_empty() => return,
+        Attribution::Measured(rows) => rows,
+    };
+    out.push_str("<h2 id=\"attribution\">Waiting for block I/O</h2>\n<div class=\"charts\">\n");
+    let svg = crate::blockwait::block_wait_bars("system calls: time waiting for block I/O", &rows);
+    plain_figure(
+        out,
+        "attribution",
+        &svg,
+        "Each system call op's total time, split into the time its calls waited for block I/O they had queued themselves (charged per call in the kernel) and the rest.",
+    );
+    out.push_str("</div>\n");
 }
 
 fn op_section(
@@ -438,17 +467,26 @@ fn op_section(
         log_y: false,
         peaks: peaks.clone(),
     };
-    hist_figure(out, &chart, "How many calls took how long.");
-    chart.kind = Kind::Delay;
-    chart.title = format!("{layer}/{}: {} per bucket", op.name, total_of(u));
-    hist_figure(
-        out,
-        &chart,
-        "Calls × the bucket's mean latency: where this op's time went.",
-    );
+    let (how_many, where_it_went) = match u {
+        Unit::Ns => (
+            "How many calls took how long.",
+            "Calls × the bucket's mean latency: where this op's time went.",
+        ),
+        Unit::Bytes => (
+            "How many requests were how large.",
+            "Requests × the bucket's mean size: where this op's bytes went.",
+        ),
+    };
+    hist_figure(out, &chart, how_many);
+    // All of them empty (a flush moves no bytes): nothing to draw.
+    if op.total_ns > 0 {
+        chart.kind = Kind::Delay;
+        chart.title = format!("{layer}/{}: {} per bucket", op.name, total_of(u));
+        hist_figure(out, &chart, where_it_went);
+    }
     if has_interval_data(p, layer, &op.name) {
         let svg = timeline::heatmap(
-            &format!("{layer}/{}: latency over time", op.name),
+            &format!("{layer}/{}: {} over time", op.name, u.quantity()),
             res,
             &p.intervals,
             layer,
@@ -458,7 +496,10 @@ fn op_section(
             out,
             "heatmap",
             &svg,
-            "Calls per interval and latency bucket (colour: number of calls, log scale).",
+            &format!(
+                "Calls per interval and {} bucket (colour: number of calls, log scale).",
+                u.quantity()
+            ),
         );
     }
     out.push_str("</div>\n");

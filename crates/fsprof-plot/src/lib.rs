@@ -5,6 +5,7 @@
 //! self-contained HTML report.
 
 pub mod axis;
+pub mod blockwait;
 pub mod histchart;
 pub mod html;
 pub mod linechart;
@@ -90,7 +91,11 @@ pub fn plot_svg(
                 return Err(PlotError::NoIntervals);
             }
             Ok(timeline::heatmap(
-                &format!("{layer}/{}: latency over time", op.name),
+                &format!(
+                    "{layer}/{}: {} over time",
+                    op.name,
+                    fsprof_core::layer::Unit::of(layer).quantity()
+                ),
                 res,
                 &p.intervals,
                 layer,

@@ -95,16 +95,7 @@ fn axes(svg: &mut Svg, c: &OffsetChart, vy: &ValueAxis, (xlo, xhi): (f64, f64)) 
         };
         svg.text(x, base + 16.0, Anchor::Middle, 10.0, "#555555", &label);
     }
-    svg.line(LEFT, base, LEFT + pw, base, "#333333", 1.0);
-    svg.line(LEFT, TOP, LEFT, base, "#333333", 1.0);
-    svg.text(
-        LEFT + pw / 2.0,
-        HEIGHT - 8.0,
-        Anchor::Middle,
-        11.0,
-        "#333333",
-        &c.x_label,
-    );
+    svg.axes_and_x_title((LEFT, TOP, pw, base), HEIGHT - 8.0, &c.x_label);
     svg.vtext(
         14.0,
         TOP + ph / 2.0,

@@ -103,15 +103,41 @@ impl Svg {
     /// A y-axis tick label, right-aligned just left of `axis_x` at
     /// height `y` (every chart's value and row labels).
     pub fn y_tick_label(&mut self, axis_x: f64, y: f64, s: &str) {
-        self.text(axis_x - 6.0, y + 4.0, Anchor::End, 10.0, "#444444", s);
+        let _ = write!(
+            self.out,
+            r##"<text class="ytick" x="{:.1}" y="{:.1}" text-anchor="end" font-size="10" fill="#444444">{}</text>"##,
+            axis_x - 6.0,
+            y + 4.0,
+            esc(s)
+        );
     }
 
     /// Text rotated by -90° around its anchor point (y-axis titles).
     pub fn vtext(&mut self, x: f64, y: f64, size: f64, s: &str) {
         let _ = write!(
             self.out,
-            r##"<text x="{x:.1}" y="{y:.1}" text-anchor="middle" font-size="{size:.0}" fill="#333333" transform="rotate(-90 {x:.1} {y:.1})">{}</text>"##,
+            r##"<text class="ytitle" x="{x:.1}" y="{y:.1}" text-anchor="middle" font-size="{size:.0}" fill="#333333" transform="rotate(-90 {x:.1} {y:.1})">{}</text>"##,
             esc(s)
+        );
+    }
+
+    /// The plot area's left and bottom edges (`left`..`left + width`,
+    /// `top`..`base`) and the x-axis title centred under them at `title_y`.
+    pub fn axes_and_x_title(
+        &mut self,
+        (left, top, width, base): (f64, f64, f64, f64),
+        title_y: f64,
+        title: &str,
+    ) {
+        self.line(left, base, left + width, base, "#333333", 1.0);
+        self.line(left, top, left, base, "#333333", 1.0);
+        self.text(
+            left + width / 2.0,
+            title_y,
+            Anchor::Middle,
+            11.0,
+            "#333333",
+            title,
         );
     }
 

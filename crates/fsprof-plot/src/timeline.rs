@@ -5,6 +5,7 @@
 use fsprof_core::units::format_ns;
 use std::borrow::Cow;
 
+use fsprof_core::layer::Unit as LayerUnit;
 use fsprof_core::{Interval, Layer, OpStats, Resolution};
 
 use crate::axis::{format_value, BucketAxis, Unit, ValueAxis};
@@ -163,7 +164,8 @@ pub fn heatmap(
         .map(|o| o.histogram.offset + o.histogram.counts.len() as i32 - 1)
         .max()
         .unwrap_or(0);
-    let ax = BucketAxis::new(res, false, lo, hi);
+    let mut ax = BucketAxis::new(res, false, lo, hi);
+    ax.unit = LayerUnit::of(layer);
     let max = ops
         .iter()
         .flatten()
@@ -202,7 +204,7 @@ pub fn heatmap(
         svg.line(FRAME.left - 4.0, y, FRAME.left, y, "#333333", 1.0);
         svg.y_tick_label(FRAME.left, y, &label);
     }
-    svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, "latency");
+    svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, ax.unit.quantity());
     time_axis(&mut svg, intervals, &ts, base);
 
     // Colour key.
@@ -233,9 +235,19 @@ pub fn heatmap(
     svg.finish()
 }
 
-/// Total latency per interval, stacked by the given ops (the rest as
-/// "other"): when the time was spent, and in what.
-pub fn latency_per_interval(
+/// The value axis's title of [`total_per_interval`] for `layer`: what its
+/// totals are.
+pub fn total_per_interval_title(layer: &str) -> &'static str {
+    match LayerUnit::of(layer) {
+        LayerUnit::Ns => "time in calls per interval",
+        LayerUnit::Bytes => "bytes per interval",
+    }
+}
+
+/// The layer's totals per interval (the latencies of the calls that
+/// returned in it, added up; a byte layer's bytes), stacked by the given
+/// ops (the rest as "other"): when the time was spent, and in what.
+pub fn total_per_interval(
     title: &str,
     intervals: &[Interval],
     layer: &str,
@@ -269,10 +281,15 @@ pub fn latency_per_interval(
     );
     let base = FRAME.top + ph;
     let ts = TimeScale::new(intervals, FRAME.left, pw);
+    let unit = LayerUnit::of(layer);
+    let axis_unit = match unit {
+        LayerUnit::Ns => Unit::Nanos,
+        LayerUnit::Bytes => Unit::Bytes,
+    };
     for &t in &vy.ticks {
         let y = base - vy.frac(t) * ph;
         svg.line(FRAME.left, y, FRAME.left + pw, y, "#e6e6e6", 1.0);
-        svg.y_tick_label(FRAME.left, y, &format_value(t, Unit::Nanos));
+        svg.y_tick_label(FRAME.left, y, &format_value(t, axis_unit));
     }
     let colour = |k: usize| {
         if k < top_ops.len() {
@@ -296,7 +313,7 @@ pub fn latency_per_interval(
                 format_ns(intervals[k].start_ns as f64),
                 format_ns(intervals[k].end_ns as f64),
                 names[j],
-                format_ns(v)
+                unit.format(v)
             );
             let (x, w) = ts.span(&intervals[k]);
             let gap = if w > 4.0 { 1.0 } else { 0.0 };
@@ -305,7 +322,12 @@ pub fn latency_per_interval(
     }
     svg.line(FRAME.left, base, FRAME.left + pw, base, "#333333", 1.0);
     svg.line(FRAME.left, FRAME.top, FRAME.left, base, "#333333", 1.0);
-    svg.vtext(14.0, FRAME.top + ph / 2.0, 11.0, "latency in calls");
+    svg.vtext(
+        14.0,
+        FRAME.top + ph / 2.0,
+        11.0,
+        total_per_interval_title(layer),
+    );
     time_axis(&mut svg, intervals, &ts, base);
     // Legend on the right, top down.
     for (j, name) in names.iter().enumerate() {

@@ -1,16 +1,18 @@
 //! The replay itself: one OS thread per replay thread, each running its
 //! commands in traced order. Before a command a thread waits for the
 //! commands of other threads it depends on (each thread publishes how many
-//! commands it has completed, release/acquire), then for the command's
-//! time: it sleeps until shortly before, prepares what it can (a path's
-//! parent directory), spins the rest (pre-spin), and issues it.
+//! commands it has completed, release/acquire), makes the command ready
+//! (its call with every argument resolved, [`crate::exec::Ready`]), then
+//! waits for the command's time: it sleeps until shortly before, spins the
+//! rest (pre-spin), and makes the call.
 //!
 //! The loop is kept lean because at full speed, and in a paced replay's
 //! bursts, its cost is the replay's overhead (Replayfs §4.4): each
 //! thread's commands are laid out before the start as a flat array of
 //! 56-byte steps (kind, the data calls' arguments, due time, waits); two
-//! cycle-counter reads per command, just before it and just after it (a
-//! wait's last read is the one before, when it waited), converted to
+//! cycle-counter reads per command, just before its system call and just
+//! after it, with the decoding and the replayer's bookkeeping outside
+//! them, converted to
 //! CLOCK_MONOTONIC ns afterwards by a line through two (counter, clock)
 //! pairs taken at the start and the end); results go to a per-thread
 //! array touched before the start, scratch buffers are sized before the
@@ -75,6 +77,10 @@ pub struct Outcome {
     pub late: Late,
     /// The error by cause (paced replays).
     pub parts: Parts,
+    /// The replayer's own time from the thread's previous call's return
+    /// to this call's issue, when this one was due by then (always, with
+    /// --afap): its per-command cost, measured directly.
+    pub between_ns: Option<u64>,
 }
 
 pub struct Run {
@@ -467,12 +473,19 @@ impl Engine<'_> {
                 break;
             }
             if let Some(kind) = step.kind {
-                let prepare = || exec.prepare(kind, step.cmd, &mut local);
-                now = pacer.issue_at(due_ns, now, paced, prepare, &mut flags);
-                r.t0 = now;
-                let got = exec.issue(kind, &step.args, step.cmd, &mut local);
-                now = ticks.now();
-                (r.t1, r.ret, r.errno, r.flags) = (now, got.0, got.1, flags);
+                let early = paced && now < pacer.anchor.ticks(due_ns);
+                let mut ready = exec.ready(kind, &step.args, step.cmd, &mut local);
+                if early {
+                    pacer.wait(
+                        due_ns,
+                        || ready.is_whole() && exec.prepare(kind, step.cmd, &mut local),
+                        &mut flags,
+                    );
+                }
+                let (t0, got, t1) =
+                    ready.fire(exec, kind, &step.args, step.cmd, &mut local, || ticks.now());
+                now = t1;
+                (r.t0, r.t1, r.ret, r.errno, r.flags) = (t0, t1, got.0, got.1, flags);
                 if strict {
                     let cmd = &self.compiled.commands[step.cmd as usize];
                     if !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got) {
@@ -504,6 +517,7 @@ impl Engine<'_> {
         let mut last = start;
         for (prog, (recs, _)) in progs.iter().zip(recs) {
             let mut lag = Lag::default();
+            let mut prev_end = None;
             for (step, r) in prog.steps.iter().zip(recs) {
                 let Some(kind) = step.kind.filter(|_| r.flags & ISSUED != 0) else {
                     continue;
@@ -516,6 +530,10 @@ impl Engine<'_> {
                     Pace::Speed(_) => Some(start + step.due_ns),
                 };
                 let error_ns = target.map_or(0, |tg| t0.saturating_sub(tg));
+                let between_ns = prev_end
+                    .filter(|&e| target.is_none_or(|tg| tg <= e))
+                    .map(|e| t0.saturating_sub(e));
+                prev_end = Some(t1);
                 let latency_ns = to_ns.span(r.t0, r.t1);
                 let parts = target.map_or(Parts::default(), |tg| {
                     lag.step(tg, t0, latency_ns, cmd.dur_ns, r.flags)
@@ -537,6 +555,7 @@ impl Engine<'_> {
                         && !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got),
                     late,
                     parts,
+                    between_ns,
                 };
                 last = last.max(t1);
             }
@@ -643,37 +662,20 @@ struct Pacer {
 }
 
 impl Pacer {
-    /// The tick count to issue a step due at `due_ns` (CLOCK_MONOTONIC)
-    /// at, from `now` (ticks). Already due (or unpaced): a fresh read, not
-    /// `now` — that read ended the last command, and the loop's own work
-    /// since would count as this call's latency, making every short call
-    /// look slower than traced. Early: the step is prepared (`prepare`
-    /// says whether it had work; PREP_LATE when that ran past its time),
-    /// then the thread sleeps and spins to its time.
+    /// Waits for a step due at `due_ns` (CLOCK_MONOTONIC) that was early
+    /// when the thread got to it and has been made ready since: prepares
+    /// what else it can (`prepare` says whether it had work; PREP_LATE
+    /// when that or the making ready ran past its time), then sleeps and
+    /// spins to its time. The call itself reads the clock again.
     #[inline(always)]
-    fn issue_at(
-        &mut self,
-        due_ns: u64,
-        now: u64,
-        paced: bool,
-        prepare: impl FnOnce() -> bool,
-        flags: &mut u8,
-    ) -> u64 {
-        if !paced {
-            return self.ticks.now();
+    fn wait(&mut self, due_ns: u64, prepare: impl FnOnce() -> bool, flags: &mut u8) {
+        prepare();
+        let now = self.ticks.now();
+        if now > self.anchor.ticks(due_ns) {
+            *flags |= PREP_LATE;
+            return;
         }
-        let due = self.anchor.ticks(due_ns);
-        if now >= due {
-            return self.ticks.now();
-        }
-        let mut now = now;
-        if prepare() {
-            now = self.ticks.now();
-            if now > due {
-                *flags |= PREP_LATE;
-            }
-        }
-        wait_until(due_ns, now, &mut self.anchor, self.ticks)
+        wait_until(due_ns, now, &mut self.anchor, self.ticks);
     }
 }
 

@@ -20,6 +20,9 @@ use fsprof_trace::replayfile::{Command, Compiled};
 use crate::raw;
 use crate::root::{split_path, Root};
 
+mod ready;
+pub use ready::Ready;
+
 /// What a slot holds.
 const EMPTY: u8 = 0;
 const FD: u8 = 1;

@@ -3,16 +3,25 @@
 //! A command's issue-time error is split into parts as the replay thread
 //! goes through its commands: the lag a command inherits from the previous
 //! one (which returned after this one's time) keeps that one's parts,
-//! plus the previous command's excess over its traced duration — the
-//! replayer's per-command cost when small (*behind*), a *stall* when
-//! [`STALL_NS`] or more (a preemption during the call, or a file system
-//! slower than when traced) — scaled down by the traced gap that absorbed
-//! some of it; what is added on top is the command's own: waiting for
-//! another thread, its preparation, or, when it was ready in time, a late
-//! wake-up or a preemption while spinning. So one late wake-up at the
-//! start of a burst stays a wake-up for every command queued behind it,
-//! and the report can say how much of the error is the replayer's
-//! (*behind*) and how much the machine's (stalls, late wake-ups).
+//! plus the previous command's excess over its traced duration — a
+//! *slower* call when small, a *stall* when [`STALL_NS`] or more (a
+//! preemption during the call, or a file system slower than when
+//! traced) — scaled down by the traced gap that absorbed some of it; what
+//! is added on top is the command's own: waiting for another thread, the
+//! replayer's own time between the previous call's return and this one's
+//! issue (*behind*: its per-command cost, including this command's
+//! preparation), or, when it was ready in time, a late wake-up or a
+//! preemption while spinning. So one late wake-up at the start of a
+//! burst stays a wake-up for every command queued behind it, and the
+//! report can say how much of the error is the replayer's (*behind*) and
+//! how much the calls' and the machine's (slower calls, stalls, late
+//! wake-ups).
+//!
+//! The replay loop times each call from just before it to just after it
+//! ([`crate::exec::Ready`]), so a call's excess over its traced duration
+//! is the call's, not the replayer's: an earlier version counted small
+//! excesses as *behind*, with the replayer's dispatch inside the timed
+//! call, and so blamed the replayer for calls that were only slower.
 
 /// The dominant reason a command was issued late (paced replays).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,10 +29,12 @@ pub enum Late {
     /// Issued on time (or an afap replay).
     #[default]
     No,
-    /// Mostly the replayer's own cost: the thread's earlier commands (or
-    /// this one's preparation) took longer than the traced gaps allowed,
-    /// each by less than [`STALL_NS`].
+    /// Mostly the replayer's own cost: its time between calls (and this
+    /// command's preparation) when the commands were due back to back.
     Behind,
+    /// Mostly earlier calls of the thread that ran longer than traced,
+    /// each by less than [`STALL_NS`].
+    Slower,
     /// A command of another thread it must follow completed after the
     /// command's time.
     Constraint,
@@ -47,6 +58,7 @@ pub const PREP_LATE: u8 = 4;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Parts {
     pub behind: u64,
+    pub slower: u64,
     pub stall: u64,
     pub constraint: u64,
     pub wakeup: u64,
@@ -54,30 +66,39 @@ pub struct Parts {
 
 impl Parts {
     pub fn total(&self) -> u64 {
-        self.behind + self.stall + self.constraint + self.wakeup
+        self.as_array().iter().sum()
     }
 
-    /// The machine's share: stalls and late wake-ups.
+    /// The calls' and the machine's share: slower calls, stalls and late
+    /// wake-ups.
     pub fn machine(&self) -> u64 {
-        self.stall + self.wakeup
+        self.slower + self.stall + self.wakeup
     }
 
-    fn as_array(&self) -> [u64; 4] {
-        [self.behind, self.stall, self.constraint, self.wakeup]
+    fn as_array(&self) -> [u64; 5] {
+        [
+            self.behind,
+            self.slower,
+            self.stall,
+            self.constraint,
+            self.wakeup,
+        ]
     }
 
-    fn from_array(a: [u64; 4]) -> Parts {
+    fn from_array(a: [u64; 5]) -> Parts {
         Parts {
             behind: a[0],
-            stall: a[1],
-            constraint: a[2],
-            wakeup: a[3],
+            slower: a[1],
+            stall: a[2],
+            constraint: a[3],
+            wakeup: a[4],
         }
     }
 
     fn add(&mut self, cause: Late, ns: u64) {
         match cause {
             Late::Behind => self.behind += ns,
+            Late::Slower => self.slower += ns,
             Late::Stall => self.stall += ns,
             Late::Constraint => self.constraint += ns,
             Late::Wakeup => self.wakeup += ns,
@@ -87,13 +108,19 @@ impl Parts {
 
     /// The largest part's cause (No when there is no error).
     pub fn dominant(&self) -> Late {
-        let causes = [Late::Behind, Late::Stall, Late::Constraint, Late::Wakeup];
+        let causes = [
+            Late::Behind,
+            Late::Slower,
+            Late::Stall,
+            Late::Constraint,
+            Late::Wakeup,
+        ];
         let a = self.as_array();
         let (i, &m) = a
             .iter()
             .enumerate()
             .max_by_key(|&(i, v)| (*v, std::cmp::Reverse(i)))
-            .expect("four parts");
+            .expect("five parts");
         if m == 0 {
             Late::No
         } else {
@@ -115,7 +142,7 @@ impl Parts {
             .as_array()
             .map(|v| (v as u128 * total as u128 / sum as u128) as u64);
         let rest = total - a.iter().sum::<u64>();
-        let big = (0..4).max_by_key(|&i| a[i]).expect("four parts");
+        let big = (0..5).max_by_key(|&i| a[i]).expect("five parts");
         a[big] += rest;
         Parts::from_array(a)
     }
@@ -144,7 +171,7 @@ impl Lag {
                     if excess >= STALL_NS {
                         Late::Stall
                     } else {
-                        Late::Behind
+                        Late::Slower
                     },
                     excess,
                 );
@@ -155,8 +182,8 @@ impl Lag {
         let cause = if flags & WAITED_LATE != 0 {
             Late::Constraint
         } else if flags & PREP_LATE != 0 || parts.total() > 0 {
-            // Its preparation ran over, or the loop's own steps after a
-            // previous command that returned late.
+            // Its preparation ran over, or the replayer's own time
+            // between a previous call that returned late and this one.
             Late::Behind
         } else {
             Late::Wakeup
@@ -192,26 +219,44 @@ mod tests {
         let p = lag.step(t2, t + late + 4_000, 200, 200, 0);
         assert_eq!(p.total(), late + 2_500);
         assert_eq!(p.dominant(), Late::Wakeup);
-        assert!(p.behind > 0 && p.behind < 3_000, "{p:?}");
+        assert!(p.slower > 0 && p.slower < 3_000, "{p:?}");
+        // Issued as the previous call returned: none of it is the
+        // replayer's own time.
+        assert_eq!(p.behind, 0);
         assert_eq!(p.machine() + p.behind, p.total());
     }
 
     #[test]
-    fn small_excesses_add_up_to_behind_and_big_ones_are_stalls() {
-        let mut lag = Lag::default();
-        // Calls traced 300 ns apart taking 100 ns; the replay takes 400 ns
-        // each: 100 ns of lag per call.
-        let mut t0 = 0;
-        let mut last = Parts::default();
-        for k in 0..100u64 {
-            let target = k * 300;
-            t0 = t0.max(target);
-            last = lag.step(target, t0, 400, 100, 0);
-            t0 += 400;
-        }
-        assert_eq!(last.total(), 99 * 100);
-        assert_eq!(last.behind, last.total());
-        assert_eq!(last.dominant(), Late::Behind);
+    fn small_excesses_are_slower_calls_and_the_time_between_calls_is_behind() {
+        // Calls traced 300 ns apart taking 100 ns, replayed back to back:
+        // `call` ns each, `between` ns from one's return to the next's
+        // issue. The lag per call is call + between - 300.
+        let burst = |call: u64, between: u64| {
+            let mut lag = Lag::default();
+            let mut t0 = 0;
+            let mut last = Parts::default();
+            for k in 0..100u64 {
+                let target = k * 300;
+                t0 = t0.max(target);
+                last = lag.step(target, t0, call, 100, 0);
+                t0 += call + between;
+            }
+            last
+        };
+        // Calls 300 ns slower than traced, issued as the previous returns.
+        let p = burst(400, 0);
+        assert_eq!(p.total(), 99 * 100);
+        assert_eq!(p.slower, p.total());
+        assert_eq!(p.dominant(), Late::Slower);
+        // Calls as fast as traced, 250 ns of the replayer's between them.
+        let p = burst(100, 250);
+        assert_eq!(p.total(), 99 * 50);
+        assert_eq!(p.behind, p.total());
+        assert_eq!(p.dominant(), Late::Behind);
+        // Both: each is counted for what it added (150 and 50 ns a call).
+        let p = burst(250, 100);
+        assert_eq!(p.total(), 99 * 50);
+        assert!(p.slower > p.behind && p.behind > 0, "{p:?}");
         // A call that runs 60 µs longer than traced stalls the next.
         let mut lag = Lag::default();
         lag.step(0, 0, 60_100, 100, 0);

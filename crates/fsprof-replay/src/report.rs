@@ -53,8 +53,11 @@ pub struct Second {
 /// replays; [`crate::lateness`]).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct ErrorParts {
-    /// The replayer's per-command cost above the traced gaps.
+    /// The replayer's own time between calls due back to back (its
+    /// per-command cost above the traced gaps).
     pub behind_ns: u64,
+    /// Calls that ran longer than traced, by less than 50 µs each.
+    pub slower_ns: u64,
     /// Calls that ran 50 µs or more longer than traced.
     pub stalled_ns: u64,
     pub constraint_ns: u64,
@@ -67,9 +70,12 @@ pub struct ErrorParts {
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct LateCauses {
     pub over_ns: u64,
-    /// Mostly the replayer's own cost: earlier commands of the thread (or
-    /// this one's preparation) took longer than the traced gaps allowed.
+    /// Mostly the replayer's own cost: its time between calls due back to
+    /// back (or this one's preparation).
     pub behind: u64,
+    /// Mostly earlier calls of the thread that ran longer than traced, by
+    /// less than 50 µs each.
+    pub slower: u64,
     /// Mostly waiting for a command of another thread that completed late.
     pub constraint: u64,
     /// Mostly a late wake-up or a preemption while spinning, of this
@@ -97,9 +103,14 @@ pub struct TimingReport {
     pub late: Vec<LateCauses>,
     /// The errors' parts by cause, summed.
     pub error_parts: ErrorParts,
-    /// The errors less their machine parts (stalls, late wake-ups): the
-    /// replayer's own share and the waits for other threads.
+    /// The errors less their calls' and machine parts (slower calls,
+    /// stalls, late wake-ups): the replayer's own share and the waits for
+    /// other threads.
     pub error_without_machine: Quantiles,
+    /// The replayer's own time from a call's return to the thread's next
+    /// call's issue, over the calls due by then (all, with --afap): its
+    /// per-command cost, measured directly rather than through the lag.
+    pub between_calls: Quantiles,
     /// Involuntary context switches of the replay threads during the
     /// replay (getrusage): how often the machine took their CPU away.
     pub preemptions: u64,
@@ -172,8 +183,11 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         .map(|o| o.error_ns.saturating_sub(o.parts.machine()))
         .collect();
     own.sort_unstable();
+    let mut between: Vec<u64> = issued().filter_map(|o| o.between_ns).collect();
+    between.sort_unstable();
     let error_parts = issued().fold(ErrorParts::default(), |mut e, o| {
         e.behind_ns += o.parts.behind;
+        e.slower_ns += o.parts.slower;
         e.stalled_ns += o.parts.stall;
         e.constraint_ns += o.parts.constraint;
         e.wakeup_ns += o.parts.wakeup;
@@ -199,6 +213,7 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         },
         error_parts,
         error_without_machine: Quantiles::of_sorted(&own),
+        between_calls: Quantiles::of_sorted(&between),
         preemptions: run.preemptions,
         cpu_ns: run.cpu_ns,
         realtime_threads: run.realtime_threads,
@@ -280,6 +295,7 @@ fn late_causes(run: &Run) -> Vec<LateCauses> {
         for l in late.iter_mut().filter(|l| o.error_ns > l.over_ns) {
             match o.late {
                 Late::Behind => l.behind += 1,
+                Late::Slower => l.slower += 1,
                 Late::Constraint => l.constraint += 1,
                 Late::Wakeup => l.wakeup += 1,
                 Late::Stall => l.stalled += 1,
@@ -462,27 +478,30 @@ impl TimingReport {
         // The replayer's part (behind) apart from the machine's
         // (stalled, woke late) and the workload's (another thread).
         let p = &t.error_parts;
-        let sum = (p.behind_ns + p.stalled_ns + p.constraint_ns + p.wakeup_ns).max(1) as f64;
+        let sum = (p.behind_ns + p.slower_ns + p.stalled_ns + p.constraint_ns + p.wakeup_ns).max(1)
+            as f64;
         let part = |ns: u64| format!("{} ({:.0}%)", format_ns(ns as f64), ns as f64 * 100.0 / sum);
         let _ = writeln!(
             s,
-            "  error by cause, summed over the commands: behind (the replayer's per-command cost) {}, stalled (calls ≥50µs longer than traced: preempted or a slower file system) {}, waiting for another thread {}, woke or ran late (scheduling) {}",
+            "  error by cause, summed over the commands: behind (the replayer's per-command cost) {}, slower calls (<50µs longer than traced each) {}, stalled (calls ≥50µs longer than traced: preempted or a slower file system) {}, waiting for another thread {}, woke or ran late (scheduling) {}",
             part(p.behind_ns),
+            part(p.slower_ns),
             part(p.stalled_ns),
             part(p.constraint_ns),
             part(p.wakeup_ns)
         );
         let _ = writeln!(
             s,
-            "  issue-time error less the machine's parts (stalls, late wake-ups): {}",
+            "  issue-time error less the calls' and the machine's parts (slower calls, stalls, late wake-ups): {}",
             t.error_without_machine.text()
         );
         for l in &t.late {
             let _ = writeln!(
                 s,
-                "  late by more than {}, by main cause: {} behind, {} stalled, {} waiting for another thread, {} woke or ran late",
+                "  late by more than {}, by main cause: {} behind, {} slower calls, {} stalled, {} waiting for another thread, {} woke or ran late",
                 format_ns(l.over_ns as f64),
                 l.behind,
+                l.slower,
                 l.stalled,
                 l.constraint,
                 l.wakeup
@@ -540,6 +559,11 @@ impl TimingReport {
             } else {
                 String::new()
             }
+        );
+        let _ = writeln!(
+            s,
+            "  the replayer's own time between calls due back to back: {}",
+            t.between_calls.text()
         );
         if t.pace != "afap" {
             t.paced_text(&mut s);
@@ -649,6 +673,7 @@ mod tests {
             },
             Parts {
                 behind: 40_000,
+                slower: 9_000,
                 ..Parts::default()
             },
             Parts {
@@ -657,10 +682,13 @@ mod tests {
                 ..Parts::default()
             },
         ];
+        let between = [Some(100), Some(300), None, Some(200)];
         let outcomes: Vec<Outcome> = parts
             .iter()
-            .map(|p| Outcome {
+            .zip(between)
+            .map(|(p, between_ns)| Outcome {
                 issued: true,
+                between_ns,
                 error_ns: p.total(),
                 parts: *p,
                 late: if p.total() > 10_000 {
@@ -690,12 +718,13 @@ mod tests {
             t.error_parts,
             ErrorParts {
                 behind_ns: 43_000,
+                slower_ns: 9_000,
                 stalled_ns: 70_000,
                 constraint_ns: 20_000,
                 wakeup_ns: 2_000_000,
             }
         );
-        // Less the machine's parts: 0, 3 µs, 40 µs, 20 µs.
+        // Less the calls' and the machine's parts: 0, 3 µs, 40 µs, 20 µs.
         assert_eq!(t.error_without_machine.max_ns, 40_000);
         assert_eq!(t.error_without_machine.median_ns, 20_000);
         assert_eq!(t.error.max_ns, 2_003_000);
@@ -712,9 +741,13 @@ mod tests {
         let text = t.text();
         assert!(text.contains("preempted 3 time(s)"), "{text}");
         assert!(
-            text.contains("less the machine's parts (stalls, late wake-ups): median 20.0µs"),
+            text.contains("less the calls' and the machine's parts (slower calls, stalls, late wake-ups): median 20.0µs"),
             "{text}"
         );
+        // The replayer's own time between calls, over the calls that had
+        // one (due when the previous returned).
+        assert_eq!(t.between_calls.max_ns, 300);
+        assert_eq!(t.between_calls.median_ns, 200);
     }
 
     /// The typed timing file holds, key for key and value for value, the
@@ -749,6 +782,7 @@ mod tests {
             late: Vec::new(),
             error_parts: ErrorParts::default(),
             error_without_machine: Quantiles::default(),
+            between_calls: Quantiles::default(),
             preemptions: 0,
             cpu_ns: 0,
             realtime_threads: 0,

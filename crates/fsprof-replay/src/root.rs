@@ -23,10 +23,37 @@ const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
-struct OpenHow {
+pub(crate) struct OpenHow {
     flags: u64,
     mode: u64,
     resolve: u64,
+}
+
+impl OpenHow {
+    /// The trace's flags less unknown bits, always close-on-exec; the
+    /// mode only with a creation (openat2 refuses one otherwise).
+    fn new(flags: i64, mode: u32, resolve: u64) -> OpenHow {
+        let flags = (flags & VALID_FLAGS) | libc::O_CLOEXEC as i64;
+        // O_TMPFILE includes O_DIRECTORY's bit: a plain O_DIRECTORY open
+        // creates nothing.
+        let tmpfile = libc::O_TMPFILE as i64;
+        let creates = flags & libc::O_CREAT as i64 != 0 || flags & tmpfile == tmpfile;
+        OpenHow {
+            flags: flags as u64,
+            mode: if creates { (mode & 0o7777) as u64 } else { 0 },
+            resolve,
+        }
+    }
+
+    /// What [`open_beneath`] asks for: one plain component of a
+    /// directory, not followed.
+    pub(crate) fn beneath(flags: i64, mode: u32) -> OpenHow {
+        OpenHow::new(
+            flags | libc::O_NOFOLLOW as i64,
+            mode,
+            RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+        )
+    }
 }
 
 /// Flags `openat2` accepts from a trace; others (unknown bits) are dropped
@@ -88,25 +115,8 @@ pub fn split_path(path: &[u8]) -> Result<(&[u8], CString), i32> {
     Ok((dir, name))
 }
 
-/// `openat2(dir, path, flags, mode)` with `resolve`; the trace's flags
-/// less unknown bits, always close-on-exec.
-fn openat2(
-    dir: RawFd,
-    path: &std::ffi::CStr,
-    flags: i64,
-    mode: u32,
-    resolve: u64,
-) -> Result<OwnedFd, i32> {
-    let flags = (flags & VALID_FLAGS) | libc::O_CLOEXEC as i64;
-    // O_TMPFILE includes O_DIRECTORY's bit: a plain O_DIRECTORY open
-    // creates nothing, and openat2 refuses a mode without a creation.
-    let tmpfile = libc::O_TMPFILE as i64;
-    let creates = flags & libc::O_CREAT as i64 != 0 || flags & tmpfile == tmpfile;
-    let how = OpenHow {
-        flags: flags as u64,
-        mode: if creates { (mode & 0o7777) as u64 } else { 0 },
-        resolve,
-    };
+/// `openat2(dir, path, how)`.
+fn openat2(dir: RawFd, path: &std::ffi::CStr, how: OpenHow) -> Result<OwnedFd, i32> {
     // SAFETY: valid pointers for the call; the result is checked.
     let fd = unsafe {
         libc::syscall(
@@ -124,17 +134,11 @@ fn openat2(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// One plain component opened in `dir`, not followed (the caller passes
-/// O_NOFOLLOW): `RESOLVE_BENEATH` refuses anything that would leave `dir`
-/// should the name not be the plain component the caller promised.
+/// One plain component opened in `dir`, not followed: `RESOLVE_BENEATH`
+/// refuses anything that would leave `dir` should the name not be the
+/// plain component the caller promised.
 fn open_beneath(dir: RawFd, name: &std::ffi::CStr, flags: i64, mode: u32) -> Result<OwnedFd, i32> {
-    openat2(
-        dir,
-        name,
-        flags,
-        mode,
-        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
-    )
+    openat2(dir, name, OpenHow::beneath(flags, mode))
 }
 
 impl Root {
@@ -159,13 +163,8 @@ impl Root {
     /// `openat2(root, path, flags, mode)` confined under the root.
     pub fn openat(&self, path: &[u8], flags: i64, mode: u32) -> Result<OwnedFd, i32> {
         let rel = relative(path)?;
-        openat2(
-            self.fd.as_raw_fd(),
-            &rel,
-            flags,
-            mode,
-            RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        )
+        let how = OpenHow::new(flags, mode, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        openat2(self.fd.as_raw_fd(), &rel, how)
     }
 
     /// An `O_PATH` descriptor of what `path` names (following a final
@@ -203,7 +202,7 @@ impl Root {
             return self.openat(path, flags, mode);
         }
         let nofollow = flags & libc::O_NOFOLLOW as i64 != 0;
-        match open_beneath(dir, name, flags | libc::O_NOFOLLOW as i64, mode) {
+        match open_beneath(dir, name, flags, mode) {
             Err(libc::ELOOP | libc::ENOTDIR) if !nofollow => self.openat(path, flags, mode),
             r => r,
         }

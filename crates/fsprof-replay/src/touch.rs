@@ -7,11 +7,17 @@
 //! touched is answered by mapping a zero page over it (the access then
 //! completes on that page, and nothing of the file changes), and the
 //! touch reports EFAULT, which the replay counts as a difference from the
-//! trace. A SIGBUS anywhere else is not the replayer's to catch: the
-//! handler puts the default action back and the signal takes its course.
+//! trace (later touches of that page touch the zero page). A SIGSEGV on
+//! the page being touched (a hand-made replay file whose touch races
+//! another thread's `munmap` of the mapping, without the ordering the
+//! compiler gives them) is answered the same way. Either signal anywhere
+//! else is not the replayer's to catch: the handler puts back the action
+//! that was there before (Rust's own, for a stack overflow) and the
+//! signal takes its course.
 
 use std::cell::Cell;
-use std::sync::Once;
+use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::{Once, OnceLock};
 
 const PAGE: usize = 4096;
 
@@ -24,7 +30,11 @@ thread_local! {
     static CAUGHT: Cell<bool> = const { Cell::new(false) };
 }
 
-extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+/// The signals caught, and the actions they had before.
+const SIGNALS: [libc::c_int; 2] = [libc::SIGBUS, libc::SIGSEGV];
+static BEFORE: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
+
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let (lo, hi) = RANGE.with(Cell::get);
@@ -47,23 +57,43 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
             return;
         }
     }
-    // SAFETY: restoring the default action; the faulting access runs again
-    // and the signal is delivered as it would have been without us.
-    unsafe { libc::signal(sig, libc::SIG_DFL) };
+    let before = BEFORE
+        .get()
+        .and_then(|b| SIGNALS.iter().position(|&s| s == sig).map(|i| b[i]));
+    // SAFETY: putting back the action the signal had before ours (or the
+    // default); the faulting access runs again and the signal is handled
+    // as it would have been without us.
+    unsafe {
+        match before {
+            Some(old) => libc::sigaction(sig, &old, std::ptr::null_mut()),
+            None => {
+                libc::signal(sig, libc::SIG_DFL);
+                0
+            }
+        };
+    }
 }
 
-/// Installs the SIGBUS handler (once per process).
+/// Installs the handler of SIGBUS and SIGSEGV (once per process).
 pub fn guard() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: a zeroed sigaction with our handler, installed with
-        // sigaction(2); the handler only touches async-signal-safe state.
+        // sigaction(2), the previous ones kept; the handler only touches
+        // async-signal-safe state.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigbus as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
+            sa.sa_sigaction = on_fault as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_ONSTACK;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+            let mut before: [libc::sigaction; 2] = std::mem::zeroed();
+            for (i, &sig) in SIGNALS.iter().enumerate() {
+                libc::sigaction(sig, std::ptr::null(), &mut before[i]);
+            }
+            let _ = BEFORE.set(before);
+            for sig in SIGNALS {
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
         }
     });
 }
@@ -72,7 +102,11 @@ pub fn guard() {
 fn guarded(p: *mut u8, len: usize, f: impl FnOnce()) -> bool {
     RANGE.with(|r| r.set((p as usize, p as usize + len)));
     CAUGHT.with(|c| c.set(false));
+    // The range is set before the touch and cleared after it, as the
+    // handler sees them.
+    compiler_fence(Ordering::SeqCst);
     f();
+    compiler_fence(Ordering::SeqCst);
     RANGE.with(|r| r.set((0, 0)));
     !CAUGHT.with(Cell::get)
 }
@@ -114,4 +148,57 @@ pub unsafe fn store(p: *mut u8, len: usize, bytes: Option<&[u8]>) -> bool {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(len: usize, prot: i32, flags: i32, fd: i32) -> *mut u8 {
+        // SAFETY: a fresh mapping of the test's own.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as *mut u8
+    }
+
+    /// A page past the end of the mapped file (SIGBUS) and a page the
+    /// mapping may not be touched at (SIGSEGV) are caught on the page
+    /// touched, reported, and leave the replayer running; a good page is
+    /// touched as asked.
+    #[test]
+    fn faults_on_the_touched_page_are_caught_and_reported() {
+        guard();
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(PAGE as u64).unwrap();
+        use std::os::fd::AsRawFd;
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let p = map(2 * PAGE, rw, libc::MAP_SHARED, f.as_raw_fd());
+        // SAFETY: both pages are of the mapping just made.
+        unsafe {
+            assert!(store(p, 4, Some(b"abcd")));
+            assert!(load(p, PAGE));
+            assert!(!load(p.add(PAGE), 1), "past the end of the file");
+            assert!(
+                store(p.add(PAGE), 1, None),
+                "the zero page put there takes it"
+            );
+        }
+        let mut back = [0u8; 4];
+        use std::os::unix::fs::FileExt;
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"abcd");
+        assert_eq!(
+            f.metadata().unwrap().len(),
+            PAGE as u64,
+            "the file did not grow"
+        );
+        let none = map(
+            PAGE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        );
+        // SAFETY: the mapping just made (inaccessible: the fault is the test).
+        assert!(!unsafe { load(none, 1) }, "SIGSEGV caught");
+    }
 }

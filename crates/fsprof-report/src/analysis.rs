@@ -16,7 +16,8 @@ use serde::Serialize;
 
 use crate::fmt::field;
 use crate::reason::{
-    compare_reason, layer_shift, p_value, pair_reason, peak_label, test_name, top_reason,
+    compare_reason, layer_shift, no_label, p_value, pair_reason, peak_label, peak_label_long,
+    test_name, top_reason,
 };
 
 /// `fsprof compare`'s text output: how the verdict was reached, the
@@ -240,16 +241,21 @@ pub fn peaks_text(rows: &[PeakRow], res: Resolution) -> String {
                 .unwrap_or_else(|| "-".into());
             let _ = write!(out, " {t:>17}");
         }
-        let _ = writeln!(
-            out,
-            "  {}",
-            r.label.as_ref().map(peak_label).unwrap_or_default()
-        );
+        let _ = writeln!(out, "  {}", label_column(r));
     }
     out
 }
 
-pub const PEAKS_CSV_HEADER: &str = "layer,op,peak,first_bucket,last_bucket,mode_bucket,lower_ns,upper_ns,mode_ns,count,count_share,latency_ns,latency_share,layer_latency_share,time_start_ns,time_end_ns,label,unit";
+/// A peak row's label with its distance, or why it has none.
+pub fn label_column(r: &PeakRow) -> String {
+    match (&r.label, &r.no_label) {
+        (Some(l), _) => peak_label_long(l),
+        (None, Some(n)) => no_label(n),
+        (None, None) => String::new(),
+    }
+}
+
+pub const PEAKS_CSV_HEADER: &str = "layer,op,peak,first_bucket,last_bucket,mode_bucket,lower_ns,upper_ns,mode_ns,count,count_share,latency_ns,latency_share,layer_latency_share,time_start_ns,time_end_ns,label,unit,label_note";
 
 pub fn peaks_csv(rows: &[PeakRow]) -> String {
     let mut out = String::from(PEAKS_CSV_HEADER);
@@ -262,7 +268,7 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{:.1},{:.1},{:.1},{},{:.6},{:.1},{:.6},{:.6},{},{},{},{}",
+            "{},{},{},{},{},{},{:.1},{:.1},{:.1},{},{:.6},{:.1},{:.6},{:.6},{},{},{},{},{}",
             field(&r.layer),
             field(&r.op),
             r.number,
@@ -286,7 +292,12 @@ pub fn peaks_csv(rows: &[PeakRow]) -> String {
                     .unwrap_or_default()
                     .trim_start_matches("≈ ")
             ),
-            r.unit.symbol()
+            r.unit.symbol(),
+            field(&match (&r.label, &r.no_label) {
+                (Some(l), _) => crate::reason::label_distance(l).unwrap_or_default(),
+                (None, Some(n)) => no_label(n),
+                (None, None) => String::new(),
+            })
         );
     }
     crate::terminal_safe(out)

@@ -13,10 +13,13 @@ pub fn render_text(cal: &Calibration) -> String {
     );
     for c in &cal.characteristics {
         let size = c.size_bytes.map_or("-".into(), |b| format_bytes(b as f64));
-        let rounds = if c.is_stable() {
-            format!("{:.2}x", c.spread())
-        } else {
+        let rounds = if !c.is_stable() {
             "unstable".into()
+        } else if c.spread() > MAX_ROUND_SPREAD {
+            // Stable by the majority: one round was out.
+            format!("{:.2}x*", c.agreeing_spread())
+        } else {
+            format!("{:.2}x", c.spread())
         };
         let _ = writeln!(
             out,
@@ -35,7 +38,7 @@ pub fn render_text(cal: &Calibration) -> String {
     let load = |l: Option<f64>| l.map_or("?".into(), |v| format!("{v:.2}"));
     let _ = writeln!(
         out,
-        "\n{} rounds on {} ({} CPUs, load {} before, {} after); rounds: largest over smallest round median.",
+        "\n{} rounds on {} ({} CPUs, load {} before, {} after); rounds: largest over smallest round median (*: without the one round farthest out, which disagreed).",
         k.rounds,
         if k.fs_type.is_empty() { "?" } else { &k.fs_type },
         k.cpus,
@@ -51,7 +54,7 @@ pub fn render_text(cal: &Calibration) -> String {
     if !unstable.is_empty() {
         let _ = writeln!(
             out,
-            "unstable (rounds disagree by more than {MAX_ROUND_SPREAD}x, so never used for labels): {}; calibrate again on a quieter machine",
+            "unstable (no majority of rounds within {MAX_ROUND_SPREAD}x, so never used for labels): {}; calibrate again on a quieter machine",
             unstable.join(", ")
         );
     }

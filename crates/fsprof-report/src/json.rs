@@ -35,6 +35,10 @@ pub struct PeakJson<'a> {
     /// `≈ device read (128 KiB)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The label's distance from its cause (`3.7× its calibrated median`),
+    /// or why there is no label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_note: Option<String>,
 }
 
 /// `report --interesting`, each op and pair with its reason in words.
@@ -201,6 +205,11 @@ impl<'a> ProfileReport<'a> {
                     .map(|row| PeakJson {
                         row,
                         label: row.label.as_ref().map(crate::reason::peak_label),
+                        label_note: match (&row.label, &row.no_label) {
+                            (Some(l), _) => crate::reason::label_distance(l),
+                            (None, Some(n)) => Some(crate::reason::no_label(n)),
+                            (None, None) => None,
+                        },
                     })
                     .collect()
             }),

@@ -8,7 +8,7 @@ use fsprof_analysis::compare::{
     TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
-use fsprof_analysis::peak_labels::PeakLabel;
+use fsprof_analysis::peak_labels::{NoLabel, PeakLabel};
 use fsprof_analysis::select::{CorrelatedPeaks, Interesting, PeakRef, TopOp};
 use fsprof_core::layer::Unit;
 use fsprof_core::units::format_bytes;
@@ -16,9 +16,82 @@ use fsprof_core::Resolution;
 
 /// `≈ device read (128 KiB)`, `≈ page-cache hit`.
 pub fn peak_label(l: &PeakLabel) -> String {
+    format!("≈ {}", cause(l))
+}
+
+/// `device read (128 KiB)`, `fsync`.
+fn cause(l: &PeakLabel) -> String {
     match l.size_bytes {
-        Some(s) => format!("≈ {} ({})", l.label, format_bytes(s as f64)),
-        None => format!("≈ {}", l.label),
+        Some(s) => format!("{} ({})", l.label, format_bytes(s as f64)),
+        None => l.label.clone(),
+    }
+}
+
+/// How far a peak is from a cause: `3.7× its calibrated median`, `2.1×
+/// faster than its calibrated median`; `None` within 1.41× of it (half a
+/// bucket: no better known).
+pub fn label_distance(l: &PeakLabel) -> Option<String> {
+    if l.ratio >= std::f64::consts::SQRT_2 {
+        Some(format!("{:.1}× its calibrated median", l.ratio))
+    } else if l.ratio <= std::f64::consts::FRAC_1_SQRT_2 {
+        Some(format!(
+            "{:.1}× faster than its calibrated median",
+            1.0 / l.ratio
+        ))
+    } else {
+        None
+    }
+}
+
+/// A label with its distance: `≈ device read (32 KiB), 3.7× its
+/// calibrated median`.
+pub fn peak_label_long(l: &PeakLabel) -> String {
+    match label_distance(l) {
+        Some(d) => format!("{}, {d}", peak_label(l)),
+        None => peak_label(l),
+    }
+}
+
+/// `device read (4 KiB) at 1.2×`.
+fn cause_at(l: &PeakLabel) -> String {
+    format!("{} at {:.1}×", cause(l), l.ratio)
+}
+
+/// Why a peak got no label, one line: `no label: device read (4 KiB), at
+/// 1.2× its median, was unstable during calibration (rounds 2.4× apart):
+/// calibrate again on an idle machine`.
+pub fn no_label(n: &NoLabel) -> String {
+    match n {
+        NoLabel::NotCalibrated { names, size_bytes } => {
+            let at = size_bytes.map_or(String::new(), |s| {
+                format!(" at {}", format_bytes(s as f64))
+            });
+            format!(
+                "no label: the calibration has no {}{at}",
+                names.join(" or ").replace('_', " ")
+            )
+        }
+        NoLabel::Unstable { cause: c, spread } => format!(
+            "no label: {}, at {:.1}× its median, was unstable during calibration (rounds {spread:.1}× apart): calibrate again on an idle machine",
+            cause(c),
+            c.ratio
+        ),
+        NoLabel::Between { a, b } => format!(
+            "no label: between {} and {} (medians), too near both to tell",
+            cause_at(a),
+            cause_at(b)
+        ),
+        NoLabel::Far { nearest } => {
+            let how = if nearest.ratio >= 1.0 {
+                format!("{:.1}× slower", nearest.ratio)
+            } else {
+                format!("{:.1}× faster", 1.0 / nearest.ratio)
+            };
+            format!(
+                "no label: {how} than the nearest calibrated cause, {}",
+                cause(nearest)
+            )
+        }
     }
 }
 
@@ -427,6 +500,40 @@ mod tests {
         assert!(
             r.starts_with("lookup: ") && r.contains(", 2 peaks; the one at 131µs..262µs holds "),
             "{r}"
+        );
+    }
+
+    #[test]
+    fn labels_say_how_far_and_no_labels_say_why() {
+        use fsprof_analysis::peak_labels::{NoLabel, PeakLabel};
+        let l = |ratio: f64| PeakLabel {
+            name: "device_read".into(),
+            label: "device read".into(),
+            size_bytes: Some(32768),
+            ratio,
+        };
+        assert_eq!(
+            peak_label_long(&l(3.66)),
+            "≈ device read (32 KiB), 3.7× its calibrated median"
+        );
+        assert_eq!(peak_label_long(&l(1.1)), "≈ device read (32 KiB)");
+        assert_eq!(
+            no_label(&NoLabel::Unstable {
+                cause: l(1.2),
+                spread: 2.4
+            }),
+            "no label: device read (32 KiB), at 1.2× its median, was unstable during calibration (rounds 2.4× apart): calibrate again on an idle machine"
+        );
+        assert_eq!(
+            no_label(&NoLabel::Far { nearest: l(0.25) }),
+            "no label: 4.0× faster than the nearest calibrated cause, device read (32 KiB)"
+        );
+        assert_eq!(
+            no_label(&NoLabel::NotCalibrated {
+                names: vec!["page_cache_hit".into(), "device_read".into()],
+                size_bytes: Some(1 << 20)
+            }),
+            "no label: the calibration has no page cache hit or device read at 1 MiB"
         );
     }
 }

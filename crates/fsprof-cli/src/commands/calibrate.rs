@@ -30,7 +30,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
     /// Measure every characteristic this many times, interleaved; one
-    /// whose rounds disagree by more than a power of two labels nothing
+    /// whose rounds (all but the one farthest out) disagree by more than a
+    /// power of two labels nothing
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=20))]
     pub rounds: u32,
 }

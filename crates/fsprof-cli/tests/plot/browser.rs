@@ -28,7 +28,9 @@ fn artifacts() -> PathBuf {
     d
 }
 
-fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) {
+/// Checks `html` in Chromium (see the module doc); what the over-time and
+/// attribution charts show, as `check_report.mjs` read it from the page.
+fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) -> serde_json::Value {
     let (chromium, node_modules) = browser();
     let shot = artifacts().join(shot_name);
     let o = Command::new("node")
@@ -54,12 +56,16 @@ fn check_in_browser(html: &Path, expect_charts: usize, shot_name: &str) {
     let png = std::fs::read(&shot).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     println!("screenshot: {}", shot.display());
+    let last = out.lines().last().unwrap_or_default();
+    let seen: serde_json::Value = serde_json::from_str(last).expect(last);
+    seen["figures"].clone()
 }
 
 /// Charts the report should hold, counted from the profile itself: count
-/// and delay histograms per op; with intervals, a heat map per op seen in
-/// an interval and a latency-per-interval chart per layer (layers shown
-/// by default: the calls on non-files only on request).
+/// and delay histograms per op (no delay histogram of nothing); with
+/// intervals, a heat map per op seen in an interval and a total-per-
+/// interval chart per layer (layers shown by default: the calls on
+/// non-files only on request).
 fn expected_charts(p: &fsprof_core::Profile) -> usize {
     let mut n = 0;
     let shown = p
@@ -68,7 +74,9 @@ fn expected_charts(p: &fsprof_core::Profile) -> usize {
         .filter(|l| fsprof_core::profile::layer::shown_by_default(&l.name));
     for l in shown {
         for op in &l.ops {
-            n += 2;
+            // The total chart only when there is a total (a flush's
+            // requests carry no bytes).
+            n += 1 + usize::from(op.total_ns > 0);
             let in_intervals = p.intervals.iter().any(|iv| {
                 iv.layers.iter().filter(|il| il.name == l.name).any(|il| {
                     il.op(&op.name)
@@ -138,4 +146,138 @@ fn compare_report_renders_in_chromium() {
     assert!(page.contains("sync"));
     // Two overlaid histograms (count, delay) per interesting op.
     check_in_browser(&html, 2 * interesting, "compare.png");
+}
+
+/// Tick labels of a time axis (`0`, `512ns`, `2.00ms`, `1.50s`) and of a
+/// byte axis (`0`, `512 B`, `1.5 MiB`).
+fn is_time(t: &str) -> bool {
+    t == "0"
+        || ["ns", "µs", "ms", "s"].iter().any(|u| {
+            t.strip_suffix(u)
+                .is_some_and(|v| !v.ends_with(' ') && v.parse::<f64>().is_ok())
+        })
+}
+
+fn is_bytes(t: &str) -> bool {
+    t == "0"
+        || t.split_once(' ').is_some_and(|(v, u)| {
+            v.parse::<f64>().is_ok() && ["B", "KiB", "MiB", "GiB"].contains(&u)
+        })
+}
+
+/// Issue 24 §6 on the page a reader opens: a kernel profile with the
+/// syscall and block layers (direct-I/O writes and reads, so the calls
+/// wait for the device). Each "Over time" chart says what its axis is and
+/// uses its layer's unit (bytes for `block-size`, not a latency axis);
+/// the attribution shows, per system call op, a bar split at the share of
+/// its time its calls waited for block I/O, as the profile records it.
+#[test]
+#[ignore = "needs root, chromium, node, playwright-core"]
+fn kernel_report_shows_units_and_block_wait_in_chromium() {
+    need_root("the kernel layers load eBPF programs");
+    browser();
+    // On the build's disk: /tmp may be a tmpfs, without direct I/O.
+    let dir = disk_tempdir();
+    let p = dir.path().join("k.json");
+    let work = format!(
+        "dd if=/dev/zero of={f} bs=64k count=160 oflag=direct status=none && sleep 0.2 && \
+         dd if={f} of=/dev/null bs=64k iflag=direct status=none",
+        f = dir.path().join("f").display()
+    );
+    succeeds(
+        fsprof()
+            .args([
+                "kernel",
+                "-q",
+                "--layer",
+                "syscall,block",
+                "--interval",
+                "100ms",
+                "-o",
+            ])
+            .arg(&p)
+            .args(["--", "sh", "-c", &work]),
+    );
+    let profile = read_profile(&p).unwrap();
+    let html = dir.path().join("k.html");
+    html_report(&p, &html);
+    let figures = check_in_browser(&html, expected_charts(&profile) + 1, "kernel.png");
+    let figures = figures.as_array().unwrap();
+
+    let over_time: Vec<&serde_json::Value> = figures
+        .iter()
+        .filter(|f| f["kind"] == "interval-total")
+        .collect();
+    let mut layers = Vec::new();
+    for f in &over_time {
+        let title = f["title"].as_str().unwrap();
+        let layer = title["layer ".len()..title.find(':').unwrap()].to_string();
+        let (want, is_unit): (&str, fn(&str) -> bool) = if layer == "block-size" {
+            ("bytes per interval", is_bytes)
+        } else {
+            ("time in calls per interval", is_time)
+        };
+        assert_eq!(f["ytitle"], want, "{f}");
+        let ticks: Vec<&str> = f["yticks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert!(ticks.len() >= 2, "{f}");
+        assert!(ticks.iter().all(|t| is_unit(t)), "{layer}: ticks {ticks:?}");
+        // Each bar's tooltip ends in the same unit.
+        for b in f["bars"].as_array().unwrap() {
+            let tip = b["tip"].as_str().unwrap();
+            assert!(is_unit(tip.rsplit(": ").next().unwrap()), "{layer}: {tip}");
+        }
+        layers.push(layer);
+    }
+    for l in ["syscall", "block", "block-size"] {
+        assert!(
+            layers.iter().any(|x| x == l),
+            "no over-time chart of {l}: {layers:?}"
+        );
+    }
+
+    // The attribution: for every op the block-wait layer charged, its
+    // bar's waiting part over the whole bar is its wait over its time.
+    let att: Vec<&serde_json::Value> = figures
+        .iter()
+        .filter(|f| f["kind"] == "attribution")
+        .collect();
+    assert_eq!(att.len(), 1, "{figures:?}");
+    let bars = att[0]["bars"].as_array().unwrap();
+    let sys = profile.layer("syscall").unwrap();
+    let waits = profile.layer("block-wait").unwrap();
+    for w in &waits.ops {
+        let total = sys.op(&w.name).unwrap().total_ns as f64;
+        let share = (w.total_ns as f64).min(total) / total;
+        let parts: Vec<f64> = bars
+            .iter()
+            .filter(|b| {
+                b["tip"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{}: ", w.name))
+            })
+            .map(|b| b["width"].as_f64().unwrap())
+            .collect();
+        assert_eq!(parts.len(), 2, "{}: {bars:?}", w.name);
+        let drawn = parts[0] + parts[1];
+        // Bars of a few pixels cannot show a share to 3%.
+        if drawn > 60.0 {
+            assert!(
+                (parts[0] / drawn - share).abs() < 0.03,
+                "{}: waiting {:.3} of the bar, {share:.3} of its time",
+                w.name,
+                parts[0] / drawn
+            );
+        }
+    }
+    for op in ["read", "write"] {
+        let w = waits.op(op).map_or(0, |o| o.total_ns) as f64;
+        let t = sys.op(op).unwrap().total_ns as f64;
+        assert!(w / t > 0.5, "direct {op}s waited {w} of {t} ns");
+    }
 }

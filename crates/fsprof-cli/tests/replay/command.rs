@@ -753,7 +753,8 @@ fn a_replay_on_a_terminal_draws_its_progress_bar() {
 /// unfollowed; a symlink there (relative, absolute, to a directory, one
 /// created during the replay in place of a renamed directory, a dangling
 /// one an O_CREAT follows) still resolves from the root, O_NOFOLLOW still
-/// refuses it, and every result is the traced one.
+/// refuses it, a `stat` follows it where `lstat` does not (a dangling one:
+/// ENOENT and the link), and every result is the traced one.
 #[test]
 fn opens_through_symlinks_replay_with_their_traced_results() {
     let (_d, base) = canonical_tempdir();
@@ -853,6 +854,10 @@ int main(void) {
     CHECK(open("d/rel", O_RDONLY | O_NOFOLLOW) == -1 && errno == ELOOP);
     CHECK(open("d/rel", O_RDONLY | O_DIRECTORY) == -1 && errno == ENOTDIR);
     CHECK(symlink("new-target", "d/dangling") == 0);
+    struct stat st;
+    CHECK(stat("d/dangling", &st) == -1 && errno == ENOENT);
+    CHECK(lstat("d/dangling", &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(stat("d/rel", &st) == 0 && S_ISREG(st.st_mode));
     CHECK((f = open("d/dangling", O_CREAT | O_WRONLY, 0644)) >= 0 && close(f) == 0);
     CHECK(rename("d/sub", "d/moved") == 0);
     CHECK(open("d/sub/file", O_RDONLY) == -1 && errno == ENOENT);

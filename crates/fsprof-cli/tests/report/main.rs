@@ -3,6 +3,9 @@
 //! comparisons of real runs, and what a shared profile may not do to the
 //! reader's terminal.
 
+#[path = "../kernel/loopfs.rs"]
+mod loopfs;
+
 mod analysis;
 mod classify;
 mod command;

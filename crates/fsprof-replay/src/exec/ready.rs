@@ -1,0 +1,272 @@
+//! A command made ready before its time: the calls most of a replay is
+//! made of (opens, closes, stats, the data calls, `getdents64`) laid out
+//! as one system call with every argument resolved — the slot's
+//! descriptor, the cached parent directory and last component, the
+//! buffer, the `open_how` — while the thread would otherwise only wait
+//! for the command's time (Replayfs's productive pre-spin). At its time
+//! the replay loop reads the clock, makes that one call and reads the
+//! clock again; what the result changes in the replayer's own state (a
+//! slot filled or emptied) comes after the second read. So a replayed
+//! call's latency holds what the traced one's held, the call, and not
+//! the replayer's dispatch, and a command that is due at once pays for
+//! its decoding before its issue time, where the report can see it (the
+//! replayer's own time between calls) rather than as a slower call.
+//!
+//! Anything else, and every case off the common path (a stream, an empty
+//! slot, a path with a trailing slash or no last component, a symlink, a
+//! namespace change since), is issued whole by [`Exec::issue`], timed
+//! the same way.
+
+use std::sync::atomic::Ordering;
+
+use super::{sys_ret, DataArgs, Exec, Kind, Local, EMPTY, FD, FILEP, MAX_BUF};
+use crate::raw;
+use crate::root::OpenHow;
+
+/// One command's call, ready to be made.
+pub struct Ready {
+    call: Call,
+    /// The namespace generation the cached parent directory belongs to.
+    gen: u64,
+    how: OpenHow,
+    st: libc::stat,
+}
+
+#[derive(Clone, Copy)]
+enum Call {
+    /// Issued whole by [`Exec::issue`].
+    Whole,
+    /// `openat2` of one component in its parent, not followed; the slot
+    /// it fills; `follow`: the traced open followed a final symlink
+    /// (no O_NOFOLLOW), which is then opened whole, from the root.
+    Open {
+        dir: i32,
+        name: *const libc::c_char,
+        out: u32,
+        follow: bool,
+    },
+    /// `close` of a slot's plain descriptor.
+    Close { fd: i32, slot: u32 },
+    /// `newfstatat(fd, "", AT_EMPTY_PATH)`: glibc's `fstat`.
+    Fstat { fd: i32 },
+    /// `newfstatat` of one component in its parent, not followed;
+    /// `follow`: a symlink found there is then looked up whole.
+    StatAt {
+        dir: i32,
+        name: *const libc::c_char,
+        follow: bool,
+    },
+    /// read, pread64, write, pwrite64, getdents64 with their arguments.
+    Data { nr: i64, a: [i64; 4] },
+}
+
+impl Exec<'_> {
+    /// The command made ready: after its waits, before its time.
+    pub fn ready(&self, kind: Kind, a: &DataArgs, cmd: u32, local: &mut Local) -> Ready {
+        // SAFETY: plain integers, for which zero is valid.
+        let st: libc::stat = unsafe { std::mem::zeroed() };
+        let mut r = Ready {
+            call: Call::Whole,
+            gen: 0,
+            how: OpenHow::beneath(0, 0),
+            st,
+        };
+        r.call = match kind {
+            Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite => {
+                self.ready_data(kind, a, local)
+            }
+            Kind::Open | Kind::Stat | Kind::Lstat => self.ready_path(kind, cmd, local, &mut r),
+            Kind::Close | Kind::Fstat | Kind::Getdents => self.ready_fd(kind, a, local),
+            _ => Call::Whole,
+        };
+        r
+    }
+
+    fn ready_data(&self, kind: Kind, a: &DataArgs, local: &mut Local) -> Call {
+        let fd = self.slots.fd(a.slot) as i64;
+        if a.len > MAX_BUF as u64 {
+            return Call::Whole;
+        }
+        let (nr, off) = match kind {
+            Kind::Read => (libc::SYS_read, 0),
+            Kind::Pread => (libc::SYS_pread64, a.offset),
+            Kind::Write => (libc::SYS_write, 0),
+            _ => (libc::SYS_pwrite64, a.offset),
+        };
+        let (p, n) = if kind.is_read() {
+            let b = local.read_buf(a.len);
+            (b.as_mut_ptr() as i64, b.len() as i64)
+        } else {
+            // A write on a stream goes through stdio.
+            if !self.slots.ptr(a.slot, FILEP).is_null() {
+                return Call::Whole;
+            }
+            let d = self.data(a.buf, 0, a.len, local);
+            (d.as_ptr() as i64, d.len() as i64)
+        };
+        Call::Data {
+            nr,
+            a: [fd, p, n, off],
+        }
+    }
+
+    fn ready_path(&self, kind: Kind, cmd: u32, local: &mut Local, r: &mut Ready) -> Call {
+        let c = &self.compiled.commands[cmd as usize];
+        if self.string(c.path).ends_with(b"/") {
+            return Call::Whole;
+        }
+        let Ok((dir, name)) = self.parent(c.path, local) else {
+            return Call::Whole;
+        };
+        r.gen = local.gen;
+        match kind {
+            Kind::Open => match c.out {
+                Some(out) if c.flags & libc::O_PATH as i64 == 0 => {
+                    r.how = OpenHow::beneath(c.flags, c.mode);
+                    Call::Open {
+                        dir,
+                        name: name.as_ptr(),
+                        out,
+                        follow: c.flags & libc::O_NOFOLLOW as i64 == 0,
+                    }
+                }
+                _ => Call::Whole,
+            },
+            _ => Call::StatAt {
+                dir,
+                name: name.as_ptr(),
+                follow: kind == Kind::Stat,
+            },
+        }
+    }
+
+    /// From the step's own arguments: the whole command (~160 bytes, one
+    /// or two cache misses after a call that read or wrote file data) is
+    /// not read for these.
+    fn ready_fd(&self, kind: Kind, a: &DataArgs, local: &mut Local) -> Call {
+        let fd = self.slots.fd(a.slot);
+        // glibc's fstat refuses a negative descriptor itself (the call
+        // would stat the working directory for AT_FDCWD).
+        if fd < 0 {
+            return Call::Whole;
+        }
+        match kind {
+            Kind::Close => match a.slot {
+                Some(slot) if self.slots.kind[slot as usize].load(Ordering::Relaxed) == FD => {
+                    Call::Close { fd, slot }
+                }
+                _ => Call::Whole,
+            },
+            Kind::Fstat => Call::Fstat { fd },
+            _ => {
+                let b = local.read_buf(a.len.max(4096));
+                Call::Data {
+                    nr: libc::SYS_getdents64,
+                    a: [fd as i64, b.as_mut_ptr() as i64, b.len() as i64, 0],
+                }
+            }
+        }
+    }
+}
+
+impl Ready {
+    /// Whether it is issued whole ([`Exec::issue`]): what
+    /// [`Exec::prepare`] can do for it before its time is still to do.
+    pub fn is_whole(&self) -> bool {
+        matches!(self.call, Call::Whole)
+    }
+
+    /// Makes the call: the clock (`now`) read just before and just after
+    /// it, and its result in the trace's conventions.
+    #[inline(always)]
+    pub fn fire(
+        &mut self,
+        exec: &Exec,
+        kind: Kind,
+        a: &DataArgs,
+        cmd: u32,
+        local: &mut Local,
+        now: impl Fn() -> u64,
+    ) -> (u64, (i64, i32), u64) {
+        let (nr, args) = match self.call {
+            Call::Data { nr, a } => (nr, a),
+            Call::Fstat { fd } => (
+                libc::SYS_newfstatat,
+                [
+                    fd as i64,
+                    c"".as_ptr() as i64,
+                    &mut self.st as *mut libc::stat as i64,
+                    libc::AT_EMPTY_PATH as i64,
+                ],
+            ),
+            Call::Close { fd, .. } => (libc::SYS_close, [fd as i64, 0, 0, 0]),
+            Call::Open { dir, name, .. } if self.current(exec) => (
+                libc::SYS_openat2,
+                [
+                    dir as i64,
+                    name as i64,
+                    &self.how as *const OpenHow as i64,
+                    std::mem::size_of::<OpenHow>() as i64,
+                ],
+            ),
+            Call::StatAt { dir, name, .. } if self.current(exec) => (
+                libc::SYS_newfstatat,
+                [
+                    dir as i64,
+                    name as i64,
+                    &mut self.st as *mut libc::stat as i64,
+                    libc::AT_SYMLINK_NOFOLLOW as i64,
+                ],
+            ),
+            _ => return whole_from(now(), exec, (kind, a, cmd), local, now),
+        };
+        let t0 = now();
+        let r = raw::syscall4(nr, args[0], args[1], args[2], args[3]);
+        let t1 = now();
+        match self.call {
+            Call::Open { out, .. } if r >= 0 => {
+                exec.slots.set(out, FD, r as i32, std::ptr::null_mut())
+            }
+            // A symlink there: the traced open followed it.
+            Call::Open { follow: true, .. }
+                if r == -libc::ELOOP as i64 || r == -libc::ENOTDIR as i64 =>
+            {
+                return whole_from(t0, exec, (kind, a, cmd), local, now);
+            }
+            Call::StatAt { follow: true, .. }
+                if r == 0 && self.st.st_mode & libc::S_IFMT == libc::S_IFLNK =>
+            {
+                return whole_from(t0, exec, (kind, a, cmd), local, now);
+            }
+            // Emptied as Slots::close empties it, the descriptor closed.
+            Call::Close { slot, .. } => {
+                exec.slots.kind[slot as usize].store(EMPTY, Ordering::Relaxed);
+                exec.slots.fd[slot as usize].store(-1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        (t0, sys_ret(r), t1)
+    }
+
+    /// Whether the cached parent directory is still what its path names:
+    /// no call that may change that (a rename, an unlink) came since.
+    #[inline(always)]
+    fn current(&self, exec: &Exec) -> bool {
+        exec.gen.load(Ordering::Acquire) == self.gen
+    }
+}
+
+/// The command (kind, arguments, index) issued whole from `t0` on, when
+/// it was not made ready or the ready call did not answer for it (a
+/// symlink to follow from the root): one call, as the traced one was.
+#[inline(never)]
+fn whole_from(
+    t0: u64,
+    exec: &Exec,
+    (kind, a, cmd): (Kind, &DataArgs, u32),
+    local: &mut Local,
+    now: impl Fn() -> u64,
+) -> (u64, (i64, i32), u64) {
+    let got = exec.issue(kind, a, cmd, local);
+    (t0, got, now())
+}
