@@ -19,10 +19,26 @@ impl Drop for Hog {
     }
 }
 
+/// Up to three tries: the hog must be named in one of them (other tests'
+/// processes may take the CPU beside it and crowd it out of a warning's
+/// list); every try must warn every slow run and record the waits.
 #[test]
 #[ignore = "needs taskset"]
 fn slow_runs_beside_a_cpu_hog_are_warned_as_preempted_by_it() {
     need_program("taskset", "util-linux");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let preempted = one_try();
+        if preempted.iter().any(|w| w.contains("sh ")) {
+            return;
+        }
+        seen.push(preempted);
+    }
+    panic!("the hog (sh) is named in no try: {seen:#?}");
+}
+
+/// One benchmark beside the hog, checked; its `preempted` warnings.
+fn one_try() -> Vec<String> {
     let hog = Hog(Command::new("taskset")
         .args(["-c", "0", "sh", "-c", "while :; do :; done"])
         .spawn()
@@ -45,13 +61,28 @@ fn slow_runs_beside_a_cpu_hog_are_warned_as_preempted_by_it() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&r).unwrap()).unwrap();
     let b = &v["bench"];
-    let warnings: Vec<&str> = b["warnings"]
+    let warnings: Vec<String> = b["warnings"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|w| w["kind"] == "slow_run")
-        .map(|w| w["message"].as_str().unwrap())
+        .map(|w| w["message"].as_str().unwrap().to_string())
         .collect();
+    let (queued, slow) = check_phases(b, &warnings);
+    assert!(queued > 0, "the hog never made the loops wait for the CPU");
+    assert!(slow > 0, "no slow run beside a hog: {warnings:#?}");
+    let preempted: Vec<String> = warnings
+        .into_iter()
+        .filter(|w| w.contains("preempted"))
+        .collect();
+    assert!(!preempted.is_empty(), "no run called preempted");
+    preempted
+}
+
+/// Every phase records a wait per run (the warm-up's too) and every run at
+/// half the fastest's rate or less is warned; the run-queue wait over all
+/// phases and the count of slow runs.
+fn check_phases(b: &serde_json::Value, warnings: &[String]) -> (u64, usize) {
     let (mut queued, mut slow) = (0u64, 0usize);
     for ph in b["phases"].as_array().unwrap() {
         let name = ph["name"].as_str().unwrap();
@@ -79,15 +110,5 @@ fn slow_runs_beside_a_cpu_hog_are_warned_as_preempted_by_it() {
             }
         }
     }
-    assert!(queued > 0, "the hog never made the loops wait for the CPU");
-    assert!(slow > 0, "no slow run beside a hog: {warnings:#?}");
-    let preempted: Vec<&&str> = warnings
-        .iter()
-        .filter(|w| w.contains("preempted"))
-        .collect();
-    assert!(!preempted.is_empty(), "{warnings:#?}");
-    assert!(
-        preempted.iter().any(|w| w.contains("sh ")),
-        "the hog (sh) is not named: {preempted:#?}"
-    );
+    (queued, slow)
 }
