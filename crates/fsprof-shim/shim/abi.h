@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 4
+#define FSPROF_ABI_VERSION 5
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
@@ -85,8 +85,21 @@ struct fsprof_lost {
     char exe[FSPROF_LOST_EXE];
 };
 
+/* The arena: blocks of the control file, after FSPROF_ARENA_OFF, each the
+ * first chunk of one process image's pool. `fsprof run` reserves them
+ * (fallocate), offers them through the ring and takes back, zeroed, those
+ * of ended processes; a process takes the next one offered (one atomic
+ * compare-and-swap: no file to create, reserve, map or remove, and a
+ * forked child, which has the control file mapped already, makes no
+ * system call for it). Without one on offer a process makes a file of its
+ * own, p<seq>, as it does for the chunks its pool grows by. */
+#define FSPROF_ARENA_OFF (64 * 1024)
+#define FSPROF_RING 1024
+#define FSPROF_MAX_BLOCKS 1024
+
 /* Written by `fsprof run` before the workload starts; read by every
- * process. Afterwards only next_seq, state and the lost table change. */
+ * process. Afterwards next_seq, state, the ring and the lost table
+ * change. */
 struct fsprof_control {
     uint64_t magic;
     uint32_t abi_version;
@@ -100,6 +113,11 @@ struct fsprof_control {
     uint32_t state;       /* enum fsprof_run_state, set by `fsprof run` */
     uint32_t lost_max;    /* FSPROF_LOST_MAX */
     uint64_t lost_count;  /* atomic: processes lost (may exceed lost_max) */
+    uint32_t block_size;  /* FSPROF_FIRST_CHUNK: each arena block */
+    uint32_t max_blocks;  /* blocks the arena may hold, FSPROF_MAX_BLOCKS at most */
+    uint64_t ring_head;   /* atomic: offers taken by processes */
+    uint64_t ring_tail;   /* offers made, written by `fsprof run` (release) */
+    uint32_t ring[FSPROF_RING]; /* offer i is block ring[i % FSPROF_RING] */
     struct fsprof_lost lost[FSPROF_LOST_MAX];
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
 };
@@ -118,15 +136,18 @@ struct fsprof_ctr {
     uint64_t buckets[]; /* nbuckets */
 };
 
-/* A per-process file p<seq> is a pool that only grows, in chunks reserved
- * with fallocate before use (so that touching a counter never needs a page
- * tmpfs may not have): the header, then the slot directory at
- * FSPROF_SLOT_DIR_OFF, then slot records, counters and value tables in the
- * order they were first needed. Every offset is from the start of the file;
- * every byte below the file's size is allocated. */
-#define FSPROF_PROC_HDR_SIZE 8192
-#define FSPROF_SLOT_DIR_OFF 4096
-#define FSPROF_MAX_SLOTS 1024
+/* A process image's pool only grows, in chunks reserved with fallocate
+ * before use (so that touching a counter never needs a page tmpfs may not
+ * have): the header, then the slot directory at FSPROF_SLOT_DIR_OFF, then
+ * slot records, counters and value tables in the order they were first
+ * needed. Every offset is from the start of the pool. Its first chunk,
+ * [0, FSPROF_FIRST_CHUNK), is an arena block (`block`) or the start of the
+ * file p<seq>; later chunks are in p<seq> at their pool offset (below
+ * them, a file made for later chunks only is a hole). Every byte below
+ * the file's size is allocated but that hole. */
+#define FSPROF_PROC_HDR_SIZE 4096
+#define FSPROF_SLOT_DIR_OFF 3072
+#define FSPROF_MAX_SLOTS 256
 #define FSPROF_FIRST_CHUNK (128 * 1024)
 #define FSPROF_MAX_CHUNK (8 * 1024 * 1024)
 #define FSPROF_POOL_MAX 0xF0000000u /* offsets are u32 */
@@ -154,6 +175,9 @@ struct fsprof_proc {
     uint32_t corr_lat;    /* FSPROF_CORR_LAT */
     uint32_t corr_val;    /* FSPROF_CORR_VAL */
     uint32_t slot_size;   /* bytes of the readers' part of a slot record */
+    uint32_t block;       /* 1 + the arena block of the first chunk; 0: in p<seq> */
+    uint32_t file;        /* 1 once p<seq> exists (before any offset into it is published) */
+    uint32_t used;        /* atomic: bytes of the first chunk handed out so far */
     uint32_t reserved;
     char exe[FSPROF_EXE_MAX];
     char cmdline[FSPROF_CMDLINE_MAX];
@@ -181,8 +205,9 @@ struct fsprof_own {
 
 /* A thread slot record: this header, then uint32_t ctr_off[nctr] and
  * uint32_t corr_off[corr_ops] (file offsets of the thread's counters and
- * value tables, 0 until first used; written with release), then the shim's
- * private scratch. Slot 0 is shared by the threads that find no free slot
+ * value tables, 0 until first used; written with release); the shim
+ * keeps its own pointers to them in its private memory. The record at entry 0 of the slot directory, made when
+ * the first thread finds no free slot (0 until then), is shared by those
  * and is updated with atomic adds. */
 struct fsprof_slot_hdr {
     uint32_t tid;
@@ -207,7 +232,15 @@ struct fsprof_abi_layout {
     uint32_t off_ctr_fields[8];
     /* the own-cost sample: where it is in a slot header, and its rules */
     uint32_t off_slot_own, own_gap_min, own_gap_span, own_cut_ns;
+    /* the arena */
+    uint32_t off_ctl_block_size, off_ctl_ring_head, off_ctl_ring_tail, off_ctl_ring;
+    uint32_t off_proc_block, off_proc_file, off_proc_used;
+    uint32_t arena_off, ring, max_blocks;
 };
+
+_Static_assert(sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8 <= FSPROF_ARENA_OFF,
+               "the control block fits before the arena");
+_Static_assert(sizeof(struct fsprof_proc) <= FSPROF_SLOT_DIR_OFF, "the header fits before the slots");
 
 struct fsprof_selftest {
     double per_call_ns;       /* bookkeeping added around one call */

@@ -24,7 +24,7 @@
 
 #include "interpose.h"
 
-HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX];
+HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX] BIG_BSS;
 
 static uint32_t class_of_mode(uint32_t mode)
 {
@@ -162,5 +162,8 @@ HIDDEN void fsprof_fd_opened(int fd, const char *path)
 {
     int dev = path && path[0] == '/' && path[1] == 'd' && path[2] == 'e' && path[3] == 'v' &&
               path[4] == '/';
-    fd_new(fd, dev ? FSPROF_FD_UNKNOWN : FSPROF_FD_FILE);
+    /* /dev/null, the target of every `>/dev/null`, is the null device. */
+    int null = dev && path[5] == 'n' && path[6] == 'u' && path[7] == 'l' && path[8] == 'l' &&
+               path[9] == 0;
+    fd_new(fd, null ? FSPROF_FD_DEVICE : dev ? FSPROF_FD_UNKNOWN : FSPROF_FD_FILE);
 }

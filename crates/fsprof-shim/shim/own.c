@@ -69,7 +69,7 @@ HIDDEN void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1)
     struct slot_rec *s = t_slot;
     if (s == NULL)
         return;
-    struct fsprof_own *o = &s->h.own;
+    struct fsprof_own *o = &s->sh->h.own;
     /* Clock reads out of order (a migration between CPUs whose counters
      * disagree) time nothing: counted with the windows left out. */
     if (exit < entry || t1 < t0 || exit - entry < t1 - t0) {

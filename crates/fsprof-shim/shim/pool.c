@@ -32,12 +32,20 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-static struct chunk g_chunks[MAX_CHUNKS];
+static struct chunk g_chunks[MAX_CHUNKS] BIG_BSS;
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
 static uint64_t g_seq;   /* names the file: p<seq> */
 static uint64_t g_fdev, g_fino;
-static struct slot_rec *g_slot0;
+static int g_in_block;   /* the first chunk is an arena block */
+static int g_has_file;   /* p<seq> exists (always, when not in a block) */
+/* The private part of slot record k (record.h): 0 is the one threads share
+ * when private ones run out (its `sh` NULL until made). In .bss, not in
+ * thread-local storage: a library with this much initial-exec TLS could
+ * not be dlopen'ed (fsprof's self-test does); untouched pages cost nothing.
+ * g_nslots counts them here, whatever the pool's header says. */
+static struct slot_rec g_recs[FSPROF_MAX_SLOTS] BIG_BSS;
+static uint32_t g_nslots;
 /* Taken only on the slow paths; a thread never waits for itself (a signal
  * handler that interrupts a slow path is turned away by t_in_slow). */
 static int g_lock;
@@ -64,23 +72,34 @@ static void *alloc_in_last(uint64_t n, uint32_t *off)
         return NULL;
     g_used = at + n;
     *off = (uint32_t)at;
+    /* What `fsprof run` zeroes before it offers the block again. */
+    if (g_in_block && g_nchunks == 1)
+        __atomic_store_n(&g_proc->used, (uint32_t)g_used, __ATOMIC_RELAXED);
     return ch->addr + (at - ch->off);
 }
 
-/* The counter file, reopened for growing: only if the run directory and
- * the file are still the ones this process created. */
-static long reopen_counter_file(void)
+/* p<seq> under the run directory as run.c verifies it, opened with
+ * `flags` besides read-write (never followed through a link). */
+static long open_counter_file(int flags)
 {
     long dirfd = fsprof_open_run_dir();
     if (dirfd < 0)
         return dirfd;
     char name[32];
     fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, g_seq);
-    long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    long fd = syscall(SYS_openat, dirfd, name, flags | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
     long err = fd < 0 ? -errno : 0;
     syscall(SYS_close, dirfd);
+    return fd < 0 ? err : fd;
+}
+
+/* The counter file, reopened for growing: only if the run directory and
+ * the file are still the ones this process created. */
+static long reopen_counter_file(void)
+{
+    long fd = open_counter_file(0);
     if (fd < 0)
-        return err;
+        return fd;
     struct stat st;
     if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         (uint64_t)st.st_dev != g_fdev || (uint64_t)st.st_ino != g_fino) {
@@ -90,7 +109,28 @@ static long reopen_counter_file(void)
     return fd;
 }
 
-/* Adds a chunk of at least n bytes at the end of the file. 0 or -errno. */
+/* p<seq> for the chunks after an arena block: made private, and said to
+ * exist in the header before any offset into it is published. Its first
+ * FSPROF_FIRST_CHUNK bytes stay a hole. */
+static long create_later_file(void)
+{
+    long fd = open_counter_file(O_CREAT | O_EXCL);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0) {
+        long err = -errno;
+        syscall(SYS_close, fd);
+        return err;
+    }
+    g_fdev = (uint64_t)st.st_dev;
+    g_fino = (uint64_t)st.st_ino;
+    g_has_file = 1;
+    __atomic_store_n(&g_proc->file, 1, __ATOMIC_RELEASE);
+    return fd;
+}
+
+/* Adds a chunk of at least n bytes at the end of the pool. 0 or -errno. */
 static long grow(uint64_t n)
 {
     struct chunk *last = &g_chunks[g_nchunks - 1];
@@ -100,7 +140,7 @@ static long grow(uint64_t n)
         len = (n + 4095) & ~(uint64_t)4095;
     if (g_nchunks == MAX_CHUNKS || end + len > FSPROF_POOL_MAX)
         return -ENOSPC;
-    long fd = reopen_counter_file();
+    long fd = g_has_file ? reopen_counter_file() : create_later_file();
     if (fd < 0)
         return fd;
     long err = fsprof_reserve(fd, end, len);
@@ -136,14 +176,12 @@ static void *pool_alloc(uint64_t n, uint32_t *off)
     return alloc_in_last(n, off);
 }
 
-/* A new slot record, published in the slot directory; NULL if none. */
-static struct slot_rec *new_slot(int shared)
+/* A new slot record, published at entry k of the slot directory (entry 0
+ * is the shared slot's, counted from the start); NULL if none. */
+static struct slot_shared *new_slot(uint32_t k, int shared)
 {
-    uint32_t k = g_proc->nslots;
-    if (k >= g_max_slots)
-        return NULL;
     uint32_t off;
-    struct slot_rec *s = pool_alloc(sizeof *s, &off);
+    struct slot_shared *s = pool_alloc(sizeof *s, &off);
     if (s == NULL)
         return NULL;
     s->h.tid = shared ? 0 : (uint32_t)syscall(SYS_gettid);
@@ -152,33 +190,73 @@ static struct slot_rec *new_slot(int shared)
     s->h.ncorr = CORR_COUNT;
     uint32_t *dir = (uint32_t *)((char *)g_proc + FSPROF_SLOT_DIR_OFF);
     __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
+    if (k > 0)
+        __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
     return s;
 }
 
-/* Takes over the first chunk of a new counter file (header filled in,
- * `fd` still open): its slot 0, then the header is marked ready. */
-static int pool_start(long fd, char *map, uint64_t len, uint64_t seq)
+/* Takes over the first chunk of a new pool, its header filled in, then
+ * marks the header ready. Entry 0 of the slot directory is kept for the
+ * slot the threads share when private ones run out, made only then: most
+ * processes have one thread, and its slot record is a page. */
+static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
-    struct stat st;
-    if (syscall(SYS_fstat, fd, &st) != 0)
-        return -errno;
-    g_fdev = (uint64_t)st.st_dev;
-    g_fino = (uint64_t)st.st_ino;
     g_seq = seq;
     g_chunks[0] = (struct chunk){map, 0, len};
     g_nchunks = 1;
     g_used = FSPROF_PROC_HDR_SIZE;
     g_full = 0;
     g_proc = (struct fsprof_proc *)map;
-    g_slot0 = new_slot(1);
-    if (g_slot0 == NULL)
-        return -ENOSPC;
+    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    g_nslots = 1;
+    g_proc->nslots = 1;
     __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
-static void fill_header(struct fsprof_proc *p, uint64_t seq)
+/* What names this process image: its executable and argv, copied into
+ * each header. Known without a system call where it can be: argv as the
+ * constructor received it (fsprof_pool_argv) and, in a forked child, the
+ * names of the image it was forked from (the same program, inherited with
+ * these variables); else read from /proc/self once. */
+static char g_exe[FSPROF_EXE_MAX] BIG_BSS, g_cmd[FSPROF_CMDLINE_MAX] BIG_BSS;
+static uint32_t g_exe_len, g_cmd_len;
+static int g_exe_known, g_cmd_known;
+
+HIDDEN void fsprof_pool_argv(int argc, char **argv)
+{
+    if (argv == NULL || argc <= 0)
+        return;
+    uint32_t n = 0;
+    /* As /proc/self/cmdline has it: each argument NUL-terminated. */
+    for (int i = 0; i < argc && argv[i] && n < sizeof g_cmd; i++) {
+        for (const char *c = argv[i]; *c && n < sizeof g_cmd; c++)
+            g_cmd[n++] = *c;
+        if (n < sizeof g_cmd)
+            g_cmd[n++] = 0;
+    }
+    g_cmd_len = n;
+    g_cmd_known = 1;
+}
+
+static void fill_names(struct fsprof_proc *p)
+{
+    if (!g_exe_known) {
+        long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, FSPROF_EXE_MAX - 1);
+        g_exe_len = e > 0 ? (uint32_t)e : 0;
+        g_exe_known = 1;
+    }
+    if (!g_cmd_known) {
+        g_cmd_len = fsprof_read_small_file("/proc/self/cmdline", g_cmd, FSPROF_CMDLINE_MAX);
+        g_cmd_known = 1;
+    }
+    memcpy(p->exe, g_exe, g_exe_len);
+    p->exe_len = g_exe_len;
+    memcpy(p->cmdline, g_cmd, g_cmd_len);
+    p->cmdline_len = g_cmd_len;
+}
+
+static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
 {
     p->magic = FSPROF_PROC_MAGIC;
     p->abi_version = FSPROF_ABI_VERSION;
@@ -192,14 +270,12 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq)
     p->corr_ops = CORR_COUNT;
     p->corr_lat = FSPROF_CORR_LAT;
     p->corr_val = FSPROF_CORR_VAL;
-    p->slot_size = (uint32_t)offsetof(struct slot_rec, ctr);
-    p->pid = (int32_t)syscall(SYS_getpid);
+    p->slot_size = (uint32_t)sizeof(struct slot_shared);
+    p->pid = pid;
     p->ppid = (int32_t)syscall(SYS_getppid);
     p->start_ns = fsprof_mono_ns();
     p->seq = seq;
-    long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", p->exe, FSPROF_EXE_MAX - 1);
-    p->exe_len = e > 0 ? (uint32_t)e : 0;
-    p->cmdline_len = fsprof_read_small_file("/proc/self/cmdline", p->cmdline, FSPROF_CMDLINE_MAX);
+    fill_names(p);
 }
 
 HIDDEN long fsprof_pool_create(long dirfd)
@@ -213,6 +289,9 @@ HIDDEN long fsprof_pool_create(long dirfd)
         return -errno;
     long err = fsprof_reserve(fd, 0, FSPROF_FIRST_CHUNK);
     char *m = MAP_FAILED;
+    struct stat st;
+    if (err == 0 && syscall(SYS_fstat, fd, &st) != 0)
+        err = -errno;
     if (err == 0) {
         m = (char *)syscall(SYS_mmap, 0, FSPROF_FIRST_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED,
                             fd, 0);
@@ -220,8 +299,13 @@ HIDDEN long fsprof_pool_create(long dirfd)
             err = -errno;
     }
     if (err == 0) {
-        fill_header((struct fsprof_proc *)m, seq);
-        err = pool_start(fd, m, FSPROF_FIRST_CHUNK, seq);
+        g_fdev = (uint64_t)st.st_dev;
+        g_fino = (uint64_t)st.st_ino;
+        g_in_block = 0;
+        g_has_file = 1;
+        fill_header((struct fsprof_proc *)m, seq, (int32_t)syscall(SYS_getpid));
+        ((struct fsprof_proc *)m)->file = 1;
+        err = pool_start(m, FSPROF_FIRST_CHUNK, seq);
     }
     syscall(SYS_close, fd);
     if (err != 0) {
@@ -232,13 +316,32 @@ HIDDEN long fsprof_pool_create(long dirfd)
     return err;
 }
 
+HIDDEN long fsprof_pool_create_in_block(long k)
+{
+    struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
+    /* Whose block it is, first: `fsprof run` can tell a block whose taker
+     * died before its header was complete. */
+    int32_t pid = (int32_t)syscall(SYS_getpid);
+    __atomic_store_n(&p->pid, pid, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
+    g_in_block = 1;
+    g_has_file = 0;
+    fill_header(p, seq, pid);
+    p->block = (uint32_t)k + 1;
+    return pool_start((char *)p, FSPROF_FIRST_CHUNK, seq);
+}
+
 HIDDEN void fsprof_pool_forget(void)
 {
-    for (int k = 0; k < g_nchunks; k++)
+    /* An arena block is part of the control file's mapping, kept. */
+    for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
         syscall(SYS_munmap, g_chunks[k].addr, g_chunks[k].len);
     g_nchunks = 0;
+    g_in_block = 0;
+    g_has_file = 0;
     g_proc = NULL;
-    g_slot0 = NULL;
+    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    g_nslots = 1;
     g_lock = 0;
     g_full = 0;
     t_in_slow = 0;
@@ -256,10 +359,22 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
         return NULL;
     t_in_slow = 1;
     lock();
-    struct slot_rec *s = new_slot(0);
-    t_shared = s == NULL;
-    if (s == NULL)
-        s = g_slot0;
+    uint32_t k = g_nslots;
+    struct slot_shared *sh = k < g_max_slots ? new_slot(k, 0) : NULL;
+    struct slot_rec *s;
+    if (sh != NULL) {
+        s = &g_recs[k];
+        g_nslots = k + 1;
+        memset(s, 0, sizeof *s);
+        s->sh = sh;
+    } else {
+        s = &g_recs[0];
+        if (s->sh == NULL)
+            s->sh = new_slot(0, 1);
+        if (s->sh == NULL)
+            s = NULL;
+    }
+    t_shared = s == &g_recs[0];
     unlock();
     t_slot = s;
     t_in_slow = 0;
@@ -280,7 +395,7 @@ HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx)
         uint32_t off;
         c = pool_alloc(g_ctr_size, &off);
         if (c) {
-            __atomic_store_n(&s->ctr_off[idx], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->sh->ctr_off[idx], off, __ATOMIC_RELEASE);
             __atomic_store_n(&s->ctr[idx], c, __ATOMIC_RELEASE);
         }
     }
@@ -304,7 +419,7 @@ HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
         uint32_t off;
         t = pool_alloc((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, &off);
         if (t) {
-            __atomic_store_n(&s->corr_off[cop], off, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->sh->corr_off[cop], off, __ATOMIC_RELEASE);
             __atomic_store_n(&s->corr[cop], t, __ATOMIC_RELEASE);
         }
     }

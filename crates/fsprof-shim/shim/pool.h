@@ -15,9 +15,15 @@ extern HIDDEN struct fsprof_proc *g_proc;
  * reserved, mapped and its header filled; 0 or -errno. A file that cannot
  * be completed is removed. */
 HIDDEN long fsprof_pool_create(long dirfd);
+/* The same with arena block k (taken) as the first chunk: no file until
+ * the pool grows past it. 0 or -errno. */
+HIDDEN long fsprof_pool_create_in_block(long k);
+/* argv as the shim's constructor received it, for the process's header
+ * (else it is read from /proc/self/cmdline). */
+HIDDEN void fsprof_pool_argv(int argc, char **argv);
 /* After fork, in the child: the parent's chunks are not the child's. */
 HIDDEN void fsprof_pool_forget(void);
-/* A new slot record for the calling thread (the shared slot 0 when there
+/* A new slot record for the calling thread (the shared one when there
  * is no room); NULL while this thread is inside a slow path already. */
 HIDDEN struct slot_rec *fsprof_pool_thread_slot(void);
 

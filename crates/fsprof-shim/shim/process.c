@@ -21,7 +21,8 @@ static int g_state = ST_UNINIT;
 /* Off for good, in this process and its children: no run, a control file
  * that is not valid, a run that has ended. */
 static int g_off_for_good;
-static int g_setup_tid;
+/* The thread setting up (pthread_self: no system call). */
+static pthread_t g_setup_thread;
 static int g_atfork_done;
 
 static void after_fork_in_child(void)
@@ -75,9 +76,14 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_UID, EACCES, euid, NULL);
         return 0;
     }
-    if (dirfd < 0)
-        dirfd = fsprof_open_run_dir();
-    long err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
+    long err, block = fsprof_take_block();
+    if (block >= 0) {
+        err = fsprof_pool_create_in_block(block);
+    } else {
+        if (dirfd < 0)
+            dirfd = fsprof_open_run_dir();
+        err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
+    }
     if (dirfd >= 0)
         syscall(SYS_close, dirfd);
     /* The run directory is gone (or is not the run's any more). */
@@ -87,7 +93,7 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
         return 0;
     }
-    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc->seq);
+    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc);
     return 1;
 }
 
@@ -104,7 +110,7 @@ static int process_ready(void)
             int expect = ST_UNINIT;
             if (__atomic_compare_exchange_n(&g_state, &expect, ST_BUSY, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                g_setup_tid = (int)syscall(SYS_gettid);
+                g_setup_thread = pthread_self();
                 int ok = setup_process();
                 __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
             }
@@ -112,7 +118,7 @@ static int process_ready(void)
         }
         /* Another thread is setting up. If it is this thread (a signal
          * handler interrupted the set-up), don't wait for ourselves. */
-        if (g_setup_tid == (int)syscall(SYS_gettid))
+        if (pthread_equal(g_setup_thread, pthread_self()))
             return 0;
         syscall(SYS_sched_yield);
     }
@@ -129,11 +135,13 @@ HIDDEN struct slot_rec *fsprof_slot_slow(void)
 }
 
 /* Reads the environment before the program can change it, and makes every
- * profiled process appear in the run, even one that makes no call. */
-__attribute__((constructor)) static void fsprof_init(void)
+ * profiled process appear in the run, even one that makes no call. glibc
+ * passes a shared object's constructors the program's argc and argv. */
+__attribute__((constructor)) static void fsprof_init(int argc, char **argv)
 {
     fsprof_capture_env();
     if (g_run.ok) {
+        fsprof_pool_argv(argc, argv);
         int saved = errno;
         (void)process_ready();
         errno = saved;

@@ -13,6 +13,13 @@
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Zero-initialised arrays of a KiB or more go after every small variable
+ * (the linker places .lbss after .bss): the state each process touches at
+ * start-up then shares a page or two instead of lying between them, and
+ * every page of .bss touched is a fault or two (read, then written). */
+#define BIG_BSS __attribute__((section(".lbss")))
+/* Off the hot path: GCC moves the code that leads to it out of line. */
+#define COLD __attribute__((cold))
 /* initial-exec: a preloaded library gets static TLS, so each access is one
  * %fs-relative load instead of a __tls_get_addr call. */
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -45,14 +52,23 @@ enum fsprof_corr_op {
 };
 #undef C
 
-/* A thread's slot record in the counter file (abi.h): what readers see,
- * then the shim's own pointers to the same counters, so that the hot path
- * finds a counter with one load. */
-struct slot_rec {
+/* A thread's slot record in the pool (abi.h): what readers see. */
+struct slot_shared {
     struct fsprof_slot_hdr h;
     uint32_t ctr_off[NCTR];
     uint32_t corr_off[CORR_COUNT];
-    /* private scratch from here on */
+};
+
+/* The shim's own pointers to a slot's counters, so that the hot path finds
+ * a counter with one load. They live in this process's memory (pool.c),
+ * never in the pool: pool memory is shared, and an arena block can be zeroed and handed
+ * to another process while this one still runs (a process fsprof cannot
+ * see alive, in another pid namespace, or a clone(2) child without fork
+ * handlers). Then the worst is counts filed into another process's
+ * counters, a damaged profile; a pointer read back from the pool could be
+ * another address space's, and following it would crash the program. */
+struct slot_rec {
+    struct slot_shared *sh;
     struct fsprof_ctr *ctr[NCTR];
     uint64_t *corr[CORR_COUNT];
     struct fsprof_fd_state *fd;
@@ -88,12 +104,12 @@ extern TLS struct fsprof_hot t_hot;
 /* The slow paths: set up the process and this thread's slot (process.c);
  * make room for a counter, a value table, the fd states (pool.c). NULL when the call cannot be
  * counted (not profiled, or no room: then it is counted as dropped). */
-HIDDEN struct slot_rec *fsprof_slot_slow(void);
-HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
-HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
-HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
+HIDDEN COLD struct slot_rec *fsprof_slot_slow(void);
+HIDDEN COLD struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
+HIDDEN COLD uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
+HIDDEN COLD struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
 /* The class of a descriptor the shim did not see created (fdclass.c). */
-HIDDEN uint32_t fsprof_fd_classify(int fd);
+HIDDEN COLD uint32_t fsprof_fd_classify(int fd);
 /* A descriptor made by open/openat/creat/fopen (path) or by F_DUPFD. */
 HIDDEN void fsprof_fd_opened(int fd, const char *path);
 HIDDEN void fsprof_fd_dup(int from, int to);
@@ -116,10 +132,10 @@ static inline __attribute__((always_inline)) uint64_t ticks_to_ns(uint64_t d)
 
 /* A sampled call (pool.c): the countdown ran out. Returns the clock at
  * entry, or 0 when this call is not timed after all. */
-HIDDEN uint64_t fsprof_own_fire(void);
+HIDDEN COLD uint64_t fsprof_own_fire(void);
 /* Files a sampled call's own cost: `entry` from own_begin, [t0, t1] the
  * call's own interval; reads the exit clock first. */
-HIDDEN void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1);
+HIDDEN COLD void fsprof_own_file(uint64_t entry, uint64_t t0, uint64_t t1);
 
 /* At a wrapper's entry: one decrement on every call, a clock read on a
  * sampled one. */

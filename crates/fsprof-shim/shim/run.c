@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,13 +27,14 @@ HIDDEN int g_clock;
 HIDDEN uint64_t g_mult;
 HIDDEN const uint64_t *g_thr;
 
-HIDDEN struct run_id g_run;
+HIDDEN struct run_id g_run BIG_BSS;
 HIDDEN struct fsprof_control *g_ctl;
 HIDDEN uint32_t g_max_slots;
+HIDDEN uint32_t g_arena_blocks;
 
 /* The run's bucket thresholds, copied: nothing on the hot path reads the
  * shared file. */
-static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS];
+static uint64_t g_thr_copy[FSPROF_MAX_NBUCKETS] BIG_BSS;
 static int g_env_done;
 
 /* Called from the constructor, before the program can clear its
@@ -106,7 +108,31 @@ HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size)
         return 0;
     if (h->max_slots < 2 || h->max_slots > FSPROF_MAX_SLOTS || h->lost_max != FSPROF_LOST_MAX)
         return 0;
+    if (h->block_size != FSPROF_FIRST_CHUNK || h->max_blocks > FSPROF_MAX_BLOCKS)
+        return 0;
     return size >= sizeof *h + (uint64_t)h->nbuckets * 8;
+}
+
+/* The control file and the whole arena after it, mapped at once (blocks
+ * beyond the file's end are never touched: a process takes only blocks
+ * `fsprof run` has reserved). The arena's room is address space only
+ * (128 MiB of it, no memory), but a program under an address-space limit
+ * (ulimit -v) counts on all of its own: there, and where the mapping
+ * fails, only the control block is mapped and the process uses files. */
+static void *map_control(long fd, uint64_t size, uint32_t *blocks)
+{
+    const uint64_t full = FSPROF_ARENA_OFF + (uint64_t)FSPROF_MAX_BLOCKS * FSPROF_FIRST_CHUNK;
+    struct rlimit rl;
+    void *m = MAP_FAILED;
+    *blocks = 0;
+    if (syscall(SYS_prlimit64, 0, RLIMIT_AS, NULL, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY) {
+        m = (void *)syscall(SYS_mmap, 0, (size_t)full, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED)
+            *blocks = FSPROF_MAX_BLOCKS;
+    }
+    if (m == MAP_FAILED)
+        m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return m;
 }
 
 HIDDEN long fsprof_attach_control(long dirfd)
@@ -115,14 +141,14 @@ HIDDEN long fsprof_attach_control(long dirfd)
     if (fd < 0)
         return -errno;
     struct stat st;
-    const uint64_t max_size = sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8;
+    const uint64_t max_size = FSPROF_ARENA_OFF + (uint64_t)FSPROF_MAX_BLOCKS * FSPROF_FIRST_CHUNK;
     void *m = MAP_FAILED;
     long err = -EINVAL;
+    uint32_t blocks = 0;
     if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == g_run.uid &&
         (st.st_mode & 077) == 0 && st.st_size >= (off_t)sizeof(struct fsprof_control) &&
         (uint64_t)st.st_size <= max_size) {
-        m = (void *)syscall(SYS_mmap, 0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                            fd, 0);
+        m = map_control(fd, (uint64_t)st.st_size, &blocks);
         if (m == MAP_FAILED)
             err = -errno;
     }
@@ -133,15 +159,41 @@ HIDDEN long fsprof_attach_control(long dirfd)
      * parameters between the check and their use. */
     struct fsprof_control h;
     memcpy(&h, m, sizeof h);
-    if (!fsprof_control_valid(&h, (uint64_t)st.st_size)) {
-        syscall(SYS_munmap, m, (size_t)st.st_size);
+    uint64_t ctl_size = st.st_size < FSPROF_ARENA_OFF ? (uint64_t)st.st_size : FSPROF_ARENA_OFF;
+    if (!fsprof_control_valid(&h, ctl_size)) {
+        syscall(SYS_munmap, m, blocks ? max_size : (uint64_t)st.st_size);
         return -EINVAL;
     }
     memcpy(g_thr_copy, (char *)m + sizeof h, (size_t)h.nbuckets * 8);
     g_ctl = m;
     g_max_slots = h.max_slots;
+    g_arena_blocks = blocks < h.max_blocks ? blocks : h.max_blocks;
     fsprof_apply_params(&h, g_thr_copy);
     return 0;
+}
+
+HIDDEN long fsprof_take_block(void)
+{
+    struct fsprof_control *c = g_ctl;
+    if (c == NULL || g_arena_blocks == 0)
+        return -1;
+    uint64_t h = __atomic_load_n(&c->ring_head, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint64_t t = __atomic_load_n(&c->ring_tail, __ATOMIC_ACQUIRE);
+        if (h >= t || t - h > FSPROF_RING)
+            return -1;
+        /* Read before the claim: once head passes h, `fsprof run` may
+         * reuse the entry for a later offer. */
+        uint32_t k = __atomic_load_n(&c->ring[h % FSPROF_RING], __ATOMIC_RELAXED);
+        if (__atomic_compare_exchange_n(&c->ring_head, &h, h + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return k < g_arena_blocks ? (long)k : -1;
+    }
+}
+
+HIDDEN char *fsprof_block(long k)
+{
+    return (char *)g_ctl + FSPROF_ARENA_OFF + (size_t)k * FSPROF_FIRST_CHUNK;
 }
 
 HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe)

@@ -24,6 +24,8 @@ extern HIDDEN struct run_id g_run;
 /* The run's control file, mapped; NULL until attached. */
 extern HIDDEN struct fsprof_control *g_ctl;
 extern HIDDEN uint32_t g_max_slots;
+/* Blocks of the arena this process has mapped (0: none, use files). */
+extern HIDDEN uint32_t g_arena_blocks;
 
 /* Reads FSPROF_SHM into g_run, once. */
 HIDDEN void fsprof_capture_env(void);
@@ -33,6 +35,11 @@ HIDDEN long fsprof_open_run_dir(void);
 /* Maps the control file under the run directory and takes its
  * parameters; 0, or -errno (-EINVAL: not a valid control file). */
 HIDDEN long fsprof_attach_control(long dirfd);
+/* The next arena block on offer (its number), taken; -1 if there is none.
+ * Its bytes are zero, reserved and mapped. */
+HIDDEN long fsprof_take_block(void);
+/* The first byte of arena block k. */
+HIDDEN char *fsprof_block(long k);
 /* Records, in the control file, a process this run does not profile.
  * `exe` names what it runs (NULL: this process's own executable). */
 HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe);

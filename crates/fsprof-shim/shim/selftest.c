@@ -63,6 +63,16 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->own_gap_min = FSPROF_OWN_GAP_MIN;
     out->own_gap_span = FSPROF_OWN_GAP_SPAN;
     out->own_cut_ns = FSPROF_OWN_CUT_NS;
+    out->off_ctl_block_size = offsetof(struct fsprof_control, block_size);
+    out->off_ctl_ring_head = offsetof(struct fsprof_control, ring_head);
+    out->off_ctl_ring_tail = offsetof(struct fsprof_control, ring_tail);
+    out->off_ctl_ring = offsetof(struct fsprof_control, ring);
+    out->off_proc_block = offsetof(struct fsprof_proc, block);
+    out->off_proc_file = offsetof(struct fsprof_proc, file);
+    out->off_proc_used = offsetof(struct fsprof_proc, used);
+    out->arena_off = FSPROF_ARENA_OFF;
+    out->ring = FSPROF_RING;
+    out->max_blocks = FSPROF_MAX_BLOCKS;
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)
@@ -116,7 +126,7 @@ static double best_ns_per_iter(enum loop_kind kind, long (*callee)(long), uint32
     return best;
 }
 
-static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS];
+static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS] BIG_BSS;
 
 /* Takes the parameters of a control block of `len` bytes, if valid. */
 static int use_control(const struct fsprof_control *ctl, size_t len)
@@ -137,7 +147,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
 {
     if (iters == 0 || !use_control(ctl, len))
         return -1;
-    size_t slot_len = (sizeof(struct slot_rec) + 63) & ~(size_t)63;
+    size_t slot_len = (sizeof(struct slot_rec) + sizeof(struct slot_shared) + 63) & ~(size_t)63;
     size_t len_all = slot_len + g_ctr_size;
     /* Raw system calls: mmap and munmap are the shim's own wrappers. */
     char *scratch = (char *)syscall(SYS_mmap, 0, len_all, PROT_READ | PROT_WRITE,
@@ -145,6 +155,7 @@ EXPORT int fsprof_shim_selftest(const struct fsprof_control *ctl, size_t len, ui
     if (scratch == MAP_FAILED)
         return -1;
     struct slot_rec *s = (struct slot_rec *)scratch;
+    s->sh = (struct slot_shared *)(scratch + sizeof *s);
     s->ctr[OP_read] = (struct fsprof_ctr *)(scratch + slot_len);
     /* fd 0 as a file, so that the timed path is the file path. */
     uint8_t saved_class = g_fdclass[0];
@@ -199,4 +210,10 @@ EXPORT int fsprof_shim_ticks_to_ns(const struct fsprof_control *ctl, size_t len,
         return -1;
     *ns = ticks_to_ns(d);
     return 0;
+}
+
+/* For the tests: the cell a value table files `v` in, on an axis of n. */
+EXPORT uint32_t fsprof_shim_corr_cell(uint64_t v, uint32_t n)
+{
+    return corr_cell(v, n);
 }

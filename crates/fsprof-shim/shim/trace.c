@@ -26,7 +26,7 @@
 HIDDEN int g_trace;
 
 static int g_tready;          /* this process image has its own files */
-static char g_tdir[4096];     /* the run directory */
+static char g_tdir[4096] BIG_BSS;     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
@@ -279,11 +279,10 @@ static int room_for_chunk(long dirfd)
 
 /* A chunk file `fsprof trace` has emptied and handed back (f0, f1 ...),
  * renamed to `name`: its pages exist already, so filling it costs no page
- * zeroing. -1 if there is none. */
-static long claim_free(long dirfd, const char *name, uint64_t size)
+ * zeroing. One of at least *size bytes, whose size it sets; -1 if there
+ * is none. */
+static long claim_free(long dirfd, const char *name, uint64_t *size)
 {
-    if (size != FSPROF_TCHUNK_SIZE)
-        return -1;
     char f[3] = {'f', '0', 0};
     for (int k = 0; k < FSPROF_TFREE_SLOTS; k++) {
         f[1] = (char)('0' + k);
@@ -292,13 +291,31 @@ static long claim_free(long dirfd, const char *name, uint64_t size)
         long fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
         struct stat st;
         if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            st.st_nlink == 1 && (uint64_t)st.st_size == size)
+            st.st_nlink == 1 && (uint64_t)st.st_size >= *size &&
+            (uint64_t)st.st_size <= FSPROF_TCHUNK_MAX) {
+            *size = (uint64_t)st.st_size;
             return fd;
+        }
         if (fd >= 0)
             syscall(SYS_close, fd);
         syscall(SYS_unlinkat, dirfd, name, 0);
     }
     return -1;
+}
+
+/* The size of this thread's next chunk for a record of `need` bytes: the
+ * first is small (most processes are short and write a few KiB of
+ * records, and a fresh chunk's pages are allocated and zeroed), each next
+ * one twice the last, up to FSPROF_TCHUNK_SIZE; more only for a record
+ * that needs it. */
+static uint64_t next_chunk_size(uint64_t need)
+{
+    uint64_t size = FSPROF_TFIRST_SIZE;
+    for (uint32_t k = 0; k < t_tc_next && size < FSPROF_TCHUNK_SIZE; k++)
+        size *= 2;
+    while (size < need + FSPROF_TCHUNK_HDR && size < FSPROF_TCHUNK_MAX)
+        size *= 2;
+    return size;
 }
 
 /* A new chunk able to hold a record of `need` bytes. */
@@ -311,9 +328,7 @@ static int chunk_open(uint64_t need)
     int32_t pid = (int32_t)syscall(SYS_getpid);
     if (pid != g_tpid)
         return 0;
-    uint64_t size = FSPROF_TCHUNK_SIZE;
-    while (size < need + FSPROF_TCHUNK_HDR && size < (1ULL << 40))
-        size *= 2;
+    uint64_t size = next_chunk_size(need);
     uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
     char name[32];
     size_t n = fsprof_cat(name, 0, sizeof name, "t");
@@ -328,7 +343,7 @@ static int chunk_open(uint64_t need)
         syscall(SYS_close, dirfd);
         return 0;
     }
-    long fd = claim_free(dirfd, name, size);
+    long fd = claim_free(dirfd, name, &size);
     int fresh = fd < 0;
     if (fresh)
         fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
@@ -712,7 +727,29 @@ static void record_fds(uint64_t now)
     syscall(SYS_close, dfd);
 }
 
-HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_t proc_seq)
+/* The PROC record's names: the counter file header's when they were not
+ * cut there (they came without a system call, pool.c), else read again
+ * with the trace's longer limits. */
+static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
+{
+    static char exe[FSPROF_TSTR_MAX] BIG_BSS, argv[4096] BIG_BSS;
+    if (proc->exe_len > 0 && proc->exe_len < FSPROF_EXE_MAX - 1) {
+        add_item(it, n, FSPROF_TI_EXE, 0, SRC_BYTES, proc->exe, proc->exe_len, 0);
+    } else {
+        long el = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
+        if (el > 0)
+            add_item(it, n, FSPROF_TI_EXE, 0, SRC_BYTES, exe, (uint64_t)el, 0);
+    }
+    if (proc->cmdline_len < FSPROF_CMDLINE_MAX) {
+        add_item(it, n, FSPROF_TI_ARGV, 0, SRC_BYTES, proc->cmdline, proc->cmdline_len, 0);
+    } else {
+        uint32_t al = fsprof_read_small_file("/proc/self/cmdline", argv, sizeof argv);
+        add_item(it, n, FSPROF_TI_ARGV, 0, SRC_BYTES, argv, al, 0);
+    }
+}
+
+HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
+                                 const struct fsprof_proc *proc)
 {
     if (!g_trace) {
         const char *mode = getenv(FSPROF_TRACE_ENV);
@@ -729,25 +766,21 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_
     if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
         return;
     g_tseq = seq_counter;
-    g_tproc_seq = proc_seq;
-    g_tpid = (int32_t)syscall(SYS_getpid);
+    g_tproc_seq = proc->seq;
+    g_tpid = proc->pid;
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
     uint64_t clock[2] = {now, fsprof_mono_ns()};
-    static char cwd[FSPROF_TSTR_MAX], exe[FSPROF_TSTR_MAX], argv[4096];
+    static char cwd[FSPROF_TSTR_MAX] BIG_BSS;
     long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
-    long el = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe);
-    uint32_t al = fsprof_read_small_file("/proc/self/cmdline", argv, sizeof argv);
     struct item it[4];
     int n = 0;
     add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
     if (cl > 1)
         add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
-    if (el > 0)
-        add_item(it, &n, FSPROF_TI_EXE, 0, SRC_BYTES, exe, (uint64_t)el, 0);
-    add_item(it, &n, FSPROF_TI_ARGV, 0, SRC_BYTES, argv, al, 0);
-    uint64_t args[3] = {(uint64_t)g_tpid, (uint64_t)syscall(SYS_getppid), proc_seq};
+    proc_names(proc, it, &n);
+    uint64_t args[3] = {(uint64_t)(int64_t)proc->pid, (uint64_t)(int64_t)proc->ppid, proc->seq};
     emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
     record_fds(now);
     t_tbusy = 0;

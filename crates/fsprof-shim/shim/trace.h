@@ -18,14 +18,16 @@ struct fsprof_tpre {
     uint64_t a[FSPROF_TREC_MAX_ARGS];
 };
 
-HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
+HIDDEN COLD void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,
                              int n);
 /* Appends the record of a returned call; keeps errno. */
 HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
                               int failed);
-/* From process.c: this process image has its counter file p<seq> (and the
- * run directory `dir`); `seq_counter` numbers new files. */
-HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter, uint64_t proc_seq);
+/* From process.c: this process image has its counter file, whose header
+ * is `proc` (its seq, executable and argv), in the run directory `dir`;
+ * `seq_counter` numbers new files. */
+HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
+                                 const struct fsprof_proc *proc);
 HIDDEN void fsprof_trace_after_fork(void);
 /* Appends the bytes [addr, addr+len) of pages written through a shared
  * mapping (FSPROF_TREC_MAPPED); `superset`: every present page, not only

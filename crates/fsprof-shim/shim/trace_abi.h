@@ -17,6 +17,8 @@
 #define FSPROF_TCHUNK_MAGIC 0x3143524852505346ULL /* "FSPRHRC1" */
 #define FSPROF_TRACE_ENV "FSPROF_TRACE"            /* "none", "digest" or "full" */
 #define FSPROF_TCHUNK_SIZE (1u << 20)              /* a chunk's usual size */
+#define FSPROF_TFIRST_SIZE (64u << 10)             /* a thread's first chunk's */
+#define FSPROF_TCHUNK_MAX (1ULL << 40)             /* the largest (one huge record) */
 /* A thread that needs a new chunk while this many wait for `fsprof trace`
  * waits (up to FSPROF_TWAIT_MS) for it to take them in; the environment
  * variable sets another limit (2 or more), for tests. */

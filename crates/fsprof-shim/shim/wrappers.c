@@ -450,7 +450,7 @@ WRAP_READDIR(readdir64, struct dirent64)
  * unrecorded rather than costing a lock. */
 #define MAPS 1024
 #define MAP_GONE ((uintptr_t)1)
-static uintptr_t file_maps[MAPS];
+static uintptr_t file_maps[MAPS] BIG_BSS;
 
 static unsigned map_hash(uintptr_t a)
 {

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:
@@ -23,18 +23,26 @@ const _: () = assert!(MAX_SLOTS >= 2);
 /// refuses a control file with another shift.
 pub const TICK_SHIFT: u32 = 32;
 /// The most slots the shim accepts (entries of the slot directory).
-pub const MAX_SLOTS_LIMIT: u32 = 1024;
+pub const MAX_SLOTS_LIMIT: u32 = 256;
 pub const MAX_RESOLUTION: u32 = 16;
 
 /// Counter-file layout: a header, the slot directory (u32 file offsets of
 /// the slot records) at [`SLOT_DIR_OFF`], then records, counters and value
 /// tables carved from chunks reserved before use. Every byte below the
 /// file's size is allocated.
-pub const PROC_HDR_SIZE: usize = 8192;
-pub const SLOT_DIR_OFF: usize = 4096;
-/// Bytes the shim reserves and maps for a new process (header included);
-/// later chunks double, up to 8 MiB.
+pub const PROC_HDR_SIZE: usize = 4096;
+pub const SLOT_DIR_OFF: usize = 3072;
+/// Bytes of a new process's first chunk (header included): an arena block,
+/// or the start of its own file; later chunks double, up to 8 MiB.
 pub const FIRST_CHUNK: usize = 128 * 1024;
+
+/// The arena (`FSPROF_ARENA_OFF` in abi.h): blocks of the control file
+/// after this offset, each the first chunk of one process image, offered
+/// to the processes through [`RING`] entries of the control header.
+pub const ARENA_OFF: usize = 64 * 1024;
+pub const RING: usize = 1024;
+/// The most blocks the shim maps (its arena's address space).
+pub const MAX_BLOCKS: u32 = 1024;
 
 /// Value tables (`FSPROF_CORR_*` in abi.h): one `CORR_LAT × CORR_VAL`
 /// table of u64 per (data op, kind), allocated the first time a thread
@@ -72,6 +80,18 @@ pub const NONFILE_CLASSES: [&str; 4] = ["pipe", "socket", "device", "other"];
 /// i = `(2^i, 2^(i+1)]`) of value-table cell `k`.
 pub fn corr_index(k: usize) -> i32 {
     k as i32 - 2
+}
+
+/// The cell index of `v` on an axis of `n` cells, as the shim files it
+/// (record.h, `corr_cell`): 0 for 0, 1 for 1, `k` for `(2^(k-2), 2^(k-1)]`,
+/// the last cell for anything larger.
+pub fn corr_cell(v: u64, n: usize) -> usize {
+    let k = if v <= 1 {
+        v as usize
+    } else {
+        65 - (v - 1).leading_zeros() as usize
+    };
+    k.min(n - 1)
 }
 
 pub const CLOCK_MONOTONIC: u32 = 0;
@@ -130,6 +150,16 @@ pub struct ControlHeader {
     pub state: u32,
     pub lost_max: u32,
     pub lost_count: u64,
+    /// [`FIRST_CHUNK`].
+    pub block_size: u32,
+    /// Blocks the arena may hold (0: none; processes make files).
+    pub max_blocks: u32,
+    /// Offers taken by processes (atomic, written by the shim).
+    pub ring_head: u64,
+    /// Offers made (written by `fsprof run`, release).
+    pub ring_tail: u64,
+    /// Offer `i` is block `ring[i % RING]`.
+    pub ring: [u32; RING],
     pub lost: [Lost; LOST_MAX],
     // thresholds: [u64; nbuckets] follow
 }
@@ -149,6 +179,11 @@ impl Default for ControlHeader {
             state: RUN_ACTIVE,
             lost_max: LOST_MAX as u32,
             lost_count: 0,
+            block_size: FIRST_CHUNK as u32,
+            max_blocks: 0,
+            ring_head: 0,
+            ring_tail: 0,
+            ring: [0; RING],
             lost: [Lost::default(); LOST_MAX],
         }
     }
@@ -186,6 +221,12 @@ pub struct ProcHeader {
     pub corr_val: u32,
     /// Bytes of a slot record that readers read: its header and offsets.
     pub slot_size: u32,
+    /// 1 + the arena block holding the first chunk; 0: the file holds it.
+    pub block: u32,
+    /// 1 once the file `p<seq>` exists.
+    pub file: u32,
+    /// Bytes of the first chunk handed out (an arena block's, to zero).
+    pub used: u32,
     pub reserved: u32,
     pub exe: [u8; EXE_MAX],
     pub cmdline: [u8; CMDLINE_MAX],
@@ -326,6 +367,16 @@ pub struct Layout {
     pub own_gap_min: u32,
     pub own_gap_span: u32,
     pub own_cut_ns: u32,
+    pub off_ctl_block_size: u32,
+    pub off_ctl_ring_head: u32,
+    pub off_ctl_ring_tail: u32,
+    pub off_ctl_ring: u32,
+    pub off_proc_block: u32,
+    pub off_proc_file: u32,
+    pub off_proc_used: u32,
+    pub arena_off: u32,
+    pub ring: u32,
+    pub max_blocks: u32,
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -375,6 +426,16 @@ pub fn expected_layout() -> Layout {
         own_gap_min: OWN_GAP_MIN,
         own_gap_span: OWN_GAP_SPAN,
         own_cut_ns: OWN_CUT_NS,
+        off_ctl_block_size: offset_of!(ControlHeader, block_size) as u32,
+        off_ctl_ring_head: offset_of!(ControlHeader, ring_head) as u32,
+        off_ctl_ring_tail: offset_of!(ControlHeader, ring_tail) as u32,
+        off_ctl_ring: offset_of!(ControlHeader, ring) as u32,
+        off_proc_block: offset_of!(ProcHeader, block) as u32,
+        off_proc_file: offset_of!(ProcHeader, file) as u32,
+        off_proc_used: offset_of!(ProcHeader, used) as u32,
+        arena_off: ARENA_OFF as u32,
+        ring: RING as u32,
+        max_blocks: MAX_BLOCKS,
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {
@@ -392,3 +453,6 @@ const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
 const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
 const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
 const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);
+const _: () = assert!(
+    std::mem::size_of::<ControlHeader>() + 8 * (64 * MAX_RESOLUTION as usize + 1) <= ARENA_OFF
+);

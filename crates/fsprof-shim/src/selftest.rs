@@ -107,6 +107,16 @@ impl LoadedShim {
         Ok((slot != u32::MAX).then_some(slot))
     }
 
+    /// The cell the compiled hot path files a value `v` in on an axis of
+    /// `n` cells (tests compare it with [`crate::abi::corr_cell`]).
+    pub fn corr_cell(&self, v: u64, n: u32) -> io::Result<u32> {
+        type F = unsafe extern "C" fn(u64, u32) -> u32;
+        // SAFETY: the symbol has this signature (selftest.c).
+        let f: F = unsafe { std::mem::transmute(self.symbol("fsprof_shim_corr_cell")?) };
+        // SAFETY: a pure function of two integers.
+        Ok(unsafe { f(v, n) })
+    }
+
     /// The latency in ns the compiled hot path files for a call of `ticks`
     /// clock ticks, with the parameters of `control` (tests compare it with
     /// the exact product); `None` if the shim refuses the control block.

@@ -132,3 +132,23 @@ fn shim_refuses_control_blocks_it_cannot_record_safely() {
         assert_eq!(shim.bucket_slot(&c, 1000).unwrap(), None, "{what} accepted");
     }
 }
+
+/// `fsprof run` reads only the value-table rows between an op's least and
+/// greatest latency, by `abi::corr_cell`: it must be the shim's own.
+#[test]
+fn corr_cell_is_the_shims() {
+    let dir = tempdir();
+    let shim = LoadedShim::load(&install(&dir).unwrap()).unwrap();
+    let mut vs: Vec<u64> = (0..70).map(|k| 1u64 << k.min(63)).collect();
+    vs.extend((0..64).flat_map(|k| [(1u64 << k) - 1, (1u64 << k) + 1]));
+    vs.extend([0, 1, 2, 3, u64::MAX]);
+    for v in vs {
+        for n in [abi::CORR_LAT as u32, abi::CORR_VAL as u32] {
+            assert_eq!(
+                shim.corr_cell(v, n).unwrap() as usize,
+                abi::corr_cell(v, n as usize),
+                "v {v} n {n}"
+            );
+        }
+    }
+}

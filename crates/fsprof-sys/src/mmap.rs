@@ -1,7 +1,8 @@
-//! Read-only shared mappings of files another process writes while we read
-//! them (the shim's counter and trace-chunk files), and of files whose page
-//! residency is asked (`mincore`). Words the writer updates are read with
-//! atomic loads, so a value is never torn.
+//! Shared mappings of files another process writes while we read them (the
+//! shim's counter and trace-chunk files, its control file and arena), and
+//! of files whose page residency is asked (`mincore`). Words the other side
+//! updates are read and written with atomic operations, so a value is
+//! never torn.
 
 use std::fs::File;
 use std::io;
@@ -18,13 +19,23 @@ impl SharedMap {
     /// Maps the first `len` (> 0) bytes of `file`; the caller knows the file
     /// is at least that long (a mapping past the end faults when read).
     pub fn new(file: &File, len: usize) -> io::Result<SharedMap> {
-        // SAFETY: a fresh read-only mapping of a file we hold open; nothing
+        SharedMap::map(file, len, libc::PROT_READ)
+    }
+
+    /// The same, writable (the file must be open for writing); bytes past
+    /// the file's end must not be touched until the file has them.
+    pub fn new_writable(file: &File, len: usize) -> io::Result<SharedMap> {
+        SharedMap::map(file, len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    fn map(file: &File, len: usize, prot: libc::c_int) -> io::Result<SharedMap> {
+        // SAFETY: a fresh shared mapping of a file we hold open; nothing
         // else in this process refers to the address range.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
+                prot,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
                 0,
@@ -36,6 +47,33 @@ impl SharedMap {
         Ok(SharedMap { ptr, len })
     }
 
+    /// Stores `v` at the aligned u64 at `off` with release ordering (a
+    /// count that publishes what was written before it). The mapping must
+    /// be writable.
+    ///
+    /// # Panics
+    /// If the word is not inside the mapping or not aligned.
+    pub fn store_u64(&self, off: usize, v: u64) {
+        assert!(off.checked_add(8).is_some_and(|e| e <= self.len) && off.is_multiple_of(8));
+        // SAFETY: in bounds and aligned (asserted), and the caller mapped
+        // it writable; other processes read it concurrently, hence atomic.
+        unsafe { AtomicU64::from_ptr(self.as_ptr().add(off) as *mut u64) }
+            .store(v, Ordering::Release)
+    }
+
+    /// Stores `v` at the aligned u32 at `off` (relaxed). The mapping must
+    /// be writable.
+    ///
+    /// # Panics
+    /// If the word is not inside the mapping or not aligned.
+    pub fn store_u32(&self, off: usize, v: u32) {
+        assert!(off.checked_add(4).is_some_and(|e| e <= self.len) && off.is_multiple_of(4));
+        // SAFETY: as in `store_u64`.
+        unsafe { AtomicU32::from_ptr(self.as_ptr().add(off) as *mut u32) }
+            .store(v, Ordering::Relaxed)
+    }
+
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -45,6 +83,7 @@ impl SharedMap {
     }
 
     /// The start of the mapping (page aligned).
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr as *const u8
     }
@@ -53,6 +92,7 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u64_at(&self, off: usize) -> u64 {
         self.u64_with(off, Ordering::Relaxed)
     }
@@ -62,10 +102,12 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u64_acquire_at(&self, off: usize) -> u64 {
         self.u64_with(off, Ordering::Acquire)
     }
 
+    #[inline]
     fn u64_with(&self, off: usize, order: Ordering) -> u64 {
         assert!(off.checked_add(8).is_some_and(|e| e <= self.len) && off.is_multiple_of(8));
         // SAFETY: in bounds and aligned (asserted); the writer updates these
@@ -78,6 +120,7 @@ impl SharedMap {
     ///
     /// # Panics
     /// If the word is not inside the mapping or not aligned.
+    #[inline]
     pub fn u32_at(&self, off: usize) -> u32 {
         assert!(off.checked_add(4).is_some_and(|e| e <= self.len) && off.is_multiple_of(4));
         // SAFETY: as in `u64_at`.

@@ -317,7 +317,10 @@ impl TraceSource {
                 let _ = writer.end_stream(l.stream);
             }
             self.dropped += l.chunk.dropped_after_now();
-            if !(sealed && failed.is_none() && recycle(&l.path, seq)) {
+            // A chunk nothing writes to any more (full, or its thread is
+            // gone: most short processes' only chunk) goes back to the
+            // shim, whose next chunk then costs no page allocation.
+            if !((sealed || gone) && failed.is_none() && recycle(&l.path, seq)) {
                 let _ = std::fs::remove_file(&l.path);
             }
             self.live.remove(&seq);
@@ -342,10 +345,10 @@ impl TraceSource {
     }
 }
 
-/// Hands a sealed chunk file whose records are all in the trace back to
-/// the shim (`shim/trace_abi.h`, FSPROF_TFREE_SLOTS): its header zeroed
-/// first, so that until a thread has written a new one it is not taken
-/// for a chunk with records. Whether it was.
+/// Hands a chunk file whose records are all in the trace and that nothing
+/// writes any more back to the shim (`shim/trace_abi.h`, FSPROF_TFREE_SLOTS):
+/// its header zeroed first, so that until a thread has written a new one it
+/// is not taken for a chunk with records. Whether it was.
 fn recycle(path: &std::path::Path, seq: u64) -> bool {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
     let zeroed = std::fs::OpenOptions::new()

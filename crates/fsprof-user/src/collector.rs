@@ -1,22 +1,40 @@
-//! Gathers the per-process counter files during and after a run.
+//! Gathers the per-process counters during and after a run: the arena's
+//! blocks (arena.rs) and the counter files of processes that found none on
+//! offer.
 //!
-//! A file whose process can no longer write to it — the process is gone,
-//! or the same pid has exec'd a newer image that has a file of its own — is
-//! read once, kept in memory and deleted. A build that runs tens of
-//! thousands of processes would otherwise hold tens of thousands of
-//! counter files (~100 KB of tmpfs each) until the end.
+//! Counters a process can no longer write to — the process is gone, or the
+//! same pid has exec'd a newer image that has counters of its own — are
+//! read once and kept in memory; the block is zeroed and offered again, a
+//! file deleted. A build that runs tens of thousands of processes would
+//! otherwise hold tens of thousands of them (~100 KB of tmpfs each) until
+//! the end.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use fsprof_shim::abi::ProcHeader;
+use fsprof_sys::clock::mono_ns;
 use fsprof_sys::process::pid_exists;
 
-use crate::reader::{read_process, ProcessCounters};
+use crate::arena::ABANDONED_NS;
+use crate::reader::{read_block, read_process, ProcessCounters};
 use crate::rundir::RunDir;
+
+/// How often the arena's offers are topped up (a fork storm takes ~2,000
+/// blocks a second; 128 are kept on offer).
+pub const REFILL_NS: u64 = 20_000_000;
+/// How often ended processes' blocks are folded into memory and given
+/// back, so that the arena holds about what runs (a kill(2) a block; a
+/// block reserved anew costs the page allocation and zeroing a block
+/// given back does not).
+const BLOCKS_NS: u64 = REFILL_NS;
+/// How often ended processes' counter files are (a directory read, then
+/// an open a file).
+const HARVEST_NS: u64 = 500_000_000;
 
 pub struct Collector {
     /// Owned, so the directory (and every file in it) goes with the run.
@@ -24,7 +42,25 @@ pub struct Collector {
     nbuckets: u32,
     /// Processes whose counters are final, in no particular order.
     done: Vec<ProcessCounters>,
+    next_harvest_ns: u64,
+    next_blocks_ns: u64,
     pub notes: Vec<String>,
+}
+
+/// A pool whose header is complete: where it is and whose.
+struct Pool {
+    seq: u64,
+    pid: i32,
+    at: Place,
+}
+
+enum Place {
+    /// A taken arena block; `file`: its later chunks' file exists.
+    Block {
+        block: u32,
+        file: bool,
+    },
+    File(PathBuf),
 }
 
 impl Collector {
@@ -33,6 +69,8 @@ impl Collector {
             dir,
             nbuckets,
             done: Vec::new(),
+            next_harvest_ns: 0,
+            next_blocks_ns: 0,
             notes: Vec::new(),
         }
     }
@@ -41,50 +79,185 @@ impl Collector {
         &self.dir
     }
 
-    /// Moves the counters of processes that cannot write any more into
-    /// memory and deletes their files.
-    pub fn harvest(&mut self) {
-        let files = self.dir.process_files().unwrap_or_default();
-        let heads: Vec<(u64, &PathBuf, i32)> = files
-            .iter()
-            .filter_map(|(seq, path)| Some((*seq, path, peek_pid(path).ok()??)))
-            .collect();
-        let mut newest: HashMap<i32, u64> = HashMap::new();
-        for &(seq, _, pid) in &heads {
-            let e = newest.entry(pid).or_insert(seq);
-            *e = (*e).max(seq);
+    /// Tops up the arena's offers; every [`BLOCKS_NS`] and
+    /// [`HARVEST_NS`], folds the counters of processes that ended into
+    /// memory.
+    pub fn upkeep(&mut self) {
+        let now = mono_ns();
+        if now >= self.next_harvest_ns {
+            self.harvest();
+            self.next_harvest_ns = now + HARVEST_NS;
+            self.next_blocks_ns = now + BLOCKS_NS;
+        } else if now >= self.next_blocks_ns {
+            self.harvest_from(false);
+            self.next_blocks_ns = now + BLOCKS_NS;
+        } else if let Some(a) = self.dir.arena_mut() {
+            a.refill(now);
         }
-        for (seq, path, pid) in heads {
-            // A pid runs one image at a time: an older file of a pid that
-            // has a newer one belongs to an image that exec replaced.
-            let replaced = newest[&pid] > seq;
-            // A zombie counts as alive (harmless: it is harvested once
+    }
+
+    /// Moves the counters of processes that cannot write any more into
+    /// memory, gives their blocks back and deletes their files.
+    pub fn harvest(&mut self) {
+        self.harvest_from(true);
+    }
+
+    /// [`Collector::harvest`], of the arena's blocks only unless `files`.
+    fn harvest_from(&mut self, files: bool) {
+        let now = mono_ns();
+        let pools = self.pools(now, files);
+        let mut newest: HashMap<i32, u64> = HashMap::new();
+        for p in &pools {
+            let e = newest.entry(p.pid).or_insert(p.seq);
+            *e = (*e).max(p.seq);
+        }
+        let mut blocks_done = Vec::new();
+        for p in pools {
+            // A pid runs one image at a time: an older pool of a pid that
+            // has a newer one belongs to an image that exec replaced. A
+            // zombie counts as alive (harmless: it is harvested once
             // reaped); a pid reused by an unrelated process only delays
             // the harvest.
-            if !replaced && pid_exists(pid) {
+            if newest[&p.pid] <= p.seq && pid_exists(p.pid) {
                 continue;
             }
-            match read_process(path, self.nbuckets) {
-                Ok(Some(p)) => {
-                    self.done.push(p);
-                    let _ = std::fs::remove_file(path);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.notes
-                        .push(format!("skipped a process's counters: {e}"));
-                    let _ = std::fs::remove_file(path);
+            match p.at {
+                Place::File(path) => self.fold_file(&path),
+                Place::Block { block, file } => {
+                    let later = file.then(|| self.later_file(p.seq));
+                    self.fold_block(block, later.as_deref());
+                    blocks_done.push(block);
                 }
             }
+        }
+        if let Some(a) = self.dir.arena_mut() {
+            for block in blocks_done {
+                a.give_back(block);
+            }
+            a.refill(now);
+        }
+    }
+
+    /// Every complete pool: the taken arena blocks' (blocks abandoned by
+    /// a process that died taking one are given back here) and, if
+    /// `files`, the counter files'.
+    fn pools(&mut self, now: u64, files: bool) -> Vec<Pool> {
+        let mut pools = Vec::new();
+        let mut later = Vec::new();
+        if let Some(a) = self.dir.arena_mut() {
+            let mut abandoned = Vec::new();
+            for t in a.taken() {
+                let word = |f| a.header_u32(t.block, f);
+                let pid = word(offset_of!(ProcHeader, pid)) as i32;
+                if word(offset_of!(ProcHeader, ready)) != 1 {
+                    let dead = pid <= 0 || !pid_exists(pid);
+                    if dead && now.saturating_sub(t.seen_ns) > ABANDONED_NS {
+                        abandoned.push(t.block);
+                    }
+                    continue;
+                }
+                let seq = a.header_u64(t.block, offset_of!(ProcHeader, seq));
+                let file = word(offset_of!(ProcHeader, file)) == 1;
+                if file {
+                    later.push(seq);
+                }
+                pools.push(Pool {
+                    seq,
+                    pid,
+                    at: Place::Block {
+                        block: t.block,
+                        file,
+                    },
+                });
+            }
+            for block in abandoned {
+                a.give_back(block);
+            }
+        }
+        let files = if files {
+            self.dir.process_files().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for (seq, path) in files {
+            if later.contains(&seq) {
+                continue; // an arena block's later chunks
+            }
+            if let Ok(Some(pid)) = peek_pid(&path) {
+                pools.push(Pool {
+                    seq,
+                    pid,
+                    at: Place::File(path),
+                });
+            }
+        }
+        pools
+    }
+
+    fn later_file(&self, seq: u64) -> PathBuf {
+        self.dir.path().join(format!("p{seq}"))
+    }
+
+    fn fold_file(&mut self, path: &Path) {
+        match read_process(path, self.nbuckets) {
+            Ok(Some(p)) => {
+                self.done.push(p);
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.notes
+                    .push(format!("skipped a process's counters: {e}"));
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    fn fold_block(&mut self, block: u32, later: Option<&Path>) {
+        let Some(a) = self.dir.arena() else { return };
+        let (map, base) = a.block(block);
+        match read_block(map, base, later, self.nbuckets) {
+            Ok(Some(p)) => self.done.push(p),
+            Ok(None) => {}
+            Err(e) => self
+                .notes
+                .push(format!("skipped a process's counters: {e}")),
+        }
+        if let Some(f) = later {
+            let _ = std::fs::remove_file(f);
         }
     }
 
     /// Every process seen so far, in creation order: the harvested ones and
     /// the current counters of the others.
     pub fn snapshot(&mut self) -> Vec<ProcessCounters> {
-        let mut all = self.done.clone();
-        for (_, path) in self.dir.process_files().unwrap_or_default() {
-            match read_process(&path, self.nbuckets) {
+        self.harvest();
+        let done = self.done.clone();
+        self.with_live(done)
+    }
+
+    /// [`Collector::snapshot`] at the end of the run, which hands the
+    /// harvested processes over rather than copy them.
+    pub fn finish(&mut self) -> Vec<ProcessCounters> {
+        self.harvest();
+        let done = std::mem::take(&mut self.done);
+        self.with_live(done)
+    }
+
+    /// `all` and the current counters of the processes not harvested.
+    fn with_live(&mut self, mut all: Vec<ProcessCounters>) -> Vec<ProcessCounters> {
+        let now = mono_ns();
+        for p in self.pools(now, true) {
+            let read = match &p.at {
+                Place::File(path) => read_process(path, self.nbuckets),
+                Place::Block { block, file } => {
+                    let later = file.then(|| self.later_file(p.seq));
+                    let Some(a) = self.dir.arena() else { continue };
+                    let (map, base) = a.block(*block);
+                    read_block(map, base, later.as_deref(), self.nbuckets)
+                }
+            };
+            match read {
                 Ok(Some(p)) => all.push(p),
                 Ok(None) => {}
                 Err(e) => self
@@ -101,8 +274,8 @@ impl Collector {
 fn peek_pid(path: &Path) -> io::Result<Option<i32>> {
     let mut head = [0u8; 128];
     let n = File::open(path)?.read_at(&mut head, 0)?;
-    let ready = std::mem::offset_of!(ProcHeader, ready);
-    let pid = std::mem::offset_of!(ProcHeader, pid);
+    let ready = offset_of!(ProcHeader, ready);
+    let pid = offset_of!(ProcHeader, pid);
     if n < ready + 4 || u32::from_ne_bytes(head[ready..ready + 4].try_into().unwrap()) != 1 {
         return Ok(None);
     }

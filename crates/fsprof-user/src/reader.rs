@@ -45,38 +45,65 @@ pub struct ProcessCounters {
     pub own: OwnSample,
 }
 
-/// A counter file mapped read-only. Offsets come from the file, so every
-/// accessor answers `None` for a word outside the mapping rather than
-/// faulting; every page below the file's size is allocated (the shim
-/// reserves before it grows), so reading never makes tmpfs allocate.
-struct Mapping(SharedMap);
+/// A process's pool, mapped read-only: its first chunk (a whole counter
+/// file, or a block of the run's arena) and, after an arena block, the
+/// file `p<seq>` that holds the chunks it grew by (at their pool offsets).
+/// Offsets come from the pool, so every accessor answers `None` for a word
+/// outside what is mapped rather than faulting; every page below a file's
+/// size is allocated (the shim reserves before it grows) but the hole a
+/// later-chunks file has where the block stands, which is never read, so
+/// reading never makes tmpfs allocate.
+struct Mapping<'a> {
+    first: &'a SharedMap,
+    /// Where the pool starts in `first`, and how much of it is there.
+    base: usize,
+    first_len: usize,
+    later: Option<SharedMap>,
+}
 
-impl Mapping {
-    fn new(file: &File, len: usize) -> io::Result<Mapping> {
-        Ok(Mapping(SharedMap::new(file, len)?))
-    }
-
-    /// Whether `[off, off + n)` lies in the mapping.
+impl Mapping<'_> {
+    /// Whether `[off, off + n)` lies in what is mapped.
     fn holds(&self, off: usize, n: usize) -> bool {
-        off.checked_add(n).is_some_and(|end| end <= self.0.len())
+        let Some(end) = off.checked_add(n) else {
+            return false;
+        };
+        end <= self.first_len
+            || self
+                .later
+                .as_ref()
+                .is_some_and(|l| off >= self.first_len && end <= l.len())
     }
 
     fn u64_at(&self, off: usize) -> Option<u64> {
-        (off.is_multiple_of(8) && self.holds(off, 8)).then(|| self.0.u64_at(off))
+        if !off.is_multiple_of(8) || !self.holds(off, 8) {
+            return None;
+        }
+        Some(match &self.later {
+            Some(l) if off >= self.first_len => l.u64_at(off),
+            _ => self.first.u64_at(self.base + off),
+        })
     }
 
     fn u32_at(&self, off: usize) -> Option<u32> {
-        (off.is_multiple_of(4) && self.holds(off, 4)).then(|| self.0.u32_at(off))
+        if !off.is_multiple_of(4) || !self.holds(off, 4) {
+            return None;
+        }
+        Some(match &self.later {
+            Some(l) if off >= self.first_len => l.u32_at(off),
+            _ => self.first.u32_at(self.base + off),
+        })
     }
 
     /// A copy of the header; only complete once `ready` is set.
     fn header(&self) -> ProcHeader {
         const _: () = assert!(size_of::<ProcHeader>() <= abi::PROC_HDR_SIZE);
-        assert!(self.0.len() >= abi::PROC_HDR_SIZE);
+        assert!(self.first_len >= abi::PROC_HDR_SIZE);
+        assert!(self.first.len() >= self.base + self.first_len);
         // SAFETY: the mapping holds at least PROC_HDR_SIZE >= size_of
-        // ProcHeader bytes (asserted), page aligned; any bit pattern is a
-        // valid ProcHeader.
-        unsafe { std::ptr::read(self.0.as_ptr() as *const ProcHeader) }
+        // ProcHeader bytes from `base` (asserted), page aligned (base is a
+        // multiple of the block size); any bit pattern is a valid
+        // ProcHeader.
+        unsafe { std::ptr::read(self.first.as_ptr().add(self.base) as *const ProcHeader) }
     }
 }
 
@@ -90,23 +117,62 @@ struct Acc {
     buckets: Vec<u64>,
 }
 
-/// Reads one counter file; `Ok(None)` if the process has not finished
-/// setting it up (it is still starting, or died doing so).
+/// Reads one counter file (a pool that starts in its own file); `Ok(None)`
+/// if the process has not finished setting it up (it is still starting, or
+/// died doing so), or if it is not such a file (it holds the later chunks
+/// of an arena block's pool).
 pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCounters>> {
     let file = File::open(path)?;
     let len = file.metadata()?.len() as usize;
     if len < abi::PROC_HDR_SIZE {
         return Ok(None);
     }
-    let m = Mapping::new(&file, len)?;
+    let map = SharedMap::new(&file, len)?;
+    let m = Mapping {
+        first: &map,
+        base: 0,
+        first_len: len,
+        later: None,
+    };
+    read_pool(&m, nbuckets, path)
+}
+
+/// Reads the pool whose first chunk is the block at `base` of `arena` and
+/// whose later chunks, if it grew, are in the file `later`.
+pub fn read_block(
+    arena: &SharedMap,
+    base: usize,
+    later: Option<&Path>,
+    nbuckets: u32,
+) -> io::Result<Option<ProcessCounters>> {
+    let later = match later {
+        Some(path) => {
+            let file = File::open(path)?;
+            let len = file.metadata()?.len() as usize;
+            (len > abi::FIRST_CHUNK)
+                .then(|| SharedMap::new(&file, len))
+                .transpose()?
+        }
+        None => None,
+    };
+    let m = Mapping {
+        first: arena,
+        base,
+        first_len: abi::FIRST_CHUNK,
+        later,
+    };
+    read_pool(&m, nbuckets, Path::new("the arena"))
+}
+
+fn read_pool(m: &Mapping, nbuckets: u32, what: &Path) -> io::Result<Option<ProcessCounters>> {
     if m.u32_at(offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
     let h = m.header();
-    check_header(&h, nbuckets).map_err(|what| {
+    check_header(&h, nbuckets).map_err(|why| {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{}: {what}", path.display()),
+            format!("{}: {why}", what.display()),
         )
     })?;
     let Slots {
@@ -114,7 +180,7 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         nonfile,
         threads,
         own,
-    } = read_slots(&m, &h, nbuckets);
+    } = read_slots(m, &h, nbuckets);
     let exe =
         String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
     let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
@@ -209,7 +275,9 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
         let corr_offs = offs + 4 * nctr;
         for (c, out) in corr.iter_mut().enumerate() {
             if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
-                add_correlations(m, off as usize, out);
+                let ctr = m.u32_at(offs + 4 * CORR_OP_INDEX[c]).unwrap_or(0) as usize;
+                let rows = latency_rows(m, ctr);
+                add_correlations(m, off as usize, rows, out);
             }
         }
     }
@@ -281,10 +349,51 @@ fn add_counter(
     }
 }
 
-fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
+/// The counter index of each data op, in value-table order.
+static CORR_OP_INDEX: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
+    abi::CORR_OPS
+        .iter()
+        .map(|n| OPS.iter().position(|o| o.name == *n).unwrap_or(0))
+        .collect()
+});
+
+/// The rows of a value table (latency cells) that can hold anything: the
+/// shim files a call's values after its latency, so every value lies in a
+/// row between those of the op's least and greatest latency in the slot
+/// (row 0 for calls of 0 ns). A short process's table is nearly all zeros;
+/// reading only these rows reads a tenth of it. All rows when the counter
+/// at `ctr` cannot be read.
+fn latency_rows(m: &Mapping, ctr: usize) -> std::ops::RangeInclusive<usize> {
+    let all = 0..=abi::CORR_LAT - 1;
+    if ctr == 0 {
+        return all;
+    }
+    let word = |f: usize| m.u64_at(ctr + f);
+    let (Some(min), Some(max), Some(zero)) = (
+        word(offset_of!(CtrHeader, min_ns)),
+        word(offset_of!(CtrHeader, max_ns)),
+        word(offset_of!(CtrHeader, zero)),
+    ) else {
+        return all;
+    };
+    let first = if zero > 0 || min == 0 {
+        0
+    } else {
+        abi::corr_cell(min, abi::CORR_LAT)
+    };
+    first..=abi::corr_cell(max, abi::CORR_LAT)
+}
+
+fn add_correlations(
+    m: &Mapping,
+    off: usize,
+    rows: std::ops::RangeInclusive<usize>,
+    out: &mut Correlations,
+) {
     if !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
         return;
     }
+    let cells = rows.start() * abi::CORR_VAL..(rows.end() + 1) * abi::CORR_VAL;
     for kind in 0..abi::CORR_KINDS {
         let table = off + kind * abi::CORR_CELLS * 8;
         let joint: &mut JointHistogram = if kind == 0 {
@@ -292,7 +401,7 @@ fn add_correlations(m: &Mapping, off: usize, out: &mut Correlations) {
         } else {
             &mut out.seek
         };
-        for cell in 0..abi::CORR_CELLS {
+        for cell in cells.clone() {
             let n = m.u64_at(table + cell * 8).unwrap_or(0);
             if n != 0 {
                 joint.add(

@@ -19,11 +19,14 @@ use std::path::{Path, PathBuf};
 use fsprof_core::BucketLayout;
 use fsprof_shim::abi::{self, ControlHeader, Lost};
 
+use crate::arena::Arena;
 use crate::clock::ClockParams;
 
 pub struct RunDir {
     path: PathBuf,
     control: Option<File>,
+    /// None where the arena could not be mapped: processes make files.
+    arena: Option<Arena>,
     env: OsString,
 }
 
@@ -74,6 +77,7 @@ impl RunDir {
         let mut d = RunDir {
             path,
             control: None,
+            arena: None,
             env: OsString::new(),
         };
         let meta = fs::symlink_metadata(&d.path)?;
@@ -85,6 +89,11 @@ impl RunDir {
             .custom_flags(libc::O_NOFOLLOW)
             .open(d.path.join(abi::CTL_NAME))?;
         (&file).write_all(control)?;
+        d.arena = Arena::new(&file, arena_blocks()).ok();
+        if let Some(a) = &mut d.arena {
+            // The command's first processes find blocks on offer.
+            a.refill(fsprof_sys::clock::mono_ns());
+        }
         d.control = Some(file);
         d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
         Ok(d)
@@ -92,6 +101,14 @@ impl RunDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn arena(&self) -> Option<&Arena> {
+        self.arena.as_ref()
+    }
+
+    pub fn arena_mut(&mut self) -> Option<&mut Arena> {
+        self.arena.as_mut()
     }
 
     /// Removes the directories of runs killed before they could clean up
@@ -216,6 +233,7 @@ pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
         tsc_mult: clock.mult,
         tsc_shift: clock.shift,
         max_slots: abi::MAX_SLOTS,
+        max_blocks: arena_blocks(),
         ..Default::default()
     };
     let mut out = Vec::with_capacity(std::mem::size_of::<ControlHeader>() + thresholds.len() * 8);
@@ -231,6 +249,16 @@ pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
         out.extend_from_slice(&t.to_ne_bytes());
     }
     out
+}
+
+/// The arena's room in blocks: [`abi::MAX_BLOCKS`], or what
+/// `FSPROF_TEST_ARENA_BLOCKS` says (for tests: 0 makes every process use a
+/// file of its own, a few make the offers run out).
+fn arena_blocks() -> u32 {
+    std::env::var("FSPROF_TEST_ARENA_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(abi::MAX_BLOCKS, |n| n.min(abi::MAX_BLOCKS))
 }
 
 /// Removes run directories left by `fsprof run`s that were killed before

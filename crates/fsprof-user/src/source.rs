@@ -13,7 +13,7 @@ use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install, SelfTest};
 
 use crate::clock::{ClockChoice, ClockError, ClockParams, MAX_DRIFT};
-use crate::collector::Collector;
+use crate::collector::{Collector, REFILL_NS};
 use crate::notes;
 use crate::reader::ProcessCounters;
 use crate::rundir::{control_bytes, RunDir};
@@ -38,9 +38,6 @@ pub enum SetupError {
     #[error("{} already exists; use --force to replace it", .0.display())]
     Exists(PathBuf),
 }
-
-/// How often ended processes' counter files are folded into memory.
-const HARVEST_NS: u64 = 500_000_000;
 
 /// A prepared `fsprof run`: shim installed, clock chosen, run directory
 /// and control file written.
@@ -149,7 +146,7 @@ impl Source for UserSource {
         Caps {
             needs_command: true,
             hold_command: false,
-            upkeep_ns: Some(HARVEST_NS),
+            upkeep_ns: Some(REFILL_NS),
         }
     }
 
@@ -178,13 +175,13 @@ impl Source for UserSource {
     }
 
     fn upkeep(&mut self) {
-        self.collector.harvest();
+        self.collector.upkeep();
     }
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
         // From now on processes that start (a daemon's children) stay out.
         self.collector.dir().end();
-        let procs = self.collector.snapshot();
+        let procs = self.collector.finish();
         let layers = merged(&procs);
         let mut notes = std::mem::take(&mut self.collector.notes);
         self.clock_notes(&mut notes);

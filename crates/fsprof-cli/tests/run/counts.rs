@@ -98,21 +98,29 @@ fn latencies_land_in_plausible_buckets() {
 }
 
 #[test]
-fn ended_processes_are_folded_in_and_their_files_released() {
+fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
     let dir = tempfile::tempdir().unwrap();
-    // 300 short-lived processes, then a pause longer than the harvest
-    // period, then count the counter files left in the run directory.
-    let script = "for i in $(seq 300); do cat /etc/hostname; done >/dev/null; sleep 1.5; \
-                  ls \"${FSPROF_SHM#*:*:*:}\" | grep -c '^p'";
+    // 300 short-lived processes in three bursts, each followed by a pause
+    // longer than the harvest period; then count the counter files left
+    // in the run directory and the arena blocks the control file holds.
+    let script = "for b in 1 2 3; do for i in $(seq 100); do cat /etc/hostname; done >/dev/null; \
+                  sleep 0.7; done; d=${FSPROF_SHM#*:*:*:}; ls \"$d\" | grep -c '^p'; \
+                  stat -c %s \"$d/control\"";
     let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
     assert_ok(&out);
-    let files_left: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().map(|l| l.trim().parse::<usize>().unwrap());
+    let (files_left, control_size) = (lines.next().unwrap(), lines.next().unwrap());
     // sh, ls and grep are alive, and the sleep may have ended since the
     // last harvest; the 300 cats are long gone.
     assert!(
         files_left <= 10,
         "{files_left} counter files still in the run directory"
     );
+    // Blocks of ended processes are offered again: the arena holds fewer
+    // than one per process.
+    let blocks = (control_size - fsprof_shim::abi::ARENA_OFF) / fsprof_shim::abi::FIRST_CHUNK;
+    assert!(blocks < 250, "{blocks} arena blocks for 300 processes");
     let p = load(&path);
     let cats = p
         .processes
@@ -123,4 +131,98 @@ fn ended_processes_are_folded_in_and_their_files_released() {
     assert!(count(&p, "read") >= 600);
     let rep = fsprof_core::check::check_profile(&p);
     assert!(rep.ok(), "{:?}", rep.errors);
+}
+
+/// Each iteration forks a process that makes one call (`access`), forks a
+/// child that makes one call too, then execs a leaf that makes three
+/// `stat`s and reaps that child: three process images an iteration, one
+/// of which lives for a single call, forks, then execs.
+const SPAWN_TREE: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "leaf") == 0) {
+        struct stat st;
+        for (int i = 0; i < 3; i++)
+            stat("/", &st);
+        while (wait(NULL) > 0)
+            ;
+        return 0;
+    }
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            access("/", F_OK);
+            if (fork() == 0) {
+                access("/", F_OK);
+                _exit(0);
+            }
+            execl(argv[0], argv[0], "leaf", (char *)NULL);
+            _exit(127);
+        }
+        int st;
+        if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 1;
+    }
+    return 0;
+}
+"#;
+
+/// 700 iterations (2,101 processes) with `FSPROF_TEST_ARENA_BLOCKS` set to
+/// `blocks` (None: the default arena): every process, and every call, once.
+fn spawn_tree_counts_exactly(blocks: Option<&str>) {
+    const N: usize = 700;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_source("spawn_tree", SPAWN_TREE, dir.path(), &[]);
+    let out = dir.path().join("p.json");
+    let mut cmd = fsprof();
+    cmd.args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&exe)
+        .arg(N.to_string());
+    if let Some(b) = blocks {
+        cmd.env("FSPROF_TEST_ARENA_BLOCKS", b);
+    }
+    assert_ok(&cmd.output().unwrap());
+    let p = load(&out);
+    assert_eq!(p.processes.len(), 3 * N + 1, "processes, arena {blocks:?}");
+    assert_eq!(count(&p, "access"), 2 * N as u64);
+    assert_eq!(count(&p, "stat"), 3 * N as u64);
+    let calls = |pr: &fsprof_core::Process, op: &str| pr.layers[0].op(op).map_or(0, |o| o.post);
+    let (mut singles, mut leaves) = (0, 0);
+    for pr in &p.processes[1..] {
+        match (calls(pr, "access"), calls(pr, "stat")) {
+            (1, 0) => singles += 1,
+            (0, 3) => leaves += 1,
+            other => panic!("process {} made {other:?} calls: {:?}", pr.pid, pr.argv),
+        }
+    }
+    assert_eq!((singles, leaves), (2 * N, N));
+    let mut seqs: Vec<_> = p.processes.iter().map(|pr| (pr.pid, pr.start_ns)).collect();
+    seqs.dedup();
+    assert_eq!(seqs.len(), p.processes.len(), "a process counted twice");
+}
+
+#[test]
+fn two_thousand_processes_each_counted_exactly_once() {
+    spawn_tree_counts_exactly(None);
+}
+
+/// Three blocks: the offers run out and come back, so that processes mix
+/// arena blocks, recycled blocks and files of their own.
+#[test]
+fn two_thousand_processes_with_offers_running_out() {
+    spawn_tree_counts_exactly(Some("3"));
+}
+
+/// No arena: every process makes a file of its own.
+#[test]
+fn two_thousand_processes_with_files_only() {
+    spawn_tree_counts_exactly(Some("0"));
 }

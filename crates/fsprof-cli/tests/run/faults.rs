@@ -11,6 +11,23 @@ use fsprof_testkit::{
     capture_in, compile, count, fsprof_path, load, need_program, need_root, stderr,
 };
 
+/// `run` with `FSPROF_TEST_ARENA_BLOCKS=blocks` (0: every process makes a
+/// counter file of its own).
+fn run_with_arena(dir: &Path, blocks: &str, args: &[&str]) -> (Output, fsprof_core::Profile) {
+    let out = dir.join("p.json");
+    let o = fsprof_testkit::fsprof()
+        .args(["run", "-q", "-f", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(args)
+        .env("FSPROF_TEST_ARENA_BLOCKS", blocks)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.exists(), "no profile written: {}", stderr(&o));
+    (o, load(&out))
+}
+
 fn run(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
     let out = dir.join("p.json");
     let o = capture_in(dir, &["run", "-q"], &out, args);
@@ -114,7 +131,8 @@ fn address_space_limit_leaves_room_for_the_program() {
 fn no_room_to_map_counters_is_diagnosed_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile("squeezed_fork", dir.path(), &[]);
-    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "as"]);
+    // Without the arena, the child must map a counter file of its own.
+    let (o, p) = run_with_arena(dir.path(), "0", &[exe.to_str().unwrap(), "as"]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -126,18 +144,32 @@ fn no_room_to_map_counters_is_diagnosed_as_such() {
     assert!(lost[0].reason.contains("address space"), "{lost:?}");
     assert!(lost[0].exe.ends_with("squeezed_fork"), "{lost:?}");
     assert_eq!(p.processes.len(), 1, "the parent is profiled");
+    // With it, the child takes a block its parent mapped: no mapping, no
+    // loss.
+    std::fs::remove_file(dir.path().join("p.json")).unwrap();
+    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "as"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);
+    assert_eq!(p.processes.len(), 2, "both are profiled");
 }
 
 #[test]
 fn fork_at_the_open_files_limit_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile("squeezed_fork", dir.path(), &[]);
-    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "nofile"]);
+    // Without the arena, the child needs a descriptor for its counter file.
+    let (o, p) = run_with_arena(dir.path(), "0", &[exe.to_str().unwrap(), "nofile"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let lost = &p.meta.unprofiled;
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert!(lost[0].reason.contains("EMFILE"), "{lost:?}");
     assert_eq!(lost[0].ppid, p.processes[0].pid);
+    // With it, the child needs none.
+    std::fs::remove_file(dir.path().join("p.json")).unwrap();
+    let (o, p) = run(dir.path(), &[exe.to_str().unwrap(), "nofile"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);
+    assert_eq!(p.processes.len(), 2, "both are profiled");
 }
 
 fn privilege_drop(dir: &Path, args: &[&str]) -> (Output, fsprof_core::Profile) {
@@ -187,4 +219,40 @@ fn a_program_that_drops_privileges_itself_is_reported() {
     let lost = &p.meta.unprofiled;
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(lost[0].exe, "/bin/cat");
+}
+
+/// A process fsprof cannot see alive (here a raw clone(2) child, which
+/// keeps its parent's counters; a process in another pid namespace is the
+/// same case) goes on counting into an arena block that fsprof has given
+/// to another process. That may damage the profile, never the program:
+/// the shim follows no pointer it stored in shared memory.
+#[test]
+fn a_recycled_arena_block_does_not_crash_its_old_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("recycled_block", dir.path(), &[]);
+    let ok = dir.path().join("ok");
+    let (o, p) = run_with_arena(
+        dir.path(),
+        "2",
+        &[exe.to_str().unwrap(), ok.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The clone lives on after the run: give it the time its calls take.
+    for _ in 0..60 {
+        if ok.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&ok).unwrap_or_default(),
+        "ok",
+        "the clone died after its counters were recycled"
+    );
+    // The leaf ran profiled (with two blocks, in the recycled one: the
+    // build before this fix failed this test, its clone killed by SIGSEGV).
+    assert!(p
+        .processes
+        .iter()
+        .any(|pr| pr.argv.last().is_some_and(|a| a == "leaf")));
 }

@@ -153,6 +153,10 @@ pub fn counter_files() -> Vec<Vec<u8>> {
         corr_lat: abi::CORR_LAT as u32,
         corr_val: abi::CORR_VAL as u32,
         slot_size: abi::slot_size() as u32,
+        // A counter file of its own (not an arena block).
+        block: 0,
+        file: 1,
+        used: 0,
         reserved: 0,
         exe: [0; abi::EXE_MAX],
         cmdline: [0; abi::CMDLINE_MAX],

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""What fsprof adds per short process, side by side in one run (issue 27).
+
+Workloads that start many short processes, each timed bare, with an empty
+library preloaded (the floor of any preload profiler: the dynamic linker
+loading one more object), with fsprof's shim loaded without a run (what
+the library costs before it sets anything up), under `fsprof run` and
+under `fsprof trace`, in interleaved rounds (every variant once per round,
+in turn), as medians:
+
+  loop   bash -c 'for i in $(seq N); do cat /etc/hostname >/dev/null; done'
+  xargs  bash -c "find /usr/include/linux -name '*.h' | xargs -n4 wc -c"
+
+For each variant: the median wall and CPU time (user + system of the whole
+tree: fsprof, the shell and every process it starts), the ratio to bare,
+and the time added per process. The targets: `fsprof run` adds at most 2x
+what the empty library adds (the line "run / empty.so added"), and
+`fsprof trace` is at most 1.20x bare on the loop.
+
+Options:
+  --rounds N      interleaved rounds (default 11)
+  --loop N        processes of the loop (default 1000)
+  --fsprof PATH   the build to measure (default target/release/fsprof)
+  --other PATH    another build's run and trace too (before/after)
+  --only LIST     workloads, comma separated (loop,xargs)
+  --no-trace      leave out fsprof trace
+  --strace        add strace -f -c (a peer)
+  --fifo          every command under SCHED_FIFO (chrt -f 50; root): on a
+                  busy machine other processes are kept off the CPU it runs on
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def workloads(loop_n):
+    return {
+        "loop": f"for i in $(seq {loop_n}); do cat /etc/hostname >/dev/null; done",
+        "xargs": "find /usr/include/linux -name '*.h' | xargs -n4 wc -c >/dev/null",
+    }
+
+
+def variants(args, tmp, shell):
+    empty = os.path.join(tmp, "empty.so")
+    cmd = ["bash", "-c", shell]
+    out = {
+        "bare": (cmd, {}),
+        "empty.so": (cmd, {"LD_PRELOAD": empty}),
+    }
+    shim = installed_shim(args.fsprof, tmp)
+    if shim:
+        # Loading fsprof's shim without a run: what the library costs
+        # before it sets anything up (its size, relocations, constructor).
+        out["shim, no run"] = (cmd, {"LD_PRELOAD": shim})
+    builds = [("", args.fsprof)] + ([(" (other)", args.other)] if args.other else [])
+    for tag, fs in builds:
+        out["fsprof run" + tag] = (
+            [fs, "run", "-q", "-f", "-o", os.path.join(tmp, "p.json"), "--"] + cmd,
+            {},
+        )
+        if not args.no_trace:
+            out["fsprof trace" + tag] = (
+                [fs, "trace", "-f", "-o", os.path.join(tmp, "t.trace"), "--"] + cmd,
+                {},
+            )
+    if args.strace:
+        out["strace -f -c"] = (["strace", "-f", "-c", "-o", os.path.join(tmp, "s.txt")] + cmd, {})
+    return out
+
+
+def installed_shim(fsprof, tmp):
+    """The preload library `fsprof run` installs and uses (None if not found):
+    what the profiled command finds in LD_PRELOAD."""
+    out = subprocess.run([fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "s.json"), "--",
+                          "printenv", "LD_PRELOAD"],
+                         capture_output=True, text=True, check=True).stdout
+    libs = [p for p in out.replace(":", " ").split() if "libfsprof_shim-" in p]
+    return libs[0] if libs else None
+
+
+def measure(argv, env, fifo):
+    """(wall s, cpu s) of the command and everything it started."""
+    e = dict(os.environ)
+    e.update(env)
+    pre = ["chrt", "-f", "50"] if fifo else []
+    t = time.perf_counter()
+    p = subprocess.Popen(pre + argv, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(argv)}")
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def processes(fsprof, tmp, shell):
+    """How many processes the workload starts, as `fsprof run` counts them."""
+    prof = os.path.join(tmp, "count.json")
+    subprocess.run([fsprof, "run", "-q", "-f", "-o", prof, "--", "bash", "-c", shell],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return len(json.load(open(prof))["processes"])
+
+
+def report(name, nproc, times):
+    base = times["bare"]
+    print(f"\n## {name}: {nproc} processes (as fsprof run counts them, the shell's forks included)")
+    print(f"{'variant':<22} {'wall ms':>9} {'ratio':>7} {'cpu ms':>9} {'ratio':>7} {'added us/proc wall':>19} {'cpu':>7}")
+    added = {}
+    for k, v in times.items():
+        w = statistics.median(x[0] for x in v)
+        c = statistics.median(x[1] for x in v)
+        rw = statistics.median(x[0] / b[0] for x, b in zip(v, base))
+        rc = statistics.median(x[1] / b[1] for x, b in zip(v, base))
+        aw = [(x[0] - b[0]) / nproc * 1e6 for x, b in zip(v, base)]
+        ac = [(x[1] - b[1]) / nproc * 1e6 for x, b in zip(v, base)]
+        added[k] = (aw, ac)
+        print(f"{k:<22} {w * 1e3:9.1f} {rw:7.3f} {c * 1e3:9.1f} {rc:7.3f} {statistics.median(aw):+19.1f} {statistics.median(ac):+7.1f}")
+    for k in times:
+        if not k.startswith("fsprof run"):
+            continue
+        # Per round: what the run adds over what the empty library adds.
+        rel = [r / e for r, e in zip(added[k][0], added["empty.so"][0]) if e > 0]
+        relc = [r / e for r, e in zip(added[k][1], added["empty.so"][1]) if e > 0]
+        if rel:
+            print(f"{k + ' / empty.so added':<40} wall {statistics.median(rel):5.2f}x  cpu "
+                  f"{statistics.median(relc) if relc else float('nan'):5.2f}x  (target <= 2x; "
+                  f"rounds {min(rel):.2f}..{max(rel):.2f})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--loop", type=int, default=1000)
+    ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
+    ap.add_argument("--other")
+    ap.add_argument("--only", default="loop,xargs")
+    ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--strace", action="store_true")
+    ap.add_argument("--fifo", action="store_true")
+    args = ap.parse_args()
+    for f in [args.fsprof] + ([args.other] if args.other else []):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"{f} not found: cargo build --release")
+    if not shutil.which("cc"):
+        sys.exit("needs a C compiler (cc) for the empty preloaded library")
+    tmp = tempfile.mkdtemp(prefix="fsprof-per-process-")
+    try:
+        with open(os.path.join(tmp, "empty.c"), "w") as f:
+            f.write("void fsprof_bench_empty(void) {}\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", os.path.join(tmp, "empty.so"),
+                        os.path.join(tmp, "empty.c")], check=True)
+        load = open("/proc/loadavg").read().split()[:3]
+        print(f"# fsprof {subprocess.run([args.fsprof, '--version'], capture_output=True, text=True).stdout.strip()}")
+        print(f"# {args.rounds} interleaved rounds, medians; load before {' '.join(load)}"
+              f"{', SCHED_FIFO' if args.fifo else ''}; {os.cpu_count()} CPUs")
+        for name in args.only.split(","):
+            shell = workloads(args.loop)[name]
+            nproc = processes(args.fsprof, tmp, shell)
+            vs = variants(args, tmp, shell)
+            for v in vs.values():  # warm: page cache, binaries, the shim's install
+                measure(*v, args.fifo)
+            times = {k: [] for k in vs}
+            for _ in range(args.rounds):
+                for k, v in vs.items():
+                    times[k].append(measure(*v, args.fifo))
+            report(f"{name}: {shell}", nproc, times)
+        print(f"\n# load after {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+//! The arena: blocks of the control file, each the first chunk (header,
+//! slots, first counters) of one process image's counters.
+//!
+//! A process used to create, reserve, map and later have removed a file of
+//! its own, and fsprof to open, map and delete it: most of what a short
+//! process cost (docs/benchmarks/overhead.md). Here `fsprof run` reserves
+//! blocks ahead (`fallocate`, so that a process never faults on a page
+//! tmpfs does not have), offers them through a ring in the control header,
+//! and a process takes the next one with one compare-and-swap; a forked
+//! child, which has the control file mapped already, makes no system call
+//! for it. Blocks of ended processes are read where they are, zeroed and
+//! offered again. With none on offer a process makes a file, as before.
+//!
+//! fsprof trusts nothing a process wrote: it keeps its own list of the
+//! blocks it offered (never reading block numbers back from the ring) and
+//! reads each block's words with bounds checks (reader.rs).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io;
+use std::mem::offset_of;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+
+use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
+use fsprof_sys::mmap::SharedMap;
+
+/// Blocks on offer when the command starts: reserving a block allocates
+/// and zeroes its 32 pages (~13 µs here), on the run's start-up path.
+const AT_START: usize = 4;
+/// The most blocks kept on offer. The ring is refilled every
+/// [`crate::collector::REFILL_NS`] with twice what was taken since the
+/// last time, so that a fork storm (a shell loop takes ~2,000 a second)
+/// finds blocks, and a quiet program holds few.
+const MAX_ON_OFFER: usize = 256;
+/// Blocks reserved at once when none is free (fewer when fewer are
+/// needed).
+const BATCH: u32 = 16;
+/// A block taken whose process never said whose it is (it died between
+/// taking it and writing its pid) is taken back after this long.
+pub const ABANDONED_NS: u64 = 2_000_000_000;
+
+/// A block a process took.
+#[derive(Clone, Copy, Debug)]
+pub struct Taken {
+    pub block: u32,
+    /// CLOCK_MONOTONIC ns when fsprof saw it taken.
+    pub seen_ns: u64,
+}
+
+pub struct Arena {
+    map: SharedMap,
+    file: File,
+    max_blocks: u32,
+    /// Blocks the file holds (reserved).
+    reserved: u32,
+    /// Zeroed, not on offer.
+    free: Vec<u32>,
+    /// On offer, in ring order: offers `tail - offered.len() .. tail`.
+    offered: VecDeque<u32>,
+    tail: u64,
+    taken: Vec<Taken>,
+    /// fallocate failed (a full file system): offer only freed blocks.
+    full: bool,
+    /// Blocks to keep on offer.
+    target: usize,
+}
+
+impl Arena {
+    /// The arena of the control file `file` (open for writing), of room
+    /// for `max_blocks` blocks, none reserved yet.
+    pub fn new(file: &File, max_blocks: u32) -> io::Result<Arena> {
+        let len = abi::ARENA_OFF + max_blocks as usize * abi::FIRST_CHUNK;
+        Ok(Arena {
+            map: SharedMap::new_writable(file, len)?,
+            file: file.try_clone()?,
+            max_blocks,
+            reserved: 0,
+            free: Vec::new(),
+            offered: VecDeque::new(),
+            tail: 0,
+            taken: Vec::new(),
+            full: false,
+            target: AT_START,
+        })
+    }
+
+    /// Notes the offers processes took since the last call, and tops the
+    /// offers up: to twice what was taken since, if that is more than
+    /// before (at most [`MAX_ON_OFFER`]).
+    pub fn refill(&mut self, now_ns: u64) {
+        let head = self
+            .map
+            .u64_acquire_at(offset_of!(ControlHeader, ring_head))
+            .min(self.tail);
+        let first_offered = self.tail - self.offered.len() as u64;
+        let taken = head.saturating_sub(first_offered) as usize;
+        self.target = self.target.max(2 * taken).min(MAX_ON_OFFER);
+        for _ in first_offered..head {
+            if let Some(block) = self.offered.pop_front() {
+                self.taken.push(Taken {
+                    block,
+                    seen_ns: now_ns,
+                });
+            }
+        }
+        let before = self.tail;
+        while self.offered.len() < self.target {
+            let want = (self.target - self.offered.len()) as u32;
+            let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
+                break;
+            };
+            let at = offset_of!(ControlHeader, ring) + 4 * (self.tail as usize % abi::RING);
+            self.map.store_u32(at, block);
+            self.offered.push_back(block);
+            self.tail += 1;
+        }
+        if self.tail != before {
+            // Release: the zeroed blocks and the entries before the count.
+            self.map
+                .store_u64(offset_of!(ControlHeader, ring_tail), self.tail);
+        }
+    }
+
+    /// A newly reserved block, reserving up to `want` (at most [`BATCH`])
+    /// when the last is used.
+    fn reserve(&mut self, want: u32) -> Option<u32> {
+        if self.full || self.reserved >= self.max_blocks {
+            return None;
+        }
+        let n = want.clamp(1, BATCH).min(self.max_blocks - self.reserved);
+        let off = abi::ARENA_OFF + self.reserved as usize * abi::FIRST_CHUNK;
+        let len = n as usize * abi::FIRST_CHUNK;
+        // SAFETY: fallocate on a descriptor we own, with a range in bounds
+        // of off_t (at most ARENA_OFF + MAX_BLOCKS blocks).
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off as i64, len as i64) };
+        if rc != 0 {
+            self.full = true;
+            return None;
+        }
+        let first = self.reserved;
+        self.reserved += n;
+        self.free.extend((first + 1..self.reserved).rev());
+        Some(first)
+    }
+
+    /// The blocks processes have taken and not given back.
+    pub fn taken(&self) -> &[Taken] {
+        &self.taken
+    }
+
+    /// The mapping the blocks are in and block `k`'s offset in it.
+    pub fn block(&self, k: u32) -> (&SharedMap, usize) {
+        (&self.map, abi::ARENA_OFF + k as usize * abi::FIRST_CHUNK)
+    }
+
+    /// A header word of block `k`: pid, ready, seq, file, used.
+    pub fn header_u32(&self, k: u32, field: usize) -> u32 {
+        self.map.u32_at(self.block(k).1 + field)
+    }
+
+    pub fn header_u64(&self, k: u32, field: usize) -> u64 {
+        self.map.u64_at(self.block(k).1 + field)
+    }
+
+    /// Takes back taken block `block`, whose process has ended and been
+    /// read (or never set it up): zeroes what it used and frees it for a
+    /// later offer.
+    pub fn give_back(&mut self, block: u32) {
+        let Some(i) = self.taken.iter().position(|t| t.block == block) else {
+            return;
+        };
+        self.taken.swap_remove(i);
+        let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
+        let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
+        // Written through the file, not the mapping: storing into pages
+        // this process mapped while reading them would fault once a page
+        // (a read fault maps a page clean, then a write marks it dirty).
+        static ZEROS: [u8; abi::FIRST_CHUNK] = [0; abi::FIRST_CHUNK];
+        let at = self.block(block).1 as u64;
+        if self.file.write_all_at(&ZEROS[..n], at).is_err() {
+            // Not offered again: a block that is not all zeros would
+            // give its next process stale counters.
+            return;
+        }
+        self.free.push(block);
+    }
+}
