@@ -81,7 +81,13 @@ pub fn cpu_time_by_process() -> std::collections::BTreeMap<u32, (String, u64)> {
             continue;
         };
         if let Some((comm, ticks)) = parse_stat_cpu(&stat) {
-            out.insert(pid, (comm, ticks.saturating_mul(1_000_000_000 / hz)));
+            // schedstat's run time is in ns; stat's in clock ticks (10 ms),
+            // too coarse for a loop of a few ms.
+            let ns = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or_else(|| ticks.saturating_mul(1_000_000_000 / hz));
+            out.insert(pid, (comm, ns));
         }
     }
     out

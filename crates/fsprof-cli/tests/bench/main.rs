@@ -3,6 +3,8 @@
 //! `fsprof compare` on two bench results judges phases by their intervals,
 //! and a sweep's plot marks the CPU caches sysfs lists.
 
+mod slow_runs;
+
 use std::path::Path;
 use std::process::Output;
 

@@ -117,12 +117,35 @@ fn known_causes_get_their_label_or_none_on_two_calibrations() {
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     run(Command::new("python3").args(["-c", SETUP]).arg(&data));
+    // Every workload with a calibrated cause has it named: cold reads, warm
+    // reads, writes, fsyncs. By both calibrations, unless one measured the
+    // cause in rounds that disagreed and the peak says so; the other must
+    // name it. Within ATTEMPTS attempts, each with new calibrations: fsyncs
+    // on a disk other work shares took 4-8 ms in a run against 330 µs
+    // calibrated seconds before (no label: 18× slower). No wrong label in
+    // any attempt.
+    let mut missing = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        missing = known_causes_attempt(dir.path(), &data, attempt);
+        if missing.is_empty() {
+            return;
+        }
+        eprintln!("attempt {attempt}: not named: {missing:?}");
+    }
+    panic!("in {ATTEMPTS} attempts; not named in the last: {missing:?}");
+}
+
+/// Each workload of [`CASES`] profiled and labelled with two new
+/// calibrations (asserting every label is its cause's): the workloads
+/// whose cause a calibration left unnamed without saying it was
+/// unstable, with that calibration.
+fn known_causes_attempt(dir: &Path, data: &Path, attempt: u32) -> Vec<String> {
     let cals: Vec<_> = (1..=2)
         .map(|k| {
-            let c = dir.path().join(format!("cal{k}.json"));
+            let c = dir.join(format!("cal{attempt}-{k}.json"));
             run(fsprof()
                 .args(["calibrate", "--dir"])
-                .arg(&data)
+                .arg(data)
                 .arg("-o")
                 .arg(&c));
             c
@@ -130,12 +153,12 @@ fn known_causes_get_their_label_or_none_on_two_calibrations() {
         .collect();
     let (mut named, mut unstable) = (Vec::new(), Vec::new());
     for (work, ops, allowed) in CASES {
-        let p = dir.path().join(format!("{work}.json"));
+        let p = dir.join(format!("{work}.json"));
         run(fsprof()
-            .args(["run", "-q", "-o"])
+            .args(["run", "-q", "-f", "-o"])
             .arg(&p)
             .args(["--", "python3", "-c", WORK, work])
-            .arg(&data));
+            .arg(data));
         for (k, cal) in cals.iter().enumerate() {
             let rows = labels(&p, cal, ops);
             assert!(!rows.is_empty(), "{work}: no peaks of {ops:?}");
@@ -153,31 +176,29 @@ fn known_causes_get_their_label_or_none_on_two_calibrations() {
                 if let Some(l) = &label {
                     assert!(
                         allowed.contains(&l.as_str()),
-                        "{work}: {op} peak {n} (2^{mode} ns) labelled {l:?} with calibration {}; allowed: {allowed:?}",
-                        k + 1
+                        "{work}: {op} peak {n} (2^{mode} ns) labelled {l:?} with calibration {}; allowed: {allowed:?}\n{}",
+                        k + 1,
+                        std::fs::read_to_string(cal).unwrap()
                     );
                     named.push((work, k));
                 }
             }
         }
     }
-    // Every workload with a calibrated cause has it named: cold reads, warm
-    // reads, writes, fsyncs. By both calibrations, unless one measured the
-    // cause in rounds that disagreed (an fsync on a busy shared disk) and
-    // the peak says so; the other must name it.
-    for (work, _, allowed) in CASES.iter().filter(|c| !c.2.is_empty()) {
-        let by: Vec<usize> = (0..cals.len())
-            .filter(|k| named.contains(&(work, *k)))
-            .collect();
+    let mut missing = Vec::new();
+    for (work, _, _) in CASES.iter().filter(|c| !c.2.is_empty()) {
+        let by_any = (0..cals.len()).any(|k| named.contains(&(work, k)));
         for (k, cal) in cals.iter().enumerate() {
-            assert!(
-                !by.is_empty() && (by.contains(&k) || unstable.contains(&(work, k))),
-                "calibration {} labelled no peak of {work} {allowed:?} (named by calibrations {by:?}): {}",
-                k + 1,
-                std::fs::read_to_string(cal).unwrap()
-            );
+            if !by_any || !(named.contains(&(work, k)) || unstable.contains(&(work, k))) {
+                missing.push(format!(
+                    "{work} by calibration {}: {}",
+                    k + 1,
+                    std::fs::read_to_string(cal).unwrap()
+                ));
+            }
         }
     }
+    missing
 }
 
 /// Cold reads of one size on the loop-mounted file system: 32 KiB or
