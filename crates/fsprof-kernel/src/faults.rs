@@ -29,7 +29,7 @@ use std::io;
 use crate::attach::{map, prog_name};
 use crate::insn::{helper, Alu, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use crate::privs;
-use crate::progs::{begin, delete, end, ld_field, lookup, update, Filter};
+use crate::progs::{begin, delete, end, lookup, update, Filter};
 use crate::ring::Ring;
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::tracefs::{self, Tracepoint};
@@ -163,18 +163,19 @@ fn count(a: &mut crate::insn::Asm, counters: i32, i: i32) {
 
 /// `mm_filemap_map_pages` during a fault of a followed thread: the range
 /// mapped around, into its entry.
-pub fn around_prog(tp: &Tracepoint, starts: i32) -> Result<Vec<Insn>, Error> {
+pub fn around_prog(starts: i32) -> Vec<Insn> {
     let (mut a, out) = begin();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.stx(Size::DW, R10, KEY, R0);
     lookup(&mut a, starts, KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.mov(R7, R0);
-    ld_field(&mut a, R1, R6, tp.field("index")?)?;
+    // Raw arguments: mapping, index, last_index.
+    a.ldx(Size::DW, R1, R6, 8);
     a.stx(Size::DW, R7, 24, R1);
-    ld_field(&mut a, R1, R6, tp.field("last_index")?)?;
+    a.ldx(Size::DW, R1, R6, 16);
     a.stx(Size::DW, R7, 32, R1);
-    Ok(end(a, out))
+    end(a, out)
 }
 
 /// The end program, on `PERF_COUNT_SW_PAGE_FAULTS_MIN` (or `_MAJ`): the
@@ -336,8 +337,9 @@ impl FaultSession {
             s._progs.push(prog);
         }
         if tracefs::exists(&root, "filemap", "mm_filemap_map_pages") {
-            let tp = Tracepoint::load(&root, "filemap", "mm_filemap_map_pages")?;
-            s.tracepoint(&tp, around_prog(&tp, st))?;
+            // Raw: a perf tracepoint event costs 80 ms to close (the kernel
+            // waits for every CPU to leave the tracepoint), measured.
+            s.raw("mm_filemap_map_pages", &around_prog(st))?;
             s.around = true;
         }
         if tracefs::exists(&root, "exceptions", "page_fault_kernel") {
