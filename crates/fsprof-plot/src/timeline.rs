@@ -256,20 +256,7 @@ pub fn total_per_interval(
     let intervals = &*coarsen(intervals, MAX_COLUMNS);
     let mut svg = Svg::new(FRAME.width, FRAME.height, "chart timeline total");
     svg.text(FRAME.left, 18.0, Anchor::Start, 13.0, "#111111", title);
-    let stacks: Vec<Vec<f64>> = intervals
-        .iter()
-        .map(|iv| {
-            let l = iv.layers.iter().find(|l| l.name == layer);
-            let total = l.map(|l| l.total_ns()).unwrap_or(0) as f64;
-            let mut parts: Vec<f64> = top_ops
-                .iter()
-                .map(|op| l.and_then(|l| l.op(op)).map(|o| o.total_ns).unwrap_or(0) as f64)
-                .collect();
-            let named: f64 = parts.iter().sum();
-            parts.push((total - named).max(0.0));
-            parts
-        })
-        .collect();
+    let stacks = stacks_per_interval(intervals, layer, top_ops);
     let max = stacks
         .iter()
         .map(|s| s.iter().sum::<f64>())
@@ -329,7 +316,31 @@ pub fn total_per_interval(
         total_per_interval_title(layer),
     );
     time_axis(&mut svg, intervals, &ts, base);
-    // Legend on the right, top down.
+    legend(&mut svg, &names, colour);
+    svg.finish()
+}
+
+/// Per interval, the totals of `top_ops` in order, then the rest of the
+/// layer's total ("other").
+fn stacks_per_interval(intervals: &[Interval], layer: &str, top_ops: &[&str]) -> Vec<Vec<f64>> {
+    intervals
+        .iter()
+        .map(|iv| {
+            let l = iv.layers.iter().find(|l| l.name == layer);
+            let total = l.map(|l| l.total_ns()).unwrap_or(0) as f64;
+            let mut parts: Vec<f64> = top_ops
+                .iter()
+                .map(|op| l.and_then(|l| l.op(op)).map(|o| o.total_ns).unwrap_or(0) as f64)
+                .collect();
+            let named: f64 = parts.iter().sum();
+            parts.push((total - named).max(0.0));
+            parts
+        })
+        .collect()
+}
+
+/// The series' names and colours on the right of the plot, top down.
+fn legend(svg: &mut Svg, names: &[&str], colour: impl Fn(usize) -> &'static str) {
     for (j, name) in names.iter().enumerate() {
         let y = FRAME.top + j as f64 * 16.0;
         svg.rect(
@@ -349,7 +360,6 @@ pub fn total_per_interval(
             name,
         );
     }
-    svg.finish()
 }
 
 #[cfg(test)]

@@ -124,46 +124,10 @@ pub const COUNTER_BUCKETS: u32 = 64;
 /// slot directory, a shared and a private thread slot, counters of two
 /// ops and a value table.
 pub fn counter_files() -> Vec<Vec<u8>> {
-    use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
+    use fsprof_shim::abi::{self, CtrHeader, OwnSample, SlotHeader};
     let nb = COUNTER_BUCKETS;
     let (ctr, slot) = (abi::ctr_size(nb), abi::slot_size().next_multiple_of(64));
-    let exe = b"/usr/bin/cat";
-    let cmdline = b"cat\0a\0";
-    let mut h = ProcHeader {
-        magic: abi::PROC_MAGIC,
-        abi_version: abi::ABI_VERSION,
-        hdr_size: abi::PROC_HDR_SIZE as u32,
-        nops: fsprof_shim::OPS.len() as u32,
-        nctr: abi::nctr() as u32,
-        nfdops: abi::FD_OPS.len() as u32,
-        nbuckets: nb,
-        ctr_size: ctr as u32,
-        max_slots: 4,
-        pid: 42,
-        ppid: 1,
-        start_ns: 1_000,
-        seq: 3,
-        nslots: 2,
-        ready: 1,
-        dropped: 2,
-        dropped_err: 12,
-        exe_len: exe.len() as u32,
-        cmdline_len: cmdline.len() as u32,
-        corr_ops: abi::CORR_OPS.len() as u32,
-        corr_lat: abi::CORR_LAT as u32,
-        corr_val: abi::CORR_VAL as u32,
-        slot_size: abi::slot_size() as u32,
-        // A counter file of its own (not an arena block).
-        block: 0,
-        file: 1,
-        used: 0,
-        reserved: 0,
-        exe: [0; abi::EXE_MAX],
-        cmdline: [0; abi::CMDLINE_MAX],
-    };
-    h.exe[..exe.len()].copy_from_slice(exe);
-    h.cmdline[..cmdline.len()].copy_from_slice(cmdline);
-    let mut f = bytes_of(&h);
+    let mut f = bytes_of(&proc_header(nb, ctr));
     f.resize(abi::PROC_HDR_SIZE, 0);
     let slots = [abi::PROC_HDR_SIZE, abi::PROC_HDR_SIZE + slot];
     for (s, &at) in slots.iter().enumerate() {
@@ -224,4 +188,46 @@ pub fn counter_files() -> Vec<Vec<u8>> {
         f[table + 8 * cell..table + 8 * cell + 8].copy_from_slice(&4u64.to_ne_bytes());
     }
     vec![f]
+}
+
+/// The counter file's header: a process `cat a` with two thread slots.
+fn proc_header(nb: u32, ctr: usize) -> fsprof_shim::abi::ProcHeader {
+    use fsprof_shim::abi::{self, ProcHeader};
+    let exe = b"/usr/bin/cat";
+    let cmdline = b"cat\0a\0";
+    let mut h = ProcHeader {
+        magic: abi::PROC_MAGIC,
+        abi_version: abi::ABI_VERSION,
+        hdr_size: abi::PROC_HDR_SIZE as u32,
+        nops: fsprof_shim::OPS.len() as u32,
+        nctr: abi::nctr() as u32,
+        nfdops: abi::FD_OPS.len() as u32,
+        nbuckets: nb,
+        ctr_size: ctr as u32,
+        max_slots: 4,
+        pid: 42,
+        ppid: 1,
+        start_ns: 1_000,
+        seq: 3,
+        nslots: 2,
+        ready: 1,
+        dropped: 2,
+        dropped_err: 12,
+        exe_len: exe.len() as u32,
+        cmdline_len: cmdline.len() as u32,
+        corr_ops: abi::CORR_OPS.len() as u32,
+        corr_lat: abi::CORR_LAT as u32,
+        corr_val: abi::CORR_VAL as u32,
+        slot_size: abi::slot_size() as u32,
+        // A counter file of its own (not an arena block).
+        block: 0,
+        file: 1,
+        used: 0,
+        reserved: 0,
+        exe: [0; abi::EXE_MAX],
+        cmdline: [0; abi::CMDLINE_MAX],
+    };
+    h.exe[..exe.len()].copy_from_slice(exe);
+    h.cmdline[..cmdline.len()].copy_from_slice(cmdline);
+    h
 }
