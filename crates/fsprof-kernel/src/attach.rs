@@ -460,7 +460,7 @@ impl Builder<'_> {
             let b = btf.as_ref().map_err(|e| Error::Fentry(e.clone()))?;
             crate::fentry::targets(b, &self.o.fs_functions).map_err(Error::Fentry)?;
         }
-        if let Err(why) = crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
+        if let Err(why) = crate::fentry::detect(btf.as_deref().map_err(String::as_str)) {
             if !self.o.fs_functions.is_empty() {
                 return Err(Error::Fentry(format!(
                     "--fs-functions needs fentry/fexit, which is unusable here: {why}"

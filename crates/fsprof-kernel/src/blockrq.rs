@@ -134,7 +134,7 @@ impl RqLayout {
 
     /// The running kernel's layout.
     pub fn vmlinux() -> Result<RqLayout, String> {
-        RqLayout::from_btf(&Btf::vmlinux()?)
+        RqLayout::from_btf(Btf::vmlinux()?)
     }
 }
 

@@ -74,12 +74,22 @@ pub struct Func {
 }
 
 impl Btf {
-    /// Reads the running kernel's BTF.
-    pub fn vmlinux() -> Result<Btf, String> {
-        let data = std::fs::read(VMLINUX).map_err(|e| {
-            format!("no kernel BTF ({VMLINUX}: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
-        })?;
-        Btf::parse(data).ok_or_else(|| format!("{VMLINUX} is not BTF this parser understands"))
+    /// The running kernel's BTF, read and parsed once per process: a
+    /// session asks it for fentry targets, block request and cgroup
+    /// layouts and the fork follower's pid offset, and each read of the
+    /// 4-5 MB file costs about a thousand 4 KiB reads of sysfs.
+    pub fn vmlinux() -> Result<&'static Btf, String> {
+        static VMLINUX_BTF: std::sync::OnceLock<Result<Btf, String>> = std::sync::OnceLock::new();
+        VMLINUX_BTF
+            .get_or_init(|| {
+                let data = std::fs::read(VMLINUX).map_err(|e| {
+                    format!("no kernel BTF ({VMLINUX}: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
+                })?;
+                Btf::parse(data)
+                    .ok_or_else(|| format!("{VMLINUX} is not BTF this parser understands"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     pub fn parse(data: Vec<u8>) -> Option<Btf> {

@@ -138,7 +138,7 @@ impl CgLayout {
     }
 
     pub fn vmlinux() -> Result<CgLayout, String> {
-        CgLayout::from_btf(&Btf::vmlinux()?)
+        CgLayout::from_btf(Btf::vmlinux()?)
     }
 }
 

@@ -76,7 +76,7 @@ pub fn btf_func_id(btf: &[u8], func: &str) -> Option<u32> {
 /// route to VFS and file-system function latency without tracepoints).
 pub fn fentry_support() -> Result<String, String> {
     let btf = crate::btf::Btf::vmlinux();
-    match crate::fentry::detect(btf.as_ref().map_err(String::as_str)) {
+    match crate::fentry::detect(btf.as_deref().map_err(String::as_str)) {
         Ok(f) => Ok(format!(
             "fentry and fexit on vfs_read (BTF id {}): each loads and attaches",
             f.id
@@ -97,7 +97,7 @@ pub fn fs_mechanism(fentry: &Result<String, String>, pairs: &[String]) -> String
     match fentry {
         Ok(_) => {
             let funcs = crate::btf::Btf::vmlinux()
-                .and_then(|b| crate::fentry::targets(&b, &[]))
+                .and_then(|b| crate::fentry::targets(b, &[]))
                 .map(|t| {
                     t.iter()
                         .map(|f| f.name.as_str())

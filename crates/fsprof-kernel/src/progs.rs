@@ -804,10 +804,15 @@ pub fn fuse_end(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>
 pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<Insn>, Error> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
     ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
+    add_target(&mut a, targets_fd);
+    Ok(end(a, out))
+}
+
+/// Makes the pid in r1 a target.
+fn add_target(a: &mut Asm, targets_fd: i32) {
     a.stx(Size::W, R10, START_KEY, R1);
     a.st_imm(Size::W, R10, START_VAL, 1);
-    update(&mut a, targets_fd, START_KEY, START_VAL, 0);
-    Ok(end(a, out))
+    update(a, targets_fd, START_KEY, START_VAL, 0);
 }
 
 /// Raw `sched_process_fork` (args: parent, child `task_struct *`): the
@@ -819,9 +824,7 @@ pub fn fork_follow_raw(pid_off: u32, targets_fd: i32) -> Vec<Insn> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
     a.ldx(Size::DW, R7, R6, 8);
     probe(&mut a, R1, R7, pid_off, Size::W);
-    a.stx(Size::W, R10, START_KEY, R1);
-    a.st_imm(Size::W, R10, START_VAL, 1);
-    update(&mut a, targets_fd, START_KEY, START_VAL, 0);
+    add_target(&mut a, targets_fd);
     end(a, out)
 }
 

@@ -22,7 +22,7 @@ use fsprof_testkit::{need_machine, Machine};
 
 /// The running kernel's BTF; the test fails where there is none (such a
 /// test is in a `needs_kernel_btf` or `needs_fentry` module).
-fn vmlinux() -> Btf {
+fn vmlinux() -> &'static Btf {
     let btf = Btf::vmlinux();
     let why = btf.as_ref().err().map_or("", String::as_str);
     need_machine(Machine::KernelBtf, btf.is_ok(), why);
@@ -130,7 +130,7 @@ mod needs_kernel_btf {
     #[ignore = "needs kernel BTF"]
     fn vfs_targets_resolve_in_the_running_kernels_btf() {
         let btf = vmlinux();
-        let targets = fentry::targets(&btf, &[]).unwrap();
+        let targets = fentry::targets(btf, &[]).unwrap();
         eprintln!(
             "fentry targets here: {:?}",
             targets
@@ -203,11 +203,11 @@ mod needs_kernel_btf {
         // A file system's own operations, where they are in vmlinux (ext4
         // built in); a name BTF lacks is a clear error.
         if btf.func_id("ext4_file_read_iter").is_some() {
-            let t = fentry::targets(&btf, &["ext4_file_read_iter".into()]).unwrap();
+            let t = fentry::targets(btf, &["ext4_file_read_iter".into()]).unwrap();
             let f = t.last().unwrap();
             assert_eq!((f.name.as_str(), f.nargs), ("ext4_file_read_iter", 2));
         }
-        let e = fentry::targets(&btf, &["fsprof_no_such_fn".into()]).unwrap_err();
+        let e = fentry::targets(btf, &["fsprof_no_such_fn".into()]).unwrap_err();
         assert!(e.contains("fsprof_no_such_fn"), "{e}");
     }
 
@@ -220,8 +220,8 @@ mod needs_kernel_btf {
     fn fentry_detection_is_what_the_real_programs_meet() {
         fsprof_testkit::need_root("eBPF");
         let btf = vmlinux();
-        let detected = fentry::detect(Ok(&btf));
-        let real = attach_vfs_read(&btf);
+        let detected = fentry::detect(Ok(btf));
+        let real = attach_vfs_read(btf);
         match (detected, real) {
             (Ok(_), Ok(())) => {}
             (Err(Unusable::Refused(d)), Err(r)) => {
@@ -260,7 +260,7 @@ mod needs_fentry {
     fn fentry_times_vfs_read_of_cat() {
         fsprof_testkit::need_root("eBPF");
         let btf = vmlinux();
-        need_fentry(&btf);
+        need_fentry(btf);
         // The kernel allows fentry: time a real `cat` of a 1 MiB file.
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("data");
