@@ -39,11 +39,33 @@ struct Type {
     extra: usize,
 }
 
+/// The bytes of a BTF blob: the kernel's own, mapped (no copy: each
+/// `read` of the sysfs file hands out 4 KiB, and copying the 5 MB into
+/// fresh pages was most of what following page faults cost a short
+/// `fsprof trace`), or any other, owned.
+enum Blob {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Blob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Blob::Owned(v) => v,
+            Blob::Mapped(m) => m,
+        }
+    }
+}
+
 /// A parsed BTF blob. Type ids start at 1; index 0 stands for `void`.
 pub struct Btf {
-    data: Vec<u8>,
+    data: Blob,
     strs: usize,
-    types: Vec<Type>,
+    /// Where each type's header is in `data` (decoded when asked for: a
+    /// kernel has ~150,000 types, 4 bytes each here rather than a
+    /// decoded [`Type`]'s 32).
+    types: Vec<u32>,
 }
 
 /// What a function returns, as fexit must read it.
@@ -73,19 +95,30 @@ pub struct Func {
     pub ret: Ret,
 }
 
+/// The kernel's BTF, mapped where the kernel allows it (Linux 6.16 on),
+/// else read.
+fn vmlinux_bytes() -> std::io::Result<Blob> {
+    let f = std::fs::File::open(VMLINUX)?;
+    // SAFETY: the kernel's BTF is read-only and never changes while it
+    // runs. Private: the kernel refuses a shared mapping of it.
+    match unsafe { memmap2::MmapOptions::new().map_copy_read_only(&f) } {
+        Ok(m) => Ok(Blob::Mapped(m)),
+        Err(_) => std::fs::read(VMLINUX).map(Blob::Owned),
+    }
+}
+
 impl Btf {
-    /// The running kernel's BTF, read and parsed once per process: a
-    /// session asks it for fentry targets, block request and cgroup
-    /// layouts and the fork follower's pid offset, and each read of the
-    /// 4-5 MB file costs about a thousand 4 KiB reads of sysfs.
+    /// The running kernel's BTF, mapped (or read) and parsed once per
+    /// process: a session asks it for fentry targets, block request and
+    /// cgroup layouts and the fork follower's pid offset.
     pub fn vmlinux() -> Result<&'static Btf, String> {
         static VMLINUX_BTF: std::sync::OnceLock<Result<Btf, String>> = std::sync::OnceLock::new();
         VMLINUX_BTF
             .get_or_init(|| {
-                let data = std::fs::read(VMLINUX).map_err(|e| {
+                let data = vmlinux_bytes().map_err(|e| {
                     format!("no kernel BTF ({VMLINUX}: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
                 })?;
-                Btf::parse(data)
+                Btf::parse_blob(data)
                     .ok_or_else(|| format!("{VMLINUX} is not BTF this parser understands"))
             })
             .as_ref()
@@ -93,6 +126,10 @@ impl Btf {
     }
 
     pub fn parse(data: Vec<u8>) -> Option<Btf> {
+        Btf::parse_blob(Blob::Owned(data))
+    }
+
+    fn parse_blob(data: Blob) -> Option<Btf> {
         let u32_at = |o: usize| {
             data.get(o..o + 4)
                 .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
@@ -104,29 +141,27 @@ impl Btf {
         let (type_off, type_len) = (u32_at(8)? as usize, u32_at(12)? as usize);
         let str_off = u32_at(16)? as usize;
         let start = hdr_len + type_off;
-        let end = start + type_len;
-        let mut types = Vec::new();
+        let end = start.checked_add(type_len)?.min(data.len());
+        if end > u32::MAX as usize {
+            return None;
+        }
+        // The one pass over every type (~150,000 in a kernel): the
+        // header's kind and vlen say how long each is.
+        let section = data.get(..end)?;
+        let mut types = Vec::with_capacity(end.saturating_sub(start) / 24);
         let mut p = start;
-        while p + 12 <= end {
-            let info = u32_at(p + 4)?;
-            let t = Type {
-                name_off: u32_at(p)?,
-                kind: (info >> 24) & 0x1f,
-                vlen: info & 0xffff,
-                kflag: info >> 31 == 1,
-                size_type: u32_at(p + 8)?,
-                extra: p + 12,
-            };
-            let vlen = t.vlen as usize;
+        while let Some(h) = section.get(p..p + 12) {
+            let info = u32::from_le_bytes(h[4..8].try_into().unwrap());
+            let vlen = (info & 0xffff) as usize;
+            types.push(p as u32);
             p += 12
-                + match t.kind {
+                + match (info >> 24) & 0x1f {
                     1 | 14 | 17 => 4,
                     3 => 12,
                     4 | 5 | 15 | 19 => vlen * 12,
                     6 | 13 => vlen * 8,
                     _ => 0,
                 };
-            types.push(t);
         }
         Some(Btf {
             strs: hdr_len + str_off,
@@ -135,8 +170,27 @@ impl Btf {
         })
     }
 
-    fn ty(&self, id: u32) -> Option<&Type> {
-        id.checked_sub(1).and_then(|i| self.types.get(i as usize))
+    fn ty(&self, id: u32) -> Option<Type> {
+        let p = *id.checked_sub(1).and_then(|i| self.types.get(i as usize))? as usize;
+        self.decode(p)
+    }
+
+    /// The type whose header is at `p` (a `types` entry: in bounds).
+    fn decode(&self, p: usize) -> Option<Type> {
+        let info = self.u32_at(p + 4)?;
+        Some(Type {
+            name_off: self.u32_at(p)?,
+            kind: (info >> 24) & 0x1f,
+            vlen: info & 0xffff,
+            kflag: info >> 31 == 1,
+            size_type: self.u32_at(p + 8)?,
+            extra: p + 12,
+        })
+    }
+
+    /// Every type, in id order.
+    fn all(&self) -> impl Iterator<Item = Type> + '_ {
+        self.types.iter().filter_map(|&p| self.decode(p as usize))
     }
 
     fn name(&self, t: &Type) -> Option<&[u8]> {
@@ -145,9 +199,8 @@ impl Btf {
 
     /// The id of the FUNC named `func`.
     pub fn func_id(&self, func: &str) -> Option<u32> {
-        self.types
-            .iter()
-            .position(|t| t.kind == KIND_FUNC && self.name(t) == Some(func.as_bytes()))
+        self.all()
+            .position(|t| t.kind == KIND_FUNC && self.name(&t) == Some(func.as_bytes()))
             .map(|i| i as u32 + 1)
     }
 
@@ -189,11 +242,11 @@ impl Btf {
     /// looking into anonymous struct and union members as C does. `None`
     /// for a bitfield, an unknown struct or member.
     pub fn member(&self, strukt: &str, member: &str) -> Option<(u32, u32)> {
-        let t = self.types.iter().find(|t| {
+        let t = self.all().find(|t| {
             t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t) == Some(strukt.as_bytes())
         })?;
         let mut budget = MEMBERS_LOOKED_AT;
-        self.find_member(t, member.as_bytes(), 0, &mut budget)
+        self.find_member(&t, member.as_bytes(), 0, &mut budget)
     }
 
     /// `member` in `t` or its anonymous members, looking at no more than
@@ -220,7 +273,7 @@ impl Btf {
             if name.is_empty() {
                 let inner = self.skip_modifiers(ty)?;
                 if matches!(inner.kind, KIND_STRUCT | KIND_UNION) {
-                    if let Some((o, size)) = self.find_member(inner, member, depth + 1, budget) {
+                    if let Some((o, size)) = self.find_member(&inner, member, depth + 1, budget) {
                         return Some(((bits / 8).checked_add(o)?, size));
                     }
                 }
@@ -246,7 +299,7 @@ impl Btf {
 
     /// The value of the enumerator `name` (of whichever enum has it).
     pub fn enumerator(&self, name: &str) -> Option<i64> {
-        for t in &self.types {
+        for t in self.all() {
             let width = match t.kind {
                 KIND_ENUM => 8,
                 KIND_ENUM64 => 12,
@@ -280,7 +333,7 @@ impl Btf {
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
     }
 
-    fn skip_modifiers(&self, mut id: u32) -> Option<&Type> {
+    fn skip_modifiers(&self, mut id: u32) -> Option<Type> {
         for _ in 0..32 {
             let t = self.ty(id)?;
             match t.kind {
