@@ -62,11 +62,27 @@ impl std::ops::Deref for Blob {
 pub struct Btf {
     data: Blob,
     strs: usize,
-    /// Where each type's header is in `data` (decoded when asked for: a
-    /// kernel has ~150,000 types, 4 bytes each here rather than a
-    /// decoded [`Type`]'s 32).
-    types: Vec<u32>,
+    /// Where the type section ends in `data`.
+    end: usize,
+    index: std::sync::Mutex<Index>,
 }
+
+/// Where each type's header is in the blob, found by walking the type
+/// section from its start only as far as a question needs: each type's
+/// length is in its header, so finding type N means walking the N - 1
+/// before it. A kernel has ~125,000 types (1.3 ms to walk them all, most
+/// of what following page faults cost `fsprof trace -- /bin/true` once
+/// the blob was mapped); the structs asked about (`task_struct` is type
+/// 114 here) come early, the functions fentry asks about last.
+struct Index {
+    /// Offsets of types 1, 2, ... (4 bytes each, decoded when asked for).
+    offs: Vec<u32>,
+    /// Where the walk goes on.
+    next: usize,
+}
+
+/// Types handed out per lock of the index by [`Btf::all`].
+const CHUNK: usize = 4096;
 
 /// What a function returns, as fexit must read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,16 +161,32 @@ impl Btf {
         if end > u32::MAX as usize {
             return None;
         }
-        // The one pass over every type (~150,000 in a kernel): the
-        // header's kind and vlen say how long each is.
-        let section = data.get(..end)?;
-        let mut types = Vec::with_capacity(end.saturating_sub(start) / 24);
-        let mut p = start;
-        while let Some(h) = section.get(p..p + 12) {
+        Some(Btf {
+            strs: hdr_len.checked_add(str_off)?,
+            end,
+            index: std::sync::Mutex::new(Index {
+                offs: Vec::new(),
+                next: start,
+            }),
+            data,
+        })
+    }
+
+    /// Offsets of types `from + 1` to `from + n` (fewer at the end).
+    fn offsets(&self, from: usize, n: usize) -> Vec<u32> {
+        let mut ix = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let want = from.saturating_add(n);
+        let section = &self.data[..self.end];
+        while ix.offs.len() < want {
+            let p = ix.next;
+            let Some(h) = section.get(p..p + 12) else {
+                break;
+            };
             let info = u32::from_le_bytes(h[4..8].try_into().unwrap());
             let vlen = (info & 0xffff) as usize;
-            types.push(p as u32);
-            p += 12
+            ix.offs.push(p as u32);
+            ix.next = p
+                + 12
                 + match (info >> 24) & 0x1f {
                     1 | 14 | 17 => 4,
                     3 => 12,
@@ -163,16 +195,16 @@ impl Btf {
                     _ => 0,
                 };
         }
-        Some(Btf {
-            strs: hdr_len + str_off,
-            data,
-            types,
-        })
+        ix.offs
+            .get(from..want.min(ix.offs.len()))
+            .unwrap_or(&[])
+            .to_vec()
     }
 
     fn ty(&self, id: u32) -> Option<Type> {
-        let p = *id.checked_sub(1).and_then(|i| self.types.get(i as usize))? as usize;
-        self.decode(p)
+        let i = id.checked_sub(1)? as usize;
+        let p = *self.offsets(i, 1).first()?;
+        self.decode(p as usize)
     }
 
     /// The type whose header is at `p` (a `types` entry: in bounds).
@@ -188,9 +220,18 @@ impl Btf {
         })
     }
 
-    /// Every type, in id order.
-    fn all(&self) -> impl Iterator<Item = Type> + '_ {
-        self.types.iter().filter_map(|&p| self.decode(p as usize))
+    /// Every type with its id, in id order (the walk goes as far as the
+    /// caller takes them).
+    fn all(&self) -> impl Iterator<Item = (u32, Type)> + '_ {
+        let mut from = 0;
+        std::iter::from_fn(move || {
+            let chunk = self.offsets(from, CHUNK);
+            from += chunk.len();
+            (!chunk.is_empty()).then_some(chunk)
+        })
+        .flatten()
+        .zip(1u32..)
+        .filter_map(|(p, id)| Some((id, self.decode(p as usize)?)))
     }
 
     fn name(&self, t: &Type) -> Option<&[u8]> {
@@ -200,8 +241,8 @@ impl Btf {
     /// The id of the FUNC named `func`.
     pub fn func_id(&self, func: &str) -> Option<u32> {
         self.all()
-            .position(|t| t.kind == KIND_FUNC && self.name(&t) == Some(func.as_bytes()))
-            .map(|i| i as u32 + 1)
+            .find(|(_, t)| t.kind == KIND_FUNC && self.name(t) == Some(func.as_bytes()))
+            .map(|(id, _)| id)
     }
 
     /// `func` with its prototype's parameter count and return kind.
@@ -242,7 +283,7 @@ impl Btf {
     /// looking into anonymous struct and union members as C does. `None`
     /// for a bitfield, an unknown struct or member.
     pub fn member(&self, strukt: &str, member: &str) -> Option<(u32, u32)> {
-        let t = self.all().find(|t| {
+        let (_, t) = self.all().find(|(_, t)| {
             t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t) == Some(strukt.as_bytes())
         })?;
         let mut budget = MEMBERS_LOOKED_AT;
@@ -299,7 +340,7 @@ impl Btf {
 
     /// The value of the enumerator `name` (of whichever enum has it).
     pub fn enumerator(&self, name: &str) -> Option<i64> {
-        for t in self.all() {
+        for (_, t) in self.all() {
             let width = match t.kind {
                 KIND_ENUM => 8,
                 KIND_ENUM64 => 12,

@@ -101,8 +101,18 @@ const _: () = assert!(EV as isize + EVENT_SIZE as isize <= VAL as isize);
 /// (21 registers) and `sample_period`.
 const PERF_CTX_ADDR: i16 = 21 * 8 + 8;
 
-/// Threads faulting at once (a thread has one fault in progress).
-const STARTS: u32 = 16384;
+/// Entries of the LRU map of faults in progress, per online CPU (a thread
+/// has one fault in progress; a fault that failed leaves its entry until
+/// the thread's next). The kernel's LRU hands each CPU free entries 128
+/// at a time, so a map much smaller than 128 per CPU would evict faults
+/// still in progress; 512 per CPU, at least 4,096, at most 65,536. The
+/// map is preallocated when the capture starts: 16,384 entries cost 1-2
+/// ms of every `fsprof trace` on this project's 2-CPU test machine.
+const STARTS_PER_CPU: usize = 512;
+
+fn starts_entries(cpus: usize) -> u32 {
+    (cpus.saturating_mul(STARTS_PER_CPU)).clamp(4096, 65536) as u32
+}
 const TARGETS: u32 = 65536;
 /// Ring bytes per online CPU: 16,384 events, which a CPU doing nothing
 /// but fault (about 1 µs each, measured) makes in 16 ms, three times the
@@ -315,9 +325,10 @@ impl FaultSession {
         // /bin/true`). Only the raw tracepoint programs use it.
         let lazy = sys::BPF_F_NO_PREALLOC;
         let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, lazy)?;
-        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, STARTS, 0)?;
-        let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
         let cpus = online_cpus();
+        let starts = starts_entries(cpus.len());
+        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
+        let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
         let ring = Ring::create(&prog_name("fring"), ring_bytes(cpus.len())).map_err(|err| {
             Error::Map {
                 name: "fsprof_fring".into(),
@@ -482,6 +493,9 @@ mod tests {
         assert_eq!(ring_bytes(3), 4 << 20);
         assert_eq!(ring_bytes(32), 32 << 20);
         assert_eq!(ring_bytes(4096), 64 << 20);
+        assert_eq!(starts_entries(2), 4096);
+        assert_eq!(starts_entries(64), 32768);
+        assert_eq!(starts_entries(4096), 65536);
     }
 
     #[test]
