@@ -171,6 +171,13 @@ fn mapped_reads_and_stores_are_traced_shown_and_replayed_byte_identical() {
         text.contains("mapped_write(0x") && text.contains("/work/data.bin+0x3000>"),
         "{text}"
     );
+    // Each mmap says how large the file was as it was mapped.
+    let maps: Vec<&str> = text.lines().filter(|l| l.contains(" mmap(")).collect();
+    assert_eq!(maps.len(), 2, "{text}");
+    assert!(
+        maps.iter().all(|l| l.ends_with("[file size 1048576]")),
+        "{maps:?}"
+    );
     let c = compile(&base, &t, &base.join("m.replay"));
     assert!(
         !c.header
@@ -435,6 +442,85 @@ fn contents_without_a_store_fault_are_stored_before_the_msync() {
     let got = std::fs::read(root.join("w/f")).unwrap();
     assert_eq!(&got[..PAGE as usize], &vec![b'y'; PAGE as usize][..]);
     assert_eq!(&got[PAGE as usize..], &vec![b'z'; PAGE as usize][..]);
+}
+
+/// A file that existed before the trace, opened and mapped (the mmap's
+/// record holds its size, as the shim's fstat gave it) and read at page 0
+/// only: the prepared file is as large as the traced one, not one page.
+fn mapped_size_trace(path: &Path, size: u64) {
+    let mut w = HandTrace::create(path, "digest", "/w");
+    let mut open = w.next(1, "openat", Some("/w/f"), 3);
+    (open.flags, open.fd) = (Some(libc::O_RDONLY as i64), Some(libc::AT_FDCWD));
+    w.push(open);
+    let mut mm = w.next(1, "mmap", None, 0x10000);
+    (mm.fd, mm.len, mm.offset) = (Some(3), Some(4 * PAGE), Some(0));
+    (mm.flags, mm.mode) = (Some(libc::MAP_SHARED as i64), Some(libc::PROT_READ as u32));
+    (mm.size, mm.st_mode) = (Some(size), Some(libc::S_IFREG | 0o640));
+    w.push(mm);
+    w.push_mapped(1, Access::Read, 0x10000 + 7, Data::None);
+    w.finish();
+}
+
+#[test]
+fn the_mapped_files_size_at_mmap_is_the_prepared_files() {
+    let (_d, base) = canonical_tempdir();
+    let (t, r) = (base.join("z.trace"), base.join("z.replay"));
+    let size = 3 * PAGE + 100;
+    mapped_size_trace(&t, size);
+    let show = fsprof_in(&base, &[os("trace"), os("show"), os(&t)]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains(&format!("[file size {size}]")), "{text}");
+    compile(&base, &t, &r);
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let msgs = ok(&replay(
+        &base,
+        &r,
+        &root,
+        &["--prepare", "--afap", "--verify", "strict"],
+    ));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let meta = std::fs::metadata(root.join("w/f")).unwrap();
+    assert_eq!(meta.len(), size, "the prepared file's size");
+}
+
+/// A `--data digest` trace: a store fault on page 1 of a shared mapping,
+/// then msync, and no bytes (the shim takes mapped contents with `--data
+/// full` only).
+fn digest_store_trace(path: &Path) {
+    let mut w = HandTrace::create(path, "digest", "/w");
+    let mut open = w.next(1, "openat", Some("/w/f"), 3);
+    (open.flags, open.fd) = (Some(libc::O_RDWR as i64), Some(libc::AT_FDCWD));
+    w.push(open);
+    let mut mm = w.next(1, "mmap", None, 0x10000);
+    (mm.fd, mm.len, mm.offset) = (Some(3), Some(2 * PAGE), Some(0));
+    mm.flags = Some(libc::MAP_SHARED as i64);
+    mm.mode = Some((libc::PROT_READ | libc::PROT_WRITE) as u32);
+    w.push(mm);
+    w.push_mapped(1, Access::Write, 0x10000 + PAGE + 9, Data::None);
+    let mut sync = w.next(1, "msync", None, 0);
+    (sync.arg, sync.len, sync.flags) = (Some(0x10000), Some(2 * PAGE), Some(libc::MS_SYNC as i64));
+    w.push(sync);
+    w.finish();
+}
+
+/// Without the stored bytes the replay stores each recorded page's bytes
+/// as they are: the page is written back, the file's contents stay.
+#[test]
+fn a_store_without_its_bytes_keeps_the_replayed_files_contents() {
+    let (_d, base) = canonical_tempdir();
+    let (t, r) = (base.join("d.trace"), base.join("d.replay"));
+    digest_store_trace(&t);
+    let c = compile(&base, &t, &r);
+    let store = c.commands.iter().find(|k| k.op.is("mapped_write"));
+    assert_eq!(store.map(|k| (k.offset, k.buf)), Some((PAGE as i64, None)));
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("w")).unwrap();
+    let before: Vec<u8> = (0..2 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
+    std::fs::write(root.join("w/f"), &before).unwrap();
+    let msgs = ok(&replay(&base, &r, &root, &["--afap", "--verify", "strict"]));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    assert_eq!(std::fs::read(root.join("w/f")).unwrap(), before);
 }
 
 /// SQLite reading its database through mmap (`PRAGMA mmap_size`): the
