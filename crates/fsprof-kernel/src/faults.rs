@@ -63,10 +63,10 @@ const MAJOR_BIT: u64 = 1 << 32;
 const KERNEL_BIT: u64 = 1 << 33;
 /// x86 page fault error code bits: a write, an instruction fetch.
 const PF_WRITE: u64 = 1 << 1;
-const PF_INSTR: i32 = 1 << 4;
+pub(crate) const PF_INSTR: i32 = 1 << 4;
 /// Addresses at or above this are the kernel's (x86-64, 4-level and
 /// 5-level paging alike keep user addresses below it).
-const USER_END: u64 = 0x0100_0000_0000_0000;
+pub(crate) const USER_END: u64 = 0x0100_0000_0000_0000;
 
 impl Fault {
     /// An event as the end program wrote it; None if it is not one.
@@ -287,7 +287,7 @@ fn attach_err(what: &str) -> impl Fn(io::Error) -> Error + '_ {
 }
 
 /// The CPUs that are online now (the software events are per CPU).
-fn online_cpus() -> Vec<i32> {
+pub(crate) fn online_cpus() -> Vec<i32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
