@@ -26,7 +26,7 @@
    of the whole command (the program, and fsprof turning records into the
    trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt] [--keep]
 
 As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
 part 2 the replays with `--realtime` (the replay threads under
@@ -57,14 +57,25 @@ def fsprof(args, tmp):
     return run([ARGS.fsprof] + args, cwd=tmp)
 
 
+KEPT = 0
+
+
 def timing(tmp, replay, root, extra, wrap=(), binary=None):
     if os.path.exists(root):
         shutil.rmtree(root)
     os.mkdir(root)
     tfile = os.path.join(tmp, "timing.json")
+    keep = []
+    if ARGS.keep:
+        # Each replay's profile, to read its histograms beside the trace's
+        # (`fsprof compare tar.json replay-N.json`).
+        global KEPT
+        KEPT += 1
+        keep = ["-o", os.path.join(tmp, f"replay-{KEPT}.json")]
+        tfile = os.path.join(tmp, f"timing-{KEPT}.json")
     # Exit 1 only says results differed from the trace: the mismatches are
     # in the report; anything else is an error.
-    p = subprocess.run(list(wrap) + [binary or ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra,
+    p = subprocess.run(list(wrap) + [binary or ARGS.fsprof, "replay", replay, "--root", root, "--prepare", "--timing", tfile, "-f"] + extra + keep,
                        cwd=tmp, capture_output=True, text=True)
     if p.returncode not in (0, 1):
         raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
@@ -340,6 +351,7 @@ def main():
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
     ap.add_argument("--parts", default="1,2,3,4,5", help="which of the five measurements to run")
     ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
+    ap.add_argument("--keep", action="store_true", help="keep the working directory (traces, each replay's profile and timing report) and print its path")
     ARGS = ap.parse_args()
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
@@ -359,7 +371,10 @@ def main():
         if "5" in parts:
             tar_replay(tmp)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if ARGS.keep:
+            print(f"kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

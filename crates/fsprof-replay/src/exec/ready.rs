@@ -19,7 +19,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{sys_ret, DataArgs, Exec, Kind, Local, EMPTY, FD, FILEP, MAX_BUF};
+use super::{
+    last_errno, ret, sys_ret, DataArgs, Exec, Kind, Local, DIRP, EMPTY, FD, FILEP, MAX_BUF,
+};
 use crate::raw;
 use crate::root::OpenHow;
 
@@ -29,7 +31,10 @@ pub struct Ready {
     /// The namespace generation the cached parent directory belongs to.
     gen: u64,
     how: OpenHow,
-    st: libc::stat,
+    /// The stat calls' buffer: written by the kernel, read only after a
+    /// successful call; not zeroed per command (144 bytes between two
+    /// calls that may be due back to back).
+    st: std::mem::MaybeUninit<libc::stat>,
 }
 
 #[derive(Clone, Copy)]
@@ -47,6 +52,16 @@ enum Call {
     },
     /// `close` of a slot's plain descriptor.
     Close { fd: i32, slot: u32 },
+    /// libc's `readdir` of a slot's directory stream, as the traced
+    /// program called it (most calls return an entry from the stream's
+    /// buffer without a system call: only the libc call times them).
+    Readdir { dir: *mut libc::DIR },
+    /// libc's `fdopendir` of a slot's descriptor (its `fstat`, `fcntl`
+    /// and the stream's allocation, as traced); the slot then holds the
+    /// stream.
+    FdOpenDir { fd: i32, slot: u32 },
+    /// libc's `closedir` of a slot's directory stream.
+    CloseDir { dir: *mut libc::DIR, slot: u32 },
     /// `newfstatat(fd, "", AT_EMPTY_PATH)`: glibc's `fstat`.
     Fstat { fd: i32 },
     /// `newfstatat` of one component in its parent, not followed;
@@ -63,13 +78,11 @@ enum Call {
 impl Exec<'_> {
     /// The command made ready: after its waits, before its time.
     pub fn ready(&self, kind: Kind, a: &DataArgs, cmd: u32, local: &mut Local) -> Ready {
-        // SAFETY: plain integers, for which zero is valid.
-        let st: libc::stat = unsafe { std::mem::zeroed() };
         let mut r = Ready {
             call: Call::Whole,
             gen: 0,
             how: OpenHow::beneath(0, 0),
-            st,
+            st: std::mem::MaybeUninit::uninit(),
         };
         r.call = match kind {
             Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite => {
@@ -77,6 +90,7 @@ impl Exec<'_> {
             }
             Kind::Open | Kind::Stat | Kind::Lstat => self.ready_path(kind, cmd, local, &mut r),
             Kind::Close | Kind::Fstat | Kind::Getdents => self.ready_fd(kind, a, local),
+            Kind::Readdir | Kind::FdOpenDir => self.ready_dir(kind, a),
             _ => Call::Whole,
         };
         r
@@ -152,10 +166,15 @@ impl Exec<'_> {
         }
         match kind {
             Kind::Close => match a.slot {
-                Some(slot) if self.slots.kind[slot as usize].load(Ordering::Relaxed) == FD => {
-                    Call::Close { fd, slot }
-                }
-                _ => Call::Whole,
+                Some(slot) => match self.slots.kind[slot as usize].load(Ordering::Relaxed) {
+                    FD => Call::Close { fd, slot },
+                    DIRP => Call::CloseDir {
+                        dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
+                        slot,
+                    },
+                    _ => Call::Whole,
+                },
+                None => Call::Whole,
             },
             Kind::Fstat => Call::Fstat { fd },
             _ => {
@@ -165,6 +184,29 @@ impl Exec<'_> {
                     a: [fd as i64, b.as_mut_ptr() as i64, b.len() as i64, 0],
                 }
             }
+        }
+    }
+}
+
+impl Exec<'_> {
+    /// The directory-stream calls on a slot: a stream to read, or a plain
+    /// descriptor to make one of. Anything else (an empty slot, a stream
+    /// where a descriptor was expected) is issued whole, which answers
+    /// EBADF as the trace's conventions say.
+    fn ready_dir(&self, kind: Kind, a: &DataArgs) -> Call {
+        let Some(slot) = a.slot else {
+            return Call::Whole;
+        };
+        let held = self.slots.kind[slot as usize].load(Ordering::Relaxed);
+        match kind {
+            Kind::Readdir if held == DIRP => Call::Readdir {
+                dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
+            },
+            Kind::FdOpenDir if held == FD => Call::FdOpenDir {
+                fd: self.slots.fd(Some(slot)),
+                slot,
+            },
+            _ => Call::Whole,
         }
     }
 }
@@ -189,13 +231,16 @@ impl Ready {
         now: impl Fn() -> u64,
     ) -> (u64, (i64, i32), u64) {
         let (nr, args) = match self.call {
+            Call::Readdir { .. } | Call::FdOpenDir { .. } | Call::CloseDir { .. } => {
+                return self.fire_dir(exec, now);
+            }
             Call::Data { nr, a } => (nr, a),
             Call::Fstat { fd } => (
                 libc::SYS_newfstatat,
                 [
                     fd as i64,
                     c"".as_ptr() as i64,
-                    &mut self.st as *mut libc::stat as i64,
+                    self.st.as_mut_ptr() as i64,
                     libc::AT_EMPTY_PATH as i64,
                 ],
             ),
@@ -214,7 +259,7 @@ impl Ready {
                 [
                     dir as i64,
                     name as i64,
-                    &mut self.st as *mut libc::stat as i64,
+                    self.st.as_mut_ptr() as i64,
                     libc::AT_SYMLINK_NOFOLLOW as i64,
                 ],
             ),
@@ -234,7 +279,10 @@ impl Ready {
                 return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
             Call::StatAt { follow: true, .. }
-                if r == 0 && self.st.st_mode & libc::S_IFMT == libc::S_IFLNK =>
+                // SAFETY: the call succeeded, so the kernel filled it.
+                if r == 0
+                    && unsafe { self.st.assume_init_ref() }.st_mode & libc::S_IFMT
+                        == libc::S_IFLNK =>
             {
                 return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
@@ -246,6 +294,59 @@ impl Ready {
             _ => {}
         }
         (t0, sys_ret(r), t1)
+    }
+
+    /// The directory-stream calls, made through libc as the traced program
+    /// made them, timed from just before to just after the call; the slot
+    /// is filled or emptied after the second clock read.
+    #[inline(always)]
+    fn fire_dir(&self, exec: &Exec, now: impl Fn() -> u64) -> (u64, (i64, i32), u64) {
+        // SAFETY: the stream and the descriptor are the slot's own (checked
+        // when made ready, and no other thread uses the slot meanwhile: the
+        // compiler's ordering constraints); errno is this thread's.
+        unsafe {
+            match self.call {
+                Call::Readdir { dir } => {
+                    // The shim's readdir wrapper clears errno around the
+                    // call too: NULL with errno 0 is the end of the stream.
+                    let t0 = now();
+                    *libc::__errno_location() = 0;
+                    let e = libc::readdir(dir);
+                    let got = if e.is_null() {
+                        match last_errno() {
+                            0 => (0, 0),
+                            x => (-1, x),
+                        }
+                    } else {
+                        (1, 0)
+                    };
+                    let t1 = now();
+                    (t0, got, t1)
+                }
+                Call::FdOpenDir { fd, slot } => {
+                    let t0 = now();
+                    let d = libc::fdopendir(fd);
+                    let t1 = now();
+                    if d.is_null() {
+                        return (t0, (-1, last_errno()), t1);
+                    }
+                    exec.slots.set(slot, DIRP, fd, d as *mut _);
+                    (t0, (fd as i64, 0), t1)
+                }
+                Call::CloseDir { dir, slot } => {
+                    let t0 = now();
+                    let r = libc::closedir(dir);
+                    let t1 = now();
+                    let got = ret(r as i64);
+                    // Emptied as Slots::close empties it.
+                    exec.slots.kind[slot as usize].store(EMPTY, Ordering::Relaxed);
+                    exec.slots.fd[slot as usize].store(-1, Ordering::Relaxed);
+                    exec.slots.ptr[slot as usize].store(std::ptr::null_mut(), Ordering::Relaxed);
+                    (t0, got, t1)
+                }
+                _ => unreachable!("fire_dir is only called for the directory-stream calls"),
+            }
+        }
     }
 
     /// Whether the cached parent directory is still what its path names:
