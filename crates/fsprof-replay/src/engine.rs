@@ -382,7 +382,7 @@ impl Engine<'_> {
                 .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
                     let shared = &shared;
-                    let local = locals[t].take().unwrap_or_else(Local::new);
+                    let local = locals[t].take().unwrap_or_default();
                     let body = move || self.thread(t, prog, local, shared);
                     (t, sc.spawn(move || guarded(shared.abort, body)))
                 })
