@@ -380,6 +380,10 @@ def main():
     ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
     ap.add_argument("--keep", action="store_true", help="keep the working directory (traces, each replay's profile and timing report) and print its path")
     ARGS = ap.parse_args()
+    # The commands run in the bench's own directories.
+    ARGS.fsprof = os.path.abspath(ARGS.fsprof)
+    if ARGS.baseline:
+        ARGS.baseline = os.path.abspath(ARGS.baseline)
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
     tmp = tempfile.mkdtemp(prefix="fsprof-bench-trace-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))

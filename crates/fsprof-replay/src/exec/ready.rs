@@ -2,7 +2,9 @@
 //! made of (opens, closes, stats, the data calls, `getdents64`) laid out
 //! as one system call with every argument resolved — the slot's
 //! descriptor, the cached parent directory and last component, the
-//! buffer, the `open_how` — while the thread would otherwise only wait
+//! buffer, the `open_how` — and the directory-stream calls the trace
+//! took at libc level (`readdir`, `fdopendir`, `closedir`) as that one
+//! libc call on the slot's stream, while the thread would otherwise only wait
 //! for the command's time (Replayfs's productive pre-spin). At its time
 //! the replay loop reads the clock, makes that one call and reads the
 //! clock again; what the result changes in the replayer's own state (a
