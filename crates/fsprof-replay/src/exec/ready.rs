@@ -54,16 +54,8 @@ enum Call {
     },
     /// `close` of a slot's plain descriptor.
     Close { fd: i32, slot: u32 },
-    /// libc's `readdir` of a slot's directory stream, as the traced
-    /// program called it (most calls return an entry from the stream's
-    /// buffer without a system call: only the libc call times them).
-    Readdir { dir: *mut libc::DIR },
-    /// libc's `fdopendir` of a slot's descriptor (its `fstat`, `fcntl`
-    /// and the stream's allocation, as traced); the slot then holds the
-    /// stream.
-    FdOpenDir { fd: i32, slot: u32 },
-    /// libc's `closedir` of a slot's directory stream.
-    CloseDir { dir: *mut libc::DIR, slot: u32 },
+    /// A directory-stream call, made through libc.
+    Dir(DirCall),
     /// `newfstatat(fd, "", AT_EMPTY_PATH)`: glibc's `fstat`.
     Fstat { fd: i32 },
     /// `newfstatat` of one component in its parent, not followed;
@@ -75,6 +67,21 @@ enum Call {
     },
     /// read, pread64, write, pwrite64, getdents64 with their arguments.
     Data { nr: i64, a: [i64; 4] },
+}
+
+/// The directory-stream calls the trace took at libc level, made the same
+/// way.
+#[derive(Clone, Copy)]
+enum DirCall {
+    /// `readdir` of a slot's stream, as the traced program called it
+    /// (most calls return an entry from the stream's buffer without a
+    /// system call: only the libc call times them).
+    Readdir { dir: *mut libc::DIR },
+    /// `fdopendir` of a slot's descriptor (its `fstat`, `fcntl` and the
+    /// stream's allocation, as traced); the slot then holds the stream.
+    FdOpenDir { fd: i32, slot: u32 },
+    /// `closedir` of a slot's stream.
+    CloseDir { dir: *mut libc::DIR, slot: u32 },
 }
 
 impl Exec<'_> {
@@ -170,10 +177,10 @@ impl Exec<'_> {
             Kind::Close => match a.slot {
                 Some(slot) => match self.slots.kind[slot as usize].load(Ordering::Relaxed) {
                     FD => Call::Close { fd, slot },
-                    DIRP => Call::CloseDir {
+                    DIRP => Call::Dir(DirCall::CloseDir {
                         dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
                         slot,
-                    },
+                    }),
                     _ => Call::Whole,
                 },
                 None => Call::Whole,
@@ -201,13 +208,13 @@ impl Exec<'_> {
         };
         let held = self.slots.kind[slot as usize].load(Ordering::Relaxed);
         match kind {
-            Kind::Readdir if held == DIRP => Call::Readdir {
+            Kind::Readdir if held == DIRP => Call::Dir(DirCall::Readdir {
                 dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
-            },
-            Kind::FdOpenDir if held == FD => Call::FdOpenDir {
+            }),
+            Kind::FdOpenDir if held == FD => Call::Dir(DirCall::FdOpenDir {
                 fd: self.slots.fd(Some(slot)),
                 slot,
-            },
+            }),
             _ => Call::Whole,
         }
     }
@@ -233,9 +240,7 @@ impl Ready {
         now: impl Fn() -> u64,
     ) -> (u64, (i64, i32), u64) {
         let (nr, args) = match self.call {
-            Call::Readdir { .. } | Call::FdOpenDir { .. } | Call::CloseDir { .. } => {
-                return self.fire_dir(exec, now);
-            }
+            Call::Dir(d) => return d.fire(exec, now),
             Call::Data { nr, a } => (nr, a),
             Call::Fstat { fd } => (
                 libc::SYS_newfstatat,
@@ -298,17 +303,26 @@ impl Ready {
         (t0, sys_ret(r), t1)
     }
 
+    /// Whether the cached parent directory is still what its path names:
+    /// no call that may change that (a rename, an unlink) came since.
+    #[inline(always)]
+    fn current(&self, exec: &Exec) -> bool {
+        exec.gen.load(Ordering::Acquire) == self.gen
+    }
+}
+
+impl DirCall {
     /// The directory-stream calls, made through libc as the traced program
     /// made them, timed from just before to just after the call; the slot
     /// is filled or emptied after the second clock read.
     #[inline(always)]
-    fn fire_dir(&self, exec: &Exec, now: impl Fn() -> u64) -> (u64, (i64, i32), u64) {
+    fn fire(self, exec: &Exec, now: impl Fn() -> u64) -> (u64, (i64, i32), u64) {
         // SAFETY: the stream and the descriptor are the slot's own (checked
         // when made ready, and no other thread uses the slot meanwhile: the
         // compiler's ordering constraints); errno is this thread's.
         unsafe {
-            match self.call {
-                Call::Readdir { dir } => {
+            match self {
+                DirCall::Readdir { dir } => {
                     // The shim's readdir wrapper clears errno around the
                     // call too: NULL with errno 0 is the end of the stream.
                     let t0 = now();
@@ -325,7 +339,7 @@ impl Ready {
                     let t1 = now();
                     (t0, got, t1)
                 }
-                Call::FdOpenDir { fd, slot } => {
+                DirCall::FdOpenDir { fd, slot } => {
                     let t0 = now();
                     let d = libc::fdopendir(fd);
                     let t1 = now();
@@ -335,7 +349,7 @@ impl Ready {
                     exec.slots.set(slot, DIRP, fd, d as *mut _);
                     (t0, (fd as i64, 0), t1)
                 }
-                Call::CloseDir { dir, slot } => {
+                DirCall::CloseDir { dir, slot } => {
                     let t0 = now();
                     let r = libc::closedir(dir);
                     let t1 = now();
@@ -346,16 +360,8 @@ impl Ready {
                     exec.slots.ptr[slot as usize].store(std::ptr::null_mut(), Ordering::Relaxed);
                     (t0, got, t1)
                 }
-                _ => unreachable!("fire_dir is only called for the directory-stream calls"),
             }
         }
-    }
-
-    /// Whether the cached parent directory is still what its path names:
-    /// no call that may change that (a rename, an unlink) came since.
-    #[inline(always)]
-    fn current(&self, exec: &Exec) -> bool {
-        exec.gen.load(Ordering::Acquire) == self.gen
     }
 }
 
