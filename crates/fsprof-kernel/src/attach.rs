@@ -557,9 +557,9 @@ impl Builder<'_> {
         }
         progs.push(prog);
         let idx = self.fs_ops.len() as u32;
-        let marks = mapfaults::MARKS.iter().filter(|(c, n)| tracefs::exists(&self.root, c, n));
+        // The marks before the starts; those this kernel lacks left out.
         let starts = ["page_fault_kernel", "page_fault_user"].map(|n| ("exceptions", n));
-        for &(c, n) in marks.chain(&starts) {
+        for &(c, n) in mapfaults::MARKS.iter().chain(&starts) {
             if !tracefs::exists(&self.root, c, n) {
                 continue;
             }
