@@ -25,6 +25,25 @@ static int g_off_for_good;
 static pthread_t g_setup_thread;
 static int g_atfork_done;
 
+/* Set by the wrapper files' constructor (wrappers.c), which sit above this
+ * one: finds the real functions a forked child usually calls before it
+ * execs. */
+HIDDEN void (*g_before_first_fork)(void);
+
+/* In the parent, before a fork: found here, once, those functions are
+ * found in every later child too; found in each child, every child pays
+ * for the look-up and the page faults of the dynamic linker's symbol
+ * tables again (a forked child maps no file page its parent had). */
+static void before_fork_in_parent(void)
+{
+    void (*f)(void) = __atomic_exchange_n(&g_before_first_fork, NULL, __ATOMIC_ACQ_REL);
+    if (f != NULL) {
+        int saved = errno;
+        f();
+        errno = saved;
+    }
+}
+
 static void after_fork_in_child(void)
 {
     /* The child inherits the parent's mappings: writing to them would count
@@ -54,7 +73,7 @@ static int setup_process(void)
     fsprof_capture_env();
     if (!g_atfork_done && g_run.ok) {
         g_atfork_done = 1;
-        pthread_atfork(NULL, NULL, after_fork_in_child);
+        pthread_atfork(before_fork_in_parent, NULL, after_fork_in_child);
     }
     if (!g_run.ok)
         return off_for_good(-1);
