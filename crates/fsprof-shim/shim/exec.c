@@ -245,10 +245,16 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
     WITH_ENV(file, envp, REAL(posix_spawnp)(pid, file, fa, at, argv, env));
 }
 
-HIDDEN void fsprof_exec_before_fork(void)
+/* The exec a forked child ends with (record.h, g_before_first_fork). */
+static void before_first_fork(void)
 {
     (void)REAL(execve);
     (void)REAL(execvp);
     (void)REAL(execvpe);
     (void)REAL(execv);
+}
+
+__attribute__((constructor)) static void set_fork_hook(void)
+{
+    g_before_first_fork[FSPROF_FORK_HOOK_EXEC] = before_first_fork;
 }

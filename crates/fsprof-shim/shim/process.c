@@ -25,10 +25,7 @@ static int g_off_for_good;
 static pthread_t g_setup_thread;
 static int g_atfork_done;
 
-/* Set by the wrapper files' constructor (wrappers.c), which sit above this
- * one: finds the real functions a forked child usually calls before it
- * execs. */
-HIDDEN void (*g_before_first_fork)(void);
+HIDDEN void (*g_before_first_fork[FSPROF_FORK_HOOKS])(void);
 
 /* In the parent, before a fork: found here, once, those functions are
  * found in every later child too; found in each child, every child pays
@@ -36,12 +33,13 @@ HIDDEN void (*g_before_first_fork)(void);
  * tables again (a forked child maps no file page its parent had). */
 static void before_fork_in_parent(void)
 {
-    void (*f)(void) = __atomic_exchange_n(&g_before_first_fork, NULL, __ATOMIC_ACQ_REL);
-    if (f != NULL) {
-        int saved = errno;
-        f();
-        errno = saved;
+    int saved = errno;
+    for (int k = 0; k < FSPROF_FORK_HOOKS; k++) {
+        void (*f)(void) = __atomic_exchange_n(&g_before_first_fork[k], NULL, __ATOMIC_ACQ_REL);
+        if (f != NULL)
+            f();
     }
+    errno = saved;
 }
 
 static void after_fork_in_child(void)

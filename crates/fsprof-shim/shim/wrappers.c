@@ -623,9 +623,9 @@ WRAP_FD(ftell, long, ftell, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off_t, ftello, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off64_t, ftello64, (FILE * f), (f), M1, FD_OF(f))
 
-/* What a shell's child, xargs's or make's calls between fork and exec
- * (redirections, closing the other ends of pipes, flushing stdio) and the
- * exec itself (record.h, g_before_first_fork). */
+/* What a shell's child, xargs's or make's calls between fork and exec:
+ * redirections, closing the other ends of pipes, flushing stdio (record.h,
+ * g_before_first_fork). */
 static void before_first_fork(void)
 {
     (void)REAL(open);
@@ -638,10 +638,9 @@ static void before_first_fork(void)
     (void)REAL(write);
     (void)REAL(chdir);
     fsprof_fdclass_before_fork();
-    fsprof_exec_before_fork();
 }
 
 __attribute__((constructor)) static void set_fork_hook(void)
 {
-    g_before_first_fork = before_first_fork;
+    g_before_first_fork[FSPROF_FORK_HOOK_WRAPPERS] = before_first_fork;
 }
