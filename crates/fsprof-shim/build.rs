@@ -39,12 +39,15 @@ const CFLAGS: &[&str] = &[
 /// The C files whose code a process runs at start-up and on its first
 /// calls, linked first (in this order) so that their code lies together
 /// at the front of the text (shim/layout.h); the other files follow.
+/// fdclass.c comes first for its data too: the descriptor classes then
+/// follow the small variables, and a process's first descriptors share
+/// their page.
 const LINK_FIRST: &[&str] = &[
+    "fdclass.c",
     "process.c",
     "run.c",
     "pool.c",
     "util.c",
-    "fdclass.c",
     "exec.c",
     "own.c",
     "trace.c",
@@ -86,6 +89,11 @@ fn main() {
             "-shared",
             "-Wl,-soname,libfsprof_shim.so",
             "-Wl,--no-undefined",
+            // No DT_FINI: the C runtime's _fini does nothing on x86-64
+            // (destructors run from .fini_array), and it lies at the far
+            // end of the text, a page fault of its own in every exiting
+            // process (shim/layout.h).
+            "-Wl,-fini=fsprof_no_fini",
             "-o",
         ])
         .arg(&so)

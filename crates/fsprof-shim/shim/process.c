@@ -55,6 +55,23 @@ static void after_fork_in_child(void)
     fsprof_trace_after_fork();
 }
 
+/* pthread_atfork is a stub from libc_nonshared.a, which the linker puts
+ * at the far end of the shim's text: a page fault of its own in every
+ * process. glibc's entry point behind it is called directly where there
+ * is one, with this library's handle as the stub passes it (a dlclose of
+ * the shim then drops the handlers). */
+extern void *__dso_handle;
+extern int __register_atfork(void (*)(void), void (*)(void), void (*)(void), void *)
+    __attribute__((weak));
+
+static void register_fork_handlers(void)
+{
+    if (__register_atfork != NULL)
+        __register_atfork(before_fork_in_parent, NULL, after_fork_in_child, __dso_handle);
+    else
+        pthread_atfork(before_fork_in_parent, NULL, after_fork_in_child);
+}
+
 /* Off for good: 0, after closing dirfd if it is open. */
 static int off_for_good(long dirfd)
 {
@@ -71,7 +88,7 @@ static int setup_process(void)
     fsprof_capture_env();
     if (!g_atfork_done && g_run.ok) {
         g_atfork_done = 1;
-        pthread_atfork(before_fork_in_parent, NULL, after_fork_in_child);
+        register_fork_handlers();
     }
     if (!g_run.ok)
         return off_for_good(-1);
