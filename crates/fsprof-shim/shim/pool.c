@@ -292,7 +292,7 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->slot_size = (uint32_t)sizeof(struct slot_shared);
     p->pid = pid;
     p->ppid = (int32_t)syscall(SYS_getppid);
-    p->start_ns = fsprof_mono_ns();
+    p->start_ns = fsprof_start_ns();
     p->seq = seq;
     fill_names(p);
 }
