@@ -66,12 +66,13 @@ fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
     s.as_ref()
 }
 
-/// `fsprof trace --data full -o TRACE -- EXE ARGS` in `dir`.
-fn trace(dir: &Path, trace: &Path, exe: &Path, args: &[&str]) {
+/// `fsprof trace --data full -o TRACE -- EXE ARGS` in `dir`: its
+/// messages (notes and warnings, for a failing test to show).
+fn trace(dir: &Path, trace: &Path, exe: &Path, args: &[&str]) -> String {
     let mut a = vec![os("trace"), os("--data"), os("full"), os("-o"), os(trace)];
     a.extend([os("--"), os(exe)]);
     a.extend(args.iter().map(os));
-    ok(&fsprof_in(dir, &a));
+    ok(&fsprof_in(dir, &a))
 }
 
 fn compile(dir: &Path, trace: &Path, out: &Path) -> Compiled {
@@ -233,12 +234,18 @@ fn a_cold_replay_reads_the_device_as_much_as_the_original() {
     drop_caches(&fs);
     let before = sectors_read(&fs.name());
     let t = base.join("m.trace");
-    trace(&work, &t, &exe, &["data.bin", "old"]);
+    let msgs = trace(&work, &t, &exe, &["data.bin", "old"]);
     let original = sectors_read(&fs.name()) - before;
     let recs = mapped_records(&base, &t);
+    let faults: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["op"] != "mapped_contents")
+        .collect();
+    // Seen once in about 60 runs: a trace with the contents records but
+    // no fault at all; the capture's messages say what it knew.
     assert!(
-        recs.iter().any(|r| r["major"] == true),
-        "no read waited for the device: {recs:?}"
+        faults.iter().any(|r| r["major"] == true),
+        "no read waited for the device; trace messages: {msgs}; faults: {faults:?}"
     );
     let r = base.join("m.replay");
     compile(&base, &t, &r);
