@@ -64,6 +64,7 @@ fn options(s: &Settings) -> Options {
         perf_tracepoints: false,
         fs_functions: Vec::new(),
         by_cgroup: true,
+        mapped_faults: false,
     }
 }
 

@@ -522,10 +522,12 @@ impl Builder<'_> {
                 "fs layer: no ext4/xfs/btrfs enter/exit tracepoint pairs on this kernel".into(),
             );
         }
-        if let Err(why) = self.attach_mapped_faults(&start) {
-            self.notes.push(format!(
-                "fs layer: faults on file mappings (mapped_read, mapped_write) not timed: {why}"
-            ));
+        if self.o.mapped_faults {
+            if let Err(why) = self.attach_mapped_faults(&start) {
+                self.notes.push(format!(
+                    "fs layer: faults on file mappings (mapped_read, mapped_write) not timed: {why}"
+                ));
+            }
         }
         self.starts.push(start);
         self.layers.push(layer::FS);

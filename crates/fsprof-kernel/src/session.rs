@@ -73,6 +73,12 @@ pub struct Options {
     /// File every observation under its cgroup ([`crate::bycgroup`]):
     /// read with [`Session::read_by_cgroup`], not [`Session::snapshot`].
     pub by_cgroup: bool,
+    /// Time faults on file mappings in the fs layer (`mapped_read`,
+    /// `mapped_write`, [`crate::mapfaults`]). Off unless asked for: the
+    /// page-fault software events run their program for every fault of
+    /// every task, about 1 µs more per fault (measured: 16,384 anonymous
+    /// faults of a profiled program took 16 ms more system time).
+    pub mapped_faults: bool,
 }
 
 /// Loaded and attached programs. Dropping it detaches everything.

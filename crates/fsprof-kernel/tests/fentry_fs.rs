@@ -118,6 +118,7 @@ fn fs_session(target: Target) -> Result<Session, fsprof_kernel::Error> {
         perf_tracepoints: false,
         fs_functions: Vec::new(),
         by_cgroup: false,
+        mapped_faults: false,
     })
 }
 

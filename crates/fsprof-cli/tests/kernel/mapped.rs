@@ -41,7 +41,15 @@ int main(int argc, char **argv) {
 fn profile(dir: &Path, args: &[&std::ffi::OsStr]) -> Profile {
     let out = dir.join("p.json");
     let o = fsprof()
-        .args(["kernel", "-q", "-f", "--layers", "fs", "-o"])
+        .args([
+            "kernel",
+            "-q",
+            "-f",
+            "--layers",
+            "fs",
+            "--mapped-faults",
+            "-o",
+        ])
         .arg(&out)
         .arg("--")
         .args(args)
