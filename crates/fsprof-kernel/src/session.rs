@@ -76,8 +76,10 @@ pub struct Options {
     /// Time faults on file mappings in the fs layer (`mapped_read`,
     /// `mapped_write`, [`crate::mapfaults`]). Off unless asked for: the
     /// page-fault software events run their program for every fault of
-    /// every task, about 1 µs more per fault (measured: 16,384 anonymous
-    /// faults of a profiled program took 16 ms more system time).
+    /// every task, up to about 1 µs more per fault (16,384 anonymous
+    /// faults of a profiled program took 16 ms more system time than with
+    /// the syscall layer alone, at load 10; against the fs layer without
+    /// them the difference was within that load's noise).
     pub mapped_faults: bool,
 }
 

@@ -88,7 +88,7 @@ pub struct KernelArgs {
     pub fs_functions: Vec<String>,
     /// Also time page faults on file mappings in the fs layer (ops
     /// mapped_read, mapped_write): loads and stores through mmap, which
-    /// make no call. Costs about 1 µs per page fault of every task
+    /// make no call. Costs up to about 1 µs per page fault of every task
     #[arg(long)]
     pub mapped_faults: bool,
     /// List which layers this kernel supports and why not, then exit
