@@ -63,13 +63,22 @@ pub struct CompareOptions {
     /// The spread (standard deviation of one run), in powers of two,
     /// assumed between runs of the same thing where the runs do not measure
     /// it (one run per side), and the prior that a few runs' measured
-    /// spread is moderated by. Default 0.3: runs of the same programs on a
-    /// shared 2-CPU machine spread by 0.1–0.4 per op once the profile
-    /// shift is out (docs/benchmarks/analysis.md).
+    /// spread is moderated by. Default 0.15: over 360 pairs of identical
+    /// runs of three workloads on a shared 2-CPU machine, an op's shift
+    /// once the profile shift is out spread by 0.04–0.25 in one run (the
+    /// median op 0.12; docs/benchmarks/analysis.md). At 0.3 a 2× slower
+    /// op stood out at p ≈ 0.04, which Holm's levels did not let through.
     pub spread: f64,
     /// How many runs' worth of evidence the assumed spread carries
     /// against the measured one. Default 8.
     pub spread_df: f64,
+    /// The spread (standard deviation of one run), in powers of two, of a
+    /// whole layer's shift between runs of the same thing: load from other
+    /// programs slows every op of a run alike, by more than ops differ
+    /// from each other once it is out. A layer's shift is judged against
+    /// it, and so is an op of a layer with too few ops to take the shift
+    /// out (it is in the op's own change). Default 0.35.
+    pub layer_spread: f64,
     /// Phase 1: share of the layer's latency and calls below which an op is
     /// negligible (in both profiles). Default 0.01.
     pub negligible: f64,
@@ -91,8 +100,9 @@ impl Default for CompareOptions {
             method: Method::Emd,
             alpha: 0.05,
             min_share: 0.02,
-            spread: 0.3,
+            spread: 0.15,
             spread_df: 8.0,
+            layer_spread: 0.35,
             negligible: 0.01,
             min_calls: 10,
             peak_change_share: 0.2,
@@ -228,6 +238,9 @@ pub struct Terms {
     /// The assumed spread between runs, powers of two, and its weight.
     pub spread: f64,
     pub spread_df: f64,
+    /// The assumed spread of a whole layer's shift between runs.
+    #[serde(default)]
+    pub layer_spread: f64,
     pub negligible: f64,
     /// Ops with fewer calls on both sides were not compared.
     pub min_calls: u64,
@@ -316,6 +329,7 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
             min_share: opts.min_share,
             spread: opts.spread,
             spread_df: opts.spread_df,
+            layer_spread: opts.layer_spread,
             negligible: opts.negligible,
             min_calls: opts.min_calls,
             resolution: res,
