@@ -559,3 +559,28 @@ fn a_bucket_boundary_crossed_is_no_change_unless_the_time_moved() {
     let hits: Vec<&str> = c.interesting().map(|o| o.op.as_str()).collect();
     assert_eq!(hits, ["close"]);
 }
+
+/// What a change moved is measured without each run's slowest call too:
+/// a `close` 2× slower, with one call preempted for 40 ms in each run,
+/// moved its total by a hundredth with that call in, and all of its time
+/// without it.
+#[test]
+fn a_preempted_call_on_each_side_does_not_hide_a_change() {
+    let run = |slow: i32| {
+        let mut close = spread_op("close", 11 + slow, 140);
+        close.histogram.add_to(Some(25), 1);
+        close.total_ns += 40_000_000;
+        (close.pre, close.post) = (close.pre + 1, close.post + 1);
+        close.max_ns = Some(40_000_000);
+        profile(vec![
+            close,
+            spread_op("open", 13, 140),
+            spread_op("read", 11, 140),
+            spread_op("stat", 10, 140),
+        ])
+    };
+    let c = compare_profiles(&run(0), &run(1), &CompareOptions::default());
+    let close = c.ops.iter().find(|o| o.op == "close").unwrap();
+    assert!(close.interesting, "{:?}", close.checks);
+    assert_eq!(close.decided_by().unwrap().test, TestKind::Shift);
+}
