@@ -29,7 +29,10 @@
 //! [`super::CompareOptions::spread_df`] runs (a Bayesian prior, as
 //! moderated t-tests do it for few replicates). With one run per side
 //! nothing measures it, and the assumed spread is all there is; the sampling
-//! noise of each histogram (`n` calls) adds to it.
+//! noise of each histogram (`n` calls) adds to it. A layer's own shift, and
+//! the ops of a layer too small to take it out, are judged against the
+//! spread of whole runs, [`super::CompareOptions::layer_spread`]: load
+//! moves whole runs by more than it moves one op against the others.
 //!
 //! Only a *material* change can decide: one that moves at least
 //! [`super::CompareOptions::min_share`] of the layer's latency. The

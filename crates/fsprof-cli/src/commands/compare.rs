@@ -31,11 +31,11 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = parse_alpha)]
     pub alpha: f64,
     /// A change must move at least this share of its layer's latency to decide
-    #[arg(long, default_value_t = 0.02, value_name = "SHARE", value_parser = parse_share)]
+    #[arg(long, default_value_t = 0.03, value_name = "SHARE", value_parser = parse_share)]
     pub min_share: f64,
     /// Spread between runs assumed where one run per side cannot measure it,
     /// in powers of two
-    #[arg(long, default_value_t = 0.15, value_name = "POWERS", value_parser = parse_nonnegative)]
+    #[arg(long, default_value_t = 0.18, value_name = "POWERS", value_parser = parse_nonnegative)]
     pub spread: f64,
     /// Spread of a whole layer's shift between runs (load slows every op of
     /// a run alike), in powers of two
