@@ -351,6 +351,17 @@ impl Engine<'_> {
             _ => 1.0,
         };
         let ticks = Ticks { tsc, per_ns };
+        // Each thread's state, its parent directories opened now: before
+        // the start is set, so that opening them cannot delay it.
+        let mut locals: Vec<Option<Local>> = progs
+            .iter()
+            .map(|prog| {
+                let mut local = Local::new();
+                let cmds = prog.steps.iter().filter_map(|s| Some((s.kind?, s.cmd)));
+                exec.preopen(cmds, &mut local);
+                Some(local)
+            })
+            .collect();
         let begin = ticks.pair();
         // Every thread starts at `start`, after all are spawned and have
         // laid out their memory, in both paces.
@@ -371,7 +382,8 @@ impl Engine<'_> {
                 .filter(|(_, prog)| !prog.steps.is_empty())
                 .map(|(t, prog)| {
                     let shared = &shared;
-                    let body = move || self.thread(t, prog, shared);
+                    let local = locals[t].take().unwrap_or_default();
+                    let body = move || self.thread(t, prog, local, shared);
                     (t, sc.spawn(move || guarded(shared.abort, body)))
                 })
                 .collect();
@@ -421,16 +433,21 @@ impl Engine<'_> {
 
     /// One replay thread: its records, and its resource use from its start
     /// time on.
-    fn thread(&self, t: usize, prog: &Program, sh: &Shared) -> (Vec<Rec>, Usage) {
+    fn thread(&self, t: usize, prog: &Program, local: Local, sh: &Shared) -> (Vec<Rec>, Usage) {
         let realtime = self.realtime.is_some_and(|p| set_fifo(p).is_ok());
-        let (recs, usage) = self.thread_loop(t, prog, sh);
+        let (recs, usage) = self.thread_loop(t, prog, local, sh);
         (recs, Usage { realtime, ..usage })
     }
 
-    fn thread_loop(&self, t: usize, prog: &Program, sh: &Shared) -> (Vec<Rec>, Usage) {
+    fn thread_loop(
+        &self,
+        t: usize,
+        prog: &Program,
+        mut local: Local,
+        sh: &Shared,
+    ) -> (Vec<Rec>, Usage) {
         // Written, not just allocated: the pages are faulted in now.
         let mut recs = vec![Rec::default(); prog.steps.len()];
-        let mut local = Local::new();
         local.reserve(prog.max_read, prog.max_write);
         let paced = matches!(self.pace, Pace::Speed(_));
         if paced {

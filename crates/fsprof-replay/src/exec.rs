@@ -669,6 +669,23 @@ impl<'a> Exec<'a> {
         has
     }
 
+    /// Opens, before the start, the parent directories of a replay
+    /// thread's path calls (`(kind, command index)`, in order), as many
+    /// as the thread keeps: each would otherwise be opened (an `openat2`
+    /// from the root, a few µs) between two calls when its first command
+    /// is due at once. A directory not there yet is opened when first
+    /// used, as before.
+    pub fn preopen(&self, cmds: impl Iterator<Item = (Kind, u32)>, local: &mut Local) {
+        for (kind, cmd) in cmds {
+            // Two parents at most per command; at the limit the cache
+            // would be emptied.
+            if local.open_dirs + 2 > MAX_CACHED_DIRS {
+                break;
+            }
+            self.prepare(kind, cmd, local);
+        }
+    }
+
     /// After a call that may change how directory paths resolve.
     fn namespace_changed(&self, r: (i64, i32)) -> (i64, i32) {
         if r.1 == 0 {
@@ -1430,5 +1447,68 @@ impl<'a> Exec<'a> {
                 _ => err(libc::ENOSYS),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsprof_trace::replayfile::Command;
+
+    /// `stat`s of `paths`, one thread.
+    fn stats(paths: &[String]) -> Compiled {
+        Compiled {
+            strings: paths.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            commands: (0..paths.len() as u32)
+                .map(|i| Command {
+                    op: fsprof_trace::event::Op::from_name("stat").unwrap(),
+                    path: Some(i),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// The parent directories of a thread's path calls are opened before
+    /// the start, each once, those not there yet left to their first use,
+    /// and never more than the thread keeps (the cache is not emptied).
+    #[test]
+    fn preopen_opens_each_parent_once_and_stays_within_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["a", "b"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let root = Root::open(dir.path()).unwrap();
+        let c = stats(&["/a/x", "/b/y", "/a/z", "/missing/w"].map(String::from));
+        let (slots, paths) = (Slots::new(0), PathTable::new(&c));
+        let exec = Exec::new(&root, &slots, &c, &paths);
+        let kinds = Kind::table(&c);
+        let mut local = Local::new();
+        let cmds = || (0..c.commands.len() as u32).map(|i| (kinds[i as usize].unwrap(), i));
+        exec.preopen(cmds(), &mut local);
+        assert_eq!(local.open_dirs, 2);
+        assert_eq!(local.dirs.iter().flatten().count(), 2);
+        // The missing one is tried again when used: there now.
+        std::fs::create_dir(dir.path().join("missing")).unwrap();
+        assert!(exec.parent(Some(3), &mut local).is_ok());
+        assert_eq!(local.open_dirs, 3);
+
+        let many: Vec<String> = (0..2 * MAX_CACHED_DIRS)
+            .map(|i| format!("/d{i}/f"))
+            .collect();
+        for i in 0..many.len() {
+            std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
+        }
+        let c = stats(&many);
+        let paths = PathTable::new(&c);
+        let exec = Exec::new(&root, &slots, &c, &paths);
+        let kinds = Kind::table(&c);
+        let mut local = Local::new();
+        let cmds = (0..c.commands.len() as u32).map(|i| (kinds[i as usize].unwrap(), i));
+        exec.preopen(cmds, &mut local);
+        assert_eq!(local.open_dirs, MAX_CACHED_DIRS - 1);
+        // The first ones are the ones kept: the replay's first commands.
+        assert!(local.dirs[0].is_some());
     }
 }

@@ -71,7 +71,7 @@ pub struct ErrorParts {
 pub struct LateCauses {
     pub over_ns: u64,
     /// Mostly the replayer's own cost: its time between calls due back to
-    /// back (or this one's preparation).
+    /// back beyond the traced program's own (or this one's preparation).
     pub behind: u64,
     /// Mostly earlier calls of the thread that ran longer than traced, by
     /// less than 50 µs each.

@@ -2,7 +2,9 @@
 //! made of (opens, closes, stats, the data calls, `getdents64`) laid out
 //! as one system call with every argument resolved — the slot's
 //! descriptor, the cached parent directory and last component, the
-//! buffer, the `open_how` — while the thread would otherwise only wait
+//! buffer, the `open_how` — and the directory-stream calls the trace
+//! took at libc level (`readdir`, `fdopendir`, `closedir`) as that one
+//! libc call on the slot's stream, while the thread would otherwise only wait
 //! for the command's time (Replayfs's productive pre-spin). At its time
 //! the replay loop reads the clock, makes that one call and reads the
 //! clock again; what the result changes in the replayer's own state (a
@@ -19,7 +21,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{sys_ret, DataArgs, Exec, Kind, Local, EMPTY, FD, FILEP, MAX_BUF};
+use super::{
+    last_errno, ret, sys_ret, DataArgs, Exec, Kind, Local, DIRP, EMPTY, FD, FILEP, MAX_BUF,
+};
 use crate::raw;
 use crate::root::OpenHow;
 
@@ -29,7 +33,10 @@ pub struct Ready {
     /// The namespace generation the cached parent directory belongs to.
     gen: u64,
     how: OpenHow,
-    st: libc::stat,
+    /// The stat calls' buffer: written by the kernel, read only after a
+    /// successful call; not zeroed per command (144 bytes between two
+    /// calls that may be due back to back).
+    st: std::mem::MaybeUninit<libc::stat>,
 }
 
 #[derive(Clone, Copy)]
@@ -47,6 +54,8 @@ enum Call {
     },
     /// `close` of a slot's plain descriptor.
     Close { fd: i32, slot: u32 },
+    /// A directory-stream call, made through libc.
+    Dir(DirCall),
     /// `newfstatat(fd, "", AT_EMPTY_PATH)`: glibc's `fstat`.
     Fstat { fd: i32 },
     /// `newfstatat` of one component in its parent, not followed;
@@ -60,16 +69,29 @@ enum Call {
     Data { nr: i64, a: [i64; 4] },
 }
 
+/// The directory-stream calls the trace took at libc level, made the same
+/// way.
+#[derive(Clone, Copy)]
+enum DirCall {
+    /// `readdir` of a slot's stream, as the traced program called it
+    /// (most calls return an entry from the stream's buffer without a
+    /// system call: only the libc call times them).
+    Readdir { dir: *mut libc::DIR },
+    /// `fdopendir` of a slot's descriptor (its `fstat`, `fcntl` and the
+    /// stream's allocation, as traced); the slot then holds the stream.
+    FdOpenDir { fd: i32, slot: u32 },
+    /// `closedir` of a slot's stream.
+    CloseDir { dir: *mut libc::DIR, slot: u32 },
+}
+
 impl Exec<'_> {
     /// The command made ready: after its waits, before its time.
     pub fn ready(&self, kind: Kind, a: &DataArgs, cmd: u32, local: &mut Local) -> Ready {
-        // SAFETY: plain integers, for which zero is valid.
-        let st: libc::stat = unsafe { std::mem::zeroed() };
         let mut r = Ready {
             call: Call::Whole,
             gen: 0,
             how: OpenHow::beneath(0, 0),
-            st,
+            st: std::mem::MaybeUninit::uninit(),
         };
         r.call = match kind {
             Kind::Read | Kind::Pread | Kind::Write | Kind::Pwrite => {
@@ -77,6 +99,7 @@ impl Exec<'_> {
             }
             Kind::Open | Kind::Stat | Kind::Lstat => self.ready_path(kind, cmd, local, &mut r),
             Kind::Close | Kind::Fstat | Kind::Getdents => self.ready_fd(kind, a, local),
+            Kind::Readdir | Kind::FdOpenDir => self.ready_dir(kind, a),
             _ => Call::Whole,
         };
         r
@@ -152,10 +175,15 @@ impl Exec<'_> {
         }
         match kind {
             Kind::Close => match a.slot {
-                Some(slot) if self.slots.kind[slot as usize].load(Ordering::Relaxed) == FD => {
-                    Call::Close { fd, slot }
-                }
-                _ => Call::Whole,
+                Some(slot) => match self.slots.kind[slot as usize].load(Ordering::Relaxed) {
+                    FD => Call::Close { fd, slot },
+                    DIRP => Call::Dir(DirCall::CloseDir {
+                        dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
+                        slot,
+                    }),
+                    _ => Call::Whole,
+                },
+                None => Call::Whole,
             },
             Kind::Fstat => Call::Fstat { fd },
             _ => {
@@ -165,6 +193,29 @@ impl Exec<'_> {
                     a: [fd as i64, b.as_mut_ptr() as i64, b.len() as i64, 0],
                 }
             }
+        }
+    }
+}
+
+impl Exec<'_> {
+    /// The directory-stream calls on a slot: a stream to read, or a plain
+    /// descriptor to make one of. Anything else (an empty slot, a stream
+    /// where a descriptor was expected) is issued whole, which answers
+    /// EBADF as the trace's conventions say.
+    fn ready_dir(&self, kind: Kind, a: &DataArgs) -> Call {
+        let Some(slot) = a.slot else {
+            return Call::Whole;
+        };
+        let held = self.slots.kind[slot as usize].load(Ordering::Relaxed);
+        match kind {
+            Kind::Readdir if held == DIRP => Call::Dir(DirCall::Readdir {
+                dir: self.slots.ptr(Some(slot), DIRP) as *mut libc::DIR,
+            }),
+            Kind::FdOpenDir if held == FD => Call::Dir(DirCall::FdOpenDir {
+                fd: self.slots.fd(Some(slot)),
+                slot,
+            }),
+            _ => Call::Whole,
         }
     }
 }
@@ -189,13 +240,14 @@ impl Ready {
         now: impl Fn() -> u64,
     ) -> (u64, (i64, i32), u64) {
         let (nr, args) = match self.call {
+            Call::Dir(d) => return d.fire(exec, now),
             Call::Data { nr, a } => (nr, a),
             Call::Fstat { fd } => (
                 libc::SYS_newfstatat,
                 [
                     fd as i64,
                     c"".as_ptr() as i64,
-                    &mut self.st as *mut libc::stat as i64,
+                    self.st.as_mut_ptr() as i64,
                     libc::AT_EMPTY_PATH as i64,
                 ],
             ),
@@ -214,7 +266,7 @@ impl Ready {
                 [
                     dir as i64,
                     name as i64,
-                    &mut self.st as *mut libc::stat as i64,
+                    self.st.as_mut_ptr() as i64,
                     libc::AT_SYMLINK_NOFOLLOW as i64,
                 ],
             ),
@@ -234,7 +286,10 @@ impl Ready {
                 return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
             Call::StatAt { follow: true, .. }
-                if r == 0 && self.st.st_mode & libc::S_IFMT == libc::S_IFLNK =>
+                // SAFETY: the call succeeded, so the kernel filled it.
+                if r == 0
+                    && unsafe { self.st.assume_init_ref() }.st_mode & libc::S_IFMT
+                        == libc::S_IFLNK =>
             {
                 return whole_from(t0, exec, (kind, a, cmd), local, now);
             }
@@ -253,6 +308,60 @@ impl Ready {
     #[inline(always)]
     fn current(&self, exec: &Exec) -> bool {
         exec.gen.load(Ordering::Acquire) == self.gen
+    }
+}
+
+impl DirCall {
+    /// The directory-stream calls, made through libc as the traced program
+    /// made them, timed from just before to just after the call; the slot
+    /// is filled or emptied after the second clock read.
+    #[inline(always)]
+    fn fire(self, exec: &Exec, now: impl Fn() -> u64) -> (u64, (i64, i32), u64) {
+        // SAFETY: the stream and the descriptor are the slot's own (checked
+        // when made ready, and no other thread uses the slot meanwhile: the
+        // compiler's ordering constraints); errno is this thread's.
+        unsafe {
+            match self {
+                DirCall::Readdir { dir } => {
+                    // The shim's readdir wrapper clears errno around the
+                    // call too: NULL with errno 0 is the end of the stream.
+                    let t0 = now();
+                    *libc::__errno_location() = 0;
+                    let e = libc::readdir(dir);
+                    let got = if e.is_null() {
+                        match last_errno() {
+                            0 => (0, 0),
+                            x => (-1, x),
+                        }
+                    } else {
+                        (1, 0)
+                    };
+                    let t1 = now();
+                    (t0, got, t1)
+                }
+                DirCall::FdOpenDir { fd, slot } => {
+                    let t0 = now();
+                    let d = libc::fdopendir(fd);
+                    let t1 = now();
+                    if d.is_null() {
+                        return (t0, (-1, last_errno()), t1);
+                    }
+                    exec.slots.set(slot, DIRP, fd, d as *mut _);
+                    (t0, (fd as i64, 0), t1)
+                }
+                DirCall::CloseDir { dir, slot } => {
+                    let t0 = now();
+                    let r = libc::closedir(dir);
+                    let t1 = now();
+                    let got = ret(r as i64);
+                    // Emptied as Slots::close empties it.
+                    exec.slots.kind[slot as usize].store(EMPTY, Ordering::Relaxed);
+                    exec.slots.fd[slot as usize].store(-1, Ordering::Relaxed);
+                    exec.slots.ptr[slot as usize].store(std::ptr::null_mut(), Ordering::Relaxed);
+                    (t0, got, t1)
+                }
+            }
+        }
     }
 }
 
