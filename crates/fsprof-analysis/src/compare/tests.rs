@@ -552,7 +552,10 @@ fn a_bucket_boundary_crossed_is_no_change_unless_the_time_moved() {
     let c = compare_profiles(&run(9, 1000), &run(10, 1050), &CompareOptions::default());
     let close = c.ops.iter().find(|o| o.op == "close").unwrap();
     let shift = close.checks[0];
-    assert!((shift.effect - 1.0).abs() < 1e-9 && shift.p_value < 0.01, "{shift:?}");
+    assert!(
+        (shift.effect - 1.0).abs() < 1e-9 && shift.p_value < 0.01,
+        "{shift:?}"
+    );
     assert!(shift.moved < 0.02 && shift.level.is_none(), "{shift:?}");
     assert_eq!(c.exit_code(), 0, "{:?}", close.checks);
     let c = compare_profiles(&run(9, 1000), &run(10, 2000), &CompareOptions::default());

@@ -343,8 +343,7 @@ fn judge_layer(
                 && stats[j].iter().all(Option::is_some)
         })
         .collect();
-    let compared: Vec<Vec<Option<RunStat>>> =
-        in_median.iter().map(|&j| stats[j].clone()).collect();
+    let compared: Vec<Vec<Option<RunStat>>> = in_median.iter().map(|&j| stats[j].clone()).collect();
     let shifts = common_shifts(&compared, runs, None);
     let own = shifts_for(&compared, runs);
     let shares = baseline_shares(&stats, a.len());
