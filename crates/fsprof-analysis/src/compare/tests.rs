@@ -613,3 +613,30 @@ fn a_doubled_op_decides_by_the_share_of_latency_it_moved() {
         assert_eq!(c.exit_code(), i32::from(decides));
     }
 }
+
+/// What a change moved must be moved in the time the op took, not only
+/// against the profile: every other op of B 1.19× faster and `pread`
+/// 1.19× slower is a clear change against the profile (three tight runs a
+/// side), but `pread`, an eighth of the latency, took 19% longer: 2.3% of
+/// the layer's time, under the material share (a real pair of the
+/// classify test, in which B's pipe waits left the CPU to the others).
+#[test]
+fn a_change_against_the_profile_must_move_real_time() {
+    let run = |d: i32| {
+        let mut ops = vec![op_r4("pread", 40 + d, 700)];
+        for (k, n) in ["open", "close", "stat", "pwrite"].iter().enumerate() {
+            ops.push(op_r4(n, 44 + 2 * k as i32 - d, 300));
+        }
+        profile_r4(ops)
+    };
+    let (a, b): (Vec<Profile>, Vec<Profile>) = (0..3).map(|_| (run(0), run(1))).unzip();
+    let c = compare_runs(&a, &b, &CompareOptions::default());
+    let pread = c.ops.iter().find(|o| o.op == "pread").unwrap();
+    let shift = pread.checks[0];
+    assert!(
+        (shift.effect - 0.5).abs() < 1e-9 && shift.p_value < 0.01,
+        "{shift:?}"
+    );
+    assert!(shift.moved < 0.03 && shift.level.is_none(), "{shift:?}");
+    assert!(!pread.interesting);
+}
