@@ -22,6 +22,12 @@ Options:
   --loop N        processes of the loop (default 1000)
   --fsprof PATH   the build to measure (default target/release/fsprof)
   --other PATH    another build's run and trace too (before/after)
+  --swap-shim     with --other: also `fsprof run` (and trace) of this build
+                  with the other build's shim swapped in, and with its own,
+                  both through `env LD_PRELOAD=...` (the command's first
+                  process, env, keeps the run's shim): the shims' difference
+                  alone, pairwise in each round. Only for builds whose shims
+                  share the counter files' ABI (abi.h's version).
   --only LIST     workloads, comma separated (loop,xargs)
   --no-trace      leave out fsprof trace
   --strace        add strace -f -c (a peer)
@@ -71,6 +77,19 @@ def variants(args, tmp, shell):
                 [fs, "trace", "-f", "-o", os.path.join(tmp, "t.trace"), "--"] + cmd,
                 {},
             )
+    if args.other and args.swap_shim:
+        shims = [("this shim", shim), ("other shim", installed_shim(args.other, tmp))]
+        for tag, so in shims:
+            swapped = ["env", f"LD_PRELOAD={so}"] + cmd
+            out[f"run, {tag}"] = (
+                [args.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "p.json"), "--"] + swapped,
+                {},
+            )
+            if not args.no_trace:
+                out[f"trace, {tag}"] = (
+                    [args.fsprof, "trace", "-f", "-o", os.path.join(tmp, "t.trace"), "--"] + swapped,
+                    {},
+                )
     if args.strace:
         out["strace -f -c"] = (["strace", "-f", "-c", "-o", os.path.join(tmp, "s.txt")] + cmd, {})
     return out
@@ -132,6 +151,17 @@ def report(name, nproc, times):
             print(f"{k + ' / empty.so added':<40} wall {statistics.median(rel):5.2f}x  cpu "
                   f"{statistics.median(relc) if relc else float('nan'):5.2f}x  (target <= 2x; "
                   f"rounds {min(rel):.2f}..{max(rel):.2f})")
+    for mode in ("run", "trace"):
+        a, b = times.get(f"{mode}, this shim"), times.get(f"{mode}, other shim")
+        if not (a and b):
+            continue
+        # Pairwise in each round: the two shims under the same fsprof.
+        rw = [x[0] / y[0] for x, y in zip(a, b)]
+        rc = [x[1] / y[1] for x, y in zip(a, b)]
+        dw = [(x[0] - y[0]) / nproc * 1e6 for x, y in zip(a, b)]
+        print(f"{mode + ', this shim / other shim':<40} wall {statistics.median(rw):5.3f}x  cpu "
+              f"{statistics.median(rc):5.3f}x  ({statistics.median(dw):+.1f} us/proc wall; "
+              f"rounds {min(rw):.3f}..{max(rw):.3f})")
 
 
 def main():
@@ -140,6 +170,7 @@ def main():
     ap.add_argument("--loop", type=int, default=1000)
     ap.add_argument("--fsprof", default=os.path.join(ROOT, "target/release/fsprof"))
     ap.add_argument("--other")
+    ap.add_argument("--swap-shim", action="store_true")
     ap.add_argument("--only", default="loop,xargs")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--strace", action="store_true")

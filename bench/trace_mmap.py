@@ -11,17 +11,24 @@ ratios; target <= 1.3x, the budget `trace` meets on grep):
 Variants: bare, `fsprof trace --data digest` and `--data full`. As root the
 trace follows the page faults (the mapped reads it records are counted
 from one trace of each); without root it records the calls only, which
-the output says.
+the output says. As root a fourth variant, `--data digest` with every
+capability dropped (setpriv), records the calls only: the difference
+between it and `--data digest` is what following the faults costs, and
+the difference between it and bare is what tracing the calls costs
+(fsprof's own start and end included).
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--rounds N] [--dir DIR]
+usage: bench/trace_mmap.py [--fsprof PATH] [--rounds N] [--dir DIR] [--fifo]
+  --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
+           machine other processes are kept off the CPU it runs on
 """
 import argparse
-import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from interleave import interleaved, ratio_table
 
@@ -54,12 +61,27 @@ def make_inputs(d):
     return exe, data, db
 
 
+NO_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+CALLS_ONLY = "trace --data digest, no caps"
+
+
 def variants(d, cmd, name):
     out = {"bare": cmd}
     for data in ("digest", "full"):
         trace = os.path.join(d, f"{name.split()[0]}-{data}.trace")
         out[f"trace --data {data}"] = [ARGS.fsprof, "trace", "-f", "--data", data, "-o", trace, "--"] + cmd
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
+        out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
     return out
+
+
+def wall(cmd):
+    """Seconds `cmd` takes (under SCHED_FIFO with --fifo), output discarded."""
+    pre = ["chrt", "-f", "50"] if ARGS.fifo else []
+    t = time.perf_counter()
+    subprocess.run(pre + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
 
 
 def mapped_reads(trace):
@@ -70,9 +92,14 @@ def mapped_reads(trace):
 
 def measure(d, name, cmd):
     v = variants(d, cmd, name)
-    times = interleaved(v, ARGS.rounds, warm=1)
+    times = interleaved(v, ARGS.rounds, measure=wall, warm=1)
     print(f"\n# {name}: {ARGS.rounds} interleaved rounds, medians")
-    ratio_table(times, 20)
+    ratio_table(times, 28)
+    med = {k: statistics.median(t) * 1e3 for k, t in times.items()}
+    if CALLS_ONLY in med:
+        calls = med[CALLS_ONLY] - med["bare"]
+        faults = med["trace --data digest"] - med[CALLS_ONLY]
+        print(f"medians: tracing the calls +{calls:.1f} ms over bare, following the faults +{faults:.1f} ms more")
     n = mapped_reads(os.path.join(d, f"{name.split()[0]}-digest.trace"))
     print(f"mapped reads in the last --data digest trace: {n}")
 
@@ -83,11 +110,14 @@ def main():
     p.add_argument("--fsprof", default=os.path.join(ROOT, "target", "release", "fsprof"))
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--dir", default=None, help="where the 256 MiB file and the database go")
+    p.add_argument("--fifo", action="store_true")
     ARGS = p.parse_args()
     if not shutil.which("sqlite3"):
         sys.exit("trace_mmap.py: sqlite3 is not installed (apt-get install sqlite3)")
     if os.geteuid() != 0:
         print("not root: the traces hold the calls only, not the mapped accesses")
+    print(f"# load before: {' '.join(open('/proc/loadavg').read().split()[:3])}; "
+          f"{os.cpu_count()} CPUs{', SCHED_FIFO' if ARGS.fifo else ''}")
     with tempfile.TemporaryDirectory(dir=ARGS.dir) as d:
         exe, data, db = make_inputs(d)
         measure(d, "mmap scan 256 MiB", [exe, data])

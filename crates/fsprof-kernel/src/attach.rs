@@ -9,6 +9,7 @@ use fsprof_core::ops::syscall;
 use fsprof_core::profile::layer;
 use fsprof_core::BucketLayout;
 
+use crate::mapfaults;
 use crate::progs::{self, Filter, Shared};
 use crate::session::{Options, Session, Target, FS_CATEGORIES};
 use crate::sys::{self, Attachment, Map, Prog};
@@ -521,8 +522,58 @@ impl Builder<'_> {
                 "fs layer: no ext4/xfs/btrfs enter/exit tracepoint pairs on this kernel".into(),
             );
         }
+        if let Err(why) = self.attach_mapped_faults(&start) {
+            self.notes.push(format!(
+                "fs layer: faults on file mappings (mapped_read, mapped_write) not timed: {why}"
+            ));
+        }
         self.starts.push(start);
         self.layers.push(layer::FS);
+        Ok(())
+    }
+
+    /// Faults on file mappings as the fs ops `mapped_read` and
+    /// `mapped_write` ([`crate::mapfaults`]); all of its programs or none.
+    fn attach_mapped_faults(&mut self, start: &Map) -> Result<(), String> {
+        for (c, n) in [("exceptions", "page_fault_user"), mapfaults::MARKS[0]] {
+            if !tracefs::exists(&self.root, c, n) {
+                return Err(format!("this kernel has no {c}:{n} tracepoint"));
+            }
+        }
+        let (mut progs, mut atts) = (Vec::new(), Vec::new());
+        let name = prog_name("mfault_end");
+        let end = mapfaults::end_prog(&self.sh, start.fd());
+        let prog = Prog::load(&name, sys::PROG_PERF_EVENT, &end)
+            .map_err(|e| format!("{name}: {} {}", e.errno, e.log.replace('\n', " | ")))?;
+        for cpu in crate::faults::online_cpus() {
+            for config in [
+                sys::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+                sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+            ] {
+                let att = sys::attach_software_event(&prog, config, cpu)
+                    .map_err(|e| format!("page-fault software event: {e}"))?;
+                atts.push(att);
+            }
+        }
+        progs.push(prog);
+        let idx = self.fs_ops.len() as u32;
+        // The marks before the starts; those this kernel lacks left out.
+        let starts = ["page_fault_kernel", "page_fault_user"].map(|n| ("exceptions", n));
+        for &(c, n) in mapfaults::MARKS.iter().chain(&starts) {
+            if !tracefs::exists(&self.root, c, n) {
+                continue;
+            }
+            let insns = match c {
+                "exceptions" => mapfaults::start(&self.filter, start.fd(), idx),
+                _ => mapfaults::mark(start.fd()),
+            };
+            let (p, a) = raw_program(n, &insns).map_err(|e| e.to_string())?;
+            progs.push(p);
+            atts.push(a);
+        }
+        self.progs.extend(progs);
+        self.atts.extend(atts);
+        self.fs_ops.extend(mapfaults::OPS.map(String::from));
         Ok(())
     }
 

@@ -39,12 +39,50 @@ struct Type {
     extra: usize,
 }
 
+/// The bytes of a BTF blob: the kernel's own, mapped (no copy: each
+/// `read` of the sysfs file hands out 4 KiB, and copying the 5 MB into
+/// fresh pages was most of what following page faults cost a short
+/// `fsprof trace`), or any other, owned.
+enum Blob {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Blob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Blob::Owned(v) => v,
+            Blob::Mapped(m) => m,
+        }
+    }
+}
+
 /// A parsed BTF blob. Type ids start at 1; index 0 stands for `void`.
 pub struct Btf {
-    data: Vec<u8>,
+    data: Blob,
     strs: usize,
-    types: Vec<Type>,
+    /// Where the type section ends in `data`.
+    end: usize,
+    index: std::sync::Mutex<Index>,
 }
+
+/// Where each type's header is in the blob, found by walking the type
+/// section from its start only as far as a question needs: each type's
+/// length is in its header, so finding type N means walking the N - 1
+/// before it. A kernel has ~125,000 types (1.3 ms to walk them all, most
+/// of what following page faults cost `fsprof trace -- /bin/true` once
+/// the blob was mapped); the structs asked about (`task_struct` is type
+/// 114 here) come early, the functions fentry asks about last.
+struct Index {
+    /// Offsets of types 1, 2, ... (4 bytes each, decoded when asked for).
+    offs: Vec<u32>,
+    /// Where the walk goes on.
+    next: usize,
+}
+
+/// Types handed out per lock of the index by [`Btf::all`].
+const CHUNK: usize = 4096;
 
 /// What a function returns, as fexit must read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,19 +111,30 @@ pub struct Func {
     pub ret: Ret,
 }
 
+/// The kernel's BTF, mapped where the kernel allows it (Linux 6.16 on),
+/// else read.
+fn vmlinux_bytes() -> std::io::Result<Blob> {
+    let f = std::fs::File::open(VMLINUX)?;
+    // SAFETY: the kernel's BTF is read-only and never changes while it
+    // runs. Private: the kernel refuses a shared mapping of it.
+    match unsafe { memmap2::MmapOptions::new().map_copy_read_only(&f) } {
+        Ok(m) => Ok(Blob::Mapped(m)),
+        Err(_) => std::fs::read(VMLINUX).map(Blob::Owned),
+    }
+}
+
 impl Btf {
-    /// The running kernel's BTF, read and parsed once per process: a
-    /// session asks it for fentry targets, block request and cgroup
-    /// layouts and the fork follower's pid offset, and each read of the
-    /// 4-5 MB file costs about a thousand 4 KiB reads of sysfs.
+    /// The running kernel's BTF, mapped (or read) and parsed once per
+    /// process: a session asks it for fentry targets, block request and
+    /// cgroup layouts and the fork follower's pid offset.
     pub fn vmlinux() -> Result<&'static Btf, String> {
         static VMLINUX_BTF: std::sync::OnceLock<Result<Btf, String>> = std::sync::OnceLock::new();
         VMLINUX_BTF
             .get_or_init(|| {
-                let data = std::fs::read(VMLINUX).map_err(|e| {
+                let data = vmlinux_bytes().map_err(|e| {
                     format!("no kernel BTF ({VMLINUX}: {e}); fentry needs CONFIG_DEBUG_INFO_BTF")
                 })?;
-                Btf::parse(data)
+                Btf::parse_blob(data)
                     .ok_or_else(|| format!("{VMLINUX} is not BTF this parser understands"))
             })
             .as_ref()
@@ -93,6 +142,10 @@ impl Btf {
     }
 
     pub fn parse(data: Vec<u8>) -> Option<Btf> {
+        Btf::parse_blob(Blob::Owned(data))
+    }
+
+    fn parse_blob(data: Blob) -> Option<Btf> {
         let u32_at = |o: usize| {
             data.get(o..o + 4)
                 .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
@@ -104,39 +157,81 @@ impl Btf {
         let (type_off, type_len) = (u32_at(8)? as usize, u32_at(12)? as usize);
         let str_off = u32_at(16)? as usize;
         let start = hdr_len + type_off;
-        let end = start + type_len;
-        let mut types = Vec::new();
-        let mut p = start;
-        while p + 12 <= end {
-            let info = u32_at(p + 4)?;
-            let t = Type {
-                name_off: u32_at(p)?,
-                kind: (info >> 24) & 0x1f,
-                vlen: info & 0xffff,
-                kflag: info >> 31 == 1,
-                size_type: u32_at(p + 8)?,
-                extra: p + 12,
+        let end = start.checked_add(type_len)?.min(data.len());
+        if end > u32::MAX as usize {
+            return None;
+        }
+        Some(Btf {
+            strs: hdr_len.checked_add(str_off)?,
+            end,
+            index: std::sync::Mutex::new(Index {
+                offs: Vec::new(),
+                next: start,
+            }),
+            data,
+        })
+    }
+
+    /// Offsets of types `from + 1` to `from + n` (fewer at the end).
+    fn offsets(&self, from: usize, n: usize) -> Vec<u32> {
+        let mut ix = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let want = from.saturating_add(n);
+        let section = &self.data[..self.end];
+        while ix.offs.len() < want {
+            let p = ix.next;
+            let Some(h) = section.get(p..p + 12) else {
+                break;
             };
-            let vlen = t.vlen as usize;
-            p += 12
-                + match t.kind {
+            let info = u32::from_le_bytes(h[4..8].try_into().unwrap());
+            let vlen = (info & 0xffff) as usize;
+            ix.offs.push(p as u32);
+            ix.next = p
+                + 12
+                + match (info >> 24) & 0x1f {
                     1 | 14 | 17 => 4,
                     3 => 12,
                     4 | 5 | 15 | 19 => vlen * 12,
                     6 | 13 => vlen * 8,
                     _ => 0,
                 };
-            types.push(t);
         }
-        Some(Btf {
-            strs: hdr_len + str_off,
-            data,
-            types,
+        ix.offs
+            .get(from..want.min(ix.offs.len()))
+            .unwrap_or(&[])
+            .to_vec()
+    }
+
+    fn ty(&self, id: u32) -> Option<Type> {
+        let i = id.checked_sub(1)? as usize;
+        let p = *self.offsets(i, 1).first()?;
+        self.decode(p as usize)
+    }
+
+    /// The type whose header is at `p` (a `types` entry: in bounds).
+    fn decode(&self, p: usize) -> Option<Type> {
+        let info = self.u32_at(p + 4)?;
+        Some(Type {
+            name_off: self.u32_at(p)?,
+            kind: (info >> 24) & 0x1f,
+            vlen: info & 0xffff,
+            kflag: info >> 31 == 1,
+            size_type: self.u32_at(p + 8)?,
+            extra: p + 12,
         })
     }
 
-    fn ty(&self, id: u32) -> Option<&Type> {
-        id.checked_sub(1).and_then(|i| self.types.get(i as usize))
+    /// Every type with its id, in id order (the walk goes as far as the
+    /// caller takes them).
+    fn all(&self) -> impl Iterator<Item = (u32, Type)> + '_ {
+        let mut from = 0;
+        std::iter::from_fn(move || {
+            let chunk = self.offsets(from, CHUNK);
+            from += chunk.len();
+            (!chunk.is_empty()).then_some(chunk)
+        })
+        .flatten()
+        .zip(1u32..)
+        .filter_map(|(p, id)| Some((id, self.decode(p as usize)?)))
     }
 
     fn name(&self, t: &Type) -> Option<&[u8]> {
@@ -145,10 +240,9 @@ impl Btf {
 
     /// The id of the FUNC named `func`.
     pub fn func_id(&self, func: &str) -> Option<u32> {
-        self.types
-            .iter()
-            .position(|t| t.kind == KIND_FUNC && self.name(t) == Some(func.as_bytes()))
-            .map(|i| i as u32 + 1)
+        self.all()
+            .find(|(_, t)| t.kind == KIND_FUNC && self.name(t) == Some(func.as_bytes()))
+            .map(|(id, _)| id)
     }
 
     /// `func` with its prototype's parameter count and return kind.
@@ -189,11 +283,11 @@ impl Btf {
     /// looking into anonymous struct and union members as C does. `None`
     /// for a bitfield, an unknown struct or member.
     pub fn member(&self, strukt: &str, member: &str) -> Option<(u32, u32)> {
-        let t = self.types.iter().find(|t| {
+        let (_, t) = self.all().find(|(_, t)| {
             t.kind == KIND_STRUCT && t.vlen > 0 && self.name(t) == Some(strukt.as_bytes())
         })?;
         let mut budget = MEMBERS_LOOKED_AT;
-        self.find_member(t, member.as_bytes(), 0, &mut budget)
+        self.find_member(&t, member.as_bytes(), 0, &mut budget)
     }
 
     /// `member` in `t` or its anonymous members, looking at no more than
@@ -220,7 +314,7 @@ impl Btf {
             if name.is_empty() {
                 let inner = self.skip_modifiers(ty)?;
                 if matches!(inner.kind, KIND_STRUCT | KIND_UNION) {
-                    if let Some((o, size)) = self.find_member(inner, member, depth + 1, budget) {
+                    if let Some((o, size)) = self.find_member(&inner, member, depth + 1, budget) {
                         return Some(((bits / 8).checked_add(o)?, size));
                     }
                 }
@@ -246,7 +340,7 @@ impl Btf {
 
     /// The value of the enumerator `name` (of whichever enum has it).
     pub fn enumerator(&self, name: &str) -> Option<i64> {
-        for t in &self.types {
+        for (_, t) in self.all() {
             let width = match t.kind {
                 KIND_ENUM => 8,
                 KIND_ENUM64 => 12,
@@ -280,7 +374,7 @@ impl Btf {
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
     }
 
-    fn skip_modifiers(&self, mut id: u32) -> Option<&Type> {
+    fn skip_modifiers(&self, mut id: u32) -> Option<Type> {
         for _ in 0..32 {
             let t = self.ty(id)?;
             match t.kind {

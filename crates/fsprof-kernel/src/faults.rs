@@ -63,10 +63,10 @@ const MAJOR_BIT: u64 = 1 << 32;
 const KERNEL_BIT: u64 = 1 << 33;
 /// x86 page fault error code bits: a write, an instruction fetch.
 const PF_WRITE: u64 = 1 << 1;
-const PF_INSTR: i32 = 1 << 4;
+pub(crate) const PF_INSTR: i32 = 1 << 4;
 /// Addresses at or above this are the kernel's (x86-64, 4-level and
 /// 5-level paging alike keep user addresses below it).
-const USER_END: u64 = 0x0100_0000_0000_0000;
+pub(crate) const USER_END: u64 = 0x0100_0000_0000_0000;
 
 impl Fault {
     /// An event as the end program wrote it; None if it is not one.
@@ -101,11 +101,34 @@ const _: () = assert!(EV as isize + EVENT_SIZE as isize <= VAL as isize);
 /// (21 registers) and `sample_period`.
 const PERF_CTX_ADDR: i16 = 21 * 8 + 8;
 
-/// Threads faulting at once (a thread has one fault in progress).
-const STARTS: u32 = 16384;
+/// Entries of the LRU map of faults in progress, per online CPU (a thread
+/// has one fault in progress; a fault that failed leaves its entry until
+/// the thread's next). The kernel's LRU hands each CPU free entries 128
+/// at a time, so a map much smaller than 128 per CPU would evict faults
+/// still in progress; 512 per CPU, at least 4,096, at most 65,536. The
+/// map is preallocated when the capture starts: 16,384 entries cost 1-2
+/// ms of every `fsprof trace` on this project's 2-CPU test machine.
+const STARTS_PER_CPU: usize = 512;
+
+fn starts_entries(cpus: usize) -> u32 {
+    (cpus.saturating_mul(STARTS_PER_CPU)).clamp(4096, 65536) as u32
+}
 const TARGETS: u32 = 65536;
-/// Events buffered between two reads: 8 MiB hold ~130,000.
-const RING_BYTES: usize = 8 << 20;
+/// Ring bytes per online CPU: 16,384 events, which a CPU doing nothing
+/// but fault (about 1 µs each, measured) makes in 16 ms, three times the
+/// 5 ms between two reads. A full ring drops events, counted and warned
+/// about. Not more: the kernel allocates, zeroes and maps the whole ring
+/// when the capture starts, and 8 MiB cost 2-4 ms of every `fsprof trace`
+/// on this project's 2-CPU test machine (most of what following faults
+/// cost `fsprof trace -- /bin/true`).
+const RING_PER_CPU: usize = 1 << 20;
+
+/// The ring's size for `cpus` CPUs: a power of two, 2 to 64 MiB.
+fn ring_bytes(cpus: usize) -> usize {
+    (cpus.max(1) * RING_PER_CPU)
+        .next_power_of_two()
+        .clamp(2 << 20, 64 << 20)
+}
 
 /// The start program of `page_fault_user` (or `_kernel`: user addresses
 /// only, marked), a raw tracepoint program (its arguments are `address,
@@ -264,7 +287,7 @@ fn attach_err(what: &str) -> impl Fn(io::Error) -> Error + '_ {
 }
 
 /// The CPUs that are online now (the software events are per CPU).
-fn online_cpus() -> Vec<i32> {
+pub(crate) fn online_cpus() -> Vec<i32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
@@ -297,13 +320,21 @@ impl FaultSession {
         let root = tracefs::root()?;
         // The start program is attached raw; the format checks it is there.
         Tracepoint::load(&root, "exceptions", "page_fault_user")?;
-        let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, 0)?;
-        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, STARTS, 0)?;
+        // Allocated as processes are added: preallocating 65,536 entries
+        // was a third of what attaching cost (measured, `fsprof trace --
+        // /bin/true`). Only the raw tracepoint programs use it.
+        let lazy = sys::BPF_F_NO_PREALLOC;
+        let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, lazy)?;
+        let cpus = online_cpus();
+        let starts = starts_entries(cpus.len());
+        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
-        let ring = Ring::create(&prog_name("fring"), RING_BYTES).map_err(|err| Error::Map {
-            name: "fsprof_fring".into(),
-            err,
-            hint: "",
+        let ring = Ring::create(&prog_name("fring"), ring_bytes(cpus.len())).map_err(|err| {
+            Error::Map {
+                name: "fsprof_fring".into(),
+                err,
+                hint: "",
+            }
         })?;
         let mut s = FaultSession {
             _atts: Vec::new(),
@@ -335,7 +366,7 @@ impl FaultSession {
                 sys::PROG_PERF_EVENT,
                 &end_prog(st, s.ring.fd(), s.lost.fd(), major),
             )?;
-            for cpu in online_cpus() {
+            for &cpu in &cpus {
                 let att =
                     sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
                 s._atts.push(att);
@@ -453,6 +484,18 @@ mod tests {
         none[40..48].copy_from_slice(&u64::MAX.to_ne_bytes());
         assert_eq!(Fault::parse(&none).unwrap().around, None);
         assert_eq!(Fault::parse(&b[..55]), None);
+    }
+
+    #[test]
+    fn the_ring_grows_with_the_cpus_within_bounds() {
+        assert_eq!(ring_bytes(0), 2 << 20);
+        assert_eq!(ring_bytes(2), 2 << 20);
+        assert_eq!(ring_bytes(3), 4 << 20);
+        assert_eq!(ring_bytes(32), 32 << 20);
+        assert_eq!(ring_bytes(4096), 64 << 20);
+        assert_eq!(starts_entries(2), 4096);
+        assert_eq!(starts_entries(64), 32768);
+        assert_eq!(starts_entries(4096), 65536);
     }
 
     #[test]

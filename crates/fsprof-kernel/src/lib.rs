@@ -22,6 +22,7 @@ pub mod charge;
 pub mod faults;
 pub mod fentry;
 pub mod insn;
+pub mod mapfaults;
 pub mod names;
 pub mod privs;
 pub mod probe;

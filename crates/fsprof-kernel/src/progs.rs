@@ -245,7 +245,7 @@ pub(crate) fn start_key(a: &mut Asm, first: u8, second: i32) {
 }
 
 /// START_KEY = {the current pid_tgid, `second`}. Clobbers r0.
-fn thread_key(a: &mut Asm, second: i32) {
+pub(crate) fn thread_key(a: &mut Asm, second: i32) {
     a.call(helper::GET_CURRENT_PID_TGID);
     start_key(a, R0, second);
 }
@@ -483,7 +483,7 @@ pub(crate) fn take_start(a: &mut Asm, start_fd: i32, out: Label) {
 /// re-inserted, because a hash insert and delete per call cost more than
 /// the rest of the program. START_VAL+8 and +16 must be filled; takes the
 /// timestamp itself, last. Clobbers r0-r5 and r7.
-fn store_thread_start(a: &mut Asm, start_fd: i32) {
+pub(crate) fn store_thread_start(a: &mut Asm, start_fd: i32) {
     let insert = a.label();
     let done = a.label();
     lookup(a, start_fd, START_KEY);

@@ -151,26 +151,26 @@ static char *const *env_for(const char *what, char *const envp[], struct env_cop
     return r_
 
 static int (*real_execve)(const char *, char *const[], char *const[]);
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+WRAPPER(execve) int execve(const char *path, char *const argv[], char *const envp[])
 {
     WITH_ENV(path, envp, REAL(execve)(path, argv, env));
 }
 
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
-EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+WRAPPER(execvpe) int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     WITH_ENV(file, envp, REAL(execvpe)(file, argv, env));
 }
 
 static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
-EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
-                    int flags)
+WRAPPER(execveat)
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
     WITH_ENV(path, envp, REAL(execveat)(dirfd, path, argv, env, flags));
 }
 
 static int (*real_fexecve)(int, char *const[], char *const[]);
-EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+WRAPPER(fexecve) int fexecve(int fd, char *const argv[], char *const envp[])
 {
     WITH_ENV(argv[0] ? argv[0] : "(fexecve)", envp, REAL(fexecve)(fd, argv, env));
 }
@@ -179,7 +179,7 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
  * with one only when the shim must be taken out. */
 #define WITHOUT_ENVP(name, with_envp)                                                    \
     static int (*real_##name)(const char *, char *const[]);                              \
-    EXPORT int name(const char *what, char *const argv[])                                \
+    WRAPPER(name) int name(const char *what, char *const argv[])                         \
     {                                                                                    \
         uint32_t euid;                                                                   \
         if (!leaves_run(&euid))                                                          \
@@ -203,7 +203,7 @@ WITHOUT_ENVP(execvp, execvpe)
         argv_[i_] = va_arg(ap, char *);                                                  \
     after
 
-EXPORT int execl(const char *path, const char *arg, ...)
+WRAPPER(execl) int execl(const char *path, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
@@ -211,7 +211,7 @@ EXPORT int execl(const char *path, const char *arg, ...)
     return execv(path, argv_);
 }
 
-EXPORT int execlp(const char *file, const char *arg, ...)
+WRAPPER(execlp) int execlp(const char *file, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
@@ -219,7 +219,7 @@ EXPORT int execlp(const char *file, const char *arg, ...)
     return execvp(file, argv_);
 }
 
-EXPORT int execle(const char *path, const char *arg, ...)
+WRAPPER(execle) int execle(const char *path, const char *arg, ...)
 {
     va_list ap;
     va_start(ap, arg);
@@ -229,16 +229,32 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 static int (*real_posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                                const posix_spawnattr_t *, char *const[], char *const[]);
-EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-                       const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+WRAPPER(posix_spawn)
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
     WITH_ENV(path, envp, REAL(posix_spawn)(pid, path, fa, at, argv, env));
 }
 
 static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                                 const posix_spawnattr_t *, char *const[], char *const[]);
-EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
-                        const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+WRAPPER(posix_spawnp)
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *at, char *const argv[], char *const envp[])
 {
     WITH_ENV(file, envp, REAL(posix_spawnp)(pid, file, fa, at, argv, env));
+}
+
+/* The exec a forked child ends with (record.h, g_before_first_fork). */
+static void before_first_fork(void)
+{
+    (void)REAL(execve);
+    (void)REAL(execvp);
+    (void)REAL(execvpe);
+    (void)REAL(execv);
+}
+
+__attribute__((constructor)) static void set_fork_hook(void)
+{
+    g_before_first_fork[FSPROF_FORK_HOOK_EXEC] = before_first_fork;
 }

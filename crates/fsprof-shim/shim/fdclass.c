@@ -84,7 +84,7 @@ static void fd_new(int fd, uint32_t c)
  * forwarded unchanged, the new descriptors classified. */
 #define CREATOR(type, name, params, args, cls)                                           \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
+    WRAPPER(name) type name params                                                       \
     {                                                                                    \
         type r = REAL(name) args;                                                        \
         fd_new((int)r, cls);                                                             \
@@ -108,7 +108,7 @@ CREATOR(int, signalfd, (int fd, const sigset_t *m, int f), (fd, m, f), FSPROF_FD
 
 #define PAIR_CREATOR(name, params, args, fds, cls)                                       \
     static int(*real_##name) params;                                                     \
-    EXPORT int name params                                                               \
+    WRAPPER(name) int name params                                                        \
     {                                                                                    \
         int r = REAL(name) args;                                                         \
         if (r == 0) {                                                                    \
@@ -122,7 +122,7 @@ PAIR_CREATOR(pipe2, (int p[2], int f), (p, f), p, FSPROF_FD_PIPE)
 PAIR_CREATOR(socketpair, (int d, int t, int pr, int sv[2]), (d, t, pr, sv), sv, FSPROF_FD_SOCKET)
 
 static int (*real_dup)(int);
-EXPORT int dup(int fd)
+WRAPPER(dup) int dup(int fd)
 {
     uint32_t c = known_class(fd);
     int r = REAL(dup)(fd);
@@ -131,7 +131,7 @@ EXPORT int dup(int fd)
 }
 
 static int (*real_dup2)(int, int);
-EXPORT int dup2(int fd, int to)
+WRAPPER(dup2) int dup2(int fd, int to)
 {
     uint32_t c = known_class(fd);
     int r = REAL(dup2)(fd, to);
@@ -141,12 +141,18 @@ EXPORT int dup2(int fd, int to)
 }
 
 static int (*real_dup3)(int, int, int);
-EXPORT int dup3(int fd, int to, int flags)
+WRAPPER(dup3) int dup3(int fd, int to, int flags)
 {
     uint32_t c = known_class(fd);
     int r = REAL(dup3)(fd, to, flags);
     fd_new(r, c);
     return r;
+}
+
+HIDDEN void fsprof_fdclass_before_fork(void)
+{
+    (void)REAL(dup2);
+    (void)REAL(dup3);
 }
 
 /* fcntl's F_DUPFD and F_DUPFD_CLOEXEC (called by the fcntl wrapper). */

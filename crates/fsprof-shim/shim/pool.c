@@ -32,19 +32,27 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-static struct chunk g_chunks[MAX_CHUNKS] BIG_BSS;
+/* What a process writes of this file's arrays at start-up, side by side
+ * (each page of .bss it touches is a fault): the names of the process
+ * image (below, fill_names), the chunk table and the slot records. */
+static struct {
+    char exe[FSPROF_EXE_MAX];
+    char cmd[FSPROF_CMDLINE_MAX];
+    struct chunk chunks[MAX_CHUNKS];
+    /* The private part of slot record k (record.h): 0 is the one threads
+     * share when private ones run out (its `sh` NULL until made). In .bss,
+     * not in thread-local storage: a library with this much initial-exec
+     * TLS could not be dlopen'ed (fsprof's self-test does); untouched
+     * pages cost nothing. g_nslots counts them here, whatever the pool's
+     * header says. */
+    struct slot_rec recs[FSPROF_MAX_SLOTS];
+} g_start BIG_BSS;
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
 static uint64_t g_seq;   /* names the file: p<seq> */
 static uint64_t g_fdev, g_fino;
 static int g_in_block;   /* the first chunk is an arena block */
 static int g_has_file;   /* p<seq> exists (always, when not in a block) */
-/* The private part of slot record k (record.h): 0 is the one threads share
- * when private ones run out (its `sh` NULL until made). In .bss, not in
- * thread-local storage: a library with this much initial-exec TLS could
- * not be dlopen'ed (fsprof's self-test does); untouched pages cost nothing.
- * g_nslots counts them here, whatever the pool's header says. */
-static struct slot_rec g_recs[FSPROF_MAX_SLOTS] BIG_BSS;
 static uint32_t g_nslots;
 /* Taken only on the slow paths; a thread never waits for itself (a signal
  * handler that interrupts a slow path is turned away by t_in_slow). */
@@ -52,6 +60,16 @@ static int g_lock;
 /* The pool could not grow: stop trying (each try costs system calls). */
 static int g_full;
 static TLS int t_in_slow;
+
+/* Slot record 0, the shared one, made anew. It is used only when private
+ * ones run out, so it is nearly always zero already: writing zeros over it
+ * would cost a forked child a copy of its page. Its pointers are set only
+ * once `sh` is. */
+static void clear_shared_rec(void)
+{
+    if (g_start.recs[0].sh != NULL)
+        memset(&g_start.recs[0], 0, sizeof g_start.recs[0]);
+}
 
 static void lock(void)
 {
@@ -66,7 +84,7 @@ static void unlock(void)
 
 static void *alloc_in_last(uint64_t n, uint32_t *off)
 {
-    struct chunk *ch = &g_chunks[g_nchunks - 1];
+    struct chunk *ch = &g_start.chunks[g_nchunks - 1];
     uint64_t at = (g_used + 63) & ~(uint64_t)63;
     if (at + n > ch->off + ch->len)
         return NULL;
@@ -133,7 +151,7 @@ static long create_later_file(void)
 /* Adds a chunk of at least n bytes at the end of the pool. 0 or -errno. */
 static long grow(uint64_t n)
 {
-    struct chunk *last = &g_chunks[g_nchunks - 1];
+    struct chunk *last = &g_start.chunks[g_nchunks - 1];
     uint64_t end = last->off + last->len;
     uint64_t len = last->len * 2 > FSPROF_MAX_CHUNK ? FSPROF_MAX_CHUNK : last->len * 2;
     if (len < n)
@@ -153,7 +171,7 @@ static long grow(uint64_t n)
     syscall(SYS_close, fd);
     if (err != 0)
         return err;
-    g_chunks[g_nchunks++] = (struct chunk){m, end, len};
+    g_start.chunks[g_nchunks++] = (struct chunk){m, end, len};
     g_used = end;
     return 0;
 }
@@ -202,24 +220,23 @@ static struct slot_shared *new_slot(uint32_t k, int shared)
 static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
     g_seq = seq;
-    g_chunks[0] = (struct chunk){map, 0, len};
+    g_start.chunks[0] = (struct chunk){map, 0, len};
     g_nchunks = 1;
     g_used = FSPROF_PROC_HDR_SIZE;
     g_full = 0;
     g_proc = (struct fsprof_proc *)map;
-    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    clear_shared_rec();
     g_nslots = 1;
     g_proc->nslots = 1;
     __atomic_store_n(&g_proc->ready, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
-/* What names this process image: its executable and argv, copied into
- * each header. Known without a system call where it can be: argv as the
+/* What names this process image: its executable and argv (g_start),
+ * copied into each header. Known without a system call where it can be: argv as the
  * constructor received it (fsprof_pool_argv) and, in a forked child, the
  * names of the image it was forked from (the same program, inherited with
  * these variables); else read from /proc/self once. */
-static char g_exe[FSPROF_EXE_MAX] BIG_BSS, g_cmd[FSPROF_CMDLINE_MAX] BIG_BSS;
 static uint32_t g_exe_len, g_cmd_len;
 static int g_exe_known, g_cmd_known;
 
@@ -229,11 +246,11 @@ HIDDEN void fsprof_pool_argv(int argc, char **argv)
         return;
     uint32_t n = 0;
     /* As /proc/self/cmdline has it: each argument NUL-terminated. */
-    for (int i = 0; i < argc && argv[i] && n < sizeof g_cmd; i++) {
-        for (const char *c = argv[i]; *c && n < sizeof g_cmd; c++)
-            g_cmd[n++] = *c;
-        if (n < sizeof g_cmd)
-            g_cmd[n++] = 0;
+    for (int i = 0; i < argc && argv[i] && n < sizeof g_start.cmd; i++) {
+        for (const char *c = argv[i]; *c && n < sizeof g_start.cmd; c++)
+            g_start.cmd[n++] = *c;
+        if (n < sizeof g_start.cmd)
+            g_start.cmd[n++] = 0;
     }
     g_cmd_len = n;
     g_cmd_known = 1;
@@ -242,17 +259,19 @@ HIDDEN void fsprof_pool_argv(int argc, char **argv)
 static void fill_names(struct fsprof_proc *p)
 {
     if (!g_exe_known) {
-        long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_exe, FSPROF_EXE_MAX - 1);
+        long e =
+            syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_start.exe, FSPROF_EXE_MAX - 1);
         g_exe_len = e > 0 ? (uint32_t)e : 0;
         g_exe_known = 1;
     }
     if (!g_cmd_known) {
-        g_cmd_len = fsprof_read_small_file("/proc/self/cmdline", g_cmd, FSPROF_CMDLINE_MAX);
+        g_cmd_len =
+            fsprof_read_small_file("/proc/self/cmdline", g_start.cmd, FSPROF_CMDLINE_MAX);
         g_cmd_known = 1;
     }
-    memcpy(p->exe, g_exe, g_exe_len);
+    memcpy(p->exe, g_start.exe, g_exe_len);
     p->exe_len = g_exe_len;
-    memcpy(p->cmdline, g_cmd, g_cmd_len);
+    memcpy(p->cmdline, g_start.cmd, g_cmd_len);
     p->cmdline_len = g_cmd_len;
 }
 
@@ -273,7 +292,7 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->slot_size = (uint32_t)sizeof(struct slot_shared);
     p->pid = pid;
     p->ppid = (int32_t)syscall(SYS_getppid);
-    p->start_ns = fsprof_mono_ns();
+    p->start_ns = fsprof_start_ns();
     p->seq = seq;
     fill_names(p);
 }
@@ -316,9 +335,22 @@ HIDDEN long fsprof_pool_create(long dirfd)
     return err;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+/* The pages of a block every process writes: its header, then its first
+ * thread's slot record and counters. */
+#define BLOCK_FIRST_PAGES (3 * 4096)
+
 HIDDEN long fsprof_pool_create_in_block(long k)
 {
     struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
+    /* Mapped writable in one system call (Linux 5.14; refused before,
+     * which changes nothing): a write fault apiece costs several times
+     * more. The pages exist, `fsprof run` reserved them. */
+    int saved = errno;
+    syscall(SYS_madvise, p, BLOCK_FIRST_PAGES, MADV_POPULATE_WRITE);
+    errno = saved;
     /* Whose block it is, first: `fsprof run` can tell a block whose taker
      * died before its header was complete. */
     int32_t pid = (int32_t)syscall(SYS_getpid);
@@ -335,12 +367,12 @@ HIDDEN void fsprof_pool_forget(void)
 {
     /* An arena block is part of the control file's mapping, kept. */
     for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
-        syscall(SYS_munmap, g_chunks[k].addr, g_chunks[k].len);
+        syscall(SYS_munmap, g_start.chunks[k].addr, g_start.chunks[k].len);
     g_nchunks = 0;
     g_in_block = 0;
     g_has_file = 0;
     g_proc = NULL;
-    memset(&g_recs[0], 0, sizeof g_recs[0]);
+    clear_shared_rec();
     g_nslots = 1;
     g_lock = 0;
     g_full = 0;
@@ -363,18 +395,18 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
     struct slot_shared *sh = k < g_max_slots ? new_slot(k, 0) : NULL;
     struct slot_rec *s;
     if (sh != NULL) {
-        s = &g_recs[k];
+        s = &g_start.recs[k];
         g_nslots = k + 1;
         memset(s, 0, sizeof *s);
         s->sh = sh;
     } else {
-        s = &g_recs[0];
+        s = &g_start.recs[0];
         if (s->sh == NULL)
             s->sh = new_slot(0, 1);
         if (s->sh == NULL)
             s = NULL;
     }
-    t_shared = s == &g_recs[0];
+    t_shared = s == &g_start.recs[0];
     unlock();
     t_slot = s;
     t_in_slow = 0;

@@ -25,6 +25,23 @@ static int g_off_for_good;
 static pthread_t g_setup_thread;
 static int g_atfork_done;
 
+HIDDEN void (*g_before_first_fork[FSPROF_FORK_HOOKS])(void);
+
+/* In the parent, before a fork: found here, once, those functions are
+ * found in every later child too; found in each child, every child pays
+ * for the look-up and the page faults of the dynamic linker's symbol
+ * tables again (a forked child maps no file page its parent had). */
+static void before_fork_in_parent(void)
+{
+    int saved = errno;
+    for (int k = 0; k < FSPROF_FORK_HOOKS; k++) {
+        void (*f)(void) = __atomic_exchange_n(&g_before_first_fork[k], NULL, __ATOMIC_ACQ_REL);
+        if (f != NULL)
+            f();
+    }
+    errno = saved;
+}
+
 static void after_fork_in_child(void)
 {
     /* The child inherits the parent's mappings: writing to them would count
@@ -36,6 +53,23 @@ static void after_fork_in_child(void)
     if (!g_off_for_good)
         g_state = ST_UNINIT;
     fsprof_trace_after_fork();
+}
+
+/* pthread_atfork is a stub from libc_nonshared.a, which the linker puts
+ * at the far end of the shim's text: a page fault of its own in every
+ * process. glibc's entry point behind it is called directly where there
+ * is one, with this library's handle as the stub passes it (a dlclose of
+ * the shim then drops the handlers). */
+extern void *__dso_handle;
+extern int __register_atfork(void (*)(void), void (*)(void), void (*)(void), void *)
+    __attribute__((weak));
+
+static void register_fork_handlers(void)
+{
+    if (__register_atfork != NULL)
+        __register_atfork(before_fork_in_parent, NULL, after_fork_in_child, __dso_handle);
+    else
+        pthread_atfork(before_fork_in_parent, NULL, after_fork_in_child);
 }
 
 /* Off for good: 0, after closing dirfd if it is open. */
@@ -54,7 +88,7 @@ static int setup_process(void)
     fsprof_capture_env();
     if (!g_atfork_done && g_run.ok) {
         g_atfork_done = 1;
-        pthread_atfork(NULL, NULL, after_fork_in_child);
+        register_fork_handlers();
     }
     if (!g_run.ok)
         return off_for_good(-1);

@@ -8,9 +8,12 @@
 #include <time.h>
 
 #include "abi.h"
+#include "layout.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 #define EXPORT __attribute__((visibility("default")))
+/* An interposed libc function's definition (layout.h places it). */
+#define WRAPPER(name) EXPORT WRAPPER_PLACE(name)
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 /* Zero-initialised arrays of a KiB or more go after every small variable
@@ -113,6 +116,13 @@ HIDDEN COLD uint32_t fsprof_fd_classify(int fd);
 /* A descriptor made by open/openat/creat/fopen (path) or by F_DUPFD. */
 HIDDEN void fsprof_fd_opened(int fd, const char *path);
 HIDDEN void fsprof_fd_dup(int from, int to);
+/* Before a process's first fork, process.c calls these: each finds the
+ * real functions a forked child usually calls before it execs, in the
+ * parent. The files of wrappers, which sit above process.c, set them from
+ * their constructors: wrappers.c (with fdclass.c's share), exec.c. */
+enum { FSPROF_FORK_HOOK_WRAPPERS, FSPROF_FORK_HOOK_EXEC, FSPROF_FORK_HOOKS };
+extern HIDDEN void (*g_before_first_fork[FSPROF_FORK_HOOKS])(void);
+HIDDEN void fsprof_fdclass_before_fork(void);
 
 static inline __attribute__((always_inline)) uint64_t now_ticks(void)
 {

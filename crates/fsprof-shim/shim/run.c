@@ -83,7 +83,22 @@ HIDDEN long fsprof_open_run_dir(void)
     return fd;
 }
 
-HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds)
+HIDDEN void fsprof_ctl_params(const volatile struct fsprof_control *c, struct ctl_params *p)
+{
+    p->magic = c->magic;
+    p->tsc_mult = c->tsc_mult;
+    p->abi_version = c->abi_version;
+    p->resolution = c->resolution;
+    p->nbuckets = c->nbuckets;
+    p->clock = c->clock;
+    p->tsc_shift = c->tsc_shift;
+    p->max_slots = c->max_slots;
+    p->lost_max = c->lost_max;
+    p->block_size = c->block_size;
+    p->max_blocks = c->max_blocks;
+}
+
+HIDDEN void fsprof_apply_params(const struct ctl_params *c, const uint64_t *thresholds)
 {
     g_res = c->resolution;
     g_nbuckets = c->nbuckets;
@@ -96,7 +111,7 @@ HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *
 
 /* Every field is checked before use; the arithmetic cannot overflow once
  * resolution is bounded. */
-HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size)
+HIDDEN int fsprof_control_valid(const struct ctl_params *h, uint64_t size)
 {
     uint32_t r = h->resolution;
     if (h->magic != FSPROF_CTL_MAGIC || h->abi_version != FSPROF_ABI_VERSION)
@@ -110,7 +125,7 @@ HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size)
         return 0;
     if (h->block_size != FSPROF_FIRST_CHUNK || h->max_blocks > FSPROF_MAX_BLOCKS)
         return 0;
-    return size >= sizeof *h + (uint64_t)h->nbuckets * 8;
+    return size >= sizeof(struct fsprof_control) + (uint64_t)h->nbuckets * 8;
 }
 
 /* The control file and the whole arena after it, mapped at once (blocks
@@ -157,14 +172,18 @@ HIDDEN long fsprof_attach_control(long dirfd)
         return err;
     /* Validate a copy, then use only the copy: the file cannot change the
      * parameters between the check and their use. */
-    struct fsprof_control h;
-    memcpy(&h, m, sizeof h);
+    struct ctl_params h;
+    fsprof_ctl_params(m, &h);
     uint64_t ctl_size = st.st_size < FSPROF_ARENA_OFF ? (uint64_t)st.st_size : FSPROF_ARENA_OFF;
     if (!fsprof_control_valid(&h, ctl_size)) {
         syscall(SYS_munmap, m, blocks ? max_size : (uint64_t)st.st_size);
         return -EINVAL;
     }
-    memcpy(g_thr_copy, (char *)m + sizeof h, (size_t)h.nbuckets * 8);
+    /* At one bucket per power of two the hot path computes the bucket
+     * (bucket_slot): the thresholds, a page of the file and one of this
+     * process's memory, are not needed. */
+    if (h.resolution > 1)
+        memcpy(g_thr_copy, (char *)m + sizeof(struct fsprof_control), (size_t)h.nbuckets * 8);
     g_ctl = m;
     g_max_slots = h.max_slots;
     g_arena_blocks = blocks < h.max_blocks ? blocks : h.max_blocks;

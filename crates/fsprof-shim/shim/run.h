@@ -43,10 +43,21 @@ HIDDEN char *fsprof_block(long k);
 /* Records, in the control file, a process this run does not profile.
  * `exe` names what it runs (NULL: this process's own executable). */
 HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe);
-/* Whether a control header (a private copy) describes a run this shim can
+/* What a process takes from the control header: a private copy, read
+ * field by field out of the shared page, so that the file cannot change a
+ * value between its check and its use. Only these fields: the whole header
+ * with its offer ring and lost records is 12 KiB, and copying it cost every
+ * process three pages of stack and three of the file. */
+struct ctl_params {
+    uint64_t magic, tsc_mult;
+    uint32_t abi_version, resolution, nbuckets, clock, tsc_shift;
+    uint32_t max_slots, lost_max, block_size, max_blocks;
+};
+HIDDEN void fsprof_ctl_params(const volatile struct fsprof_control *c, struct ctl_params *p);
+/* Whether a control header's parameters describe a run this shim can
  * record, given the file's size. */
-HIDDEN int fsprof_control_valid(const struct fsprof_control *h, uint64_t size);
+HIDDEN int fsprof_control_valid(const struct ctl_params *h, uint64_t size);
 /* Takes a valid control header's parameters for the hot path. */
-HIDDEN void fsprof_apply_params(const struct fsprof_control *c, const uint64_t *thresholds);
+HIDDEN void fsprof_apply_params(const struct ctl_params *c, const uint64_t *thresholds);
 
 #endif

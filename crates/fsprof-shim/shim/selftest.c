@@ -131,10 +131,14 @@ static uint64_t g_selftest_thr[FSPROF_MAX_NBUCKETS] BIG_BSS;
 /* Takes the parameters of a control block of `len` bytes, if valid. */
 static int use_control(const struct fsprof_control *ctl, size_t len)
 {
-    if (len < sizeof *ctl || !fsprof_control_valid(ctl, len))
+    if (len < sizeof *ctl)
         return 0;
-    memcpy(g_selftest_thr, ctl->thresholds, (size_t)ctl->nbuckets * 8);
-    fsprof_apply_params(ctl, g_selftest_thr);
+    struct ctl_params p;
+    fsprof_ctl_params(ctl, &p);
+    if (!fsprof_control_valid(&p, len))
+        return 0;
+    memcpy(g_selftest_thr, ctl->thresholds, (size_t)p.nbuckets * 8);
+    fsprof_apply_params(&p, g_selftest_thr);
     return 1;
 }
 

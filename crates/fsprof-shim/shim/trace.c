@@ -596,6 +596,16 @@ static int call_items(const struct fsprof_tpre *p, int64_t ret, int failed, int 
     case OP_statx:
         add_stat(it, &n, scratch, p->op, (const void *)(uintptr_t)a[4]);
         break;
+    case OP_mmap: {
+        /* The mapped file's size and type as the mapping was made: the
+         * replay's initial state needs the file that large (a touch past
+         * its end is SIGBUS), and a reader can tell which touches were
+         * past it. A raw fstat: no wrapper, no record of its own. */
+        struct stat st;
+        if (syscall(SYS_fstat, (int)a[4], &st) == 0)
+            add_stat(it, &n, scratch, OP_fstat, &st);
+        break;
+    }
     case OP_readlink:
         if (ret > 0)
             add_item(it, &n, FSPROF_TI_RESULT, 1, SRC_BYTES, b1, (uint64_t)ret, 0);

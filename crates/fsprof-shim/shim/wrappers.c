@@ -91,7 +91,7 @@
 
 #define WRAP(op, type, name, params, args, failed)                                       \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
+    WRAPPER(name) type name params                                                       \
     {                                                                                    \
         WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, (void)0); \
     }
@@ -106,7 +106,7 @@
 /* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, after)                \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
+    WRAPPER(name) type name params                                                       \
     {                                                                                    \
         int file_ = 1;                                                                   \
         WRAPPED(OP_##op, name, FD_CTR(op, fdexpr), type, failed, args, (void)0, after);  \
@@ -120,7 +120,7 @@
     WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
 #define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
+    WRAPPER(name) type name params                                                       \
     {                                                                                    \
         int file_ = 0;                                                                   \
         WRAPPED(OP_##op, name, FD_CTR(op, fd), type, failed, args,                       \
@@ -131,7 +131,7 @@
 /* Like WRAP, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_THEN(op, type, name, params, args, failed, after)                           \
     static type(*real_##name) params;                                                    \
-    EXPORT type name params                                                              \
+    WRAPPER(name) type name params                                                       \
     {                                                                                    \
         WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, after); \
     }
@@ -166,7 +166,7 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
 #define OPENED fsprof_fd_opened(r, path)
 #define WRAP_OPEN(name)                                                                  \
     static int (*real_##name)(const char *, int, ...);                                   \
-    EXPORT int name(const char *path, int flags, ...)                                    \
+    WRAPPER(name) int name(const char *path, int flags, ...)                             \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
         WRAPPED(OP_open, name, call_begin(OP_open), int, M1, (path, flags, mode), (void)0, \
@@ -177,7 +177,7 @@ WRAP_OPEN(open64)
 
 #define WRAP_OPENAT(name)                                                                \
     static int (*real_##name)(int, const char *, int, ...);                              \
-    EXPORT int name(int dirfd, const char *path, int flags, ...)                         \
+    WRAPPER(name) int name(int dirfd, const char *path, int flags, ...)                  \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
         WRAPPED(OP_openat, name, call_begin(OP_openat), int, M1, (dirfd, path, flags, mode), \
@@ -202,7 +202,7 @@ WRAP_THEN(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1
 /* Filed by what the descriptor was; then it is forgotten (after the call
  * when tracing: a number reused meanwhile is only looked at again). */
 static int (*real_close)(int);
-EXPORT int close(int fd)
+WRAPPER(close) int close(int fd)
 {
     int file_ = 1;
     TRACED_SEQ(OP_close, close, FD_CTR(close, fd), int, M1, (fd), (void)0, fd_forget(fd))
@@ -335,7 +335,7 @@ static int timed_sync(void)
     TIMED_SEQ(own_begin(), call_begin(OP_sync), int, 0, call_sync(), (void)0, (void)0, (void)0);
 }
 
-EXPORT void sync(void)
+WRAPPER(sync) void sync(void)
 {
     (void)timed_sync();
 }
@@ -429,7 +429,7 @@ static inline __attribute__((always_inline)) void *readdir_call(void *(*fn)(DIR 
 
 #define WRAP_READDIR(name, ent)                                                          \
     static ent *(*real_##name)(DIR *);                                                   \
-    EXPORT ent *name(DIR *d)                                                             \
+    WRAPPER(name) ent *name(DIR *d)                                                      \
     {                                                                                    \
         int failed_ = 0;                                                                 \
         TRACED_CALL(OP_readdir, #name, (d), call_begin(OP_readdir), ent *, failed_,      \
@@ -485,7 +485,7 @@ static int map_forget(void *addr)
 
 #define WRAP_MMAP(name, off_type)                                                        \
     static void *(*real_##name)(void *, size_t, int, int, int, off_type);                \
-    EXPORT void *name(void *a, size_t n, int prot, int flags, int fd, off_type off)      \
+    WRAPPER(name) void *name(void *a, size_t n, int prot, int flags, int fd, off_type off) \
     {                                                                                    \
         if ((flags & MAP_ANONYMOUS) || fd < 0)                                           \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
@@ -499,7 +499,7 @@ WRAP_MMAP(mmap, off_t)
 WRAP_MMAP(mmap64, off64_t)
 
 static int (*real_munmap)(void *, size_t);
-EXPORT int munmap(void *a, size_t n)
+WRAPPER(munmap) int munmap(void *a, size_t n)
 {
     if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
         fsprof_mapwrite_unmap(a, n);
@@ -510,7 +510,7 @@ EXPORT int munmap(void *a, size_t n)
 
 /* With --data full the bytes of the written pages are taken first. */
 static int (*real_msync)(void *, size_t, int);
-EXPORT int msync(void *a, size_t n, int f)
+WRAPPER(msync) int msync(void *a, size_t n, int f)
 {
     if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
         fsprof_mapwrite_sync(a, n);
@@ -528,7 +528,7 @@ EXPORT int msync(void *a, size_t n, int f)
  * passing it on as a long is how libc itself forwards it. */
 #define WRAP_FCNTL(name)                                                                 \
     static int (*real_##name)(int, int, ...);                                            \
-    EXPORT int name(int fd, int cmd, ...)                                                \
+    WRAPPER(name) int name(int fd, int cmd, ...)                                         \
     {                                                                                    \
         va_list ap;                                                                      \
         va_start(ap, cmd);                                                               \
@@ -562,7 +562,7 @@ WRAP_THEN(freopen, FILE *, freopen64, (const char *p, const char *m, FILE *f), (
 WRAP_FD(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL, fd)
 /* The stream's descriptor is forgotten with it. */
 static int (*real_fclose)(FILE *);
-EXPORT int fclose(FILE *f)
+WRAPPER(fclose) int fclose(FILE *f)
 {
     int fd = FD_OF(f), file_ = 1;
     TRACED_SEQ(OP_fclose, fclose, FD_CTR(fclose, fd), int, r == EOF, (f), (void)0, fd_forget(fd))
@@ -622,3 +622,25 @@ WRAP_FD_THEN(fseek, int, fseeko64, (FILE * f, off64_t o, int w), (f, o, w), M1, 
 WRAP_FD(ftell, long, ftell, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off_t, ftello, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off64_t, ftello64, (FILE * f), (f), M1, FD_OF(f))
+
+/* What a shell's child, xargs's or make's calls between fork and exec:
+ * redirections, closing the other ends of pipes, flushing stdio (record.h,
+ * g_before_first_fork). */
+static void before_first_fork(void)
+{
+    (void)REAL(open);
+    (void)REAL(open64);
+    (void)REAL(openat);
+    (void)REAL(close);
+    (void)REAL(fcntl);
+    (void)REAL(fflush);
+    (void)REAL(read);
+    (void)REAL(write);
+    (void)REAL(chdir);
+    fsprof_fdclass_before_fork();
+}
+
+__attribute__((constructor)) static void set_fork_hook(void)
+{
+    g_before_first_fork[FSPROF_FORK_HOOK_WRAPPERS] = before_first_fork;
+}

@@ -219,7 +219,8 @@ impl Initial {
             "opendir" | "chdir" if ok => self.exists(p, Kind::Dir),
             "stat" | "lstat" | "fstatat" | "statx" | "access" | "faccessat" | "statfs"
             | "statvfs" => self.observe_stat(p, c),
-            "fstat" if ok => self.stat_evidence(p, c),
+            // mmap: the shim's fstat of the mapped file.
+            "fstat" | "mmap" if ok => self.stat_evidence(p, c),
             "readlink" | "readlinkat" => {
                 if ok {
                     let target = c.result.clone().unwrap_or_default();

@@ -346,8 +346,13 @@ pub fn text_call(c: &Call, start: u64) -> String {
         c.ret.to_string()
     };
     let pid = pid_tid(c.pid, c.tid);
+    // What the shim's fstat said of the file as it was mapped.
+    let size = match c.size {
+        Some(s) if c.op.is("mmap") => format!(" [file size {s}]"),
+        _ => String::new(),
+    };
     format!(
-        "{pid} {} {}({}) = {ret} <{:.6}>",
+        "{pid} {} {}({}) = {ret} <{:.6}>{size}",
         timestamp(start, c.start_ns),
         c.op,
         args_text(c).join(", "),

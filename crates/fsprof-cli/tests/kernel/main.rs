@@ -8,3 +8,4 @@ mod loopfs;
 mod attribution;
 mod block;
 mod command;
+mod mapped;

@@ -171,6 +171,13 @@ fn mapped_reads_and_stores_are_traced_shown_and_replayed_byte_identical() {
         text.contains("mapped_write(0x") && text.contains("/work/data.bin+0x3000>"),
         "{text}"
     );
+    // Each mmap says how large the file was as it was mapped.
+    let maps: Vec<&str> = text.lines().filter(|l| l.contains(" mmap(")).collect();
+    assert_eq!(maps.len(), 2, "{text}");
+    assert!(
+        maps.iter().all(|l| l.ends_with("[file size 1048576]")),
+        "{maps:?}"
+    );
     let c = compile(&base, &t, &base.join("m.replay"));
     assert!(
         !c.header
@@ -365,6 +372,41 @@ fn hostile_mapped_accesses_are_refused_or_kept_under_the_root() {
     );
 }
 
+/// Replays `r` with `--prepare --afap --verify strict` into `base/root`,
+/// which it returns, with no difference from the trace.
+fn replayed_strictly(base: &Path, r: &Path) -> std::path::PathBuf {
+    let root = base.join("root");
+    std::fs::create_dir(&root).unwrap();
+    let opts = ["--prepare", "--afap", "--verify", "strict"];
+    let msgs = ok(&replay(base, r, &root, &opts));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    root
+}
+
+/// A trace `write` makes in `base`, compiled: the replay file and its path.
+fn hand_compiled(base: &Path, write: fn(&Path)) -> (Compiled, std::path::PathBuf) {
+    let (t, r) = (base.join("hand.trace"), base.join("hand.replay"));
+    write(&t);
+    (compile(base, &t, &r), r)
+}
+
+/// `mmap(NULL, 8192, PROT_READ|PROT_WRITE, MAP_SHARED, 3, 0)` = 0x10000.
+fn two_page_shared_mapping(w: &mut HandTrace) {
+    let mut mm = w.next(1, "mmap", None, 0x10000);
+    (mm.fd, mm.len, mm.offset) = (Some(3), Some(2 * PAGE), Some(0));
+    mm.flags = Some(libc::MAP_SHARED as i64);
+    mm.mode = Some((libc::PROT_READ | libc::PROT_WRITE) as u32);
+    w.push(mm);
+}
+
+/// `msync(0x10000, 8192, MS_SYNC)`, the trace's last call.
+fn msync_two_pages_and_finish(mut w: HandTrace) {
+    let mut sync = w.next(1, "msync", None, 0);
+    (sync.arg, sync.len, sync.flags) = (Some(0x10000), Some(2 * PAGE), Some(libc::MS_SYNC as i64));
+    w.push(sync);
+    w.finish();
+}
+
 /// A shared mapping of an 8 KiB file: a store fault on page 0 and the
 /// contents of pages 0 and 1 (page 1 made writable without a fault of its
 /// own, as a large folio is), then msync.
@@ -378,19 +420,12 @@ fn contents_trace(path: &Path) {
     (pw.fd, pw.offset, pw.len) = (Some(3), Some(0), Some(8192));
     pw.data = Data::Full(vec![b'x'; 8192]);
     w.push(pw);
-    let mut mm = w.next(1, "mmap", None, 0x10000);
-    (mm.fd, mm.len, mm.offset) = (Some(3), Some(2 * PAGE), Some(0));
-    mm.flags = Some(libc::MAP_SHARED as i64);
-    mm.mode = Some((libc::PROT_READ | libc::PROT_WRITE) as u32);
-    w.push(mm);
+    two_page_shared_mapping(&mut w);
     w.push_mapped(1, Access::Write, 0x10000 + 5, Data::None);
     let mut bytes = vec![b'y'; PAGE as usize];
     bytes.extend(vec![b'z'; PAGE as usize]);
     w.push_mapped(1, Access::Contents, 0x10000, Data::Full(bytes));
-    let mut sync = w.next(1, "msync", None, 0);
-    (sync.arg, sync.len, sync.flags) = (Some(0x10000), Some(2 * PAGE), Some(libc::MS_SYNC as i64));
-    w.push(sync);
-    w.finish();
+    msync_two_pages_and_finish(w);
 }
 
 /// The bytes of a page whose store fault the trace saw go into that
@@ -399,9 +434,7 @@ fn contents_trace(path: &Path) {
 #[test]
 fn contents_without_a_store_fault_are_stored_before_the_msync() {
     let (_d, base) = canonical_tempdir();
-    let (t, r) = (base.join("c.trace"), base.join("c.replay"));
-    contents_trace(&t);
-    let c = compile(&base, &t, &r);
+    let (c, r) = hand_compiled(&base, contents_trace);
     let stores: Vec<(i64, u64, u64)> = c
         .commands
         .iter()
@@ -423,18 +456,72 @@ fn contents_without_a_store_fault_are_stored_before_the_msync() {
         stores[0].2 < stores[1].2,
         "the fault's time first: {stores:?}"
     );
-    let root = base.join("root");
-    std::fs::create_dir(&root).unwrap();
-    let msgs = ok(&replay(
-        &base,
-        &r,
-        &root,
-        &["--prepare", "--afap", "--verify", "strict"],
-    ));
-    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let root = replayed_strictly(&base, &r);
     let got = std::fs::read(root.join("w/f")).unwrap();
     assert_eq!(&got[..PAGE as usize], &vec![b'y'; PAGE as usize][..]);
     assert_eq!(&got[PAGE as usize..], &vec![b'z'; PAGE as usize][..]);
+}
+
+/// A file that existed before the trace, opened and mapped (the mmap's
+/// record holds its size, as the shim's fstat gave it) and read at page 0
+/// only: the prepared file is as large as the traced one, not one page.
+fn mapped_size_trace(path: &Path, size: u64) {
+    let mut w = HandTrace::create(path, "digest", "/w");
+    let mut open = w.next(1, "openat", Some("/w/f"), 3);
+    (open.flags, open.fd) = (Some(libc::O_RDONLY as i64), Some(libc::AT_FDCWD));
+    w.push(open);
+    let mut mm = w.next(1, "mmap", None, 0x10000);
+    (mm.fd, mm.len, mm.offset) = (Some(3), Some(4 * PAGE), Some(0));
+    (mm.flags, mm.mode) = (Some(libc::MAP_SHARED as i64), Some(libc::PROT_READ as u32));
+    (mm.size, mm.st_mode) = (Some(size), Some(libc::S_IFREG | 0o640));
+    w.push(mm);
+    w.push_mapped(1, Access::Read, 0x10000 + 7, Data::None);
+    w.finish();
+}
+
+#[test]
+fn the_mapped_files_size_at_mmap_is_the_prepared_files() {
+    let (_d, base) = canonical_tempdir();
+    let (t, r) = (base.join("z.trace"), base.join("z.replay"));
+    let size = 3 * PAGE + 100;
+    mapped_size_trace(&t, size);
+    let show = fsprof_in(&base, &[os("trace"), os("show"), os(&t)]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains(&format!("[file size {size}]")), "{text}");
+    compile(&base, &t, &r);
+    let root = replayed_strictly(&base, &r);
+    let meta = std::fs::metadata(root.join("w/f")).unwrap();
+    assert_eq!(meta.len(), size, "the prepared file's size");
+}
+
+/// A `--data digest` trace: a store fault on page 1 of a shared mapping,
+/// then msync, and no bytes (the shim takes mapped contents with `--data
+/// full` only).
+fn digest_store_trace(path: &Path) {
+    let mut w = HandTrace::create(path, "digest", "/w");
+    let mut open = w.next(1, "openat", Some("/w/f"), 3);
+    (open.flags, open.fd) = (Some(libc::O_RDWR as i64), Some(libc::AT_FDCWD));
+    w.push(open);
+    two_page_shared_mapping(&mut w);
+    w.push_mapped(1, Access::Write, 0x10000 + PAGE + 9, Data::None);
+    msync_two_pages_and_finish(w);
+}
+
+/// Without the stored bytes the replay stores each recorded page's bytes
+/// as they are: the page is written back, the file's contents stay.
+#[test]
+fn a_store_without_its_bytes_keeps_the_replayed_files_contents() {
+    let (_d, base) = canonical_tempdir();
+    let (c, r) = hand_compiled(&base, digest_store_trace);
+    let store = c.commands.iter().find(|k| k.op.is("mapped_write"));
+    assert_eq!(store.map(|k| (k.offset, k.buf)), Some((PAGE as i64, None)));
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("w")).unwrap();
+    let before: Vec<u8> = (0..2 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
+    std::fs::write(root.join("w/f"), &before).unwrap();
+    let msgs = ok(&replay(&base, &r, &root, &["--afap", "--verify", "strict"]));
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    assert_eq!(std::fs::read(root.join("w/f")).unwrap(), before);
 }
 
 /// SQLite reading its database through mmap (`PRAGMA mmap_size`): the

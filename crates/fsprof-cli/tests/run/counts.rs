@@ -4,12 +4,26 @@
 use fsprof_testkit::*;
 
 fn run_known(threads: u32, per_thread: u64, child_calls: u64) -> fsprof_core::Profile {
+    run_known_with(&[], threads, per_thread, child_calls)
+}
+
+/// `run_known` with `fsprof run` options `opts`.
+fn run_known_with(
+    opts: &[&str],
+    threads: u32,
+    per_thread: u64,
+    child_calls: u64,
+) -> fsprof_core::Profile {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile("known_calls", dir.path(), &["-pthread"]);
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
-    let (out, path) = run_profiled(
+    let path = dir.path().join("profile.json");
+    let sub: Vec<&str> = ["run", "-q"].iter().chain(opts).copied().collect();
+    let out = capture_in(
         dir.path(),
+        &sub,
+        &path,
         &[
             exe.to_str().unwrap(),
             work.to_str().unwrap(),
@@ -83,8 +97,21 @@ fn threads_beyond_the_private_slots_lose_no_update() {
 
 #[test]
 fn latencies_land_in_plausible_buckets() {
-    let p = run_known(1, 2000, 0);
-    let op = user_op(&p, "pread").unwrap();
+    plausible_buckets(&run_known(1, 2000, 0));
+}
+
+/// Above one bucket per power of two the hot path places a latency with
+/// the run's thresholds, which a process copies from the control file only
+/// then (at 1 it computes the bucket).
+#[test]
+fn latencies_land_in_plausible_buckets_at_four_per_power_of_two() {
+    let p = run_known_with(&["--resolution", "4"], 1, 2000, 0);
+    assert_eq!(p.resolution().get(), 4);
+    plausible_buckets(&p);
+}
+
+fn plausible_buckets(p: &fsprof_core::Profile) {
+    let op = user_op(p, "pread").unwrap();
     // A cached 16-byte pread takes well under a millisecond and more than a
     // nanosecond; the histogram must say the same as min/max and the mean.
     let (min, max) = (op.min_ns.unwrap(), op.max_ns.unwrap());

@@ -61,6 +61,11 @@ impl Compiler {
         let Some(node) = self.slots[fd_slot as usize].as_ref().map(|s| s.node) else {
             return self.skip("fd not opened in the trace (inherited, a pipe, stdio)");
         };
+        // The file's size as the mapping was made (the shim's fstat), when
+        // the trace has not changed it before: the initial state's.
+        let path = self.strings[node as usize].clone();
+        let obs = crate::initial::Observation::of(c, Some(path), None);
+        self.initial.observe(&obs, None);
         let len = c.len.unwrap_or(0);
         let slot = self.new_slot(node);
         let cmd = Command {
