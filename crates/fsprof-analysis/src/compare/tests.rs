@@ -521,7 +521,6 @@ fn preempted(mut o: OpStats) -> OpStats {
 #[test]
 fn one_preempted_call_does_not_make_the_other_ops_negligible() {
     let run = |slow: i32| {
-        let mut open = spread_op("open", 13, 70);
         profile(vec![
             preempted(spread_op("open", 13, 70)),
             spread_op("close", 11 + slow, 70),
