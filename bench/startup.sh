@@ -62,6 +62,9 @@
 #        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--fifo]
 # Needs hyperfine (apt-get install hyperfine) and a release build.
 set -euo pipefail
+# Paths given as options are taken from where the script was started.
+start=$PWD
+abs() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$start" "$1" ;; esac; }
 cd "$(dirname "$0")/.."
 rounds=11 runs=20 percall=1 perf=0 other= floor=0 fifo=()
 fsprof="$PWD/target/release/fsprof"
@@ -69,8 +72,8 @@ while (($#)); do
   case "$1" in
     --rounds) rounds=$2; shift ;;
     --runs) runs=$2; shift ;;
-    --fsprof) fsprof=$2; shift ;;
-    --other) other=$2; shift ;;
+    --fsprof) fsprof=$(abs "$2"); shift ;;
+    --other) other=$(abs "$2"); shift ;;
     --no-percall) percall=0 ;;
     --perf) perf=1 ;;
     --floor) floor=1 ;;
@@ -115,9 +118,11 @@ cc -O2 -o "$tmp/vlaunch" "$tmp/vlaunch.c"
 cc -O2 -static -o "$tmp/vlaunch-static" "$tmp/vlaunch.c"
 cc -O2 -static -o "$tmp/ret0-static" "$tmp/ret0.c"
 cc -O2 -static -nostdlib -o "$tmp/nolibc" "$tmp/nolibc.c"
-# The shim fsprof installs (and runs with) is the one to load.
-(cd "$tmp" && "$fsprof" run -q -o /dev/null -- true 2>/dev/null)
-shim=$(ls -t "${TMPDIR:-/tmp}/fsprof-$(id -u)"/libfsprof_shim-*.so | head -1)
+# The shim this build installs and runs its command with is the one to
+# load: the command is asked for the LD_PRELOAD it was given (the newest
+# file in the shim directory may be another build's).
+shim=$(cd "$tmp" && env -u LD_PRELOAD "$fsprof" run -q -o /dev/null -- sh -c 'printf %s "$LD_PRELOAD"' 2>/dev/null)
+[ -f "$shim" ] || { echo "cannot find $fsprof's shim (LD_PRELOAD was '$shim')" >&2; exit 2; }
 true=$(type -P true)
 cmds=(
   "$true"
@@ -153,6 +158,7 @@ def part(name, a, b):
     d = [w[a] - w[b] for w in wall]
     print(f"{name:<52} {statistics.median(d) * 1e3:+7.0f} us  ({min(d) * 1e3:+.0f}..{max(d) * 1e3:+.0f})")
 part("fsprof run -q -- true over true (the target: +1 ms)", 8, 0)
+part("fsprof run -q -- true over the floor (shim launcher; target +0.3 ms)", 8, 5)
 part("  dynamic launcher over true (any launcher's floor)", 3, 0)
 part("  static launcher over true", 4, 0)
 part("  loading the shim, inactive (shim launcher - static)", 5, 4)

@@ -3,8 +3,8 @@
 //! a crate package). Only the commit: whether the work tree differed from
 //! it cannot be kept current without re-running on every edit.
 //!
-//! Also links the `fsprof` binary as a static PIE where the C toolchain
-//! has glibc's static archives (see [`static_pie`]): a dynamically linked
+//! Also links the `fsprof` binary statically where the C toolchain has
+//! glibc's static archives (see [`link_static`]): a dynamically linked
 //! fsprof spent ~0.3 ms of every `fsprof run` in the dynamic loader
 //! (relocating and faulting in libc, libm and its own GOT) before `main`
 //! (docs/benchmarks.md, "Start-up cost"). Elsewhere the unwinder alone is
@@ -44,8 +44,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rerun-if-env-changed=FSPROF_LINK");
     println!("cargo:rustc-check-cfg=cfg(fsprof_entry)");
-    let linked = if static_pie() {
-        "static-pie"
+    let linked = if let Some(form) = link_static() {
+        form
     } else if static_unwinder() {
         "dynamic, static unwinder"
     } else {
@@ -84,25 +84,40 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 }
 
 /// Links the `fsprof` binary (only it: tests, build scripts and proc
-/// macros stay as they are) as a static PIE, keeping ASLR. rustc has no
+/// macros stay as they are) statically, and says how: `static` (the
+/// default) or `static-pie` (`FSPROF_LINK=static-pie`). rustc has no
 /// per-binary `crt-static`, and for glibc targets it always asks for
-/// `-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`; so `-static-pie`
-/// is added to this binary's link and a directory is put on its library
-/// path where each of those names is a linker script naming the static
-/// archive (`libc.so` → `GROUP(libc.a libgcc.a libgcc_eh.a)`): the linker
-/// takes the script for the `.so` it was asked for. Off with
+/// `-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`; so `-static` is
+/// added to this binary's link and a directory is put on its library path
+/// where each of those names is a linker script naming the static archive
+/// (`libc.so` → `GROUP(libc.a libgcc.a libgcc_eh.a)`): the linker takes
+/// the script for the `.so` it was asked for. Off with
 /// `FSPROF_LINK=dynamic`, and wherever an archive is missing.
+///
+/// Why not position-independent by default: a static PIE relocates itself
+/// at every start, writing ~17,000 pointers into the ~90 pages of
+/// `.data.rel.ro` and `.got` (each page copied on its first write; even
+/// pre-faulted in one call, `src/entry.rs`, that was ~0.2 ms of every
+/// `fsprof run`, docs/benchmarks/overhead.md "fsprof's own start-up"). A
+/// binary linked at a fixed address has no relocation to do: its
+/// read-only data stays shared with the page cache. What that gives up is
+/// the randomised address of fsprof's own code and data (the stack, the
+/// heap and every mapping stay randomised), as with Go's default
+/// binaries; `FSPROF_LINK=static-pie` keeps it at the start-up cost.
 ///
 /// fsprof stays able to do what needs the dynamic loader: the self-test
 /// `dlopen`s the shim (glibc loads ld.so for it), and name lookups for
 /// `--serve-metrics` use glibc's built-in `files`/`dns` services.
-fn static_pie() -> bool {
-    if !native_gnu() || env("FSPROF_LINK") == "dynamic" {
-        return false;
+fn link_static() -> Option<&'static str> {
+    let request = env("FSPROF_LINK");
+    if !native_gnu() || request == "dynamic" {
+        return None;
     }
-    let archives = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", "rcrt1.o"].map(cc_file);
+    let pie = request == "static-pie";
+    let crt = if pie { "rcrt1.o" } else { "crt1.o" };
+    let archives = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", crt].map(cc_file);
     let [Some(c), Some(m), Some(gcc), Some(eh), Some(_)] = archives else {
-        return false;
+        return None;
     };
     let (c, m, gcc, eh) = (c.display(), m.display(), gcc.display(), eh.display());
     let dir = PathBuf::from(env("OUT_DIR")).join("static-libs");
@@ -123,14 +138,20 @@ fn static_pie() -> bool {
             .try_for_each(|(name, text)| std::fs::write(dir.join(name), format!("{text}\n")))
     });
     if written.is_err() {
-        return false;
+        return None;
     }
-    println!("cargo:rustc-link-arg-bin=fsprof=-static-pie");
-    // Pre-faults the pages the self-relocation writes (src/entry.rs).
-    println!("cargo:rustc-cfg=fsprof_entry");
-    println!("cargo:rustc-link-arg-bin=fsprof=-Wl,--entry=fsprof_entry");
+    if pie {
+        println!("cargo:rustc-link-arg-bin=fsprof=-static-pie");
+        // Pre-faults the pages the self-relocation writes (src/entry.rs).
+        println!("cargo:rustc-cfg=fsprof_entry");
+        println!("cargo:rustc-link-arg-bin=fsprof=-Wl,--entry=fsprof_entry");
+    } else {
+        // After rustc's own `-pie`, which the last of the two overrides.
+        println!("cargo:rustc-link-arg-bin=fsprof=-static");
+        println!("cargo:rustc-link-arg-bin=fsprof=-no-pie");
+    }
     println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
-    true
+    Some(if pie { "static-pie" } else { "static" })
 }
 
 /// On glibc targets rustc links `-lgcc_s` for the unwinder. Linking every

@@ -18,6 +18,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use fsprof_core::format::{to_json, write_atomic, FormatError};
+use fsprof_core::output::OutputTarget;
 use fsprof_core::Profile;
 
 /// Where the user asked the profile to go.
@@ -83,7 +84,13 @@ impl Output {
                 dir: dir.to_path_buf(),
             });
         }
-        fsprof_core::output::check_output(out, self.force)?;
+        let target = fsprof_core::output::check_output(out, self.force)?;
+        // A device, a FIFO or one of fsprof's descriptors is written into:
+        // nothing is created in its directory, so there is nothing to try
+        // (for `-o /dev/null` the try was a file made and removed in /dev).
+        if matches!(target, OutputTarget::Stream | OutputTarget::Descriptor(_)) {
+            return Ok(());
+        }
         can_create_in(dir).map_err(|source| SaveError::NotWritable {
             file: out.to_path_buf(),
             dir: dir.to_path_buf(),

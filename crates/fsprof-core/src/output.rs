@@ -354,10 +354,17 @@ fn kind(st: &libc::stat) -> &'static str {
 /// `stdin`, `stdout`, `stderr` in `/dev`; a number in this process's
 /// `/proc/.../fd` (which `/dev/fd` links to).
 fn own_descriptor(p: &Place) -> Option<RawFd> {
+    let name = p.name.to_bytes();
+    // Only these names can be one; any other is not looked up (the
+    // directory checks below cost three stats, one of them in /proc, on
+    // every profile written).
+    let std_name = matches!(name, b"stdin" | b"stdout" | b"stderr");
+    if !std_name && (name.is_empty() || !name.iter().all(u8::is_ascii_digit)) {
+        return None;
+    }
     let dir = fstat(p.dir.as_raw_fd()).ok()?;
     let is =
         |path: &CStr| stat(path).is_ok_and(|s| s.st_dev == dir.st_dev && s.st_ino == dir.st_ino);
-    let name = p.name.to_bytes();
     if is(c"/dev") {
         return match name {
             b"stdin" => Some(0),
@@ -568,7 +575,7 @@ fn on_procfs(dir: RawFd) -> bool {
     // SAFETY: statfs is plain data filled by fstatfs.
     unsafe {
         let mut s: libc::statfs = std::mem::zeroed();
-        libc::fstatfs(dir, &mut s) == 0 && s.f_type == libc::PROC_SUPER_MAGIC
+        libc::fstatfs(dir, &mut s) == 0 && s.f_type as u64 == libc::PROC_SUPER_MAGIC as u64
     }
 }
 

@@ -26,7 +26,10 @@ use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
 use fsprof_sys::mmap::SharedMap;
 
 /// Blocks on offer when the command starts: reserving a block allocates
-/// and zeroes its 32 pages (~13 µs here), on the run's start-up path.
+/// and zeroes its 32 pages (~13 µs here), on the run's start-up path. Not
+/// fewer: a block reserved only once the command has been started may
+/// come after its first forks in a loaded machine (those processes then
+/// map counter files of their own; `run::faults` counts on the four).
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice what was taken since the
@@ -85,6 +88,11 @@ impl Arena {
         })
     }
 
+    /// Whether fsprof has ended the run ([`crate::rundir::RunDir::end`]).
+    fn ended(&self) -> bool {
+        self.map.u32_at(offset_of!(ControlHeader, state)) == abi::RUN_ENDED
+    }
+
     /// Notes the offers processes took since the last call, and tops the
     /// offers up: to twice what was taken since, if that is more than
     /// before (at most [`MAX_ON_OFFER`]).
@@ -105,7 +113,10 @@ impl Arena {
             }
         }
         let before = self.tail;
-        while self.offered.len() < self.target {
+        // Once the run has ended no process joins it: a block reserved
+        // now (32 pages allocated and zeroed) would only be removed again.
+        let ended = self.ended();
+        while !ended && self.offered.len() < self.target {
             let want = (self.target - self.offered.len()) as u32;
             let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
                 break;
@@ -171,6 +182,10 @@ impl Arena {
             return;
         };
         self.taken.swap_remove(i);
+        if self.ended() {
+            // Never offered again: zeroing it would be work for nothing.
+            return;
+        }
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
         let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
         // Written through the file, not the mapping: storing into pages
@@ -184,5 +199,26 @@ impl Arena {
             return;
         }
         self.free.push(block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks are reserved (the control file grows) while the run is
+    /// active, and none once it has ended.
+    #[test]
+    fn no_block_is_reserved_after_the_run_ended() {
+        for (state, grows) in [(abi::RUN_ACTIVE, true), (abi::RUN_ENDED, false)] {
+            let file = tempfile::tempfile().unwrap();
+            file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
+            let at = offset_of!(ControlHeader, state) as u64;
+            file.write_all_at(&state.to_ne_bytes(), at).unwrap();
+            let mut a = Arena::new(&file, 8).unwrap();
+            a.refill(0);
+            let len = file.metadata().unwrap().len() as usize;
+            assert_eq!(len > abi::ARENA_OFF, grows, "state {state}: {len} bytes");
+        }
     }
 }

@@ -122,3 +122,51 @@ fn a_fifo_receives_the_profile() {
     }
     panic!("never written: {last}");
 }
+
+/// Sets or clears the immutable flag of directory `dir` (FS_IOC_SETFLAGS):
+/// nothing can be created in it then, not even by root.
+fn set_immutable(dir: &Path, on: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir)?;
+    let mut flags: libc::c_int = 0;
+    // SAFETY: FS_IOC_GETFLAGS/SETFLAGS read and write one int at the
+    // pointer, which outlives the calls; the descriptor is open.
+    unsafe {
+        if libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // FS_IMMUTABLE_FL (linux/fs.h), which the libc crate does not have.
+        let imm: libc::c_int = 0x10;
+        flags = if on { flags | imm } else { flags & !imm };
+        if libc::ioctl(f.as_raw_fd(), libc::FS_IOC_SETFLAGS, &flags) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A device is written into, so nothing need be creatable beside it: no
+/// trial file is made in its directory (for `-o /dev/null`, a file made
+/// and removed in /dev on every run), and a device in a directory where
+/// nothing can be created takes the profile.
+#[test]
+#[ignore = "needs root"]
+fn a_device_takes_the_profile_where_no_file_can_be_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let sealed = dir.path().join("sealed");
+    std::fs::create_dir(&sealed).unwrap();
+    let null = null_device(&sealed);
+    set_immutable(&sealed, true)
+        .expect("the temporary directory's file system takes FS_IMMUTABLE_FL");
+    let o = fsprof()
+        .current_dir(dir.path())
+        .args(["run", "-q", "-o"])
+        .arg(&null)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    set_immutable(&sealed, false).unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(is_char_device(&null));
+    assert_eq!(std::fs::read_dir(&sealed).unwrap().count(), 1);
+}

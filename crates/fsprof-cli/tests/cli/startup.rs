@@ -17,12 +17,14 @@ fn cc_file(name: &str) -> Option<String> {
     (Path::new(&p).is_absolute() && Path::new(&p).is_file()).then_some(p)
 }
 
-/// What the ELF file says about its loading: its type (3: ET_DYN, a
-/// position-independent file), whether it names a program interpreter
+/// What the ELF file says about its loading: its type (2: ET_EXEC, at a
+/// fixed address; 3: ET_DYN, a position-independent file), whether it names a program interpreter
 /// (PT_INTERP), and the shared libraries it needs (DT_NEEDED).
 struct Elf {
     kind: u16,
     interp: bool,
+    /// A PT_DYNAMIC segment: what a static PIE relocates itself by.
+    dynamic: bool,
     needed: Vec<String>,
     /// PT_GNU_RELRO's link-time address and size in memory.
     relro: Option<(usize, usize)>,
@@ -64,6 +66,7 @@ fn elf(bin: &[u8]) -> Elf {
     Elf {
         kind: u16_at(16),
         interp: of_type(3).next().is_some(),
+        dynamic: of_type(2).next().is_some(),
         needed,
         relro: of_type(0x6474_e552)
             .next()
@@ -71,32 +74,44 @@ fn elf(bin: &[u8]) -> Elf {
     }
 }
 
-/// Where the C toolchain has glibc's static archives, the binary is a
-/// static PIE (no dynamic loader at start-up, ~0.3 ms of every run in a
-/// VM; ASLR kept); elsewhere it is dynamically linked, with the unwinder
-/// linked in from `libgcc_eh.a` where that exists, so that it does not
-/// load `libgcc_s.so.1` (whose constructor's CPUID instructions cost
-/// ~0.2 ms per start in a VM). The ground truth is the compiler's own
-/// answer and the binary's ELF headers, read here.
+/// Where the C toolchain has glibc's static archives, the binary is
+/// linked statically at a fixed address (no dynamic loader and no
+/// self-relocation at start-up: its file has no dynamic section at all),
+/// or as a static PIE when `FSPROF_LINK=static-pie` asks for ASLR;
+/// elsewhere it is dynamically linked, with the unwinder linked in from
+/// `libgcc_eh.a` where that exists, so that it does not load
+/// `libgcc_s.so.1` (whose constructor's CPUID instructions cost ~0.2 ms
+/// per start in a VM). The ground truth is the compiler's own answer and
+/// the binary's ELF headers, read here.
 #[test]
 fn binary_is_linked_as_build_rs_says_and_the_toolchain_allows() {
     let has = |f: &str| cc_file(f).is_some();
-    let static_possible = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", "rcrt1.o"]
+    let request = env!("FSPROF_LINK_REQUEST");
+    let pie = request == "static-pie";
+    let crt = if pie { "rcrt1.o" } else { "crt1.o" };
+    let static_possible = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", crt]
         .iter()
         .all(|f| has(f))
-        && !matches!(env!("FSPROF_LINK_REQUEST"), "dynamic");
-    let expected = if static_possible {
-        "static-pie"
-    } else if has("libgcc_eh.a") {
-        "dynamic, static unwinder"
-    } else {
-        "dynamic"
+        && request != "dynamic";
+    let expected = match (static_possible, pie) {
+        (true, false) => "static",
+        (true, true) => "static-pie",
+        (false, _) if has("libgcc_eh.a") => "dynamic, static unwinder",
+        (false, _) => "dynamic",
     };
     assert_eq!(env!("FSPROF_LINKED"), expected, "build.rs's choice");
     let e = elf(&std::fs::read(fsprof_path()).unwrap());
-    assert_eq!(e.kind, 3, "a position-independent executable (ASLR)");
-    if expected == "static-pie" {
-        assert!(!e.interp, "a static PIE names no program interpreter");
+    if expected == "static" {
+        assert_eq!(e.kind, 2, "an executable linked at a fixed address");
+        assert!(
+            !e.dynamic,
+            "a dynamic section (relocations to apply at start)"
+        );
+    } else {
+        assert_eq!(e.kind, 3, "a position-independent executable (ASLR)");
+    }
+    if expected.starts_with("static") {
+        assert!(!e.interp, "a static binary names no program interpreter");
         assert!(e.needed.is_empty(), "needs {:?}", e.needed);
     } else {
         assert!(e.interp);
