@@ -475,7 +475,7 @@ mod tests {
         let c = compare_profiles(&a, &b, &CompareOptions::default());
         assert_eq!(
             reason_of(&c, "fcntl"),
-            "fcntl: only in B, 11 calls, 0.0% of total latency (under 2.0%: does not count as a change)"
+            "fcntl: only in B, 11 calls, 0.0% of total latency (under 3.0%: does not count as a change)"
         );
         assert_eq!(reason_of(&c, "read"), "read: identical");
         assert_eq!(

@@ -61,14 +61,21 @@ static int g_lock;
 static int g_full;
 static TLS int t_in_slow;
 
-/* Slot record 0, the shared one, made anew. It is used only when private
- * ones run out, so it is nearly always zero already: writing zeros over it
- * would cost a forked child a copy of its page. Its pointers are set only
- * once `sh` is. */
+/* Set once slot record 0, the shared one, has been used (its pointers are
+ * set only then). */
+static int g_shared_rec_used;
+
+/* Slot record 0 made anew. It is used only when private ones run out, so
+ * it is nearly always zero already: writing zeros over it would cost a
+ * forked child a copy of its page, and even reading it first costs a new
+ * process a fault (a read maps the zero page, the next write faults
+ * again). */
 static void clear_shared_rec(void)
 {
-    if (g_start.recs[0].sh != NULL)
+    if (g_shared_rec_used) {
         memset(&g_start.recs[0], 0, sizeof g_start.recs[0]);
+        g_shared_rec_used = 0;
+    }
 }
 
 static void lock(void)
@@ -401,6 +408,7 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
         s->sh = sh;
     } else {
         s = &g_start.recs[0];
+        g_shared_rec_used = 1;
         if (s->sh == NULL)
             s->sh = new_slot(0, 1);
         if (s->sh == NULL)

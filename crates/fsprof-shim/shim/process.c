@@ -35,6 +35,10 @@ static void before_fork_in_parent(void)
 {
     int saved = errno;
     for (int k = 0; k < FSPROF_FORK_HOOKS; k++) {
+        /* Read first: a store at every fork would cost the parent a fault
+         * on that page each time (the last fork left it copy-on-write). */
+        if (__atomic_load_n(&g_before_first_fork[k], __ATOMIC_ACQUIRE) == NULL)
+            continue;
         void (*f)(void) = __atomic_exchange_n(&g_before_first_fork[k], NULL, __ATOMIC_ACQ_REL);
         if (f != NULL)
             f();

@@ -758,8 +758,10 @@ static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
     }
 }
 
-HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
-                                 const struct fsprof_proc *proc)
+/* Called in every process's set-up, traced or not: with the set-up code
+ * (layout.h). */
+HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
+                                                    const struct fsprof_proc *proc)
 {
     if (!g_trace) {
         const char *mode = getenv(FSPROF_TRACE_ENV);
@@ -796,7 +798,8 @@ HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
     t_tbusy = 0;
 }
 
-HIDDEN void fsprof_trace_after_fork(void)
+/* Called in every forked child (layout.h). */
+HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
 {
     /* The mapping is the parent's chunk: drop it without sealing it. */
     if (t_tc)

@@ -20,6 +20,9 @@ pub struct RunStat {
     pub log_sq: f64,
     /// The op's total latency, ns.
     pub total: f64,
+    /// The total without its slowest call, ns: what the op holds of its
+    /// layer when one call was preempted for milliseconds.
+    pub trimmed: f64,
     /// Mean squared latency (ns²), from the buckets' middles and widths.
     pub lat_sq: f64,
     /// The op's share of its layer's total latency in this run.
@@ -42,6 +45,7 @@ impl RunStat {
             log_mean,
             log_sq,
             total,
+            trimmed: op.total_ns.saturating_sub(op.max_ns.unwrap_or(0)) as f64,
             lat_sq: latency_sq(&h, at),
             share: if layer_ns == 0 {
                 0.0
@@ -116,10 +120,11 @@ pub fn per_run(runs: &[Profile], layer: &str, op: &str, res: Resolution) -> Vec<
 /// How far each run's ops sit from their mean over all runs, in the
 /// median: the shift a run shares with every op (a busier or slower
 /// machine), which [`super::verdict`] takes out before it judges an op.
-/// `stats[op][run]`; ops missing from a run are left out of it. Zero
-/// without three ops to take a median of: with two, a change of one would
-/// be half the "common" shift.
-pub fn common_shifts(stats: &[Vec<Option<RunStat>>], runs: usize) -> Vec<f64> {
+/// `stats[op][run]`; ops missing from a run are left out of it; `skip`:
+/// an op left out of every run (the one being judged: see
+/// [`shifts_for`]). Zero without three ops to take a median of: with two,
+/// a change of one would be half the "common" shift.
+pub fn common_shifts(stats: &[Vec<Option<RunStat>>], runs: usize, skip: Option<usize>) -> Vec<f64> {
     let means: Vec<Option<f64>> = stats
         .iter()
         .map(|s| {
@@ -132,14 +137,30 @@ pub fn common_shifts(stats: &[Vec<Option<RunStat>>], runs: usize) -> Vec<f64> {
             let devs: Vec<f64> = stats
                 .iter()
                 .zip(&means)
-                .filter_map(|(s, m)| Some(s[r]?.log_mean - (*m)?))
+                .enumerate()
+                .filter(|&(k, _)| Some(k) != skip)
+                .filter_map(|(_, (s, m))| Some(s[r]?.log_mean - (*m)?))
                 .collect();
-            if devs.len() < 3 {
+            if devs.len() < 2 || (skip.is_none() && devs.len() < 3) {
                 0.0
             } else {
                 fsprof_core::stats::median(&devs).unwrap_or(0.0)
             }
         })
+        .collect()
+}
+
+/// The profile shift each of `stats`' ops is judged after: the median of
+/// the *other* ops' (with three ops or more in all). Its own change must
+/// not move the shift it is measured from: with five ops, a `close` made
+/// 2× slower became the median of its run often enough that its change,
+/// the shift taken out, came to 0.6 powers of two, or to nothing.
+pub fn shifts_for(stats: &[Vec<Option<RunStat>>], runs: usize) -> Vec<Vec<f64>> {
+    if stats.len() < 3 {
+        return vec![vec![0.0; runs]; stats.len()];
+    }
+    (0..stats.len())
+        .map(|k| common_shifts(stats, runs, Some(k)))
         .collect()
 }
 
@@ -188,6 +209,7 @@ mod tests {
                 log_mean: m,
                 log_sq: m * m,
                 total: 1.0,
+                trimmed: 1.0,
                 lat_sq: 1.0,
                 share: 0.0,
             })
@@ -198,9 +220,15 @@ mod tests {
             vec![at(12.0), at(12.5)],
             vec![at(8.0), at(10.0)],
         ];
-        let c = common_shifts(&stats, 2);
+        let c = common_shifts(&stats, 2, None);
         assert!((c[1] - c[0] - 0.5).abs() < 1e-12, "{c:?}");
         // With two ops there is no median to speak of.
-        assert_eq!(common_shifts(&stats[..2], 2), vec![0.0, 0.0]);
+        assert_eq!(common_shifts(&stats[..2], 2, None), vec![0.0, 0.0]);
+        // The third op is judged after the others' shift alone: 0.5, which
+        // leaves it 1.5 slower; the first after the second's and third's.
+        let each = shifts_for(&stats, 2);
+        assert!((each[2][1] - each[2][0] - 0.5).abs() < 1e-12, "{each:?}");
+        assert!((each[0][1] - each[0][0] - 1.25).abs() < 1e-12, "{each:?}");
+        assert_eq!(shifts_for(&stats[..2], 2), vec![vec![0.0; 2]; 2]);
     }
 }

@@ -14,7 +14,8 @@
 //! apart.
 //!
 //! The shift and time tests first take out the *profile shift*: the median
-//! shift of all compared ops in that run ([`super::runs::common_shifts`]).
+//! shift of the other compared ops in that run ([`super::runs::shifts_for`];
+//! the layer's own, printed and tested, is the median of all of them).
 //! Load from other programs or a slower clock moves every op of a run
 //! alike; what is left is what one op did differently. (A change that
 //! slows every op alike is therefore not an op's change; the profile shift
@@ -28,7 +29,10 @@
 //! [`super::CompareOptions::spread_df`] runs (a Bayesian prior, as
 //! moderated t-tests do it for few replicates). With one run per side
 //! nothing measures it, and the assumed spread is all there is; the sampling
-//! noise of each histogram (`n` calls) adds to it.
+//! noise of each histogram (`n` calls) adds to it. A layer's own shift, and
+//! the ops of a layer too small to take it out, are judged against the
+//! spread of whole runs, [`super::CompareOptions::layer_spread`]: load
+//! moves whole runs by more than it moves one op against the others.
 //!
 //! Only a *material* change can decide: one that moves at least
 //! [`super::CompareOptions::min_share`] of the layer's latency. The
@@ -41,7 +45,7 @@ use fsprof_core::stats::t_test_p;
 use fsprof_core::{Profile, Resolution};
 use serde::{Deserialize, Serialize};
 
-use super::runs::{common_shifts, per_run, pooled_variances, RunStat};
+use super::runs::{common_shifts, per_run, pooled_variances, shifts_for, RunStat};
 use super::{CompareOptions, Finding, LayerShift, OpComparison, Status};
 
 /// What a test looked at.
@@ -132,12 +136,15 @@ fn difference(
 
 /// The shift and time tests of one op from its runs' statistics (A's runs
 /// then B's, with each run's profile shift); none unless every run has
-/// the op. `share`: the op's share of its layer's latency in A.
+/// the op. `share`: the op's share of its layer's latency in A. `load`:
+/// the variance, in powers of two squared, of a shift the runs' op shares
+/// with its whole layer that was not taken out (a layer of fewer than
+/// three ops has no median to take it from).
 pub(super) fn op_tests(
     a: &[Option<RunStat>],
     b: &[Option<RunStat>],
     shifts: &[f64],
-    share: f64,
+    (share, load): (f64, f64),
     opts: &CompareOptions,
 ) -> Vec<Check> {
     let all: Option<Vec<RunStat>> = a.iter().chain(b).copied().collect();
@@ -147,6 +154,7 @@ pub(super) fn op_tests(
     let na = a.len();
     let (log_var, lat_var) = pooled_variances(&all);
     let runs = all.len() as f64;
+    let moved = moved_share(&all, shifts, na, share);
     let mut out = Vec::new();
 
     // Shift: each run's mean log2 latency, less its profile shift.
@@ -156,12 +164,12 @@ pub(super) fn op_tests(
         .map(|(r, s)| r.log_mean - s)
         .collect();
     let sampling = all.iter().map(|r| log_var / r.calls as f64).sum::<f64>() / runs;
-    let prior = opts.spread * opts.spread;
+    let prior = opts.spread * opts.spread + load;
     if let Some(d) = difference((&xs[..na], &xs[na..]), sampling, prior, opts) {
         out.push(Check {
             test: TestKind::Shift,
             effect: d.diff,
-            moved: share * (d.diff.exp2() - 1.0).abs(),
+            moved,
             p_value: d.p_value,
             level: None,
             decides: false,
@@ -185,7 +193,7 @@ pub(super) fn op_tests(
         let xs: Vec<f64> = ys.iter().map(|y| y / scale).collect();
         let sampling =
             all.iter().map(|r| r.calls as f64 * lat_var).sum::<f64>() / runs / (scale * scale);
-        let prior = (opts.spread * std::f64::consts::LN_2).powi(2);
+        let prior = (opts.spread.powi(2) + load) * std::f64::consts::LN_2.powi(2);
         // How much longer, by each side's median run: one run with a call
         // preempted for 50 ms moves a mean of three runs by a factor the
         // op never changed by (the test, on the means, still weighs it).
@@ -196,7 +204,7 @@ pub(super) fn op_tests(
             out.push(Check {
                 test: TestKind::Time,
                 effect: ratio.log2(),
-                moved: share * (ratio - 1.0).abs(),
+                moved,
                 p_value: d.p_value,
                 level: None,
                 decides: false,
@@ -207,18 +215,50 @@ pub(super) fn op_tests(
     out
 }
 
+/// The share of its layer's latency an op's change moved, whichever test
+/// finds it: its `share` in A times how much its total changed, each side
+/// by its median run, without each run's slowest call (which one
+/// preemption makes milliseconds). The change must be that large both in
+/// the time the op took and with each run's profile shift out: when every
+/// other op of B ran 1.27× faster and `pread` 1.2× slower, `pread` was
+/// 1.5× slower against the profile but moved 2% of the layer's time, and
+/// a run slowed by load moves every op's time and none against the
+/// profile. Measured on the total, not extrapolated from the calls' shift:
+/// with a power of two per bucket, calls of 1 µs straddle a bucket
+/// boundary, and a 10% change of them moves the mean log2 latency by up
+/// to one (2×) between identical runs, while their total moves 10%.
+fn moved_share(all: &[RunStat], shifts: &[f64], na: usize, share: f64) -> f64 {
+    let median = |x: &[f64]| fsprof_core::stats::median(x).unwrap_or(0.0);
+    let change = |shift_out: bool| {
+        let ys: Vec<f64> = all
+            .iter()
+            .zip(shifts)
+            .map(|(r, s)| r.trimmed * if shift_out { (-s).exp2() } else { 1.0 })
+            .collect();
+        let (ma, mb) = (median(&ys[..na]), median(&ys[na..]));
+        if ma > 0.0 {
+            (mb / ma - 1.0).abs()
+        } else {
+            f64::INFINITY
+        }
+    };
+    share * change(false).min(change(true))
+}
+
 /// Each op's share of its layer's latency in A, what a change must move
 /// enough of: its median total over A's runs against the sum of every
-/// op's. A run in which one call was preempted for 50 ms holds a layer
-/// total many times the usual, and the shares of that run alone would make
-/// every other op look negligible.
+/// op's, each total without its slowest call. One call preempted for
+/// 15 ms in a run of 138 opens of 10 µs made the other ops' shares a
+/// tenth of what they are (in two runs of three, so that the median did
+/// not help), and a 2× slower `close` holding 12% of the latency moved
+/// "1.5%": too little to decide.
 fn baseline_shares(stats: &[Vec<Option<RunStat>>], runs_a: usize) -> Vec<f64> {
     let medians: Vec<f64> = stats
         .iter()
         .map(|s| {
             let t: Vec<f64> = s[..runs_a]
                 .iter()
-                .map(|r| r.map_or(0.0, |r| r.total))
+                .map(|r| r.map_or(0.0, |r| r.trimmed))
                 .collect();
             fsprof_core::stats::median(&t).unwrap_or(0.0)
         })
@@ -303,19 +343,33 @@ fn judge_layer(
             s
         })
         .collect();
-    let compared: Vec<Vec<Option<RunStat>>> = mine
-        .iter()
-        .zip(&stats)
-        .filter(|(&k, s)| ops[k].status == Status::Compared && s.iter().all(Option::is_some))
-        .map(|(_, s)| s.clone())
+    let in_median: Vec<usize> = (0..mine.len())
+        // An identical op is one whose shift was none.
+        .filter(|&j| {
+            matches!(ops[mine[j]].status, Status::Compared | Status::Identical)
+                && stats[j].iter().all(Option::is_some)
+        })
         .collect();
-    let shifts = common_shifts(&compared, runs);
+    let compared: Vec<Vec<Option<RunStat>>> = in_median.iter().map(|&j| stats[j].clone()).collect();
+    let shifts = common_shifts(&compared, runs, None);
+    let own = shifts_for(&compared, runs);
     let shares = baseline_shares(&stats, a.len());
-    for ((&k, s), share) in mine.iter().zip(&stats).zip(shares) {
+    // Without three ops the layer's shift stays in each op's.
+    let load = if compared.len() < 3 {
+        opts.layer_spread.powi(2)
+    } else {
+        0.0
+    };
+    for (j, ((&k, s), share)) in mine.iter().zip(&stats).zip(shares).enumerate() {
         let o = &mut ops[k];
         match o.status {
             Status::Compared => {
-                o.checks = op_tests(&s[..a.len()], &s[a.len()..], &shifts, share, opts);
+                let (a_runs, b_runs) = s.split_at(a.len());
+                let mine_shifts = in_median
+                    .iter()
+                    .position(|&m| m == j)
+                    .map_or(&shifts, |p| &own[p]);
+                o.checks = op_tests(a_runs, b_runs, mine_shifts, (share, load), opts);
             }
             // Only an op in every run of its side decides by being there.
             Status::Added | Status::Removed => {
@@ -345,7 +399,7 @@ fn judge_layer(
 /// together, against the spread such shifts show between runs. The whole
 /// layer's latency moves with it.
 fn layer_test(shifts: &[f64], runs_a: usize, opts: &CompareOptions) -> Option<Check> {
-    let prior = opts.spread * opts.spread;
+    let prior = opts.layer_spread * opts.layer_spread;
     let d = difference((&shifts[..runs_a], &shifts[runs_a..]), 0.0, prior, opts)?;
     Some(Check {
         test: TestKind::Shift,

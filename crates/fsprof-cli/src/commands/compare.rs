@@ -31,12 +31,16 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = parse_alpha)]
     pub alpha: f64,
     /// A change must move at least this share of its layer's latency to decide
-    #[arg(long, default_value_t = 0.02, value_name = "SHARE", value_parser = parse_share)]
+    #[arg(long, default_value_t = 0.03, value_name = "SHARE", value_parser = parse_share)]
     pub min_share: f64,
     /// Spread between runs assumed where one run per side cannot measure it,
     /// in powers of two
-    #[arg(long, default_value_t = 0.3, value_name = "POWERS", value_parser = parse_nonnegative)]
+    #[arg(long, default_value_t = 0.18, value_name = "POWERS", value_parser = parse_nonnegative)]
     pub spread: f64,
+    /// Spread of a whole layer's shift between runs (load slows every op of
+    /// a run alike), in powers of two
+    #[arg(long, default_value_t = 0.35, value_name = "POWERS", value_parser = parse_nonnegative)]
+    pub layer_spread: f64,
     /// Ignore ops under this share of their layer's calls and latency on both sides
     #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
     pub negligible: f64,
@@ -139,6 +143,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         alpha: a.alpha,
         min_share: a.min_share,
         spread: a.spread,
+        layer_spread: a.layer_spread,
         negligible: a.negligible,
         calibration: calibration(&a.calibration)?,
         ..Default::default()

@@ -794,7 +794,7 @@ fn compare_exit_status_ignores_a_negligible_new_op() {
     assert_eq!(fcntl["interesting"], false, "{fcntl}");
     assert_eq!(
         fcntl["reason"],
-        "fcntl: only in B, 11 calls, 0.1% of total latency (under 2.0%: does not count as a change)"
+        "fcntl: only in B, 11 calls, 0.1% of total latency (under 3.0%: does not count as a change)"
     );
     on(&["compare"], &[&a, &costly])
         .code(1)
