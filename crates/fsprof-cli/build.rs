@@ -84,26 +84,28 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 }
 
 /// Links the `fsprof` binary (only it: tests, build scripts and proc
-/// macros stay as they are) statically, and says how: `static` (the
-/// default) or `static-pie` (`FSPROF_LINK=static-pie`). rustc has no
-/// per-binary `crt-static`, and for glibc targets it always asks for
-/// `-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`; so `-static` is
-/// added to this binary's link and a directory is put on its library path
-/// where each of those names is a linker script naming the static archive
-/// (`libc.so` → `GROUP(libc.a libgcc.a libgcc_eh.a)`): the linker takes
-/// the script for the `.so` it was asked for. Off with
-/// `FSPROF_LINK=dynamic`, and wherever an archive is missing.
+/// macros stay as they are) statically, and says how: `static-pie` (the
+/// default) or `static` at a fixed address (`FSPROF_LINK=static`). rustc
+/// has no per-binary `crt-static`, and for glibc targets it always asks
+/// for `-Bdynamic -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc`; so
+/// `-static-pie` (or `-static`) is added to this binary's link and a
+/// directory is put on its library path where each of those names is a
+/// linker script naming the static archive (`libc.so` →
+/// `GROUP(libc.a libgcc.a libgcc_eh.a)`): the linker takes the script for
+/// the `.so` it was asked for. Off with `FSPROF_LINK=dynamic`, and
+/// wherever an archive is missing.
 ///
-/// Why not position-independent by default: a static PIE relocates itself
-/// at every start, writing ~17,000 pointers into the ~90 pages of
-/// `.data.rel.ro` and `.got` (each page copied on its first write; even
-/// pre-faulted in one call, `src/entry.rs`, that was ~0.2 ms of every
-/// `fsprof run`, docs/benchmarks/overhead.md "fsprof's own start-up"). A
-/// binary linked at a fixed address has no relocation to do: its
-/// read-only data stays shared with the page cache. What that gives up is
-/// the randomised address of fsprof's own code and data (the stack, the
-/// heap and every mapping stay randomised), as with Go's default
-/// binaries; `FSPROF_LINK=static-pie` keeps it at the start-up cost.
+/// Why position-independent by default although it costs start-up time:
+/// fsprof runs as root and parses files and shared memory written by
+/// other users, so its own code and data keep a random address, as every
+/// distribution requires of programs run with privileges. The price is
+/// the self-relocation at every start: ~17,000 pointers written into the
+/// ~90 pages of `.data.rel.ro` and `.got` (pre-faulted in one call,
+/// `src/entry.rs`), 0.2–0.4 ms of every `fsprof run`
+/// (docs/benchmarks/overhead.md, "fsprof's own start-up").
+/// `FSPROF_LINK=static` links at a fixed address instead, with no
+/// relocation to do, for whoever prefers that time to the randomisation
+/// (the stack, the heap and every mapping stay randomised either way).
 ///
 /// fsprof stays able to do what needs the dynamic loader: the self-test
 /// `dlopen`s the shim (glibc loads ld.so for it), and name lookups for
@@ -113,7 +115,7 @@ fn link_static() -> Option<&'static str> {
     if !native_gnu() || request == "dynamic" {
         return None;
     }
-    let pie = request == "static-pie";
+    let pie = request != "static";
     let crt = if pie { "rcrt1.o" } else { "crt1.o" };
     let archives = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", crt].map(cc_file);
     let [Some(c), Some(m), Some(gcc), Some(eh), Some(_)] = archives else {

@@ -75,9 +75,10 @@ fn elf(bin: &[u8]) -> Elf {
 }
 
 /// Where the C toolchain has glibc's static archives, the binary is
-/// linked statically at a fixed address (no dynamic loader and no
-/// self-relocation at start-up: its file has no dynamic section at all),
-/// or as a static PIE when `FSPROF_LINK=static-pie` asks for ASLR;
+/// linked as a static PIE (no dynamic loader; its own code and data at a
+/// random address), or statically at a fixed address when
+/// `FSPROF_LINK=static` trades that for no self-relocation at start-up
+/// (its file then has no dynamic section at all);
 /// elsewhere it is dynamically linked, with the unwinder linked in from
 /// `libgcc_eh.a` where that exists, so that it does not load
 /// `libgcc_s.so.1` (whose constructor's CPUID instructions cost ~0.2 ms
@@ -87,7 +88,7 @@ fn elf(bin: &[u8]) -> Elf {
 fn binary_is_linked_as_build_rs_says_and_the_toolchain_allows() {
     let has = |f: &str| cc_file(f).is_some();
     let request = env!("FSPROF_LINK_REQUEST");
-    let pie = request == "static-pie";
+    let pie = request != "static";
     let crt = if pie { "rcrt1.o" } else { "crt1.o" };
     let static_possible = ["libc.a", "libm.a", "libgcc.a", "libgcc_eh.a", crt]
         .iter()
