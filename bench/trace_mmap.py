@@ -17,7 +17,9 @@ between it and `--data digest` is what following the faults costs, and
 the difference between it and bare is what tracing the calls costs
 (fsprof's own start and end included).
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--rounds N] [--dir DIR] [--fifo]
+usage: bench/trace_mmap.py [--fsprof PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+  --gap S  wait S seconds (default 0.1) before each timed run, so that a
+           trace does not wait for the grace period of the one before it
   --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
            machine other processes are kept off the CPU it runs on
 """
@@ -79,6 +81,13 @@ def variants(d, cmd, name):
 def wall(cmd):
     """Seconds `cmd` takes (under SCHED_FIFO with --fifo), output discarded."""
     pre = ["chrt", "-f", "50"] if ARGS.fifo else []
+    # A trace's eBPF programs detach from their tracepoints when it ends,
+    # and the next trace attaching to the same tracepoint within an RCU
+    # grace period waits for that period to end (the kernel's tracepoint
+    # transition sync): 5-10 ms on this VM, which back-to-back rounds
+    # would charge to every traced run and no user running one trace
+    # pays. Every variant, bare included, waits the same --gap first.
+    time.sleep(ARGS.gap)
     t = time.perf_counter()
     subprocess.run(pre + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - t
@@ -108,6 +117,8 @@ def main():
     global ARGS
     p = argparse.ArgumentParser()
     p.add_argument("--fsprof", default=os.path.join(ROOT, "target", "release", "fsprof"))
+    p.add_argument("--gap", type=float, default=0.1,
+                   help="seconds to wait before each timed run (0: back to back)")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--dir", default=None, help="where the 256 MiB file and the database go")
     p.add_argument("--fifo", action="store_true")

@@ -101,7 +101,7 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 /// distribution requires of programs run with privileges. The price is
 /// the self-relocation at every start: ~17,000 pointers written into the
 /// ~90 pages of `.data.rel.ro` and `.got` (pre-faulted in one call,
-/// `src/entry.rs`), 0.2–0.4 ms of every `fsprof run`
+/// `src/entry.rs`), 0.1–0.4 ms of every `fsprof run`
 /// (docs/benchmarks/overhead.md, "fsprof's own start-up").
 /// `FSPROF_LINK=static` links at a fixed address instead, with no
 /// relocation to do, for whoever prefers that time to the randomisation
