@@ -21,14 +21,20 @@ impl Drop for Hog {
 
 /// Up to three tries: the hog must be named in one of them (other tests'
 /// processes may take the CPU beside it and crowd it out of a warning's
-/// list); every try must warn every slow run and record the waits.
+/// list); every try must warn every slow run and record the waits. A try
+/// in which the hog slowed every run alike (no run at half the fastest's
+/// rate: the scheduler shared the CPU evenly, as in one CI run) has no
+/// slow run to test and counts as no try that named the hog.
 #[test]
 #[ignore = "needs taskset"]
 fn slow_runs_beside_a_cpu_hog_are_warned_as_preempted_by_it() {
     need_program("taskset", "util-linux");
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let preempted = one_try();
+        let Some(preempted) = one_try() else {
+            seen.push(vec!["(no run slowed to half the fastest's rate)".into()]);
+            continue;
+        };
         if preempted.iter().any(|w| w.contains("sh ")) {
             return;
         }
@@ -37,8 +43,9 @@ fn slow_runs_beside_a_cpu_hog_are_warned_as_preempted_by_it() {
     panic!("the hog (sh) is named in no try: {seen:#?}");
 }
 
-/// One benchmark beside the hog, checked; its `preempted` warnings.
-fn one_try() -> Vec<String> {
+/// One benchmark beside the hog, checked; its `preempted` warnings, or
+/// none when no run was slow.
+fn one_try() -> Option<Vec<String>> {
     let hog = Hog(Command::new("taskset")
         .args(["-c", "0", "sh", "-c", "while :; do :; done"])
         .spawn()
@@ -70,13 +77,15 @@ fn one_try() -> Vec<String> {
         .collect();
     let (queued, slow) = check_phases(b, &warnings);
     assert!(queued > 0, "the hog never made the loops wait for the CPU");
-    assert!(slow > 0, "no slow run beside a hog: {warnings:#?}");
+    if slow == 0 {
+        return None;
+    }
     let preempted: Vec<String> = warnings
         .into_iter()
         .filter(|w| w.contains("preempted"))
         .collect();
     assert!(!preempted.is_empty(), "no run called preempted");
-    preempted
+    Some(preempted)
 }
 
 /// Every phase records a wait per run (the warm-up's too) and every run at
