@@ -97,6 +97,16 @@ struct Difference {
     spread: Spread,
 }
 
+/// The mean and median of a side's per-run values; 0 for a side with no
+/// runs.
+fn mean(x: &[f64]) -> f64 {
+    fsprof_core::stats::mean(x).unwrap_or(0.0)
+}
+
+fn median(x: &[f64]) -> f64 {
+    fsprof_core::stats::median(x).unwrap_or(0.0)
+}
+
 /// `xs`: the statistic per run (A's, B's); `sampling`: the variance one
 /// run's value has from its calls alone; `prior`: the variance assumed
 /// between runs. The spread measured between each side's runs is moderated
@@ -111,7 +121,6 @@ fn difference(
         return None;
     }
     let (na, nb) = (a.len() as f64, b.len() as f64);
-    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
     let (ma, mb) = (mean(a), mean(b));
     let df = na + nb - 2.0;
     let ss: f64 = a.iter().map(|x| (x - ma).powi(2)).sum::<f64>()
@@ -197,7 +206,6 @@ pub(super) fn op_tests(
         // How much longer, by each side's median run: one run with a call
         // preempted for 50 ms moves a mean of three runs by a factor the
         // op never changed by (the test, on the means, still weighs it).
-        let median = |x: &[f64]| fsprof_core::stats::median(x).unwrap_or(0.0);
         let (ma, mb) = (median(&xs[..na]), median(&xs[na..]));
         if let Some(d) = difference((&xs[..na], &xs[na..]), sampling, prior, opts) {
             let ratio = if ma > 0.0 { mb / ma } else { f64::INFINITY };
@@ -228,7 +236,6 @@ pub(super) fn op_tests(
 /// boundary, and a 10% change of them moves the mean log2 latency by up
 /// to one (2×) between identical runs, while their total moves 10%.
 fn moved_share(all: &[RunStat], shifts: &[f64], na: usize, share: f64) -> f64 {
-    let median = |x: &[f64]| fsprof_core::stats::median(x).unwrap_or(0.0);
     let change = |shift_out: bool| {
         let ys: Vec<f64> = all
             .iter()
@@ -260,7 +267,7 @@ fn baseline_shares(stats: &[Vec<Option<RunStat>>], runs_a: usize) -> Vec<f64> {
                 .iter()
                 .map(|r| r.map_or(0.0, |r| r.trimmed))
                 .collect();
-            fsprof_core::stats::median(&t).unwrap_or(0.0)
+            median(&t)
         })
         .collect();
     let sum: f64 = medians.iter().sum();
@@ -385,7 +392,6 @@ fn judge_layer(
             _ => {}
         }
     }
-    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
     let enough = compared.len() >= 3;
     LayerShift {
         layer: layer.to_string(),
