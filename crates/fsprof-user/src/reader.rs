@@ -308,7 +308,12 @@ struct Slots {
 /// the own-cost samples, summed over the slots published so far. A slot or
 /// counter whose offset is not (yet) inside the mapping is skipped. Each
 /// slot record, counter and value table read is noted in `written`.
-fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32, mut written: Option<&mut Written>) -> Slots {
+fn read_slots(
+    m: &Mapping,
+    h: &ProcHeader,
+    nbuckets: u32,
+    mut written: Option<&mut Written>,
+) -> Slots {
     let nslots = m
         .u32_at(offset_of!(ProcHeader, nslots))
         .unwrap_or(0)
@@ -454,7 +459,9 @@ fn add_counter(
         })
     });
     a.op.pre = a.op.pre.saturating_add(pre);
-    a.op.post = a.op.post.saturating_add(word(field(offset_of!(CtrHeader, post))));
+    a.op.post =
+        a.op.post
+            .saturating_add(word(field(offset_of!(CtrHeader, post))));
     a.op.errors =
         a.op.errors
             .saturating_add(word(field(offset_of!(CtrHeader, errors))));
@@ -466,7 +473,9 @@ fn add_counter(
         a.min = a.min.min(mn);
     }
     a.max = a.max.max(word(field(offset_of!(CtrHeader, max_ns))));
-    a.zero = a.zero.saturating_add(word(field(offset_of!(CtrHeader, zero))));
+    a.zero = a
+        .zero
+        .saturating_add(word(field(offset_of!(CtrHeader, zero))));
     let buckets = words.get(size_of::<CtrHeader>() / 8..).unwrap_or(&[]);
     let filled = filled.start.min(buckets.len())..filled.end.min(buckets.len());
     for (b, w) in a.buckets[filled.clone()].iter_mut().zip(&buckets[filled]) {
