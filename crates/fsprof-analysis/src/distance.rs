@@ -208,11 +208,15 @@ mod noise_tests {
         let mut draw = || {
             let mut h = Histogram::default();
             for _ in 0..n {
-                *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let mut r = (*seed >> 33) % total;
-                let i = weights.iter().position(|&w| r < w || {
-                    r -= w;
-                    false
+                let i = weights.iter().position(|&w| {
+                    r < w || {
+                        r -= w;
+                        false
+                    }
                 });
                 h.add_to(Some(10 + i.unwrap() as i32), 1);
             }
@@ -227,7 +231,10 @@ mod noise_tests {
     #[test]
     fn the_sampling_noise_is_what_simulated_samples_show() {
         let mut seed = 27;
-        for (weights, n) in [(&[13u64, 10, 4, 0, 1, 1][..], 29), (&[600, 180, 8, 1][..], 792)] {
+        for (weights, n) in [
+            (&[13u64, 10, 4, 0, 1, 1][..], 29),
+            (&[600, 180, 8, 1][..], 792),
+        ] {
             let (mut sim, mut est) = (0.0, 0.0);
             let pairs = 2000;
             for _ in 0..pairs {
@@ -235,7 +242,10 @@ mod noise_tests {
                 sim += emd(&a, &b).unwrap() / pairs as f64;
                 est += emd_noise(&a, &b).unwrap() / pairs as f64;
             }
-            assert!((est / sim - 1.0).abs() < 0.1, "n {n}: simulated {sim}, expected {est}");
+            assert!(
+                (est / sim - 1.0).abs() < 0.1,
+                "n {n}: simulated {sim}, expected {est}"
+            );
         }
         let one = Histogram::from_slots(0, &[5]);
         assert_eq!(emd_noise(&one, &Histogram::default()), None);

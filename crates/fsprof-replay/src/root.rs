@@ -163,7 +163,12 @@ pub(crate) fn is_plain(name: &std::ffi::CStr) -> bool {
 /// One plain component opened in `dir`, not followed (`O_NOFOLLOW`): a
 /// symlink there fails with ELOOP (or ENOTDIR under O_DIRECTORY). Anything
 /// but a plain name is refused with EINVAL.
-fn open_component(dir: RawFd, name: &std::ffi::CStr, flags: i64, mode: u32) -> Result<OwnedFd, i32> {
+fn open_component(
+    dir: RawFd,
+    name: &std::ffi::CStr,
+    flags: i64,
+    mode: u32,
+) -> Result<OwnedFd, i32> {
     if !is_plain(name) {
         return Err(libc::EINVAL);
     }

@@ -288,7 +288,13 @@ fn hostile_trace(path: &Path, outside: &Path) {
     // followed from the root it lands inside.
     let keep = format!("{o}/keep");
     call("symlink", "/escape-file", Some(&keep), 0, 0);
-    call("openat", "/escape-file", None, creat | libc::O_TRUNC as i64, 3);
+    call(
+        "openat",
+        "/escape-file",
+        None,
+        creat | libc::O_TRUNC as i64,
+        3,
+    );
     call("unlink", &format!("/../..{o}/keep"), None, 0, 0);
     call(
         "rename",
