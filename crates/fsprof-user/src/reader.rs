@@ -77,48 +77,36 @@ impl Mapping<'_> {
                 .is_some_and(|l| off >= self.first_len && end <= l.len())
     }
 
-    fn u64_at(&self, off: usize) -> Option<u64> {
-        if !off.is_multiple_of(8) || !self.holds(off, 8) {
+    /// The mapping and the offset in it of `[off, off + n)` bytes aligned
+    /// to `align`, if they lie in one mapped part.
+    fn place(&self, off: usize, n: usize, align: usize) -> Option<(&SharedMap, usize)> {
+        if !off.is_multiple_of(align) || !self.holds(off, n) {
             return None;
         }
         Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u64_at(off),
-            _ => self.first.u64_at(self.base + off),
+            Some(l) if off >= self.first_len => (l, off),
+            _ => (self.first, self.base + off),
         })
+    }
+
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        self.place(off, 8, 8).map(|(m, at)| m.u64_at(at))
+    }
+
+    fn u32_at(&self, off: usize) -> Option<u32> {
+        self.place(off, 4, 4).map(|(m, at)| m.u32_at(at))
     }
 
     /// The `n` u64 words at `off`, if all lie in one mapped part.
     fn words(&self, off: usize, n: usize) -> Option<&[AtomicU64]> {
-        let bytes = n.checked_mul(8)?;
-        if !off.is_multiple_of(8) || !self.holds(off, bytes) {
-            return None;
-        }
-        Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u64_words(off, n),
-            _ => self.first.u64_words(self.base + off, n),
-        })
+        let (m, at) = self.place(off, n.checked_mul(8)?, 8)?;
+        Some(m.u64_words(at, n))
     }
 
     /// The `n` u32 words at `off`, as [`Mapping::words`].
     fn u32_words(&self, off: usize, n: usize) -> Option<&[AtomicU32]> {
-        let bytes = n.checked_mul(4)?;
-        if !off.is_multiple_of(4) || !self.holds(off, bytes) {
-            return None;
-        }
-        Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u32_words(off, n),
-            _ => self.first.u32_words(self.base + off, n),
-        })
-    }
-
-    fn u32_at(&self, off: usize) -> Option<u32> {
-        if !off.is_multiple_of(4) || !self.holds(off, 4) {
-            return None;
-        }
-        Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u32_at(off),
-            _ => self.first.u32_at(self.base + off),
-        })
+        let (m, at) = self.place(off, n.checked_mul(4)?, 4)?;
+        Some(m.u32_words(at, n))
     }
 
     /// A copy of the header's fields and of as much of its names as their
