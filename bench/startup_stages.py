@@ -12,7 +12,11 @@ the previous one, duration; medians over the runs with the most common
 sequence): where inside a stage the time goes. Tracing every system call
 costs ~1 us each, so read those as shares of a slightly slower run.
 
-usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--syscalls] [--fifo]
+With --other PATH, another build (main before a change, say) runs in the
+same loop (the two take turns at running first), and gets a column of its own and
+its difference to this build.
+
+usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH] [--syscalls] [--fifo]
 Needs bpftrace, cc and a release build.
 """
 import argparse
@@ -31,7 +35,7 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vlaunch.c")
 
 # Both tools are copied under these names (a comm is 15 bytes at most),
 # so the tracepoints can tell them apart from everything else.
-TOOL, FLOOR = "fsp-stages", "floor-stages"
+TOOL, OTHER, FLOOR = "fsp-stages", "fsp-stages-o", "floor-stages"
 
 STAGES = [
     ("t0", "exec", "exec of the tool"),
@@ -69,7 +73,7 @@ def parse(path):
         if len(p) >= 3 and p[0] in ("execve", "exec", "fork", "exitg", "exit", "E", "X"):
             ev.append((int(p[2]), p))
     ev.sort(key=lambda e: e[0])
-    runs = {TOOL: [], FLOOR: []}
+    runs = {TOOL: [], OTHER: [], FLOOR: []}
     last_execve = {}
     cur = {}  # pid of a tool -> its run
     child = {}  # pid of a command -> its tool's run
@@ -119,6 +123,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--fsprof", default="target/release/fsprof")
+    ap.add_argument("--other", help="another build, timed in the same loop")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--fifo", action="store_true", help="run the loop under chrt -f 50")
     a = ap.parse_args()
@@ -129,6 +134,9 @@ def main():
     try:
         tool = os.path.join(tmp, TOOL)
         shutil.copy(os.path.abspath(a.fsprof), tool)
+        other = os.path.join(tmp, OTHER)
+        if a.other:
+            shutil.copy(os.path.abspath(a.other), other)
         floor = os.path.join(tmp, FLOOR)
         subprocess.run(["cc", "-O2", "-static", "-o", floor, LAUNCHER], check=True)
         cwd = os.path.join(tmp, "cwd")
@@ -147,8 +155,11 @@ def main():
             if "Attaching" in open(out).read(4096):
                 break
         time.sleep(1)
-        loop = (f'for i in $(seq {a.runs}); do {floor} --preload {shim} {true}; '
-                f'{tool} run -q -- true 2>/dev/null; rm -f fsprof-*.json; done')
+        this = f'{tool} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
+        that = f'{other} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
+        # The two builds take turns at running first after the floor.
+        body = (f'if [ $((i % 2)) = 0 ]; then {this}{that}else {that}{this}fi; ' if a.other else this)
+        loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {true}; {body}done'
         pre = ["chrt", "-f", "50"] if a.fifo else []
         subprocess.run(pre + ["sh", "-c", loop], cwd=cwd, check=True)
         time.sleep(1)
@@ -158,12 +169,19 @@ def main():
         load = open("/proc/loadavg").read().split()[:3]
         print(f"# {os.path.basename(a.fsprof)} ({subprocess.run([a.fsprof, '--version'], capture_output=True, text=True).stdout.strip()}); "
               f"load {' '.join(load)}{', SCHED_FIFO' if a.fifo else ''}")
-        print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs, us")
-        print(f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}")
+        print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs"
+              + (f", {len(runs[OTHER])} of the other build ({a.other})" if a.other else "") + ", us")
+        head = f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}"
+        print(head + (f" {'other':>8} {'o-this':>8}" if a.other else ""))
         for b0, b1, name in STAGES:
-            f = st.median(r[b1] - r[b0] for r in runs[FLOOR]) / 1e3
-            t = st.median(r[b1] - r[b0] for r in runs[TOOL]) / 1e3
-            print(f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}")
+            def med(rs):
+                return st.median(r[b1] - r[b0] for r in rs) / 1e3
+            f, t = med(runs[FLOOR]), med(runs[TOOL])
+            line = f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}"
+            if a.other:
+                o = med(runs[OTHER])
+                line += f" {o:8.1f} {o - t:+8.1f}"
+            print(line)
         if a.syscalls:
             syscalls(runs[TOOL])
     finally:
