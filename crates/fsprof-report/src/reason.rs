@@ -4,7 +4,7 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak, Spread, Status,
+    judged_with, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak, Spread, Status,
     TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
@@ -238,7 +238,7 @@ fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
     let beyond = c
         .layer_shifts
         .iter()
-        .any(|s| s.layer == o.layer && s.ops >= 3 && s.shift.abs() >= 0.05);
+        .any(|s| judged_with(&s.layer) == judged_with(&o.layer) && s.ops >= 3 && s.shift.abs() >= 0.05);
     let found = |k: &Check| {
         let mut f = test_finding(k, u);
         if beyond {
