@@ -539,7 +539,10 @@ fn nonfile_ops_are_judged_with_the_users() {
     let c = compare_runs(&a, &b, &CompareOptions::default());
     let fwrite = c.ops.iter().find(|o| o.op == "device_fwrite").unwrap();
     let nearest = fwrite.nearest().unwrap();
-    assert!(nearest.effect.abs() < 0.01 && !nearest.decides, "{fwrite:?}");
+    assert!(
+        nearest.effect.abs() < 0.01 && !nearest.decides,
+        "{fwrite:?}"
+    );
     assert!(nearest.moved < 0.01, "{nearest:?}");
     assert!(c.interesting().next().is_none(), "{:?}", c.ops);
     assert_eq!(c.layer_shifts.len(), 1, "{:?}", c.layer_shifts);
