@@ -24,7 +24,13 @@
    EMD of those traces from the first is the fidelity table's floor (the
    program against itself), and each replay's EMD from its round's new
    trace says whether the replay differs from the program more than the
-   program does from one run to the next.
+   program does from one run to the next. An op of a few dozen calls
+   (fdopendir, closedir: 29) differs from a second run of itself by about
+   0.3-0.4 by chance alone; the replay's own sampling-noise line says how
+   much for each op, and the pooled lines compare all rounds' replays with
+   all traces at once (the merged histograms' EMD and compare's shift test
+   against the spread between runs), with the traces split in halves and
+   two random samples of one run's calls as their floors.
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
@@ -39,8 +45,11 @@ SCHED_FIFO), interleaved, to show how much of a figure the machine's load
 accounts for.
 """
 import argparse
+import collections
 import json
+import math
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -327,11 +336,13 @@ def tar_replay(tmp):
     # differs from the program more than the program from itself.
     again, vs_again = [], {k: [] for k in runs}
     first = os.path.join(tmp, "tar.json")
+    traces = [first]
     for r in range(ARGS.rounds):
         for k, b in bins.items():
             for m, extra in modes.items():
                 runs[k + m].append(timing(tmp, replay, root, ["--verify", "warn"] + extra, binary=b))
         prof = retrace(tmp, work, r)
+        traces.append(prof)
         again.append(compare_emd(first, prof))
         for k in runs:
             vs_again[k].append(compare_emd(prof, runs[k][-1]["profile"]))
@@ -352,15 +363,108 @@ def tar_replay(tmp):
             between = (f"; the replayer's own time between calls due back to back: median "
                        f"{med(lambda t: t['between_calls']['median_ns']) / 1e3:.2f} us, p99 {med(lambda t: t['between_calls']['p99_ns']) / 1e3:.2f} us")
         print(f"{k:<12} error median {med(lambda t: t['error']['median_ns']) / 1e3:6.1f} us, p90 {med(lambda t: t['error']['p90_ns']) / 1e3:6.1f} us, "
-              f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us; behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
+              f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us (rounds {min(t['error']['p99_ns'] for t in ts) / 1e3:.1f}..{max(t['error']['p99_ns'] for t in ts) / 1e3:.1f}); behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
               f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us (min {min(t['cpu_ns'] / t['issued'] for t in ts) / 1e3:.2f}); "
               f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}{between}")
         ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
         emd = {op: statistics.median(f["score"] for r in rs for f in r["fidelity"] if f["op"] == op and f["score"] is not None) for op in ops}
         print(f"{'':<12} fidelity EMD (trace vs replay), median: " + ", ".join(f"{op} {v:.2f}" for op, v in emd.items()))
+        noise = {op: [f["noise"] for r in rs for f in r["fidelity"] if f["op"] == op and f.get("noise") is not None] for op in ops}
+        if any(noise.values()):
+            print(f"{'':<12} the same comparison's sampling noise (the EMD chance alone gives these counts of calls), median: "
+                  + ", ".join(f"{op} {statistics.median(v):.2f}" for op, v in noise.items() if v))
         print(f"{'':<12} EMD from the same tar traced again in the round, median: " + median_emd(vs_again[k], CACHED))
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
+    pooled(traces, runs)
     print("compile:", " ".join(comp.split()))
+
+
+def pooled(traces, runs):
+    """The rounds pooled, where one replay's fidelity table compares two
+    single runs: an op of 29 calls (fdopendir, closedir) differs between
+    two samples of the same program by about as much as the target allows.
+    `compare TRACES --vs REPLAYS` scores the merged sides (the EMD of the
+    pooled histograms: what is left is a difference of the replay, not the
+    sampling noise of one run), and its shift test says whether the
+    replay's calls are slower or faster than the program's by more than
+    the program's own runs spread. The floors: the traces split in two
+    halves compared the same way, and the EMD two samples of an op's
+    per-run count of calls drawn from the pooled traces have (sampling
+    noise alone, plain EMD)."""
+    print(f"pooled over the rounds ({len(traces)} traces: the first and each round's):")
+    half = compare_runs(traces[0::2], traces[1::2])
+    counts = op_counts(traces[0])
+    for k, rs in runs.items():
+        c = compare_runs(traces, [r["profile"] for r in rs])
+        print(f"{k:<12} EMD of the merged sides, shift of the replay in powers of two (p): " + pooled_line(c))
+    print(f"{'tar vs tar':<12} the same for the traces split in halves: " + pooled_line(half))
+    hist = merged_histograms(traces)
+    print(f"{'sampling':<12} EMD of two samples of one run's calls from the pooled traces (median of 200 pairs): " + ", ".join(
+        f"{op} {sampling_emd(hist[op], counts[op]):.2f} (n {counts[op]})" for op in CACHED if op in hist and op in counts))
+
+
+def pooled_line(c):
+    # compare tests no shift for an op too small to matter in its layer
+    # (fdopendir, closedir): its EMD alone.
+    return ", ".join(f"{op} {c[op][0]:.2f}" + ("" if math.isnan(c[op][1]) else f" {c[op][1]:+.2f} ({c[op][2]:.2g})")
+                     for op in CACHED if op in c)
+
+
+def compare_runs(a, b):
+    """`fsprof compare A... --vs B...`: per op of the user layer, the EMD of
+    the merged sides, the shift test's effect (B over A, powers of two) and
+    p-value."""
+    p = subprocess.run([ARGS.fsprof, "compare"] + a + ["--vs"] + b + ["--format", "json"], capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
+    out = {}
+    for o in json.loads(p.stdout)["comparison"]["ops"]:
+        if o["layer"] != "user" or o["score"] is None:
+            continue
+        shift = [c for c in o["checks"] if c["test"] == "shift"]
+        out[o["op"]] = (o["score"], shift[0]["effect"] if shift else float("nan"), shift[0]["p_value"] if shift else float("nan"))
+    return out
+
+
+def user_ops(path):
+    with open(path) as f:
+        prof = json.load(f)
+    return [o for l in prof["layers"] if l["name"] == "user" for o in l["ops"]]
+
+
+def op_counts(path):
+    return {o["name"]: o["post"] for o in user_ops(path)}
+
+
+def merged_histograms(paths):
+    """Per op: {bucket index: calls} over all the profiles (index -1 the
+    zero bucket)."""
+    out = {}
+    for path in paths:
+        for o in user_ops(path):
+            h, acc = o["histogram"], out.setdefault(o["name"], {})
+            acc[-1] = acc.get(-1, 0) + h.get("zero", 0)
+            for i, n in enumerate(h["counts"]):
+                acc[h["offset"] + i] = acc.get(h["offset"] + i, 0) + n
+    return out
+
+
+def sampling_emd(hist, n, pairs=200):
+    """Median plain EMD (in buckets) between two samples of n calls drawn
+    from the histogram: what sampling alone puts between two runs."""
+    rng = random.Random(27)
+    idx = sorted(hist)
+    w = [hist[i] for i in idx]
+    emds = []
+    for _ in range(pairs):
+        a, b = (collections.Counter(rng.choices(idx, w, k=n)) for _ in range(2))
+        ca = cb = d = 0.0
+        for i in range(idx[0], idx[-1] + 1):
+            ca += a.get(i, 0) / n
+            cb += b.get(i, 0) / n
+            d += abs(ca - cb)
+        emds.append(d)
+    return statistics.median(emds)
 
 
 # The ops of the tar that are cached calls on both sides (what the

@@ -470,16 +470,25 @@ fn futex_handoff(got: &mut Collected) {
 /// gap in its clock reads longer than 200 µs, i.e. the times the scheduler
 /// gave the CPU to the other thread — one quantum each. (Shorter gaps are
 /// interrupts and other processes' wake-ups, not the competing thread.)
+///
+/// Both threads run under the ordinary policy whatever calibrate was
+/// started with: the quantum is what ordinary programs get, and under
+/// `chrt -f` the spinner, never preempted by a thread of its own
+/// priority, kept the measuring thread off the CPU for ever (calibrate
+/// hung). The spinner also stops by itself after a second.
 fn sched_quantum(got: &mut Collected) {
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
     let pin = move || {
+        let ordinary = libc::sched_param { sched_priority: 0 };
         // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in
-        // bounds for cpu < CPU_SETSIZE.
+        // bounds for cpu < CPU_SETSIZE; pid 0 is the calling thread, and
+        // `ordinary` outlives the call.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) == 0
+                && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
         }
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -488,7 +497,8 @@ fn sched_quantum(got: &mut Collected) {
         if !pin() {
             return;
         }
-        while !s2.load(Ordering::Relaxed) {
+        let end = mono_ns() + 1_000_000_000;
+        while !s2.load(Ordering::Relaxed) && mono_ns() < end {
             std::hint::spin_loop();
         }
     });
@@ -518,6 +528,35 @@ fn sched_quantum(got: &mut Collected) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Started from a SCHED_FIFO thread (`chrt -f`), the quantum is
+    /// measured on ordinary threads and comes back: it used to hang.
+    #[test]
+    #[ignore = "needs root (SCHED_FIFO)"]
+    fn the_quantum_is_measured_under_a_real_time_caller() {
+        fsprof_testkit::need_root("a SCHED_FIFO thread");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let fifo = libc::sched_param { sched_priority: 1 };
+            // SAFETY: pid 0 is this thread; `fifo` outlives the call.
+            let rt = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0;
+            let mut got = Collected::default();
+            sched_quantum(&mut got);
+            let _ = tx.send((
+                rt,
+                got.series
+                    .iter()
+                    .flat_map(|s| &s.rounds)
+                    .map(Vec::len)
+                    .sum::<usize>(),
+            ));
+        });
+        let (rt, samples) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("sched_quantum returned");
+        assert!(rt, "the caller became SCHED_FIFO");
+        assert!(samples > 0, "no quantum measured");
+    }
 
     /// The real workloads on this machine: the order of magnitude of each
     /// characteristic is physics, not tuning.

@@ -68,6 +68,16 @@ pub fn system_wide(layer: &str) -> bool {
     layer == BLOCK || layer == BLOCK_SIZE
 }
 
+/// What one entry of a layer is: a block or FUSE request is not a call
+/// of the program's (one call may make several, or none), and a figure
+/// that says "time in calls" of the block layer misleads.
+pub fn entries(layer: &str) -> &'static str {
+    match layer {
+        BLOCK | BLOCK_SIZE | FUSE => "requests",
+        _ => "calls",
+    }
+}
+
 /// Whether a layer's histograms hold byte counts rather than latencies.
 pub fn holds_bytes(layer: &str) -> bool {
     layer == BLOCK_SIZE

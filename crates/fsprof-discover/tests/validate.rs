@@ -83,11 +83,23 @@ fn evidence(f: &Finding) -> String {
 
 /// ext2 with `mkfs.ext2 -b <block>`: both block-size methods find the mkfs
 /// value, and writes find 12 direct pointers (ext2's EXT2_NDIR_BLOCKS).
+///
+/// Beside the rest of the suite, the lone writes once stepped at block 6
+/// (1.67x, as large as the real step at 12), and the finding was
+/// "undetermined" with 12 and 6 as candidates: what issue 24 asks for
+/// under contention, not a failure. Such a run is repeated once; the
+/// repeat must find 12, so a method that never decides still fails.
 fn ext2(block: u64) {
     need_root("loop-mounted images, mounts, cgroups");
     need_program("mkfs.ext2", "e2fsprogs");
     let img = LoopImage::new("ext2", &["-q", "-F", "-b", &block.to_string()], 64, "").unwrap();
-    let r = run_fadvised(&img, &[Parameter::BlockSize, Parameter::DirectBlocks]);
+    let what = [Parameter::BlockSize, Parameter::DirectBlocks];
+    let mut r = run_fadvised(&img, &what);
+    let d = finding(&r, Parameter::DirectBlocks);
+    if d.status == Status::Undetermined && d.candidates.iter().any(|c| c.value == 12) {
+        eprintln!("undetermined, repeated: {}", evidence(d));
+        r = run_fadvised(&img, &what);
+    }
     let b = finding(&r, Parameter::BlockSize);
     assert_eq!(b.value, Some(block), "block size: {}", evidence(b));
     assert_eq!(b.kernel[0].value, block, "statfs agrees with mkfs");

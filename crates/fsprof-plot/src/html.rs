@@ -388,10 +388,13 @@ pub fn report(p: &Profile, opts: &HtmlOptions) -> Result<String, PlotError> {
                 &top,
             );
             let caption = match Unit::of(l.name) {
-                Unit::Ns => "Time spent in calls per interval: the latencies of the calls that returned in it, added up (calls on several threads at once add up, so it can exceed the interval), split by the ops with the most of it.",
-                Unit::Bytes => "Bytes per interval: the sizes of the requests that completed in it, added up, split by the ops with the most bytes.",
+                Unit::Ns => {
+                    let e = fsprof_core::layer::entries(l.name);
+                    format!("Time spent in {e} per interval: the latencies of the {e} that ended in it, added up ({e} on several threads or queues at once add up, so it can exceed the interval), split by the ops with the most of it.")
+                }
+                Unit::Bytes => "Bytes per interval: the sizes of the requests that completed in it, added up, split by the ops with the most bytes.".into(),
             };
-            plain_figure(&mut out, "interval-total", &svg, caption);
+            plain_figure(&mut out, "interval-total", &svg, &caption);
         }
         out.push_str("</div>\n");
     }

@@ -230,17 +230,20 @@ pub fn heatmap(
         Anchor::Start,
         10.0,
         "#444444",
-        "calls",
+        fsprof_core::layer::entries(layer),
     );
     svg.finish()
 }
 
 /// The value axis's title of [`total_per_interval`] for `layer`: what its
 /// totals are.
-pub fn total_per_interval_title(layer: &str) -> &'static str {
+pub fn total_per_interval_title(layer: &str) -> String {
     match LayerUnit::of(layer) {
-        LayerUnit::Ns => "time in calls per interval",
-        LayerUnit::Bytes => "bytes per interval",
+        LayerUnit::Ns => format!(
+            "time in {} per interval",
+            fsprof_core::layer::entries(layer)
+        ),
+        LayerUnit::Bytes => "bytes per interval".into(),
     }
 }
 
@@ -313,7 +316,7 @@ pub fn total_per_interval(
         14.0,
         FRAME.top + ph / 2.0,
         11.0,
-        total_per_interval_title(layer),
+        &total_per_interval_title(layer),
     );
     time_axis(&mut svg, intervals, &ts, base);
     legend(&mut svg, &names, colour);
@@ -366,22 +369,27 @@ fn legend(svg: &mut Svg, names: &[&str], colour: impl Fn(usize) -> &'static str)
 mod tests {
     use super::*;
 
-    #[test]
-    fn long_runs_are_binned_without_losing_calls() {
-        let ivs: Vec<Interval> = (0..1000u64)
+    /// `n` intervals of 10 ns, each with one `read` of `layer` in bucket
+    /// `bucket(k)`.
+    fn reads(layer: &str, n: u64, bucket: impl Fn(u64) -> i32) -> Vec<Interval> {
+        (0..n)
             .map(|k| {
-                let mut l = Layer::new("user");
+                let mut l = Layer::new(layer);
                 let op = l.op_mut("read");
-                op.post = 1;
-                op.pre = 1;
-                op.histogram.add_to(Some((k % 7) as i32), 1);
+                (op.pre, op.post) = (1, 1);
+                op.histogram.add_to(Some(bucket(k)), 1);
                 Interval {
                     start_ns: k * 10,
                     end_ns: (k + 1) * 10,
                     layers: vec![l],
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn long_runs_are_binned_without_losing_calls() {
+        let ivs = reads("user", 1000, |k| (k % 7) as i32);
         let c = coarsen(&ivs, MAX_COLUMNS);
         assert!(c.len() <= MAX_COLUMNS);
         assert_eq!((c[0].start_ns, c[c.len() - 1].end_ns), (0, 10_000));
@@ -391,6 +399,20 @@ mod tests {
             .sum();
         assert_eq!(calls, 1000);
         assert!(matches!(coarsen(&ivs[..10], MAX_COLUMNS), Cow::Borrowed(_)));
+    }
+
+    /// The block layer's entries are requests, not the program's calls.
+    #[test]
+    fn the_block_layers_axis_counts_time_in_requests() {
+        let ivs = reads("block", 3, |_| 16);
+        let title = total_per_interval_title("block");
+        assert_eq!(title, "time in requests per interval");
+        assert!(total_per_interval("t", &ivs, "block", &["read"]).contains(&title));
+        assert_eq!(
+            total_per_interval_title("user"),
+            "time in calls per interval"
+        );
+        assert_eq!(total_per_interval_title("block-size"), "bytes per interval");
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Replayed {
     pub replayed: Profile,
     /// `compare` of the two: how closely the replay behaved like the trace.
     pub fidelity: Comparison,
+    /// Per op, the EMD sampling alone puts between the two
+    /// ([`report::fidelity_noise`]).
+    pub fidelity_noise: std::collections::BTreeMap<String, f64>,
     pub prepared: usize,
     /// Initial entries `--prepare` could not make, with the reason.
     pub prepare_failures: Vec<String>,
@@ -129,11 +132,13 @@ pub fn replay(
     let timing = report::timing(compiled, &run, opts.pace);
     let (traced, replayed) = report::profiles(compiled, &run);
     let fidelity = compare_profiles(&traced, &replayed, &CompareOptions::default());
+    let fidelity_noise = report::fidelity_noise(&traced, &replayed);
     Ok(Replayed {
         timing,
         traced,
         replayed,
         fidelity,
+        fidelity_noise,
         prepared,
         prepare_failures,
         demand,

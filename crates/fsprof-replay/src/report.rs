@@ -5,6 +5,8 @@
 //! a file's first access, where the initial state was wrong, apart), and
 //! the replay's profile compared with the trace's, op by op.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use fsprof_analysis::compare::Comparison;
@@ -622,8 +624,37 @@ pub struct FidelityRow<'a> {
     pub interesting: bool,
     pub layer: &'a str,
     pub op: &'a str,
+    /// The EMD (powers of two) that sampling alone puts between two runs
+    /// with these counts of calls ([`fidelity_noise`]).
+    pub noise: Option<f64>,
     pub reason: String,
     pub score: Option<f64>,
+}
+
+/// Per op, the EMD in powers of two that sampling alone would put between
+/// the trace's and the replay's histograms with their counts of calls, if
+/// both came from one distribution
+/// ([`fsprof_analysis::distance::emd_noise`]): a score near it is as close
+/// as that op's calls can show. An op of a few dozen calls is 0.3–0.4
+/// from a second run of the same program by chance.
+pub fn fidelity_noise(traced: &Profile, replayed: &Profile) -> BTreeMap<String, f64> {
+    // [`profiles`] makes both at one resolution.
+    let res = traced.meta.resolution.get() as f64;
+    let mut out = BTreeMap::new();
+    for l in &traced.layers {
+        let Some(rl) = replayed.layers.iter().find(|r| r.name == l.name) else {
+            continue;
+        };
+        for o in &l.ops {
+            let Some(ro) = rl.ops.iter().find(|r| r.name == o.name) else {
+                continue;
+            };
+            if let Some(n) = fsprof_analysis::distance::emd_noise(&o.histogram, &ro.histogram) {
+                out.insert(o.name.clone(), n / res);
+            }
+        }
+    }
+    out
 }
 
 impl<'a> TimingFile<'a> {
@@ -631,6 +662,7 @@ impl<'a> TimingFile<'a> {
         replay: &std::path::Path,
         timing: &'a TimingReport,
         fidelity: &'a Comparison,
+        noise: &BTreeMap<String, f64>,
     ) -> Self {
         TimingFile {
             fidelity: fidelity
@@ -640,6 +672,7 @@ impl<'a> TimingFile<'a> {
                     interesting: o.interesting,
                     layer: &o.layer,
                     op: &o.op,
+                    noise: noise.get(&o.op).copied(),
                     reason: fsprof_report::reason::compare_reason(fidelity, o),
                     score: o.score,
                 })
@@ -795,7 +828,8 @@ mod tests {
             aborted: false,
         };
         let replay = std::path::Path::new("/tmp/t.replay");
-        let typed = TimingFile::new(replay, &timing, &fidelity);
+        let noise = fidelity_noise(&a, &b);
+        let typed = TimingFile::new(replay, &timing, &fidelity, &noise);
         let map = serde_json::json!({
             "report": "fsprof-replay-timing",
             "fsprof_version": env!("CARGO_PKG_VERSION"),
@@ -803,11 +837,17 @@ mod tests {
             "timing": timing,
             "fidelity": fidelity.ops.iter().map(|o| serde_json::json!({
                 "layer": o.layer, "op": o.op, "score": o.score,
+                "noise": noise.get(&o.op),
                 "interesting": o.interesting,
                 "reason": fsprof_report::reason::compare_reason(&fidelity, o),
             })).collect::<Vec<_>>(),
         });
         assert_eq!(fidelity.ops.len(), 2);
+        // open: one call on one side only.
+        assert!(
+            noise["read"] > 0.0 && !noise.contains_key("open"),
+            "{noise:?}"
+        );
         assert_eq!(serde_json::to_value(&typed).unwrap(), map);
     }
 }

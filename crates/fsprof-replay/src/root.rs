@@ -9,8 +9,22 @@
 //! `O_PATH` descriptor opened that way. An open may instead go through a
 //! parent directory opened that way and a single plain component that it
 //! does not follow ([`open_in`]): one path walk less per open, and a
-//! symlink there still resolves from the root. Hand-written because no crate
-//! offers `openat2`-based confinement with these rules.
+//! symlink there still resolves from the root.
+//!
+//! That open is a plain `openat` with `O_NOFOLLOW`, as the `*at` calls of
+//! the entry calls are, not `openat2` with `RESOLVE_BENEATH`: for one
+//! component that is not `.` or `..` and is not followed, the two resolve
+//! the same entry or fail alike (a symlink there: `ELOOP`; a mount point:
+//! both cross it; the scope of `RESOLVE_BENEATH` is the parent descriptor
+//! itself, not the root), but the scoped lookup takes the global
+//! `mount_lock` and a reference on its scope to check that the result
+//! lies beneath it: ~100 ns more per open on this kernel (1.0 µs against
+//! 0.9 µs for a cached header), which moved replayed opens of a traced
+//! `tar` a bucket up from the traced ones. [`is_plain`] checks the
+//! promise of a plain name before every such open.
+//!
+//! Hand-written because no crate offers `openat2`-based confinement with
+//! these rules.
 
 use std::ffi::CString;
 use std::io;
@@ -18,8 +32,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -45,14 +57,20 @@ impl OpenHow {
         }
     }
 
-    /// What [`open_beneath`] asks for: one plain component of a
-    /// directory, not followed.
-    pub(crate) fn beneath(flags: i64, mode: u32) -> OpenHow {
-        OpenHow::new(
-            flags | libc::O_NOFOLLOW as i64,
-            mode,
-            RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
-        )
+    /// What [`open_component`] passes to `openat`: one plain component of
+    /// a directory, never followed (`resolve` unused).
+    pub(crate) fn component(flags: i64, mode: u32) -> OpenHow {
+        OpenHow::new(flags | libc::O_NOFOLLOW as i64, mode, 0)
+    }
+
+    /// The `openat` system call's flags argument.
+    pub(crate) fn flags(&self) -> i64 {
+        self.flags as i64
+    }
+
+    /// The `openat` system call's mode argument.
+    pub(crate) fn mode(&self) -> i64 {
+        self.mode as i64
     }
 }
 
@@ -134,11 +152,39 @@ fn openat2(dir: RawFd, path: &std::ffi::CStr, how: OpenHow) -> Result<OwnedFd, i
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// One plain component opened in `dir`, not followed: `RESOLVE_BENEATH`
-/// refuses anything that would leave `dir` should the name not be the
-/// plain component the caller promised.
-fn open_beneath(dir: RawFd, name: &std::ffi::CStr, flags: i64, mode: u32) -> Result<OwnedFd, i32> {
-    openat2(dir, name, OpenHow::beneath(flags, mode))
+/// Whether `name` is one plain component: not empty, not `.` or `..`,
+/// without a `/`. Opened in its parent without following it, such a name
+/// cannot lead out of the parent.
+pub(crate) fn is_plain(name: &std::ffi::CStr) -> bool {
+    let b = name.to_bytes();
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
+}
+
+/// One plain component opened in `dir`, not followed (`O_NOFOLLOW`): a
+/// symlink there fails with ELOOP (or ENOTDIR under O_DIRECTORY). Anything
+/// but a plain name is refused with EINVAL.
+fn open_component(
+    dir: RawFd,
+    name: &std::ffi::CStr,
+    flags: i64,
+    mode: u32,
+) -> Result<OwnedFd, i32> {
+    if !is_plain(name) {
+        return Err(libc::EINVAL);
+    }
+    let how = OpenHow::component(flags, mode);
+    let fd = crate::raw::syscall4(
+        libc::SYS_openat,
+        dir as i64,
+        name.as_ptr() as i64,
+        how.flags(),
+        how.mode(),
+    );
+    if fd < 0 {
+        return Err(-fd as i32);
+    }
+    // SAFETY: a descriptor the kernel just gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 impl Root {
@@ -202,7 +248,7 @@ impl Root {
             return self.openat(path, flags, mode);
         }
         let nofollow = flags & libc::O_NOFOLLOW as i64 != 0;
-        match open_beneath(dir, name, flags, mode) {
+        match open_component(dir, name, flags, mode) {
             Err(libc::ELOOP | libc::ENOTDIR) if !nofollow => self.openat(path, flags, mode),
             r => r,
         }

@@ -123,7 +123,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
             r.prepare_failures.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
         );
     }
-    let timing = TimingFile::new(&a.replay, &r.timing, &r.fidelity);
+    let timing = TimingFile::new(&a.replay, &r.timing, &r.fidelity, &r.fidelity_noise);
     if !a.quiet {
         print_report(&a, &r, &timing)?;
     }
@@ -193,10 +193,21 @@ fn print_report(a: &ReplayArgs, r: &Replayed, timing: &TimingFile) -> Result<()>
                 "{}",
                 fsprof_report::analysis::comparison_text(&r.fidelity, "trace", "replay")
             );
+            fsprof_sys::diag!("{}", noise_line(&r.fidelity_noise));
         }
         TextOrJson::Json => {
             crate::files::write_stdout((serde_json::to_string_pretty(&timing)? + "\n").as_bytes())?
         }
     }
     Ok(())
+}
+
+/// The EMD each op's counts of calls show by chance, beside the fidelity
+/// table's scores: an op of a few dozen calls cannot come closer.
+fn noise_line(noise: &std::collections::BTreeMap<String, f64>) -> String {
+    let ops: Vec<String> = noise.iter().map(|(op, n)| format!("{op} {n:.2}")).collect();
+    format!(
+        "sampling noise (the EMD two runs with these counts of calls differ by through chance alone): {}",
+        ops.join(", ")
+    )
 }

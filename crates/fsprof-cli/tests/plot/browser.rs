@@ -212,10 +212,10 @@ fn kernel_report_shows_units_and_block_wait_in_chromium() {
     for f in &over_time {
         let title = f["title"].as_str().unwrap();
         let layer = title["layer ".len()..title.find(':').unwrap()].to_string();
-        let (want, is_unit): (&str, fn(&str) -> bool) = if layer == "block-size" {
-            ("bytes per interval", is_bytes)
-        } else {
-            ("time in calls per interval", is_time)
+        let (want, is_unit): (&str, fn(&str) -> bool) = match layer.as_str() {
+            "block-size" => ("bytes per interval", is_bytes),
+            "block" => ("time in requests per interval", is_time),
+            _ => ("time in calls per interval", is_time),
         };
         assert_eq!(f["ytitle"], want, "{f}");
         let ticks: Vec<&str> = f["yticks"]

@@ -262,11 +262,17 @@ fn at_cwd(c: Call, path2: Option<&str>, flags: i64) -> Call {
 fn hostile_trace(path: &Path, outside: &Path) {
     let mut w = HandTrace::create(path, "full", "/");
     let o = outside.to_str().unwrap();
+    // A symlink's target is `path2` (the outside directory when none).
     let mut call = |op: &str, path: &str, path2: Option<&str>, flags: i64, ret: i64| {
+        let link = op == "symlink";
         let c = Call {
-            name: (op == "symlink").then(|| o.as_bytes().to_vec()),
+            name: link.then(|| path2.unwrap_or(o).as_bytes().to_vec()),
             mode: Some(0o644),
-            ..at_cwd(w.next(1, op, Some(path), ret), path2, flags)
+            ..at_cwd(
+                w.next(1, op, Some(path), ret),
+                path2.filter(|_| !link),
+                flags,
+            )
         };
         w.push(c);
     };
@@ -276,6 +282,19 @@ fn hostile_trace(path: &Path, outside: &Path) {
     call("mkdir", &format!("/..{o}/made"), None, 0, 0);
     call("symlink", "/escape", None, 0, 0);
     call("openat", "/escape/through-link", None, creat, 3);
+    call("close", "", None, 0, 0);
+    // A last component that is a symlink to a file outside, opened for
+    // truncation through its cached parent: not followed there, and
+    // followed from the root it lands inside.
+    let keep = format!("{o}/keep");
+    call("symlink", "/escape-file", Some(&keep), 0, 0);
+    call(
+        "openat",
+        "/escape-file",
+        None,
+        creat | libc::O_TRUNC as i64,
+        3,
+    );
     call("unlink", &format!("/../..{o}/keep"), None, 0, 0);
     call(
         "rename",

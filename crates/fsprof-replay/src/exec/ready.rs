@@ -2,7 +2,7 @@
 //! made of (opens, closes, stats, the data calls, `getdents64`) laid out
 //! as one system call with every argument resolved — the slot's
 //! descriptor, the cached parent directory and last component, the
-//! buffer, the `open_how` — and the directory-stream calls the trace
+//! buffer, the open flags — and the directory-stream calls the trace
 //! took at libc level (`readdir`, `fdopendir`, `closedir`) as that one
 //! libc call on the slot's stream, while the thread would otherwise only wait
 //! for the command's time (Replayfs's productive pre-spin). At its time
@@ -25,7 +25,7 @@ use super::{
     last_errno, ret, sys_ret, DataArgs, Exec, Kind, Local, DIRP, EMPTY, FD, FILEP, MAX_BUF,
 };
 use crate::raw;
-use crate::root::OpenHow;
+use crate::root::{is_plain, OpenHow};
 
 /// One command's call, ready to be made.
 pub struct Ready {
@@ -43,7 +43,8 @@ pub struct Ready {
 enum Call {
     /// Issued whole by [`Exec::issue`].
     Whole,
-    /// `openat2` of one component in its parent, not followed; the slot
+    /// `openat` of one plain component in its parent, not followed
+    /// (`O_NOFOLLOW`, [`crate::root`] says why that is as confined); the slot
     /// it fills; `follow`: the traced open followed a final symlink
     /// (no O_NOFOLLOW), which is then opened whole, from the root.
     Open {
@@ -90,7 +91,7 @@ impl Exec<'_> {
         let mut r = Ready {
             call: Call::Whole,
             gen: 0,
-            how: OpenHow::beneath(0, 0),
+            how: OpenHow::component(0, 0),
             st: std::mem::MaybeUninit::uninit(),
         };
         r.call = match kind {
@@ -144,8 +145,8 @@ impl Exec<'_> {
         r.gen = local.gen;
         match kind {
             Kind::Open => match c.out {
-                Some(out) if c.flags & libc::O_PATH as i64 == 0 => {
-                    r.how = OpenHow::beneath(c.flags, c.mode);
+                Some(out) if c.flags & libc::O_PATH as i64 == 0 && is_plain(name) => {
+                    r.how = OpenHow::component(c.flags, c.mode);
                     Call::Open {
                         dir,
                         name: name.as_ptr(),
@@ -253,13 +254,8 @@ impl Ready {
             ),
             Call::Close { fd, .. } => (libc::SYS_close, [fd as i64, 0, 0, 0]),
             Call::Open { dir, name, .. } if self.current(exec) => (
-                libc::SYS_openat2,
-                [
-                    dir as i64,
-                    name as i64,
-                    &self.how as *const OpenHow as i64,
-                    std::mem::size_of::<OpenHow>() as i64,
-                ],
+                libc::SYS_openat,
+                [dir as i64, name as i64, self.how.flags(), self.how.mode()],
             ),
             Call::StatAt { dir, name, .. } if self.current(exec) => (
                 libc::SYS_newfstatat,
