@@ -115,6 +115,48 @@ impl SharedMap {
         unsafe { AtomicU64::from_ptr(self.as_ptr().add(off) as *mut u64) }.load(order)
     }
 
+    /// The `n` aligned u64 words from `off`, for loads one at a time: one
+    /// bounds check for a whole counter or table rather than one a word.
+    ///
+    /// # Panics
+    /// If the words are not inside the mapping or not aligned.
+    #[inline]
+    pub fn u64_words(&self, off: usize, n: usize) -> &[AtomicU64] {
+        let end = n.checked_mul(8).and_then(|b| off.checked_add(b));
+        assert!(end.is_some_and(|e| e <= self.len) && off.is_multiple_of(8));
+        // SAFETY: in bounds and aligned (asserted); AtomicU64 has u64's
+        // layout, and the writer's concurrent updates are seen through
+        // atomic loads only.
+        unsafe { std::slice::from_raw_parts(self.as_ptr().add(off) as *const AtomicU64, n) }
+    }
+
+    /// The `n` aligned u32 words from `off`, as [`SharedMap::u64_words`].
+    ///
+    /// # Panics
+    /// If the words are not inside the mapping or not aligned.
+    #[inline]
+    pub fn u32_words(&self, off: usize, n: usize) -> &[AtomicU32] {
+        let end = n.checked_mul(4).and_then(|b| off.checked_add(b));
+        assert!(end.is_some_and(|e| e <= self.len) && off.is_multiple_of(4));
+        // SAFETY: as in `u64_words`.
+        unsafe { std::slice::from_raw_parts(self.as_ptr().add(off) as *const AtomicU32, n) }
+    }
+
+    /// Stores zeros over `[off, off + len)`, both multiples of 8 (relaxed;
+    /// a later release store publishes them). The mapping must be
+    /// writable. On tmpfs a page this process has mapped by reading it is
+    /// mapped writable too: no fault, and no system call, as writing
+    /// through the file would cost a page each.
+    ///
+    /// # Panics
+    /// If the range is not inside the mapping or not aligned.
+    pub fn zero(&self, off: usize, len: usize) {
+        assert!(len.is_multiple_of(8), "whole words");
+        for w in self.u64_words(off, len / 8) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The aligned u32 at `off`, loaded with acquire ordering (a flag that
     /// publishes what was written before it).
     ///
@@ -149,5 +191,21 @@ mod tests {
         assert_eq!((m.len(), m.u64_at(0), m.u32_at(8)), (12, 7, 9));
         let past = std::panic::catch_unwind(|| m.u64_at(8));
         assert!(past.is_err(), "a word past the end is refused");
+        let words = m.u32_words(8, 1);
+        assert_eq!(words[0].load(Ordering::Relaxed), 9);
+        for (off, n) in [(8, 1), (4, 1), (0, usize::MAX / 4)] {
+            let bad = std::panic::catch_unwind(|| m.u64_words(off, n).len());
+            assert!(bad.is_err(), "{n} words at {off} are refused");
+        }
+    }
+
+    #[test]
+    fn zeroes_a_range_of_a_writable_mapping() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&[0xffu8; 32]).unwrap();
+        let m = SharedMap::new_writable(&f, 32).unwrap();
+        m.zero(8, 16);
+        let words: Vec<u64> = (0..4).map(|k| m.u64_at(8 * k)).collect();
+        assert_eq!(words, [u64::MAX, 0, 0, u64::MAX]);
     }
 }

@@ -20,10 +20,11 @@ use std::fs::File;
 use std::io;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 
 use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
 use fsprof_sys::mmap::SharedMap;
+
+use crate::written::Written;
 
 /// Blocks on offer when the command starts: reserving a block allocates
 /// and zeroes its 32 pages (~13 µs here), on the run's start-up path. Not
@@ -175,9 +176,9 @@ impl Arena {
     }
 
     /// Takes back taken block `block`, whose process has ended and been
-    /// read (or never set it up): zeroes what it used and frees it for a
-    /// later offer.
-    pub fn give_back(&mut self, block: u32) {
+    /// read (or never set it up): zeroes what it may have written (all it
+    /// used, without `written`) and frees it for a later offer.
+    pub fn give_back(&mut self, block: u32, written: Option<&Written>) {
         let Some(i) = self.taken.iter().position(|t| t.block == block) else {
             return;
         };
@@ -187,16 +188,20 @@ impl Arena {
             return;
         }
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
-        let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
-        // Written through the file, not the mapping: storing into pages
-        // this process mapped while reading them would fault once a page
-        // (a read fault maps a page clean, then a write marks it dirty).
-        static ZEROS: [u8; abi::FIRST_CHUNK] = [0; abi::FIRST_CHUNK];
-        let at = self.block(block).1 as u64;
-        if self.file.write_all_at(&ZEROS[..n], at).is_err() {
-            // Not offered again: a block that is not all zeros would
-            // give its next process stale counters.
-            return;
+        let base = self.block(block).1;
+        // Through the mapping: the reader has mapped these pages, and a
+        // tmpfs page mapped by reading is writable without a fault; the
+        // file would cost a page-cache look-up, lock and copy a page.
+        match written {
+            Some(w) => {
+                for (off, len) in w.to_zero(used) {
+                    self.map.zero(base + off, len);
+                }
+            }
+            None => {
+                let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
+                self.map.zero(base, n.next_multiple_of(8));
+            }
         }
         self.free.push(block);
     }
@@ -205,6 +210,7 @@ impl Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     /// Blocks are reserved (the control file grows) while the run is
     /// active, and none once it has ended.

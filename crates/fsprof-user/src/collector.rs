@@ -23,6 +23,7 @@ use fsprof_sys::process::pid_exists;
 use crate::arena::ABANDONED_NS;
 use crate::reader::{read_block, read_process, ProcessCounters};
 use crate::rundir::RunDir;
+use crate::written::Written;
 
 /// How often the arena's offers are topped up (a fork storm takes ~2,000
 /// blocks a second; 128 are kept on offer).
@@ -44,6 +45,8 @@ pub struct Collector {
     done: Vec<ProcessCounters>,
     next_harvest_ns: u64,
     next_blocks_ns: u64,
+    /// What of the block being folded its process may have written.
+    written: Box<Written>,
     pub notes: Vec<String>,
 }
 
@@ -71,6 +74,7 @@ impl Collector {
             done: Vec::new(),
             next_harvest_ns: 0,
             next_blocks_ns: 0,
+            written: Box::default(),
             notes: Vec::new(),
         }
     }
@@ -111,7 +115,6 @@ impl Collector {
             let e = newest.entry(p.pid).or_insert(p.seq);
             *e = (*e).max(p.seq);
         }
-        let mut blocks_done = Vec::new();
         for p in pools {
             // A pid runs one image at a time: an older pool of a pid that
             // has a newer one belongs to an image that exec replaced. A
@@ -125,15 +128,14 @@ impl Collector {
                 Place::File(path) => self.fold_file(&path),
                 Place::Block { block, file } => {
                     let later = file.then(|| self.later_file(p.seq));
-                    self.fold_block(block, later.as_deref());
-                    blocks_done.push(block);
+                    let known = self.fold_block(block, later.as_deref());
+                    if let Some(a) = self.dir.arena_mut() {
+                        a.give_back(block, known.then_some(&*self.written));
+                    }
                 }
             }
         }
         if let Some(a) = self.dir.arena_mut() {
-            for block in blocks_done {
-                a.give_back(block);
-            }
             a.refill(now);
         }
     }
@@ -171,7 +173,7 @@ impl Collector {
                 });
             }
             for block in abandoned {
-                a.give_back(block);
+                a.give_back(block, None);
             }
         }
         let files = if files {
@@ -213,18 +215,29 @@ impl Collector {
         }
     }
 
-    fn fold_block(&mut self, block: u32, later: Option<&Path>) {
-        let Some(a) = self.dir.arena() else { return };
+    /// Folds the block's counters into memory; whether the reading found
+    /// all its process may have written (`self.written`).
+    fn fold_block(&mut self, block: u32, later: Option<&Path>) -> bool {
+        let Some(a) = self.dir.arena() else {
+            return false;
+        };
         let (map, base) = a.block(block);
-        match read_block(map, base, later, self.nbuckets) {
-            Ok(Some(p)) => self.done.push(p),
-            Ok(None) => {}
-            Err(e) => self
-                .notes
-                .push(format!("skipped a process's counters: {e}")),
-        }
+        self.written.clear();
+        let read = read_block(map, base, later, self.nbuckets, Some(&mut self.written));
         if let Some(f) = later {
             let _ = std::fs::remove_file(f);
+        }
+        match read {
+            Ok(Some(p)) => {
+                self.done.push(p);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.notes
+                    .push(format!("skipped a process's counters: {e}"));
+                false
+            }
         }
     }
 
@@ -254,7 +267,7 @@ impl Collector {
                     let later = file.then(|| self.later_file(p.seq));
                     let Some(a) = self.dir.arena() else { continue };
                     let (map, base) = a.block(*block);
-                    read_block(map, base, later.as_deref(), self.nbuckets)
+                    read_block(map, base, later.as_deref(), self.nbuckets, None)
                 }
             };
             match read {

@@ -11,6 +11,7 @@ pub mod reader;
 pub mod rundir;
 mod selfcost;
 mod source;
+mod written;
 
 pub use clock::{ClockChoice, ClockError};
 pub use source::{SetupError, UserOptions, UserSource};

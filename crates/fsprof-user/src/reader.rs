@@ -14,12 +14,15 @@ use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::FD_OPS;
 use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
 use fsprof_sys::mmap::SharedMap;
+
+use crate::written::Written;
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -74,37 +77,76 @@ impl Mapping<'_> {
                 .is_some_and(|l| off >= self.first_len && end <= l.len())
     }
 
-    fn u64_at(&self, off: usize) -> Option<u64> {
-        if !off.is_multiple_of(8) || !self.holds(off, 8) {
+    /// The mapping and the offset in it of `[off, off + n)` bytes aligned
+    /// to `align`, if they lie in one mapped part.
+    fn place(&self, off: usize, n: usize, align: usize) -> Option<(&SharedMap, usize)> {
+        if !off.is_multiple_of(align) || !self.holds(off, n) {
             return None;
         }
         Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u64_at(off),
-            _ => self.first.u64_at(self.base + off),
+            Some(l) if off >= self.first_len => (l, off),
+            _ => (self.first, self.base + off),
         })
+    }
+
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        self.place(off, 8, 8).map(|(m, at)| m.u64_at(at))
     }
 
     fn u32_at(&self, off: usize) -> Option<u32> {
-        if !off.is_multiple_of(4) || !self.holds(off, 4) {
-            return None;
-        }
-        Some(match &self.later {
-            Some(l) if off >= self.first_len => l.u32_at(off),
-            _ => self.first.u32_at(self.base + off),
-        })
+        self.place(off, 4, 4).map(|(m, at)| m.u32_at(at))
     }
 
-    /// A copy of the header; only complete once `ready` is set.
+    /// The `n` u64 words at `off`, if all lie in one mapped part.
+    fn words(&self, off: usize, n: usize) -> Option<&[AtomicU64]> {
+        let (m, at) = self.place(off, n.checked_mul(8)?, 8)?;
+        Some(m.u64_words(at, n))
+    }
+
+    /// The `n` u32 words at `off`, as [`Mapping::words`].
+    fn u32_words(&self, off: usize, n: usize) -> Option<&[AtomicU32]> {
+        let (m, at) = self.place(off, n.checked_mul(4)?, 4)?;
+        Some(m.u32_words(at, n))
+    }
+
+    /// A copy of the header's fields and of as much of its names as their
+    /// lengths say, the rest zeros (copying all 2.5 KiB of room for names
+    /// cost 40 cache lines a process); only complete once `ready` is set.
     fn header(&self) -> ProcHeader {
         const _: () = assert!(size_of::<ProcHeader>() <= abi::PROC_HDR_SIZE);
         assert!(self.first_len >= abi::PROC_HDR_SIZE);
         assert!(self.first.len() >= self.base + self.first_len);
-        // SAFETY: the mapping holds at least PROC_HDR_SIZE >= size_of
-        // ProcHeader bytes from `base` (asserted), page aligned (base is a
-        // multiple of the block size); any bit pattern is a valid
-        // ProcHeader.
-        unsafe { std::ptr::read(self.first.as_ptr().add(self.base) as *const ProcHeader) }
+        let fixed = offset_of!(ProcHeader, exe);
+        // SAFETY: any bit pattern is a valid ProcHeader (integers and byte
+        // arrays), so zeros are one. The mapping holds at least
+        // PROC_HDR_SIZE >= size_of ProcHeader bytes from `base` (asserted)
+        // and every range copied lies inside the header (lengths clamped
+        // to their arrays).
+        unsafe {
+            let mut h: ProcHeader = std::mem::zeroed();
+            let src = self.first.as_ptr().add(self.base);
+            let dst = &mut h as *mut ProcHeader as *mut u8;
+            std::ptr::copy_nonoverlapping(src, dst, fixed);
+            let exe = (h.exe_len as usize).min(abi::EXE_MAX);
+            let cmd = (h.cmdline_len as usize).min(abi::CMDLINE_MAX);
+            let (e, c) = (fixed, offset_of!(ProcHeader, cmdline));
+            std::ptr::copy_nonoverlapping(src.add(e), dst.add(e), exe);
+            std::ptr::copy_nonoverlapping(src.add(c), dst.add(c), cmd);
+            h
+        }
     }
+}
+
+/// Notes what of the header page the shim writes: its fields, the names
+/// as long as their lengths, and the slot directory's entries (one more
+/// than it counts: a process may die between publishing a slot and
+/// counting it).
+fn header_written(h: &ProcHeader, w: &mut Written) {
+    w.dirty(0, offset_of!(ProcHeader, exe));
+    w.dirty(offset_of!(ProcHeader, exe), h.exe_len as usize);
+    w.dirty(offset_of!(ProcHeader, cmdline), h.cmdline_len as usize);
+    let entries = (h.nslots as usize + 1).min(abi::MAX_SLOTS_LIMIT as usize);
+    w.dirty(abi::SLOT_DIR_OFF, 4 * entries);
 }
 
 /// Sums of one counter index over the threads.
@@ -134,16 +176,19 @@ pub fn read_process(path: &Path, nbuckets: u32) -> io::Result<Option<ProcessCoun
         first_len: len,
         later: None,
     };
-    read_pool(&m, nbuckets, path)
+    read_pool(&m, nbuckets, path, None)
 }
 
 /// Reads the pool whose first chunk is the block at `base` of `arena` and
-/// whose later chunks, if it grew, are in the file `later`.
+/// whose later chunks, if it grew, are in the file `later`. With
+/// `written`, notes there what of the block the process may have written
+/// (complete only when the answer is `Ok(Some(_))`).
 pub fn read_block(
     arena: &SharedMap,
     base: usize,
     later: Option<&Path>,
     nbuckets: u32,
+    written: Option<&mut Written>,
 ) -> io::Result<Option<ProcessCounters>> {
     let later = match later {
         Some(path) => {
@@ -161,10 +206,15 @@ pub fn read_block(
         first_len: abi::FIRST_CHUNK,
         later,
     };
-    read_pool(&m, nbuckets, Path::new("the arena"))
+    read_pool(&m, nbuckets, Path::new("the arena"), written)
 }
 
-fn read_pool(m: &Mapping, nbuckets: u32, what: &Path) -> io::Result<Option<ProcessCounters>> {
+fn read_pool(
+    m: &Mapping,
+    nbuckets: u32,
+    what: &Path,
+    written: Option<&mut Written>,
+) -> io::Result<Option<ProcessCounters>> {
     if m.u32_at(offset_of!(ProcHeader, ready)) != Some(1) {
         return Ok(None);
     }
@@ -175,12 +225,16 @@ fn read_pool(m: &Mapping, nbuckets: u32, what: &Path) -> io::Result<Option<Proce
             format!("{}: {why}", what.display()),
         )
     })?;
+    let mut written = written;
+    if let Some(w) = written.as_deref_mut() {
+        header_written(&h, w);
+    }
     let Slots {
         ops,
         nonfile,
         threads,
         own,
-    } = read_slots(m, &h, nbuckets);
+    } = read_slots(m, &h, nbuckets, written);
     let exe =
         String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
     let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
@@ -240,44 +294,87 @@ struct Slots {
 
 /// The file ops, the non-file ops, the number of private thread slots and
 /// the own-cost samples, summed over the slots published so far. A slot or
-/// counter whose offset is not (yet) inside the mapping is skipped.
-fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32) -> Slots {
+/// counter whose offset is not (yet) inside the mapping is skipped. Each
+/// slot record, counter and value table read is noted in `written`.
+fn read_slots(
+    m: &Mapping,
+    h: &ProcHeader,
+    nbuckets: u32,
+    mut written: Option<&mut Written>,
+) -> Slots {
     let nslots = m
         .u32_at(offset_of!(ProcHeader, nslots))
         .unwrap_or(0)
         .min(h.max_slots) as usize;
     let nctr = abi::nctr();
+    let ncorr = abi::CORR_OPS.len();
+    let ctr_size = h.ctr_size as usize;
+    let slot_size = h.slot_size as usize;
     // Boxed: most counters of a process are never used, and a table of
     // ~200 unboxed accumulators (~45 KB) cost more to allocate and fill
     // than reading a short run's counters (docs/benchmarks.md, "Start-up,
     // fourth session").
     let mut acc: Vec<Option<Box<Acc>>> = vec![None; nctr];
-    let mut corr: Vec<Correlations> = vec![Correlations::default(); abi::CORR_OPS.len()];
+    let mut corr: Vec<Correlations> = vec![Correlations::default(); ncorr];
     let mut threads = 0u32;
     let mut own = OwnSample::default();
-    for s in 0..nslots {
-        let Some(rec) = m.u32_at(abi::SLOT_DIR_OFF + 4 * s).map(|o| o as usize) else {
+    let dir = m.u32_words(abi::SLOT_DIR_OFF, nslots).unwrap_or(&[]);
+    for entry in dir {
+        let rec = entry.load(Relaxed) as usize;
+        if rec < abi::PROC_HDR_SIZE || !m.holds(rec, slot_size) {
+            continue; // not published yet, or beyond what is mapped
+        }
+        let offs = rec + size_of::<SlotHeader>();
+        let Some(offs) = m.u32_words(offs, nctr + ncorr) else {
             continue;
         };
-        if rec < abi::PROC_HDR_SIZE || !m.holds(rec, h.slot_size as usize) {
-            continue; // not published yet, or beyond what is mapped
+        if let Some(w) = written.as_deref_mut() {
+            w.allocation(rec, slot_size);
+            w.dirty(rec, slot_size);
         }
         let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
         threads += u32::from(!shared);
         add_own(m, rec + offset_of!(SlotHeader, own), &mut own);
-        let offs = rec + size_of::<SlotHeader>();
-        for (k, slot) in acc.iter_mut().enumerate() {
-            let Some(off) = m.u32_at(offs + 4 * k).filter(|&o| o != 0) else {
+        let (ctr_offs, corr_offs) = offs.split_at(nctr);
+        for (slot, off) in acc.iter_mut().zip(ctr_offs) {
+            let off = off.load(Relaxed) as usize;
+            let Some(words) = (off != 0).then(|| m.words(off, ctr_size / 8)).flatten() else {
                 continue;
             };
-            add_counter(m, off as usize, h.ctr_size as usize, nbuckets, slot);
+            // Read whole while the process may still be filing calls (a
+            // bucket is added before the extremes are updated); once it has
+            // ended (`written`), only the buckets its extremes allow.
+            let filled = match written.as_deref_mut() {
+                Some(w) => {
+                    let filled = filled_buckets(words, nbuckets);
+                    w.allocation(off, ctr_size);
+                    w.dirty(off, size_of::<CtrHeader>());
+                    let first = off + size_of::<CtrHeader>() + 8 * filled.start;
+                    w.dirty(first, 8 * filled.len());
+                    filled
+                }
+                None => 0..nbuckets as usize,
+            };
+            add_counter(words, nbuckets, filled, slot);
         }
-        let corr_offs = offs + 4 * nctr;
-        for (c, out) in corr.iter_mut().enumerate() {
-            if let Some(off) = m.u32_at(corr_offs + 4 * c).filter(|&o| o != 0) {
-                let ctr = m.u32_at(offs + 4 * CORR_OP_INDEX[c]).unwrap_or(0) as usize;
-                let rows = latency_rows(m, ctr);
-                add_correlations(m, off as usize, rows, out);
+        for (c, (out, off)) in corr.iter_mut().zip(corr_offs).enumerate() {
+            let off = off.load(Relaxed) as usize;
+            if off == 0 || !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
+                continue;
+            }
+            let ctr = ctr_offs[CORR_OP_INDEX[c]].load(Relaxed) as usize;
+            let rows = latency_rows(m, ctr);
+            add_correlations(m, off, rows.clone(), out);
+            if let Some(w) = written.as_deref_mut() {
+                w.allocation(off, abi::corr_size());
+                let row = abi::CORR_VAL * 8;
+                for kind in 0..abi::CORR_KINDS {
+                    let table = off + kind * abi::CORR_CELLS * 8;
+                    w.dirty(
+                        table + rows.start() * row,
+                        (rows.end() + 1).saturating_sub(*rows.start()) * row,
+                    );
+                }
             }
         }
     }
@@ -304,19 +401,39 @@ fn add_own(m: &Mapping, off: usize, own: &mut OwnSample) {
     });
 }
 
-/// Adds the counters at `off` to `slot`.
+/// The bucket slots that can hold a call of a counter whose process has
+/// ended: those between its least and greatest latency. The shim files ns
+/// in a slot from floor(log2 ns)·r to (floor(log2 ns) + 1)·r at r buckets
+/// per power of two (record.h, `bucket_slot`). Empty when it filed no call
+/// above 0 ns.
+fn filled_buckets(words: &[AtomicU64], nbuckets: u32) -> std::ops::Range<usize> {
+    let word = |f: usize| words.get(f / 8).map_or(0, |w| w.load(Relaxed));
+    let (min, max) = (
+        word(offset_of!(CtrHeader, min_ns)),
+        word(offset_of!(CtrHeader, max_ns)),
+    );
+    if min == 0 || max < min {
+        return 0..0;
+    }
+    let r = (nbuckets as usize).saturating_sub(1) / 64;
+    let lo = min.ilog2() as usize * r;
+    let hi = ((max.ilog2() as usize + 1) * r + 1).min(nbuckets as usize);
+    lo..hi.max(lo)
+}
+
+/// Adds the counter `words` (a [`CtrHeader`] and its buckets, of which
+/// only `filled` are read) to `slot`.
 fn add_counter(
-    m: &Mapping,
-    off: usize,
-    ctr_size: usize,
+    words: &[AtomicU64],
     nbuckets: u32,
+    filled: std::ops::Range<usize>,
     slot: &mut Option<Box<Acc>>,
 ) {
-    if !off.is_multiple_of(8) || !m.holds(off, ctr_size) {
-        return;
+    const fn field(off: usize) -> usize {
+        off / 8
     }
-    let word = |field: usize| m.u64_at(off + field).unwrap_or(0);
-    let pre = word(offset_of!(CtrHeader, pre));
+    let word = |k: usize| words.get(k).map_or(0, |w| w.load(Relaxed));
+    let pre = word(field(offset_of!(CtrHeader, pre)));
     if pre == 0 {
         return;
     }
@@ -330,22 +447,27 @@ fn add_counter(
         })
     });
     a.op.pre = a.op.pre.saturating_add(pre);
-    a.op.post = a.op.post.saturating_add(word(offset_of!(CtrHeader, post)));
+    a.op.post =
+        a.op.post
+            .saturating_add(word(field(offset_of!(CtrHeader, post))));
     a.op.errors =
         a.op.errors
-            .saturating_add(word(offset_of!(CtrHeader, errors)));
+            .saturating_add(word(field(offset_of!(CtrHeader, errors))));
     a.op.total_ns =
         a.op.total_ns
-            .saturating_add(word(offset_of!(CtrHeader, total_ns)));
-    let mn = word(offset_of!(CtrHeader, min_ns));
+            .saturating_add(word(field(offset_of!(CtrHeader, total_ns))));
+    let mn = word(field(offset_of!(CtrHeader, min_ns)));
     if mn != 0 {
         a.min = a.min.min(mn);
     }
-    a.max = a.max.max(word(offset_of!(CtrHeader, max_ns)));
-    a.zero = a.zero.saturating_add(word(offset_of!(CtrHeader, zero)));
-    let first = size_of::<CtrHeader>();
-    for (j, b) in a.buckets.iter_mut().enumerate() {
-        *b = b.saturating_add(word(first + 8 * j));
+    a.max = a.max.max(word(field(offset_of!(CtrHeader, max_ns))));
+    a.zero = a
+        .zero
+        .saturating_add(word(field(offset_of!(CtrHeader, zero))));
+    let buckets = words.get(size_of::<CtrHeader>() / 8..).unwrap_or(&[]);
+    let filled = filled.start.min(buckets.len())..filled.end.min(buckets.len());
+    for (b, w) in a.buckets[filled.clone()].iter_mut().zip(&buckets[filled]) {
+        *b = b.saturating_add(w.load(Relaxed));
     }
 }
 
@@ -384,25 +506,27 @@ fn latency_rows(m: &Mapping, ctr: usize) -> std::ops::RangeInclusive<usize> {
     first..=abi::corr_cell(max, abi::CORR_LAT)
 }
 
+/// Adds the value tables at `off` (checked to lie in the mapping) to
+/// `out`, reading only `rows`.
 fn add_correlations(
     m: &Mapping,
     off: usize,
     rows: std::ops::RangeInclusive<usize>,
     out: &mut Correlations,
 ) {
-    if !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
-        return;
-    }
     let cells = rows.start() * abi::CORR_VAL..(rows.end() + 1) * abi::CORR_VAL;
     for kind in 0..abi::CORR_KINDS {
         let table = off + kind * abi::CORR_CELLS * 8;
+        let Some(words) = m.words(table + cells.start * 8, cells.len()) else {
+            continue;
+        };
         let joint: &mut JointHistogram = if kind == 0 {
             &mut out.size
         } else {
             &mut out.seek
         };
-        for cell in cells.clone() {
-            let n = m.u64_at(table + cell * 8).unwrap_or(0);
+        for (cell, w) in cells.clone().zip(words) {
+            let n = w.load(Relaxed);
             if n != 0 {
                 joint.add(
                     abi::corr_index(cell / abi::CORR_VAL),

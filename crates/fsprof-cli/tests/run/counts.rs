@@ -160,52 +160,56 @@ fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
     assert!(rep.ok(), "{:?}", rep.errors);
 }
 
-/// Each iteration forks a process that makes one call (`access`), forks a
-/// child that makes one call too, then execs a leaf that makes three
-/// `stat`s and reaps that child: three process images an iteration, one
-/// of which lives for a single call, forks, then execs.
-const SPAWN_TREE: &str = r#"
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "leaf") == 0) {
-        struct stat st;
-        for (int i = 0; i < 3; i++)
-            stat("/", &st);
-        while (wait(NULL) > 0)
-            ;
-        return 0;
+/// A block given back is offered again with nothing of its last process
+/// in it (fsprof zeroes only what the process may have written: its
+/// header's fields and names, slot records, counters, the value tables'
+/// rows it used, and whatever no allocation it published covers, such as
+/// its descriptor states). After bursts of shells that read a script and
+/// leave it open (its descriptor's position stays in their states) and of
+/// `cat`s, and a pause longer than the harvest period, the control file is
+/// copied twice: every block whose header is clear (given back, or never
+/// taken) in both copies, and the same in both (not being zeroed while
+/// copied), is zeros throughout.
+#[test]
+fn a_block_given_back_holds_nothing_of_its_last_process() {
+    use fsprof_shim::abi::{ProcHeader, ARENA_OFF, FIRST_CHUNK};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), b"some bytes\n").unwrap();
+    std::fs::write(dir.path().join("s.sh"), b":\n").unwrap();
+    let script = "for b in 1 2; do for i in $(seq 40); do sh ./s.sh; cat <data; done >/dev/null; \
+                  sleep 0.3; done; c=\"${FSPROF_SHM#*:*:*:}/control\"; \
+                  cat \"$c\" >one; sleep 0.1; cat \"$c\" >two";
+    let (out, _) = run_profiled(dir.path(), &["sh", "-c", script]);
+    assert_ok(&out);
+    let copy = |name| std::fs::read(dir.path().join(name)).unwrap();
+    let (one, two) = (copy("one"), copy("two"));
+    let blocks = |c: &[u8]| -> Vec<Vec<u8>> {
+        c[ARENA_OFF..]
+            .chunks(FIRST_CHUNK)
+            .map(<[u8]>::to_vec)
+            .collect()
+    };
+    let pid = std::mem::offset_of!(ProcHeader, pid);
+    let clear = |b: &[u8]| b[pid..pid + 4] == [0; 4];
+    let steady: Vec<_> = blocks(&one)
+        .into_iter()
+        .zip(blocks(&two))
+        .enumerate()
+        .filter(|(_, (a, b))| a == b && clear(a))
+        .collect();
+    assert!(steady.len() >= 40, "{} blocks given back", steady.len());
+    for (k, (b, _)) in steady {
+        let left = b.iter().position(|&x| x != 0);
+        assert_eq!(left, None, "block {k} holds a byte of its last process");
     }
-    int n = atoi(argv[1]);
-    for (int i = 0; i < n; i++) {
-        pid_t p = fork();
-        if (p == 0) {
-            access("/", F_OK);
-            if (fork() == 0) {
-                access("/", F_OK);
-                _exit(0);
-            }
-            execl(argv[0], argv[0], "leaf", (char *)NULL);
-            _exit(127);
-        }
-        int st;
-        if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            return 1;
-    }
-    return 0;
 }
-"#;
 
 /// 700 iterations (2,101 processes) with `FSPROF_TEST_ARENA_BLOCKS` set to
 /// `blocks` (None: the default arena): every process, and every call, once.
 fn spawn_tree_counts_exactly(blocks: Option<&str>) {
     const N: usize = 700;
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_source("spawn_tree", SPAWN_TREE, dir.path(), &[]);
+    let exe = compile("spawn_tree", dir.path(), &[]);
     let out = dir.path().join("p.json");
     let mut cmd = fsprof();
     cmd.args(["run", "-q", "-o"])

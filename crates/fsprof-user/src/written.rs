@@ -1,0 +1,166 @@
+//! What of an arena block its process may have written, so that fsprof
+//! zeroes that, not the whole block, before offering it again.
+//!
+//! A block used to be given back by writing zeros over every byte its pool
+//! had handed out (`used`: about 80 KiB for a `cat`, mostly two 26 KiB
+//! value tables and 16 KiB of descriptor states that stay nearly all
+//! zero) through the file, a quarter of fsprof's own CPU per short process
+//! (docs/benchmarks/overhead.md), most of it cache misses on lines the
+//! process never wrote. The reader knows where the shim writes: the
+//! header's fields, names and slot directory entries, the slot records,
+//! each counter's fields and the buckets between those of its least and
+//! greatest latency, and in each value table the rows between the same
+//! (reader.rs). What else lies between the header page and `used` and no
+//! published allocation covers is the shim's private scratch (descriptor
+//! states) or an allocation whose process did not live to publish it:
+//! zeroed whole, as before.
+//!
+//! Trusting a pool's offsets to say where its process wrote gives that
+//! process nothing it did not have: every process of the run maps the
+//! whole control file writable and could write into any block, so the
+//! worst either way is wrong counters, never a fault in fsprof. Offsets
+//! are clipped to the block: words are marked in bitmaps of its size.
+
+use fsprof_shim::abi;
+
+const WORDS: usize = abi::FIRST_CHUNK / 8;
+const LIMBS: usize = WORDS / 64;
+
+/// One bit per 8-byte word of a block.
+#[derive(Clone)]
+struct Bitmap([u64; LIMBS]);
+
+impl Bitmap {
+    /// Marks the words that `[off, off + len)` bytes touch, clipped to the
+    /// block.
+    fn mark(&mut self, off: usize, len: usize) {
+        let first = off / 8;
+        let end = off.saturating_add(len).div_ceil(8).min(WORDS);
+        let mut w = first;
+        while w < end {
+            let (limb, bit) = (w / 64, w % 64);
+            let n = (end - w).min(64 - bit);
+            self.0[limb] |= span(bit, n);
+            w += n;
+        }
+    }
+}
+
+/// `n` (1..=64) bits from `bit`.
+fn span(bit: usize, n: usize) -> u64 {
+    let ones = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    ones << bit
+}
+
+/// The allocations a block's pool published and the parts of them its
+/// process may have written, as the reader found them.
+#[derive(Clone)]
+pub struct Written {
+    alloc: Bitmap,
+    dirty: Bitmap,
+}
+
+impl Default for Written {
+    fn default() -> Self {
+        Written {
+            alloc: Bitmap([0; LIMBS]),
+            dirty: Bitmap([0; LIMBS]),
+        }
+    }
+}
+
+impl Written {
+    pub fn clear(&mut self) {
+        *self = Written::default();
+    }
+
+    /// An allocation of `len` bytes at pool offset `off` (only those in
+    /// the block count).
+    pub fn allocation(&mut self, off: usize, len: usize) {
+        self.alloc.mark(off, len);
+    }
+
+    /// Bytes the process may have written.
+    pub fn dirty(&mut self, off: usize, len: usize) {
+        self.dirty.mark(off, len);
+    }
+
+    /// The byte ranges `(offset, length)` to zero, in order, each a
+    /// multiple of 8: what may have been written, and what between the
+    /// header page and `used` (clamped to the block) no allocation covers.
+    pub fn to_zero(&self, used: usize) -> Vec<(usize, usize)> {
+        let lo = abi::PROC_HDR_SIZE / 8;
+        let hi = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK).div_ceil(8);
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for k in 0..LIMBS {
+            let mut bits = self.dirty.0[k] | (words_in(k, lo, hi) & !self.alloc.0[k]);
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                let n = (!(bits >> bit)).trailing_zeros() as usize;
+                bits &= !span(bit, n);
+                let (off, len) = (8 * (64 * k + bit), 8 * n);
+                match runs.last_mut() {
+                    Some(last) if last.0 + last.1 == off => last.1 += len,
+                    _ => runs.push((off, len)),
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// The bits of limb `k` for words `[lo, hi)`.
+fn words_in(k: usize, lo: usize, hi: usize) -> u64 {
+    let (first, end) = (lo.max(64 * k), hi.min(64 * k + 64));
+    if first >= end {
+        0
+    } else {
+        span(first - 64 * k, end - first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroes_what_was_written_and_what_no_allocation_covers() {
+        let hdr = abi::PROC_HDR_SIZE;
+        let mut w = Written::default();
+        w.dirty(0, 100);
+        // A table of 4096 bytes of which 64 were written, a counter
+        // written whole, scratch nobody published between them.
+        w.allocation(hdr, 4096);
+        w.dirty(hdr + 1000, 64);
+        w.allocation(hdr + 8192, 584);
+        w.dirty(hdr + 8192, 584);
+        assert_eq!(
+            w.to_zero(hdr + 8192 + 584),
+            [(0, 104), (hdr + 1000, 64), (hdr + 4096, 4096 + 584)]
+        );
+    }
+
+    #[test]
+    fn offsets_beyond_the_block_or_unaligned_are_clipped_to_it() {
+        let mut w = Written::default();
+        w.dirty(abi::FIRST_CHUNK - 4, 1 << 40);
+        w.dirty(usize::MAX - 3, 100);
+        w.allocation(abi::PROC_HDR_SIZE, usize::MAX);
+        w.dirty(abi::PROC_HDR_SIZE + 3, 2);
+        let runs = w.to_zero(usize::MAX);
+        let hdr = abi::PROC_HDR_SIZE;
+        assert_eq!(
+            runs,
+            [(hdr, 8), (abi::FIRST_CHUNK - 8, 8)],
+            "every range inside the block, whole words"
+        );
+    }
+
+    #[test]
+    fn without_allocations_everything_below_used_is_zeroed() {
+        let w = Written::default();
+        let hdr = abi::PROC_HDR_SIZE;
+        assert_eq!(w.to_zero(20_000), [(hdr, 20_000 - hdr)]);
+        assert_eq!(w.to_zero(0), []);
+    }
+}
