@@ -15,21 +15,31 @@ delay nothing; a slowed run makes every call of one op take twice as long
 slowed op 1, baseline, slowed op 2, ... so that the machine's load falls on
 all kinds alike.
 
-From the pool of runs of each workload:
+From the pool of runs of each workload, every comparison takes its two
+sides from the same stretch of time, interleaved: the machine drifts (on
+this VM whole runs of `ls -lR` went 1.6-3.4x faster or slower for four to
+six runs in a row), and sides taken one after the other (A's three runs,
+then B's) put that drift on one side, where it is a real difference
+between the sides that no statistic can tell from a change. Set `i` is the
+stretch of baseline runs 6i..6i+5, made alternately with slowed runs
+3i..3i+2 of each op:
 
-- false positives: pairs of baseline runs (disjoint), and 3-against-3 sets
-  of baseline runs (`compare A1 A2 A3 --vs B1 B2 B3`); a pair is a false
-  positive when compare exits 1.
-- detections: a baseline run against a slowed run, and 3 baselines against
-  3 slowed runs of the same op; detected when compare exits 1 and flags the
-  slowed op (exit 1 for another op only is counted apart, as "other").
+- false positives: baseline runs 2i and 2i+1 (one run a side), and the
+  even against the odd baseline runs of set i (`compare A1 A2 A3 --vs B1
+  B2 B3`, A B A B A B in time); a pair is a false positive when compare
+  exits 1.
+- detections: baseline run 2i against slowed run i, and the same three
+  even baseline runs of set i against slowed runs 3i..3i+2 of one op (made
+  between them); detected when compare exits 1 and flags the slowed op
+  (exit 1 for another op only is counted apart, as "other").
 
 The slowed ops are chosen per workload as ops that hold at least 5% of the
 layer's latency in a baseline run (the smallest such share is the hardest
 case; their shares are printed).
 
 usage: bench/compare_rates.py [--pairs N] [--pool DIR] [--fsprof PATH]
-                              [--workloads meta,read,procs] [--keep]
+                              [--workloads meta,read,procs]
+                              [--sides interleaved|blocks] [--compare-args ARGS]
 """
 import argparse
 import json
@@ -45,6 +55,11 @@ ap.add_argument("--pool", default=None, help="keep the runs here (reused when pr
 ap.add_argument("--fsprof", default="target/release/fsprof")
 ap.add_argument("--workloads", default="meta,read,procs")
 ap.add_argument("--compare-args", default="", help="extra arguments for every compare")
+ap.add_argument(
+    "--sides", choices=["interleaved", "blocks"], default="interleaved",
+    help="3-against-3 sides from alternate runs (default), or each side three runs in a row "
+    "(the protocol before; puts the machine's drift between the sides)",
+)
 ARGS = ap.parse_args()
 FSPROF = os.path.abspath(ARGS.fsprof)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,17 +151,23 @@ def main():
     n = ARGS.pairs
     dir = ARGS.pool or tempfile.mkdtemp(prefix="fsprof-compare-rates-")
     os.makedirs(dir, exist_ok=True)
-    print(f"# pool {dir}; {n} pairs of each kind; {FSPROF}")
+    print(f"# pool {dir}; {n} pairs of each kind; sides {ARGS.sides}; {FSPROF}")
     print(f"# load before: {open('/proc/loadavg').read().split()[0]}")
     rows = []
     for w in ARGS.workloads.split(","):
         # Single pairs take 2n baselines, 3-against-3 sets 6n; the slowed
         # runs are paired with baselines of the same sets.
         base, slow = pool(dir, w, 6 * n, 3 * n)
+        # Set i: baseline runs 6i..6i+5, A the even ones, B the odd ones
+        # (or, --sides blocks, A the first three and B the last three).
+        if ARGS.sides == "interleaved":
+            side_a = [base[6 * i:6 * i + 6:2] for i in range(n)]
+            side_b = [base[6 * i + 1:6 * i + 6:2] for i in range(n)]
+        else:
+            side_a = [base[6 * i:6 * i + 3] for i in range(n)]
+            side_b = [base[6 * i + 3:6 * i + 6] for i in range(n)]
         single_fp = sum(compare([base[2 * i]], [base[2 * i + 1]])[0] for i in range(n))
-        triple_fp = sum(
-            compare(base[6 * i:6 * i + 3], base[6 * i + 3:6 * i + 6])[0] for i in range(n)
-        )
+        triple_fp = sum(compare(side_a[i], side_b[i])[0] for i in range(n))
         rows.append((w, "identical", "single", rate(single_fp, n), ""))
         rows.append((w, "identical", "3 vs 3", rate(triple_fp, n), ""))
         for op, runs in slow.items():
@@ -156,7 +177,7 @@ def main():
                 code, flagged = compare([base[2 * i]], [runs[i]])
                 found["single"][0] += op in flagged
                 found["single"][1] += code == 1 and op not in flagged
-                code, flagged = compare(base[6 * i:6 * i + 3], runs[3 * i:3 * i + 3])
+                code, flagged = compare(side_a[i], runs[3 * i:3 * i + 3])
                 found["3 vs 3"][0] += op in flagged
                 found["3 vs 3"][1] += code == 1 and op not in flagged
             for mode, (hit, other) in found.items():

@@ -383,46 +383,76 @@ def pooled(traces, runs):
     """The rounds pooled, where one replay's fidelity table compares two
     single runs: an op of 29 calls (fdopendir, closedir) differs between
     two samples of the same program by about as much as the target allows.
-    `compare TRACES --vs REPLAYS` scores the merged sides (the EMD of the
-    pooled histograms: what is left is a difference of the replay, not the
-    sampling noise of one run), and its shift test says whether the
-    replay's calls are slower or faster than the program's by more than
-    the program's own runs spread. The floors: the traces split in two
-    halves compared the same way, and the EMD two samples of an op's
-    per-run count of calls drawn from the pooled traces have (sampling
-    noise alone, plain EMD)."""
-    print(f"pooled over the rounds ({len(traces)} traces: the first and each round's):")
-    half = compare_runs(traces[0::2], traces[1::2])
-    counts = op_counts(traces[0])
-    for k, rs in runs.items():
-        c = compare_runs(traces, [r["profile"] for r in rs])
-        print(f"{k:<12} EMD of the merged sides, shift of the replay in powers of two (p): " + pooled_line(c))
-    print(f"{'tar vs tar':<12} the same for the traces split in halves: " + pooled_line(half))
+    Per op: the plain EMD of the merged histograms of all traces and all
+    replays of a mode (what is left is a difference of the replay, not the
+    sampling noise of one run), the sampling noise of that pooled
+    comparison, and `compare TRACES --vs REPLAYS`'s shift test (is the
+    replay slower or faster than the program by more than the program's
+    own runs spread). The floors: the traces split in halves compared the
+    same way, and the EMD two samples of an op's per-run count of calls
+    drawn from the pooled traces have."""
+    print(f"pooled over the rounds ({len(traces)} traces: the first and each round's); per op: EMD of the merged histograms "
+          "[its sampling noise] and compare's shift of the second side in powers of two (p):")
     hist = merged_histograms(traces)
+    for k, rs in runs.items():
+        profiles = [r["profile"] for r in rs]
+        print(f"{k:<12} " + pooled_line(hist, merged_histograms(profiles), compare_runs(traces, profiles)))
+    halves = (traces[0::2], traces[1::2])
+    print(f"{'tar vs tar':<12} the traces split in halves: "
+          + pooled_line(merged_histograms(halves[0]), merged_histograms(halves[1]), compare_runs(*halves)))
+    counts = op_counts(traces[0])
     print(f"{'sampling':<12} EMD of two samples of one run's calls from the pooled traces (median of 200 pairs): " + ", ".join(
         f"{op} {sampling_emd(hist[op], counts[op]):.2f} (n {counts[op]})" for op in CACHED if op in hist and op in counts))
 
 
-def pooled_line(c):
-    # compare tests no shift for an op too small to matter in its layer
-    # (fdopendir, closedir): its EMD alone.
-    return ", ".join(f"{op} {c[op][0]:.2f}" + ("" if math.isnan(c[op][1]) else f" {c[op][1]:+.2f} ({c[op][2]:.2g})")
-                     for op in CACHED if op in c)
+def pooled_line(ha, hb, shifts):
+    out = []
+    for op in CACHED:
+        if op not in ha or op not in hb:
+            continue
+        a, b = ha[op], hb[op]
+        line = f"{op} {plain_emd(a, b):.2f} [{emd_noise(a, b):.2f}]"
+        # compare tests no shift for an op too small to matter in its
+        # layer (fdopendir, closedir).
+        if op in shifts and not math.isnan(shifts[op][0]):
+            line += f" {shifts[op][0]:+.2f} ({shifts[op][1]:.2g})"
+        out.append(line)
+    return ", ".join(out)
+
+
+def cdf_pairs(a, b):
+    ta, tb = sum(a.values()) or 1, sum(b.values()) or 1
+    ca = cb = 0.0
+    for i in range(min(min(a), min(b)), max(max(a), max(b)) + 1):
+        ca += a.get(i, 0) / ta
+        cb += b.get(i, 0) / tb
+        yield ca, cb
+
+
+def plain_emd(a, b):
+    """EMD in buckets of two {bucket: calls} histograms (distance::emd)."""
+    return sum(abs(x - y) for x, y in cdf_pairs(a, b))
+
+
+def emd_noise(a, b):
+    """What sampling alone puts between them (distance::emd_noise)."""
+    na, nb = sum(a.values()), sum(b.values())
+    both = {i: a.get(i, 0) + b.get(i, 0) for i in set(a) | set(b)}
+    return sum(math.sqrt(max(f * (1 - f), 0) * (1 / na + 1 / nb)) for f, _ in cdf_pairs(both, both)) * math.sqrt(2 / math.pi)
 
 
 def compare_runs(a, b):
-    """`fsprof compare A... --vs B...`: per op of the user layer, the EMD of
-    the merged sides, the shift test's effect (B over A, powers of two) and
-    p-value."""
+    """`fsprof compare A... --vs B...`: per op of the user layer, the shift
+    test's effect (B over A, powers of two) and p-value."""
     p = subprocess.run([ARGS.fsprof, "compare"] + a + ["--vs"] + b + ["--format", "json"], capture_output=True, text=True)
     if p.returncode not in (0, 1):
         raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
     out = {}
     for o in json.loads(p.stdout)["comparison"]["ops"]:
-        if o["layer"] != "user" or o["score"] is None:
+        if o["layer"] != "user":
             continue
         shift = [c for c in o["checks"] if c["test"] == "shift"]
-        out[o["op"]] = (o["score"], shift[0]["effect"] if shift else float("nan"), shift[0]["p_value"] if shift else float("nan"))
+        out[o["op"]] = (shift[0]["effect"], shift[0]["p_value"]) if shift else (float("nan"), float("nan"))
     return out
 
 

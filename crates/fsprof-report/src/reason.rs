@@ -4,8 +4,8 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak, Spread, Status,
-    TestKind,
+    judged_with, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak,
+    Spread, Status, TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
 use fsprof_analysis::peak_labels::{NoLabel, PeakLabel};
@@ -235,10 +235,9 @@ pub fn test_verdict(c: &Comparison, k: &Check) -> String {
 /// nearest one with why it did not decide. Effects are beyond the shift
 /// the op's whole layer made, when there was one.
 fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
-    let beyond = c
-        .layer_shifts
-        .iter()
-        .any(|s| s.layer == o.layer && s.ops >= 3 && s.shift.abs() >= 0.05);
+    let beyond = c.layer_shifts.iter().any(|s| {
+        judged_with(&s.layer) == judged_with(&o.layer) && s.ops >= 3 && s.shift.abs() >= 0.05
+    });
     let found = |k: &Check| {
         let mut f = test_finding(k, u);
         if beyond {

@@ -48,7 +48,7 @@ pub mod verdict;
 pub use finding::{Difference, Finding, Moved};
 pub use method::Method;
 pub use peak_change::{PeakChange, SeenPeak};
-pub use verdict::{Check, Spread, TestKind};
+pub use verdict::{judged_with, Check, Spread, TestKind};
 
 #[derive(Clone, Debug)]
 pub struct CompareOptions {

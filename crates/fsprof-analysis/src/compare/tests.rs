@@ -482,27 +482,75 @@ fn a_whole_run_twice_as_slow_is_load_not_a_change() {
     assert_eq!(c.exit_code(), 0, "{:?}", c.layer_shifts);
 }
 
-/// An op alone in its layer (fsprof run's `user-nonfile` often holds one)
-/// has no other ops to take the run's shift from: load is in its own
-/// change, and a 2× slower run of it against one is within what load
-/// does. Three tight runs a side tell the two apart.
+/// An op alone in its layer (a kernel profile's `fs` layer of a program
+/// that only writes) has no other ops to take the run's shift from: load
+/// is in its own change, and a 2× slower run of it against one is within
+/// what load does. Three tight runs a side tell the two apart.
 #[test]
 fn an_op_alone_in_its_layer_carries_the_layers_spread() {
     let alone = |d: i32| {
         fsprof_testkit::profiles::profile_layers(&[
-            ("user", vec![spread_op("read", 10, 700)]),
-            ("user-nonfile", vec![spread_op("device_write", 9 + d, 700)]),
+            ("syscall", vec![spread_op("write", 10, 700)]),
+            ("fs", vec![spread_op("vfs_write", 9 + d, 700)]),
         ])
     };
     let c = compare_profiles(&alone(0), &alone(1), &CompareOptions::default());
     assert_eq!(c.exit_code(), 0, "{:?}", c.ops);
-    let w = c.ops.iter().find(|o| o.op == "device_write").unwrap();
+    let w = c.ops.iter().find(|o| o.op == "vfs_write").unwrap();
     let shift = w.checks[0];
     assert!(shift.p_value > 0.05, "{shift:?}");
     let (a, b): (Vec<Profile>, Vec<Profile>) = (0..3).map(|_| (alone(0), alone(1))).unzip();
     let c = compare_runs(&a, &b, &CompareOptions::default());
     let hits: Vec<&str> = c.interesting().map(|o| o.op.as_str()).collect();
-    assert_eq!(hits, ["device_write"], "{:?}", c.ops);
+    assert_eq!(hits, ["vfs_write"], "{:?}", c.ops);
+}
+
+/// `user-nonfile` holds the same program's calls as `user`, on other
+/// descriptors: its ops are judged with `user`'s. `ls -lR`'s writes to
+/// /dev/null, 4,000 calls of 27 ns, are 5% of the program's time in calls
+/// but all of their own layer; judged alone, a run whose every call was
+/// 3× faster flagged them (moved "70%", no other op to take the shift
+/// from). With `user`'s ops they move with the run and are no change,
+/// while a pipe read that really got slower is still one, moving its share
+/// of both layers' time.
+#[test]
+fn nonfile_ops_are_judged_with_the_users() {
+    let run = |all: i32, pipe: i32| {
+        fsprof_testkit::profiles::profile_layers(&[
+            (
+                "user",
+                vec![
+                    spread_op("read", 10 + all, 700),
+                    spread_op("open", 13 + all, 150),
+                    spread_op("close", 11 + all, 150),
+                    spread_op("fstat", 9 + all, 150),
+                ],
+            ),
+            (
+                "user-nonfile",
+                vec![
+                    spread_op("device_fwrite", 5 + all, 2000),
+                    spread_op("pipe_read", 12 + all + pipe, 100),
+                ],
+            ),
+        ])
+    };
+    let (a, b): (Vec<Profile>, Vec<Profile>) = (0..3).map(|_| (run(0, 0), run(-2, 0))).unzip();
+    let c = compare_runs(&a, &b, &CompareOptions::default());
+    let fwrite = c.ops.iter().find(|o| o.op == "device_fwrite").unwrap();
+    let nearest = fwrite.nearest().unwrap();
+    assert!(
+        nearest.effect.abs() < 0.01 && !nearest.decides,
+        "{fwrite:?}"
+    );
+    assert!(nearest.moved < 0.01, "{nearest:?}");
+    assert!(c.interesting().next().is_none(), "{:?}", c.ops);
+    assert_eq!(c.layer_shifts.len(), 1, "{:?}", c.layer_shifts);
+    assert_eq!(c.layer_shifts[0].ops, 6, "{:?}", c.layer_shifts);
+    let (a, b): (Vec<Profile>, Vec<Profile>) = (0..3).map(|_| (run(0, 0), run(0, 1))).unzip();
+    let c = compare_runs(&a, &b, &CompareOptions::default());
+    let hits: Vec<&str> = c.interesting().map(|o| o.op.as_str()).collect();
+    assert_eq!(hits, ["pipe_read"], "{:?}", c.ops);
 }
 
 /// An op's share is taken without each op's slowest call: one `open`

@@ -305,15 +305,16 @@ pub(super) fn judge(
     res: Resolution,
     opts: &CompareOptions,
 ) -> Vec<LayerShift> {
-    let mut layers: Vec<String> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
     for o in ops.iter() {
-        if !layers.contains(&o.layer) {
-            layers.push(o.layer.clone());
+        let g = judged_with(&o.layer);
+        if !groups.iter().any(|x| x == g) {
+            groups.push(g.to_string());
         }
     }
-    let mut shifts: Vec<LayerShift> = layers
+    let mut shifts: Vec<LayerShift> = groups
         .iter()
-        .map(|l| judge_layer(ops, l, (a, b), res, opts))
+        .map(|g| judge_layer(ops, g, (a, b), res, opts))
         .collect();
     let mut all: Vec<&mut Check> = ops
         .iter_mut()
@@ -331,25 +332,55 @@ pub(super) fn judge(
     shifts
 }
 
-/// The tests of the ops of one layer, and the shift they share.
+/// The layer an op of `layer` is judged with: its profile shift taken from
+/// that layer's ops and its share of that layer's latency. `user-nonfile`
+/// goes with `user`: the same program's calls at the same depth, sorted by
+/// the descriptor they were made on. Alone, `ls -lR`'s writes to
+/// /dev/null (`device_fwrite`, 27 ns a call) held all of their layer, so
+/// any change of them was "material", and with no other op to take the
+/// run's shift from, a run whose every call was 3× faster made them a
+/// change (the false alarms of identical `ls -lR` runs at idle). Every
+/// other layer is judged alone: layers at different depths time the same
+/// calls again.
+pub fn judged_with(layer: &str) -> &str {
+    if layer == fsprof_core::layer::USER_NONFILE {
+        fsprof_core::layer::USER
+    } else {
+        layer
+    }
+}
+
+/// The tests of the ops judged with layer `group` ([`judged_with`]), and
+/// the shift they share.
 fn judge_layer(
     ops: &mut [OpComparison],
-    layer: &str,
+    group: &str,
     (a, b): (&[Profile], &[Profile]),
     res: Resolution,
     opts: &CompareOptions,
 ) -> LayerShift {
     let runs = a.len() + b.len();
-    let mine: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].layer == layer).collect();
+    let mine: Vec<usize> = (0..ops.len())
+        .filter(|&k| judged_with(&ops[k].layer) == group)
+        .collect();
     // Every op's statistics per run, A's runs then B's.
     let stats: Vec<Vec<Option<RunStat>>> = mine
         .iter()
         .map(|&k| {
-            let mut s = per_run(a, layer, &ops[k].op, res);
-            s.extend(per_run(b, layer, &ops[k].op, res));
+            let (layer, op) = (&ops[k].layer, &ops[k].op);
+            let mut s = per_run(a, layer, op, res);
+            s.extend(per_run(b, layer, op, res));
             s
         })
         .collect();
+    // Named after the group's own layer when it has ops of it.
+    let name = mine
+        .iter()
+        .map(|&k| ops[k].layer.as_str())
+        .find(|&l| l == group)
+        .or_else(|| mine.first().map(|&k| ops[k].layer.as_str()))
+        .unwrap_or(group)
+        .to_string();
     let in_median: Vec<usize> = (0..mine.len())
         // An identical op is one whose shift was none.
         .filter(|&j| {
@@ -394,7 +425,7 @@ fn judge_layer(
     }
     let enough = compared.len() >= 3;
     LayerShift {
-        layer: layer.to_string(),
+        layer: name,
         shift: mean(&shifts[a.len()..]) - mean(&shifts[..a.len()]),
         ops: if enough { compared.len() } else { 0 },
         check: enough.then(|| layer_test(&shifts, a.len(), opts)).flatten(),
