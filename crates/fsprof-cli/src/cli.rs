@@ -76,6 +76,7 @@ pub enum Command {
     /// Write a profile as OpenTelemetry (OTLP JSON) or Prometheus metrics
     Export(Lazy<export::ExportArgs>),
     /// Compare two profiles op by op; exit 1 if an op changed significantly
+    #[command(after_long_help = compare::HELP)]
     Compare(Lazy<compare::CompareArgs>),
     /// Measure this machine's characteristic latencies, used to label peaks
     Calibrate(Lazy<calibrate::CalibrateArgs>),

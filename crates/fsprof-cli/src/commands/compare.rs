@@ -14,6 +14,14 @@ use super::analysis::calibration;
 use super::report::finish;
 use crate::args::{pick_format, CalibrationArgs, FormatArg, ToFileArgs};
 
+pub const HELP: &str = "\
+Several runs a side (A1 A2 A3 --vs B1 B2 B3) measure the spread a change must
+stand out from; with one run a side it is assumed (--spread). Take each side's
+runs alternately, A B A B A B (or in a shuffled order), each warmed the same
+way: a machine drifts over minutes (caches reclaimed, other work), and all of
+A's runs followed by all of B's put that drift between the sides, where it is
+a real difference compare cannot tell from a change.";
+
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline and the profile compared with it (A B); or, with --vs,

@@ -134,6 +134,12 @@ fn exit_statuses_are_documented_in_help_and_man_pages() {
         (&["run", "--help"][..], "130 after Ctrl-C"),
         (&["kernel", "--help"][..], "130 after Ctrl-C"),
         (&["--help"][..], "`compare` exits 1 when an op changed"),
+        // How to take repeated runs (issue 24: sides taken one after the
+        // other put the machine's drift between them).
+        (
+            &["compare", "--help"][..],
+            "Take each side's runs alternately, A B A B A B",
+        ),
         // How p50/p99 are estimated (issue 9).
         (
             &["report", "--help"][..],
