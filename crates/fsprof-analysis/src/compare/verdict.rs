@@ -351,15 +351,15 @@ pub(super) fn judge(
 
 /// The layer an op of `layer` is judged with: `user-nonfile` goes with
 /// `user`, the same program's calls at the same depth, sorted by the
-/// descriptor they were made on. Its ops are judged after the `user`
-/// layer's profile shift, and their share is of both layers' latency.
+/// descriptor they were made on. The profile shift is the median of both
+/// layers' ops, and `user-nonfile`'s share is of both layers' latency.
 /// Alone, `ls -lR`'s writes to /dev/null (`device_fwrite`, 27 ns a call)
 /// held all of their layer, so any change of them was "material", and
 /// with no other op to take the run's shift from, a run whose every call
 /// was 3× faster made them a change (the false alarms of identical
-/// `ls -lR` runs at idle). `user`'s ops keep their own layer's shift and
-/// shares: a program that waits on a pipe for most of its run would
-/// otherwise make every file-system op's change immaterial. Every other
+/// `ls -lR` runs at idle). `user`'s ops keep their own layer's shares: a
+/// program that waits on a pipe for most of its run would otherwise make
+/// every file-system op's change immaterial. Every other
 /// layer is judged alone: layers at different depths time the same calls
 /// again.
 pub fn judged_with(layer: &str) -> &str {
@@ -401,16 +401,11 @@ fn judge_layer(
         .or_else(|| mine.first().map(|&k| ops[k].layer.as_str()))
         .unwrap_or(group)
         .to_string();
-    // The group's own layer's ops make its profile shift (a program's
-    // waits on a pipe move with what feeds it, not with the machine); a
-    // group of other layers' ops alone, theirs.
     let of_group: Vec<bool> = mine.iter().map(|&k| ops[k].layer == group).collect();
-    let any_own = of_group.contains(&true);
     let in_median: Vec<usize> = (0..mine.len())
         // An identical op is one whose shift was none.
         .filter(|&j| {
-            (of_group[j] || !any_own)
-                && matches!(ops[mine[j]].status, Status::Compared | Status::Identical)
+            matches!(ops[mine[j]].status, Status::Compared | Status::Identical)
                 && stats[j].iter().all(Option::is_some)
         })
         .collect();
