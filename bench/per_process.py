@@ -30,6 +30,8 @@ Options:
                   share the counter files' ABI (abi.h's version).
   --only LIST     workloads, comma separated (loop,xargs)
   --no-trace      leave out fsprof trace
+  --calls-only    as root, add `fsprof trace` with every capability dropped
+                  (setpriv): the calls only, no page faults followed
   --strace        add strace -f -c (a peer)
   --fifo          every command under SCHED_FIFO (chrt -f 50; root): on a
                   busy machine other processes are kept off the CPU it runs on
@@ -45,6 +47,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NO_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
 
 
 def workloads(loop_n):
@@ -77,6 +80,14 @@ def variants(args, tmp, shell):
                 [fs, "trace", "-f", "-o", os.path.join(tmp, "t.trace"), "--"] + cmd,
                 {},
             )
+            if args.calls_only:
+                # Every capability dropped: the calls only, no page faults
+                # followed. Its difference to `fsprof trace` is what
+                # following the faults costs.
+                out["trace, calls only" + tag] = (
+                    NO_CAPS + [fs, "trace", "-f", "-o", os.path.join(tmp, "c.trace"), "--"] + cmd,
+                    {},
+                )
     if args.other and args.swap_shim:
         shims = [("this shim", shim), ("other shim", installed_shim(args.other, tmp))]
         for tag, so in shims:
@@ -174,11 +185,14 @@ def main():
     ap.add_argument("--only", default="loop,xargs")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--strace", action="store_true")
+    ap.add_argument("--calls-only", action="store_true")
     ap.add_argument("--fifo", action="store_true")
     args = ap.parse_args()
     for f in [args.fsprof] + ([args.other] if args.other else []):
         if not os.access(f, os.X_OK):
             sys.exit(f"{f} not found: cargo build --release")
+    if args.calls_only and (os.geteuid() != 0 or not shutil.which("setpriv")):
+        sys.exit("--calls-only needs root and setpriv")
     if not shutil.which("cc"):
         sys.exit("needs a C compiler (cc) for the empty preloaded library")
     tmp = tempfile.mkdtemp(prefix="fsprof-per-process-")

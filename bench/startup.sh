@@ -88,30 +88,7 @@ command -v hyperfine >/dev/null || { echo "needs hyperfine: apt-get install hype
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 floor() { # where the start-up goes, against this machine's floor (--floor)
-cat >"$tmp/vlaunch.c" <<'C'
-#define _GNU_SOURCE
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-extern char **environ;
-/* launch [--preload SHIM] PROGRAM ARGS...: vfork + execve + waitpid. */
-int main(int argc, char **argv) {
-    int at = 1;
-    if (argc > 3 && strcmp(argv[1], "--preload") == 0) {
-        setenv("LD_PRELOAD", argv[2], 1);
-        at = 3;
-    }
-    if (at >= argc) return 127;
-    pid_t pid = vfork();
-    if (pid == 0) {
-        execve(argv[at], argv + at, environ);
-        _exit(127);
-    }
-    int st;
-    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-C
+cp bench/vlaunch.c "$tmp/vlaunch.c"
 echo 'int main(void) { return 0; }' >"$tmp/ret0.c"
 echo 'void _start(void) { __asm__ volatile("mov $60, %%eax; xor %%edi, %%edi; syscall" ::: "memory"); }' >"$tmp/nolibc.c"
 cc -O2 -o "$tmp/vlaunch" "$tmp/vlaunch.c"

@@ -14,6 +14,10 @@
 //!   fsprof reports, not a silent death;
 //! - a panic prints its message (std's hook) and exits with status 101.
 //!
+//! It also reads the umask while fsprof is still one thread, for the
+//! permission bits of the files it writes (`fsprof_core::output`), which
+//! otherwise reads it from `/proc/self/status` when it writes a profile.
+//!
 //! What is given up: a stack overflow ends fsprof with SIGSEGV instead of
 //! std's "has overflowed its stack" message and SIGABRT.
 //! `std::env::args_os` works without std's set-up because glibc hands
@@ -25,6 +29,14 @@ use std::ffi::{c_char, c_int};
 #[no_mangle]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     standard_fds_open();
+    // SAFETY: umask only swaps the process's mask and cannot fail; fsprof
+    // has one thread here, so no file is created between the two calls.
+    let mask = unsafe {
+        let mask = libc::umask(0o077);
+        libc::umask(mask);
+        mask
+    };
+    fsprof_core::output::note_umask(mask);
     // SAFETY: setting a signal's disposition to SIG_IGN has no
     // preconditions; no handler runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };

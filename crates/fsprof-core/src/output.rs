@@ -517,10 +517,23 @@ fn rename_noreplace(dir: RawFd, tmp: &CStr, name: &CStr) -> io::Result<()> {
     Ok(())
 }
 
-/// The process's umask, from /proc (reading it with umask(2) would change
-/// it for a moment under other threads); 022 if /proc does not say.
+/// The process's umask as [`note_umask`] was told it.
+static UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
+
+/// Tells this module the process's umask, which the caller read with
+/// umask(2) while it was the only thread (fsprof's `main` does, first
+/// thing). Without it the umask is read from `/proc/self/status` when the
+/// first new file is made: ~50 µs at the end of every `fsprof run` that
+/// writes a profile file (docs/benchmarks/overhead.md, "fsprof's own
+/// start-up, stage by stage"). The first value given is kept.
+pub fn note_umask(mask: libc::mode_t) {
+    let _ = UMASK.set(mask & 0o777);
+}
+
+/// The process's umask: as noted at start, else from /proc (reading it
+/// with umask(2) would change it for a moment under other threads); 022
+/// if /proc does not say.
 fn umask() -> libc::mode_t {
-    static UMASK: std::sync::OnceLock<libc::mode_t> = std::sync::OnceLock::new();
     *UMASK.get_or_init(|| {
         std::fs::read_to_string("/proc/self/status")
             .ok()

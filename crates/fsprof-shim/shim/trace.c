@@ -238,11 +238,13 @@ static uint64_t xxh_final(const struct xxh *s)
 /* ---- chunk files ------------------------------------------------------------- */
 
 /* Chunk files in the run directory (`fsprof trace` deletes them once it
- * has their records). */
-static uint32_t count_chunks(long dirfd)
+ * has their records); the free chunk files handed back (f0 .. f<SLOTS-1>)
+ * are marked in *freed, so that only those there are asked for. */
+static uint32_t count_chunks(long dirfd, uint32_t *freed)
 {
     char buf[2048];
     uint32_t n = 0;
+    *freed = 0;
     syscall(SYS_lseek, dirfd, 0L, SEEK_SET);
     for (;;) {
         long got = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
@@ -251,8 +253,12 @@ static uint32_t count_chunks(long dirfd)
         for (long off = 0; off < got;) {
             struct dirent64 *d = (struct dirent64 *)(buf + off);
             off += d->d_reclen;
-            if (d->d_name[0] == 't' && d->d_name[1] >= '0' && d->d_name[1] <= '9')
+            const char *name = d->d_name;
+            if (name[0] == 't' && name[1] >= '0' && name[1] <= '9')
                 n++;
+            else if (name[0] == 'f' && name[1] >= '0' && name[1] < '0' + FSPROF_TFREE_SLOTS &&
+                     name[2] == 0)
+                *freed |= 1u << (name[1] - '0');
         }
     }
 }
@@ -263,9 +269,9 @@ static uint32_t count_chunks(long dirfd)
  * made room within FSPROF_TWAIT_MS (stopped, or stuck) is not waited for
  * again: the records that do not fit are dropped and counted, and the
  * program runs on. 1 if there is room. */
-static int room_for_chunk(long dirfd)
+static int room_for_chunk(long dirfd, uint32_t *freed)
 {
-    for (long waited = 0; count_chunks(dirfd) >= g_tpending_max; waited++) {
+    for (long waited = 0; count_chunks(dirfd, freed) >= g_tpending_max; waited++) {
         if (g_twait_gave_up || waited >= FSPROF_TWAIT_MS) {
             g_twait_gave_up = 1;
             return 0;
@@ -280,11 +286,14 @@ static int room_for_chunk(long dirfd)
 /* A chunk file `fsprof trace` has emptied and handed back (f0, f1 ...),
  * renamed to `name`: its pages exist already, so filling it costs no page
  * zeroing. One of at least *size bytes, whose size it sets; -1 if there
- * is none. */
-static long claim_free(long dirfd, const char *name, uint64_t *size)
+ * is none. Only the slots in `freed` (as the directory listed them just
+ * before) are tried: a rename that fails costs a path lookup. */
+static long claim_free(long dirfd, const char *name, uint64_t *size, uint32_t freed)
 {
     char f[3] = {'f', '0', 0};
     for (int k = 0; k < FSPROF_TFREE_SLOTS; k++) {
+        if (!(freed & (1u << k)))
+            continue;
         f[1] = (char)('0' + k);
         if (syscall(SYS_renameat, dirfd, f, dirfd, name) != 0)
             continue;
@@ -339,11 +348,12 @@ static int chunk_open(uint64_t need)
     long dirfd = fsprof_open_run_dir();
     if (dirfd < 0)
         return 0;
-    if (!room_for_chunk(dirfd)) {
+    uint32_t freed = 0;
+    if (!room_for_chunk(dirfd, &freed)) {
         syscall(SYS_close, dirfd);
         return 0;
     }
-    long fd = claim_free(dirfd, name, &size);
+    long fd = claim_free(dirfd, name, &size, freed);
     int fresh = fd < 0;
     if (fresh)
         fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,

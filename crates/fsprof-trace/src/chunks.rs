@@ -46,31 +46,67 @@ pub struct ChunkInfo {
 /// An open chunk file and what its header said when it was opened.
 pub struct Chunk {
     file: File,
-    header: SharedMap,
+    /// The header, mapped while the chunk's thread may still write it (its
+    /// words are then loaded atomically); `None` for a chunk read as it is,
+    /// whose header words [`Chunk::settle`] reads with the file's bytes.
+    header: Option<SharedMap>,
+    /// The header's words as last read from the file.
+    words: [u8; t::TCHUNK_HDR],
     cap: u64,
     pub info: ChunkInfo,
 }
 
+const COMMITTED: usize = std::mem::offset_of!(ChunkHeader, committed);
+const SEALED: usize = std::mem::offset_of!(ChunkHeader, sealed);
+const DROPPED_AFTER: usize = std::mem::offset_of!(ChunkHeader, dropped_after);
+
 impl Chunk {
-    /// Bytes of complete records now (acquire: the records are there).
+    /// Bytes of complete records now (acquire: the records are there); as
+    /// last read for a chunk that is not mapped.
     pub fn committed_now(&self) -> u64 {
-        self.header
-            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed))
+        match &self.header {
+            Some(m) => m.u64_acquire_at(COMMITTED),
+            None => le_u64(&self.words[COMMITTED..]),
+        }
     }
 
     /// Records the thread lost after this chunk was full, while it found
     /// no room for its next one.
     pub fn dropped_after_now(&self) -> u64 {
-        self.header
-            .u64_acquire_at(std::mem::offset_of!(ChunkHeader, dropped_after))
+        match &self.header {
+            Some(m) => m.u64_acquire_at(DROPPED_AFTER),
+            None => le_u64(&self.words[DROPPED_AFTER..]),
+        }
     }
 
     /// Whether the thread moved on to its next chunk; once it has, what
     /// [`Chunk::committed_now`] says next is final.
     pub fn sealed_now(&self) -> bool {
-        self.header
-            .u32_at(std::mem::offset_of!(ChunkHeader, sealed))
-            == 1
+        let v = match &self.header {
+            Some(m) => m.u32_at(SEALED),
+            None => u32::from_ne_bytes(self.words[SEALED..SEALED + 4].try_into().unwrap()),
+        };
+        v == 1
+    }
+
+    /// Maps the header, for a chunk whose thread may still write it: from
+    /// now on its words are loaded atomically, never torn by a store the
+    /// thread makes while they are read.
+    pub fn watch(&mut self) -> io::Result<()> {
+        if self.header.is_none() {
+            self.header = Some(SharedMap::new(&self.file, t::TCHUNK_HDR)?);
+        }
+        Ok(())
+    }
+
+    /// Reads the header's words again, for a chunk that nothing writes any
+    /// more (its thread or process image is gone, or it is sealed): what
+    /// they say now is final. A copy, not a mapping: mapping and unmapping
+    /// a page for each of a build's thousands of short processes cost more
+    /// than the records (an unmap also interrupts the other CPUs).
+    pub fn settle(&mut self) -> io::Result<()> {
+        self.header = None;
+        self.file.read_exact_at(&mut self.words, 0)
     }
 
     /// Reads the complete records from byte `from` to `to` (a committed
@@ -88,42 +124,87 @@ impl Chunk {
         body.resize((to - from) as usize, 0);
         self.file.read_exact_at(body, t::TCHUNK_HDR as u64 + from)
     }
+
+    /// Zeroes the header (through the descriptor the chunk was opened by,
+    /// never by its name again), so that the file is not taken for a chunk
+    /// with records until a thread has written a new header into it.
+    pub fn clear_header(&self) -> io::Result<()> {
+        self.file.write_all_at(&[0u8; t::TCHUNK_HDR], 0)
+    }
+}
+
+/// The header of a chunk file of `len` bytes, or `None` if the shim has
+/// not stored its magic yet. The shim stores the magic last (release): once
+/// it is there, so are the fields written before it, and they never change
+/// (the counts after them do). A copy may read a string's words in any
+/// order, though, so one that saw the magic but not yet the fields with it
+/// (a recycled file's are zeros until then) is read again; a header that
+/// stays inconsistent is corrupt, and returned for the caller to refuse.
+fn read_header(file: &File, len: usize) -> io::Result<Option<([u8; t::TCHUNK_HDR], ChunkHeader)>> {
+    let mut words = [0u8; t::TCHUNK_HDR];
+    for _ in 0..3 {
+        file.read_exact_at(&mut words, 0)?;
+        if le_u64(&words) != t::TCHUNK_MAGIC {
+            return Ok(None);
+        }
+        // SAFETY: ChunkHeader is plain integers (any bytes are a value),
+        // and `words` holds at least its size (asserted in trace_abi).
+        let h: ChunkHeader =
+            unsafe { std::ptr::read_unaligned(words.as_ptr() as *const ChunkHeader) };
+        let whole = h.abi_version == t::TRACE_ABI_VERSION
+            && h.hdr_size as usize == t::TCHUNK_HDR
+            && h.size == len as u64
+            && h.pid > 0
+            && h.tid > 0;
+        if whole {
+            return Ok(Some((words, h)));
+        }
+        std::thread::yield_now();
+    }
+    // SAFETY: as above.
+    let h = unsafe { std::ptr::read_unaligned(words.as_ptr() as *const ChunkHeader) };
+    Ok(Some((words, h)))
 }
 
 /// A chunk file's header; `Ok(None)` if the shim has not finished
-/// creating it.
+/// creating it. Opened for reading and writing (a chunk whose records are
+/// in the trace is handed back with its header zeroed), never through a
+/// link, never blocking on a FIFO put in its place, and only if it is a
+/// regular file. The header is read, not mapped: [`Chunk::watch`] maps it
+/// for a chunk that is still being written.
 pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len() as usize;
-    if len < t::TCHUNK_HDR {
-        return Ok(None);
-    }
-    // The shim writes the file concurrently: fields it updates after
-    // creating it are read atomically, from a mapping of the header alone.
-    let m = SharedMap::new(&file, t::TCHUNK_HDR)?;
-    // The shim stores the magic last (release): until it is there the
-    // header is being written, and the chunk is not ready (a harvest that
-    // took it for corrupt would delete a chunk about to be filled).
-    if m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, magic)) != t::TCHUNK_MAGIC {
-        return Ok(None);
-    }
-    let base = m.as_ptr();
-    // SAFETY: the mapping holds the header; it is page aligned.
-    let h: ChunkHeader = unsafe { std::ptr::read(base as *const ChunkHeader) };
-    let committed = m.u64_acquire_at(std::mem::offset_of!(ChunkHeader, committed));
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {what}", path.display()),
         )
     };
+    if !meta.file_type().is_file() {
+        return Err(bad("not a regular file"));
+    }
+    let len = meta.len() as usize;
+    if len < t::TCHUNK_HDR {
+        return Ok(None);
+    }
+    let Some((words, h)) = read_header(&file, len)? else {
+        return Ok(None);
+    };
     if h.abi_version != t::TRACE_ABI_VERSION || h.hdr_size as usize != t::TCHUNK_HDR {
         return Err(bad("not a trace chunk of this fsprof version"));
     }
-    let cap = len - t::TCHUNK_HDR;
-    if committed > cap as u64 || h.size != len as u64 {
+    // The committed count is not checked here: the thread may be storing
+    // it while it is copied. `read` checks what is read against the size.
+    if h.size != len as u64 {
         return Err(bad("chunk header disagrees with the file's size"));
     }
+    let cap = len - t::TCHUNK_HDR;
     let info = ChunkInfo {
         proc_seq: h.proc_seq,
         pid: h.pid,
@@ -132,7 +213,8 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     };
     Ok(Some(Chunk {
         file,
-        header: m,
+        header: None,
+        words,
         cap: cap as u64,
         info,
     }))

@@ -58,6 +58,14 @@ const _: () = assert!(BLOCK_RAW / 9 + 1 < MAX_BLOCK_RECORDS as usize);
 /// zstd level of the blocks: 1 compresses a capture's records at several
 /// hundred MB/s; level 3 (version 1) cost three times the CPU for ~10% less.
 const ZSTD_LEVEL: i32 = 1;
+/// zstd level of small blocks (most short processes' whole stream is one
+/// of a few hundred bytes): what compressing them costs is setting up the
+/// frame and its entropy tables, 5-10 us a block at level 1 on this
+/// project's test machine; level -1 (literals stored, not entropy coded)
+/// took half of that for blocks of the same size or a few bytes more.
+const ZSTD_SMALL_LEVEL: i32 = -1;
+/// Blocks below this many bytes are small.
+const SMALL_BLOCK: usize = 8 << 10;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
@@ -181,6 +189,8 @@ pub struct TraceWriter {
     /// The file under a temporary name until [`TraceWriter::finish`].
     out: BufWriter<OutputFile>,
     zstd: zstd::bulk::Compressor<'static>,
+    /// For blocks of fewer than [`SMALL_BLOCK`] bytes.
+    zstd_small: zstd::bulk::Compressor<'static>,
     /// Compressed bytes of the block being written (kept between blocks).
     packed: Vec<u8>,
     /// The block under way of each stream, by stream number. A capture
@@ -212,12 +222,18 @@ impl TraceWriter {
         out.write_all(&(json.len() as u32).to_le_bytes())
             .map_err(io)?;
         out.write_all(&json).map_err(io)?;
-        let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
-        zstd.include_checksum(true).map_err(io)?;
+        let compressor = |level| {
+            let mut z = zstd::bulk::Compressor::new(level)?;
+            z.include_checksum(true)?;
+            Ok(z)
+        };
+        let zstd = compressor(ZSTD_LEVEL).map_err(io)?;
+        let zstd_small = compressor(ZSTD_SMALL_LEVEL).map_err(io)?;
         Ok(TraceWriter {
             path: path.into(),
             out,
             zstd,
+            zstd_small,
             packed: Vec::new(),
             blocks: Vec::new(),
             pending: 0,
@@ -311,8 +327,11 @@ impl TraceWriter {
         self.packed.clear();
         self.packed
             .reserve(zstd::zstd_safe::compress_bound(p.block.len()));
-        self.zstd
-            .compress_to_buffer(&p.block, &mut self.packed)
+        let zstd = match p.block.len() < SMALL_BLOCK {
+            true => &mut self.zstd_small,
+            false => &mut self.zstd,
+        };
+        zstd.compress_to_buffer(&p.block, &mut self.packed)
             .map_err(io)?;
         let mut hdr = [0u8; BLOCK_HDR];
         let words = [

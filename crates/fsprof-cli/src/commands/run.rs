@@ -122,7 +122,12 @@ pub fn run(a: RunArgs) -> Result<i32> {
     } else if !a.summary.quiet {
         fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }
-    Ok(exit_status(&outcome, &saved))
+    let status = exit_status(&outcome, &saved);
+    // fsprof exits next: freeing a profile of thousands of processes one
+    // allocation at a time cost milliseconds of the user's wait (the run
+    // directory, in `source`, is still removed).
+    std::mem::forget(outcome);
+    Ok(status)
 }
 
 /// Live metrics sampled every --interval, or every second without one.

@@ -352,3 +352,53 @@ fn the_command_runs_with_the_cpu_mask_fsprof_was_given() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(allowed(&std::fs::read_to_string(&seen).unwrap()), ours);
 }
+
+/// fsprof reads its umask once, first thing (`src/rt.rs`), not from
+/// /proc when it writes: a new profile still gets `0666` less the umask
+/// fsprof was started with (never world-writable).
+#[test]
+fn a_new_profile_gets_the_umask_fsprof_was_started_with() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    for (mask, want) in [(0o027, 0o640), (0o000, 0o664), (0o077, 0o600)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cmd = fsprof();
+        cmd.current_dir(tmp.path())
+            .args(["run", "-q", "-o", "p.json", "--", "true"]);
+        // SAFETY: only umask(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mode = std::fs::metadata(tmp.path().join("p.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, want, "umask {mask:03o}");
+    }
+}
+
+/// The run directory goes with the run: removed by name when the control
+/// file is all it holds, walked when a process left something else in it.
+/// The command reports where it was (`FSPROF_SHM` ends with its path).
+#[test]
+fn the_run_directory_is_removed_at_the_end() {
+    for extra in ["", "touch \"$d/p-left-by-a-process\"; "] {
+        let script = format!("d=${{FSPROF_SHM#*:*:*:}}; {extra}printf %s \"$d\"");
+        let o = fsprof()
+            .args(["run", "-q", "-o", "/dev/null", "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let dir = String::from_utf8(o.stdout).unwrap();
+        assert!(dir.contains("fsprof-run-"), "the command saw {dir:?}");
+        assert!(
+            !Path::new(&dir).exists(),
+            "{dir} is still there ({extra:?})"
+        );
+    }
+}

@@ -204,52 +204,12 @@ fn a_block_given_back_holds_nothing_of_its_last_process() {
     }
 }
 
-/// Each iteration forks a process that makes one call (`access`), forks a
-/// child that makes one call too, then execs a leaf that makes three
-/// `stat`s and reaps that child: three process images an iteration, one
-/// of which lives for a single call, forks, then execs.
-const SPAWN_TREE: &str = r#"
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-    if (argc > 1 && strcmp(argv[1], "leaf") == 0) {
-        struct stat st;
-        for (int i = 0; i < 3; i++)
-            stat("/", &st);
-        while (wait(NULL) > 0)
-            ;
-        return 0;
-    }
-    int n = atoi(argv[1]);
-    for (int i = 0; i < n; i++) {
-        pid_t p = fork();
-        if (p == 0) {
-            access("/", F_OK);
-            if (fork() == 0) {
-                access("/", F_OK);
-                _exit(0);
-            }
-            execl(argv[0], argv[0], "leaf", (char *)NULL);
-            _exit(127);
-        }
-        int st;
-        if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            return 1;
-    }
-    return 0;
-}
-"#;
-
 /// 700 iterations (2,101 processes) with `FSPROF_TEST_ARENA_BLOCKS` set to
 /// `blocks` (None: the default arena): every process, and every call, once.
 fn spawn_tree_counts_exactly(blocks: Option<&str>) {
     const N: usize = 700;
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_source("spawn_tree", SPAWN_TREE, dir.path(), &[]);
+    let exe = compile("spawn_tree", dir.path(), &[]);
     let out = dir.path().join("p.json");
     let mut cmd = fsprof();
     cmd.args(["run", "-q", "-o"])

@@ -219,6 +219,52 @@ fn a_program_killed_by_sigkill_keeps_its_calls() {
     assert_eq!(calls.iter().filter(|c| c.op.is("pread")).count(), 5000);
 }
 
+/// 700 iterations of the spawn tree (2,101 process images, a third of
+/// which live for a single call, fork, then exec): every image once in the
+/// trace, every call once, each in its own process. Most of their chunks
+/// are found after their thread is gone (read as they are, then handed
+/// back to the shim for the next process), the rest while it writes.
+#[test]
+fn two_thousand_processes_each_traced_exactly_once() {
+    const N: usize = 700;
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile("spawn_tree", d.path(), &[]);
+    let out = d.path().join("t.trace");
+    let o = capture_in(
+        d.path(),
+        &["trace", "-f", "--data", "none"],
+        &out,
+        &[exe.to_str().unwrap(), &N.to_string()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (procs, calls, summary) = records(&out);
+    assert_eq!(summary.dropped, 0);
+    assert_eq!(procs.len(), 3 * N + 1, "process images");
+    let mut images: Vec<_> = procs.iter().map(|p| (p.pid, p.seq)).collect();
+    images.sort_unstable();
+    images.dedup();
+    assert_eq!(images.len(), procs.len(), "an image recorded twice");
+    let mut per_pid: BTreeMap<i32, (u64, u64)> = BTreeMap::new();
+    for c in &calls {
+        let e = per_pid.entry(c.pid).or_default();
+        match c.op.name() {
+            "access" => e.0 += 1,
+            "stat" => e.1 += 1,
+            _ => {}
+        }
+    }
+    let (mut singles, mut leaves) = (0, 0);
+    for (&pid, &counts) in &per_pid {
+        match counts {
+            (1, 0) => singles += 1,
+            (1, 3) => leaves += 1,
+            (0, 0) => {}
+            other => panic!("pid {pid} made {other:?} (access, stat) calls"),
+        }
+    }
+    assert_eq!((singles, leaves), (N, N));
+}
+
 #[test]
 fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
     let d = tempfile::tempdir().unwrap();

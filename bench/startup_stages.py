@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Where `fsprof run -q -- true`'s wall time goes, stage by stage, beside
+the floor of bench/startup.sh --floor (a static C launcher that preloads
+the shim, vfork+execve's `true` and waits), from the kernel's own
+scheduler tracepoints (bpftrace; root): exec of the tool, its start-up
+until it clones the command, the command's execve, the command itself,
+the wake-up at its exit, the tool's work after it, and the tool's exit.
+The runs of the two alternate; medians over the runs.
+
+With --syscalls, also fsprof's system calls one by one (start, gap since
+the previous one, duration; medians over the runs with the most common
+sequence): where inside a stage the time goes. Tracing every system call
+costs ~1 us each, so read those as shares of a slightly slower run.
+
+With --other PATH, another build (main before a change, say) runs in the
+same loop (the two take turns at running first), and gets a column of its own and
+its difference to this build.
+
+usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH] [--syscalls] [--fifo]
+Needs bpftrace, cc and a release build.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics as st
+import subprocess
+import sys
+import tempfile
+import time
+
+# The floor's launcher, as bench/startup.sh --floor builds it.
+LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vlaunch.c")
+
+# Both tools are copied under these names (a comm is 15 bytes at most),
+# so the tracepoints can tell them apart from everything else.
+TOOL, OTHER, FLOOR = "fsp-stages", "fsp-stages-o", "floor-stages"
+
+STAGES = [
+    ("t0", "exec", "exec of the tool"),
+    ("exec", "fork", "tool start-up until it clones"),
+    ("fork", "cexecve", "clone until the command's execve"),
+    ("cexecve", "cexec", "the command's execve"),
+    ("cexec", "cexitg", "the command (ld.so, shim, true)"),
+    ("cexitg", "cexit", "the command's exit"),
+    ("cexit", "exitg", "tool after the command exited"),
+    ("exitg", "exit", "tool's exit"),
+    ("t0", "exit", "total"),
+]
+
+
+def script(syscalls):
+    s = """
+tracepoint:syscalls:sys_enter_execve { printf("execve %d %llu\\n", pid, nsecs); }
+tracepoint:sched:sched_process_exec { printf("exec %d %llu %s\\n", pid, nsecs, comm); }
+tracepoint:sched:sched_process_fork { printf("fork %d %llu %d\\n", args->parent_pid, nsecs, args->child_pid); }
+tracepoint:syscalls:sys_enter_exit_group { printf("exitg %d %llu\\n", pid, nsecs); }
+tracepoint:sched:sched_process_exit { printf("exit %d %llu\\n", args->pid, nsecs); }
+"""
+    if syscalls:
+        s += f"""
+tracepoint:raw_syscalls:sys_enter /comm == "{TOOL}"/ {{ printf("E %d %llu %d\\n", tid, nsecs, args->id); }}
+tracepoint:raw_syscalls:sys_exit /comm == "{TOOL}"/ {{ printf("X %d %llu %d\\n", tid, nsecs, args->ret); }}
+"""
+    return s
+
+
+def parse(path):
+    ev = []
+    for line in open(path):
+        p = line.split()
+        if len(p) >= 3 and p[0] in ("execve", "exec", "fork", "exitg", "exit", "E", "X"):
+            ev.append((int(p[2]), p))
+    ev.sort(key=lambda e: e[0])
+    runs = {TOOL: [], OTHER: [], FLOOR: []}
+    last_execve = {}
+    cur = {}  # pid of a tool -> its run
+    child = {}  # pid of a command -> its tool's run
+    for t, p in ev:
+        kind, pid = p[0], int(p[1])
+        if kind == "execve":
+            last_execve[pid] = t
+            if pid in child:
+                child[pid].setdefault("cexecve", t)
+        elif kind == "exec" and p[3] in runs:
+            cur[pid] = {"name": p[3], "t0": last_execve.get(pid, t), "exec": t, "sys": []}
+        elif kind == "exec" and pid in child:
+            child[pid]["cexec"] = t
+        elif kind == "fork" and pid in cur and "fork" not in cur[pid]:
+            cur[pid]["fork"] = t
+            child[int(p[3])] = cur[pid]
+        elif kind == "exitg" and pid in child:
+            child[pid]["cexitg"] = t
+        elif kind == "exit" and pid in child:
+            child.pop(pid)["cexit"] = t
+        elif kind == "exitg" and pid in cur:
+            cur[pid]["exitg"] = t
+        elif kind == "exit" and pid in cur:
+            r = cur.pop(pid)
+            r["exit"] = t
+            runs[r["name"]].append(r)
+        elif kind == "E" and pid in cur:
+            cur[pid]["open"] = (int(p[3]), t)
+        elif kind == "X" and pid in cur and cur[pid].get("open"):
+            nr, t1 = cur[pid].pop("open")
+            cur[pid]["sys"].append((nr, t1, t))
+    return {k: [r for r in v if all(a in r and b in r for a, b, _ in STAGES)] for k, v in runs.items()}
+
+
+def syscall_names():
+    names = {}
+    for h in ("/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"):
+        if os.path.exists(h):
+            for line in open(h):
+                m = re.match(r"#define __NR_(\w+)\s+(\d+)", line)
+                if m:
+                    names[int(m.group(2))] = m.group(1)
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--fsprof", default="target/release/fsprof")
+    ap.add_argument("--other", help="another build, timed in the same loop")
+    ap.add_argument("--syscalls", action="store_true")
+    ap.add_argument("--fifo", action="store_true", help="run the loop under chrt -f 50")
+    a = ap.parse_args()
+    for prog in ("bpftrace", "cc"):
+        if not shutil.which(prog):
+            sys.exit(f"needs {prog}")
+    tmp = tempfile.mkdtemp()
+    try:
+        tool = os.path.join(tmp, TOOL)
+        shutil.copy(os.path.abspath(a.fsprof), tool)
+        other = os.path.join(tmp, OTHER)
+        if a.other:
+            shutil.copy(os.path.abspath(a.other), other)
+        floor = os.path.join(tmp, FLOOR)
+        subprocess.run(["cc", "-O2", "-static", "-o", floor, LAUNCHER], check=True)
+        cwd = os.path.join(tmp, "cwd")
+        os.mkdir(cwd)
+        true = shutil.which("true")
+        shim = subprocess.run([tool, "run", "-q", "-o", "/dev/null", "--", "sh", "-c", 'printf %s "$LD_PRELOAD"'],
+                              cwd=cwd, capture_output=True, text=True).stdout
+        if not os.path.isfile(shim):
+            sys.exit(f"cannot find the shim ({shim!r})")
+        out = os.path.join(tmp, "bt.out")
+        bt = subprocess.Popen(["bpftrace", "-e", script(a.syscalls)], stdout=open(out, "w"),
+                              stderr=subprocess.STDOUT)
+        # bpftrace prints "Attaching N probes..." once they are in place.
+        for _ in range(300):
+            time.sleep(0.1)
+            if "Attaching" in open(out).read(4096):
+                break
+        time.sleep(1)
+        this = f'{tool} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
+        that = f'{other} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
+        # The two builds take turns at running first after the floor.
+        body = (f'if [ $((i % 2)) = 0 ]; then {this}{that}else {that}{this}fi; ' if a.other else this)
+        loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {true}; {body}done'
+        pre = ["chrt", "-f", "50"] if a.fifo else []
+        subprocess.run(pre + ["sh", "-c", loop], cwd=cwd, check=True)
+        time.sleep(1)
+        bt.send_signal(signal.SIGINT)
+        bt.wait(timeout=30)
+        runs = parse(out)
+        load = open("/proc/loadavg").read().split()[:3]
+        print(f"# {os.path.basename(a.fsprof)} ({subprocess.run([a.fsprof, '--version'], capture_output=True, text=True).stdout.strip()}); "
+              f"load {' '.join(load)}{', SCHED_FIFO' if a.fifo else ''}")
+        print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs"
+              + (f", {len(runs[OTHER])} of the other build ({a.other})" if a.other else "") + ", us")
+        head = f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}"
+        print(head + (f" {'other':>8} {'o-this':>8}" if a.other else ""))
+        for b0, b1, name in STAGES:
+            def med(rs):
+                return st.median(r[b1] - r[b0] for r in rs) / 1e3
+            f, t = med(runs[FLOOR]), med(runs[TOOL])
+            line = f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}"
+            if a.other:
+                o = med(runs[OTHER])
+                line += f" {o:8.1f} {o - t:+8.1f}"
+            print(line)
+        if a.syscalls:
+            syscalls(runs[TOOL])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def syscalls(runs):
+    names = syscall_names()
+    seqs = {}
+    for r in runs:
+        seqs.setdefault(tuple(s[0] for s in r["sys"]), []).append(r)
+    seq, same = max(seqs.items(), key=lambda kv: len(kv[1]))
+    print(f"# fsprof's system calls: {len(same)} of {len(runs)} runs made this sequence; "
+          "start (from the tool's execve), gap since the previous call, duration; medians, us")
+    for i, nr in enumerate(seq):
+        def prev(r):
+            return r["t0"] if i == 0 else r["sys"][i - 1][2]
+        at = st.median(r["sys"][i][1] - r["t0"] for r in same) / 1e3
+        gap = st.median(r["sys"][i][1] - prev(r) for r in same) / 1e3
+        dur = st.median(r["sys"][i][2] - r["sys"][i][1] for r in same) / 1e3
+        print(f"{i:4d} {at:8.1f}  gap {gap:7.1f}  dur {dur:7.1f}  {names.get(nr, nr)}")
+    end = st.median(r["exit"] - r["t0"] for r in same) / 1e3
+    print(f"     {end:8.1f}  exit")
+
+
+if __name__ == "__main__":
+    main()
