@@ -317,8 +317,15 @@ impl FaultSession {
     /// Loads and attaches the programs, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
-        // Parsing the kernel's BTF for the fork program's offset takes
-        // ~0.2 ms, in which the maps are made on this thread.
+        // The event ring (its pages allocated, zeroed and mapped: ~0.5 ms)
+        // and the kernel's BTF, parsed for the fork program's offset
+        // (~0.2 ms), are made on threads of their own while the maps are
+        // made on this one.
+        let cpus = online_cpus();
+        let ring_size = ring_bytes(cpus.len());
+        let ring = std::thread::Builder::new()
+            .name("fsprof-ring".into())
+            .spawn(move || Ring::create(&prog_name("fring"), ring_size));
         let pid_offset = std::thread::Builder::new()
             .name("fsprof-btf".into())
             .spawn(crate::progs::task_pid_offset);
@@ -330,16 +337,19 @@ impl FaultSession {
         // /bin/true`). Only the raw tracepoint programs use it.
         let lazy = sys::BPF_F_NO_PREALLOC;
         let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, lazy)?;
-        let cpus = online_cpus();
         let starts = starts_entries(cpus.len());
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
-        let ring = Ring::create(&prog_name("fring"), ring_bytes(cpus.len())).map_err(|err| {
-            Error::Map {
-                name: "fsprof_fring".into(),
-                err,
-                hint: "",
-            }
+        let ring = match ring {
+            Ok(job) => job
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the ring's thread failed"))),
+            Err(_) => Ring::create(&prog_name("fring"), ring_size),
+        };
+        let ring = ring.map_err(|err| Error::Map {
+            name: "fsprof_fring".into(),
+            err,
+            hint: "",
         })?;
         let mut s = FaultSession {
             _atts: Vec::new(),

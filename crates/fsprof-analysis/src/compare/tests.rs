@@ -553,6 +553,33 @@ fn nonfile_ops_are_judged_with_the_users() {
     assert_eq!(hits, ["pipe_read"], "{:?}", c.ops);
 }
 
+/// The `user` layer's ops keep their own layer's shares: `wc`
+/// waiting on a pipe for 100 ms of its run holds nearly all of both
+/// layers' time, and a `read` twice as slow would move under 1% of that,
+/// too little to decide, though it is most of the program's file-system
+/// time.
+#[test]
+fn a_wait_on_a_pipe_leaves_file_ops_their_own_shares() {
+    let run = |slow: i32| {
+        fsprof_testkit::profiles::profile_layers(&[
+            (
+                "user",
+                vec![
+                    spread_op("read", 10 + slow, 700),
+                    spread_op("open", 13, 150),
+                    spread_op("close", 11, 150),
+                    spread_op("fstat", 9, 150),
+                ],
+            ),
+            ("user-nonfile", vec![spread_op("pipe_read", 20, 100)]),
+        ])
+    };
+    let (a, b): (Vec<Profile>, Vec<Profile>) = (0..3).map(|_| (run(0), run(1))).unzip();
+    let c = compare_runs(&a, &b, &CompareOptions::default());
+    let hits: Vec<&str> = c.interesting().map(|o| o.op.as_str()).collect();
+    assert_eq!(hits, ["read"], "{:?}", c.ops);
+}
+
 /// An op's share is taken without each op's slowest call: one `open`
 /// preempted for 40 ms made it hold nearly all of the layer, and a 2×
 /// slower `close`, a seventh of the latency without it, moved "1.5%": too

@@ -259,7 +259,10 @@ fn moved_share(all: &[RunStat], shifts: &[f64], na: usize, share: f64) -> f64 {
 /// tenth of what they are (in two runs of three, so that the median did
 /// not help), and a 2× slower `close` holding 12% of the latency moved
 /// "1.5%": too little to decide.
-fn baseline_shares(stats: &[Vec<Option<RunStat>>], runs_a: usize) -> Vec<f64> {
+/// `own[j]`: whether op `j` is of the layer its group is judged by
+/// ([`judged_with`]); those ops' shares are of their own layer's latency,
+/// the others' (`user-nonfile`'s) of the whole group's.
+fn baseline_shares(stats: &[Vec<Option<RunStat>>], own: &[bool], runs_a: usize) -> Vec<f64> {
     let medians: Vec<f64> = stats
         .iter()
         .map(|s| {
@@ -270,10 +273,24 @@ fn baseline_shares(stats: &[Vec<Option<RunStat>>], runs_a: usize) -> Vec<f64> {
             median(&t)
         })
         .collect();
-    let sum: f64 = medians.iter().sum();
+    let all: f64 = medians.iter().sum();
+    let layer: f64 = medians
+        .iter()
+        .zip(own)
+        .filter(|(_, &o)| o)
+        .map(|(m, _)| m)
+        .sum();
     medians
         .iter()
-        .map(|m| if sum > 0.0 { m / sum } else { 0.0 })
+        .zip(own)
+        .map(|(m, &o)| {
+            let sum = if o { layer } else { all };
+            if sum > 0.0 {
+                m / sum
+            } else {
+                0.0
+            }
+        })
         .collect()
 }
 
@@ -332,16 +349,19 @@ pub(super) fn judge(
     shifts
 }
 
-/// The layer an op of `layer` is judged with: its profile shift taken from
-/// that layer's ops and its share of that layer's latency. `user-nonfile`
-/// goes with `user`: the same program's calls at the same depth, sorted by
-/// the descriptor they were made on. Alone, `ls -lR`'s writes to
-/// /dev/null (`device_fwrite`, 27 ns a call) held all of their layer, so
-/// any change of them was "material", and with no other op to take the
-/// run's shift from, a run whose every call was 3× faster made them a
-/// change (the false alarms of identical `ls -lR` runs at idle). Every
-/// other layer is judged alone: layers at different depths time the same
-/// calls again.
+/// The layer an op of `layer` is judged with: `user-nonfile` goes with
+/// `user`, the same program's calls at the same depth, sorted by the
+/// descriptor they were made on. The profile shift is the median of both
+/// layers' ops, and `user-nonfile`'s share is of both layers' latency.
+/// Alone, `ls -lR`'s writes to /dev/null (`device_fwrite`, 27 ns a call)
+/// held all of their layer, so any change of them was "material", and
+/// with no other op to take the run's shift from, a run whose every call
+/// was 3× faster made them a change (the false alarms of identical
+/// `ls -lR` runs at idle). `user`'s ops keep their own layer's shares: a
+/// program that waits on a pipe for most of its run would otherwise make
+/// every file-system op's change immaterial. Every other
+/// layer is judged alone: layers at different depths time the same calls
+/// again.
 pub fn judged_with(layer: &str) -> &str {
     if layer == fsprof_core::layer::USER_NONFILE {
         fsprof_core::layer::USER
@@ -381,6 +401,7 @@ fn judge_layer(
         .or_else(|| mine.first().map(|&k| ops[k].layer.as_str()))
         .unwrap_or(group)
         .to_string();
+    let of_group: Vec<bool> = mine.iter().map(|&k| ops[k].layer == group).collect();
     let in_median: Vec<usize> = (0..mine.len())
         // An identical op is one whose shift was none.
         .filter(|&j| {
@@ -391,7 +412,7 @@ fn judge_layer(
     let compared: Vec<Vec<Option<RunStat>>> = in_median.iter().map(|&j| stats[j].clone()).collect();
     let shifts = common_shifts(&compared, runs, None);
     let own = shifts_for(&compared, runs);
-    let shares = baseline_shares(&stats, a.len());
+    let shares = baseline_shares(&stats, &of_group, a.len());
     // Without three ops the layer's shift stays in each op's.
     let load = if compared.len() < 3 {
         opts.layer_spread.powi(2)
