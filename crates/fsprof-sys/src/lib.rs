@@ -34,6 +34,7 @@ pub mod mountinfo;
 pub mod pagecache;
 pub mod proc_status;
 pub mod process;
+pub mod shrunk;
 pub mod signals;
 pub mod usage;
 

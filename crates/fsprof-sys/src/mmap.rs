@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub struct SharedMap {
     ptr: *mut libc::c_void,
     len: usize,
+    /// The writer may shrink the file under the mapping (crate::shrunk).
+    covered: crate::shrunk::Covered,
 }
 
 impl SharedMap {
@@ -44,7 +46,8 @@ impl SharedMap {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(SharedMap { ptr, len })
+        let covered = crate::shrunk::cover(ptr as usize, len);
+        Ok(SharedMap { ptr, len, covered })
     }
 
     /// Stores `v` at the aligned u64 at `off` with release ordering (a
@@ -172,6 +175,7 @@ impl SharedMap {
 
 impl Drop for SharedMap {
     fn drop(&mut self) {
+        self.covered.release();
         // SAFETY: the mapping this value owns, unmapped once.
         unsafe { libc::munmap(self.ptr, self.len) };
     }

@@ -52,6 +52,8 @@ pub struct UserSource {
     selfcost: Option<SelfCost>,
     /// The processes the shim could not profile, found at the end.
     unprofiled: Vec<Unprofiled>,
+    /// [`fsprof_sys::shrunk::replaced_pages`] when the run was set up.
+    replaced_before: u64,
 }
 
 impl UserSource {
@@ -77,6 +79,7 @@ impl UserSource {
             collector: Collector::new(dir, layout.thresholds().len() as u32),
             selfcost: None,
             unprofiled: Vec::new(),
+            replaced_before: fsprof_sys::shrunk::replaced_pages(),
         })
     }
 
@@ -193,6 +196,13 @@ impl Source for UserSource {
         self.unprofiled = lost.iter().map(notes::unprofiled).collect();
         notes.extend(notes::lost(&self.unprofiled, lost_count));
         notes.extend(notes::nonfile(&layers));
+        let mut warnings = Vec::new();
+        let shrunk = fsprof_sys::shrunk::replaced_pages() - self.replaced_before;
+        if shrunk > 0 {
+            warnings.push(format!(
+                "a process of the run shrank a file fsprof had mapped (the control file, a counter file or a trace chunk): {shrunk} page(s) read as zeros, so counts may be missing"
+            ));
+        }
         Ok(Finish {
             clock: self.clock.describe(),
             overhead,
@@ -202,7 +212,7 @@ impl Source for UserSource {
                 .collect(),
             layers,
             notes,
-            warnings: Vec::new(),
+            warnings,
         })
     }
 

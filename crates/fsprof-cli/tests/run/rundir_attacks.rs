@@ -224,3 +224,32 @@ fn symlinked_run_directory_after_the_run_is_not_followed() {
         "root created files in the attacker's directory: {left}"
     );
 }
+
+/// Any process of the run can shrink the control file (the shim opens it
+/// for writing), and fsprof reads and writes it through a mapping: past
+/// the new end, that raised SIGBUS and killed fsprof, and the profile with
+/// it (exit status 135). Now fsprof reads zeros there, keeps the command's
+/// exit status and says what happened. The shrinking process runs without
+/// the shim, as a hostile one may: the shim's own processes would fault
+/// on their blocks too, which is the hostile process's doing alone.
+#[test]
+fn a_control_file_shrunk_by_the_program_does_not_kill_fsprof() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    let script = r#"d=${FSPROF_SHM#*:}; d=${d#*:}; d=${d#*:}
+        cat /etc/hostname >/dev/null
+        exec env -u LD_PRELOAD sh -c ': > "$1/control" || exit 9; sleep 0.5; exit 3' sh "$d""#;
+    let out = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("shrank a file fsprof had mapped"),
+        "{stderr}"
+    );
+    assert!(profile.exists(), "the profile is written: {stderr}");
+}
