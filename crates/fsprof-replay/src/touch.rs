@@ -38,24 +38,10 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut 
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
     let (lo, hi) = RANGE.with(Cell::get);
-    if addr >= lo && addr < hi {
-        let page = addr & !(PAGE - 1);
-        // SAFETY: replaces one page of the replayer's own mapping, the
-        // one being touched, with an anonymous zero page.
-        let p = unsafe {
-            libc::mmap(
-                page as *mut libc::c_void,
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
-            CAUGHT.with(|c| c.set(true));
-            return;
-        }
+    // The page being touched is one of the replayer's own mappings.
+    if addr >= lo && addr < hi && fsprof_sys::shrunk::zero_page_over(addr, PAGE) {
+        CAUGHT.with(|c| c.set(true));
+        return;
     }
     let before = BEFORE
         .get()

@@ -134,13 +134,18 @@ fn replace(addr: usize, page: usize) -> bool {
             let start = s.load(Ordering::Acquire);
             start != 0 && addr >= start && addr < e.load(Ordering::Acquire)
         });
-    if !covered {
-        return false;
-    }
+    covered && zero_page_over(addr, page)
+}
+
+/// Maps a private page of zeros over the page of `page` bytes (a power of
+/// two) that holds `addr`; false if the kernel refused. Async-signal-safe:
+/// the answer of this module's handler and of the replayer's touch guard
+/// (fsprof-replay's `touch`) to a fault on a page they own.
+pub fn zero_page_over(addr: usize, page: usize) -> bool {
     let base = addr & !(page - 1);
-    // SAFETY: replaces one page of a mapping this process owns and still
-    // has registered (so not unmapped yet); other threads reading it see
-    // zeros, which they are prepared for.
+    // SAFETY: the callers pass an address inside a mapping of their own
+    // that is still mapped; other threads reading that page see zeros,
+    // which they are prepared for.
     let p = unsafe {
         libc::mmap(
             base as *mut libc::c_void,
