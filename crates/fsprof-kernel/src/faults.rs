@@ -142,13 +142,7 @@ fn ring_bytes(cpus: usize) -> usize {
 pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec<Insn> {
     let (mut a, out) = begin();
     crate::progs::emit_filter(&mut a, &Filter::Targets { map_fd: targets }, out);
-    a.ldx(Size::DW, R7, R6, 0);
-    a.ldx(Size::DW, R8, R6, 16);
-    a.ld_imm64(R1, USER_END);
-    a.jmp_reg(Jmp::Ge, R7, R1, out);
-    a.mov(R1, R8);
-    a.alu_imm(Alu::And, R1, PF_INSTR);
-    a.jmp_imm(Jmp::Ne, R1, 0, out);
+    data_fault(&mut a, out);
     if kernel {
         a.ld_imm64(R1, KERNEL_BIT);
         a.alu_reg(Alu::Or, R8, R1);
@@ -164,6 +158,20 @@ pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec
     update(&mut a, starts, KEY, VAL, sys::BPF_ANY as i32);
     count(&mut a, counters, C_STARTS);
     end(a, out)
+}
+
+/// In a page-fault tracepoint program (r6 the raw arguments: address,
+/// regs, error code): r7 = the address, r8 = the error code, or on to
+/// `out` for a kernel address or an instruction fetch, which are no
+/// program's data access.
+pub(crate) fn data_fault(a: &mut crate::insn::Asm, out: crate::insn::Label) {
+    a.ldx(Size::DW, R7, R6, 0);
+    a.ldx(Size::DW, R8, R6, 16);
+    a.ld_imm64(R1, USER_END);
+    a.jmp_reg(Jmp::Ge, R7, R1, out);
+    a.mov(R1, R8);
+    a.alu_imm(Alu::And, R1, PF_INSTR);
+    a.jmp_imm(Jmp::Ne, R1, 0, out);
 }
 
 /// Counters of the `counters` array: a full ring, starts, ends that were

@@ -23,7 +23,7 @@
 //! read-only in the process (the kernel makes it writable without any of
 //! the three), and faults that fail (SIGSEGV, SIGBUS: never accounted).
 
-use crate::insn::{Alu, Insn, Jmp, Size, R0, R1, R10, R6, R7, R8, R9};
+use crate::insn::{Alu, Insn, Jmp, Size, R0, R1, R10, R8, R9};
 use crate::progs::{
     begin, begin_enter, begin_thread_exit, emit_record, end, lookup, store_thread_start,
     thread_key, Filter, Shared, FS_BASE, SAVED, START_KEY, START_VAL,
@@ -48,13 +48,7 @@ const PAIR: i32 = 0x0fa0_1700;
 /// error code) of ops `read_idx` (a load) and `read_idx + 1` (a store).
 pub fn start(f: &Filter, start_fd: i32, read_idx: u32) -> Vec<Insn> {
     let (mut a, out) = begin_enter(f);
-    a.ldx(Size::DW, R7, R6, 0);
-    a.ldx(Size::DW, R8, R6, 16);
-    a.ld_imm64(R1, crate::faults::USER_END);
-    a.jmp_reg(Jmp::Ge, R7, R1, out);
-    a.mov(R1, R8);
-    a.alu_imm(Alu::And, R1, crate::faults::PF_INSTR);
-    a.jmp_imm(Jmp::Ne, R1, 0, out);
+    crate::faults::data_fault(&mut a, out);
     // The op: the write bit (bit 1) picks `mapped_write`.
     a.alu_imm(Alu::Rsh, R8, 1);
     a.alu_imm(Alu::And, R8, 1);
