@@ -77,6 +77,7 @@ def parse(path, roots):
     root_of = {}
     images = collections.defaultdict(list)
     tool_cpu = collections.Counter()
+    roots_seen = set()
     for line in open(path):
         p = line.split()
         if len(p) < 3 or p[0] not in "RFVXLMGWQ" or len(p[0]) != 1:
@@ -85,10 +86,13 @@ def parse(path, roots):
         if kind == "R":
             root_of[pid] = pid
             procs[pid] = {"F": t}
+            roots_seen.add(pid)
         elif kind == "F":
             child = int(p[3])
             root_of[child] = root_of.get(pid)
             procs[child] = {"F": t, "parent": pid}
+            if pid in roots_seen and "cmd" not in procs[pid]:
+                procs[pid]["cmd"] = child
         elif kind == "X":
             r = procs.get(pid)
             if r is None:
@@ -120,7 +124,15 @@ def parse(path, roots):
     for pid, r in procs.items():
         if "Q" in r and r.get("tgid", pid) == pid:
             images[root_of.get(pid)].append(r)
-    return images, tool_cpu
+    # Per root: (the command's exec - the tool's exec, the root's exit -
+    # the command's exit): the tool's start-up and its end of run.
+    ends = {}
+    for pid in roots_seen:
+        r = procs.get(pid, {})
+        c = procs.get(r.get("cmd"), {})
+        if "X" in r and "X" in c and "Q" in c and "Q" in r:
+            ends[pid] = ((c["X"] - r["X"]) / 1e3, (r["Q"] - c["Q"]) / 1e3)
+    return images, tool_cpu, ends
 
 
 def main():
@@ -175,8 +187,8 @@ def main():
         lost = [line.strip() for line in open(out) if "Lost" in line]
         if lost:
             print(f"# bpftrace: {len(lost)} lines of lost events, e.g. {lost[0]}")
-        images, tool_cpu = parse(out, names)
-        report(a, names, images, tool_cpu)
+        images, tool_cpu, ends = parse(out, names)
+        report(a, names, images, tool_cpu, ends)
     finally:
         if bt is not None:
             bt.kill()
@@ -187,7 +199,7 @@ def dur(r, a, b):
     return (r[b] - r[a]) / 1e3 if a in r and b in r else None
 
 
-def report(a, names, images, tool_cpu):
+def report(a, names, images, tool_cpu, ends):
     load = open("/proc/loadavg").read().split()[:3]
     print(f"# {a.rounds} interleaved rounds; load after {' '.join(load)}{', SCHED_FIFO' if a.fifo else ''}")
     by = collections.defaultdict(list)  # (workload, variant) -> [(images, tool cpu)]
@@ -220,6 +232,12 @@ def report(a, names, images, tool_cpu):
                 f = st.median(r[1][i][1] for r in rows)
                 cells.append(f"{t:7.1f}/{f:4.1f}" if f else f"{t:7.1f}     ")
             print(f"{v:<22} {nimg:6.0f} " + " ".join(cells) + f" {st.median(r[2] for r in rows):10.1f}")
+        print("# fsprof's start (its exec to the command's exec) and end (the command's "
+              "exit to its own), us, medians")
+        for v in variants:
+            es = [ends[pid] for pid, key in names.items() if key == (wl, v) and pid in ends]
+            if es and v.startswith("fsprof"):
+                print(f"{v:<22} start {st.median(e[0] for e in es):9.1f}  end {st.median(e[1] for e in es):9.1f}")
         comms = collections.Counter(r.get("comm") for imgs, _ in by[(wl, variants[0])] for r in imgs)
         for comm, _ in comms.most_common(6):
             print(f"# images that exec'd as {comm}: medians per image (us)")
