@@ -214,7 +214,7 @@ impl OutputFile {
             }
             replace(dir, &s.tmp, name).map_err(|e| match e {
                 Replace::Io(e) => s.place.werr(e),
-                Replace::Now(st) => s.place.refuse(format!("it is now {}", kind(&st))),
+                Replace::Now(what) => s.place.refuse(format!("it is now {what}")),
             })?;
         } else {
             rename_noreplace(dir, &s.tmp, name).map_err(|e| match e.kind() {
@@ -490,8 +490,9 @@ fn stage(place: Place, overwrite: bool, mode: libc::mode_t) -> Result<OutputFile
 /// Why [`replace`] failed.
 enum Replace {
     Io(io::Error),
-    /// NAME became something that is not a file or a link meanwhile.
-    Now(libc::stat),
+    /// NAME became something that is not a file or a link meanwhile
+    /// (what it is).
+    Now(&'static str),
 }
 
 /// Puts `tmp` in place of `name` in `dir`, which holds a file, a link or
@@ -542,7 +543,7 @@ fn replace(dir: RawFd, tmp: &CStr, name: &CStr) -> Result<(), Replace> {
                 libc::RENAME_EXCHANGE,
             )
         };
-        return Err(Replace::Now(old));
+        return Err(Replace::Now(kind(&old)));
     }
     // SAFETY: as above; flags 0: removes the name, follows nothing. The
     // new file is in place whatever this returns (a failure leaves the
