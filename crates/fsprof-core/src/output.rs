@@ -512,19 +512,8 @@ enum Replace {
 /// back if it is neither a file nor a link. Where the file system cannot
 /// swap, or nothing is there, a plain rename.
 fn replace(dir: RawFd, tmp: &CStr, name: &CStr) -> Result<(), Replace> {
-    // SAFETY: NUL-terminated names relative to the held directory.
-    let swapped = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            dir,
-            tmp.as_ptr(),
-            dir,
-            name.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    } == 0;
-    if !swapped {
-        // SAFETY: as above.
+    if !exchange(dir, tmp, name) {
+        // SAFETY: NUL-terminated names relative to the held directory.
         if unsafe { libc::renameat(dir, tmp.as_ptr(), dir, name.as_ptr()) } != 0 {
             return Err(Replace::Io(io::Error::last_os_error()));
         }
@@ -532,24 +521,31 @@ fn replace(dir: RawFd, tmp: &CStr, name: &CStr) -> Result<(), Replace> {
     }
     let old = lstat_at(dir, tmp).map_err(Replace::Io)?;
     if !matches!(old.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFLNK) {
-        // SAFETY: as above; swaps the two names back.
-        unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                dir,
-                tmp.as_ptr(),
-                dir,
-                name.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
+        exchange(dir, tmp, name);
         return Err(Replace::Now(kind(&old)));
     }
-    // SAFETY: as above; flags 0: removes the name, follows nothing. The
+    // SAFETY: a NUL-terminated name relative to the held directory; flags
+    // 0: removes the name, follows nothing. The
     // new file is in place whatever this returns (a failure leaves the
     // old one under the temporary name).
     unsafe { libc::unlinkat(dir, tmp.as_ptr(), 0) };
     Ok(())
+}
+
+/// Swaps the entries `a` and `b` of `dir` (`renameat2(RENAME_EXCHANGE)`);
+/// whether it did.
+fn exchange(dir: RawFd, a: &CStr, b: &CStr) -> bool {
+    // SAFETY: NUL-terminated names relative to the held directory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            dir,
+            a.as_ptr(),
+            dir,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        ) == 0
+    }
 }
 
 /// `renameat2(RENAME_NOREPLACE)`; where the file system does not support
