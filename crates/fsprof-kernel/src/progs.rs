@@ -803,15 +803,18 @@ pub fn fuse_end(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>
 /// sched:sched_process_fork: a child of a target becomes a target.
 pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<Insn>, Error> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
+    a.ldx(Size::W, R9, R0, 0);
     ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
     add_target(&mut a, targets_fd);
     Ok(end(a, out))
 }
 
-/// Makes the pid in r1 a target.
+/// Makes the pid in r1 a target with the parent's value, in r9 (the fault
+/// programs' bit for a process that maps files: the child has the
+/// parent's mappings).
 fn add_target(a: &mut Asm, targets_fd: i32) {
     a.stx(Size::W, R10, START_KEY, R1);
-    a.st_imm(Size::W, R10, START_VAL, 1);
+    a.stx(Size::W, R10, START_VAL, R9);
     update(a, targets_fd, START_KEY, START_VAL, 0);
 }
 
@@ -822,6 +825,7 @@ fn add_target(a: &mut Asm, targets_fd: i32) {
 /// short `fsprof trace` or `fsprof kernel` paid at its end.
 pub fn fork_follow_raw(pid_off: u32, targets_fd: i32) -> Vec<Insn> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
+    a.ldx(Size::W, R9, R0, 0);
     a.ldx(Size::DW, R7, R6, 8);
     probe(&mut a, R1, R7, pid_off, Size::W);
     add_target(&mut a, targets_fd);
