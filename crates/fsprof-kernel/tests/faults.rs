@@ -3,8 +3,9 @@
 //! so every page is a major fault of its own) and writes every third page
 //! of a shared mapping; the session reports exactly those faults.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
 use fsprof_kernel::faults::{Fault, FaultSession};
 use fsprof_testkit::need::need_root;
@@ -32,26 +33,42 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// `exe` started on a new file of `pages` pages in `dir`, held until [`go`].
+fn held(exe: &Path, dir: &Path, pages: usize) -> Child {
+    let file = dir.join("data");
+    std::fs::write(&file, vec![1u8; pages * 4096]).unwrap();
+    Command::new(exe)
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Lets a [`held`] program go; its output, once it exited with 0.
+fn go(child: &mut Child) -> String {
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    text
+}
+
 #[test]
 #[ignore = "needs root"]
 fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
     need_root("eBPF");
     let (_d, dir) = fsprof_testkit::canonical_tempdir();
     let exe = fsprof_testkit::compile_source("faulter", PROG, &dir, &[]);
-    let file = dir.join("data");
-    std::fs::write(&file, vec![1u8; 64 * 4096]).unwrap();
-    let mut child = Command::new(&exe)
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = held(&exe, &dir, 64);
     let pid = child.id() as i32;
     let mut s = FaultSession::start(pid).unwrap();
-    child.stdin.take().unwrap().write_all(b"g").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = go(&mut child);
     let addrs: Vec<u64> = text
         .split_whitespace()
         .take(2)
@@ -132,22 +149,12 @@ fn only_marked_processes_and_their_children_report_faults() {
         &format!("{:#x}", fsprof_kernel::faults::MAPPING_MARK),
     );
     let exe = fsprof_testkit::compile_source("marked", &src, &dir, &[]);
-    let file = dir.join("data");
-    std::fs::write(&file, vec![1u8; 16 * 4096]).unwrap();
-    let mut child = Command::new(&exe)
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = held(&exe, &dir, 16);
     let pid = child.id() as i32;
     let mut s = FaultSession::attach().unwrap();
     assert!(s.marks, "this kernel has exceptions:page_fault_kernel");
     s.follow(pid).unwrap();
-    child.stdin.take().unwrap().write_all(b"g").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = go(&mut child);
     let w: Vec<&str> = text.split_whitespace().collect();
     let hex = |a: &str| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
     let (before, anon, after) = (hex(w[0]), hex(w[1]), hex(w[2]));
