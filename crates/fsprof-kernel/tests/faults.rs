@@ -3,9 +3,8 @@
 //! so every page is a major fault of its own) and writes every third page
 //! of a shared mapping; the session reports exactly those faults.
 
-use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use fsprof_kernel::faults::{Fault, FaultSession};
 use fsprof_testkit::need::need_root;
@@ -33,30 +32,29 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// `exe` started on a new file of `pages` pages in `dir`, held until [`go`].
-fn held(exe: &Path, dir: &Path, pages: usize) -> Child {
-    let file = dir.join("data");
-    std::fs::write(&file, vec![1u8; pages * 4096]).unwrap();
-    Command::new(exe)
-        .arg(&file)
+/// Runs `cmd`, which waits for a byte on its standard input, followed by a
+/// fault session from before that byte on: its pid, the session, and its
+/// standard output. It must succeed.
+fn followed(cmd: &mut Command) -> (i32, FaultSession, String) {
+    followed_by(cmd, |pid| FaultSession::start(pid).unwrap())
+}
+
+/// [`followed`], by the session `session` makes for the pid.
+fn followed_by(
+    cmd: &mut Command,
+    session: impl FnOnce(i32) -> FaultSession,
+) -> (i32, FaultSession, String) {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap()
-}
-
-/// Lets a [`held`] program go; its output, once it exited with 0.
-fn go(child: &mut Child) -> String {
-    child.stdin.take().unwrap().write_all(b"g").unwrap();
-    let mut text = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
         .unwrap();
-    assert!(child.wait().unwrap().success());
-    text
+    let pid = child.id() as i32;
+    let s = session(pid);
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    (pid, s, String::from_utf8(out.stdout).unwrap())
 }
 
 #[test]
@@ -65,10 +63,9 @@ fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
     need_root("eBPF");
     let (_d, dir) = fsprof_testkit::canonical_tempdir();
     let exe = fsprof_testkit::compile_source("faulter", PROG, &dir, &[]);
-    let mut child = held(&exe, &dir, 64);
-    let pid = child.id() as i32;
-    let mut s = FaultSession::start(pid).unwrap();
-    let text = go(&mut child);
+    let file = dir.join("data");
+    std::fs::write(&file, vec![1u8; 64 * 4096]).unwrap();
+    let (pid, mut s, text) = followed(Command::new(&exe).arg(&file));
     let addrs: Vec<u64> = text
         .split_whitespace()
         .take(2)
@@ -103,6 +100,52 @@ fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
     assert!(reads.iter().all(|f| f.major && f.dur_ns > 0), "{reads:?}");
     // Only the followed process: the test's own faults are not reported.
     assert!(faults.iter().all(|f| f.pid == pid), "{faults:?}");
+}
+
+/// With room for 8 processes, 20 threads alive at once take no entry (the
+/// 3 children the program forks while they live are followed), and their
+/// faults are still reported after the main thread has exited: the
+/// process's entry goes only with its last task.
+#[test]
+#[ignore = "needs root"]
+fn threads_take_no_entry_and_are_followed_after_their_leader_exits() {
+    need_root("eBPF");
+    std::env::set_var("FSPROF_TEST_FOLLOWED_MAX", "8");
+    let (_d, dir) = fsprof_testkit::canonical_tempdir();
+    let (exe, file) = fsprof_testkit::followed_tree(&dir);
+    let args = [
+        "threads".as_ref(),
+        "20".as_ref(),
+        file.as_os_str(),
+        "held".as_ref(),
+    ];
+    let (pid, mut s, text) = followed(Command::new(&exe).args(args));
+    let mut faults: Vec<Fault> = Vec::new();
+    s.drain(|f| faults.push(f));
+    let loads: Vec<(i32, i32, u64)> = text
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
+            (w[0].parse().unwrap(), w[1].parse().unwrap(), addr)
+        })
+        .collect();
+    assert_eq!(loads.len(), 23, "{text}");
+    assert_eq!(loads.iter().filter(|l| l.0 == pid).count(), 20, "{text}");
+    let missing: Vec<&(i32, i32, u64)> = loads
+        .iter()
+        .filter(|&&(p, t, a)| {
+            !faults
+                .iter()
+                .any(|f| (f.pid, f.tid) == (p, t) && f.addr >> 12 == a >> 12)
+        })
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&(i32, i32, u64)>::new(),
+        "loads without their fault"
+    );
+    assert_eq!((s.unfollowed(), s.lost()), (0, 0));
 }
 
 /// Touches a file mapping and anonymous pages, then marks itself (the
@@ -149,12 +192,14 @@ fn only_marked_processes_and_their_children_report_faults() {
         &format!("{:#x}", fsprof_kernel::faults::MAPPING_MARK),
     );
     let exe = fsprof_testkit::compile_source("marked", &src, &dir, &[]);
-    let mut child = held(&exe, &dir, 16);
-    let pid = child.id() as i32;
-    let mut s = FaultSession::attach().unwrap();
-    assert!(s.marks, "this kernel has exceptions:page_fault_kernel");
-    s.follow(pid).unwrap();
-    let text = go(&mut child);
+    let file = dir.join("data");
+    std::fs::write(&file, vec![1u8; 16 * 4096]).unwrap();
+    let (pid, mut s, text) = followed_by(Command::new(&exe).arg(&file), |pid| {
+        let s = FaultSession::attach().unwrap();
+        assert!(s.marks, "this kernel has exceptions:page_fault_kernel");
+        s.follow(pid).unwrap();
+        s
+    });
     let w: Vec<&str> = text.split_whitespace().collect();
     let hex = |a: &str| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
     let (before, anon, after) = (hex(w[0]), hex(w[1]), hex(w[2]));
