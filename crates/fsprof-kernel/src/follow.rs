@@ -222,19 +222,6 @@ mod tests {
         assert!(exit_prog(&l, 3).len() > 20);
     }
 
-    mod needs_kernel_btf {
-        use super::*;
-
-        #[test]
-        #[ignore = "needs kernel BTF"]
-        fn the_running_kernel_describes_its_tasks() {
-            let path = std::path::Path::new(crate::btf::VMLINUX);
-            fsprof_testkit::need_machine(fsprof_testkit::Machine::KernelBtf, path.exists(), "");
-            let l = TaskLayout::vmlinux().expect("task_struct.tgid, .signal, signal_struct.live");
-            assert!(l.tgid != l.signal && l.live > 0, "{l:?}");
-        }
-    }
-
     #[test]
     fn no_warning_without_a_loss() {
         assert_eq!(unfollowed_warning(0, "x"), None);
