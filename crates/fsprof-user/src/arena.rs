@@ -26,15 +26,15 @@ use fsprof_sys::mmap::SharedMap;
 
 use crate::written::Written;
 
-/// Blocks on offer before the command is started: reserving a block
-/// allocates and zeroes its 32 pages (~13 µs here), on the run's start-up
-/// path. One, for the command's own first process.
-const BEFORE_COMMAND: usize = 1;
-/// Blocks on offer once the command has been started
-/// ([`Arena::command_started`]), reserved while it execs: its first forks
-/// come only after its `execve`, the dynamic loader and the shim's start
-/// (~0.5 ms here), and those processes would otherwise map counter files
-/// of their own (`run::faults` counts on a block for the first child).
+/// Blocks on offer when the command starts: reserving a block allocates
+/// and zeroes its 32 pages (~13 µs here), on the run's start-up path. Not
+/// fewer: a block reserved only once the command has been started may
+/// come after its first forks in a loaded machine (those processes then
+/// map counter files of their own; `run::faults` counts on the four).
+/// Reserving three of them only once the command was started failed
+/// those tests: fsprof goes on after the clone on the CPU the command
+/// starts on (`fsprof_sys::process`, `OnThisCpu`), so only when the
+/// command first blocks, which may be after its first fork.
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice what was taken since the
@@ -89,14 +89,8 @@ impl Arena {
             tail: 0,
             taken: Vec::new(),
             full: false,
-            target: BEFORE_COMMAND,
+            target: AT_START,
         })
-    }
-
-    /// Tops the offers up to [`AT_START`], off the start-up's path.
-    pub fn command_started(&mut self, now_ns: u64) {
-        self.target = self.target.max(AT_START);
-        self.refill(now_ns);
     }
 
     /// Whether fsprof has ended the run ([`crate::rundir::RunDir::end`]).

@@ -83,10 +83,6 @@ impl Collector {
         &self.dir
     }
 
-    pub fn dir_mut(&mut self) -> &mut RunDir {
-        &mut self.dir
-    }
-
     /// Tops up the arena's offers; every [`BLOCKS_NS`] and
     /// [`HARVEST_NS`], folds the counters of processes that ended into
     /// memory.

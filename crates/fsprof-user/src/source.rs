@@ -161,9 +161,6 @@ impl Source for UserSource {
     }
 
     fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
-        if let Some(a) = self.collector.dir_mut().arena_mut() {
-            a.command_started(fsprof_sys::clock::mono_ns());
-        }
         self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
         self.selfcost = Some(SelfCost::start(
