@@ -113,7 +113,6 @@ const STARTS_PER_CPU: usize = 512;
 fn starts_entries(cpus: usize) -> u32 {
     (cpus.saturating_mul(STARTS_PER_CPU)).clamp(4096, 65536) as u32
 }
-const TARGETS: u32 = 65536;
 /// Ring bytes per online CPU: 16,384 events, which a CPU doing nothing
 /// but fault (about 1 µs each, measured) makes in 16 ms, three times the
 /// 5 ms between two reads. A full ring drops events, counted and warned
@@ -271,7 +270,7 @@ pub struct FaultSession {
     _progs: Vec<Prog>,
     ring: Ring,
     lost: Map,
-    targets: Map,
+    targets: crate::follow::Tree,
     _starts: Map,
     /// Whether fault-around ranges are reported (the kernel has the
     /// tracepoint).
@@ -284,6 +283,26 @@ fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
         errno: e.errno,
         log: e.log.replace('\n', " | "),
     })
+}
+
+/// The two end programs (minor and major faults), loaded, with the
+/// software event each is for and its name.
+fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<(Prog, u64, String)>, Error> {
+    [
+        (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
+        (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
+    ]
+    .into_iter()
+    .map(|(config, major)| {
+        let name = prog_name(if major { "fault_maj" } else { "fault_min" });
+        let prog = load(
+            &name,
+            sys::PROG_PERF_EVENT,
+            &end_prog(starts, ring, lost, major),
+        )?;
+        Ok((prog, config, name))
+    })
+    .collect()
 }
 
 fn attach_err(what: &str) -> impl Fn(io::Error) -> Error + '_ {
@@ -318,33 +337,28 @@ impl FaultSession {
 
     /// Adds a process (and the children it forks from now on).
     pub fn follow(&self, pid: i32) -> Result<(), Error> {
-        let one = 1u32.to_le_bytes();
-        crate::attach::update(&self.targets, "fsprof_ftargets", &pid.to_le_bytes(), &one)
+        self.targets.add(pid)
     }
 
     /// Loads and attaches the programs, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
         // The event ring (its pages allocated, zeroed and mapped: ~0.5 ms)
-        // and the kernel's BTF, parsed for the fork program's offset
-        // (~0.2 ms), are made on threads of their own while the maps are
-        // made on this one.
+        // and the kernel's BTF, parsed for the fork and exit programs'
+        // offsets (~0.2 ms), are made on threads of their own while the
+        // maps are made on this one.
         let cpus = online_cpus();
         let ring_size = ring_bytes(cpus.len());
         let ring = std::thread::Builder::new()
             .name("fsprof-ring".into())
             .spawn(move || Ring::create(&prog_name("fring"), ring_size));
-        let pid_offset = std::thread::Builder::new()
+        let task_layout = std::thread::Builder::new()
             .name("fsprof-btf".into())
-            .spawn(crate::progs::task_pid_offset);
+            .spawn(crate::follow::TaskLayout::vmlinux);
         let root = tracefs::root()?;
         // The start program is attached raw; the format checks it is there.
         Tracepoint::load(&root, "exceptions", "page_fault_user")?;
-        // Allocated as processes are added: preallocating 65,536 entries
-        // was a third of what attaching cost (measured, `fsprof trace --
-        // /bin/true`). Only the raw tracepoint programs use it.
-        let lazy = sys::BPF_F_NO_PREALLOC;
-        let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, lazy)?;
+        let targets = crate::follow::Tree::create("fsprof_ftargets", "fsprof_ftcounts")?;
         let starts = starts_entries(cpus.len());
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
@@ -369,30 +383,33 @@ impl FaultSession {
             around: false,
         };
         let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
-        let pid_offset = match pid_offset {
-            Ok(job) => job.join().ok().flatten(),
-            Err(_) => crate::progs::task_pid_offset(),
-        };
-        match pid_offset {
-            // Raw: closing the perf event would cost 80-90 ms at the end.
-            Some(off) => s.raw("sched_process_fork", &crate::progs::fork_follow_raw(off, t))?,
-            None => {
-                let fork = Tracepoint::load(&root, "sched", "sched_process_fork")?;
-                s.tracepoint(&fork, crate::progs::fork_follow(&fork, t))?;
-            }
-        }
-        // The ends before the starts: a start without its end is replaced
-        // by the thread's next, an end without a start is ignored.
-        for (config, major) in [
-            (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
-            (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
-        ] {
-            let name = prog_name(if major { "fault_maj" } else { "fault_min" });
-            let prog = load(
-                &name,
-                sys::PROG_PERF_EVENT,
-                &end_prog(st, s.ring.fd(), s.lost.fd(), major),
-            )?;
+        // The end programs are verified on a thread of their own while
+        // this one verifies and attaches the others: the verifier is most
+        // of attaching (seven program loads, ~0.8 ms one after the other
+        // on this project's 2-CPU test machine), and attaching is on the
+        // path before the held command starts. The order they are
+        // attached in does not matter: no process is followed before
+        // `follow`, so no start is kept before every end is attached.
+        // Scoped: the thread uses the maps' descriptors, which an error
+        // here closes; it is joined first.
+        let ring_fd = s.ring.fd();
+        let ends = std::thread::scope(|scope| {
+            let ends = std::thread::Builder::new()
+                .name("fsprof-verify".into())
+                .spawn_scoped(scope, move || end_progs(st, ring_fd, c));
+            let task_layout = match task_layout {
+                Ok(job) => job.join().ok().flatten(),
+                Err(_) => crate::follow::TaskLayout::vmlinux(),
+            };
+            let others = s.start_progs(&root, task_layout, (t, st, c));
+            let ends = match ends {
+                // Loading panics only on a bug: the panic is passed on.
+                Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => end_progs(st, ring_fd, c),
+            };
+            others.and(ends)
+        })?;
+        for (prog, config, name) in ends {
             for &cpu in &cpus {
                 let att =
                     sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
@@ -400,33 +417,36 @@ impl FaultSession {
             }
             s._progs.push(prog);
         }
-        if tracefs::exists(&root, "filemap", "mm_filemap_map_pages") {
+        Ok(s)
+    }
+
+    /// Loads and attaches the programs that follow the process tree (fork,
+    /// exit), the fault-around one and the start ones, on maps
+    /// `(targets, starts, counters)`.
+    fn start_progs(
+        &mut self,
+        root: &std::path::Path,
+        task_layout: Option<crate::follow::TaskLayout>,
+        (t, st, c): (i32, i32, i32),
+    ) -> Result<(), Error> {
+        for (prog, att) in self.targets.programs(task_layout, root)? {
+            self._progs.push(prog);
+            self._atts.push(att);
+        }
+        if tracefs::exists(root, "filemap", "mm_filemap_map_pages") {
             // Raw: a perf tracepoint event costs 80 ms to close (the kernel
             // waits for every CPU to leave the tracepoint), measured.
-            s.raw("mm_filemap_map_pages", &around_prog(st))?;
-            s.around = true;
+            self.raw("mm_filemap_map_pages", &around_prog(st))?;
+            self.around = true;
         }
-        if tracefs::exists(&root, "exceptions", "page_fault_kernel") {
-            s.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
+        if tracefs::exists(root, "exceptions", "page_fault_kernel") {
+            self.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
         }
-        s.raw("page_fault_user", &start_prog(t, st, c, false))?;
-
-        Ok(s)
+        self.raw("page_fault_user", &start_prog(t, st, c, false))
     }
 
     fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {
         let (prog, att) = crate::attach::raw_program(name, insns)?;
-        self._progs.push(prog);
-        self._atts.push(att);
-        Ok(())
-    }
-
-    fn tracepoint(
-        &mut self,
-        tp: &Tracepoint,
-        insns: Result<Vec<Insn>, Error>,
-    ) -> Result<(), Error> {
-        let (prog, att) = crate::attach::tracepoint_program(tp, insns)?;
         self._progs.push(prog);
         self._atts.push(att);
         Ok(())
@@ -458,6 +478,12 @@ impl FaultSession {
             .ok()
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// New processes of the followed tree that were not followed (the map
+    /// of followed processes was full): their faults are not reported.
+    pub fn unfollowed(&self) -> u64 {
+        self.targets.unfollowed()
     }
 
     /// Faults the ring had no room for.

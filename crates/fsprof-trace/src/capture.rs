@@ -507,13 +507,18 @@ impl TraceSource {
                 }
             }
         }
-        let lost = m.lost();
-        writer.set_mapped_lost(lost);
+        let (lost, unfollowed) = (m.lost(), m.unfollowed());
+        writer.set_mapped_lost(lost, unfollowed);
         if lost > 0 {
             fin.warnings.push(format!(
                 "{lost} page fault(s) on mapped files were not recorded (the event ring was full)"
             ));
         }
+        fin.warnings
+            .extend(fsprof_kernel::follow::unfollowed_warning(
+                unfollowed,
+                "their loads and stores through file mappings are not in the trace",
+            ));
     }
 }
 
@@ -546,6 +551,10 @@ impl Source for TraceSource {
 
     fn start(&mut self, command: Option<i32>) -> Result<String, SourceError> {
         let what = self.user.start(command)?;
+        // The file is made while the page-fault programs are still being
+        // attached (the command is held until they are): ~0.1 ms off the
+        // path before it starts.
+        let staged = TraceWriter::stage(&self.output, self.force)?;
         self.join_mapped();
         if let Some(pid) = command {
             self.start_mapped(pid);
@@ -567,7 +576,7 @@ impl Source for TraceSource {
         });
         self.start_unix_ns = fsprof_sys::clock::wall_unix_ns();
         let header = self.header(std::env::args().collect());
-        self.writer = Some(TraceWriter::create(&self.output, &header, self.force)?);
+        self.writer = Some(staged.start(&header)?);
         Ok(format!("{what} (tracing every call)"))
     }
 
