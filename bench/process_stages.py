@@ -17,7 +17,8 @@ bench/per_process.py, stage by stage, from the kernel's tracepoints
 
 and beside each stage its page faults (user and kernel). fsprof's own
 CPU time (sched_stat_runtime of its threads) is reported per process
-image of the workload. Variants run in interleaved rounds; figures are
+image of the workload, and its start (its exec to the command's) and its
+end of run (the command's exit to its own). Variants run in interleaved rounds; figures are
 medians over the images of a kind (by the comm the image execs as) and
 per-round sums per image.
 
