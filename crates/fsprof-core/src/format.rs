@@ -291,6 +291,11 @@ impl TwoIn {
         w.write_all(bracket)
     }
 
+    fn valued(&mut self) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
     fn element<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
         w.write_all(if first { b"\n" } else { b",\n" })?;
         self.indent(w)
@@ -302,46 +307,36 @@ impl serde_json::ser::Formatter for TwoIn {
         self.open(w, b"[")
     }
 
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.close(w, b"]")
-    }
-
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.element(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-
     fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.open(w, b"{")
     }
 
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.close(w, b"}")
+    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, f: bool) -> io::Result<()> {
+        self.element(w, f)
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.element(w, first)
+    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, f: bool) -> io::Result<()> {
+        self.element(w, f)
     }
 
     fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         w.write_all(b": ")
     }
 
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.valued()
+    }
+
     fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
-        self.has_value = true;
-        Ok(())
+        self.valued()
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"}")
     }
 }
 
