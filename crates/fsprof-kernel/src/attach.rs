@@ -9,6 +9,7 @@ use fsprof_core::ops::syscall;
 use fsprof_core::profile::layer;
 use fsprof_core::BucketLayout;
 
+use crate::follow::Tree;
 use crate::mapfaults;
 use crate::progs::{self, Filter, Shared};
 use crate::session::{Options, Session, Target, FS_CATEGORIES};
@@ -25,8 +26,6 @@ const HIST_ENTRIES: u32 = 65536;
 /// kind) ops and their (op, bucket) cells in `block` and `block-size`.
 const BLOCK_STATS_ENTRIES: u32 = 1024;
 const BLOCK_HIST_ENTRIES: u32 = 16384;
-/// Processes a followed tree may hold.
-const TARGET_ENTRIES: u32 = 65536;
 /// Calls (or block/FUSE requests) in flight at once.
 const START_ENTRIES: u32 = 16384;
 
@@ -191,7 +190,7 @@ struct Maps {
     /// The bucket thresholds, when r > 1.
     thresh: Option<Map>,
     /// The followed process tree, for a `Target::Tree`.
-    targets: Option<Map>,
+    targets: Option<Tree>,
     /// Recording on (1) or stopped (0): see [`Shared::on_fd`].
     on: Map,
     /// The block layer's counters: see [`Maps::block_shared`].
@@ -238,14 +237,7 @@ impl Maps {
             0,
         )?;
         let targets = match tree {
-            true => Some(map(
-                "fsprof_targets",
-                sys::MAP_HASH,
-                4,
-                4,
-                TARGET_ENTRIES,
-                lazy,
-            )?),
+            true => Some(Tree::create("fsprof_targets", "fsprof_tcounts")?),
             false => None,
         };
         let on = map("fsprof_on", sys::MAP_ARRAY, 4, 4, 1, 0)?;
@@ -362,19 +354,15 @@ impl Builder<'_> {
         }
     }
 
-    /// Follows forks before anything else attaches, so no child is missed.
-    /// Raw where the kernel's BTF gives the child's pid, as closing the
-    /// perf event costs every run 80-90 ms ([`progs::fork_follow_raw`]).
-    fn follow_forks(&mut self, targets: &Map) -> Result<(), Error> {
-        if let Some(off) = progs::task_pid_offset() {
-            let insns = progs::fork_follow_raw(off, targets.fd());
-            let (prog, att) = raw_program("sched_process_fork", &insns)?;
+    /// Follows forks and exits ([`crate::follow`]) before anything else
+    /// attaches, so no child is missed.
+    fn follow_forks(&mut self, targets: &Tree) -> Result<(), Error> {
+        let layout = crate::follow::TaskLayout::vmlinux();
+        for (prog, att) in targets.programs(layout, &self.root)? {
             self.progs.push(prog);
             self.atts.push(att);
-            return Ok(());
         }
-        let fork = Tracepoint::load(&self.root, "sched", "sched_process_fork")?;
-        self.add(&fork, progs::fork_follow(&fork, targets.fd()))
+        Ok(())
     }
 
     /// Which syscalls are timed: the file-system ones (or all), never
@@ -817,7 +805,7 @@ pub(crate) fn start(o: &Options) -> Result<Session, Error> {
     let filter = resolve_target(&o.target)?;
     let maps = Maps::create(&layout, filter.is_none(), o.by_cgroup)?;
     let filter = filter.unwrap_or_else(|| Filter::Targets {
-        map_fd: maps.targets.as_ref().map_or(-1, Map::fd),
+        map_fd: maps.targets.as_ref().map_or(-1, Tree::fd),
     });
     let mut b = Builder::new(o, root, &maps, filter);
     b.attach_layers(&maps)?;

@@ -354,16 +354,20 @@ mod tests {
     mod needs_kernel_btf {
         use super::*;
 
-        /// The running kernel's BTF must describe requests and cgroups.
+        /// The running kernel's BTF must describe requests, cgroups and
+        /// tasks (what the followed tree's programs read, [`crate::follow`]).
         #[test]
         #[ignore = "needs kernel BTF"]
-        fn the_running_kernel_describes_its_requests_and_cgroups() {
+        fn the_running_kernel_describes_its_requests_cgroups_and_tasks() {
             let path = std::path::Path::new(crate::btf::VMLINUX);
             fsprof_testkit::need_machine(fsprof_testkit::Machine::KernelBtf, path.exists(), "");
             let l = RqLayout::vmlinux().unwrap();
             assert_eq!(l.ops, [0, 1, 2, 3], "REQ_OP_* are UAPI-stable");
             assert_eq!(l.op_mask, 0xff);
             crate::bycgroup::CgLayout::vmlinux().unwrap();
+            let t = crate::follow::TaskLayout::vmlinux()
+                .expect("task_struct.tgid, .signal, signal_struct.live");
+            assert!(t.tgid != t.signal && t.live > 0, "{t:?}");
         }
     }
 }

@@ -113,7 +113,6 @@ const STARTS_PER_CPU: usize = 512;
 fn starts_entries(cpus: usize) -> u32 {
     (cpus.saturating_mul(STARTS_PER_CPU)).clamp(4096, 65536) as u32
 }
-const TARGETS: u32 = 65536;
 /// Ring bytes per online CPU: 16,384 events, which a CPU doing nothing
 /// but fault (about 1 µs each, measured) makes in 16 ms, three times the
 /// 5 ms between two reads. A full ring drops events, counted and warned
@@ -271,7 +270,7 @@ pub struct FaultSession {
     _progs: Vec<Prog>,
     ring: Ring,
     lost: Map,
-    targets: Map,
+    targets: crate::follow::Tree,
     _starts: Map,
     /// Whether fault-around ranges are reported (the kernel has the
     /// tracepoint).
@@ -318,33 +317,28 @@ impl FaultSession {
 
     /// Adds a process (and the children it forks from now on).
     pub fn follow(&self, pid: i32) -> Result<(), Error> {
-        let one = 1u32.to_le_bytes();
-        crate::attach::update(&self.targets, "fsprof_ftargets", &pid.to_le_bytes(), &one)
+        self.targets.add(pid)
     }
 
     /// Loads and attaches the programs, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
         // The event ring (its pages allocated, zeroed and mapped: ~0.5 ms)
-        // and the kernel's BTF, parsed for the fork program's offset
-        // (~0.2 ms), are made on threads of their own while the maps are
-        // made on this one.
+        // and the kernel's BTF, parsed for the fork and exit programs'
+        // offsets (~0.2 ms), are made on threads of their own while the
+        // maps are made on this one.
         let cpus = online_cpus();
         let ring_size = ring_bytes(cpus.len());
         let ring = std::thread::Builder::new()
             .name("fsprof-ring".into())
             .spawn(move || Ring::create(&prog_name("fring"), ring_size));
-        let pid_offset = std::thread::Builder::new()
+        let task_layout = std::thread::Builder::new()
             .name("fsprof-btf".into())
-            .spawn(crate::progs::task_pid_offset);
+            .spawn(crate::follow::TaskLayout::vmlinux);
         let root = tracefs::root()?;
         // The start program is attached raw; the format checks it is there.
         Tracepoint::load(&root, "exceptions", "page_fault_user")?;
-        // Allocated as processes are added: preallocating 65,536 entries
-        // was a third of what attaching cost (measured, `fsprof trace --
-        // /bin/true`). Only the raw tracepoint programs use it.
-        let lazy = sys::BPF_F_NO_PREALLOC;
-        let targets = map("fsprof_ftargets", sys::MAP_HASH, 4, 4, TARGETS, lazy)?;
+        let targets = crate::follow::Tree::create("fsprof_ftargets", "fsprof_ftcounts")?;
         let starts = starts_entries(cpus.len());
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
@@ -369,17 +363,13 @@ impl FaultSession {
             around: false,
         };
         let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
-        let pid_offset = match pid_offset {
+        let task_layout = match task_layout {
             Ok(job) => job.join().ok().flatten(),
-            Err(_) => crate::progs::task_pid_offset(),
+            Err(_) => crate::follow::TaskLayout::vmlinux(),
         };
-        match pid_offset {
-            // Raw: closing the perf event would cost 80-90 ms at the end.
-            Some(off) => s.raw("sched_process_fork", &crate::progs::fork_follow_raw(off, t))?,
-            None => {
-                let fork = Tracepoint::load(&root, "sched", "sched_process_fork")?;
-                s.tracepoint(&fork, crate::progs::fork_follow(&fork, t))?;
-            }
+        for (prog, att) in s.targets.programs(task_layout, &root)? {
+            s._progs.push(prog);
+            s._atts.push(att);
         }
         // The ends before the starts: a start without its end is replaced
         // by the thread's next, an end without a start is ignored.
@@ -421,17 +411,6 @@ impl FaultSession {
         Ok(())
     }
 
-    fn tracepoint(
-        &mut self,
-        tp: &Tracepoint,
-        insns: Result<Vec<Insn>, Error>,
-    ) -> Result<(), Error> {
-        let (prog, att) = crate::attach::tracepoint_program(tp, insns)?;
-        self._progs.push(prog);
-        self._atts.push(att);
-        Ok(())
-    }
-
     /// Hands on the faults reported since the last call, in the order
     /// they ended (each thread's in its own order); returns how many.
     pub fn drain(&mut self, mut f: impl FnMut(Fault)) -> usize {
@@ -458,6 +437,12 @@ impl FaultSession {
             .ok()
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// New processes of the followed tree that were not followed (the map
+    /// of followed processes was full): their faults are not reported.
+    pub fn unfollowed(&self) -> u64 {
+        self.targets.unfollowed()
     }
 
     /// Faults the ring had no room for.

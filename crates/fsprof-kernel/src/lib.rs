@@ -21,6 +21,7 @@ pub mod cgroups;
 pub mod charge;
 pub mod faults;
 pub mod fentry;
+pub mod follow;
 pub mod insn;
 pub mod mapfaults;
 pub mod names;

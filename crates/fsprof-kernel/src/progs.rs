@@ -800,46 +800,6 @@ pub fn fuse_end(tp: &Tracepoint, sh: &Shared, start_fd: i32) -> Result<Vec<Insn>
     Ok(end(a, out))
 }
 
-/// sched:sched_process_fork: a child of a target becomes a target.
-pub fn fork_follow(tp: &Tracepoint, targets_fd: i32) -> Result<Vec<Insn>, Error> {
-    let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
-    ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
-    add_target(&mut a, targets_fd);
-    Ok(end(a, out))
-}
-
-/// Makes the pid in r1 a target.
-fn add_target(a: &mut Asm, targets_fd: i32) {
-    a.stx(Size::W, R10, START_KEY, R1);
-    a.st_imm(Size::W, R10, START_VAL, 1);
-    update(a, targets_fd, START_KEY, START_VAL, 0);
-}
-
-/// Raw `sched_process_fork` (args: parent, child `task_struct *`): the
-/// same as [`fork_follow`], the child's pid read at its BTF offset
-/// (`pid_off`). Raw because closing a perf tracepoint event waits until
-/// every CPU has left the tracepoint: 80-90 ms measured here, which every
-/// short `fsprof trace` or `fsprof kernel` paid at its end.
-pub fn fork_follow_raw(pid_off: u32, targets_fd: i32) -> Vec<Insn> {
-    let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets_fd });
-    a.ldx(Size::DW, R7, R6, 8);
-    probe(&mut a, R1, R7, pid_off, Size::W);
-    add_target(&mut a, targets_fd);
-    end(a, out)
-}
-
-/// The offset of `task_struct.pid` in the running kernel, from its BTF;
-/// `None` without BTF (the perf tracepoint event is used then).
-pub fn task_pid_offset() -> Option<u32> {
-    match crate::btf::Btf::vmlinux()
-        .ok()?
-        .member("task_struct", "pid")
-    {
-        Some((off, 4)) => Some(off),
-        _ => None,
-    }
-}
-
 /// A program that files the u64 at the start of an XDP test packet and
 /// returns its slot: lets tests run `emit_bucket` in the real kernel against
 /// `BucketLayout::index`.

@@ -89,7 +89,7 @@ pub struct Session {
     pub(crate) stats: Map,
     pub(crate) sys_stats: Map,
     pub(crate) hist: Map,
-    pub(crate) targets: Option<Map>,
+    pub(crate) targets: Option<crate::follow::Tree>,
     pub(crate) on: Map,
     pub(crate) blk_stats: Map,
     pub(crate) blk_hist: Map,
@@ -130,18 +130,10 @@ impl Session {
 
     /// Adds a process (by tgid) to the followed tree.
     pub fn add_target(&self, pid: i32) -> Result<(), Error> {
-        let Some(t) = &self.targets else {
-            return Ok(());
-        };
-        t.update(
-            &(pid as u32).to_le_bytes(),
-            &1u32.to_le_bytes(),
-            sys::BPF_ANY,
-        )
-        .map_err(|err| Error::Read {
-            name: "fsprof_targets".into(),
-            err,
-        })
+        match &self.targets {
+            Some(t) => t.add(pid),
+            None => Ok(()),
+        }
     }
 
     /// Stops recording and waits until no program can still be adding to
@@ -222,6 +214,7 @@ impl Session {
             l.normalize();
         }
         snap.missed = self.missed();
+        snap.unfollowed = self.targets.as_ref().map_or(0, |t| t.unfollowed());
         for (key, n) in undelivered {
             let (_, op) = self.op_name(key, &mut dev_names);
             snap.undelivered.push((op, n));
@@ -484,6 +477,9 @@ pub struct Snapshot {
     /// (see [`crate::blockrq`]). They are in `pre` of their `block` and
     /// `block-size` ops but not in `post` or the histograms.
     pub undelivered: Vec<(String, u64)>,
+    /// New processes of a followed tree that were not followed, because
+    /// more were alive at once than its map holds ([`crate::follow`]).
+    pub unfollowed: u64,
 }
 
 /// An op key, and for a `block` op also its `block-size` twin: every

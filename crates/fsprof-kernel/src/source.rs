@@ -15,6 +15,9 @@ pub struct KernelSource {
     /// The processes given by pid (`--pid`): when they are all gone, so is
     /// what there was to profile.
     followed: Vec<i32>,
+    /// The warning that processes of the tree were not followed, which
+    /// the profile keeps among its notes.
+    unfollowed: Option<String>,
 }
 
 impl KernelSource {
@@ -28,6 +31,7 @@ impl KernelSource {
             opts,
             session: None,
             followed,
+            unfollowed: None,
         }
     }
 
@@ -49,7 +53,9 @@ impl Source for KernelSource {
 
     /// Without a command, the profile says what it covers (`meta.target`)
     /// instead of recording fsprof's own command line as the command.
+    /// Processes not followed are said among its notes.
     fn amend_meta(&mut self, meta: &mut Meta) {
+        meta.notes.extend(self.unfollowed.take());
         let command = self.followed.is_empty() && matches!(self.opts.target, Target::Tree(_));
         if !command {
             meta.target = Some(self.opts.target.describe());
@@ -95,6 +101,11 @@ impl Source for KernelSource {
                 snap.lost
             ));
         }
+        self.unfollowed = crate::follow::unfollowed_warning(
+            snap.unfollowed,
+            "their calls are missing from the profile",
+        );
+        warnings.extend(self.unfollowed.clone());
         Ok(Finish {
             layers: snap.layers,
             clock: Clock {

@@ -32,6 +32,23 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Runs `cmd`, which waits for a byte on its standard input, followed by a
+/// fault session from before that byte on: its pid, the session, and its
+/// standard output. It must succeed.
+fn followed(cmd: &mut Command) -> (i32, FaultSession, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let s = FaultSession::start(pid).unwrap();
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    (pid, s, String::from_utf8(out.stdout).unwrap())
+}
+
 #[test]
 #[ignore = "needs root"]
 fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
@@ -40,18 +57,7 @@ fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
     let exe = fsprof_testkit::compile_source("faulter", PROG, &dir, &[]);
     let file = dir.join("data");
     std::fs::write(&file, vec![1u8; 64 * 4096]).unwrap();
-    let mut child = Command::new(&exe)
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let mut s = FaultSession::start(pid).unwrap();
-    child.stdin.take().unwrap().write_all(b"g").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let (pid, mut s, text) = followed(Command::new(&exe).arg(&file));
     let addrs: Vec<u64> = text
         .split_whitespace()
         .take(2)
@@ -86,4 +92,50 @@ fn faults_of_a_followed_process_are_reported_one_per_first_touch() {
     assert!(reads.iter().all(|f| f.major && f.dur_ns > 0), "{reads:?}");
     // Only the followed process: the test's own faults are not reported.
     assert!(faults.iter().all(|f| f.pid == pid), "{faults:?}");
+}
+
+/// With room for 8 processes, 20 threads alive at once take no entry (the
+/// 3 children the program forks while they live are followed), and their
+/// faults are still reported after the main thread has exited: the
+/// process's entry goes only with its last task.
+#[test]
+#[ignore = "needs root"]
+fn threads_take_no_entry_and_are_followed_after_their_leader_exits() {
+    need_root("eBPF");
+    std::env::set_var("FSPROF_TEST_FOLLOWED_MAX", "8");
+    let (_d, dir) = fsprof_testkit::canonical_tempdir();
+    let (exe, file) = fsprof_testkit::followed_tree(&dir);
+    let args = [
+        "threads".as_ref(),
+        "20".as_ref(),
+        file.as_os_str(),
+        "held".as_ref(),
+    ];
+    let (pid, mut s, text) = followed(Command::new(&exe).args(args));
+    let mut faults: Vec<Fault> = Vec::new();
+    s.drain(|f| faults.push(f));
+    let loads: Vec<(i32, i32, u64)> = text
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let addr = u64::from_str_radix(w[2].trim_start_matches("0x"), 16).unwrap();
+            (w[0].parse().unwrap(), w[1].parse().unwrap(), addr)
+        })
+        .collect();
+    assert_eq!(loads.len(), 23, "{text}");
+    assert_eq!(loads.iter().filter(|l| l.0 == pid).count(), 20, "{text}");
+    let missing: Vec<&(i32, i32, u64)> = loads
+        .iter()
+        .filter(|&&(p, t, a)| {
+            !faults
+                .iter()
+                .any(|f| (f.pid, f.tid) == (p, t) && f.addr >> 12 == a >> 12)
+        })
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&(i32, i32, u64)>::new(),
+        "loads without their fault"
+    );
+    assert_eq!((s.unfollowed(), s.lost()), (0, 0));
 }

@@ -3,98 +3,29 @@
 //! of the mapped file raises SIGBUS, which would kill the replayer. A
 //! replayed file can be shorter than the traced one (a hostile trace, a
 //! root that is not the traced state, a truncate another replay thread
-//! made first), so every touch runs guarded: a SIGBUS on the page being
-//! touched is answered by mapping a zero page over it (the access then
-//! completes on that page, and nothing of the file changes), and the
-//! touch reports EFAULT, which the replay counts as a difference from the
-//! trace (later touches of that page touch the zero page). A SIGSEGV on
-//! the page being touched (a hand-made replay file whose touch races
-//! another thread's `munmap` of the mapping, without the ordering the
-//! compiler gives them) is answered the same way. Either signal anywhere
-//! else is not the replayer's to catch: the handler puts back the action
-//! that was there before (Rust's own, for a stack overflow) and the
-//! signal takes its course.
+//! made first), so every touch runs guarded by fsprof's one fault handler
+//! ([`fsprof_sys::mapfault::guarded`]): a SIGBUS on the page being touched
+//! is answered by mapping a zero page over it (the access then completes
+//! on that page, and nothing of the file changes), and the touch reports
+//! EFAULT, which the replay counts as a difference from the trace (later
+//! touches of that page touch the zero page). A SIGSEGV on the page being
+//! touched (a hand-made replay file whose touch races another thread's
+//! `munmap` of the mapping, without the ordering the compiler gives them)
+//! is answered the same way. Either signal anywhere else is not the
+//! replayer's to catch, and takes the course it had before.
 
-use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, Ordering};
-use std::sync::{Once, OnceLock};
+use fsprof_sys::mapfault;
 
 const PAGE: usize = 4096;
 
-thread_local! {
-    /// The byte range being touched by this thread ([lo, hi); 0, 0: none),
-    /// and whether a SIGBUS in it was caught. Const-initialised and
-    /// without a destructor: read from the signal handler, they are
-    /// plain thread-local memory.
-    static RANGE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
-    static CAUGHT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The signals caught, and the actions they had before.
-const SIGNALS: [libc::c_int; 2] = [libc::SIGBUS, libc::SIGSEGV];
-static BEFORE: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
-
-extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    let (lo, hi) = RANGE.with(Cell::get);
-    // The page being touched is one of the replayer's own mappings.
-    if addr >= lo && addr < hi && fsprof_sys::shrunk::zero_page_over(addr, PAGE) {
-        CAUGHT.with(|c| c.set(true));
-        return;
-    }
-    let before = BEFORE
-        .get()
-        .and_then(|b| SIGNALS.iter().position(|&s| s == sig).map(|i| b[i]));
-    // SAFETY: putting back the action the signal had before ours (or the
-    // default); the faulting access runs again and the signal is handled
-    // as it would have been without us.
-    unsafe {
-        match before {
-            Some(old) => libc::sigaction(sig, &old, std::ptr::null_mut()),
-            None => {
-                libc::signal(sig, libc::SIG_DFL);
-                0
-            }
-        };
-    }
-}
-
-/// Installs the handler of SIGBUS and SIGSEGV (once per process).
+/// Installs the fault handler for touches (once per process).
 pub fn guard() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: a zeroed sigaction with our handler, installed with
-        // sigaction(2), the previous ones kept; the handler only touches
-        // async-signal-safe state.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_fault as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut sa.sa_mask);
-            let mut before: [libc::sigaction; 2] = std::mem::zeroed();
-            for (i, &sig) in SIGNALS.iter().enumerate() {
-                libc::sigaction(sig, std::ptr::null(), &mut before[i]);
-            }
-            let _ = BEFORE.set(before);
-            for sig in SIGNALS {
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
-            }
-        }
-    });
+    mapfault::guard_touches();
 }
 
-/// Runs `f` on `[p, p + len)` with SIGBUS there caught; false if it was.
+/// Runs `f` on `[p, p + len)` with a fault there caught; false if one was.
 fn guarded(p: *mut u8, len: usize, f: impl FnOnce()) -> bool {
-    RANGE.with(|r| r.set((p as usize, p as usize + len)));
-    CAUGHT.with(|c| c.set(false));
-    // The range is set before the touch and cleared after it, as the
-    // handler sees them.
-    compiler_fence(Ordering::SeqCst);
-    f();
-    compiler_fence(Ordering::SeqCst);
-    RANGE.with(|r| r.set((0, 0)));
-    !CAUGHT.with(Cell::get)
+    mapfault::guarded(p as usize, len, f)
 }
 
 /// A load from each page of `[p, p + len)`.
@@ -147,6 +78,12 @@ mod tests {
         p as *mut u8
     }
 
+    /// A page of its own that a touch faults on (SIGSEGV).
+    fn inaccessible() -> *mut u8 {
+        let anonymous = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        map(PAGE, libc::PROT_NONE, anonymous, -1)
+    }
+
     /// A page past the end of the mapped file (SIGBUS) and a page the
     /// mapping may not be touched at (SIGSEGV) are caught on the page
     /// touched, reported, and leave the replayer running; a good page is
@@ -178,13 +115,49 @@ mod tests {
             PAGE as u64,
             "the file did not grow"
         );
-        let none = map(
-            PAGE,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        );
+        let none = inaccessible();
         // SAFETY: the mapping just made (inaccessible: the fault is the test).
         assert!(!unsafe { load(none, 1) }, "SIGSEGV caught");
+    }
+
+    /// Both kinds of range of fsprof's one fault handler in one process,
+    /// their faults taking turns: a fault in a mapping `fsprof run` covers
+    /// (a shared file a process shrank) is counted and the touches stay
+    /// guarded; a fault on a touch is reported to it, not counted, and the
+    /// covered mappings stay covered.
+    #[test]
+    fn covered_mappings_and_touches_keep_their_policies_in_one_process() {
+        use fsprof_sys::mapfault::replaced_pages;
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&vec![0xab; 2 * PAGE]).unwrap();
+        let covered = fsprof_sys::mmap::SharedMap::new(&f, 2 * PAGE).unwrap();
+        guard();
+        let g = tempfile::tempfile().unwrap();
+        g.set_len(PAGE as u64).unwrap();
+        let t = map(2 * PAGE, libc::PROT_READ, libc::MAP_SHARED, g.as_raw_fd());
+        f.set_len(0).unwrap();
+        let before = replaced_pages();
+        assert_eq!(covered.u64_at(0), 0, "a covered fault first");
+        assert_eq!(replaced_pages(), before + 1);
+        // SAFETY: both pages are of the mapping `t`.
+        let past = unsafe { t.add(PAGE) };
+        // SAFETY: as above.
+        assert!(!unsafe { load(past, 1) }, "then a touch past the end");
+        assert_eq!(
+            replaced_pages(),
+            before + 1,
+            "a touch's fault is not counted"
+        );
+        assert_eq!(covered.u64_at(PAGE), 0, "a covered fault again");
+        assert_eq!(replaced_pages(), before + 2);
+        // SAFETY: as above.
+        let both = unsafe { load(t, PAGE) && load(past, 1) };
+        assert!(both, "a good page, then the zero page");
+        let none = inaccessible();
+        // SAFETY: the mapping just made (inaccessible: the fault is the test).
+        assert!(!unsafe { load(none, 1) }, "a SIGSEGV on the page touched");
+        assert_eq!(replaced_pages(), before + 2);
     }
 }

@@ -16,6 +16,8 @@
 //! - [`pagecache`]: emptying the page cache and asking what of a file is in
 //!   it, for measurements that must control the cache state;
 //! - [`mmap`]: read-only shared mappings of files another process writes;
+//! - [`mapfault`]: the one SIGBUS/SIGSEGV handler, for faults on fsprof's
+//!   own mappings (files a profiled process shrank, the replayer's touches);
 //! - [`mountinfo`]: the mount table, which mount a path is on;
 //! - [`usage`]: the calling thread's CPU time and involuntary switches;
 //! - [`diag`]: diagnostics on standard error that never fail the run.
@@ -29,12 +31,12 @@ pub mod clock;
 pub mod diag;
 pub mod host;
 pub mod inherited;
+pub mod mapfault;
 pub mod mmap;
 pub mod mountinfo;
 pub mod pagecache;
 pub mod proc_status;
 pub mod process;
-pub mod shrunk;
 pub mod signals;
 pub mod usage;
 

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub struct SharedMap {
     ptr: *mut libc::c_void,
     len: usize,
-    /// The writer may shrink the file under the mapping (crate::shrunk).
-    covered: crate::shrunk::Covered,
+    /// The writer may shrink the file under the mapping (crate::mapfault).
+    covered: crate::mapfault::Covered,
 }
 
 impl SharedMap {
@@ -46,7 +46,7 @@ impl SharedMap {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let covered = crate::shrunk::cover(ptr as usize, len);
+        let covered = crate::mapfault::cover(ptr as usize, len);
         Ok(SharedMap { ptr, len, covered })
     }
 

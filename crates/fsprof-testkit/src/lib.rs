@@ -34,7 +34,9 @@ pub use profiles::{
     capture_in, count, load, op, profile_of, record, run_profiled, user_op, write,
     write_user_profile,
 };
-pub use programs::{compile, compile_source};
+pub use programs::{
+    compile, compile_source, followed_tree, under_followed_tree, unfollowed_warnings,
+};
 pub use serve::{metrics_addr, serve_live, Live};
 pub use traces::HandTrace;
 

@@ -507,13 +507,18 @@ impl TraceSource {
                 }
             }
         }
-        let lost = m.lost();
-        writer.set_mapped_lost(lost);
+        let (lost, unfollowed) = (m.lost(), m.unfollowed());
+        writer.set_mapped_lost(lost, unfollowed);
         if lost > 0 {
             fin.warnings.push(format!(
                 "{lost} page fault(s) on mapped files were not recorded (the event ring was full)"
             ));
         }
+        fin.warnings
+            .extend(fsprof_kernel::follow::unfollowed_warning(
+                unfollowed,
+                "their loads and stores through file mappings are not in the trace",
+            ));
     }
 }
 

@@ -143,6 +143,11 @@ pub struct TraceSummary {
     /// mappings it saw covered them).
     #[serde(default)]
     pub mapped_lost: u64,
+    /// Processes of the traced tree whose page faults were not followed
+    /// at all (nor those of any process they started): more were alive at
+    /// once than the capture's map of followed processes holds.
+    #[serde(default)]
+    pub mapped_unfollowed: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -367,9 +372,11 @@ impl TraceWriter {
         self.summary.pending_peak_bytes = bytes;
     }
 
-    /// Records [`TraceSummary::mapped_lost`].
-    pub fn set_mapped_lost(&mut self, n: u64) {
-        self.summary.mapped_lost = n;
+    /// Records [`TraceSummary::mapped_lost`] and
+    /// [`TraceSummary::mapped_unfollowed`].
+    pub fn set_mapped_lost(&mut self, lost: u64, unfollowed: u64) {
+        self.summary.mapped_lost = lost;
+        self.summary.mapped_unfollowed = unfollowed;
     }
 
     /// Records [`TraceSummary::origin_ns`]: the records' times are

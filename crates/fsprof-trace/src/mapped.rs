@@ -225,6 +225,12 @@ impl MappedCapture {
         self.session.lost() + self.session.missed()
     }
 
+    /// Processes of the tree not followed (the map of followed processes
+    /// was full): none of their faults were reported.
+    pub fn unfollowed(&self) -> u64 {
+        self.session.unfollowed()
+    }
+
     /// Faults dropped as outside every file mapping (the heap, stacks).
     pub fn outside(&self) -> u64 {
         self.outside

@@ -52,7 +52,7 @@ pub struct UserSource {
     selfcost: Option<SelfCost>,
     /// The processes the shim could not profile, found at the end.
     unprofiled: Vec<Unprofiled>,
-    /// [`fsprof_sys::shrunk::replaced_pages`] when the run was set up.
+    /// [`fsprof_sys::mapfault::replaced_pages`] when the run was set up.
     replaced_before: u64,
 }
 
@@ -79,7 +79,7 @@ impl UserSource {
             collector: Collector::new(dir, layout.thresholds().len() as u32),
             selfcost: None,
             unprofiled: Vec::new(),
-            replaced_before: fsprof_sys::shrunk::replaced_pages(),
+            replaced_before: fsprof_sys::mapfault::replaced_pages(),
         })
     }
 
@@ -197,7 +197,7 @@ impl Source for UserSource {
         notes.extend(notes::lost(&self.unprofiled, lost_count));
         notes.extend(notes::nonfile(&layers));
         let mut warnings = Vec::new();
-        let shrunk = fsprof_sys::shrunk::replaced_pages() - self.replaced_before;
+        let shrunk = fsprof_sys::mapfault::replaced_pages() - self.replaced_before;
         if shrunk > 0 {
             warnings.push(format!(
                 "a process of the run shrank a file fsprof had mapped (the control file, a counter file or a trace chunk): {shrunk} page(s) read as zeros, so counts may be missing"

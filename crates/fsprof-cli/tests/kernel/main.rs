@@ -8,4 +8,5 @@ mod loopfs;
 mod attribution;
 mod block;
 mod command;
+mod followed;
 mod mapped;

@@ -3,4 +3,5 @@
 //! and fio iologs read as traces.
 
 mod capture;
+mod followed;
 mod import;
