@@ -58,7 +58,7 @@ ap.add_argument("--workloads", default="meta,read,procs")
 ap.add_argument("--compare-args", default="", help="extra arguments for every compare")
 ap.add_argument(
     "--run-args", default="",
-    help="extra arguments for every `fsprof run` of a new pool (e.g. --no-aslr)",
+    help="extra arguments for every `fsprof run` of a new pool (--run-args=--no-aslr: with =)",
 )
 ap.add_argument(
     "--sides", choices=["interleaved", "blocks"], default="interleaved",
