@@ -99,10 +99,11 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 /// fsprof runs as root and parses files and shared memory written by
 /// other users, so its own code and data keep a random address, as every
 /// distribution requires of programs run with privileges. The price is
-/// the self-relocation at every start: ~17,000 pointers written into the
-/// ~90 pages of `.data.rel.ro` and `.got` (pre-faulted in one call,
-/// `src/entry.rs`), 0.1–0.4 ms of every `fsprof run`
-/// (docs/benchmarks/overhead.md, "fsprof's own start-up").
+/// the self-relocation at every start: a pointer written per relative
+/// relocation into the pages of `.data.rel.ro` and `.got` (how to count
+/// both: `src/entry.rs`, which pre-faults those pages in one call),
+/// 0.1–0.4 ms of every `fsprof run` (docs/benchmarks/overhead.md,
+/// "fsprof's own start-up").
 /// `FSPROF_LINK=static` links at a fixed address instead, with no
 /// relocation to do, for whoever prefers that time to the randomisation
 /// (the stack, the heap and every mapping stay randomised either way).

@@ -3,13 +3,16 @@
 //! `_start`, one `madvise(MADV_POPULATE_WRITE)` over the RELRO segment.
 //!
 //! Why: a static PIE relocates itself at start (`_dl_relocate_static_pie`),
-//! writing ~17,000 pointers into ~75 pages of `.data.rel.ro` and `.got`;
-//! each first write to a page is a copy-on-write page fault, ~1.1 µs each
-//! in this VM (trap, page allocation, copy). One `madvise` makes the same
-//! private copies in one system call, without the 75 traps (measured
-//! ~82 µs → ~46 µs for the same pages, docs/benchmarks.md "Start-up, fourth
-//! session"). It changes no byte the program sees: the pages get the same
-//! contents the faults would have given them.
+//! writing one pointer per relative relocation (`RELACOUNT` in `readelf -d
+//! target/release/fsprof`: tens of thousands, growing with the code) into
+//! the pages of its RELRO segment (`.data.rel.ro`, `.got`: the
+//! `GNU_RELRO` MemSiz of `readelf -lW`, divided by the page size: tens of
+//! pages); each first write to a page is a copy-on-write page fault, ~1.1
+//! µs each in this VM (trap, page allocation, copy). One `madvise` makes
+//! the same private copies in one system call, without a trap per page
+//! (measured ~82 µs → ~46 µs for the same pages, docs/benchmarks.md
+//! "Start-up, fourth session"). It changes no byte the program sees: the
+//! pages get the same contents the faults would have given them.
 //!
 //! Written in assembly because nothing else may run yet: the binary is not
 //! relocated (every stored pointer is still the link-time one), there is

@@ -122,21 +122,25 @@ pub fn run(a: RunArgs) -> Result<i32> {
     drop(server);
     let cmd = a.command[0].to_string_lossy();
     let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
+    // A profile of nothing because fsprof saw nothing is a warning, which
+    // -q keeps; one of a command that made no call stands for the report,
+    // which -q leaves out.
     if outcome.profile.processes.is_empty() && !outcome.profile.meta.unprofiled.is_empty() {
         fsprof_sys::diag!(
-            "fsprof: no process of `{cmd}` could be profiled; the notes above say why"
+            "fsprof: warning: no process of `{cmd}` could be profiled; the notes above say why"
         );
     } else if outcome.profile.processes.is_empty() {
         fsprof_sys::diag!(
-            "fsprof: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
+            "fsprof: warning: no process of `{cmd}` loaded the preload shim, so no call was seen: statically linked programs \
              (many Go binaries) and setuid ones ignore LD_PRELOAD; profile them at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
+    } else if a.summary.quiet {
     } else if outcome.profile.total_calls() == 0 {
         fsprof_sys::diag!(
             "fsprof: `{cmd}` made no file-system call through libc; calls made inside libc or by io_uring are only \
              visible at the syscall layer (`fsprof kernel -- {cmd}`)"
         );
-    } else if !a.summary.quiet {
+    } else {
         fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }
     let status = exit_status(&outcome, &saved);

@@ -278,6 +278,38 @@ fn statically_linked_program_is_explained_not_reported_empty() {
     assert!(!err.contains("layer user"), "no empty report: {err}");
 }
 
+/// `-q` leaves out what stands for the report (a command that made no
+/// call, `true`) and keeps the warning that no process could be seen (a
+/// statically linked program).
+#[test]
+fn quiet_leaves_out_notices_not_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile("static_hello", dir.path(), &["-static"]);
+    let run = |quiet: bool, cmd: &std::ffi::OsStr| {
+        let mut c = fsprof();
+        c.arg("run");
+        if quiet {
+            c.arg("-q");
+        }
+        let out = c
+            .arg("-f")
+            .arg("-o")
+            .arg(dir.path().join("p.json"))
+            .arg("--")
+            .arg(cmd)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let notice = "made no file-system call";
+    assert!(run(false, "true".as_ref()).contains(notice));
+    let quiet = run(true, "true".as_ref());
+    assert!(!quiet.contains(notice), "{quiet}");
+    let warning = "fsprof: warning: no process of";
+    assert!(run(true, exe.as_os_str()).contains(warning));
+}
+
 /// `kernel --help` describes the layers as they are today (fentry for the
 /// fs layer, the block layer system-wide) and says how it exits.
 #[test]
