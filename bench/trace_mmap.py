@@ -17,7 +17,9 @@ between it and `--data digest` is what following the faults costs, and
 the difference between it and bare is what tracing the calls costs
 (fsprof's own start and end included).
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+  --other PATH  another build's `trace --data digest` in the same rounds, and
+           its difference to this build's, paired by round
   --gap S  wait S seconds (default 0.1) before each timed run, so that a
            trace does not wait for the grace period of the one before it
   --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
@@ -65,6 +67,7 @@ def make_inputs(d):
 
 NO_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
 CALLS_ONLY = "trace --data digest, no caps"
+OTHER = "other: trace --data digest"
 
 
 def variants(d, cmd, name):
@@ -72,6 +75,9 @@ def variants(d, cmd, name):
     for data in ("digest", "full"):
         trace = os.path.join(d, f"{name.split()[0]}-{data}.trace")
         out[f"trace --data {data}"] = [ARGS.fsprof, "trace", "-f", "--data", data, "-o", trace, "--"] + cmd
+    if ARGS.other:
+        trace = os.path.join(d, f"{name.split()[0]}-other.trace")
+        out[OTHER] = [ARGS.other, "trace", "-f", "--data", "digest", "-o", trace, "--"] + cmd
     if os.geteuid() == 0 and shutil.which("setpriv"):
         trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
         out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
@@ -109,6 +115,10 @@ def measure(d, name, cmd):
         calls = med[CALLS_ONLY] - med["bare"]
         faults = med["trace --data digest"] - med[CALLS_ONLY]
         print(f"medians: tracing the calls +{calls:.1f} ms over bare, following the faults +{faults:.1f} ms more")
+    if OTHER in times:
+        diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
+        print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
+              f"(rounds {min(diff) * 1e3:+.2f}..{max(diff) * 1e3:+.2f})")
     n = mapped_reads(os.path.join(d, f"{name.split()[0]}-digest.trace"))
     print(f"mapped reads in the last --data digest trace: {n}")
 
@@ -122,6 +132,7 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--dir", default=None, help="where the 256 MiB file and the database go")
     p.add_argument("--fifo", action="store_true")
+    p.add_argument("--other", help="another build (main before a change), traced in the same rounds")
     ARGS = p.parse_args()
     if not shutil.which("sqlite3"):
         sys.exit("trace_mmap.py: sqlite3 is not installed (apt-get install sqlite3)")

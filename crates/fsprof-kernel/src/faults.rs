@@ -285,6 +285,26 @@ fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
     })
 }
 
+/// The two end programs (minor and major faults), loaded, with the
+/// software event each is for and its name.
+fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<(Prog, u64, String)>, Error> {
+    [
+        (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
+        (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
+    ]
+    .into_iter()
+    .map(|(config, major)| {
+        let name = prog_name(if major { "fault_maj" } else { "fault_min" });
+        let prog = load(
+            &name,
+            sys::PROG_PERF_EVENT,
+            &end_prog(starts, ring, lost, major),
+        )?;
+        Ok((prog, config, name))
+    })
+    .collect()
+}
+
 fn attach_err(what: &str) -> impl Fn(io::Error) -> Error + '_ {
     move |err| Error::Attach {
         prog: what.into(),
@@ -363,26 +383,33 @@ impl FaultSession {
             around: false,
         };
         let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
-        let task_layout = match task_layout {
-            Ok(job) => job.join().ok().flatten(),
-            Err(_) => crate::follow::TaskLayout::vmlinux(),
-        };
-        for (prog, att) in s.targets.programs(task_layout, &root)? {
-            s._progs.push(prog);
-            s._atts.push(att);
-        }
-        // The ends before the starts: a start without its end is replaced
-        // by the thread's next, an end without a start is ignored.
-        for (config, major) in [
-            (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
-            (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
-        ] {
-            let name = prog_name(if major { "fault_maj" } else { "fault_min" });
-            let prog = load(
-                &name,
-                sys::PROG_PERF_EVENT,
-                &end_prog(st, s.ring.fd(), s.lost.fd(), major),
-            )?;
+        // The end programs are verified on a thread of their own while
+        // this one verifies and attaches the others: the verifier is most
+        // of attaching (seven program loads, ~0.8 ms one after the other
+        // on this project's 2-CPU test machine), and attaching is on the
+        // path before the held command starts. The order they are
+        // attached in does not matter: no process is followed before
+        // `follow`, so no start is kept before every end is attached.
+        // Scoped: the thread uses the maps' descriptors, which an error
+        // here closes; it is joined first.
+        let ring_fd = s.ring.fd();
+        let ends = std::thread::scope(|scope| {
+            let ends = std::thread::Builder::new()
+                .name("fsprof-verify".into())
+                .spawn_scoped(scope, move || end_progs(st, ring_fd, c));
+            let task_layout = match task_layout {
+                Ok(job) => job.join().ok().flatten(),
+                Err(_) => crate::follow::TaskLayout::vmlinux(),
+            };
+            let others = s.start_progs(&root, task_layout, (t, st, c));
+            let ends = match ends {
+                // Loading panics only on a bug: the panic is passed on.
+                Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => end_progs(st, ring_fd, c),
+            };
+            others.and(ends)
+        })?;
+        for (prog, config, name) in ends {
             for &cpu in &cpus {
                 let att =
                     sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
@@ -390,18 +417,32 @@ impl FaultSession {
             }
             s._progs.push(prog);
         }
-        if tracefs::exists(&root, "filemap", "mm_filemap_map_pages") {
+        Ok(s)
+    }
+
+    /// Loads and attaches the programs that follow the process tree (fork,
+    /// exit), the fault-around one and the start ones, on maps
+    /// `(targets, starts, counters)`.
+    fn start_progs(
+        &mut self,
+        root: &std::path::Path,
+        task_layout: Option<crate::follow::TaskLayout>,
+        (t, st, c): (i32, i32, i32),
+    ) -> Result<(), Error> {
+        for (prog, att) in self.targets.programs(task_layout, root)? {
+            self._progs.push(prog);
+            self._atts.push(att);
+        }
+        if tracefs::exists(root, "filemap", "mm_filemap_map_pages") {
             // Raw: a perf tracepoint event costs 80 ms to close (the kernel
             // waits for every CPU to leave the tracepoint), measured.
-            s.raw("mm_filemap_map_pages", &around_prog(st))?;
-            s.around = true;
+            self.raw("mm_filemap_map_pages", &around_prog(st))?;
+            self.around = true;
         }
-        if tracefs::exists(&root, "exceptions", "page_fault_kernel") {
-            s.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
+        if tracefs::exists(root, "exceptions", "page_fault_kernel") {
+            self.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
         }
-        s.raw("page_fault_user", &start_prog(t, st, c, false))?;
-
-        Ok(s)
+        self.raw("page_fault_user", &start_prog(t, st, c, false))
     }
 
     fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {

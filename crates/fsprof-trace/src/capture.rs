@@ -551,6 +551,10 @@ impl Source for TraceSource {
 
     fn start(&mut self, command: Option<i32>) -> Result<String, SourceError> {
         let what = self.user.start(command)?;
+        // The file is made while the page-fault programs are still being
+        // attached (the command is held until they are): ~0.1 ms off the
+        // path before it starts.
+        let staged = TraceWriter::stage(&self.output, self.force)?;
         self.join_mapped();
         if let Some(pid) = command {
             self.start_mapped(pid);
@@ -572,7 +576,7 @@ impl Source for TraceSource {
         });
         self.start_unix_ns = fsprof_sys::clock::wall_unix_ns();
         let header = self.header(std::env::args().collect());
-        self.writer = Some(TraceWriter::create(&self.output, &header, self.force)?);
+        self.writer = Some(staged.start(&header)?);
         Ok(format!("{what} (tracing every call)"))
     }
 

@@ -214,28 +214,64 @@ impl TraceWriter {
     /// [`TraceWriter::finish`], by fsprof-core's output rules); refuses an
     /// existing file unless `overwrite`.
     pub fn create(path: &Path, header: &TraceHeader, overwrite: bool) -> Result<Self, TraceError> {
+        TraceWriter::stage(path, overwrite)?.start(header)
+    }
+
+    /// The first half of [`TraceWriter::create`]: the file made (under its
+    /// temporary name) and the compressors set up, before the header is
+    /// known. A capture does this while its command is held, before it
+    /// waits for what the header says (`trace`'s page-fault programs).
+    pub fn stage(path: &Path, overwrite: bool) -> Result<StagedTrace, TraceError> {
         let io = |e| TraceError::Io {
             path: path.into(),
             source: e,
         };
         // Never through a link, never over a device, FIFO or socket.
         let file = OutputFile::create_file(path, overwrite).map_err(|e| output_error(path, e))?;
-        let mut out = BufWriter::with_capacity(1 << 16, file);
+        let compressor = |level| {
+            let mut z = zstd::bulk::Compressor::new(level)?;
+            z.include_checksum(true)?;
+            Ok(z)
+        };
+        Ok(StagedTrace {
+            path: path.into(),
+            out: BufWriter::with_capacity(1 << 16, file),
+            zstd: compressor(ZSTD_LEVEL).map_err(io)?,
+            zstd_small: compressor(ZSTD_SMALL_LEVEL).map_err(io)?,
+        })
+    }
+}
+
+/// A trace file made and not started yet ([`TraceWriter::stage`]); dropped,
+/// it leaves nothing behind.
+pub struct StagedTrace {
+    path: PathBuf,
+    out: BufWriter<OutputFile>,
+    zstd: zstd::bulk::Compressor<'static>,
+    zstd_small: zstd::bulk::Compressor<'static>,
+}
+
+impl StagedTrace {
+    /// Writes the header: the trace is under way.
+    pub fn start(self, header: &TraceHeader) -> Result<TraceWriter, TraceError> {
+        let StagedTrace {
+            path,
+            mut out,
+            zstd,
+            zstd_small,
+        } = self;
+        let io = |e| TraceError::Io {
+            path: path.clone(),
+            source: e,
+        };
         let json = serde_json::to_vec(header).expect("a trace header serializes");
         out.write_all(MAGIC).map_err(io)?;
         out.write_all(&FORMAT_VERSION.to_le_bytes()).map_err(io)?;
         out.write_all(&(json.len() as u32).to_le_bytes())
             .map_err(io)?;
         out.write_all(&json).map_err(io)?;
-        let compressor = |level| {
-            let mut z = zstd::bulk::Compressor::new(level)?;
-            z.include_checksum(true)?;
-            Ok(z)
-        };
-        let zstd = compressor(ZSTD_LEVEL).map_err(io)?;
-        let zstd_small = compressor(ZSTD_SMALL_LEVEL).map_err(io)?;
         Ok(TraceWriter {
-            path: path.into(),
+            path,
             out,
             zstd,
             zstd_small,
@@ -247,7 +283,9 @@ impl TraceWriter {
             bytes_file: (16 + json.len()) as u64,
         })
     }
+}
 
+impl TraceWriter {
     /// Appends a record to stream 0, for a trace that is one stream
     /// (imports): its records go in time order.
     pub fn push(&mut self, r: &Record) -> Result<(), TraceError> {

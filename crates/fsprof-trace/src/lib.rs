@@ -30,4 +30,4 @@ pub mod resolve;
 pub mod show;
 
 pub use event::{Access, Call, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
-pub use file::{TraceError, TraceHeader, TraceReader, TraceWriter};
+pub use file::{StagedTrace, TraceError, TraceHeader, TraceReader, TraceWriter};

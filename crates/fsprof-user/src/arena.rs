@@ -31,6 +31,10 @@ use crate::written::Written;
 /// fewer: a block reserved only once the command has been started may
 /// come after its first forks in a loaded machine (those processes then
 /// map counter files of their own; `run::faults` counts on the four).
+/// Reserving three of them only once the command was started failed
+/// those tests: fsprof goes on after the clone on the CPU the command
+/// starts on (`fsprof_sys::process`, `OnThisCpu`), so only when the
+/// command first blocks, which may be after its first fork.
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice what was taken since the
