@@ -203,6 +203,7 @@ pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec
     a.stx(Size::DW, R10, KEY, R0);
     update(&mut a, starts, KEY, VAL, sys::BPF_ANY as i32);
     count(&mut a, counters, C_STARTS);
+    add_to(&mut a, counters, C_IN_FLIGHT, 1);
     end(a, out)
 }
 
@@ -221,28 +222,50 @@ pub(crate) fn data_fault(a: &mut crate::insn::Asm, out: crate::insn::Label) {
 }
 
 /// Counters of the `counters` array: a full ring, starts, ends that were
-/// not the started fault's, marks.
+/// not the started fault's, marks, and the faults in progress: entries
+/// the start program made and no end took yet, at least (a fault that
+/// failed, or an entry the LRU dropped, leaves it higher, never lower).
+/// While it is 0, which it is as long as no followed process is marked,
+/// the end and around programs stop before their hash lookup (an array
+/// lookup is inlined by the verifier): they run for every fault of the
+/// machine.
 const C_LOST: i32 = 0;
 const C_STARTS: i32 = 1;
 const C_OTHER_END: i32 = 2;
 const C_MARKS: i32 = 3;
-const COUNTERS: u32 = 4;
+const C_IN_FLIGHT: i32 = 4;
+const COUNTERS: u32 = 5;
 
 /// counters[i] += 1. Clobbers r0-r5.
 fn count(a: &mut crate::insn::Asm, counters: i32, i: i32) {
+    add_to(a, counters, i, 1);
+}
+
+/// counters[i] += delta. Clobbers r0-r5.
+fn add_to(a: &mut crate::insn::Asm, counters: i32, i: i32, delta: i32) {
     let skip = a.label();
     a.st_imm(Size::W, R10, KEY, i);
     lookup(a, counters, KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, skip);
-    a.mov_imm(R1, 1);
+    a.mov_imm(R1, delta);
     a.atomic_add64(R0, 0, R1);
     a.bind(skip);
 }
 
+/// On to `out` while no fault is in progress. Clobbers r0-r5.
+fn none_in_flight(a: &mut crate::insn::Asm, counters: i32, out: crate::insn::Label) {
+    a.st_imm(Size::W, R10, KEY, C_IN_FLIGHT);
+    lookup(a, counters, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::DW, R1, R0, 0);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
+}
+
 /// `mm_filemap_map_pages` during a fault of a followed thread: the range
 /// mapped around, into its entry.
-pub fn around_prog(starts: i32) -> Vec<Insn> {
+pub fn around_prog(starts: i32, counters: i32) -> Vec<Insn> {
     let (mut a, out) = begin();
+    none_in_flight(&mut a, counters, out);
     a.call(helper::GET_CURRENT_PID_TGID);
     a.stx(Size::DW, R10, KEY, R0);
     lookup(&mut a, starts, KEY);
@@ -262,6 +285,7 @@ pub fn around_prog(starts: i32) -> Vec<Insn> {
 pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     // `lost` is the counters array.
     let (mut a, out) = begin();
+    none_in_flight(&mut a, lost, out);
     a.call(helper::GET_CURRENT_PID_TGID);
     a.mov(R8, R0);
     a.stx(Size::DW, R10, KEY, R0);
@@ -285,6 +309,7 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     a.alu_imm(Alu::Rsh, R2, 12);
     a.jmp_imm(Jmp::Eq, R2, 0, same);
     delete(&mut a, starts, KEY);
+    add_to(&mut a, lost, C_IN_FLIGHT, -1);
     count(&mut a, lost, C_OTHER_END);
     a.ja(out);
     a.bind(same);
@@ -299,6 +324,7 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     a.ldx(Size::DW, R1, R7, 32);
     a.stx(Size::DW, R10, EV + 48, R1);
     delete(&mut a, starts, KEY);
+    add_to(&mut a, lost, C_IN_FLIGHT, -1);
     a.ld_map(R1, ring);
     a.mov(R2, R10);
     a.alu_imm(Alu::Add, R2, EV as i32);
@@ -495,7 +521,7 @@ impl FaultSession {
         if tracefs::exists(root, "filemap", "mm_filemap_map_pages") {
             // Raw: a perf tracepoint event costs 80 ms to close (the kernel
             // waits for every CPU to leave the tracepoint), measured.
-            self.raw("mm_filemap_map_pages", &around_prog(st))?;
+            self.raw("mm_filemap_map_pages", &around_prog(st, c))?;
             self.around = true;
         }
         if tracefs::exists(root, "exceptions", "page_fault_kernel") {
@@ -559,6 +585,12 @@ impl FaultSession {
     /// Ends that were not of the fault that started (dropped).
     pub fn other_ends(&self) -> u64 {
         self.counter(C_OTHER_END)
+    }
+
+    /// Faults started and not ended (failed ones included): 0 lets the
+    /// end and around programs stop early.
+    pub fn in_flight(&self) -> u64 {
+        self.counter(C_IN_FLIGHT)
     }
 
     /// Faults taken on the mark's page (module doc): one or two (the

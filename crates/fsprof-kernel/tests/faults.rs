@@ -218,6 +218,8 @@ fn only_marked_processes_and_their_children_report_faults() {
     assert!(of(kid).any(|f| within(f, after)), "child {kid}: {faults:?}");
     // The kernel's string copy may retry the read a byte at a time.
     assert!((1..=2).contains(&s.marks_taken()), "{}", s.marks_taken());
+    // Every fault started ended: the end programs' early stop is back on.
+    assert_eq!(s.in_flight(), 0);
     // The mark itself is no fault of the trace.
     assert!(faults.iter().all(|f| f.addr >= 4096), "{faults:?}");
 }
