@@ -821,6 +821,21 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
     g_tready = 0;
 }
 
+/* Once per process image (a fork keeps the parent's, as the kernel's mark
+ * does): faccessat(2) of FSPROF_TMAP_MARK, which fails with EFAULT and does
+ * nothing else. Raw, errno kept. Threads racing here mark twice, which is
+ * harmless. */
+HIDDEN void fsprof_trace_mark_mapping(void)
+{
+    static int marked;
+    if (__atomic_load_n(&marked, __ATOMIC_RELAXED))
+        return;
+    int e = errno;
+    syscall(SYS_faccessat, AT_FDCWD, (const char *)FSPROF_TMAP_MARK, F_OK);
+    errno = e;
+    __atomic_store_n(&marked, 1, __ATOMIC_RELAXED);
+}
+
 EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
 {
     out->chunk_hdr = sizeof(struct fsprof_tchunk);
@@ -837,6 +852,7 @@ EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
     out->chunk_size = FSPROF_TCHUNK_SIZE;
     out->nops = OP_COUNT;
     out->off_dropped_after = offsetof(struct fsprof_tchunk, dropped_after);
+    out->map_mark = (uint32_t)FSPROF_TMAP_MARK;
 }
 
 /* For the tests: the shim's XXH64 of `len` bytes, fed in pieces of `step`. */
