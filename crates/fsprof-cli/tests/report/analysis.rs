@@ -125,6 +125,37 @@ fn a_single_run_verdict_cautions_that_runs_fall_into_modes() {
         .stdout(predicate::str::contains("caution").not());
 }
 
+/// Profiles made with `run --no-aslr` and without are compared with a
+/// warning that the layout differs; all made alike, no warning.
+#[test]
+fn compare_warns_when_some_runs_had_one_layout_and_some_not() {
+    let d = tempfile::tempdir().unwrap();
+    let ops = || vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])];
+    let a = write(d.path(), "a.json", ops());
+    let b = write(d.path(), "b.json", ops());
+    let fixed = |name: &str| {
+        let f = write(d.path(), name, ops());
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        v["meta"]["settings"]["layout"] = "fixed (--no-aslr)".into();
+        std::fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+        f
+    };
+    let (fa, fb) = (fixed("fa.json"), fixed("fb.json"));
+    let says =
+        "were made with `run --no-aslr` (one memory layout), the others with the layout randomized";
+    on(&["compare"], &[&a, &fb])
+        .code(0)
+        .stderr(predicate::str::contains(format!(
+            "1 of the 2 profiles {says}"
+        )));
+    on(&["compare"], &[&a, &b])
+        .code(0)
+        .stderr(predicate::str::contains("--no-aslr").not());
+    on(&["compare"], &[&fa, &fb])
+        .code(0)
+        .stderr(predicate::str::contains("--no-aslr").not());
+}
+
 /// Runs of each side (`A1 A2 A3 --vs B1 B2 B3`): three runs whose `read`
 /// sits in bucket 9 or 10 at random against three a power of two slower.
 /// The spread between the runs is measured and said, the test that
