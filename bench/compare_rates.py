@@ -40,6 +40,7 @@ case; their shares are printed).
 usage: bench/compare_rates.py [--pairs N] [--pool DIR] [--fsprof PATH]
                               [--workloads meta,read,procs]
                               [--sides interleaved|blocks] [--compare-args ARGS]
+                              [--run-args ARGS]
 """
 import argparse
 import json
@@ -55,6 +56,10 @@ ap.add_argument("--pool", default=None, help="keep the runs here (reused when pr
 ap.add_argument("--fsprof", default="target/release/fsprof")
 ap.add_argument("--workloads", default="meta,read,procs")
 ap.add_argument("--compare-args", default="", help="extra arguments for every compare")
+ap.add_argument(
+    "--run-args", default="",
+    help="extra arguments for every `fsprof run` of a new pool (--run-args=--no-aslr: with =)",
+)
 ap.add_argument(
     "--sides", choices=["interleaved", "blocks"], default="interleaved",
     help="3-against-3 sides from alternate runs (default), or each side three runs in a row "
@@ -98,7 +103,7 @@ def run(dir, name, cmd, so, op):
     # what the benchmark is about).
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run(
-        [FSPROF, "run", "-q", "-f", "-o", out, "--"] + cmd,
+        [FSPROF, "run", "-q", "-f", "-o", out] + ARGS.run_args.split() + ["--"] + cmd,
         env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     return out

@@ -59,6 +59,7 @@ pub fn quick_run(args: &[OsString]) -> Option<RunArgs> {
             metrics_argv: false,
         },
         cold: ColdArgs::default(),
+        no_aslr: false,
         command,
     })
 }

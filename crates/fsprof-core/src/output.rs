@@ -30,9 +30,11 @@
 //!
 //! A file is written under a temporary name in the same directory
 //! (`openat(O_CREAT|O_EXCL|O_NOFOLLOW)`, mode 0600 while it is written),
-//! then renamed onto NAME (`renameat`; `renameat2(RENAME_NOREPLACE)`
-//! without `--force`, so a file that appears meanwhile is not replaced
-//! either): readers see the old file or the whole new one, and a failed
+//! then renamed onto NAME (with `--force` swapped with what is there,
+//! `renameat2(RENAME_EXCHANGE)`, and the old file unlinked, see
+//! `replace`; `renameat2(RENAME_NOREPLACE)` without `--force`, so a file
+//! that appears meanwhile is not replaced either): readers see the old
+//! file or the whole new one, and a failed
 //! write leaves nothing behind. The file gets the permission bits of the
 //! regular file it replaces, else `0666` minus the umask, and never
 //! world-write.
@@ -514,11 +516,11 @@ enum Replace {
 /// allocates and starts writing the new file's blocks before a rename
 /// over an existing file returns, 0.5–1 ms for a 60 KB trace on this
 /// project's test machine, against ~0.1 ms for the swap and the unlink
-/// (docs/benchmarks/trace-replay.md, "Writing the trace"). What is given
-/// up is that heuristic's promise after a crash within the next few
-/// seconds (the new file's data may not be on disk; the user asked for
-/// the old one to go), as for any new output, which fsprof does not
-/// fsync either. What the swap took out is checked before it is removed,
+/// (docs/benchmarks/trace-replay.md, "The fixed cost of one trace").
+/// What is given up is that heuristic's promise after a crash within the
+/// next few seconds (the new file's data may not be on disk; the user
+/// asked for the old one to go), as for any new output, which fsprof does
+/// not fsync either. What the swap took out is checked before it is removed,
 /// never followed (a link is removed, not what it points to), and swapped
 /// back if it is neither a file nor a link. Where the file system cannot
 /// swap, or nothing is there, a plain rename.

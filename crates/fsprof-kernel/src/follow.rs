@@ -28,7 +28,7 @@
 use std::path::Path;
 
 use crate::attach::{map, raw_program, tracepoint_program};
-use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R6, R7, R8};
+use crate::insn::{helper, Alu, Asm, Insn, Jmp, Size, R0, R1, R10, R6, R7, R8, R9};
 use crate::progs::{begin_enter, delete, end, ld_field, lookup, probe, update, Filter};
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::tracefs::Tracepoint;
@@ -82,6 +82,7 @@ const VAL: i16 = -32;
 /// is added; a failed add counts in `counts`.
 pub fn fork_prog(l: &TaskLayout, targets: i32, counts: i32) -> Vec<Insn> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets });
+    a.ldx(Size::W, R9, R0, 0);
     a.ldx(Size::DW, R7, R6, 8);
     probe(&mut a, R8, R7, l.tgid, Size::W);
     // A new thread of this process: its tgid is in already.
@@ -97,16 +98,19 @@ pub fn fork_prog(l: &TaskLayout, targets: i32, counts: i32) -> Vec<Insn> {
 /// BTF: the child's `child_pid` (a thread's id, for a new thread) added.
 pub fn fork_prog_perf(tp: &Tracepoint, targets: i32, counts: i32) -> Result<Vec<Insn>, Error> {
     let (mut a, out) = begin_enter(&Filter::Targets { map_fd: targets });
+    a.ldx(Size::W, R9, R0, 0);
     ld_field(&mut a, R1, R6, tp.field("child_pid")?)?;
     add(&mut a, targets, counts);
     Ok(end(a, out))
 }
 
-/// Adds the tgid in r1; counts a failure.
+/// Adds the tgid in r1 with the parent's value, in r9 (the fault
+/// programs' mark of a process that maps files: the child has the
+/// parent's mappings, [`crate::faults`]); counts a failure.
 fn add(a: &mut Asm, targets: i32, counts: i32) {
     let done = a.label();
     a.stx(Size::W, R10, KEY, R1);
-    a.st_imm(Size::W, R10, VAL, 1);
+    a.stx(Size::W, R10, VAL, R9);
     update(a, targets, KEY, VAL, sys::BPF_ANY as i32);
     a.jmp_imm(Jmp::Eq, R0, 0, done);
     a.st_imm(Size::W, R10, KEY, 0);
@@ -163,8 +167,13 @@ impl Tree {
 
     /// Follows process `pid` (a tgid) and the processes it forks from now on.
     pub(crate) fn add(&self, pid: i32) -> Result<(), Error> {
-        let one = 1u32.to_le_bytes();
-        crate::attach::update(&self.targets, self.name, &pid.to_le_bytes(), &one)
+        self.add_as(pid, 1)
+    }
+
+    /// The same, with `value` (the fault programs' bits).
+    pub(crate) fn add_as(&self, pid: i32, value: u32) -> Result<(), Error> {
+        let v = value.to_le_bytes();
+        crate::attach::update(&self.targets, self.name, &pid.to_le_bytes(), &v)
     }
 
     /// New processes of the tree that were not followed: the map was full.

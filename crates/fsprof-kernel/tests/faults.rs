@@ -36,13 +36,21 @@ int main(int argc, char **argv) {
 /// fault session from before that byte on: its pid, the session, and its
 /// standard output. It must succeed.
 fn followed(cmd: &mut Command) -> (i32, FaultSession, String) {
+    followed_by(cmd, |pid| FaultSession::start(pid).unwrap())
+}
+
+/// [`followed`], by the session `session` makes for the pid.
+fn followed_by(
+    cmd: &mut Command,
+    session: impl FnOnce(i32) -> FaultSession,
+) -> (i32, FaultSession, String) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    let s = FaultSession::start(pid).unwrap();
+    let s = session(pid);
     child.stdin.take().unwrap().write_all(b"g").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{:?}", out.status);
@@ -138,4 +146,80 @@ fn threads_take_no_entry_and_are_followed_after_their_leader_exits() {
         "loads without their fault"
     );
     assert_eq!((s.unfollowed(), s.lost()), (0, 0));
+}
+
+/// Touches a file mapping and anonymous pages, then marks itself (the
+/// shim's mark, `faults::MAPPING_MARK`), touches a second mapping of the
+/// file, and forks a child that touches the second mapping too (a fork
+/// copies no page of a file mapping: the child faults on its own).
+const MARKED: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define LEN (16 * 4096)
+int main(int argc, char **argv) {
+    char c;
+    if (read(0, &c, 1) != 1) return 2;
+    int fd = open(argv[1], O_RDONLY);
+    unsigned s = 0;
+    volatile char *before = mmap(0, LEN, PROT_READ, MAP_PRIVATE, fd, 0);
+    volatile char *anon = mmap(0, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < 16; i++) { s += before[i * 4096]; anon[i * 4096] = 1; }
+    syscall(SYS_faccessat, AT_FDCWD, (const char *)MARK, F_OK);
+    volatile char *after = mmap(0, LEN, PROT_READ, MAP_PRIVATE, fd, 0);
+    for (int i = 0; i < 16; i++) s += after[i * 4096];
+    pid_t k = fork();
+    if (k == 0) {
+        for (int i = 0; i < 16; i++) s += after[i * 4096];
+        _exit(s == 12345);
+    }
+    waitpid(k, 0, 0);
+    printf("%p %p %p %d %u\n", (void *)before, (void *)anon, (void *)after, k, s);
+    return 0;
+}
+"#;
+
+#[test]
+#[ignore = "needs root"]
+fn only_marked_processes_and_their_children_report_faults() {
+    need_root("eBPF");
+    let (_d, dir) = fsprof_testkit::canonical_tempdir();
+    let src = MARKED.replace(
+        "MARK",
+        &format!("{:#x}", fsprof_kernel::faults::MAPPING_MARK),
+    );
+    let exe = fsprof_testkit::compile_source("marked", &src, &dir, &[]);
+    let file = dir.join("data");
+    std::fs::write(&file, vec![1u8; 16 * 4096]).unwrap();
+    let (pid, mut s, text) = followed_by(Command::new(&exe).arg(&file), |pid| {
+        let s = FaultSession::attach().unwrap();
+        assert!(s.marks, "this kernel has exceptions:page_fault_kernel");
+        s.follow(pid).unwrap();
+        s
+    });
+    let w: Vec<&str> = text.split_whitespace().collect();
+    let hex = |a: &str| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
+    let (before, anon, after) = (hex(w[0]), hex(w[1]), hex(w[2]));
+    let kid: i32 = w[3].parse().unwrap();
+    let mut faults: Vec<Fault> = Vec::new();
+    s.drain(|f| faults.push(f));
+    let of = |p: i32| faults.iter().filter(move |f| f.pid == p);
+    let within = |f: &Fault, base: u64| f.addr >= base && f.addr < base + 16 * 4096;
+    // Before its mark, none of the process's faults left the kernel.
+    let early: Vec<&Fault> = of(pid)
+        .filter(|f| within(f, before) || within(f, anon))
+        .collect();
+    assert!(early.is_empty(), "faults before the mark: {early:?}");
+    assert!(of(pid).any(|f| within(f, after)), "{faults:?}");
+    // The child was forked marked.
+    assert!(of(kid).any(|f| within(f, after)), "child {kid}: {faults:?}");
+    // The kernel's string copy may retry the read a byte at a time.
+    assert!((1..=2).contains(&s.marks_taken()), "{}", s.marks_taken());
+    // Every fault started ended: the end programs' early stop is back on.
+    assert_eq!(s.in_flight(), 0);
+    // The mark itself is no fault of the trace.
+    assert!(faults.iter().all(|f| f.addr >= 4096), "{faults:?}");
 }

@@ -50,8 +50,30 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
             let _ = writeln!(out, "  {}/{}", o.layer, compare_reason(c, o));
         }
     }
+    if let Some(caution) = single_run_caution(c) {
+        let _ = writeln!(out, "\ncaution: {caution}");
+    }
     table(&mut out, c);
     crate::terminal_safe(out)
+}
+
+/// Said when one run a side found a change. Identical runs can hold a
+/// change as large, in one op, as a slowdown the verdict must find: a mode
+/// of the program or the machine that each run falls into (on the
+/// benchmarks' VM, where address-space layout randomization put `cat`'s
+/// buffer decided whether `munmap` flushed the TLB page by page or whole,
+/// and the `close` after it took 2.5x as long, in about one run in twenty).
+/// One run a side cannot tell such a mode from a change; repeated runs
+/// measure it as spread. Not said when nothing changed, nor with repeated
+/// runs on both sides.
+pub fn single_run_caution(c: &Comparison) -> Option<&'static str> {
+    let single = c.terms.runs_a == 1 || c.terms.runs_b == 1;
+    (single && c.any_interesting()).then_some(
+        "one run a side cannot tell a change from a mode that identical runs fall into \
+         (one op twice as slow in some runs: where address-space layout randomization put a buffer, \
+         a cache left cold); before acting on it, take each side's runs again, alternately, \
+         and compare A1 A2 A3 --vs B1 B2 B3",
+    )
 }
 
 /// How compare decided, in two or three lines.
@@ -119,6 +141,9 @@ pub struct ComparisonJson<'a> {
     pub a: &'a str,
     pub b: &'a str,
     pub interesting: bool,
+    /// [`single_run_caution`], when it is said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caution: Option<&'static str>,
     pub comparison: ComparisonBody<'a>,
 }
 
@@ -147,6 +172,7 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         a: a_name,
         b: b_name,
         interesting: c.any_interesting(),
+        caution: single_run_caution(c),
         comparison: ComparisonBody {
             terms: &c.terms,
             layer_shifts: &c.layer_shifts,

@@ -43,6 +43,7 @@ static void before_fork_in_parent(void)
         if (f != NULL)
             f();
     }
+    fsprof_trace_before_fork();
     errno = saved;
 }
 

@@ -35,6 +35,7 @@ static int g_twait_gave_up;   /* a wait for `fsprof trace` timed out: don't wait
 
 static TLS struct fsprof_tchunk *t_tc; /* this thread's chunk, NULL = none yet */
 static TLS uint64_t t_tc_cap;         /* bytes of records it can hold */
+static TLS int t_tc_unforked;         /* it is MADV_DONTFORK: a child has no copy to unmap */
 static TLS uint32_t t_tc_next;        /* index of this thread's next chunk */
 static TLS uint64_t t_tdropped;       /* records lost since the last chunk */
 static TLS int t_tbusy;
@@ -237,17 +238,26 @@ static uint64_t xxh_final(const struct xxh *s)
 
 /* ---- chunk files ------------------------------------------------------------- */
 
+/* Bytes of the largest directory entry getdents64 returns (a 255-byte
+ * name): a listing that left this much of the buffer unused was whole. */
+#define DIRENT_MAX 280
+
 /* Chunk files in the run directory (`fsprof trace` deletes them once it
  * has their records); the free chunk files handed back (f0 .. f<SLOTS-1>)
- * are marked in *freed, so that only those there are asked for. */
-static uint32_t count_chunks(long dirfd, uint32_t *freed)
+ * are marked in *freed, so that only those there are asked for. `again`:
+ * the directory was read before through `dirfd`. A listing that fits in
+ * the buffer with room for one more entry is whole without the empty read
+ * that would say so (one system call fewer per chunk; a wrong count only
+ * bounds the chunks waiting a little later, or misses a free slot). */
+static uint32_t count_chunks(long dirfd, uint32_t *freed, int again)
 {
     char buf[2048];
     uint32_t n = 0;
     *freed = 0;
-    syscall(SYS_lseek, dirfd, 0L, SEEK_SET);
-    for (;;) {
-        long got = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
+    if (again)
+        syscall(SYS_lseek, dirfd, 0L, SEEK_SET);
+    for (long got = sizeof buf; got + DIRENT_MAX > (long)sizeof buf;) {
+        got = syscall(SYS_getdents64, dirfd, buf, sizeof buf);
         if (got <= 0)
             return n;
         for (long off = 0; off < got;) {
@@ -261,6 +271,7 @@ static uint32_t count_chunks(long dirfd, uint32_t *freed)
                 *freed |= 1u << (name[1] - '0');
         }
     }
+    return n;
 }
 
 /* Waits while `fsprof trace` has more than g_tpending_max chunks to take
@@ -271,7 +282,7 @@ static uint32_t count_chunks(long dirfd, uint32_t *freed)
  * program runs on. 1 if there is room. */
 static int room_for_chunk(long dirfd, uint32_t *freed)
 {
-    for (long waited = 0; count_chunks(dirfd, freed) >= g_tpending_max; waited++) {
+    for (long waited = 0; count_chunks(dirfd, freed, waited > 0) >= g_tpending_max; waited++) {
         if (g_twait_gave_up || waited >= FSPROF_TWAIT_MS) {
             g_twait_gave_up = 1;
             return 0;
@@ -391,6 +402,7 @@ static int chunk_open(uint64_t need)
     t_tdropped = 0;
     t_tc = c;
     t_tc_cap = size - FSPROF_TCHUNK_HDR;
+    t_tc_unforked = 0;
     return 1;
 }
 
@@ -809,16 +821,43 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
 }
 
 /* Called in every forked child (layout.h). */
+/* In the parent, before a fork: this thread's chunk is left out of the
+ * children (MADV_DONTFORK, once per chunk), so that each child need not
+ * unmap it (a shell's forked child made one munmap of 4-16 us, measured,
+ * before its exec). errno is the caller's to keep. */
+HIDDEN void fsprof_trace_before_fork(void)
+{
+    if (t_tc && !t_tc_unforked &&
+        syscall(SYS_madvise, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR), MADV_DONTFORK) == 0)
+        t_tc_unforked = 1;
+}
+
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
 {
     /* The mapping is the parent's chunk: drop it without sealing it. */
-    if (t_tc)
+    if (t_tc && !t_tc_unforked)
         syscall(SYS_munmap, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR));
     t_tc = NULL;
+    t_tc_unforked = 0;
     t_tc_next = 0;
     t_tdropped = 0;
     t_tbusy = 0;
     g_tready = 0;
+}
+
+/* Once per process image (a fork keeps the parent's, as the kernel's mark
+ * does): faccessat(2) of FSPROF_TMAP_MARK, which fails with EFAULT and does
+ * nothing else. Raw, errno kept. Threads racing here mark twice, which is
+ * harmless. */
+HIDDEN void fsprof_trace_mark_mapping(void)
+{
+    static int marked;
+    if (__atomic_load_n(&marked, __ATOMIC_RELAXED))
+        return;
+    int e = errno;
+    syscall(SYS_faccessat, AT_FDCWD, (const char *)FSPROF_TMAP_MARK, F_OK);
+    errno = e;
+    __atomic_store_n(&marked, 1, __ATOMIC_RELAXED);
 }
 
 EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
@@ -837,6 +876,7 @@ EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)
     out->chunk_size = FSPROF_TCHUNK_SIZE;
     out->nops = OP_COUNT;
     out->off_dropped_after = offsetof(struct fsprof_tchunk, dropped_after);
+    out->map_mark = (uint32_t)FSPROF_TMAP_MARK;
 }
 
 /* For the tests: the shim's XXH64 of `len` bytes, fed in pieces of `step`. */

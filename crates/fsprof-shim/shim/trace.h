@@ -28,7 +28,11 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
  * `seq_counter` numbers new files. */
 HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
                                  const struct fsprof_proc *proc);
+HIDDEN void fsprof_trace_before_fork(void);
 HIDDEN void fsprof_trace_after_fork(void);
+/* Before a file mapping is made: lets the mapping's page faults out of the
+ * kernel (trace_abi.h, FSPROF_TMAP_MARK). Keeps errno. */
+HIDDEN void fsprof_trace_mark_mapping(void);
 /* Appends the bytes [addr, addr+len) of pages written through a shared
  * mapping (FSPROF_TREC_MAPPED); `superset`: every present page, not only
  * the dirty ones. Keeps errno. */

@@ -32,6 +32,12 @@
 #define FSPROF_TCHUNK_HDR 128
 #define FSPROF_TREC_MAX_ARGS 8
 #define FSPROF_TSTR_MAX 4096 /* strings (paths) are cut at this length */
+/* Before its first file mapping, a traced process makes one system call
+ * that reads this address (in the first page, never mapped): the kernel's
+ * fault on it tells fsprof's page-fault programs that this process's
+ * faults can be in a mapping the trace knows of (fsprof-kernel faults.rs,
+ * MAPPING_MARK); until then they stay in the kernel. */
+#define FSPROF_TMAP_MARK 0x5f0UL
 
 enum fsprof_trace_data { FSPROF_TDATA_NONE = 1, FSPROF_TDATA_DIGEST = 2, FSPROF_TDATA_FULL = 3 };
 
@@ -100,6 +106,7 @@ struct fsprof_trace_layout {
     uint32_t off_rec_t0, off_rec_ret, off_rec_err, off_rec_nitems;
     uint32_t chunk_size, nops;
     uint32_t off_dropped_after;
+    uint32_t map_mark;
 };
 
 #endif

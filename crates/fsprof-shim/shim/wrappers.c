@@ -489,6 +489,8 @@ static int map_forget(void *addr)
     {                                                                                    \
         if ((flags & MAP_ANONYMOUS) || fd < 0)                                           \
             return REAL(name)(a, n, prot, flags, fd, off);                               \
+        if (UNLIKELY(g_trace))                                                           \
+            fsprof_trace_mark_mapping();                                                 \
         int file_ = 1;                                                                   \
         WRAPPED(OP_mmap, name, FD_CTR(mmap, fd), void *, r == MAP_FAILED,                \
                 (a, n, prot, flags, fd, off), if (r != MAP_FAILED) map_remember(r),      \

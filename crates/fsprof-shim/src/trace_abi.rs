@@ -15,6 +15,9 @@ pub const TCHUNK_PREFIX: &str = "t";
 /// Emptied chunk files handed back to the shim: `f0` .. `f<TFREE_SLOTS-1>`.
 pub const TFREE_PREFIX: &str = "f";
 pub const TFREE_SLOTS: u64 = 4;
+/// The address a traced process's system call reads, once, before its
+/// first file mapping: fsprof-kernel's `faults::MAPPING_MARK`.
+pub const TMAP_MARK: u64 = 0x5f0;
 
 pub const TREC_PROC: u16 = 0xF001;
 pub const TREC_FD: u16 = 0xF002;
@@ -89,6 +92,7 @@ pub struct TraceLayout {
     pub chunk_size: u32,
     pub nops: u32,
     pub off_dropped_after: u32,
+    pub map_mark: u32,
 }
 
 /// The layout this crate assumes, to compare with the shim's.
@@ -108,6 +112,7 @@ pub fn expected_trace_layout() -> TraceLayout {
         off_dropped_after: offset_of!(ChunkHeader, dropped_after) as u32,
         chunk_size: TCHUNK_SIZE,
         nops: crate::OPS.len() as u32,
+        map_mark: TMAP_MARK as u32,
     }
 }
 

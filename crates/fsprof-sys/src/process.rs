@@ -34,6 +34,24 @@ use fsprof_core::profile::ExitStatus;
 
 use crate::inherited;
 
+/// Every program fsprof starts from now on runs without address-space
+/// layout randomization (`personality(ADDR_NO_RANDOMIZE)`, what `setarch
+/// -R` and gdb do; the flag passes to the command across `execve` and to
+/// its children). fsprof's own layout, made at its own exec, is not moved.
+pub fn no_aslr_for_commands() -> io::Result<()> {
+    // SAFETY: 0xffffffff asks for the current persona without changing it.
+    let now = unsafe { libc::personality(0xffff_ffff) };
+    if now == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let no_random = libc::ADDR_NO_RANDOMIZE as libc::c_int;
+    // SAFETY: sets one flag of this process's persona; no memory involved.
+    if unsafe { libc::personality((now | no_random) as libc::c_ulong) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Why a command could not be started. [`LaunchError::exit_code`] is the
 /// status a shell reports for the same failure.
 #[derive(Debug, thiserror::Error)]

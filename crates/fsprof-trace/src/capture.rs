@@ -394,6 +394,9 @@ impl TraceSource {
             (Some(m), _) => {
                 h.mapped_accesses = MAPPED_BY_FAULTS.into();
                 h.notes.push(mapped_note(m.reports_around()));
+                if !m.filters_in_kernel() {
+                    h.notes.push(UNFILTERED_NOTE.into());
+                }
             }
             (None, Some(why)) => h.notes.push(why.clone()),
             (None, None) => {}
@@ -422,6 +425,9 @@ fn free_slot(name: &str) -> Option<u64> {
         .and_then(|n| n.parse::<u64>().ok())
         .filter(|&k| k < tabi::TFREE_SLOTS && name.len() == 2)
 }
+
+/// Where the kernel cannot tell which processes map files: what that costs.
+const UNFILTERED_NOTE: &str = "this kernel has no exceptions:page_fault_kernel tracepoint, so every page fault of the traced processes was sent to fsprof, not only those of processes that map files (about 1 µs more for each fault of the others)";
 
 /// What a trace that followed page faults holds of mapped accesses.
 fn mapped_note(around: bool) -> String {

@@ -10,8 +10,9 @@
 //! capture keeps a fault if any file mapping its process (or the parent
 //! it was forked from) ever had covers it, and leaves the exact question
 //! (which mapping, then) to the reader, which follows mappings in time
-//! order. Anonymous memory (the heap, stacks) faults too, and is dropped
-//! here rather than stored; so are the faults of a process whose records
+//! order. The kernel sends only the faults of processes that made such a
+//! mapping (or were forked by one that had); of those, anonymous memory
+//! (the heap, stacks) faults too, and is dropped here rather than stored; so are the faults of a process whose records
 //! have not come yet (a process starting, whose libraries the loader maps
 //! without a call the shim sees) until they have.
 
@@ -129,6 +130,12 @@ impl MappedCapture {
         self.session.around
     }
 
+    /// Whether the faults of processes that map no file through the shim
+    /// stay in the kernel (fsprof-kernel's `faults` module doc).
+    pub fn filters_in_kernel(&self) -> bool {
+        self.session.marks
+    }
+
     /// Takes the faults the kernel reported so far (before the chunks
     /// are harvested: see the module's note on order).
     pub fn drain(&mut self) {
@@ -240,6 +247,16 @@ impl MappedCapture {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shim marks a process at the address the fault programs take
+    /// for a mark.
+    #[test]
+    fn the_shim_marks_where_the_kernel_looks() {
+        assert_eq!(
+            fsprof_shim::trace_abi::TMAP_MARK,
+            fsprof_kernel::faults::MAPPING_MARK
+        );
+    }
 
     #[test]
     fn ranges_merge_and_cover() {

@@ -111,6 +111,25 @@ fn sides(a: &CompareArgs) -> Result<(&[PathBuf], &[PathBuf])> {
     }
 }
 
+/// Runs made with `run --no-aslr` (one memory layout) and runs with the
+/// layout randomized differ by more than what the user changed: where a
+/// program's buffers land can change what its calls cost (a `close` 2.5x
+/// as slow after a `munmap`, by where the buffer was). Said, not refused:
+/// the comparison is still what the profiles hold.
+fn warn_mixed_layouts(ra: &[fsprof_core::Profile], rb: &[fsprof_core::Profile]) {
+    let all = ra.len() + rb.len();
+    let fixed = ra
+        .iter()
+        .chain(rb)
+        .filter(|p| p.meta.settings.contains_key("layout"))
+        .count();
+    if fixed != 0 && fixed != all {
+        fsprof_sys::diag!(
+            "fsprof: warning: {fixed} of the {all} profiles were made with `run --no-aslr` (one memory layout), the others with the layout randomized; a change between them may be the layout's: make every run the same way"
+        );
+    }
+}
+
 /// `a.json`, or `a1.json a2.json a3.json`.
 fn names(files: &[PathBuf]) -> String {
     files
@@ -140,6 +159,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         .map(|d| d.profile)
         .collect();
     let ra: Vec<_> = docs.into_iter().map(|d| d.profile).collect();
+    warn_mixed_layouts(&ra, &rb);
     let opts = CompareOptions {
         method: match a.method {
             MethodArg::Emd => Method::Emd,

@@ -41,6 +41,9 @@ pub struct RunArgs {
     pub metrics: MetricsArgs,
     #[command(flatten)]
     pub cold: ColdArgs,
+    /// Run CMD without address-space layout randomization (as `setarch -R`): repeated runs of one program get one memory layout; see docs/analysis.md before comparing two programs so
+    #[arg(long)]
+    pub no_aslr: bool,
     /// The command to profile and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -93,6 +96,11 @@ pub fn run(a: RunArgs) -> Result<i32> {
         resolution,
         clock: a.clock.into(),
     })?;
+    if a.no_aslr {
+        fsprof_sys::process::no_aslr_for_commands().map_err(|e| {
+            anyhow::anyhow!("--no-aslr: the kernel refused personality(ADDR_NO_RANDOMIZE): {e}")
+        })?;
+    }
     // Last before the command, so that nothing of ours reads them back.
     let cold = start_cold(&a.cold)?;
     let mut outcome = match capture.run(&mut source, &mut live) {
@@ -101,6 +109,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     if let Some(said) = cold {
         outcome.profile.meta.settings.insert("cache".into(), said);
+    }
+    if a.no_aslr {
+        // compare's caution and the docs' advice rest on knowing this.
+        let layout = "fixed (--no-aslr: no address-space layout randomization)";
+        outcome
+            .profile
+            .meta
+            .settings
+            .insert("layout".into(), layout.into());
     }
     drop(server);
     let cmd = a.command[0].to_string_lossy();

@@ -85,6 +85,77 @@ fn compare_exit_status_says_whether_anything_changed() {
     ));
 }
 
+/// A change found with one run a side carries the caution that identical
+/// runs fall into modes one run cannot tell from it (text and JSON); no
+/// change, or repeated runs on both sides, carry none.
+#[test]
+fn a_single_run_verdict_cautions_that_runs_fall_into_modes() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str, at: i32, k: u64| {
+        let ops = vec![
+            op("read", &[(at, 900 + k * 50), (at + 1, 100 - k * 30)]),
+            op("open", &[(11, 300)]),
+            op("close", &[(10, 300)]),
+            op("stat", &[(10, 200)]),
+        ];
+        write(d.path(), name, ops)
+    };
+    let a: Vec<PathBuf> = (0..3).map(|k| run(&format!("a{k}.json"), 9, k)).collect();
+    let b: Vec<PathBuf> = (0..3).map(|k| run(&format!("b{k}.json"), 10, k)).collect();
+    let caution = "caution: one run a side cannot tell a change from a mode";
+    on(&["compare"], &[&a[0], &b[0]]).code(1).stdout(
+        predicate::str::contains(caution)
+            .and(predicate::str::contains("compare A1 A2 A3 --vs B1 B2 B3")),
+    );
+    let v = json_of(&["compare", "--format", "json"], &[&a[0], &b[0]], 1);
+    assert!(
+        v["caution"].as_str().unwrap().contains("alternately"),
+        "{v}"
+    );
+    on(&["compare"], &[&a[0], &a[1]])
+        .code(0)
+        .stdout(predicate::str::contains("caution").not());
+    let v = json_of(&["compare", "--format", "json"], &[&a[0], &a[1]], 0);
+    assert!(v.get("caution").is_none(), "{v}");
+    let mut three: Vec<&Path> = a.iter().map(PathBuf::as_path).collect();
+    three.push(Path::new("--vs"));
+    three.extend(b.iter().map(PathBuf::as_path));
+    on(&["compare"], &three)
+        .code(1)
+        .stdout(predicate::str::contains("caution").not());
+}
+
+/// Profiles made with `run --no-aslr` and without are compared with a
+/// warning that the layout differs; all made alike, no warning.
+#[test]
+fn compare_warns_when_some_runs_had_one_layout_and_some_not() {
+    let d = tempfile::tempdir().unwrap();
+    let ops = || vec![op("read", &[(9, 1000)]), op("open", &[(12, 40)])];
+    let a = write(d.path(), "a.json", ops());
+    let b = write(d.path(), "b.json", ops());
+    let fixed = |name: &str| {
+        let f = write(d.path(), name, ops());
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        v["meta"]["settings"]["layout"] = "fixed (--no-aslr)".into();
+        std::fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+        f
+    };
+    let (fa, fb) = (fixed("fa.json"), fixed("fb.json"));
+    let says =
+        "were made with `run --no-aslr` (one memory layout), the others with the layout randomized";
+    on(&["compare"], &[&a, &fb])
+        .code(0)
+        .stderr(predicate::str::contains(format!(
+            "1 of the 2 profiles {says}"
+        )));
+    on(&["compare"], &[&a, &b])
+        .code(0)
+        .stderr(predicate::str::contains("--no-aslr").not());
+    on(&["compare"], &[&fa, &fb])
+        .code(0)
+        .stderr(predicate::str::contains("--no-aslr").not());
+}
+
 /// Runs of each side (`A1 A2 A3 --vs B1 B2 B3`): three runs whose `read`
 /// sits in bucket 9 or 10 at random against three a power of two slower.
 /// The spread between the runs is measured and said, the test that

@@ -11,6 +11,7 @@ mod counts;
 mod faults;
 mod intervals;
 mod killed;
+mod layout;
 mod names;
 mod nonfile;
 mod rundir_attacks;

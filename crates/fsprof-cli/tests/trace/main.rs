@@ -4,4 +4,5 @@
 
 mod capture;
 mod followed;
+mod forks;
 mod import;

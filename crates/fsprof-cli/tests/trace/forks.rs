@@ -1,0 +1,54 @@
+//! A forked child of a traced process holds no mapping of its parent's
+//! chunk file: the child records into a chunk of its own, and a mapping of
+//! the parent's kept alive would hold that file's pages (fsprof deletes or
+//! hands back a chunk once it has its records) for as long as the child
+//! runs.
+
+use fsprof_testkit::{capture_in, compile_source};
+
+/// Makes a traced call (its chunk), forks; the child makes one of its own
+/// (reading its maps) and prints how many chunk files (`t<seq>` or a free
+/// slot `f<k>` of the run directory) it has mapped.
+const FORKER: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static int is_chunk(const char *line) {
+    const char *run = strstr(line, "/fsprof-run-");
+    if (!run) return 0;
+    const char *base = strrchr(run, '/') + 1;
+    if (base[0] != 't' && base[0] != 'f') return 0;
+    int digits = 0;
+    while (base[1 + digits] >= '0' && base[1 + digits] <= '9') digits++;
+    return digits > 0 && (base[1 + digits] == '\n' || base[1 + digits] == ' ');
+}
+int main(void) {
+    int fd = open("/etc/hostname", O_RDONLY);
+    close(fd);
+    pid_t k = fork();
+    if (k == 0) {
+        FILE *f = fopen("/proc/self/maps", "r");
+        char line[8192];
+        int n = 0;
+        while (fgets(line, sizeof line, f)) n += is_chunk(line);
+        printf("%d\n", n);
+        fflush(stdout);
+        _exit(0);
+    }
+    int st;
+    waitpid(k, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+"#;
+
+#[test]
+fn a_forked_child_maps_its_own_chunk_only() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = compile_source("forker", FORKER, d.path(), &[]);
+    let out = d.path().join("t.trace");
+    let o = capture_in(d.path(), &["trace", "-f"], &out, &[exe.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "1");
+}
