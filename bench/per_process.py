@@ -35,6 +35,9 @@ Options:
   --strace        add strace -f -c (a peer)
   --fifo          every command under SCHED_FIFO (chrt -f 50; root): on a
                   busy machine other processes are kept off the CPU it runs on
+  --overwrite     write each profile over the last run's (-f onto an existing
+                  file): what replacing a file costs too. By default each run
+                  writes a new file, as `fsprof run` does with its default name
 """
 import argparse
 import json
@@ -116,8 +119,27 @@ def installed_shim(fsprof, tmp):
     return libs[0] if libs else None
 
 
-def measure(argv, env, fifo):
+# What the variants write, removed before each run.
+OUTPUTS = ("p.json", "t.trace", "c.trace", "s.txt")
+
+
+def fresh(tmp):
+    """Removes the last run's outputs, so that each run writes a new file
+    as `fsprof run` does by default (a new name each time). Writing over
+    an existing file is a cost of its own, not a process's: ext4 starts
+    writing back a file renamed over another (its replace-via-rename
+    safeguard, auto_da_alloc), ~8 ms for the loop's 7 MB profile here."""
+    for name in OUTPUTS:
+        try:
+            os.unlink(os.path.join(tmp, name))
+        except FileNotFoundError:
+            pass
+
+
+def measure(argv, env, fifo, tmp=None):
     """(wall s, cpu s) of the command and everything it started."""
+    if tmp is not None:
+        fresh(tmp)
     e = dict(os.environ)
     e.update(env)
     pre = ["chrt", "-f", "50"] if fifo else []
@@ -162,6 +184,18 @@ def report(name, nproc, times):
             print(f"{k + ' / empty.so added':<40} wall {statistics.median(rel):5.2f}x  cpu "
                   f"{statistics.median(relc) if relc else float('nan'):5.2f}x  (target <= 2x; "
                   f"rounds {min(rel):.2f}..{max(rel):.2f})")
+    for k in ("fsprof run", "fsprof trace", "trace, calls only"):
+        a, b = times.get(k), times.get(k + " (other)")
+        if not (a and b):
+            continue
+        # Pairwise in each round: this build against the other.
+        rw = [x[0] / y[0] for x, y in zip(a, b)]
+        rc = [x[1] / y[1] for x, y in zip(a, b)]
+        dw = [(x[0] - y[0]) / nproc * 1e6 for x, y in zip(a, b)]
+        dc = [(x[1] - y[1]) / nproc * 1e6 for x, y in zip(a, b)]
+        print(f"{k + ' / the other build':<40} wall {statistics.median(rw):5.3f}x  cpu "
+              f"{statistics.median(rc):5.3f}x  ({statistics.median(dw):+.1f} us/proc wall, "
+              f"{statistics.median(dc):+.1f} cpu; rounds {min(rw):.3f}..{max(rw):.3f})")
     for mode in ("run", "trace"):
         a, b = times.get(f"{mode}, this shim"), times.get(f"{mode}, other shim")
         if not (a and b):
@@ -187,6 +221,7 @@ def main():
     ap.add_argument("--strace", action="store_true")
     ap.add_argument("--calls-only", action="store_true")
     ap.add_argument("--fifo", action="store_true")
+    ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args()
     for f in [args.fsprof] + ([args.other] if args.other else []):
         if not os.access(f, os.X_OK):
@@ -204,17 +239,19 @@ def main():
         load = open("/proc/loadavg").read().split()[:3]
         print(f"# fsprof {subprocess.run([args.fsprof, '--version'], capture_output=True, text=True).stdout.strip()}")
         print(f"# {args.rounds} interleaved rounds, medians; load before {' '.join(load)}"
-              f"{', SCHED_FIFO' if args.fifo else ''}; {os.cpu_count()} CPUs")
+              f"{', SCHED_FIFO' if args.fifo else ''}; {os.cpu_count()} CPUs"
+              f"{'; each output written over the last' if args.overwrite else ''}")
+        fresh_in = None if args.overwrite else tmp
         for name in args.only.split(","):
             shell = workloads(args.loop)[name]
             nproc = processes(args.fsprof, tmp, shell)
             vs = variants(args, tmp, shell)
             for v in vs.values():  # warm: page cache, binaries, the shim's install
-                measure(*v, args.fifo)
+                measure(*v, args.fifo, fresh_in)
             times = {k: [] for k in vs}
             for _ in range(args.rounds):
                 for k, v in vs.items():
-                    times[k].append(measure(*v, args.fifo))
+                    times[k].append(measure(*v, args.fifo, fresh_in))
             report(f"{name}: {shell}", nproc, times)
         print(f"\n# load after {' '.join(open('/proc/loadavg').read().split()[:3])}")
     finally:

@@ -17,7 +17,8 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use fsprof_core::format::{to_json, write_atomic, FormatError};
+use fsprof_core::format::{to_json_parts, FormatError};
+use fsprof_core::output::write_atomic_parts;
 use fsprof_core::output::OutputTarget;
 use fsprof_core::Profile;
 
@@ -127,14 +128,17 @@ pub fn save(
     kind: &str,
     program: Option<&str>,
 ) -> Result<Saved, SaveError> {
-    let json = to_json(p);
+    // In parts, each written in turn: a profile of thousands of processes
+    // is megabytes, not copied once more into one string.
+    let parts = to_json_parts(p);
+    let json: Vec<&[u8]> = parts.iter().map(|s| s.as_bytes()).collect();
     let base = default_name(kind, program, &p.meta.run.start_time);
     let first = match &out.path {
         Some(path) if is_stdio(path) => {
             fsprof_core::output::check_std(1)?;
             let mut stdout = io::stdout().lock();
-            stdout
-                .write_all(json.as_bytes())
+            json.iter()
+                .try_for_each(|b| stdout.write_all(b))
                 .and_then(|()| stdout.flush())
                 .map_err(SaveError::Stdout)?;
             return Ok(Saved {
@@ -142,13 +146,13 @@ pub fn save(
                 fallback_from: None,
             });
         }
-        Some(path) => match write_atomic(path, json.as_bytes(), out.force) {
+        Some(path) => match write_atomic_parts(path, &json, out.force) {
             Ok(()) => return Ok(saved(path.clone())),
             // Never replace a file the user did not let us replace.
             Err(e @ FormatError::Exists { .. }) => return Err(e.into()),
             Err(e) => e.to_string(),
         },
-        None => match write_free(Path::new("."), &base, json.as_bytes()) {
+        None => match write_free(Path::new("."), &base, &json) {
             Ok(path) => return Ok(saved(path)),
             Err(SaveError::Format(FormatError::Write { path, source })) => {
                 let cwd = std::env::current_dir()
@@ -159,11 +163,11 @@ pub fn save(
             Err(e) => e.to_string(),
         },
     };
-    fall_back(&fallback_dir(), &base, json.as_bytes(), first)
+    fall_back(&fallback_dir(), &base, &json, first)
 }
 
 /// The default name in `dir`, after `first` went wrong.
-fn fall_back(dir: &Path, base: &str, bytes: &[u8], first: String) -> Result<Saved, SaveError> {
+fn fall_back(dir: &Path, base: &str, bytes: &[&[u8]], first: String) -> Result<Saved, SaveError> {
     match write_free(dir, base, bytes) {
         Ok(path) => Ok(Saved {
             path: Some(path),
@@ -185,7 +189,7 @@ fn saved(path: PathBuf) -> Saved {
 }
 
 /// `base.json` in `dir`, or the first free `base-N.json`; never replaces.
-fn write_free(dir: &Path, base: &str, bytes: &[u8]) -> Result<PathBuf, SaveError> {
+fn write_free(dir: &Path, base: &str, bytes: &[&[u8]]) -> Result<PathBuf, SaveError> {
     for n in 1..MAX_TRIES {
         let name = if n == 1 {
             format!("{base}.json")
@@ -197,7 +201,7 @@ fn write_free(dir: &Path, base: &str, bytes: &[u8]) -> Result<PathBuf, SaveError
         } else {
             dir.join(name)
         };
-        match write_atomic(&path, bytes, false) {
+        match write_atomic_parts(&path, bytes, false) {
             Ok(()) => return Ok(path),
             Err(FormatError::Exists { .. }) => continue,
             Err(e) => return Err(e.into()),
@@ -434,7 +438,7 @@ mod tests {
         let e = fall_back(
             Path::new("/proc"),
             "fsprof-run-x",
-            b"{}",
+            &[b"{}"],
             "first why".into(),
         )
         .unwrap_err()

@@ -118,11 +118,22 @@ pub fn check_std(fd: RawFd) -> Result<(), FormatError> {
 /// whole or not at all; without `overwrite` nothing that exists is
 /// replaced, even what appears while we write.
 pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FormatError> {
+    write_atomic_parts(path, &[bytes], overwrite)
+}
+
+/// [`write_atomic`] of the concatenation of `parts`.
+pub fn write_atomic_parts(
+    path: &Path,
+    parts: &[&[u8]],
+    overwrite: bool,
+) -> Result<(), FormatError> {
     let mut f = OutputFile::create(path, overwrite)?;
-    f.write_all(bytes).map_err(|source| FormatError::Write {
-        path: path.to_owned(),
-        source,
-    })?;
+    for bytes in parts {
+        f.write_all(bytes).map_err(|source| FormatError::Write {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
     f.commit()
 }
 

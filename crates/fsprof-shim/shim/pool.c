@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -241,11 +242,49 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
 
 /* What names this process image: its executable and argv (g_start),
  * copied into each header. Known without a system call where it can be: argv as the
- * constructor received it (fsprof_pool_argv) and, in a forked child, the
- * names of the image it was forked from (the same program, inherited with
- * these variables); else read from /proc/self once. */
+ * constructor received it (fsprof_pool_argv), the executable as execve
+ * was given it (exec_name) and, in a forked child, the names of the image
+ * it was forked from (the same program, inherited with these variables);
+ * else read from /proc/self once. */
 static uint32_t g_exe_len, g_cmd_len;
 static int g_exe_known, g_cmd_known;
+
+static const char *base_name(const char *s)
+{
+    const char *b = s;
+    for (; *s; s++)
+        if (*s == '/')
+            b = s + 1;
+    return b;
+}
+
+/* The path execve was given (AT_EXECFN, on this process's own stack),
+ * taken as the executable when it is absolute and argv[0] names the same
+ * file: the image a shell or make started by its path. readlink of
+ * /proc/self/exe costs a new process 5-10 us (the kernel makes the
+ * process's /proc entries on first use), more than the rest of its
+ * set-up's system calls together. A script (argv[0] is its interpreter),
+ * a relative path or an argv[0] of the program's own choosing leaves it to
+ * /proc. Unlike /proc, a symbolic link in the path is not followed:
+ * /usr/bin/cc stays /usr/bin/cc. */
+static void exec_name(const char *arg0)
+{
+    const char *fn = (const char *)getauxval(AT_EXECFN);
+    if (fn == NULL || fn[0] != '/' || arg0 == NULL)
+        return;
+    const char *a = base_name(arg0), *b = base_name(fn);
+    uint32_t n = 0;
+    while (a[n] && a[n] == b[n])
+        n++;
+    if (a[n] != b[n] || n == 0)
+        return;
+    for (n = 0; fn[n]; n++)
+        if (n == FSPROF_EXE_MAX - 1)
+            return;
+    memcpy(g_start.exe, fn, n);
+    g_exe_len = n;
+    g_exe_known = 1;
+}
 
 HIDDEN void fsprof_pool_argv(int argc, char **argv)
 {
@@ -261,6 +300,7 @@ HIDDEN void fsprof_pool_argv(int argc, char **argv)
     }
     g_cmd_len = n;
     g_cmd_known = 1;
+    exec_name(argv[0]);
 }
 
 static void fill_names(struct fsprof_proc *p)

@@ -169,10 +169,12 @@ fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
 /// `cat`s, and a pause longer than the harvest period, the control file is
 /// copied twice: every block whose header is clear (given back, or never
 /// taken) in both copies, and the same in both (not being zeroed while
-/// copied), is zeros throughout.
+/// copied), is zeros throughout. The offers follow what starts, so the
+/// bursts are served by a few blocks each handed out many times (the ring
+/// counts the offers taken).
 #[test]
 fn a_block_given_back_holds_nothing_of_its_last_process() {
-    use fsprof_shim::abi::{ProcHeader, ARENA_OFF, FIRST_CHUNK};
+    use fsprof_shim::abi::{ControlHeader, ProcHeader, ARENA_OFF, FIRST_CHUNK};
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("data"), b"some bytes\n").unwrap();
     std::fs::write(dir.path().join("s.sh"), b":\n").unwrap();
@@ -197,7 +199,21 @@ fn a_block_given_back_holds_nothing_of_its_last_process() {
         .enumerate()
         .filter(|(_, (a, b))| a == b && clear(a))
         .collect();
-    assert!(steady.len() >= 40, "{} blocks given back", steady.len());
+    // All but the blocks of the processes running at either copy (the
+    // shell, each copying `cat`'s fork and image) are steady, and each was
+    // taken again and again.
+    let total = blocks(&one).len();
+    let head = std::mem::offset_of!(ControlHeader, ring_head);
+    let taken = u64::from_ne_bytes(two[head..head + 8].try_into().unwrap()) as usize;
+    assert!(
+        steady.len() >= 8 && steady.len() + 8 >= total,
+        "{} of {total} blocks given back",
+        steady.len()
+    );
+    assert!(
+        taken >= 100 && taken >= 2 * total,
+        "{taken} offers taken of {total} blocks"
+    );
     for (k, (b, _)) in steady {
         let left = b.iter().position(|&x| x != 0);
         assert_eq!(left, None, "block {k} holds a byte of its last process");

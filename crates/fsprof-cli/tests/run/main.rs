@@ -12,6 +12,7 @@ mod faults;
 mod intervals;
 mod killed;
 mod layout;
+mod names;
 mod nonfile;
 mod rundir_attacks;
 mod self_overhead;
