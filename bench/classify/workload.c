@@ -181,7 +181,13 @@ int main(int argc, char **argv)
     /* One phase per kind of call, with a busy pause between phases: a
      * change that makes the CPU idle (a miss, a sleep) also slows the calls
      * that run right after it, through idle states and clock frequency, so
-     * phases keep each change to the op it was made to. */
+     * phases keep each change to the op it was made to. The first phase
+     * gets its pause too: without it the stat phase began right after the
+     * set-up's fdatasync and the previous run's end (a --delay run's end
+     * sleeps 1 ms at a time), and in a CI run the plain runs' stat, each
+     * started after a --delay run, came out 1.33x slower than the delay
+     * runs' (p 4e-4) with nothing changed before the pipe phase. */
+    settle();
     for (long i = 0; i < iterations; i++)
         stat(small, &st);
     settle();
