@@ -41,10 +41,7 @@ const ENTRIES: u32 = 65536;
 /// `FSPROF_TEST_FOLLOWED_MAX` says so (tests fill the map with a few
 /// processes; never more than [`ENTRIES`]).
 pub fn entries() -> u32 {
-    std::env::var("FSPROF_TEST_FOLLOWED_MAX")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .map_or(ENTRIES, |n| n.clamp(1, ENTRIES))
+    fsprof_sys::test_knob("FSPROF_TEST_FOLLOWED_MAX").map_or(ENTRIES, |n| n.clamp(1, ENTRIES))
 }
 
 /// Where the programs find a task's ids and whether its group is dead, in

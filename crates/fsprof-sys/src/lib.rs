@@ -42,3 +42,11 @@ pub mod usage;
 
 pub use process::{Child, LaunchError};
 pub use signals::{StopSignal, StopSignals};
+
+/// A size a test sets through the environment variable `name` (the
+/// arena's blocks, the followed-process map's entries), read where the
+/// real size is chosen; `None` when it is not set or not a number. Each
+/// caller bounds it by its real size.
+pub fn test_knob(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
+}

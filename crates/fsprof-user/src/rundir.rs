@@ -263,9 +263,7 @@ pub fn control_bytes(clock: &ClockParams, layout: &BucketLayout) -> Vec<u8> {
 /// `FSPROF_TEST_ARENA_BLOCKS` says (for tests: 0 makes every process use a
 /// file of its own, a few make the offers run out).
 fn arena_blocks() -> u32 {
-    std::env::var("FSPROF_TEST_ARENA_BLOCKS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
+    fsprof_sys::test_knob("FSPROF_TEST_ARENA_BLOCKS")
         .map_or(abi::MAX_BLOCKS, |n| n.min(abi::MAX_BLOCKS))
 }
 
