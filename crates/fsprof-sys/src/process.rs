@@ -385,17 +385,25 @@ struct VforkArgs<'a> {
     /// fsprof's CPU mask, for the child to take back before `execve`
     /// when fsprof pinned itself for the clone (see [`OnThisCpu`]).
     mask: Option<&'a libc::cpu_set_t>,
+    /// Set by the child once fsprof has its own mask back.
+    parent_unpinned: bool,
 }
 
 /// fsprof pinned to the CPU it runs on while it clones the command, so the
-/// command starts on that CPU; the child takes fsprof's own mask back
-/// before its `execve` and fsprof after the clone, so both masks are what
-/// they were. Why: the scheduler otherwise starts the child on the other
-/// (idle) CPU, and on a VM every hand-over between fsprof and the command
-/// across CPUs (the wake after `execve`, SIGCHLD at its exit) costs an
-/// inter-processor wake-up of a halted vCPU (docs/benchmarks.md,
-/// "Start-up, fourth session"). The command is free to move from there as
-/// the scheduler sees fit.
+/// command starts on that CPU; the child gives fsprof's own mask back to
+/// itself and to fsprof before its `execve`, so both masks are what they
+/// were. Why: the scheduler otherwise starts the child on the other (idle)
+/// CPU, and on a VM every hand-over between fsprof and the command across
+/// CPUs costs an inter-processor wake-up of a halted vCPU
+/// (docs/benchmarks.md, "Start-up, fourth session"). fsprof's mask is
+/// given back by the child, while fsprof still sleeps in the clone: woken
+/// at the child's `execve`, fsprof is then placed on a CPU the command
+/// does not occupy, and what it does next (docs/benchmarks/overhead.md,
+/// "Start-up, sixth session") runs beside the command's start instead of
+/// waiting for the command to block or exit (under SCHED_FIFO a woken
+/// task of the same priority never preempts it). Pinned until then, it
+/// was woken on the command's CPU and kept off the other one. The command
+/// is free to move from there as the scheduler sees fit.
 struct OnThisCpu {
     mask: libc::cpu_set_t,
     pinned: bool,
@@ -421,6 +429,11 @@ impl OnThisCpu {
 
     fn mask(&self) -> Option<&libc::cpu_set_t> {
         self.pinned.then_some(&self.mask)
+    }
+
+    /// The child gave fsprof its mask back (see [`vfork_child`]).
+    fn given_back(&mut self) {
+        self.pinned = false;
     }
 }
 
@@ -449,11 +462,12 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
     // The stack grows down from its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-    let here = OnThisCpu::pin();
+    let mut here = OnThisCpu::pin();
     let mut args = VforkArgs {
         p,
         errno: 0,
         mask: here.mask(),
+        parent_unpinned: false,
     };
     // SAFETY: sigset_t is plain data; with every signal blocked no handler
     // of fsprof's can run in the child, which shares fsprof's memory,
@@ -480,7 +494,12 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
         pid
     };
     drop(stack);
-    if args.errno != 0 {
+    let errno = args.errno;
+    if args.parent_unpinned {
+        here.given_back();
+    }
+    drop(here);
+    if errno != 0 {
         // The child failed to exec and exited: reap it here, as
         // posix_spawn does, so the failure is only the errno.
         let mut st = 0;
@@ -488,7 +507,7 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
         while unsafe { libc::waitpid(pid, &mut st, 0) } < 0
             && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
         {}
-        return Err(args.errno);
+        return Err(errno);
     }
     Ok(pid)
 }
@@ -502,7 +521,11 @@ extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
         let a = &mut *arg.cast::<VforkArgs>();
         inherited::restore();
         if let Some(mask) = a.mask {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), mask);
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            libc::sched_setaffinity(0, size, mask);
+            // fsprof, asleep in the clone until our `execve`, may then be
+            // woken on the other CPU (see `OnThisCpu`).
+            a.parent_unpinned = libc::sched_setaffinity(libc::getppid(), size, mask) == 0;
         }
         libc::execve(a.p.exe.as_ptr(), a.p.argv.as_ptr(), a.p.envp.as_ptr());
         if *libc::__errno_location() == libc::ENOEXEC {

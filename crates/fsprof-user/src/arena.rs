@@ -32,9 +32,14 @@ use crate::written::Written;
 /// come after its first forks in a loaded machine (those processes then
 /// map counter files of their own; `run::faults` counts on the four).
 /// Reserving three of them only once the command was started failed
-/// those tests: fsprof goes on after the clone on the CPU the command
-/// starts on (`fsprof_sys::process`, `OnThisCpu`), so only when the
-/// command first blocks, which may be after its first fork.
+/// those tests: fsprof then went on after the clone on the CPU the
+/// command starts on, so only when the command first blocked, which may
+/// be after its first fork. fsprof now moves to the other CPU after the
+/// clone (`fsprof_sys::process`, `OnThisCpu`), but nothing makes it come
+/// before the command's first fork; a gate in the shim that made the
+/// command's processes wait for the blocks cost the command more than the
+/// start-up gained (docs/benchmarks/overhead.md, "Start-up, sixth
+/// session").
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice as many as processes started

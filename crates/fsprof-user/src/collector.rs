@@ -113,6 +113,17 @@ impl Collector {
     fn harvest_from(&mut self, files: bool) {
         let now = mono_ns();
         let pools = self.pools(now, files);
+        self.fold_ended(pools);
+        if let Some(a) = self.dir.arena_mut() {
+            a.refill(now);
+        }
+    }
+
+    /// Folds the pools whose process cannot write any more into memory
+    /// (giving their blocks back, deleting their files); returns the
+    /// others.
+    fn fold_ended(&mut self, pools: Vec<Pool>) -> Vec<Pool> {
+        let mut live = Vec::new();
         let mut newest: HashMap<i32, u64> = HashMap::new();
         for p in &pools {
             let e = newest.entry(p.pid).or_insert(p.seq);
@@ -125,6 +136,7 @@ impl Collector {
             // reaped); a pid reused by an unrelated process only delays
             // the harvest.
             if newest[&p.pid] <= p.seq && pid_exists(p.pid) {
+                live.push(p);
                 continue;
             }
             match p.at {
@@ -138,9 +150,7 @@ impl Collector {
                 }
             }
         }
-        if let Some(a) = self.dir.arena_mut() {
-            a.refill(now);
-        }
+        live
     }
 
     /// Every complete pool: the taken arena blocks' (blocks abandoned by
@@ -253,17 +263,34 @@ impl Collector {
     }
 
     /// [`Collector::snapshot`] at the end of the run, which hands the
-    /// harvested processes over rather than copy them.
+    /// harvested processes over rather than copy them, and reads the run
+    /// directory once: what is not folded is read where it is.
     pub fn finish(&mut self) -> Vec<ProcessCounters> {
-        self.harvest();
+        let now = mono_ns();
+        // Notes the offers taken since the last refill: their blocks are
+        // among the pools (the run has ended: nothing is reserved).
+        if let Some(a) = self.dir.arena_mut() {
+            a.refill(now);
+        }
+        let pools = self.pools(now, true);
+        let live = self.fold_ended(pools);
         let done = std::mem::take(&mut self.done);
-        self.with_live(done)
+        self.read_live(live, done)
     }
 
     /// `all` and the current counters of the processes not harvested.
-    fn with_live(&mut self, mut all: Vec<ProcessCounters>) -> Vec<ProcessCounters> {
-        let now = mono_ns();
-        for p in self.pools(now, true) {
+    fn with_live(&mut self, all: Vec<ProcessCounters>) -> Vec<ProcessCounters> {
+        let pools = self.pools(mono_ns(), true);
+        self.read_live(pools, all)
+    }
+
+    /// `all` and the current counters of `pools`, in creation order.
+    fn read_live(
+        &mut self,
+        pools: Vec<Pool>,
+        mut all: Vec<ProcessCounters>,
+    ) -> Vec<ProcessCounters> {
+        for p in pools {
             let read = match &p.at {
                 Place::File(path) => read_process(path, self.nbuckets),
                 Place::Block { block, file } => {
