@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use fsprof_core::format::{to_json_parts, FormatError};
 use fsprof_core::output::write_atomic_parts;
 use fsprof_core::output::OutputTarget;
+use fsprof_core::unnamed::Unnamed;
 use fsprof_core::Profile;
 
 /// Where the user asked the profile to go.
@@ -128,6 +129,19 @@ pub fn save(
     kind: &str,
     program: Option<&str>,
 ) -> Result<Saved, SaveError> {
+    save_into(p, out, kind, program, None)
+}
+
+/// [`save`], into `made` when the profile goes under the default name
+/// in the current directory and `made` was made there (while the
+/// command ran: [`fsprof_core::unnamed`]).
+pub fn save_into(
+    p: &Profile,
+    out: &Output,
+    kind: &str,
+    program: Option<&str>,
+    made: Option<Unnamed>,
+) -> Result<Saved, SaveError> {
     // In parts, each written in turn: a profile of thousands of processes
     // is megabytes, not copied once more into one string.
     let parts = to_json_parts(p);
@@ -152,18 +166,41 @@ pub fn save(
             Err(e @ FormatError::Exists { .. }) => return Err(e.into()),
             Err(e) => e.to_string(),
         },
-        None => match write_free(Path::new("."), &base, &json) {
-            Ok(path) => return Ok(saved(path)),
-            Err(SaveError::Format(FormatError::Write { path, source })) => {
-                let cwd = std::env::current_dir()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_else(|_| ".".into());
-                format!("cannot write {} in {cwd}: {source}", path.display())
+        None => {
+            let linked = made.map(|u| u.link_first_free(&json, names(&base, "json")));
+            if let Some(Ok(Some(name))) = linked {
+                return Ok(saved(PathBuf::from(name)));
             }
-            Err(e) => e.to_string(),
-        },
+            // Not made, no name free, or an error: the usual way says which.
+            match write_free(Path::new("."), &base, &json) {
+                Ok(path) => return Ok(saved(path)),
+                Err(e) => here_failed(e),
+            }
+        }
     };
     fall_back(&fallback_dir(), &base, &json, first)
+}
+
+/// Why the profile could not go under the default name in the current
+/// directory, for the line that says where it went instead.
+fn here_failed(e: SaveError) -> String {
+    match e {
+        SaveError::Format(FormatError::Write { path, source }) => {
+            let cwd = std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|_| ".".into());
+            format!("cannot write {} in {cwd}: {source}", path.display())
+        }
+        e => e.to_string(),
+    }
+}
+
+/// The free names tried in turn: `stem.ext`, `stem-2.ext`, ...
+fn names<'a>(stem: &'a str, ext: &'a str) -> impl Iterator<Item = String> + 'a {
+    (1..MAX_TRIES).map(move |n| match n {
+        1 => format!("{stem}.{ext}"),
+        n => format!("{stem}-{n}.{ext}"),
+    })
 }
 
 /// The default name in `dir`, after `first` went wrong.
@@ -190,12 +227,7 @@ fn saved(path: PathBuf) -> Saved {
 
 /// `base.json` in `dir`, or the first free `base-N.json`; never replaces.
 fn write_free(dir: &Path, base: &str, bytes: &[&[u8]]) -> Result<PathBuf, SaveError> {
-    for n in 1..MAX_TRIES {
-        let name = if n == 1 {
-            format!("{base}.json")
-        } else {
-            format!("{base}-{n}.json")
-        };
+    for name in names(base, "json") {
         let path = if dir == Path::new(".") {
             PathBuf::from(name)
         } else {
@@ -293,12 +325,7 @@ pub fn name_stamp(start_time: &str) -> String {
 /// later than they are named (a trace, a mount's profile), where
 /// [`save`]'s create-if-absent cannot be used.
 pub fn first_free(stem: &str, ext: &str, taken: impl Fn(&Path) -> bool) -> Option<PathBuf> {
-    (1..MAX_TRIES)
-        .map(|n| match n {
-            1 => PathBuf::from(format!("{stem}.{ext}")),
-            _ => PathBuf::from(format!("{stem}-{n}.{ext}")),
-        })
-        .find(|p| !taken(p))
+    names(stem, ext).map(PathBuf::from).find(|p| !taken(p))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod profile;
 pub mod stats;
 pub mod stdio;
 pub mod units;
+pub mod unnamed;
 
 pub use buckets::{BucketLayout, Resolution};
 pub use histogram::{Correlations, Histogram, JointHistogram, OpStats};

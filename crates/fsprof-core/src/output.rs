@@ -619,6 +619,12 @@ fn umask() -> libc::mode_t {
     })
 }
 
+/// The permission bits of a new output file: `0666` less the umask,
+/// never world-writable.
+pub(crate) fn new_file_mode() -> libc::mode_t {
+    0o666 & !umask() & !0o002
+}
+
 fn cstring(s: &OsStr) -> io::Result<CString> {
     CString::new(s.as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))

@@ -3,7 +3,8 @@
 //! the capture printed after it.
 
 use anyhow::Result;
-use fsprof_capture::{save, CaptureError, Outcome, Output, Saved};
+use fsprof_capture::{save_into, CaptureError, Outcome, Output, Saved};
+use fsprof_core::unnamed::Unnamed;
 
 use crate::args::OutputArgs;
 
@@ -36,7 +37,19 @@ pub fn save_and_tell(
     kind: &str,
     program: Option<&str>,
 ) -> Result<Saved> {
-    let saved = save(&outcome.profile, out, kind, program);
+    save_and_tell_into(outcome, out, kind, program, None)
+}
+
+/// [`save_and_tell`], into the file `made` while the command ran when the
+/// profile goes under the default name ([`fsprof_capture::save_into`]).
+pub fn save_and_tell_into(
+    outcome: &Outcome,
+    out: &Output,
+    kind: &str,
+    program: Option<&str>,
+    made: Option<Unnamed>,
+) -> Result<Saved> {
+    let saved = save_into(&outcome.profile, out, kind, program, made);
     for n in &outcome.notes {
         fsprof_sys::diag!("fsprof: note: {}", fsprof_core::printable::field(n));
     }

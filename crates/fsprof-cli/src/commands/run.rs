@@ -11,12 +11,13 @@ use anyhow::Result;
 use clap::Args;
 use fsprof_capture::{meta, Capture, Plan, Progress};
 use fsprof_core::profile::Layer;
+use fsprof_core::unnamed::Unnamed;
 use fsprof_core::{Profile, Resolution};
 use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::after_capture;
 use fsprof_user::{UserOptions, UserSource};
 
-use super::capture::{exit_status, failed, output, save_and_tell};
+use super::capture::{exit_status, failed, output, save_and_tell_into};
 use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
 
 pub const HELP: &str = "\
@@ -87,7 +88,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
         duration_ns: None,
         sample_ns: a.metrics.serve_metrics.as_ref().map(|_| LIVE_PERIOD_NS),
     });
-    let mut live = LiveMetrics::default();
+    let mut live = RunProgress {
+        make_file: out.path.is_none(),
+        ..Default::default()
+    };
     let server = match &a.metrics.serve_metrics {
         Some(addr) => Some(serve_metrics(addr, &a, resolution, &mut live)?),
         None => None,
@@ -121,7 +125,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     drop(server);
     let cmd = a.command[0].to_string_lossy();
-    let saved = save_and_tell(&outcome, &out, "run", Some(&cmd));
+    let made = live.file.take();
+    let saved = save_and_tell_into(&outcome, &out, "run", Some(&cmd), made);
     // A profile of nothing because fsprof saw nothing is a warning, which
     // -q keeps; one of a command that made no call stands for the report,
     // which -q leaves out.
@@ -154,13 +159,26 @@ pub fn run(a: RunArgs) -> Result<i32> {
 /// Live metrics sampled every --interval, or every second without one.
 const LIVE_PERIOD_NS: u64 = 1_000_000_000;
 
-/// Keeps the counts of the last sample for the metrics endpoint.
+/// Keeps the counts of the last sample for the metrics endpoint, and
+/// makes the profile's file once the command has started.
 #[derive(Default)]
-struct LiveMetrics {
+struct RunProgress {
     layers: Option<Arc<Mutex<Vec<Layer>>>>,
+    /// The profile goes under the default name in the current directory.
+    make_file: bool,
+    /// Its file, made unnamed while the command starts (on the other CPU:
+    /// `fsprof_sys::process`, `OnThisCpu`), not at the run's end.
+    file: Option<Unnamed>,
 }
 
-impl Progress for LiveMetrics {
+impl Progress for RunProgress {
+    fn started(&mut self, _what: &str) {
+        if self.make_file {
+            // Not possible here (no O_TMPFILE): made at the end as before.
+            self.file = Unnamed::make(std::path::Path::new(".")).ok();
+        }
+    }
+
     fn sampled(&mut self, _elapsed_ns: u64, layers: &[Layer]) {
         if let Some(live) = &self.layers {
             *live.lock().unwrap_or_else(|e| e.into_inner()) = layers.to_vec();
@@ -174,7 +192,7 @@ fn serve_metrics(
     addr: &str,
     a: &RunArgs,
     resolution: Resolution,
-    live: &mut LiveMetrics,
+    live: &mut RunProgress,
 ) -> Result<MetricsServer> {
     let addrs = serve::resolve(addr, a.metrics.metrics_allow_remote)?;
     let template = Profile::new(meta::describe("run", &a.command, resolution));

@@ -11,6 +11,7 @@ mod counts;
 mod faults;
 mod intervals;
 mod killed;
+mod launch;
 mod layout;
 mod names;
 mod nonfile;
