@@ -79,7 +79,7 @@ pub fn boot_id() -> Option<String> {
     // self-cost, saving the rate), each an open-read-close of a proc file.
     static ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     ID.get_or_init(|| {
-        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let id = crate::small_file(Path::new("/proc/sys/kernel/random/boot_id"))?;
         let id = id.trim();
         (!id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
             .then(|| id.to_string())
@@ -184,7 +184,7 @@ fn rate(a: (u64, u64), b: (u64, u64)) -> f64 {
 }
 
 fn read_cached_rate(cache: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(cache.join(format!("tsc-{}", boot_id()?))).ok()?;
+    let text = crate::small_file(&cache.join(format!("tsc-{}", boot_id()?)))?;
     let hz: f64 = text.trim().parse().ok()?;
     (1e6..1e11).contains(&hz).then_some(hz)
 }

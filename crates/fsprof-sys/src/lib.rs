@@ -43,6 +43,25 @@ pub mod usage;
 pub use process::{Child, LaunchError};
 pub use signals::{StopSignal, StopSignals};
 
+/// The text of a small file fsprof keeps for itself or reads from the
+/// kernel (the boot id, the kept TSC rate, the shim's kept own cost):
+/// open, one `read`, close. `std::fs::read_to_string` also asks the size
+/// and reads until a read returns nothing, six system calls where three
+/// do (a few of the start-up's microseconds). `None` when the file
+/// cannot be read, is not UTF-8, or holds `SMALL_FILE` bytes or more
+/// (none of these does).
+pub fn small_file(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut buf = [0u8; SMALL_FILE];
+    let n = std::fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    (n < SMALL_FILE)
+        .then(|| String::from_utf8(buf[..n].to_vec()).ok())
+        .flatten()
+}
+
+/// Bytes [`small_file`] reads at most (and what it refuses).
+const SMALL_FILE: usize = 256;
+
 /// A size a test sets through the environment variable `name` (the
 /// arena's blocks, the followed-process map's entries), read where the
 /// real size is chosen; `None` when it is not set or not a number. Each

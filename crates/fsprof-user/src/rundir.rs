@@ -55,17 +55,14 @@ impl RunDir {
     /// writable and has room, else in the temporary directory.
     pub fn create(clock: &ClockParams, layout: &BucketLayout) -> io::Result<Self> {
         let bytes = control_bytes(clock, layout);
-        let shm = Path::new("/dev/shm");
-        let mut bases = Vec::new();
-        if shm.is_dir() && writable(shm) {
-            bases.push(shm.to_path_buf());
-        }
-        bases.push(std::env::temp_dir());
+        // Tried, not asked first (no stat, no access: the mkdir says).
+        let bases = [PathBuf::from("/dev/shm"), std::env::temp_dir()];
         let mut last = None;
         for base in bases {
             match RunDir::create_in(&base, &bytes) {
                 Ok(d) => return Ok(d),
-                // A full tmpfs: try the next place rather than run blind.
+                // No /dev/shm, not ours to write, a full tmpfs: try the
+                // next place rather than run blind.
                 Err(e) => last = Some(e),
             }
         }
@@ -81,6 +78,12 @@ impl RunDir {
             env: OsString::new(),
         };
         let meta = fs::symlink_metadata(&d.path)?;
+        if meta.mode() & 0o7777 != 0o700 {
+            // The shim insists on exactly 0700, whatever the umask did
+            // (fsprof's usual 022 or 077 leaves it so: no chmod then).
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&d.path, fs::Permissions::from_mode(0o700))?;
+        }
         let file = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -215,12 +218,7 @@ fn unique_dir(base: &Path) -> io::Result<PathBuf> {
             nanos()
         ));
         match fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => {
-                // The shim insists on exactly 0700, whatever the umask did.
-                use std::os::unix::fs::PermissionsExt;
-                fs::set_permissions(&path, fs::Permissions::from_mode(0o700))?;
-                return Ok(path);
-            }
+            Ok(()) => return Ok(path),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -292,12 +290,6 @@ fn remove_stale(base: &Path) {
             let _ = fs::remove_dir_all(e.path());
         }
     }
-}
-
-fn writable(p: &Path) -> bool {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a NUL-terminated path that outlives the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
 }
 
 fn nanos() -> u32 {

@@ -67,7 +67,7 @@ impl SelfCost {
 }
 
 fn read(file: &Path) -> Option<SelfTest> {
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = fsprof_sys::small_file(file)?;
     let mut it = text.split_whitespace().map(|w| w.parse::<f64>().ok());
     let (per_call_ns, min_recordable_ns, outside_ns) = (it.next()??, it.next()??, it.next()??);
     let sane = |v: f64| v.is_finite() && (0.0..1e6).contains(&v);
