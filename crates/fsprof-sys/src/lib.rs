@@ -29,6 +29,7 @@
 
 pub mod clock;
 pub mod diag;
+pub mod elf;
 pub mod host;
 pub mod inherited;
 pub mod mapfault;
