@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 6
+#define FSPROF_ABI_VERSION 5
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
@@ -64,17 +64,7 @@ enum fsprof_fd_class {
 #define FSPROF_FD_CLASSES_MAX 65536
 
 enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
-/* STARTING: the command runs, but fsprof is still attaching what no
- * process of the run may run ahead of (trace's page-fault programs: a
- * process forked before the fork follower is attached would never be
- * followed). A process waits in its set-up, before the program's own code
- * runs, until fsprof makes the run ACTIVE (a futex wake on `state`), for
- * FSPROF_START_WAIT_MS at most; then it makes the run ACTIVE itself, which
- * tells fsprof that the command did not wait, and goes on. */
-enum fsprof_run_state { FSPROF_RUN_ACTIVE = 0, FSPROF_RUN_ENDED = 1, FSPROF_RUN_STARTING = 2 };
-#define FSPROF_START_WAIT_MS 2000
-/* Another bound (1 ms to 60 s), for tests of a wait that runs out. */
-#define FSPROF_START_WAIT_ENV "FSPROF_TEST_START_WAIT_MS"
+enum fsprof_run_state { FSPROF_RUN_ACTIVE = 0, FSPROF_RUN_ENDED = 1 };
 
 /* A process the run could not profile, recorded by the process itself (or
  * by the one that exec'd it) in the control file. */

@@ -8,17 +8,13 @@
  * Nothing here may call an interposed function (util.h). */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pool.h"
 #include "run.h"
 #include "trace.h"
-#include "util.h"
 
 enum { ST_UNINIT, ST_BUSY, ST_READY, ST_OFF };
 static int g_state = ST_UNINIT;
@@ -90,46 +86,6 @@ static int off_for_good(long dirfd)
     return 0;
 }
 
-/* The bound of the wait below, ms: FSPROF_START_WAIT_MS, or the test's. */
-static uint64_t start_wait_ms(void)
-{
-    const char *v = getenv(FSPROF_START_WAIT_ENV);
-    uint64_t ms;
-    if (v && fsprof_parse_u64(&v, &ms) && *v == 0 && ms >= 1 && ms <= 60000)
-        return ms;
-    return FSPROF_START_WAIT_MS;
-}
-
-/* While fsprof is still attaching what the run's processes must not run
- * ahead of (abi.h, FSPROF_RUN_STARTING), waits for it: here, in the set-up,
- * no code of the program has run, and nothing of it is followed until
- * then but what the run follows from the start (the trace keeps no fault
- * before the process's first file mapping through the shim, which comes
- * after this; a fork comes after this too). Bounded: when fsprof is slow
- * or gone, the run is made ACTIVE here and the program goes on. A signal
- * handler the program has installed by then runs as usual (the wait goes
- * on after it). The caller keeps errno. */
-static void wait_until_started(void)
-{
-    uint32_t *state = &g_ctl->state;
-    if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != FSPROF_RUN_STARTING)
-        return;
-    uint64_t deadline = fsprof_mono_ns() + start_wait_ms() * 1000000ULL;
-    for (;;) {
-        uint64_t now = fsprof_mono_ns();
-        if (now >= deadline)
-            break;
-        struct timespec left = {(time_t)((deadline - now) / 1000000000ULL),
-                                (long)((deadline - now) % 1000000000ULL)};
-        syscall(SYS_futex, state, FUTEX_WAIT, FSPROF_RUN_STARTING, &left, NULL, 0);
-        if (__atomic_load_n(state, __ATOMIC_ACQUIRE) != FSPROF_RUN_STARTING)
-            return;
-    }
-    uint32_t expect = FSPROF_RUN_STARTING;
-    __atomic_compare_exchange_n(state, &expect, FSPROF_RUN_ACTIVE, 0, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
-}
-
 /* 1 if this process records; else 0, having said why when it matters. */
 static int setup_process(void)
 {
@@ -149,7 +105,6 @@ static int setup_process(void)
         if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
             return off_for_good(dirfd);
     }
-    wait_until_started();
     if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
         return off_for_good(dirfd);
     if (euid != g_run.uid && euid != 0) {

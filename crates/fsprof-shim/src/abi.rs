@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 5;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:
@@ -99,12 +99,6 @@ pub const CLOCK_TSC: u32 = 1;
 
 pub const RUN_ACTIVE: u32 = 0;
 pub const RUN_ENDED: u32 = 1;
-/// The command runs, but fsprof is still attaching what no process may
-/// run ahead of: processes wait in their set-up (`abi.h`).
-pub const RUN_STARTING: u32 = 2;
-/// The longest a process waits for [`RUN_STARTING`] to end, ms.
-pub const START_WAIT_MS: u32 = 2000;
-pub const START_WAIT_ENV: &str = "FSPROF_TEST_START_WAIT_MS";
 
 /// Why a process was not profiled (`enum fsprof_lost_what`).
 pub const LOST_SETUP: u32 = 1;

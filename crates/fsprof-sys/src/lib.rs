@@ -29,7 +29,6 @@
 
 pub mod clock;
 pub mod diag;
-pub mod elf;
 pub mod host;
 pub mod inherited;
 pub mod mapfault;

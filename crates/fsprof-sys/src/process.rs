@@ -173,7 +173,7 @@ fn pointers(v: &[&CString]) -> Vec<*const libc::c_char> {
 /// with a slash as it is, otherwise the first executable file of that name
 /// in PATH, else the first file of that name (which then fails with
 /// "permission denied", as in a shell).
-pub fn resolve(cmd: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+fn resolve(cmd: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
     if cmd.is_empty() {
         return None;
     }

@@ -50,11 +50,6 @@ pub struct TraceOptions {
     /// Where the trace goes.
     pub output: PathBuf,
     pub force: bool,
-    /// The command's `argv[0]`. When it names a program that loads the
-    /// shim, the command starts at once, while the page-fault programs
-    /// are attached, and waits for them in the shim's set-up; any other
-    /// (a static program, a script) is held before its `execve`.
-    pub program: Option<std::ffi::OsString>,
 }
 
 /// The trace a capture wrote.
@@ -124,11 +119,6 @@ pub struct TraceSource {
     attaching: Option<std::thread::JoinHandle<Result<MappedCapture, String>>>,
     /// Why they are not, for the trace's header and the notes.
     mapped_note: Option<String>,
-    /// The command is not held: its processes wait in the shim's set-up
-    /// until the page-fault programs are attached.
-    shim_waits: bool,
-    /// One of them stopped waiting before they were.
-    waited_out: bool,
     layout: fsprof_core::BucketLayout,
 }
 
@@ -147,12 +137,8 @@ impl TraceSource {
         // execve until they are attached).
         let layout = fsprof_core::BucketLayout::new(opts.user.resolution);
         let (attaching, mapped_note) = attach_mapped(&layout);
-        let user = UserSource::new(&opts.user)?;
-        let shim_waits = attaching.is_some()
-            && opts.program.as_deref().is_some_and(loads_shim)
-            && user.hold_processes().is_ok();
         let source = TraceSource {
-            user,
+            user: UserSource::new(&opts.user)?,
             data: opts.data,
             output: opts.output,
             force: opts.force,
@@ -172,8 +158,6 @@ impl TraceSource {
             mapped: None,
             attaching,
             mapped_note,
-            shim_waits,
-            waited_out: false,
             layout,
         };
         Ok(source)
@@ -417,9 +401,6 @@ impl TraceSource {
             (None, Some(why)) => h.notes.push(why.clone()),
             (None, None) => {}
         }
-        if self.waited_out {
-            h.notes.push(WAITED_OUT_NOTE.into());
-        }
         h.run = fsprof_capture::meta::run_info(self.start_unix_ns);
         h.clock = self.user.clock().describe().source.to_string();
         h
@@ -445,15 +426,6 @@ fn free_slot(name: &str) -> Option<u64> {
         .filter(|&k| k < tabi::TFREE_SLOTS && name.len() == 2)
 }
 
-/// Whether `program` (a command's `argv[0]`, found as `execvp` finds it)
-/// loads the shim, and so can wait in it.
-fn loads_shim(program: &std::ffi::OsStr) -> bool {
-    fsprof_sys::process::resolve(program, &[]).is_some_and(|p| fsprof_sys::elf::loads_preload(&p))
-}
-
-/// When the command stopped waiting for the page-fault programs.
-const WAITED_OUT_NOTE: &str = "the command did not wait for the page-fault programs to be attached (the shim waits 2 s at most): its loads and stores through file mappings before they were are not in this trace";
-
 /// Where the kernel cannot tell which processes map files: what that costs.
 const UNFILTERED_NOTE: &str = "this kernel has no exceptions:page_fault_kernel tracepoint, so every page fault of the traced processes was sent to fsprof, not only those of processes that map files (about 1 µs more for each fault of the others)";
 
@@ -476,16 +448,9 @@ fn attach_mapped(layout: &fsprof_core::BucketLayout) -> (Attaching, Option<Strin
         return (None, Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")));
     }
     let layout = layout.clone();
-    // A test's delay of the attach, bounded: 10 s at most.
-    let delay = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS").map(|ms| ms.min(10_000));
     match std::thread::Builder::new()
         .name("fsprof-faults".into())
-        .spawn(move || {
-            if let Some(ms) = delay {
-                std::thread::sleep(std::time::Duration::from_millis(ms.into()));
-            }
-            MappedCapture::start(layout)
-        })
+        .spawn(move || MappedCapture::start(layout))
     {
         Ok(job) => (Some(job), None),
         // No thread: attached here, as it would be on one.
@@ -579,10 +544,7 @@ impl Source for TraceSource {
             // file before that, and on a loaded machine a short one did
             // (runs of the mmap tests that recorded no fault at all, one
             // in four beside three busy loops).
-            // A command that loads the shim waits in it instead, so that it
-            // execs and loads its libraries while the programs attach.
-            hold_command: user.hold_command
-                || ((self.mapped.is_some() || self.attaching.is_some()) && !self.shim_waits),
+            hold_command: user.hold_command || self.mapped.is_some() || self.attaching.is_some(),
             ..user
         }
     }
@@ -602,12 +564,6 @@ impl Source for TraceSource {
         self.join_mapped();
         if let Some(pid) = command {
             self.start_mapped(pid);
-        }
-        // Followed from the command's pid on (or not at all): its
-        // processes may go on.
-        if self.shim_waits && !self.user.activate() {
-            self.waited_out = true;
-            self.notes.push(WAITED_OUT_NOTE.into());
         }
         let c = self.user.clock();
         self.clock = Some(if c.kind == fsprof_shim::abi::CLOCK_TSC {

@@ -134,49 +134,6 @@ impl RunDir {
         }
     }
 
-    /// Makes the run STARTING (`abi.h`): the shim's processes wait in their
-    /// set-up, before any code of the program, until [`RunDir::activate`]
-    /// (or for [`abi::START_WAIT_MS`] at most). Before the command starts.
-    pub fn hold_processes(&self) -> io::Result<()> {
-        let f = self.control.as_ref().ok_or_else(|| io::Error::other("no control file"))?;
-        f.write_all_at(&abi::RUN_STARTING.to_ne_bytes(), state_offset())
-    }
-
-    /// Makes a STARTING run ACTIVE and wakes the processes waiting for it.
-    /// Whether it was still STARTING: false when a process's wait ran out
-    /// first (it made the run ACTIVE and went on) or it never was.
-    pub fn activate(&self) -> bool {
-        let Some(f) = &self.control else {
-            return false;
-        };
-        // The futex is the word in the file's page: any shared mapping of
-        // it wakes the processes waiting on theirs.
-        let Ok(map) = fsprof_sys::mmap::SharedMap::new_writable(f, 4096) else {
-            let _ = f.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state_offset());
-            return false;
-        };
-        let word = &map.u32_words(state_offset() as usize, 1)[0];
-        let was = word.compare_exchange(
-            abi::RUN_STARTING,
-            abi::RUN_ACTIVE,
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
-        );
-        // SAFETY: FUTEX_WAKE only reads the address, a mapped word.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAKE,
-                i32::MAX,
-                std::ptr::null::<libc::timespec>(),
-                std::ptr::null::<u32>(),
-                0,
-            )
-        };
-        was.is_ok()
-    }
-
     /// Processes the shim recorded as not profiled, and how many there
     /// were in all (the table keeps the first [`abi::LOST_MAX`]).
     pub fn lost(&self) -> (Vec<LostProcess>, u64) {
@@ -247,10 +204,6 @@ fn parse_lost(b: &[u8]) -> Option<LostProcess> {
         exe: String::from_utf8_lossy(&b[exe_at..exe_at + len]).into_owned(),
         why,
     })
-}
-
-fn state_offset() -> u64 {
-    std::mem::offset_of!(ControlHeader, state) as u64
 }
 
 fn unique_dir(base: &Path) -> io::Result<PathBuf> {

@@ -89,17 +89,6 @@ impl UserSource {
         self.collector.dir().path()
     }
 
-    /// Holds the command's processes in the shim's set-up until
-    /// [`UserSource::activate`] (`RunDir::hold_processes`).
-    pub fn hold_processes(&self) -> std::io::Result<()> {
-        self.collector.dir().hold_processes()
-    }
-
-    /// Lets them go; false if one had stopped waiting (`RunDir::activate`).
-    pub fn activate(&self) -> bool {
-        self.collector.dir().activate()
-    }
-
     /// The clock the shim times with.
     pub fn clock(&self) -> &ClockParams {
         &self.clock

@@ -129,7 +129,6 @@ fn record(a: TraceArgs) -> Result<i32> {
         },
         output: trace_path,
         force: a.force,
-        program: a.command.first().cloned(),
     })?;
     let outcome = match capture.run(&mut source, &mut Silent) {
         Ok(o) => o,

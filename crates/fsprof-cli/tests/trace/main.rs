@@ -6,4 +6,3 @@ mod capture;
 mod followed;
 mod forks;
 mod import;
-mod waits;
