@@ -63,9 +63,9 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
 /// benchmarks' VM, where address-space layout randomization put `cat`'s
 /// buffer decided whether `munmap` flushed the TLB page by page or whole,
 /// and the `close` after it took 2.5x as long, in about one run in twenty;
-/// and the whole machine ran 3-11x slower for 20-90 ms at a time, about 4%
-/// of the time, which moves an op whose calls all come in one burst (a
-/// shell glob's 573 `readdir` calls, in ~30 us) whole.
+/// and the whole machine ran 3-11x slower for 6-90 ms at a time, 4-5% of
+/// the time, which moves an op whose calls all come in one burst (a shell
+/// glob's 573 `readdir` calls, in ~30 us) whole.
 /// One run a side cannot tell such a mode from a change; repeated runs
 /// measure it as spread. Not said when nothing changed, nor with repeated
 /// runs on both sides.
