@@ -6,3 +6,4 @@ mod capture;
 mod followed;
 mod forks;
 mod import;
+mod inherited;
