@@ -135,7 +135,7 @@ static int setup_process(void)
     /* The trace's first chunk is made in the directory still open here (an
      * exec'd image's), rather than opening and checking it again; the
      * trace closes it. */
-    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc, dirfd);
+    fsprof_trace_process(&g_ctl->next_seq, g_proc, dirfd);
     return 1;
 }
 

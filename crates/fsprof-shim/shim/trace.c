@@ -26,7 +26,6 @@
 HIDDEN int g_trace;
 
 static int g_tready;          /* this process image has its own files */
-static char g_tdir[4096] BIG_BSS;     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
@@ -728,6 +727,12 @@ HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset)
 
 /* ---- process images --------------------------------------------------------- */
 
+/* The image's cwd for its PROC record, then each inherited fd's path in
+ * turn: one buffer, whose page a forked child copies (or a new image
+ * zero-fills) once, not one for each. Used by the set-up only, which one
+ * thread of a process runs at a time. */
+static char g_tpath[FSPROF_TSTR_MAX] BIG_BSS;
+
 /* A pipe's or a socket's position: none, and lseek says so (ESPIPE)
  * without being asked, whatever the file. */
 static int cannot_seek(const char *target, long tl)
@@ -758,8 +763,8 @@ static void record_fds(uint64_t now)
                 fd = fd * 10 + (*c - '0');
             if (fd == dfd)
                 continue;
-            char target[FSPROF_TSTR_MAX];
-            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof target);
+            char *target = g_tpath;
+            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof g_tpath);
             int64_t pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
             uint64_t args[3] = {(uint64_t)fd, (uint64_t)syscall(SYS_fcntl, fd, F_GETFL),
                                 (uint64_t)pos};
@@ -796,7 +801,7 @@ static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
 
 /* Called in every process's set-up, traced or not: with the set-up code
  * (layout.h). */
-HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
+HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
                                                     const struct fsprof_proc *proc, long dirfd)
 {
     if (!g_trace) {
@@ -814,11 +819,6 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
         if (v >= 2 && v <= 1 << 20)
             g_tpending_max = (uint32_t)v;
     }
-    if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir) {
-        if (dirfd >= 0)
-            syscall(SYS_close, dirfd);
-        return;
-    }
     g_tseq = seq_counter;
     g_tproc_seq = proc->seq;
     g_tpid = proc->pid;
@@ -826,8 +826,8 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
     t_tbusy = 1;
     uint64_t now = now_ticks();
     uint64_t clock[2] = {now, fsprof_mono_ns()};
-    static char cwd[FSPROF_TSTR_MAX] BIG_BSS;
-    long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
+    char *cwd = g_tpath;
+    long cl = syscall(SYS_getcwd, cwd, sizeof g_tpath);
     struct item it[4];
     int n = 0;
     add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
