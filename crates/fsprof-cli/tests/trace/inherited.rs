@@ -86,5 +86,8 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
             path.contains("fsprof-run-") || path.starts_with("/proc/")
         })
         .collect();
-    assert!(own.is_empty(), "the shim's own descriptors recorded: {own:?}");
+    assert!(
+        own.is_empty(),
+        "the shim's own descriptors recorded: {own:?}"
+    );
 }
