@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn fd<'a>(fds: &'a [FdInfo], n: i32) -> Option<&'a FdInfo> {
+fn fd(fds: &[FdInfo], n: i32) -> Option<&FdInfo> {
     fds.iter().find(|f| f.fd == n)
 }
 
