@@ -4,7 +4,6 @@
 //! the shim used for its own set-up (the run directory it makes its first
 //! chunk in).
 
-use fsprof_testkit::{capture_in, compile_source};
 use fsprof_trace::event::{FdInfo, Record};
 use fsprof_trace::TraceReader;
 
@@ -41,10 +40,7 @@ fn fd(fds: &[FdInfo], n: i32) -> Option<&FdInfo> {
 #[test]
 fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile_source("execer", EXECER, d.path(), &[]);
-    let out = d.path().join("t.trace");
-    let o = capture_in(d.path(), &["trace", "-f"], &out, &[exe.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (o, out) = crate::trace_source("execer", EXECER, d.path());
     let printed: Vec<i32> = String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
         .map(|w| w.parse().unwrap())
