@@ -364,7 +364,7 @@ fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
 
 /// The two end programs (minor and major faults), loaded, with the
 /// software event each is for and its name.
-fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<(Prog, u64, String)>, Error> {
+fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<EndProg>, Error> {
     [
         (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
         (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
@@ -413,7 +413,11 @@ struct Maps {
 
 impl Maps {
     fn create(cpus: usize) -> Result<Maps, Error> {
-        let targets = crate::follow::Tree::create("fsprof_ftargets", "fsprof_ftcounts")?;
+        let targets = crate::follow::Tree::create(
+            "fsprof_ftargets",
+            "fsprof_ftcounts",
+            crate::follow::TRACE_ENTRIES,
+        )?;
         let starts = starts_entries(cpus);
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let counts = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
@@ -425,13 +429,16 @@ impl Maps {
     }
 }
 
+/// A loaded end program, with the software event it is for and its name.
+type EndProg = (Prog, u64, String);
+
 /// The ring, then the end programs on it and on the maps whose
 /// descriptors (`starts`, `counts`) `fds` gives once they are made (None:
 /// they could not be, and the ring alone is made, to be closed).
 fn ring_and_ends(
     size: usize,
     fds: impl FnOnce() -> Option<(i32, i32)>,
-) -> Result<(Ring, Vec<(Prog, u64, String)>), Error> {
+) -> Result<(Ring, Vec<EndProg>), Error> {
     let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
         name: "fsprof_fring".into(),
         err,
@@ -600,6 +607,11 @@ impl FaultSession {
             .ok()
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// Processes the map of followed processes holds alive at once.
+    pub fn followed_entries(&self) -> u32 {
+        self.targets.entries()
     }
 
     /// New processes of the followed tree that were not followed (the map
