@@ -109,9 +109,10 @@ def build_helper(dir, name, src, flags, libs=()):
 
 
 def watch_machine(dir, w):
-    """Starts machine_speed for workload w's pool unless its samples exist."""
+    """Starts machine_speed for workload w's pool, when its runs are still to
+    be made (a watch of a pool made before would see none of them)."""
     out = os.path.join(dir, f"{w}-machine-speed.txt")
-    if os.path.exists(out):
+    if os.path.exists(out) or os.path.exists(os.path.join(dir, f"{w}-base-0.json")):
         return None
     exe = build_helper(dir, "machine_speed", "bench/compare/machine_speed.c", ["-pthread"])
     return subprocess.Popen([exe, out])
