@@ -14,6 +14,7 @@ mod killed;
 mod layout;
 mod names;
 mod nonfile;
+mod pool_layout;
 mod rundir_attacks;
 mod self_overhead;
 mod shim_dir;
