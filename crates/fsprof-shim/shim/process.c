@@ -104,6 +104,10 @@ static int setup_process(void)
         /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
         if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
             return off_for_good(dirfd);
+    } else {
+        /* A forked child: the parent's pages of the file are not mapped
+         * here. */
+        fsprof_ctl_touch(g_ctl);
     }
     if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
         return off_for_good(dirfd);

@@ -22,6 +22,7 @@ const PROGRAM: &str = r#"
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "abi.h"
 
@@ -40,9 +41,46 @@ static void calls(const char *path)
     read(fd, b, 10);
 }
 
+/* Pages of the first 64 KiB (the control header, its offer ring, lost
+ * table and thresholds) of the shim's mapping of the control file that
+ * are mapped in this process (/proc/self/pagemap's present bit). */
+static int control_pages_mapped(void)
+{
+    static char maps[1 << 16];
+    long f = syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY), len = 0, r;
+    while (f >= 0 && (r = syscall(SYS_read, f, maps + len, sizeof maps - 1 - len)) > 0)
+        len += r;
+    maps[len] = 0;
+    char *l = strstr(maps, "/" FSPROF_CTL_NAME "\n");
+    if (l == NULL)
+        return -1;
+    while (l > maps && l[-1] != '\n')
+        l--;
+    uint64_t start = strtoull(l, NULL, 16), e[16];
+    long pm = syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY);
+    if (syscall(SYS_pread64, pm, e, sizeof e, (long)(start / 4096 * 8)) != sizeof e)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < 16; k++)
+        n += (int)(e[k] >> 63);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     calls(argv[1]);
+    int ctl = control_pages_mapped();
+    printf("ctl_pages %d\n", ctl < 0 ? 99 : ctl); /* 99: not found */
+    /* A forked child maps none of its parent's pages of the file. */
+    fflush(stdout);
+    if (fork() == 0) {
+        close(open(argv[1], O_RDONLY));
+        ctl = control_pages_mapped();
+        printf("child_ctl_pages %d\n", ctl < 0 ? 99 : ctl);
+        fflush(stdout);
+        _exit(0);
+    }
+    wait(NULL);
     const char *v = getenv(FSPROF_ENV);
     for (int k = 0; v && k < 3; k++)
         v = strchr(v, ':') ? strchr(v, ':') + 1 : NULL;
@@ -128,6 +166,20 @@ fn a_short_processs_counters_share_the_first_pages_and_its_tables_the_last() {
         top_used >= 8 * 4096 + abi::FD_TRACK * abi::FD_STATE_SIZE,
         "{out:?}"
     );
+}
+
+/// The control file's header page is the only one of the file's first
+/// 64 KiB that a process maps, a forked child too: its first touch is a write, and a read
+/// fault would have mapped the offer ring's, lost table's and thresholds'
+/// pages around it too (each unmapped again at exit).
+#[test]
+fn a_process_maps_the_control_files_header_page_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, _) = run(d.path());
+    for what in ["ctl_pages", "child_ctl_pages"] {
+        let n = out.iter().find(|(k, _)| k == what).map(|(_, v)| *v);
+        assert_eq!(n, Some(1), "{what}: {out:?}");
+    }
 }
 
 /// Every read files its size, and each read after the first on its fd a
