@@ -37,12 +37,24 @@ The slowed ops are chosen per workload as ops that hold at least 5% of the
 layer's latency in a baseline run (the smallest such share is the hardest
 case; their shares are printed).
 
+With --watch-machine, bench/compare/machine_speed.c watches the CPUs'
+speed while a new pool is made (its samples are kept in the pool, and read
+again whenever the pool is), and the identical single pairs' row says how
+many runs started with the machine slowed (the fastest of three ~1 us chains
+2.5x its usual or more, over the first 3 ms of the run's first process, where
+procs' shell reads the directory) and, for each alarm, both sides' slowdown
+there: on the benchmarks' VM the whole machine runs 4-8x slower for 20-90 ms
+at a time, and one run a side cannot tell that from a change. The rates
+count every pair as before. The watch wakes each CPU every 0.5 ms, so it is
+off by default.
+
 usage: bench/compare_rates.py [--pairs N] [--pool DIR] [--fsprof PATH]
                               [--workloads meta,read,procs]
                               [--sides interleaved|blocks] [--compare-args ARGS]
-                              [--run-args ARGS]
+                              [--run-args ARGS] [--watch-machine]
 """
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -65,9 +77,17 @@ ap.add_argument(
     help="3-against-3 sides from alternate runs (default), or each side three runs in a row "
     "(the protocol before; puts the machine's drift between the sides)",
 )
+ap.add_argument(
+    "--watch-machine", action="store_true",
+    help="watch the CPUs' speed while a new pool is made; say which alarms started slowed",
+)
 ARGS = ap.parse_args()
 FSPROF = os.path.abspath(ARGS.fsprof)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A run "started slowed" when the machine's chain took this many times its
+# usual time there (the machine's slow periods run 4-8x; under load, CPUs
+# shared with builds read up to ~2x in short stretches).
+SLOWED = 2.5
 
 WORKLOADS = {
     "meta": (["ls", "-lR", "/usr/include/linux"], ["readdir", "getxattr"]),
@@ -79,15 +99,71 @@ WORKLOADS = {
 }
 
 
-def build_delay(dir):
-    so = os.path.join(dir, "delay.so")
-    if not os.path.exists(so):
+def build_helper(dir, name, src, flags, libs=()):
+    out = os.path.join(dir, name)
+    if not os.path.exists(out):
         subprocess.run(
-            ["cc", "-O2", "-shared", "-fPIC", "-o", so,
-             os.path.join(ROOT, "bench/compare/delay.c"), "-ldl"],
-            check=True,
+            ["cc", "-O2", *flags, "-o", out, os.path.join(ROOT, src), *libs], check=True
         )
-    return so
+    return out
+
+
+def watch_machine(dir, w):
+    """Starts machine_speed for workload w's pool, when its runs are still to
+    be made (a watch of a pool made before would see none of them)."""
+    out = os.path.join(dir, f"{w}-machine-speed.txt")
+    if os.path.exists(out) or os.path.exists(os.path.join(dir, f"{w}-base-0.json")):
+        return None
+    exe = build_helper(dir, "machine_speed", "bench/compare/machine_speed.c", ["-pthread"])
+    return subprocess.Popen([exe, out])
+
+
+def stop_watching(proc):
+    if proc is not None:
+        proc.terminate()
+        if proc.wait() != 0:
+            sys.exit("machine_speed failed")
+
+
+class MachineSpeed:
+    """machine_speed's samples of one pool: per CPU, (unix ns, chain ns)."""
+
+    def __init__(self, path):
+        per_cpu = {}
+        for line in open(path):
+            cpu, t, c = line.split()
+            per_cpu.setdefault(cpu, []).append((int(t), int(c)))
+        self.cpus = []
+        for samples in per_cpu.values():
+            samples.sort()
+            usual = statistics.median(c for _, c in samples)
+            self.cpus.append(([t for t, _ in samples], [c / usual for _, c in samples]))
+
+    def slowed(self, a, b):
+        """How much slower than usual the machine ran over [a, b): the worst
+        CPU's median chain time there over its usual (None: no sample)."""
+        worst = None
+        for times, ratios in self.cpus:
+            there = ratios[bisect.bisect_left(times, a):bisect.bisect_left(times, b)]
+            if there:
+                m = statistics.median(there)
+                worst = m if worst is None else max(worst, m)
+        return worst
+
+
+def machine_at_start(speed, profile):
+    """The machine's slowdown over the first 3 ms of the run's first
+    process (where procs' shell reads the directory: its 573 buffered
+    readdir calls take ~30 us, all at the speed of that moment)."""
+    p = json.load(open(profile))
+    first = p["meta"]["start_unix_ns"] + min(
+        (q["start_ns"] for q in p.get("processes", [])), default=0
+    )
+    return speed.slowed(first - 500_000, first + 3_000_000)
+
+
+def build_delay(dir):
+    return build_helper(dir, "delay.so", "bench/compare/delay.c", ["-shared", "-fPIC"], ["-ldl"])
 
 
 def run(dir, name, cmd, so, op):
@@ -148,6 +224,24 @@ def share(profile, op):
     return 0.0
 
 
+def machine_note(speed, base, slow, single):
+    """How many runs started with the machine slowed, and each single alarm's
+    two sides' slowdown at their start."""
+    runs = base + [r for rs in slow.values() for r in rs]
+    at = {r: machine_at_start(speed, r) for r in runs}
+    known = [x for x in at.values() if x is not None]
+    slowed = sum(x >= SLOWED for x in known)
+    alarms = []
+    for i, (code, flagged) in enumerate(single):
+        if code == 1:
+            sides = "/".join(
+                "?" if at[r] is None else f"{at[r]:.1f}x" for r in (base[2 * i], base[2 * i + 1])
+            )
+            alarms.append(f"{','.join(sorted(flagged)) or 'layer'} (machine {sides})")
+    note = f"{slowed}/{len(known)} runs started with the machine {SLOWED}x slower or more"
+    return note + ("; alarms: " + ", ".join(alarms) if alarms else "")
+
+
 def rate(k, n):
     return f"{k}/{n} = {100.0 * k / n:.1f}%"
 
@@ -162,7 +256,11 @@ def main():
     for w in ARGS.workloads.split(","):
         # Single pairs take 2n baselines, 3-against-3 sets 6n; the slowed
         # runs are paired with baselines of the same sets.
+        watcher = watch_machine(dir, w) if ARGS.watch_machine else None
         base, slow = pool(dir, w, 6 * n, 3 * n)
+        stop_watching(watcher)
+        speed_file = os.path.join(dir, f"{w}-machine-speed.txt")
+        speed = MachineSpeed(speed_file) if os.path.exists(speed_file) else None
         # Set i: baseline runs 6i..6i+5, A the even ones, B the odd ones
         # (or, --sides blocks, A the first three and B the last three).
         if ARGS.sides == "interleaved":
@@ -171,9 +269,13 @@ def main():
         else:
             side_a = [base[6 * i:6 * i + 3] for i in range(n)]
             side_b = [base[6 * i + 3:6 * i + 6] for i in range(n)]
-        single_fp = sum(compare([base[2 * i]], [base[2 * i + 1]])[0] for i in range(n))
+        single = [compare([base[2 * i]], [base[2 * i + 1]]) for i in range(n)]
+        single_fp = sum(code for code, _ in single)
         triple_fp = sum(compare(side_a[i], side_b[i])[0] for i in range(n))
-        rows.append((w, "identical", "single", rate(single_fp, n), ""))
+        note = ""
+        if speed is not None:
+            note = machine_note(speed, base, slow, single)
+        rows.append((w, "identical", "single", rate(single_fp, n), note))
         rows.append((w, "identical", "3 vs 3", rate(triple_fp, n), ""))
         for op, runs in slow.items():
             shares = [share(b, op) for b in base[: 2 * n]]

@@ -6,7 +6,8 @@ library preloaded (the floor of any preload profiler: the dynamic linker
 loading one more object), with fsprof's shim loaded without a run (what
 the library costs before it sets anything up), under `fsprof run` and
 under `fsprof trace`, in interleaved rounds (every variant once per round,
-in turn), as medians:
+in an order shuffled anew each round, so that no variant always follows
+the same one), as medians:
 
   loop   bash -c 'for i in $(seq N); do cat /etc/hostname >/dev/null; done'
   xargs  bash -c "find /usr/include/linux -name '*.h' | xargs -n4 wc -c"
@@ -16,6 +17,16 @@ tree: fsprof, the shell and every process it starts), the ratio to bare,
 and the time added per process. The targets: `fsprof run` adds at most 2x
 what the empty library adds (the line "run / empty.so added"), and
 `fsprof trace` is at most 1.20x bare on the loop.
+
+Each variant's time added per process is paired by round (the variant
+minus bare in the same round) and given with a 95% bootstrap interval of
+its median over the rounds; "run / empty.so added" is the quotient of the
+two medians, with its interval from resampling whole rounds. The target is
+judged on wall time (what a user waits for, as hyperfine measures it); CPU
+time (user + system of every process of the tree, fsprof's own included,
+from wait4) is printed beside it. A quotient whose empty.so interval
+includes zero is printed as "not resolved": add rounds (or --target, which
+spends them on the three variants the quotient needs).
 
 Options:
   --rounds N      interleaved rounds (default 11)
@@ -29,6 +40,8 @@ Options:
                   alone, pairwise in each round. Only for builds whose shims
                   share the counter files' ABI (abi.h's version).
   --only LIST     workloads, comma separated (loop,xargs)
+  --target        only the variants of the per-process target: bare, the
+                  empty library and `fsprof run` (and the other build's run)
   --no-trace      leave out fsprof trace
   --calls-only    as root, add `fsprof trace` with every capability dropped
                   (setpriv): the calls only, no page faults followed
@@ -42,6 +55,7 @@ Options:
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -67,8 +81,9 @@ def variants(args, tmp, shell):
         "bare": (cmd, {}),
         "empty.so": (cmd, {"LD_PRELOAD": empty}),
     }
+    target = getattr(args, "target", False)
     shim = installed_shim(args.fsprof, tmp)
-    if shim:
+    if shim and not target:
         # Loading fsprof's shim without a run: what the library costs
         # before it sets anything up (its size, relocations, constructor).
         out["shim, no run"] = (cmd, {"LD_PRELOAD": shim})
@@ -78,7 +93,7 @@ def variants(args, tmp, shell):
             [fs, "run", "-q", "-f", "-o", os.path.join(tmp, "p.json"), "--"] + cmd,
             {},
         )
-        if not args.no_trace:
+        if not (args.no_trace or target):
             out["fsprof trace" + tag] = (
                 [fs, "trace", "-f", "-o", os.path.join(tmp, "t.trace"), "--"] + cmd,
                 {},
@@ -91,6 +106,8 @@ def variants(args, tmp, shell):
                     NO_CAPS + [fs, "trace", "-f", "-o", os.path.join(tmp, "c.trace"), "--"] + cmd,
                     {},
                 )
+    if target:
+        return out
     if args.other and args.swap_shim:
         shims = [("this shim", shim), ("other shim", installed_shim(args.other, tmp))]
         for tag, so in shims:
@@ -160,10 +177,41 @@ def processes(fsprof, tmp, shell):
     return len(json.load(open(prof))["processes"])
 
 
+# Bootstrap resamples for the intervals; a fixed seed makes a report
+# reproducible from its rounds.
+BOOT = 4000
+
+
+def boot_median(xs, rng):
+    """95% percentile-bootstrap interval of the median of xs."""
+    n = len(xs)
+    meds = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(BOOT))
+    return meds[int(0.025 * BOOT)], meds[int(0.975 * BOOT) - 1]
+
+
+def boot_quotient(num, den, rng):
+    """95% interval of median(num) / median(den), rounds resampled whole
+    (num[i] and den[i] come from the same round); None when the
+    denominator's interval reaches zero: no quotient is resolved then."""
+    lo, _ = boot_median(den, rng)
+    if lo <= 0:
+        return None
+    n = len(num)
+    qs = []
+    for _ in range(BOOT):
+        idx = rng.choices(range(n), k=n)
+        d = statistics.median(den[i] for i in idx)
+        qs.append(statistics.median(num[i] for i in idx) / d if d > 0 else float("inf"))
+    qs.sort()
+    return qs[int(0.025 * BOOT)], qs[int(0.975 * BOOT) - 1]
+
+
 def report(name, nproc, times):
+    rng = random.Random(27)
     base = times["bare"]
     print(f"\n## {name}: {nproc} processes (as fsprof run counts them, the shell's forks included)")
-    print(f"{'variant':<22} {'wall ms':>9} {'ratio':>7} {'cpu ms':>9} {'ratio':>7} {'added us/proc wall':>19} {'cpu':>7}")
+    print(f"{'variant':<22} {'wall ms':>9} {'ratio':>7} {'cpu ms':>9} {'ratio':>7}"
+          f"  {'added us/proc wall [95% CI]':>30}  {'cpu [95% CI]':>26}")
     added = {}
     for k, v in times.items():
         w = statistics.median(x[0] for x in v)
@@ -173,17 +221,28 @@ def report(name, nproc, times):
         aw = [(x[0] - b[0]) / nproc * 1e6 for x, b in zip(v, base)]
         ac = [(x[1] - b[1]) / nproc * 1e6 for x, b in zip(v, base)]
         added[k] = (aw, ac)
-        print(f"{k:<22} {w * 1e3:9.1f} {rw:7.3f} {c * 1e3:9.1f} {rc:7.3f} {statistics.median(aw):+19.1f} {statistics.median(ac):+7.1f}")
+        if k == "bare":
+            print(f"{k:<22} {w * 1e3:9.1f} {rw:7.3f} {c * 1e3:9.1f} {rc:7.3f}")
+            continue
+        (wl, wh), (cl, ch) = boot_median(aw, rng), boot_median(ac, rng)
+        print(f"{k:<22} {w * 1e3:9.1f} {rw:7.3f} {c * 1e3:9.1f} {rc:7.3f}"
+              f"  {statistics.median(aw):+9.1f} [{wl:+7.1f}, {wh:+7.1f}]"
+              f"  {statistics.median(ac):+7.1f} [{cl:+6.1f}, {ch:+6.1f}]")
     for k in times:
         if not k.startswith("fsprof run"):
             continue
-        # Per round: what the run adds over what the empty library adds.
-        rel = [r / e for r, e in zip(added[k][0], added["empty.so"][0]) if e > 0]
-        relc = [r / e for r, e in zip(added[k][1], added["empty.so"][1]) if e > 0]
-        if rel:
-            print(f"{k + ' / empty.so added':<40} wall {statistics.median(rel):5.2f}x  cpu "
-                  f"{statistics.median(relc) if relc else float('nan'):5.2f}x  (target <= 2x; "
-                  f"rounds {min(rel):.2f}..{max(rel):.2f})")
+        # What the run adds over what the empty library adds, both paired
+        # with bare by round: the quotient of the medians, and its interval.
+        parts = []
+        for i, unit in ((0, "wall"), (1, "cpu")):
+            num, den = added[k][i], added["empty.so"][i]
+            q = statistics.median(num) / statistics.median(den) if statistics.median(den) > 0 else None
+            ci = boot_quotient(num, den, rng)
+            if ci is None:
+                parts.append(f"{unit} not resolved (empty.so's interval reaches 0)")
+            else:
+                parts.append(f"{unit} {q:5.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]")
+        print(f"{k + ' / empty.so added':<40} " + "; ".join(parts) + "  (target <= 2x, wall)")
     for k in ("fsprof run", "fsprof trace", "trace, calls only"):
         a, b = times.get(k), times.get(k + " (other)")
         if not (a and b):
@@ -193,9 +252,11 @@ def report(name, nproc, times):
         rc = [x[1] / y[1] for x, y in zip(a, b)]
         dw = [(x[0] - y[0]) / nproc * 1e6 for x, y in zip(a, b)]
         dc = [(x[1] - y[1]) / nproc * 1e6 for x, y in zip(a, b)]
+        (wl, wh), (cl, ch) = boot_median(dw, rng), boot_median(dc, rng)
         print(f"{k + ' / the other build':<40} wall {statistics.median(rw):5.3f}x  cpu "
-              f"{statistics.median(rc):5.3f}x  ({statistics.median(dw):+.1f} us/proc wall, "
-              f"{statistics.median(dc):+.1f} cpu; rounds {min(rw):.3f}..{max(rw):.3f})")
+              f"{statistics.median(rc):5.3f}x  ({statistics.median(dw):+.1f} us/proc wall "
+              f"[{wl:+.1f}, {wh:+.1f}], {statistics.median(dc):+.1f} cpu [{cl:+.1f}, {ch:+.1f}]; "
+              f"rounds {min(rw):.3f}..{max(rw):.3f})")
     for mode in ("run", "trace"):
         a, b = times.get(f"{mode}, this shim"), times.get(f"{mode}, other shim")
         if not (a and b):
@@ -217,6 +278,7 @@ def main():
     ap.add_argument("--other")
     ap.add_argument("--swap-shim", action="store_true")
     ap.add_argument("--only", default="loop,xargs")
+    ap.add_argument("--target", action="store_true")
     ap.add_argument("--no-trace", action="store_true")
     ap.add_argument("--strace", action="store_true")
     ap.add_argument("--calls-only", action="store_true")
@@ -249,9 +311,14 @@ def main():
             for v in vs.values():  # warm: page cache, binaries, the shim's install
                 measure(*v, args.fifo, fresh_in)
             times = {k: [] for k in vs}
+            order = list(vs)
+            shuffle = random.Random(len(order))
             for _ in range(args.rounds):
-                for k, v in vs.items():
-                    times[k].append(measure(*v, args.fifo, fresh_in))
+                # A fixed order would always run one variant right after
+                # another (its page cache, its CPU frequency, its writeback).
+                shuffle.shuffle(order)
+                for k in order:
+                    times[k].append(measure(*vs[k], args.fifo, fresh_in))
             report(f"{name}: {shell}", nproc, times)
         print(f"\n# load after {' '.join(open('/proc/loadavg').read().split()[:3])}")
     finally:

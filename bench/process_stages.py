@@ -15,9 +15,12 @@ bench/per_process.py, stage by stage, from the kernel's tracepoints
   exit      exit_group until the process is gone (unmapping, closing)
   reap      until the parent's wait4 returns it
 
-and beside each stage its page faults (user and kernel). fsprof's own
-CPU time (sched_stat_runtime of its threads) is reported per process
-image of the workload, and its start (its exec to the command's) and its
+and beside each stage its page faults (user and kernel); per image, its
+CPU time (the thread's sum_exec_runtime as it exits: the
+sched_stat_runtime events summed before missed a task's last stretch,
+accounted after its exit record, which was most of a short process's time
+and a varying part of a piped one's). fsprof's own CPU time is reported
+per process image of the workload, and its start (its exec to the command's) and its
 end of run (the command's exit to its own). Variants run in interleaved rounds; figures are
 medians over the images of a kind (by the comm the image execs as) and
 per-round sums per image.
@@ -57,13 +60,12 @@ tracepoint:syscalls:sys_enter_getrandom /@trk[tid] && @st[tid] == 2/ { @st[tid] 
 tracepoint:syscalls:sys_enter_exit_group /@trk[tid]/ { @st[tid] = 4; printf("G %d %llu\n", tid, nsecs); }
 tracepoint:exceptions:page_fault_user /@trk[tid]/ { @pf[tid, @st[tid]] = @pf[tid, @st[tid]] + 1; }
 tracepoint:exceptions:page_fault_kernel /@trk[tid]/ { @pf[tid, @st[tid]] = @pf[tid, @st[tid]] + 1; }
-tracepoint:sched:sched_stat_runtime /@trk[args->pid]/ { @rt[args->pid] = @rt[args->pid] + args->runtime; }
 tracepoint:syscalls:sys_exit_wait4 /@trk[tid] && args->ret > 0/ { printf("W %d %llu %d\n", tid, nsecs, args->ret); }
 tracepoint:sched:sched_process_exit /@trk[args->pid]/ {
   $p = args->pid;
-  printf("Q %d %llu %s %llu %d %d %d %d %d %d\n", $p, nsecs, comm, @rt[$p], pid,
+  printf("Q %d %llu %s %llu %d %d %d %d %d %d\n", $p, nsecs, comm, curtask->se.sum_exec_runtime, pid,
          @pf[$p, 0], @pf[$p, 1], @pf[$p, 2], @pf[$p, 3], @pf[$p, 4]);
-  delete(@trk[$p]); delete(@st[$p]); delete(@rt[$p]);
+  delete(@trk[$p]); delete(@st[$p]);
   delete(@pf[$p, 0]); delete(@pf[$p, 1]); delete(@pf[$p, 2]); delete(@pf[$p, 3]); delete(@pf[$p, 4]);
 }
 """

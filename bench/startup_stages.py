@@ -12,11 +12,18 @@ the previous one, duration; medians over the runs with the most common
 sequence): where inside a stage the time goes. Tracing every system call
 costs ~1 us each, so read those as shares of a slightly slower run.
 
+With --trace, the tool runs `trace -q -f -o FILE -- CMD` rather than
+`run -q -- CMD` (as root: the page-fault programs attached too), and
+--cmd "PROGRAM ARGS" picks CMD (default `true`; the floor runs it too).
+The clone is then the one of the child that execs the command (fsprof
+starts threads before it).
+
 With --other PATH, another build (main before a change, say) runs in the
 same loop (the two take turns at running first), and gets a column of its own and
 its difference to this build.
 
 usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH] [--syscalls] [--fifo]
+                                           [--trace] [--cmd "PROGRAM ARGS"]
 Needs bpftrace, cc and a release build.
 """
 import argparse
@@ -76,20 +83,23 @@ def parse(path):
     runs = {TOOL: [], OTHER: [], FLOOR: []}
     last_execve = {}
     cur = {}  # pid of a tool -> its run
-    child = {}  # pid of a command -> its tool's run
+    forked = {}  # pid of a task a tool forked -> (its run, when)
+    child = {}  # pid of a command (a forked task that exec'd) -> its tool's run
     for t, p in ev:
         kind, pid = p[0], int(p[1])
         if kind == "execve":
             last_execve[pid] = t
-            if pid in child:
-                child[pid].setdefault("cexecve", t)
+            if pid in forked:
+                forked[pid][0].setdefault("cexecve", t)
         elif kind == "exec" and p[3] in runs:
             cur[pid] = {"name": p[3], "t0": last_execve.get(pid, t), "exec": t, "sys": []}
-        elif kind == "exec" and pid in child:
-            child[pid]["cexec"] = t
-        elif kind == "fork" and pid in cur and "fork" not in cur[pid]:
-            cur[pid]["fork"] = t
-            child[int(p[3])] = cur[pid]
+        elif kind == "exec" and pid in forked:
+            r, at = forked.pop(pid)
+            r["fork"], r["cexec"] = at, t
+            child[pid] = r
+        elif kind == "fork" and pid in cur:
+            # Threads are forks too: the command's is the one that execs.
+            forked[int(p[3])] = (cur[pid], t)
         elif kind == "exitg" and pid in child:
             child[pid]["cexitg"] = t
         elif kind == "exit" and pid in child:
@@ -126,6 +136,8 @@ def main():
     ap.add_argument("--other", help="another build, timed in the same loop")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--fifo", action="store_true", help="run the loop under chrt -f 50")
+    ap.add_argument("--trace", action="store_true", help="time `trace` rather than `run`")
+    ap.add_argument("--cmd", default="true", help="the command (default true)")
     a = ap.parse_args()
     for prog in ("bpftrace", "cc"):
         if not shutil.which(prog):
@@ -141,7 +153,9 @@ def main():
         subprocess.run(["cc", "-O2", "-static", "-o", floor, LAUNCHER], check=True)
         cwd = os.path.join(tmp, "cwd")
         os.mkdir(cwd)
-        true = shutil.which("true")
+        cmd = a.cmd.split()
+        cmd[0] = shutil.which(cmd[0]) or os.path.abspath(cmd[0])
+        cmd = " ".join(cmd)
         shim = subprocess.run([tool, "run", "-q", "-o", "/dev/null", "--", "sh", "-c", 'printf %s "$LD_PRELOAD"'],
                               cwd=cwd, capture_output=True, text=True).stdout
         if not os.path.isfile(shim):
@@ -155,11 +169,15 @@ def main():
             if "Attaching" in open(out).read(4096):
                 break
         time.sleep(1)
-        this = f'{tool} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
-        that = f'{other} run -q -- true 2>/dev/null; rm -f fsprof-*.json; '
+        sub = "trace -q -f -o t.trace" if a.trace else "run -q"
+        # A trace attaching within an RCU grace period of the last one's
+        # detach waits for it: 0.15 s between traces.
+        pause = "sleep 0.15; " if a.trace else ""
+        this = f'{pause}{tool} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
+        that = f'{pause}{other} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
         # The two builds take turns at running first after the floor.
         body = (f'if [ $((i % 2)) = 0 ]; then {this}{that}else {that}{this}fi; ' if a.other else this)
-        loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {true}; {body}done'
+        loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {cmd} >/dev/null; {body}done'
         pre = ["chrt", "-f", "50"] if a.fifo else []
         subprocess.run(pre + ["sh", "-c", loop], cwd=cwd, check=True)
         time.sleep(1)

@@ -237,7 +237,11 @@ impl Maps {
             0,
         )?;
         let targets = match tree {
-            true => Some(Tree::create("fsprof_targets", "fsprof_tcounts")?),
+            true => Some(Tree::create(
+                "fsprof_targets",
+                "fsprof_tcounts",
+                crate::follow::ENTRIES,
+            )?),
             false => None,
         };
         let on = map("fsprof_on", sys::MAP_ARRAY, 4, 4, 1, 0)?;

@@ -364,7 +364,7 @@ fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
 
 /// The two end programs (minor and major faults), loaded, with the
 /// software event each is for and its name.
-fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<(Prog, u64, String)>, Error> {
+fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<EndProg>, Error> {
     [
         (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
         (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
@@ -403,6 +403,91 @@ pub(crate) fn online_cpus() -> Vec<i32> {
     cpus
 }
 
+/// The maps the programs share: the followed processes, the faults in
+/// progress, the counters.
+struct Maps {
+    targets: crate::follow::Tree,
+    starts: Map,
+    counts: Map,
+}
+
+impl Maps {
+    fn create(cpus: usize) -> Result<Maps, Error> {
+        let targets = crate::follow::Tree::create(
+            "fsprof_ftargets",
+            "fsprof_ftcounts",
+            crate::follow::TRACE_ENTRIES,
+        )?;
+        let starts = starts_entries(cpus);
+        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
+        let counts = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
+        Ok(Maps {
+            targets,
+            starts,
+            counts,
+        })
+    }
+}
+
+/// A loaded end program, with the software event it is for and its name.
+type EndProg = (Prog, u64, String);
+
+/// The ring, then the end programs on it and on the maps whose
+/// descriptors (`starts`, `counts`) `fds` gives once they are made (None:
+/// they could not be, and the ring alone is made, to be closed).
+fn ring_and_ends(
+    size: usize,
+    fds: impl FnOnce() -> Option<(i32, i32)>,
+) -> Result<(Ring, Vec<EndProg>), Error> {
+    let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
+        name: "fsprof_fring".into(),
+        err,
+        hint: "",
+    })?;
+    let (st, c) = fds().ok_or_else(|| Error::Map {
+        name: "fsprof_fstarts".into(),
+        err: io::Error::other("not made"),
+        hint: "",
+    })?;
+    let ends = end_progs(st, ring.fd(), c)?;
+    Ok((ring, ends))
+}
+
+/// The programs [`start_progs`] loaded and attached.
+struct Started {
+    programs: Vec<(Prog, Attachment)>,
+    around: bool,
+    marks: bool,
+}
+
+/// Loads and attaches the programs that follow the process tree (fork,
+/// exit), the fault-around one and the start ones, on `m`.
+fn start_progs(
+    root: &std::path::Path,
+    task_layout: Option<crate::follow::TaskLayout>,
+    m: &Maps,
+) -> Result<Started, Error> {
+    let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
+    let mut programs = m.targets.programs(task_layout, root)?;
+    let raw = crate::attach::raw_program;
+    let around = tracefs::exists(root, "filemap", "mm_filemap_map_pages");
+    if around {
+        // Raw: a perf tracepoint event costs 80 ms to close (the kernel
+        // waits for every CPU to leave the tracepoint), measured.
+        programs.push(raw("mm_filemap_map_pages", &around_prog(st, c))?);
+    }
+    let marks = tracefs::exists(root, "exceptions", "page_fault_kernel");
+    if marks {
+        programs.push(raw("page_fault_kernel", &start_prog(t, st, c, true))?);
+    }
+    programs.push(raw("page_fault_user", &start_prog(t, st, c, false))?);
+    Ok(Started {
+        programs,
+        around,
+        marks,
+    })
+}
+
 impl FaultSession {
     /// Follows `pid` and the processes it forks from now on. Needs root
     /// (or CAP_BPF and CAP_PERFMON) and `exceptions:page_fault_user` (x86).
@@ -427,73 +512,64 @@ impl FaultSession {
     /// Loads and attaches the programs, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
-        // The event ring (its pages allocated, zeroed and mapped: ~0.5 ms)
-        // and the kernel's BTF, parsed for the fork and exit programs'
-        // offsets (~0.2 ms), are made on threads of their own while the
-        // maps are made on this one.
+        // The kernel's BTF, parsed for the fork and exit programs' offsets
+        // (~0.2 ms), on a thread of its own.
         let cpus = online_cpus();
         let ring_size = ring_bytes(cpus.len());
-        let ring = std::thread::Builder::new()
-            .name("fsprof-ring".into())
-            .spawn(move || Ring::create(&prog_name("fring"), ring_size));
         let task_layout = std::thread::Builder::new()
             .name("fsprof-btf".into())
             .spawn(crate::follow::TaskLayout::vmlinux);
         let root = tracefs::root()?;
         // The start program is attached raw; the format checks it is there.
         Tracepoint::load(&root, "exceptions", "page_fault_user")?;
-        let targets = crate::follow::Tree::create("fsprof_ftargets", "fsprof_ftcounts")?;
-        let starts = starts_entries(cpus.len());
-        let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
-        let lost = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
-        let ring = match ring {
-            Ok(job) => job
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("the ring's thread failed"))),
-            Err(_) => Ring::create(&prog_name("fring"), ring_size),
-        };
-        let ring = ring.map_err(|err| Error::Map {
-            name: "fsprof_fring".into(),
-            err,
-            hint: "",
-        })?;
-        let mut s = FaultSession {
-            _atts: Vec::new(),
-            _progs: Vec::new(),
-            ring,
-            lost,
-            targets,
-            _starts: starts,
-            around: false,
-            marks: false,
-        };
-        let (t, st, c) = (s.targets.fd(), s._starts.fd(), s.lost.fd());
-        // The end programs are verified on a thread of their own while
-        // this one verifies and attaches the others: the verifier is most
-        // of attaching (seven program loads, ~0.8 ms one after the other
-        // on this project's 2-CPU test machine), and attaching is on the
-        // path before the held command starts. The order they are
-        // attached in does not matter: no process is followed before
-        // `follow`, so no start is kept before every end is attached.
-        // Scoped: the thread uses the maps' descriptors, which an error
-        // here closes; it is joined first.
-        let ring_fd = s.ring.fd();
-        let ends = std::thread::scope(|scope| {
+        // Outside the scope: the ring's thread loads programs with the
+        // maps' descriptors, so the maps are closed only once it is joined,
+        // error or not.
+        let mut maps = None;
+        let (started, (ring, ends)) = std::thread::scope(|scope| {
+            // The event ring (its pages allocated, zeroed and mapped: ~0.5
+            // ms), then the end programs, which need it, are made on a
+            // thread of their own while this one makes the maps and loads
+            // and attaches the others: the verifier is most of attaching
+            // (seven program loads, ~0.8 ms one after the other on this
+            // project's 2-CPU test machine), and attaching is on the path
+            // before the held command starts. The order they are attached
+            // in does not matter: no process is followed before `follow`,
+            // so no start is kept before every end is attached.
+            let (tx, rx) = std::sync::mpsc::channel();
             let ends = std::thread::Builder::new()
-                .name("fsprof-verify".into())
-                .spawn_scoped(scope, move || end_progs(st, ring_fd, c));
+                .name("fsprof-ring".into())
+                .spawn_scoped(scope, move || ring_and_ends(ring_size, || rx.recv().ok()));
+            let m = maps.insert(Maps::create(cpus.len())?);
+            let fds = (m.starts.fd(), m.counts.fd());
+            let _ = tx.send(fds);
             let task_layout = match task_layout {
                 Ok(job) => job.join().ok().flatten(),
                 Err(_) => crate::follow::TaskLayout::vmlinux(),
             };
-            let others = s.start_progs(&root, task_layout, (t, st, c));
+            let started = start_progs(&root, task_layout, m);
             let ends = match ends {
                 // Loading panics only on a bug: the panic is passed on.
                 Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => end_progs(st, ring_fd, c),
+                Err(_) => ring_and_ends(ring_size, || Some(fds)),
             };
-            others.and(ends)
+            Ok::<_, Error>((started?, ends?))
         })?;
+        let m = maps.expect("made in the scope");
+        let mut s = FaultSession {
+            _atts: Vec::new(),
+            _progs: Vec::new(),
+            ring,
+            lost: m.counts,
+            targets: m.targets,
+            _starts: m.starts,
+            around: started.around,
+            marks: started.marks,
+        };
+        for (prog, att) in started.programs {
+            s._progs.push(prog);
+            s._atts.push(att);
+        }
         for (prog, config, name) in ends {
             for &cpu in &cpus {
                 let att =
@@ -503,39 +579,6 @@ impl FaultSession {
             s._progs.push(prog);
         }
         Ok(s)
-    }
-
-    /// Loads and attaches the programs that follow the process tree (fork,
-    /// exit), the fault-around one and the start ones, on maps
-    /// `(targets, starts, counters)`.
-    fn start_progs(
-        &mut self,
-        root: &std::path::Path,
-        task_layout: Option<crate::follow::TaskLayout>,
-        (t, st, c): (i32, i32, i32),
-    ) -> Result<(), Error> {
-        for (prog, att) in self.targets.programs(task_layout, root)? {
-            self._progs.push(prog);
-            self._atts.push(att);
-        }
-        if tracefs::exists(root, "filemap", "mm_filemap_map_pages") {
-            // Raw: a perf tracepoint event costs 80 ms to close (the kernel
-            // waits for every CPU to leave the tracepoint), measured.
-            self.raw("mm_filemap_map_pages", &around_prog(st, c))?;
-            self.around = true;
-        }
-        if tracefs::exists(root, "exceptions", "page_fault_kernel") {
-            self.raw("page_fault_kernel", &start_prog(t, st, c, true))?;
-            self.marks = true;
-        }
-        self.raw("page_fault_user", &start_prog(t, st, c, false))
-    }
-
-    fn raw(&mut self, name: &str, insns: &[Insn]) -> Result<(), Error> {
-        let (prog, att) = crate::attach::raw_program(name, insns)?;
-        self._progs.push(prog);
-        self._atts.push(att);
-        Ok(())
     }
 
     /// Hands on the faults reported since the last call, in the order
@@ -564,6 +607,11 @@ impl FaultSession {
             .ok()
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+    }
+
+    /// Processes the map of followed processes holds alive at once.
+    pub fn followed_entries(&self) -> u32 {
+        self.targets.entries()
     }
 
     /// New processes of the followed tree that were not followed (the map

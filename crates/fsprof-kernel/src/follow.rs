@@ -34,14 +34,23 @@ use crate::sys::{self, Attachment, Map, Prog};
 use crate::tracefs::Tracepoint;
 use crate::Error;
 
-/// Processes a followed tree may hold alive at once.
-const ENTRIES: u32 = 65536;
+/// Processes a followed tree of `fsprof kernel` may hold alive at once.
+pub const ENTRIES: u32 = 65536;
+/// ... and the tree whose page faults `fsprof trace` follows. Fewer: the
+/// kernel allocates and zeroes a hash map's buckets, one per entry
+/// rounded up to a power of two, when the map is made, even without
+/// preallocated entries, and that is on the path before the traced
+/// command starts: 353 µs for 65,536 entries, 118 µs for 16,384 (medians
+/// of 21 creations on this project's 2-CPU test machine). A traced tree
+/// records every call of every process: 16,384 processes alive at once
+/// is beyond what a trace is for.
+pub const TRACE_ENTRIES: u32 = 16384;
 
-/// The map's entries: [`ENTRIES`], or fewer when the test knob
+/// A map's entries: `max`, or fewer when the test knob
 /// `FSPROF_TEST_FOLLOWED_MAX` says so (tests fill the map with a few
-/// processes; never more than [`ENTRIES`]).
-pub fn entries() -> u32 {
-    fsprof_sys::test_knob("FSPROF_TEST_FOLLOWED_MAX").map_or(ENTRIES, |n| n.clamp(1, ENTRIES))
+/// processes; never more than `max`).
+pub fn entries(max: u32) -> u32 {
+    fsprof_sys::test_knob("FSPROF_TEST_FOLLOWED_MAX").map_or(max, |n| n.clamp(1, max))
 }
 
 /// Where the programs find a task's ids and whether its group is dead, in
@@ -140,26 +149,35 @@ pub(crate) struct Tree {
     targets: Map,
     counts: Map,
     name: &'static str,
+    entries: u32,
 }
 
 impl Tree {
-    /// `name` (`fsprof_targets`) names the map; `counts` its counter.
-    pub(crate) fn create(name: &'static str, counts: &str) -> Result<Tree, Error> {
+    /// `name` (`fsprof_targets`) names the map; `counts` its counter; it
+    /// holds [`entries`]`(max)` processes.
+    pub(crate) fn create(name: &'static str, counts: &str, max: u32) -> Result<Tree, Error> {
         // Allocated as processes are added: preallocating 65,536 entries
         // was a third of what attaching cost (measured, `fsprof trace --
         // /bin/true`).
         let lazy = sys::BPF_F_NO_PREALLOC;
-        let targets = map(name, sys::MAP_HASH, 4, 4, entries(), lazy)?;
+        let entries = entries(max);
+        let targets = map(name, sys::MAP_HASH, 4, 4, entries, lazy)?;
         let counts = map(counts, sys::MAP_ARRAY, 4, 8, 1, 0)?;
         Ok(Tree {
             targets,
             counts,
             name,
+            entries,
         })
     }
 
     pub(crate) fn fd(&self) -> i32 {
         self.targets.fd()
+    }
+
+    /// Processes it holds alive at once.
+    pub(crate) fn entries(&self) -> u32 {
+        self.entries
     }
 
     /// Follows process `pid` (a tgid) and the processes it forks from now on.
@@ -203,12 +221,12 @@ impl Tree {
     }
 }
 
-/// The warning for `n` processes not followed, whose `what` is missing.
-pub fn unfollowed_warning(n: u64, what: &str) -> Option<String> {
+/// The warning for `n` processes not followed by a map of `entries`,
+/// whose `what` is missing.
+pub fn unfollowed_warning(n: u64, entries: u32, what: &str) -> Option<String> {
     (n > 0).then(|| {
         format!(
-            "{n} process(es) of the followed tree were not followed, nor any they started: more were alive at once than fsprof's map of followed processes holds ({} entries), so {what}",
-            entries()
+            "{n} process(es) of the followed tree were not followed, nor any they started: more were alive at once than fsprof's map of followed processes holds ({entries} entries), so {what}"
         )
     })
 }
@@ -230,8 +248,8 @@ mod tests {
 
     #[test]
     fn no_warning_without_a_loss() {
-        assert_eq!(unfollowed_warning(0, "x"), None);
-        let w = unfollowed_warning(3, "their page faults are not in the trace").unwrap();
+        assert_eq!(unfollowed_warning(0, 8, "x"), None);
+        let w = unfollowed_warning(3, 8, "their page faults are not in the trace").unwrap();
         assert!(
             w.starts_with("3 process(es) of the followed tree were not followed"),
             "{w}"

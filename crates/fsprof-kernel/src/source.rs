@@ -103,6 +103,7 @@ impl Source for KernelSource {
         }
         self.unfollowed = crate::follow::unfollowed_warning(
             snap.unfollowed,
+            crate::follow::entries(crate::follow::ENTRIES),
             "their calls are missing from the profile",
         );
         warnings.extend(self.unfollowed.clone());

@@ -59,10 +59,13 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
 
 /// Said when one run a side found a change. Identical runs can hold a
 /// change as large, in one op, as a slowdown the verdict must find: a mode
-/// of the program or the machine that each run falls into (on the
+/// of the program or the machine that each run falls into. On the
 /// benchmarks' VM, where address-space layout randomization put `cat`'s
 /// buffer decided whether `munmap` flushed the TLB page by page or whole,
-/// and the `close` after it took 2.5x as long, in about one run in twenty).
+/// and the `close` after it took 2.5x as long, in about one run in twenty;
+/// and the whole machine ran 3-11x slower for 6-90 ms at a time, 4-5% of
+/// the time, which moves an op whose calls all come in one burst (a shell
+/// glob's 573 `readdir` calls, in ~30 us) whole.
 /// One run a side cannot tell such a mode from a change; repeated runs
 /// measure it as spread. Not said when nothing changed, nor with repeated
 /// runs on both sides.
@@ -70,8 +73,9 @@ pub fn single_run_caution(c: &Comparison) -> Option<&'static str> {
     let single = c.terms.runs_a == 1 || c.terms.runs_b == 1;
     (single && c.any_interesting()).then_some(
         "one run a side cannot tell a change from a mode that identical runs fall into \
-         (one op twice as slow in some runs: where address-space layout randomization put a buffer, \
-         a cache left cold); before acting on it, take each side's runs again, alternately, \
+         (one op twice as slow or more in some runs: where address-space layout randomization \
+         put a buffer, a cache left cold, a few milliseconds in which the whole machine ran \
+         slower); before acting on it, take each side's runs again, alternately, \
          and compare A1 A2 A3 --vs B1 B2 B3",
     )
 }

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 5
+#define FSPROF_ABI_VERSION 6
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
@@ -23,8 +23,12 @@
 #define FSPROF_MAX_RESOLUTION 16
 #define FSPROF_MAX_NBUCKETS (64 * FSPROF_MAX_RESOLUTION + 1)
 
-/* Value correlation (data ops): one table per (data op, value kind) of
- * FSPROF_CORR_LAT x FSPROF_CORR_VAL uint64_t cells, row-major by latency.
+/* Value correlation (data ops): one table per data op of FSPROF_CORR_LAT
+ * rows by latency, each row the FSPROF_CORR_VAL uint64_t cells of kind 0
+ * then those of kind 1: cell (kind, lat, val) is at
+ * (lat * FSPROF_CORR_KINDS + kind) * FSPROF_CORR_VAL + val. A call files
+ * both of its values in one row, so that a short process, whose calls fall
+ * in a few rows, writes one page of the table, not one per kind.
  * Both axes are log2 at resolution 1: cell index 0 holds the value 0, 1 the
  * value 1, k >= 2 values in (2^(k-2), 2^(k-1)]; the last index also holds
  * everything larger. Latencies in ns (up to 2^38 ns ~ 4.6 min), values in
@@ -39,8 +43,11 @@
  * build time from fsprof_core::ops::libc::DATA_OPS. */
 #define FSPROF_CORR_MAX_OPS 16
 /* Each thread's view of its fds below FSPROF_FD_TRACK (the shim's private
- * scratch, in the counter file, ignored by readers). */
+ * scratch, in the counter file, ignored by readers): those below
+ * FSPROF_FD_FEW first, beside the counters, and all of them only once the
+ * thread uses a higher one. */
 #define FSPROF_FD_TRACK 1024
+#define FSPROF_FD_FEW 64
 struct fsprof_fd_state {
     uint64_t pos1; /* file position + 1, 0 = unknown */
     uint64_t end1; /* end offset of the last data call + 1, 0 = unknown */
@@ -140,7 +147,10 @@ struct fsprof_ctr {
  * before use (so that touching a counter never needs a page tmpfs may not
  * have): the header, then the slot directory at FSPROF_SLOT_DIR_OFF, then
  * slot records, counters and value tables in the order they were first
- * needed. Every offset is from the start of the pool. Its first chunk,
+ * needed. In the first chunk the small records (slot records, counters)
+ * are handed out from its start up (`used`) and the tables (value tables,
+ * the fd states) from its end down (`top_used`), so that a short process's
+ * counters share a few pages instead of lying between its tables. Every offset is from the start of the pool. Its first chunk,
  * [0, FSPROF_FIRST_CHUNK), is an arena block (`block`) or the start of the
  * file p<seq>; later chunks are in p<seq> at their pool offset (below
  * them, a file made for later chunks only is a hole). Every byte below
@@ -177,8 +187,8 @@ struct fsprof_proc {
     uint32_t slot_size;   /* bytes of the readers' part of a slot record */
     uint32_t block;       /* 1 + the arena block of the first chunk; 0: in p<seq> */
     uint32_t file;        /* 1 once p<seq> exists (before any offset into it is published) */
-    uint32_t used;        /* atomic: bytes of the first chunk handed out so far */
-    uint32_t reserved;
+    uint32_t used;        /* atomic: bytes of the first chunk handed out so far from its start */
+    uint32_t top_used;    /* atomic: bytes of the first chunk handed out from its end */
     char exe[FSPROF_EXE_MAX];
     char cmdline[FSPROF_CMDLINE_MAX];
 };

@@ -50,6 +50,9 @@ static struct {
 } g_start BIG_BSS;
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
+/* Bytes handed out from the end of the first chunk (tables), while it is
+ * the only one: its free room is [g_used, FIRST_CHUNK - g_top_used). */
+static uint64_t g_top_used;
 static uint64_t g_seq;   /* names the file: p<seq> */
 static uint64_t g_fdev, g_fino;
 static int g_in_block;   /* the first chunk is an arena block */
@@ -90,11 +93,18 @@ static void unlock(void)
     __atomic_store_n(&g_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* The end of the last chunk's free room. */
+static uint64_t room_end(void)
+{
+    struct chunk *ch = &g_start.chunks[g_nchunks - 1];
+    return ch->off + ch->len - (g_nchunks == 1 ? g_top_used : 0);
+}
+
 static void *alloc_in_last(uint64_t n, uint32_t *off)
 {
     struct chunk *ch = &g_start.chunks[g_nchunks - 1];
     uint64_t at = (g_used + 63) & ~(uint64_t)63;
-    if (at + n > ch->off + ch->len)
+    if (at + n > room_end())
         return NULL;
     g_used = at + n;
     *off = (uint32_t)at;
@@ -202,6 +212,35 @@ static void *pool_alloc(uint64_t n, uint32_t *off)
     return alloc_in_last(n, off);
 }
 
+/* n bytes of zeros for a table, `skew` bytes after a page boundary, from
+ * the end of the first chunk while it is the only one, else as pool_alloc.
+ * A table apart from the counters: a short process writes a row or two of
+ * it, and its counters stay on the pages they share. */
+static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
+{
+    uint64_t len = (skew + n + 4095) & ~(uint64_t)4095;
+    if (g_nchunks == 1 && !g_full) {
+        uint64_t at = g_start.chunks[0].len - g_top_used;
+        if (at >= len && at - len >= g_used) {
+            g_top_used += len;
+            /* What `fsprof run` zeroes before it offers the block again. */
+            if (g_in_block)
+                __atomic_store_n(&g_proc->top_used, (uint32_t)g_top_used, __ATOMIC_RELAXED);
+            *off = (uint32_t)(at - len + skew);
+            return g_start.chunks[0].addr + (at - len + skew);
+        }
+    }
+    return pool_alloc(n, off);
+}
+
+/* Where a value table starts after a page boundary: its rows of calls of
+ * 128 ns to 8 us (rows 9-14, where cached calls fall: a `cat`'s reads take
+ * 0.2-4 us) then lie in one page. */
+#define CORR_ROW_BYTES (FSPROF_CORR_KINDS * FSPROF_CORR_VAL * 8)
+#define CORR_SKEW ((4096 - (9 * CORR_ROW_BYTES) % 4096) % 4096)
+_Static_assert(6 * CORR_ROW_BYTES <= 4096, "six rows fit in a page");
+_Static_assert(CORR_SKEW % 8 == 0, "tables stay word-aligned");
+
 /* A new slot record, published at entry k of the slot directory (entry 0
  * is the shared slot's, counted from the start); NULL if none. */
 static struct slot_shared *new_slot(uint32_t k, int shared)
@@ -231,6 +270,7 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
     g_start.chunks[0] = (struct chunk){map, 0, len};
     g_nchunks = 1;
     g_used = FSPROF_PROC_HDR_SIZE;
+    g_top_used = 0;
     g_full = 0;
     g_proc = (struct fsprof_proc *)map;
     clear_shared_rec();
@@ -416,6 +456,7 @@ HIDDEN void fsprof_pool_forget(void)
     for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
         syscall(SYS_munmap, g_start.chunks[k].addr, g_start.chunks[k].len);
     g_nchunks = 0;
+    g_top_used = 0;
     g_in_block = 0;
     g_has_file = 0;
     g_proc = NULL;
@@ -497,7 +538,7 @@ HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
     uint64_t *t = s->corr[cop];
     if (t == NULL) {
         uint32_t off;
-        t = pool_alloc((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, &off);
+        t = pool_alloc_table((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, CORR_SKEW, &off);
         if (t) {
             __atomic_store_n(&s->sh->corr_off[cop], off, __ATOMIC_RELEASE);
             __atomic_store_n(&s->corr[cop], t, __ATOMIC_RELEASE);
@@ -509,19 +550,32 @@ HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
     return t;
 }
 
-HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s)
+/* Room for this thread's state of fd (below FSPROF_FD_TRACK): the first
+ * FSPROF_FD_FEW fds beside its counters (a short process uses a handful),
+ * all of them, copied over, once it uses a higher one. */
+HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s, int fd)
 {
     if (t_in_slow)
         return NULL;
     int saved_errno = errno;
     t_in_slow = 1;
     lock();
-    struct fsprof_fd_state *f = s->fd;
-    if (f == NULL) {
+    uint32_t n = (unsigned)fd < FSPROF_FD_FEW ? FSPROF_FD_FEW : FSPROF_FD_TRACK;
+    struct fsprof_fd_state *f = NULL;
+    if (s->fd_n < n) {
         uint32_t off;
-        f = pool_alloc((uint64_t)FSPROF_FD_TRACK * sizeof *f, &off);
-        if (f)
+        uint64_t size = (uint64_t)n * sizeof *f;
+        f = n == FSPROF_FD_FEW ? pool_alloc(size, &off) : pool_alloc_table(size, 0, &off);
+        if (f) {
+            if (s->fd_n)
+                memcpy(f, s->fd, s->fd_n * sizeof *f);
+            /* The entries first, then their number: a signal handler on
+             * this thread reads them in the other order. */
             __atomic_store_n(&s->fd, f, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->fd_n, n, __ATOMIC_RELEASE);
+        }
+    } else {
+        f = s->fd;
     }
     unlock();
     t_in_slow = 0;

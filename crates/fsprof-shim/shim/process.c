@@ -104,6 +104,10 @@ static int setup_process(void)
         /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
         if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
             return off_for_good(dirfd);
+    } else {
+        /* A forked child: the parent's pages of the file are not mapped
+         * here. */
+        fsprof_ctl_touch(g_ctl);
     }
     if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)
         return off_for_good(dirfd);
@@ -123,16 +127,19 @@ static int setup_process(void)
             dirfd = fsprof_open_run_dir();
         err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);
     }
-    if (dirfd >= 0)
-        syscall(SYS_close, dirfd);
     /* The run directory is gone (or is not the run's any more). */
     if (err == -ENOENT || err == -EPERM)
-        return off_for_good(-1);
+        return off_for_good(dirfd);
     if (err != 0) {
+        if (dirfd >= 0)
+            syscall(SYS_close, dirfd);
         fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
         return 0;
     }
-    fsprof_trace_process(g_run.path, &g_ctl->next_seq, g_proc);
+    /* The trace's first chunk is made in the directory still open here (an
+     * exec'd image's), rather than opening and checking it again; the
+     * trace closes it. */
+    fsprof_trace_process(&g_ctl->next_seq, g_proc, dirfd);
     return 1;
 }
 

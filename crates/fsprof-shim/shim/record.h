@@ -75,6 +75,8 @@ struct slot_rec {
     struct fsprof_ctr *ctr[NCTR];
     uint64_t *corr[CORR_COUNT];
     struct fsprof_fd_state *fd;
+    /* Entries of fd: 0, FSPROF_FD_FEW or FSPROF_FD_TRACK. */
+    uint32_t fd_n;
 };
 
 /* Set once per process from the run's control file (run.c); read-only
@@ -110,7 +112,7 @@ extern TLS struct fsprof_hot t_hot;
 HIDDEN COLD struct slot_rec *fsprof_slot_slow(void);
 HIDDEN COLD struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx);
 HIDDEN COLD uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop);
-HIDDEN COLD struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s);
+HIDDEN COLD struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s, int fd);
 /* The class of a descriptor the shim did not see created (fdclass.c). */
 HIDDEN COLD uint32_t fsprof_fd_classify(int fd);
 /* A descriptor made by open/openat/creat/fopen (path) or by F_DUPFD. */
@@ -344,16 +346,15 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
     uint64_t *t = __atomic_load_n(&s->corr[cop], __ATOMIC_ACQUIRE);
     if (UNLIKELY(t == NULL) && (t = fsprof_corr_slow(s, cop)) == NULL)
         return;
-    uint32_t row = corr_cell(ns, FSPROF_CORR_LAT) * FSPROF_CORR_VAL;
+    uint32_t row = corr_cell(ns, FSPROF_CORR_LAT) * (FSPROF_CORR_KINDS * FSPROF_CORR_VAL);
     uint64_t *size_cell = &t[row + corr_cell(size, FSPROF_CORR_VAL)];
     if (LIKELY(!t_shared))
         add_private(size_cell, 1);
     else
         add_shared(size_cell, 1);
-    if (UNLIKELY((unsigned)fd >= FSPROF_FD_TRACK))
-        return;
     struct fsprof_fd_state *fds = s->fd;
-    if (UNLIKELY(fds == NULL) && (fds = fsprof_fd_slow(s)) == NULL)
+    if (UNLIKELY((unsigned)fd >= s->fd_n) &&
+        ((unsigned)fd >= FSPROF_FD_TRACK || (fds = fsprof_fd_slow(s, fd)) == NULL))
         return;
     struct fsprof_fd_state *st = &fds[fd];
     /* A call at the file position with no position known yet (a fd this
@@ -363,7 +364,7 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
     if (st->end1 && (off >= 0 || st->pos1)) {
         uint64_t end = st->end1 - 1;
         uint64_t seek = at > end ? at - end : end - at;
-        uint64_t *seek_cell = &t[FSPROF_CORR_CELLS + row + corr_cell(seek, FSPROF_CORR_VAL)];
+        uint64_t *seek_cell = &t[row + FSPROF_CORR_VAL + corr_cell(seek, FSPROF_CORR_VAL)];
         if (LIKELY(!t_shared))
             add_private(seek_cell, 1);
         else
@@ -374,29 +375,29 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
         st->pos1 = st->end1;
 }
 
-/* This thread's fd states, if it has any yet. */
-static inline __attribute__((always_inline)) struct fsprof_fd_state *my_fds(void)
+/* This thread's state of fd, if it has one yet. */
+static inline __attribute__((always_inline)) struct fsprof_fd_state *my_fd(int fd)
 {
     struct slot_rec *s = t_slot;
-    return s ? s->fd : NULL;
+    return s && (unsigned)fd < s->fd_n ? &s->fd[fd] : NULL;
 }
 
 /* The fd's position became `pos` (lseek, fseek), or unknown (-1). */
 static inline __attribute__((always_inline)) void fd_moved(int fd, int64_t pos)
 {
-    struct fsprof_fd_state *fds = my_fds();
-    if ((unsigned)fd < FSPROF_FD_TRACK && fds)
-        fds[fd].pos1 = pos >= 0 ? (uint64_t)pos + 1 : 0;
+    struct fsprof_fd_state *st = my_fd(fd);
+    if (st)
+        st->pos1 = pos >= 0 ? (uint64_t)pos + 1 : 0;
 }
 
 /* The fd number is being closed: forget what this thread knew of it, and
  * what the descriptor was. */
 static inline __attribute__((always_inline)) void fd_forget(int fd)
 {
-    struct fsprof_fd_state *fds = my_fds();
-    if ((unsigned)fd < FSPROF_FD_TRACK && fds) {
-        fds[fd].pos1 = 0;
-        fds[fd].end1 = 0;
+    struct fsprof_fd_state *st = my_fd(fd);
+    if (st) {
+        st->pos1 = 0;
+        st->end1 = 0;
     }
     fd_set_class(fd, FSPROF_FD_UNKNOWN);
 }

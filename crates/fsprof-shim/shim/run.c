@@ -83,6 +83,11 @@ HIDDEN long fsprof_open_run_dir(void)
     return fd;
 }
 
+HIDDEN void fsprof_ctl_touch(struct fsprof_control *c)
+{
+    __atomic_fetch_add(&c->next_seq, 0, __ATOMIC_RELAXED);
+}
+
 HIDDEN void fsprof_ctl_params(const volatile struct fsprof_control *c, struct ctl_params *p)
 {
     p->magic = c->magic;
@@ -173,6 +178,7 @@ HIDDEN long fsprof_attach_control(long dirfd)
     /* Validate a copy, then use only the copy: the file cannot change the
      * parameters between the check and their use. */
     struct ctl_params h;
+    fsprof_ctl_touch(m);
     fsprof_ctl_params(m, &h);
     uint64_t ctl_size = st.st_size < FSPROF_ARENA_OFF ? (uint64_t)st.st_size : FSPROF_ARENA_OFF;
     if (!fsprof_control_valid(&h, ctl_size)) {

@@ -32,6 +32,11 @@ HIDDEN void fsprof_capture_env(void);
 /* The run directory, opened by its path and accepted only if it is the
  * directory the environment names; -errno otherwise. */
 HIDDEN long fsprof_open_run_dir(void);
+/* The control header's page, mapped into this process by a write that
+ * changes nothing: a read fault would map, around it, every page of the
+ * control file the run has written (the offer ring's, the lost table's,
+ * the thresholds'), each a cost again when the process unmaps them. */
+HIDDEN void fsprof_ctl_touch(struct fsprof_control *c);
 /* Maps the control file under the run directory and takes its
  * parameters; 0, or -errno (-EINVAL: not a valid control file). */
 HIDDEN long fsprof_attach_control(long dirfd);

@@ -26,7 +26,6 @@
 HIDDEN int g_trace;
 
 static int g_tready;          /* this process image has its own files */
-static char g_tdir[4096] BIG_BSS;     /* the run directory */
 static uint64_t *g_tseq;      /* the control file's next_seq */
 static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
@@ -39,6 +38,9 @@ static TLS int t_tc_unforked;         /* it is MADV_DONTFORK: a child has no cop
 static TLS uint32_t t_tc_next;        /* index of this thread's next chunk */
 static TLS uint64_t t_tdropped;       /* records lost since the last chunk */
 static TLS int t_tbusy;
+/* The run directory's fd + 1 while the image's set-up lends it (0: none):
+ * its first chunk is made there without opening it again. */
+static TLS long t_tdirfd_lent;
 
 /* ---- argument shapes ------------------------------------------------------ */
 
@@ -356,30 +358,31 @@ static int chunk_open(uint64_t need)
     /* Under the run directory as run.c verifies it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
      * not with SIGBUS on a later write. */
-    long dirfd = fsprof_open_run_dir();
+    long lent = t_tdirfd_lent - 1;
+    long dirfd = lent >= 0 ? lent : fsprof_open_run_dir();
     if (dirfd < 0)
         return 0;
     uint32_t freed = 0;
-    if (!room_for_chunk(dirfd, &freed)) {
-        syscall(SYS_close, dirfd);
-        return 0;
-    }
-    long fd = claim_free(dirfd, name, &size, freed);
-    int fresh = fd < 0;
-    if (fresh)
-        fd = syscall(SYS_openat, dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                     0600);
-    if (fd < 0) {
-        syscall(SYS_close, dirfd);
-        return 0;
-    }
+    long fd = -1;
+    int fresh = 0;
     void *m = MAP_FAILED;
-    if (!fresh || fsprof_reserve(fd, 0, size) == 0)
-        m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    syscall(SYS_close, fd);
-    if (m == MAP_FAILED)
-        syscall(SYS_unlinkat, dirfd, name, 0);
-    syscall(SYS_close, dirfd);
+    if (room_for_chunk(dirfd, &freed)) {
+        fd = claim_free(dirfd, name, &size, freed);
+        fresh = fd < 0;
+        if (fresh)
+            fd = syscall(SYS_openat, dirfd, name,
+                         O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    }
+    if (fd >= 0) {
+        if (!fresh || fsprof_reserve(fd, 0, size) == 0)
+            m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                fd, 0);
+        syscall(SYS_close, fd);
+        if (m == MAP_FAILED)
+            syscall(SYS_unlinkat, dirfd, name, 0);
+    }
+    if (dirfd != lent)
+        syscall(SYS_close, dirfd);
     if (m == MAP_FAILED)
         return 0;
     struct fsprof_tchunk *c = m;
@@ -724,15 +727,30 @@ HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset)
 
 /* ---- process images --------------------------------------------------------- */
 
-/* One record per fd open when the image starts: what it inherited. */
+/* The image's cwd for its PROC record, then each inherited fd's path in
+ * turn: one buffer, whose page a forked child copies (or a new image
+ * zero-fills) once, not one for each. Used by the set-up only, which one
+ * thread of a process runs at a time. */
+static char g_tpath[FSPROF_TSTR_MAX] BIG_BSS;
+
+/* A pipe's or a socket's position: none, and lseek says so (ESPIPE)
+ * without being asked, whatever the file. */
+static int cannot_seek(const char *target, long tl)
+{
+    return (tl > 5 && !memcmp(target, "pipe:[", 6)) || (tl > 7 && !memcmp(target, "socket:[", 8));
+}
+
+/* One record per fd open when the image starts: what it inherited. A
+ * listing that fits in the buffer with room for one more entry is whole
+ * without the empty read that would say so (as count_chunks). */
 static void record_fds(uint64_t now)
 {
     long dfd = syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (dfd < 0)
         return;
     char buf[2048];
-    for (;;) {
-        long got = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+    for (long got = sizeof buf; got + DIRENT_MAX > (long)sizeof buf;) {
+        got = syscall(SYS_getdents64, dfd, buf, sizeof buf);
         if (got <= 0)
             break;
         for (long off = 0; off < got;) {
@@ -745,10 +763,11 @@ static void record_fds(uint64_t now)
                 fd = fd * 10 + (*c - '0');
             if (fd == dfd)
                 continue;
-            char target[FSPROF_TSTR_MAX];
-            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof target);
+            char *target = g_tpath;
+            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof g_tpath);
+            int64_t pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
             uint64_t args[3] = {(uint64_t)fd, (uint64_t)syscall(SYS_fcntl, fd, F_GETFL),
-                                (uint64_t)syscall(SYS_lseek, fd, 0L, SEEK_CUR)};
+                                (uint64_t)pos};
             struct item it[1];
             int n = 0;
             if (tl > 0)
@@ -782,13 +801,16 @@ static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
 
 /* Called in every process's set-up, traced or not: with the set-up code
  * (layout.h). */
-HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
-                                                    const struct fsprof_proc *proc)
+HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
+                                                    const struct fsprof_proc *proc, long dirfd)
 {
     if (!g_trace) {
         const char *mode = getenv(FSPROF_TRACE_ENV);
-        if (!mode)
+        if (!mode) {
+            if (dirfd >= 0)
+                syscall(SYS_close, dirfd);
             return;
+        }
         g_trace = !strcmp(mode, "full")     ? FSPROF_TDATA_FULL
                   : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
@@ -797,8 +819,6 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
         if (v >= 2 && v <= 1 << 20)
             g_tpending_max = (uint32_t)v;
     }
-    if (fsprof_cat(g_tdir, 0, sizeof g_tdir, dir) + 1 >= sizeof g_tdir)
-        return;
     g_tseq = seq_counter;
     g_tproc_seq = proc->seq;
     g_tpid = proc->pid;
@@ -806,8 +826,8 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
     t_tbusy = 1;
     uint64_t now = now_ticks();
     uint64_t clock[2] = {now, fsprof_mono_ns()};
-    static char cwd[FSPROF_TSTR_MAX] BIG_BSS;
-    long cl = syscall(SYS_getcwd, cwd, sizeof cwd);
+    char *cwd = g_tpath;
+    long cl = syscall(SYS_getcwd, cwd, sizeof g_tpath);
     struct item it[4];
     int n = 0;
     add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
@@ -815,7 +835,12 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(const char *dir, uint64_t *s
         add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
     proc_names(proc, it, &n);
     uint64_t args[3] = {(uint64_t)(int64_t)proc->pid, (uint64_t)(int64_t)proc->ppid, proc->seq};
+    /* Lent only for the PROC record's chunk: the fd listing must not see it. */
+    t_tdirfd_lent = dirfd >= 0 ? dirfd + 1 : 0;
     emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
+    t_tdirfd_lent = 0;
+    if (dirfd >= 0)
+        syscall(SYS_close, dirfd);
     record_fds(now);
     t_tbusy = 0;
 }

@@ -24,10 +24,12 @@ HIDDEN COLD void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *nam
 HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t t1, int64_t ret,
                               int failed);
 /* From process.c: this process image has its counter file, whose header
- * is `proc` (its seq, executable and argv), in the run directory `dir`;
- * `seq_counter` numbers new files. */
-HIDDEN void fsprof_trace_process(const char *dir, uint64_t *seq_counter,
-                                 const struct fsprof_proc *proc);
+ * is `proc` (its seq, executable and argv); `seq_counter` numbers new
+ * files. `dirfd`: the run directory, open and checked
+ * (fsprof_open_run_dir), or -1; closed here, before anything looks at the
+ * image's descriptors. */
+HIDDEN void fsprof_trace_process(uint64_t *seq_counter, const struct fsprof_proc *proc,
+                                 long dirfd);
 HIDDEN void fsprof_trace_before_fork(void);
 HIDDEN void fsprof_trace_after_fork(void);
 /* Before a file mapping is made: lets the mapping's page faults out of the

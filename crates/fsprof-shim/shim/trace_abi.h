@@ -27,8 +27,12 @@
 #define FSPROF_TWAIT_MS 2000
 /* `fsprof trace` hands emptied chunk files back as f0 .. f<SLOTS-1>, header
  * zeroed; a thread renames one to its next t<seq> rather than make a file
- * whose pages must be allocated and zeroed. */
-#define FSPROF_TFREE_SLOTS 4
+ * whose pages must be allocated and zeroed. A shell loop starts ~10
+ * images between two harvests (5 ms): of the 2,003 images of the loop of
+ * 1,000 `cat` (SCHED_FIFO), ~1,030 made a fresh chunk (fallocate: 16 pages
+ * allocated and zeroed) with 4 slots, 106-194 with 8, 27-84 with 10. At
+ * most 10: the names are one digit. */
+#define FSPROF_TFREE_SLOTS 10
 #define FSPROF_TCHUNK_HDR 128
 #define FSPROF_TREC_MAX_ARGS 8
 #define FSPROF_TSTR_MAX 4096 /* strings (paths) are cut at this length */

@@ -609,10 +609,10 @@ WRAP_FD(getdelim, ssize_t, __getdelim, (char **l, size_t *n, int d, FILE *f), (l
 static inline void stream_moved(FILE *f, int64_t o, int w)
 {
     int fd = f->_fileno;
-    struct fsprof_fd_state *fds = my_fds();
-    if ((unsigned)fd >= FSPROF_FD_TRACK || !fds)
+    struct fsprof_fd_state *st = my_fd(fd);
+    if (!st)
         return;
-    uint64_t p1 = fds[fd].pos1;
+    uint64_t p1 = st->pos1;
     fd_moved(fd, w == SEEK_SET ? o : (w == SEEK_CUR && p1) ? (int64_t)(p1 - 1) + o : -1);
 }
 WRAP_FD_THEN(fseek, int, fseek, (FILE * f, long o, int w), (f, o, w), M1, FD_OF(f),

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:
@@ -44,9 +44,10 @@ pub const RING: usize = 1024;
 /// The most blocks the shim maps (its arena's address space).
 pub const MAX_BLOCKS: u32 = 1024;
 
-/// Value tables (`FSPROF_CORR_*` in abi.h): one `CORR_LAT × CORR_VAL`
-/// table of u64 per (data op, kind), allocated the first time a thread
-/// makes that data call. Cell index 0 = value 0, 1 = value 1, k ≥ 2 =
+/// Value tables (`FSPROF_CORR_*` in abi.h): one table of u64 per data op,
+/// allocated the first time a thread makes that data call: `CORR_LAT` rows
+/// by latency, each the `CORR_VAL` cells of kind 0 then those of kind 1
+/// ([`corr_at`]). Cell index 0 = value 0, 1 = value 1, k ≥ 2 =
 /// `(2^(k-2), 2^(k-1)]`; the last index also holds larger values. Kind 0 =
 /// request size, 1 = seek distance.
 pub const CORR_LAT: usize = 40;
@@ -60,6 +61,14 @@ pub const CORR_MAX_OPS: usize = 16;
 /// Bytes of one value table (both kinds of one data op).
 pub fn corr_size() -> usize {
     CORR_KINDS * CORR_CELLS * 8
+}
+
+/// Bytes of one latency row of a value table (both kinds).
+pub const CORR_ROW: usize = CORR_KINDS * CORR_VAL * 8;
+
+/// The cell index in a value table of (kind, latency cell, value cell).
+pub fn corr_at(kind: usize, lat: usize, val: usize) -> usize {
+    (lat * CORR_KINDS + kind) * CORR_VAL + val
 }
 
 /// fds whose position each thread tracks (16 bytes of the shim's private
@@ -225,9 +234,11 @@ pub struct ProcHeader {
     pub block: u32,
     /// 1 once the file `p<seq>` exists.
     pub file: u32,
-    /// Bytes of the first chunk handed out (an arena block's, to zero).
+    /// Bytes of the first chunk handed out from its start (an arena
+    /// block's, to zero).
     pub used: u32,
-    pub reserved: u32,
+    /// Bytes of the first chunk handed out from its end (its tables).
+    pub top_used: u32,
     pub exe: [u8; EXE_MAX],
     pub cmdline: [u8; CMDLINE_MAX],
 }

@@ -14,7 +14,7 @@ pub const TCHUNK_HDR: usize = 128;
 pub const TCHUNK_PREFIX: &str = "t";
 /// Emptied chunk files handed back to the shim: `f0` .. `f<TFREE_SLOTS-1>`.
 pub const TFREE_PREFIX: &str = "f";
-pub const TFREE_SLOTS: u64 = 4;
+pub const TFREE_SLOTS: u64 = 10;
 /// The address a traced process's system call reads, once, before its
 /// first file mapping: fsprof-kernel's `faults::MAPPING_MARK`.
 pub const TMAP_MARK: u64 = 0x5f0;

@@ -523,6 +523,7 @@ impl TraceSource {
         fin.warnings
             .extend(fsprof_kernel::follow::unfollowed_warning(
                 unfollowed,
+                m.followed_entries(),
                 "their loads and stores through file mappings are not in the trace",
             ));
     }

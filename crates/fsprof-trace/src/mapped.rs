@@ -238,6 +238,11 @@ impl MappedCapture {
         self.session.unfollowed()
     }
 
+    /// Processes the map of followed processes holds alive at once.
+    pub fn followed_entries(&self) -> u32 {
+        self.session.followed_entries()
+    }
+
     /// Faults dropped as outside every file mapping (the heap, stacks).
     pub fn outside(&self) -> u64 {
         self.outside

@@ -211,19 +211,22 @@ impl Arena {
             return;
         }
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
+        let top_used = self.header_u32(block, offset_of!(ProcHeader, top_used)) as usize;
         let base = self.block(block).1;
         // Through the mapping: the reader has mapped these pages, and a
         // tmpfs page mapped by reading is writable without a fault; the
         // file would cost a page-cache look-up, lock and copy a page.
         match written {
             Some(w) => {
-                for (off, len) in w.to_zero(used) {
+                for (off, len) in w.to_zero(used, top_used) {
                     self.map.zero(base + off, len);
                 }
             }
             None => {
                 let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
                 self.map.zero(base, n.next_multiple_of(8));
+                let top = top_used.min(abi::FIRST_CHUNK - n) / 8 * 8;
+                self.map.zero(base + abi::FIRST_CHUNK - top, top);
             }
         }
         self.free.push(block);

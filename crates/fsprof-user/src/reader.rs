@@ -367,14 +367,10 @@ fn read_slots(
             add_correlations(m, off, rows.clone(), out);
             if let Some(w) = written.as_deref_mut() {
                 w.allocation(off, abi::corr_size());
-                let row = abi::CORR_VAL * 8;
-                for kind in 0..abi::CORR_KINDS {
-                    let table = off + kind * abi::CORR_CELLS * 8;
-                    w.dirty(
-                        table + rows.start() * row,
-                        (rows.end() + 1).saturating_sub(*rows.start()) * row,
-                    );
-                }
+                w.dirty(
+                    off + rows.start() * abi::CORR_ROW,
+                    (rows.end() + 1).saturating_sub(*rows.start()) * abi::CORR_ROW,
+                );
             }
         }
     }
@@ -514,27 +510,27 @@ fn add_correlations(
     rows: std::ops::RangeInclusive<usize>,
     out: &mut Correlations,
 ) {
-    let cells = rows.start() * abi::CORR_VAL..(rows.end() + 1) * abi::CORR_VAL;
-    for kind in 0..abi::CORR_KINDS {
-        let table = off + kind * abi::CORR_CELLS * 8;
-        let Some(words) = m.words(table + cells.start * 8, cells.len()) else {
+    let width = abi::CORR_KINDS * abi::CORR_VAL;
+    let cells = rows.start() * width..(rows.end() + 1) * width;
+    let Some(words) = m.words(off + cells.start * 8, cells.len()) else {
+        return;
+    };
+    for (cell, w) in cells.zip(words) {
+        let n = w.load(Relaxed);
+        if n == 0 {
             continue;
-        };
+        }
+        let (row, kind, val) = (
+            cell / width,
+            cell % width / abi::CORR_VAL,
+            cell % abi::CORR_VAL,
+        );
         let joint: &mut JointHistogram = if kind == 0 {
             &mut out.size
         } else {
             &mut out.seek
         };
-        for (cell, w) in cells.clone().zip(words) {
-            let n = w.load(Relaxed);
-            if n != 0 {
-                joint.add(
-                    abi::corr_index(cell / abi::CORR_VAL),
-                    abi::corr_index(cell % abi::CORR_VAL),
-                    n,
-                );
-            }
-        }
+        joint.add(abi::corr_index(row), abi::corr_index(val), n);
     }
 }
 

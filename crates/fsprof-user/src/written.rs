@@ -10,7 +10,8 @@
 //! header's fields, names and slot directory entries, the slot records,
 //! each counter's fields and the buckets between those of its least and
 //! greatest latency, and in each value table the rows between the same
-//! (reader.rs). What else lies between the header page and `used` and no
+//! (reader.rs). What else lies between the header page and `used`, or in
+//! the last `top_used` bytes (where the shim puts its tables), and no
 //! published allocation covers is the shim's private scratch (descriptor
 //! states) or an allocation whose process did not live to publish it:
 //! zeroed whole, as before.
@@ -86,14 +87,18 @@ impl Written {
     }
 
     /// The byte ranges `(offset, length)` to zero, in order, each a
-    /// multiple of 8: what may have been written, and what between the
-    /// header page and `used` (clamped to the block) no allocation covers.
-    pub fn to_zero(&self, used: usize) -> Vec<(usize, usize)> {
+    /// multiple of 8: what may have been written, and what no allocation
+    /// covers of the two parts the pool handed out: between the header
+    /// page and `used`, and the last `top_used` bytes (its tables; both
+    /// clamped to the block).
+    pub fn to_zero(&self, used: usize, top_used: usize) -> Vec<(usize, usize)> {
         let lo = abi::PROC_HDR_SIZE / 8;
         let hi = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK).div_ceil(8);
+        let top = (abi::FIRST_CHUNK - top_used.min(abi::FIRST_CHUNK)).max(abi::PROC_HDR_SIZE) / 8;
         let mut runs: Vec<(usize, usize)> = Vec::new();
         for k in 0..LIMBS {
-            let mut bits = self.dirty.0[k] | (words_in(k, lo, hi) & !self.alloc.0[k]);
+            let handed_out = words_in(k, lo, hi) | words_in(k, top, WORDS);
+            let mut bits = self.dirty.0[k] | (handed_out & !self.alloc.0[k]);
             while bits != 0 {
                 let bit = bits.trailing_zeros() as usize;
                 let n = (!(bits >> bit)).trailing_zeros() as usize;
@@ -135,7 +140,7 @@ mod tests {
         w.allocation(hdr + 8192, 584);
         w.dirty(hdr + 8192, 584);
         assert_eq!(
-            w.to_zero(hdr + 8192 + 584),
+            w.to_zero(hdr + 8192 + 584, 0),
             [(0, 104), (hdr + 1000, 64), (hdr + 4096, 4096 + 584)]
         );
     }
@@ -147,7 +152,7 @@ mod tests {
         w.dirty(usize::MAX - 3, 100);
         w.allocation(abi::PROC_HDR_SIZE, usize::MAX);
         w.dirty(abi::PROC_HDR_SIZE + 3, 2);
-        let runs = w.to_zero(usize::MAX);
+        let runs = w.to_zero(usize::MAX, usize::MAX);
         let hdr = abi::PROC_HDR_SIZE;
         assert_eq!(
             runs,
@@ -160,7 +165,27 @@ mod tests {
     fn without_allocations_everything_below_used_is_zeroed() {
         let w = Written::default();
         let hdr = abi::PROC_HDR_SIZE;
-        assert_eq!(w.to_zero(20_000), [(hdr, 20_000 - hdr)]);
-        assert_eq!(w.to_zero(0), []);
+        assert_eq!(w.to_zero(20_000, 0), [(hdr, 20_000 - hdr)]);
+        assert_eq!(w.to_zero(0, 0), []);
+    }
+
+    /// The tables at the block's end: a table's written rows, and what of
+    /// the end part no allocation covers (the space before a table, the
+    /// descriptor states), but not the free room between the two parts.
+    #[test]
+    fn the_end_part_is_zeroed_like_the_start_part() {
+        let (hdr, end) = (abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);
+        let mut w = Written::default();
+        w.allocation(end - 8192 + 1472, 4096);
+        w.dirty(end - 8192 + 2048, 128);
+        assert_eq!(
+            w.to_zero(hdr + 64, 8192),
+            [
+                (hdr, 64),
+                (end - 8192, 1472),
+                (end - 8192 + 2048, 128),
+                (end - 4096 + 1472, 4096 - 1472)
+            ]
+        );
     }
 }

@@ -15,6 +15,7 @@ mod launch;
 mod layout;
 mod names;
 mod nonfile;
+mod pool_layout;
 mod rundir_attacks;
 mod self_overhead;
 mod shim_dir;

@@ -4,8 +4,6 @@
 //! hands back a chunk once it has its records) for as long as the child
 //! runs.
 
-use fsprof_testkit::{capture_in, compile_source};
-
 /// Makes a traced call (its chunk), forks; the child makes one of its own
 /// (reading its maps) and prints how many chunk files (`t<seq>` or a free
 /// slot `f<k>` of the run directory) it has mapped.
@@ -46,9 +44,6 @@ int main(void) {
 #[test]
 fn a_forked_child_maps_its_own_chunk_only() {
     let d = tempfile::tempdir().unwrap();
-    let exe = compile_source("forker", FORKER, d.path(), &[]);
-    let out = d.path().join("t.trace");
-    let o = capture_in(d.path(), &["trace", "-f"], &out, &[exe.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (o, _) = crate::trace_source("forker", FORKER, d.path());
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "1");
 }

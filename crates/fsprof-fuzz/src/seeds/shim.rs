@@ -184,7 +184,11 @@ pub fn counter_files() -> Vec<Vec<u8>> {
         let b = c + std::mem::size_of::<CtrHeader>() + 8 * 10;
         f[b..b + 8].copy_from_slice(&10u64.to_ne_bytes());
     }
-    for cell in [5usize, 100, abi::CORR_CELLS + 7] {
+    for cell in [
+        abi::corr_at(0, 0, 5),
+        abi::corr_at(0, 2, 16),
+        abi::corr_at(1, 0, 7),
+    ] {
         f[table + 8 * cell..table + 8 * cell + 8].copy_from_slice(&4u64.to_ne_bytes());
     }
     vec![f]
@@ -223,7 +227,7 @@ fn proc_header(nb: u32, ctr: usize) -> fsprof_shim::abi::ProcHeader {
         block: 0,
         file: 1,
         used: 0,
-        reserved: 0,
+        top_used: 0,
         exe: [0; abi::EXE_MAX],
         cmdline: [0; abi::CMDLINE_MAX],
     };

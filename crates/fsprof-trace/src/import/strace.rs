@@ -222,8 +222,9 @@ fn split_args(s: &str) -> Result<Vec<&str>, String> {
                 }
             }
             // A -y annotation (`3</a,b>`) runs to its `>`; other `<`s
-            // (`=>` in clone3's output) are plain text.
-            b'<' if i > 0 && b[i - 1].is_ascii_digit() => {
+            // (`=>` in clone3's output, the shifts of capget's
+            // `1<<CAP_CHOWN|...`) are plain text.
+            b'<' if i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1) != Some(&b'<') => {
                 while i < b.len() && b[i] != b'>' {
                     i += 1;
                 }
@@ -820,6 +821,7 @@ mod tests {
 100 1700000000.000600 newfstatat(AT_FDCWD, "/etc", {st_mode=S_IFDIR|0755, st_size=4096, ...}, 0) = 0 <0.000002>
 100 1700000000.000700 unlink("nope") = -1 ENOENT (No such file or directory) <0.000003>
 100 1700000000.000800 brk(NULL) = 0x55d0c0000000 <0.000001>
+100 1700000000.000850 capget({version=_LINUX_CAPABILITY_VERSION_3, pid=0}, {effective=1<<CAP_CHOWN|1<<CAP_KILL, permitted=1<<CAP_CHOWN, inheritable=0}) = 0 <0.000001>
 100 1700000000.000900 +++ exited with 0 +++
 "#;
         let cs = calls(log);

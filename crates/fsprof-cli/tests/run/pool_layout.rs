@@ -1,0 +1,212 @@
+//! Where a process's counters lie in its arena block (shim/pool.c): the
+//! small records (slot record, counters, the first descriptor states) from
+//! the block's start, the tables from its end, so that a short process
+//! writes a few pages; and a thread that moves on to a descriptor above the
+//! first few keeps what it knew of the others.
+
+use std::path::Path;
+
+use fsprof_shim::abi;
+use fsprof_testkit::{compile_source, fsprof, stderr};
+
+/// A short program's calls, then its own block's offsets, read from the
+/// control file it maps (the run directory from FSPROF_SHM) with raw system
+/// calls, which the shim does not count.
+const PROGRAM: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "abi.h"
+
+/* Sequential reads of one file on fd 3, then on fd 200 (above the first
+ * FSPROF_FD_FEW), then on fd 3 again: that last read's seek distance (0)
+ * needs fd 3's end as the shim knew it before fd 200 moved its states. */
+static void calls(const char *path)
+{
+    static char b[16];
+    int fd = open(path, O_RDONLY);
+    read(fd, b, 10);
+    read(fd, b, 10);
+    int hi = dup2(open(path, O_RDONLY), 200);
+    read(hi, b, 10);
+    read(hi, b, 10);
+    read(fd, b, 10);
+}
+
+/* Pages of the first 64 KiB (the control header, its offer ring, lost
+ * table and thresholds) of the shim's mapping of the control file that
+ * are mapped in this process (/proc/self/pagemap's present bit). */
+static int control_pages_mapped(void)
+{
+    static char maps[1 << 16];
+    long f = syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY), len = 0, r;
+    while (f >= 0 && (r = syscall(SYS_read, f, maps + len, sizeof maps - 1 - len)) > 0)
+        len += r;
+    maps[len] = 0;
+    char *l = strstr(maps, "/" FSPROF_CTL_NAME "\n");
+    if (l == NULL)
+        return -1;
+    while (l > maps && l[-1] != '\n')
+        l--;
+    uint64_t start = strtoull(l, NULL, 16), e[16];
+    long pm = syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY);
+    if (syscall(SYS_pread64, pm, e, sizeof e, (long)(start / 4096 * 8)) != sizeof e)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < 16; k++)
+        n += (int)(e[k] >> 63);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    calls(argv[1]);
+    int ctl = control_pages_mapped();
+    printf("ctl_pages %d\n", ctl < 0 ? 99 : ctl); /* 99: not found */
+    /* A forked child maps none of its parent's pages of the file. */
+    fflush(stdout);
+    if (fork() == 0) {
+        close(open(argv[1], O_RDONLY));
+        ctl = control_pages_mapped();
+        printf("child_ctl_pages %d\n", ctl < 0 ? 99 : ctl);
+        fflush(stdout);
+        _exit(0);
+    }
+    wait(NULL);
+    const char *v = getenv(FSPROF_ENV);
+    for (int k = 0; v && k < 3; k++)
+        v = strchr(v, ':') ? strchr(v, ':') + 1 : NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", v ? v : "", FSPROF_CTL_NAME);
+    long c = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY);
+    struct stat st;
+    if (c < 0 || syscall(SYS_fstat, c, &st) != 0)
+        return 2;
+    char *m = (char *)syscall(SYS_mmap, 0, st.st_size, PROT_READ, MAP_SHARED, c, 0);
+    if (m == MAP_FAILED)
+        return 3;
+    for (long k = 0; FSPROF_ARENA_OFF + (k + 1) * FSPROF_FIRST_CHUNK <= st.st_size; k++) {
+        struct fsprof_proc *p = (void *)(m + FSPROF_ARENA_OFF + k * FSPROF_FIRST_CHUNK);
+        if (p->pid != getpid() || !p->ready)
+            continue;
+        uint32_t rec = ((uint32_t *)((char *)p + FSPROF_SLOT_DIR_OFF))[1];
+        uint32_t *offs = (uint32_t *)((char *)p + rec + sizeof(struct fsprof_slot_hdr));
+        uint32_t end = 0;
+        for (uint32_t i = 0; i < p->nctr; i++)
+            if (offs[i] && offs[i] + p->ctr_size > end)
+                end = offs[i] + p->ctr_size;
+        printf("ctr_end %u\nused %u\ntop_used %u\n", end, p->used, p->top_used);
+        for (uint32_t i = 0; i < p->corr_ops; i++)
+            if (offs[p->nctr + i])
+                printf("table %u\n", offs[p->nctr + i]);
+        return 0;
+    }
+    return 4;
+}
+"#;
+
+/// The program's output (its block's offsets) and profile.
+fn run(dir: &Path) -> (Vec<(String, usize)>, serde_json::Value) {
+    let shim = concat!(env!("CARGO_MANIFEST_DIR"), "/../fsprof-shim/shim");
+    let exe = compile_source("pool_layout", PROGRAM, dir, &[&format!("-I{shim}")]);
+    let data = dir.join("data");
+    std::fs::write(&data, [7u8; 4096]).unwrap();
+    let profile = dir.join("p.json");
+    let o = fsprof()
+        .args(["run", "-q", "-f", "-o"])
+        .arg(&profile)
+        .arg("--")
+        .arg(&exe)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect();
+    let p = serde_json::from_slice(&std::fs::read(&profile).unwrap()).unwrap();
+    (lines, p)
+}
+
+/// The counters share the block's first pages (those populated at
+/// start-up and the next), and the value table lies at the block's end,
+/// placed so that its rows of 128 ns to 8 µs share one page.
+#[test]
+fn a_short_processs_counters_share_the_first_pages_and_its_tables_the_last() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, _) = run(d.path());
+    let get = |k: &'static str| out.iter().filter(move |(n, _)| n == k).map(|(_, v)| *v);
+    let ctr_end = get("ctr_end").next().expect("its block was found");
+    assert!(ctr_end <= 4 * 4096, "counters up to {ctr_end}: {out:?}");
+    let tables: Vec<usize> = get("table").collect();
+    assert_eq!(tables.len(), 1, "{out:?}");
+    for t in &tables {
+        assert!(
+            *t >= abi::FIRST_CHUNK - 8 * 4096,
+            "a table at {t}, not at the block's end: {out:?}"
+        );
+        assert_eq!((t + 9 * abi::CORR_ROW) % 4096, 0, "{out:?}");
+    }
+    // The descriptor states of all 1024 fds (fd 200 was used), at the end
+    // too, below the table.
+    let top_used = get("top_used").next().unwrap();
+    assert!(
+        top_used >= 8 * 4096 + abi::FD_TRACK * abi::FD_STATE_SIZE,
+        "{out:?}"
+    );
+}
+
+/// The control file's header page is the only one of the file's first
+/// 64 KiB that a process maps, a forked child too: its first touch is a write, and a read
+/// fault would have mapped the offer ring's, lost table's and thresholds'
+/// pages around it too (each unmapped again at exit).
+#[test]
+fn a_process_maps_the_control_files_header_page_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, _) = run(d.path());
+    for what in ["ctl_pages", "child_ctl_pages"] {
+        let n = out.iter().find(|(k, _)| k == what).map(|(_, v)| *v);
+        assert_eq!(n, Some(1), "{what}: {out:?}");
+    }
+}
+
+/// Every read files its size, and each read after the first on its fd a
+/// seek distance of 0, fd 3's last one too: its state was carried over
+/// when fd 200 made the thread keep all 1024.
+#[test]
+fn a_descriptor_above_the_first_few_keeps_every_seek_distance() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, p) = run(d.path());
+    let read = p["processes"][0]["layers"][0]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "read")
+        .unwrap()
+        .clone();
+    let cells = |kind: &str| -> Vec<(i64, u64)> {
+        read["correlations"][kind]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c[1].as_i64().unwrap(), c[2].as_u64().unwrap()))
+            .collect()
+    };
+    let sizes: u64 = cells("size").iter().map(|c| c.1).sum();
+    assert_eq!(sizes, 5, "{read}");
+    let seeks = cells("seek");
+    assert_eq!(seeks.iter().map(|c| c.1).sum::<u64>(), 3, "{read}");
+    assert!(seeks.iter().all(|c| c.0 == -2), "{read}");
+}
