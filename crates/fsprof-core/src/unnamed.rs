@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// An unnamed file open for writing in a directory held open.
@@ -30,20 +30,11 @@ pub struct Unnamed {
 impl Unnamed {
     /// An unnamed file in `dir` (mode 0600 while it is written).
     pub fn make(dir: &Path) -> io::Result<Unnamed> {
-        let cdir = CString::new(dir.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))?;
-        // SAFETY: a NUL-terminated path; the descriptor is owned below.
-        let d = unsafe {
-            libc::open(
-                cdir.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if d < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a descriptor open() just gave us.
-        let dir = unsafe { OwnedFd::from_raw_fd(d) };
+        let dir: OwnedFd = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(dir)?
+            .into();
         let flags = libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC;
         // SAFETY: "." relative to the directory held; owned below.
         let f = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, 0o600) };

@@ -31,18 +31,9 @@ pub fn failed(e: CaptureError) -> Result<i32> {
 /// Writes the profile, then the capture's notes and warnings. A profile
 /// that could not go where it was asked to, and went to the temporary
 /// directory instead, is said so here; callers print where it went.
+/// `made`: the file made while the command ran, for a profile that goes
+/// under the default name ([`fsprof_capture::save_into`]).
 pub fn save_and_tell(
-    outcome: &Outcome,
-    out: &Output,
-    kind: &str,
-    program: Option<&str>,
-) -> Result<Saved> {
-    save_and_tell_into(outcome, out, kind, program, None)
-}
-
-/// [`save_and_tell`], into the file `made` while the command ran when the
-/// profile goes under the default name ([`fsprof_capture::save_into`]).
-pub fn save_and_tell_into(
     outcome: &Outcome,
     out: &Output,
     kind: &str,

@@ -150,7 +150,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         Err(e) => return failed(e),
     };
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
-    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref());
+    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref(), None);
     if !a.summary.quiet {
         fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }

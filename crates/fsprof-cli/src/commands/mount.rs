@@ -198,6 +198,7 @@ fn serve_and_capture(
         },
         "mount",
         None,
+        None,
     )?;
     if foreground && !a.quiet {
         let opts = ReportOptions {

@@ -17,7 +17,7 @@ use fsprof_export::serve::{self, MetricsServer};
 use fsprof_report::after_capture;
 use fsprof_user::{UserOptions, UserSource};
 
-use super::capture::{exit_status, failed, output, save_and_tell_into};
+use super::capture::{exit_status, failed, output, save_and_tell};
 use crate::args::{CaptureArgs, ClockArg, MetricsArgs, OutputArgs, SummaryArgs};
 
 pub const HELP: &str = "\
@@ -126,7 +126,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     drop(server);
     let cmd = a.command[0].to_string_lossy();
     let made = live.file.take();
-    let saved = save_and_tell_into(&outcome, &out, "run", Some(&cmd), made);
+    let saved = save_and_tell(&outcome, &out, "run", Some(&cmd), made);
     // A profile of nothing because fsprof saw nothing is a warning, which
     // -q keeps; one of a command that made no call stands for the report,
     // which -q leaves out.

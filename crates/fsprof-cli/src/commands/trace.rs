@@ -134,7 +134,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         Ok(o) => o,
         Err(e) => return failed(e),
     };
-    let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd))?;
+    let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd), None)?;
     if let Some(t) = source.outcome() {
         fsprof_sys::diag!(
             "fsprof: trace written to {}: {} call(s) in {} process image(s), {} bytes",

@@ -326,13 +326,16 @@ fn a_pipe_without_a_reader_does_not_kill_fsprof() {
     assert_eq!(o.status.signal(), None, "{:?} {}", o.status, stderr(&o));
 }
 
-/// fsprof starts the command on its own CPU (pinned for the clone: the
-/// wake-ups between fsprof and the command then stay on one CPU), but
+/// fsprof starts the command on its own CPU (pinned for the clone), but
 /// the command runs with the CPU mask fsprof was given, as it would
-/// without fsprof. The ground truth is the kernel's `Cpus_allowed_list`
-/// of this test process and of the command.
+/// without fsprof, and fsprof gets that mask back too (the command gives
+/// it back before its `execve`: fsprof, woken there, runs on the other
+/// CPU). The ground truth is the kernel's `Cpus_allowed_list` of this
+/// test process, of the command and of fsprof while the command runs.
+/// With the child claiming to have given fsprof's mask back without the
+/// call, fsprof's read `1` against `0-1`.
 #[test]
-fn the_command_runs_with_the_cpu_mask_fsprof_was_given() {
+fn the_command_and_fsprof_run_with_the_cpu_mask_fsprof_was_given() {
     let allowed = |status: &str| {
         status
             .lines()
@@ -342,15 +345,21 @@ fn the_command_runs_with_the_cpu_mask_fsprof_was_given() {
     };
     let ours = allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
     let tmp = tempfile::tempdir().unwrap();
-    let seen = tmp.path().join("status");
+    let (seen, fsprofs) = (tmp.path().join("status"), tmp.path().join("fsprof"));
+    let script = format!(
+        "cat /proc/self/status > {}; sleep 0.2; cat /proc/$PPID/status > {}",
+        seen.display(),
+        fsprofs.display()
+    );
     let o = fsprof()
         .current_dir(tmp.path())
-        .args(["run", "-q", "-o", "p.json", "--", "cp", "/proc/self/status"])
-        .arg(&seen)
+        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c", &script])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(allowed(&std::fs::read_to_string(&seen).unwrap()), ours);
+    let fsprof_mask = allowed(&std::fs::read_to_string(&fsprofs).unwrap());
+    assert_eq!(fsprof_mask, ours, "fsprof's own mask");
 }
 
 /// fsprof reads its umask once, first thing (`src/rt.rs`), not from

@@ -1,34 +1,8 @@
-//! The launch: fsprof moves off the command's CPU for its work after the
-//! clone (its own mask is given back), and makes the profile's file
-//! then, unseen by the command.
+//! The launch: fsprof makes the profile's file while the command starts
+//! (on the other CPU), unseen by the command. (That fsprof gets its CPU
+//! mask back: `cli::startup`.)
 
 use fsprof_testkit::{load, stderr};
-
-/// fsprof pins itself to its CPU for the clone and stays on the command's
-/// CPU until its first wake (a short command's exit wakes it there), but
-/// it does not keep that pin: a command that runs longer sees fsprof with
-/// the CPU mask it was given.
-#[test]
-fn fsprof_gets_its_own_cpu_mask_back() {
-    let allowed = |status: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .map(|v| v.trim().to_string())
-            .unwrap()
-    };
-    let ours = allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let seen = dir.path().join("status");
-    let script = format!("sleep 0.2; cat /proc/$PPID/status > {}", seen.display());
-    let o = fsprof_testkit::fsprof()
-        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c", &script])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(allowed(&std::fs::read_to_string(&seen).unwrap()), ours);
-}
 
 /// Without `-o`, the profile's file is made while the command runs, but
 /// unnamed: the command sees nothing new in its directory, and the
