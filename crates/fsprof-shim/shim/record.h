@@ -352,8 +352,12 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
         add_private(size_cell, 1);
     else
         add_shared(size_cell, 1);
-    struct fsprof_fd_state *fds = s->fd;
-    if (UNLIKELY((unsigned)fd >= s->fd_n) &&
+    /* The number before the table, as fsprof_fd_slow stores them the other
+     * way round: a signal handler that grows the table between the two
+     * loads leaves a larger table than the number says, never a smaller. */
+    uint32_t nfd = __atomic_load_n(&s->fd_n, __ATOMIC_ACQUIRE);
+    struct fsprof_fd_state *fds = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
+    if (UNLIKELY((unsigned)fd >= nfd) &&
         ((unsigned)fd >= FSPROF_FD_TRACK || (fds = fsprof_fd_slow(s, fd)) == NULL))
         return;
     struct fsprof_fd_state *st = &fds[fd];
@@ -379,7 +383,9 @@ static inline __attribute__((always_inline)) void record_value(int cop, uint64_t
 static inline __attribute__((always_inline)) struct fsprof_fd_state *my_fd(int fd)
 {
     struct slot_rec *s = t_slot;
-    return s && (unsigned)fd < s->fd_n ? &s->fd[fd] : NULL;
+    if (s == NULL || (unsigned)fd >= __atomic_load_n(&s->fd_n, __ATOMIC_ACQUIRE))
+        return NULL;
+    return &__atomic_load_n(&s->fd, __ATOMIC_RELAXED)[fd];
 }
 
 /* The fd's position became `pos` (lseek, fseek), or unknown (-1). */
