@@ -385,6 +385,9 @@ struct VforkArgs<'a> {
     /// fsprof's CPU mask, for the child to take back before `execve`
     /// when fsprof pinned itself for the clone (see [`OnThisCpu`]).
     mask: Option<&'a libc::cpu_set_t>,
+    /// The thread that cloned (and pinned itself): the one to give the
+    /// mask back to, which `getppid` names only when it is the main one.
+    cloner: libc::pid_t,
     /// Set by the child once fsprof has its own mask back.
     parent_unpinned: bool,
 }
@@ -467,6 +470,8 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
         p,
         errno: 0,
         mask: here.mask(),
+        // SAFETY: gettid has no preconditions.
+        cloner: unsafe { libc::gettid() },
         parent_unpinned: false,
     };
     // SAFETY: sigset_t is plain data; with every signal blocked no handler
@@ -525,7 +530,7 @@ extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
             libc::sched_setaffinity(0, size, mask);
             // fsprof, asleep in the clone until our `execve`, may then be
             // woken on the other CPU (see `OnThisCpu`).
-            a.parent_unpinned = libc::sched_setaffinity(libc::getppid(), size, mask) == 0;
+            a.parent_unpinned = libc::sched_setaffinity(a.cloner, size, mask) == 0;
         }
         libc::execve(a.p.exe.as_ptr(), a.p.argv.as_ptr(), a.p.envp.as_ptr());
         if *libc::__errno_location() == libc::ENOEXEC {
@@ -646,5 +651,29 @@ mod tests {
             None,
             "a name with a slash is not looked up"
         );
+    }
+
+    /// The thread that launches gets its own CPU mask back, also when it
+    /// is not the main thread (the child gives it back by thread id).
+    #[test]
+    fn a_launching_thread_keeps_its_cpu_mask() {
+        fn mask_text() -> String {
+            std::fs::read_to_string("/proc/thread-self/status")
+                .unwrap()
+                .lines()
+                .find(|l| l.starts_with("Cpus_allowed_list"))
+                .unwrap()
+                .to_string()
+        }
+        std::thread::spawn(|| {
+            let before = mask_text();
+            let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            let mut c = Child::spawn(&[OsString::from("true")], &env).unwrap();
+            let after = mask_text();
+            c.wait().unwrap();
+            assert_eq!(after, before);
+        })
+        .join()
+        .unwrap();
     }
 }
