@@ -49,7 +49,7 @@ pub const TRACE_ENTRIES: u32 = 16384;
 /// A map's entries: `max`, or fewer when the test knob
 /// `FSPROF_TEST_FOLLOWED_MAX` says so (tests fill the map with a few
 /// processes; never more than `max`).
-pub fn entries(max: u32) -> u32 {
+fn entries(max: u32) -> u32 {
     fsprof_sys::test_knob("FSPROF_TEST_FOLLOWED_MAX").map_or(max, |n| n.clamp(1, max))
 }
 

@@ -86,6 +86,7 @@ impl Source for KernelSource {
         let snap = self.session()?.snapshot(true)?;
         let session = self.session.take().expect("checked above");
         let notes = session.notes.clone();
+        let followed_max = session.targets.as_ref().map_or(0, |t| t.entries());
         session.detach_in_background();
         let mut warnings = Vec::new();
         if snap.missed > 0 {
@@ -103,7 +104,7 @@ impl Source for KernelSource {
         }
         self.unfollowed = crate::follow::unfollowed_warning(
             snap.unfollowed,
-            crate::follow::entries(crate::follow::ENTRIES),
+            followed_max,
             "their calls are missing from the profile",
         );
         warnings.extend(self.unfollowed.clone());
