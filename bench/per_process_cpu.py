@@ -38,6 +38,11 @@ ended processes' blocks every 5 ms, on the other CPU). Every variant pays
 fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
 each process's block, which is the run's cost too.
 
+--preload NAME=PATH adds a variant with another library preloaded in the
+shim's place (a shim linked another way, a library that does one part of
+the shim's work), outside a run, or under this build's run with ",run"
+(the library must then share the run's ABI).
+
 Printed per variant: added CPU us a process over bare (median of the
 rounds' paired differences, 95% bootstrap interval), added page faults a
 process (ru_minflt), and "fsprof run / empty.so added" with its interval
@@ -46,7 +51,8 @@ system calls a process (perf stat -e raw_syscalls:sys_enter over the
 whole workload, fsprof included), which do not vary from run to run.
 
 usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
-          [--fsprof PATH] [--other PATH [--other-shim]] [--settle MS] [--counts] [--fifo]
+          [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
+          [--settle MS] [--counts] [--fifo]
 """
 import argparse
 import glob
@@ -150,6 +156,15 @@ def variants(args, tmp):
         "shim, no run": (None, {"LD_PRELOAD": shim}, [RUN_ENV]),
         "fsprof run": ("", {}, []),
     }
+    for spec in args.preload:
+        # Another library in the shim's place, outside a run or (",run")
+        # under this build's run: what a part of the shim's cost is.
+        name, _, path = spec.partition("=")
+        path, _, mode = path.partition(",")
+        if mode == "run":
+            out[name] = ("", {"LD_PRELOAD": os.path.abspath(path)}, [])
+        else:
+            out[name] = (None, {"LD_PRELOAD": os.path.abspath(path)}, [RUN_ENV])
     if args.other:
         out["fsprof run (other)"] = ("other", {}, [])
         if args.other_shim:
@@ -198,7 +213,7 @@ def quotient_text(res, num, den, nproc, rng):
     return f"{r[0]:5.2f}x [{r[1]:.2f}, {r[2]:.2f}]"
 
 
-def report(name, nproc, res, rng):
+def report(name, nproc, res, rng, pair=()):
     n = len(res["bare"])
     med = statistics.median
     every = range(n)
@@ -226,12 +241,16 @@ def report(name, nproc, res, rng):
     if "shim, no run" in res:
         print(f"{'shim, no run / empty.so added':<40} cpu "
               f"{quotient_text(res, 'shim, no run', 'empty.so', nproc, rng)}")
-    if "fsprof run (other)" in res:
-        def diff(idx):
-            return med((cpu(res["fsprof run"][i]) - cpu(res["fsprof run (other)"][i])) / nproc
-                       for i in idx)
+    pairs = [("fsprof run", "fsprof run (other)")] + pair
+    for a, b in pairs:
+        if a not in res or b not in res:
+            continue
+
+        def diff(idx, a=a, b=b):
+            return med((cpu(res[a][i]) - cpu(res[b][i])) / nproc for i in idx)
         lo, hi = boot_interval(diff, n, rng)
-        print(f"{'fsprof run - the other build':<40} cpu {diff(every):+.1f} us/proc [{lo:+.1f}, {hi:+.1f}]")
+        print(f"{a + ' - ' + b:<40} cpu {diff(every):+.1f} us/proc [{lo:+.1f}, {hi:+.1f}]"
+              "  (paired by round)")
 
 
 def self_test():
@@ -331,7 +350,8 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             if tag is None:
                 tag = tags[r % len(tags)]
             res[k].append(drivers[tag].sample(argv, s, u, settle))
-    report(f"{name}: {shell}", nproc, res, random.Random(27))
+    pair = [tuple(p.split(",", 1)) for p in args.pair]
+    report(f"{name}: {shell}", nproc, res, random.Random(27), pair)
     if args.counts and name != "cat":
         full = per_process.workloads(1000)[name]
         counts(args, tmp, full, vs, per_process.processes(args.fsprof, tmp, full))
@@ -351,6 +371,10 @@ def main():
     ap.add_argument("--fsprof", default=os.path.join(per_process.ROOT, "target/release/fsprof"))
     ap.add_argument("--other")
     ap.add_argument("--other-shim", action="store_true", help="with --other: its shim loaded without a run too")
+    ap.add_argument("--preload", action="append", default=[], metavar="NAME=PATH[,run]",
+                    help="a variant with PATH preloaded instead, outside a run or under it (,run)")
+    ap.add_argument("--pair", action="append", default=[], metavar="A,B",
+                    help="also variant A minus variant B, paired by round")
     ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
