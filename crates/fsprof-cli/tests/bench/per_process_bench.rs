@@ -13,7 +13,10 @@ use fsprof_testkit::need_program;
 #[ignore = "needs python3"]
 fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
     let python = need_program("python3", "python3");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/per_process_cpu.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/per_process_cpu.py"
+    );
     let o = Command::new(python)
         .arg(script)
         .arg("--self-test")
