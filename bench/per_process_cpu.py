@@ -13,8 +13,9 @@ on one variant's whole run, and the median over hundreds of rounds of
 each variant's paired difference to bare leaves those out.
 
 Workloads (--only): loop (a shell loop of --loop cats), xargs (the
-pipeline of bench/per_process.py, whole), cat (one `cat` started directly:
-one process image, no shell).
+pipeline of bench/per_process.py, whole: ~200 ms a sample, so an eighth of
+the rounds), xargs-short (the same pipeline over 33 headers: 9 `wc`s,
+~15 ms), cat (one `cat` started directly: one process image, no shell).
 
 Every sample is started by a driver (this script, --driver) that runs
 under `fsprof run`: it starts the sample with the environment of the
@@ -70,6 +71,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import per_process  # noqa: E402
 
 RUN_ENV = "FSPROF_SHM"
+# The pipeline of bench/per_process.py over 33 headers, not 950: 9 `wc`s, a
+# sample of ~15 ms that interleaves as finely as the loop's (the whole
+# pipeline, ~200 ms a sample, left the empty library unresolved in 37
+# rounds, and a build against itself at +23 us/proc [+5, +71]).
+XARGS_SHORT = "find /usr/include/linux/tc_act /usr/include/linux/usb -name '*.h' | xargs -n4 wc -c >/dev/null"
 
 
 def tree_cpu_ns(pid):
@@ -322,6 +328,8 @@ def sample_argv(name, k, bash):
         return [shutil.which("cat"), "/etc/hostname"]
     if name == "loop":
         return [bash, "-c", f"for i in $(seq {k}); do cat /etc/hostname >/dev/null; done"]
+    if name == "xargs-short":
+        return [bash, "-c", XARGS_SHORT]
     return [bash, "-c", per_process.workloads(k)[name]]
 
 
@@ -352,7 +360,7 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             res[k].append(drivers[tag].sample(argv, s, u, settle))
     pair = [tuple(p.split(",", 1)) for p in args.pair]
     report(f"{name}: {shell}", nproc, res, random.Random(27), pair)
-    if args.counts and name != "cat":
+    if args.counts and name in ("loop", "xargs"):
         full = per_process.workloads(1000)[name]
         counts(args, tmp, full, vs, per_process.processes(args.fsprof, tmp, full))
 
@@ -367,7 +375,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=400, help="rounds of the loop (xargs: an eighth, at least 11)")
     ap.add_argument("--loop", type=int, default=4, help="cats in a loop sample")
-    ap.add_argument("--only", default="loop,xargs", help="workloads: loop, xargs, cat")
+    ap.add_argument("--only", default="loop,xargs", help="workloads: loop, xargs, xargs-short, cat")
     ap.add_argument("--fsprof", default=os.path.join(per_process.ROOT, "target/release/fsprof"))
     ap.add_argument("--other")
     ap.add_argument("--other-shim", action="store_true", help="with --other: its shim loaded without a run too")
