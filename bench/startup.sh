@@ -54,12 +54,13 @@
 #   fsprof run -o /dev/null     the run without creating a profile file
 #   fsprof run                  the issue's command
 #
-# and the differences between them. With --fifo (either mode), every command runs under
+# and the differences between them; with --other PATH, that build's three
+# fsprof commands in the same rounds, and its differences to this one. With --fifo (either mode), every command runs under
 # SCHED_FIFO (chrt -f 50; root): other processes are kept off the CPUs
 # while it runs, so on a busy machine wall times come close to idle ones.
 #
 # usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf] [--fifo]
-#        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--fifo]
+#        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--fifo]
 # Needs hyperfine (apt-get install hyperfine) and a release build.
 set -euo pipefail
 # Paths given as options are taken from where the script was started.
@@ -112,11 +113,14 @@ cmds=(
   "$fsprof run -q -o /dev/null -- true"
   "$fsprof run -q -- true"
 )
+# With --other, the other build's three commands in the same rounds.
+[ -z "$other" ] || cmds+=("$other --version" "$other run -q -o /dev/null -- true" "$other run -q -- true")
 for ((r = 1; r <= rounds; r++)); do
   (cd "$tmp/cwd" && "${fifo[@]}" hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" \
     --style none --export-json "$tmp/floor-$r.json" "${cmds[@]}" >/dev/null 2>&1)
 done
 echo "# fsprof version: $("$fsprof" --version); shim $(basename "$shim")"
+[ -z "$other" ] || echo "# other: $other, $("$other" --version)"
 echo "# host: $(uname -n), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)${fifo:+, under SCHED_FIFO}"
 echo "# $rounds interleaved rounds x $runs runs per command (hyperfine -N), medians of the round medians; cpu = user + system"
 python3 - "$tmp" "$rounds" <<'PY'
@@ -145,6 +149,17 @@ part("  creating the profile file", 8, 7)
 part("glibc's static start-up (static return 0 - no libc)", 1, 2)
 cd = [c[1] - c[2] for c in cpu]
 print(f"{'  the same, cpu':<52} {statistics.median(cd) * 1e3:+7.0f} us  ({min(cd) * 1e3:+.0f}..{max(cd) * 1e3:+.0f})")
+if len(wall[0]) > 9:
+    print("# the other build in the same rounds (other minus this: negative = this is slower)")
+    for i, n in enumerate(["--version", "run -o /dev/null", "run -q -- true"]):
+        print(f"{'other ' + n:<32} {statistics.median(w[9 + i] for w in wall):7.3f} ms   cpu {statistics.median(c[9 + i] for c in cpu):7.3f} ms")
+    part("other run -q -- true over the floor", 11, 5)
+    part("other minus this: --version", 9, 6)
+    part("other minus this: run -o /dev/null", 10, 7)
+    part("other minus this: run -q -- true", 11, 8)
+    for name, a, b in [("other minus this, cpu: --version", 9, 6), ("other minus this, cpu: run -q -- true", 11, 8)]:
+        d = [c[a] - c[b] for c in cpu]
+        print(f"{name:<52} {statistics.median(d) * 1e3:+7.0f} us  ({min(d) * 1e3:+.0f}..{max(d) * 1e3:+.0f})")
 PY
 }
 mkdir "$tmp/cwd"
