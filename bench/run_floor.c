@@ -17,7 +17,9 @@
  *     the mask back and execve's the command with the shim preloaded
  *     (inactive: this program writes no valid control header, so the shim
  *     does not join a run; that cost is the per-process part);
- *   - while it runs, an unnamed file made in the current directory
+ *   - while it runs, the scan for stale run directories (/dev/shm read,
+ *     kill(pid, 0) and statx for each run directory), a small file read
+ *     (the kept self-cost), an unnamed file made in the current directory
  *     (O_TMPFILE); SIGCHLD awaited, the command reaped;
  *   - the run ended (pwrite), the run directory read, the header read
  *     back, a ~900-byte profile written, fchmod, linked under a free
@@ -146,7 +148,22 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &before, NULL);
     if (pid < 0) return 127;
 
-    /* While the command runs: the unnamed profile file. */
+    /* While the command runs: the stale-run scan, the self-cost file,
+     * the unnamed profile file. */
+    DIR *shm = opendir("/dev/shm");
+    if (shm) {
+        struct dirent *e;
+        while ((e = readdir(shm))) {
+            int other;
+            if (sscanf(e->d_name, "fsprof-run-%d-", &other) == 1) {
+                kill(other, 0);
+                statx(dirfd(shm), e->d_name, AT_SYMLINK_NOFOLLOW, STATX_ALL, &stx);
+                geteuid();
+            }
+        }
+        closedir(shm);
+    }
+    read_small("/proc/sys/kernel/random/boot_id");
     int cwd = open(".", O_RDONLY | O_CLOEXEC | O_PATH | O_DIRECTORY);
     int out = openat(cwd, ".", O_WRONLY | O_CLOEXEC | O_TMPFILE, 0600);
     int status = 0;
