@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "trace.h"
 
 HIDDEN uint8_t g_fdclass[FSPROF_FD_CLASSES_MAX] BIG_BSS;
 
@@ -78,6 +79,10 @@ static void fd_new(int fd, uint32_t c)
         return;
     fd_forget(fd);
     fd_set_class(fd, c);
+    /* dup2, pipe, socket ... are not traced: a trace records such a number
+     * at its first use, as it does an inherited one. */
+    if (UNLIKELY(g_trace))
+        fsprof_trace_fd_known(fd, 0);
 }
 
 /* Creators the shim does not time (they are not file-system operations):

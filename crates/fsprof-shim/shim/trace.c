@@ -88,6 +88,8 @@ static const char *const shapes[OP_COUNT] = {
 /* How a wrapper's result reads (set in pre from the symbol's name). */
 enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
 
+static void first_uses(const struct fsprof_tpre *p, const char *sh);
+
 static int keeps_value(char c)
 {
     return c == 'f' || c == 'd' || c == 'i' || c == 'F' || c == 'D';
@@ -127,6 +129,7 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
         flavor = RET_READDIR_R;
     /* Kept past the shape's arguments, which no reader looks at. */
     p->a[FSPROF_TREC_MAX_ARGS - 1] = (uint64_t)flavor;
+    first_uses(p, sh);
 }
 
 /* ---- XXH64 (seed 0), streaming: the digest of the bytes a call wrote ---- */
@@ -701,6 +704,33 @@ static int64_t result(const struct fsprof_tpre *p, int64_t ret, int failed, int 
     return ret;
 }
 
+/* What a call did to the image's record of descriptors: one it opened
+ * needs no record of its own (its open is one), and a closed number may
+ * next be made by a call the trace does not see. */
+static void descriptors_made(const struct fsprof_tpre *p, int64_t r, int failed)
+{
+    switch (p->op) {
+    case OP_open:
+    case OP_openat:
+    case OP_creat:
+    case OP_opendir:
+    case OP_fopen:
+    case OP_freopen:
+        if (!failed)
+            fsprof_trace_fd_known((long)r, 1);
+        break;
+    case OP_fcntl:
+        if (!failed && ((int)p->a[1] == F_DUPFD || (int)p->a[1] == F_DUPFD_CLOEXEC))
+            fsprof_trace_fd_known((long)r, 1);
+        break;
+    case OP_close:
+    case OP_fclose:
+    case OP_closedir:
+        fsprof_trace_fd_known((long)(int64_t)p->a[0], 0);
+        break;
+    }
+}
+
 /* Takes this thread's recorder: 0 when it is not ready, or busy (a
  * signal handler's call inside the recording of another), which counts
  * as a dropped record. */
@@ -732,6 +762,7 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
     for (; nargs < p->nargs && sh[nargs]; nargs++)
         args[nargs] = keeps_value(sh[nargs]) ? p->a[nargs] : 0;
     emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n);
+    descriptors_made(p, r, failed);
     t_tbusy = 0;
     errno = saved;
 }
@@ -766,42 +797,69 @@ static int cannot_seek(const char *target, long tl)
     return (tl > 5 && !memcmp(target, "pipe:[", 6)) || (tl > 7 && !memcmp(target, "socket:[", 8));
 }
 
-/* One record per fd open when the image starts: what it inherited. A
- * listing that fits in the buffer with room for one more entry is whole
- * without the empty read that would say so (as count_chunks). */
-static void record_fds(uint64_t now)
+/* Descriptors this image has a record of (it opened them, or recorded
+ * them at their first use): g_tknown[fd] == g_tgen. A forked child is a
+ * new image with its parent's memory: a new generation forgets them all at
+ * once, without touching 64 KiB (an exec'd image starts with zeroes). */
+HIDDEN uint8_t g_tknown[FSPROF_FD_CLASSES_MAX] BIG_BSS;
+static uint8_t g_tgen = 1;
+
+HIDDEN void fsprof_trace_fd_known(long fd, int known)
 {
-    long dfd = syscall(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (dfd < 0)
+    if (fd >= 0 && fd < FSPROF_FD_CLASSES_MAX)
+        __atomic_store_n(&g_tknown[fd], known ? g_tgen : 0, __ATOMIC_RELAXED);
+}
+
+/* A descriptor this image uses before it has a record of it (inherited,
+ * or made by a call the trace does not see: dup2, pipe, socket): one
+ * record of what it is just before that first use, its path (what
+ * /proc/self/fd/N says), open flags and file position. Nothing for a
+ * number that is not open (the call fails with EBADF). */
+static void record_fd(long fd)
+{
+    char name[32] = "/proc/self/fd/";
+    char digits[12];
+    int nd = 0;
+    for (long v = fd; nd == 0 || v > 0; v /= 10)
+        digits[nd++] = (char)('0' + v % 10);
+    for (int i = 0; i < nd; i++)
+        name[14 + i] = digits[nd - 1 - i];
+    name[14 + nd] = 0;
+    long flags = syscall(SYS_fcntl, fd, F_GETFL);
+    if (flags < 0)
         return;
-    char buf[2048];
-    for (long got = sizeof buf; got + DIRENT_MAX > (long)sizeof buf;) {
-        got = syscall(SYS_getdents64, dfd, buf, sizeof buf);
-        if (got <= 0)
-            break;
-        for (long off = 0; off < got;) {
-            struct dirent64 *d = (struct dirent64 *)(buf + off);
-            off += d->d_reclen;
-            if (d->d_name[0] < '0' || d->d_name[0] > '9')
-                continue;
-            long fd = 0;
-            for (const char *c = d->d_name; *c >= '0' && *c <= '9'; c++)
-                fd = fd * 10 + (*c - '0');
-            if (fd == dfd)
-                continue;
-            char *target = g_tpath;
-            long tl = syscall(SYS_readlinkat, dfd, d->d_name, target, sizeof g_tpath);
-            int64_t pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
-            uint64_t args[3] = {(uint64_t)fd, (uint64_t)syscall(SYS_fcntl, fd, F_GETFL),
-                                (uint64_t)pos};
-            struct item it[1];
-            int n = 0;
-            if (tl > 0)
-                add_item(it, &n, FSPROF_TI_PATH, 0, SRC_BYTES, target, (uint64_t)tl, 0);
-            emit(FSPROF_TREC_FD, now, now, 0, 0, 0, args, 3, it, n);
+    uint64_t now = now_ticks();
+    char *target = g_tpath;
+    long tl = syscall(SYS_readlinkat, AT_FDCWD, name, target, sizeof g_tpath);
+    int64_t pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
+    uint64_t args[3] = {(uint64_t)fd, (uint64_t)flags, (uint64_t)pos};
+    struct item it[1];
+    int n = 0;
+    if (tl > 0)
+        add_item(it, &n, FSPROF_TI_PATH, 0, SRC_BYTES, target, (uint64_t)tl, 0);
+    emit(FSPROF_TREC_FD, now, now, 0, 0, 0, args, 3, it, n);
+    fsprof_trace_fd_known(fd, 1);
+}
+
+/* Before a call: records each descriptor argument the image has no
+ * record of yet. Not inside the recording of another call (a signal
+ * handler's call): the next use records it. */
+static void first_uses(const struct fsprof_tpre *p, const char *sh)
+{
+    if (!g_tready || t_tbusy)
+        return;
+    for (int i = 0; sh[i] && i < p->nargs; i++) {
+        int64_t fd = (int64_t)p->a[i];
+        if ((sh[i] == 'f' || sh[i] == 'F' || sh[i] == 'D' || sh[i] == 'd') && fd >= 0 &&
+            fd < FSPROF_FD_CLASSES_MAX &&
+            __atomic_load_n(&g_tknown[fd], __ATOMIC_RELAXED) != g_tgen) {
+            int saved = errno;
+            t_tbusy = 1;
+            record_fd((long)fd);
+            t_tbusy = 0;
+            errno = saved;
         }
     }
-    syscall(SYS_close, dfd);
 }
 
 /* The PROC record's names: the counter file header's when they were not
@@ -862,13 +920,13 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
         add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
     proc_names(proc, it, &n);
     uint64_t args[3] = {(uint64_t)(int64_t)proc->pid, (uint64_t)(int64_t)proc->ppid, proc->seq};
-    /* Lent only for the PROC record's chunk: the fd listing must not see it. */
+    /* Lent only for the PROC record's chunk, and closed before the image's
+     * first call could take it for one of the program's descriptors. */
     t_tdirfd_lent = dirfd >= 0 ? dirfd + 1 : 0;
     emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
     t_tdirfd_lent = 0;
     if (dirfd >= 0)
         syscall(SYS_close, dirfd);
-    record_fds(now);
     t_tbusy = 0;
 }
 
@@ -897,6 +955,10 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
     t_tdropped = 0;
     t_tbusy = 0;
     g_tready = 0;
+    if (++g_tgen == 0) {
+        memset(g_tknown, 0, sizeof g_tknown);
+        g_tgen = 1;
+    }
 }
 
 /* Once per process image (a fork keeps the parent's, as the kernel's mark

@@ -30,6 +30,9 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
  * image's descriptors. */
 HIDDEN void fsprof_trace_process(uint64_t *seq_counter, const struct fsprof_proc *proc,
                                  long dirfd);
+/* The image has a record of descriptor `fd` (it opened it), or has none
+ * any more (a call it does not trace made the number anew). */
+HIDDEN void fsprof_trace_fd_known(long fd, int known);
 HIDDEN void fsprof_trace_before_fork(void);
 HIDDEN void fsprof_trace_after_fork(void);
 /* Before a file mapping is made: lets the mapping's page faults out of the

@@ -66,9 +66,10 @@
  * arguments at `a` are the trace's; `name` is the wrapper's symbol's.
  * Traced calls are not own-cost samples. */
 #define TRACED_BODY(op, name, a, n, ctr, type, failed, call, counted, after)             \
+    struct fsprof_ctr *trc_ = (ctr); /* first: an image's first call sets it up */       \
     struct fsprof_tpre pre_;                                                             \
     fsprof_trace_pre(&pre_, op, name, a, n);                                             \
-    TIMED_SEQ(0, ctr, type, failed, call, counted, after,                                \
+    TIMED_SEQ(0, trc_, type, failed, call, counted, after,                               \
               fsprof_trace_post(&pre_, t0_, t1_, (int64_t)(intptr_t)r, f_))
 /* The traced path of a wrapper whose arguments are `args` (a parenthesized
  * list): the counters-only path of `fsprof run` pays one predictable

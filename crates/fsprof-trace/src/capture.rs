@@ -388,6 +388,9 @@ impl TraceSource {
                             chunks::Parsed::Mapped(m) => {
                                 writer.push_to(l.stream, &Record::Mapped(m))
                             }
+                            chunks::Parsed::Descriptor(d) => {
+                                writer.push_to(l.stream, &Record::Descriptor(d))
+                            }
                         };
                         w.map_err(|e| {
                             lost = Some(e.to_string());

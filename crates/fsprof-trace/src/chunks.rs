@@ -15,7 +15,7 @@ use fsprof_shim::trace_abi::{self as t, ChunkHeader, ItemHeader, RecordHeader};
 use fsprof_sys::mmap::SharedMap;
 
 use crate::codec::CallRef;
-use crate::event::{Access, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
+use crate::event::{Access, Data, Descriptor, FdInfo, Mapped, Op, ProcessInfo, Record};
 
 /// Converts the shim's clock ticks to CLOCK_MONOTONIC ns.
 #[derive(Clone, Copy, Debug)]
@@ -332,6 +332,8 @@ pub enum Parsed<'a> {
     Call(CallRef<'a>),
     /// The bytes of pages written through a shared mapping.
     Mapped(Mapped),
+    /// A descriptor at its first use in the image.
+    Descriptor(Descriptor),
 }
 
 impl Parsed<'_> {
@@ -340,6 +342,7 @@ impl Parsed<'_> {
             Parsed::Process(p) => Record::Process(p.clone()),
             Parsed::Call(c) => Record::Call(c.to_call()),
             Parsed::Mapped(m) => Record::Mapped(m.clone()),
+            Parsed::Descriptor(d) => Record::Descriptor(d.clone()),
         }
     }
 }
@@ -401,27 +404,28 @@ pub fn parse(
             items.push((ih.tag, ih.arg, &rec[p..p + n]));
             p += padded;
         }
-        if h.kind != t::TREC_FD {
-            if let Some((_, p)) = process.take() {
-                emit(Parsed::Process(p))?;
-            }
+        if let Some((_, p)) = process.take() {
+            emit(Parsed::Process(p))?;
         }
         match h.kind {
             t::TREC_PROC => process = Some((at, process_info(&h, &args, &items, clock))),
             t::TREC_FD => {
-                if let Some((_, pr)) = process.as_mut() {
-                    let path = items
-                        .iter()
-                        .find(|i| i.0 == t::TI_PATH)
-                        .map(|i| i.2.to_vec())
-                        .unwrap_or_default();
-                    pr.fds.push(FdInfo {
+                let path = items
+                    .iter()
+                    .find(|i| i.0 == t::TI_PATH)
+                    .map(|i| i.2.to_vec())
+                    .unwrap_or_default();
+                emit(Parsed::Descriptor(Descriptor {
+                    start_ns: clock.mono_ns(h.t0),
+                    pid: info.pid,
+                    tid: info.tid,
+                    fd: FdInfo {
                         fd: args[0] as i32,
                         path,
                         flags: args[1] as i64,
                         pos: args[2] as i64,
-                    });
-                }
+                    },
+                }))?
             }
             t::TREC_MAPPED => emit(Parsed::Mapped(contents(info, &h, &args, &items, clock)))?,
             k if (k as usize) < fsprof_shim::OPS.len() => {

@@ -3,7 +3,7 @@
 //! read is bounds-checked: a corrupt block is an error, never a panic or a
 //! huge allocation. Layout in `docs/trace-format.md`.
 
-use crate::event::{Access, Call, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
+use crate::event::{Access, Call, Data, Descriptor, FdInfo, Mapped, Op, ProcessInfo, Record};
 
 /// Strings and data longer than this are refused when decoding (no
 /// honest trace has a 1 GiB path).
@@ -14,6 +14,8 @@ const KIND_CALL: u8 = 1;
 const KIND_PROCESS: u8 = 2;
 /// Version 3 on.
 const KIND_MAPPED: u8 = 3;
+/// Version 4 on.
+const KIND_DESCRIPTOR: u8 = 4;
 
 // Presence bits of a mapped record's optional fields.
 const M_AROUND: u32 = 1 << 0;
@@ -324,7 +326,36 @@ pub fn encode(out: &mut Vec<u8>, r: &Record, prev_start: &mut u64) {
         Record::Call(c) => encode_call(out, &CallRef::from(c), prev_start),
         Record::Process(p) => encode_process(out, p, prev_start),
         Record::Mapped(m) => encode_mapped(out, m, prev_start),
+        Record::Descriptor(d) => encode_descriptor(out, d, prev_start),
     }
+}
+
+fn encode_descriptor(out: &mut Vec<u8>, d: &Descriptor, prev_start: &mut u64) {
+    out.push(KIND_DESCRIPTOR);
+    put_i64(out, d.start_ns as i64 - *prev_start as i64);
+    *prev_start = d.start_ns;
+    put_i64(out, d.pid as i64);
+    put_i64(out, d.tid as i64);
+    put_i64(out, d.fd.fd as i64);
+    put_bytes(out, &d.fd.path);
+    put_i64(out, d.fd.flags);
+    put_i64(out, d.fd.pos);
+}
+
+fn decode_descriptor(r: &mut Reader, prev_start: &mut u64) -> Result<Record, DecodeError> {
+    let start_ns = start_from(*prev_start, r.i64()?)?;
+    *prev_start = start_ns;
+    Ok(Record::Descriptor(Descriptor {
+        start_ns,
+        pid: r.i32()?,
+        tid: r.i32()?,
+        fd: FdInfo {
+            fd: r.i32()?,
+            path: r.bytes()?,
+            flags: r.i64()?,
+            pos: r.i64()?,
+        },
+    }))
 }
 
 fn encode_mapped(out: &mut Vec<u8>, m: &Mapped, prev_start: &mut u64) {
@@ -398,6 +429,7 @@ pub fn decode(r: &mut Reader, prev_start: &mut u64, nops: usize) -> Result<Recor
         KIND_CALL => decode_call(r, prev_start, nops),
         KIND_PROCESS => decode_process(r, prev_start),
         KIND_MAPPED => decode_mapped(r, prev_start),
+        KIND_DESCRIPTOR => decode_descriptor(r, prev_start),
         k => Err(DecodeError(format!("unknown record kind {k}"))),
     }
 }

@@ -59,11 +59,16 @@ pub fn compile(trace: &Path, out: &Path, force: bool) -> Result<CompileStats, Tr
     let threads = assign_threads(trace)?;
     let mut reader = TraceReader::open(trace)?;
     let mut c = Compiler::new(threads);
+    // `fsprof trace` since format 4 records a descriptor at its first use,
+    // not the images' whole tables: forks and execs keep every slot.
+    c.whole_tables = reader.header.source == "shim" && reader.header.format_version >= 4;
     while let Some(r) = reader.next_record()? {
         match r {
             Record::Process(p) => c.process(&p),
             Record::Call(call) => c.call(&call),
             Record::Mapped(m) => c.mapped(&m),
+            // The fd tables follow forks and execs whole (Compiler::process).
+            Record::Descriptor(_) => {}
         }
     }
     let raw = reader.raw_bytes;
@@ -105,7 +110,7 @@ fn assign_threads(trace: &Path) -> Result<HashMap<(i32, i32), u32>, TraceError> 
         let (key, start, end) = match r? {
             Record::Call(c) => ((c.pid, c.tid), c.start_ns, c.end_ns),
             Record::Mapped(m) => ((m.pid, m.tid), m.start_ns, m.end_ns),
-            Record::Process(_) => continue,
+            Record::Process(_) | Record::Descriptor(_) => continue,
         };
         let e = life.entry(key).or_insert((start, end));
         e.1 = e.1.max(end);
@@ -168,6 +173,10 @@ struct Compiler {
     buffers: Vec<Vec<u8>>,
     buffer_ids: HashMap<(u64, usize), Vec<u32>>,
     fds: HashMap<i32, HashMap<i32, u32>>,
+    /// Process records list no fds (the trace records each at its first
+    /// use): an image starts with its parent's or its previous image's
+    /// whole table.
+    whole_tables: bool,
     /// Per process, its file mappings ([`maps`]).
     maps: HashMap<i32, maps::Maps>,
     /// Stores through mappings whose bytes are still to come ([`maps`]).
@@ -352,6 +361,7 @@ impl Compiler {
             buffers: Vec::new(),
             buffer_ids: HashMap::new(),
             fds: HashMap::new(),
+            whole_tables: false,
             maps: HashMap::new(),
             pending_stores: HashMap::new(),
             slots: Vec::new(),
@@ -422,14 +432,21 @@ impl Compiler {
             .or_else(|| self.fds.get(&p.ppid).cloned())
             .unwrap_or_default();
         let mut table = HashMap::new();
-        for f in &p.fds {
-            if let Some(&slot) = source.get(&f.fd) {
+        let kept: Vec<i32> = match self.whole_tables {
+            // A fork copies the whole table. An exec keeps what was not
+            // close-on-exec, which the trace no longer says: every slot is
+            // kept, and the replay closes at its end what the image did not.
+            true => source.keys().copied().collect(),
+            false => p.fds.iter().map(|f| f.fd).collect(),
+        };
+        for fd in kept {
+            if let Some(&slot) = source.get(&fd) {
                 if !from_exec {
                     if let Some(s) = self.slots[slot as usize].as_mut() {
                         s.refs += 1;
                     }
                 }
-                table.insert(f.fd, slot);
+                table.insert(fd, slot);
             }
         }
         // Fds an exec closed (close-on-exec) give back their reference;

@@ -170,6 +170,18 @@ pub struct ProcessInfo {
     pub fds: Vec<FdInfo>,
 }
 
+/// A descriptor a process image used before the trace saw it made
+/// (inherited, or made by a call the capture does not see: `dup2`, `pipe`,
+/// `socket`), as it was just before that first use. Times are ns since the
+/// trace's start, like a call's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Descriptor {
+    pub start_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub fd: FdInfo,
+}
+
 /// What a [`Mapped`] record saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Access {
@@ -249,6 +261,7 @@ pub enum Record {
     Process(ProcessInfo),
     Call(Call),
     Mapped(Mapped),
+    Descriptor(Descriptor),
 }
 
 impl Record {
@@ -257,6 +270,7 @@ impl Record {
             Record::Process(p) => p.start_ns,
             Record::Call(c) => c.start_ns,
             Record::Mapped(m) => m.start_ns,
+            Record::Descriptor(d) => d.start_ns,
         }
     }
 }

@@ -27,7 +27,10 @@ pub const FORMAT_NAME: &str = "fsprof-trace";
 /// sendfile's `fd` is the file it reads (version 1 files disagree on it).
 /// 3: records of accesses through file mappings (kind 3); a version 2 file
 /// is a version 3 file without them, and is read as one.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: records of descriptors at their first use (kind 4); `fsprof trace`'s
+/// process records list no descriptors. A version 3 file is read as one
+/// without them.
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest version this fsprof reads.
 pub const OLDEST_READ: u32 = 2;
 
@@ -328,6 +331,7 @@ impl TraceWriter {
             Record::Call(c) => return self.push_call(stream, &CallRef::from(c)),
             Record::Process(_) => self.summary.processes += 1,
             Record::Mapped(_) => self.summary.mapped += 1,
+            Record::Descriptor(_) => {}
         }
         let p = self.pending(stream, r.start_ns());
         let before = p.block.len();

@@ -29,5 +29,5 @@ pub mod replayfile;
 pub mod resolve;
 pub mod show;
 
-pub use event::{Access, Call, Data, FdInfo, Mapped, Op, ProcessInfo, Record};
+pub use event::{Access, Call, Data, Descriptor, FdInfo, Mapped, Op, ProcessInfo, Record};
 pub use file::{StagedTrace, TraceError, TraceHeader, TraceReader, TraceWriter};

@@ -219,6 +219,10 @@ impl TraceReader {
                 m.end_ns = m.end_ns.saturating_sub(origin);
                 self.resolver.mapped(m);
             }
+            Record::Descriptor(d) => {
+                d.start_ns = d.start_ns.saturating_sub(origin);
+                self.resolver.descriptor(d);
+            }
         }
         Ok(Some(rec))
     }

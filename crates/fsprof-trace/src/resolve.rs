@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::event::{Access, Call, Mapped, ProcessInfo, AT_FDCWD};
+use crate::event::{Access, Call, Descriptor, Mapped, ProcessInfo, AT_FDCWD};
 
 const PAGE: u64 = 4096;
 
@@ -112,6 +112,19 @@ impl Resolver {
                 maps,
             },
         );
+    }
+
+    /// A descriptor at its first use in its image: its path, if absolute,
+    /// is the fd's.
+    pub fn descriptor(&mut self, d: &Descriptor) {
+        let Some(p) = self.procs.get_mut(&d.pid) else {
+            return;
+        };
+        match d.fd.path.first() {
+            Some(b'/') => p.fds.insert(d.fd.fd, d.fd.path.clone()),
+            // A pipe, a socket: whatever the number was before is gone.
+            _ => p.fds.remove(&d.fd.fd),
+        };
     }
 
     /// Fills a mapped record's file and offset (unless already set) from

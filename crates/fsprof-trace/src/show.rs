@@ -9,7 +9,7 @@ use fsprof_core::ops::Role;
 use fsprof_core::printable::csv_field;
 use serde_json::{json, Map, Value};
 
-use crate::event::{Access, Call, Data, Mapped, ProcessInfo, Record, AT_FDCWD};
+use crate::event::{Access, Call, Data, Descriptor, Mapped, ProcessInfo, Record, AT_FDCWD};
 use crate::file::TraceHeader;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,7 @@ impl<W: Write> Printer<W> {
                     Record::Call(c) => text_call(c, self.start_unix_ns),
                     Record::Process(p) => text_process(p, self.start_unix_ns),
                     Record::Mapped(m) => text_mapped(m, self.start_unix_ns),
+                    Record::Descriptor(d) => text_descriptor(d, self.start_unix_ns),
                 };
                 writeln!(self.out, "{line}")
             }
@@ -81,7 +82,7 @@ impl<W: Write> Printer<W> {
                 match r {
                     Record::Call(c) => writeln!(self.out, "{}", csv_call(c))?,
                     Record::Mapped(m) => writeln!(self.out, "{}", csv_mapped(m))?,
-                    Record::Process(_) => {}
+                    Record::Process(_) | Record::Descriptor(_) => {}
                 }
                 Ok(())
             }
@@ -144,6 +145,21 @@ fn text_process(p: &ProcessInfo, start: u64) -> String {
         quote(&p.exe, 256),
         argv.join(", "),
         quote(&p.cwd, 256)
+    )
+}
+
+fn text_descriptor(d: &Descriptor, start: u64) -> String {
+    let pos = match d.fd.pos {
+        p if p < 0 => String::new(),
+        p => format!(", position {p}"),
+    };
+    format!(
+        "{:<6} {} +++ descriptor {} first used: {} ({}{pos}) +++",
+        d.tid,
+        timestamp(start, d.start_ns),
+        d.fd.fd,
+        quote(&d.fd.path, 256),
+        open_flags(d.fd.flags),
     )
 }
 
@@ -479,6 +495,16 @@ fn json_mapped(x: &Mapped) -> Value {
 pub fn json_record(r: &Record) -> Value {
     match r {
         Record::Mapped(m) => json_mapped(m),
+        Record::Descriptor(d) => json!({
+            "type": "descriptor",
+            "start_ns": d.start_ns,
+            "pid": d.pid,
+            "tid": d.tid,
+            "fd": d.fd.fd,
+            "path": String::from_utf8_lossy(&d.fd.path),
+            "flags": d.fd.flags,
+            "pos": d.fd.pos,
+        }),
         Record::Process(p) => json!({
             "type": "process",
             "start_ns": p.start_ns,

@@ -148,6 +148,7 @@ fn streams_are_merged_by_time_and_paths_resolved_across_threads() {
             Record::Call(c) => (c.start_ns, c.tid),
             Record::Process(p) => (p.start_ns, 0),
             Record::Mapped(m) => (m.start_ns, m.tid),
+            Record::Descriptor(d) => (d.start_ns, d.tid),
         })
         .collect();
     assert_eq!(

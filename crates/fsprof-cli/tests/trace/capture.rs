@@ -34,7 +34,7 @@ pub(crate) fn records(
             Record::Process(p) => procs.push(p),
             Record::Call(c) => calls.push(c),
             // Page faults (as root): tests of them are in replay/mmap.rs.
-            Record::Mapped(_) => {}
+            Record::Mapped(_) | Record::Descriptor(_) => {}
         }
     }
     (procs, calls, r.summary().cloned().unwrap())

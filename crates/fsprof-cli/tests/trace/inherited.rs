@@ -1,23 +1,45 @@
-//! The descriptors a process image starts with, as its trace records them
-//! (one FD record each, from `/proc/self/fd`): every one the exec kept,
-//! with its path, access mode and position, and none the exec closed or
-//! the shim used for its own set-up (the run directory it makes its first
-//! chunk in).
+//! The descriptors a process image uses before the trace saw it make them
+//! (inherited, or made by a call the shim does not trace), as its trace
+//! records them: one descriptor record each, just before its first use,
+//! with its path, access mode and position then; none for a descriptor
+//! the image never used, opened itself, or that is not open, and none for
+//! the shim's own (the run directory it makes its first chunk in).
 
-use fsprof_trace::event::{FdInfo, Record};
+use fsprof_trace::event::{Descriptor, Record};
 use fsprof_trace::TraceReader;
 
 /// Opens a file (position 5), a pipe, a socket pair, a file with
-/// O_CLOEXEC and 150 copies of /dev/null at fds 300..449 (more than one
-/// 2 KiB listing of /proc/self/fd holds), prints those fds, then execs
-/// itself with an argument: that image makes no call of its own.
+/// O_CLOEXEC and 150 copies of /dev/null at fds 300..449, then execs
+/// itself with their numbers. The exec'd image reads 2 bytes of the file,
+/// writes to the pipe, fstats the copies at 300..399 and the closed
+/// O_CLOEXEC number, opens and reads a file of its own, dup2s the file to
+/// 200 and fstats that, then forks a child that fstats the file. It never
+/// uses the socket, /dev/null at `n`, or the copies at 400..449.
 const EXECER: &str = r#"#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
-    if (argc > 1) return 0;
+    struct stat st;
+    char b[4];
+    if (argc > 1) {
+        int f = atoi(argv[2]), p = atoi(argv[3]), c = atoi(argv[4]);
+        if (read(f, b, 2) != 2 || write(p, "x", 1) != 1) return 6;
+        for (int i = 300; i < 400; i++)
+            if (fstat(i, &st)) return 7;
+        if (fstat(c, &st) == 0) return 8;
+        int own = open("data", O_RDONLY);
+        if (own < 0 || read(own, b, 1) != 1) return 9;
+        if (dup2(f, 200) != 200 || fstat(200, &st)) return 10;
+        pid_t k = fork();
+        if (k == 0) _exit(fstat(f, &st) ? 1 : 0);
+        int status;
+        return waitpid(k, &status, 0) == k && status == 0 ? 0 : 11;
+    }
     int f = open("data", O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (f < 0 || write(f, "0123456789", 10) != 10 || lseek(f, 5, SEEK_SET) != 5) return 2;
     int p[2], s[2];
@@ -26,16 +48,16 @@ int main(int argc, char **argv) {
     int n = open("/dev/null", O_RDONLY);
     for (int i = 300; i < 450; i++)
         if (dup2(n, i) != i) return 4;
-    printf("%d %d %d %d %d\n", f, p[0], s[0], c, n);
+    printf("%d %d %d %d %d\n", f, p[1], s[0], c, n);
     fflush(stdout);
-    execl(argv[0], argv[0], "exec'd", (char *)0);
+    char fs[16], ps[16], cs[16];
+    snprintf(fs, sizeof fs, "%d", f);
+    snprintf(ps, sizeof ps, "%d", p[1]);
+    snprintf(cs, sizeof cs, "%d", c);
+    execl(argv[0], argv[0], "exec'd", fs, ps, cs, (char *)0);
     return 5;
 }
 "#;
-
-fn fd(fds: &[FdInfo], n: i32) -> Option<&FdInfo> {
-    fds.iter().find(|f| f.fd == n)
-}
 
 #[test]
 fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
@@ -48,42 +70,100 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
     let [file, pipe, sock, cloexec, null] = printed[..] else {
         panic!("the program printed {printed:?}");
     };
-    let mut r = TraceReader::open(&out).unwrap_or_else(|e| panic!("{e}"));
-    let image = r
-        .by_ref()
-        .filter_map(|rec| match rec.unwrap_or_else(|e| panic!("{e}")) {
-            Record::Process(p) if p.argv.len() == 2 => Some(p),
+    let records: Vec<Record> = TraceReader::open(&out)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let image = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Process(p) if p.argv.get(1).is_some_and(|a| a == b"exec'd") => Some(p),
             _ => None,
         })
-        .next()
         .expect("the exec'd image's process record");
-    let fds = &image.fds;
+    assert!(image.fds.is_empty(), "no listing at the start: {image:?}");
+    // The exec'd image's own records, from its process record on, until
+    // the child's.
+    let child = records.iter().find_map(|r| match r {
+        Record::Process(p) if p.ppid == image.pid => Some(p.pid),
+        _ => None,
+    });
+    let child = child.expect("the forked child's process record");
+    let fds = |pid: i32| -> Vec<&Descriptor> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Descriptor(d) if d.pid == pid && d.start_ns >= image.start_ns => Some(d),
+                _ => None,
+            })
+            .collect()
+    };
+    let mine = fds(image.pid);
+    let one = |n: i32| -> &Descriptor {
+        let v: Vec<_> = mine.iter().filter(|d| d.fd.fd == n).collect();
+        assert_eq!(v.len(), 1, "fd {n}: one record, at its first use: {mine:?}");
+        v[0]
+    };
 
-    let f = fd(fds, file).expect("the file");
-    assert!(f.path.ends_with(b"/data"), "{f:?}");
-    assert_eq!((f.pos, f.flags & 3), (5, libc::O_RDWR as i64), "{f:?}");
-    let p = fd(fds, pipe).expect("the pipe");
-    assert!(p.path.starts_with(b"pipe:["), "{p:?}");
-    assert_eq!(p.pos, -1, "a pipe has no position: {p:?}");
-    let s = fd(fds, sock).expect("the socket");
-    assert!(s.path.starts_with(b"socket:["), "{s:?}");
-    assert_eq!(s.pos, -1, "{s:?}");
-    assert!(fd(fds, null).is_some_and(|n| n.path == b"/dev/null"));
-    let copies = (300..450)
-        .filter(|&n| fd(fds, n).is_some_and(|f| f.path == b"/dev/null" && f.pos == 0))
-        .count();
-    assert_eq!(copies, 150, "every fd of a listing longer than one read");
-
-    assert!(fd(fds, cloexec).is_none(), "closed on exec, yet recorded");
-    let own: Vec<_> = fds
+    let f = one(file);
+    assert!(f.fd.path.ends_with(b"/data"), "{f:?}");
+    assert_eq!(
+        (f.fd.pos, f.fd.flags & 3),
+        (5, libc::O_RDWR as i64),
+        "the position before the first read, and the access mode: {f:?}"
+    );
+    let first_read = records
         .iter()
-        .filter(|f| {
-            let path = String::from_utf8_lossy(&f.path);
-            path.contains("fsprof-run-") || path.starts_with("/proc/")
+        .find_map(|r| match r {
+            Record::Call(c)
+                if c.pid == image.pid && c.start_ns >= image.start_ns && c.fd == Some(file) =>
+            {
+                Some(c)
+            }
+            _ => None,
         })
+        .expect("the read of the inherited file");
+    assert!(
+        f.start_ns <= first_read.start_ns,
+        "{f:?} after {first_read:?}"
+    );
+    let p = one(pipe);
+    assert!(p.fd.path.starts_with(b"pipe:["), "{p:?}");
+    assert_eq!(
+        (p.fd.pos, p.fd.flags & 3),
+        (-1, libc::O_WRONLY as i64),
+        "a pipe has no position: {p:?}"
+    );
+    for n in 300..400 {
+        let c = one(n);
+        assert_eq!(
+            (c.fd.path.as_slice(), c.fd.pos),
+            (&b"/dev/null"[..], 0),
+            "{c:?}"
+        );
+    }
+    let dup = one(200);
+    assert!(dup.fd.path.ends_with(b"/data"), "made by dup2: {dup:?}");
+
+    let unused = [sock, null, cloexec];
+    let other: Vec<_> = mine
+        .iter()
+        .filter(|d| unused.contains(&d.fd.fd) || (400..450).contains(&d.fd.fd))
         .collect();
     assert!(
-        own.is_empty(),
-        "the shim's own descriptors recorded: {own:?}"
+        other.is_empty(),
+        "unused, closed on exec or not open, yet recorded: {other:?}"
+    );
+    let expected = 2 + 100 + 1;
+    assert_eq!(
+        mine.len(),
+        expected,
+        "its own open, or the shim's, recorded: {mine:?}"
+    );
+
+    let kid = fds(child);
+    assert!(
+        kid.len() == 1 && kid[0].fd.fd == file && kid[0].fd.path.ends_with(b"/data"),
+        "a forked child records what it uses itself: {kid:?}"
     );
 }

@@ -89,7 +89,7 @@ impl Sink for Collect {
             Record::Call(_) => self.stats.calls += 1,
             Record::Process(_) => self.stats.processes += 1,
             // No import makes them: strace and fio see calls only.
-            Record::Mapped(_) => {}
+            Record::Mapped(_) | Record::Descriptor(_) => {}
         }
         self.records.push(r);
         Ok(())
@@ -226,6 +226,10 @@ pub fn import(
                 resolver.call(c);
             }
             Record::Mapped(_) => {}
+            Record::Descriptor(d) => {
+                d.start_ns -= t0;
+                resolver.descriptor(d);
+            }
         }
         w.push(&r)?;
     }
