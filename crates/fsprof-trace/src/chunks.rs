@@ -348,11 +348,11 @@ impl Parsed<'_> {
 }
 
 /// Parses the records of (the rest of) one chunk, handing each to `emit`
-/// as it goes. FD records attach to the process record before them (the
-/// shim writes them together at the start of a process image's first
-/// chunk), which is handed on once they are complete; when `more` may
-/// still be written after `bytes` (the chunk's thread goes on), a process
-/// record the bytes end with is held back. Returns how many bytes were
+/// as it goes. FD records are descriptors at their first use, handed on
+/// as such; when `more` may still be written after `bytes` (the chunk's
+/// thread goes on), a process record the bytes end with is held back
+/// (until the record after it: parsing in pieces hands on what parsing
+/// whole does). Returns how many bytes were
 /// handed on (the rest is to be parsed again with what follows). On a
 /// corrupt record the records before it have been handed on.
 pub fn parse(
@@ -674,8 +674,8 @@ mod tests {
     }
 
     /// A capture reads a live chunk a few records at a time: a process
-    /// record the bytes end with waits for its fd records (and is parsed
-    /// again with them), and reading a chunk in pieces at record
+    /// record the bytes end with waits for the next record (and is parsed
+    /// again with it), an FD record is a descriptor of its own, and reading a chunk in pieces at record
     /// boundaries hands on the same records as reading it whole.
     #[test]
     fn a_chunk_read_in_pieces_gives_the_records_it_gives_whole() {
@@ -691,22 +691,27 @@ mod tests {
         let bytes = [proc_.clone(), fd.clone(), call.clone(), call.clone()].concat();
         let (n, whole) = all(&bytes, false);
         assert_eq!(n, bytes.len());
-        assert_eq!(whole.len(), 3, "{whole:?}");
+        assert_eq!(whole.len(), 4, "{whole:?}");
         let Record::Process(p) = &whole[0] else {
             panic!("{whole:?}")
         };
+        assert!(p.fds.is_empty(), "{p:?}");
+        let Record::Descriptor(d) = &whole[1] else {
+            panic!("{whole:?}")
+        };
         assert_eq!(
-            (p.fds.len(), p.fds[0].path.as_slice()),
-            (1, &b"/dev/null"[..])
+            (d.pid, d.tid, d.fd.fd, d.fd.path.as_slice(), d.fd.flags),
+            (7, 8, 0, &b"/dev/null"[..], 2)
         );
-        let Record::Call(c) = &whole[1] else {
+        let Record::Call(c) = &whole[2] else {
             panic!("{whole:?}")
         };
         assert_eq!((c.path.as_deref(), c.fd), (Some(&b"a/b"[..]), Some(-100)));
-        // The process record and its fd so far: held back while more may come.
+        // The process record alone: held back while more may come.
         let upto = proc_.len() + fd.len();
-        assert_eq!(all(&bytes[..upto], true), (0, vec![]));
-        assert_eq!(all(&bytes[..upto], false).1, whole[..1]);
+        assert_eq!(all(&bytes[..proc_.len()], true), (0, vec![]));
+        assert_eq!(all(&bytes[..proc_.len()], false).1, whole[..1]);
+        assert_eq!(all(&bytes[..upto], true), (upto, whole[..2].to_vec()));
         // In pieces at every record boundary.
         for cut in [proc_.len(), upto, upto + call.len()] {
             let (n, mut first) = all(&bytes[..cut], true);
