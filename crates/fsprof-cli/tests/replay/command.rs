@@ -958,3 +958,47 @@ int main(void) {
     return 0;
 }
 "#;
+
+/// A trace records descriptors at their first use, not each image's table:
+/// a forked child's write to a file its parent opened, and an exec'd
+/// image's write to a file the image
+/// before it opened, still replay onto those files.
+#[test]
+fn writes_through_descriptors_a_fork_or_an_exec_kept_replay_onto_their_files() {
+    let (_d, base) = canonical_tempdir();
+    let exe = c_program(
+        &base,
+        "kept_fds",
+        r#"#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc > 1)
+        return write(atoi(argv[1]), "exec'd", 6) == 6 ? 0 : 1;
+    int out = open("out", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int kept = open("kept", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (out < 0 || kept < 0) return 2;
+    pid_t k = fork();
+    if (k == 0)
+        _exit(write(out, "child", 5) == 5 ? 0 : 4);
+    int status;
+    if (waitpid(k, &status, 0) != k || status != 0 || close(out)) return 6;
+    char n[16];
+    snprintf(n, sizeof n, "%d", kept);
+    execl(argv[0], argv[0], n, (char *)0);
+    return 7;
+}
+"#,
+    );
+    let (_t, msgs) = trace_and_replay_strict(&base, &exe);
+    assert!(msgs.contains("mismatches: 0"), "{msgs}");
+    let work = base
+        .join("root")
+        .join(base.strip_prefix("/").unwrap())
+        .join("work");
+    let read = |name: &str| std::fs::read(work.join(name)).unwrap_or_default();
+    assert_eq!(read("out"), b"child", "the forked child's write: {msgs}");
+    assert_eq!(read("kept"), b"exec'd", "the exec'd image's write: {msgs}");
+}
