@@ -4,7 +4,7 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    judged_with, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak,
+    judged_with, layer_can_decide, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak,
     Spread, Status, TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
@@ -221,7 +221,12 @@ pub fn test_verdict(c: &Comparison, k: &Check) -> String {
             pct(k.moved),
             pct(c.terms.min_share)
         ),
-        Some(l) if k.decides => format!("p {} ≤ {}{spread}", p_value(k.p_value), p_value(l)),
+        Some(l) if k.decides => format!(
+            "p {} ≤ {}, moves {} of the latency{spread}",
+            p_value(k.p_value),
+            p_value(l),
+            pct(k.moved)
+        ),
         Some(l) if k.p_value <= l => format!(
             "p {} ≤ {}, but a clearer test failed first (Holm)",
             p_value(k.p_value),
@@ -240,7 +245,10 @@ fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
     });
     let found = |k: &Check| {
         let mut f = test_finding(k, u);
-        if beyond {
+        if let Some(exe) = &o.process {
+            let name = exe.rsplit('/').next().unwrap_or(exe);
+            f.push_str(&format!(" beyond its process's shift ({name})"));
+        } else if beyond {
             f.push_str(" beyond the profile shift");
         }
         f
@@ -346,7 +354,12 @@ pub fn layer_shift(c: &Comparison, s: &fsprof_analysis::compare::LayerShift) -> 
     );
     if let Some(k) = &s.check {
         let verdict = test_verdict(c, k);
-        if s.decides() {
+        if !layer_can_decide(c.terms.runs_a, c.terms.runs_b) {
+            line.push_str(&format!(
+                "; not judged with one run per side (p {}): a slower machine moves short runs whole",
+                p_value(k.p_value)
+            ));
+        } else if s.decides() {
             line.push_str(&format!("; a change of the whole layer ({verdict})"));
         } else {
             line.push_str(&format!("; not a change by itself ({verdict})"));
