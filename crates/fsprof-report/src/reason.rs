@@ -4,8 +4,8 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    judged_with, layer_can_decide, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak,
-    Spread, Status, TestKind,
+    judged_with, layer_can_decide, Check, Comparison, Finding, Method, Moved, OpComparison,
+    PeakChange, SeenPeak, Spread, Status, TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
 use fsprof_analysis::peak_labels::{NoLabel, PeakLabel};
@@ -514,7 +514,12 @@ mod tests {
         use fsprof_analysis::compare::compare_runs;
         let at = |d: i32| {
             let names = ["read", "open", "close", "stat"];
-            profile(names.iter().map(|n| op(n, &[(9 + d, 500), (10 + d, 500)])).collect())
+            profile(
+                names
+                    .iter()
+                    .map(|n| op(n, &[(9 + d, 500), (10 + d, 500)]))
+                    .collect(),
+            )
         };
         let c = compare_profiles(&at(0), &at(2), &CompareOptions::default());
         let line = layer_shift(&c, &c.layer_shifts[0]).unwrap();
@@ -551,7 +556,10 @@ mod tests {
                 }],
                 ..Default::default()
             };
-            p.processes = vec![process("/bin/sh", sh(d)), process("/usr/bin/head", head.clone())];
+            p.processes = vec![
+                process("/bin/sh", sh(d)),
+                process("/usr/bin/head", head.clone()),
+            ];
             p
         };
         let c = compare_profiles(&run(0), &run(2), &CompareOptions::default());

@@ -66,7 +66,11 @@ pub fn process_shifts(
         .layers
         .iter()
         .filter(|l| judged_with(&l.name) == group)
-        .flat_map(|l| l.ops.iter().map(move |o| (l.name.as_str(), o.name.as_str())))
+        .flat_map(|l| {
+            l.ops
+                .iter()
+                .map(move |o| (l.name.as_str(), o.name.as_str()))
+        })
         .filter(|&(l, o)| (l, o) != (layer, op))
         .collect();
     let stats: Vec<Vec<Option<RunStat>>> = others

@@ -809,9 +809,15 @@ fn ops_of_many_processes_keep_the_layers_shift() {
         }
         out
     };
-    let (a, b) = (split(&glob_run(0, 0), &[(10, 69)]), split(&b, &[(10, 68), (11, 1)]));
+    let (a, b) = (
+        split(&glob_run(0, 0), &[(10, 69)]),
+        split(&b, &[(10, 68), (11, 1)]),
+    );
     let c = compare_profiles(&a, &b, &opts);
-    assert_eq!(c.ops.iter().find(|o| o.op == "close").unwrap().process, None);
+    assert_eq!(
+        c.ops.iter().find(|o| o.op == "close").unwrap().process,
+        None
+    );
     let one = |mut p: Profile| {
         p.processes.truncate(1);
         p
