@@ -22,6 +22,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import compare_pools
+
 ap = argparse.ArgumentParser()
 ap.add_argument("--fsprof", default="target/release/fsprof")
 ap.add_argument("--other", default=None, help="a second build, compared on the same pairs")
@@ -29,29 +31,9 @@ ap.add_argument("--group", action="append", required=True, help="NAME=POOL,POOL,
 ap.add_argument("--workloads", default="meta,read,procs")
 ap.add_argument("--jobs", type=int, default=2)
 ARGS = ap.parse_args()
-OPS = {"meta": ["readdir", "getxattr"], "read": ["open", "read"], "procs": ["close", "read"]}
-
-
-def runs(pool, w, kind):
-    out, i = [], 0
-    while os.path.exists(os.path.join(pool, f"{w}-{kind}-{i}.json")):
-        out.append(os.path.join(pool, f"{w}-{kind}-{i}.json"))
-        i += 1
-    return out
-
-
-def pairs(pool, w):
-    base = runs(pool, w, "base")
-    for i in range(len(base) // 2):
-        yield (None, base[2 * i], base[2 * i + 1])
-    for op in OPS[w]:
-        for i, s in enumerate(runs(pool, w, op)):
-            if 2 * i < len(base):
-                yield (op, base[2 * i], s)
-
 
 def verdict(fsprof, pair):
-    op, a, b = pair
+    _, op, a, b = pair
     p = subprocess.run([fsprof, "compare", "--format", "json", a, "--vs", b],
                        capture_output=True, text=True)
     if p.returncode not in (0, 1):
@@ -64,8 +46,8 @@ def verdict(fsprof, pair):
 def rates(fsprof, ps):
     with ThreadPoolExecutor(ARGS.jobs) as ex:
         got = list(ex.map(lambda p: verdict(fsprof, p), ps))
-    ident = [g for (op, _, _), g in zip(ps, got) if op is None]
-    slowed = [g for (op, _, _), g in zip(ps, got) if op is not None]
+    ident = [g for (kind, _, _, _), g in zip(ps, got) if kind == "identical"]
+    slowed = [g for (kind, _, _, _), g in zip(ps, got) if kind == "slowed"]
     return sum(ident), len(ident), sum(slowed), len(slowed)
 
 
@@ -84,7 +66,7 @@ def main():
     for g in ARGS.group:
         name, pools = g.split("=", 1)
         for w in ARGS.workloads.split(","):
-            ps = [p for pool in pools.split(",") for p in pairs(pool, w)]
+            ps = [p for pool in pools.split(",") for p in compare_pools.pairs(pool, w)]
             for b, path in builds:
                 fp, n_id, found, n_sl = rates(path, ps)
                 print(f"| {name} | {w} | {b} | {pct(fp, n_id)} | {pct(found, n_sl)} |")
