@@ -53,13 +53,20 @@
 #   fsprof --version            exec'ing and starting fsprof's own binary
 #   fsprof run -o /dev/null     the run without creating a profile file
 #   fsprof run                  the issue's command
+#   static C, run's system calls  bench/run_floor.c: a static C program making
+#                               the system calls `fsprof run -q -- true` makes
+#                               (run directory, control file, blocks, clone,
+#                               profile file), shim loaded but inactive: the
+#                               floor of run's design, without Rust or fsprof's
+#                               own CPU work
 #
-# and the differences between them. With --fifo (either mode), every command runs under
+# and the differences between them; with --other PATH, that build's three
+# fsprof commands in the same rounds, and its differences to this one. With --fifo (either mode), every command runs under
 # SCHED_FIFO (chrt -f 50; root): other processes are kept off the CPUs
 # while it runs, so on a busy machine wall times come close to idle ones.
 #
 # usage: bench/startup.sh [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--no-percall] [--perf] [--fifo]
-#        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--fifo]
+#        bench/startup.sh --floor [--rounds N] [--runs N] [--fsprof PATH] [--other PATH] [--fifo]
 # Needs hyperfine (apt-get install hyperfine) and a release build.
 set -euo pipefail
 # Paths given as options are taken from where the script was started.
@@ -89,10 +96,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 floor() { # where the start-up goes, against this machine's floor (--floor)
 cp bench/vlaunch.c "$tmp/vlaunch.c"
+cp bench/run_floor.c "$tmp/run_floor.c"
 echo 'int main(void) { return 0; }' >"$tmp/ret0.c"
 echo 'void _start(void) { __asm__ volatile("mov $60, %%eax; xor %%edi, %%edi; syscall" ::: "memory"); }' >"$tmp/nolibc.c"
 cc -O2 -o "$tmp/vlaunch" "$tmp/vlaunch.c"
 cc -O2 -static -o "$tmp/vlaunch-static" "$tmp/vlaunch.c"
+cc -O2 -static -o "$tmp/run_floor" "$tmp/run_floor.c"
 cc -O2 -static -o "$tmp/ret0-static" "$tmp/ret0.c"
 cc -O2 -static -nostdlib -o "$tmp/nolibc" "$tmp/nolibc.c"
 # The shim this build installs and runs its command with is the one to
@@ -111,12 +120,16 @@ cmds=(
   "$fsprof --version"
   "$fsprof run -q -o /dev/null -- true"
   "$fsprof run -q -- true"
+  "$tmp/run_floor $shim true"
 )
+# With --other, the other build's three commands in the same rounds.
+[ -z "$other" ] || cmds+=("$other --version" "$other run -q -o /dev/null -- true" "$other run -q -- true")
 for ((r = 1; r <= rounds; r++)); do
   (cd "$tmp/cwd" && "${fifo[@]}" hyperfine -N -i -w 3 -r "$runs" --prepare "find $tmp/cwd -name fsprof-*.json -delete" \
     --style none --export-json "$tmp/floor-$r.json" "${cmds[@]}" >/dev/null 2>&1)
 done
 echo "# fsprof version: $("$fsprof" --version); shim $(basename "$shim")"
+[ -z "$other" ] || echo "# other: $other, $("$other" --version)"
 echo "# host: $(uname -n), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)${fifo:+, under SCHED_FIFO}"
 echo "# $rounds interleaved rounds x $runs runs per command (hyperfine -N), medians of the round medians; cpu = user + system"
 python3 - "$tmp" "$rounds" <<'PY'
@@ -127,7 +140,7 @@ wall = [[statistics.median(r["times"]) * 1e3 for r in rr] for rr in res]
 cpu = [[(r["user"] + r["system"]) * 1e3 for r in rr] for rr in res]
 names = ["true", "static return 0", "no libc, exit(0)", "launcher -- true",
          "static launcher -- true", "static launcher, shim loaded", "fsprof --version",
-         "fsprof run -o /dev/null", "fsprof run -q -- true"]
+         "fsprof run -o /dev/null", "fsprof run -q -- true", "static C, run's system calls"]
 for i, n in enumerate(names):
     print(f"{n:<32} {statistics.median(w[i] for w in wall):7.3f} ms   cpu {statistics.median(c[i] for c in cpu):7.3f} ms")
 print("# parts (median of the per-round differences, wall; range over rounds)")
@@ -142,9 +155,22 @@ part("  loading the shim, inactive (shim launcher - static)", 5, 4)
 part("  fsprof's binary over a static C program (--version)", 6, 1)
 part("  fsprof run (no file) over the static launcher, shim", 7, 5)
 part("  creating the profile file", 8, 7)
+part("the design's system calls (static C doing run's, over the shim launcher)", 9, 5)
+part("fsprof run -q -- true over the static C doing its system calls", 8, 9)
 part("glibc's static start-up (static return 0 - no libc)", 1, 2)
 cd = [c[1] - c[2] for c in cpu]
 print(f"{'  the same, cpu':<52} {statistics.median(cd) * 1e3:+7.0f} us  ({min(cd) * 1e3:+.0f}..{max(cd) * 1e3:+.0f})")
+if len(wall[0]) > 10:
+    print("# the other build in the same rounds (other minus this: negative = this is slower)")
+    for i, n in enumerate(["--version", "run -o /dev/null", "run -q -- true"]):
+        print(f"{'other ' + n:<32} {statistics.median(w[10 + i] for w in wall):7.3f} ms   cpu {statistics.median(c[10 + i] for c in cpu):7.3f} ms")
+    part("other run -q -- true over the floor", 12, 5)
+    part("other minus this: --version", 10, 6)
+    part("other minus this: run -o /dev/null", 11, 7)
+    part("other minus this: run -q -- true", 12, 8)
+    for name, a, b in [("other minus this, cpu: --version", 10, 6), ("other minus this, cpu: run -q -- true", 12, 8)]:
+        d = [c[a] - c[b] for c in cpu]
+        print(f"{name:<52} {statistics.median(d) * 1e3:+7.0f} us  ({min(d) * 1e3:+.0f}..{max(d) * 1e3:+.0f})")
 PY
 }
 mkdir "$tmp/cwd"

@@ -20,9 +20,12 @@ starts threads before it).
 
 With --other PATH, another build (main before a change, say) runs in the
 same loop (the two take turns at running first), and gets a column of its own and
-its difference to this build.
+its difference to this build. With --design-floor instead, the "other" is
+bench/run_floor.c (static C making `fsprof run -q`'s system calls, shim
+inactive): stage by stage, what fsprof adds over the system calls its
+design makes.
 
-usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH] [--syscalls] [--fifo]
+usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH | --design-floor] [--syscalls] [--fifo]
                                            [--trace] [--cmd "PROGRAM ARGS"]
 Needs bpftrace, cc and a release build.
 """
@@ -39,6 +42,8 @@ import time
 
 # The floor's launcher, as bench/startup.sh --floor builds it.
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vlaunch.c")
+# The floor of run's design (--design-floor), as bench/startup.sh --floor builds it.
+RUN_FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_floor.c")
 
 # Both tools are copied under these names (a comm is 15 bytes at most),
 # so the tracepoints can tell them apart from everything else.
@@ -134,11 +139,15 @@ def main():
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--fsprof", default="target/release/fsprof")
     ap.add_argument("--other", help="another build, timed in the same loop")
+    ap.add_argument("--design-floor", action="store_true",
+                    help="as the other: bench/run_floor.c, static C making run's system calls")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--fifo", action="store_true", help="run the loop under chrt -f 50")
     ap.add_argument("--trace", action="store_true", help="time `trace` rather than `run`")
     ap.add_argument("--cmd", default="true", help="the command (default true)")
     a = ap.parse_args()
+    if a.design_floor and (a.other or a.trace):
+        sys.exit("--design-floor is run's floor: not with --other or --trace")
     for prog in ("bpftrace", "cc"):
         if not shutil.which(prog):
             sys.exit(f"needs {prog}")
@@ -149,6 +158,9 @@ def main():
         other = os.path.join(tmp, OTHER)
         if a.other:
             shutil.copy(os.path.abspath(a.other), other)
+        elif a.design_floor:
+            subprocess.run(["cc", "-O2", "-static", "-o", other, RUN_FLOOR], check=True)
+            a.other = "bench/run_floor.c"
         floor = os.path.join(tmp, FLOOR)
         subprocess.run(["cc", "-O2", "-static", "-o", floor, LAUNCHER], check=True)
         cwd = os.path.join(tmp, "cwd")
@@ -175,6 +187,8 @@ def main():
         pause = "sleep 0.15; " if a.trace else ""
         this = f'{pause}{tool} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
         that = f'{pause}{other} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
+        if a.design_floor:
+            that = f'{other} {shim} {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
         # The two builds take turns at running first after the floor.
         body = (f'if [ $((i % 2)) = 0 ]; then {this}{that}else {that}{this}fi; ' if a.other else this)
         loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {cmd} >/dev/null; {body}done'

@@ -103,7 +103,16 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 /// relocation into the pages of `.data.rel.ro` and `.got` (how to count
 /// both: `src/entry.rs`, which pre-faults those pages in one call),
 /// 0.1–0.4 ms of every `fsprof run` (docs/benchmarks/overhead.md,
-/// "fsprof's own start-up").
+/// "fsprof's own start-up"). Weighed again with figures paired in one
+/// loop ("Start-up, seventh session"): the fixed address saves ~0.13 ms
+/// before the clone and ~0.17 ms in all of `fsprof run -q -- true`, once
+/// per run, not per process of the command; it would not bring the run
+/// within its +0.3 ms target either (the static C program that makes the
+/// same system calls is already +0.23 ms over the launcher), and it would
+/// give every gadget in 10 MB of code a known address in a root process
+/// that reads other users' shared memory. Packed relative relocations
+/// (`-z pack-relative-relocs`) were measured twice with no gain: the time
+/// is in copying and writing the pages, not in reading the table.
 /// `FSPROF_LINK=static` links at a fixed address instead, with no
 /// relocation to do, for whoever prefers that time to the randomisation
 /// (the stack, the heap and every mapping stay randomised either way).

@@ -233,6 +233,15 @@ static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
     return pool_alloc(n, off);
 }
 
+HIDDEN char *fsprof_pool_block_top(uint64_t n)
+{
+    if (!g_in_block || g_nchunks != 1 || g_top_used != 0 || g_used + n > FSPROF_FIRST_CHUNK)
+        return NULL;
+    g_top_used = n;
+    __atomic_store_n(&g_proc->top_used, (uint32_t)n, __ATOMIC_RELAXED);
+    return g_start.chunks[0].addr + FSPROF_FIRST_CHUNK - n;
+}
+
 /* Where a value table starts after a page boundary: its rows of calls of
  * 128 ns to 8 us (rows 9-14, where cached calls fall: a `cat`'s reads take
  * 0.2-4 us) then lie in one page. */

@@ -26,5 +26,10 @@ HIDDEN void fsprof_pool_forget(void);
 /* A new slot record for the calling thread (the shared one when there
  * is no room); NULL while this thread is inside a slow path already. */
 HIDDEN struct slot_rec *fsprof_pool_thread_slot(void);
+/* For `fsprof trace`, before the first table is handed out: the last `n`
+ * bytes of this image's arena block, counted in its `top_used` (so that
+ * `fsprof run` zeroes them when it takes the block back), or NULL when the
+ * pool is not in a block or has no such room. */
+HIDDEN char *fsprof_pool_block_top(uint64_t n);
 
 #endif

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "run.h"
 #include "trace.h"
 #include "util.h"
@@ -31,10 +32,14 @@ static uint64_t g_tproc_seq;
 static int32_t g_tpid;        /* the process the chunk files are this image's for */
 static uint32_t g_tpending_max = FSPROF_TCHUNK_PENDING_MAX;
 static int g_twait_gave_up;   /* a wait for `fsprof trace` timed out: don't wait again */
+/* This image's window in its arena block (trace_abi.h, FSPROF_TWIN_SIZE)
+ * until a thread takes it for its first chunk; NULL: taken, or none. */
+static char *g_twin;
 
 static TLS struct fsprof_tchunk *t_tc; /* this thread's chunk, NULL = none yet */
 static TLS uint64_t t_tc_cap;         /* bytes of records it can hold */
 static TLS int t_tc_unforked;         /* it is MADV_DONTFORK: a child has no copy to unmap */
+static TLS int t_tc_inwin;            /* it is the image's window: part of the control mapping */
 static TLS uint32_t t_tc_next;        /* index of this thread's next chunk */
 static TLS uint64_t t_tdropped;       /* records lost since the last chunk */
 static TLS int t_tbusy;
@@ -340,28 +345,17 @@ static uint64_t next_chunk_size(uint64_t need)
     return size;
 }
 
-/* A new chunk able to hold a record of `need` bytes. */
-static int chunk_open(uint64_t need)
+/* A chunk file of `size` bytes named `name` in the run directory, mapped;
+ * MAP_FAILED if there is none. */
+static void *chunk_file(const char *name, uint64_t size)
 {
-    /* A vfork child runs on its parent's thread-local state: a chunk it
-     * made would be the parent thread's next one under the child's pid,
-     * and `fsprof trace` would take it for done (and delete it) once the
-     * child exec'd or exited, with the parent still writing into it. */
-    int32_t pid = (int32_t)syscall(SYS_getpid);
-    if (pid != g_tpid)
-        return 0;
-    uint64_t size = next_chunk_size(need);
-    uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
-    char name[32];
-    size_t n = fsprof_cat(name, 0, sizeof name, "t");
-    fsprof_cat_u64(name, n, sizeof name, seq);
     /* Under the run directory as run.c verifies it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
      * not with SIGBUS on a later write. */
     long lent = t_tdirfd_lent - 1;
     long dirfd = lent >= 0 ? lent : fsprof_open_run_dir();
     if (dirfd < 0)
-        return 0;
+        return MAP_FAILED;
     uint32_t freed = 0;
     long fd = -1;
     int fresh = 0;
@@ -383,8 +377,35 @@ static int chunk_open(uint64_t need)
     }
     if (dirfd != lent)
         syscall(SYS_close, dirfd);
-    if (m == MAP_FAILED)
+    return m;
+}
+
+/* A new chunk able to hold a record of `need` bytes: the image's window
+ * if it is still free and large enough, else a chunk file. */
+static int chunk_open(uint64_t need)
+{
+    /* A vfork child runs on its parent's thread-local state: a chunk it
+     * made would be the parent thread's next one under the child's pid,
+     * and `fsprof trace` would take it for done (and delete it) once the
+     * child exec'd or exited, with the parent still writing into it. */
+    int32_t pid = (int32_t)syscall(SYS_getpid);
+    if (pid != g_tpid)
         return 0;
+    uint64_t seq = __atomic_fetch_add(g_tseq, 1, __ATOMIC_RELAXED);
+    uint64_t size = FSPROF_TWIN_SIZE;
+    void *m = NULL;
+    if (need + FSPROF_TCHUNK_HDR <= size && __atomic_load_n(&g_twin, __ATOMIC_RELAXED))
+        m = __atomic_exchange_n(&g_twin, NULL, __ATOMIC_ACQ_REL);
+    int inwin = m != NULL;
+    if (!inwin) {
+        size = next_chunk_size(need);
+        char name[32];
+        size_t n = fsprof_cat(name, 0, sizeof name, "t");
+        fsprof_cat_u64(name, n, sizeof name, seq);
+        m = chunk_file(name, size);
+        if (m == MAP_FAILED)
+            return 0;
+    }
     struct fsprof_tchunk *c = m;
     c->abi_version = FSPROF_TRACE_ABI_VERSION;
     c->hdr_size = FSPROF_TCHUNK_HDR;
@@ -393,9 +414,10 @@ static int chunk_open(uint64_t need)
     c->tid = (int32_t)syscall(SYS_gettid);
     c->index = t_tc_next++;
     c->size = size;
+    c->seq = seq;
     c->dropped = t_tdropped;
-    /* A recycled file's header was zeroed before it was handed back; its
-     * records past `committed` are stale and never read. */
+    /* A recycled file's or window's header was zeroed before it was
+     * handed back; its records past `committed` are stale and never read. */
     c->committed = 0;
     c->sealed = 0;
     c->dropped_after = 0;
@@ -406,6 +428,7 @@ static int chunk_open(uint64_t need)
     t_tc = c;
     t_tc_cap = size - FSPROF_TCHUNK_HDR;
     t_tc_unforked = 0;
+    t_tc_inwin = inwin;
     return 1;
 }
 
@@ -417,12 +440,15 @@ static unsigned char *reserve(uint64_t len)
     if (t_tc && t_tc->committed + len > t_tc_cap) {
         struct fsprof_tchunk *full = t_tc;
         uint64_t full_cap = t_tc_cap;
+        int full_inwin = t_tc_inwin;
         if (!chunk_open(len)) {
             __atomic_store_n(&full->dropped_after, full->dropped_after + 1, __ATOMIC_RELEASE);
             return NULL;
         }
         __atomic_store_n(&full->sealed, 1, __ATOMIC_RELEASE);
-        syscall(SYS_munmap, full, (size_t)(full_cap + FSPROF_TCHUNK_HDR));
+        /* A window stays mapped: it is part of the control file's mapping. */
+        if (!full_inwin)
+            syscall(SYS_munmap, full, (size_t)(full_cap + FSPROF_TCHUNK_HDR));
     }
     if (!t_tc && !chunk_open(len)) {
         t_tdropped++;
@@ -822,6 +848,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     g_tseq = seq_counter;
     g_tproc_seq = proc->seq;
     g_tpid = proc->pid;
+    g_twin = fsprof_pool_block_top(FSPROF_TWIN_SIZE);
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
@@ -852,7 +879,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
  * before its exec). errno is the caller's to keep. */
 HIDDEN void fsprof_trace_before_fork(void)
 {
-    if (t_tc && !t_tc_unforked &&
+    if (t_tc && !t_tc_unforked && !t_tc_inwin &&
         syscall(SYS_madvise, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR), MADV_DONTFORK) == 0)
         t_tc_unforked = 1;
 }
@@ -860,10 +887,12 @@ HIDDEN void fsprof_trace_before_fork(void)
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
 {
     /* The mapping is the parent's chunk: drop it without sealing it. */
-    if (t_tc && !t_tc_unforked)
+    if (t_tc && !t_tc_unforked && !t_tc_inwin)
         syscall(SYS_munmap, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR));
     t_tc = NULL;
     t_tc_unforked = 0;
+    t_tc_inwin = 0;
+    g_twin = NULL;
     t_tc_next = 0;
     t_tdropped = 0;
     t_tbusy = 0;

@@ -13,11 +13,20 @@
 
 #include <stdint.h>
 
-#define FSPROF_TRACE_ABI_VERSION 3
+#define FSPROF_TRACE_ABI_VERSION 4
 #define FSPROF_TCHUNK_MAGIC 0x3143524852505346ULL /* "FSPRHRC1" */
 #define FSPROF_TRACE_ENV "FSPROF_TRACE"            /* "none", "digest" or "full" */
 #define FSPROF_TCHUNK_SIZE (1u << 20)              /* a chunk's usual size */
-#define FSPROF_TFIRST_SIZE (64u << 10)             /* a thread's first chunk's */
+#define FSPROF_TFIRST_SIZE (64u << 10)             /* a thread's first chunk file's */
+/* A process image's first chunk (its set-up thread's) is the last
+ * FSPROF_TWIN_SIZE bytes of the image's arena block (abi.h) when it has
+ * one: no file to find, rename, open and map (the stream's set-up cost a
+ * short process 35-60 us that way). `fsprof trace` reads it in place and
+ * zeroes its magic once its records are in the trace; `fsprof run` does
+ * not take the block back before that. 16 KiB: a short process writes
+ * 1-3 KiB of records (its image, descriptors and calls), and a block has
+ * room for its tables beside it (a `cat` uses ~80 of 128 KiB). */
+#define FSPROF_TWIN_SIZE (16u << 10)
 #define FSPROF_TCHUNK_MAX (1ULL << 40)             /* the largest (one huge record) */
 /* A thread that needs a new chunk while this many wait for `fsprof trace`
  * waits (up to FSPROF_TWAIT_MS) for it to take them in; the environment
@@ -60,7 +69,11 @@ struct fsprof_tchunk {
     /* Records this thread lost once this chunk was full, while it found no
      * room for its next one (release; final once sealed). */
     uint64_t dropped_after;
-    uint64_t reserved[7];
+    /* Numbers the chunk among the run's chunk files and windows (from the
+     * control file's next_seq, as the file t<seq> is named): a thread's
+     * chunks are read in this order. */
+    uint64_t seq;
+    uint64_t reserved[6];
 };
 
 /* Record kinds other than ops (ops are their ops.def index). */

@@ -4,12 +4,15 @@
 
 use std::mem::{offset_of, size_of};
 
-pub const TRACE_ABI_VERSION: u32 = 3;
+pub const TRACE_ABI_VERSION: u32 = 4;
 pub const TCHUNK_MAGIC: u64 = 0x3143_5248_5250_5346; // "FSPRHRC1"
 /// Environment variable that turns recording on: `none`, `digest`, `full`.
 pub const TRACE_ENV: &str = "FSPROF_TRACE";
 pub const TCHUNK_SIZE: u32 = 1 << 20;
 pub const TCHUNK_HDR: usize = 128;
+/// A process image's first chunk: the last `TWIN_SIZE` bytes of its arena
+/// block, when it has one (`shim/trace_abi.h`, FSPROF_TWIN_SIZE).
+pub const TWIN_SIZE: usize = 16 << 10;
 /// Chunk files are `t<seq>` in the run directory.
 pub const TCHUNK_PREFIX: &str = "t";
 /// Emptied chunk files handed back to the shim: `f0` .. `f<TFREE_SLOTS-1>`.
@@ -49,7 +52,9 @@ pub struct ChunkHeader {
     pub size: u64,
     pub dropped: u64,
     pub dropped_after: u64,
-    pub reserved: [u64; 7],
+    /// Orders a thread's chunks (files are named after it too).
+    pub seq: u64,
+    pub reserved: [u64; 6],
 }
 
 #[repr(C)]

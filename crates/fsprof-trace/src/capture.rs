@@ -71,9 +71,11 @@ pub struct TraceOutcome {
 /// each live chunk's committed count.
 const HARVEST_NS: u64 = 5_000_000;
 
-/// A chunk file being harvested: what of it is in the trace already.
+/// A chunk being harvested: what of it is in the trace already.
 struct Live {
-    path: PathBuf,
+    /// The chunk file; `None` for a process image's window in its arena
+    /// block.
+    path: Option<PathBuf>,
     chunk: chunks::Chunk,
     stream: u32,
     /// Bytes of records handed on to the trace.
@@ -137,8 +139,10 @@ impl TraceSource {
         // execve until they are attached).
         let layout = fsprof_core::BucketLayout::new(opts.user.resolution);
         let (attaching, mapped_note) = attach_mapped(&layout);
+        let mut user = UserSource::new(&opts.user)?;
+        user.hold_trace_windows();
         let source = TraceSource {
-            user: UserSource::new(&opts.user)?,
+            user,
             data: opts.data,
             output: opts.output,
             force: opts.force,
@@ -178,7 +182,7 @@ impl TraceSource {
         if let Some(m) = self.mapped.as_mut() {
             m.drain();
         }
-        self.find_chunks();
+        self.find_chunks(all);
         let pending: u64 = self.live.values().map(|l| l.chunk.committed_now()).sum();
         self.peak_pending = self.peak_pending.max(pending);
         let seqs: Vec<u64> = self.live.keys().copied().collect();
@@ -205,8 +209,10 @@ impl TraceSource {
         }
     }
 
-    /// Opens the chunk files that appeared since the last harvest.
-    fn find_chunks(&mut self) {
+    /// Opens the chunks that appeared since the last harvest: files, and
+    /// windows in the blocks processes took (in every block when `every`:
+    /// at the end, when the run has given every block back).
+    fn find_chunks(&mut self, every: bool) {
         let dir = self.user.run_dir().to_path_buf();
         let Ok(rd) = std::fs::read_dir(&dir) else {
             return;
@@ -235,7 +241,7 @@ impl TraceSource {
                     let info = chunk.info;
                     let e = self.newest_image.entry(info.pid).or_insert(info.proc_seq);
                     *e = (*e).max(info.proc_seq);
-                    found.push((seq, path, chunk));
+                    found.push((seq, Some(path), chunk));
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -244,6 +250,7 @@ impl TraceSource {
                 }
             }
         }
+        self.find_windows(every, &mut found);
         // After every new chunk was seen: a process image is known to be
         // gone once a newer one of its pid has written a chunk.
         for (seq, path, chunk) in found {
@@ -251,10 +258,46 @@ impl TraceSource {
         }
     }
 
-    /// Starts harvesting a chunk file just opened: read as it is when
-    /// nothing writes it any more (most short processes' only chunk, found
-    /// after they exited), else watched through a mapping of its header.
-    fn take_chunk(&mut self, seq: u64, path: PathBuf, mut chunk: chunks::Chunk) {
+    /// Adds to `found` the windows of arena blocks (`shim/trace_abi.h`,
+    /// FSPROF_TWIN_SIZE) that hold a chunk not being harvested yet: of the
+    /// blocks taken, or of every block when `every`.
+    fn find_windows(&mut self, every: bool, found: &mut Vec<Found>) {
+        let Some(a) = self.user.arena() else {
+            return;
+        };
+        let (map, file) = a.shared();
+        let blocks: Vec<u32> = match every {
+            true => (0..a.reserved()).collect(),
+            false => a.taken().iter().map(|t| t.block).collect(),
+        };
+        for k in blocks {
+            let base = a.window(k);
+            if map.u64_acquire_at(base) != tabi::TCHUNK_MAGIC
+                || self.live.contains_key(&map.u64_at(base + WINDOW_SEQ))
+            {
+                continue;
+            }
+            match chunks::open_window(&file, &map, base, tabi::TWIN_SIZE) {
+                Ok(Some(chunk)) => {
+                    let info = chunk.info;
+                    let e = self.newest_image.entry(info.pid).or_insert(info.proc_seq);
+                    *e = (*e).max(info.proc_seq);
+                    found.push((chunk.seq, None, chunk));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.notes.push(format!("skipped a trace chunk: {e}"));
+                    // Its block can be taken back.
+                    map.zero(base, tabi::TCHUNK_HDR);
+                }
+            }
+        }
+    }
+
+    /// Starts harvesting a chunk just opened: read as it is when nothing
+    /// writes it any more (most short processes' only chunk, found after
+    /// they exited), else watched through a mapping of its header.
+    fn take_chunk(&mut self, seq: u64, path: Option<PathBuf>, mut chunk: chunks::Chunk) {
         let info = chunk.info;
         let settled = chunk.sealed_now() || self.image_gone(&info);
         // Read again after it was found done: now the counts are final.
@@ -263,9 +306,11 @@ impl TraceSource {
             false => chunk.watch(),
         };
         if let Err(e) = ready {
-            self.notes
-                .push(format!("skipped a trace chunk: {}: {e}", path.display()));
-            let _ = std::fs::remove_file(&path);
+            let at = path
+                .as_ref()
+                .map_or("a window".into(), |p| p.display().to_string());
+            self.notes.push(format!("skipped a trace chunk: {at}: {e}"));
+            discard(&chunk, path.as_deref());
             return;
         }
         let next = self.streams.len() as u32 + 1;
@@ -373,14 +418,14 @@ impl TraceSource {
             // shim, whose next chunk then costs no page allocation.
             let idle = sealed || gone || l.settled;
             let slot = (0..tabi::TFREE_SLOTS).find(|k| self.slots_taken & (1 << k) == 0);
-            let handed = match slot {
-                Some(k) if idle && failed.is_none() => recycle(&l.chunk, &l.path, k),
+            let handed = match (slot, &l.path) {
+                (Some(k), Some(path)) if idle && failed.is_none() => recycle(&l.chunk, path, k),
                 _ => false,
             };
             if let (true, Some(k)) = (handed, slot) {
                 self.slots_taken |= 1 << k;
             } else {
-                let _ = std::fs::remove_file(&l.path);
+                discard(&l.chunk, l.path.as_deref());
             }
             self.live.remove(&seq);
         }
@@ -418,6 +463,27 @@ fn recycle(chunk: &chunks::Chunk, path: &std::path::Path, k: u64) -> bool {
     let free = path.with_file_name(format!("{}{k}", tabi::TFREE_PREFIX));
     chunk.clear_header().is_ok() && std::fs::rename(path, free).is_ok()
 }
+
+/// Lets a chunk go whose records are in the trace (or that is corrupt): a
+/// file is deleted; a window's header is zeroed, and with it the magic
+/// that keeps `fsprof run` from taking its block back.
+fn discard(chunk: &chunks::Chunk, path: Option<&std::path::Path>) {
+    match path {
+        Some(p) => {
+            let _ = std::fs::remove_file(p);
+        }
+        None => {
+            let _ = chunk.clear_header();
+        }
+    }
+}
+
+/// A chunk just found: its sequence number, its file (None: a window),
+/// and the chunk.
+type Found = (u64, Option<PathBuf>, chunks::Chunk);
+
+/// The chunk header's sequence number, read before a window is opened.
+const WINDOW_SEQ: usize = std::mem::offset_of!(tabi::ChunkHeader, seq);
 
 /// The free slot a run directory entry is, if it is one (`f0` ..).
 fn free_slot(name: &str) -> Option<u64> {

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::rc::Rc;
 
 use fsprof_core::ops::libc::OPS;
 use fsprof_core::ops::Role;
@@ -43,17 +44,26 @@ pub struct ChunkInfo {
     pub dropped: u64,
 }
 
-/// An open chunk file and what its header said when it was opened.
+/// An open chunk and what its header said when it was opened: a chunk
+/// file, or a process image's window in its arena block (`shim/trace_abi.h`,
+/// FSPROF_TWIN_SIZE), read through the control file.
 pub struct Chunk {
-    file: File,
+    file: Rc<File>,
+    /// Where the chunk starts in `file`.
+    base: u64,
+    /// A mapping that holds the header already (a window's: the arena's)
+    /// and the header's offset in it.
+    mapped: Option<(Rc<SharedMap>, usize)>,
     /// The header, mapped while the chunk's thread may still write it (its
     /// words are then loaded atomically); `None` for a chunk read as it is,
     /// whose header words [`Chunk::settle`] reads with the file's bytes.
-    header: Option<SharedMap>,
+    header: Option<(Rc<SharedMap>, usize)>,
     /// The header's words as last read from the file.
     words: [u8; t::TCHUNK_HDR],
     cap: u64,
     pub info: ChunkInfo,
+    /// Orders a thread's chunks (a file's name says it too).
+    pub seq: u64,
 }
 
 const COMMITTED: usize = std::mem::offset_of!(ChunkHeader, committed);
@@ -65,7 +75,7 @@ impl Chunk {
     /// last read for a chunk that is not mapped.
     pub fn committed_now(&self) -> u64 {
         match &self.header {
-            Some(m) => m.u64_acquire_at(COMMITTED),
+            Some((m, at)) => m.u64_acquire_at(at + COMMITTED),
             None => le_u64(&self.words[COMMITTED..]),
         }
     }
@@ -74,7 +84,7 @@ impl Chunk {
     /// no room for its next one.
     pub fn dropped_after_now(&self) -> u64 {
         match &self.header {
-            Some(m) => m.u64_acquire_at(DROPPED_AFTER),
+            Some((m, at)) => m.u64_acquire_at(at + DROPPED_AFTER),
             None => le_u64(&self.words[DROPPED_AFTER..]),
         }
     }
@@ -83,7 +93,7 @@ impl Chunk {
     /// [`Chunk::committed_now`] says next is final.
     pub fn sealed_now(&self) -> bool {
         let v = match &self.header {
-            Some(m) => m.u32_at(SEALED),
+            Some((m, at)) => m.u32_at(at + SEALED),
             None => u32::from_ne_bytes(self.words[SEALED..SEALED + 4].try_into().unwrap()),
         };
         v == 1
@@ -94,7 +104,10 @@ impl Chunk {
     /// thread makes while they are read.
     pub fn watch(&mut self) -> io::Result<()> {
         if self.header.is_none() {
-            self.header = Some(SharedMap::new(&self.file, t::TCHUNK_HDR)?);
+            self.header = match &self.mapped {
+                Some(m) => Some(m.clone()),
+                None => Some((Rc::new(SharedMap::new(&self.file, t::TCHUNK_HDR)?), 0)),
+            };
         }
         Ok(())
     }
@@ -106,7 +119,7 @@ impl Chunk {
     /// than the records (an unmap also interrupts the other CPUs).
     pub fn settle(&mut self) -> io::Result<()> {
         self.header = None;
-        self.file.read_exact_at(&mut self.words, 0)
+        self.file.read_exact_at(&mut self.words, self.base)
     }
 
     /// Reads the complete records from byte `from` to `to` (a committed
@@ -122,14 +135,15 @@ impl Chunk {
             ));
         }
         body.resize((to - from) as usize, 0);
-        self.file.read_exact_at(body, t::TCHUNK_HDR as u64 + from)
+        self.file
+            .read_exact_at(body, self.base + t::TCHUNK_HDR as u64 + from)
     }
 
     /// Zeroes the header (through the descriptor the chunk was opened by,
     /// never by its name again), so that the file is not taken for a chunk
     /// with records until a thread has written a new header into it.
     pub fn clear_header(&self) -> io::Result<()> {
-        self.file.write_all_at(&[0u8; t::TCHUNK_HDR], 0)
+        self.file.write_all_at(&[0u8; t::TCHUNK_HDR], self.base)
     }
 }
 
@@ -140,10 +154,14 @@ impl Chunk {
 /// order, though, so one that saw the magic but not yet the fields with it
 /// (a recycled file's are zeros until then) is read again; a header that
 /// stays inconsistent is corrupt, and returned for the caller to refuse.
-fn read_header(file: &File, len: usize) -> io::Result<Option<([u8; t::TCHUNK_HDR], ChunkHeader)>> {
+fn read_header(
+    file: &File,
+    base: u64,
+    len: usize,
+) -> io::Result<Option<([u8; t::TCHUNK_HDR], ChunkHeader)>> {
     let mut words = [0u8; t::TCHUNK_HDR];
     for _ in 0..3 {
-        file.read_exact_at(&mut words, 0)?;
+        file.read_exact_at(&mut words, base)?;
         if le_u64(&words) != t::TCHUNK_MAGIC {
             return Ok(None);
         }
@@ -193,31 +211,70 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     if len < t::TCHUNK_HDR {
         return Ok(None);
     }
-    let Some((words, h)) = read_header(&file, len)? else {
+    let Some((words, h)) = read_header(&file, 0, len)? else {
         return Ok(None);
     };
+    let chunk = checked(Rc::new(file), 0, None, len, words, h).map_err(|e| bad(&e))?;
+    Ok(Some(chunk))
+}
+
+/// The chunk in a process image's window, `len` bytes at `base` of the
+/// control file `file`, which `map` maps whole; `Ok(None)` if it holds no
+/// chunk (yet, or any more). A window's header says its size as a file's
+/// does.
+pub fn open_window(
+    file: &Rc<File>,
+    map: &Rc<SharedMap>,
+    base: usize,
+    len: usize,
+) -> io::Result<Option<Chunk>> {
+    let Some((words, h)) = read_header(file, base as u64, len)? else {
+        return Ok(None);
+    };
+    let mapped = Some((map.clone(), base));
+    let chunk = checked(file.clone(), base as u64, mapped, len, words, h).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the window at {base} of the control file: {e}"),
+        )
+    })?;
+    Ok(Some(chunk))
+}
+
+/// A chunk of `len` bytes whose header is `h` (`words`), if the header
+/// fits it.
+fn checked(
+    file: Rc<File>,
+    base: u64,
+    mapped: Option<(Rc<SharedMap>, usize)>,
+    len: usize,
+    words: [u8; t::TCHUNK_HDR],
+    h: ChunkHeader,
+) -> Result<Chunk, String> {
     if h.abi_version != t::TRACE_ABI_VERSION || h.hdr_size as usize != t::TCHUNK_HDR {
-        return Err(bad("not a trace chunk of this fsprof version"));
+        return Err("not a trace chunk of this fsprof version".into());
     }
     // The committed count is not checked here: the thread may be storing
     // it while it is copied. `read` checks what is read against the size.
     if h.size != len as u64 {
-        return Err(bad("chunk header disagrees with the file's size"));
+        return Err("chunk header disagrees with the file's size".into());
     }
-    let cap = len - t::TCHUNK_HDR;
     let info = ChunkInfo {
         proc_seq: h.proc_seq,
         pid: h.pid,
         tid: h.tid,
         dropped: h.dropped,
     };
-    Ok(Some(Chunk {
+    Ok(Chunk {
         file,
+        base,
+        mapped,
         header: None,
         words,
-        cap: cap as u64,
+        cap: (len - t::TCHUNK_HDR) as u64,
         info,
-    }))
+        seq: h.seq,
+    })
 }
 
 fn le_u64(b: &[u8]) -> u64 {

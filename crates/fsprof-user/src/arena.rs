@@ -20,8 +20,10 @@ use std::fs::File;
 use std::io;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
+use std::rc::Rc;
 
 use fsprof_shim::abi::{self, ControlHeader, ProcHeader};
+use fsprof_shim::trace_abi as tabi;
 use fsprof_sys::mmap::SharedMap;
 
 use crate::written::Written;
@@ -62,8 +64,9 @@ pub struct Taken {
 }
 
 pub struct Arena {
-    map: SharedMap,
-    file: File,
+    /// Shared with `fsprof trace`'s reader of the blocks' windows.
+    map: Rc<SharedMap>,
+    file: Rc<File>,
     max_blocks: u32,
     /// Blocks the file holds (reserved).
     reserved: u32,
@@ -87,8 +90,8 @@ impl Arena {
     pub fn new(file: &File, max_blocks: u32) -> io::Result<Arena> {
         let len = abi::ARENA_OFF + max_blocks as usize * abi::FIRST_CHUNK;
         Ok(Arena {
-            map: SharedMap::new_writable(file, len)?,
-            file: file.try_clone()?,
+            map: Rc::new(SharedMap::new_writable(file, len)?),
+            file: Rc::new(file.try_clone()?),
             max_blocks,
             reserved: 0,
             free: Vec::new(),
@@ -177,6 +180,32 @@ impl Arena {
         self.reserved += n;
         self.free.extend((first + 1..self.reserved).rev());
         Some(first)
+    }
+
+    /// The arena's mapping and the control file it maps, for `fsprof
+    /// trace`'s reader of the blocks' windows.
+    pub fn shared(&self) -> (Rc<SharedMap>, Rc<File>) {
+        (self.map.clone(), self.file.clone())
+    }
+
+    /// Blocks reserved so far (numbered from 0).
+    pub fn reserved(&self) -> u32 {
+        self.reserved
+    }
+
+    /// Where block `k`'s trace window starts, in the mapping and the file
+    /// (`shim/trace_abi.h`, FSPROF_TWIN_SIZE: the block's last bytes).
+    pub fn window(&self, k: u32) -> usize {
+        self.block(k).1 + abi::FIRST_CHUNK - tabi::TWIN_SIZE
+    }
+
+    /// Whether block `k`'s window holds a trace chunk `fsprof trace` has
+    /// not finished reading (it zeroes the chunk's magic once it has): its
+    /// block is not taken back before, while the run is active. What the
+    /// process wrote decides only when its block comes back, never whether
+    /// fsprof reads out of bounds.
+    pub fn window_busy(&self, k: u32) -> bool {
+        !self.ended() && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
     }
 
     /// The blocks processes have taken and not given back.

@@ -50,6 +50,9 @@ pub struct Collector {
     next_blocks_ns: u64,
     /// What of the block being folded its process may have written.
     written: Box<Written>,
+    /// `fsprof trace` reads process images' first chunks in their blocks:
+    /// a block is taken back only once that is done.
+    hold_windows: bool,
     pub notes: Vec<String>,
 }
 
@@ -78,12 +81,27 @@ impl Collector {
             next_harvest_ns: 0,
             next_blocks_ns: 0,
             written: Box::default(),
+            hold_windows: false,
             notes: Vec::new(),
         }
     }
 
     pub fn dir(&self) -> &RunDir {
         &self.dir
+    }
+
+    /// Blocks whose trace window is still being read are not taken back
+    /// ([`crate::arena::Arena::window_busy`]).
+    pub fn hold_trace_windows(&mut self) {
+        self.hold_windows = true;
+    }
+
+    /// Whether `p`'s block must wait for `fsprof trace`.
+    fn held(&self, p: &Pool) -> bool {
+        match (&p.at, self.dir.arena()) {
+            (Place::Block { block, .. }, Some(a)) => self.hold_windows && a.window_busy(*block),
+            _ => false,
+        }
     }
 
     /// Tops up the arena's offers; every [`BLOCKS_NS`] and
@@ -135,7 +153,7 @@ impl Collector {
             // zombie counts as alive (harmless: it is harvested once
             // reaped); a pid reused by an unrelated process only delays
             // the harvest.
-            if newest[&p.pid] <= p.seq && pid_exists(p.pid) {
+            if (newest[&p.pid] <= p.seq && pid_exists(p.pid)) || self.held(&p) {
                 live.push(p);
                 continue;
             }

@@ -3,7 +3,7 @@
 //! is a [`fsprof_capture::Source`] ([`UserSource`]); the capture loop,
 //! the launcher and the profile's metadata are fsprof-capture's.
 
-mod arena;
+pub mod arena;
 pub mod clock;
 mod collector;
 mod notes;

@@ -90,6 +90,17 @@ impl UserSource {
     }
 
     /// The clock the shim times with.
+    /// The arena of blocks processes take (None: it could not be mapped).
+    pub fn arena(&self) -> Option<&crate::arena::Arena> {
+        self.collector.dir().arena()
+    }
+
+    /// For `fsprof trace`: blocks are taken back only once their trace
+    /// windows are read.
+    pub fn hold_trace_windows(&mut self) {
+        self.collector.hold_trace_windows();
+    }
+
     pub fn clock(&self) -> &ClockParams {
         &self.clock
     }

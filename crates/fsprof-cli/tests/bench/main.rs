@@ -3,6 +3,7 @@
 //! `fsprof compare` on two bench results judges phases by their intervals,
 //! and a sweep's plot marks the CPU caches sysfs lists.
 
+mod per_process_bench;
 mod slow_runs;
 
 use std::path::Path;

@@ -20,7 +20,7 @@ fn trace_calls(dir: &Path, data: &str, args: &[&str]) -> (std::process::Output, 
     (o, out)
 }
 
-fn records(
+pub(crate) fn records(
     path: &Path,
 ) -> (
     Vec<ProcessInfo>,

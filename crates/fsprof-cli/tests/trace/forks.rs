@@ -4,9 +4,10 @@
 //! hands back a chunk once it has its records) for as long as the child
 //! runs.
 
-/// Makes a traced call (its chunk), forks; the child makes one of its own
-/// (reading its maps) and prints how many chunk files (`t<seq>` or a free
-/// slot `f<k>` of the run directory) it has mapped.
+/// Makes enough traced calls that its records outgrow its window (a
+/// process image's first chunk, in its arena block) into a chunk file,
+/// forks; the child does the same and prints how many chunk files
+/// (`t<seq>` or a free slot `f<k>` of the run directory) it has mapped.
 const FORKER: &str = r#"#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,11 +23,17 @@ static int is_chunk(const char *line) {
     while (base[1 + digits] >= '0' && base[1 + digits] <= '9') digits++;
     return digits > 0 && (base[1 + digits] == '\n' || base[1 + digits] == ' ');
 }
+static void outgrow_the_window(void) {
+    for (int i = 0; i < 400; i++) {
+        int fd = open("/etc/hostname", O_RDONLY);
+        close(fd);
+    }
+}
 int main(void) {
-    int fd = open("/etc/hostname", O_RDONLY);
-    close(fd);
+    outgrow_the_window();
     pid_t k = fork();
     if (k == 0) {
+        outgrow_the_window();
         FILE *f = fopen("/proc/self/maps", "r");
         char line[8192];
         int n = 0;

@@ -10,6 +10,7 @@ mod followed;
 mod forks;
 mod import;
 mod inherited;
+mod window;
 
 /// `fsprof trace -f -o dir/t.trace -- PROGRAM` in `dir`, PROGRAM compiled
 /// there from `code` first; it succeeded. Its output and the trace.

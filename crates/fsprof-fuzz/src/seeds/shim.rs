@@ -108,7 +108,8 @@ pub fn chunk_files() -> Vec<Vec<u8>> {
             size: size as u64,
             dropped: 0,
             dropped_after: 0,
-            reserved: [0; 7],
+            seq: 0,
+            reserved: [0; 6],
         });
         f.resize(TCHUNK_HDR, 0);
         f.extend_from_slice(&body);

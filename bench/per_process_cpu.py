@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""What fsprof adds per short process, in CPU time, page faults and system
+calls, with the variants interleaved a few milliseconds apart (issue 27).
+
+bench/per_process.py times whole workloads of one to two seconds in
+rounds: on this 2-vCPU VM a round moves by 5-15% (the machine runs several
+times slower for 6-90 ms every few seconds, docs/analysis.md), which is
++-30-60 us a process, more than an empty preloaded library adds. Here the
+unit is a short sample of the same workload (a loop of a few `cat`s, ~5
+ms), and a round runs every variant once, shuffled, one after the other:
+a slow stretch of the machine falls on one or two samples of a round, not
+on one variant's whole run, and the median over hundreds of rounds of
+each variant's paired difference to bare leaves those out.
+
+Workloads (--only): loop (a shell loop of --loop cats), xargs (the
+pipeline of bench/per_process.py, whole: ~200 ms a sample, so an eighth of
+the rounds), xargs-short (the same pipeline over 33 headers: 9 `wc`s,
+~15 ms), cat (one `cat` started directly: one process image, no shell).
+
+Every sample is started by a driver (this script, --driver) that runs
+under `fsprof run`: it starts the sample with the environment of the
+variant, so that one run serves every variant:
+
+  bare          LD_PRELOAD and FSPROF_SHM removed
+  empty.so      an empty library preloaded (the floor of any preload
+                profiler), FSPROF_SHM removed
+  shim, no run  fsprof's shim preloaded, FSPROF_SHM removed: the library's
+                load and constructor, nothing set up
+  fsprof run    the run's own environment: the shim records every call
+  fsprof run (other)
+                the same under --other's `fsprof run` (a second driver),
+                in the same rounds. Two collectors differ in more than
+                their build (their CPU, their caches), which the bootstrap
+                does not resample: a build against itself has read -9 to
+                +11 us/proc at load 10-13, so read a difference between
+                builds under +-10 us a process as none
+
+A sample's CPU time is its whole tree's (user + system, from wait4: the
+kernel's sum_exec_runtime, not ticks) plus fsprof's own CPU from the
+sample's start until the next (the sum over fsprof's threads of
+/proc/PID/task/*/schedstat, after a settle of --settle ms: fsprof folds
+ended processes' blocks every 5 ms, on the other CPU). Every variant pays
+fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
+each process's block, which is the run's cost too.
+
+--preload NAME=PATH adds a variant with another library preloaded in the
+shim's place (a shim linked another way, a library that does one part of
+the shim's work), outside a run, or under this build's run with ",run"
+(the library must then share the run's ABI).
+
+Printed per variant: added CPU us a process over bare (median of the
+rounds' paired differences, 95% bootstrap interval), added page faults a
+process (ru_minflt), and "fsprof run / empty.so added" with its interval
+from resampling whole rounds (the target: at most 2x). --counts adds
+system calls a process (perf stat -e raw_syscalls:sys_enter over the
+whole workload, fsprof included), which do not vary from run to run.
+
+usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
+          [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
+          [--settle MS] [--counts] [--fifo]
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import per_process  # noqa: E402
+
+RUN_ENV = "FSPROF_SHM"
+# The pipeline of bench/per_process.py over 33 headers, not 950: 9 `wc`s, a
+# sample of ~15 ms that interleaves as finely as the loop's (the whole
+# pipeline, ~200 ms a sample, left the empty library unresolved in 37
+# rounds, and a build against itself at +23 us/proc [+5, +71]).
+XARGS_SHORT = "find /usr/include/linux/tc_act /usr/include/linux/usb -name '*.h' | xargs -n4 wc -c >/dev/null"
+
+
+def tree_cpu_ns(pid):
+    """CPU time of every thread of pid so far, ns (schedstat's first field)."""
+    total = 0
+    for p in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(p) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended between the listing and the read
+    return total
+
+
+def driver():
+    """Runs samples on request, one JSON line in, one out: the child tree's
+    CPU us and minor faults (wait4), wall us, and fsprof's CPU us from the
+    sample's start until after the settle."""
+    fsprof = os.getppid()
+    base = dict(os.environ)
+    # A sample's output goes nowhere: this process's stdout is the reply pipe.
+    quiet = [(os.POSIX_SPAWN_DUP2, os.open(os.devnull, os.O_WRONLY), 1)]
+    for line in sys.stdin:
+        req = json.loads(line)
+        env = dict(base)
+        for k in req["unset"]:
+            env.pop(k, None)
+        env.update(req["set"])
+        argv = req["argv"]
+        f0 = tree_cpu_ns(fsprof)
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=quiet)
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.perf_counter() - t0
+        time.sleep(req["settle"])
+        fs = tree_cpu_ns(fsprof) - f0
+        out = {
+            "ok": status == 0,
+            "cpu": (ru.ru_utime + ru.ru_stime) * 1e6,
+            "minflt": ru.ru_minflt,
+            "wall": wall * 1e6,
+            "fsprof": fs / 1e3,
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+class Driver:
+    """A driver process under one build's `fsprof run`."""
+
+    def __init__(self, fsprof, tmp, tag, fifo):
+        pre = ["chrt", "-f", "50"] if fifo else []
+        argv = pre + [fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, f"driver{tag}.json"), "--",
+                      sys.executable, os.path.abspath(__file__), "--driver"]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+
+    def sample(self, argv, set_env, unset, settle):
+        req = {"argv": argv, "set": set_env, "unset": unset, "settle": settle}
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            sys.exit("the driver under fsprof run ended")
+        out = json.loads(line)
+        if not out["ok"]:
+            sys.exit(f"failed: {' '.join(argv)} ({set_env}, without {unset})")
+        return out
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def variants(args, tmp):
+    """name -> (driver tag, environment set, environment removed); a tag
+    of None: any driver (the variant does not use the run)."""
+    empty = os.path.join(tmp, "empty.so")
+    shim = per_process.installed_shim(args.fsprof, tmp)
+    both = ["LD_PRELOAD", RUN_ENV]
+    out = {
+        "bare": (None, {}, both),
+        "empty.so": (None, {"LD_PRELOAD": empty}, [RUN_ENV]),
+        "shim, no run": (None, {"LD_PRELOAD": shim}, [RUN_ENV]),
+        "fsprof run": ("", {}, []),
+    }
+    for spec in args.preload:
+        # Another library in the shim's place, outside a run or (",run")
+        # under this build's run: what a part of the shim's cost is.
+        name, _, path = spec.partition("=")
+        path, _, mode = path.partition(",")
+        if mode == "run":
+            out[name] = ("", {"LD_PRELOAD": os.path.abspath(path)}, [])
+        else:
+            out[name] = (None, {"LD_PRELOAD": os.path.abspath(path)}, [RUN_ENV])
+    if args.other:
+        out["fsprof run (other)"] = ("other", {}, [])
+        if args.other_shim:
+            other = per_process.installed_shim(args.other, tmp)
+            out["shim, no run (other)"] = (None, {"LD_PRELOAD": other}, [RUN_ENV])
+    return out
+
+
+def boot_interval(stat, n, rng, boot=per_process.BOOT):
+    """95% interval of stat(round indices), rounds resampled whole."""
+    vals = sorted(stat(rng.choices(range(n), k=n)) for _ in range(boot))
+    return vals[int(0.025 * boot)], vals[int(0.975 * boot) - 1]
+
+
+def cpu(r):
+    """A sample's CPU us: its tree's and fsprof's around it."""
+    return r["cpu"] + r["fsprof"]
+
+
+def added(res, k, nproc, idx, key=cpu):
+    """Median over the rounds idx of variant k's difference to bare in
+    the same round, per process."""
+    return statistics.median((key(res[k][i]) - key(res["bare"][i])) / nproc for i in idx)
+
+
+def quotient(res, num, den, nproc, rng):
+    """(added(num) / added(den), 95% interval) with rounds resampled
+    whole, or None when den's own interval reaches 0: no quotient is
+    resolved then."""
+    n = len(res["bare"])
+    lo_d, _ = boot_interval(lambda idx: added(res, den, nproc, idx), n, rng)
+    if lo_d <= 0:
+        return None
+
+    def q(idx):
+        d = added(res, den, nproc, idx)
+        return added(res, num, nproc, idx) / d if d > 0 else float("inf")
+    lo, hi = boot_interval(q, n, rng)
+    return q(range(n)), lo, hi
+
+
+def quotient_text(res, num, den, nproc, rng):
+    r = quotient(res, num, den, nproc, rng)
+    if r is None:
+        return f"not resolved ({den}'s interval reaches 0)"
+    return f"{r[0]:5.2f}x [{r[1]:.2f}, {r[2]:.2f}]"
+
+
+def report(name, nproc, res, rng, pair=()):
+    n = len(res["bare"])
+    med = statistics.median
+    every = range(n)
+    print(f"\n## {name}: {nproc} processes a sample, {n} rounds")
+    print(f"{'variant':<24} {'cpu us':>9} {'fsprof us':>9} {'faults':>7}"
+          f"  {'added cpu us/proc [95% CI]':>30}  {'added faults/proc':>17}  {'wall us':>9}")
+    for k in res:
+        c = med(cpu(r) for r in res[k])
+        fs = med(r["fsprof"] for r in res[k])
+        fl = med(r["minflt"] for r in res[k])
+        w = med(r["wall"] for r in res[k])
+        line = f"{k:<24} {c:9.0f} {fs:9.0f} {fl:7.0f}"
+        if k != "bare":
+            a = added(res, k, nproc, every)
+            lo, hi = boot_interval(lambda idx, k=k: added(res, k, nproc, idx), n, rng)
+            f = added(res, k, nproc, every, key=lambda r: r["minflt"])
+            line += f"  {a:+9.1f} [{lo:+7.1f}, {hi:+7.1f}]  {f:+17.2f}"
+        else:
+            line += " " * 51
+        print(line + f"  {w:9.0f}")
+    for k in res:
+        if k.startswith("fsprof run"):
+            print(f"{k + ' / empty.so added':<40} cpu {quotient_text(res, k, 'empty.so', nproc, rng)}"
+                  "  (target <= 2x)")
+    if "shim, no run" in res:
+        print(f"{'shim, no run / empty.so added':<40} cpu "
+              f"{quotient_text(res, 'shim, no run', 'empty.so', nproc, rng)}")
+    pairs = [("fsprof run", "fsprof run (other)")] + pair
+    for a, b in pairs:
+        if a not in res or b not in res:
+            continue
+
+        def diff(idx, a=a, b=b):
+            return med((cpu(res[a][i]) - cpu(res[b][i])) / nproc for i in idx)
+        lo, hi = boot_interval(diff, n, rng)
+        print(f"{a + ' - ' + b:<40} cpu {diff(every):+.1f} us/proc [{lo:+.1f}, {hi:+.1f}]"
+              "  (paired by round)")
+
+
+def self_test():
+    """The quotient on made-up rounds: resolved, with an interval around
+    the true quotient, when the empty library's cost stands out of the
+    noise; "not resolved" when it does not."""
+    rng = random.Random(5)
+
+    def rounds(extra, noise, n=200):
+        out = []
+        for _ in range(n):
+            out.append({"cpu": 1000 + rng.gauss(0, noise) + extra, "fsprof": 0.0})
+        return out
+    # 40 us / 120 us added to a 1 ms sample of 1 process (3x), every
+    # variant of a round slowed alike by the machine.
+    slow = [rng.gauss(0, 100) for _ in range(200)]
+    res = {k: [{"cpu": 1000 + s + extra + rng.gauss(0, 5), "fsprof": 0.0} for s in slow]
+           for k, extra in (("bare", 0), ("empty.so", 40), ("fsprof run", 120))}
+    q = quotient(res, "fsprof run", "empty.so", 1, random.Random(27))
+    assert q is not None and q[1] < 3.0 < q[2] and q[1] > 2.0, q
+    # The empty library adds nothing: no quotient.
+    res["empty.so"] = [{"cpu": 1000 + s + rng.gauss(0, 5), "fsprof": 0.0} for s in slow]
+    assert quotient(res, "fsprof run", "empty.so", 1, random.Random(27)) is None
+    # Noise of its own, ten times the effect: not resolved either.
+    res["empty.so"] = rounds(40, 400, n=200)
+    assert quotient(res, "fsprof run", "empty.so", 1, random.Random(27)) is None
+    print("self-test passed")
+
+
+def counts(args, tmp, shell, vs, nproc_full):
+    """System calls, page faults and task-clock a process over the whole
+    workload (fsprof included), each variant once: counts vary little."""
+    print(f"\n# perf stat -e raw_syscalls:sys_enter,page-faults,task-clock, whole workload "
+          f"({nproc_full} processes), fsprof included")
+    print(f"{'variant':<24} {'syscalls/proc':>14} {'faults/proc':>12} {'task-clock us/proc':>19}")
+    empty = os.path.join(tmp, "empty.so")
+    shim = per_process.installed_shim(args.fsprof, tmp)
+    cmd = ["bash", "-c", shell]
+    runs = {
+        "bare": (cmd, {}),
+        "empty.so": (cmd, {"LD_PRELOAD": empty}),
+        "shim, no run": (cmd, {"LD_PRELOAD": shim}),
+        "fsprof run": ([args.fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, "c.json"), "--"] + cmd, {}),
+    }
+    if args.other:
+        runs["fsprof run (other)"] = (
+            [args.other, "run", "-q", "-f", "-o", os.path.join(tmp, "c.json"), "--"] + cmd, {})
+    for k, (argv, env) in runs.items():
+        e = {x: y for x, y in os.environ.items() if x not in ("LD_PRELOAD", RUN_ENV)}
+        e.update(env)
+        out = os.path.join(tmp, "perf.txt")
+        subprocess.run(["perf", "stat", "-x,", "-o", out, "-e",
+                        "raw_syscalls:sys_enter,page-faults,task-clock", "--"] + argv,
+                       env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        vals = {}
+        for line in open(out):
+            f = line.strip().split(",")
+            if len(f) > 2 and f[0] and f[0][0].isdigit():
+                vals[f[2]] = float(f[0])
+        print(f"{k:<24} {vals['raw_syscalls:sys_enter'] / nproc_full:14.1f} "
+              f"{vals['page-faults'] / nproc_full:12.1f} {vals['task-clock'] * 1e3 / nproc_full:19.1f}")
+
+
+def sample_argv(name, k, bash):
+    """The command of one sample: a loop of k cats, the xargs pipeline,
+    or one `cat` started directly (one image, no shell: the cost of a
+    process image alone)."""
+    if name == "cat":
+        return [shutil.which("cat"), "/etc/hostname"]
+    if name == "loop":
+        return [bash, "-c", f"for i in $(seq {k}); do cat /etc/hostname >/dev/null; done"]
+    if name == "xargs-short":
+        return [bash, "-c", XARGS_SHORT]
+    return [bash, "-c", per_process.workloads(k)[name]]
+
+
+def run_workload(args, tmp, name, drivers, vs, bash):
+    argv = sample_argv(name, args.loop, bash)
+    shell = " ".join(argv[2:]) if argv[0] == bash else " ".join(argv)
+    nproc = 1 if name == "cat" else per_process.processes(args.fsprof, tmp, argv[2])
+    settle = args.settle / 1e3
+    rounds = max(args.rounds // 8, 11) if name == "xargs" else args.rounds
+    order = list(vs)
+    for k in order:  # warm: page cache, the shims, the drivers' imports
+        tag, s, u = vs[k]
+        for t in drivers if tag is None else [tag]:
+            drivers[t].sample(argv, s, u, settle)
+    res = {k: [] for k in vs}
+    shuffle = random.Random(len(order))
+    tags = sorted(drivers)
+    for r in range(rounds):
+        shuffle.shuffle(order)
+        for k in order:
+            tag, s, u = vs[k]
+            # The variants outside a run take turns between the drivers,
+            # so that each fsprof sees the same mix of work around its
+            # run's samples (a null comparison, --other the same build,
+            # read +9 us/proc [+2, +16] with every one on the first).
+            if tag is None:
+                tag = tags[r % len(tags)]
+            res[k].append(drivers[tag].sample(argv, s, u, settle))
+    pair = [tuple(p.split(",", 1)) for p in args.pair]
+    report(f"{name}: {shell}", nproc, res, random.Random(27), pair)
+    if args.counts and name in ("loop", "xargs"):
+        full = per_process.workloads(1000)[name]
+        counts(args, tmp, full, vs, per_process.processes(args.fsprof, tmp, full))
+
+
+def main():
+    if "--driver" in sys.argv:
+        driver()
+        return
+    if "--self-test" in sys.argv:
+        self_test()
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=400, help="rounds of the loop (xargs: an eighth, at least 11)")
+    ap.add_argument("--loop", type=int, default=4, help="cats in a loop sample")
+    ap.add_argument("--only", default="loop,xargs", help="workloads: loop, xargs, xargs-short, cat")
+    ap.add_argument("--fsprof", default=os.path.join(per_process.ROOT, "target/release/fsprof"))
+    ap.add_argument("--other")
+    ap.add_argument("--other-shim", action="store_true", help="with --other: its shim loaded without a run too")
+    ap.add_argument("--preload", action="append", default=[], metavar="NAME=PATH[,run]",
+                    help="a variant with PATH preloaded instead, outside a run or under it (,run)")
+    ap.add_argument("--pair", action="append", default=[], metavar="A,B",
+                    help="also variant A minus variant B, paired by round")
+    ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
+    ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
+    ap.add_argument("--fifo", action="store_true")
+    args = ap.parse_args()
+    for f in [args.fsprof] + ([args.other] if args.other else []):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"{f} not found: cargo build --release")
+    if args.counts and not shutil.which("perf"):
+        sys.exit("--counts needs perf")
+    bash = shutil.which("bash")
+    tmp = tempfile.mkdtemp(prefix="fsprof-per-process-cpu-")
+    drivers = {}
+    try:
+        with open(os.path.join(tmp, "empty.c"), "w") as f:
+            f.write("void fsprof_bench_empty(void) {}\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", os.path.join(tmp, "empty.so"),
+                        os.path.join(tmp, "empty.c")], check=True)
+        vs = variants(args, tmp)
+        drivers[""] = Driver(args.fsprof, tmp, "", args.fifo)
+        if args.other:
+            drivers["other"] = Driver(args.other, tmp, "other", args.fifo)
+        load = open("/proc/loadavg").read().split()[:3]
+        ver = subprocess.run([args.fsprof, "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"# {ver}" + (f"; other: {args.other}" if args.other else ""))
+        print(f"# samples interleaved by round (every variant once a round, shuffled), medians of the "
+              f"rounds' differences to bare; load before {' '.join(load)}"
+              f"{', SCHED_FIFO' if args.fifo else ''}; settle {args.settle:g} ms")
+        for name in args.only.split(","):
+            run_workload(args, tmp, name, drivers, vs, bash)
+        print(f"\n# load after {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    finally:
+        for d in drivers.values():
+            d.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

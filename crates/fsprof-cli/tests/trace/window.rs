@@ -1,0 +1,65 @@
+//! A process image's first chunk is the window at the end of its arena
+//! block (`shim/trace_abi.h`, FSPROF_TWIN_SIZE): a short process makes no
+//! chunk file. One whose records outgrow the window goes on in a chunk
+//! file, and the trace holds every call of both, in order.
+
+/// Counts the chunk files (`t<seq>`) in the run directory (the path after
+/// FSPROF_SHM's third colon) after a few calls, and again after enough
+/// calls to outgrow the window; each open is of a numbered name, so that
+/// the trace shows the order.
+const OUTGROW: &str = r#"#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int chunk_files(void) {
+    const char *v = getenv("FSPROF_SHM");
+    for (int colons = 0; v && *v && colons < 3; v++) colons += *v == ':';
+    DIR *d = v ? opendir(v) : NULL;
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] == 't' && e->d_name[1] >= '0' && e->d_name[1] <= '9';
+    closedir(d);
+    return n;
+}
+static void opens(int from, int to) {
+    char name[64];
+    for (int i = from; i < to; i++) {
+        snprintf(name, sizeof name, "/etc/hostname-%d", i);
+        int fd = open(name, O_RDONLY);
+        if (fd >= 0) close(fd);
+    }
+}
+int main(void) {
+    opens(0, 3);
+    int before = chunk_files();
+    opens(3, 400);
+    int after = chunk_files();
+    printf("%d %d\n", before, after);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_short_process_makes_no_chunk_file_and_a_longer_one_goes_on_in_one() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, t) = crate::trace_source("outgrow", OUTGROW, d.path());
+    let counts = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // Chunk files before and after outgrowing the window.
+    assert_eq!(counts, "0 1");
+    let (_, calls, summary) = crate::capture::records(&t);
+    assert_eq!(summary.dropped, 0);
+    let opened: Vec<String> = calls
+        .iter()
+        .filter(|c| c.op.is("open"))
+        .filter_map(|c| c.path.as_ref())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .filter(|p| p.starts_with("/etc/hostname-"))
+        .collect();
+    let want: Vec<String> = (0..400).map(|i| format!("/etc/hostname-{i}")).collect();
+    assert_eq!(opened, want);
+}
