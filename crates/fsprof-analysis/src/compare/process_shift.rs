@@ -8,8 +8,8 @@
 //! moves every one, as one sample, by its full factor, while the layer's
 //! other ops, spread over the run's 138 other processes, barely move. The
 //! layer's shift does not take that out; the shell's own other calls
-//! (`opendir`, `closedir`, `stat`), made in the same milliseconds, moved by
-//! the same factor in every such run (25 of 25 single-run alarms of the
+//! (`opendir`, `closedir`, `stat`), made in the same milliseconds, moved
+//! the same way by a similar factor in every such run (23 of 23 `readdir` alarms of the
 //! many-process workload, docs/benchmarks/analysis.md). A slowdown of the
 //! op itself (a slower `readdir`) leaves them where they were, and still
 //! stands out.

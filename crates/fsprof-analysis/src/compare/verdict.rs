@@ -359,7 +359,7 @@ pub(super) fn judge(
 /// runs a side: not with one run a side. Short runs are moved whole by
 /// the machine they ran on: on the benchmarks' VM both vCPUs run 3–11×
 /// slower for 6–90 ms at a time, longer than a run of `ls -lR` or `cat`
-/// of the headers, and 20 of 1,080 pairs of identical single runs of
+/// of the headers, and 22 of 1,800 pairs of identical single runs of
 /// those (at idle) had every op 2.9–5.4× slower in one (p 0.001–0.015
 /// against the layers' assumed spread). No assumed spread tells that from
 /// a slower kernel without also hiding one 5× slower; two runs on a side
