@@ -29,7 +29,11 @@ variant, so that one run serves every variant:
   fsprof run    the run's own environment: the shim records every call
   fsprof run (other)
                 the same under --other's `fsprof run` (a second driver),
-                in the same rounds
+                in the same rounds. Two collectors differ in more than
+                their build (their CPU, their caches), which the bootstrap
+                does not resample: a build against itself has read -9 to
+                +11 us/proc at load 10-13, so read a difference between
+                builds under +-10 us a process as none
 
 A sample's CPU time is its whole tree's (user + system, from wait4: the
 kernel's sum_exec_runtime, not ticks) plus fsprof's own CPU from the

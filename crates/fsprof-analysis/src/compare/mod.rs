@@ -42,13 +42,14 @@ use crate::peaks::{find_peaks_with, Peak, PeakOptions};
 mod finding;
 mod method;
 mod peak_change;
+pub mod process_shift;
 mod runs;
 pub mod verdict;
 
 pub use finding::{Difference, Finding, Moved};
 pub use method::Method;
 pub use peak_change::{PeakChange, SeenPeak};
-pub use verdict::{judged_with, Check, Spread, TestKind};
+pub use verdict::{judged_with, layer_can_decide, Check, Spread, TestKind};
 
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
@@ -176,6 +177,10 @@ pub struct OpComparison {
     pub peak_changes: Vec<PeakChange>,
     /// The verdict's tests, in the order run (see [`verdict`]).
     pub checks: Vec<Check>,
+    /// The executable whose own shift the tests took out, when one process
+    /// made the op's calls ([`process_shift`]); else the layer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
 }
 
 impl OpComparison {
@@ -469,6 +474,7 @@ fn compare_op(
         peaks_b,
         peak_changes,
         checks: Vec::new(),
+        process: None,
     }
 }
 
