@@ -172,10 +172,10 @@ fn inherited_env(env: &[(OsString, OsString)]) -> Vec<*const libc::c_char> {
     // SAFETY: `environ` is the C library's NULL-terminated array of
     // NUL-terminated strings, read as `getenv` and std's `vars_os` read it.
     // fsprof never changes its own environment (`set_var` is called only
-    // by two tests, each the only one of its process to touch it), and the
-    // C library never frees an environment string, so the pointers stay
-    // valid until `execve` (in a forked child, in its own copy of the
-    // memory).
+    // in tests, on their own thread before they start anything; nextest
+    // runs each test in a process of its own), and the C library never
+    // frees an environment string, so the pointers stay valid until
+    // `execve` (in a forked child, in its own copy of the memory).
     unsafe {
         let mut at = environ;
         while !at.is_null() && !(*at).is_null() {
