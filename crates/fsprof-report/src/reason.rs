@@ -365,9 +365,9 @@ pub fn layer_shift(c: &Comparison, s: &fsprof_analysis::compare::LayerShift) -> 
     );
     if let Some(k) = &s.check {
         let verdict = test_verdict(c, k);
-        if !layer_can_decide(c.terms.runs_a, c.terms.runs_b) {
+        if !layer_can_decide(c.terms.runs_a, c.terms.runs_b, c.terms.shortest_run_ns) {
             line.push_str(&format!(
-                "; not judged with one run per side (p {}): a slower machine moves short runs whole",
+                "; not judged with one run per side (p {}): a slower machine moves runs under 1 s whole",
                 p_value(k.p_value)
             ));
         } else if s.decides() {

@@ -49,7 +49,7 @@ pub mod verdict;
 pub use finding::{Difference, Finding, Moved};
 pub use method::Method;
 pub use peak_change::{PeakChange, SeenPeak};
-pub use verdict::{judged_with, layer_can_decide, Check, Spread, TestKind};
+pub use verdict::{judged_with, layer_can_decide, Check, Spread, TestKind, LONG_RUN_NS};
 
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
@@ -245,6 +245,10 @@ pub struct Terms {
     /// Runs on each side.
     pub runs_a: usize,
     pub runs_b: usize,
+    /// The shortest run's duration (a whole layer's shift decides with
+    /// one run a side only if every run lasted [`LONG_RUN_NS`]).
+    #[serde(default)]
+    pub shortest_run_ns: u64,
     pub alpha: f64,
     pub min_share: f64,
     /// The assumed spread between runs, powers of two, and its weight.
@@ -337,6 +341,7 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
             method: opts.method,
             runs_a: a.len(),
             runs_b: b.len(),
+            shortest_run_ns: verdict::shortest_run_ns(a).min(verdict::shortest_run_ns(b)),
             alpha: opts.alpha,
             min_share: opts.min_share,
             spread: opts.spread,

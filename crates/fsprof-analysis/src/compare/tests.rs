@@ -374,9 +374,10 @@ fn profile_r4(ops: Vec<OpStats>) -> Profile {
 /// is not a change of any op: the profile shift is taken out, and said.
 /// As a change of the whole layer it must stand out from how much such
 /// shifts vary between runs: 1.41× in two runs against two does not, 4×
-/// does. One run against one cannot decide it at all (a slower machine
-/// moves short runs whole, 3–5× in one identical pair of fifty): its test
-/// is made, with no level.
+/// does. One run against one cannot decide it (a slower machine moves
+/// short runs whole, 3–5× in one identical pair of fifty): its test is
+/// made, with no level; unless both runs lasted a second or more, which
+/// no such stretch covers.
 #[test]
 fn a_shift_of_every_op_is_the_profiles_not_an_ops() {
     let names = ["read", "open", "close", "stat"];
@@ -396,6 +397,29 @@ fn a_shift_of_every_op_is_the_profiles_not_an_ops() {
     let check = c.layer_shifts[0].check.unwrap();
     assert!(check.p_value < 0.01 && check.level.is_none(), "{check:?}");
     assert_eq!(c.exit_code(), 0, "{:?}", c.layer_shifts);
+    let lasted = |d: i32, ns: u64| {
+        let mut p = at(d);
+        p.meta.duration_ns = ns;
+        p
+    };
+    for (ns, exit) in [(LONG_RUN_NS - 1, 0), (LONG_RUN_NS, 1)] {
+        let c = compare_profiles(
+            &lasted(0, ns),
+            &lasted(8, ns + 1),
+            &CompareOptions::default(),
+        );
+        assert_eq!(c.exit_code(), exit, "runs of {ns} ns: {:?}", c.layer_shifts);
+    }
+    let c = compare_profiles(
+        &lasted(0, LONG_RUN_NS),
+        &lasted(8, 0),
+        &CompareOptions::default(),
+    );
+    assert_eq!(
+        c.exit_code(),
+        0,
+        "a run that does not say how long it lasted is short"
+    );
     // One op slower on top of a 1.41× shift stands out.
     let mut b = at(2);
     *b.layers[0].op_mut("read") = op_r4("read", 48, 1000);

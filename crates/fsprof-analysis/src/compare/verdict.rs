@@ -341,7 +341,9 @@ pub(super) fn judge(
             shifts
                 .iter_mut()
                 .filter_map(|s| s.check.as_mut())
-                .filter(|_| layer_can_decide(a.len(), b.len())),
+                .filter(|_| {
+                    layer_can_decide(a.len(), b.len(), shortest_run_ns(a).min(shortest_run_ns(b)))
+                }),
         )
         .collect();
     holm(&mut all, opts);
@@ -356,17 +358,31 @@ pub(super) fn judge(
 }
 
 /// Whether a whole layer's shift can decide with `runs_a` and `runs_b`
-/// runs a side: not with one run a side. Short runs are moved whole by
-/// the machine they ran on: on the benchmarks' VM both vCPUs run 3–11×
-/// slower for 6–90 ms at a time, longer than a run of `ls -lR` or `cat`
-/// of the headers, and 22 of 1,800 pairs of identical single runs of
-/// those (at idle) had every op 2.9–5.4× slower in one (p 0.001–0.015
-/// against the layers' assumed spread). No assumed spread tells that from
-/// a slower kernel without also hiding one 5× slower; two runs on a side
-/// measure it. The test is still made and printed, and the ops are still
-/// judged after the shift.
-pub fn layer_can_decide(runs_a: usize, runs_b: usize) -> bool {
-    runs_a > 1 || runs_b > 1
+/// runs a side, the shortest of which lasted `shortest_ns`: not with one
+/// run a side unless every run lasted [`LONG_RUN_NS`]. Short runs are
+/// moved whole by the machine they ran on: on the benchmarks' VM both
+/// vCPUs run 3–11× slower for 6–90 ms at a time, longer than a run of
+/// `ls -lR` or `cat` of the headers, and 22 of 1,800 pairs of identical
+/// single runs of those (at idle) had every op 2.9–5.4× slower in one (p
+/// 0.001–0.015 against the layers' assumed spread). No assumed spread
+/// tells that from a slower kernel without also hiding one 5× slower; two
+/// runs on a side measure it, and so does a run long enough that no such
+/// stretch covers it (a whole build or test suite compared once a side
+/// keeps its verdict). The test is still made and printed, and the ops
+/// are still judged after the shift.
+pub fn layer_can_decide(runs_a: usize, runs_b: usize, shortest_ns: u64) -> bool {
+    runs_a > 1 || runs_b > 1 || shortest_ns >= LONG_RUN_NS
+}
+
+/// How long every run must have lasted for a whole layer's shift to
+/// decide with one run a side: ten times the longest slow stretch of the
+/// machine measured (90 ms), so that one covers at most a tenth of a run.
+pub const LONG_RUN_NS: u64 = 1_000_000_000;
+
+/// The shortest of the runs' durations (0, short, when a profile does
+/// not say).
+pub fn shortest_run_ns(runs: &[Profile]) -> u64 {
+    runs.iter().map(|p| p.meta.duration_ns).min().unwrap_or(0)
 }
 
 /// The layer an op of `layer` is judged with: `user-nonfile` goes with
