@@ -33,9 +33,10 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-/* What a process writes of this file's arrays at start-up, side by side
- * (each page of .bss it touches is a fault): the names of the process
- * image (below, fill_names), the chunk table and the slot records. */
+/* This file's arrays, side by side (each page of .bss a process touches
+ * is a fault): the names of the process image (below, fill_names: written
+ * at a process's first fork, not at start-up), then the chunk table and
+ * the slot records, which every profiled process writes. */
 static struct {
     char exe[FSPROF_EXE_MAX];
     char cmd[FSPROF_CMDLINE_MAX];
