@@ -33,6 +33,8 @@ import os
 import subprocess
 import sys
 
+import compare_pools
+
 ap = argparse.ArgumentParser()
 ap.add_argument("pools", nargs="+")
 ap.add_argument("--fsprof", default="target/release/fsprof")
@@ -41,27 +43,12 @@ ap.add_argument("--spreads", default="0.12,0.15,0.18,0.20,0.22,0.25,0.30")
 ap.add_argument("--target", type=float, default=0.95, help="detection the floor must keep")
 ARGS = ap.parse_args()
 FSPROF = os.path.abspath(ARGS.fsprof)
-OPS = {"meta": ["readdir", "getxattr"], "read": ["open", "read"], "procs": ["close", "read"]}
-
-
-def runs(pool, w, kind):
-    out, i = [], 0
-    while os.path.exists(os.path.join(pool, f"{w}-{kind}-{i}.json")):
-        out.append(os.path.join(pool, f"{w}-{kind}-{i}.json"))
-        i += 1
-    return out
 
 
 def pairs(w):
     """(kind, slowed op or None, A, B) over every pool."""
     for pool in ARGS.pools:
-        base = runs(pool, w, "base")
-        for i in range(len(base) // 2):
-            yield ("identical", None, base[2 * i], base[2 * i + 1])
-        for op in OPS[w]:
-            for i, s in enumerate(runs(pool, w, op)):
-                if 2 * i < len(base):
-                    yield ("slowed", op, base[2 * i], s)
+        yield from compare_pools.pairs(pool, w)
 
 
 def compare(a, b, extra):

@@ -14,8 +14,11 @@ from one trace of each); without root it records the calls only, which
 the output says. As root a fourth variant, `--data digest` with every
 capability dropped (setpriv), records the calls only: the difference
 between it and `--data digest` is what following the faults costs, and
-the difference between it and bare is what tracing the calls costs
-(fsprof's own start and end included).
+the difference between it and the bare program under the same setpriv
+(`bare, no caps`: setpriv's own exec, ~0.8 ms, is in both) is what
+tracing the calls costs (fsprof's own start and end included). `run`
+(`fsprof run`, the calls' latency profile without a trace) gives what
+any fsprof command costs the same program.
 
 usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
   --other PATH  another build's `trace --data digest` in the same rounds, and
@@ -67,11 +70,13 @@ def make_inputs(d):
 
 NO_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
 CALLS_ONLY = "trace --data digest, no caps"
+BARE_NO_CAPS = "bare, no caps"
 OTHER = "other: trace --data digest"
 
 
 def variants(d, cmd, name):
     out = {"bare": cmd}
+    out["run"] = [ARGS.fsprof, "run", "-f", "-o", os.path.join(d, f"{name.split()[0]}-run.json"), "--"] + cmd
     for data in ("digest", "full"):
         trace = os.path.join(d, f"{name.split()[0]}-{data}.trace")
         out[f"trace --data {data}"] = [ARGS.fsprof, "trace", "-f", "--data", data, "-o", trace, "--"] + cmd
@@ -81,6 +86,7 @@ def variants(d, cmd, name):
     if os.geteuid() == 0 and shutil.which("setpriv"):
         trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
         out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
+        out[BARE_NO_CAPS] = NO_CAPS + cmd
     return out
 
 
@@ -112,9 +118,11 @@ def measure(d, name, cmd):
     ratio_table(times, 28)
     med = {k: statistics.median(t) * 1e3 for k, t in times.items()}
     if CALLS_ONLY in med:
-        calls = med[CALLS_ONLY] - med["bare"]
+        calls = med[CALLS_ONLY] - med[BARE_NO_CAPS]
         faults = med["trace --data digest"] - med[CALLS_ONLY]
-        print(f"medians: tracing the calls +{calls:.1f} ms over bare, following the faults +{faults:.1f} ms more")
+        print(f"medians: run +{med['run'] - med['bare']:.2f} ms over bare; tracing the calls "
+              f"+{calls:.2f} ms over bare (both under setpriv: {calls / med['bare'] + 1:.3f}x), "
+              f"following the faults +{faults:.2f} ms more")
     if OTHER in times:
         diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
         print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "

@@ -49,12 +49,13 @@
 use std::io;
 
 use crate::attach::{map, prog_name};
+use crate::drainer::Drainer;
 use crate::insn::{helper, Alu, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use crate::privs;
 use crate::progs::{begin, delete, end, lookup, update, Filter};
 use crate::ring::Ring;
 use crate::sys::{self, Attachment, Map, Prog};
-use crate::tracefs::{self, Tracepoint};
+use crate::tracefs;
 use crate::Error;
 
 /// One fault of a followed task.
@@ -83,8 +84,10 @@ pub struct Fault {
 pub const EVENT_SIZE: usize = 56;
 const MAJOR_BIT: u64 = 1 << 32;
 const KERNEL_BIT: u64 = 1 << 33;
-/// x86 page fault error code bits: a write, an instruction fetch.
+/// x86 page fault error code bits: a write, an access at user privilege,
+/// an instruction fetch.
 const PF_WRITE: u64 = 1 << 1;
+const PF_USER: i32 = 1 << 2;
 pub(crate) const PF_INSTR: i32 = 1 << 4;
 /// Addresses at or above this are the kernel's (x86-64, 4-level and
 /// 5-level paging alike keep user addresses below it).
@@ -148,51 +151,70 @@ const STARTS_PER_CPU: usize = 512;
 fn starts_entries(cpus: usize) -> u32 {
     (cpus.saturating_mul(STARTS_PER_CPU)).clamp(4096, 65536) as u32
 }
-/// Ring bytes per online CPU: 16,384 events, which a CPU doing nothing
-/// but fault (about 1 µs each, measured) makes in 16 ms, three times the
-/// 5 ms between two reads. A full ring drops events, counted and warned
-/// about. Not more: the kernel allocates, zeroes and maps the whole ring
-/// when the capture starts, and 8 MiB cost 2-4 ms of every `fsprof trace`
-/// on this project's 2-CPU test machine (most of what following faults
-/// cost `fsprof trace -- /bin/true`).
-const RING_PER_CPU: usize = 1 << 20;
+/// Ring bytes per online CPU: 4,096 events. The programs wake a reader
+/// thread once a quarter of the ring is taken ([`crate::drainer`]), so it
+/// holds what the CPUs make while that thread is woken, not what they
+/// make in the 5 ms between two of the trace's reads: a CPU faulting
+/// without pause makes an event every ~1 µs on fast hardware, every 4-6
+/// µs on this project's 2-CPU test machine, where a woken thread waited
+/// up to ~3 ms for a CPU under a build's load. Not more: the kernel
+/// allocates, zeroes and maps the whole ring on the path before the
+/// traced command starts (on that machine 2 MiB took ~0.55 ms, 512 KiB
+/// ~0.15 ms). A full ring drops events, counted and warned about.
+const RING_PER_CPU: usize = 256 << 10;
 
-/// The ring's size for `cpus` CPUs: a power of two, 2 to 64 MiB.
+/// The ring's size for `cpus` CPUs: a power of two, 512 KiB to 16 MiB
+/// (or what the test knob `FSPROF_TEST_FAULT_RING_KIB` says, a page at
+/// least).
 fn ring_bytes(cpus: usize) -> usize {
+    if let Some(kib) = fsprof_sys::test_knob("FSPROF_TEST_FAULT_RING_KIB") {
+        return ((kib as usize) << 10)
+            .next_power_of_two()
+            .clamp(4096, 16 << 20);
+    }
     (cpus.max(1) * RING_PER_CPU)
         .next_power_of_two()
-        .clamp(2 << 20, 64 << 20)
+        .clamp(512 << 10, 16 << 20)
 }
 
-/// The start program of `page_fault_user` (or `_kernel`: user addresses
-/// only, marked), a raw tracepoint program (its arguments are `address,
-/// regs, error_code`): the thread's entry in `starts`.
+/// The start program of `page_fault_user` and `page_fault_kernel` (one
+/// program attached to both: a load costs ~70 µs before any verifying on
+/// this project's 2-CPU test machine), a raw tracepoint program (its
+/// arguments are `address, regs, error_code`): the thread's entry in
+/// `starts`. A fault taken in the kernel (a system call touching the
+/// program's memory) is told by the error code, whose user bit is clear
+/// exactly when the access was the kernel's (the CPU sets it from the
+/// privilege level the access was made at; the kernel's own implicit
+/// accesses from user mode, to the descriptor tables, are at kernel
+/// addresses, which [`data_fault`] leaves out): user addresses only,
+/// marked.
 ///
 /// Raw, not a perf tracepoint: a perf tracepoint event needs the CPU's
 /// perf recursion slot for its record, and measured under `fsprof trace`
 /// on this project's test machine, 5-40% of a program's faults found it
 /// taken and were dropped without a trace (the BPF program never ran, and
 /// no miss was counted); the raw tracepoint formats no record.
-pub fn start_prog(targets: i32, starts: i32, counters: i32, kernel: bool) -> Vec<Insn> {
+pub fn start_prog(targets: i32, starts: i32, counters: i32) -> Vec<Insn> {
     let (mut a, out) = begin();
     crate::progs::emit_filter(&mut a, &Filter::Targets { map_fd: targets }, out);
     a.mov(R9, R0);
     data_fault(&mut a, out);
-    if kernel {
-        let not_mark = a.label();
-        a.jmp_imm(Jmp::Ge, R7, MARK_PAGE_END, not_mark);
-        a.st_imm(Size::W, R9, 0, (FOLLOWED | MAPS_FILES) as i32);
-        count(&mut a, counters, C_MARKS);
-        a.ja(out);
-        a.bind(not_mark);
-    }
+    let user = a.label();
+    a.mov(R1, R8);
+    a.alu_imm(Alu::And, R1, PF_USER);
+    a.jmp_imm(Jmp::Ne, R1, 0, user);
+    let not_mark = a.label();
+    a.jmp_imm(Jmp::Ge, R7, MARK_PAGE_END, not_mark);
+    a.st_imm(Size::W, R9, 0, (FOLLOWED | MAPS_FILES) as i32);
+    count(&mut a, counters, C_MARKS);
+    a.ja(out);
+    a.bind(not_mark);
+    a.ld_imm64(R1, KERNEL_BIT);
+    a.alu_reg(Alu::Or, R8, R1);
+    a.bind(user);
     a.ldx(Size::W, R1, R9, 0);
     a.alu_imm(Alu::And, R1, MAPS_FILES as i32);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
-    if kernel {
-        a.ld_imm64(R1, KERNEL_BIT);
-        a.alu_reg(Alu::Or, R8, R1);
-    }
     a.call(helper::KTIME_GET_NS);
     a.stx(Size::DW, R10, VAL, R0);
     a.stx(Size::DW, R10, VAL + 8, R7);
@@ -279,10 +301,32 @@ pub fn around_prog(starts: i32, counters: i32) -> Vec<Insn> {
     end(a, out)
 }
 
-/// The end program, on `PERF_COUNT_SW_PAGE_FAULTS_MIN` (or `_MAJ`): the
-/// thread's entry, completed, into the ring; a full ring counts in
-/// `counters`.
-pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
+/// Which faults an end program is attached for: the minor ones, the
+/// major ones, or both, told apart by the attachment's cookie (which is
+/// then the event's [`MAJOR_BIT`] or 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ends {
+    Minor,
+    Major,
+    ByCookie,
+}
+
+/// `bpf_ringbuf_query`'s `BPF_RB_AVAIL_DATA`; `bpf_ringbuf_output`'s
+/// flags `BPF_RB_NO_WAKEUP`, `BPF_RB_FORCE_WAKEUP`.
+const RB_AVAIL_DATA: i32 = 0;
+const RB_WAKE: [i32; 2] = [1, 2];
+
+/// The ring an end program writes to: its map and its size.
+#[derive(Clone, Copy, Debug)]
+pub struct RingRef {
+    pub fd: i32,
+    pub bytes: usize,
+}
+
+/// The end program, on `PERF_COUNT_SW_PAGE_FAULTS_MIN` and/or `_MAJ`
+/// (`ends`): the thread's entry, completed, into the ring; a full ring
+/// counts in `counters`.
+pub fn end_prog(starts: i32, ring: RingRef, lost: i32, ends: Ends) -> Vec<Insn> {
     // `lost` is the counters array.
     let (mut a, out) = begin();
     none_in_flight(&mut a, lost, out);
@@ -313,10 +357,23 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     count(&mut a, lost, C_OTHER_END);
     a.ja(out);
     a.bind(same);
+    if ends == Ends::ByCookie {
+        a.mov(R1, R6);
+        a.call(helper::GET_ATTACH_COOKIE);
+        a.mov(R9, R0);
+    }
     a.ldx(Size::DW, R1, R7, 16);
-    if major {
-        a.ld_imm64(R2, MAJOR_BIT);
-        a.alu_reg(Alu::Or, R1, R2);
+    match ends {
+        Ends::Minor => {}
+        Ends::Major => {
+            a.ld_imm64(R2, MAJOR_BIT);
+            a.alu_reg(Alu::Or, R1, R2);
+        }
+        Ends::ByCookie => {
+            a.ld_imm64(R2, MAJOR_BIT);
+            a.alu_reg(Alu::And, R9, R2);
+            a.alu_reg(Alu::Or, R1, R9);
+        }
     }
     a.stx(Size::DW, R10, EV + 32, R1);
     a.ldx(Size::DW, R1, R7, 24);
@@ -325,11 +382,26 @@ pub fn end_prog(starts: i32, ring: i32, lost: i32, major: bool) -> Vec<Insn> {
     a.stx(Size::DW, R10, EV + 48, R1);
     delete(&mut a, starts, KEY);
     add_to(&mut a, lost, C_IN_FLIGHT, -1);
-    a.ld_map(R1, ring);
+    // The reader is woken only once a quarter of the ring is taken (module
+    // doc of `drainer`): a wake-up for every event would cost the traced
+    // program the reader's thread on its CPUs.
+    let quiet = a.label();
+    a.ld_map(R1, ring.fd);
+    a.mov_imm(R2, RB_AVAIL_DATA);
+    a.call(helper::RINGBUF_QUERY);
+    a.mov_imm(R4, RB_WAKE[0]);
+    a.jmp_imm(
+        Jmp::Lt,
+        R0,
+        (ring.bytes / crate::drainer::WAKE_SHARE) as i32,
+        quiet,
+    );
+    a.mov_imm(R4, RB_WAKE[1]);
+    a.bind(quiet);
+    a.ld_map(R1, ring.fd);
     a.mov(R2, R10);
     a.alu_imm(Alu::Add, R2, EV as i32);
     a.mov_imm(R3, EVENT_SIZE as i32);
-    a.mov_imm(R4, 0);
     a.call(helper::RINGBUF_OUTPUT);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     count(&mut a, lost, C_LOST);
@@ -342,7 +414,7 @@ pub struct FaultSession {
     // Attachments first: detached before the programs and maps go.
     _atts: Vec<Attachment>,
     _progs: Vec<Prog>,
-    ring: Ring,
+    ring: Drainer,
     lost: Map,
     targets: crate::follow::Tree,
     _starts: Map,
@@ -362,22 +434,38 @@ fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
     })
 }
 
-/// The two end programs (minor and major faults), loaded, with the
-/// software event each is for and its name.
-fn end_progs(starts: i32, ring: i32, lost: i32) -> Result<Vec<EndProg>, Error> {
+/// The end program(s), loaded: one for both software events, told apart
+/// by the cookie of each attachment (a load costs ~70 µs before any
+/// verifying on this project's 2-CPU test machine), or, where the kernel
+/// has no attach cookies (before Linux 5.15), one per event.
+fn end_progs(starts: i32, ring: RingRef, lost: i32) -> Result<Vec<EndProg>, Error> {
+    let (min, maj) = (
+        sys::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+        sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+    );
+    let name = prog_name("fault_end");
+    let both = end_prog(starts, ring, lost, Ends::ByCookie);
+    if let Ok(prog) = Prog::load(&name, sys::PROG_PERF_EVENT, &both) {
+        let events = vec![(min, Some(0)), (maj, Some(MAJOR_BIT))];
+        return Ok(vec![EndProg { prog, events, name }]);
+    }
     [
-        (sys::PERF_COUNT_SW_PAGE_FAULTS_MIN, false),
-        (sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ, true),
+        (min, Ends::Minor, "fault_min"),
+        (maj, Ends::Major, "fault_maj"),
     ]
     .into_iter()
-    .map(|(config, major)| {
-        let name = prog_name(if major { "fault_maj" } else { "fault_min" });
+    .map(|(config, ends, name)| {
+        let name = prog_name(name);
         let prog = load(
             &name,
             sys::PROG_PERF_EVENT,
-            &end_prog(starts, ring, lost, major),
+            &end_prog(starts, ring, lost, ends),
         )?;
-        Ok((prog, config, name))
+        Ok(EndProg {
+            prog,
+            events: vec![(config, None)],
+            name,
+        })
     })
     .collect()
 }
@@ -429,14 +517,23 @@ impl Maps {
     }
 }
 
-/// A loaded end program, with the software event it is for and its name.
-type EndProg = (Prog, u64, String);
+/// A loaded end program, the software events it is for (each with the
+/// cookie its attachment carries, or None: attached without one), and its
+/// name.
+struct EndProg {
+    prog: Prog,
+    events: Vec<(u64, Option<u64>)>,
+    name: String,
+}
 
-/// The ring, then the end programs on it and on the maps whose
+/// The ring; the kernel's task layout, sent on `layout` (it is parsed
+/// from BTF, ~0.13 ms, while the other thread makes the maps this one
+/// waits for); then the end programs on the ring and on the maps whose
 /// descriptors (`starts`, `counts`) `fds` gives once they are made (None:
 /// they could not be, and the ring alone is made, to be closed).
 fn ring_and_ends(
     size: usize,
+    layout: std::sync::mpsc::Sender<Option<crate::follow::TaskLayout>>,
     fds: impl FnOnce() -> Option<(i32, i32)>,
 ) -> Result<(Ring, Vec<EndProg>), Error> {
     let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
@@ -444,31 +541,43 @@ fn ring_and_ends(
         err,
         hint: "",
     })?;
+    let _ = layout.send(crate::follow::TaskLayout::vmlinux());
     let (st, c) = fds().ok_or_else(|| Error::Map {
         name: "fsprof_fstarts".into(),
         err: io::Error::other("not made"),
         hint: "",
     })?;
-    let ends = end_progs(st, ring.fd(), c)?;
+    let ends = end_progs(
+        st,
+        RingRef {
+            fd: ring.fd(),
+            bytes: size,
+        },
+        c,
+    )?;
     Ok((ring, ends))
 }
 
 /// The programs [`start_progs`] loaded and attached.
 struct Started {
     programs: Vec<(Prog, Attachment)>,
+    /// The start program's second attachment, to `page_fault_kernel`.
+    kernel: Option<Attachment>,
     around: bool,
     marks: bool,
 }
 
-/// Loads and attaches the programs that follow the process tree (fork,
-/// exit), the fault-around one and the start ones, on `m`.
+/// Loads and attaches the fault-around and start programs, then the ones
+/// that follow the process tree (fork, exit), on `m`: those need the
+/// kernel's task layout, which `task_layout` parses meanwhile (BTF,
+/// ~0.2 ms).
 fn start_progs(
     root: &std::path::Path,
-    task_layout: Option<crate::follow::TaskLayout>,
+    task_layout: impl FnOnce() -> Option<crate::follow::TaskLayout>,
     m: &Maps,
 ) -> Result<Started, Error> {
     let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
-    let mut programs = m.targets.programs(task_layout, root)?;
+    let mut programs = Vec::new();
     let raw = crate::attach::raw_program;
     let around = tracefs::exists(root, "filemap", "mm_filemap_map_pages");
     if around {
@@ -476,13 +585,26 @@ fn start_progs(
         // waits for every CPU to leave the tracepoint), measured.
         programs.push(raw("mm_filemap_map_pages", &around_prog(st, c))?);
     }
+    let (prog, att) = raw("page_fault_user", &start_prog(t, st, c))?;
     let marks = tracefs::exists(root, "exceptions", "page_fault_kernel");
-    if marks {
-        programs.push(raw("page_fault_kernel", &start_prog(t, st, c, true))?);
-    }
-    programs.push(raw("page_fault_user", &start_prog(t, st, c, false))?);
+    let kernel = if marks {
+        let att = sys::attach_raw_tracepoint(&prog, "page_fault_kernel").map_err(|err| {
+            Error::Attach {
+                prog: "page_fault_kernel".into(),
+                tracepoint: "raw:page_fault_kernel".into(),
+                err,
+            }
+        })?;
+        Some(att)
+    } else {
+        None
+    };
+    programs.push((prog, att));
+    let mut followers = m.targets.programs(task_layout(), root)?;
+    programs.append(&mut followers);
     Ok(Started {
         programs,
+        kernel,
         around,
         marks,
     })
@@ -512,50 +634,64 @@ impl FaultSession {
     /// Loads and attaches the programs, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
-        // The kernel's BTF, parsed for the fork and exit programs' offsets
-        // (~0.2 ms), on a thread of its own.
         let cpus = online_cpus();
         let ring_size = ring_bytes(cpus.len());
-        let task_layout = std::thread::Builder::new()
-            .name("fsprof-btf".into())
-            .spawn(crate::follow::TaskLayout::vmlinux);
-        let root = tracefs::root()?;
-        // The start program is attached raw; the format checks it is there.
-        Tracepoint::load(&root, "exceptions", "page_fault_user")?;
         // Outside the scope: the ring's thread loads programs with the
         // maps' descriptors, so the maps are closed only once it is joined,
         // error or not.
         let mut maps = None;
         let (started, (ring, ends)) = std::thread::scope(|scope| {
-            // The event ring (its pages allocated, zeroed and mapped: ~0.5
-            // ms), then the end programs, which need it, are made on a
-            // thread of their own while this one makes the maps and loads
-            // and attaches the others: the verifier is most of attaching
-            // (seven program loads, ~0.8 ms one after the other on this
-            // project's 2-CPU test machine), and attaching is on the path
-            // before the held command starts. The order they are attached
-            // in does not matter: no process is followed before `follow`,
-            // so no start is kept before every end is attached.
+            // The event ring (its pages allocated, zeroed and mapped), the
+            // kernel's task layout for the fork and exit programs, then the
+            // end program, which needs the ring, are made on a thread of
+            // their own, started first, while this one makes the maps and
+            // loads and attaches the others: the kernel's work is most of
+            // attaching (each program load ~50-120 µs on this project's
+            // 2-CPU test machine), and attaching is on the path before the
+            // held command starts. A third thread for the layout waited
+            // for a CPU there (~0.4 ms), and this one for it. The order
+            // the programs are attached in does not matter: no process is
+            // followed before `follow`, so no start is kept before every
+            // end is attached.
             let (tx, rx) = std::sync::mpsc::channel();
+            let (layout_tx, layout_rx) = std::sync::mpsc::channel();
             let ends = std::thread::Builder::new()
                 .name("fsprof-ring".into())
-                .spawn_scoped(scope, move || ring_and_ends(ring_size, || rx.recv().ok()));
+                .spawn_scoped(scope, move || {
+                    ring_and_ends(ring_size, layout_tx, || rx.recv().ok())
+                });
+            let root = tracefs::root()?;
+            // The start program is attached raw, by name.
+            if !tracefs::exists(&root, "exceptions", "page_fault_user") {
+                return Err(Error::NoTracepoint {
+                    name: "exceptions:page_fault_user".into(),
+                    why: "this kernel does not have it".into(),
+                });
+            }
             let m = maps.insert(Maps::create(cpus.len())?);
             let fds = (m.starts.fd(), m.counts.fd());
             let _ = tx.send(fds);
-            let task_layout = match task_layout {
-                Ok(job) => job.join().ok().flatten(),
-                Err(_) => crate::follow::TaskLayout::vmlinux(),
+            // Parsed here if the ring's thread could not (no thread, no
+            // ring).
+            let task_layout = || {
+                layout_rx
+                    .recv()
+                    .unwrap_or_else(|_| crate::follow::TaskLayout::vmlinux())
             };
             let started = start_progs(&root, task_layout, m);
             let ends = match ends {
                 // Loading panics only on a bug: the panic is passed on.
                 Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => ring_and_ends(ring_size, || Some(fds)),
+                Err(_) => ring_and_ends(ring_size, std::sync::mpsc::channel().0, || Some(fds)),
             };
             Ok::<_, Error>((started?, ends?))
         })?;
         let m = maps.expect("made in the scope");
+        let ring = Drainer::start(ring).map_err(|err| Error::Map {
+            name: "fsprof_fring".into(),
+            err,
+            hint: "",
+        })?;
         let mut s = FaultSession {
             _atts: Vec::new(),
             _progs: Vec::new(),
@@ -570,13 +706,18 @@ impl FaultSession {
             s._progs.push(prog);
             s._atts.push(att);
         }
-        for (prog, config, name) in ends {
-            for &cpu in &cpus {
-                let att =
-                    sys::attach_software_event(&prog, config, cpu).map_err(attach_err(&name))?;
-                s._atts.push(att);
+        s._atts.extend(started.kernel);
+        for end in ends {
+            for &(config, cookie) in &end.events {
+                for &cpu in &cpus {
+                    let att = match cookie {
+                        Some(c) => sys::attach_software_event_cookie(&end.prog, config, cpu, c),
+                        None => sys::attach_software_event(&end.prog, config, cpu),
+                    };
+                    s._atts.push(att.map_err(attach_err(&end.name))?);
+                }
             }
-            s._progs.push(prog);
+            s._progs.push(end.prog);
         }
         Ok(s)
     }
@@ -697,11 +838,11 @@ mod tests {
 
     #[test]
     fn the_ring_grows_with_the_cpus_within_bounds() {
-        assert_eq!(ring_bytes(0), 2 << 20);
-        assert_eq!(ring_bytes(2), 2 << 20);
-        assert_eq!(ring_bytes(3), 4 << 20);
-        assert_eq!(ring_bytes(32), 32 << 20);
-        assert_eq!(ring_bytes(4096), 64 << 20);
+        assert_eq!(ring_bytes(0), 512 << 10);
+        assert_eq!(ring_bytes(2), 512 << 10);
+        assert_eq!(ring_bytes(3), 1 << 20);
+        assert_eq!(ring_bytes(32), 8 << 20);
+        assert_eq!(ring_bytes(4096), 16 << 20);
         assert_eq!(starts_entries(2), 4096);
         assert_eq!(starts_entries(64), 32768);
         assert_eq!(starts_entries(4096), 65536);

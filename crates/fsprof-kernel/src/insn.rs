@@ -91,6 +91,9 @@ pub mod helper {
     pub const PROBE_READ_KERNEL: i32 = 113;
     pub const PROBE_READ_KERNEL_STR: i32 = 115;
     pub const RINGBUF_OUTPUT: i32 = 130;
+    pub const RINGBUF_QUERY: i32 = 134;
+    /// Linux 5.15.
+    pub const GET_ATTACH_COOKIE: i32 = 174;
 }
 
 /// One encoded instruction, laid out as `struct bpf_insn`.

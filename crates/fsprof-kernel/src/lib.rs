@@ -19,6 +19,7 @@ pub mod btf;
 pub mod bycgroup;
 pub mod cgroups;
 pub mod charge;
+pub mod drainer;
 pub mod faults;
 pub mod fentry;
 pub mod follow;

@@ -437,6 +437,29 @@ impl Prog {
         }
     }
 
+    /// The kernel's own verification time of `insns`, µs: a load of its
+    /// own with `BPF_LOG_STATS` (its log's "verification time N usec").
+    pub fn verification_us(prog_type: u32, insns: &[Insn]) -> Option<u64> {
+        let mut log = vec![0u8; 4096];
+        let license = b"GPL\0";
+        let mut attr = ProgLoadAttr {
+            prog_type,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level: 4,
+            log_size: log.len() as u32,
+            log_buf: log.as_mut_ptr() as u64,
+            ..Default::default()
+        };
+        let fd = sys_bpf(BPF_PROG_LOAD, &mut attr).ok()?;
+        // SAFETY: a program fd the kernel just returned, closed here.
+        drop(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        let text = String::from_utf8_lossy(&log);
+        let line = text.lines().find(|l| l.starts_with("verification time"))?;
+        line.split_whitespace().nth(2)?.parse().ok()
+    }
+
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
     }
@@ -520,6 +543,9 @@ const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 /// A program attached to a tracepoint; closing the fd detaches it.
 #[derive(Debug)]
 pub struct Attachment {
+    /// The BPF link of an attachment made with one (a cookie), closed
+    /// before its event.
+    _link: Option<OwnedFd>,
     _event: OwnedFd,
 }
 
@@ -535,6 +561,7 @@ pub fn attach_raw_tracepoint(prog: &Prog, name: &str) -> io::Result<Attachment> 
     };
     let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
     Ok(Attachment {
+        _link: None,
         // SAFETY: a link fd the kernel just returned.
         _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
     })
@@ -554,7 +581,47 @@ pub fn attach_software_event(prog: &Prog, config: u64, cpu: i32) -> io::Result<A
     attach_perf(prog, PERF_TYPE_SOFTWARE, config, cpu)
 }
 
-fn attach_perf(prog: &Prog, type_: u32, config: u64, cpu: i32) -> io::Result<Attachment> {
+/// [`attach_software_event`] through a BPF link carrying `cookie`, which
+/// the program reads with `bpf_get_attach_cookie` (Linux 5.15): one
+/// program serves several events, told apart by their cookies.
+pub fn attach_software_event_cookie(
+    prog: &Prog,
+    config: u64,
+    cpu: i32,
+    cookie: u64,
+) -> io::Result<Attachment> {
+    let event = perf_event(PERF_TYPE_SOFTWARE, config, cpu)?;
+    let mut attr = LinkCreatePerfAttr {
+        prog_fd: prog.fd() as u32,
+        target_fd: event.as_raw_fd() as u32,
+        attach_type: ATTACH_PERF_EVENT,
+        flags: 0,
+        bpf_cookie: cookie,
+    };
+    let link = sys_bpf(BPF_LINK_CREATE, &mut attr)?;
+    Ok(Attachment {
+        // SAFETY: a link fd the kernel just returned.
+        _link: Some(unsafe { OwnedFd::from_raw_fd(link as RawFd) }),
+        _event: event,
+    })
+}
+
+const BPF_LINK_CREATE: libc::c_long = 28;
+/// `BPF_PERF_EVENT`, the attach type of a perf event link.
+const ATTACH_PERF_EVENT: u32 = 41;
+
+/// `bpf_attr.link_create` for a perf event: the prefix up to its cookie.
+#[repr(C)]
+struct LinkCreatePerfAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    bpf_cookie: u64,
+}
+
+/// A perf event counting every task on `cpu`, sampled at every event.
+fn perf_event(type_: u32, config: u64, cpu: i32) -> io::Result<OwnedFd> {
     let mut attr = PerfEventAttr {
         type_,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -578,7 +645,11 @@ fn attach_perf(prog: &Prog, type_: u32, config: u64, cpu: i32) -> io::Result<Att
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd was just returned by perf_event_open.
-    let event = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn attach_perf(prog: &Prog, type_: u32, config: u64, cpu: i32) -> io::Result<Attachment> {
+    let event = perf_event(type_, config, cpu)?;
     // SAFETY: ioctls on our own perf event fd with an int argument.
     unsafe {
         if libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, prog.fd()) < 0 {
@@ -588,7 +659,10 @@ fn attach_perf(prog: &Prog, type_: u32, config: u64, cpu: i32) -> io::Result<Att
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(Attachment { _event: event })
+    Ok(Attachment {
+        _link: None,
+        _event: event,
+    })
 }
 
 #[cfg(test)]
@@ -638,6 +712,7 @@ pub fn raw_tracepoint_open(prog: &Prog) -> io::Result<OwnedFd> {
 /// tracing links next to tracepoint events.
 pub fn attach_tracing(prog: &Prog) -> io::Result<Attachment> {
     Ok(Attachment {
+        _link: None,
         _event: raw_tracepoint_open(prog)?,
     })
 }

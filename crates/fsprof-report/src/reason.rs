@@ -4,8 +4,8 @@
 //! that text, CSV, JSON, HTML and the replay report say the same thing.
 
 use fsprof_analysis::compare::{
-    judged_with, Check, Comparison, Finding, Method, Moved, OpComparison, PeakChange, SeenPeak,
-    Spread, Status, TestKind,
+    judged_with, layer_can_decide, Check, Comparison, Finding, Method, Moved, OpComparison,
+    PeakChange, SeenPeak, Spread, Status, TestKind,
 };
 use fsprof_analysis::fmt::{bucket_human, pct};
 use fsprof_analysis::peak_labels::{NoLabel, PeakLabel};
@@ -221,13 +221,29 @@ pub fn test_verdict(c: &Comparison, k: &Check) -> String {
             pct(k.moved),
             pct(c.terms.min_share)
         ),
-        Some(l) if k.decides => format!("p {} ≤ {}{spread}", p_value(k.p_value), p_value(l)),
+        Some(l) if k.decides => format!(
+            "p {} ≤ {}, {}{spread}",
+            p_value(k.p_value),
+            p_value(l),
+            moved_words(k.moved)
+        ),
         Some(l) if k.p_value <= l => format!(
             "p {} ≤ {}, but a clearer test failed first (Holm)",
             p_value(k.p_value),
             p_value(l)
         ),
         Some(l) => format!("p {} > {}{spread}", p_value(k.p_value), p_value(l)),
+    }
+}
+
+/// The share of its layer's latency a change moved: `moves 5.2% of the
+/// latency`; a change larger than the whole layer was (an op that became
+/// most of it) as a multiple, not as thousands of percent.
+fn moved_words(m: f64) -> String {
+    if m >= 1.0 {
+        format!("adds {m:.1}× the layer's latency")
+    } else {
+        format!("moves {} of the latency", pct(m))
     }
 }
 
@@ -240,7 +256,10 @@ fn verdict(c: &Comparison, o: &OpComparison, u: Unit) -> Option<String> {
     });
     let found = |k: &Check| {
         let mut f = test_finding(k, u);
-        if beyond {
+        if let Some(exe) = &o.process {
+            let name = exe.rsplit('/').next().unwrap_or(exe);
+            f.push_str(&format!(" beyond its process's shift ({name})"));
+        } else if beyond {
             f.push_str(" beyond the profile shift");
         }
         f
@@ -346,7 +365,12 @@ pub fn layer_shift(c: &Comparison, s: &fsprof_analysis::compare::LayerShift) -> 
     );
     if let Some(k) = &s.check {
         let verdict = test_verdict(c, k);
-        if s.decides() {
+        if !layer_can_decide(c.terms.runs_a, c.terms.runs_b, c.terms.shortest_run_ns) {
+            line.push_str(&format!(
+                "; not judged with one run per side (p {}): a slower machine moves runs under 1 s whole",
+                p_value(k.p_value)
+            ));
+        } else if s.decides() {
             line.push_str(&format!("; a change of the whole layer ({verdict})"));
         } else {
             line.push_str(&format!("; not a change by itself ({verdict})"));
@@ -480,6 +504,70 @@ mod tests {
         assert_eq!(
             reason_of(&c, "stat"),
             "stat: too few calls to compare (3 and 4)"
+        );
+    }
+
+    /// One run a side: a whole layer 4× slower is printed with its test,
+    /// and says why it did not decide; two runs a side decide it.
+    #[test]
+    fn a_layers_shift_says_one_run_a_side_cannot_judge_it() {
+        use fsprof_analysis::compare::compare_runs;
+        let at = |d: i32| {
+            let names = ["read", "open", "close", "stat"];
+            profile(
+                names
+                    .iter()
+                    .map(|n| op(n, &[(9 + d, 500), (10 + d, 500)]))
+                    .collect(),
+            )
+        };
+        let c = compare_profiles(&at(0), &at(2), &CompareOptions::default());
+        let line = layer_shift(&c, &c.layer_shifts[0]).unwrap();
+        assert!(
+            line.starts_with("user: every op 4.00× slower in B")
+                && line.contains("; not judged with one run per side (p 0.00"),
+            "{line}"
+        );
+        let c = compare_runs(&[at(0), at(0)], &[at(2), at(2)], &CompareOptions::default());
+        let line = layer_shift(&c, &c.layer_shifts[0]).unwrap();
+        assert!(line.contains("; a change of the whole layer (p "), "{line}");
+    }
+
+    /// A deciding test states the share of latency its change moved; an
+    /// op judged after its process's shift names the process.
+    #[test]
+    fn a_decision_states_what_it_moved_and_whose_shift_was_out() {
+        let sh = |d: i32| {
+            vec![
+                op("readdir", &[(5 + d, 573)]),
+                op("stat", &[(9, 17)]),
+                op("opendir", &[(12, 1)]),
+                op("closedir", &[(13, 1)]),
+            ]
+        };
+        let head = vec![op("open", &[(12, 138)]), op("read", &[(11, 139)])];
+        let run = |d: i32| {
+            let mut p = profile(sh(d).into_iter().chain(head.clone()).collect());
+            let process = |exe: &str, ops: Vec<fsprof_core::OpStats>| fsprof_core::Process {
+                exe: exe.into(),
+                layers: vec![fsprof_core::Layer {
+                    name: "user".into(),
+                    ops,
+                }],
+                ..Default::default()
+            };
+            p.processes = vec![
+                process("/bin/sh", sh(d)),
+                process("/usr/bin/head", head.clone()),
+            ];
+            p
+        };
+        let c = compare_profiles(&run(0), &run(2), &CompareOptions::default());
+        let r = reason_of(&c, "readdir");
+        assert!(
+            r.contains("calls 4.00× slower beyond its process's shift (sh) (by shift: p ")
+                && r.contains(", moves 6.2% of the latency, one run per side"),
+            "{r}"
         );
     }
 

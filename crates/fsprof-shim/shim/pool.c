@@ -33,9 +33,10 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-/* What a process writes of this file's arrays at start-up, side by side
- * (each page of .bss it touches is a fault): the names of the process
- * image (below, fill_names), the chunk table and the slot records. */
+/* This file's arrays, side by side (each page of .bss a process touches
+ * is a fault): the names of the process image (below, fill_names: written
+ * at a process's first fork, not at start-up), then the chunk table and
+ * the slot records, which every profiled process writes. */
 static struct {
     char exe[FSPROF_EXE_MAX];
     char cmd[FSPROF_CMDLINE_MAX];
@@ -289,14 +290,29 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
     return 0;
 }
 
-/* What names this process image: its executable and argv (g_start),
- * copied into each header. Known without a system call where it can be: argv as the
+/* What names this process image: its executable and argv, copied into
+ * each header. Known without a system call where it can be: argv as the
  * constructor received it (fsprof_pool_argv), the executable as execve
  * was given it (exec_name) and, in a forked child, the names of the image
- * it was forked from (the same program, inherited with these variables);
- * else read from /proc/self once. */
+ * it was forked from (the same program, inherited in g_start); else read
+ * from /proc/self once.
+ *
+ * The constructor's names are lent, not copied: the set-up it runs writes
+ * them from argv and the stack straight into the header, and a process
+ * that never forks never writes g_start's names (a page of .lbss: a fault,
+ * ~2 us in a new process). They are copied into g_start only when a later
+ * header needs them as they were at exec, after the program may have
+ * rewritten its argv: at the first fork, from the header they went into,
+ * or at the constructor's end if no header took them. */
 static uint32_t g_exe_len, g_cmd_len;
 static int g_exe_known, g_cmd_known;
+static int g_argc;
+static char **g_argv;      /* lent: valid only until the constructor returns */
+static const char *g_execfn; /* lent, as g_argv; g_exe_len bytes */
+/* The header the lent names went into, and whether g_start has them yet
+ * (0: not, 1: a forking thread is copying them, 2: it has). */
+static const struct fsprof_proc *g_names_in;
+static int g_names_kept;
 
 static const char *base_name(const char *s)
 {
@@ -330,26 +346,80 @@ static void exec_name(const char *arg0)
     for (n = 0; fn[n]; n++)
         if (n == FSPROF_EXE_MAX - 1)
             return;
-    memcpy(g_start.exe, fn, n);
+    g_execfn = fn;
     g_exe_len = n;
     g_exe_known = 1;
+}
+
+/* argv as /proc/self/cmdline has it (each argument NUL-terminated), at
+ * most FSPROF_CMDLINE_MAX bytes into `out` (NULL: only counted); the
+ * bytes. */
+static uint32_t copy_argv(char *out)
+{
+    const uint32_t cap = FSPROF_CMDLINE_MAX;
+    uint32_t n = 0;
+    for (int i = 0; i < g_argc && g_argv[i] && n < cap; i++) {
+        for (const char *c = g_argv[i]; *c && n < cap; c++, n++)
+            if (out)
+                out[n] = *c;
+        if (n < cap) {
+            if (out)
+                out[n] = 0;
+            n++;
+        }
+    }
+    return n;
 }
 
 HIDDEN void fsprof_pool_argv(int argc, char **argv)
 {
     if (argv == NULL || argc <= 0)
         return;
-    uint32_t n = 0;
-    /* As /proc/self/cmdline has it: each argument NUL-terminated. */
-    for (int i = 0; i < argc && argv[i] && n < sizeof g_start.cmd; i++) {
-        for (const char *c = argv[i]; *c && n < sizeof g_start.cmd; c++)
-            g_start.cmd[n++] = *c;
-        if (n < sizeof g_start.cmd)
-            g_start.cmd[n++] = 0;
-    }
-    g_cmd_len = n;
+    g_argc = argc;
+    g_argv = argv;
+    g_cmd_len = copy_argv(NULL);
     g_cmd_known = 1;
     exec_name(argv[0]);
+}
+
+/* The lent names, into g_start (or `from`, a header they went into). */
+static void keep_names(const struct fsprof_proc *from)
+{
+    if (from != NULL) {
+        memcpy(g_start.exe, from->exe, g_exe_len);
+        memcpy(g_start.cmd, from->cmdline, g_cmd_len);
+        return;
+    }
+    if (g_execfn != NULL)
+        memcpy(g_start.exe, g_execfn, g_exe_len);
+    if (g_argv != NULL)
+        g_cmd_len = copy_argv(g_start.cmd);
+}
+
+HIDDEN void fsprof_pool_names_kept(void)
+{
+    if (g_names_in == NULL && (g_argv != NULL || g_execfn != NULL))
+        keep_names(NULL);
+    g_argv = NULL;
+    g_execfn = NULL;
+}
+
+HIDDEN void fsprof_pool_before_fork(void)
+{
+    /* Read first: a store at every fork would cost the parent a fault on
+     * that page each time. A second thread forking meanwhile waits: its
+     * child must not inherit half the names. */
+    if (g_names_in == NULL || __atomic_load_n(&g_names_kept, __ATOMIC_ACQUIRE) == 2)
+        return;
+    int expect = 0;
+    if (__atomic_compare_exchange_n(&g_names_kept, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        keep_names(g_names_in);
+        __atomic_store_n(&g_names_kept, 2, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&g_names_kept, __ATOMIC_ACQUIRE) != 2)
+        syscall(SYS_sched_yield);
 }
 
 static void fill_names(struct fsprof_proc *p)
@@ -365,9 +435,19 @@ static void fill_names(struct fsprof_proc *p)
             fsprof_read_small_file("/proc/self/cmdline", g_start.cmd, FSPROF_CMDLINE_MAX);
         g_cmd_known = 1;
     }
-    memcpy(p->exe, g_start.exe, g_exe_len);
+    if (g_argv != NULL || g_execfn != NULL) {
+        /* Lent (the constructor's set-up): straight into the header. */
+        memcpy(p->exe, g_execfn != NULL ? g_execfn : g_start.exe, g_exe_len);
+        if (g_argv != NULL)
+            g_cmd_len = copy_argv(p->cmdline);
+        else
+            memcpy(p->cmdline, g_start.cmd, g_cmd_len);
+        g_names_in = p;
+    } else {
+        memcpy(p->exe, g_start.exe, g_exe_len);
+        memcpy(p->cmdline, g_start.cmd, g_cmd_len);
+    }
     p->exe_len = g_exe_len;
-    memcpy(p->cmdline, g_start.cmd, g_cmd_len);
     p->cmdline_len = g_cmd_len;
 }
 

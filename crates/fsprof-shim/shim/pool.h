@@ -21,6 +21,12 @@ HIDDEN long fsprof_pool_create_in_block(long k);
 /* argv as the shim's constructor received it, for the process's header
  * (else it is read from /proc/self/cmdline). */
 HIDDEN void fsprof_pool_argv(int argc, char **argv);
+/* At the constructor's end: argv and the stack are the program's from
+ * here on; names no header took are copied now. */
+HIDDEN void fsprof_pool_names_kept(void);
+/* In the parent, before a fork: the names that went into this image's
+ * header, copied for the child's own header (once). */
+HIDDEN void fsprof_pool_before_fork(void);
 /* After fork, in the child: the parent's chunks are not the child's. */
 HIDDEN void fsprof_pool_forget(void);
 /* A new slot record for the calling thread (the shared one when there

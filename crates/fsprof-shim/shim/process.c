@@ -43,6 +43,7 @@ static void before_fork_in_parent(void)
         if (f != NULL)
             f();
     }
+    fsprof_pool_before_fork();
     fsprof_trace_before_fork();
     errno = saved;
 }
@@ -190,6 +191,7 @@ __attribute__((constructor)) static void fsprof_init(int argc, char **argv)
         fsprof_pool_argv(argc, argv);
         int saved = errno;
         (void)process_ready();
+        fsprof_pool_names_kept();
         errno = saved;
     }
 }

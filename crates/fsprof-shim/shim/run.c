@@ -27,7 +27,14 @@ HIDDEN int g_clock;
 HIDDEN uint64_t g_mult;
 HIDDEN const uint64_t *g_thr;
 
-HIDDEN struct run_id g_run BIG_BSS;
+/* Written by every profiled process at start-up, so in .bss, not .lbss:
+ * the loader has already written .bss's first page (it zeroes the end of
+ * the file's last page), and a run directory's path (/dev/shm/fsprof-run-
+ * ...) fits in the short buffer. A page of .lbss would be one more fault
+ * in every process, ~2 us. A longer path goes to the long buffer. */
+HIDDEN struct run_id g_run;
+static char g_path_short[128];
+static char g_path_long[4096] BIG_BSS;
 HIDDEN struct fsprof_control *g_ctl;
 HIDDEN uint32_t g_max_slots;
 HIDDEN uint32_t g_arena_blocks;
@@ -54,11 +61,13 @@ HIDDEN void fsprof_capture_env(void)
         v++;
     }
     size_t n = 0;
-    while (v[n] && n < sizeof g_run.path)
+    while (v[n] && n < sizeof g_path_long)
         n++;
-    if (f[2] > UINT32_MAX || n == 0 || n >= sizeof g_run.path || v[0] != '/')
+    if (f[2] > UINT32_MAX || n == 0 || n >= sizeof g_path_long || v[0] != '/')
         return;
-    memcpy(g_run.path, v, n + 1);
+    char *path = n < sizeof g_path_short ? g_path_short : g_path_long;
+    memcpy(path, v, n + 1);
+    g_run.path = path;
     g_run.dev = f[0];
     g_run.ino = f[1];
     g_run.uid = (uint32_t)f[2];

@@ -18,7 +18,9 @@ struct run_id {
     uint64_t dev, ino;
     uint32_t uid;
     int ok;
-    char path[4096];
+    /* NUL-terminated; in a short buffer beside these fields where it fits
+     * (run.c). */
+    const char *path;
 };
 extern HIDDEN struct run_id g_run;
 /* The run's control file, mapped; NULL until attached. */

@@ -23,7 +23,7 @@
 //! hold a child between fork and exec nor give it back the ignored signals
 //! and mask fsprof was started with (std resets both).
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -124,19 +124,19 @@ struct Prepared {
 
 impl Prepared {
     fn new(argv: &[OsString], exe: &Path, env: &[(OsString, OsString)]) -> io::Result<Prepared> {
-        let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
-            .filter(|(k, _)| !env.iter().any(|(e, _)| e == k))
-            .collect();
-        vars.extend(env.iter().cloned());
-        let env: Vec<CString> = vars
+        let added: Vec<CString> = env
             .iter()
             .map(|(k, v)| {
-                let mut kv = k.clone();
-                kv.push("=");
-                kv.push(v);
-                cstr(&kv)
+                let mut kv = Vec::with_capacity(k.len() + 1 + v.len());
+                kv.extend_from_slice(k.as_bytes());
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                cstr(OsStr::from_bytes(&kv))
             })
             .collect::<io::Result<_>>()?;
+        let mut envp = inherited_env(env);
+        envp.extend(added.iter().map(|c| c.as_ptr()));
+        envp.push(std::ptr::null());
         let args: Vec<CString> = argv.iter().map(|a| cstr(a)).collect::<io::Result<_>>()?;
         let exe = cstr(exe.as_os_str())?;
         let sh = cstr(OsStr::new("/bin/sh"))?;
@@ -148,13 +148,49 @@ impl Prepared {
         );
         Ok(Prepared {
             argv: pointers(&args.iter().collect::<Vec<_>>()),
-            envp: pointers(&env.iter().collect::<Vec<_>>()),
+            envp,
             sh_argv,
             exe,
             sh,
-            _strings: args.into_iter().chain(env).collect(),
+            _strings: args.into_iter().chain(added).collect(),
         })
     }
+}
+
+/// fsprof's own environment as the command gets it, less the variables
+/// `env` sets: the C library's own `NAME=VALUE` strings, in their order,
+/// taken as `std::env::vars_os` takes them (an entry without `=` after its
+/// first byte is left out). Pointers, not copies: copying each variable
+/// into `OsString`s and back into a `CString` was ~25 µs of every `fsprof
+/// run`'s start-up before the clone with a shell's ~35 variables
+/// (docs/benchmarks/overhead.md, "Start-up, seventh session").
+fn inherited_env(env: &[(OsString, OsString)]) -> Vec<*const libc::c_char> {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    let mut out = Vec::with_capacity(64);
+    // SAFETY: `environ` is the C library's NULL-terminated array of
+    // NUL-terminated strings, read as `getenv` and std's `vars_os` read it.
+    // fsprof never changes its own environment (`set_var` is called only
+    // in tests, on their own thread before they start anything; nextest
+    // runs each test in a process of its own), and the C library never
+    // frees an environment string, so the pointers stay valid until
+    // `execve` (in a forked child, in its own copy of the memory).
+    unsafe {
+        let mut at = environ;
+        while !at.is_null() && !(*at).is_null() {
+            let entry = CStr::from_ptr(*at).to_bytes();
+            let name = entry
+                .get(1..)
+                .and_then(|rest| rest.iter().position(|&b| b == b'='))
+                .map(|eq| &entry[..eq + 1]);
+            if name.is_some_and(|n| !env.iter().any(|(k, _)| k.as_bytes() == n)) {
+                out.push(*at);
+            }
+            at = at.add(1);
+        }
+    }
+    out
 }
 
 fn cstr(s: &OsStr) -> io::Result<CString> {

@@ -107,6 +107,45 @@ fn the_command_gets_the_environment_and_clean_signal_state() {
     assert_eq!(c.wait().unwrap(), ExitStatus::Code(0));
 }
 
+/// The command's `envp` is fsprof's environment as std lists it, in its
+/// order, with a variable fsprof sets replacing the inherited one (not
+/// listed twice) and a new one after the rest: byte for byte, held or not.
+#[test]
+fn the_command_gets_fsprof_s_environment_with_what_fsprof_sets_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let env: Vec<(OsString, OsString)> = vec![
+        ("HOME".into(), "/fsprof/set/home".into()),
+        ("FSPROF_TEST_NEW".into(), "a=b c".into()),
+    ];
+    let mut want: Vec<u8> = Vec::new();
+    for (k, v) in std::env::vars_os().filter(|(k, _)| k != "HOME") {
+        want.extend_from_slice(k.as_encoded_bytes());
+        want.push(b'=');
+        want.extend_from_slice(v.as_encoded_bytes());
+        want.push(0);
+    }
+    want.extend_from_slice(b"HOME=/fsprof/set/home\0FSPROF_TEST_NEW=a=b c\0");
+    for held in [false, true] {
+        let out = dir.path().join(format!("environ-{held}"));
+        let cmd = argv(&["cp", "/proc/self/environ", out.to_str().unwrap()]);
+        let mut c = if held {
+            let mut c = Child::spawn_held(&cmd, &env).unwrap();
+            c.release().unwrap();
+            c
+        } else {
+            Child::spawn(&cmd, &env).unwrap()
+        };
+        assert_eq!(c.wait().unwrap(), ExitStatus::Code(0));
+        let got = std::fs::read(&out).unwrap();
+        assert!(
+            got == want,
+            "held {held}: the command's environment\n{}\nagainst\n{}",
+            String::from_utf8_lossy(&got).replace('\0', "\n"),
+            String::from_utf8_lossy(&want).replace('\0', "\n")
+        );
+    }
+}
+
 #[test]
 fn a_held_command_waits_before_execve_until_released() {
     let dir = tempfile::tempdir().unwrap();

@@ -42,13 +42,14 @@ use crate::peaks::{find_peaks_with, Peak, PeakOptions};
 mod finding;
 mod method;
 mod peak_change;
+pub mod process_shift;
 mod runs;
 pub mod verdict;
 
 pub use finding::{Difference, Finding, Moved};
 pub use method::Method;
 pub use peak_change::{PeakChange, SeenPeak};
-pub use verdict::{judged_with, Check, Spread, TestKind};
+pub use verdict::{judged_with, layer_can_decide, Check, Spread, TestKind, LONG_RUN_NS};
 
 #[derive(Clone, Debug)]
 pub struct CompareOptions {
@@ -176,6 +177,10 @@ pub struct OpComparison {
     pub peak_changes: Vec<PeakChange>,
     /// The verdict's tests, in the order run (see [`verdict`]).
     pub checks: Vec<Check>,
+    /// The executable whose own shift the tests took out, when one process
+    /// made the op's calls ([`process_shift`]); else the layer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
 }
 
 impl OpComparison {
@@ -240,6 +245,10 @@ pub struct Terms {
     /// Runs on each side.
     pub runs_a: usize,
     pub runs_b: usize,
+    /// The shortest run's duration (a whole layer's shift decides with
+    /// one run a side only if every run lasted [`LONG_RUN_NS`]).
+    #[serde(default)]
+    pub shortest_run_ns: u64,
     pub alpha: f64,
     pub min_share: f64,
     /// The assumed spread between runs, powers of two, and its weight.
@@ -332,6 +341,7 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
             method: opts.method,
             runs_a: a.len(),
             runs_b: b.len(),
+            shortest_run_ns: verdict::shortest_run_ns(a).min(verdict::shortest_run_ns(b)),
             alpha: opts.alpha,
             min_share: opts.min_share,
             spread: opts.spread,
@@ -469,6 +479,7 @@ fn compare_op(
         peaks_b,
         peak_changes,
         checks: Vec::new(),
+        process: None,
     }
 }
 

@@ -57,6 +57,15 @@ fn cleared_environment_then_fork_does_not_crash_the_child() {
 /// and a private mount namespace whose /dev/shm is a 1 MiB tmpfs with
 /// `free_kib` left (as root, with unshare).
 fn run_with_small_shm(free_kib: u32, cmd: &str) -> (tempfile::TempDir, Output) {
+    run_with_small_shm_and_tmpdir(free_kib, cmd, &std::env::temp_dir())
+}
+
+/// The same with fsprof's $TMPDIR (where a run goes when /dev/shm is full).
+fn run_with_small_shm_and_tmpdir(
+    free_kib: u32,
+    cmd: &str,
+    tmpdir: &Path,
+) -> (tempfile::TempDir, Output) {
     need_root("mounts a small tmpfs on /dev/shm in a private namespace");
     need_program("unshare", "util-linux");
     let dir = tempfile::tempdir().unwrap();
@@ -69,6 +78,7 @@ fn run_with_small_shm(free_kib: u32, cmd: &str) -> (tempfile::TempDir, Output) {
     let o = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
         .arg(fsprof_path())
+        .env("TMPDIR", tmpdir)
         .current_dir(dir.path())
         .output()
         .unwrap();
@@ -102,6 +112,22 @@ fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
 #[ignore = "needs root, unshare"]
 fn completely_full_dev_shm_moves_the_run_to_tmpdir() {
     let (dir, o) = run_with_small_shm(0, "cat /etc/hostname >/dev/null; exit 4");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let p = load(&dir.path().join("p.json"));
+    assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);
+    assert!(count(&p, "read") >= 1, "cat was profiled");
+}
+
+/// The shim keeps a run directory's path in a short buffer where it fits
+/// (shim/run.c): a $TMPDIR whose path is longer still holds a profiled run.
+#[test]
+#[ignore = "needs root, unshare"]
+fn a_run_directory_with_a_long_path_is_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = tmp.path().join("d".repeat(120)).join("e".repeat(120));
+    std::fs::create_dir_all(&long).unwrap();
+    let cmd = "cat /etc/hostname >/dev/null; exit 4";
+    let (dir, o) = run_with_small_shm_and_tmpdir(0, cmd, &long);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let p = load(&dir.path().join("p.json"));
     assert!(p.meta.unprofiled.is_empty(), "{:?}", p.meta.unprofiled);

@@ -1,0 +1,27 @@
+"""The pairs of runs of a pool made by bench/compare_rates.py, as
+bench/compare_floor.py and bench/compare_heldout.py read them: identical
+pairs are baseline runs 2i and 2i+1, slowed pairs baseline run 2i against
+slowed run i of an op (made between them), over the whole pool."""
+import os
+
+# The ops compare_rates.py slows, per workload.
+OPS = {"meta": ["readdir", "getxattr"], "read": ["open", "read"], "procs": ["close", "read"]}
+
+
+def runs(pool, w, kind):
+    out, i = [], 0
+    while os.path.exists(os.path.join(pool, f"{w}-{kind}-{i}.json")):
+        out.append(os.path.join(pool, f"{w}-{kind}-{i}.json"))
+        i += 1
+    return out
+
+
+def pairs(pool, w):
+    """(kind, slowed op or None, A, B) of workload `w` in `pool`."""
+    base = runs(pool, w, "base")
+    for i in range(len(base) // 2):
+        yield ("identical", None, base[2 * i], base[2 * i + 1])
+    for op in OPS[w]:
+        for i, s in enumerate(runs(pool, w, op)):
+            if 2 * i < len(base):
+                yield ("slowed", op, base[2 * i], s)
