@@ -5,7 +5,7 @@
 //! the image never used, opened itself, or that is not open, and none for
 //! the shim's own (the run directory it makes its first chunk in).
 
-use fsprof_trace::event::{Descriptor, Record};
+use fsprof_trace::event::{Call, Descriptor, ProcessInfo, Record};
 use fsprof_trace::TraceReader;
 
 /// Opens a file (position 5), a pipe, a socket pair, a file with
@@ -58,6 +58,23 @@ int main(int argc, char **argv) {
     return 5;
 }
 "#;
+
+/// The exec'd image's first call that `pred` picks.
+fn call_of<'a>(
+    records: &'a [Record],
+    image: &ProcessInfo,
+    pred: impl Fn(&Call) -> bool,
+) -> &'a Call {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::Call(c) if c.pid == image.pid && c.start_ns >= image.start_ns && pred(c) => {
+                Some(c)
+            }
+            _ => None,
+        })
+        .expect("the exec'd image's call")
+}
 
 #[test]
 fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
@@ -112,17 +129,7 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
         (5, libc::O_RDWR as i64),
         "the position before the first read, and the access mode: {f:?}"
     );
-    let first_read = records
-        .iter()
-        .find_map(|r| match r {
-            Record::Call(c)
-                if c.pid == image.pid && c.start_ns >= image.start_ns && c.fd == Some(file) =>
-            {
-                Some(c)
-            }
-            _ => None,
-        })
-        .expect("the read of the inherited file");
+    let first_read = call_of(&records, image, |c| c.fd == Some(file));
     assert!(
         f.start_ns <= first_read.start_ns,
         "{f:?} after {first_read:?}"
@@ -142,19 +149,10 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
             "{c:?}"
         );
     }
-    let own = records
-        .iter()
-        .find_map(|r| match r {
-            Record::Call(c)
-                if c.pid == image.pid
-                    && c.start_ns >= image.start_ns
-                    && c.path.as_ref().is_some_and(|p| p.ends_with(b"execer")) =>
-            {
-                Some(c.ret as i32)
-            }
-            _ => None,
-        })
-        .expect("the exec'd image's open of its executable");
+    let own = call_of(&records, image, |c| {
+        c.path.as_ref().is_some_and(|p| p.ends_with(b"execer"))
+    })
+    .ret as i32;
     let dup = one(own);
     assert!(
         dup.fd.path.ends_with(b"/data"),
