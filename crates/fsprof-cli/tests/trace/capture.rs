@@ -310,8 +310,9 @@ fn a_capture_that_falls_behind_holds_the_program_rather_than_its_memory() {
         assert!(o.status.success(), "{when}: {err}");
         let (_, calls, summary) = records(&t);
         let preads = calls.iter().filter(|c| c.op.is("pread")).count() as u64;
+        // The image's window in its arena block waits beside the files.
         assert!(
-            summary.pending_peak_bytes <= LIMIT << 20,
+            summary.pending_peak_bytes <= (LIMIT << 20) + fsprof_shim::trace_abi::TWIN_SIZE as u64,
             "{when}: {} bytes waited in the run directory",
             summary.pending_peak_bytes
         );
