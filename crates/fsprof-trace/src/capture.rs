@@ -413,7 +413,7 @@ impl TraceSource {
             // A thread that is gone writes no more: its block need not
             // wait for more records.
             if !sealed {
-                let _ = writer.end_stream(l.stream);
+                let _ = writer.close_stream(l.stream);
             }
             self.dropped += l.chunk.dropped_after_now();
             // A chunk nothing writes to any more (full, or its thread is

@@ -67,6 +67,10 @@ const ZSTD_LEVEL: i32 = 1;
 /// project's test machine; level -1 (literals stored, not entropy coded)
 /// took half of that for blocks of the same size or a few bytes more.
 const ZSTD_SMALL_LEVEL: i32 = -1;
+/// Ended streams' buffers kept for new ones, and the largest kept (a
+/// block's worth, which a long thread's grew to, is let go).
+const SPARE_BUFFERS: usize = 64;
+const SPARE_CAPACITY: usize = 16 << 10;
 /// Blocks below this many bytes are small.
 const SMALL_BLOCK: usize = 8 << 10;
 /// Blocks below this many bytes are stored in a zstd frame of one raw
@@ -213,6 +217,11 @@ pub struct TraceWriter {
     blocks: Vec<Pending>,
     /// Bytes in all blocks under way.
     pending: usize,
+    /// Buffers of streams closed ([`TraceWriter::close_stream`]), for new
+    /// streams: a capture starts one or two a short process, each of which
+    /// grew its own from nothing (~7 reallocations), and a long capture's
+    /// ended streams kept theirs.
+    spare: Vec<Vec<u8>>,
     summary: TraceSummary,
     bytes_raw: u64,
     bytes_file: u64,
@@ -287,6 +296,7 @@ impl StagedTrace {
             packed: Vec::new(),
             blocks: Vec::new(),
             pending: 0,
+            spare: Vec::new(),
             summary: TraceSummary::default(),
             bytes_raw: 0,
             bytes_file: (16 + json.len()) as u64,
@@ -310,6 +320,9 @@ impl TraceWriter {
         let p = &mut self.blocks[i];
         if p.count == 0 {
             p.first = start_ns;
+            if p.block.capacity() == 0 {
+                p.block = self.spare.pop().unwrap_or_default();
+            }
         }
         p.count += 1;
         p
@@ -411,6 +424,20 @@ impl TraceWriter {
         p.block.clear();
         p.count = 0;
         p.prev_start = 0;
+        Ok(())
+    }
+
+    /// [`TraceWriter::end_stream`] for a stream that has ended (its thread
+    /// is gone): its buffer goes to the next stream. Records pushed to it
+    /// after all start a new block, as after `end_stream`.
+    pub fn close_stream(&mut self, stream: u32) -> Result<(), TraceError> {
+        self.end_stream(stream)?;
+        if let Some(p) = self.blocks.get_mut(stream as usize) {
+            let block = std::mem::take(&mut p.block);
+            if self.spare.len() < SPARE_BUFFERS && block.capacity() <= SPARE_CAPACITY {
+                self.spare.push(block);
+            }
+        }
         Ok(())
     }
 
