@@ -817,14 +817,9 @@ HIDDEN void fsprof_trace_fd_known(long fd, int known)
  * number that is not open (the call fails with EBADF). */
 static void record_fd(long fd)
 {
-    char name[32] = "/proc/self/fd/";
-    char digits[12];
-    int nd = 0;
-    for (long v = fd; nd == 0 || v > 0; v /= 10)
-        digits[nd++] = (char)('0' + v % 10);
-    for (int i = 0; i < nd; i++)
-        name[14 + i] = digits[nd - 1 - i];
-    name[14 + nd] = 0;
+    char name[32];
+    fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "/proc/self/fd/"), sizeof name,
+                   (uint64_t)fd);
     long flags = syscall(SYS_fcntl, fd, F_GETFL);
     if (flags < 0)
         return;
