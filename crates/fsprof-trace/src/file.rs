@@ -73,12 +73,6 @@ const SPARE_BUFFERS: usize = 64;
 const SPARE_CAPACITY: usize = 16 << 10;
 /// Blocks below this many bytes are small.
 const SMALL_BLOCK: usize = 8 << 10;
-/// Blocks below this many bytes are stored in a zstd frame of one raw
-/// block ([`stored_frame`]): most short processes' streams (a few hundred
-/// bytes; two a process for a shell's fork and exec) saved ~18% at level
-/// -1, for a compression context's frame and table set-up that was ~14%
-/// of fsprof's own CPU per process under `trace`.
-const STORED_BLOCK: usize = 2 << 10;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
@@ -391,18 +385,14 @@ impl TraceWriter {
             source: e,
         };
         self.packed.clear();
-        if p.block.len() < STORED_BLOCK {
-            stored_frame(&p.block, &mut self.packed);
-        } else {
-            self.packed
-                .reserve(zstd::zstd_safe::compress_bound(p.block.len()));
-            let zstd = match p.block.len() < SMALL_BLOCK {
-                true => &mut self.zstd_small,
-                false => &mut self.zstd,
-            };
-            zstd.compress_to_buffer(&p.block, &mut self.packed)
-                .map_err(io)?;
-        }
+        self.packed
+            .reserve(zstd::zstd_safe::compress_bound(p.block.len()));
+        let zstd = match p.block.len() < SMALL_BLOCK {
+            true => &mut self.zstd_small,
+            false => &mut self.zstd,
+        };
+        zstd.compress_to_buffer(&p.block, &mut self.packed)
+            .map_err(io)?;
         let mut hdr = [0u8; BLOCK_HDR];
         let words = [
             TAG_RECORDS,
@@ -500,62 +490,9 @@ impl TraceWriter {
 }
 
 /// An output error as a trace error: "exists" keeps its own variant.
-/// `data` as a zstd frame (RFC 8878) of one raw block, with its content
-/// size and checksum: what any zstd decoder reads, so the file's format is
-/// unchanged. Written here because libzstd has no level that stores; its
-/// fastest still sets up a frame and builds entropy tables. `data` is
-/// below [`STORED_BLOCK`] bytes, within a raw block's 128 KiB.
-fn stored_frame(data: &[u8], out: &mut Vec<u8>) {
-    const ZSTD_MAGIC: u32 = 0xFD2F_B528;
-    // Frame header descriptor: a 4-byte content size, single segment (no
-    // window descriptor), content checksum, no dictionary.
-    const DESCRIPTOR: u8 = (2 << 6) | (1 << 5) | (1 << 2);
-    let size = data.len() as u32;
-    out.extend_from_slice(&ZSTD_MAGIC.to_le_bytes());
-    out.push(DESCRIPTOR);
-    out.extend_from_slice(&size.to_le_bytes());
-    // Block header: last block, type raw (0), its size.
-    let block = 1 | (size << 3);
-    out.extend_from_slice(&block.to_le_bytes()[..3]);
-    out.extend_from_slice(data);
-    let sum = xxhash_rust::xxh64::xxh64(data, 0) as u32;
-    out.extend_from_slice(&sum.to_le_bytes());
-}
-
 pub(crate) fn output_error(path: &Path, e: FormatError) -> TraceError {
     match e {
         FormatError::Exists { .. } => TraceError::Exists { path: path.into() },
         e => TraceError::Output(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stored_frame_is_read_by_zstd_and_checked() {
-        for len in [1, 300, STORED_BLOCK - 1] {
-            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
-            let mut frame = Vec::new();
-            stored_frame(&data, &mut frame);
-            assert_eq!(zstd::bulk::decompress(&frame, len).unwrap(), data);
-            let mut read = Vec::new();
-            io::Read::read_to_end(
-                &mut zstd::stream::read::Decoder::new(&frame[..]).unwrap(),
-                &mut read,
-            )
-            .unwrap();
-            assert_eq!(read, data);
-            // The checksum is there and checked.
-            let mut bad = frame.clone();
-            bad[13] ^= 1;
-            let mut out = Vec::new();
-            let r = io::Read::read_to_end(
-                &mut zstd::stream::read::Decoder::new(&bad[..]).unwrap(),
-                &mut out,
-            );
-            assert!(r.is_err(), "a changed byte of {len} went unnoticed");
-        }
     }
 }
