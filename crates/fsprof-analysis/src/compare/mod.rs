@@ -334,14 +334,21 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
         .unwrap_or_default();
     let (ma, mb) = (merged(a), merged(b));
     let mut ops = phases(&ma, &mb, res, opts);
-    let layer_shifts = verdict::judge(&mut ops, (a, b), res, opts);
+    // A profile that does not say how long it ran counts as short.
+    let shortest_ns = a
+        .iter()
+        .chain(b)
+        .map(|p| p.meta.duration_ns)
+        .min()
+        .unwrap_or(0);
+    let layer_shifts = verdict::judge(&mut ops, (a, b), res, opts, shortest_ns);
     rank(&mut ops);
     Comparison {
         terms: Terms {
             method: opts.method,
             runs_a: a.len(),
             runs_b: b.len(),
-            shortest_run_ns: verdict::shortest_run_ns(a).min(verdict::shortest_run_ns(b)),
+            shortest_run_ns: shortest_ns,
             alpha: opts.alpha,
             min_share: opts.min_share,
             spread: opts.spread,

@@ -316,13 +316,16 @@ pub(super) fn holm(checks: &mut [&mut Check], opts: &CompareOptions) {
 
 /// The verdict on every op of a comparison whose phases 1–3 are done:
 /// each compared op's tests, Holm over all of them, and whether each op is
-/// interesting. Returns each layer's profile shift.
+/// interesting. `shortest_ns` is the shortest run's duration
+/// ([`layer_can_decide`]). Returns each layer's profile shift.
 pub(super) fn judge(
     ops: &mut [OpComparison],
     (a, b): (&[Profile], &[Profile]),
     res: Resolution,
     opts: &CompareOptions,
+    shortest_ns: u64,
 ) -> Vec<LayerShift> {
+    let layers_decide = layer_can_decide(a.len(), b.len(), shortest_ns);
     let mut groups: Vec<String> = Vec::new();
     for o in ops.iter() {
         let g = judged_with(&o.layer);
@@ -341,9 +344,7 @@ pub(super) fn judge(
             shifts
                 .iter_mut()
                 .filter_map(|s| s.check.as_mut())
-                .filter(|_| {
-                    layer_can_decide(a.len(), b.len(), shortest_run_ns(a).min(shortest_run_ns(b)))
-                }),
+                .filter(|_| layers_decide),
         )
         .collect();
     holm(&mut all, opts);
@@ -378,12 +379,6 @@ pub fn layer_can_decide(runs_a: usize, runs_b: usize, shortest_ns: u64) -> bool 
 /// decide with one run a side: ten times the longest slow stretch of the
 /// machine measured (90 ms), so that one covers at most a tenth of a run.
 pub const LONG_RUN_NS: u64 = 1_000_000_000;
-
-/// The shortest of the runs' durations (0, short, when a profile does
-/// not say).
-pub fn shortest_run_ns(runs: &[Profile]) -> u64 {
-    runs.iter().map(|p| p.meta.duration_ns).min().unwrap_or(0)
-}
 
 /// The layer an op of `layer` is judged with: `user-nonfile` goes with
 /// `user`, the same program's calls at the same depth, sorted by the
