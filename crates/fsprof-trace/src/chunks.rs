@@ -673,6 +673,62 @@ mod tests {
         }
     }
 
+    /// A window lies in the control file, which every traced process of
+    /// the run may write: a header that is not this version's, or that
+    /// claims another size than the window's, is refused with an error
+    /// (the capture skips it with a note and frees its block), a zeroed one
+    /// holds no chunk, and a whole one is read at its place in the file.
+    #[test]
+    fn a_window_whose_header_lies_is_refused_and_a_whole_one_read() {
+        let len = t::TWIN_SIZE;
+        let mut f = tempfile::tempfile().unwrap();
+        f.set_len(2 * len as u64).unwrap();
+        let file = Rc::new(f);
+        let map = Rc::new(SharedMap::new(&file, 2 * len).unwrap());
+        let write = |h: ChunkHeader| {
+            // SAFETY: a plain repr(C) struct of integers, read as bytes.
+            let b = unsafe {
+                std::slice::from_raw_parts(&h as *const _ as *const u8, std::mem::size_of_val(&h))
+            };
+            file.write_all_at(b, len as u64).unwrap();
+        };
+        let whole = ChunkHeader {
+            magic: t::TCHUNK_MAGIC,
+            abi_version: t::TRACE_ABI_VERSION,
+            hdr_size: t::TCHUNK_HDR as u32,
+            proc_seq: 3,
+            pid: 41,
+            tid: 42,
+            size: len as u64,
+            seq: 9,
+            ..Default::default()
+        };
+        assert!(open_window(&file, &map, len, len).unwrap().is_none());
+        for bad in [
+            ChunkHeader {
+                abi_version: t::TRACE_ABI_VERSION + 1,
+                ..whole
+            },
+            ChunkHeader {
+                size: 2 * len as u64,
+                ..whole
+            },
+        ] {
+            write(bad);
+            let e = open_window(&file, &map, len, len).err().expect("refused");
+            assert!(
+                e.to_string().starts_with(&format!("the window at {len} ")),
+                "{e}"
+            );
+        }
+        write(whole);
+        let c = open_window(&file, &map, len, len)
+            .unwrap()
+            .expect("a chunk");
+        assert_eq!((c.info.pid, c.info.tid, c.seq), (41, 42, 9));
+        assert_eq!(c.committed_now(), 0);
+    }
+
     /// A capture reads a live chunk a few records at a time: a process
     /// record the bytes end with waits for the next record (and is parsed
     /// again with it), an FD record is a descriptor of its own, and reading a chunk in pieces at record
