@@ -681,7 +681,7 @@ mod tests {
     #[test]
     fn a_window_whose_header_lies_is_refused_and_a_whole_one_read() {
         let len = t::TWIN_SIZE;
-        let mut f = tempfile::tempfile().unwrap();
+        let f = tempfile::tempfile().unwrap();
         f.set_len(2 * len as u64).unwrap();
         let file = Rc::new(f);
         let map = Rc::new(SharedMap::new(&file, 2 * len).unwrap());
