@@ -267,7 +267,11 @@ impl TraceSource {
         };
         let (map, file) = a.shared();
         let blocks: Vec<u32> = match every {
-            true => (0..a.reserved()).collect(),
+            // A block whose pages were never made holds no window (and
+            // reading it would make them); one taken was made by its taker.
+            true => (0..a.ready())
+                .chain(a.taken().iter().map(|t| t.block).filter(|&k| k >= a.ready()))
+                .collect(),
             false => a.taken().iter().map(|t| t.block).collect(),
         };
         for k in blocks {

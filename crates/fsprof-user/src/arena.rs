@@ -28,20 +28,23 @@ use fsprof_sys::mmap::SharedMap;
 
 use crate::written::Written;
 
-/// Blocks on offer when the command starts: reserving a block allocates
-/// and zeroes its 32 pages (~13 µs here), on the run's start-up path. Not
-/// fewer: a block reserved only once the command has been started may
-/// come after its first forks in a loaded machine (those processes then
-/// map counter files of their own; `run::faults` counts on the four).
-/// Reserving three of them only once the command was started failed
-/// those tests: fsprof then went on after the clone on the CPU the
-/// command starts on, so only when the command first blocked, which may
-/// be after its first fork. fsprof now moves to the other CPU after the
-/// clone (`fsprof_sys::process`, `OnThisCpu`), but nothing makes it come
-/// before the command's first fork; a gate in the shim that made the
-/// command's processes wait for the blocks cost the command more than the
-/// start-up gained (docs/benchmarks/overhead.md, "Start-up, sixth
-/// session").
+/// Blocks on offer when the command starts. Not fewer: a block offered
+/// only once the command has been started may come after its first forks
+/// in a loaded machine (those processes then map counter files of their
+/// own; `run::faults` counts on the four). They are offered before the
+/// command starts, but their pages (32 a block, allocated by `fallocate`:
+/// ~13 µs a block idle, up to 100 µs for the four under load) are
+/// reserved only after it, off the start-up's path: the first block as
+/// soon as fsprof runs again beside the command's exec, the others at the
+/// first refill, so that a command that ends before it (`true`) has one
+/// block's pages to free at the end rather than four. A process that takes
+/// a block before its pages are there (`ControlHeader::blocks_ready`) makes
+/// them itself, all of them at once (shim/pool.c), or uses a file where it
+/// cannot. Two earlier ways failed: reserving three blocks only after the
+/// clone (fsprof then ran on the command's CPU, and reached the offers
+/// after the command's first fork), and a gate that made the command's
+/// processes wait for fsprof (cost the command more than the start-up
+/// gained; docs/benchmarks/overhead.md, "Start-up, sixth session").
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice as many as processes started
@@ -68,8 +71,16 @@ pub struct Arena {
     map: Rc<SharedMap>,
     file: Rc<File>,
     max_blocks: u32,
-    /// Blocks the file holds (reserved).
+    /// Blocks the file holds (numbered; offered or to be).
     reserved: u32,
+    /// Blocks `0..ready` have their pages (the rest of `0..reserved` are
+    /// holes until [`Arena::make_ready`]).
+    ready: u32,
+    /// Blocks are numbered without their pages (at the start).
+    sparse: bool,
+    /// The first blocks' pages are never made (tests: as late as a
+    /// loaded machine may make them).
+    held: bool,
     /// Zeroed, not on offer.
     free: Vec<u32>,
     /// On offer, in ring order: offers `tail - offered.len() .. tail`.
@@ -94,6 +105,9 @@ impl Arena {
             file: Rc::new(file.try_clone()?),
             max_blocks,
             reserved: 0,
+            ready: 0,
+            sparse: false,
+            held: false,
             free: Vec::new(),
             offered: VecDeque::new(),
             tail: 0,
@@ -104,9 +118,72 @@ impl Arena {
         })
     }
 
+    /// Ends the run ([`crate::rundir::RunDir::end`]): the shim reads the
+    /// state with acquire ordering.
+    pub fn end(&self) {
+        self.map
+            .store_u32_release(offset_of!(ControlHeader, state), abi::RUN_ENDED);
+    }
+
     /// Whether fsprof has ended the run ([`crate::rundir::RunDir::end`]).
     fn ended(&self) -> bool {
         self.map.u32_at(offset_of!(ControlHeader, state)) == abi::RUN_ENDED
+    }
+
+    /// Offers the first blocks before the command starts, their pages not
+    /// reserved yet (the file made longer, sparse): [`AT_START`].
+    pub fn offer_first(&mut self, now_ns: u64) {
+        self.sparse = true;
+        self.refill(now_ns);
+        self.sparse = false;
+    }
+
+    /// Reserves the pages of the blocks offered up to block `upto` (the
+    /// first blocks are offered without them: [`Arena::offer_first`]).
+    pub fn make_ready(&mut self, upto: u32) {
+        if !self.full && !self.held {
+            self.fill(upto.min(self.reserved));
+        }
+    }
+
+    /// Allocates the pages of blocks `ready..upto` and tells the processes;
+    /// false (and no more blocks) where the file system has no room.
+    fn fill(&mut self, upto: u32) -> bool {
+        if upto <= self.ready {
+            return true;
+        }
+        let off = abi::ARENA_OFF + self.ready as usize * abi::FIRST_CHUNK;
+        let len = (upto - self.ready) as usize * abi::FIRST_CHUNK;
+        // SAFETY: fallocate on a descriptor we own, with a range in bounds
+        // of off_t (at most ARENA_OFF + MAX_BLOCKS blocks).
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off as i64, len as i64) };
+        if rc != 0 {
+            self.full = true;
+            return false;
+        }
+        self.ready = upto;
+        // Relaxed: what it publishes is the file system's, made by the
+        // call that returned before this store.
+        self.map
+            .store_u32(offset_of!(ControlHeader, blocks_ready), upto);
+        true
+    }
+
+    /// The first blocks' pages are left to the processes that take them
+    /// (`FSPROF_TEST_UNREADY_BLOCKS=1`, for `run::faults`).
+    pub fn hold_first(&mut self) {
+        self.held = true;
+    }
+
+    /// Whether any process of the run made a counter file of its own
+    /// (`ControlHeader::files`).
+    pub fn files_made(&self) -> bool {
+        self.map.u32_at(offset_of!(ControlHeader, files)) != 0
+    }
+
+    /// Blocks whose pages are there (numbered from 0).
+    pub fn ready(&self) -> u32 {
+        self.ready
     }
 
     /// Notes the offers processes took since the last call, and tops the
@@ -143,6 +220,9 @@ impl Arena {
         // Once the run has ended no process joins it: a block reserved
         // now (32 pages allocated and zeroed) would only be removed again.
         let ended = self.ended();
+        if !ended && !self.sparse {
+            self.make_ready(self.reserved);
+        }
         while !ended && self.offered.len() < self.target {
             let want = (self.target - self.offered.len()) as u32;
             let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
@@ -167,16 +247,20 @@ impl Arena {
             return None;
         }
         let n = want.clamp(1, BATCH).min(self.max_blocks - self.reserved);
-        let off = abi::ARENA_OFF + self.reserved as usize * abi::FIRST_CHUNK;
-        let len = n as usize * abi::FIRST_CHUNK;
-        // SAFETY: fallocate on a descriptor we own, with a range in bounds
-        // of off_t (at most ARENA_OFF + MAX_BLOCKS blocks).
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off as i64, len as i64) };
-        if rc != 0 {
+        let first = self.reserved;
+        let made = match self.sparse {
+            // A hole: a process that takes the block before it is made
+            // ready writes only inside the file.
+            true => {
+                let end = abi::ARENA_OFF + (first + n) as usize * abi::FIRST_CHUNK;
+                self.file.set_len(end as u64).is_ok()
+            }
+            false => self.fill(first + n),
+        };
+        if !made {
             self.full = true;
             return None;
         }
-        let first = self.reserved;
         self.reserved += n;
         self.free.extend((first + 1..self.reserved).rev());
         Some(first)
@@ -186,11 +270,6 @@ impl Arena {
     /// trace`'s reader of the blocks' windows.
     pub fn shared(&self) -> (Rc<SharedMap>, Rc<File>) {
         (self.map.clone(), self.file.clone())
-    }
-
-    /// Blocks reserved so far (numbered from 0).
-    pub fn reserved(&self) -> u32 {
-        self.reserved
     }
 
     /// Where block `k`'s trace window starts, in the mapping and the file
@@ -235,8 +314,11 @@ impl Arena {
             return;
         };
         self.taken.swap_remove(i);
-        if self.ended() {
+        if self.ended() || (written.is_none() && block >= self.ready) {
             // Never offered again: zeroing it would be work for nothing.
+            // A block abandoned before its pages were made (its taker
+            // could not make them, or died first) is left: its pages may
+            // not be there, even for zeros.
             return;
         }
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
@@ -281,6 +363,37 @@ mod tests {
             let len = file.metadata().unwrap().len() as usize;
             assert_eq!(len > abi::ARENA_OFF, grows, "state {state}: {len} bytes");
         }
+    }
+
+    /// The first blocks are offered before the command starts with no
+    /// pages (a longer, sparse file: nothing allocated on the start-up's
+    /// path); the first is made ready as the command starts, the others at
+    /// the first refill, each time telling the processes how many are.
+    #[test]
+    fn the_first_blocks_are_offered_before_their_pages_are_made() {
+        use std::os::unix::fs::MetadataExt;
+        let file = tempfile::tempfile().unwrap();
+        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
+        let state = offset_of!(ControlHeader, state) as u64;
+        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
+            .unwrap();
+        let allocated = || file.metadata().unwrap().blocks() * 512;
+        let before = allocated();
+        let mut a = Arena::new(&file, 64).unwrap();
+        a.offer_first(0);
+        assert_eq!(a.offered.len(), AT_START);
+        let len = (abi::ARENA_OFF + AT_START * abi::FIRST_CHUNK) as u64;
+        assert_eq!(file.metadata().unwrap().len(), len);
+        assert_eq!(allocated(), before, "pages made before the command");
+        let ready = |a: &Arena| a.map.u32_at(offset_of!(ControlHeader, blocks_ready));
+        assert_eq!((ready(&a), a.ready()), (0, 0));
+        a.make_ready(1);
+        assert_eq!((ready(&a), a.ready()), (1, 1));
+        assert!(allocated() >= before + abi::FIRST_CHUNK as u64);
+        a.refill(1);
+        let all = AT_START as u32;
+        assert_eq!((ready(&a), a.ready()), (all, all));
+        assert!(allocated() >= before + (AT_START * abi::FIRST_CHUNK) as u64);
     }
 
     /// Processes that started without a block (the offers ran out, they

@@ -94,8 +94,9 @@ impl RunDir {
         (&file).write_all(control)?;
         d.arena = Arena::new(&file, arena_blocks()).ok();
         if let Some(a) = &mut d.arena {
-            // The command's first processes find blocks on offer.
-            a.refill(fsprof_sys::clock::mono_ns());
+            // The command's first processes find blocks on offer (their
+            // pages are made once it has started: UserSource::start).
+            a.offer_first(fsprof_sys::clock::mono_ns());
         }
         d.control = Some(file);
         d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
@@ -131,7 +132,11 @@ impl RunDir {
     /// Marks the run as over: processes that start from now on (a daemon's
     /// children after the command exited) stay unprofiled.
     pub fn end(&self) {
-        if let Some(f) = &self.control {
+        if let Some(a) = &self.arena {
+            // Through the mapping: no system call (twice: here and when
+            // the run directory goes).
+            a.end();
+        } else if let Some(f) = &self.control {
             let at = std::mem::offset_of!(ControlHeader, state) as u64;
             let _ = f.write_all_at(&abi::RUN_ENDED.to_ne_bytes(), at);
         }
@@ -155,6 +160,14 @@ impl RunDir {
             .filter_map(|k| parse_lost(&hdr[table + k * size..table + (k + 1) * size]))
             .collect();
         (lost, count)
+    }
+
+    /// Whether a process may have made a counter file of its own (the
+    /// shim counts them before it makes one): if not, the directory holds
+    /// none to read. A process of the run that zeroes the count hides its
+    /// own files from the profile, as it could zero its own counters.
+    pub fn may_hold_files(&self) -> bool {
+        self.arena.as_ref().is_none_or(Arena::files_made)
     }
 
     /// Counter files of the processes seen so far, with their sequence
