@@ -270,7 +270,12 @@ impl TraceSource {
             // A block whose pages were never made holds no window (and
             // reading it would make them); one taken was made by its taker.
             true => (0..a.ready())
-                .chain(a.taken().iter().map(|t| t.block).filter(|&k| k >= a.ready()))
+                .chain(
+                    a.taken()
+                        .iter()
+                        .map(|t| t.block)
+                        .filter(|&k| k >= a.ready()),
+                )
                 .collect(),
             false => a.taken().iter().map(|t| t.block).collect(),
         };

@@ -98,11 +98,13 @@ pub struct Arena {
 impl Arena {
     /// The arena of the control file `file` (open for writing), of room
     /// for `max_blocks` blocks, none reserved yet.
-    pub fn new(file: &File, max_blocks: u32) -> io::Result<Arena> {
+    pub fn new(file: &Rc<File>, max_blocks: u32) -> io::Result<Arena> {
         let len = abi::ARENA_OFF + max_blocks as usize * abi::FIRST_CHUNK;
         Ok(Arena {
             map: Rc::new(SharedMap::new_writable(file, len)?),
-            file: Rc::new(file.try_clone()?),
+            // The run directory's descriptor, not a copy: one system call
+            // fewer before the command and one at the end.
+            file: file.clone(),
             max_blocks,
             reserved: 0,
             ready: 0,
@@ -173,6 +175,12 @@ impl Arena {
     /// (`FSPROF_TEST_UNREADY_BLOCKS=1`, for `run::faults`).
     pub fn hold_first(&mut self) {
         self.held = true;
+    }
+
+    /// Processes the shim recorded as lost (`ControlHeader::lost_count`).
+    pub fn lost_count(&self) -> u64 {
+        self.map
+            .u64_acquire_at(offset_of!(ControlHeader, lost_count))
     }
 
     /// Whether any process of the run made a counter file of its own
@@ -354,7 +362,7 @@ mod tests {
     #[test]
     fn no_block_is_reserved_after_the_run_ended() {
         for (state, grows) in [(abi::RUN_ACTIVE, true), (abi::RUN_ENDED, false)] {
-            let file = tempfile::tempfile().unwrap();
+            let file = Rc::new(tempfile::tempfile().unwrap());
             file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
             let at = offset_of!(ControlHeader, state) as u64;
             file.write_all_at(&state.to_ne_bytes(), at).unwrap();
@@ -372,7 +380,7 @@ mod tests {
     #[test]
     fn the_first_blocks_are_offered_before_their_pages_are_made() {
         use std::os::unix::fs::MetadataExt;
-        let file = tempfile::tempfile().unwrap();
+        let file = Rc::new(tempfile::tempfile().unwrap());
         file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
         let state = offset_of!(ControlHeader, state) as u64;
         file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
@@ -401,7 +409,7 @@ mod tests {
     /// offers twice as many as started, not twice the few that were taken.
     #[test]
     fn the_offers_follow_the_processes_that_started() {
-        let file = tempfile::tempfile().unwrap();
+        let file = Rc::new(tempfile::tempfile().unwrap());
         file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
         let state = offset_of!(ControlHeader, state) as u64;
         file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)

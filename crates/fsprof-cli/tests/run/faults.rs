@@ -135,7 +135,11 @@ fn blocks_taken_before_their_pages_are_made_never_fault() {
     let (dir, o) = run_in_small_shm(900, cmd, &tmp, &unready);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     let late = load(&dir.path().join("p.json"));
-    assert!(late.meta.unprofiled.is_empty(), "{:?}", late.meta.unprofiled);
+    assert!(
+        late.meta.unprofiled.is_empty(),
+        "{:?}",
+        late.meta.unprofiled
+    );
     assert_eq!(late.processes.len(), 3, "sh and two cats");
     let (dir, o) = run_in_small_shm(900, cmd, &tmp, &[]);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
@@ -149,7 +153,11 @@ fn blocks_taken_before_their_pages_are_made_never_fault() {
     assert_eq!(o.status.code(), Some(3), "was 135 (SIGBUS): {}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), hostname);
     let p = load(&dir.path().join("p.json"));
-    assert!(p.meta.unprofiled.len() >= 2, "sh and cat: {:?}", p.meta.unprofiled);
+    assert!(
+        p.meta.unprofiled.len() >= 2,
+        "sh and cat: {:?}",
+        p.meta.unprofiled
+    );
     assert!(p.meta.unprofiled.iter().all(|u| u.reason.contains("full")));
 }
 
