@@ -295,6 +295,19 @@ impl Arena {
         !self.ended() && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
     }
 
+    /// Blocks processes took from the offers since the last refill (which
+    /// notes them in [`Arena::taken`]): the ring's head, as the processes
+    /// moved it, bounded by the offers made.
+    pub fn taken_since_refill(&self) -> impl Iterator<Item = u32> + '_ {
+        let head = self
+            .map
+            .u64_acquire_at(offset_of!(ControlHeader, ring_head))
+            .min(self.tail);
+        let first_offered = self.tail - self.offered.len() as u64;
+        let n = head.saturating_sub(first_offered) as usize;
+        self.offered.iter().copied().take(n)
+    }
+
     /// The blocks processes have taken and not given back.
     pub fn taken(&self) -> &[Taken] {
         &self.taken
