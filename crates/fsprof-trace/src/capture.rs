@@ -268,15 +268,8 @@ impl TraceSource {
         let (map, file) = a.shared();
         let blocks: Vec<u32> = match every {
             // A block whose pages were never made holds no window (and
-            // reading it would make them); one taken was made by its
-            // taker, whether fsprof has noted it taken yet or not.
-            true => {
-                let taken = a.taken().iter().map(|t| t.block);
-                let later = taken.chain(a.taken_since_refill());
-                (0..a.ready())
-                    .chain(later.filter(|&k| k >= a.ready()))
-                    .collect()
-            }
+            // reading it would make them).
+            true => a.with_pages().collect(),
             false => a.taken().iter().map(|t| t.block).collect(),
         };
         for k in blocks {

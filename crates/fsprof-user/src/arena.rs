@@ -198,12 +198,7 @@ impl Arena {
     /// offers up: to twice as many as processes started since, if that is
     /// more than before (at most [`MAX_ON_OFFER`]).
     pub fn refill(&mut self, now_ns: u64) {
-        let head = self
-            .map
-            .u64_acquire_at(offset_of!(ControlHeader, ring_head))
-            .min(self.tail);
-        let first_offered = self.tail - self.offered.len() as u64;
-        let taken = head.saturating_sub(first_offered) as usize;
+        let taken = self.offers_taken();
         // Processes that started, with a block or, when the offers ran out,
         // a counter file of their own (a file costs a process ~30 us more:
         // creating, reserving and mapping it, and fsprof's reading and
@@ -216,7 +211,7 @@ impl Arena {
         let started = seq.saturating_sub(self.seen_seq).min(MAX_ON_OFFER as u64) as usize;
         self.seen_seq = self.seen_seq.max(seq);
         self.target = self.target.max(2 * taken.max(started)).min(MAX_ON_OFFER);
-        for _ in first_offered..head {
+        for _ in 0..taken {
             if let Some(block) = self.offered.pop_front() {
                 self.taken.push(Taken {
                     block,
@@ -295,17 +290,27 @@ impl Arena {
         !self.ended() && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
     }
 
-    /// Blocks processes took from the offers since the last refill (which
-    /// notes them in [`Arena::taken`]): the ring's head, as the processes
-    /// moved it, bounded by the offers made.
-    pub fn taken_since_refill(&self) -> impl Iterator<Item = u32> + '_ {
+    /// The blocks whose pages are there: the ready ones, and those above
+    /// that a process took (it made them), whether fsprof has noted it
+    /// taken yet, holds it, or has given it back. The others are holes
+    /// still on offer, which reading would fill.
+    pub fn with_pages(&self) -> impl Iterator<Item = u32> + '_ {
+        let holes: Vec<u32> = (self.offered.iter().copied())
+            .skip(self.offers_taken())
+            .filter(|&k| k >= self.ready)
+            .collect();
+        (0..self.reserved).filter(move |k| *k < self.ready || !holes.contains(k))
+    }
+
+    /// How many of the offers on the list processes have taken: the ring's
+    /// head, as they moved it, bounded by the offers made.
+    fn offers_taken(&self) -> usize {
         let head = self
             .map
             .u64_acquire_at(offset_of!(ControlHeader, ring_head))
             .min(self.tail);
         let first_offered = self.tail - self.offered.len() as u64;
-        let n = head.saturating_sub(first_offered) as usize;
-        self.offered.iter().copied().take(n)
+        head.saturating_sub(first_offered) as usize
     }
 
     /// The blocks processes have taken and not given back.
@@ -386,6 +391,16 @@ mod tests {
         }
     }
 
+    /// A control file of an active run, with room for its header only.
+    fn active_control() -> Rc<File> {
+        let file = Rc::new(tempfile::tempfile().unwrap());
+        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
+        let state = offset_of!(ControlHeader, state) as u64;
+        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
+            .unwrap();
+        file
+    }
+
     /// The first blocks are offered before the command starts with no
     /// pages (a longer, sparse file: nothing allocated on the start-up's
     /// path); the first is made ready as the command starts, the others at
@@ -393,11 +408,7 @@ mod tests {
     #[test]
     fn the_first_blocks_are_offered_before_their_pages_are_made() {
         use std::os::unix::fs::MetadataExt;
-        let file = Rc::new(tempfile::tempfile().unwrap());
-        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
-        let state = offset_of!(ControlHeader, state) as u64;
-        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
-            .unwrap();
+        let file = active_control();
         let allocated = || file.metadata().unwrap().blocks() * 512;
         let before = allocated();
         let mut a = Arena::new(&file, 64).unwrap();
@@ -422,11 +433,7 @@ mod tests {
     /// offers twice as many as started, not twice the few that were taken.
     #[test]
     fn the_offers_follow_the_processes_that_started() {
-        let file = Rc::new(tempfile::tempfile().unwrap());
-        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
-        let state = offset_of!(ControlHeader, state) as u64;
-        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
-            .unwrap();
+        let file = active_control();
         let mut a = Arena::new(&file, 512).unwrap();
         a.refill(0);
         assert_eq!(a.offered.len(), AT_START);
