@@ -43,6 +43,14 @@ ended processes' blocks every 5 ms, on the other CPU). Every variant pays
 fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
 each process's block, which is the run's cost too.
 
+--trace adds `fsprof trace` (and --other's; with --calls-only, one with
+every capability dropped: no page faults followed) the same way: a driver under
+each build's `fsprof trace`, whose samples are traced with every call and
+page fault recorded. The variants outside a run always take the `fsprof
+run` drivers, so that bare's fsprof CPU is a run's idle; a trace sample's
+fsprof CPU holds the harvest of its records (and of the driver's own few
+calls around it). Printed paired: trace - run, and trace - trace (other).
+
 --preload NAME=PATH adds a variant with another library preloaded in the
 shim's place (a shim linked another way, a library that does one part of
 the shim's work), outside a run, or under this build's run with ",run"
@@ -57,7 +65,7 @@ whole workload, fsprof included), which do not vary from run to run.
 
 usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
           [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
-          [--settle MS] [--counts] [--fifo]
+          [--settle MS] [--counts] [--fifo] [--trace]
 """
 import argparse
 import glob
@@ -128,12 +136,15 @@ def driver():
 
 
 class Driver:
-    """A driver process under one build's `fsprof run`."""
+    """A driver process under one build's `fsprof run` (or `fsprof trace`)."""
 
-    def __init__(self, fsprof, tmp, tag, fifo):
+    def __init__(self, fsprof, tmp, tag, fifo, trace=False, calls_only=False):
         pre = ["chrt", "-f", "50"] if fifo else []
-        argv = pre + [fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, f"driver{tag}.json"), "--",
-                      sys.executable, os.path.abspath(__file__), "--driver"]
+        if calls_only:
+            pre += per_process.NO_CAPS
+        how = ["trace", "-o", os.path.join(tmp, f"driver{tag}.trace")] if trace else \
+            ["run", "-q", "-o", os.path.join(tmp, f"driver{tag}.json")]
+        argv = pre + [fsprof] + how + ["-f", "--", sys.executable, os.path.abspath(__file__), "--driver"]
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)
 
@@ -180,6 +191,12 @@ def variants(args, tmp):
         if args.other_shim:
             other = per_process.installed_shim(args.other, tmp)
             out["shim, no run (other)"] = (None, {"LD_PRELOAD": other}, [RUN_ENV])
+    if args.trace:
+        out["fsprof trace"] = ("trace", {}, [])
+        if args.calls_only:
+            out["trace, calls only"] = ("trace-calls", {}, [])
+        if args.other:
+            out["fsprof trace (other)"] = ("trace-other", {}, [])
     return out
 
 
@@ -251,7 +268,9 @@ def report(name, nproc, res, rng, pair=()):
     if "shim, no run" in res:
         print(f"{'shim, no run / empty.so added':<40} cpu "
               f"{quotient_text(res, 'shim, no run', 'empty.so', nproc, rng)}")
-    pairs = [("fsprof run", "fsprof run (other)")] + pair
+    pairs = [("fsprof run", "fsprof run (other)"), ("fsprof trace", "fsprof run"),
+             ("fsprof trace", "fsprof trace (other)"), ("fsprof trace", "trace, calls only"),
+             ("trace, calls only", "fsprof run")] + pair
     for a, b in pairs:
         if a not in res or b not in res:
             continue
@@ -350,7 +369,8 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             drivers[t].sample(argv, s, u, settle)
     res = {k: [] for k in vs}
     shuffle = random.Random(len(order))
-    tags = sorted(drivers)
+    # Outside a run: only the run drivers, whose idle is the same for all.
+    tags = sorted(t for t in drivers if not t.startswith("trace"))
     for r in range(rounds):
         shuffle.shuffle(order)
         for k in order:
@@ -390,6 +410,9 @@ def main():
     ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
+    ap.add_argument("--trace", action="store_true", help="fsprof trace too (a driver under it)")
+    ap.add_argument("--calls-only", action="store_true",
+                    help="with --trace: also a trace with every capability dropped (no page faults followed)")
     args = ap.parse_args()
     for f in [args.fsprof] + ([args.other] if args.other else []):
         if not os.access(f, os.X_OK):
@@ -408,6 +431,13 @@ def main():
         drivers[""] = Driver(args.fsprof, tmp, "", args.fifo)
         if args.other:
             drivers["other"] = Driver(args.other, tmp, "other", args.fifo)
+        if args.trace:
+            drivers["trace"] = Driver(args.fsprof, tmp, "trace", args.fifo, trace=True)
+            if args.calls_only:
+                drivers["trace-calls"] = Driver(args.fsprof, tmp, "trace-calls", args.fifo,
+                                                trace=True, calls_only=True)
+            if args.other:
+                drivers["trace-other"] = Driver(args.other, tmp, "trace-other", args.fifo, trace=True)
         load = open("/proc/loadavg").read().split()[:3]
         ver = subprocess.run([args.fsprof, "--version"], capture_output=True, text=True).stdout.strip()
         print(f"# {ver}" + (f"; other: {args.other}" if args.other else ""))

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,6 +91,24 @@ enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
 
 static void first_uses(const struct fsprof_tpre *p, const char *sh);
 
+/* Whether a call only lets its descriptor go, using nothing of the file:
+ * close and closedir, and fclose or fflush of a stream with no bytes
+ * waiting to be written and none read ahead (whose flush would write, or
+ * seek back). Such a call is no first use: describing the descriptor
+ * (a readlinkat of /proc/self/fd/N, 7-24 us in a new process, measured)
+ * cost a short process more than anything else the trace does, for the
+ * descriptors it never used but closed at its exit (stderr), or flushed
+ * empty before a redirection (a shell's child, of stdout). */
+static int lets_go_only(int op, uint64_t a0)
+{
+    if (op == OP_close || op == OP_closedir)
+        return 1;
+    if (op != OP_fclose && op != OP_fflush)
+        return 0;
+    FILE *f = (FILE *)(uintptr_t)a0;
+    return f && __fpending(f) == 0 && !__freading(f);
+}
+
 static int keeps_value(char c)
 {
     return c == 'f' || c == 'd' || c == 'i' || c == 'F' || c == 'D';
@@ -129,7 +148,8 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
         flavor = RET_READDIR_R;
     /* Kept past the shape's arguments, which no reader looks at. */
     p->a[FSPROF_TREC_MAX_ARGS - 1] = (uint64_t)flavor;
-    first_uses(p, sh);
+    if (!lets_go_only(op, n > 0 ? a[0] : 0))
+        first_uses(p, sh);
 }
 
 /* ---- XXH64 (seed 0), streaming: the digest of the bytes a call wrote ---- */
@@ -803,11 +823,23 @@ static int cannot_seek(const char *target, long tl)
  * once, without touching 64 KiB (an exec'd image starts with zeroes). */
 HIDDEN uint8_t g_tknown[FSPROF_FD_CLASSES_MAX] BIG_BSS;
 static uint8_t g_tgen = 1;
+/* The marks of the numbers most images use (stdio, the first files) are
+ * kept in .bss beside g_tgen, in the page every image's set-up writes
+ * anyway: in g_tknown, the first look at a mark faulted in the zero page
+ * and the first mark made copied it (two page faults a new image; in a
+ * forked child, a copy of the parent's page). */
+#define TKNOWN_LOW 64
+static uint8_t g_tknown_low[TKNOWN_LOW];
+
+static uint8_t *known_mark(long fd)
+{
+    return fd < TKNOWN_LOW ? &g_tknown_low[fd] : &g_tknown[fd];
+}
 
 HIDDEN void fsprof_trace_fd_known(long fd, int known)
 {
     if (fd >= 0 && fd < FSPROF_FD_CLASSES_MAX)
-        __atomic_store_n(&g_tknown[fd], known ? g_tgen : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(known_mark(fd), known ? g_tgen : 0, __ATOMIC_RELAXED);
 }
 
 /* A descriptor this image uses before it has a record of it (inherited,
@@ -847,7 +879,7 @@ static void first_uses(const struct fsprof_tpre *p, const char *sh)
         int64_t fd = (int64_t)p->a[i];
         if ((sh[i] == 'f' || sh[i] == 'F' || sh[i] == 'D' || sh[i] == 'd') && fd >= 0 &&
             fd < FSPROF_FD_CLASSES_MAX &&
-            __atomic_load_n(&g_tknown[fd], __ATOMIC_RELAXED) != g_tgen) {
+            __atomic_load_n(known_mark((long)fd), __ATOMIC_RELAXED) != g_tgen) {
             int saved = errno;
             t_tbusy = 1;
             record_fd((long)fd);
@@ -878,6 +910,24 @@ static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
     }
 }
 
+/* The image's working directory into *at: a thread-local buffer, whose
+ * page the loader (a new image) or the set-up (a forked child) wrote
+ * already, when it fits (g_tpath's page cost each new image a page fault,
+ * and each forked child a copy); else g_tpath. getcwd's length with the
+ * NUL, or -1. errno is the caller's. */
+static long cwd_of_image(char **at)
+{
+    static TLS char short_cwd[256];
+    int saved = errno;
+    long cl = syscall(SYS_getcwd, short_cwd, sizeof short_cwd);
+    if (cl > 0)
+        *at = short_cwd;
+    else if (errno == ERANGE)
+        cl = syscall(SYS_getcwd, *at, sizeof g_tpath);
+    errno = saved;
+    return cl;
+}
+
 /* Called in every process's set-up, traced or not: with the set-up code
  * (layout.h). */
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
@@ -905,12 +955,10 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
-    uint64_t clock[2] = {now, fsprof_mono_ns()};
     char *cwd = g_tpath;
-    long cl = syscall(SYS_getcwd, cwd, sizeof g_tpath);
-    struct item it[4];
+    long cl = cwd_of_image(&cwd);
+    struct item it[3];
     int n = 0;
-    add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
     if (cl > 1)
         add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
     proc_names(proc, it, &n);
@@ -952,6 +1000,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
     g_tready = 0;
     if (++g_tgen == 0) {
         memset(g_tknown, 0, sizeof g_tknown);
+        memset(g_tknown_low, 0, sizeof g_tknown_low);
         g_tgen = 1;
     }
 }

@@ -103,6 +103,10 @@ pub struct TraceSource {
     live: std::collections::BTreeMap<u64, Live>,
     /// A chunk's records, read out of it (kept between chunks).
     body: Vec<u8>,
+    /// The run directory, held open for its listings.
+    dir: Option<fsprof_sys::dir::HeldDir>,
+    /// The chunk files of the last listing (kept between harvests).
+    listed: Vec<u64>,
     /// CLOCK_MONOTONIC ns when the user source's upkeep is next due.
     user_upkeep_due: u64,
     /// Newest process image seen per pid: chunks of older images are done.
@@ -152,6 +156,8 @@ impl TraceSource {
             streams: HashMap::new(),
             live: Default::default(),
             body: Vec::new(),
+            dir: None,
+            listed: Vec::new(),
             user_upkeep_due: 0,
             newest_image: HashMap::new(),
             slots_taken: 0,
@@ -213,29 +219,21 @@ impl TraceSource {
     /// windows in the blocks processes took (in every block when `every`:
     /// at the end, when the run has given every block back).
     fn find_chunks(&mut self, every: bool) {
-        let dir = self.user.run_dir().to_path_buf();
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            return;
-        };
         let mut found = Vec::new();
-        self.slots_taken = 0;
-        for e in rd.filter_map(|e| e.ok()) {
-            let name = e.file_name();
-            let name = name.to_str().unwrap_or_default();
-            if let Some(k) = free_slot(name) {
-                self.slots_taken |= 1 << k;
-                continue;
-            }
-            let Some(seq) = name
-                .strip_prefix(tabi::TCHUNK_PREFIX)
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        let mut seqs = std::mem::take(&mut self.listed);
+        seqs.clear();
+        if self.list_run_dir(&mut seqs).is_err() {
+            self.listed = seqs;
+            return;
+        }
+        for &seq in &seqs {
             if self.live.contains_key(&seq) {
                 continue;
             }
-            let path = e.path();
+            let path = self
+                .user
+                .run_dir()
+                .join(format!("{}{seq}", tabi::TCHUNK_PREFIX));
             match chunks::open_chunk(&path) {
                 Ok(Some(chunk)) => {
                     let info = chunk.info;
@@ -250,12 +248,33 @@ impl TraceSource {
                 }
             }
         }
+        self.listed = seqs;
         self.find_windows(every, &mut found);
         // After every new chunk was seen: a process image is known to be
         // gone once a newer one of its pid has written a chunk.
         for (seq, path, chunk) in found {
             self.take_chunk(seq, path, chunk);
         }
+    }
+
+    /// The sequence numbers of the chunk files in the run directory, into
+    /// `seqs`, and the free slots there into `slots_taken`: through the
+    /// directory held open since the first listing.
+    fn list_run_dir(&mut self, seqs: &mut Vec<u64>) -> io::Result<()> {
+        if self.dir.is_none() {
+            self.dir = Some(fsprof_sys::dir::HeldDir::open(self.user.run_dir())?);
+        }
+        let dir = self.dir.as_mut().expect("opened above");
+        let mut slots = 0u64;
+        dir.list(|name| {
+            if let Some(k) = free_slot(name) {
+                slots |= 1 << k;
+            } else if let Some(seq) = chunk_seq(name) {
+                seqs.push(seq);
+            }
+        })?;
+        self.slots_taken = slots;
+        Ok(())
     }
 
     /// Adds to `found` the windows of arena blocks (`shim/trace_abi.h`,
@@ -489,10 +508,19 @@ type Found = (u64, Option<PathBuf>, chunks::Chunk);
 const WINDOW_SEQ: usize = std::mem::offset_of!(tabi::ChunkHeader, seq);
 
 /// The free slot a run directory entry is, if it is one (`f0` ..).
-fn free_slot(name: &str) -> Option<u64> {
-    name.strip_prefix(tabi::TFREE_PREFIX)
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|&k| k < tabi::TFREE_SLOTS && name.len() == 2)
+fn free_slot(name: &[u8]) -> Option<u64> {
+    match name {
+        [f, k] if *f == tabi::TFREE_PREFIX.as_bytes()[0] && k.is_ascii_digit() => {
+            Some(u64::from(k - b'0')).filter(|&k| k < tabi::TFREE_SLOTS)
+        }
+        _ => None,
+    }
+}
+
+/// The sequence number of a chunk file's name (`t<seq>`), if it is one.
+fn chunk_seq(name: &[u8]) -> Option<u64> {
+    let digits = name.strip_prefix(tabi::TCHUNK_PREFIX.as_bytes())?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// Where the kernel cannot tell which processes map files: what that costs.
