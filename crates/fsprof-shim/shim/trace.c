@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -91,6 +90,37 @@ enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
 
 static void first_uses(const struct fsprof_tpre *p, const char *sh);
 
+/* String tests and lengths of the trace's own, not libc's: the shim binds
+ * libc's functions lazily, and a first call in each process image (in a
+ * shell's forked child too: the parent never made it) looked the symbol up
+ * through every loaded object's tables, page faults included, ~8 of them
+ * for a forked bash's first __fpending (measured). The trace's set-up and
+ * its records used seven libc functions `fsprof run` never calls. */
+static inline int starts_with(const char *s, long len, const char *prefix)
+{
+    long i = 0;
+    for (; prefix[i]; i++)
+        if (i >= len || s[i] != prefix[i])
+            return 0;
+    return 1;
+}
+
+static inline int same_str(const char *a, const char *b)
+{
+    for (; *a == *b; a++, b++)
+        if (!*a)
+            return 1;
+    return 0;
+}
+
+static inline uint64_t str_len_max(const char *s, uint64_t max)
+{
+    uint64_t n = 0;
+    while (n < max && s[n])
+        n++;
+    return n;
+}
+
 /* Whether a call only lets its descriptor go, using nothing of the file:
  * close and closedir, and fclose or fflush of a stream with no bytes
  * waiting to be written and none read ahead (whose flush would write, or
@@ -105,8 +135,12 @@ static int lets_go_only(int op, uint64_t a0)
         return 1;
     if (op != OP_fclose && op != OP_fflush)
         return 0;
-    FILE *f = (FILE *)(uintptr_t)a0;
-    return f && __fpending(f) == 0 && !__freading(f);
+    /* glibc's FILE fields (struct_FILE.h), as _fileno is read above;
+     * what __fpending and __freading read, without their lookup. A wide
+     * stream keeps its bytes elsewhere: a use. */
+    const FILE *f = (const FILE *)(uintptr_t)a0;
+    return f && f->_mode <= 0 && f->_IO_write_ptr == f->_IO_write_base &&
+           f->_IO_read_ptr == f->_IO_read_end;
 }
 
 static int keeps_value(char c)
@@ -125,7 +159,7 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
     if (name[0] == '_' && name[1] == '_') {
         if (strstr(name, "xstat"))
             skip = 0;
-        else if (!strncmp(name, "__fgets", 7) || !strncmp(name, "__fread", 7))
+        else if (starts_with(name, 7, "__fgets") || starts_with(name, 7, "__fread"))
             skip = 1;
     }
     for (int i = 0; i < n && p->nargs < FSPROF_TREC_MAX_ARGS; i++)
@@ -141,9 +175,9 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
                               : (uint64_t)(int64_t)-1;
     }
     int flavor = RET_PLAIN;
-    if (!strncmp(name, "posix_f", 7))
+    if (starts_with(name, 7, "posix_f"))
         flavor = RET_ERRNUM;
-    else if (!strncmp(name, "readdir", 7) && name[strlen(name) - 1] == 'r' &&
+    else if (starts_with(name, 7, "readdir") && name[strlen(name) - 1] == 'r' &&
              name[strlen(name) - 2] == '_')
         flavor = RET_READDIR_R;
     /* Kept past the shape's arguments, which no reader looks at. */
@@ -549,7 +583,10 @@ static unsigned char *put_item(unsigned char *w, const struct item *it)
         memcpy(w, &d, 8);
     }
     uint64_t padded = pad8(it->out);
-    memset(w + it->out, 0, padded - it->out);
+    /* Fewer than 8 bytes; memcpy, not memset, which `fsprof run` never
+     * binds (see starts_with). */
+    uint64_t zero = 0;
+    memcpy(w + it->out, &zero, padded - it->out);
     return w + padded;
 }
 
@@ -617,7 +654,7 @@ static int call_items(const struct fsprof_tpre *p, int64_t ret, int failed, int 
     for (int i = 0; sh[i] && i < p->nargs && pointers_ok; i++)
         if ((sh[i] == 'p' || sh[i] == 's') && a[i])
             add_item(&it[0], &n, FSPROF_TI_STR, (uint16_t)i, SRC_BYTES, (const void *)(uintptr_t)a[i],
-                     strnlen((const char *)(uintptr_t)a[i], FSPROF_TSTR_MAX), 0);
+                     str_len_max((const char *)(uintptr_t)a[i], FSPROF_TSTR_MAX), 0);
     if (failed || !pointers_ok)
         return n;
     const void *b1 = (const void *)(uintptr_t)a[1];
@@ -814,7 +851,7 @@ static char g_tpath[FSPROF_TSTR_MAX] BIG_BSS;
  * without being asked, whatever the file. */
 static int cannot_seek(const char *target, long tl)
 {
-    return (tl > 5 && !memcmp(target, "pipe:[", 6)) || (tl > 7 && !memcmp(target, "socket:[", 8));
+    return starts_with(target, tl, "pipe:[") || starts_with(target, tl, "socket:[");
 }
 
 /* Descriptors this image has a record of (it opened them, or recorded
@@ -940,8 +977,8 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
                 syscall(SYS_close, dirfd);
             return;
         }
-        g_trace = !strcmp(mode, "full")     ? FSPROF_TDATA_FULL
-                  : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
+        g_trace = same_str(mode, "full")     ? FSPROF_TDATA_FULL
+                  : same_str(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
         const char *max = getenv(FSPROF_TPENDING_ENV);
         long v = max ? strtol(max, NULL, 10) : 0;
