@@ -526,48 +526,36 @@ struct EndProg {
     name: String,
 }
 
-/// What the ring's thread makes: the ring, the programs that follow the
-/// process tree (fork, exit), the end programs.
-type RingSide = (Ring, Vec<(Prog, Attachment)>, Vec<EndProg>);
-
-/// What the ring's thread needs of the other's work: the descriptors of
-/// the followed processes' map and its counter ([`crate::follow::Tree::fds`]),
-/// of the faults in progress and of the counters, and tracefs's root.
-#[derive(Clone)]
-struct Fds {
-    tree: (i32, i32),
-    starts: i32,
-    counts: i32,
-    root: std::path::PathBuf,
-}
-
-/// The ring and the kernel's task layout (BTF, ~0.13 ms); then, once the
-/// other thread has made the maps (`fds`; None: they could not be, and the
-/// ring alone is made, to be closed), the end programs and the fork and
-/// exit programs: about half of the attach's kernel work, beside the other
-/// thread's maps, fault-around and start programs.
-fn ring_side(size: usize, fds: impl FnOnce() -> Option<Fds>) -> Result<RingSide, Error> {
+/// The ring; the kernel's task layout, sent on `layout` (it is parsed
+/// from BTF, ~0.13 ms, while the other thread makes the maps this one
+/// waits for); then the end programs on the ring and on the maps whose
+/// descriptors (`starts`, `counts`) `fds` gives once they are made (None:
+/// they could not be, and the ring alone is made, to be closed).
+fn ring_and_ends(
+    size: usize,
+    layout: std::sync::mpsc::Sender<Option<crate::follow::TaskLayout>>,
+    fds: impl FnOnce() -> Option<(i32, i32)>,
+) -> Result<(Ring, Vec<EndProg>), Error> {
     let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
         name: "fsprof_fring".into(),
         err,
         hint: "",
     })?;
-    let layout = crate::follow::TaskLayout::vmlinux();
-    let f = fds().ok_or_else(|| Error::Map {
+    let _ = layout.send(crate::follow::TaskLayout::vmlinux());
+    let (st, c) = fds().ok_or_else(|| Error::Map {
         name: "fsprof_fstarts".into(),
         err: io::Error::other("not made"),
         hint: "",
     })?;
     let ends = end_progs(
-        f.starts,
+        st,
         RingRef {
             fd: ring.fd(),
             bytes: size,
         },
-        f.counts,
+        c,
     )?;
-    let followers = crate::follow::programs(f.tree, layout, &f.root)?;
-    Ok((ring, followers, ends))
+    Ok((ring, ends))
 }
 
 /// The programs [`start_progs`] loaded and attached.
@@ -579,8 +567,15 @@ struct Started {
     marks: bool,
 }
 
-/// Loads and attaches the fault-around and start programs on `m`.
-fn start_progs(root: &std::path::Path, m: &Maps) -> Result<Started, Error> {
+/// Loads and attaches the fault-around and start programs, then the ones
+/// that follow the process tree (fork, exit), on `m`: those need the
+/// kernel's task layout, which `task_layout` parses meanwhile (BTF,
+/// ~0.2 ms).
+fn start_progs(
+    root: &std::path::Path,
+    task_layout: impl FnOnce() -> Option<crate::follow::TaskLayout>,
+    m: &Maps,
+) -> Result<Started, Error> {
     let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
     let mut programs = Vec::new();
     let raw = crate::attach::raw_program;
@@ -605,6 +600,8 @@ fn start_progs(root: &std::path::Path, m: &Maps) -> Result<Started, Error> {
         None
     };
     programs.push((prog, att));
+    let mut followers = m.targets.programs(task_layout(), root)?;
+    programs.append(&mut followers);
     Ok(Started {
         programs,
         kernel,
@@ -643,25 +640,26 @@ impl FaultSession {
         // maps' descriptors, so the maps are closed only once it is joined,
         // error or not.
         let mut maps = None;
-        let (started, (ring, followers, ends)) = std::thread::scope(|scope| {
-            // The event ring (its pages allocated, zeroed and mapped) and
-            // the kernel's task layout, then the end programs (which need
-            // the ring) and the fork and exit programs (which need the
-            // layout), are made on a thread of their own, started first,
-            // while this one makes the maps and loads and attaches the
-            // fault-around and start programs: the kernel's work is most
-            // of attaching (each program load ~50-120 µs on this
-            // project's 2-CPU test machine), and attaching is on the path
-            // before the held command starts. Split so, the two threads'
-            // shares are about equal (~0.6 ms each there); with the
-            // followers on this thread it had ~0.85 ms and the other
-            // ~0.4. The order the programs are attached in does not
-            // matter: no process is followed before `follow`, so no start
-            // is kept before every end is attached.
-            let (tx, rx) = std::sync::mpsc::channel::<Fds>();
-            let side = std::thread::Builder::new()
+        let (started, (ring, ends)) = std::thread::scope(|scope| {
+            // The event ring (its pages allocated, zeroed and mapped), the
+            // kernel's task layout for the fork and exit programs, then the
+            // end program, which needs the ring, are made on a thread of
+            // their own, started first, while this one makes the maps and
+            // loads and attaches the others: the kernel's work is most of
+            // attaching (each program load ~50-120 µs on this project's
+            // 2-CPU test machine), and attaching is on the path before the
+            // held command starts. A third thread for the layout waited
+            // for a CPU there (~0.4 ms), and this one for it. The order
+            // the programs are attached in does not matter: no process is
+            // followed before `follow`, so no start is kept before every
+            // end is attached.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (layout_tx, layout_rx) = std::sync::mpsc::channel();
+            let ends = std::thread::Builder::new()
                 .name("fsprof-ring".into())
-                .spawn_scoped(scope, move || ring_side(ring_size, || rx.recv().ok()));
+                .spawn_scoped(scope, move || {
+                    ring_and_ends(ring_size, layout_tx, || rx.recv().ok())
+                });
             let root = tracefs::root()?;
             // The start program is attached raw, by name.
             if !tracefs::exists(&root, "exceptions", "page_fault_user") {
@@ -671,21 +669,22 @@ impl FaultSession {
                 });
             }
             let m = maps.insert(Maps::create(cpus.len())?);
-            let fds = Fds {
-                tree: m.targets.fds(),
-                starts: m.starts.fd(),
-                counts: m.counts.fd(),
-                root: root.clone(),
+            let fds = (m.starts.fd(), m.counts.fd());
+            let _ = tx.send(fds);
+            // Parsed here if the ring's thread could not (no thread, no
+            // ring).
+            let task_layout = || {
+                layout_rx
+                    .recv()
+                    .unwrap_or_else(|_| crate::follow::TaskLayout::vmlinux())
             };
-            let _ = tx.send(fds.clone());
-            let started = start_progs(&root, m);
-            let side = match side {
+            let started = start_progs(&root, task_layout, m);
+            let ends = match ends {
                 // Loading panics only on a bug: the panic is passed on.
                 Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // No thread: made here, after the rest.
-                Err(_) => ring_side(ring_size, || Some(fds)),
+                Err(_) => ring_and_ends(ring_size, std::sync::mpsc::channel().0, || Some(fds)),
             };
-            Ok::<_, Error>((started?, side?))
+            Ok::<_, Error>((started?, ends?))
         })?;
         let m = maps.expect("made in the scope");
         let ring = Drainer::start(ring).map_err(|err| Error::Map {
@@ -703,7 +702,7 @@ impl FaultSession {
             around: started.around,
             marks: started.marks,
         };
-        for (prog, att) in started.programs.into_iter().chain(followers) {
+        for (prog, att) in started.programs {
             s._progs.push(prog);
             s._atts.push(att);
         }

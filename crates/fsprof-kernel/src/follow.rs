@@ -208,32 +208,17 @@ impl Tree {
         layout: Option<TaskLayout>,
         tracefs: &Path,
     ) -> Result<Vec<(Prog, Attachment)>, Error> {
-        programs(self.fds(), layout, tracefs)
+        let (t, c) = (self.targets.fd(), self.counts.fd());
+        let Some(l) = layout else {
+            let fork = Tracepoint::load(tracefs, "sched", "sched_process_fork")?;
+            let insns = fork_prog_perf(&fork, t, c);
+            return Ok(vec![tracepoint_program(&fork, insns)?]);
+        };
+        Ok(vec![
+            raw_program("sched_process_fork", &fork_prog(&l, t, c))?,
+            raw_program("sched_process_exit", &exit_prog(&l, t))?,
+        ])
     }
-
-    /// The descriptors of the map and of its counter, for [`programs`] on
-    /// another thread.
-    pub(crate) fn fds(&self) -> (i32, i32) {
-        (self.targets.fd(), self.counts.fd())
-    }
-}
-
-/// [`Tree::programs`] of the tree whose map and counter are `(t, c)`
-/// ([`Tree::fds`]), which must outlive the programs' loading.
-pub(crate) fn programs(
-    (t, c): (i32, i32),
-    layout: Option<TaskLayout>,
-    tracefs: &Path,
-) -> Result<Vec<(Prog, Attachment)>, Error> {
-    let Some(l) = layout else {
-        let fork = Tracepoint::load(tracefs, "sched", "sched_process_fork")?;
-        let insns = fork_prog_perf(&fork, t, c);
-        return Ok(vec![tracepoint_program(&fork, insns)?]);
-    };
-    Ok(vec![
-        raw_program("sched_process_fork", &fork_prog(&l, t, c))?,
-        raw_program("sched_process_exit", &exit_prog(&l, t))?,
-    ])
 }
 
 /// The warning for `n` processes not followed by a map of `entries`,
