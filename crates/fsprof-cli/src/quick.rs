@@ -148,13 +148,13 @@ mod tests {
             .collect()
     }
 
-    /// clap's `run` arguments for `args`, or its error's kind.
-    fn by_clap(args: &[OsString]) -> Result<String, clap::error::ErrorKind> {
-        match Cli::try_parse_from(args) {
-            Ok(Cli {
-                command: Command::Run(a),
-            }) => Ok(format!("{:?}", a.0)),
-            Ok(other) => panic!("not run: {other:?}"),
+    /// clap's arguments for `args` as `sub` (`run` or `trace`) takes them,
+    /// or its error's kind.
+    fn by_clap(args: &[OsString], sub: &str) -> Result<String, clap::error::ErrorKind> {
+        match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Run(a)) if sub == "run" => Ok(format!("{:?}", a.0)),
+            Ok(Command::Trace(a)) if sub == "trace" => Ok(format!("{:?}", a.0)),
+            Ok(other) => panic!("not {sub}: {other:?}"),
             Err(e) => Err(e.kind()),
         }
     }
@@ -179,7 +179,7 @@ mod tests {
         for a in taken {
             let args = argv(a);
             let quick = quick_run(&args).unwrap_or_else(|| panic!("{a:?} not taken"));
-            assert_eq!(Ok(format!("{quick:?}")), by_clap(&args), "{a:?}");
+            assert_eq!(Ok(format!("{quick:?}")), by_clap(&args, "run"), "{a:?}");
         }
         // Not UTF-8: taken as bytes, as clap takes a path.
         use std::os::unix::ffi::OsStringExt;
@@ -187,18 +187,7 @@ mod tests {
         args[3] = OsString::from_vec(b"p\xff.json".to_vec());
         args[5] = OsString::from_vec(b"f\xfe".to_vec());
         let quick = quick_run(&args).expect("non-UTF-8 taken");
-        assert_eq!(Ok(format!("{quick:?}")), by_clap(&args));
-    }
-
-    /// clap's `trace` arguments for `args`, or its error's kind.
-    fn trace_by_clap(args: &[OsString]) -> Result<String, clap::error::ErrorKind> {
-        match Cli::try_parse_from(args) {
-            Ok(Cli {
-                command: Command::Trace(a),
-            }) => Ok(format!("{:?}", a.0)),
-            Ok(other) => panic!("not trace: {other:?}"),
-            Err(e) => Err(e.kind()),
-        }
+        assert_eq!(Ok(format!("{quick:?}")), by_clap(&args, "run"));
     }
 
     /// Every form the quick parser takes for `trace` parses the same with
@@ -220,7 +209,7 @@ mod tests {
         for a in taken {
             let args = argv(a);
             let quick = quick_trace(&args).unwrap_or_else(|| panic!("{a:?} not taken"));
-            assert_eq!(Ok(format!("{quick:?}")), trace_by_clap(&args), "{a:?}");
+            assert_eq!(Ok(format!("{quick:?}")), by_clap(&args, "trace"), "{a:?}");
         }
         assert!(quick_run(&argv(&["trace", "--", "true"])).is_none());
     }

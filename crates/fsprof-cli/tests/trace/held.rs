@@ -2,10 +2,10 @@
 //! until the page-fault programs are attached, however late that is: the
 //! attach starts before the command line's outputs are checked and runs
 //! beside the rest of the set-up, and the command must still wait for
-//! it. With the attach delayed 300 ms (a test knob), a program that reads
-//! every page of a file through a mapping as soon as it starts still has
-//! each of those pages in the trace; one let go before the attach would
-//! have read them all, unseen, well before it.
+//! it. With the attach delayed 300 ms (a test knob), a program that writes
+//! a file and reads every page of it through a mapping, a few ms of work,
+//! still has each of those pages in the trace; one let go before the
+//! attach would have read them all, unseen, well before it.
 
 use std::collections::BTreeSet;
 
@@ -13,16 +13,25 @@ use fsprof_testkit::{fsprof, need_root};
 use fsprof_trace::event::{Access, Record};
 use fsprof_trace::TraceReader;
 
-/// Reads byte 0 of every page of the 1 MiB file `argv[1]` through a
-/// private mapping.
+/// Writes the 1 MiB file `argv[1]` a page at a time (the page cache then
+/// holds pages, not large folios, so the kernel maps at most its
+/// fault-around window at once), then reads byte 0 of every page through
+/// a private mapping.
 const SCAN_C: &str = r#"#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 int main(int argc, char **argv) {
-    int fd = open(argv[1], O_RDONLY);
+    int fd = open(argv[1], O_CREAT | O_RDWR | O_TRUNC, 0644);
     if (fd < 0) return 1;
+    static unsigned char page[4096];
+    for (int i = 0; i < 256; i++) {
+        memset(page, i, sizeof page);
+        if (pwrite(fd, page, sizeof page, (off_t)i * 4096) != 4096) return 2;
+    }
     volatile unsigned char *p = mmap(0, 1 << 20, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) return 2;
+    if (p == MAP_FAILED) return 3;
     unsigned s = 0;
     for (int i = 0; i < 256; i++) s += p[i * 4096];
     printf("%u\n", s);
@@ -36,14 +45,7 @@ fn a_late_attach_still_sees_every_page_the_command_reads() {
     need_root("eBPF");
     let dir = tempfile::tempdir().unwrap();
     let exe = fsprof_testkit::compile_source("scan", SCAN_C, dir.path(), &[]);
-    // Written a page at a time: the page cache holds pages, not large
-    // folios, so the kernel maps at most its fault-around window at once.
     let data = dir.path().join("data");
-    let mut f = std::fs::File::create(&data).unwrap();
-    for p in 0..256u32 {
-        std::io::Write::write_all(&mut f, &[p as u8; 4096]).unwrap();
-    }
-    drop(f);
     let out = dir.path().join("t.trace");
     let o = fsprof()
         .args(["trace", "-f", "-o"])
