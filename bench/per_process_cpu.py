@@ -43,6 +43,13 @@ ended processes' blocks every 5 ms, on the other CPU). Every variant pays
 fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
 each process's block, which is the run's cost too.
 
+--floor adds the floor of the shim's design (bench/shim_floor.c: the
+shim's exported wrappers, each resolving and timing its real function
+into a per-op counter in a shared file mapped at start, nothing else),
+built here against the installed shim's own symbol list: "floor" with
+its file, "floor, unset" loaded without one (against "shim, no run"),
+and the quotients of the shim's variants over it.
+
 --preload NAME=PATH adds a variant with another library preloaded in the
 shim's place (a shim linked another way, a library that does one part of
 the shim's work), outside a run, or under this build's run with ",run"
@@ -57,7 +64,7 @@ whole workload, fsprof included), which do not vary from run to run.
 
 usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
           [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
-          [--settle MS] [--counts] [--fifo]
+          [--floor] [--settle MS] [--counts] [--fifo]
 """
 import argparse
 import glob
@@ -175,12 +182,43 @@ def variants(args, tmp):
             out[name] = ("", {"LD_PRELOAD": os.path.abspath(path)}, [])
         else:
             out[name] = (None, {"LD_PRELOAD": os.path.abspath(path)}, [RUN_ENV])
+    if args.floor:
+        lib, counters = build_floor(shim, tmp)
+        out["floor, unset"] = (None, {"LD_PRELOAD": lib}, [RUN_ENV])
+        out["floor"] = (None, {"LD_PRELOAD": lib, "FSPROF_FLOOR": counters}, [RUN_ENV])
     if args.other:
         out["fsprof run (other)"] = ("other", {}, [])
         if args.other_shim:
             other = per_process.installed_shim(args.other, tmp)
             out["shim, no run (other)"] = (None, {"LD_PRELOAD": other}, [RUN_ENV])
     return out
+
+
+def build_floor(shim, tmp):
+    """bench/shim_floor.c built with the shim's exported wrappers (its
+    dynamic symbol table, less its own fsprof_shim_* entry points and the
+    execl family, which the floor writes out by hand), and its counter
+    file made on tmpfs, as a run's control file is: (library, file)."""
+    syms = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True,
+                          check=True).stdout.split()[2::3]
+    wrappers = [s for s in syms if not s.startswith("fsprof_shim_")]
+    by_hand = {"execl", "execle", "execlp"}
+    if not by_hand <= set(wrappers):
+        sys.exit(f"the shim no longer exports {sorted(by_hand - set(wrappers))}: fix shim_floor.c")
+    with open(os.path.join(tmp, "floor_syms.h"), "w") as f:
+        f.writelines(f"W({s})\n" for s in wrappers if s not in by_hand)
+    lib = os.path.join(tmp, "shim_floor.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp,
+                    "-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
+    got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
+                         check=True).stdout.split()[2::3]
+    assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
+    # Its regions: 4 KiB of header, 64 of (ops x 528 bytes + 4 KiB).
+    size = 4096 + 64 * (len(wrappers) * 528 + 4096)
+    fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
+    os.ftruncate(fd, size)
+    os.close(fd)
+    return lib, counters
 
 
 def boot_interval(stat, n, rng, boot=per_process.BOOT):
@@ -248,10 +286,13 @@ def report(name, nproc, res, rng, pair=()):
         if k.startswith("fsprof run"):
             print(f"{k + ' / empty.so added':<40} cpu {quotient_text(res, k, 'empty.so', nproc, rng)}"
                   "  (target <= 2x)")
-    if "shim, no run" in res:
-        print(f"{'shim, no run / empty.so added':<40} cpu "
-              f"{quotient_text(res, 'shim, no run', 'empty.so', nproc, rng)}")
-    pairs = [("fsprof run", "fsprof run (other)")] + pair
+    quotients = [("shim, no run", "empty.so"), ("floor", "empty.so"), ("floor, unset", "empty.so"),
+                 ("fsprof run", "floor"), ("shim, no run", "floor, unset")]
+    for num, den in quotients:
+        if num in res and den in res:
+            print(f"{num + ' / ' + den + ' added':<40} cpu {quotient_text(res, num, den, nproc, rng)}")
+    pairs = [("fsprof run", "fsprof run (other)"), ("fsprof run", "floor"),
+             ("shim, no run", "floor, unset")] + pair
     for a, b in pairs:
         if a not in res or b not in res:
             continue
@@ -387,6 +428,8 @@ def main():
                     help="a variant with PATH preloaded instead, outside a run or under it (,run)")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also variant A minus variant B, paired by round")
+    ap.add_argument("--floor", action="store_true",
+                    help="the shim's design floor (bench/shim_floor.c) as variants too")
     ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
@@ -399,6 +442,7 @@ def main():
     bash = shutil.which("bash")
     tmp = tempfile.mkdtemp(prefix="fsprof-per-process-cpu-")
     drivers = {}
+    vs = {}
     try:
         with open(os.path.join(tmp, "empty.c"), "w") as f:
             f.write("void fsprof_bench_empty(void) {}\n")
@@ -420,6 +464,8 @@ def main():
     finally:
         for d in drivers.values():
             d.close()
+        if "floor" in vs:
+            os.unlink(vs["floor"][1]["FSPROF_FLOOR"])
         shutil.rmtree(tmp, ignore_errors=True)
 
 
