@@ -73,6 +73,7 @@ import os
 import random
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -213,12 +214,66 @@ def build_floor(shim, tmp):
     got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                          check=True).stdout.split()[2::3]
     assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
-    # Its regions: 4 KiB of header, 64 of (ops x 528 bytes + 4 KiB).
-    size = 4096 + 64 * (len(wrappers) * 528 + 4096)
+    size = floor_size(len(wrappers))
     fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
     os.ftruncate(fd, size)
     os.close(fd)
     return lib, counters
+
+
+FLOOR_CTR = 8 * 67  # shim_floor.c's struct ctr: op, calls, ticks, 64 buckets
+
+
+def floor_size(nops):
+    """shim_floor.c's FLOOR_SIZE: 4 KiB of header, 64 regions of (every op
+    and the 3 written by hand) counters and 4 KiB."""
+    return 4096 + 64 * ((nops + 3) * FLOOR_CTR + 4096)
+
+
+def floor_calls(counters, names):
+    """Calls per wrapper name over the floor's regions, and the regions
+    taken; `names` in the floor's op order (floor_syms.h, then the execl
+    family)."""
+    data = open(counters, "rb").read()
+    taken = int.from_bytes(data[:4], "little")
+    nops = len(names) - 3
+    region = (nops + 3) * FLOOR_CTR + 4096
+    calls = {}
+    for r in range(min(taken, 64)):
+        at = 4096 + r * region
+        for k in range(nops + 3):
+            op, n = struct.unpack_from("<QQ", data, at + k * FLOOR_CTR)
+            if op == 0:
+                break
+            calls[names[op - 1]] = calls.get(names[op - 1], 0) + n
+    return calls, taken
+
+
+def floor_self_test(fsprof):
+    """The floor counts a program's calls and leaves its output alone: a
+    `cat` of a 3-byte file under it prints the file, takes one region,
+    and files its two reads (the data, then the end of the file)."""
+    tmp = tempfile.mkdtemp(prefix="fsprof-floor-test-")
+    counters = None
+    try:
+        shim = per_process.installed_shim(fsprof, tmp)
+        lib, counters = build_floor(shim, tmp)
+        wrappers = [ln[2:-1] for ln in open(os.path.join(tmp, "floor_syms.h")).read().split()]
+        src = os.path.join(tmp, "three")
+        with open(src, "w") as f:
+            f.write("ab\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", RUN_ENV)}
+        env.update({"LD_PRELOAD": lib, "FSPROF_FLOOR": counters})
+        out = subprocess.run([shutil.which("cat"), src], env=env, capture_output=True, check=True).stdout
+        assert out == b"ab\n", out
+        calls, taken = floor_calls(counters, wrappers + ["execl", "execle", "execlp"])
+        assert taken == 1, f"{taken} regions taken by one process"
+        assert calls.get("read") == 2, calls
+        print("floor self-test passed")
+    finally:
+        if counters:
+            os.unlink(counters)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def boot_interval(stat, n, rng, boot=per_process.BOOT):
@@ -416,6 +471,9 @@ def main():
         return
     if "--self-test" in sys.argv:
         self_test()
+        return
+    if "--floor-self-test" in sys.argv:
+        floor_self_test(sys.argv[sys.argv.index("--floor-self-test") + 1])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=400, help="rounds of the loop (xargs: an eighth, at least 11)")

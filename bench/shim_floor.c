@@ -61,6 +61,7 @@ enum {
 /* One op's counter: what the shim's struct fsprof_ctr holds, less the
  * entry count, errors and extremes. */
 struct ctr {
+    uint64_t op; /* the op's place in floor_syms.h, plus one */
     uint64_t calls;
     uint64_t ticks;
     uint64_t buckets[64];
@@ -119,6 +120,7 @@ static __attribute__((noinline)) struct ctr *ctr_slow(int op)
         g_region = g_map + 4096 + (size_t)(k % FLOOR_REGIONS) * FLOOR_REGION;
     }
     struct ctr *c = (struct ctr *)g_region + g_used++;
+    c->op = (uint64_t)op + 1;
     g_ctr[op] = c;
     return c;
 }

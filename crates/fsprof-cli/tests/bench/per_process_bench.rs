@@ -30,3 +30,34 @@ fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("self-test passed"));
 }
+
+/// The design's floor that `per_process_cpu.py --floor` measures the shim
+/// against (bench/shim_floor.c) must be a preload profiler of the shim's
+/// kind, not an empty library under the shim's names: built from the
+/// installed shim's own symbol list, it exports exactly the shim's
+/// wrappers, and under it a `cat` prints its file unchanged while each of
+/// its calls is filed (two reads: the data, then the end of the file).
+#[test]
+#[ignore = "needs python3, a C compiler and nm"]
+fn the_shim_s_design_floor_exports_its_wrappers_and_counts_every_call() {
+    let python = need_program("python3", "python3");
+    need_program("cc", "gcc");
+    need_program("nm", "binutils");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/per_process_cpu.py"
+    );
+    let o = Command::new(python)
+        .arg(script)
+        .arg("--floor-self-test")
+        .arg(fsprof_testkit::fsprof_path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("floor self-test passed"));
+}
