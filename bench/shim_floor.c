@@ -182,14 +182,18 @@ extern long execv(long, long, long, long, long, long);
 extern long execve(long, long, long, long, long, long);
 extern long execvp(long, long, long, long, long, long);
 
-EXPORT int execl(const char *path, const char *arg0, ...)
-{
-    va_list ap;
-    va_start(ap, arg0);
-    GATHER(arg0, ap, argv);
-    va_end(ap);
-    return (int)execv((long)path, (long)argv, 0, 0, 0, 0);
-}
+/* execl and execlp: the v-form `vname` on the gathered arguments. */
+#define EXEC_LIST(name, vname)                                                           \
+    EXPORT int name(const char *file, const char *arg0, ...)                             \
+    {                                                                                    \
+        va_list ap;                                                                      \
+        va_start(ap, arg0);                                                              \
+        GATHER(arg0, ap, argv);                                                          \
+        va_end(ap);                                                                      \
+        return (int)vname((long)file, (long)argv, 0, 0, 0, 0);                           \
+    }
+EXEC_LIST(execl, execv)
+EXEC_LIST(execlp, execvp)
 
 EXPORT int execle(const char *path, const char *arg0, ...)
 {
@@ -199,13 +203,4 @@ EXPORT int execle(const char *path, const char *arg0, ...)
     char **envp = va_arg(ap, char **);
     va_end(ap);
     return (int)execve((long)path, (long)argv, (long)envp, 0, 0, 0);
-}
-
-EXPORT int execlp(const char *file, const char *arg0, ...)
-{
-    va_list ap;
-    va_start(ap, arg0);
-    GATHER(arg0, ap, argv);
-    va_end(ap);
-    return (int)execvp((long)file, (long)argv, 0, 0, 0, 0);
 }
