@@ -43,10 +43,9 @@ int main(int argc, char **argv) {
 #[ignore = "needs root (eBPF)"]
 fn a_late_attach_still_sees_every_page_the_command_reads() {
     need_root("eBPF");
-    let dir = tempfile::tempdir().unwrap();
-    let exe = fsprof_testkit::compile_source("scan", SCAN_C, dir.path(), &[]);
-    let data = dir.path().join("data");
-    let out = dir.path().join("t.trace");
+    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
+    let (data, out) = (dir.join("data"), dir.join("t.trace"));
+    let exe = fsprof_testkit::compile_source("scan", SCAN_C, &dir, &[]);
     let o = fsprof()
         .args(["trace", "-f", "-o"])
         .arg(&out)
@@ -54,7 +53,7 @@ fn a_late_attach_still_sees_every_page_the_command_reads() {
         .arg(&exe)
         .arg(&data)
         .env("FSPROF_TEST_ATTACH_DELAY_MS", "300")
-        .current_dir(dir.path())
+        .current_dir(&dir)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
