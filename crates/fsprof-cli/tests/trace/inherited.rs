@@ -59,6 +59,14 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Every record of the trace at `out`.
+fn records_of(out: &std::path::Path) -> Vec<Record> {
+    TraceReader::open(out)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
 /// The exec'd image's first call that `pred` picks.
 fn call_of<'a>(
     records: &'a [Record],
@@ -87,10 +95,7 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
     let [file, pipe, sock, cloexec, null] = printed[..] else {
         panic!("the program printed {printed:?}");
     };
-    let records: Vec<Record> = TraceReader::open(&out)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let records = records_of(&out);
     let image = records
         .iter()
         .find_map(|r| match r {
@@ -204,10 +209,7 @@ fn closing_or_flushing_nothing_records_no_descriptor_and_a_flush_that_writes_doe
     let d = tempfile::tempdir().unwrap();
     let (o, out) = crate::trace_source("letsgo", LETS_GO, d.path());
     assert_eq!(String::from_utf8_lossy(&o.stdout), "27\n");
-    let records: Vec<Record> = TraceReader::open(&out)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let records = records_of(&out);
     let image = records
         .iter()
         .find_map(|r| match r {
@@ -251,9 +253,8 @@ fn a_process_record_holds_its_working_directory_short_or_long() {
     std::fs::create_dir_all(&long).unwrap();
     for dir in [d.path().to_path_buf(), long] {
         let (_, out) = crate::trace_source("cwd", "int main(void) { return 0; }", &dir);
-        let cwd = TraceReader::open(&out)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        let cwd = records_of(&out)
+            .into_iter()
             .find_map(|r| match r {
                 Record::Process(p) if p.exe.ends_with(b"/cwd") => Some(p.cwd),
                 _ => None,
