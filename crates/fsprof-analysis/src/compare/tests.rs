@@ -849,3 +849,92 @@ fn ops_of_many_processes_keep_the_layers_shift() {
     let c = compare_profiles(&one(glob_run(0, 0)), &one(glob_run(0, 1)), &opts);
     assert!(c.ops.iter().all(|o| o.process.is_none()), "{:?}", c.ops);
 }
+
+/// `read` at bucket `at` (1000 calls) among three ops that stay put.
+fn reads_at(at: i32, calls: u64) -> Profile {
+    profile(vec![
+        op("read", &[(at, calls)]),
+        op("open", &[(13, 300)]),
+        op("close", &[(12, 300)]),
+        op("stat", &[(10, 200)]),
+    ])
+}
+
+fn failing_on_any() -> CompareOptions {
+    CompareOptions {
+        fail_on: FailOn::Any,
+        ..Default::default()
+    }
+}
+
+/// The exit status is a performance gate: it fails on what got slower,
+/// and what got faster is found (the tests are two-sided), listed with its
+/// direction, and fails only with `FailOn::Any`.
+#[test]
+fn the_gate_fails_on_what_got_slower_and_lists_what_got_faster() {
+    let (fast, slow) = (reads_at(9, 1000), reads_at(11, 1000));
+    let c = compare_profiles(&slow, &fast, &CompareOptions::default());
+    assert_eq!(c.terms.fail_on, FailOn::Slower);
+    let read = &c.ops[0];
+    assert!(read.interesting, "{read:?}");
+    assert_eq!(read.direction, Some(Direction::Faster));
+    assert!(c.ops[1..].iter().all(|o| o.direction.is_none()));
+    assert_eq!(c.changes(), vec![("user/read".into(), Direction::Faster)]);
+    assert_eq!((c.fails(), c.exit_code()), (false, 0));
+    assert_eq!(compare_profiles(&slow, &fast, &failing_on_any()).exit_code(), 1);
+    let c = compare_profiles(&fast, &slow, &CompareOptions::default());
+    assert_eq!(c.ops[0].direction, Some(Direction::Slower));
+    assert_eq!(c.exit_code(), 1);
+    assert_eq!(compare_profiles(&fast, &slow, &failing_on_any()).exit_code(), 1);
+}
+
+/// Time is what a user pays: calls twice as fast but four times as many
+/// are twice the time, a slower op; an op that appeared holding time is
+/// slower, one that vanished faster.
+#[test]
+fn more_time_in_faster_calls_and_an_op_that_appeared_are_slower() {
+    let c = compare_profiles(
+        &reads_at(11, 1000),
+        &reads_at(10, 4000),
+        &CompareOptions::default(),
+    );
+    let read = &c.ops[0];
+    let decided: Vec<(TestKind, Direction)> = read
+        .checks
+        .iter()
+        .filter(|k| k.decides)
+        .map(|k| (k.test, Direction::of(k.effect)))
+        .collect();
+    assert!(decided.contains(&(TestKind::Time, Direction::Slower)), "{decided:?}");
+    assert_eq!(read.direction, Some(Direction::Slower), "{decided:?}");
+    assert_eq!(c.exit_code(), 1);
+    let a = profile(vec![op("read", &[(12, 500)])]);
+    let b = profile(vec![op("read", &[(12, 500)]), op("fcntl", &[(20, 11)])]);
+    let c = compare_profiles(&a, &b, &CompareOptions::default());
+    assert_eq!(c.changes(), vec![("user/fcntl".into(), Direction::Slower)]);
+    assert_eq!(c.exit_code(), 1);
+    let c = compare_profiles(&b, &a, &CompareOptions::default());
+    assert_eq!(c.changes(), vec![("user/fcntl".into(), Direction::Faster)]);
+    assert_eq!(c.exit_code(), 0);
+    assert_eq!(compare_profiles(&b, &a, &failing_on_any()).exit_code(), 1);
+}
+
+/// A whole layer's shift fails the gate when it is slower, not when every
+/// op got faster (runs long enough for one run a side to decide it).
+#[test]
+fn a_whole_layer_faster_is_listed_and_fails_only_on_any() {
+    let names = ["read", "open", "close", "stat"];
+    let at = |d: i32| {
+        let mut p = profile_r4(names.iter().map(|n| op_r4(n, 48 + d, 1000)).collect());
+        p.meta.duration_ns = LONG_RUN_NS;
+        p
+    };
+    let c = compare_profiles(&at(0), &at(-8), &CompareOptions::default());
+    assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Faster));
+    assert_eq!(c.changes(), vec![("user (every op)".into(), Direction::Faster)]);
+    assert_eq!(c.exit_code(), 0);
+    assert_eq!(compare_profiles(&at(0), &at(-8), &failing_on_any()).exit_code(), 1);
+    let c = compare_profiles(&at(-8), &at(0), &CompareOptions::default());
+    assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Slower));
+    assert_eq!(c.exit_code(), 1);
+}
