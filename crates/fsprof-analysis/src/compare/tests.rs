@@ -200,7 +200,14 @@ proptest::proptest! {
         }
         let changed = c.ops.iter().any(|x| x.interesting)
             || c.layer_shifts.iter().any(LayerShift::decides);
-        proptest::prop_assert_eq!(c.exit_code(), i32::from(changed));
+        // Every interesting op says which way it went, no other does;
+        // the gate fails on a slower one, `Any` on any.
+        proptest::prop_assert!(c.ops.iter().all(|x| x.interesting == x.direction.is_some()));
+        let slower = c.ops.iter().any(|x| x.direction == Some(Direction::Slower))
+            || c.layer_shifts.iter().any(|s| s.check.is_some_and(|k| k.decides && k.effect > 0.0));
+        proptest::prop_assert_eq!(c.exit_code(), i32::from(slower));
+        let any = CompareOptions { fail_on: FailOn::Any, ..o.clone() };
+        proptest::prop_assert_eq!(compare_profiles(&pa, &pb, &any).exit_code(), i32::from(changed));
         // Every p-value is a probability, every level at most alpha.
         for k in c.ops.iter().flat_map(|x| &x.checks).chain(c.layer_shifts.iter().filter_map(|s| s.check.as_ref())) {
             proptest::prop_assert!((0.0..=1.0).contains(&k.p_value), "{:?}", k);
