@@ -255,7 +255,7 @@ fn compare_fails_on_what_got_slower_unless_asked_for_any_change() {
     };
     let (slow, fast) = (run("slow.json", 11), run("fast.json", 9));
     on(&["compare"], &[&slow, &fast]).code(0).stdout(
-        predicate::str::contains("user/read: calls 4.00× faster")
+        predicate::str::contains("calls 4.00× faster (by shift: p ")
             .and(predicate::str::contains(
                 "exit 0: nothing got slower; faster: user/read (listed;",
             ))
