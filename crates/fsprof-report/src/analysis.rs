@@ -131,7 +131,9 @@ fn verdict_rule(c: &Comparison) -> String {
         c.terms.alpha,
         pct(c.terms.min_share),
         match c.terms.fail_on {
-            FailOn::Slower => "exit 1 when a change made it slower (--fail-on slower)",
+            FailOn::Slower => {
+                "exit 1 when a change made it slower (--fail-on slower: one-sided tests)"
+            }
             FailOn::Any => "exit 1 on a change either way (--fail-on any)",
         }
     );

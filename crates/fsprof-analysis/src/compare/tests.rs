@@ -198,16 +198,19 @@ proptest::proptest! {
             if !x.interesting { seen_rest = true; }
             proptest::prop_assert!(!(seen_rest && x.interesting));
         }
-        let changed = c.ops.iter().any(|x| x.interesting)
-            || c.layer_shifts.iter().any(LayerShift::decides);
         // Every interesting op says which way it went, no other does;
         // the gate fails on a slower one, `Any` on any.
         proptest::prop_assert!(c.ops.iter().all(|x| x.interesting == x.direction.is_some()));
         let slower = c.ops.iter().any(|x| x.direction == Some(Direction::Slower))
             || c.layer_shifts.iter().any(|s| s.check.is_some_and(|k| k.decides && k.effect > 0.0));
         proptest::prop_assert_eq!(c.exit_code(), i32::from(slower));
-        let any = CompareOptions { fail_on: FailOn::Any, ..o.clone() };
-        proptest::prop_assert_eq!(compare_profiles(&pa, &pb, &any).exit_code(), i32::from(changed));
+        let any = compare_profiles(&pa, &pb, &CompareOptions { fail_on: FailOn::Any, ..o.clone() });
+        let changed = any.ops.iter().any(|x| x.interesting)
+            || any.layer_shifts.iter().any(LayerShift::decides);
+        proptest::prop_assert_eq!(any.exit_code(), i32::from(changed));
+        // The gate's one-sided tests find every slower change the
+        // two-sided ones do.
+        proptest::prop_assert!(c.exit_code() >= i32::from(any.ops.iter().any(|x| x.direction == Some(Direction::Slower))));
         // Every p-value is a probability, every level at most alpha.
         for k in c.ops.iter().flat_map(|x| &x.checks).chain(c.layer_shifts.iter().filter_map(|s| s.check.as_ref())) {
             proptest::prop_assert!((0.0..=1.0).contains(&k.p_value), "{:?}", k);
@@ -944,4 +947,45 @@ fn a_whole_layer_faster_is_listed_and_fails_only_on_any() {
     let c = compare_profiles(&at(-8), &at(0), &CompareOptions::default());
     assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Slower));
     assert_eq!(c.exit_code(), 1);
+}
+
+/// With the gate on slower changes, a slower change's test is one-sided
+/// (half the two-sided p: `alpha` is then the chance that identical sides
+/// fail the gate), a faster one's stays two-sided, and the two directions
+/// are held to alpha apart: a faster op takes no place in Holm's order of
+/// the slower ones.
+#[test]
+fn the_gates_tests_are_one_sided_and_faster_changes_stay_out_of_its_order() {
+    let (fast, slow) = (reads_at(9, 1000), reads_at(11, 1000));
+    let read = |c: &Comparison| c.ops.iter().find(|o| o.op == "read").unwrap().clone();
+    let least = |o: &OpComparison| o.checks.iter().map(|k| k.p_value).fold(1.0, f64::min);
+    let two_sided = least(&read(&compare_profiles(&fast, &slow, &failing_on_any())));
+    let gate = read(&compare_profiles(&fast, &slow, &CompareOptions::default()));
+    assert!((least(&gate) - two_sided / 2.0).abs() <= 1e-9 * two_sided, "{gate:?}");
+    let faster = |o: &CompareOptions| least(&read(&compare_profiles(&slow, &fast, o)));
+    assert_eq!(faster(&CompareOptions::default()), faster(&failing_on_any()));
+    // An alpha the one-sided test meets and the two-sided one does not
+    // (two material checks: the first is held to alpha / 2).
+    let alpha = 1.5 * two_sided;
+    let at = |fail_on| CompareOptions {
+        alpha,
+        fail_on,
+        ..Default::default()
+    };
+    assert_eq!(compare_profiles(&fast, &slow, &at(FailOn::Slower)).exit_code(), 1);
+    assert_eq!(compare_profiles(&fast, &slow, &at(FailOn::Any)).exit_code(), 0);
+    // `stat` 16× faster beside `read` 4× slower: read's first level is
+    // still alpha / 2, not alpha / 4.
+    let mut b = reads_at(11, 1000);
+    *b.layers[0].op_mut("stat") = op("stat", &[(6, 200)]);
+    let c = compare_profiles(&fast, &b, &CompareOptions::default());
+    let stat = c.ops.iter().find(|o| o.op == "stat").unwrap();
+    assert_eq!(stat.direction, Some(Direction::Faster), "{stat:?}");
+    assert!(stat.checks.iter().any(|k| k.decides), "{stat:?}");
+    let first = read(&c)
+        .checks
+        .iter()
+        .filter_map(|k| k.level)
+        .fold(1.0, f64::min);
+    assert_eq!(first, 0.05 / 2.0, "{:?}", read(&c).checks);
 }
