@@ -1,6 +1,6 @@
-//! `fsprof compare A B` and `fsprof compare A1 A2 A3 --vs B1 B2 B3`: exit 0
-//! when no op changed significantly, 1 when one did (so CI can gate on it),
-//! 2 on errors.
+//! `fsprof compare A B` and `fsprof compare A1 A2 A3 --vs B1 B2 B3`: exit 1
+//! when an op got significantly slower (so CI can gate on it; any change
+//! with `--fail-on any`), 0 when none did, 2 on errors.
 
 use std::path::PathBuf;
 
