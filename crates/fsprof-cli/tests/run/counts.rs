@@ -169,12 +169,15 @@ fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
 /// `cat`s, and a pause longer than the harvest period, the control file is
 /// copied twice: every block whose header is clear (given back, or never
 /// taken) in both copies, and the same in both (not being zeroed while
-/// copied), is zeros throughout. The offers follow what starts, so the
-/// bursts are served by a few blocks each handed out many times (the ring
-/// counts the offers taken).
+/// copied), is zeros throughout. The arena is held to 16 blocks, so that
+/// more offers taken than blocks means blocks were handed out again
+/// whatever the load: unbounded, a collector starved by the machine
+/// reserved 219 blocks for 152 offers, and the test could not tell a
+/// block given back and taken again from one never taken.
 #[test]
 fn a_block_given_back_holds_nothing_of_its_last_process() {
     use fsprof_shim::abi::{ControlHeader, ProcHeader, ARENA_OFF, FIRST_CHUNK};
+    const ARENA_BLOCKS: usize = 16;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("data"), b"some bytes\n").unwrap();
     std::fs::write(dir.path().join("s.sh"), b":\n").unwrap();
@@ -184,7 +187,12 @@ fn a_block_given_back_holds_nothing_of_its_last_process() {
                   bash -c 'exec 70<data; read -u 70 x'; done >/dev/null; \
                   sleep 0.3; done; c=\"${FSPROF_SHM#*:*:*:}/control\"; \
                   cat \"$c\" >one; sleep 0.1; cat \"$c\" >two";
-    let (out, _) = run_profiled(dir.path(), &["sh", "-c", script]);
+    let out = fsprof()
+        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c", script])
+        .env("FSPROF_TEST_ARENA_BLOCKS", ARENA_BLOCKS.to_string())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     assert_ok(&out);
     let copy = |name| std::fs::read(dir.path().join(name)).unwrap();
     let (one, two) = (copy("one"), copy("two"));
@@ -203,20 +211,19 @@ fn a_block_given_back_holds_nothing_of_its_last_process() {
         .filter(|(_, (a, b))| a == b && clear(a))
         .collect();
     // All but the blocks of the processes running at either copy (the
-    // shell, each copying `cat`'s fork and image) are steady, and each was
-    // taken again and again.
+    // shell, each copying `cat`'s fork and image) are steady; more offers
+    // were taken than there are blocks, so some were taken again (the
+    // pause between the bursts gives every block of the first back).
     let total = blocks(&one).len();
     let head = std::mem::offset_of!(ControlHeader, ring_head);
     let taken = u64::from_ne_bytes(two[head..head + 8].try_into().unwrap()) as usize;
+    assert!(total <= ARENA_BLOCKS, "{total} blocks in a 16-block arena");
     assert!(
-        steady.len() >= 8 && steady.len() + 8 >= total,
+        steady.len() >= 4 && steady.len() + 8 >= total,
         "{} of {total} blocks given back",
         steady.len()
     );
-    assert!(
-        taken >= 100 && taken >= 2 * total,
-        "{taken} offers taken of {total} blocks"
-    );
+    assert!(taken > total + 4, "{taken} offers taken of {total} blocks");
     for (k, (b, _)) in steady {
         let left = b.iter().position(|&x| x != 0);
         assert_eq!(left, None, "block {k} holds a byte of its last process");
