@@ -33,13 +33,16 @@ ap.add_argument("--new-args", default="",
                 help="extra compare arguments for the new build only (--new-args='--fail-on any')")
 ap.add_argument("--group", action="append", required=True, help="NAME=POOL,POOL,...")
 ap.add_argument("--workloads", default="meta,read,procs")
+ap.add_argument("--three", action="store_true",
+                help="three runs a side, compare_rates.py's sets, instead of single pairs")
 ap.add_argument("--jobs", type=int, default=2)
 ARGS = ap.parse_args()
 
 def verdict(build, pair):
     fsprof, extra = build
     _, op, a, b = pair
-    p = subprocess.run([fsprof, "compare", "--format", "json"] + extra + [a, "--vs", b],
+    a, b = ([a], [b]) if isinstance(a, str) else (a, b)
+    p = subprocess.run([fsprof, "compare", "--format", "json"] + extra + a + ["--vs"] + b,
                        capture_output=True, text=True)
     if p.returncode not in (0, 1):
         sys.exit(f"compare failed: {p.stderr}")
@@ -71,7 +74,8 @@ def main():
     for g in ARGS.group:
         name, pools = g.split("=", 1)
         for w in ARGS.workloads.split(","):
-            ps = [p for pool in pools.split(",") for p in compare_pools.pairs(pool, w)]
+            of = compare_pools.sets if ARGS.three else compare_pools.pairs
+            ps = [p for pool in pools.split(",") for p in of(pool, w)]
             for b, path in builds:
                 fp, n_id, found, n_sl = rates(path, ps)
                 print(f"| {name} | {w} | {b} | {pct(fp, n_id)} | {pct(found, n_sl)} |")

@@ -39,13 +39,12 @@ impl PhaseChange {
     /// Which way it changed, when its intervals are disjoint. A phase's
     /// figure is higher when better (MB/s, ops/s).
     pub fn direction(&self) -> Option<Direction> {
-        self.changed.then(|| {
-            if self.change < 0.0 {
-                Direction::Slower
-            } else {
-                Direction::Faster
-            }
-        })
+        let d = if self.change < 0.0 {
+            Direction::Slower
+        } else {
+            Direction::Faster
+        };
+        self.changed.then_some(d)
     }
 }
 

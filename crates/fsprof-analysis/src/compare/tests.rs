@@ -891,11 +891,17 @@ fn the_gate_fails_on_what_got_slower_and_lists_what_got_faster() {
     assert!(c.ops[1..].iter().all(|o| o.direction.is_none()));
     assert_eq!(c.changes(), vec![("user/read".into(), Direction::Faster)]);
     assert_eq!((c.fails(), c.exit_code()), (false, 0));
-    assert_eq!(compare_profiles(&slow, &fast, &failing_on_any()).exit_code(), 1);
+    assert_eq!(
+        compare_profiles(&slow, &fast, &failing_on_any()).exit_code(),
+        1
+    );
     let c = compare_profiles(&fast, &slow, &CompareOptions::default());
     assert_eq!(c.ops[0].direction, Some(Direction::Slower));
     assert_eq!(c.exit_code(), 1);
-    assert_eq!(compare_profiles(&fast, &slow, &failing_on_any()).exit_code(), 1);
+    assert_eq!(
+        compare_profiles(&fast, &slow, &failing_on_any()).exit_code(),
+        1
+    );
 }
 
 /// Time is what a user pays: calls twice as fast but four times as many
@@ -915,7 +921,10 @@ fn more_time_in_faster_calls_and_an_op_that_appeared_are_slower() {
         .filter(|k| k.decides)
         .map(|k| (k.test, Direction::of(k.effect)))
         .collect();
-    assert!(decided.contains(&(TestKind::Time, Direction::Slower)), "{decided:?}");
+    assert!(
+        decided.contains(&(TestKind::Time, Direction::Slower)),
+        "{decided:?}"
+    );
     assert_eq!(read.direction, Some(Direction::Slower), "{decided:?}");
     assert_eq!(c.exit_code(), 1);
     let a = profile(vec![op("read", &[(12, 500)])]);
@@ -941,9 +950,15 @@ fn a_whole_layer_faster_is_listed_and_fails_only_on_any() {
     };
     let c = compare_profiles(&at(0), &at(-8), &CompareOptions::default());
     assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Faster));
-    assert_eq!(c.changes(), vec![("user (every op)".into(), Direction::Faster)]);
+    assert_eq!(
+        c.changes(),
+        vec![("user (every op)".into(), Direction::Faster)]
+    );
     assert_eq!(c.exit_code(), 0);
-    assert_eq!(compare_profiles(&at(0), &at(-8), &failing_on_any()).exit_code(), 1);
+    assert_eq!(
+        compare_profiles(&at(0), &at(-8), &failing_on_any()).exit_code(),
+        1
+    );
     let c = compare_profiles(&at(-8), &at(0), &CompareOptions::default());
     assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Slower));
     assert_eq!(c.exit_code(), 1);
@@ -961,9 +976,15 @@ fn the_gates_tests_are_one_sided_and_faster_changes_stay_out_of_its_order() {
     let least = |o: &OpComparison| o.checks.iter().map(|k| k.p_value).fold(1.0, f64::min);
     let two_sided = least(&read(&compare_profiles(&fast, &slow, &failing_on_any())));
     let gate = read(&compare_profiles(&fast, &slow, &CompareOptions::default()));
-    assert!((least(&gate) - two_sided / 2.0).abs() <= 1e-9 * two_sided, "{gate:?}");
+    assert!(
+        (least(&gate) - two_sided / 2.0).abs() <= 1e-9 * two_sided,
+        "{gate:?}"
+    );
     let faster = |o: &CompareOptions| least(&read(&compare_profiles(&slow, &fast, o)));
-    assert_eq!(faster(&CompareOptions::default()), faster(&failing_on_any()));
+    assert_eq!(
+        faster(&CompareOptions::default()),
+        faster(&failing_on_any())
+    );
     // An alpha the one-sided test meets and the two-sided one does not
     // (two material checks: the first is held to alpha / 2).
     let alpha = 1.5 * two_sided;
@@ -972,8 +993,14 @@ fn the_gates_tests_are_one_sided_and_faster_changes_stay_out_of_its_order() {
         fail_on,
         ..Default::default()
     };
-    assert_eq!(compare_profiles(&fast, &slow, &at(FailOn::Slower)).exit_code(), 1);
-    assert_eq!(compare_profiles(&fast, &slow, &at(FailOn::Any)).exit_code(), 0);
+    assert_eq!(
+        compare_profiles(&fast, &slow, &at(FailOn::Slower)).exit_code(),
+        1
+    );
+    assert_eq!(
+        compare_profiles(&fast, &slow, &at(FailOn::Any)).exit_code(),
+        0
+    );
     // `stat` 16× faster beside `read` 4× slower: read's first level is
     // still alpha / 2, not alpha / 4.
     let mut b = reads_at(11, 1000);

@@ -173,7 +173,14 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
             let (na, nb) = (crate::files::name(pa), crate::files::name(pb));
             let (out, force) = (a.to.output.as_deref(), a.to.force);
             let fail_on = a.fail_on.into();
-            return super::bench::compare_results((ra, &na), (rb, &nb), format, out, force, fail_on);
+            return super::bench::compare_results(
+                (ra, &na),
+                (rb, &nb),
+                format,
+                out,
+                force,
+                fail_on,
+            );
         }
     }
     let rb: Vec<_> = docs

@@ -272,12 +272,26 @@ fn compare_fails_on_what_got_slower_unless_asked_for_any_change() {
             "exit 1, decided by what got slower: user/read",
         ));
     let v = json_of(&["compare", "--format", "json"], &[&slow, &fast], 0);
-    assert_eq!((&v["interesting"], &v["fails"]), (&true.into(), &false.into()), "{v}");
+    assert_eq!(
+        (&v["interesting"], &v["fails"]),
+        (&true.into(), &false.into()),
+        "{v}"
+    );
     assert_eq!(v["comparison"]["fail_on"], "slower");
     assert_eq!(v["comparison"]["ops"][0]["direction"], "faster");
-    let v = json_of(&["compare", "--format", "json", "--fail-on", "any"], &[&slow, &fast], 1);
-    assert_eq!((&v["fails"], &v["comparison"]["fail_on"]), (&true.into(), &"any".into()));
-    refused(&[&slow, &fast], &[(&["compare", "--fail-on", "faster"], "--fail-on")]);
+    let v = json_of(
+        &["compare", "--format", "json", "--fail-on", "any"],
+        &[&slow, &fast],
+        1,
+    );
+    assert_eq!(
+        (&v["fails"], &v["comparison"]["fail_on"]),
+        (&true.into(), &"any".into())
+    );
+    refused(
+        &[&slow, &fast],
+        &[(&["compare", "--fail-on", "faster"], "--fail-on")],
+    );
 }
 
 fn stdout_of(o: &std::process::Output) -> String {
