@@ -126,18 +126,12 @@ pub fn exit_line(c: &Comparison) -> Option<String> {
 
 /// How compare decided, in two or three lines.
 fn verdict_rule(c: &Comparison) -> String {
-    let (family, gate) = match c.terms.fail_on {
-        FailOn::Slower => (
-            "Holm over the slower and the faster changes apart",
-            "exit 1 when a change made it slower (--fail-on slower: one-sided tests)",
-        ),
-        FailOn::Any => (
-            "Holm over all tests",
-            "exit 1 on a change either way (--fail-on any)",
-        ),
+    let gate = match c.terms.fail_on {
+        FailOn::Slower => "exit 1 when a change made it slower (--fail-on slower: one-sided tests)",
+        FailOn::Any => "exit 1 on a change either way (--fail-on any)",
     };
     let mut s = format!(
-        "an op changed when a test finds it beyond the noise between runs (alpha {}, {family}) and the change moves at least {} of its layer's latency; {gate}",
+        "an op changed when a test finds it beyond the noise between runs (alpha {}, Holm over all tests) and the change moves at least {} of its layer's latency; {gate}",
         c.terms.alpha,
         pct(c.terms.min_share),
     );

@@ -112,13 +112,12 @@ pub struct CompareOptions {
 /// gate, and a gate fails on regressions only, as pytest-benchmark's
 /// `--benchmark-compare-fail` ("if Min is 5% slower"), Bencher's upper
 /// boundary on a latency measure and iai-callgrind's regression limits
-/// do; a change that made the program faster is reported and passes. The
-/// tests stay two-sided (a faster op is found as surely as a slower one,
-/// and listed), so a gate on one direction fails identical runs about
-/// half as often as one on both: a mode that makes some runs of an op
-/// faster (on the benchmarks' VM, where layout randomization put `cat`'s
-/// buffer halved its `close` in one run of twenty) fails the gate only
-/// when the baseline fell into it.
+/// do; a change that made the program faster is reported and passes. A
+/// mode that makes some runs of an op faster (on the benchmarks' VM, where
+/// layout randomization put `cat`'s buffer halved its `close` in one run
+/// of twenty) then fails the gate only when the baseline fell into it.
+/// The gate's tests are one-sided ([`verdict`]'s `gate_p`), so that
+/// `alpha` stays the chance that identical sides fail it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailOn {

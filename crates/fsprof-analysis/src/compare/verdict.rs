@@ -318,23 +318,15 @@ fn baseline_shares(stats: &[Vec<Option<RunStat>>], own: &[bool], runs_a: usize) 
 /// Holm's step-down over every material check of the comparison: the
 /// `k`-th smallest p-value of `m` is held to `alpha / (m − k)`, and once
 /// one fails the ones after it fail too. Sets each material check's level.
-/// With [`FailOn::Slower`] the checks that found B slower (one-sided, the
-/// gate's) and those that found it faster (two-sided, listed) are two
-/// families, each held to alpha: a faster op neither takes a place in the
-/// gate's order nor makes a slower one harder to find.
+/// One family whichever way its changes went (with [`FailOn::Slower`], the
+/// slower ones one-sided, the faster ones two-sided): every change the
+/// comparison lists is held to alpha together, and so is the gate.
 pub(super) fn holm(checks: &mut [&mut Check], opts: &CompareOptions) {
-    let families: &[Option<bool>] = match opts.fail_on {
-        FailOn::Any => &[None],
-        FailOn::Slower => &[Some(true), Some(false)],
-    };
-    for &slower in families {
-        let mut family: Vec<&mut &mut Check> = checks
-            .iter_mut()
-            .filter(|c| c.moved >= opts.min_share)
-            .filter(|c| slower.is_none_or(|s| s == (c.effect > 0.0)))
-            .collect();
-        step_down(&mut family, opts.alpha);
-    }
+    let mut family: Vec<&mut &mut Check> = checks
+        .iter_mut()
+        .filter(|c| c.moved >= opts.min_share)
+        .collect();
+    step_down(&mut family, opts.alpha);
 }
 
 fn step_down(family: &mut [&mut &mut Check], alpha: f64) {
