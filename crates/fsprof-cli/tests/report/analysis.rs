@@ -259,7 +259,9 @@ fn compare_fails_on_what_got_slower_unless_asked_for_any_change() {
             .and(predicate::str::contains(
                 "exit 0: nothing got slower; faster: user/read (listed;",
             ))
-            .and(predicate::str::contains("(--fail-on slower)")),
+            .and(predicate::str::contains(
+                "(--fail-on slower: one-sided tests)",
+            )),
     );
     on(&["compare", "--fail-on", "any"], &[&slow, &fast])
         .code(1)
