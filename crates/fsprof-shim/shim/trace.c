@@ -46,6 +46,12 @@ static TLS int t_tbusy;
 /* The run directory's fd + 1 while the image's set-up lends it (0: none):
  * its first chunk is made there without opening it again. */
 static TLS long t_tdirfd_lent;
+/* When this thread last forked (ticks, taken in the parent just before
+ * the fork): a forked child's PROC record is stamped with it, since the
+ * child writes it only at its first call, and `compile` must copy the
+ * parent's descriptors as they were at the fork, not as the parent has
+ * changed them since. 0 in an image that has not forked. */
+static TLS uint64_t t_tforked;
 
 /* ---- argument shapes ------------------------------------------------------ */
 
@@ -906,6 +912,8 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     t_tbusy = 1;
     uint64_t now = now_ticks();
     uint64_t clock[2] = {now, fsprof_mono_ns()};
+    uint64_t at = t_tforked && t_tforked < now ? t_tforked : now;
+    t_tforked = 0;
     char *cwd = g_tpath;
     long cl = syscall(SYS_getcwd, cwd, sizeof g_tpath);
     struct item it[4];
@@ -918,7 +926,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     /* Lent only for the PROC record's chunk, and closed before the image's
      * first call could take it for one of the program's descriptors. */
     t_tdirfd_lent = dirfd >= 0 ? dirfd + 1 : 0;
-    emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
+    emit(FSPROF_TREC_PROC, at, at, 0, 0, 0, args, 3, it, n);
     t_tdirfd_lent = 0;
     if (dirfd >= 0)
         syscall(SYS_close, dirfd);
@@ -935,6 +943,8 @@ HIDDEN void fsprof_trace_before_fork(void)
     if (t_tc && !t_tc_unforked && !t_tc_inwin &&
         syscall(SYS_madvise, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR), MADV_DONTFORK) == 0)
         t_tc_unforked = 1;
+    if (g_trace)
+        t_tforked = now_ticks();
 }
 
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)

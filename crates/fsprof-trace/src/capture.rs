@@ -25,6 +25,7 @@ use fsprof_user::{SetupError, UserOptions, UserSource};
 use crate::chunks::{self, TickClock};
 use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::mapped::MappedCapture;
+use fsprof_kernel::faults::FaultSession;
 
 /// What `--data` keeps of written bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,46 @@ pub struct TraceOptions {
     /// Where the trace goes.
     pub output: PathBuf,
     pub force: bool,
+    /// The page-fault programs' attach, started as early as the caller
+    /// could ([`MappedAttach::start`]); `None`: started by
+    /// [`TraceSource::new`].
+    pub attach: Option<MappedAttach>,
+}
+
+/// The page-fault programs being loaded and attached on a thread of their
+/// own (as root), or why the trace will not have the faults.
+pub struct MappedAttach {
+    job: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
+    note: Option<String>,
+}
+
+impl MappedAttach {
+    /// Starts loading and attaching. The held command waits for the
+    /// attach (~1 ms of the kernel's work), so the earlier it starts the
+    /// sooner the command does: a caller starts it before it checks its
+    /// outputs and sets up the rest. Threads inherit the signal mask: call
+    /// it after the stop signals are blocked ([`fsprof_capture::Capture::new`]).
+    pub fn start() -> MappedAttach {
+        if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
+            return MappedAttach {
+                job: None,
+                note: Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")),
+            };
+        }
+        let job = std::thread::Builder::new()
+            .name("fsprof-faults".into())
+            .spawn(|| {
+                // A test's slow attach: the command must wait for it.
+                if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
+                    std::thread::sleep(std::time::Duration::from_millis(ms.min(5000).into()));
+                }
+                MappedCapture::attach()
+            })
+            // No thread: attached when the capture starts, as it would be
+            // on one.
+            .ok();
+        MappedAttach { job, note: None }
+    }
 }
 
 /// The trace a capture wrote.
@@ -118,7 +159,7 @@ pub struct TraceSource {
     mapped: Option<MappedCapture>,
     /// Loading and attaching the page-fault programs, under way while the
     /// capture sets up the rest and starts the command (held until then).
-    attaching: Option<std::thread::JoinHandle<Result<MappedCapture, String>>>,
+    attaching: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
     /// Why they are not, for the trace's header and the notes.
     mapped_note: Option<String>,
     layout: fsprof_core::BucketLayout,
@@ -138,7 +179,10 @@ impl TraceSource {
         // is set up and the command forked and parked (held before its
         // execve until they are attached).
         let layout = fsprof_core::BucketLayout::new(opts.user.resolution);
-        let (attaching, mapped_note) = attach_mapped(&layout);
+        let MappedAttach {
+            job: attaching,
+            note: mapped_note,
+        } = opts.attach.unwrap_or_else(MappedAttach::start);
         let mut user = UserSource::new(&opts.user)?;
         user.hold_trace_windows();
         let source = TraceSource {
@@ -508,40 +552,21 @@ fn mapped_note(around: bool) -> String {
     format!("loads and stores through file mappings are page faults: the first touch of a page not mapped yet, the first store to a page not written since it was mapped or written back; {around}, and later accesses to a page already mapped are not observable")
 }
 
-/// Starts loading the page-fault programs on a thread of their own, when
-/// this process may (root); else why the trace will not have the faults.
-type Attaching = Option<std::thread::JoinHandle<Result<MappedCapture, String>>>;
-
-fn attach_mapped(layout: &fsprof_core::BucketLayout) -> (Attaching, Option<String>) {
-    if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
-        return (None, Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")));
-    }
-    let layout = layout.clone();
-    match std::thread::Builder::new()
-        .name("fsprof-faults".into())
-        .spawn(move || MappedCapture::start(layout))
-    {
-        Ok(job) => (Some(job), None),
-        // No thread: attached here, as it would be on one.
-        Err(_) => (None, None),
-    }
-}
-
 impl TraceSource {
     /// The page-fault programs, once attached (waits for the thread that
     /// attaches them), or why not.
     fn join_mapped(&mut self) {
         let Some(job) = self.attaching.take() else {
             if self.mapped.is_none() && self.mapped_note.is_none() {
-                match MappedCapture::start(self.layout.clone()) {
-                    Ok(m) => self.mapped = Some(m),
+                match MappedCapture::attach() {
+                    Ok(s) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
                     Err(e) => self.mapped_not_captured(&e),
                 }
             }
             return;
         };
         match job.join() {
-            Ok(Ok(m)) => self.mapped = Some(m),
+            Ok(Ok(s)) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
             Ok(Err(e)) => self.mapped_not_captured(&e),
             Err(_) => self.mapped_not_captured("loading the page-fault programs failed"),
         }
