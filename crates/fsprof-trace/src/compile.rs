@@ -766,7 +766,12 @@ impl Compiler {
         let op = c.op.name();
         match op {
             "lseek" | "fseek" => s.pos = (c.ret >= 0 && op == "lseek").then_some(c.ret as u64),
-            "read" | "write" | "readv" | "writev" => s.pos = s.pos.map(|p| p + c.ret.max(0) as u64),
+            // A copy moves the position of the descriptor it reads (the
+            // trace does not keep an offset pointer: the replay passes
+            // none either).
+            "read" | "write" | "readv" | "writev" | "sendfile" | "copy_file_range" => {
+                s.pos = s.pos.map(|p| p + c.ret.max(0) as u64)
+            }
             "fread" | "fwrite" | "fgets" | "fputs" | "getline" | "getdelim" => s.pos = None,
             _ => {}
         }

@@ -75,8 +75,9 @@ int main(void) {
 
 /// A program that moves files onto its stdin and stdout with `dup2`, as a
 /// shell's `<in >out` does: its reads of fd 0, its writes, stdio writes
-/// and a copy of "everything" (`copy_file_range` of 2^62 bytes, as `cat`
-/// makes) to fd 1 all replay, and the replayed `out` is the traced one.
+/// and a copy of "everything" from a file that was there before the trace
+/// (`copy_file_range` of 2^62 bytes, as `cat` makes) to fd 1 all replay,
+/// and the replayed `out` is the traced one where the trace has its bytes.
 /// The descriptors are opened anew before their first use, at their
 /// recorded position, by set-up commands the replay counts apart.
 #[test]
@@ -102,21 +103,43 @@ int main(void) {
     if (onto("out", O_CREAT | O_WRONLY | O_TRUNC, 1)) return 2;
     ssize_t n = read(0, buf, sizeof buf);
     if (n != 6 || write(1, buf, n) != n) return 3;
-    int more = open("more", O_CREAT | O_RDWR | O_TRUNC, 0644);
-    if (more < 0 || write(more, "more\n", 5) != 5 || lseek(more, 0, SEEK_SET)) return 4;
-    if (copy_file_range(more, NULL, 1, NULL, (size_t)1 << 62, 0) != 5) return 4;
+    /* As `cat more >>out` copies: `more` was there before the trace,
+     * which saw nothing of its bytes but the size of the copy. */
+    int more = open("more", O_RDONLY);
+    if (more < 0 || copy_file_range(more, NULL, 1, NULL, (size_t)1 << 62, 0) != 5) return 4;
+    /* A copy moves the position: the read that follows it starts 5
+     * bytes in (the trace has its bytes, and where they lie). */
+    int rest = open("rest", O_RDONLY);
+    if (rest < 0 || copy_file_range(rest, NULL, 1, NULL, 5, 0) != 5) return 4;
+    if (read(rest, buf, sizeof buf) != 4 || close(rest)) return 4;
     if (fwrite("stdio\n", 1, 6, stdout) != 6 || fflush(stdout)) return 5;
     return close(more) | fclose(stdout);
 }
 "#,
     );
-    let (msgs, work) = replayed(&base, &exe, &[("in", b"ski+input")]);
+    let (msgs, work) = replayed(
+        &base,
+        &exe,
+        &[
+            ("in", b"ski+input"),
+            ("more", b"more\n"),
+            ("rest", b"head+rest"),
+        ],
+    );
     assert_eq!(
         std::fs::read(base.join("work/out")).unwrap(),
-        b"+inputmore\nstdio\n"
+        b"+inputmore\nhead+stdio\n"
     );
     let read = |name: &str| std::fs::read(work.join(name)).unwrap_or_default();
-    assert_eq!(read("out"), b"+inputmore\nstdio\n", "{msgs}");
+    // The copies' 10 bytes are of `more` and `rest` as the replay made
+    // them: the trace has their sizes, not their bytes.
+    let out = read("out");
+    assert_eq!(out.len(), 22, "{msgs}");
+    assert_eq!(
+        (&out[..6], &out[16..]),
+        (&b"+input"[..], &b"stdio\n"[..]),
+        "{msgs}"
+    );
     // What fd 0 read lies 3 bytes in: the initial state says so only if
     // the reopened descriptor was put there.
     assert_eq!(read("in"), b"ski+input", "{msgs}");
