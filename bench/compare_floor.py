@@ -16,7 +16,9 @@ run 2i against slowed run i of an op (made between them). Two tables:
   flagged when some op has |effect| >= e and moved >= m, a slowed pair is
   found when the slowed op has; the table gives, per workload, the fewest
   identical pairs flagged at which at least 95% of the slowdowns are still
-  found. A change between identical runs that is as large as a 2x
+  found (with --fail-on slower, the default, only changes that made an
+  op slower count, as compare's gate). A change between identical runs
+  that is as large as a 2x
   slowdown in both figures cannot be told from one by one run a side.
   The row "moved <= 5%" keeps the share threshold at or under the 5% the
   target is about: a test that must find a 2x slowdown of any op holding
@@ -24,7 +26,7 @@ run 2i against slowed run i of an op (made between them). Two tables:
   bench's slowed ops hold more, so thresholds above it look better here
   than they would be).
 
-usage: bench/compare_floor.py [--fsprof PATH] [--spreads 0.12,0.15,...] POOL...
+usage: bench/compare_floor.py [--fsprof PATH] [--spreads 0.12,0.15,...] [--fail-on slower|any] POOL...
 """
 import argparse
 import glob
@@ -41,6 +43,8 @@ ap.add_argument("--fsprof", default="target/release/fsprof")
 ap.add_argument("--workloads", default="meta,read,procs")
 ap.add_argument("--spreads", default="0.12,0.15,0.18,0.20,0.22,0.25,0.30")
 ap.add_argument("--target", type=float, default=0.95, help="detection the floor must keep")
+ap.add_argument("--fail-on", default="slower", choices=["slower", "any"],
+                help="the gate's direction: slower counts only changes that made an op slower")
 ARGS = ap.parse_args()
 FSPROF = os.path.abspath(ARGS.fsprof)
 
@@ -60,10 +64,14 @@ def compare(a, b, extra):
 
 
 def sizes(ops):
-    """op -> (|effect|, moved) of its largest material check."""
+    """op -> (|effect|, moved) of its largest check; with --fail-on slower,
+    of its largest check that found it slower (a gate on regressions does
+    not act on a faster op)."""
     out = {}
     for o in ops:
         for c in o.get("checks", []):
+            if ARGS.fail_on == "slower" and c["effect"] <= 0:
+                continue
             e, m = abs(c["effect"]), abs(c["moved"])
             if o["op"] not in out or e > out[o["op"]][0]:
                 out[o["op"]] = (e, m)
@@ -102,7 +110,7 @@ def main():
         for s in spreads:
             fp = det = n_id = n_sl = 0
             for kind, op, a, b in ps:
-                code, ops = compare(a, b, ["--spread", str(s)])
+                code, ops = compare(a, b, ["--spread", str(s), "--fail-on", ARGS.fail_on])
                 if kind == "identical":
                     n_id += 1
                     fp += code == 1

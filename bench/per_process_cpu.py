@@ -43,6 +43,21 @@ ended processes' blocks every 5 ms, on the other CPU). Every variant pays
 fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
 each process's block, which is the run's cost too.
 
+--trace adds `fsprof trace` (and --other's; with --calls-only, one with
+every capability dropped: no page faults followed) the same way: a driver under
+each build's `fsprof trace`, whose samples are traced with every call and
+page fault recorded. The variants outside a run always take the `fsprof
+run` drivers, so that bare's fsprof CPU is a run's idle; a trace sample's
+fsprof CPU holds the harvest of its records (and of the driver's own few
+calls around it). Printed paired: trace - run, and trace - trace (other).
+
+--floor adds the floor of the shim's design (bench/shim_floor.c: the
+shim's exported wrappers, each resolving and timing its real function
+into a per-op counter in a shared file mapped at start, nothing else),
+built here against the installed shim's own symbol list: "floor" with
+its file, "floor, unset" loaded without one (against "shim, no run"),
+and the quotients of the shim's variants over it.
+
 --preload NAME=PATH adds a variant with another library preloaded in the
 shim's place (a shim linked another way, a library that does one part of
 the shim's work), outside a run, or under this build's run with ",run"
@@ -57,7 +72,7 @@ whole workload, fsprof included), which do not vary from run to run.
 
 usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
           [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
-          [--settle MS] [--counts] [--fifo]
+          [--floor] [--settle MS] [--counts] [--fifo] [--trace [--calls-only]]
 """
 import argparse
 import glob
@@ -66,6 +81,7 @@ import os
 import random
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -128,12 +144,15 @@ def driver():
 
 
 class Driver:
-    """A driver process under one build's `fsprof run`."""
+    """A driver process under one build's `fsprof run` (or `fsprof trace`)."""
 
-    def __init__(self, fsprof, tmp, tag, fifo):
+    def __init__(self, fsprof, tmp, tag, fifo, trace=False, calls_only=False):
         pre = ["chrt", "-f", "50"] if fifo else []
-        argv = pre + [fsprof, "run", "-q", "-f", "-o", os.path.join(tmp, f"driver{tag}.json"), "--",
-                      sys.executable, os.path.abspath(__file__), "--driver"]
+        if calls_only:
+            pre += per_process.NO_CAPS
+        how = ["trace", "-o", os.path.join(tmp, f"driver{tag}.trace")] if trace else \
+            ["run", "-q", "-o", os.path.join(tmp, f"driver{tag}.json")]
+        argv = pre + [fsprof] + how + ["-f", "--", sys.executable, os.path.abspath(__file__), "--driver"]
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)
 
@@ -175,12 +194,103 @@ def variants(args, tmp):
             out[name] = ("", {"LD_PRELOAD": os.path.abspath(path)}, [])
         else:
             out[name] = (None, {"LD_PRELOAD": os.path.abspath(path)}, [RUN_ENV])
+    if args.floor:
+        lib, counters = build_floor(shim, tmp)
+        out["floor, unset"] = (None, {"LD_PRELOAD": lib}, [RUN_ENV])
+        out["floor"] = (None, {"LD_PRELOAD": lib, "FSPROF_FLOOR": counters}, [RUN_ENV])
     if args.other:
         out["fsprof run (other)"] = ("other", {}, [])
         if args.other_shim:
             other = per_process.installed_shim(args.other, tmp)
             out["shim, no run (other)"] = (None, {"LD_PRELOAD": other}, [RUN_ENV])
+    if args.trace:
+        out["fsprof trace"] = ("trace", {}, [])
+        if args.calls_only:
+            out["trace, calls only"] = ("trace-calls", {}, [])
+        if args.other:
+            out["fsprof trace (other)"] = ("trace-other", {}, [])
     return out
+
+
+def build_floor(shim, tmp):
+    """bench/shim_floor.c built with the shim's exported wrappers (its
+    dynamic symbol table, less its own fsprof_shim_* entry points and the
+    execl family, which the floor writes out by hand), and its counter
+    file made on tmpfs, as a run's control file is: (library, file)."""
+    syms = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True,
+                          check=True).stdout.split()[2::3]
+    wrappers = [s for s in syms if not s.startswith("fsprof_shim_")]
+    by_hand = {"execl", "execle", "execlp"}
+    if not by_hand <= set(wrappers):
+        sys.exit(f"the shim no longer exports {sorted(by_hand - set(wrappers))}: fix shim_floor.c")
+    with open(os.path.join(tmp, "floor_syms.h"), "w") as f:
+        f.writelines(f"W({s})\n" for s in wrappers if s not in by_hand)
+    lib = os.path.join(tmp, "shim_floor.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp,
+                    "-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
+    got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
+                         check=True).stdout.split()[2::3]
+    assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
+    size = floor_size(len(wrappers))
+    fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
+    os.ftruncate(fd, size)
+    os.close(fd)
+    return lib, counters
+
+
+FLOOR_CTR = 8 * 67  # shim_floor.c's struct ctr: op, calls, ticks, 64 buckets
+
+
+def floor_size(nops):
+    """shim_floor.c's FLOOR_SIZE: 4 KiB of header, 64 regions of (every op
+    and the 3 written by hand) counters and 4 KiB."""
+    return 4096 + 64 * ((nops + 3) * FLOOR_CTR + 4096)
+
+
+def floor_calls(counters, names):
+    """Calls per wrapper name over the floor's regions, and the regions
+    taken; `names` in the floor's op order (floor_syms.h, then the execl
+    family)."""
+    data = open(counters, "rb").read()
+    taken = int.from_bytes(data[:4], "little")
+    nops = len(names) - 3
+    region = (nops + 3) * FLOOR_CTR + 4096
+    calls = {}
+    for r in range(min(taken, 64)):
+        at = 4096 + r * region
+        for k in range(nops + 3):
+            op, n = struct.unpack_from("<QQ", data, at + k * FLOOR_CTR)
+            if op == 0:
+                break
+            calls[names[op - 1]] = calls.get(names[op - 1], 0) + n
+    return calls, taken
+
+
+def floor_self_test(fsprof):
+    """The floor counts a program's calls and leaves its output alone: a
+    `cat` of a 3-byte file under it prints the file, takes one region,
+    and files its two reads (the data, then the end of the file)."""
+    tmp = tempfile.mkdtemp(prefix="fsprof-floor-test-")
+    counters = None
+    try:
+        shim = per_process.installed_shim(fsprof, tmp)
+        lib, counters = build_floor(shim, tmp)
+        wrappers = [ln[2:-1] for ln in open(os.path.join(tmp, "floor_syms.h")).read().split()]
+        src = os.path.join(tmp, "three")
+        with open(src, "w") as f:
+            f.write("ab\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", RUN_ENV)}
+        env.update({"LD_PRELOAD": lib, "FSPROF_FLOOR": counters})
+        out = subprocess.run([shutil.which("cat"), src], env=env, capture_output=True, check=True).stdout
+        assert out == b"ab\n", out
+        calls, taken = floor_calls(counters, wrappers + ["execl", "execle", "execlp"])
+        assert taken == 1, f"{taken} regions taken by one process"
+        assert calls.get("read") == 2, calls
+        print("floor self-test passed")
+    finally:
+        if counters:
+            os.unlink(counters)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def boot_interval(stat, n, rng, boot=per_process.BOOT):
@@ -248,10 +358,15 @@ def report(name, nproc, res, rng, pair=()):
         if k.startswith("fsprof run"):
             print(f"{k + ' / empty.so added':<40} cpu {quotient_text(res, k, 'empty.so', nproc, rng)}"
                   "  (target <= 2x)")
-    if "shim, no run" in res:
-        print(f"{'shim, no run / empty.so added':<40} cpu "
-              f"{quotient_text(res, 'shim, no run', 'empty.so', nproc, rng)}")
-    pairs = [("fsprof run", "fsprof run (other)")] + pair
+    quotients = [("shim, no run", "empty.so"), ("floor", "empty.so"), ("floor, unset", "empty.so"),
+                 ("fsprof run", "floor"), ("shim, no run", "floor, unset")]
+    for num, den in quotients:
+        if num in res and den in res:
+            print(f"{num + ' / ' + den + ' added':<40} cpu {quotient_text(res, num, den, nproc, rng)}")
+    pairs = [("fsprof run", "fsprof run (other)"), ("fsprof run", "floor"),
+             ("shim, no run", "floor, unset"), ("fsprof trace", "fsprof run"),
+             ("fsprof trace", "fsprof trace (other)"), ("fsprof trace", "trace, calls only"),
+             ("trace, calls only", "fsprof run")] + pair
     for a, b in pairs:
         if a not in res or b not in res:
             continue
@@ -350,7 +465,8 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             drivers[t].sample(argv, s, u, settle)
     res = {k: [] for k in vs}
     shuffle = random.Random(len(order))
-    tags = sorted(drivers)
+    # Outside a run: only the run drivers, whose idle is the same for all.
+    tags = sorted(t for t in drivers if not t.startswith("trace"))
     for r in range(rounds):
         shuffle.shuffle(order)
         for k in order:
@@ -376,6 +492,9 @@ def main():
     if "--self-test" in sys.argv:
         self_test()
         return
+    if "--floor-self-test" in sys.argv:
+        floor_self_test(sys.argv[sys.argv.index("--floor-self-test") + 1])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=400, help="rounds of the loop (xargs: an eighth, at least 11)")
     ap.add_argument("--loop", type=int, default=4, help="cats in a loop sample")
@@ -387,9 +506,14 @@ def main():
                     help="a variant with PATH preloaded instead, outside a run or under it (,run)")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also variant A minus variant B, paired by round")
+    ap.add_argument("--floor", action="store_true",
+                    help="the shim's design floor (bench/shim_floor.c) as variants too")
     ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
+    ap.add_argument("--trace", action="store_true", help="fsprof trace too (a driver under it)")
+    ap.add_argument("--calls-only", action="store_true",
+                    help="with --trace: also a trace with every capability dropped (no page faults followed)")
     args = ap.parse_args()
     for f in [args.fsprof] + ([args.other] if args.other else []):
         if not os.access(f, os.X_OK):
@@ -399,6 +523,7 @@ def main():
     bash = shutil.which("bash")
     tmp = tempfile.mkdtemp(prefix="fsprof-per-process-cpu-")
     drivers = {}
+    vs = {}
     try:
         with open(os.path.join(tmp, "empty.c"), "w") as f:
             f.write("void fsprof_bench_empty(void) {}\n")
@@ -408,6 +533,13 @@ def main():
         drivers[""] = Driver(args.fsprof, tmp, "", args.fifo)
         if args.other:
             drivers["other"] = Driver(args.other, tmp, "other", args.fifo)
+        if args.trace:
+            drivers["trace"] = Driver(args.fsprof, tmp, "trace", args.fifo, trace=True)
+            if args.calls_only:
+                drivers["trace-calls"] = Driver(args.fsprof, tmp, "trace-calls", args.fifo,
+                                                trace=True, calls_only=True)
+            if args.other:
+                drivers["trace-other"] = Driver(args.other, tmp, "trace-other", args.fifo, trace=True)
         load = open("/proc/loadavg").read().split()[:3]
         ver = subprocess.run([args.fsprof, "--version"], capture_output=True, text=True).stdout.strip()
         print(f"# {ver}" + (f"; other: {args.other}" if args.other else ""))
@@ -420,6 +552,8 @@ def main():
     finally:
         for d in drivers.values():
             d.close()
+        if "floor" in vs:
+            os.unlink(vs["floor"][1]["FSPROF_FLOOR"])
         shutil.rmtree(tmp, ignore_errors=True)
 
 

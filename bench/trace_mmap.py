@@ -20,9 +20,13 @@ tracing the calls costs (fsprof's own start and end included). `run`
 (`fsprof run`, the calls' latency profile without a trace) gives what
 any fsprof command costs the same program.
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
   --other PATH  another build's `trace --data digest` in the same rounds, and
            its difference to this build's, paired by round
+  --floor PATH  crates/fsprof-kernel/examples/fault_floor (release), the
+           floor of following faults: the same programs and maps, the
+           command started once they are attached, and nothing of fsprof
+           (root)
   --gap S  wait S seconds (default 0.1) before each timed run, so that a
            trace does not wait for the grace period of the one before it
   --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
@@ -72,6 +76,7 @@ NO_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps=-all", "--ambient-ca
 CALLS_ONLY = "trace --data digest, no caps"
 BARE_NO_CAPS = "bare, no caps"
 OTHER = "other: trace --data digest"
+FLOOR = "floor: same programs, no fsprof"
 
 
 def variants(d, cmd, name):
@@ -83,6 +88,8 @@ def variants(d, cmd, name):
     if ARGS.other:
         trace = os.path.join(d, f"{name.split()[0]}-other.trace")
         out[OTHER] = [ARGS.other, "trace", "-f", "--data", "digest", "-o", trace, "--"] + cmd
+    if ARGS.floor:
+        out[FLOOR] = [ARGS.floor] + cmd
     if os.geteuid() == 0 and shutil.which("setpriv"):
         trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
         out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
@@ -123,6 +130,9 @@ def measure(d, name, cmd):
         print(f"medians: run +{med['run'] - med['bare']:.2f} ms over bare; tracing the calls "
               f"+{calls:.2f} ms over bare (both under setpriv: {calls / med['bare'] + 1:.3f}x), "
               f"following the faults +{faults:.2f} ms more")
+    if FLOOR in med:
+        print(f"medians: the floor +{med[FLOOR] - med['bare']:.2f} ms over bare; fsprof trace "
+              f"+{med['trace --data digest'] - med[FLOOR]:.2f} ms over the floor")
     if OTHER in times:
         diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
         print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
@@ -141,6 +151,7 @@ def main():
     p.add_argument("--dir", default=None, help="where the 256 MiB file and the database go")
     p.add_argument("--fifo", action="store_true")
     p.add_argument("--other", help="another build (main before a change), traced in the same rounds")
+    p.add_argument("--floor", help="examples/fault_floor: the same programs without fsprof (root)")
     ARGS = p.parse_args()
     if not shutil.which("sqlite3"):
         sys.exit("trace_mmap.py: sqlite3 is not installed (apt-get install sqlite3)")

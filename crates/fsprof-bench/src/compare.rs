@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use fsprof_analysis::compare::{Direction, FailOn};
 use serde::Serialize;
 
 use crate::result::BenchResult;
@@ -34,10 +35,29 @@ pub struct BenchComparison {
     pub differences: Vec<String>,
 }
 
+impl PhaseChange {
+    /// Which way it changed, when its intervals are disjoint. A phase's
+    /// figure is higher when better (MB/s, ops/s).
+    pub fn direction(&self) -> Option<Direction> {
+        let d = if self.change < 0.0 {
+            Direction::Slower
+        } else {
+            Direction::Faster
+        };
+        self.changed.then_some(d)
+    }
+}
+
 impl BenchComparison {
-    /// 1 when some phase changed beyond its intervals, as `fsprof compare`.
-    pub fn exit_code(&self) -> i32 {
-        i32::from(self.phases.iter().any(|p| p.changed))
+    /// 1 when some phase changed beyond its intervals in a direction
+    /// `fail_on` counts, as `fsprof compare`.
+    pub fn exit_code(&self, fail_on: FailOn) -> i32 {
+        let fails = self
+            .phases
+            .iter()
+            .filter_map(PhaseChange::direction)
+            .any(|d| fail_on.counts(d));
+        i32::from(fails)
     }
 }
 

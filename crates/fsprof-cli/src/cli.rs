@@ -143,8 +143,9 @@ impl Command {
 const EXIT_HELP: &str = "\
 Exit status: `run` and `kernel -- CMD` pass on the command's (128+signal if a
 signal ended it: 130 after Ctrl-C); `kernel` without a command exits 130 after
-Ctrl-C, 0 after --duration. `compare` exits 1 when an op changed, `check` 1
-when it finds an inconsistency. 2 on errors.";
+Ctrl-C, 0 after --duration. `compare` exits 1 when an op changed for the
+slower (any change with --fail-on any), `check` 1 when it finds an
+inconsistency. 2 on errors.";
 
 #[cfg(test)]
 mod tests {

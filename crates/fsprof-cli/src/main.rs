@@ -27,10 +27,12 @@ fn main() {
 #[cfg_attr(test, allow(dead_code))]
 fn run() -> ! {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let parsed = match quick::quick_run(&args) {
-        Some(run) => Ok(cli::Cli {
-            command: cli::Command::Run(cli::Lazy(run)),
-        }),
+    let quick = match quick::quick_run(&args) {
+        Some(run) => Some(cli::Command::Run(cli::Lazy(run))),
+        None => quick::quick_trace(&args).map(|t| cli::Command::Trace(cli::Lazy(t))),
+    };
+    let parsed = match quick {
+        Some(command) => Ok(cli::Cli { command }),
         None => cli::Cli::try_parse_from(args),
     };
     let cli = parsed.unwrap_or_else(|e| parse_error(e));

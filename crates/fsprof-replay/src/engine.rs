@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, tsc_mono_pair, TscRate};
-use fsprof_trace::replayfile::{Compiled, CMD_UNVERIFIED};
+use fsprof_trace::replayfile::{Compiled, CMD_SETUP, CMD_UNVERIFIED};
 
 use crate::exec::{DataArgs, Exec, Kind, Local, PathTable, Slots};
 use crate::lateness::{Lag, PREP_LATE, WAITED_LATE};
@@ -72,6 +72,9 @@ pub struct Outcome {
     pub ret: i64,
     pub errno: i32,
     pub issued: bool,
+    /// A set-up command of the compiler's, not a call of the trace
+    /// (`CMD_SETUP`): left out of the timing and the profile.
+    pub setup: bool,
     pub mismatch: bool,
     /// The dominant cause when late by more than [`LATE_NS`].
     pub late: Late,
@@ -81,6 +84,14 @@ pub struct Outcome {
     /// to this call's issue, when this one was due by then (always, with
     /// --afap): its per-command cost, measured directly.
     pub between_ns: Option<u64>,
+}
+
+impl Outcome {
+    /// Issued, and a call of the trace: what the timing and the profile
+    /// count.
+    pub fn timed(&self) -> bool {
+        self.issued && !self.setup
+    }
 }
 
 pub struct Run {
@@ -568,6 +579,7 @@ impl Engine<'_> {
                     ret: r.ret,
                     errno: r.errno,
                     issued: true,
+                    setup: cmd.cflags & CMD_SETUP != 0,
                     mismatch: self.verify != Verify::Off
                         && !matches(kind, cmd.cflags, (cmd.ret, cmd.errno), got),
                     late,

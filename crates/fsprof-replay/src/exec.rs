@@ -78,6 +78,37 @@ impl Slots {
         }
     }
 
+    /// The stream of a slot, made with `fdopen` for a slot that holds a
+    /// descriptor: a descriptor the compiler reopened (compile/reopen.rs)
+    /// is a stream in the traced program (its stdin, stdout), whose stdio
+    /// calls the trace holds. Null for anything else.
+    fn stream(&self, s: Option<u32>) -> *mut libc::FILE {
+        let f = self.ptr(s, FILEP);
+        let Some(slot) =
+            s.filter(|&s| f.is_null() && self.kind[s as usize].load(Ordering::Relaxed) == FD)
+        else {
+            return f as *mut libc::FILE;
+        };
+        let fd = self.fd(s);
+        // SAFETY: a descriptor the slot owns, and a mode string; the
+        // stream then owns it, and the slot holds the stream instead.
+        let f = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            let mode: &CStr = match (flags & libc::O_ACCMODE, flags & libc::O_APPEND != 0) {
+                (libc::O_RDONLY, _) => c"r",
+                (libc::O_WRONLY, false) => c"w",
+                (libc::O_WRONLY, true) => c"a",
+                (_, false) => c"r+",
+                (_, true) => c"a+",
+            };
+            libc::fdopen(fd, mode.as_ptr())
+        };
+        if !f.is_null() {
+            self.set(slot, FILEP, fd, f as *mut _);
+        }
+        f
+    }
+
     fn set(&self, s: u32, kind: u8, fd: i32, ptr: *mut libc::c_void) {
         self.kind[s as usize].store(kind, Ordering::Relaxed);
         self.fd[s as usize].store(fd, Ordering::Relaxed);
@@ -868,7 +899,10 @@ impl<'a> Exec<'a> {
             ));
         }
         let d = self.data(a.buf, at, len, local);
-        let f = s.ptr(a.slot, FILEP);
+        let f = match kind {
+            Fwrite => s.stream(a.slot) as *mut libc::c_void,
+            _ => s.ptr(a.slot, FILEP),
+        };
         if kind == Fwrite || (kind == Write && !f.is_null()) {
             if f.is_null() {
                 return err(libc::EBADF);
@@ -1142,7 +1176,7 @@ impl<'a> Exec<'a> {
         unsafe {
             match kind {
                 Fread | Fgets | Getdelim => {
-                    let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;
+                    let f = s.stream(c.slot);
                     if f.is_null() {
                         return err(libc::EBADF);
                     }
@@ -1175,14 +1209,14 @@ impl<'a> Exec<'a> {
                     }
                 }
                 Fflush => {
-                    let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;
+                    let f = s.stream(c.slot);
                     if f.is_null() {
                         return err(libc::EBADF);
                     }
                     ret(libc::fflush(f) as i64)
                 }
                 Fseek | Ftell => {
-                    let f = s.ptr(c.slot, FILEP) as *mut libc::FILE;
+                    let f = s.stream(c.slot);
                     if f.is_null() {
                         return err(libc::EBADF);
                     }

@@ -91,8 +91,12 @@ pub struct LateCauses {
 #[derive(Clone, Debug, Serialize)]
 pub struct TimingReport {
     pub pace: String,
+    /// The trace's calls the replay holds (set-up commands not counted).
     pub commands: u64,
     pub issued: u64,
+    /// Set-up commands: descriptors the trace saw only at their first
+    /// use, opened anew before it (not timed).
+    pub setup: u64,
     pub skipped_reads: u64,
     pub elapsed_ns: u64,
     pub traced_ns: u64,
@@ -178,7 +182,8 @@ fn result_text(ret: i64, errno: i32) -> String {
 }
 
 pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
-    let issued = || run.outcomes.iter().filter(|o| o.issued);
+    let issued = || run.outcomes.iter().filter(|o| o.timed());
+    let setup = run.outcomes.iter().filter(|o| o.setup).count() as u64;
     let mut errors: Vec<u64> = issued().map(|o| o.error_ns).collect();
     errors.sort_unstable();
     let mut own: Vec<u64> = issued()
@@ -201,8 +206,9 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
             Pace::Afap => "afap".into(),
             Pace::Speed(s) => format!("speed {s}"),
         },
-        commands: c.commands.len() as u64,
+        commands: c.commands.len() as u64 - setup,
         issued: errors.len() as u64,
+        setup,
         skipped_reads: run.outcomes.iter().filter(|o| !o.issued).count() as u64,
         elapsed_ns: run.elapsed_ns,
         traced_ns: c.header.duration_ns,
@@ -264,6 +270,9 @@ fn per_second(c: &Compiled, run: &Run) -> Vec<Second> {
         .collect();
     let mut err_n = vec![0u64; seconds];
     for (cmd, o) in c.commands.iter().zip(&run.outcomes) {
+        if o.setup {
+            continue;
+        }
         let s = (cmd.t_ns / 1_000_000_000) as usize;
         if let Some(row) = rows.get_mut(s) {
             row.traced_ops += 1;
@@ -293,7 +302,7 @@ fn late_causes(run: &Run) -> Vec<LateCauses> {
             ..Default::default()
         })
         .collect();
-    for o in run.outcomes.iter().filter(|o| o.issued) {
+    for o in run.outcomes.iter().filter(|o| o.timed()) {
         for l in late.iter_mut().filter(|l| o.error_ns > l.over_ns) {
             match o.late {
                 Late::Behind => l.behind += 1,
@@ -429,7 +438,7 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
         l.op_mut(op).record(&layout, ns, failed);
     };
     for (cmd, o) in c.commands.iter().zip(&run.outcomes) {
-        if !o.issued {
+        if !o.timed() {
             continue;
         }
         let op = cmd.op.name();
@@ -529,12 +538,20 @@ impl TimingReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}",
+            "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}{}",
             t.issued,
             t.commands,
             t.pace,
             format_ns(t.elapsed_ns as f64),
             format_ns(t.traced_ns as f64),
+            if t.setup > 0 {
+                format!(
+                    "; {} set-up command(s) (descriptors the trace saw only at their first use, opened anew)",
+                    t.setup
+                )
+            } else {
+                String::new()
+            },
             if t.skipped_reads > 0 {
                 format!(
                     ", {} not issued ({})",
@@ -806,6 +823,7 @@ mod tests {
             pace: "speed 1".into(),
             commands: 4,
             issued: 4,
+            setup: 0,
             skipped_reads: 0,
             elapsed_ns: 5_000,
             traced_ns: 7_000,

@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use fsprof_analysis::compare::{Check, Comparison, LayerShift, OpComparison, Terms};
+use fsprof_analysis::compare::{
+    Check, Comparison, Direction, FailOn, LayerShift, OpComparison, Terms,
+};
 use fsprof_analysis::correlation::OpValues;
 use fsprof_analysis::fmt::{bucket_mid_human, pct};
 use fsprof_analysis::peak_table::PeakRow;
@@ -49,6 +51,9 @@ pub fn comparison_text(c: &Comparison, a_name: &str, b_name: &str) -> String {
         for o in &hits {
             let _ = writeln!(out, "  {}/{}", o.layer, compare_reason(c, o));
         }
+        if let Some(line) = exit_line(c) {
+            let _ = writeln!(out, "\n{line}");
+        }
     }
     if let Some(caution) = single_run_caution(c) {
         let _ = writeln!(out, "\ncaution: {caution}");
@@ -80,12 +85,55 @@ pub fn single_run_caution(c: &Comparison) -> Option<&'static str> {
     )
 }
 
+/// Which changes decided the exit status, and which were listed without
+/// failing it ([`FailOn`]); `None` when nothing changed.
+pub fn exit_line(c: &Comparison) -> Option<String> {
+    let changes = c.changes();
+    if changes.is_empty() {
+        return None;
+    }
+    let fail_on = c.terms.fail_on;
+    let names = |pick: &dyn Fn(Direction) -> bool| {
+        changes
+            .iter()
+            .filter(|(_, d)| pick(*d))
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (slower, faster) = (
+        names(&|d| d == Direction::Slower),
+        names(&|d| d == Direction::Faster),
+    );
+    Some(match (fail_on, slower.is_empty(), faster.is_empty()) {
+        (FailOn::Any, _, _) => {
+            let both: Vec<String> = [("slower", &slower), ("faster", &faster)]
+                .iter()
+                .filter(|(_, n)| !n.is_empty())
+                .map(|(w, n)| format!("{w}: {n}"))
+                .collect();
+            format!("exit 1, on any change (--fail-on any); {}", both.join("; "))
+        }
+        (FailOn::Slower, false, true) => format!("exit 1, decided by what got slower: {slower}"),
+        (FailOn::Slower, false, false) => format!(
+            "exit 1, decided by what got slower: {slower}; faster, listed but not failing: {faster}"
+        ),
+        (FailOn::Slower, true, _) => format!(
+            "exit 0: nothing got slower; faster: {faster} (listed; --fail-on any fails on a change either way)"
+        ),
+    })
+}
+
 /// How compare decided, in two or three lines.
 fn verdict_rule(c: &Comparison) -> String {
+    let gate = match c.terms.fail_on {
+        FailOn::Slower => "exit 1 when a change made it slower (--fail-on slower: one-sided tests)",
+        FailOn::Any => "exit 1 on a change either way (--fail-on any)",
+    };
     let mut s = format!(
-        "an op changed when a test finds it beyond the noise between runs (alpha {}, Holm over all tests) and the change moves at least {} of its layer's latency",
+        "an op changed when a test finds it beyond the noise between runs (alpha {}, Holm over all tests) and the change moves at least {} of its layer's latency; {gate}",
         c.terms.alpha,
-        pct(c.terms.min_share)
+        pct(c.terms.min_share),
     );
     if c.terms.runs_a == 1 || c.terms.runs_b == 1 {
         let _ = write!(
@@ -145,6 +193,9 @@ pub struct ComparisonJson<'a> {
     pub a: &'a str,
     pub b: &'a str,
     pub interesting: bool,
+    /// Whether a change fails the comparison (exit 1): one in a direction
+    /// `fail_on` counts.
+    pub fails: bool,
     /// [`single_run_caution`], when it is said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caution: Option<&'static str>,
@@ -176,6 +227,7 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
         a: a_name,
         b: b_name,
         interesting: c.any_interesting(),
+        fails: c.fails(),
         caution: single_run_caution(c),
         comparison: ComparisonBody {
             terms: &c.terms,

@@ -46,6 +46,12 @@ static TLS int t_tbusy;
 /* The run directory's fd + 1 while the image's set-up lends it (0: none):
  * its first chunk is made there without opening it again. */
 static TLS long t_tdirfd_lent;
+/* When this thread last forked (ticks, taken in the parent just before
+ * the fork): a forked child's PROC record is stamped with it, since the
+ * child writes it only at its first call, and `compile` must copy the
+ * parent's descriptors as they were at the fork, not as the parent has
+ * changed them since. 0 in an image that has not forked. */
+static TLS uint64_t t_tforked;
 
 /* ---- argument shapes ------------------------------------------------------ */
 
@@ -90,6 +96,59 @@ enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
 
 static void first_uses(const struct fsprof_tpre *p, const char *sh);
 
+/* String tests and lengths of the trace's own, not libc's: the shim binds
+ * libc's functions lazily, and a first call in each process image (in a
+ * shell's forked child too: the parent never made it) looked the symbol up
+ * through every loaded object's tables, page faults included, ~8 of them
+ * for a forked bash's first __fpending (measured). The trace's set-up and
+ * its records used seven libc functions `fsprof run` never calls. */
+static inline int starts_with(const char *s, long len, const char *prefix)
+{
+    long i = 0;
+    for (; prefix[i]; i++)
+        if (i >= len || s[i] != prefix[i])
+            return 0;
+    return 1;
+}
+
+static inline int same_str(const char *a, const char *b)
+{
+    for (; *a == *b; a++, b++)
+        if (!*a)
+            return 1;
+    return 0;
+}
+
+static inline uint64_t str_len_max(const char *s, uint64_t max)
+{
+    uint64_t n = 0;
+    while (n < max && s[n])
+        n++;
+    return n;
+}
+
+/* Whether a call only lets its descriptor go, using nothing of the file:
+ * close and closedir, and fclose or fflush of a stream with no bytes
+ * waiting to be written and none read ahead (whose flush would write, or
+ * seek back). Such a call is no first use: describing the descriptor
+ * (a readlinkat of /proc/self/fd/N, 7-24 us in a new process, measured)
+ * cost a short process more than anything else the trace does, for the
+ * descriptors it never used but closed at its exit (stderr), or flushed
+ * empty before a redirection (a shell's child, of stdout). */
+static int lets_go_only(int op, uint64_t a0)
+{
+    if (op == OP_close || op == OP_closedir)
+        return 1;
+    if (op != OP_fclose && op != OP_fflush)
+        return 0;
+    /* glibc's FILE fields (struct_FILE.h), as _fileno is read above;
+     * what __fpending and __freading read, without their lookup. A wide
+     * stream keeps its bytes elsewhere: a use. */
+    const FILE *f = (const FILE *)(uintptr_t)a0;
+    return f && f->_mode <= 0 && f->_IO_write_ptr == f->_IO_write_base &&
+           f->_IO_read_ptr == f->_IO_read_end;
+}
+
 static int keeps_value(char c)
 {
     return c == 'f' || c == 'd' || c == 'i' || c == 'F' || c == 'D';
@@ -106,7 +165,7 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
     if (name[0] == '_' && name[1] == '_') {
         if (strstr(name, "xstat"))
             skip = 0;
-        else if (!strncmp(name, "__fgets", 7) || !strncmp(name, "__fread", 7))
+        else if (starts_with(name, 7, "__fgets") || starts_with(name, 7, "__fread"))
             skip = 1;
     }
     for (int i = 0; i < n && p->nargs < FSPROF_TREC_MAX_ARGS; i++)
@@ -122,14 +181,15 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
                               : (uint64_t)(int64_t)-1;
     }
     int flavor = RET_PLAIN;
-    if (!strncmp(name, "posix_f", 7))
+    if (starts_with(name, 7, "posix_f"))
         flavor = RET_ERRNUM;
-    else if (!strncmp(name, "readdir", 7) && name[strlen(name) - 1] == 'r' &&
+    else if (starts_with(name, 7, "readdir") && name[strlen(name) - 1] == 'r' &&
              name[strlen(name) - 2] == '_')
         flavor = RET_READDIR_R;
     /* Kept past the shape's arguments, which no reader looks at. */
     p->a[FSPROF_TREC_MAX_ARGS - 1] = (uint64_t)flavor;
-    first_uses(p, sh);
+    if (!lets_go_only(op, n > 0 ? a[0] : 0))
+        first_uses(p, sh);
 }
 
 /* ---- XXH64 (seed 0), streaming: the digest of the bytes a call wrote ---- */
@@ -529,7 +589,10 @@ static unsigned char *put_item(unsigned char *w, const struct item *it)
         memcpy(w, &d, 8);
     }
     uint64_t padded = pad8(it->out);
-    memset(w + it->out, 0, padded - it->out);
+    /* Fewer than 8 bytes; memcpy, not memset, which `fsprof run` never
+     * binds (see starts_with). */
+    uint64_t zero = 0;
+    memcpy(w + it->out, &zero, padded - it->out);
     return w + padded;
 }
 
@@ -597,7 +660,7 @@ static int call_items(const struct fsprof_tpre *p, int64_t ret, int failed, int 
     for (int i = 0; sh[i] && i < p->nargs && pointers_ok; i++)
         if ((sh[i] == 'p' || sh[i] == 's') && a[i])
             add_item(&it[0], &n, FSPROF_TI_STR, (uint16_t)i, SRC_BYTES, (const void *)(uintptr_t)a[i],
-                     strnlen((const char *)(uintptr_t)a[i], FSPROF_TSTR_MAX), 0);
+                     str_len_max((const char *)(uintptr_t)a[i], FSPROF_TSTR_MAX), 0);
     if (failed || !pointers_ok)
         return n;
     const void *b1 = (const void *)(uintptr_t)a[1];
@@ -794,7 +857,7 @@ static char g_tpath[FSPROF_TSTR_MAX] BIG_BSS;
  * without being asked, whatever the file. */
 static int cannot_seek(const char *target, long tl)
 {
-    return (tl > 5 && !memcmp(target, "pipe:[", 6)) || (tl > 7 && !memcmp(target, "socket:[", 8));
+    return starts_with(target, tl, "pipe:[") || starts_with(target, tl, "socket:[");
 }
 
 /* Descriptors this image has a record of (it opened them, or recorded
@@ -803,11 +866,23 @@ static int cannot_seek(const char *target, long tl)
  * once, without touching 64 KiB (an exec'd image starts with zeroes). */
 HIDDEN uint8_t g_tknown[FSPROF_FD_CLASSES_MAX] BIG_BSS;
 static uint8_t g_tgen = 1;
+/* The marks of the numbers most images use (stdio, the first files) are
+ * kept in .bss beside g_tgen, in the page every image's set-up writes
+ * anyway: in g_tknown, the first look at a mark faulted in the zero page
+ * and the first mark made copied it (two page faults a new image; in a
+ * forked child, a copy of the parent's page). */
+#define TKNOWN_LOW 64
+static uint8_t g_tknown_low[TKNOWN_LOW];
+
+static uint8_t *known_mark(long fd)
+{
+    return fd < TKNOWN_LOW ? &g_tknown_low[fd] : &g_tknown[fd];
+}
 
 HIDDEN void fsprof_trace_fd_known(long fd, int known)
 {
     if (fd >= 0 && fd < FSPROF_FD_CLASSES_MAX)
-        __atomic_store_n(&g_tknown[fd], known ? g_tgen : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(known_mark(fd), known ? g_tgen : 0, __ATOMIC_RELAXED);
 }
 
 /* A descriptor this image uses before it has a record of it (inherited,
@@ -847,7 +922,7 @@ static void first_uses(const struct fsprof_tpre *p, const char *sh)
         int64_t fd = (int64_t)p->a[i];
         if ((sh[i] == 'f' || sh[i] == 'F' || sh[i] == 'D' || sh[i] == 'd') && fd >= 0 &&
             fd < FSPROF_FD_CLASSES_MAX &&
-            __atomic_load_n(&g_tknown[fd], __ATOMIC_RELAXED) != g_tgen) {
+            __atomic_load_n(known_mark((long)fd), __ATOMIC_RELAXED) != g_tgen) {
             int saved = errno;
             t_tbusy = 1;
             record_fd((long)fd);
@@ -878,6 +953,24 @@ static void proc_names(const struct fsprof_proc *proc, struct item *it, int *n)
     }
 }
 
+/* The image's working directory into *at: a thread-local buffer, whose
+ * page the loader (a new image) or the set-up (a forked child) wrote
+ * already, when it fits (g_tpath's page cost each new image a page fault,
+ * and each forked child a copy); else g_tpath. getcwd's length with the
+ * NUL, or -1. errno is the caller's. */
+static long cwd_of_image(char **at)
+{
+    static TLS char short_cwd[256];
+    int saved = errno;
+    long cl = syscall(SYS_getcwd, short_cwd, sizeof short_cwd);
+    if (cl > 0)
+        *at = short_cwd;
+    else if (errno == ERANGE)
+        cl = syscall(SYS_getcwd, *at, sizeof g_tpath);
+    errno = saved;
+    return cl;
+}
+
 /* Called in every process's set-up, traced or not: with the set-up code
  * (layout.h). */
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
@@ -890,8 +983,8 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
                 syscall(SYS_close, dirfd);
             return;
         }
-        g_trace = !strcmp(mode, "full")     ? FSPROF_TDATA_FULL
-                  : !strcmp(mode, "digest") ? FSPROF_TDATA_DIGEST
+        g_trace = same_str(mode, "full")     ? FSPROF_TDATA_FULL
+                  : same_str(mode, "digest") ? FSPROF_TDATA_DIGEST
                                             : FSPROF_TDATA_NONE;
         const char *max = getenv(FSPROF_TPENDING_ENV);
         long v = max ? strtol(max, NULL, 10) : 0;
@@ -905,12 +998,12 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     g_tready = 1;
     t_tbusy = 1;
     uint64_t now = now_ticks();
-    uint64_t clock[2] = {now, fsprof_mono_ns()};
+    uint64_t at = t_tforked && t_tforked < now ? t_tforked : now;
+    t_tforked = 0;
     char *cwd = g_tpath;
-    long cl = syscall(SYS_getcwd, cwd, sizeof g_tpath);
-    struct item it[4];
+    long cl = cwd_of_image(&cwd);
+    struct item it[3];
     int n = 0;
-    add_item(it, &n, FSPROF_TI_CLOCK, 0, SRC_BYTES, clock, 16, 0);
     if (cl > 1)
         add_item(it, &n, FSPROF_TI_CWD, 0, SRC_BYTES, cwd, (uint64_t)cl - 1, 0);
     proc_names(proc, it, &n);
@@ -918,7 +1011,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_process(uint64_t *seq_counter,
     /* Lent only for the PROC record's chunk, and closed before the image's
      * first call could take it for one of the program's descriptors. */
     t_tdirfd_lent = dirfd >= 0 ? dirfd + 1 : 0;
-    emit(FSPROF_TREC_PROC, now, now, 0, 0, 0, args, 3, it, n);
+    emit(FSPROF_TREC_PROC, at, at, 0, 0, 0, args, 3, it, n);
     t_tdirfd_lent = 0;
     if (dirfd >= 0)
         syscall(SYS_close, dirfd);
@@ -935,6 +1028,8 @@ HIDDEN void fsprof_trace_before_fork(void)
     if (t_tc && !t_tc_unforked && !t_tc_inwin &&
         syscall(SYS_madvise, t_tc, (size_t)(t_tc_cap + FSPROF_TCHUNK_HDR), MADV_DONTFORK) == 0)
         t_tc_unforked = 1;
+    if (g_trace)
+        t_tforked = now_ticks();
 }
 
 HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
@@ -952,6 +1047,7 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
     g_tready = 0;
     if (++g_tgen == 0) {
         memset(g_tknown, 0, sizeof g_tknown);
+        memset(g_tknown_low, 0, sizeof g_tknown_low);
         g_tgen = 1;
     }
 }

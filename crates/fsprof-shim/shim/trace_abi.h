@@ -114,7 +114,8 @@ enum fsprof_titem_tag {
     FSPROF_TI_EXE = 7,
     FSPROF_TI_ARGV = 8,   /* NUL-separated */
     FSPROF_TI_PATH = 9,   /* an fd's path (readlink of /proc/self/fd/N) */
-    FSPROF_TI_CLOCK = 10, /* uint64 ticks, uint64 CLOCK_MONOTONIC ns read together */
+    FSPROF_TI_CLOCK = 10, /* uint64 ticks, uint64 CLOCK_MONOTONIC ns: no longer written (no reader
+                           * used it, and its clock read cost each new image a page fault) */
 };
 
 struct fsprof_trace_layout {

@@ -35,6 +35,7 @@ pub const TI_CWD: u16 = 6;
 pub const TI_EXE: u16 = 7;
 pub const TI_ARGV: u16 = 8;
 pub const TI_PATH: u16 = 9;
+/// No longer written (trace_abi.h); kept so that the number is not reused.
 pub const TI_CLOCK: u16 = 10;
 
 #[repr(C)]

@@ -18,6 +18,7 @@
 //! - [`mmap`]: read-only shared mappings of files another process writes;
 //! - [`mapfault`]: the one SIGBUS/SIGSEGV handler, for faults on fsprof's
 //!   own mappings (files a profiled process shrank, the replayer's touches);
+//! - [`dir`]: a directory held open and listed again from its start;
 //! - [`mountinfo`]: the mount table, which mount a path is on;
 //! - [`usage`]: the calling thread's CPU time and involuntary switches;
 //! - [`diag`]: diagnostics on standard error that never fail the run.
@@ -29,6 +30,7 @@
 
 pub mod clock;
 pub mod diag;
+pub mod dir;
 pub mod host;
 pub mod inherited;
 pub mod mapfault;

@@ -25,6 +25,7 @@ use fsprof_user::{SetupError, UserOptions, UserSource};
 use crate::chunks::{self, TickClock};
 use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::mapped::MappedCapture;
+use fsprof_kernel::faults::FaultSession;
 
 /// What `--data` keeps of written bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +51,46 @@ pub struct TraceOptions {
     /// Where the trace goes.
     pub output: PathBuf,
     pub force: bool,
+    /// The page-fault programs' attach, started as early as the caller
+    /// could ([`MappedAttach::start`]); `None`: started by
+    /// [`TraceSource::new`].
+    pub attach: Option<MappedAttach>,
+}
+
+/// The page-fault programs being loaded and attached on a thread of their
+/// own (as root), or why the trace will not have the faults.
+pub struct MappedAttach {
+    job: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
+    note: Option<String>,
+}
+
+impl MappedAttach {
+    /// Starts loading and attaching. The held command waits for the
+    /// attach (~1 ms of the kernel's work), so the earlier it starts the
+    /// sooner the command does: a caller starts it before it checks its
+    /// outputs and sets up the rest. Threads inherit the signal mask: call
+    /// it after the stop signals are blocked ([`fsprof_capture::Capture::new`]).
+    pub fn start() -> MappedAttach {
+        if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
+            return MappedAttach {
+                job: None,
+                note: Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")),
+            };
+        }
+        let job = std::thread::Builder::new()
+            .name("fsprof-faults".into())
+            .spawn(|| {
+                // A test's slow attach: the command must wait for it.
+                if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
+                    std::thread::sleep(std::time::Duration::from_millis(ms.min(5000).into()));
+                }
+                MappedCapture::attach()
+            })
+            // No thread: attached when the capture starts, as it would be
+            // on one.
+            .ok();
+        MappedAttach { job, note: None }
+    }
 }
 
 /// The trace a capture wrote.
@@ -103,6 +144,10 @@ pub struct TraceSource {
     live: std::collections::BTreeMap<u64, Live>,
     /// A chunk's records, read out of it (kept between chunks).
     body: Vec<u8>,
+    /// The run directory, held open for its listings.
+    dir: Option<fsprof_sys::dir::HeldDir>,
+    /// The chunk files of the last listing (kept between harvests).
+    listed: Vec<u64>,
     /// CLOCK_MONOTONIC ns when the user source's upkeep is next due.
     user_upkeep_due: u64,
     /// Newest process image seen per pid: chunks of older images are done.
@@ -118,7 +163,7 @@ pub struct TraceSource {
     mapped: Option<MappedCapture>,
     /// Loading and attaching the page-fault programs, under way while the
     /// capture sets up the rest and starts the command (held until then).
-    attaching: Option<std::thread::JoinHandle<Result<MappedCapture, String>>>,
+    attaching: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
     /// Why they are not, for the trace's header and the notes.
     mapped_note: Option<String>,
     layout: fsprof_core::BucketLayout,
@@ -138,7 +183,10 @@ impl TraceSource {
         // is set up and the command forked and parked (held before its
         // execve until they are attached).
         let layout = fsprof_core::BucketLayout::new(opts.user.resolution);
-        let (attaching, mapped_note) = attach_mapped(&layout);
+        let MappedAttach {
+            job: attaching,
+            note: mapped_note,
+        } = opts.attach.unwrap_or_else(MappedAttach::start);
         let mut user = UserSource::new(&opts.user)?;
         user.hold_trace_windows();
         let source = TraceSource {
@@ -152,6 +200,8 @@ impl TraceSource {
             streams: HashMap::new(),
             live: Default::default(),
             body: Vec::new(),
+            dir: None,
+            listed: Vec::new(),
             user_upkeep_due: 0,
             newest_image: HashMap::new(),
             slots_taken: 0,
@@ -213,29 +263,21 @@ impl TraceSource {
     /// windows in the blocks processes took (in every block when `every`:
     /// at the end, when the run has given every block back).
     fn find_chunks(&mut self, every: bool) {
-        let dir = self.user.run_dir().to_path_buf();
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            return;
-        };
         let mut found = Vec::new();
-        self.slots_taken = 0;
-        for e in rd.filter_map(|e| e.ok()) {
-            let name = e.file_name();
-            let name = name.to_str().unwrap_or_default();
-            if let Some(k) = free_slot(name) {
-                self.slots_taken |= 1 << k;
-                continue;
-            }
-            let Some(seq) = name
-                .strip_prefix(tabi::TCHUNK_PREFIX)
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
+        let mut seqs = std::mem::take(&mut self.listed);
+        seqs.clear();
+        if self.list_run_dir(&mut seqs).is_err() {
+            self.listed = seqs;
+            return;
+        }
+        for &seq in &seqs {
             if self.live.contains_key(&seq) {
                 continue;
             }
-            let path = e.path();
+            let path = self
+                .user
+                .run_dir()
+                .join(format!("{}{seq}", tabi::TCHUNK_PREFIX));
             match chunks::open_chunk(&path) {
                 Ok(Some(chunk)) => {
                     let info = chunk.info;
@@ -250,12 +292,33 @@ impl TraceSource {
                 }
             }
         }
+        self.listed = seqs;
         self.find_windows(every, &mut found);
         // After every new chunk was seen: a process image is known to be
         // gone once a newer one of its pid has written a chunk.
         for (seq, path, chunk) in found {
             self.take_chunk(seq, path, chunk);
         }
+    }
+
+    /// The sequence numbers of the chunk files in the run directory, into
+    /// `seqs`, and the free slots there into `slots_taken`: through the
+    /// directory held open since the first listing.
+    fn list_run_dir(&mut self, seqs: &mut Vec<u64>) -> io::Result<()> {
+        if self.dir.is_none() {
+            self.dir = Some(fsprof_sys::dir::HeldDir::open(self.user.run_dir())?);
+        }
+        let dir = self.dir.as_mut().expect("opened above");
+        let mut slots = 0u64;
+        dir.list(|name| {
+            if let Some(k) = free_slot(name) {
+                slots |= 1 << k;
+            } else if let Some(seq) = chunk_seq(name) {
+                seqs.push(seq);
+            }
+        })?;
+        self.slots_taken = slots;
+        Ok(())
     }
 
     /// Adds to `found` the windows of arena blocks (`shim/trace_abi.h`,
@@ -491,10 +554,19 @@ type Found = (u64, Option<PathBuf>, chunks::Chunk);
 const WINDOW_SEQ: usize = std::mem::offset_of!(tabi::ChunkHeader, seq);
 
 /// The free slot a run directory entry is, if it is one (`f0` ..).
-fn free_slot(name: &str) -> Option<u64> {
-    name.strip_prefix(tabi::TFREE_PREFIX)
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|&k| k < tabi::TFREE_SLOTS && name.len() == 2)
+fn free_slot(name: &[u8]) -> Option<u64> {
+    match name {
+        [f, k] if *f == tabi::TFREE_PREFIX.as_bytes()[0] && k.is_ascii_digit() => {
+            Some(u64::from(k - b'0')).filter(|&k| k < tabi::TFREE_SLOTS)
+        }
+        _ => None,
+    }
+}
+
+/// The sequence number of a chunk file's name (`t<seq>`), if it is one.
+fn chunk_seq(name: &[u8]) -> Option<u64> {
+    let digits = name.strip_prefix(tabi::TCHUNK_PREFIX.as_bytes())?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// Where the kernel cannot tell which processes map files: what that costs.
@@ -510,40 +582,21 @@ fn mapped_note(around: bool) -> String {
     format!("loads and stores through file mappings are page faults: the first touch of a page not mapped yet, the first store to a page not written since it was mapped or written back; {around}, and later accesses to a page already mapped are not observable")
 }
 
-/// Starts loading the page-fault programs on a thread of their own, when
-/// this process may (root); else why the trace will not have the faults.
-type Attaching = Option<std::thread::JoinHandle<Result<MappedCapture, String>>>;
-
-fn attach_mapped(layout: &fsprof_core::BucketLayout) -> (Attaching, Option<String>) {
-    if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
-        return (None, Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")));
-    }
-    let layout = layout.clone();
-    match std::thread::Builder::new()
-        .name("fsprof-faults".into())
-        .spawn(move || MappedCapture::start(layout))
-    {
-        Ok(job) => (Some(job), None),
-        // No thread: attached here, as it would be on one.
-        Err(_) => (None, None),
-    }
-}
-
 impl TraceSource {
     /// The page-fault programs, once attached (waits for the thread that
     /// attaches them), or why not.
     fn join_mapped(&mut self) {
         let Some(job) = self.attaching.take() else {
             if self.mapped.is_none() && self.mapped_note.is_none() {
-                match MappedCapture::start(self.layout.clone()) {
-                    Ok(m) => self.mapped = Some(m),
+                match MappedCapture::attach() {
+                    Ok(s) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
                     Err(e) => self.mapped_not_captured(&e),
                 }
             }
             return;
         };
         match job.join() {
-            Ok(Ok(m)) => self.mapped = Some(m),
+            Ok(Ok(s)) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
             Ok(Err(e)) => self.mapped_not_captured(&e),
             Err(_) => self.mapped_not_captured("loading the page-fault programs failed"),
         }

@@ -22,6 +22,7 @@
 //! through mappings are commands on the mapping's slot ([`maps`]).
 
 mod maps;
+mod reopen;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -31,7 +32,8 @@ use crate::event::{Call, Data, Op, ProcessInfo, Record};
 use crate::file::{TraceError, TraceReader};
 use crate::initial::{Initial, Observation};
 use crate::replayfile::{
-    Command, Compiled, ReplayHeader, CMD_FIRST_ACCESS, CMD_UNVERIFIED, FORMAT_NAME, FORMAT_VERSION,
+    Command, Compiled, ReplayHeader, CMD_FIRST_ACCESS, CMD_SETUP, CMD_UNVERIFIED, FORMAT_NAME,
+    FORMAT_VERSION,
 };
 
 /// What compiling produced, for the user.
@@ -67,8 +69,9 @@ pub fn compile(trace: &Path, out: &Path, force: bool) -> Result<CompileStats, Tr
             Record::Process(p) => c.process(&p),
             Record::Call(call) => c.call(&call),
             Record::Mapped(m) => c.mapped(&m),
-            // The fd tables follow forks and execs whole (Compiler::process).
-            Record::Descriptor(_) => {}
+            // The fd tables follow forks and execs whole (Compiler::process);
+            // a descriptor the trace never saw made is opened anew.
+            Record::Descriptor(d) => c.descriptor(&d),
         }
     }
     let raw = reader.raw_bytes;
@@ -110,7 +113,9 @@ fn assign_threads(trace: &Path) -> Result<HashMap<(i32, i32), u32>, TraceError> 
         let (key, start, end) = match r? {
             Record::Call(c) => ((c.pid, c.tid), c.start_ns, c.end_ns),
             Record::Mapped(m) => ((m.pid, m.tid), m.start_ns, m.end_ns),
-            Record::Process(_) | Record::Descriptor(_) => continue,
+            // A descriptor's record may become the thread's first command.
+            Record::Descriptor(d) => ((d.pid, d.tid), d.start_ns, d.start_ns),
+            Record::Process(_) => continue,
         };
         let e = life.entry(key).or_insert((start, end));
         e.1 = e.1.max(end);
@@ -177,6 +182,8 @@ struct Compiler {
     /// use): an image starts with its parent's or its previous image's
     /// whole table.
     whole_tables: bool,
+    /// The commands being made are set-up ([`reopen`]), not the trace's.
+    setup: bool,
     /// Per process, its file mappings ([`maps`]).
     maps: HashMap<i32, maps::Maps>,
     /// Stores through mappings whose bytes are still to come ([`maps`]).
@@ -362,6 +369,7 @@ impl Compiler {
             buffer_ids: HashMap::new(),
             fds: HashMap::new(),
             whole_tables: false,
+            setup: false,
             maps: HashMap::new(),
             pending_stores: HashMap::new(),
             slots: Vec::new(),
@@ -499,6 +507,13 @@ impl Compiler {
             errno: c.errno,
             ..Default::default()
         };
+        if matches!(op, "copy_file_range" | "sendfile") {
+            // `cat` and `cp` copy "everything" with a length of ~2^63: the
+            // replay copies what the call did (a failed one nothing: the
+            // kernel checks the descriptors before the length), which is
+            // also what the replay's space budget is charged.
+            cmd.len = cmd.len.min(c.ret.max(0) as u64);
+        }
         let mut keys: Vec<(Key, Access)> = Vec::new();
         let node = match kind {
             'f' | 'w' | 'c' => match self.on_fd(c, kind, &mut cmd, &mut keys) {
@@ -751,7 +766,12 @@ impl Compiler {
         let op = c.op.name();
         match op {
             "lseek" | "fseek" => s.pos = (c.ret >= 0 && op == "lseek").then_some(c.ret as u64),
-            "read" | "write" | "readv" | "writev" => s.pos = s.pos.map(|p| p + c.ret.max(0) as u64),
+            // A copy moves the position of the descriptor it reads (the
+            // trace does not keep an offset pointer: the replay passes
+            // none either).
+            "read" | "write" | "readv" | "writev" | "sendfile" | "copy_file_range" => {
+                s.pos = s.pos.map(|p| p + c.ret.max(0) as u64)
+            }
             "fread" | "fwrite" | "fgets" | "fputs" | "getline" | "getdelim" => s.pos = None,
             _ => {}
         }
@@ -860,6 +880,9 @@ impl Compiler {
         waits.sort();
         cmd.thread = thread;
         cmd.waits = waits;
+        if self.setup {
+            cmd.cflags |= CMD_SETUP;
+        }
         self.per_thread[thread as usize] += 1;
         self.first_ns.get_or_insert(c.start_ns);
         self.last_ns = self.last_ns.max(c.start_ns);

@@ -249,6 +249,17 @@ impl Initial {
             "read" | "pread" | "readv" | "preadv" | "preadv2" | "fread" if ok => {
                 self.observe_read(p, c, o.pos, content)
             }
+            // The file copied from reaches what was copied (`cat file >out`
+            // copies this way). Not its exact size: a copy may stop short
+            // of the end (the kernel copies in pieces), and the trace does
+            // not say whether the caller gave an offset of its own, so the
+            // position is the descriptor's.
+            "sendfile" | "copy_file_range" if ok => {
+                if let Some(off) = o.pos {
+                    let got = c.ret.max(0) as u64;
+                    self.read_evidence(p, off, got, got, None);
+                }
+            }
             "getdents64" | "readdir" => self.exists(p, Kind::Dir),
             "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
             | "ftruncate" | "fallocate" | "posix_fallocate" => self.changed(p),

@@ -105,10 +105,15 @@ pub struct MappedCapture {
 }
 
 impl MappedCapture {
-    /// Follows the page faults of `pid` and its children, or says why not.
-    pub fn start(layout: BucketLayout) -> Result<MappedCapture, String> {
-        let session = FaultSession::attach().map_err(|e| e.to_string())?;
-        Ok(MappedCapture {
+    /// Loads and attaches the page-fault programs, following no process
+    /// yet, or says why not.
+    pub fn attach() -> Result<FaultSession, String> {
+        FaultSession::attach().map_err(|e| e.to_string())
+    }
+
+    /// The capture of the faults an attached session reports.
+    pub fn new(session: FaultSession, layout: BucketLayout) -> MappedCapture {
+        MappedCapture {
             session,
             pending: Vec::new(),
             ranges: HashMap::new(),
@@ -117,7 +122,7 @@ impl MappedCapture {
             stats: MAPPED_OPS.map(OpStats::new),
             layout,
             outside: 0,
-        })
+        }
     }
 
     /// Follows `pid` and the children it forks.

@@ -100,6 +100,9 @@ pub const CMD_FIRST_ACCESS: u8 = 1;
 /// Not checked against the trace (a result that depends on replay-local
 /// facts, such as a directory listing's size).
 pub const CMD_UNVERIFIED: u8 = 2;
+/// Not a call of the trace: made by the compiler so that later calls find
+/// their file (compile/reopen.rs); issued, but not timed nor profiled.
+pub const CMD_SETUP: u8 = 4;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Command {

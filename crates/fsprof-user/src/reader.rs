@@ -159,6 +159,97 @@ struct Acc {
     buckets: Vec<u64>,
 }
 
+impl Acc {
+    /// Empty, with `nbuckets` buckets; keeps its buckets' memory.
+    fn reset(&mut self, nbuckets: usize) {
+        self.op = OpStats::default();
+        self.zero = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+        self.buckets.clear();
+        self.buckets.resize(nbuckets, 0);
+    }
+}
+
+/// The accumulators of the counters a pool uses, kept from one pool to
+/// the next: a short process uses a handful of its ~200 counters, and
+/// allocating a table of all of them, then a boxed accumulator and a
+/// bucket vector for each one used, was a fifth of fsprof's own CPU per
+/// process (malloc and calloc, docs/benchmarks/overhead.md, "the shim's
+/// design floor"). Each accumulator is emptied when it is taken
+/// ([`Acc::reset`]), never when it is given back, so what one pool left
+/// in it cannot reach the next.
+struct Accs {
+    /// Per counter index: 1 + its place in `accs`, or 0 if unused.
+    at: Vec<u32>,
+    /// Accumulators; the first `used.len()` are in use.
+    accs: Vec<Acc>,
+    /// The counter indices in use, in the order first seen.
+    used: Vec<u32>,
+}
+
+impl Accs {
+    const fn new() -> Self {
+        Accs {
+            at: Vec::new(),
+            accs: Vec::new(),
+            used: Vec::new(),
+        }
+    }
+
+    /// Ready for a pool of `nctr` counters: nothing in use.
+    fn start(&mut self, nctr: usize) {
+        for &k in &self.used {
+            self.at[k as usize] = 0;
+        }
+        self.used.clear();
+        self.at.resize(nctr, 0);
+    }
+
+    /// Counter `k`'s accumulator, taken (and emptied) at its first use.
+    fn get(&mut self, k: usize, nbuckets: usize) -> &mut Acc {
+        let i = match self.at[k] {
+            0 => {
+                let i = self.used.len();
+                if i == self.accs.len() {
+                    self.accs.push(Acc {
+                        op: OpStats::default(),
+                        zero: 0,
+                        min: u64::MAX,
+                        max: 0,
+                        buckets: Vec::new(),
+                    });
+                }
+                self.accs[i].reset(nbuckets);
+                self.used.push(k as u32);
+                self.at[k] = i as u32 + 1;
+                i
+            }
+            n => n as usize - 1,
+        };
+        &mut self.accs[i]
+    }
+}
+
+thread_local! {
+    /// One set of accumulators per reading thread (the collector's).
+    static ACCS: std::cell::RefCell<Accs> = const { std::cell::RefCell::new(Accs::new()) };
+}
+
+/// The name of every counter index: the op's, or `<class>_<op>` for a
+/// non-file twin; made once rather than formatted for every process.
+static COUNTER_NAMES: std::sync::LazyLock<Vec<Option<(bool, String)>>> =
+    std::sync::LazyLock::new(|| {
+        (0..abi::nctr())
+            .map(|k| {
+                abi::counter_name(k).map(|(class, name)| match class {
+                    None => (true, name.to_string()),
+                    Some(c) => (false, format!("{c}_{name}")),
+                })
+            })
+            .collect()
+    });
+
 /// Reads one counter file (a pool that starts in its own file); `Ok(None)`
 /// if the process has not finished setting it up (it is still starting, or
 /// died doing so), or if it is not such a file (it holds the later chunks
@@ -296,11 +387,20 @@ struct Slots {
 /// the own-cost samples, summed over the slots published so far. A slot or
 /// counter whose offset is not (yet) inside the mapping is skipped. Each
 /// slot record, counter and value table read is noted in `written`.
-fn read_slots(
+fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32, written: Option<&mut Written>) -> Slots {
+    ACCS.with_borrow_mut(|accs| {
+        accs.start(abi::nctr());
+        read_slots_into(m, h, nbuckets, written, accs)
+    })
+}
+
+/// [`read_slots`] with the accumulators `accs`, ready for the pool.
+fn read_slots_into(
     m: &Mapping,
     h: &ProcHeader,
     nbuckets: u32,
     mut written: Option<&mut Written>,
+    acc: &mut Accs,
 ) -> Slots {
     let nslots = m
         .u32_at(offset_of!(ProcHeader, nslots))
@@ -310,11 +410,6 @@ fn read_slots(
     let ncorr = abi::CORR_OPS.len();
     let ctr_size = h.ctr_size as usize;
     let slot_size = h.slot_size as usize;
-    // Boxed: most counters of a process are never used, and a table of
-    // ~200 unboxed accumulators (~45 KB) cost more to allocate and fill
-    // than reading a short run's counters (docs/benchmarks.md, "Start-up,
-    // fourth session").
-    let mut acc: Vec<Option<Box<Acc>>> = vec![None; nctr];
     let mut corr: Vec<Correlations> = vec![Correlations::default(); ncorr];
     let mut threads = 0u32;
     let mut own = OwnSample::default();
@@ -336,7 +431,7 @@ fn read_slots(
         threads += u32::from(!shared);
         add_own(m, rec + offset_of!(SlotHeader, own), &mut own);
         let (ctr_offs, corr_offs) = offs.split_at(nctr);
-        for (slot, off) in acc.iter_mut().zip(ctr_offs) {
+        for (k, off) in ctr_offs.iter().enumerate() {
             let off = off.load(Relaxed) as usize;
             let Some(words) = (off != 0).then(|| m.words(off, ctr_size / 8)).flatten() else {
                 continue;
@@ -355,7 +450,7 @@ fn read_slots(
                 }
                 None => 0..nbuckets as usize,
             };
-            add_counter(words, nbuckets, filled, slot);
+            add_counter(words, nbuckets, filled, k, acc);
         }
         for (c, (out, off)) in corr.iter_mut().zip(corr_offs).enumerate() {
             let off = off.load(Relaxed) as usize;
@@ -423,7 +518,8 @@ fn add_counter(
     words: &[AtomicU64],
     nbuckets: u32,
     filled: std::ops::Range<usize>,
-    slot: &mut Option<Box<Acc>>,
+    k: usize,
+    accs: &mut Accs,
 ) {
     const fn field(off: usize) -> usize {
         off / 8
@@ -433,15 +529,7 @@ fn add_counter(
     if pre == 0 {
         return;
     }
-    let a = slot.get_or_insert_with(|| {
-        Box::new(Acc {
-            op: OpStats::new(""),
-            zero: 0,
-            min: u64::MAX,
-            max: 0,
-            buckets: vec![0; nbuckets as usize],
-        })
-    });
+    let a = accs.get(k, nbuckets as usize);
     a.op.pre = a.op.pre.saturating_add(pre);
     a.op.post =
         a.op.post
@@ -534,36 +622,31 @@ fn add_correlations(
     }
 }
 
-/// The accumulated counters as ops: file ops (with their value tables)
-/// and the non-file twins.
-fn finish_ops(
-    acc: Vec<Option<Box<Acc>>>,
-    mut corr: Vec<Correlations>,
-) -> (Vec<OpStats>, Vec<OpStats>) {
-    let (mut ops, mut nonfile) = (Vec::new(), Vec::new());
-    for (k, a) in acc.into_iter().enumerate() {
-        let Some(mut a) = a.map(|a| *a) else { continue };
-        let Some((class, name)) = abi::counter_name(k) else {
+/// The accumulated counters as ops, in counter order: file ops (with
+/// their value tables) and the non-file twins.
+fn finish_ops(accs: &mut Accs, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Vec<OpStats>) {
+    accs.used.sort_unstable();
+    let (mut ops, mut nonfile) = (Vec::with_capacity(accs.used.len()), Vec::new());
+    for &k in &accs.used {
+        let a = &mut accs.accs[accs.at[k as usize] as usize - 1];
+        let Some((file, name)) = &COUNTER_NAMES[k as usize] else {
             continue;
         };
-        a.op.name = match class {
-            None => name.to_string(),
-            Some(c) => format!("{c}_{name}"),
-        };
-        a.op.histogram = Histogram::from_slots(a.zero, &a.buckets);
-        if a.op.histogram.total() > 0 {
-            a.op.min_ns = Some(if a.zero > 0 { 0 } else { a.min });
-            a.op.max_ns = Some(a.max);
+        let mut op = std::mem::take(&mut a.op);
+        op.name.clone_from(name);
+        op.histogram = Histogram::from_slots(a.zero, &a.buckets);
+        if op.histogram.total() > 0 {
+            op.min_ns = Some(if a.zero > 0 { 0 } else { a.min });
+            op.max_ns = Some(a.max);
         }
-        match class {
-            None => {
-                if let Some(c) = abi::CORR_OPS.iter().position(|n| *n == name) {
-                    let t = std::mem::take(&mut corr[c]);
-                    a.op.correlations = (!t.is_empty()).then_some(t);
-                }
-                ops.push(a.op);
+        if *file {
+            if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
+                let t = std::mem::take(&mut corr[c]);
+                op.correlations = (!t.is_empty()).then_some(t);
             }
-            Some(_) => nonfile.push(a.op),
+            ops.push(op);
+        } else {
+            nonfile.push(op);
         }
     }
     (ops, nonfile)

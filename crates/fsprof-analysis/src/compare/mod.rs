@@ -100,6 +100,77 @@ pub struct CompareOptions {
     pub peaks: PeakOptions,
     /// Labels peaks in reasons ("≈ device read") when given.
     pub calibration: Option<Calibration>,
+    /// Which changes make the comparison fail (exit 1). Default: slower
+    /// only, as a performance gate.
+    pub fail_on: FailOn,
+}
+
+/// Which found changes make `fsprof compare` exit 1. Every change found is
+/// listed either way; this decides only the exit status.
+///
+/// The default is [`FailOn::Slower`]: the exit status is a performance
+/// gate, and a gate fails on regressions only, as pytest-benchmark's
+/// `--benchmark-compare-fail` ("if Min is 5% slower"), Bencher's upper
+/// boundary on a latency measure and iai-callgrind's regression limits
+/// do; a change that made the program faster is reported and passes. A
+/// mode that makes some runs of an op faster (on the benchmarks' VM, where
+/// layout randomization put `cat`'s buffer halved its `close` in one run
+/// of twenty) then fails the gate only when the baseline fell into it.
+/// The gate's tests are one-sided ([`verdict`]'s `gate_p`), so that
+/// `alpha` stays the chance that identical sides fail it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailOn {
+    /// An op whose calls got slower or that took more time, one that
+    /// appeared, or a whole layer that got slower.
+    #[default]
+    Slower,
+    /// Any change found, either way: "did anything change?".
+    Any,
+}
+
+impl FailOn {
+    /// Whether a change in direction `d` fails the comparison.
+    pub fn counts(self, d: Direction) -> bool {
+        self == FailOn::Any || d == Direction::Slower
+    }
+
+    /// The option's value, as the user gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailOn::Slower => "slower",
+            FailOn::Any => "any",
+        }
+    }
+}
+
+/// Which way a found change went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Calls slower, or more time in the op (more calls), or the op
+    /// appeared.
+    Slower,
+    /// Calls faster or less time, or the op vanished.
+    Faster,
+}
+
+impl Direction {
+    /// Of a test's effect (B over A, in powers of two).
+    pub fn of(effect: f64) -> Direction {
+        if effect > 0.0 {
+            Direction::Slower
+        } else {
+            Direction::Faster
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Slower => "slower",
+            Direction::Faster => "faster",
+        }
+    }
 }
 
 impl Default for CompareOptions {
@@ -116,6 +187,7 @@ impl Default for CompareOptions {
             peak_change_share: 0.2,
             peaks: PeakOptions::default(),
             calibration: None,
+            fail_on: FailOn::Slower,
         }
     }
 }
@@ -181,6 +253,11 @@ pub struct OpComparison {
     /// made the op's calls ([`process_shift`]); else the layer's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<String>,
+    /// Which way it changed, when it is interesting: slower when any test
+    /// that decided found it slower or longer (calls 1.2× faster but
+    /// three times as many is more time: slower), or it appeared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
 }
 
 impl OpComparison {
@@ -223,6 +300,13 @@ impl LayerShift {
     pub fn decides(&self) -> bool {
         self.check.is_some_and(|c| c.decides)
     }
+
+    /// Which way the layer moved, when its shift decided.
+    pub fn direction(&self) -> Option<Direction> {
+        self.check
+            .filter(|c| c.decides)
+            .map(|c| Direction::of(c.effect))
+    }
 }
 
 /// The result of [`compare_runs`].
@@ -263,6 +347,9 @@ pub struct Terms {
     /// The resolution the histograms were compared (and peak indices are
     /// expressed) at.
     pub resolution: Resolution,
+    /// Which changes fail the comparison (exit 1).
+    #[serde(default)]
+    pub fail_on: FailOn,
 }
 
 impl Comparison {
@@ -275,9 +362,32 @@ impl Comparison {
         self.ops.iter().any(|o| o.interesting) || self.layer_shifts.iter().any(LayerShift::decides)
     }
 
-    /// `fsprof compare`'s exit status: 1 if anything changed, else 0.
+    /// The changes found, each as its name (`layer/op`, or the layer for a
+    /// whole layer's shift) and direction: interesting ops in rank order,
+    /// then layers.
+    pub fn changes(&self) -> Vec<(String, Direction)> {
+        let ops = self
+            .interesting()
+            .filter_map(|o| Some((format!("{}/{}", o.layer, o.op), o.direction?)));
+        let layers = self
+            .layer_shifts
+            .iter()
+            .filter_map(|s| Some((format!("{} (every op)", s.layer), s.direction()?)));
+        ops.chain(layers).collect()
+    }
+
+    /// Whether a change found fails the comparison: one in a direction
+    /// [`Terms::fail_on`] counts.
+    pub fn fails(&self) -> bool {
+        self.changes()
+            .iter()
+            .any(|(_, d)| self.terms.fail_on.counts(*d))
+    }
+
+    /// `fsprof compare`'s exit status: 1 if a change fails it
+    /// ([`Comparison::fails`]), else 0.
     pub fn exit_code(&self) -> i32 {
-        i32::from(self.any_interesting())
+        i32::from(self.fails())
     }
 }
 
@@ -357,6 +467,7 @@ pub fn compare_runs(a: &[Profile], b: &[Profile], opts: &CompareOptions) -> Comp
             negligible: opts.negligible,
             min_calls: opts.min_calls,
             resolution: res,
+            fail_on: opts.fail_on,
         },
         ops,
         layer_shifts,
@@ -487,6 +598,7 @@ fn compare_op(
         peak_changes,
         checks: Vec::new(),
         process: None,
+        direction: None,
     }
 }
 

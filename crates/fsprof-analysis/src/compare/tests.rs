@@ -198,9 +198,19 @@ proptest::proptest! {
             if !x.interesting { seen_rest = true; }
             proptest::prop_assert!(!(seen_rest && x.interesting));
         }
-        let changed = c.ops.iter().any(|x| x.interesting)
-            || c.layer_shifts.iter().any(LayerShift::decides);
-        proptest::prop_assert_eq!(c.exit_code(), i32::from(changed));
+        // Every interesting op says which way it went, no other does;
+        // the gate fails on a slower one, `Any` on any.
+        proptest::prop_assert!(c.ops.iter().all(|x| x.interesting == x.direction.is_some()));
+        let slower = c.ops.iter().any(|x| x.direction == Some(Direction::Slower))
+            || c.layer_shifts.iter().any(|s| s.check.is_some_and(|k| k.decides && k.effect > 0.0));
+        proptest::prop_assert_eq!(c.exit_code(), i32::from(slower));
+        let any = compare_profiles(&pa, &pb, &CompareOptions { fail_on: FailOn::Any, ..o.clone() });
+        let changed = any.ops.iter().any(|x| x.interesting)
+            || any.layer_shifts.iter().any(LayerShift::decides);
+        proptest::prop_assert_eq!(any.exit_code(), i32::from(changed));
+        // The gate's one-sided tests find every slower change the
+        // two-sided ones do.
+        proptest::prop_assert!(c.exit_code() >= i32::from(any.ops.iter().any(|x| x.direction == Some(Direction::Slower))));
         // Every p-value is a probability, every level at most alpha.
         for k in c.ops.iter().flat_map(|x| &x.checks).chain(c.layer_shifts.iter().filter_map(|s| s.check.as_ref())) {
             proptest::prop_assert!((0.0..=1.0).contains(&k.p_value), "{:?}", k);
@@ -848,4 +858,163 @@ fn ops_of_many_processes_keep_the_layers_shift() {
     };
     let c = compare_profiles(&one(glob_run(0, 0)), &one(glob_run(0, 1)), &opts);
     assert!(c.ops.iter().all(|o| o.process.is_none()), "{:?}", c.ops);
+}
+
+/// `read` at bucket `at` (1000 calls) among three ops that stay put.
+fn reads_at(at: i32, calls: u64) -> Profile {
+    profile(vec![
+        op("read", &[(at, calls)]),
+        op("open", &[(13, 300)]),
+        op("close", &[(12, 300)]),
+        op("stat", &[(10, 200)]),
+    ])
+}
+
+fn failing_on_any() -> CompareOptions {
+    CompareOptions {
+        fail_on: FailOn::Any,
+        ..Default::default()
+    }
+}
+
+/// The exit status is a performance gate: it fails on what got slower,
+/// and what got faster is found (the tests are two-sided), listed with its
+/// direction, and fails only with `FailOn::Any`.
+#[test]
+fn the_gate_fails_on_what_got_slower_and_lists_what_got_faster() {
+    let (fast, slow) = (reads_at(9, 1000), reads_at(11, 1000));
+    let c = compare_profiles(&slow, &fast, &CompareOptions::default());
+    assert_eq!(c.terms.fail_on, FailOn::Slower);
+    let read = &c.ops[0];
+    assert!(read.interesting, "{read:?}");
+    assert_eq!(read.direction, Some(Direction::Faster));
+    assert!(c.ops[1..].iter().all(|o| o.direction.is_none()));
+    assert_eq!(c.changes(), vec![("user/read".into(), Direction::Faster)]);
+    assert_eq!((c.fails(), c.exit_code()), (false, 0));
+    assert_eq!(
+        compare_profiles(&slow, &fast, &failing_on_any()).exit_code(),
+        1
+    );
+    let c = compare_profiles(&fast, &slow, &CompareOptions::default());
+    assert_eq!(c.ops[0].direction, Some(Direction::Slower));
+    assert_eq!(c.exit_code(), 1);
+    assert_eq!(
+        compare_profiles(&fast, &slow, &failing_on_any()).exit_code(),
+        1
+    );
+}
+
+/// Time is what a user pays: calls twice as fast but four times as many
+/// are twice the time, a slower op; an op that appeared holding time is
+/// slower, one that vanished faster.
+#[test]
+fn more_time_in_faster_calls_and_an_op_that_appeared_are_slower() {
+    let c = compare_profiles(
+        &reads_at(11, 1000),
+        &reads_at(10, 4000),
+        &CompareOptions::default(),
+    );
+    let read = &c.ops[0];
+    let decided: Vec<(TestKind, Direction)> = read
+        .checks
+        .iter()
+        .filter(|k| k.decides)
+        .map(|k| (k.test, Direction::of(k.effect)))
+        .collect();
+    assert!(
+        decided.contains(&(TestKind::Time, Direction::Slower)),
+        "{decided:?}"
+    );
+    assert_eq!(read.direction, Some(Direction::Slower), "{decided:?}");
+    assert_eq!(c.exit_code(), 1);
+    let a = profile(vec![op("read", &[(12, 500)])]);
+    let b = profile(vec![op("read", &[(12, 500)]), op("fcntl", &[(20, 11)])]);
+    let c = compare_profiles(&a, &b, &CompareOptions::default());
+    assert_eq!(c.changes(), vec![("user/fcntl".into(), Direction::Slower)]);
+    assert_eq!(c.exit_code(), 1);
+    let c = compare_profiles(&b, &a, &CompareOptions::default());
+    assert_eq!(c.changes(), vec![("user/fcntl".into(), Direction::Faster)]);
+    assert_eq!(c.exit_code(), 0);
+    assert_eq!(compare_profiles(&b, &a, &failing_on_any()).exit_code(), 1);
+}
+
+/// A whole layer's shift fails the gate when it is slower, not when every
+/// op got faster (runs long enough for one run a side to decide it).
+#[test]
+fn a_whole_layer_faster_is_listed_and_fails_only_on_any() {
+    let names = ["read", "open", "close", "stat"];
+    let at = |d: i32| {
+        let mut p = profile_r4(names.iter().map(|n| op_r4(n, 48 + d, 1000)).collect());
+        p.meta.duration_ns = LONG_RUN_NS;
+        p
+    };
+    let c = compare_profiles(&at(0), &at(-8), &CompareOptions::default());
+    assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Faster));
+    assert_eq!(
+        c.changes(),
+        vec![("user (every op)".into(), Direction::Faster)]
+    );
+    assert_eq!(c.exit_code(), 0);
+    assert_eq!(
+        compare_profiles(&at(0), &at(-8), &failing_on_any()).exit_code(),
+        1
+    );
+    let c = compare_profiles(&at(-8), &at(0), &CompareOptions::default());
+    assert_eq!(c.layer_shifts[0].direction(), Some(Direction::Slower));
+    assert_eq!(c.exit_code(), 1);
+}
+
+/// With the gate on slower changes, a slower change's test is one-sided
+/// (half the two-sided p: `alpha` is then the chance that identical sides
+/// fail the gate), a faster one's stays two-sided, and both directions are
+/// one Holm family: every change listed is held to alpha together.
+#[test]
+fn the_gates_tests_are_one_sided_and_both_directions_one_family() {
+    let (fast, slow) = (reads_at(9, 1000), reads_at(11, 1000));
+    let read = |c: &Comparison| c.ops.iter().find(|o| o.op == "read").unwrap().clone();
+    let least = |o: &OpComparison| o.checks.iter().map(|k| k.p_value).fold(1.0, f64::min);
+    let two_sided = least(&read(&compare_profiles(&fast, &slow, &failing_on_any())));
+    let gate = read(&compare_profiles(&fast, &slow, &CompareOptions::default()));
+    assert!(
+        (least(&gate) - two_sided / 2.0).abs() <= 1e-9 * two_sided,
+        "{gate:?}"
+    );
+    let faster = |o: &CompareOptions| least(&read(&compare_profiles(&slow, &fast, o)));
+    assert_eq!(
+        faster(&CompareOptions::default()),
+        faster(&failing_on_any())
+    );
+    // An alpha the one-sided test meets and the two-sided one does not
+    // (two material checks: the first is held to alpha / 2).
+    let alpha = 1.5 * two_sided;
+    let at = |fail_on| CompareOptions {
+        alpha,
+        fail_on,
+        ..Default::default()
+    };
+    assert_eq!(
+        compare_profiles(&fast, &slow, &at(FailOn::Slower)).exit_code(),
+        1
+    );
+    assert_eq!(
+        compare_profiles(&fast, &slow, &at(FailOn::Any)).exit_code(),
+        0
+    );
+    // `stat` 16× faster beside `read` 4× slower: four material checks in
+    // one order, levels alpha / 4 … alpha.
+    let mut b = reads_at(11, 1000);
+    *b.layers[0].op_mut("stat") = op("stat", &[(6, 200)]);
+    let c = compare_profiles(&fast, &b, &CompareOptions::default());
+    let stat = c.ops.iter().find(|o| o.op == "stat").unwrap();
+    assert_eq!(stat.direction, Some(Direction::Faster), "{stat:?}");
+    let mut levels: Vec<f64> = [stat, &read(&c)]
+        .iter()
+        .flat_map(|o| o.checks.iter().filter_map(|k| k.level))
+        .collect();
+    levels.sort_by(f64::total_cmp);
+    assert_eq!(
+        levels,
+        vec![0.05 / 4.0, 0.05 / 3.0, 0.05 / 2.0, 0.05],
+        "{c:?}"
+    );
 }

@@ -299,6 +299,7 @@ pub fn compare_results(
     format: crate::args::FormatArg,
     output: Option<&std::path::Path>,
     force: bool,
+    fail_on: fsprof_analysis::compare::FailOn,
 ) -> Result<i32> {
     let c = fsprof_bench::compare::compare(ra, rb);
     let text = match format {
@@ -310,5 +311,5 @@ pub fn compare_results(
         }
     };
     finish(&text, output, force)?;
-    Ok(c.exit_code())
+    Ok(c.exit_code(fail_on))
 }

@@ -1,12 +1,12 @@
-//! `fsprof compare A B` and `fsprof compare A1 A2 A3 --vs B1 B2 B3`: exit 0
-//! when no op changed significantly, 1 when one did (so CI can gate on it),
-//! 2 on errors.
+//! `fsprof compare A B` and `fsprof compare A1 A2 A3 --vs B1 B2 B3`: exit 1
+//! when an op got significantly slower (so CI can gate on it; any change
+//! with `--fail-on any`), 0 when none did, 2 on errors.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use fsprof_analysis::compare::{compare_runs, CompareOptions, Method};
+use fsprof_analysis::compare::{compare_runs, CompareOptions, FailOn, Method};
 use fsprof_plot::CompareRow;
 use fsprof_report::analysis as render;
 
@@ -52,6 +52,11 @@ pub struct CompareArgs {
     /// Ignore ops under this share of their layer's calls and latency on both sides
     #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = parse_share)]
     pub negligible: f64,
+    /// Which changes make compare exit 1: `slower` (a performance gate: an
+    /// op slower or taking more time, or a whole layer slower) or `any`
+    /// (either way); every change is listed either way
+    #[arg(long, value_enum, default_value_t = FailOnArg::Slower, value_name = "WHICH")]
+    pub fail_on: FailOnArg,
     /// How to print it [default: -o FILE's extension (.json, .csv, .html), else text]
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
@@ -59,6 +64,23 @@ pub struct CompareArgs {
     pub to: ToFileArgs,
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FailOnArg {
+    /// A change that made it slower (or an op that appeared)
+    Slower,
+    /// A change either way
+    Any,
+}
+
+impl From<FailOnArg> for FailOn {
+    fn from(a: FailOnArg) -> FailOn {
+        match a {
+            FailOnArg::Slower => FailOn::Slower,
+            FailOnArg::Any => FailOn::Any,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -150,7 +172,15 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         if let (Some(ra), Some(rb)) = (&da.bench, &db.bench) {
             let (na, nb) = (crate::files::name(pa), crate::files::name(pb));
             let (out, force) = (a.to.output.as_deref(), a.to.force);
-            return super::bench::compare_results((ra, &na), (rb, &nb), format, out, force);
+            let fail_on = a.fail_on.into();
+            return super::bench::compare_results(
+                (ra, &na),
+                (rb, &nb),
+                format,
+                out,
+                force,
+                fail_on,
+            );
         }
     }
     let rb: Vec<_> = docs
@@ -173,6 +203,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         spread: a.spread,
         layer_spread: a.layer_spread,
         negligible: a.negligible,
+        fail_on: a.fail_on.into(),
         calibration: calibration(&a.calibration)?,
         ..Default::default()
     };

@@ -13,7 +13,7 @@ use fsprof_capture::{first_free, name_part, name_stamp, Capture, Output, Plan, S
 use fsprof_core::output::OutputFile;
 use fsprof_core::Resolution;
 use fsprof_report::after_capture;
-use fsprof_trace::capture::{DataMode, TraceOptions, TraceSource};
+use fsprof_trace::capture::{DataMode, MappedAttach, TraceOptions, TraceSource};
 use fsprof_trace::show::{Format, Printer};
 use fsprof_trace::TraceReader;
 use fsprof_user::UserOptions;
@@ -94,6 +94,19 @@ pub fn trace(a: TraceArgs) -> Result<i32> {
 }
 
 fn record(a: TraceArgs) -> Result<i32> {
+    let resolution = Resolution::DEFAULT;
+    // The stop signals blocked first: the attach's threads inherit the mask.
+    let capture = Capture::new(Plan {
+        tool: "trace".into(),
+        command: a.command.clone(),
+        resolution,
+        interval_ns: None,
+        duration_ns: None,
+        sample_ns: None,
+    });
+    // Before the outputs are checked (a file made and removed, ~0.1 ms):
+    // the held command waits for the attach.
+    let attach = MappedAttach::start();
     let cmd = a.command[0].to_string_lossy().into_owned();
     let trace_path = match &a.output {
         Some(p) => p.clone(),
@@ -108,15 +121,6 @@ fn record(a: TraceArgs) -> Result<i32> {
         force: a.force,
     };
     profile.check()?;
-    let resolution = Resolution::DEFAULT;
-    let capture = Capture::new(Plan {
-        tool: "trace".into(),
-        command: a.command.clone(),
-        resolution,
-        interval_ns: None,
-        duration_ns: None,
-        sample_ns: None,
-    });
     let mut source = TraceSource::new(TraceOptions {
         user: UserOptions {
             resolution,
@@ -129,6 +133,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         },
         output: trace_path,
         force: a.force,
+        attach: Some(attach),
     })?;
     let outcome = match capture.run(&mut source, &mut Silent) {
         Ok(o) => o,

@@ -184,7 +184,19 @@ fn compare_of_two_bench_results_judges_phases_by_their_intervals() {
     s["ci95"]["high"] = (hi * 11.0).into();
     let b = out.path().join("b.json");
     std::fs::write(&b, serde_json::to_vec(&v).unwrap()).unwrap();
+    // Faster is listed and passes the gate (--fail-on slower), fails it
+    // with --fail-on any; the other way round it is slower and fails.
     let o = fsprof().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let o = fsprof().arg("compare").arg(&b).arg(&a).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("slower (beyond both CIs)"));
+    let o = fsprof()
+        .args(["compare", "--fail-on", "any"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let text = String::from_utf8_lossy(&o.stdout);
     let line = text.lines().find(|l| l.starts_with("seq_read ")).unwrap();
@@ -194,7 +206,7 @@ fn compare_of_two_bench_results_judges_phases_by_their_intervals() {
     // Each file is read once, so a result on standard input (which cannot
     // be read twice) is still compared as a bench result.
     let o = fsprof()
-        .args(["compare", "-"])
+        .args(["compare", "--fail-on", "any", "-"])
         .arg(&b)
         .stdin(std::fs::File::open(&a).unwrap())
         .output()

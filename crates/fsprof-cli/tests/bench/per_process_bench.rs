@@ -9,9 +9,9 @@ use std::process::Command;
 
 use fsprof_testkit::need_program;
 
-#[test]
-#[ignore = "needs python3"]
-fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
+/// Runs `bench/per_process_cpu.py` with `args`; fails the test unless it
+/// exits 0 and prints `passed`.
+fn script_passes(args: &[&std::ffi::OsStr], passed: &str) {
     let python = need_program("python3", "python3");
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -19,7 +19,7 @@ fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
     );
     let o = Command::new(python)
         .arg(script)
-        .arg("--self-test")
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -28,5 +28,29 @@ fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("self-test passed"));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(passed));
+}
+
+#[test]
+#[ignore = "needs python3"]
+fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
+    script_passes(&["--self-test".as_ref()], "self-test passed");
+}
+
+/// The design's floor that `per_process_cpu.py --floor` measures the shim
+/// against (bench/shim_floor.c) must be a preload profiler of the shim's
+/// kind, not an empty library under the shim's names: built from the
+/// installed shim's own symbol list, it exports exactly the shim's
+/// wrappers, and under it a `cat` prints its file unchanged while each of
+/// its calls is filed (two reads: the data, then the end of the file).
+#[test]
+#[ignore = "needs python3, a C compiler and nm"]
+fn the_shim_s_design_floor_exports_its_wrappers_and_counts_every_call() {
+    need_program("cc", "gcc");
+    need_program("nm", "binutils");
+    let fsprof = fsprof_testkit::fsprof_path();
+    script_passes(
+        &["--floor-self-test".as_ref(), fsprof.as_os_str()],
+        "floor self-test passed",
+    );
 }

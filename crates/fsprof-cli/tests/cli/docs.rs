@@ -133,7 +133,10 @@ fn exit_statuses_are_documented_in_help_and_man_pages() {
         (&["--help"][..], "130 after Ctrl-C"),
         (&["run", "--help"][..], "130 after Ctrl-C"),
         (&["kernel", "--help"][..], "130 after Ctrl-C"),
-        (&["--help"][..], "`compare` exits 1 when an op changed"),
+        (
+            &["--help"][..],
+            "`compare` exits 1 when an op changed for the slower",
+        ),
         // How to take repeated runs (issue 24: sides taken one after the
         // other put the machine's drift between them).
         (

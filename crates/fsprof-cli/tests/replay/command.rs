@@ -15,14 +15,14 @@ fn run(args: &[&std::ffi::OsStr], dir: &Path) -> Output {
     fsprof().args(args).current_dir(dir).output().unwrap()
 }
 
-fn ok(o: &Output) -> String {
+pub(super) fn ok(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "status {:?}: {err}", o.status);
     err
 }
 
 /// `fsprof trace OPTS... -o TRACE -- CMD...` in `dir`; it must succeed.
-fn trace_in(dir: &Path, opts: &[&str], trace: &Path, cmd: &[&std::ffi::OsStr]) {
+pub(super) fn trace_in(dir: &Path, opts: &[&str], trace: &Path, cmd: &[&std::ffi::OsStr]) {
     let mut c = fsprof();
     c.arg("trace")
         .args(opts)
@@ -34,7 +34,7 @@ fn trace_in(dir: &Path, opts: &[&str], trace: &Path, cmd: &[&std::ffi::OsStr]) {
 }
 
 /// `fsprof compile TRACE -o REPLAY` in `dir`; it must succeed; what it said.
-fn compile_trace(dir: &Path, trace: &Path, replay_file: &Path) -> String {
+pub(super) fn compile_trace(dir: &Path, trace: &Path, replay_file: &Path) -> String {
     ok(&run(
         &[
             os("compile"),
@@ -47,10 +47,10 @@ fn compile_trace(dir: &Path, trace: &Path, replay_file: &Path) -> String {
 }
 
 /// Replay into an empty root, as fast as possible, every result checked.
-const STRICT: [&str; 4] = ["--prepare", "--afap", "--verify", "strict"];
+pub(super) const STRICT: [&str; 4] = ["--prepare", "--afap", "--verify", "strict"];
 
 /// `fsprof replay FILE --root ROOT OPTS...` in `dir`.
-fn replay(dir: &Path, file: &Path, root: &Path, opts: &[&str]) -> Output {
+pub(super) fn replay(dir: &Path, file: &Path, root: &Path, opts: &[&str]) -> Output {
     fsprof()
         .arg("replay")
         .arg(file)
@@ -845,7 +845,7 @@ fn mmap_msync_and_munmap_replay_on_the_file_under_the_root() {
 }
 
 /// A C program built from `src` in `base`.
-fn c_program(base: &Path, name: &str, src: &str) -> PathBuf {
+pub(super) fn c_program(base: &Path, name: &str, src: &str) -> PathBuf {
     fsprof_testkit::compile_source(name, src, base, &[])
 }
 

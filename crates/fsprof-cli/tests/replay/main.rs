@@ -8,5 +8,6 @@ mod loopfs;
 mod mount_kit;
 
 mod command;
+mod descriptors;
 mod mmap;
 mod space;

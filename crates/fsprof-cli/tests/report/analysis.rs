@@ -239,6 +239,63 @@ fn compare_alpha_and_material_share_decide_the_exit_status() {
     }
 }
 
+/// The exit status is a performance gate: `read` four times faster is
+/// listed, says which way it went, and exits 0; four times slower, or any
+/// change with `--fail-on any`, exits 1; the output says what decided.
+#[test]
+fn compare_fails_on_what_got_slower_unless_asked_for_any_change() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str, at: i32| {
+        let ops = vec![
+            op("read", &[(at, 1000)]),
+            op("open", &[(13, 300)]),
+            op("close", &[(12, 300)]),
+        ];
+        write(d.path(), name, ops)
+    };
+    let (slow, fast) = (run("slow.json", 11), run("fast.json", 9));
+    on(&["compare"], &[&slow, &fast]).code(0).stdout(
+        predicate::str::contains("calls 4.00× faster (by shift: p ")
+            .and(predicate::str::contains(
+                "exit 0: nothing got slower; faster: user/read (listed;",
+            ))
+            .and(predicate::str::contains(
+                "(--fail-on slower: one-sided tests)",
+            )),
+    );
+    on(&["compare", "--fail-on", "any"], &[&slow, &fast])
+        .code(1)
+        .stdout(predicate::str::contains(
+            "exit 1, on any change (--fail-on any); faster: user/read",
+        ));
+    on(&["compare"], &[&fast, &slow])
+        .code(1)
+        .stdout(predicate::str::contains(
+            "exit 1, decided by what got slower: user/read",
+        ));
+    let v = json_of(&["compare", "--format", "json"], &[&slow, &fast], 0);
+    assert_eq!(
+        (&v["interesting"], &v["fails"]),
+        (&true.into(), &false.into()),
+        "{v}"
+    );
+    assert_eq!(v["comparison"]["fail_on"], "slower");
+    assert_eq!(v["comparison"]["ops"][0]["direction"], "faster");
+    let v = json_of(
+        &["compare", "--format", "json", "--fail-on", "any"],
+        &[&slow, &fast],
+        1,
+    );
+    assert_eq!(
+        (&v["fails"], &v["comparison"]["fail_on"]),
+        (&true.into(), &"any".into())
+    );
+    refused(
+        &[&slow, &fast],
+        &[(&["compare", "--fail-on", "faster"], "--fail-on")],
+    );
+}
+
 fn stdout_of(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

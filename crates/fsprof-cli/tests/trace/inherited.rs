@@ -59,6 +59,14 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// Every record of the trace at `out`.
+fn records_of(out: &std::path::Path) -> Vec<Record> {
+    TraceReader::open(out)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
 /// The exec'd image's first call that `pred` picks.
 fn call_of<'a>(
     records: &'a [Record],
@@ -87,10 +95,7 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
     let [file, pipe, sock, cloexec, null] = printed[..] else {
         panic!("the program printed {printed:?}");
     };
-    let records: Vec<Record> = TraceReader::open(&out)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    let records = records_of(&out);
     let image = records
         .iter()
         .find_map(|r| match r {
@@ -183,4 +188,84 @@ fn an_exec_d_image_records_the_descriptors_it_kept_and_no_other() {
         kid.len() == 1 && kid[0].fd.fd == file && kid[0].fd.path.ends_with(b"/data"),
         "a forked child records what it uses itself: {kid:?}"
     );
+}
+
+/// Flushes stderr with nothing in it, closes it and stdin (all inherited,
+/// never used otherwise), then prints into stdout's buffer and flushes it.
+const LETS_GO: &str = r#"#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    if (fflush(stderr) || fclose(stderr) || close(0)) return 2;
+    printf("%d\n", 27);
+    return fflush(stdout) ? 3 : 0;
+}
+"#;
+
+/// A call that only lets an inherited descriptor go (close, an fclose or
+/// fflush with nothing to write) is in the trace but is no first use: no
+/// descriptor record for it. A flush that writes is one.
+#[test]
+fn closing_or_flushing_nothing_records_no_descriptor_and_a_flush_that_writes_does() {
+    let d = tempfile::tempdir().unwrap();
+    let (o, out) = crate::trace_source("letsgo", LETS_GO, d.path());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "27\n");
+    let records = records_of(&out);
+    let image = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Process(p) if p.exe.ends_with(b"letsgo") => Some(p),
+            _ => None,
+        })
+        .expect("the program's process record");
+    let calls: Vec<(&str, Option<i32>)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Call(c) if c.pid == image.pid => Some((c.op.name(), c.fd)),
+            _ => None,
+        })
+        .collect();
+    for call in [("fflush", Some(2)), ("fclose", Some(2)), ("close", Some(0))] {
+        assert!(calls.contains(&call), "{call:?} not in {calls:?}");
+    }
+    let fds: Vec<&Descriptor> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Descriptor(d) if d.pid == image.pid => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        fds.len() == 1 && fds[0].fd.fd == 1,
+        "only stdout, at the flush that wrote: {fds:?}"
+    );
+    let flush = call_of(&records, image, |c| {
+        c.op.name() == "fflush" && c.fd == Some(1)
+    });
+    assert!(fds[0].start_ns <= flush.start_ns, "{fds:?} after {flush:?}");
+}
+
+/// An image's working directory as its process record has it, short (in
+/// the shim's first buffer) and longer than that buffer (read again).
+#[test]
+fn a_process_record_holds_its_working_directory_short_or_long() {
+    let d = tempfile::tempdir().unwrap();
+    let long = d.path().join("d".repeat(200)).join("e".repeat(200));
+    std::fs::create_dir_all(&long).unwrap();
+    for dir in [d.path().to_path_buf(), long] {
+        let (_, out) = crate::trace_source("cwd", "int main(void) { return 0; }", &dir);
+        let cwd = records_of(&out)
+            .into_iter()
+            .find_map(|r| match r {
+                Record::Process(p) if p.exe.ends_with(b"/cwd") => Some(p.cwd),
+                _ => None,
+            })
+            .expect("the program's process record");
+        let want = dir.canonicalize().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&cwd),
+            want.to_string_lossy(),
+            "{} bytes",
+            want.as_os_str().len()
+        );
+    }
 }

@@ -8,6 +8,7 @@ use std::process::Output;
 mod capture;
 mod followed;
 mod forks;
+mod held;
 mod import;
 mod inherited;
 mod window;

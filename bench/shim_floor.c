@@ -1,0 +1,206 @@
+/* The floor of the shim's design, for bench/per_process_cpu.py --floor: a
+ * preload library of the shim's kind with nothing but what that kind
+ * needs, as bench/run_floor.c is for fsprof's start-up. Against it, the
+ * shim shows what its own code, size and set-up add per process; against
+ * an empty preloaded library, what the design itself costs.
+ *
+ * What it has:
+ *   - the shim's exported wrappers, every one of them (floor_syms.h, made
+ *     by the bench from the installed shim's dynamic symbol table: one
+ *     W(name) a line, the fsprof_shim_* entry points left out), so that
+ *     the loader binds the same symbols of every program to it;
+ *   - each wrapper finds its real function with dlsym(RTLD_NEXT) at its
+ *     first call, as the shim does, and times it with rdtsc;
+ *   - a per-op counter (calls, ticks, a log2 histogram) in a region of a
+ *     shared file (FSPROF_FLOOR, on tmpfs) that the constructor opens and
+ *     maps; a process takes its region at its first counted call (a
+ *     forked child takes its own), and an op's counter at its first call,
+ *     packed one after the other as the shim packs a block.
+ * What it has not: a collector, a run to join or check, descriptor
+ * classes, value tables, a trace, threads' own slots (one writer is
+ * assumed: the counters are plain adds), any safety against a hostile
+ * file. A floor, not a profiler.
+ *
+ * Every wrapper has one generic signature: six integer registers in, one
+ * out. That forwards any function of the list on x86-64 (none takes a
+ * floating-point, by-value structure or stack argument) except the
+ * execl family, whose argument lists are variable and NULL-ended: those
+ * three are written out by hand below, as the shim writes them, on
+ * execv/execve/execvp. No libc header that declares a wrapped function is
+ * included, as their prototypes would clash with the generic one. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+
+#if !defined(__x86_64__)
+#error "shim_floor.c forwards arguments by the x86-64 calling convention"
+#endif
+
+extern long syscall(long number, ...);
+extern char *getenv(const char *name);
+extern int *__errno_location(void);
+extern int pthread_atfork(void (*)(void), void (*)(void), void (*)(void));
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum {
+#define W(name) OPF_##name,
+#include "floor_syms.h"
+#undef W
+    OPF_execl,
+    OPF_execle,
+    OPF_execlp,
+    OPF_COUNT
+};
+
+/* One op's counter: what the shim's struct fsprof_ctr holds, less the
+ * entry count, errors and extremes. */
+struct ctr {
+    uint64_t op; /* the op's place in floor_syms.h, plus one */
+    uint64_t calls;
+    uint64_t ticks;
+    uint64_t buckets[64];
+};
+
+/* The shared file: a word the processes take regions with, then regions
+ * reused round-robin (nothing folds them: counts only add up). Few
+ * regions, so that their pages stay allocated from one process to the
+ * next, as a run's recycled blocks do. */
+#define FLOOR_REGIONS 64u
+#define FLOOR_REGION (OPF_COUNT * sizeof(struct ctr) + 4096)
+#define FLOOR_SIZE (4096 + (size_t)FLOOR_REGIONS * FLOOR_REGION)
+
+static char *g_map;
+static char *g_region;
+static uint32_t g_used;
+static struct ctr *g_ctr[OPF_COUNT];
+
+__attribute__((constructor)) static void floor_init(void)
+{
+    const char *path = getenv("FSPROF_FLOOR");
+    if (path == NULL)
+        return;
+    long fd = syscall(SYS_openat, -100, path, 02 | 02000000 /* O_RDWR|O_CLOEXEC */);
+    if (fd < 0)
+        return;
+    long p = syscall(SYS_mmap, 0, FLOOR_SIZE, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */,
+                     fd, 0);
+    syscall(SYS_close, fd);
+    if (p < 0 && p > -4096)
+        return;
+    g_map = (char *)p;
+}
+
+/* A forked child counts into its own region, taken at its first call. */
+static void floor_child(void)
+{
+    g_region = NULL;
+    for (uint32_t i = 0; i < OPF_COUNT; i++)
+        g_ctr[i] = NULL;
+    g_used = 0;
+}
+
+__attribute__((constructor)) static void floor_atfork(void)
+{
+    if (getenv("FSPROF_FLOOR") != NULL)
+        pthread_atfork(NULL, NULL, floor_child);
+}
+
+static __attribute__((noinline)) struct ctr *ctr_slow(int op)
+{
+    if (g_map == NULL)
+        return NULL;
+    if (g_region == NULL) {
+        uint32_t k = __atomic_fetch_add((uint32_t *)g_map, 1, __ATOMIC_RELAXED);
+        g_region = g_map + 4096 + (size_t)(k % FLOOR_REGIONS) * FLOOR_REGION;
+    }
+    struct ctr *c = (struct ctr *)g_region + g_used++;
+    c->op = (uint64_t)op + 1;
+    g_ctr[op] = c;
+    return c;
+}
+
+static inline __attribute__((always_inline)) void record(struct ctr *c, uint64_t t0, uint64_t t1)
+{
+    uint64_t d = t1 > t0 ? t1 - t0 : 0;
+    c->calls++;
+    c->ticks += d;
+    c->buckets[d ? 63 - __builtin_clzll(d) : 0]++;
+}
+
+typedef long (*fn6)(long, long, long, long, long, long);
+
+static fn6 resolve(void **slot, const char *name)
+{
+    void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (UNLIKELY(p == NULL)) {
+        p = dlsym(RTLD_NEXT, name);
+        if (p == NULL)
+            p = dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
+        __atomic_store_n(slot, p, __ATOMIC_RELAXED);
+    }
+    return (fn6)p;
+}
+
+#define W(name)                                                                          \
+    static void *real_##name;                                                            \
+    EXPORT long name(long a, long b, long c, long d, long e, long f)                     \
+    {                                                                                    \
+        fn6 real = resolve(&real_##name, #name);                                         \
+        struct ctr *k = g_ctr[OPF_##name];                                               \
+        if (UNLIKELY(k == NULL) && (k = ctr_slow(OPF_##name)) == NULL)                   \
+            return real(a, b, c, d, e, f);                                               \
+        uint64_t t0 = __builtin_ia32_rdtsc();                                            \
+        long r = real(a, b, c, d, e, f);                                                 \
+        record(k, t0, __builtin_ia32_rdtsc());                                           \
+        return r;                                                                        \
+    }
+#include "floor_syms.h"
+#undef W
+
+/* The execl family: the arguments gathered into an array (at most 4,096,
+ * beyond which this floor gives up with E2BIG), then the v-form's wrapper,
+ * as the shim does. */
+#define ARGS_MAX 4096
+#define GATHER(arg0, ap, argv)                                                           \
+    const char *argv[ARGS_MAX];                                                          \
+    int n_ = 0;                                                                          \
+    argv[n_++] = arg0;                                                                   \
+    while (argv[n_ - 1] != NULL && n_ < ARGS_MAX)                                        \
+        argv[n_++] = va_arg(ap, const char *);                                           \
+    if (argv[n_ - 1] != NULL) {                                                          \
+        *__errno_location() = 7; /* E2BIG */                                             \
+        return -1;                                                                       \
+    }
+
+extern long execv(long, long, long, long, long, long);
+extern long execve(long, long, long, long, long, long);
+extern long execvp(long, long, long, long, long, long);
+
+/* execl and execlp: the v-form `vname` on the gathered arguments. */
+#define EXEC_LIST(name, vname)                                                           \
+    EXPORT int name(const char *file, const char *arg0, ...)                             \
+    {                                                                                    \
+        va_list ap;                                                                      \
+        va_start(ap, arg0);                                                              \
+        GATHER(arg0, ap, argv);                                                          \
+        va_end(ap);                                                                      \
+        return (int)vname((long)file, (long)argv, 0, 0, 0, 0);                           \
+    }
+EXEC_LIST(execl, execv)
+EXEC_LIST(execlp, execvp)
+
+EXPORT int execle(const char *path, const char *arg0, ...)
+{
+    va_list ap;
+    va_start(ap, arg0);
+    GATHER(arg0, ap, argv);
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return (int)execve((long)path, (long)argv, (long)envp, 0, 0, 0);
+}
