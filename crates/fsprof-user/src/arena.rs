@@ -31,16 +31,19 @@ use crate::written::Written;
 /// Blocks on offer when the command starts. Not fewer: a block offered
 /// only once the command has been started may come after its first forks
 /// in a loaded machine (those processes then map counter files of their
-/// own; `run::faults` counts on the four). They are offered before the
-/// command starts, but their pages (32 a block, allocated by `fallocate`:
-/// ~13 µs a block idle, up to 100 µs for the four under load) are
-/// reserved only after it, off the start-up's path: the first block as
-/// soon as fsprof runs again beside the command's exec, the others at the
-/// first refill, so that a command that ends before it (`true`) has one
-/// block's pages to free at the end rather than four. A process that takes
-/// a block before its pages are there (`ControlHeader::blocks_ready`) makes
-/// them itself, all of them at once (shim/pool.c), or uses a file where it
-/// cannot. Two earlier ways failed: reserving three blocks only after the
+/// own; `run::faults` counts on the four). All four are offered before the
+/// command starts, but only the first has its pages then (32 of them,
+/// allocated by `fallocate`: ~13 µs a block idle, up to 100 µs for the
+/// four under load); the other three get theirs at the first refill, off
+/// the start-up's path, so that a command that ends before it (`true`)
+/// also has one block's pages to free at the end rather than four. A
+/// process that takes a block before its pages are there
+/// (`ControlHeader::blocks_ready`) makes them itself, all at once
+/// (shim/pool.c), or uses a file where it cannot. The first block too was
+/// made ready only after the clone for a while: at low load the command's
+/// own process then got to it first in 43% of runs (fsprof wakes on the
+/// other, halted, vCPU) and made its 32 pages itself, +58 µs on the
+/// command. Two earlier ways failed: reserving three blocks only after the
 /// clone (fsprof then ran on the command's CPU, and reached the offers
 /// after the command's first fork), and a gate that made the command's
 /// processes wait for fsprof (cost the command more than the start-up
@@ -401,9 +404,8 @@ mod tests {
         file
     }
 
-    /// The first blocks are offered before the command starts with no
-    /// pages (a longer, sparse file: nothing allocated on the start-up's
-    /// path); the first is made ready as the command starts, the others at
+    /// The first blocks are offered with no pages (a longer, sparse file);
+    /// the first is made ready before the command starts, the others at
     /// the first refill, each time telling the processes how many are.
     #[test]
     fn the_first_blocks_are_offered_before_their_pages_are_made() {

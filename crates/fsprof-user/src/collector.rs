@@ -90,20 +90,6 @@ impl Collector {
         &self.dir
     }
 
-    /// Reserves the pages of the first block offered, which the command's
-    /// first process takes (the others' come at the first refill).
-    pub fn ready_first(&mut self) {
-        let Some(a) = self.dir.arena_mut() else {
-            return;
-        };
-        // Tests take the processes' side of the race a loaded machine may
-        // lose: the first blocks taken before their pages are there.
-        match fsprof_sys::test_knob("FSPROF_TEST_UNREADY_BLOCKS") {
-            Some(1) => a.hold_first(),
-            _ => a.make_ready(1),
-        }
-    }
-
     /// Blocks whose trace window is still being read are not taken back
     /// ([`crate::arena::Arena::window_busy`]).
     pub fn hold_trace_windows(&mut self) {

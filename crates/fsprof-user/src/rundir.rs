@@ -97,9 +97,16 @@ impl RunDir {
         let file = Rc::new(file);
         d.arena = Arena::new(&file, arena_blocks()).ok();
         if let Some(a) = &mut d.arena {
-            // The command's first processes find blocks on offer (their
-            // pages are made once it has started: UserSource::start).
+            // The command's first processes find blocks on offer: the
+            // first with its pages (the command's own process takes it),
+            // the others' made at the first refill.
             a.offer_first(fsprof_sys::clock::mono_ns());
+            // Tests take the processes' side of the race a loaded machine
+            // may lose: blocks taken before their pages are there.
+            match fsprof_sys::test_knob("FSPROF_TEST_UNREADY_BLOCKS") {
+                Some(1) => a.hold_first(),
+                _ => a.make_ready(1),
+            }
         }
         d.control = Some(file);
         d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);

@@ -169,8 +169,6 @@ impl Source for UserSource {
     }
 
     fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
-        // First: the command's first process is on its way to the block.
-        self.collector.ready_first();
         self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
         let (clock, resolution) = (&self.clock, self.resolution);
