@@ -9,17 +9,16 @@
  *   - the installed shim checked (mkdir, open, fstat, fstatat, close);
  *   - the clock's two small files read (boot id, read twice here);
  *   - the run directory in /dev/shm (mkdir, statx) and its control file
- *     (create, a 12,896-byte write, a 128 MiB shared mapping, dup, and the
- *     file made longer by four 128 KiB blocks, sparse: the blocks the
- *     shim's processes write their counters to, offered before their
- *     pages are reserved);
+ *     (create, a 12,896-byte write, a 128 MiB shared mapping, the file
+ *     made longer by four 128 KiB blocks, sparse: the blocks the shim's
+ *     processes write their counters to, offered before their pages are
+ *     reserved; then fallocate of the first block's pages);
  *   - the command found on PATH (one statx per directory, as fsprof does);
  *   - pinned to this CPU, clone(CLONE_VM|CLONE_VFORK) whose child gives
  *     the mask back and execve's the command with the shim preloaded
  *     (inactive: this program writes no valid control header, so the shim
  *     does not join a run; that cost is the per-process part);
- *   - while it runs, the first block's pages reserved (fallocate), the
- *     scan for stale run directories (/dev/shm read, kill(pid, 0) and
+ *   - while it runs, the scan for stale run directories (/dev/shm read, kill(pid, 0) and
  *     statx for each run directory), a small file read (the kept
  *     self-cost), an unnamed file made in the current directory
  *     (O_TMPFILE, with its final mode); SIGCHLD awaited, the command
@@ -124,8 +123,8 @@ int main(int argc, char **argv) {
     if (c < 0 || write(c, header, sizeof header) != (ssize_t)sizeof header) return 127;
     size_t map_len = 134283264;
     void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c, 0);
-    int arena = fcntl(c, F_DUPFD_CLOEXEC, 3);
-    if (map == MAP_FAILED || arena < 0 || ftruncate(arena, 65536 + 524288) != 0) return 127;
+    int arena = c;
+    if (map == MAP_FAILED || ftruncate(arena, 65536 + 524288) != 0 || fallocate(arena, 0, 65536, 131072) != 0) return 127;
 
     /* The command found, its environment made. */
     if (find_on_path(argv[2], prog) != 0) return 127;
@@ -152,9 +151,8 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &before, NULL);
     if (pid < 0) return 127;
 
-    /* While the command runs: the first block's pages, the stale-run
-     * scan, the self-cost file, the unnamed profile file. */
-    fallocate(arena, 0, 65536, 131072);
+    /* While the command runs: the stale-run scan, the self-cost file,
+     * the unnamed profile file. */
     DIR *shm = opendir("/dev/shm");
     if (shm) {
         struct dirent *e;
@@ -196,7 +194,6 @@ int main(int argc, char **argv) {
     close(out);
     unlink(control);
     rmdir(run);
-    close(c);
     munmap(map, map_len);
     close(arena);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
