@@ -9,20 +9,24 @@
  *   - the installed shim checked (mkdir, open, fstat, fstatat, close);
  *   - the clock's two small files read (boot id, read twice here);
  *   - the run directory in /dev/shm (mkdir, statx) and its control file
- *     (create, a 12,896-byte write, a 128 MiB shared mapping, dup, and
- *     fallocate of four 128 KiB blocks: the pages the shim's processes
- *     write their counters to);
+ *     (create, a 12,896-byte write, a 128 MiB shared mapping, dup, and the
+ *     file made longer by four 128 KiB blocks, sparse: the blocks the
+ *     shim's processes write their counters to, offered before their
+ *     pages are reserved);
  *   - the command found on PATH (one statx per directory, as fsprof does);
  *   - pinned to this CPU, clone(CLONE_VM|CLONE_VFORK) whose child gives
  *     the mask back and execve's the command with the shim preloaded
  *     (inactive: this program writes no valid control header, so the shim
  *     does not join a run; that cost is the per-process part);
- *   - while it runs, the scan for stale run directories (/dev/shm read,
- *     kill(pid, 0) and statx for each run directory), a small file read
- *     (the kept self-cost), an unnamed file made in the current directory
- *     (O_TMPFILE); SIGCHLD awaited, the command reaped;
- *   - the run ended (pwrite), the run directory read, the header read
- *     back, a ~900-byte profile written, fchmod, linked under a free
+ *   - while it runs, the first block's pages reserved (fallocate), the
+ *     scan for stale run directories (/dev/shm read, kill(pid, 0) and
+ *     statx for each run directory), a small file read (the kept
+ *     self-cost), an unnamed file made in the current directory
+ *     (O_TMPFILE, with its final mode); SIGCHLD awaited, the command
+ *     reaped;
+ *   - the run ended (a store into the mapping: the shim counted no
+ *     counter file, so the run directory is not read), the header read
+ *     back, a ~900-byte profile written, linked under a free
  *     fsprof-floor-N.json name, the notice on stderr;
  *   - the run directory removed, the mapping and files closed (the
  *     blocks' pages freed).
@@ -121,7 +125,7 @@ int main(int argc, char **argv) {
     size_t map_len = 134283264;
     void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c, 0);
     int arena = fcntl(c, F_DUPFD_CLOEXEC, 3);
-    if (map == MAP_FAILED || arena < 0 || fallocate(arena, 0, 65536, 524288) != 0) return 127;
+    if (map == MAP_FAILED || arena < 0 || ftruncate(arena, 65536 + 524288) != 0) return 127;
 
     /* The command found, its environment made. */
     if (find_on_path(argv[2], prog) != 0) return 127;
@@ -148,8 +152,9 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &before, NULL);
     if (pid < 0) return 127;
 
-    /* While the command runs: the stale-run scan, the self-cost file,
-     * the unnamed profile file. */
+    /* While the command runs: the first block's pages, the stale-run
+     * scan, the self-cost file, the unnamed profile file. */
+    fallocate(arena, 0, 65536, 131072);
     DIR *shm = opendir("/dev/shm");
     if (shm) {
         struct dirent *e;
@@ -165,7 +170,7 @@ int main(int argc, char **argv) {
     }
     read_small("/proc/sys/kernel/random/boot_id");
     int cwd = open(".", O_RDONLY | O_CLOEXEC | O_PATH | O_DIRECTORY);
-    int out = openat(cwd, ".", O_WRONLY | O_CLOEXEC | O_TMPFILE, 0600);
+    int out = openat(cwd, ".", O_WRONLY | O_CLOEXEC | O_TMPFILE, 0644);
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == 0) {
         sigwaitinfo(&wanted, NULL);
@@ -173,21 +178,13 @@ int main(int argc, char **argv) {
     }
 
     /* The run's end: counters read, profile written and linked. */
-    int one_int = 1;
-    pwrite(c, &one_int, 4, 48);
-    DIR *rd = opendir(run);
-    if (rd) {
-        while (readdir(rd)) {
-        }
-        closedir(rd);
-    }
+    __atomic_store_n((unsigned *)((char *)map + 48), 1, __ATOMIC_RELEASE);
     pread(c, header, 12376, 0);
     struct utsname u;
     uname(&u);
     char profile[1024];
     int len = snprintf(profile, sizeof profile, "{\n  \"format\": \"fsprof-floor\",\n  \"host\": \"%s\",\n  \"pad\": \"%0800d\"\n}\n", u.nodename, 0);
     if (out >= 0 && write(out, profile, len) == len) {
-        fchmod(out, 0644);
         char name[64];
         for (int i = 0; i < 100; i++) {
             snprintf(name, sizeof name, "fsprof-floor-%d-%d.json", getpid(), i);
@@ -197,7 +194,6 @@ int main(int argc, char **argv) {
     }
     close(cwd);
     close(out);
-    pwrite(c, &one_int, 4, 48);
     unlink(control);
     rmdir(run);
     close(c);

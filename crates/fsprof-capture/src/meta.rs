@@ -13,6 +13,7 @@ use crate::source::Finish;
 /// (`run`, `kernel`, ...), the profiled command line, the host, the
 /// resolution. Live views (a metrics endpoint) describe the capture with it.
 pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolution) -> Meta {
+    let (host, kernel) = host::hostname_and_release();
     Meta {
         fsprof_version: env!("CARGO_PKG_VERSION").to_string(),
         tool: tool.into(),
@@ -21,8 +22,8 @@ pub fn describe(tool: impl Into<Tool>, command: &[OsString], resolution: Resolut
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         run: RunInfo {
-            host: host::hostname(),
-            kernel: host::kernel_release(),
+            host,
+            kernel,
             ..RunInfo::default()
         },
         resolution,
@@ -44,7 +45,8 @@ pub fn timed(meta: Meta, start_unix_ns: u64, duration_ns: u64) -> Meta {
 /// (what [`describe`] and [`timed`] put in a `Meta`), for files that
 /// describe a run without a profile's `Meta` (a trace's header).
 pub fn run_info(start_unix_ns: u64) -> RunInfo {
-    RunInfo::new(host::hostname(), host::kernel_release(), start_unix_ns)
+    let (host, kernel) = host::hostname_and_release();
+    RunInfo::new(host, kernel, start_unix_ns)
 }
 
 /// When and how long a capture ran.

@@ -28,7 +28,11 @@ pub struct Unnamed {
 }
 
 impl Unnamed {
-    /// An unnamed file in `dir` (mode 0600 while it is written).
+    /// An unnamed file in `dir`, with the permission bits of a new output
+    /// file (`0666` less the umask, never world-writable) from the start:
+    /// no name reaches it before [`Unnamed::link_first_free`], so nobody
+    /// can open it while it is written, and the run's end saves an
+    /// `fchmod`.
     pub fn make(dir: &Path) -> io::Result<Unnamed> {
         let dir: OwnedFd = std::fs::OpenOptions::new()
             .read(true)
@@ -36,8 +40,9 @@ impl Unnamed {
             .open(dir)?
             .into();
         let flags = libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC;
+        let mode = libc::c_uint::from(crate::output::new_file_mode());
         // SAFETY: "." relative to the directory held; owned below.
-        let f = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, 0o600) };
+        let f = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, mode) };
         if f < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -48,9 +53,8 @@ impl Unnamed {
         })
     }
 
-    /// Writes `parts`, gives the file the permission bits of a new output
-    /// file (`0666` less the umask, never world-writable), and links it
-    /// under the first of `names` that is free. `Ok(None)` when every name
+    /// Writes `parts` and links the file under the first of `names` that
+    /// is free. `Ok(None)` when every name
     /// was taken (the file is then dropped, unnamed: nothing is left).
     pub fn link_first_free(
         mut self,
@@ -59,11 +63,6 @@ impl Unnamed {
     ) -> io::Result<Option<String>> {
         for p in parts {
             self.file.write_all(p)?;
-        }
-        let mode = crate::output::new_file_mode();
-        // SAFETY: fchmod on the descriptor we hold.
-        if unsafe { libc::fchmod(self.file.as_raw_fd(), mode) } != 0 {
-            return Err(io::Error::last_os_error());
         }
         let proc_path = CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
             .expect("no NUL in a number");

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 6
+#define FSPROF_ABI_VERSION 7
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
@@ -124,6 +124,14 @@ struct fsprof_control {
     uint32_t max_blocks;  /* blocks the arena may hold, FSPROF_MAX_BLOCKS at most */
     uint64_t ring_head;   /* atomic: offers taken by processes */
     uint64_t ring_tail;   /* offers made, written by `fsprof run` (release) */
+    /* Blocks [0, blocks_ready) have their pages (`fsprof run` reserved
+     * them, release). The first blocks are offered before, and made ready
+     * just after, the command starts: a process that takes one not ready
+     * yet makes its pages itself. */
+    uint32_t blocks_ready;
+    /* atomic: counter files (p<seq>) processes made, counted before each
+     * is: the run's end reads the run directory only if there were any. */
+    uint32_t files;
     uint32_t ring[FSPROF_RING]; /* offer i is block ring[i % FSPROF_RING] */
     struct fsprof_lost lost[FSPROF_LOST_MAX];
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
@@ -244,6 +252,7 @@ struct fsprof_abi_layout {
     uint32_t off_slot_own, own_gap_min, own_gap_span, own_cut_ns;
     /* the arena */
     uint32_t off_ctl_block_size, off_ctl_ring_head, off_ctl_ring_tail, off_ctl_ring;
+    uint32_t off_ctl_blocks_ready, off_ctl_files;
     uint32_t off_proc_block, off_proc_file, off_proc_used;
     uint32_t arena_off, ring, max_blocks;
 };

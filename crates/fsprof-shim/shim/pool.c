@@ -476,6 +476,8 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
 HIDDEN long fsprof_pool_create(long dirfd)
 {
     uint64_t seq = __atomic_fetch_add(&g_ctl->next_seq, 1, __ATOMIC_RELAXED);
+    /* Before the file is there: `fsprof run` looks for files only if so. */
+    __atomic_fetch_add(&g_ctl->files, 1, __ATOMIC_RELEASE);
     char name[32];
     fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "p"), sizeof name, seq);
     long fd = syscall(SYS_openat, dirfd, name,
@@ -521,12 +523,24 @@ HIDDEN long fsprof_pool_create(long dirfd)
 HIDDEN long fsprof_pool_create_in_block(long k)
 {
     struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
-    /* Mapped writable in one system call (Linux 5.14; refused before,
-     * which changes nothing): a write fault apiece costs several times
-     * more. The pages exist, `fsprof run` reserved them. */
     int saved = errno;
-    syscall(SYS_madvise, p, BLOCK_FIRST_PAGES, MADV_POPULATE_WRITE);
-    errno = saved;
+    if ((uint64_t)k >= __atomic_load_n(&g_ctl->blocks_ready, __ATOMIC_ACQUIRE)) {
+        /* Offered before `fsprof run` reserved its pages (it does so just
+         * after the command starts, off the start-up's path): all of them
+         * made here, so that no later write can fault on a page the file
+         * system does not have. Where that fails (a full file system, a
+         * kernel before 5.14) the block is left, and a file tried. */
+        long rc = syscall(SYS_madvise, p, FSPROF_FIRST_CHUNK, MADV_POPULATE_WRITE);
+        errno = saved;
+        if (rc != 0)
+            return FSPROF_BLOCK_UNREADY;
+    } else {
+        /* Mapped writable in one system call (Linux 5.14; refused before,
+         * which changes nothing): a write fault apiece costs several times
+         * more. The pages exist, `fsprof run` reserved them. */
+        syscall(SYS_madvise, p, BLOCK_FIRST_PAGES, MADV_POPULATE_WRITE);
+        errno = saved;
+    }
     /* Whose block it is, first: `fsprof run` can tell a block whose taker
      * died before its header was complete. */
     int32_t pid = (int32_t)syscall(SYS_getpid);

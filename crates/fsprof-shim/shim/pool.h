@@ -16,7 +16,9 @@ extern HIDDEN struct fsprof_proc *g_proc;
  * be completed is removed. */
 HIDDEN long fsprof_pool_create(long dirfd);
 /* The same with arena block k (taken) as the first chunk: no file until
- * the pool grows past it. 0 or -errno. */
+ * the pool grows past it. 0, -errno, or FSPROF_BLOCK_UNREADY: the block's
+ * pages could not be made (it is left; a file is the way on). */
+#define FSPROF_BLOCK_UNREADY 1
 HIDDEN long fsprof_pool_create_in_block(long k);
 /* argv as the shim's constructor received it, for the process's header
  * (else it is read from /proc/self/cmdline). */

@@ -120,10 +120,10 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_UID, EACCES, euid, NULL);
         return 0;
     }
-    long err, block = fsprof_take_block();
-    if (block >= 0) {
+    long err = FSPROF_BLOCK_UNREADY, block = fsprof_take_block();
+    if (block >= 0)
         err = fsprof_pool_create_in_block(block);
-    } else {
+    if (err == FSPROF_BLOCK_UNREADY) {
         if (dirfd < 0)
             dirfd = fsprof_open_run_dir();
         err = dirfd < 0 ? dirfd : fsprof_pool_create(dirfd);

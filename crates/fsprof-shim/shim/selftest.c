@@ -67,6 +67,8 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->off_ctl_ring_head = offsetof(struct fsprof_control, ring_head);
     out->off_ctl_ring_tail = offsetof(struct fsprof_control, ring_tail);
     out->off_ctl_ring = offsetof(struct fsprof_control, ring);
+    out->off_ctl_blocks_ready = offsetof(struct fsprof_control, blocks_ready);
+    out->off_ctl_files = offsetof(struct fsprof_control, files);
     out->off_proc_block = offsetof(struct fsprof_proc, block);
     out->off_proc_file = offsetof(struct fsprof_proc, file);
     out->off_proc_used = offsetof(struct fsprof_proc, used);

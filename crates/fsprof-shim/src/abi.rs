@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:
@@ -167,6 +167,11 @@ pub struct ControlHeader {
     pub ring_head: u64,
     /// Offers made (written by `fsprof run`, release).
     pub ring_tail: u64,
+    /// Blocks `0..blocks_ready` have their pages (written by `fsprof run`,
+    /// release); a process that takes a block above makes them itself.
+    pub blocks_ready: u32,
+    /// Counter files processes made (atomic, counted before each is).
+    pub files: u32,
     /// Offer `i` is block `ring[i % RING]`.
     pub ring: [u32; RING],
     pub lost: [Lost; LOST_MAX],
@@ -192,6 +197,8 @@ impl Default for ControlHeader {
             max_blocks: 0,
             ring_head: 0,
             ring_tail: 0,
+            blocks_ready: 0,
+            files: 0,
             ring: [0; RING],
             lost: [Lost::default(); LOST_MAX],
         }
@@ -382,6 +389,8 @@ pub struct Layout {
     pub off_ctl_ring_head: u32,
     pub off_ctl_ring_tail: u32,
     pub off_ctl_ring: u32,
+    pub off_ctl_blocks_ready: u32,
+    pub off_ctl_files: u32,
     pub off_proc_block: u32,
     pub off_proc_file: u32,
     pub off_proc_used: u32,
@@ -441,6 +450,8 @@ pub fn expected_layout() -> Layout {
         off_ctl_ring_head: offset_of!(ControlHeader, ring_head) as u32,
         off_ctl_ring_tail: offset_of!(ControlHeader, ring_tail) as u32,
         off_ctl_ring: offset_of!(ControlHeader, ring) as u32,
+        off_ctl_blocks_ready: offset_of!(ControlHeader, blocks_ready) as u32,
+        off_ctl_files: offset_of!(ControlHeader, files) as u32,
         off_proc_block: offset_of!(ProcHeader, block) as u32,
         off_proc_file: offset_of!(ProcHeader, file) as u32,
         off_proc_used: offset_of!(ProcHeader, used) as u32,

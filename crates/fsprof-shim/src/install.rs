@@ -52,6 +52,12 @@ pub fn install(base: &Path) -> io::Result<PathBuf> {
 /// fallback directory: an earlier one if there is one, else a new one.
 fn private_dir(base: &Path, uid: u32) -> io::Result<(PathBuf, OwnedFd)> {
     let preferred = base.join(format!("fsprof-{uid}"));
+    // Opened first: it is there on every run but the first, and the mkdir
+    // that fails with EEXIST is a path walk of every run's start-up. The
+    // checks are on the descriptor, whoever made the directory.
+    if let Some(fd) = open_ours(&preferred, uid, true) {
+        return Ok((preferred, fd));
+    }
     match mkdir(&preferred) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}

@@ -7,29 +7,39 @@
 
 use std::path::Path;
 
-fn uname_field(pick: fn(&libc::utsname) -> &[libc::c_char]) -> String {
+fn uname_fields<const N: usize>(pick: [fn(&libc::utsname) -> &[libc::c_char]; N]) -> [String; N] {
     // SAFETY: utsname is plain data that uname fills in.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out-pointer.
     if unsafe { libc::uname(&mut u) } != 0 {
-        return String::new();
+        return std::array::from_fn(|_| String::new());
     }
-    let bytes: Vec<u8> = pick(&u)
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    pick.map(|pick| {
+        let bytes: Vec<u8> = pick(&u)
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
 }
 
 /// The host name (uname's nodename).
 pub fn hostname() -> String {
-    uname_field(|u| &u.nodename)
+    let [name] = uname_fields([|u| &u.nodename]);
+    name
 }
 
 /// The running kernel's release, e.g. `6.12.9-amd64`.
 pub fn kernel_release() -> String {
-    uname_field(|u| &u.release)
+    let [release] = uname_fields([|u| &u.release]);
+    release
+}
+
+/// [`hostname`] and [`kernel_release`] from one `uname`.
+pub fn hostname_and_release() -> (String, String) {
+    let [name, release] = uname_fields([|u| &u.nodename, |u| &u.release]);
+    (name, release)
 }
 
 /// The value of the `key: value` line of a /proc file such as

@@ -64,6 +64,19 @@ impl SharedMap {
             .store(v, Ordering::Release)
     }
 
+    /// Stores `v` at the aligned u32 at `off` with release ordering (a
+    /// flag that publishes what was written before it). The mapping must
+    /// be writable.
+    ///
+    /// # Panics
+    /// If the word is not inside the mapping or not aligned.
+    pub fn store_u32_release(&self, off: usize, v: u32) {
+        assert!(off.checked_add(4).is_some_and(|e| e <= self.len) && off.is_multiple_of(4));
+        // SAFETY: as in `store_u64`.
+        unsafe { AtomicU32::from_ptr(self.as_ptr().add(off) as *mut u32) }
+            .store(v, Ordering::Release)
+    }
+
     /// Stores `v` at the aligned u32 at `off` (relaxed). The mapping must
     /// be writable.
     ///

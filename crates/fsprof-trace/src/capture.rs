@@ -330,7 +330,9 @@ impl TraceSource {
         };
         let (map, file) = a.shared();
         let blocks: Vec<u32> = match every {
-            true => (0..a.reserved()).collect(),
+            // A block whose pages were never made holds no window (and
+            // reading it would make them).
+            true => a.with_pages().collect(),
             false => a.taken().iter().map(|t| t.block).collect(),
         };
         for k in blocks {

@@ -28,20 +28,23 @@ use fsprof_sys::mmap::SharedMap;
 
 use crate::written::Written;
 
-/// Blocks on offer when the command starts: reserving a block allocates
-/// and zeroes its 32 pages (~13 µs here), on the run's start-up path. Not
-/// fewer: a block reserved only once the command has been started may
-/// come after its first forks in a loaded machine (those processes then
-/// map counter files of their own; `run::faults` counts on the four).
-/// Reserving three of them only once the command was started failed
-/// those tests: fsprof then went on after the clone on the CPU the
-/// command starts on, so only when the command first blocked, which may
-/// be after its first fork. fsprof now moves to the other CPU after the
-/// clone (`fsprof_sys::process`, `OnThisCpu`), but nothing makes it come
-/// before the command's first fork; a gate in the shim that made the
-/// command's processes wait for the blocks cost the command more than the
-/// start-up gained (docs/benchmarks/overhead.md, "Start-up, sixth
-/// session").
+/// Blocks on offer when the command starts. Not fewer: a block offered
+/// only once the command has been started may come after its first forks
+/// in a loaded machine (those processes then map counter files of their
+/// own; `run::faults` counts on the four). They are offered before the
+/// command starts, but their pages (32 a block, allocated by `fallocate`:
+/// ~13 µs a block idle, up to 100 µs for the four under load) are
+/// reserved only after it, off the start-up's path: the first block as
+/// soon as fsprof runs again beside the command's exec, the others at the
+/// first refill, so that a command that ends before it (`true`) has one
+/// block's pages to free at the end rather than four. A process that takes
+/// a block before its pages are there (`ControlHeader::blocks_ready`) makes
+/// them itself, all of them at once (shim/pool.c), or uses a file where it
+/// cannot. Two earlier ways failed: reserving three blocks only after the
+/// clone (fsprof then ran on the command's CPU, and reached the offers
+/// after the command's first fork), and a gate that made the command's
+/// processes wait for fsprof (cost the command more than the start-up
+/// gained; docs/benchmarks/overhead.md, "Start-up, sixth session").
 const AT_START: usize = 4;
 /// The most blocks kept on offer. The ring is refilled every
 /// [`crate::collector::REFILL_NS`] with twice as many as processes started
@@ -68,8 +71,16 @@ pub struct Arena {
     map: Rc<SharedMap>,
     file: Rc<File>,
     max_blocks: u32,
-    /// Blocks the file holds (reserved).
+    /// Blocks the file holds (numbered; offered or to be).
     reserved: u32,
+    /// Blocks `0..ready` have their pages (the rest of `0..reserved` are
+    /// holes until [`Arena::make_ready`]).
+    ready: u32,
+    /// Blocks are numbered without their pages (at the start).
+    sparse: bool,
+    /// The first blocks' pages are never made (tests: as late as a
+    /// loaded machine may make them).
+    held: bool,
     /// Zeroed, not on offer.
     free: Vec<u32>,
     /// On offer, in ring order: offers `tail - offered.len() .. tail`.
@@ -87,13 +98,18 @@ pub struct Arena {
 impl Arena {
     /// The arena of the control file `file` (open for writing), of room
     /// for `max_blocks` blocks, none reserved yet.
-    pub fn new(file: &File, max_blocks: u32) -> io::Result<Arena> {
+    pub fn new(file: &Rc<File>, max_blocks: u32) -> io::Result<Arena> {
         let len = abi::ARENA_OFF + max_blocks as usize * abi::FIRST_CHUNK;
         Ok(Arena {
             map: Rc::new(SharedMap::new_writable(file, len)?),
-            file: Rc::new(file.try_clone()?),
+            // The run directory's descriptor, not a copy: one system call
+            // fewer before the command and one at the end.
+            file: file.clone(),
             max_blocks,
             reserved: 0,
+            ready: 0,
+            sparse: false,
+            held: false,
             free: Vec::new(),
             offered: VecDeque::new(),
             tail: 0,
@@ -104,21 +120,85 @@ impl Arena {
         })
     }
 
+    /// Ends the run ([`crate::rundir::RunDir::end`]): the shim reads the
+    /// state with acquire ordering.
+    pub fn end(&self) {
+        self.map
+            .store_u32_release(offset_of!(ControlHeader, state), abi::RUN_ENDED);
+    }
+
     /// Whether fsprof has ended the run ([`crate::rundir::RunDir::end`]).
     fn ended(&self) -> bool {
         self.map.u32_at(offset_of!(ControlHeader, state)) == abi::RUN_ENDED
+    }
+
+    /// Offers the first blocks before the command starts, their pages not
+    /// reserved yet (the file made longer, sparse): [`AT_START`].
+    pub fn offer_first(&mut self, now_ns: u64) {
+        self.sparse = true;
+        self.refill(now_ns);
+        self.sparse = false;
+    }
+
+    /// Reserves the pages of the blocks offered up to block `upto` (the
+    /// first blocks are offered without them: [`Arena::offer_first`]).
+    pub fn make_ready(&mut self, upto: u32) {
+        if !self.full && !self.held {
+            self.fill(upto.min(self.reserved));
+        }
+    }
+
+    /// Allocates the pages of blocks `ready..upto` and tells the processes;
+    /// false (and no more blocks) where the file system has no room.
+    fn fill(&mut self, upto: u32) -> bool {
+        if upto <= self.ready {
+            return true;
+        }
+        let off = abi::ARENA_OFF + self.ready as usize * abi::FIRST_CHUNK;
+        let len = (upto - self.ready) as usize * abi::FIRST_CHUNK;
+        // SAFETY: fallocate on a descriptor we own, with a range in bounds
+        // of off_t (at most ARENA_OFF + MAX_BLOCKS blocks).
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off as i64, len as i64) };
+        if rc != 0 {
+            self.full = true;
+            return false;
+        }
+        self.ready = upto;
+        // Relaxed: what it publishes is the file system's, made by the
+        // call that returned before this store.
+        self.map
+            .store_u32(offset_of!(ControlHeader, blocks_ready), upto);
+        true
+    }
+
+    /// The first blocks' pages are left to the processes that take them
+    /// (`FSPROF_TEST_UNREADY_BLOCKS=1`, for `run::faults`).
+    pub fn hold_first(&mut self) {
+        self.held = true;
+    }
+
+    /// Processes the shim recorded as lost (`ControlHeader::lost_count`).
+    pub fn lost_count(&self) -> u64 {
+        self.map
+            .u64_acquire_at(offset_of!(ControlHeader, lost_count))
+    }
+
+    /// Whether any process of the run made a counter file of its own
+    /// (`ControlHeader::files`).
+    pub fn files_made(&self) -> bool {
+        self.map.u32_at(offset_of!(ControlHeader, files)) != 0
+    }
+
+    /// Blocks whose pages are there (numbered from 0).
+    pub fn ready(&self) -> u32 {
+        self.ready
     }
 
     /// Notes the offers processes took since the last call, and tops the
     /// offers up: to twice as many as processes started since, if that is
     /// more than before (at most [`MAX_ON_OFFER`]).
     pub fn refill(&mut self, now_ns: u64) {
-        let head = self
-            .map
-            .u64_acquire_at(offset_of!(ControlHeader, ring_head))
-            .min(self.tail);
-        let first_offered = self.tail - self.offered.len() as u64;
-        let taken = head.saturating_sub(first_offered) as usize;
+        let taken = self.offers_taken();
         // Processes that started, with a block or, when the offers ran out,
         // a counter file of their own (a file costs a process ~30 us more:
         // creating, reserving and mapping it, and fsprof's reading and
@@ -131,7 +211,7 @@ impl Arena {
         let started = seq.saturating_sub(self.seen_seq).min(MAX_ON_OFFER as u64) as usize;
         self.seen_seq = self.seen_seq.max(seq);
         self.target = self.target.max(2 * taken.max(started)).min(MAX_ON_OFFER);
-        for _ in first_offered..head {
+        for _ in 0..taken {
             if let Some(block) = self.offered.pop_front() {
                 self.taken.push(Taken {
                     block,
@@ -143,6 +223,9 @@ impl Arena {
         // Once the run has ended no process joins it: a block reserved
         // now (32 pages allocated and zeroed) would only be removed again.
         let ended = self.ended();
+        if !ended && !self.sparse {
+            self.make_ready(self.reserved);
+        }
         while !ended && self.offered.len() < self.target {
             let want = (self.target - self.offered.len()) as u32;
             let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
@@ -167,16 +250,20 @@ impl Arena {
             return None;
         }
         let n = want.clamp(1, BATCH).min(self.max_blocks - self.reserved);
-        let off = abi::ARENA_OFF + self.reserved as usize * abi::FIRST_CHUNK;
-        let len = n as usize * abi::FIRST_CHUNK;
-        // SAFETY: fallocate on a descriptor we own, with a range in bounds
-        // of off_t (at most ARENA_OFF + MAX_BLOCKS blocks).
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, off as i64, len as i64) };
-        if rc != 0 {
+        let first = self.reserved;
+        let made = match self.sparse {
+            // A hole: a process that takes the block before it is made
+            // ready writes only inside the file.
+            true => {
+                let end = abi::ARENA_OFF + (first + n) as usize * abi::FIRST_CHUNK;
+                self.file.set_len(end as u64).is_ok()
+            }
+            false => self.fill(first + n),
+        };
+        if !made {
             self.full = true;
             return None;
         }
-        let first = self.reserved;
         self.reserved += n;
         self.free.extend((first + 1..self.reserved).rev());
         Some(first)
@@ -186,11 +273,6 @@ impl Arena {
     /// trace`'s reader of the blocks' windows.
     pub fn shared(&self) -> (Rc<SharedMap>, Rc<File>) {
         (self.map.clone(), self.file.clone())
-    }
-
-    /// Blocks reserved so far (numbered from 0).
-    pub fn reserved(&self) -> u32 {
-        self.reserved
     }
 
     /// Where block `k`'s trace window starts, in the mapping and the file
@@ -206,6 +288,29 @@ impl Arena {
     /// fsprof reads out of bounds.
     pub fn window_busy(&self, k: u32) -> bool {
         !self.ended() && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
+    }
+
+    /// The blocks whose pages are there: the ready ones, and those above
+    /// that a process took (it made them), whether fsprof has noted it
+    /// taken yet, holds it, or has given it back. The others are holes
+    /// still on offer, which reading would fill.
+    pub fn with_pages(&self) -> impl Iterator<Item = u32> + '_ {
+        let holes: Vec<u32> = (self.offered.iter().copied())
+            .skip(self.offers_taken())
+            .filter(|&k| k >= self.ready)
+            .collect();
+        (0..self.reserved).filter(move |k| *k < self.ready || !holes.contains(k))
+    }
+
+    /// How many of the offers on the list processes have taken: the ring's
+    /// head, as they moved it, bounded by the offers made.
+    fn offers_taken(&self) -> usize {
+        let head = self
+            .map
+            .u64_acquire_at(offset_of!(ControlHeader, ring_head))
+            .min(self.tail);
+        let first_offered = self.tail - self.offered.len() as u64;
+        head.saturating_sub(first_offered) as usize
     }
 
     /// The blocks processes have taken and not given back.
@@ -235,8 +340,11 @@ impl Arena {
             return;
         };
         self.taken.swap_remove(i);
-        if self.ended() {
+        if self.ended() || (written.is_none() && block >= self.ready) {
             // Never offered again: zeroing it would be work for nothing.
+            // A block abandoned before its pages were made (its taker
+            // could not make them, or died first) is left: its pages may
+            // not be there, even for zeros.
             return;
         }
         let used = self.header_u32(block, offset_of!(ProcHeader, used)) as usize;
@@ -272,7 +380,7 @@ mod tests {
     #[test]
     fn no_block_is_reserved_after_the_run_ended() {
         for (state, grows) in [(abi::RUN_ACTIVE, true), (abi::RUN_ENDED, false)] {
-            let file = tempfile::tempfile().unwrap();
+            let file = Rc::new(tempfile::tempfile().unwrap());
             file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
             let at = offset_of!(ControlHeader, state) as u64;
             file.write_all_at(&state.to_ne_bytes(), at).unwrap();
@@ -283,16 +391,49 @@ mod tests {
         }
     }
 
+    /// A control file of an active run, with room for its header only.
+    fn active_control() -> Rc<File> {
+        let file = Rc::new(tempfile::tempfile().unwrap());
+        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
+        let state = offset_of!(ControlHeader, state) as u64;
+        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
+            .unwrap();
+        file
+    }
+
+    /// The first blocks are offered before the command starts with no
+    /// pages (a longer, sparse file: nothing allocated on the start-up's
+    /// path); the first is made ready as the command starts, the others at
+    /// the first refill, each time telling the processes how many are.
+    #[test]
+    fn the_first_blocks_are_offered_before_their_pages_are_made() {
+        use std::os::unix::fs::MetadataExt;
+        let file = active_control();
+        let allocated = || file.metadata().unwrap().blocks() * 512;
+        let before = allocated();
+        let mut a = Arena::new(&file, 64).unwrap();
+        a.offer_first(0);
+        assert_eq!(a.offered.len(), AT_START);
+        let len = (abi::ARENA_OFF + AT_START * abi::FIRST_CHUNK) as u64;
+        assert_eq!(file.metadata().unwrap().len(), len);
+        assert_eq!(allocated(), before, "pages made before the command");
+        let ready = |a: &Arena| a.map.u32_at(offset_of!(ControlHeader, blocks_ready));
+        assert_eq!((ready(&a), a.ready()), (0, 0));
+        a.make_ready(1);
+        assert_eq!((ready(&a), a.ready()), (1, 1));
+        assert!(allocated() >= before + abi::FIRST_CHUNK as u64);
+        a.refill(1);
+        let all = AT_START as u32;
+        assert_eq!((ready(&a), a.ready()), (all, all));
+        assert!(allocated() >= before + (AT_START * abi::FIRST_CHUNK) as u64);
+    }
+
     /// Processes that started without a block (the offers ran out, they
     /// made counter files) count towards the offers: the next refill
     /// offers twice as many as started, not twice the few that were taken.
     #[test]
     fn the_offers_follow_the_processes_that_started() {
-        let file = tempfile::tempfile().unwrap();
-        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
-        let state = offset_of!(ControlHeader, state) as u64;
-        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
-            .unwrap();
+        let file = active_control();
         let mut a = Arena::new(&file, 512).unwrap();
         a.refill(0);
         assert_eq!(a.offered.len(), AT_START);

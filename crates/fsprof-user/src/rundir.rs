@@ -15,6 +15,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use fsprof_core::BucketLayout;
 use fsprof_shim::abi::{self, ControlHeader, Lost};
@@ -24,7 +25,8 @@ use crate::clock::ClockParams;
 
 pub struct RunDir {
     path: PathBuf,
-    control: Option<File>,
+    /// Shared with the arena.
+    control: Option<Rc<File>>,
     /// None where the arena could not be mapped: processes make files.
     arena: Option<Arena>,
     env: OsString,
@@ -92,10 +94,12 @@ impl RunDir {
             .custom_flags(libc::O_NOFOLLOW)
             .open(d.path.join(abi::CTL_NAME))?;
         (&file).write_all(control)?;
+        let file = Rc::new(file);
         d.arena = Arena::new(&file, arena_blocks()).ok();
         if let Some(a) = &mut d.arena {
-            // The command's first processes find blocks on offer.
-            a.refill(fsprof_sys::clock::mono_ns());
+            // The command's first processes find blocks on offer (their
+            // pages are made once it has started: UserSource::start).
+            a.offer_first(fsprof_sys::clock::mono_ns());
         }
         d.control = Some(file);
         d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
@@ -131,7 +135,11 @@ impl RunDir {
     /// Marks the run as over: processes that start from now on (a daemon's
     /// children after the command exited) stay unprofiled.
     pub fn end(&self) {
-        if let Some(f) = &self.control {
+        if let Some(a) = &self.arena {
+            // Through the mapping: no system call (twice: here and when
+            // the run directory goes).
+            a.end();
+        } else if let Some(f) = &self.control {
             let at = std::mem::offset_of!(ControlHeader, state) as u64;
             let _ = f.write_all_at(&abi::RUN_ENDED.to_ne_bytes(), at);
         }
@@ -140,6 +148,12 @@ impl RunDir {
     /// Processes the shim recorded as not profiled, and how many there
     /// were in all (the table keeps the first [`abi::LOST_MAX`]).
     pub fn lost(&self) -> (Vec<LostProcess>, u64) {
+        // Most runs lose no process: the count read where the shim keeps
+        // it, rather than a copy of the 12 KB header (a system call and
+        // three fresh heap pages at the run's end).
+        if self.arena.as_ref().is_some_and(|a| a.lost_count() == 0) {
+            return (Vec::new(), 0);
+        }
         let Some(f) = &self.control else {
             return (Vec::new(), 0);
         };
@@ -155,6 +169,14 @@ impl RunDir {
             .filter_map(|k| parse_lost(&hdr[table + k * size..table + (k + 1) * size]))
             .collect();
         (lost, count)
+    }
+
+    /// Whether a process may have made a counter file of its own (the
+    /// shim counts them before it makes one): if not, the directory holds
+    /// none to read. A process of the run that zeroes the count hides its
+    /// own files from the profile, as it could zero its own counters.
+    pub fn may_hold_files(&self) -> bool {
+        self.arena.as_ref().is_none_or(Arena::files_made)
     }
 
     /// Counter files of the processes seen so far, with their sequence

@@ -24,7 +24,7 @@ impl SelfCost {
     pub fn start(
         cache: Option<&Path>,
         shim: &Path,
-        control: &[u8],
+        control: impl FnOnce() -> Vec<u8>,
         clock_kind: u32,
         resolution: u32,
     ) -> Self {
@@ -37,7 +37,9 @@ impl SelfCost {
         if let Some(known) = file.as_deref().and_then(read) {
             return SelfCost::Known(known);
         }
-        let (path, control) = (shim.to_path_buf(), control.to_vec());
+        // Made only here: a self-test is rare (once a boot), and the
+        // control block is 12 KB built.
+        let (path, control) = (shim.to_path_buf(), control());
         SelfCost::Measuring {
             job: std::thread::spawn(move || LoadedShim::load(&path)?.selftest(&control, 2000)),
             save_to: file,

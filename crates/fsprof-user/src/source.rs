@@ -47,7 +47,6 @@ pub struct UserSource {
     /// Where per-boot facts (TSC rate, the shim's own cost) are kept.
     cache: Option<PathBuf>,
     clock: ClockParams,
-    control: Vec<u8>,
     collector: Collector,
     selfcost: Option<SelfCost>,
     /// The processes the shim could not profile, found at the end.
@@ -69,13 +68,11 @@ impl UserSource {
         let cache = shim.parent().map(PathBuf::from);
         let clock = ClockParams::choose(opts.clock, cache.as_deref())?;
         let dir = RunDir::create(&clock, &layout).map_err(SetupError::RunDir)?;
-        let control = control_bytes(&clock, &layout);
         Ok(UserSource {
             resolution: opts.resolution,
             shim,
             cache,
             clock,
-            control,
             collector: Collector::new(dir, layout.thresholds().len() as u32),
             selfcost: None,
             unprofiled: Vec::new(),
@@ -172,12 +169,15 @@ impl Source for UserSource {
     }
 
     fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+        // First: the command's first process is on its way to the block.
+        self.collector.ready_first();
         self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
+        let (clock, resolution) = (&self.clock, self.resolution);
         self.selfcost = Some(SelfCost::start(
             self.cache.as_deref(),
             &self.shim,
-            &self.control,
+            || control_bytes(clock, &BucketLayout::new(resolution)),
             self.clock.kind,
             self.resolution.get(),
         ));
