@@ -247,7 +247,10 @@ pub fn comparison_json(c: &Comparison, a_name: &str, b_name: &str) -> String {
 /// Every CSV here, like the text, is passed through [`crate::terminal_safe`]
 /// itself: it is printed to a terminal as often as to a file, and a caller
 /// that prints it directly (`compare`) must not have to remember to.
-pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,test,effect,moved,p_value,level,reason";
+/// `direction` (slower or faster, for a change found) and `fails` (it fails
+/// the comparison under its `--fail-on`) come last, so that readers of the
+/// earlier columns by position keep working.
+pub const COMPARISON_CSV_HEADER: &str = "layer,op,status,interesting,method,score,calls_a,calls_b,total_ns_a,total_ns_b,peaks_a,peaks_b,test,effect,moved,p_value,level,reason,direction,fails";
 
 pub fn comparison_csv(c: &Comparison) -> String {
     let mut out = String::from(COMPARISON_CSV_HEADER);
@@ -257,7 +260,7 @@ pub fn comparison_csv(c: &Comparison) -> String {
         let num = |f: fn(&Check) -> f64| k.map(|k| format!("{:.6}", f(k))).unwrap_or_default();
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             field(&o.layer),
             field(&o.op),
             o.status.name(),
@@ -277,7 +280,9 @@ pub fn comparison_csv(c: &Comparison) -> String {
             k.and_then(|k| k.level)
                 .map(|l| format!("{l:e}"))
                 .unwrap_or_default(),
-            field(&compare_reason(c, o))
+            field(&compare_reason(c, o)),
+            o.direction.map(|d| d.name()).unwrap_or_default(),
+            o.direction.is_some_and(|d| c.terms.fail_on.counts(d)),
         );
     }
     crate::terminal_safe(out)

@@ -290,6 +290,28 @@ fn compare_fails_on_what_got_slower_unless_asked_for_any_change() {
         (&v["fails"], &v["comparison"]["fail_on"]),
         (&true.into(), &"any".into())
     );
+    // The CSV says the same per op, in its last two columns.
+    let csv = |opts: &[&str], code| {
+        let out = on(
+            &[&["compare", "--format", "csv"], opts].concat(),
+            &[&slow, &fast],
+        )
+        .code(code);
+        let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        let read = text
+            .lines()
+            .find(|l| l.starts_with("user,read,"))
+            .unwrap()
+            .to_owned();
+        assert!(
+            text.starts_with("layer,")
+                && text.lines().next().unwrap().ends_with(",direction,fails"),
+            "{text}"
+        );
+        read
+    };
+    assert!(csv(&[], 0).ends_with(",faster,false"), "{}", csv(&[], 0));
+    assert!(csv(&["--fail-on", "any"], 1).ends_with(",faster,true"));
     refused(
         &[&slow, &fast],
         &[(&["compare", "--fail-on", "faster"], "--fail-on")],
