@@ -49,6 +49,10 @@ pub struct CompareRow {
     pub score: Option<f64>,
     pub interesting: bool,
     pub reason: String,
+    /// Which way a change found went ("slower", "faster").
+    pub direction: Option<String>,
+    /// The change fails the comparison (its `--fail-on`).
+    pub fails: bool,
 }
 
 impl CompareRow {
@@ -61,6 +65,8 @@ impl CompareRow {
             score: o.score,
             interesting: o.interesting,
             reason: fsprof_report::reason::compare_reason(c, o),
+            direction: o.direction.map(|d| d.name().to_string()),
+            fails: c.op_fails(o),
         }
     }
 }
@@ -601,8 +607,13 @@ fn score_table(out: &mut String, pair: &Pair, ranked: &[&CompareRow]) {
     for r in ranked {
         let (oa, ob) = pair.op(&r.layer, &r.op);
         let verdict = if r.interesting {
+            let way = match (&r.direction, r.fails) {
+                (Some(d), true) => format!("<strong>{}, fails</strong> ", esc(d)),
+                (Some(d), false) => format!("<strong>{}</strong> (listed, does not fail) ", esc(d)),
+                (None, _) => String::new(),
+            };
             format!(
-                "<a class=\"interesting\" href=\"#{}\">interesting</a> {}",
+                "<a class=\"interesting\" href=\"#{}\">interesting</a> {way}{}",
                 anchor(&r.layer, &r.op),
                 esc(&r.reason)
             )

@@ -248,6 +248,8 @@ fn compare_overlays_interesting_ops_with_scores() {
             score: Some(0.4123),
             interesting: true,
             reason: "slow peak grew".into(),
+            direction: Some("slower".into()),
+            fails: true,
         },
         CompareRow {
             layer: "user".into(),
@@ -256,12 +258,20 @@ fn compare_overlays_interesting_ops_with_scores() {
             score: Some(0.01),
             interesting: false,
             reason: "same".into(),
+            direction: None,
+            fails: false,
         },
     ];
     let page = html::compare(("a.json", &a), ("b.json", &b), &rows).unwrap();
     assert_eq!(count(&page, "<figure class=\"chart\""), 2);
     assert!(page.contains("0.412"));
     assert!(page.contains("slow peak grew"));
+    // Which way it went, and whether it fails the comparison.
+    assert!(page.contains("<strong>slower, fails</strong> slow peak grew"));
+    let mut faster = rows.clone();
+    (faster[0].direction, faster[0].fails) = (Some("faster".into()), false);
+    let page = html::compare(("a.json", &a), ("b.json", &b), &faster).unwrap();
+    assert!(page.contains("<strong>faster</strong> (listed, does not fail)"));
     // Overlaid: both series drawn, with a legend.
     assert!(page.contains(">A ("));
     assert!(page.contains(">B ("));

@@ -282,7 +282,7 @@ pub fn comparison_csv(c: &Comparison) -> String {
                 .unwrap_or_default(),
             field(&compare_reason(c, o)),
             o.direction.map(|d| d.name()).unwrap_or_default(),
-            o.direction.is_some_and(|d| c.terms.fail_on.counts(d)),
+            c.op_fails(o),
         );
     }
     crate::terminal_safe(out)

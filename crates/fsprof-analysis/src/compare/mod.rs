@@ -384,6 +384,11 @@ impl Comparison {
             .any(|(_, d)| self.terms.fail_on.counts(*d))
     }
 
+    /// Whether op `o`'s change (if it is one) fails the comparison.
+    pub fn op_fails(&self, o: &OpComparison) -> bool {
+        o.direction.is_some_and(|d| self.terms.fail_on.counts(d))
+    }
+
     /// `fsprof compare`'s exit status: 1 if a change fails it
     /// ([`Comparison::fails`]), else 0.
     pub fn exit_code(&self) -> i32 {
