@@ -32,8 +32,7 @@ use crate::event::{Call, Data, Op, ProcessInfo, Record};
 use crate::file::{TraceError, TraceReader};
 use crate::initial::{Initial, Observation};
 use crate::replayfile::{
-    Command, Compiled, ReplayHeader, CMD_FIRST_ACCESS, CMD_SETUP, CMD_UNVERIFIED, FORMAT_NAME,
-    FORMAT_VERSION,
+    Command, Compiled, ReplayHeader, CMD_FIRST_ACCESS, CMD_UNVERIFIED, FORMAT_NAME, FORMAT_VERSION,
 };
 
 /// What compiling produced, for the user.
@@ -182,8 +181,6 @@ struct Compiler {
     /// use): an image starts with its parent's or its previous image's
     /// whole table.
     whole_tables: bool,
-    /// The commands being made are set-up ([`reopen`]), not the trace's.
-    setup: bool,
     /// Per process, its file mappings ([`maps`]).
     maps: HashMap<i32, maps::Maps>,
     /// Stores through mappings whose bytes are still to come ([`maps`]).
@@ -369,7 +366,6 @@ impl Compiler {
             buffer_ids: HashMap::new(),
             fds: HashMap::new(),
             whole_tables: false,
-            setup: false,
             maps: HashMap::new(),
             pending_stores: HashMap::new(),
             slots: Vec::new(),
@@ -880,9 +876,6 @@ impl Compiler {
         waits.sort();
         cmd.thread = thread;
         cmd.waits = waits;
-        if self.setup {
-            cmd.cflags |= CMD_SETUP;
-        }
         self.per_thread[thread as usize] += 1;
         self.first_ns.get_or_insert(c.start_ns);
         self.last_ns = self.last_ns.max(c.start_ns);

@@ -79,8 +79,6 @@ pub struct Arena {
     /// Blocks `0..ready` have their pages (the rest of `0..reserved` are
     /// holes until [`Arena::make_ready`]).
     ready: u32,
-    /// Blocks are numbered without their pages (at the start).
-    sparse: bool,
     /// The first blocks' pages are never made (tests: as late as a
     /// loaded machine may make them).
     held: bool,
@@ -111,7 +109,6 @@ impl Arena {
             max_blocks,
             reserved: 0,
             ready: 0,
-            sparse: false,
             held: false,
             free: Vec::new(),
             offered: VecDeque::new(),
@@ -138,9 +135,7 @@ impl Arena {
     /// Offers the first blocks before the command starts, their pages not
     /// reserved yet (the file made longer, sparse): [`AT_START`].
     pub fn offer_first(&mut self, now_ns: u64) {
-        self.sparse = true;
-        self.refill(now_ns);
-        self.sparse = false;
+        self.top_up(now_ns, false);
     }
 
     /// Reserves the pages of the blocks offered up to block `upto` (the
@@ -201,6 +196,12 @@ impl Arena {
     /// offers up: to twice as many as processes started since, if that is
     /// more than before (at most [`MAX_ON_OFFER`]).
     pub fn refill(&mut self, now_ns: u64) {
+        self.top_up(now_ns, true);
+    }
+
+    /// [`Arena::refill`]; the blocks reserved now get their pages only
+    /// `with_pages`.
+    fn top_up(&mut self, now_ns: u64, with_pages: bool) {
         let taken = self.offers_taken();
         // Processes that started, with a block or, when the offers ran out,
         // a counter file of their own (a file costs a process ~30 us more:
@@ -226,12 +227,12 @@ impl Arena {
         // Once the run has ended no process joins it: a block reserved
         // now (32 pages allocated and zeroed) would only be removed again.
         let ended = self.ended();
-        if !ended && !self.sparse {
+        if !ended && with_pages {
             self.make_ready(self.reserved);
         }
         while !ended && self.offered.len() < self.target {
             let want = (self.target - self.offered.len()) as u32;
-            let Some(block) = self.free.pop().or_else(|| self.reserve(want)) else {
+            let Some(block) = self.free.pop().or_else(|| self.reserve(want, with_pages)) else {
                 break;
             };
             let at = offset_of!(ControlHeader, ring) + 4 * (self.tail as usize % abi::RING);
@@ -247,21 +248,21 @@ impl Arena {
     }
 
     /// A newly reserved block, reserving up to `want` (at most [`BATCH`])
-    /// when the last is used.
-    fn reserve(&mut self, want: u32) -> Option<u32> {
+    /// when the last is used; their pages made only `with_pages`.
+    fn reserve(&mut self, want: u32, with_pages: bool) -> Option<u32> {
         if self.full || self.reserved >= self.max_blocks {
             return None;
         }
         let n = want.clamp(1, BATCH).min(self.max_blocks - self.reserved);
         let first = self.reserved;
-        let made = match self.sparse {
+        let made = match with_pages {
+            true => self.fill(first + n),
             // A hole: a process that takes the block before it is made
             // ready writes only inside the file.
-            true => {
+            false => {
                 let end = abi::ARENA_OFF + (first + n) as usize * abi::FIRST_CHUNK;
                 self.file.set_len(end as u64).is_ok()
             }
-            false => self.fill(first + n),
         };
         if !made {
             self.full = true;

@@ -10,8 +10,7 @@
 //! descriptor is recorded with what `/proc/self/fd` says it is: its path,
 //! open flags and position. For a regular file under a path the replay may
 //! touch, the compiler opens it there anew, just before that first use,
-//! at the recorded position: set-up commands
-//! ([`crate::replayfile::CMD_SETUP`]) that the
+//! at the recorded position: set-up commands ([`CMD_SETUP`]) that the
 //! replayer issues like any other but leaves out of its timing and its
 //! profile, since the traced program made no such call.
 //!
@@ -22,6 +21,7 @@
 
 use super::{clean, special, Compiler};
 use crate::event::{Call, Descriptor, Op};
+use crate::replayfile::CMD_SETUP;
 
 /// The open flags a reopened descriptor keeps: how the file is accessed
 /// and written. Creation flags are not in `F_GETFL`'s answer (the file
@@ -57,7 +57,7 @@ impl Compiler {
             mode: Some(0),
             ..Default::default()
         };
-        self.setup = true;
+        let first = self.commands.len();
         self.call(&open);
         if d.fd.pos > 0 && flags & libc::O_APPEND as i64 == 0 {
             let seek = Call {
@@ -74,7 +74,9 @@ impl Compiler {
             };
             self.call(&seek);
         }
-        self.setup = false;
+        for cmd in &mut self.commands[first..] {
+            cmd.cflags |= CMD_SETUP;
+        }
     }
 }
 
