@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use fsprof_trace::event::{Access, Call, Data, Mapped, Op, ProcessInfo, Record};
+use fsprof_trace::event::{
+    Access, Call, Data, Descriptor, FdInfo, Mapped, Op, ProcessInfo, Record,
+};
 use fsprof_trace::file::{TraceHeader, TraceWriter};
 
 pub struct HandTrace {
@@ -67,6 +69,27 @@ impl HandTrace {
         self.w
             .push(&Record::Mapped(m))
             .expect("writing a mapped access");
+    }
+
+    /// A descriptor thread `tid` of pid 1 used before the trace saw it
+    /// made: what `/proc/self/fd` named (`path`), its open flags and
+    /// position, 1 µs after the previous record.
+    pub fn push_descriptor(&mut self, tid: i32, fd: i32, path: &str, flags: i64, pos: i64) {
+        self.t += 1000;
+        let d = Descriptor {
+            start_ns: self.t,
+            pid: 1,
+            tid,
+            fd: FdInfo {
+                fd,
+                path: path.as_bytes().to_vec(),
+                flags,
+                pos,
+            },
+        };
+        self.w
+            .push(&Record::Descriptor(d))
+            .expect("writing a descriptor");
     }
 
     /// Ends the trace (no calls dropped) when the last call started.

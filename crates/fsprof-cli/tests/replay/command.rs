@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use fsprof_testkit::{canonical_tempdir, compile, fsprof, need_program, HandTrace};
-use fsprof_trace::event::Call;
+use fsprof_trace::event::{Call, Data};
 use fsprof_trace::replayfile::Compiled;
 
 fn run(args: &[&std::ffi::OsStr], dir: &Path) -> Output {
@@ -312,6 +312,14 @@ fn hostile_trace(path: &Path, outside: &Path) {
     );
     call("truncate", &format!("/../{o}/keep"), None, 0, 0);
     call("chmod", "/escape/keep", None, 0, 0);
+    // A descriptor first used with a path out of the root, written at a
+    // position: reopened under the root like any open.
+    let wr = libc::O_WRONLY as i64;
+    w.push_descriptor(1, 7, &format!("/../..{o}/keep"), wr, 2);
+    let mut write = w.next(1, "write", None, 6);
+    (write.fd, write.len) = (Some(7), Some(6));
+    write.data = Data::Full(b"gotcha".to_vec());
+    w.push(write);
     w.finish();
 }
 
@@ -352,6 +360,9 @@ fn hostile_traces_cannot_touch_anything_outside_the_root() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains("differ from the trace"), "{err}");
+        // The descriptor with a path out of the root was reopened (an open
+        // and a seek to its position), under the root.
+        assert!(err.contains("; 2 set-up command(s)"), "{err}");
     }
     let mut after = tree(&base);
     after.retain(|p, _| {
