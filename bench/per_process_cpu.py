@@ -58,6 +58,15 @@ built here against the installed shim's own symbol list: "floor" with
 its file, "floor, unset" loaded without one (against "shim, no run"),
 and the quotients of the shim's variants over it.
 
+--trace-floor adds the floor of `fsprof trace`'s design: the same
+library built with -DFLOOR_TRACE, whose wrappers also append a
+fixed-size record of each call (op, clock readings, result, errno, four
+arguments) to a 16 KiB window after the process's counters, published by
+a release store of its length, with the pid and tid in the window's
+header ("trace floor"), beside "floor" (counters only); with --trace,
+"fsprof trace - trace floor" says how far trace is from what any tracer
+that records every call into shared memory costs a process.
+
 --preload NAME=PATH adds a variant with another library preloaded in the
 shim's place (a shim linked another way, a library that does one part of
 the shim's work), outside a run, or under this build's run with ",run"
@@ -72,7 +81,7 @@ whole workload, fsprof included), which do not vary from run to run.
 
 usage: python3 bench/per_process_cpu.py [--rounds N] [--loop K] [--only loop,xargs,cat]
           [--fsprof PATH] [--other PATH [--other-shim]] [--preload NAME=PATH[,run]]... [--pair A,B]...
-          [--floor] [--settle MS] [--counts] [--fifo] [--trace [--calls-only]]
+          [--floor] [--trace-floor] [--settle MS] [--counts] [--fifo] [--trace [--calls-only]]
 """
 import argparse
 import glob
@@ -194,10 +203,14 @@ def variants(args, tmp):
             out[name] = ("", {"LD_PRELOAD": os.path.abspath(path)}, [])
         else:
             out[name] = (None, {"LD_PRELOAD": os.path.abspath(path)}, [RUN_ENV])
-    if args.floor:
+    if args.floor or args.trace_floor:
         lib, counters = build_floor(shim, tmp)
-        out["floor, unset"] = (None, {"LD_PRELOAD": lib}, [RUN_ENV])
+        if args.floor:
+            out["floor, unset"] = (None, {"LD_PRELOAD": lib}, [RUN_ENV])
         out["floor"] = (None, {"LD_PRELOAD": lib, "FSPROF_FLOOR": counters}, [RUN_ENV])
+    if args.trace_floor:
+        lib, records = build_floor(shim, tmp, trace=True)
+        out["trace floor"] = (None, {"LD_PRELOAD": lib, "FSPROF_FLOOR": records}, [RUN_ENV])
     if args.other:
         out["fsprof run (other)"] = ("other", {}, [])
         if args.other_shim:
@@ -212,11 +225,13 @@ def variants(args, tmp):
     return out
 
 
-def build_floor(shim, tmp):
+def build_floor(shim, tmp, trace=False):
     """bench/shim_floor.c built with the shim's exported wrappers (its
     dynamic symbol table, less its own fsprof_shim_* entry points and the
     execl family, which the floor writes out by hand), and its counter
-    file made on tmpfs, as a run's control file is: (library, file)."""
+    file made on tmpfs, as a run's control file is: (library, file).
+    `trace`: the floor of trace's design (-DFLOOR_TRACE), whose regions
+    also hold a window of records."""
     syms = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True,
                           check=True).stdout.split()[2::3]
     wrappers = [s for s in syms if not s.startswith("fsprof_shim_")]
@@ -225,13 +240,14 @@ def build_floor(shim, tmp):
         sys.exit(f"the shim no longer exports {sorted(by_hand - set(wrappers))}: fix shim_floor.c")
     with open(os.path.join(tmp, "floor_syms.h"), "w") as f:
         f.writelines(f"W({s})\n" for s in wrappers if s not in by_hand)
-    lib = os.path.join(tmp, "shim_floor.so")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp,
-                    "-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
+    lib = os.path.join(tmp, "shim_floor_trace.so" if trace else "shim_floor.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp]
+                   + (["-DFLOOR_TRACE"] if trace else [])
+                   + ["-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
     got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                          check=True).stdout.split()[2::3]
     assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
-    size = floor_size(len(wrappers))
+    size = floor_size(len(wrappers), trace)
     fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
     os.ftruncate(fd, size)
     os.close(fd)
@@ -239,22 +255,38 @@ def build_floor(shim, tmp):
 
 
 FLOOR_CTR = 8 * 67  # shim_floor.c's struct ctr: op, calls, ticks, 64 buckets
+FLOOR_TWIN = 16384  # shim_floor.c's trace window (FLOOR_TRACE)
+FLOOR_TWIN_HDR = 64  # its struct twin: committed, dropped, pid, tid, 5 reserved
+FLOOR_TREC = 64  # its struct trec: op, err, t0, t1, ret, 4 arguments
 
 
-def floor_size(nops):
-    """shim_floor.c's FLOOR_SIZE: 4 KiB of header, 64 regions of (every op
-    and the 3 written by hand) counters and 4 KiB."""
-    return 4096 + 64 * ((nops + 3) * FLOOR_CTR + 4096)
+def floor_counters(nops):
+    """Bytes of a region's counters in the trace floor (page aligned)."""
+    return ((nops + 3) * FLOOR_CTR + 4095) & ~4095
 
 
-def floor_calls(counters, names):
+def floor_region(nops, trace=False):
+    """shim_floor.c's FLOOR_REGION: every op's counter (the 3 written by
+    hand too) and 4 KiB; for the trace floor, the counters page aligned
+    and the window."""
+    if trace:
+        return floor_counters(nops) + FLOOR_TWIN
+    return (nops + 3) * FLOOR_CTR + 4096
+
+
+def floor_size(nops, trace=False):
+    """shim_floor.c's FLOOR_SIZE: 4 KiB of header, 64 regions."""
+    return 4096 + 64 * floor_region(nops, trace)
+
+
+def floor_calls(counters, names, trace=False):
     """Calls per wrapper name over the floor's regions, and the regions
     taken; `names` in the floor's op order (floor_syms.h, then the execl
     family)."""
     data = open(counters, "rb").read()
     taken = int.from_bytes(data[:4], "little")
     nops = len(names) - 3
-    region = (nops + 3) * FLOOR_CTR + 4096
+    region = floor_region(nops, trace)
     calls = {}
     for r in range(min(taken, 64)):
         at = 4096 + r * region
@@ -264,6 +296,58 @@ def floor_calls(counters, names):
                 break
             calls[names[op - 1]] = calls.get(names[op - 1], 0) + n
     return calls, taken
+
+
+def floor_records(counters, names):
+    """The trace floor's windows: (pid, tid, dropped, [(op name, ret)...])
+    per region taken."""
+    data = open(counters, "rb").read()
+    taken = int.from_bytes(data[:4], "little")
+    nops = len(names) - 3
+    out = []
+    for r in range(min(taken, 64)):
+        at = 4096 + r * floor_region(nops, True) + floor_counters(nops)
+        committed, dropped, pid, tid = struct.unpack_from("<QQii", data, at)
+        recs = []
+        for k in range(committed // FLOOR_TREC):
+            op, _err, _t0, _t1, ret = struct.unpack_from("<IiQQq", data, at + FLOOR_TWIN_HDR + k * FLOOR_TREC)
+            recs.append((names[op - 1], ret))
+        out.append((pid, tid, dropped, recs))
+    return out
+
+
+def trace_floor_self_test(fsprof):
+    """The trace floor records every call a program makes, in order, under
+    its pid, and leaves its output alone: a `cat` of a 3-byte file under it
+    prints the file, takes one region, and its window holds one record for
+    each call its counters counted, with the two reads' results (3, then
+    0 at the end of the file) in the order made."""
+    tmp = tempfile.mkdtemp(prefix="fsprof-trace-floor-test-")
+    records = None
+    try:
+        shim = per_process.installed_shim(fsprof, tmp)
+        lib, records = build_floor(shim, tmp, trace=True)
+        wrappers = [ln[2:-1] for ln in open(os.path.join(tmp, "floor_syms.h")).read().split()]
+        names = wrappers + ["execl", "execle", "execlp"]
+        src = os.path.join(tmp, "three")
+        with open(src, "w") as f:
+            f.write("ab\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", RUN_ENV)}
+        env.update({"LD_PRELOAD": lib, "FSPROF_FLOOR": records})
+        p = subprocess.Popen([shutil.which("cat"), src], env=env, stdout=subprocess.PIPE)
+        out, _ = p.communicate()
+        assert p.returncode == 0 and out == b"ab\n", (p.returncode, out)
+        calls, taken = floor_calls(records, names, trace=True)
+        assert taken == 1, f"{taken} regions taken by one process"
+        [(pid, tid, dropped, recs)] = floor_records(records, names)
+        assert pid == p.pid and tid == p.pid, (pid, tid, p.pid)
+        assert dropped == 0 and len(recs) == sum(calls.values()) > 2, (dropped, recs, calls)
+        assert [ret for op, ret in recs if op == "read"] == [3, 0], recs
+        print(f"trace floor self-test passed ({len(recs)} records)")
+    finally:
+        if records:
+            os.unlink(records)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def floor_self_test(fsprof):
@@ -359,14 +443,18 @@ def report(name, nproc, res, rng, pair=()):
             print(f"{k + ' / empty.so added':<40} cpu {quotient_text(res, k, 'empty.so', nproc, rng)}"
                   "  (target <= 2x)")
     quotients = [("shim, no run", "empty.so"), ("floor", "empty.so"), ("floor, unset", "empty.so"),
-                 ("fsprof run", "floor"), ("shim, no run", "floor, unset")]
+                 ("fsprof run", "floor"), ("shim, no run", "floor, unset"),
+                 ("trace floor", "empty.so"), ("fsprof trace", "trace floor"),
+                 ("trace, calls only", "trace floor")]
     for num, den in quotients:
         if num in res and den in res:
             print(f"{num + ' / ' + den + ' added':<40} cpu {quotient_text(res, num, den, nproc, rng)}")
     pairs = [("fsprof run", "fsprof run (other)"), ("fsprof run", "floor"),
              ("shim, no run", "floor, unset"), ("fsprof trace", "fsprof run"),
              ("fsprof trace", "fsprof trace (other)"), ("fsprof trace", "trace, calls only"),
-             ("trace, calls only", "fsprof run")] + pair
+             ("trace, calls only", "fsprof run"), ("trace floor", "floor"),
+             ("fsprof trace", "trace floor"), ("trace, calls only", "trace floor"),
+             ("fsprof trace (other)", "trace floor")] + pair
     for a, b in pairs:
         if a not in res or b not in res:
             continue
@@ -492,6 +580,9 @@ def main():
     if "--self-test" in sys.argv:
         self_test()
         return
+    if "--trace-floor-self-test" in sys.argv:
+        trace_floor_self_test(sys.argv[sys.argv.index("--trace-floor-self-test") + 1])
+        return
     if "--floor-self-test" in sys.argv:
         floor_self_test(sys.argv[sys.argv.index("--floor-self-test") + 1])
         return
@@ -508,6 +599,8 @@ def main():
                     help="also variant A minus variant B, paired by round")
     ap.add_argument("--floor", action="store_true",
                     help="the shim's design floor (bench/shim_floor.c) as variants too")
+    ap.add_argument("--trace-floor", action="store_true",
+                    help="the floor of trace's design (shim_floor.c with a record of every call) and the floor")
     ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
@@ -552,8 +645,9 @@ def main():
     finally:
         for d in drivers.values():
             d.close()
-        if "floor" in vs:
-            os.unlink(vs["floor"][1]["FSPROF_FLOOR"])
+        for k in ("floor", "trace floor"):
+            if k in vs:
+                os.unlink(vs[k][1]["FSPROF_FLOOR"])
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -21,6 +21,19 @@
  * assumed: the counters are plain adds), any safety against a hostile
  * file. A floor, not a profiler.
  *
+ * Built with -DFLOOR_TRACE it is the floor of `fsprof trace`'s design
+ * too (per_process_cpu.py --trace-floor): each region has, after its
+ * counters, a window of FLOOR_TWIN bytes (as the shim's trace window sits
+ * in the arena block the counters are in, trace_abi.h FSPROF_TWIN_SIZE)
+ * with a header (the records' committed length, stored with release as
+ * the shim's is, so that a reader may take them while the process runs;
+ * the pid and tid that a reader needs to give records to a process and a
+ * replay thread) and, after it, one fixed-size record per call: the op,
+ * its two clock readings, its result and errno, its first four arguments.
+ * No strings, no descriptor or process records, no second chunk (a full
+ * window drops and counts): the least any tracer that records every call
+ * into shared memory does, and less than a replay needs.
+ *
  * Every wrapper has one generic signature: six integer registers in, one
  * out. That forwards any function of the list on x86-64 (none takes a
  * floating-point, by-value structure or stack argument) except the
@@ -72,13 +85,42 @@ struct ctr {
  * regions, so that their pages stay allocated from one process to the
  * next, as a run's recycled blocks do. */
 #define FLOOR_REGIONS 64u
+#ifdef FLOOR_TRACE
+/* The window after a region's counters, page aligned (per_process_cpu.py
+ * reads it: keep both in step). */
+#define FLOOR_TWIN 16384u
+#define FLOOR_COUNTERS ((OPF_COUNT * sizeof(struct ctr) + 4095) & ~(size_t)4095)
+#define FLOOR_REGION (FLOOR_COUNTERS + FLOOR_TWIN)
+#else
 #define FLOOR_REGION (OPF_COUNT * sizeof(struct ctr) + 4096)
+#endif
 #define FLOOR_SIZE (4096 + (size_t)FLOOR_REGIONS * FLOOR_REGION)
 
 static char *g_map;
 static char *g_region;
 static uint32_t g_used;
 static struct ctr *g_ctr[OPF_COUNT];
+
+#ifdef FLOOR_TRACE
+struct twin {
+    uint64_t committed; /* bytes of records after this header (release) */
+    uint64_t dropped;   /* records that found the window full */
+    int32_t pid, tid;
+    uint64_t reserved[5];
+};
+
+struct trec {
+    uint32_t op; /* the op's place in floor_syms.h, plus one */
+    int32_t err;
+    uint64_t t0, t1;
+    int64_t ret;
+    uint64_t a[4];
+};
+
+_Static_assert(sizeof(struct twin) == 64, "window header");
+_Static_assert(sizeof(struct trec) == 64, "record");
+static struct twin *g_twin;
+#endif
 
 __attribute__((constructor)) static void floor_init(void)
 {
@@ -103,6 +145,9 @@ static void floor_child(void)
     for (uint32_t i = 0; i < OPF_COUNT; i++)
         g_ctr[i] = NULL;
     g_used = 0;
+#ifdef FLOOR_TRACE
+    g_twin = NULL;
+#endif
 }
 
 __attribute__((constructor)) static void floor_atfork(void)
@@ -118,6 +163,15 @@ static __attribute__((noinline)) struct ctr *ctr_slow(int op)
     if (g_region == NULL) {
         uint32_t k = __atomic_fetch_add((uint32_t *)g_map, 1, __ATOMIC_RELAXED);
         g_region = g_map + 4096 + (size_t)(k % FLOOR_REGIONS) * FLOOR_REGION;
+#ifdef FLOOR_TRACE
+        /* A region is reused round-robin: its window starts empty again. */
+        struct twin *w = (struct twin *)(g_region + FLOOR_COUNTERS);
+        w->pid = (int32_t)syscall(SYS_getpid);
+        w->tid = (int32_t)syscall(SYS_gettid);
+        w->dropped = 0;
+        __atomic_store_n(&w->committed, 0, __ATOMIC_RELEASE);
+        g_twin = w;
+#endif
     }
     struct ctr *c = (struct ctr *)g_region + g_used++;
     c->op = (uint64_t)op + 1;
@@ -132,6 +186,35 @@ static inline __attribute__((always_inline)) void record(struct ctr *c, uint64_t
     c->ticks += d;
     c->buckets[d ? 63 - __builtin_clzll(d) : 0]++;
 }
+
+#ifdef FLOOR_TRACE
+/* One call's record at the end of the window's records, published by the
+ * committed length (release), as the shim's trace does. */
+static inline __attribute__((always_inline)) void trace_rec(int op, uint64_t t0, uint64_t t1,
+                                                            long r, long a, long b, long c, long d)
+{
+    struct twin *w = g_twin;
+    uint64_t at = w->committed;
+    if (UNLIKELY(at + sizeof(struct trec) > FLOOR_TWIN - sizeof(struct twin))) {
+        w->dropped++;
+        return;
+    }
+    struct trec *t = (struct trec *)((char *)(w + 1) + at);
+    t->op = (uint32_t)op + 1;
+    t->err = *__errno_location(); /* meaningful when the call failed */
+    t->t0 = t0;
+    t->t1 = t1;
+    t->ret = r;
+    t->a[0] = (uint64_t)a;
+    t->a[1] = (uint64_t)b;
+    t->a[2] = (uint64_t)c;
+    t->a[3] = (uint64_t)d;
+    __atomic_store_n(&w->committed, at + sizeof(struct trec), __ATOMIC_RELEASE);
+}
+#define TRACE_REC(op, t0, t1, r, a, b, c, d) trace_rec(op, t0, t1, r, a, b, c, d)
+#else
+#define TRACE_REC(op, t0, t1, r, a, b, c, d) ((void)0)
+#endif
 
 typedef long (*fn6)(long, long, long, long, long, long);
 
@@ -157,7 +240,9 @@ static fn6 resolve(void **slot, const char *name)
             return real(a, b, c, d, e, f);                                               \
         uint64_t t0 = __builtin_ia32_rdtsc();                                            \
         long r = real(a, b, c, d, e, f);                                                 \
-        record(k, t0, __builtin_ia32_rdtsc());                                           \
+        uint64_t t1 = __builtin_ia32_rdtsc();                                            \
+        record(k, t0, t1);                                                               \
+        TRACE_REC(OPF_##name, t0, t1, r, a, b, c, d);                                    \
         return r;                                                                        \
     }
 #include "floor_syms.h"

@@ -54,3 +54,21 @@ fn the_shim_s_design_floor_exports_its_wrappers_and_counts_every_call() {
         "floor self-test passed",
     );
 }
+
+/// The floor of trace's design (`per_process_cpu.py --trace-floor`:
+/// shim_floor.c built with FLOOR_TRACE) must record every call into
+/// shared memory, or "trace − trace floor" measures trace against a
+/// counting library: under it a `cat` prints its file unchanged, and its
+/// window holds one record for each call its counters counted, under its
+/// pid, with its two reads' results in order.
+#[test]
+#[ignore = "needs python3, a C compiler and nm"]
+fn the_trace_design_floor_records_every_call_into_shared_memory() {
+    need_program("cc", "gcc");
+    need_program("nm", "binutils");
+    let fsprof = fsprof_testkit::fsprof_path();
+    script_passes(
+        &["--trace-floor-self-test".as_ref(), fsprof.as_os_str()],
+        "trace floor self-test passed",
+    );
+}
