@@ -173,6 +173,25 @@ impl SharedMap {
         }
     }
 
+    /// Copies `dst.len()` bytes (whole words) from the aligned `off` into
+    /// `dst`, a word at a time with relaxed atomic loads: a copy of bytes
+    /// another process may be writing, taken with no system call (a read
+    /// of the file costs one, and the page is mapped already). Bytes the
+    /// writer changes during the copy may be old or new, word by word;
+    /// the caller reads only what a release store it loaded (acquire)
+    /// before published.
+    ///
+    /// # Panics
+    /// If the range is not inside the mapping, or `off` or the length is
+    /// not a multiple of 8.
+    pub fn copy_words(&self, off: usize, dst: &mut [u8]) {
+        assert!(dst.len().is_multiple_of(8), "whole words");
+        let words = self.u64_words(off, dst.len() / 8);
+        for (d, w) in dst.chunks_exact_mut(8).zip(words) {
+            d.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+        }
+    }
+
     /// The aligned u32 at `off`, loaded with acquire ordering (a flag that
     /// publishes what was written before it).
     ///
@@ -213,6 +232,21 @@ mod tests {
         for (off, n) in [(8, 1), (4, 1), (0, usize::MAX / 4)] {
             let bad = std::panic::catch_unwind(|| m.u64_words(off, n).len());
             assert!(bad.is_err(), "{n} words at {off} are refused");
+        }
+    }
+
+    #[test]
+    fn copies_whole_words_in_bounds_only() {
+        let mut f = tempfile::tempfile().unwrap();
+        let bytes: Vec<u8> = (0..32u8).collect();
+        f.write_all(&bytes).unwrap();
+        let m = SharedMap::new(&f, 32).unwrap();
+        let mut got = [0u8; 16];
+        m.copy_words(8, &mut got);
+        assert_eq!(got[..], bytes[8..24]);
+        for (off, n) in [(24, 16), (4, 8), (8, 12)] {
+            let bad = std::panic::catch_unwind(|| m.copy_words(off, &mut vec![0u8; n]));
+            assert!(bad.is_err(), "{n} bytes at {off} are refused");
         }
     }
 

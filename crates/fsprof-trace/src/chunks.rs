@@ -114,19 +114,32 @@ impl Chunk {
 
     /// Reads the header's words again, for a chunk that nothing writes any
     /// more (its thread or process image is gone, or it is sealed): what
-    /// they say now is final. A copy, not a mapping: mapping and unmapping
-    /// a page for each of a build's thousands of short processes cost more
-    /// than the records (an unmap also interrupts the other CPUs).
+    /// they say now is final. A copy, not a mapping of a file: mapping and
+    /// unmapping a page for each of a build's thousands of short processes
+    /// cost more than the records (an unmap also interrupts the other
+    /// CPUs). A window is copied from the arena's mapping, which holds it
+    /// already (no system call).
     pub fn settle(&mut self) -> io::Result<()> {
         self.header = None;
-        self.file.read_exact_at(&mut self.words, self.base)
+        match &self.mapped {
+            Some((m, at)) => {
+                m.copy_words(*at, &mut self.words);
+                // What the counts just copied published is seen below.
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                Ok(())
+            }
+            None => self.file.read_exact_at(&mut self.words, self.base),
+        }
     }
 
     /// Reads the complete records from byte `from` to `to` (a committed
     /// count) into `body` (a buffer kept between calls). Copied out, not
-    /// parsed in place: the traced program can write the file while it is
-    /// parsed. Read, not mapped: a copy from the page cache costs no page
-    /// faults.
+    /// parsed in place: the traced program can write the chunk while it is
+    /// parsed. A file's are read, not mapped: a copy from the page cache
+    /// costs no page faults. A window's are copied from the arena's
+    /// mapping, whose pages fsprof has mapped already: a short process's
+    /// records cost no system call (a read of the control file was one of
+    /// three an image).
     pub fn read(&self, from: u64, to: u64, body: &mut Vec<u8>) -> io::Result<()> {
         if to > self.cap || from > to {
             return Err(io::Error::new(
@@ -134,16 +147,38 @@ impl Chunk {
                 "chunk header disagrees with the file's size",
             ));
         }
-        body.resize((to - from) as usize, 0);
-        self.file
-            .read_exact_at(body, self.base + t::TCHUNK_HDR as u64 + from)
+        let at = t::TCHUNK_HDR as u64 + from;
+        // Whole words: records are 8-byte aligned, so `from` (the end of
+        // the last record handed on) is; a count that is not (written by
+        // a hostile process) is copied up to its next word, within the
+        // chunk, and cut back.
+        let end = to.next_multiple_of(8);
+        match &self.mapped {
+            Some((m, base)) if from.is_multiple_of(8) && end <= self.cap => {
+                body.resize((end - from) as usize, 0);
+                m.copy_words(base + at as usize, body);
+                body.truncate((to - from) as usize);
+                Ok(())
+            }
+            _ => {
+                body.resize((to - from) as usize, 0);
+                self.file.read_exact_at(body, self.base + at)
+            }
+        }
     }
 
     /// Zeroes the header (through the descriptor the chunk was opened by,
-    /// never by its name again), so that the file is not taken for a chunk
-    /// with records until a thread has written a new header into it.
+    /// never by its name again; a window through the arena's mapping), so
+    /// that the chunk is not taken for one with records until a thread has
+    /// written a new header into it.
     pub fn clear_header(&self) -> io::Result<()> {
-        self.file.write_all_at(&[0u8; t::TCHUNK_HDR], self.base)
+        match &self.mapped {
+            Some((m, at)) => {
+                m.zero(*at, t::TCHUNK_HDR);
+                Ok(())
+            }
+            None => self.file.write_all_at(&[0u8; t::TCHUNK_HDR], self.base),
+        }
     }
 }
 
@@ -155,13 +190,12 @@ impl Chunk {
 /// (a recycled file's are zeros until then) is read again; a header that
 /// stays inconsistent is corrupt, and returned for the caller to refuse.
 fn read_header(
-    file: &File,
-    base: u64,
+    mut copy: impl FnMut(&mut [u8; t::TCHUNK_HDR]) -> io::Result<()>,
     len: usize,
 ) -> io::Result<Option<([u8; t::TCHUNK_HDR], ChunkHeader)>> {
     let mut words = [0u8; t::TCHUNK_HDR];
     for _ in 0..3 {
-        file.read_exact_at(&mut words, base)?;
+        copy(&mut words)?;
         if le_u64(&words) != t::TCHUNK_MAGIC {
             return Ok(None);
         }
@@ -211,7 +245,7 @@ pub fn open_chunk(path: &Path) -> io::Result<Option<Chunk>> {
     if len < t::TCHUNK_HDR {
         return Ok(None);
     }
-    let Some((words, h)) = read_header(&file, 0, len)? else {
+    let Some((words, h)) = read_header(|w| file.read_exact_at(w, 0), len)? else {
         return Ok(None);
     };
     let chunk = checked(Rc::new(file), 0, None, len, words, h).map_err(|e| bad(&e))?;
@@ -228,7 +262,13 @@ pub fn open_window(
     base: usize,
     len: usize,
 ) -> io::Result<Option<Chunk>> {
-    let Some((words, h)) = read_header(file, base as u64, len)? else {
+    // From the mapping, which holds the window already: no system call.
+    let copy = |w: &mut [u8; t::TCHUNK_HDR]| {
+        map.copy_words(base, w);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        Ok(())
+    };
+    let Some((words, h)) = read_header(copy, len)? else {
         return Ok(None);
     };
     let mapped = Some((map.clone(), base));
@@ -727,6 +767,63 @@ mod tests {
             .expect("a chunk");
         assert_eq!((c.info.pid, c.info.tid, c.seq), (41, 42, 9));
         assert_eq!(c.committed_now(), 0);
+    }
+
+    /// A window is read and let go through the arena's mapping alone, with
+    /// no system call on the control file (three a short process's image
+    /// cost fsprof before): here the chunk's file is a decoy of zeros, so a
+    /// header, a settle or records read from it, or a header zeroed
+    /// through it, would fail the test. A committed count off a word
+    /// boundary (a hostile process's) is read up to it, not past.
+    #[test]
+    fn a_window_is_read_and_let_go_through_the_mapping_alone() {
+        let len = t::TWIN_SIZE;
+        let real = tempfile::tempfile().unwrap();
+        real.set_len(2 * len as u64).unwrap();
+        let decoy = tempfile::tempfile().unwrap();
+        decoy.set_len(2 * len as u64).unwrap();
+        let map = Rc::new(SharedMap::new_writable(&real, 2 * len).unwrap());
+        let open = Op::named("openat").0;
+        let call = rec(open, 20, &[-100i64 as u64, 0, 0, 0], &[(t::TI_STR, 1, b"a/b")]);
+        let records = [call.clone(), call.clone()].concat();
+        real.write_all_at(&records, (len + t::TCHUNK_HDR) as u64)
+            .unwrap();
+        let h = ChunkHeader {
+            magic: t::TCHUNK_MAGIC,
+            abi_version: t::TRACE_ABI_VERSION,
+            hdr_size: t::TCHUNK_HDR as u32,
+            proc_seq: 3,
+            pid: 41,
+            tid: 42,
+            size: len as u64,
+            seq: 9,
+            committed: records.len() as u64,
+            sealed: 1,
+            ..Default::default()
+        };
+        // SAFETY: a plain repr(C) struct of integers, read as bytes.
+        let hb = unsafe {
+            std::slice::from_raw_parts(&h as *const _ as *const u8, std::mem::size_of_val(&h))
+        };
+        real.write_all_at(hb, len as u64).unwrap();
+        let decoy = Rc::new(decoy);
+        let mut c = open_window(&decoy, &map, len, len)
+            .unwrap()
+            .expect("the header, from the mapping");
+        c.settle().unwrap();
+        assert!(c.sealed_now());
+        assert_eq!(c.committed_now(), records.len() as u64);
+        let mut body = Vec::new();
+        c.read(0, c.committed_now(), &mut body).unwrap();
+        assert_eq!(body, records);
+        let (n, got) = all(&body, false);
+        assert_eq!((n, got.len()), (records.len(), 2));
+        c.read(8, 13, &mut body).unwrap();
+        assert_eq!(body, records[8..13]);
+        c.clear_header().unwrap();
+        let mut back = [0xffu8; t::TCHUNK_HDR];
+        real.read_exact_at(&mut back, len as u64).unwrap();
+        assert_eq!(back, [0u8; t::TCHUNK_HDR], "zeroed in the control file");
     }
 
     /// A capture reads a live chunk a few records at a time: a process
