@@ -269,3 +269,87 @@ fn a_process_record_holds_its_working_directory_short_or_long() {
         );
     }
 }
+
+/// Writes a byte to /dev/null, /dev/zero and a null device of its own
+/// (`mynull`, made with mknod: the same device numbers, another inode),
+/// each through a number made with dup2 (which the trace does not see), so
+/// that each write is its descriptor's first use.
+const NULLS: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+int main(void) {
+    int n = open("/dev/null", O_WRONLY), z = open("/dev/zero", O_WRONLY);
+    if (n < 0 || z < 0) return 2;
+    if (mknod("mynull", S_IFCHR | 0600, makedev(1, 3))) return 3;
+    int m = open("mynull", O_WRONLY);
+    if (m < 0) return 4;
+    if (dup2(n, 10) != 10 || dup2(z, 11) != 11 || dup2(m, 12) != 12) return 5;
+    for (int fd = 10; fd <= 12; fd++)
+        if (write(fd, "x", 1) != 1) return 6;
+    return 0;
+}
+"#;
+
+/// A descriptor that is /dev/null (its inode) is recorded as /dev/null
+/// without the /proc lookup that costs a short process more than anything
+/// else the trace does; any other device, and a null device made
+/// elsewhere, still have the path /proc gives. strace (of the traced
+/// program, under the trace) shows which descriptors were looked up.
+#[test]
+#[ignore = "needs root (mknod) and strace"]
+fn a_descriptor_that_is_dev_null_is_recorded_without_asking_proc() {
+    fsprof_testkit::need_root("mknod of a null device");
+    let strace = fsprof_testkit::need_program("strace", "strace");
+    let d = tempfile::tempdir().unwrap();
+    let exe = fsprof_testkit::compile_source("nulls", NULLS, d.path(), &[]);
+    let out = d.path().join("t.trace");
+    let log = d.path().join("strace.log");
+    let o = fsprof_testkit::capture_in(
+        d.path(),
+        &["trace", "-f"],
+        &out,
+        &[
+            strace.to_str().unwrap(),
+            "-qq",
+            "-e",
+            "trace=readlinkat",
+            "-o",
+            log.to_str().unwrap(),
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let records = records_of(&out);
+    let image = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Process(p) if p.exe.ends_with(b"/nulls") => Some(p),
+            _ => None,
+        })
+        .expect("the program's process record");
+    let paths: Vec<(i32, String)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Descriptor(d) if d.pid == image.pid && d.fd.fd >= 10 => {
+                Some((d.fd.fd, String::from_utf8_lossy(&d.fd.path).into_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mynull = d.path().canonicalize().unwrap().join("mynull");
+    let want = [
+        (10, "/dev/null".to_string()),
+        (11, "/dev/zero".to_string()),
+        (12, mynull.to_string_lossy().into_owned()),
+    ];
+    assert_eq!(paths, want);
+    let looked_up = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !looked_up.contains("/proc/self/fd/10\"")
+            && looked_up.contains("/proc/self/fd/11\"")
+            && looked_up.contains("/proc/self/fd/12\""),
+        "{looked_up}"
+    );
+}
