@@ -922,13 +922,16 @@ static void record_fd(long fd)
     uint64_t now = now_ticks();
     char *target = g_tpath;
     long tl = dev_null_path(fd, target);
+    /* /dev/null's position is 0 whatever was done to it: its lseek sets
+     * it to 0 and says so (drivers/char/mem.c, null_lseek). */
+    int64_t pos = 0;
     if (tl < 0) {
         char name[32];
         fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "/proc/self/fd/"), sizeof name,
                        (uint64_t)fd);
         tl = syscall(SYS_readlinkat, AT_FDCWD, name, target, sizeof g_tpath);
+        pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
     }
-    int64_t pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
     uint64_t args[3] = {(uint64_t)fd, (uint64_t)flags, (uint64_t)pos};
     struct item it[1];
     int n = 0;

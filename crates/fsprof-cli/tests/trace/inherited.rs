@@ -296,7 +296,8 @@ int main(void) {
 /// without the /proc lookup that costs a short process more than anything
 /// else the trace does; any other device, and a null device made
 /// elsewhere, still have the path /proc gives. strace (of the traced
-/// program, under the trace) shows which descriptors were looked up.
+/// program, under the trace) shows which descriptors were looked up and
+/// which positions asked for (/dev/null's is always 0).
 #[test]
 #[ignore = "needs root (mknod) and strace"]
 fn a_descriptor_that_is_dev_null_is_recorded_without_asking_proc() {
@@ -314,7 +315,7 @@ fn a_descriptor_that_is_dev_null_is_recorded_without_asking_proc() {
             strace.to_str().unwrap(),
             "-qq",
             "-e",
-            "trace=readlinkat",
+            "trace=readlinkat,lseek",
             "-o",
             log.to_str().unwrap(),
             exe.to_str().unwrap(),
@@ -329,27 +330,35 @@ fn a_descriptor_that_is_dev_null_is_recorded_without_asking_proc() {
             _ => None,
         })
         .expect("the program's process record");
-    let paths: Vec<(i32, String)> = records
+    let paths: Vec<(i32, String, i64, i64)> = records
         .iter()
         .filter_map(|r| match r {
-            Record::Descriptor(d) if d.pid == image.pid && d.fd.fd >= 10 => {
-                Some((d.fd.fd, String::from_utf8_lossy(&d.fd.path).into_owned()))
-            }
+            Record::Descriptor(d) if d.pid == image.pid && d.fd.fd >= 10 => Some((
+                d.fd.fd,
+                String::from_utf8_lossy(&d.fd.path).into_owned(),
+                d.fd.flags & i64::from(libc::O_ACCMODE),
+                d.fd.pos,
+            )),
             _ => None,
         })
         .collect();
     let mynull = d.path().canonicalize().unwrap().join("mynull");
+    let w = i64::from(libc::O_WRONLY);
     let want = [
-        (10, "/dev/null".to_string()),
-        (11, "/dev/zero".to_string()),
-        (12, mynull.to_string_lossy().into_owned()),
+        (10, "/dev/null".to_string(), w, 0),
+        (11, "/dev/zero".to_string(), w, 0),
+        (12, mynull.to_string_lossy().into_owned(), w, 0),
     ];
     assert_eq!(paths, want);
     let looked_up = std::fs::read_to_string(&log).unwrap();
+    // /dev/null's position is 0 without an lseek; the others are asked.
     assert!(
         !looked_up.contains("/proc/self/fd/10\"")
+            && !looked_up.contains("lseek(10,")
             && looked_up.contains("/proc/self/fd/11\"")
-            && looked_up.contains("/proc/self/fd/12\""),
+            && looked_up.contains("lseek(11,")
+            && looked_up.contains("/proc/self/fd/12\"")
+            && looked_up.contains("lseek(12,"),
         "{looked_up}"
     );
 }
