@@ -713,6 +713,26 @@ mod tests {
         }
     }
 
+    /// A whole header of a window of `len` bytes (pid 41, tid 42, seq 9).
+    fn window_header(len: usize) -> ChunkHeader {
+        ChunkHeader {
+            magic: t::TCHUNK_MAGIC,
+            abi_version: t::TRACE_ABI_VERSION,
+            hdr_size: t::TCHUNK_HDR as u32,
+            proc_seq: 3,
+            pid: 41,
+            tid: 42,
+            size: len as u64,
+            seq: 9,
+            ..Default::default()
+        }
+    }
+
+    fn header_bytes(h: &ChunkHeader) -> &[u8] {
+        // SAFETY: a plain repr(C) struct of integers, read as bytes.
+        unsafe { std::slice::from_raw_parts(h as *const _ as *const u8, std::mem::size_of_val(h)) }
+    }
+
     /// A window lies in the control file, which every traced process of
     /// the run may write: a header that is not this version's, or that
     /// claims another size than the window's, is refused with an error
@@ -725,24 +745,8 @@ mod tests {
         f.set_len(2 * len as u64).unwrap();
         let file = Rc::new(f);
         let map = Rc::new(SharedMap::new(&file, 2 * len).unwrap());
-        let write = |h: ChunkHeader| {
-            // SAFETY: a plain repr(C) struct of integers, read as bytes.
-            let b = unsafe {
-                std::slice::from_raw_parts(&h as *const _ as *const u8, std::mem::size_of_val(&h))
-            };
-            file.write_all_at(b, len as u64).unwrap();
-        };
-        let whole = ChunkHeader {
-            magic: t::TCHUNK_MAGIC,
-            abi_version: t::TRACE_ABI_VERSION,
-            hdr_size: t::TCHUNK_HDR as u32,
-            proc_seq: 3,
-            pid: 41,
-            tid: 42,
-            size: len as u64,
-            seq: 9,
-            ..Default::default()
-        };
+        let write = |h: ChunkHeader| file.write_all_at(header_bytes(&h), len as u64).unwrap();
+        let whole = window_header(len);
         assert!(open_window(&file, &map, len, len).unwrap().is_none());
         for bad in [
             ChunkHeader {
@@ -784,28 +788,21 @@ mod tests {
         decoy.set_len(2 * len as u64).unwrap();
         let map = Rc::new(SharedMap::new_writable(&real, 2 * len).unwrap());
         let open = Op::named("openat").0;
-        let call = rec(open, 20, &[-100i64 as u64, 0, 0, 0], &[(t::TI_STR, 1, b"a/b")]);
+        let call = rec(
+            open,
+            20,
+            &[-100i64 as u64, 0, 0, 0],
+            &[(t::TI_STR, 1, b"a/b")],
+        );
         let records = [call.clone(), call.clone()].concat();
         real.write_all_at(&records, (len + t::TCHUNK_HDR) as u64)
             .unwrap();
         let h = ChunkHeader {
-            magic: t::TCHUNK_MAGIC,
-            abi_version: t::TRACE_ABI_VERSION,
-            hdr_size: t::TCHUNK_HDR as u32,
-            proc_seq: 3,
-            pid: 41,
-            tid: 42,
-            size: len as u64,
-            seq: 9,
             committed: records.len() as u64,
             sealed: 1,
-            ..Default::default()
+            ..window_header(len)
         };
-        // SAFETY: a plain repr(C) struct of integers, read as bytes.
-        let hb = unsafe {
-            std::slice::from_raw_parts(&h as *const _ as *const u8, std::mem::size_of_val(&h))
-        };
-        real.write_all_at(hb, len as u64).unwrap();
+        real.write_all_at(header_bytes(&h), len as u64).unwrap();
         let decoy = Rc::new(decoy);
         let mut c = open_window(&decoy, &map, len, len)
             .unwrap()

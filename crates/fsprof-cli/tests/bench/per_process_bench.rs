@@ -46,13 +46,16 @@ fn the_per_process_bench_resolves_a_quotient_only_out_of_the_noise() {
 #[test]
 #[ignore = "needs python3, a C compiler and nm"]
 fn the_shim_s_design_floor_exports_its_wrappers_and_counts_every_call() {
+    floor_self_test_passes("--floor-self-test", "floor self-test passed");
+}
+
+/// Runs a floor's self-test (built with cc from the installed shim's
+/// `nm -D` list) against this build's fsprof.
+fn floor_self_test_passes(flag: &str, passed: &str) {
     need_program("cc", "gcc");
     need_program("nm", "binutils");
     let fsprof = fsprof_testkit::fsprof_path();
-    script_passes(
-        &["--floor-self-test".as_ref(), fsprof.as_os_str()],
-        "floor self-test passed",
-    );
+    script_passes(&[flag.as_ref(), fsprof.as_os_str()], passed);
 }
 
 /// The floor of trace's design (`per_process_cpu.py --trace-floor`:
@@ -64,11 +67,5 @@ fn the_shim_s_design_floor_exports_its_wrappers_and_counts_every_call() {
 #[test]
 #[ignore = "needs python3, a C compiler and nm"]
 fn the_trace_design_floor_records_every_call_into_shared_memory() {
-    need_program("cc", "gcc");
-    need_program("nm", "binutils");
-    let fsprof = fsprof_testkit::fsprof_path();
-    script_passes(
-        &["--trace-floor-self-test".as_ref(), fsprof.as_os_str()],
-        "trace floor self-test passed",
-    );
+    floor_self_test_passes("--trace-floor-self-test", "trace floor self-test passed");
 }
