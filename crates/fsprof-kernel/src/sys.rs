@@ -470,6 +470,12 @@ impl Prog {
     /// `struct bpf_prog_info.recursion_misses` (UAPI, offset 208; kernels
     /// before 5.12 do not fill it and report 0).
     pub fn recursion_misses(&self) -> io::Result<u64> {
+        let info = self.info()?;
+        Ok(u64::from_le_bytes(info[208..216].try_into().unwrap()))
+    }
+
+    /// `struct bpf_prog_info` up to `recursion_misses`.
+    fn info(&self) -> io::Result<[u8; 216]> {
         let mut info = [0u8; 216];
         let mut ia = InfoAttr {
             bpf_fd: self.fd() as u32,
@@ -477,7 +483,7 @@ impl Prog {
             info: info.as_mut_ptr() as u64,
         };
         sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia)?;
-        Ok(u64::from_le_bytes(info[208..216].try_into().unwrap()))
+        Ok(info)
     }
 
     /// The program's name and, while the kernel's run-time statistics are
@@ -485,13 +491,7 @@ impl Prog {
     /// `struct bpf_prog_info` `name[16]` (offset 64), `run_time_ns` (192),
     /// `run_cnt` (200).
     pub fn run_stats(&self) -> io::Result<RunStats> {
-        let mut info = [0u8; 216];
-        let mut ia = InfoAttr {
-            bpf_fd: self.fd() as u32,
-            info_len: info.len() as u32,
-            info: info.as_mut_ptr() as u64,
-        };
-        sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia)?;
+        let info = self.info()?;
         let name = &info[64..80];
         let end = name.iter().position(|&b| b == 0).unwrap_or(16);
         let word = |at: usize| u64::from_le_bytes(info[at..at + 8].try_into().unwrap());
