@@ -106,6 +106,22 @@ fn main() {
         "linking the preload shim with `{cc}` failed"
     );
 
+    // The self-test runner (runner/selftest.c): a plain glibc program,
+    // linked against the C library the shim is built for.
+    let runner_src = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("runner/selftest.c");
+    println!("cargo:rerun-if-changed={}", runner_src.display());
+    let status = Command::new(&cc)
+        .args(["-O2", "-g0", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out.join("fsprof-selftest"))
+        .arg(&runner_src)
+        .arg("-ldl")
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{cc}` to build the self-test runner: {e}"));
+    assert!(
+        status.success(),
+        "building the self-test runner with `{cc}` failed"
+    );
+
     // The installed copy is named after its content; hashing here keeps
     // 200 KB of hashing off every `fsprof run`.
     let bytes = fs::read(&so).expect("read the built shim");
