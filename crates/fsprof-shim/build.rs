@@ -108,10 +108,19 @@ fn main() {
 
     // The self-test runner (runner/selftest.c): a plain glibc program,
     // linked against the C library the shim is built for.
-    let runner_src = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("runner/selftest.c");
+    let runner_src =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("runner/selftest.c");
     println!("cargo:rerun-if-changed={}", runner_src.display());
     let status = Command::new(&cc)
-        .args(["-O2", "-g0", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .args([
+            "-O2",
+            "-g0",
+            "-std=gnu11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-o",
+        ])
         .arg(out.join("fsprof-selftest"))
         .arg(&runner_src)
         .arg("-ldl")

@@ -14,14 +14,23 @@ fn the_self_test_runs_in_a_process_of_its_own() {
     let layout = BucketLayout::new(Resolution::new(1).unwrap());
     let control = control_bytes(&ClockParams::monotonic(), &layout);
     let own = selftest_in_process(&shim, &control, 2000).unwrap();
-    let loaded = LoadedShim::load(&shim).unwrap().selftest(&control, 2000).unwrap();
+    let loaded = LoadedShim::load(&shim)
+        .unwrap()
+        .selftest(&control, 2000)
+        .unwrap();
     for (name, v) in [
         ("per call", own.per_call_ns),
         ("smallest recordable", own.min_recordable_ns),
     ] {
-        assert!(v.is_finite() && v > 0.0 && v < 1e6, "{name}: {v} ns ({own:?})");
+        assert!(
+            v.is_finite() && v > 0.0 && v < 1e6,
+            "{name}: {v} ns ({own:?})"
+        );
     }
-    assert!(own.outside_ns.is_finite() && own.outside_ns >= 0.0, "{own:?}");
+    assert!(
+        own.outside_ns.is_finite() && own.outside_ns >= 0.0,
+        "{own:?}"
+    );
     // The same clock, read back to back, in either process: its smallest
     // visible latency is the clock's, not the process's (a loose bound: the
     // two run at different moments of a loaded machine).
@@ -36,8 +45,13 @@ fn a_control_block_the_shim_refuses_is_an_error_with_the_runner_s_reason() {
     let layout = BucketLayout::new(Resolution::new(1).unwrap());
     let mut control = control_bytes(&ClockParams::monotonic(), &layout);
     control[..8].fill(0xff); // not a control block's magic
-    assert!(LoadedShim::load(&shim).unwrap().selftest(&control, 10).is_err());
-    let e = selftest_in_process(&shim, &control, 10).unwrap_err().to_string();
+    assert!(LoadedShim::load(&shim)
+        .unwrap()
+        .selftest(&control, 10)
+        .is_err());
+    let e = selftest_in_process(&shim, &control, 10)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("rejected the self-test parameters"), "{e}");
     let e = selftest_in_process(&dir.path().join("no-shim.so"), &control, 10)
         .unwrap_err()
