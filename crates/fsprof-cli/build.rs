@@ -174,10 +174,10 @@ fn link_static() -> Option<&'static str> {
 /// `src/relro.rs` makes its relocated data read-only after the relocation,
 /// which glibc's start-up does and musl's static start-up does not.
 fn musl_static_pie() -> Option<&'static str> {
-    let crt_static = env("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|f| f == "crt-static");
-    if env("CARGO_CFG_TARGET_ENV") != "musl" || !crt_static {
+    // Static unless asked otherwise (cargo leaves `crt-static` out of
+    // CARGO_CFG_TARGET_FEATURE where it is the target's default).
+    let dynamic = env("CARGO_ENCODED_RUSTFLAGS").contains("-crt-static");
+    if env("CARGO_CFG_TARGET_ENV") != "musl" || dynamic {
         return None;
     }
     println!("cargo:rustc-cfg=fsprof_entry");

@@ -7,28 +7,33 @@
 //! segment (a partial last page shares its page with `.data`, as glibc
 //! leaves it).
 
-/// `PT_GNU_RELRO` of this program, made read-only; without one (or without
-/// the auxiliary vector's program headers) nothing to do.
+extern "C" {
+    /// The ELF header where it is mapped (defined by the linker).
+    static __ehdr_start: libc::Elf64_Ehdr;
+}
+
+/// `PT_GNU_RELRO` of this program, made read-only; without one, nothing
+/// to do.
 pub fn protect() {
-    // SAFETY: getauxval only reads the auxiliary vector.
-    let (phdr, phnum) = unsafe {
-        (
-            libc::getauxval(libc::AT_PHDR) as usize,
-            libc::getauxval(libc::AT_PHNUM) as usize,
+    // SAFETY: the linker puts the ELF header at the start of the first
+    // loaded segment; it stays mapped, read-only, for the program's life.
+    let ehdr = unsafe { &*std::ptr::addr_of!(__ehdr_start) };
+    let base = ehdr as *const libc::Elf64_Ehdr as usize;
+    // SAFETY: e_phnum program headers at e_phoff, in the same first
+    // segment as the header (where both linkers put them).
+    let headers = unsafe {
+        std::slice::from_raw_parts(
+            (base + ehdr.e_phoff as usize) as *const libc::Elf64_Phdr,
+            ehdr.e_phnum as usize,
         )
     };
-    if phdr == 0 {
-        return;
-    }
-    // SAFETY: the kernel put `phnum` program headers at `phdr` in this
-    // program's mapped image, where they stay for its lifetime.
-    let headers = unsafe { std::slice::from_raw_parts(phdr as *const libc::Elf64_Phdr, phnum) };
-    // The load bias: where the program headers are against where they
-    // were linked (PT_PHDR).
+    // The load bias: the header's address against the link address of
+    // the segment that maps file offset 0 (GNU ld writes no PT_PHDR for a
+    // static PIE).
     let Some(bias) = headers
         .iter()
-        .find(|h| h.p_type == libc::PT_PHDR)
-        .map(|h| phdr.wrapping_sub(h.p_vaddr as usize))
+        .find(|h| h.p_type == libc::PT_LOAD)
+        .map(|h| base.wrapping_sub((h.p_vaddr - h.p_offset) as usize))
     else {
         return;
     };
