@@ -11,15 +11,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// How every C file of the shim is compiled.
+/// How every C file here is compiled, the shim's and the runner's.
+const COMMON_CFLAGS: &[&str] = &["-O2", "-g0", "-std=gnu11", "-Wall", "-Wextra", "-Werror"];
+
+/// How every C file of the shim is compiled, besides [`COMMON_CFLAGS`].
 const CFLAGS: &[&str] = &[
     "-fPIC",
-    "-O2",
-    "-g0",
-    "-std=gnu11",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
     "-Wno-unused-parameter",
     "-fvisibility=hidden",
     "-ftls-model=initial-exec",
@@ -112,15 +109,8 @@ fn main() {
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("runner/selftest.c");
     println!("cargo:rerun-if-changed={}", runner_src.display());
     let status = Command::new(&cc)
-        .args([
-            "-O2",
-            "-g0",
-            "-std=gnu11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-o",
-        ])
+        .args(COMMON_CFLAGS)
+        .arg("-o")
         .arg(out.join("fsprof-selftest"))
         .arg(&runner_src)
         .arg("-ldl")
@@ -153,6 +143,7 @@ fn compile(cc: &str, sources: &[PathBuf], gen: &Path, obj: &Path) -> Vec<PathBuf
         .map(|c| {
             let o = obj.join(c.file_stem().unwrap()).with_extension("o");
             let child = Command::new(cc)
+                .args(COMMON_CFLAGS)
                 .args(CFLAGS)
                 .arg("-I")
                 .arg(gen)
