@@ -7,7 +7,8 @@
 //! zero) through the file, a quarter of fsprof's own CPU per short process
 //! (docs/benchmarks/overhead.md), most of it cache misses on lines the
 //! process never wrote. The reader knows where the shim writes: the
-//! header's fields, names and slot directory entries, the slot records,
+//! header's fields, names and slot directory entries, each slot record's
+//! header and bitmap and the offsets its bitmap names (not its ~900 others),
 //! each counter's fields and the buckets between those of its least and
 //! greatest latency, and in each value table the rows between the same
 //! (reader.rs). What else lies between the header page and `used`, or in
