@@ -695,3 +695,23 @@ fn finish_ops(accs: &mut Accs, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Ve
     }
     (ops, nonfile)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot's bitmap names offsets in order, each once; bits at or
+    /// above the slot's offsets (a damaged or hostile record) name none.
+    #[test]
+    fn a_bitmap_names_only_offsets_the_slot_has() {
+        let n = 130;
+        let mut words = [0u64; abi::SLOT_USED_WORDS];
+        for k in [0, 63, 64, n - 1, n, 200, 64 * abi::SLOT_USED_WORDS - 1] {
+            words[k / 64] |= 1 << (k % 64);
+        }
+        let used: Vec<AtomicU64> = words.into_iter().map(AtomicU64::new).collect();
+        let named: Vec<usize> = used_offsets(&used, n).collect();
+        assert_eq!(named, [0, 63, 64, n - 1]);
+        assert_eq!(used_offsets(&used[..0], n).count(), 0);
+    }
+}
