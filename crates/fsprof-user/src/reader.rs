@@ -25,7 +25,7 @@ use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
 use fsprof_sys::mmap::SharedMap;
 
-use crate::written::Written;
+use crate::written::{ones, Written};
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -476,18 +476,9 @@ fn read_slots_into(
 /// one offset come up twice. Bits at or above `n` (a damaged or hostile
 /// record) name nothing.
 fn used_offsets(used: &[AtomicU64], n: usize) -> impl Iterator<Item = usize> + '_ {
-    used.iter().enumerate().flat_map(move |(i, w)| {
-        let mut bits = w.load(Acquire);
-        std::iter::from_fn(move || {
-            if bits == 0 {
-                return None;
-            }
-            let b = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            Some(64 * i + b)
-        })
-        .take_while(move |&k| k < n)
-    })
+    used.iter()
+        .enumerate()
+        .flat_map(move |(i, w)| ones(i, w.load(Acquire)).take_while(move |&k| k < n))
 }
 
 /// Adds counter index `k`, at pool offset `off` (0 or outside the mapping:
