@@ -605,6 +605,16 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
     return s;
 }
 
+/* Offset k of a slot record (abi.h: ctr_off[k], then corr_off[k - NCTR])
+ * published: its bit first, so that an offset written is never outside
+ * the bitmap, whatever moment the process dies at. Slot 0 is shared, so
+ * the bit is set atomically; this is a slow path, once per counter. */
+static void publish_off(struct slot_shared *sh, uint32_t k, uint32_t *at, uint32_t off)
+{
+    __atomic_fetch_or(&sh->h.used[k / 64], (uint64_t)1 << (k % 64), __ATOMIC_RELAXED);
+    __atomic_store_n(at, off, __ATOMIC_RELEASE);
+}
+
 HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx)
 {
     if (t_in_slow) {
@@ -619,7 +629,7 @@ HIDDEN struct fsprof_ctr *fsprof_ctr_slow(struct slot_rec *s, uint32_t idx)
         uint32_t off;
         c = pool_alloc(g_ctr_size, &off);
         if (c) {
-            __atomic_store_n(&s->sh->ctr_off[idx], off, __ATOMIC_RELEASE);
+            publish_off(s->sh, idx, &s->sh->ctr_off[idx], off);
             __atomic_store_n(&s->ctr[idx], c, __ATOMIC_RELEASE);
         }
     }
@@ -643,7 +653,7 @@ HIDDEN uint64_t *fsprof_corr_slow(struct slot_rec *s, int cop)
         uint32_t off;
         t = pool_alloc_table((uint64_t)FSPROF_CORR_KINDS * FSPROF_CORR_CELLS * 8, CORR_SKEW, &off);
         if (t) {
-            __atomic_store_n(&s->sh->corr_off[cop], off, __ATOMIC_RELEASE);
+            publish_off(s->sh, NCTR + (uint32_t)cop, &s->sh->corr_off[cop], off);
             __atomic_store_n(&s->corr[cop], t, __ATOMIC_RELEASE);
         }
     }

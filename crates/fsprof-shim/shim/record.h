@@ -61,6 +61,8 @@ struct slot_shared {
     uint32_t ctr_off[NCTR];
     uint32_t corr_off[CORR_COUNT];
 };
+_Static_assert(NCTR + CORR_COUNT <= 64 * FSPROF_SLOT_USED_WORDS,
+               "a bit of the slot's bitmap for every offset");
 
 /* The shim's own pointers to a slot's counters, so that the hot path finds
  * a counter with one load. They live in this process's memory (pool.c),

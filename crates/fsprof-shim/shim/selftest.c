@@ -63,6 +63,8 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->own_gap_min = FSPROF_OWN_GAP_MIN;
     out->own_gap_span = FSPROF_OWN_GAP_SPAN;
     out->own_cut_ns = FSPROF_OWN_CUT_NS;
+    out->off_slot_used = offsetof(struct fsprof_slot_hdr, used);
+    out->slot_used_words = FSPROF_SLOT_USED_WORDS;
     out->off_ctl_block_size = offsetof(struct fsprof_control, block_size);
     out->off_ctl_ring_head = offsetof(struct fsprof_control, ring_head);
     out->off_ctl_ring_tail = offsetof(struct fsprof_control, ring_tail);

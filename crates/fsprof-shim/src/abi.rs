@@ -260,7 +260,14 @@ pub struct SlotHeader {
     pub nctr: u32,
     pub ncorr: u32,
     pub own: OwnSample,
+    /// Which offsets are set: bit `k` for `ctr_off[k]`, bit `nctr + c`
+    /// for `corr_off[c]`. The shim sets a bit before it writes its offset,
+    /// so an offset outside the bitmap is 0 (abi.h).
+    pub used: [u64; SLOT_USED_WORDS],
 }
+
+/// Words of [`SlotHeader::used`].
+pub const SLOT_USED_WORDS: usize = 16;
 
 /// The shim's own cost timed inside a sample of a thread's calls (abi.h,
 /// `struct fsprof_own`): about one call in [`OWN_EVERY`].
@@ -385,6 +392,8 @@ pub struct Layout {
     pub own_gap_min: u32,
     pub own_gap_span: u32,
     pub own_cut_ns: u32,
+    pub off_slot_used: u32,
+    pub slot_used_words: u32,
     pub off_ctl_block_size: u32,
     pub off_ctl_ring_head: u32,
     pub off_ctl_ring_tail: u32,
@@ -446,6 +455,8 @@ pub fn expected_layout() -> Layout {
         own_gap_min: OWN_GAP_MIN,
         own_gap_span: OWN_GAP_SPAN,
         own_cut_ns: OWN_CUT_NS,
+        off_slot_used: offset_of!(SlotHeader, used) as u32,
+        slot_used_words: SLOT_USED_WORDS as u32,
         off_ctl_block_size: offset_of!(ControlHeader, block_size) as u32,
         off_ctl_ring_head: offset_of!(ControlHeader, ring_head) as u32,
         off_ctl_ring_tail: offset_of!(ControlHeader, ring_tail) as u32,
@@ -477,4 +488,7 @@ const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
 const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);
 const _: () = assert!(
     std::mem::size_of::<ControlHeader>() + 8 * (64 * MAX_RESOLUTION as usize + 1) <= ARENA_OFF
+);
+const _: () = assert!(
+    OPS.len() + FD_OPS.len() * NONFILE_CLASSES.len() + CORR_OPS.len() <= 64 * SLOT_USED_WORDS
 );

@@ -14,7 +14,10 @@ use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed},
+};
 
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::FD_OPS;
@@ -22,7 +25,7 @@ use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
 use fsprof_shim::OPS;
 use fsprof_sys::mmap::SharedMap;
 
-use crate::written::Written;
+use crate::written::{ones, Written};
 
 /// One process image's counters, summed over its threads.
 #[derive(Clone, Debug)]
@@ -325,7 +328,7 @@ fn read_pool(
         nonfile,
         threads,
         own,
-    } = read_slots(m, &h, nbuckets, written);
+    } = read_slots(m, &h, written);
     let exe =
         String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
     let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
@@ -387,10 +390,10 @@ struct Slots {
 /// the own-cost samples, summed over the slots published so far. A slot or
 /// counter whose offset is not (yet) inside the mapping is skipped. Each
 /// slot record, counter and value table read is noted in `written`.
-fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32, written: Option<&mut Written>) -> Slots {
+fn read_slots(m: &Mapping, h: &ProcHeader, written: Option<&mut Written>) -> Slots {
     ACCS.with_borrow_mut(|accs| {
         accs.start(abi::nctr());
-        read_slots_into(m, h, nbuckets, written, accs)
+        read_slots_into(m, h, written, accs)
     })
 }
 
@@ -398,7 +401,6 @@ fn read_slots(m: &Mapping, h: &ProcHeader, nbuckets: u32, written: Option<&mut W
 fn read_slots_into(
     m: &Mapping,
     h: &ProcHeader,
-    nbuckets: u32,
     mut written: Option<&mut Written>,
     acc: &mut Accs,
 ) -> Slots {
@@ -408,7 +410,6 @@ fn read_slots_into(
         .min(h.max_slots) as usize;
     let nctr = abi::nctr();
     let ncorr = abi::CORR_OPS.len();
-    let ctr_size = h.ctr_size as usize;
     let slot_size = h.slot_size as usize;
     let mut corr: Vec<Correlations> = vec![Correlations::default(); ncorr];
     let mut threads = 0u32;
@@ -419,47 +420,39 @@ fn read_slots_into(
         if rec < abi::PROC_HDR_SIZE || !m.holds(rec, slot_size) {
             continue; // not published yet, or beyond what is mapped
         }
-        let offs = rec + size_of::<SlotHeader>();
-        let Some(offs) = m.u32_words(offs, nctr + ncorr) else {
+        let offs_at = rec + size_of::<SlotHeader>();
+        let used_at = rec + offset_of!(SlotHeader, used);
+        let (Some(offs), Some(used)) = (
+            m.u32_words(offs_at, nctr + ncorr),
+            m.words(used_at, abi::SLOT_USED_WORDS),
+        ) else {
             continue;
         };
         if let Some(w) = written.as_deref_mut() {
             w.allocation(rec, slot_size);
-            w.dirty(rec, slot_size);
+            w.dirty(rec, size_of::<SlotHeader>());
         }
         let shared = m.u32_at(rec + offset_of!(SlotHeader, shared)) == Some(1);
         threads += u32::from(!shared);
         add_own(m, rec + offset_of!(SlotHeader, own), &mut own);
         let (ctr_offs, corr_offs) = offs.split_at(nctr);
-        for (k, off) in ctr_offs.iter().enumerate() {
-            let off = off.load(Relaxed) as usize;
-            let Some(words) = (off != 0).then(|| m.words(off, ctr_size / 8)).flatten() else {
+        for k in used_offsets(used, nctr + ncorr) {
+            if let Some(w) = written.as_deref_mut() {
+                w.dirty(offs_at + 4 * k, 4);
+            }
+            if k < nctr {
+                let off = ctr_offs[k].load(Acquire) as usize;
+                read_counter(m, off, k, h, written.as_deref_mut(), acc);
                 continue;
-            };
-            // Read whole while the process may still be filing calls (a
-            // bucket is added before the extremes are updated); once it has
-            // ended (`written`), only the buckets its extremes allow.
-            let filled = match written.as_deref_mut() {
-                Some(w) => {
-                    let filled = filled_buckets(words, nbuckets);
-                    w.allocation(off, ctr_size);
-                    w.dirty(off, size_of::<CtrHeader>());
-                    let first = off + size_of::<CtrHeader>() + 8 * filled.start;
-                    w.dirty(first, 8 * filled.len());
-                    filled
-                }
-                None => 0..nbuckets as usize,
-            };
-            add_counter(words, nbuckets, filled, k, acc);
-        }
-        for (c, (out, off)) in corr.iter_mut().zip(corr_offs).enumerate() {
-            let off = off.load(Relaxed) as usize;
+            }
+            let c = k - nctr;
+            let off = corr_offs[c].load(Acquire) as usize;
             if off == 0 || !off.is_multiple_of(8) || !m.holds(off, abi::corr_size()) {
                 continue;
             }
-            let ctr = ctr_offs[CORR_OP_INDEX[c]].load(Relaxed) as usize;
+            let ctr = ctr_offs[CORR_OP_INDEX[c]].load(Acquire) as usize;
             let rows = latency_rows(m, ctr);
-            add_correlations(m, off, rows.clone(), out);
+            add_correlations(m, off, rows.clone(), &mut corr[c]);
             if let Some(w) = written.as_deref_mut() {
                 w.allocation(off, abi::corr_size());
                 w.dirty(
@@ -476,6 +469,48 @@ fn read_slots_into(
         threads,
         own,
     }
+}
+
+/// The offsets a slot's bitmap `used` says are set, below `n`, in order:
+/// each word is read once, so a process setting bits meanwhile cannot make
+/// one offset come up twice. Bits at or above `n` (a damaged or hostile
+/// record) name nothing.
+fn used_offsets(used: &[AtomicU64], n: usize) -> impl Iterator<Item = usize> + '_ {
+    used.iter()
+        .enumerate()
+        .flat_map(move |(i, w)| ones(i, w.load(Acquire)).take_while(move |&k| k < n))
+}
+
+/// Adds counter index `k`, at pool offset `off` (0 or outside the mapping:
+/// nothing), to its accumulator, noting in `written` what of it the
+/// process may have written.
+fn read_counter(
+    m: &Mapping,
+    off: usize,
+    k: usize,
+    h: &ProcHeader,
+    written: Option<&mut Written>,
+    acc: &mut Accs,
+) {
+    let (ctr_size, nbuckets) = (h.ctr_size as usize, h.nbuckets);
+    let Some(words) = (off != 0).then(|| m.words(off, ctr_size / 8)).flatten() else {
+        return;
+    };
+    // Read whole while the process may still be filing calls (a bucket is
+    // added before the extremes are updated); once it has ended
+    // (`written`), only the buckets its extremes allow.
+    let filled = match written {
+        Some(w) => {
+            let filled = filled_buckets(words, nbuckets);
+            w.allocation(off, ctr_size);
+            w.dirty(off, size_of::<CtrHeader>());
+            let first = off + size_of::<CtrHeader>() + 8 * filled.start;
+            w.dirty(first, 8 * filled.len());
+            filled
+        }
+        None => 0..nbuckets as usize,
+    };
+    add_counter(words, nbuckets, filled, k, acc);
 }
 
 /// Adds a slot's own-cost sample at `off` to `own`. The count is read
@@ -650,4 +685,24 @@ fn finish_ops(accs: &mut Accs, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Ve
         }
     }
     (ops, nonfile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot's bitmap names offsets in order, each once; bits at or
+    /// above the slot's offsets (a damaged or hostile record) name none.
+    #[test]
+    fn a_bitmap_names_only_offsets_the_slot_has() {
+        let n = 130;
+        let mut words = [0u64; abi::SLOT_USED_WORDS];
+        for k in [0, 63, 64, n - 1, n, 200, 64 * abi::SLOT_USED_WORDS - 1] {
+            words[k / 64] |= 1 << (k % 64);
+        }
+        let used: Vec<AtomicU64> = words.into_iter().map(AtomicU64::new).collect();
+        let named: Vec<usize> = used_offsets(&used, n).collect();
+        assert_eq!(named, [0, 63, 64, n - 1]);
+        assert_eq!(used_offsets(&used[..0], n).count(), 0);
+    }
 }

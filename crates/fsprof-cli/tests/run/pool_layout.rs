@@ -104,6 +104,17 @@ int main(int argc, char **argv)
             if (offs[i] && offs[i] + p->ctr_size > end)
                 end = offs[i] + p->ctr_size;
         printf("ctr_end %u\nused %u\ntop_used %u\n", end, p->used, p->top_used);
+        /* The slot's bitmap against its offsets: a bit for every offset
+         * set, and none for one that is not. */
+        const struct fsprof_slot_hdr *sh = (const void *)((char *)p + rec);
+        uint32_t bits = 0, wrong = 0;
+        for (uint32_t i = 0; i < 64 * FSPROF_SLOT_USED_WORDS; i++) {
+            int bit = (int)(sh->used[i / 64] >> (i % 64) & 1);
+            int set = i < p->nctr + p->corr_ops && offs[i] != 0;
+            bits += (uint32_t)bit;
+            wrong += (uint32_t)(bit != set);
+        }
+        printf("used_bits %u\nused_wrong %u\n", bits, wrong);
         for (uint32_t i = 0; i < p->corr_ops; i++)
             if (offs[p->nctr + i])
                 printf("table %u\n", offs[p->nctr + i]);
@@ -166,6 +177,20 @@ fn a_short_processs_counters_share_the_first_pages_and_its_tables_the_last() {
         top_used >= 8 * 4096 + abi::FD_TRACK * abi::FD_STATE_SIZE,
         "{out:?}"
     );
+}
+
+/// The slot record's bitmap names exactly the offsets the process set
+/// (abi.h): fsprof reads and zeroes only those, so an offset without its
+/// bit would be a counter lost, and a bit without one an offset read for
+/// nothing. The program used open and read (counters) and read's value
+/// table.
+#[test]
+fn a_slots_bitmap_names_exactly_the_offsets_it_set() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, _) = run(d.path());
+    let get = |k: &str| out.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+    assert_eq!(get("used_wrong"), Some(0), "{out:?}");
+    assert!(get("used_bits").is_some_and(|n| n >= 3), "{out:?}");
 }
 
 /// The control file's header page is the only one of the file's first

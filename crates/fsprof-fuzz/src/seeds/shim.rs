@@ -147,6 +147,18 @@ pub fn counter_files() -> Vec<Vec<u8>> {
         .position(|&o| o == "read")
         .expect("read's table");
     for (s, &at) in slots.iter().enumerate() {
+        let (k, c) = if s == 0 {
+            (0, counters)
+        } else {
+            (read, counters + ctr)
+        };
+        // The bitmap names the offsets set (abi.h).
+        let mut used = [0u64; abi::SLOT_USED_WORDS];
+        used[k / 64] |= 1 << (k % 64);
+        if s == 1 {
+            let bit = abi::nctr() + read_corr;
+            used[bit / 64] |= 1 << (bit % 64);
+        }
         let sh = SlotHeader {
             tid: 42 + s as u32,
             shared: u32::from(s == 0),
@@ -158,14 +170,10 @@ pub fn counter_files() -> Vec<Vec<u8>> {
                 sq_ns: 30_000,
                 over: 1,
             },
+            used,
         };
         f[at..at + std::mem::size_of::<SlotHeader>()].copy_from_slice(&bytes_of(&sh));
         let offs = at + std::mem::size_of::<SlotHeader>();
-        let (k, c) = if s == 0 {
-            (0, counters)
-        } else {
-            (read, counters + ctr)
-        };
         f[offs + 4 * k..offs + 4 * k + 4].copy_from_slice(&(c as u32).to_ne_bytes());
         if s == 1 {
             let corr = offs + 4 * abi::nctr() + 4 * read_corr;
