@@ -46,6 +46,8 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(fsprof_entry)");
     let linked = if let Some(form) = link_static() {
         form
+    } else if let Some(form) = musl_static_pie() {
+        form
     } else if static_unwinder() {
         "dynamic, static unwinder"
     } else {
@@ -164,6 +166,23 @@ fn link_static() -> Option<&'static str> {
     }
     println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
     Some(if pie { "static-pie" } else { "static" })
+}
+
+/// A musl target links fsprof as a static PIE by itself (rustc's
+/// default there); it gets the same entry point as the glibc static PIE
+/// (`src/entry.rs`: musl's start-up relocates the same pages), and
+/// `src/relro.rs` makes its relocated data read-only after the relocation,
+/// which glibc's start-up does and musl's static start-up does not.
+fn musl_static_pie() -> Option<&'static str> {
+    // Static unless asked otherwise (cargo leaves `crt-static` out of
+    // CARGO_CFG_TARGET_FEATURE where it is the target's default).
+    let dynamic = env("CARGO_ENCODED_RUSTFLAGS").contains("-crt-static");
+    if env("CARGO_CFG_TARGET_ENV") != "musl" || dynamic {
+        return None;
+    }
+    println!("cargo:rustc-cfg=fsprof_entry");
+    println!("cargo:rustc-link-arg-bin=fsprof=-Wl,--entry=fsprof_entry");
+    Some("static-pie, musl")
 }
 
 /// On glibc targets rustc links `-lgcc_s` for the unwinder. Linking every

@@ -11,15 +11,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// How every C file of the shim is compiled.
+/// How every C file here is compiled, the shim's and the runner's.
+const COMMON_CFLAGS: &[&str] = &["-O2", "-g0", "-std=gnu11", "-Wall", "-Wextra", "-Werror"];
+
+/// How every C file of the shim is compiled, besides [`COMMON_CFLAGS`].
 const CFLAGS: &[&str] = &[
     "-fPIC",
-    "-O2",
-    "-g0",
-    "-std=gnu11",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
     "-Wno-unused-parameter",
     "-fvisibility=hidden",
     "-ftls-model=initial-exec",
@@ -106,6 +103,24 @@ fn main() {
         "linking the preload shim with `{cc}` failed"
     );
 
+    // The self-test runner (runner/selftest.c): a plain glibc program,
+    // linked against the C library the shim is built for.
+    let runner_src =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("runner/selftest.c");
+    println!("cargo:rerun-if-changed={}", runner_src.display());
+    let status = Command::new(&cc)
+        .args(COMMON_CFLAGS)
+        .arg("-o")
+        .arg(out.join("fsprof-selftest"))
+        .arg(&runner_src)
+        .arg("-ldl")
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{cc}` to build the self-test runner: {e}"));
+    assert!(
+        status.success(),
+        "building the self-test runner with `{cc}` failed"
+    );
+
     // The installed copy is named after its content; hashing here keeps
     // 200 KB of hashing off every `fsprof run`.
     let bytes = fs::read(&so).expect("read the built shim");
@@ -128,6 +143,7 @@ fn compile(cc: &str, sources: &[PathBuf], gen: &Path, obj: &Path) -> Vec<PathBuf
         .map(|c| {
             let o = obj.join(c.file_stem().unwrap()).with_extension("o");
             let child = Command::new(cc)
+                .args(COMMON_CFLAGS)
                 .args(CFLAGS)
                 .arg("-I")
                 .arg(gen)

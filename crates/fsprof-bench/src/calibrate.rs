@@ -480,7 +480,7 @@ fn sched_quantum(got: &mut Collected) {
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
     let pin = move || {
-        let ordinary = libc::sched_param { sched_priority: 0 };
+        let ordinary = sched_param(0);
         // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays in
         // bounds for cpu < CPU_SETSIZE; pid 0 is the calling thread, and
         // `ordinary` outlives the call.
@@ -525,6 +525,15 @@ fn sched_quantum(got: &mut Collected) {
     got.add(QUANTUM, None, method, gaps);
 }
 
+/// Field by field would not build for musl, whose `sched_param` has four
+/// more fields.
+fn sched_param(priority: i32) -> libc::sched_param {
+    // SAFETY: sched_param is plain integers, for which zero is valid.
+    let mut p: libc::sched_param = unsafe { std::mem::zeroed() };
+    p.sched_priority = priority;
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,7 +546,7 @@ mod tests {
         fsprof_testkit::need_root("a SCHED_FIFO thread");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let fifo = libc::sched_param { sched_priority: 1 };
+            let fifo = sched_param(1);
             // SAFETY: pid 0 is this thread; `fifo` outlives the call.
             let rt = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) } == 0;
             let mut got = Collected::default();

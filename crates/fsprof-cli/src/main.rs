@@ -13,6 +13,8 @@ mod commands;
 mod entry;
 mod files;
 mod quick;
+#[cfg(all(not(test), target_env = "musl"))]
+mod relro;
 #[cfg(all(not(test), target_env = "gnu"))]
 mod rt;
 
@@ -21,6 +23,8 @@ use clap::Parser;
 
 #[cfg(not(target_env = "gnu"))]
 fn main() {
+    #[cfg(all(not(test), target_env = "musl"))]
+    relro::protect();
     run()
 }
 

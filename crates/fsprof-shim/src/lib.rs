@@ -13,7 +13,7 @@ mod selftest;
 pub mod trace_abi;
 
 pub use install::install;
-pub use selftest::{LoadedShim, SelfTest};
+pub use selftest::{selftest_in_process, LoadedShim, SelfTest};
 
 /// The user layer's op names in the order that indexes the shim's
 /// counters: [`fsprof_core::ops::libc::OPS`], from which the build writes
@@ -23,3 +23,7 @@ include!(concat!(env!("OUT_DIR"), "/shim_hash.rs"));
 
 /// The shim's shared object, built from `shim/*.c` at compile time.
 pub static SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libfsprof_shim.so"));
+
+/// The self-test runner (`runner/selftest.c`): a glibc program that loads
+/// the shim and runs its self-test, for an fsprof that cannot load it.
+pub static SELFTEST_RUNNER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fsprof-selftest"));

@@ -176,3 +176,58 @@ fn aligned_copy(control: &[u8]) -> Vec<u64> {
 // Deliberately no dlclose: the shim registers nothing, but unloading code
 // that a thread-local destructor or atfork list might point to is never
 // worth the few kilobytes.
+
+/// The self-test of [`LoadedShim::selftest`], run in a process of its own
+/// ([`crate::SELFTEST_RUNNER`], executed from an unnamed memory file, so no name in a shared
+/// directory is involved):
+/// for an fsprof that cannot load a shared object into itself (a static
+/// musl build has no `dlopen`). The runner loads the shim the same way,
+/// with an empty environment so that no `LD_PRELOAD` or `LD_LIBRARY_PATH`
+/// of the caller's reaches the loader of a program run as root.
+pub fn selftest_in_process(shim: &Path, control: &[u8], iterations: u32) -> io::Result<SelfTest> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+
+    assert!(control.len() >= std::mem::size_of::<ControlHeader>());
+    // SAFETY: a constant NUL-terminated name; the flag asks for a
+    // close-on-exec descriptor, which exec through /proc/self/fd still
+    // opens (an ELF program is opened before the descriptors are closed).
+    let fd = unsafe { libc::memfd_create(c"fsprof-selftest".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor memfd_create just returned, owned only here.
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    (&file).write_all(crate::SELFTEST_RUNNER)?;
+    let mut child = Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .arg(shim)
+        .arg(iterations.to_string())
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot start the self-test runner: {e}")))?;
+    drop(file);
+    let fed = child.stdin.take().expect("piped").write_all(control);
+    let out = child.wait_with_output()?;
+    let bytes: [u8; 24] = match out.stdout.as_slice().try_into() {
+        Ok(b) if out.status.success() => b,
+        _ => {
+            let why = String::from_utf8_lossy(&out.stderr);
+            let why = why.lines().next().unwrap_or("no result");
+            return Err(io::Error::other(format!(
+                "the self-test runner failed ({}): {why}",
+                out.status
+            )));
+        }
+    };
+    fed?;
+    let f = |i: usize| f64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+    Ok(SelfTest {
+        per_call_ns: f(0),
+        min_recordable_ns: f(1),
+        outside_ns: f(2),
+    })
+}

@@ -451,14 +451,18 @@ fn read_slots_into(
                 continue;
             }
             let ctr = ctr_offs[CORR_OP_INDEX[c]].load(Acquire) as usize;
-            let rows = latency_rows(m, ctr);
-            add_correlations(m, off, rows.clone(), &mut corr[c]);
+            let ended = written.is_some();
+            for rows in row_runs(value_rows(m, ctr, h.nbuckets, ended)) {
+                add_correlations(m, off, rows.clone(), &mut corr[c]);
+                if let Some(w) = written.as_deref_mut() {
+                    w.dirty(
+                        off + rows.start() * abi::CORR_ROW,
+                        (rows.end() + 1 - rows.start()) * abi::CORR_ROW,
+                    );
+                }
+            }
             if let Some(w) = written.as_deref_mut() {
                 w.allocation(off, abi::corr_size());
-                w.dirty(
-                    off + rows.start() * abi::CORR_ROW,
-                    (rows.end() + 1).saturating_sub(*rows.start()) * abi::CORR_ROW,
-                );
             }
         }
     }
@@ -625,6 +629,50 @@ fn latency_rows(m: &Mapping, ctr: usize) -> std::ops::RangeInclusive<usize> {
     first..=abi::corr_cell(max, abi::CORR_LAT)
 }
 
+/// The rows of a value table that can hold anything, one bit each: those
+/// [`latency_rows`] allows and, once the process has ended (`ended`), at
+/// one bucket per power of two, only the rows whose latencies the op's
+/// counter at `ctr` holds calls of. The shim files a call's latency
+/// before its values, from the same ns: a call of ns in bucket slot j,
+/// (2^(j-1), 2^j], has its values in row j + 1 (`corr_cell`; the last
+/// row holds all longer ones), one of 0 ns in row 0. A short process's
+/// few calls leave most rows between its least and greatest latency empty,
+/// and each row is 11 cache lines the process may have written on the
+/// other CPU.
+fn value_rows(m: &Mapping, ctr: usize, nbuckets: u32, ended: bool) -> u64 {
+    let range = latency_rows(m, ctr);
+    let span = (*range.start()..=*range.end()).fold(0u64, |b, r| b | 1 << r);
+    // At one bucket per power of two, 64 slots and the one below 1 ns.
+    if !ended || ctr == 0 || nbuckets != 65 {
+        return span;
+    }
+    let Some(words) = m.words(ctr, size_of::<CtrHeader>() / 8 + nbuckets as usize) else {
+        return span;
+    };
+    let zero = words[offset_of!(CtrHeader, zero) / 8].load(Relaxed);
+    let buckets = &words[size_of::<CtrHeader>() / 8..];
+    let mut rows = u64::from(zero > 0);
+    for j in filled_buckets(words, nbuckets) {
+        if buckets[j].load(Relaxed) != 0 {
+            rows |= 1 << (j + 1).min(abi::CORR_LAT - 1);
+        }
+    }
+    rows
+}
+
+/// The runs of consecutive rows set in `rows`, in order.
+fn row_runs(mut rows: u64) -> impl Iterator<Item = std::ops::RangeInclusive<usize>> {
+    std::iter::from_fn(move || {
+        if rows == 0 {
+            return None;
+        }
+        let first = rows.trailing_zeros() as usize;
+        let n = (!(rows >> first)).trailing_zeros() as usize;
+        rows &= !(((1u128 << n) - 1) as u64) << first;
+        Some(first..=first + n - 1)
+    })
+}
+
 /// Adds the value tables at `off` (checked to lie in the mapping) to
 /// `out`, reading only `rows`.
 fn add_correlations(
@@ -704,5 +752,13 @@ mod tests {
         let named: Vec<usize> = used_offsets(&used, n).collect();
         assert_eq!(named, [0, 63, 64, n - 1]);
         assert_eq!(used_offsets(&used[..0], n).count(), 0);
+    }
+
+    #[test]
+    fn rows_are_read_in_runs_of_neighbours() {
+        let runs: Vec<_> = row_runs(0b1011_0001 | 1 << 39).collect();
+        assert_eq!(runs, [0..=0, 4..=5, 7..=7, 39..=39]);
+        assert_eq!(row_runs(0).count(), 0);
+        assert_eq!(row_runs(u64::MAX).collect::<Vec<_>>(), [0..=63]);
     }
 }

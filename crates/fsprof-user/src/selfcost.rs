@@ -41,7 +41,7 @@ impl SelfCost {
         // control block is 12 KB built.
         let (path, control) = (shim.to_path_buf(), control());
         SelfCost::Measuring {
-            job: std::thread::spawn(move || LoadedShim::load(&path)?.selftest(&control, 2000)),
+            job: std::thread::spawn(move || measure(&path, &control)),
             save_to: file,
         }
     }
@@ -65,6 +65,17 @@ impl SelfCost {
                 Ok(st)
             }
         }
+    }
+}
+
+/// In fsprof itself where it can load the shim; a static musl build has
+/// no `dlopen`, so the shim is loaded in a process of its own there.
+fn measure(shim: &Path, control: &[u8]) -> io::Result<SelfTest> {
+    const ITERATIONS: u32 = 2000;
+    if cfg!(target_env = "musl") {
+        fsprof_shim::selftest_in_process(shim, control, ITERATIONS)
+    } else {
+        LoadedShim::load(shim)?.selftest(control, ITERATIONS)
     }
 }
 
