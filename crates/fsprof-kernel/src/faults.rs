@@ -424,6 +424,11 @@ pub struct FaultSession {
     /// Whether a process's mark can arrive (`page_fault_kernel`): if not,
     /// every followed process's faults are reported.
     pub marks: bool,
+    /// Whether the fault-around and start programs are one program, told
+    /// apart by their attachments' cookies (Linux 6.10), rather than one
+    /// each (so are the fork and exit programs, where their tracepoints
+    /// take the same number of arguments).
+    pub shared: bool,
 }
 
 fn load(name: &str, ty: u32, insns: &[Insn]) -> Result<Prog, Error> {
@@ -558,56 +563,142 @@ fn ring_and_ends(
     Ok((ring, ends))
 }
 
-/// The programs [`start_progs`] loaded and attached.
+/// The programs [`start_progs`] loaded, and their attachments.
+#[derive(Default)]
 struct Started {
-    programs: Vec<(Prog, Attachment)>,
-    /// The start program's second attachment, to `page_fault_kernel`.
-    kernel: Option<Attachment>,
+    progs: Vec<Prog>,
+    atts: Vec<Attachment>,
     around: bool,
     marks: bool,
+    /// The fault programs share one ([`crate::progs::by_cookie`]).
+    shared: bool,
 }
 
-/// Loads and attaches the fault-around and start programs, then the ones
-/// that follow the process tree (fork, exit), on `m`: those need the
-/// kernel's task layout, which `task_layout` parses meanwhile (BTF,
-/// ~0.2 ms).
+/// A raw tracepoint program: its name, the tracepoints it is attached
+/// to, its instructions.
+type RawPart = (&'static str, Vec<&'static str>, Vec<Insn>);
+
+/// The fault programs on `m`, raw: fault-around (if the kernel has it)
+/// and the start (on `page_fault_kernel` too where it is).
+fn fault_parts(m: &Maps, around: bool, marks: bool) -> Vec<RawPart> {
+    let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
+    let mut faults = Vec::new();
+    if around {
+        // Raw: a perf tracepoint event costs 80 ms to close (the kernel
+        // waits for every CPU to leave the tracepoint), measured.
+        let name = "mm_filemap_map_pages";
+        faults.push((name, vec![name], around_prog(st, c)));
+    }
+    let mut starts = vec!["page_fault_user"];
+    if marks {
+        starts.push("page_fault_kernel");
+    }
+    faults.push(("page_fault_user", starts, start_prog(t, st, c)));
+    faults
+}
+
+/// The fork and exit followers on `m`, raw, with the kernel's task
+/// layout. Not in one program with the fault programs: a raw tracepoint
+/// program may only be attached where the tracepoint has as many
+/// arguments as it reads (the kernel refuses it with EINVAL), and the
+/// fault programs read a third argument, which the scheduler's
+/// tracepoints do not have.
+fn follower_parts(m: &Maps, l: crate::follow::TaskLayout) -> Vec<RawPart> {
+    let (fork, exit) = ("sched_process_fork", "sched_process_exit");
+    let (t, counts) = (m.targets.fd(), m.targets.counts_fd());
+    vec![
+        (fork, vec![fork], crate::follow::fork_prog(&l, t, counts)),
+        (exit, vec![exit], crate::follow::exit_prog(&l, t)),
+    ]
+}
+
+/// The parts in one program ([`one_program`]), else one by one.
+fn group(parts: Vec<RawPart>) -> Result<Started, Error> {
+    match one_program(&parts) {
+        Some(s) => Ok(s),
+        None => one_by_one(parts),
+    }
+}
+
+/// Every part in one program, each attachment's cookie the index of its
+/// part; None where the kernel refuses it (no raw tracepoint cookies
+/// before Linux 6.10, or a tracepoint with fewer arguments than a part
+/// reads), to load them one by one.
+fn one_program(parts: &[RawPart]) -> Option<Started> {
+    // The test knob `FSPROF_TEST_RAW_APART` loads them one by one, as an
+    // older kernel does: that path's tests, and the floor's comparison.
+    if parts.len() < 2 || fsprof_sys::test_knob("FSPROF_TEST_RAW_APART").is_some_and(|n| n > 0) {
+        return None;
+    }
+    let code: Vec<Vec<Insn>> = parts.iter().map(|p| p.2.clone()).collect();
+    let prog = Prog::load(
+        &prog_name(parts[0].0),
+        sys::PROG_RAW_TRACEPOINT,
+        &crate::progs::by_cookie(&code),
+    )
+    .ok()?;
+    let mut atts = Vec::new();
+    for (i, (_, tps, _)) in parts.iter().enumerate() {
+        for tp in tps {
+            atts.push(sys::attach_raw_tracepoint_cookie(&prog, tp, i as u64).ok()?);
+        }
+    }
+    Some(Started {
+        progs: vec![prog],
+        atts,
+        shared: true,
+        ..Started::default()
+    })
+}
+
+/// Each part loaded and attached on its own.
+fn one_by_one(parts: Vec<RawPart>) -> Result<Started, Error> {
+    let mut s = Started::default();
+    for (name, tps, code) in parts {
+        let (prog, att) = crate::attach::raw_program(name, &code)?;
+        s.atts.push(att);
+        for tp in &tps[1..] {
+            let att = sys::attach_raw_tracepoint(&prog, tp).map_err(|err| Error::Attach {
+                prog: (*tp).into(),
+                tracepoint: format!("raw:{tp}"),
+                err,
+            })?;
+            s.atts.push(att);
+        }
+        s.progs.push(prog);
+    }
+    Ok(s)
+}
+
+/// Loads and attaches the fault-around and start programs on `m`, then
+/// the fork and exit programs, each pair as one program where the kernel
+/// can ([`one_program`]): those two need the kernel's task layout, which
+/// `task_layout` parses meanwhile (BTF, ~0.2 ms). Without it, the fork is
+/// followed by a perf tracepoint program of its own.
 fn start_progs(
     root: &std::path::Path,
     task_layout: impl FnOnce() -> Option<crate::follow::TaskLayout>,
     m: &Maps,
 ) -> Result<Started, Error> {
-    let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
-    let mut programs = Vec::new();
-    let raw = crate::attach::raw_program;
     let around = tracefs::exists(root, "filemap", "mm_filemap_map_pages");
-    if around {
-        // Raw: a perf tracepoint event costs 80 ms to close (the kernel
-        // waits for every CPU to leave the tracepoint), measured.
-        programs.push(raw("mm_filemap_map_pages", &around_prog(st, c))?);
-    }
-    let (prog, att) = raw("page_fault_user", &start_prog(t, st, c))?;
     let marks = tracefs::exists(root, "exceptions", "page_fault_kernel");
-    let kernel = if marks {
-        let att = sys::attach_raw_tracepoint(&prog, "page_fault_kernel").map_err(|err| {
-            Error::Attach {
-                prog: "page_fault_kernel".into(),
-                tracepoint: "raw:page_fault_kernel".into(),
-                err,
+    let mut s = group(fault_parts(m, around, marks))?;
+    let followers = match task_layout() {
+        Some(l) => group(follower_parts(m, l))?,
+        None => {
+            let mut f = Started::default();
+            for (prog, att) in m.targets.programs(None, root)? {
+                f.progs.push(prog);
+                f.atts.push(att);
             }
-        })?;
-        Some(att)
-    } else {
-        None
+            f
+        }
     };
-    programs.push((prog, att));
-    let mut followers = m.targets.programs(task_layout(), root)?;
-    programs.append(&mut followers);
-    Ok(Started {
-        programs,
-        kernel,
-        around,
-        marks,
-    })
+    s.progs.extend(followers.progs);
+    s.atts.extend(followers.atts);
+    s.around = around;
+    s.marks = marks;
+    Ok(s)
 }
 
 impl FaultSession {
@@ -701,12 +792,11 @@ impl FaultSession {
             _starts: m.starts,
             around: started.around,
             marks: started.marks,
+            shared: false,
         };
-        for (prog, att) in started.programs {
-            s._progs.push(prog);
-            s._atts.push(att);
-        }
-        s._atts.extend(started.kernel);
+        s.shared = started.shared;
+        s._progs.extend(started.progs);
+        s._atts.extend(started.atts);
         for end in ends {
             for &(config, cookie) in &end.events {
                 for &cpu in &cpus {
@@ -740,6 +830,15 @@ impl FaultSession {
             .iter()
             .filter_map(|p| p.recursion_misses().ok())
             .sum()
+    }
+
+    /// Each program's run-time statistics (zero unless the kernel's are on,
+    /// [`sys::enable_stats`]): what following faults costs per fault.
+    pub fn run_stats(&self) -> Vec<sys::RunStats> {
+        self._progs
+            .iter()
+            .filter_map(|p| p.run_stats().ok())
+            .collect()
     }
 
     fn counter(&self, i: i32) -> u64 {

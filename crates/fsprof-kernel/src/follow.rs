@@ -175,6 +175,11 @@ impl Tree {
         self.targets.fd()
     }
 
+    /// The count of processes it had no room for.
+    pub(crate) fn counts_fd(&self) -> i32 {
+        self.counts.fd()
+    }
+
     /// Processes it holds alive at once.
     pub(crate) fn entries(&self) -> u32 {
         self.entries

@@ -216,6 +216,11 @@ impl Asm {
         self.code.push(insn(JMP | 0x90, 0, 0, 0, 0));
     }
 
+    /// Appends finished code (its jumps resolved, relative to itself).
+    pub fn extend(&mut self, code: &[Insn]) {
+        self.code.extend_from_slice(code);
+    }
+
     pub fn len(&self) -> usize {
         self.code.len()
     }

@@ -47,6 +47,7 @@ impl Source for KernelSource {
         Caps {
             needs_command: false,
             hold_command: true,
+            held_unparked: false,
             upkeep_ns: None,
         }
     }

@@ -470,6 +470,12 @@ impl Prog {
     /// `struct bpf_prog_info.recursion_misses` (UAPI, offset 208; kernels
     /// before 5.12 do not fill it and report 0).
     pub fn recursion_misses(&self) -> io::Result<u64> {
+        let info = self.info()?;
+        Ok(u64::from_le_bytes(info[208..216].try_into().unwrap()))
+    }
+
+    /// `struct bpf_prog_info` up to `recursion_misses`.
+    fn info(&self) -> io::Result<[u8; 216]> {
         let mut info = [0u8; 216];
         let mut ia = InfoAttr {
             bpf_fd: self.fd() as u32,
@@ -477,7 +483,23 @@ impl Prog {
             info: info.as_mut_ptr() as u64,
         };
         sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut ia)?;
-        Ok(u64::from_le_bytes(info[208..216].try_into().unwrap()))
+        Ok(info)
+    }
+
+    /// The program's name and, while the kernel's run-time statistics are
+    /// on ([`enable_stats`]), how often it ran and for how long:
+    /// `struct bpf_prog_info` `name[16]` (offset 64), `run_time_ns` (192),
+    /// `run_cnt` (200).
+    pub fn run_stats(&self) -> io::Result<RunStats> {
+        let info = self.info()?;
+        let name = &info[64..80];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(16);
+        let word = |at: usize| u64::from_le_bytes(info[at..at + 8].try_into().unwrap());
+        Ok(RunStats {
+            name: String::from_utf8_lossy(&name[..end]).into_owned(),
+            run_ns: word(192),
+            runs: word(200),
+        })
     }
 
     /// Runs the program once on `data` (BPF_PROG_TEST_RUN) and returns r0.
@@ -505,6 +527,28 @@ impl Prog {
         sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
         Ok(attr.retval)
     }
+}
+
+/// A program's run-time statistics ([`Prog::run_stats`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunStats {
+    pub name: String,
+    /// Nanoseconds spent in the program, summed over its runs.
+    pub run_ns: u64,
+    pub runs: u64,
+}
+
+const BPF_ENABLE_STATS: libc::c_long = 32;
+
+/// Turns on the kernel's run-time statistics of every BPF program until
+/// the returned descriptor is closed (`BPF_ENABLE_STATS`,
+/// `BPF_STATS_RUN_TIME`): each run then costs two clock reads more, so
+/// only a measurement asks for it.
+pub fn enable_stats() -> io::Result<OwnedFd> {
+    let mut attr = 0u32; // BPF_STATS_RUN_TIME
+    let fd = sys_bpf(BPF_ENABLE_STATS, &mut attr)?;
+    // SAFETY: a descriptor the kernel just returned.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 #[repr(C)]
@@ -565,6 +609,40 @@ pub fn attach_raw_tracepoint(prog: &Prog, name: &str) -> io::Result<Attachment> 
         // SAFETY: a link fd the kernel just returned.
         _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
     })
+}
+
+/// [`attach_raw_tracepoint`] with a cookie, which the program reads with
+/// `bpf_get_attach_cookie` (raw tracepoints: Linux 6.10): one program
+/// serves several tracepoints, told apart by their cookies.
+pub fn attach_raw_tracepoint_cookie(
+    prog: &Prog,
+    name: &str,
+    cookie: u64,
+) -> io::Result<Attachment> {
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut attr = RawTpCookieAttr {
+        name: cname.as_ptr() as u64,
+        prog_fd: prog.fd() as u32,
+        pad: 0,
+        cookie,
+    };
+    let fd = sys_bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr)?;
+    Ok(Attachment {
+        _link: None,
+        // SAFETY: a link fd the kernel just returned.
+        _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+    })
+}
+
+/// `bpf_attr.raw_tracepoint` with its cookie (Linux 6.10); an older
+/// kernel refuses the non-zero bytes past what it knows (E2BIG).
+#[repr(C)]
+struct RawTpCookieAttr {
+    name: u64,
+    prog_fd: u32,
+    pad: u32,
+    cookie: u64,
 }
 
 /// Attaches `prog` to the tracepoint with tracefs id `tp_id`. A tracepoint

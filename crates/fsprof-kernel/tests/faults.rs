@@ -300,3 +300,66 @@ fn only_marked_processes_and_their_children_report_faults() {
     // The mark itself is no fault of the trace.
     assert!(faults.iter().all(|f| f.addr >= 4096), "{faults:?}");
 }
+
+/// Linux's (major, minor) version, from `uname -r`.
+fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut n = r
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse().unwrap_or(0));
+    (n.next().unwrap_or(0), n.next().unwrap_or(0))
+}
+
+/// The same faults, the same first touches, with the fault and follower
+/// programs loaded one by one, as on a kernel without raw tracepoint
+/// cookies (test knob `FSPROF_TEST_RAW_APART`): the fault-around and
+/// start programs, then the fork and exit followers, the test above
+/// checks, run in a child test process with the knob set.
+#[test]
+#[ignore = "needs root"]
+fn the_programs_loaded_one_by_one_report_the_same_faults() {
+    need_root("the fault programs");
+    if std::env::var_os("FSPROF_TEST_RAW_APART").is_some() {
+        let s = FaultSession::attach().unwrap();
+        assert!(!s.shared);
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    for test in [
+        "the_programs_loaded_one_by_one_report_the_same_faults",
+        "faults_of_a_followed_process_are_reported_one_per_first_touch",
+        "threads_take_no_entry_and_are_followed_after_their_leader_exits",
+    ] {
+        let o = Command::new(&me)
+            .args([test, "--exact", "--ignored", "--nocapture"])
+            .env("FSPROF_TEST_RAW_APART", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains("1 passed"),
+            "{test}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// Where the kernel has raw tracepoint cookies (6.10), the fault-around
+/// and start programs are one program, and so are the fork and exit
+/// programs (two loads' fixed cost saved on the path before the traced
+/// command starts), and the faults tests above run on them.
+#[test]
+#[ignore = "needs root"]
+fn the_raw_tracepoint_programs_are_one_where_the_kernel_has_cookies() {
+    need_root("the fault programs");
+    if std::env::var_os("FSPROF_TEST_RAW_APART").is_some() {
+        return;
+    }
+    let s = FaultSession::attach().unwrap();
+    assert_eq!(
+        s.shared,
+        kernel_version() >= (6, 10),
+        "{:?}",
+        kernel_version()
+    );
+}

@@ -157,6 +157,7 @@ impl Source for UserSource {
         Caps {
             needs_command: true,
             hold_command: false,
+            held_unparked: false,
             upkeep_ns: Some(REFILL_NS),
         }
     }
