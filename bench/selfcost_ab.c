@@ -7,7 +7,9 @@
  * of what differs between two processes (placement, frequency, the other
  * processes of a loaded machine at another moment).
  *
- * usage: selfcost_ab pread|fstat BLOCKS CALLS_PER_BLOCK
+ * usage: selfcost_ab pread|fstat|printf BLOCKS CALLS_PER_BLOCK
+ *        (printf: fprintf of a number and a newline to a stream on
+ *        /dev/null, buffered as to a file)
  *        selfcost_ab files BLOCKS LISTFILE   (each block: open, fstat, read
  *                                            to the end, close every file named
  *                                            in LISTFILE, one per line)
@@ -32,6 +34,7 @@ struct path_fns {
     int (*openat)(int, const char *, int, ...);
     int (*fstat)(int, struct stat *);
     int (*close)(int);
+    int (*fprintf)(FILE *, const char *, ...);
 };
 
 /* This thread's CPU time: a block during which the machine's other work
@@ -54,7 +57,8 @@ static void *libc_fn(void *libc, const char *name)
     return p;
 }
 
-static int g_fstat, g_scan;
+static int g_fstat, g_scan, g_printf;
+static FILE *g_out;
 static long g_found;
 static char **g_files;
 static long g_nfiles;
@@ -68,6 +72,9 @@ static long block(const struct path_fns *f, int fd, long calls)
         if (g_fstat)
             for (long i = 0; i < calls; i++)
                 (void)f->fstat(fd, &st);
+        else if (g_printf)
+            for (long i = 0; i < calls; i++)
+                (void)f->fprintf(g_out, "%ld\n", i);
         else
             for (long i = 0; i < calls; i++)
                 (void)f->pread(fd, g_buf, 1, 0);
@@ -118,7 +125,7 @@ int main(int argc, char **argv)
 {
     if (argc != 4) {
         fprintf(stderr,
-                "usage: selfcost_ab pread|fstat BLOCKS CALLS | files|scan BLOCKS LISTFILE\n");
+                "usage: selfcost_ab pread|fstat|printf BLOCKS CALLS | files|scan BLOCKS LISTFILE\n");
         return 2;
     }
     long blocks = atol(argv[2]), calls = 0;
@@ -128,16 +135,20 @@ int main(int argc, char **argv)
     else
         calls = atol(argv[3]);
     g_fstat = strcmp(argv[1], "fstat") == 0;
+    g_printf = strcmp(argv[1], "printf") == 0;
+    g_out = fopen("/dev/null", "w");
+    if (!g_out)
+        return 3;
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     if (!libc) {
         fprintf(stderr, "selfcost_ab: %s\n", dlerror());
         return 3;
     }
     /* Through the program's symbols: the shim's wrappers when preloaded. */
-    const struct path_fns via_symbols = {pread, read, openat, fstat, close};
+    const struct path_fns via_symbols = {pread, read, openat, fstat, close, fprintf};
     const struct path_fns via_libc = {
         libc_fn(libc, "pread"), libc_fn(libc, "read"),   libc_fn(libc, "openat"),
-        libc_fn(libc, "fstat"), libc_fn(libc, "close"),
+        libc_fn(libc, "fstat"), libc_fn(libc, "close"),  libc_fn(libc, "fprintf"),
     };
     int fd = open("/etc/hostname", O_RDONLY);
     if (fd < 0)

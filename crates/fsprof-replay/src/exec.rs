@@ -422,7 +422,8 @@ impl Kind {
             "close" | "fclose" | "closedir" => Close,
             "read" | "readv" => Read,
             "pread" | "preadv" | "preadv2" => Pread,
-            "write" | "writev" => Write,
+            // dprintf's bytes, as the trace holds them.
+            "write" | "writev" | "dprintf" => Write,
             "pwrite" | "pwritev" | "pwritev2" => Pwrite,
             "lseek" => Lseek,
             "fstat" => Fstat,
@@ -443,7 +444,8 @@ impl Kind {
             "fstatfs" | "fstatvfs" => Fstatfs,
             "flock" => Flock,
             "fread" => Fread,
-            "fwrite" | "fputs" => Fwrite,
+            // What printf, puts and putc gave the stream, as fwrite's.
+            "fwrite" | "fputs" | "fprintf" | "puts" | "fputc" => Fwrite,
             "fgets" => Fgets,
             "fflush" => Fflush,
             "getline" | "getdelim" => Getdelim,

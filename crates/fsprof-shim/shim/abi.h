@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 8
+#define FSPROF_ABI_VERSION 9
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity

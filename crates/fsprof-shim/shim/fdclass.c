@@ -135,32 +135,8 @@ WRAPPER(dup) int dup(int fd)
     return r;
 }
 
-static int (*real_dup2)(int, int);
-WRAPPER(dup2) int dup2(int fd, int to)
-{
-    uint32_t c = known_class(fd);
-    int r = REAL(dup2)(fd, to);
-    if (r >= 0 && fd != to)
-        fd_new(r, c);
-    return r;
-}
-
-static int (*real_dup3)(int, int, int);
-WRAPPER(dup3) int dup3(int fd, int to, int flags)
-{
-    uint32_t c = known_class(fd);
-    int r = REAL(dup3)(fd, to, flags);
-    fd_new(r, c);
-    return r;
-}
-
-HIDDEN void fsprof_fdclass_before_fork(void)
-{
-    (void)REAL(dup2);
-    (void)REAL(dup3);
-}
-
-/* fcntl's F_DUPFD and F_DUPFD_CLOEXEC (called by the fcntl wrapper). */
+/* fcntl's F_DUPFD and F_DUPFD_CLOEXEC, dup2 and dup3 (called by their
+ * wrappers). */
 HIDDEN void fsprof_fd_dup(int from, int to)
 {
     fd_new(to, known_class(from));

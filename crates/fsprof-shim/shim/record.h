@@ -123,10 +123,9 @@ HIDDEN void fsprof_fd_dup(int from, int to);
 /* Before a process's first fork, process.c calls these: each finds the
  * real functions a forked child usually calls before it execs, in the
  * parent. The files of wrappers, which sit above process.c, set them from
- * their constructors: wrappers.c (with fdclass.c's share), exec.c. */
+ * their constructors: wrappers.c, exec.c. */
 enum { FSPROF_FORK_HOOK_WRAPPERS, FSPROF_FORK_HOOK_EXEC, FSPROF_FORK_HOOKS };
 extern HIDDEN void (*g_before_first_fork[FSPROF_FORK_HOOKS])(void);
-HIDDEN void fsprof_fdclass_before_fork(void);
 
 static inline __attribute__((always_inline)) uint64_t now_ticks(void)
 {

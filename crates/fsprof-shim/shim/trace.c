@@ -93,12 +93,19 @@ static const char *const shapes[OP_COUNT] = {
     [OP_fdopen] = "fs", [OP_fclose] = "F", [OP_fread] = "biiF", [OP_fwrite] = "biiF",
     [OP_fgets] = "biF", [OP_fputs] = "bF", [OP_fflush] = "F", [OP_getline] = "xxF",
     [OP_getdelim] = "xxiF", [OP_fseek] = "Fii", [OP_ftell] = "F",
+    /* The last argument of the output calls is the bytes they gave, which
+     * the wrapper sets after the call (not an argument of the prototype). */
+    [OP_fprintf] = "Fsi", [OP_dprintf] = "fsi", [OP_puts] = "bFi", [OP_fputc] = "iFi",
+    /* Kept, not described: the numbers say which open file moved where
+     * (a shell's child moves pipe ends it never otherwise uses). */
+    [OP_dup2] = "iii",
 };
 
 /* How a wrapper's result reads (set in pre from the symbol's name). */
 enum { RET_PLAIN, RET_ERRNUM, RET_READDIR_R };
 
 static void first_uses(const struct fsprof_tpre *p, const char *sh);
+static void stream_gap(FILE *f, int64_t fd);
 
 /* String tests and lengths of the trace's own, not libc's: the shim binds
  * libc's functions lazily, and a first call in each process image (in a
@@ -176,10 +183,16 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
         if (i != skip)
             p->a[p->nargs++] = a[i];
     const char *sh = op >= 0 && op < OP_COUNT && shapes[op] ? shapes[op] : "";
+    p->stream = NULL;
+    p->out = NULL;
+    p->nout = 0;
+    int64_t stream_fd = -1;
     for (int i = 0; sh[i] && i < p->nargs; i++) {
-        if (sh[i] == 'F')
-            p->a[i] = p->a[i] ? (uint64_t)(int64_t)((FILE *)(uintptr_t)p->a[i])->_fileno
-                              : (uint64_t)(int64_t)-1;
+        if (sh[i] == 'F') {
+            p->stream = (FILE *)(uintptr_t)p->a[i];
+            p->a[i] = p->stream ? (uint64_t)(int64_t)p->stream->_fileno : (uint64_t)(int64_t)-1;
+            stream_fd = (int64_t)p->a[i];
+        }
         else if (sh[i] == 'D')
             p->a[i] = p->a[i] ? (uint64_t)(int64_t)dirfd((DIR *)(uintptr_t)p->a[i])
                               : (uint64_t)(int64_t)-1;
@@ -194,6 +207,8 @@ HIDDEN void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, co
     p->a[FSPROF_TREC_MAX_ARGS - 1] = (uint64_t)flavor;
     if (!lets_go_only(op, n > 0 ? a[0] : 0))
         first_uses(p, sh);
+    if (p->stream)
+        stream_gap(p->stream, stream_fd);
 }
 
 /* ---- XXH64 (seed 0), streaming: the digest of the bytes a call wrote ---- */
@@ -706,6 +721,13 @@ static int call_items(const struct fsprof_tpre *p, int64_t ret, int failed, int 
             add_data(it, &n, 1, (const void *)(uintptr_t)a[0], strlen((const char *)(uintptr_t)a[0]),
                      0);
         break;
+    case OP_fprintf:
+    case OP_dprintf:
+    case OP_puts:
+    case OP_fputc:
+        if (p->out && p->nout)
+            add_data(it, &n, 1, p->out, p->nout, 0);
+        break;
     case OP_stat:
     case OP_lstat:
     case OP_fstat:
@@ -798,6 +820,85 @@ static void descriptors_made(const struct fsprof_tpre *p, int64_t r, int failed)
     }
 }
 
+/* ---- bytes put in a stream's buffer without a call ---------------------------- */
+
+/* glibc's putc_unlocked and putchar_unlocked are macros in optimized code
+ * (`wc`'s newline): they store into the stream's buffer and call a
+ * function (__overflow, wrapped) only when it is full, so most of their
+ * bytes pass through nothing interposed. Where each traced call left its
+ * stream's buffer is kept here; at the stream's next traced call (and, for
+ * stdout, at exit, before exit flushes it), the bytes past that point were
+ * put there without a call, and are recorded as an `fputc` of them, timed
+ * 0, just before it. A stream not in the table (at its first traced call,
+ * or pushed out by STREAM_MARKS others since) counts its whole pending
+ * buffer: only bytes put without a call, unless a traced call wrote there
+ * since the last flush (then they are recorded twice). Shared by the
+ * image's threads: two threads writing one stream at once may misplace a
+ * mark (the bytes are then recorded twice, or not), never read outside
+ * the stream's buffer. */
+#define STREAM_MARKS 16
+static struct {
+    FILE *f;
+    char *ptr;
+} g_smarks[STREAM_MARKS];
+static unsigned g_smark_next;
+
+static int smark_find(const FILE *f)
+{
+    for (int i = 0; i < STREAM_MARKS; i++)
+        if (g_smarks[i].f == f)
+            return i;
+    return -1;
+}
+
+/* After a traced call on stream `f`: where it left the buffer, or, after
+ * fclose (`gone`: f is freed), nothing. */
+static void stream_marked(FILE *f, int gone)
+{
+    int i = smark_find(f);
+    if (gone) {
+        if (i >= 0)
+            g_smarks[i].f = NULL;
+        return;
+    }
+    if (i < 0) {
+        i = smark_find(NULL);
+        if (i < 0)
+            i = (int)(g_smark_next++ % STREAM_MARKS);
+        g_smarks[i].f = f;
+    }
+    g_smarks[i].ptr = f->_IO_write_ptr;
+}
+
+/* Before a traced call on stream `f` (descriptor `fd`): records the bytes
+ * put in its buffer without a call since the last traced one. A wide
+ * stream keeps its bytes elsewhere: none. */
+static void stream_gap(FILE *f, int64_t fd)
+{
+    char *base = f->_IO_write_base, *ptr = f->_IO_write_ptr;
+    if (!g_tready || t_tbusy || f->_mode > 0 || !base || ptr <= base || ptr > f->_IO_buf_end)
+        return;
+    int i = smark_find(f);
+    char *from = i >= 0 && g_smarks[i].ptr >= base && g_smarks[i].ptr <= ptr ? g_smarks[i].ptr
+                                                                              : base;
+    uint64_t n = (uint64_t)(ptr - from);
+    if (n == 0)
+        return;
+    int saved = errno;
+    t_tbusy = 1;
+    uint64_t now = now_ticks();
+    int64_t last = (unsigned char)ptr[-1];
+    uint64_t args[3] = {(uint64_t)last, (uint64_t)fd, n};
+    struct item it[1];
+    int k = 0;
+    add_data(it, &k, 1, from, n, 0);
+    emit(OP_fputc, now, now, last, 0, 0, args, 3, it, k);
+    if (i >= 0)
+        g_smarks[i].ptr = ptr;
+    t_tbusy = 0;
+    errno = saved;
+}
+
 /* Takes this thread's recorder: 0 when it is not ready, or busy (a
  * signal handler's call inside the recording of another), which counts
  * as a dropped record. */
@@ -830,6 +931,8 @@ HIDDEN void fsprof_trace_post(const struct fsprof_tpre *p, uint64_t t0, uint64_t
         args[nargs] = keeps_value(sh[nargs]) ? p->a[nargs] : 0;
     emit((uint16_t)p->op, t0, t1, r, err, failed, args, nargs, it, n);
     descriptors_made(p, r, failed);
+    if (p->stream)
+        stream_marked(p->stream, p->op == OP_fclose);
     t_tbusy = 0;
     errno = saved;
 }
@@ -1126,4 +1229,27 @@ EXPORT uint64_t fsprof_shim_xxh64(const unsigned char *p, uint64_t len, uint64_t
     for (uint64_t at = 0; at < len; at += step)
         xxh_update(&s, p + at, len - at < step ? len - at : step);
     return xxh_final(&s);
+}
+
+/* exit flushes stdout after the image's destructors: what putc_unlocked
+ * left there since its last traced call is recorded now (with its
+ * descriptor first, when nothing traced used it). stdout is never freed
+ * (fclose leaves it without a buffer). */
+__attribute__((destructor)) static void stream_gap_at_exit(void)
+{
+    if (!g_trace || !g_tready || t_tbusy || !stdout)
+        return;
+    FILE *f = stdout;
+    if (!f->_IO_write_base || f->_IO_write_ptr <= f->_IO_write_base)
+        return;
+    long fd = f->_fileno;
+    if (fd >= 0 && fd < FSPROF_FD_CLASSES_MAX &&
+        __atomic_load_n(known_mark(fd), __ATOMIC_RELAXED) != g_tgen) {
+        int saved = errno;
+        t_tbusy = 1;
+        record_fd(fd);
+        t_tbusy = 0;
+        errno = saved;
+    }
+    stream_gap(f, fd);
 }

@@ -4,6 +4,8 @@
 #ifndef FSPROF_TRACE_H
 #define FSPROF_TRACE_H
 
+#include <stdio.h>
+
 #include "record.h"
 #include "trace_abi.h"
 
@@ -16,6 +18,14 @@ struct fsprof_tpre {
     int op;
     int nargs;
     uint64_t a[FSPROF_TREC_MAX_ARGS];
+    /* The stream a stdio call names (its buffer is looked at after the
+     * call: stream_marks in trace.c), or NULL. */
+    FILE *stream;
+    /* The bytes an output call without a buffer argument gave its stream
+     * or descriptor (printf's formatted text, putc's character), set by
+     * the wrapper after the call; NULL: none. */
+    const void *out;
+    uint64_t nout;
 };
 
 HIDDEN COLD void fsprof_trace_pre(struct fsprof_tpre *p, int op, const char *name, const uint64_t *a,

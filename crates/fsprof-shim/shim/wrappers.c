@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -543,6 +544,24 @@ WRAPPER(msync) int msync(void *a, size_t n, int f)
     }
 WRAP_FCNTL(fcntl)
 WRAP_FCNTL(fcntl64)
+
+/* dup2 and dup3 put an open file on a number, replacing what it held: a
+ * trace records the move (`compile` gives the number the open file's
+ * slot), and the number gets the file's class. The number's next use is
+ * described all the same (fdclass.c, fd_new). dup3's flags are its third
+ * argument; dup2 has none. */
+#define DUP_MOVED(fd, to, r)                                                             \
+    if ((r) >= 0 && (fd) != (to))                                                        \
+    fsprof_fd_dup((fd), (r))
+static int (*real_dup2)(int, int);
+WRAPPER(dup2) int dup2(int fd, int to)
+{
+    TRACED_CALL(OP_dup2, "dup2", (fd, to, 0), call_begin(OP_dup2), int, M1, REAL(dup2)(fd, to),
+                (void)0, DUP_MOVED(fd, to, r))
+    TIMED_SEQ(own_begin(), call_begin(OP_dup2), int, M1, REAL(dup2)(fd, to), (void)0,
+              DUP_MOVED(fd, to, r), (void)0);
+}
+WRAP_THEN(dup2, int, dup3, (int fd, int to, int f), (fd, to, f), M1, DUP_MOVED(fd, to, r))
 WRAP_FD(flock, int, flock, (int fd, int op), (fd, op), M1, fd)
 
 /* ---- stdio ------------------------------------------------------------------------------------ */
@@ -626,6 +645,220 @@ WRAP_FD(ftell, long, ftell, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off_t, ftello, (FILE * f), (f), M1, FD_OF(f))
 WRAP_FD(ftell, off64_t, ftello64, (FILE * f), (f), M1, FD_OF(f))
 
+/* ---- formatted and character output ---------------------------------------------------- */
+
+/* printf's formatted text and putc's character exist only inside libc,
+ * which writes them to the stream's buffer and flushes it with a write()
+ * of its own that nothing can interpose. The calls are timed like fwrite
+ * (their op's last argument is the bytes they gave); when tracing, the
+ * wrapper hands the trace those bytes (pre_.out) for the record's data. */
+
+/* Room for an output call's bytes: on the stack, or mapped for a long
+ * one (the shim calls no malloc). */
+struct outbuf {
+    char *p;
+    size_t mapped;
+    char small[512];
+};
+
+static char *outbuf_get(struct outbuf *b, uint64_t n)
+{
+    b->p = b->small;
+    if (n <= sizeof b->small)
+        return b->p;
+    void *m = (void *)syscall(SYS_mmap, 0, (size_t)n, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return b->p = NULL;
+    b->mapped = (size_t)n;
+    return b->p = m;
+}
+
+static void outbuf_put(struct outbuf *b)
+{
+    if (b->mapped)
+        syscall(SYS_munmap, b->p, b->mapped);
+}
+
+/* An output call of op `op` as wrapper `name`, counted in `ctr`; the
+ * trace keeps `trargs`, whose third is the bytes given. When tracing,
+ * `before` runs just before the call, and `bytes` after it (with `r`) sets
+ * them in pre_ (the record's size, pre_.out, pre_.nout) using ob_. */
+#define OUT_SEQ(op, name, ctr, trargs, call, failed, before, bytes)                      \
+    if (UNLIKELY(g_trace)) {                                                             \
+        uint64_t tra_[] = {TR_LIST trargs};                                              \
+        struct fsprof_ctr *trc_ = (ctr);                                                 \
+        struct fsprof_tpre pre_;                                                         \
+        struct outbuf ob_;                                                               \
+        ob_.mapped = 0;                                                                  \
+        fsprof_trace_pre(&pre_, op, name, tra_, (int)(sizeof tra_ / sizeof *tra_));      \
+        before;                                                                          \
+        TIMED_SEQ(0, trc_, int, failed, call, (void)0, (void)0, do {                     \
+            bytes;                                                                       \
+            fsprof_trace_post(&pre_, t0_, t1_, (int64_t)r, f_);                          \
+            outbuf_put(&ob_);                                                            \
+        } while (0));                                                                    \
+    }                                                                                    \
+    TIMED_SEQ(own_begin(), ctr, int, failed, call, (void)0, (void)0, (void)0)
+
+/* The bytes a printf-family call gave (r of them): formatted again from a
+ * copy of its arguments, with errno as the call saw it (`%m`); errno as
+ * the call left it after. Not with `--data none`, which keeps no bytes. A
+ * `%n` stores the same count a second time. */
+static void printed(struct fsprof_tpre *p, struct outbuf *b, int r, const char *fmt, va_list ap,
+                    int err_before)
+{
+    p->a[2] = r > 0 ? (uint64_t)r : 0;
+    if (r <= 0 || g_trace == FSPROF_TDATA_NONE)
+        return;
+    int keep = errno;
+    if (outbuf_get(b, (uint64_t)r + 1)) {
+        errno = err_before;
+        if (vsnprintf(b->p, (size_t)r + 1, fmt, ap) == r) {
+            p->out = b->p;
+            p->nout = (uint64_t)r;
+        }
+    }
+    errno = keep;
+}
+
+static int (*real_vfprintf)(FILE *, const char *, va_list);
+static int (*real___vfprintf_chk)(FILE *, int, const char *, va_list);
+/* The printf family on stream `f`: vfprintf, or __vfprintf_chk with
+ * `flag` >= 0 (each is what the wrapped function itself calls). */
+static int stream_printf(const char *name, FILE *f, int flag, const char *fmt, va_list ap)
+{
+    int file_ = 1, fd = FD_OF(f);
+    OUT_SEQ(OP_fprintf, name, FD_CTR(fprintf, fd), (f, fmt, 0),
+            flag < 0 ? REAL(vfprintf)(f, fmt, ap) : REAL(__vfprintf_chk)(f, flag, fmt, ap), r < 0,
+            va_list cp_; int err_ = errno; va_copy(cp_, ap),
+            printed(&pre_, &ob_, r, fmt, cp_, err_); va_end(cp_));
+}
+
+#define VA_CALL(call, last)                                                              \
+    va_list ap;                                                                          \
+    va_start(ap, last);                                                                  \
+    int r = call;                                                                        \
+    va_end(ap);                                                                          \
+    return r
+
+WRAPPER(printf) int printf(const char *fmt, ...)
+{
+    VA_CALL(stream_printf("printf", stdout, -1, fmt, ap), fmt);
+}
+WRAPPER(fprintf) int fprintf(FILE *f, const char *fmt, ...)
+{
+    VA_CALL(stream_printf("fprintf", f, -1, fmt, ap), fmt);
+}
+WRAPPER(vprintf) int vprintf(const char *fmt, va_list ap)
+{
+    return stream_printf("vprintf", stdout, -1, fmt, ap);
+}
+WRAPPER(vfprintf) int vfprintf(FILE *f, const char *fmt, va_list ap)
+{
+    return stream_printf("vfprintf", f, -1, fmt, ap);
+}
+WRAPPER(__printf_chk) int __printf_chk(int flag, const char *fmt, ...)
+{
+    VA_CALL(stream_printf("__printf_chk", stdout, flag < 0 ? 0 : flag, fmt, ap), fmt);
+}
+WRAPPER(__fprintf_chk) int __fprintf_chk(FILE *f, int flag, const char *fmt, ...)
+{
+    VA_CALL(stream_printf("__fprintf_chk", f, flag < 0 ? 0 : flag, fmt, ap), fmt);
+}
+WRAPPER(__vprintf_chk) int __vprintf_chk(int flag, const char *fmt, va_list ap)
+{
+    return stream_printf("__vprintf_chk", stdout, flag < 0 ? 0 : flag, fmt, ap);
+}
+WRAPPER(__vfprintf_chk) int __vfprintf_chk(FILE *f, int flag, const char *fmt, va_list ap)
+{
+    return stream_printf("__vfprintf_chk", f, flag < 0 ? 0 : flag, fmt, ap);
+}
+
+static int (*real_vdprintf)(int, const char *, va_list);
+static int (*real___vdprintf_chk)(int, int, const char *, va_list);
+/* dprintf's family on descriptor `fd`, as stream_printf. */
+static int fd_printf(const char *name, int fd, int flag, const char *fmt, va_list ap)
+{
+    int file_ = 1;
+    OUT_SEQ(OP_dprintf, name, FD_CTR(dprintf, fd), (fd, fmt, 0),
+            flag < 0 ? REAL(vdprintf)(fd, fmt, ap) : REAL(__vdprintf_chk)(fd, flag, fmt, ap),
+            r < 0, va_list cp_; int err_ = errno; va_copy(cp_, ap),
+            printed(&pre_, &ob_, r, fmt, cp_, err_); va_end(cp_));
+}
+
+WRAPPER(dprintf) int dprintf(int fd, const char *fmt, ...)
+{
+    VA_CALL(fd_printf("dprintf", fd, -1, fmt, ap), fmt);
+}
+WRAPPER(vdprintf) int vdprintf(int fd, const char *fmt, va_list ap)
+{
+    return fd_printf("vdprintf", fd, -1, fmt, ap);
+}
+WRAPPER(__dprintf_chk) int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+    VA_CALL(fd_printf("__dprintf_chk", fd, flag < 0 ? 0 : flag, fmt, ap), fmt);
+}
+WRAPPER(__vdprintf_chk) int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+    return fd_printf("__vdprintf_chk", fd, flag < 0 ? 0 : flag, fmt, ap);
+}
+
+/* puts gave stdout its string and a newline. */
+static void put_line(struct fsprof_tpre *p, struct outbuf *b, int r, const char *s)
+{
+    if (r == EOF)
+        return;
+    size_t n = strlen(s) + 1;
+    p->a[2] = n;
+    if (g_trace == FSPROF_TDATA_NONE || !outbuf_get(b, n))
+        return;
+    memcpy(b->p, s, n - 1);
+    b->p[n - 1] = '\n';
+    p->out = b->p;
+    p->nout = n;
+}
+
+static int (*real_puts)(const char *);
+WRAPPER(puts) int puts(const char *s)
+{
+    FILE *f = stdout;
+    int file_ = 1, fd = FD_OF(f);
+    OUT_SEQ(OP_puts, "puts", FD_CTR(puts, fd), (s, f, 0), REAL(puts)(s), r == EOF, (void)0,
+            put_line(&pre_, &ob_, r, s));
+}
+
+/* putc and its kin gave their stream one byte; __overflow is the call
+ * glibc's putc_unlocked macro makes when the buffer is full (with EOF: a
+ * flush, no byte). */
+static inline void put_char(struct fsprof_tpre *p, struct outbuf *b, int r, int c)
+{
+    if (r == EOF || c == EOF)
+        return;
+    b->small[0] = (char)c;
+    p->a[2] = 1;
+    p->out = b->small;
+    p->nout = 1;
+}
+
+#define WRAP_PUTC(name, params, args, c, f)                                              \
+    static int(*real_##name) params;                                                     \
+    WRAPPER(name) int name params                                                        \
+    {                                                                                    \
+        FILE *f_of_ = (f);                                                               \
+        int file_ = 1, fd_ = FD_OF(f_of_);                                               \
+        OUT_SEQ(OP_fputc, #name, FD_CTR(fputc, fd_), ((c), f_of_, 0), REAL(name) args,   \
+                r == EOF, (void)0, put_char(&pre_, &ob_, r, (c)));                       \
+    }
+WRAP_PUTC(fputc, (int c, FILE *f), (c, f), c, f)
+WRAP_PUTC(fputc_unlocked, (int c, FILE *f), (c, f), c, f)
+WRAP_PUTC(putc, (int c, FILE *f), (c, f), c, f)
+WRAP_PUTC(_IO_putc, (int c, FILE *f), (c, f), c, f)
+WRAP_PUTC(putc_unlocked, (int c, FILE *f), (c, f), c, f)
+WRAP_PUTC(putchar, (int c), (c), c, stdout)
+WRAP_PUTC(putchar_unlocked, (int c), (c), c, stdout)
+WRAP_PUTC(__overflow, (FILE * f, int c), (f, c), c, f)
+
 /* What a shell's child, xargs's or make's calls between fork and exec:
  * redirections, closing the other ends of pipes, flushing stdio (record.h,
  * g_before_first_fork). */
@@ -640,7 +873,8 @@ static void before_first_fork(void)
     (void)REAL(read);
     (void)REAL(write);
     (void)REAL(chdir);
-    fsprof_fdclass_before_fork();
+    (void)REAL(dup2);
+    (void)REAL(dup3);
 }
 
 __attribute__((constructor)) static void set_fork_hook(void)

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 8;
+pub const ABI_VERSION: u32 = 9;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory:

@@ -289,6 +289,10 @@ fn moves_position(op: &str) -> bool {
             | "fwrite"
             | "fgets"
             | "fputs"
+            | "fprintf"
+            | "puts"
+            | "fputc"
+            | "dprintf"
             | "getline"
             | "getdelim"
             | "fseek"
@@ -299,27 +303,21 @@ fn moves_position(op: &str) -> bool {
 }
 
 fn writes_file(op: &str) -> bool {
-    matches!(
-        op,
-        "write"
-            | "pwrite"
-            | "writev"
-            | "pwritev"
-            | "pwritev2"
-            | "fwrite"
-            | "fputs"
-            | "fflush"
-            | "ftruncate"
-            | "fallocate"
-            | "posix_fallocate"
-            | "fsync"
-            | "fdatasync"
-            | "sync_file_range"
-            | "fchmod"
-            | "fchown"
-            | "futimens"
-            | "futimes"
-    )
+    is_write(op)
+        || matches!(
+            op,
+            "fflush"
+                | "ftruncate"
+                | "fallocate"
+                | "posix_fallocate"
+                | "fsync"
+                | "fdatasync"
+                | "sync_file_range"
+                | "fchmod"
+                | "fchown"
+                | "futimens"
+                | "futimes"
+        )
 }
 
 /// The ops the replayer issues, and on what: `f` an fd slot, `p` a path,
@@ -334,7 +332,9 @@ fn replay_kind(op: &str) -> Option<char> {
         | "sync_file_range" | "ftruncate" | "fallocate" | "posix_fallocate" | "posix_fadvise"
         | "fchmod" | "fchown" | "futimens" | "futimes" | "fchdir" | "readdir" | "getdents64"
         | "fstatfs" | "fstatvfs" | "flock" | "fread" | "fwrite" | "fgets" | "fputs" | "fflush"
-        | "getline" | "getdelim" | "fseek" | "ftell" => 'f',
+        | "getline" | "getdelim" | "fseek" | "ftell" | "fprintf" | "puts" | "fputc" | "dprintf" => {
+            'f'
+        }
         "fcntl" => 'f',
         "sendfile" | "copy_file_range" => 'f',
         "stat" | "lstat" | "fstatat" | "statx" | "access" | "faccessat" | "truncate" | "mkdir"
@@ -474,6 +474,9 @@ impl Compiler {
 
     fn call(&mut self, c: &Call) {
         let op = c.op.name();
+        if op == "dup2" {
+            return self.dup2(c);
+        }
         let Some(kind) =
             replay_kind(op).or(matches!(op, "mmap" | "msync" | "munmap").then_some('m'))
         else {
@@ -678,7 +681,8 @@ impl Compiler {
                     cmd.len = d.len() as u64;
                     cmd.buf = Some(self.buffer(d));
                 }
-                _ if c.ret > 0 => cmd.len = cmd.len.max(c.ret as u64),
+                // fputc's result is its character, not a count.
+                _ if c.ret > 0 && op != "fputc" => cmd.len = cmd.len.max(c.ret as u64),
                 _ => {}
             }
         }
@@ -765,10 +769,11 @@ impl Compiler {
             // A copy moves the position of the descriptor it reads (the
             // trace does not keep an offset pointer: the replay passes
             // none either).
-            "read" | "write" | "readv" | "writev" | "sendfile" | "copy_file_range" => {
+            "read" | "write" | "readv" | "writev" | "sendfile" | "copy_file_range" | "dprintf" => {
                 s.pos = s.pos.map(|p| p + c.ret.max(0) as u64)
             }
-            "fread" | "fwrite" | "fgets" | "fputs" | "getline" | "getdelim" => s.pos = None,
+            "fread" | "fwrite" | "fgets" | "fputs" | "getline" | "getdelim" | "fprintf"
+            | "puts" | "fputc" => s.pos = None,
             _ => {}
         }
     }
@@ -790,6 +795,32 @@ impl Compiler {
             | "utimes" | "lutimes" | "mknod" | "mknodat" => true,
             _ => false,
         }
+    }
+
+    /// dup2 and dup3: the number now holds the old number's open file (its
+    /// slot, shared as F_DUPFD shares it) or, where the trace has no slot
+    /// for that, none: its next use is described and opened anew
+    /// (reopen.rs), not taken for what the number held before. That loses
+    /// a reference (a slot no number holds stays open to the replay's end).
+    fn dup2(&mut self, c: &Call) {
+        if let (Some(old), Some(new), false) = (c.fd, c.fd2, c.failed()) {
+            let from = self.slot_of(c.pid, Some(old));
+            let table = self.fds.entry(c.pid).or_default();
+            let before = table.remove(&new);
+            if let Some(slot) = from {
+                table.insert(new, slot);
+            }
+            for (slot, add) in [(before, false), (from, true)] {
+                if let Some(s) = slot.and_then(|s| self.slots[s as usize].as_mut()) {
+                    s.refs = if add {
+                        s.refs + 1
+                    } else {
+                        s.refs.saturating_sub(1)
+                    };
+                }
+            }
+        }
+        self.skip("dup2 (moves a slot)");
     }
 
     /// F_DUPFD makes a new fd on the same open file; F_GETFL/F_SETFL and
@@ -927,7 +958,17 @@ impl Compiler {
 fn is_write(op: &str) -> bool {
     matches!(
         op,
-        "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
+        "write"
+            | "pwrite"
+            | "writev"
+            | "pwritev"
+            | "pwritev2"
+            | "fwrite"
+            | "fputs"
+            | "fprintf"
+            | "puts"
+            | "fputc"
+            | "dprintf"
     )
 }
 

@@ -262,7 +262,8 @@ impl Initial {
             }
             "getdents64" | "readdir" => self.exists(p, Kind::Dir),
             "write" | "pwrite" | "writev" | "pwritev" | "pwritev2" | "fwrite" | "fputs"
-            | "ftruncate" | "fallocate" | "posix_fallocate" => self.changed(p),
+            | "fprintf" | "puts" | "fputc" | "dprintf" | "ftruncate" | "fallocate"
+            | "posix_fallocate" => self.changed(p),
             _ => {}
         }
     }

@@ -213,6 +213,16 @@ impl Resolver {
                     p.fds.insert(c.ret as i32, path);
                 }
             }
+            // dup2, dup3: the number holds the old one's file, or one
+            // whose path is unknown (its next use describes it).
+            "dup2" if ok => {
+                if let (Some(old), Some(new)) = (c.fd, c.fd2) {
+                    match p.fds.get(&old).cloned() {
+                        Some(path) => p.fds.insert(new, path),
+                        None => p.fds.remove(&new),
+                    };
+                }
+            }
             "close" | "fclose" | "closedir" => {
                 if let Some(fd) = c.fd {
                     p.fds.remove(&fd);

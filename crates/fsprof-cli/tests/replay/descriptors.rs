@@ -1,6 +1,7 @@
 //! Descriptors the trace did not see made: a forked child's inherited
-//! ones, and the ones a `dup2` put in place (a shell's redirections),
-//! replay onto the files the traced program used.
+//! ones, the ones a `dup2` put in place (a shell's redirections), and
+//! ones moved where the shim cannot see (a raw system call), replay onto
+//! the files the traced program used.
 
 use std::path::Path;
 
@@ -11,7 +12,22 @@ use super::command::{c_program, compile_trace, ok, replay, trace_in, STRICT};
 /// Traces `exe` in `base/work` (files made there by `setup` first) with
 /// `--data full`, compiles and replays it strictly into `base/root`;
 /// returns what the replay said and the replayed `work` directory.
-fn replayed(base: &Path, exe: &Path, setup: &[(&str, &[u8])]) -> (String, std::path::PathBuf) {
+pub(super) fn replayed(
+    base: &Path,
+    exe: &Path,
+    setup: &[(&str, &[u8])],
+) -> (String, std::path::PathBuf) {
+    replayed_cmd(base, &[exe.as_os_str()], setup, "full")
+}
+
+/// [`replayed`] of command `cmd` traced with `--data DATA`; the trace is
+/// `base/d.trace`.
+pub(super) fn replayed_cmd(
+    base: &Path,
+    cmd: &[&std::ffi::OsStr],
+    setup: &[(&str, &[u8])],
+    data: &str,
+) -> (String, std::path::PathBuf) {
     let work = base.join("work");
     std::fs::create_dir(&work).unwrap();
     for (name, bytes) in setup {
@@ -22,7 +38,7 @@ fn replayed(base: &Path, exe: &Path, setup: &[(&str, &[u8])]) -> (String, std::p
         base.join("d.replay"),
         base.join("root"),
     );
-    trace_in(&work, &["--data", "full"], &t, &[exe.as_os_str()]);
+    trace_in(&work, &["--data", data], &t, cmd);
     let compiled = compile_trace(base, &t, &r);
     std::fs::create_dir(&root).unwrap();
     let msgs = ok(&replay(base, &r, &root, &STRICT));
@@ -73,8 +89,9 @@ int main(void) {
     assert_eq!(read("b"), b"parent", "the parent's write: {msgs}");
 }
 
-/// A program that moves files onto its stdin and stdout with `dup2`, as a
-/// shell's `<in >out` does: its reads of fd 0, its writes, stdio writes
+/// A program that moves files onto its stdin and stdout as a shell's
+/// `<in >out` does, but with a raw `dup2` system call, which the shim does
+/// not see (`posix_spawn`'s file actions make theirs inside libc): its reads of fd 0, its writes, stdio writes
 /// and a copy of "everything" from a file that was there before the trace
 /// (`copy_file_range` of 2^62 bytes, as `cat` makes) to fd 1 all replay,
 /// and the replayed `out` is the traced one where the trace has its bytes.
@@ -89,17 +106,18 @@ fn redirected_stdin_and_stdout_replay_onto_their_files() {
         r#"#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 static int onto(const char *path, int flags, int fd) {
     int f = open(path, flags, 0644);
-    return f < 0 || dup2(f, fd) != fd || close(f) ? -1 : 0;
+    return f < 0 || syscall(SYS_dup2, f, fd) != fd || close(f) ? -1 : 0;
 }
 int main(void) {
     char buf[64];
     /* Read past the start before the move: fd 0's first use is 3 bytes
      * in, where its reopened descriptor must be too. */
     int in = open("in", O_RDONLY);
-    if (in < 0 || read(in, buf, 3) != 3 || dup2(in, 0) || close(in)) return 1;
+    if (in < 0 || read(in, buf, 3) != 3 || syscall(SYS_dup2, in, 0) || close(in)) return 1;
     if (onto("out", O_CREAT | O_WRONLY | O_TRUNC, 1)) return 2;
     ssize_t n = read(0, buf, sizeof buf);
     if (n != 6 || write(1, buf, n) != n) return 3;
@@ -145,4 +163,86 @@ int main(void) {
     assert_eq!(read("in"), b"ski+input", "{msgs}");
     // fd 0 opened and moved 3 bytes in, fd 1 opened.
     assert!(msgs.contains("; 3 set-up command(s)"), "{msgs}");
+}
+
+/// `dup2` and `dup3` onto a number the trace already has a file for put
+/// another open file there: the writes that follow replay onto that file,
+/// or, from /dev/null, onto none, not onto the file the number held.
+#[test]
+fn a_number_moved_onto_another_file_replays_onto_that_file() {
+    let (_d, base) = canonical_tempdir();
+    replays_into(
+        &base,
+        "moved_fd",
+        r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <unistd.h>
+int main(void) {
+    int a = open("a", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int b = open("b", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    int c = open("c", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (a < 0 || b < 0 || c < 0 || write(a, "x", 1) != 1) return 1;
+    /* b's file stays open through b when a lets it go. */
+    if (dup2(b, a) != a || write(a, "y", 1) != 1 || close(a) || write(b, "z", 1) != 1) return 2;
+    if (dup3(c, a, O_CLOEXEC) != a || write(a, "w", 1) != 1) return 3;
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0 || dup2(null, c) != c || write(c, "-", 1) != 1) return 4;
+    return close(a) | close(b) | close(c) | close(null);
+}
+"#,
+        &[],
+        &[("a", "x"), ("b", "yz"), ("c", "w")],
+    );
+}
+
+/// A program whose stdout is a file it used starts a command with its
+/// stdout moved onto another file (`dup2` in the child, as a shell's
+/// `cmd >out` does), then execs `head`: the exec'd image's fd 1 is `out`,
+/// not the file the child inherited on that number. head's output
+/// replays into out, the parent's writes around it into log.
+#[test]
+fn an_execd_commands_redirected_stdout_replays_onto_its_file() {
+    let (_d, base) = canonical_tempdir();
+    replays_into(
+        &base,
+        "exec_moved",
+        r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    int log = open("log", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (log < 0 || dup2(log, 1) != 1 || close(log) || write(1, "one\n", 4) != 4) return 1;
+    pid_t k = fork();
+    if (k == 0) {
+        int out = open("out", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (out < 0 || dup2(out, 1) != 1 || close(out)) _exit(2);
+        execlp("head", "head", "-n", "2", "f", (char *)0);
+        _exit(3);
+    }
+    int status;
+    if (waitpid(k, &status, 0) != k || status) return 4;
+    return write(1, "two\n", 4) != 4;
+}
+"#,
+        &[("f", b"1\n2\n3\n")],
+        &[("out", "1\n2\n"), ("log", "one\ntwo\n")],
+    );
+}
+
+/// Compiles C program `src`, traces and replays it ([`replayed`]), and
+/// checks that the replayed files `want` hold their texts.
+fn replays_into(
+    base: &Path,
+    name: &str,
+    src: &str,
+    setup: &[(&str, &[u8])],
+    want: &[(&str, &str)],
+) {
+    let exe = c_program(base, name, src);
+    let (msgs, work) = replayed(base, &exe, setup);
+    for (file, text) in want {
+        let got = std::fs::read(work.join(file)).unwrap_or_default();
+        assert_eq!(String::from_utf8_lossy(&got), *text, "{file}: {msgs}");
+    }
 }

@@ -10,4 +10,5 @@ mod mount_kit;
 mod command;
 mod descriptors;
 mod mmap;
+mod output;
 mod space;

@@ -210,6 +210,21 @@ pub const OPS: &[LibcOp] = &[
     op("getdelim", &[(Int, 2), (Stream, 3)]),
     op("fseek", &[(Stream, 0), (Offset, 1), (Whence, 2)]),
     op("ftell", STREAM),
+    // Formatted and character output, each with the bytes it gave its
+    // stream (or, for dprintf, its descriptor) as a last argument the
+    // prototype lacks: what `fwrite` and `write` record as their size.
+    // `fprintf` is the printf family on a stream (printf, vfprintf, the
+    // fortified `__printf_chk` ...), its format the op's string; `puts`
+    // gave stdout its string and a newline; `fputc` is putc, putchar and
+    // fputc, and also the bytes glibc's putc_unlocked macro put in a
+    // stream's buffer without a call, found at the stream's next call.
+    op("fprintf", &[(Stream, 0), (Name, 1), (Size, 2)]),
+    op("dprintf", &[(Fd, 0), (Name, 1), (Size, 2)]),
+    op("puts", &[(Stream, 1), (Size, 2)]),
+    op("fputc", &[(Int, 0), (Stream, 1), (Size, 2)]),
+    // dup2 and dup3 (their flags as the third argument): a trace follows
+    // which open file a number holds through them.
+    op("dup2", &[(Fd, 0), (Fd2, 1), (Flags, 2)]),
 ];
 
 /// How many of [`OPS`] are data ops.
@@ -255,7 +270,7 @@ pub fn data_ops() -> impl Iterator<Item = &'static LibcOp> {
 /// The ops on a descriptor whose calls on non-files (pipes, sockets,
 /// devices, other kernel objects) the shim counts apart, under non-file
 /// twins; their order numbers the twins, so it is ABI too (append only).
-pub const FD_OPS: [&str; 32] = [
+pub const FD_OPS: [&str; 36] = [
     "close",
     "read",
     "write",
@@ -288,6 +303,10 @@ pub const FD_OPS: [&str; 32] = [
     "getdelim",
     "fseek",
     "ftell",
+    "fprintf",
+    "dprintf",
+    "puts",
+    "fputc",
 ];
 
 /// The C shim's X-macro lists, which its build script writes: `ops.def`
