@@ -238,16 +238,26 @@ def build_floor(shim, tmp, trace=False):
     by_hand = {"execl", "execle", "execlp"}
     if not by_hand <= set(wrappers):
         sys.exit(f"the shim no longer exports {sorted(by_hand - set(wrappers))}: fix shim_floor.c")
+    # Variadic, and may pass floating-point arguments: written by hand
+    # (FLOOR_PRINTF) when the shim exports them (a shim that traces
+    # stdio output), all or none.
+    printf = {"printf", "fprintf", "dprintf", "__printf_chk", "__fprintf_chk", "__dprintf_chk"}
+    has_printf = bool(printf & set(wrappers))
+    if has_printf and not printf <= set(wrappers):
+        sys.exit(f"the shim exports part of the printf family only: fix shim_floor.c")
+    if has_printf:
+        by_hand |= printf
+    generic = [s for s in wrappers if s not in by_hand]
     with open(os.path.join(tmp, "floor_syms.h"), "w") as f:
-        f.writelines(f"W({s})\n" for s in wrappers if s not in by_hand)
+        f.writelines(f"W({s})\n" for s in generic)
     lib = os.path.join(tmp, "shim_floor_trace.so" if trace else "shim_floor.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp]
-                   + (["-DFLOOR_TRACE"] if trace else [])
+                   + (["-DFLOOR_TRACE"] if trace else []) + (["-DFLOOR_PRINTF"] if has_printf else [])
                    + ["-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
     got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                          check=True).stdout.split()[2::3]
     assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
-    size = floor_size(len(wrappers), trace)
+    size = floor_size(len(generic), trace)
     fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
     os.ftruncate(fd, size)
     os.close(fd)

@@ -39,7 +39,8 @@
  * floating-point, by-value structure or stack argument) except the
  * execl family, whose argument lists are variable and NULL-ended: those
  * three are written out by hand below, as the shim writes them, on
- * execv/execve/execvp. No libc header that declares a wrapped function is
+ * execv/execve/execvp; and the printf family where the shim exports it
+ * (FLOOR_PRINTF), on its v-forms. No libc header that declares a wrapped function is
  * included, as their prototypes would clash with the generic one. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -279,6 +280,39 @@ extern long execvp(long, long, long, long, long, long);
     }
 EXEC_LIST(execl, execv)
 EXEC_LIST(execlp, execvp)
+
+#ifdef FLOOR_PRINTF
+/* The printf family (a shim that traces stdio output exports it): a
+ * variadic call may pass floating-point arguments in vector registers and
+ * more than six on the stack, which the generic wrapper does not forward;
+ * each is written out onto its v-form's wrapper, as the shim does. */
+extern long vprintf(long, long, long, long, long, long);
+extern long vfprintf(long, long, long, long, long, long);
+extern long vdprintf(long, long, long, long, long, long);
+extern long __vprintf_chk(long, long, long, long, long, long);
+extern long __vfprintf_chk(long, long, long, long, long, long);
+extern long __vdprintf_chk(long, long, long, long, long, long);
+#define PRINTF_VIA(name, vname, params, args)                                            \
+    EXPORT int name params                                                               \
+    {                                                                                    \
+        va_list ap;                                                                      \
+        va_start(ap, fmt);                                                               \
+        int r = (int)vname args;                                                         \
+        va_end(ap);                                                                      \
+        return r;                                                                        \
+    }
+PRINTF_VIA(printf, vprintf, (const char *fmt, ...), ((long)fmt, (long)ap, 0, 0, 0, 0))
+PRINTF_VIA(fprintf, vfprintf, (void *f, const char *fmt, ...),
+           ((long)f, (long)fmt, (long)ap, 0, 0, 0))
+PRINTF_VIA(dprintf, vdprintf, (int fd, const char *fmt, ...),
+           ((long)fd, (long)fmt, (long)ap, 0, 0, 0))
+PRINTF_VIA(__printf_chk, __vprintf_chk, (int flag, const char *fmt, ...),
+           ((long)flag, (long)fmt, (long)ap, 0, 0, 0))
+PRINTF_VIA(__fprintf_chk, __vfprintf_chk, (void *f, int flag, const char *fmt, ...),
+           ((long)f, (long)flag, (long)fmt, (long)ap, 0, 0))
+PRINTF_VIA(__dprintf_chk, __vdprintf_chk, (int fd, int flag, const char *fmt, ...),
+           ((long)fd, (long)flag, (long)fmt, (long)ap, 0, 0))
+#endif
 
 EXPORT int execle(const char *path, const char *arg0, ...)
 {
