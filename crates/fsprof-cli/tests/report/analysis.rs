@@ -533,15 +533,7 @@ fn calibration_labels_peaks_of_a_real_profile() {
     );
     assert_eq!(std::fs::read(&file).unwrap(), before);
 
-    let profile = hot_and_direct_reads(d.path(), "count=16");
-    // Hot reads are page-cache hits on any machine; the direct reads are
-    // device reads or, when this calibration's device read is unstable or
-    // elsewhere (a loaded machine), unlabelled — never anything else
-    // (peak_labels.rs holds every rule against known causes).
-    let mut c = fsprof();
-    c.env("XDG_CONFIG_HOME", &cfg);
-    hot_reads_are_hits(c, &[], &profile, "");
-    hits_named_with_an_idle_machines_calibration(&before, &profile, d.path());
+    let profile = labelled_profile(d.path(), &cfg);
     // --no-labels turns it off.
     let mut c = fsprof();
     c.env("XDG_CONFIG_HOME", &cfg)
@@ -552,12 +544,61 @@ fn calibration_labels_peaks_of_a_real_profile() {
         .stdout(predicate::str::contains("≈ device read").not());
 }
 
+/// Profiles hot and direct `dd` reads until their hot reads are named
+/// page-cache hits by this machine's calibration (the default file under
+/// `cfg`) and by an idle machine's version of it; returns the profile.
+///
+/// Under CI's load a run's hot reads can fall outside the hit window that
+/// the calibration, measured minutes apart, gives them (2.9 µs against a
+/// 346 ns hit at load 5.8: 8.4×, beyond `SLOW_CPU`'s 4×). Such a run says
+/// nothing of the labels, so it is made again, with a fresh calibration,
+/// up to three times. A hot peak inside the window that goes unnamed, or
+/// any other label, fails at once: the labels are wrong, not the load.
+fn labelled_profile(dir: &Path, cfg: &Path) -> PathBuf {
+    let file = cfg.join("fsprof/calibration.json");
+    let mut tries = Vec::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            let mut c = fsprof();
+            c.env("XDG_CONFIG_HOME", cfg)
+                .args(["calibrate", "--force", "--dir"])
+                .arg(dir)
+                .assert()
+                .success();
+        }
+        let calibration = std::fs::read(&file).unwrap();
+        let profile = hot_and_direct_reads(dir, "count=16");
+        // Hot reads are page-cache hits on any machine; the direct reads
+        // are device reads or, when this calibration's device read is
+        // unstable or elsewhere (a loaded machine), unlabelled — never
+        // anything else (peak_labels.rs holds every rule against known
+        // causes).
+        let mut c = fsprof();
+        c.env("XDG_CONFIG_HOME", cfg);
+        let named = hot_reads_are_hits(c, &[], &profile, &calibration).and_then(|()| {
+            hits_named_with_an_idle_machines_calibration(&calibration, &profile, dir)
+        });
+        match named {
+            Ok(()) => return profile,
+            Err(slow) => tries.push(slow),
+        }
+    }
+    panic!(
+        "the hot reads ran outside the hit window in every try:\n{}",
+        tries.join("\n")
+    );
+}
+
 /// The same machine calibrated as an idle, faster one would be: every
 /// window 10% wide, the page-cache hits twice as fast as measured here (a
 /// loop on a CPU at full clock), while the profiled dd ran at this
 /// machine's speed. The hot reads are still hits (the official CI run had
 /// them unnamed before peak_labels::SLOW_CPU).
-fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Path, dir: &Path) {
+fn hits_named_with_an_idle_machines_calibration(
+    calibration: &[u8],
+    profile: &Path,
+    dir: &Path,
+) -> Result<(), String> {
     let mut idle: serde_json::Value = serde_json::from_slice(calibration).unwrap();
     for ch in idle["characteristics"].as_array_mut().unwrap() {
         let hit = ch["name"] == "page_cache_hit";
@@ -568,42 +609,72 @@ fn hits_named_with_an_idle_machines_calibration(calibration: &[u8], profile: &Pa
         ch["rounds"] = serde_json::json!([m, m * 1.05]);
     }
     let tight = dir.join("idle.json");
-    std::fs::write(&tight, idle.to_string()).unwrap();
+    let text = idle.to_string();
+    std::fs::write(&tight, &text).unwrap();
     hot_reads_are_hits(
         fsprof(),
         &["--calibration".into(), tight.into()],
         profile,
-        &idle.to_string(),
-    );
+        text.as_bytes(),
+    )
 }
 
 /// `report --peaks --op read` of the hot-and-direct `dd` profile, with
-/// `extra` options: the hot reads are named page-cache hits, and nothing is
-/// named but hits and device reads.
+/// `extra` options and `calibration` (the file it uses): nothing is named
+/// but hits and device reads, and the hot reads are named page-cache hits.
+/// Err when they are not and their peak lies outside the 4 KiB hit's
+/// window (`peak_labels::window`: a quarter to four times its median),
+/// where no label is due; a panic when it lies inside.
 fn hot_reads_are_hits(
     mut report: Std,
     extra: &[std::ffi::OsString],
     profile: &Path,
-    context: &str,
-) {
+    calibration: &[u8],
+) -> Result<(), String> {
     report.args(["report", "--peaks", "--op", "read", "--format", "json"]);
     let v = json(report.args(extra).arg(profile).assert().success());
-    let labels: Vec<&str> = v["peaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["label"].as_str())
-        .collect();
-    assert!(
-        labels.contains(&"≈ page-cache hit (4 KiB)"),
-        "{labels:?} {v} {context}"
-    );
+    let cal = String::from_utf8_lossy(calibration);
+    let peaks = v["peaks"].as_array().unwrap();
+    let labels: Vec<&str> = peaks.iter().filter_map(|p| p["label"].as_str()).collect();
     assert!(
         labels
             .iter()
             .all(|l| l.starts_with("≈ page-cache hit") || l.starts_with("≈ device read")),
-        "{labels:?} {v} {context}"
+        "{labels:?} {v} {cal}"
     );
+    if labels.contains(&"≈ page-cache hit (4 KiB)") {
+        return Ok(());
+    }
+    let cal_json: serde_json::Value = serde_json::from_slice(calibration).unwrap();
+    let hit = cal_json["characteristics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "page_cache_hit" && c["size_bytes"] == 4096)
+        .and_then(|c| c["median_ns"].as_f64())
+        .unwrap_or_else(|| panic!("no 4 KiB hit calibrated: {cal}"));
+    let hot = peaks
+        .iter()
+        .filter(|p| p["layer"] == "user")
+        .min_by(|a, b| {
+            let mode = |p: &serde_json::Value| p["mode_ns"].as_f64().unwrap_or(f64::INFINITY);
+            mode(a).total_cmp(&mode(b))
+        })
+        .unwrap_or_else(|| panic!("no read peak: {v}"));
+    let (mode, note) = (hot["mode_ns"].as_f64().unwrap(), &hot["label_note"]);
+    // What load does, and nothing else: the hot reads ran slower than
+    // the window, or the calibration's hit was unstable.
+    let slow = mode > hit * 4.0;
+    let unstable = note
+        .as_str()
+        .is_some_and(|n| n.contains("unstable during calibration"));
+    assert!(
+        slow || unstable,
+        "hot reads at {mode} ns, inside the {hit} ns hit's window, not named: {labels:?} {v} {cal}"
+    );
+    Err(format!(
+        "hot reads at {mode:.0} ns, the 4 KiB hit calibrated at {hit:.0} ns: {note}"
+    ))
 }
 
 /// The shim records request size and seek distance per data call; `report

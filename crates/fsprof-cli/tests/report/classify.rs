@@ -74,9 +74,27 @@ fn flagged(dir: &Path, a: &[String], b: &[String], alpha: &str) -> BTreeSet<Stri
         .filter(|o| o["interesting"] == true)
         .map(|o| o["op"].as_str().unwrap().to_string())
         .collect();
-    // The exit status agrees with the list.
-    assert_eq!(out.status.code(), Some(i32::from(!got.is_empty())), "{v}");
+    // The exit status is the gate's (`--fail-on slower`, the default): 1
+    // exactly when an interesting op, or a whole layer whose shift
+    // decided, got slower. A flagged op that got faster is listed and
+    // does not fail.
+    assert_eq!(out.status.code(), Some(i32::from(slower_found(&v))), "{v}");
     got
+}
+
+/// Whether `compare --format json` found a change that got slower: an
+/// interesting op, or a layer shift that decided, with a positive effect.
+fn slower_found(v: &serde_json::Value) -> bool {
+    let c = &v["comparison"];
+    let ops = c["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|o| o["interesting"] == true && o["direction"] == "slower");
+    let layers = c["layer_shifts"].as_array().unwrap().iter().any(|s| {
+        s["check"]["decides"] == true && s["check"]["effect"].as_f64().is_some_and(|e| e > 0.0)
+    });
+    ops || layers
 }
 
 #[test]
