@@ -199,18 +199,9 @@ impl Capture {
             return Ok(Some(Child::spawn(&self.plan.command, &env)?));
         }
         let child = Child::spawn_held(&self.plan.command, &env)?;
-        if must_park(caps) {
-            child.wait_parked();
-        }
+        child.wait_parked();
         Ok(Some(child))
     }
-}
-
-/// Whether a held command is waited for at its gate before the source
-/// starts: unless the source sees nothing of the launcher
-/// ([`Caps::held_unparked`]).
-fn must_park(caps: &Caps) -> bool {
-    caps.hold_command && !caps.held_unparked
 }
 
 /// How the watch ended.
@@ -331,24 +322,5 @@ impl Sampler {
                 .push(Interval::between(last, &self.prev, self.prev_ns, end_ns));
         }
         self.intervals
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_held_command_is_parked_unless_the_source_sees_nothing_of_the_launcher() {
-        let held = Caps {
-            hold_command: true,
-            ..Caps::default()
-        };
-        assert!(must_park(&held));
-        assert!(!must_park(&Caps {
-            held_unparked: true,
-            ..held
-        }));
-        assert!(!must_park(&Caps::default()));
     }
 }

@@ -17,13 +17,6 @@ pub struct Caps {
     /// its `execve` until [`Source::start`] has returned, so that the
     /// launcher's calls are not counted and none of the command's is missed.
     pub hold_command: bool,
-    /// A held command may be let go without first waiting for it to sit
-    /// at its gate (`Child::wait_parked`, a poll of its current system
-    /// call, 0.2 ms at a time): the source sees nothing a launcher does
-    /// before the `execve` (a preload shim; page faults of a process that
-    /// has mapped no file through it), so nothing the launcher does
-    /// between the `fork` and the gate can be counted.
-    pub held_unparked: bool,
     /// [`Source::upkeep`] is wanted at least this often (ns).
     pub upkeep_ns: Option<u64>,
 }

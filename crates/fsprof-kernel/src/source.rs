@@ -47,7 +47,6 @@ impl Source for KernelSource {
         Caps {
             needs_command: false,
             hold_command: true,
-            held_unparked: false,
             upkeep_ns: None,
         }
     }

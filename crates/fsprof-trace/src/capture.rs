@@ -670,14 +670,6 @@ impl Source for TraceSource {
             // (runs of the mmap tests that recorded no fault at all, one
             // in four beside three busy loops).
             hold_command: user.hold_command || self.mapped.is_some() || self.attaching.is_some(),
-            // Not parked first: the main thread's poll for the gate was on
-            // the path to the command's start. Held until `start` has
-            // returned all the same, and until then nothing of the
-            // launcher's is seen: the shim only loads with the `execve`,
-            // and a followed process's faults are reported once its shim
-            // marks it (or, on a kernel without marks, kept only inside a
-            // file mapping the shim recorded after the `execve`).
-            held_unparked: true,
             ..user
         }
     }

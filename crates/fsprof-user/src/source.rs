@@ -157,7 +157,6 @@ impl Source for UserSource {
         Caps {
             needs_command: true,
             hold_command: false,
-            held_unparked: false,
             upkeep_ns: Some(REFILL_NS),
         }
     }

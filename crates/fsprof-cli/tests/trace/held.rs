@@ -6,14 +6,10 @@
 //! a file and reads every page of it through a mapping, a few ms of work,
 //! still has each of those pages in the trace; one let go before the
 //! attach would have read them all, unseen, well before it.
-//!
-//! Held, but not parked first: `trace` does not wait for the command to
-//! sit at its gate (a poll of `/proc/PID/syscall`) before it starts, as
-//! it sees nothing the launcher does before the `execve`.
 
 use std::collections::BTreeSet;
 
-use fsprof_testkit::{fsprof, need_program, need_root};
+use fsprof_testkit::{fsprof, need_root};
 use fsprof_trace::event::{Access, Record};
 use fsprof_trace::TraceReader;
 
@@ -81,39 +77,4 @@ fn a_late_attach_still_sees_every_page_the_command_reads() {
     }
     assert!(faults > 0, "no fault of the command was traced: {stderr}");
     assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
-}
-
-#[test]
-#[ignore = "needs root (eBPF) and strace"]
-fn the_held_command_is_not_polled_for_at_its_gate() {
-    need_root("eBPF");
-    let strace = need_program("strace", "strace");
-    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
-    let (log, out) = (dir.join("strace.log"), dir.join("t.trace"));
-    let o = std::process::Command::new(strace)
-        .args(["-f", "-qq", "-e", "trace=openat", "-o"])
-        .arg(&log)
-        .arg(fsprof_testkit::fsprof_path())
-        .args(["trace", "-q", "-f", "-o"])
-        .arg(&out)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let log = std::fs::read_to_string(&log).unwrap();
-    let header = TraceReader::open(&out)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .header;
-    // The programs were attached, so the command was held.
-    assert_eq!(
-        header.mapped_accesses,
-        fsprof_trace::file::MAPPED_BY_FAULTS,
-        "page faults not followed: {:?}",
-        header.notes
-    );
-    let polls: Vec<&str> = log.lines().filter(|l| l.contains("/syscall\"")).collect();
-    assert!(
-        polls.is_empty(),
-        "the command was waited for at its gate: {polls:?}"
-    );
 }
