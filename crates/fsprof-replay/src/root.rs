@@ -135,21 +135,39 @@ pub fn split_path(path: &[u8]) -> Result<(&[u8], CString), i32> {
 
 /// `openat2(dir, path, how)`.
 fn openat2(dir: RawFd, path: &std::ffi::CStr, how: OpenHow) -> Result<OwnedFd, i32> {
-    // SAFETY: valid pointers for the call; the result is checked.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(errno());
+    // A scoped lookup (RESOLVE_IN_ROOT) of a `..` fails with EAGAIN when
+    // any rename or mount anywhere on the system raced it, the kernel
+    // being unable to prove the `..` stayed inside (openat2(2): "the
+    // caller may choose to retry"). Beside a build, a replay met it as a
+    // failed open the trace did not have (1 in 20 opens of such a path,
+    // with one thread renaming). Only a path with a `..` can get it from
+    // the scope, so only such a path is tried again; bounded, so that an
+    // EAGAIN the file itself gives (a lease on an O_NONBLOCK open) is
+    // still returned.
+    const TRIES: u32 = 1000;
+    let dotdot = path.to_bytes().split(|&b| b == b'/').any(|c| c == b"..");
+    let mut tries = 0;
+    loop {
+        // SAFETY: valid pointers for the call; the result is checked.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir,
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: a descriptor the kernel just gave us.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+        }
+        let e = errno();
+        tries += 1;
+        if e != libc::EAGAIN || !dotdot || tries >= TRIES {
+            return Err(e);
+        }
     }
-    // SAFETY: a descriptor the kernel just gave us.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Whether `name` is one plain component: not empty, not `.` or `..`,
@@ -256,5 +274,54 @@ impl Root {
 
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A path with `..` resolved in the root while the system renames
+    /// (every rename bumps the kernel's rename sequence, which a scoped
+    /// lookup's `..` checks): openat2 then says EAGAIN, "could not ensure
+    /// that a `..` did not escape", and the caller is to try again. A
+    /// replay running beside a build (or CI) met it as a failed open that
+    /// the trace did not have.
+    #[test]
+    fn a_dotdot_path_opens_while_other_files_are_renamed() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
+        std::fs::write(d.path().join("a/f"), b"x").unwrap();
+        let spin = d.path().join("spin");
+        std::fs::create_dir(&spin).unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let renamer = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (x, y) = (spin.join("x"), spin.join("y"));
+                std::fs::write(&x, b"").unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::rename(&x, &y).unwrap();
+                    std::fs::rename(&y, &x).unwrap();
+                }
+            })
+        };
+        let mut failed = Vec::new();
+        for _ in 0..20_000 {
+            if let Err(e) = root.openat(b"/a/b/../../../a/b/../f", libc::O_RDONLY as i64, 0) {
+                failed.push(e);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        renamer.join().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} of 20000 opens failed: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(5)]
+        );
     }
 }
