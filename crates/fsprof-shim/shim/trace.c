@@ -1047,22 +1047,27 @@ static void record_fd(long fd)
 /* Before a call: records each descriptor argument the image has no
  * record of yet. Not inside the recording of another call (a signal
  * handler's call): the next use records it. */
+/* Descriptor `fd` about to be used: its record first, unless this image
+ * has one (the caller holds neither the recorder nor a stale errno). */
+static void first_use(int64_t fd)
+{
+    if (fd < 0 || fd >= FSPROF_FD_CLASSES_MAX ||
+        __atomic_load_n(known_mark((long)fd), __ATOMIC_RELAXED) == g_tgen)
+        return;
+    int saved = errno;
+    t_tbusy = 1;
+    record_fd((long)fd);
+    t_tbusy = 0;
+    errno = saved;
+}
+
 static void first_uses(const struct fsprof_tpre *p, const char *sh)
 {
     if (!g_tready || t_tbusy)
         return;
-    for (int i = 0; sh[i] && i < p->nargs; i++) {
-        int64_t fd = (int64_t)p->a[i];
-        if ((sh[i] == 'f' || sh[i] == 'F' || sh[i] == 'D' || sh[i] == 'd') && fd >= 0 &&
-            fd < FSPROF_FD_CLASSES_MAX &&
-            __atomic_load_n(known_mark((long)fd), __ATOMIC_RELAXED) != g_tgen) {
-            int saved = errno;
-            t_tbusy = 1;
-            record_fd((long)fd);
-            t_tbusy = 0;
-            errno = saved;
-        }
-    }
+    for (int i = 0; sh[i] && i < p->nargs; i++)
+        if (sh[i] == 'f' || sh[i] == 'F' || sh[i] == 'D' || sh[i] == 'd')
+            first_use((int64_t)p->a[i]);
 }
 
 /* The PROC record's names: the counter file header's when they were not
@@ -1242,14 +1247,6 @@ __attribute__((destructor)) static void stream_gap_at_exit(void)
     FILE *f = stdout;
     if (!f->_IO_write_base || f->_IO_write_ptr <= f->_IO_write_base)
         return;
-    long fd = f->_fileno;
-    if (fd >= 0 && fd < FSPROF_FD_CLASSES_MAX &&
-        __atomic_load_n(known_mark(fd), __ATOMIC_RELAXED) != g_tgen) {
-        int saved = errno;
-        t_tbusy = 1;
-        record_fd(fd);
-        t_tbusy = 0;
-        errno = saved;
-    }
-    stream_gap(f, fd);
+    first_use(f->_fileno);
+    stream_gap(f, f->_fileno);
 }
