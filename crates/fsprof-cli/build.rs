@@ -55,6 +55,11 @@ fn main() {
     };
     // For the tests (`startup.rs`), which check the binary is this.
     println!("cargo:rustc-env=FSPROF_LINKED={linked}");
+    let ordered = start_up_order();
+    println!(
+        "cargo:rustc-env=FSPROF_START_UP_ORDER={}",
+        u8::from(ordered)
+    );
     println!("cargo:rustc-env=FSPROF_LINK_REQUEST={}", env("FSPROF_LINK"));
 }
 
@@ -166,6 +171,66 @@ fn link_static() -> Option<&'static str> {
     }
     println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
     Some(if pie { "static-pie" } else { "static" })
+}
+
+/// Lays out the functions a start of fsprof runs in its own process
+/// (`startup.order`, written by `bench/startup_order.py`: `run -q --
+/// CMD` with and without a profile file, `--version`) side by side at the
+/// front of the text, with lld's `--symbol-ordering-file`. Why: they lay
+/// spread over 9 MB of code, each in a 64 KiB window of the file of its
+/// own, which a start faulted in one read fault at a time: ~30 faults of
+/// `fsprof --version`'s 76, each 2–4 µs in this VM (trap, page-cache
+/// lookup, 16 page-table entries). Together they fill seven windows.
+/// `fsprof --version` 76 → 47 faults; `fsprof run -q -- true` 134 → 109
+/// (docs/benchmarks/overhead.md, "Start-up, tenth session").
+///
+/// Names the binary no longer has (their hashes change with the
+/// toolchain and the dependencies) are skipped silently;
+/// `cli::startup::the_start_up_functions_are_laid_out_together` fails
+/// when most are, and says to run the script again. Only where rustc
+/// links with its own lld (GNU ld before 2.43 has no such option), and in
+/// release builds: the list is the release build's (a debug build's
+/// functions are others, and their names' hashes differ).
+fn start_up_order() -> bool {
+    let order = PathBuf::from(env("CARGO_MANIFEST_DIR")).join("startup.order");
+    println!("cargo:rerun-if-changed={}", order.display());
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    if env("PROFILE") != "release" || !rust_lld_links() || !order.is_file() {
+        return false;
+    }
+    println!(
+        "cargo:rustc-link-arg-bin=fsprof=-Wl,--symbol-ordering-file={}",
+        order.display()
+    );
+    println!("cargo:rustc-link-arg-bin=fsprof=-Wl,--no-warn-symbol-ordering");
+    true
+}
+
+/// Whether rustc links this binary with its own lld: its default for
+/// x86_64-unknown-linux-gnu since Rust 1.90, unless a linker is chosen
+/// (cargo's `linker` setting, `-C linker`, `-C linker-features`,
+/// `-C link-self-contained`, `-fuse-ld`).
+fn rust_lld_links() -> bool {
+    let flags = env("CARGO_ENCODED_RUSTFLAGS");
+    let chosen = std::env::var_os("RUSTC_LINKER").is_some()
+        || ["linker", "link-self-contained", "fuse-ld"]
+            .iter()
+            .any(|f| flags.contains(f));
+    if env("TARGET") != "x86_64-unknown-linux-gnu" || chosen {
+        return false;
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    // "release: 1.95.0"
+    let minor = version
+        .lines()
+        .find_map(|l| l.strip_prefix("release: 1."))
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+    minor.is_some_and(|m| m >= 90)
 }
 
 /// A musl target links fsprof as a static PIE by itself (rustc's
