@@ -8,9 +8,11 @@
 #define FSPROF_ABI_VERSION 9
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
-/* FSPROF_SHM=<dev>:<ino>:<uid>:<path>: the run directory and the identity
- * it must still have when a process opens it (device, inode, owner; mode
- * 0700). Read once, when the shim loads. */
+/* FSPROF_SHM=<dev>:<ino>:<uid>:<ctl_ino>:<path>: the run directory and the
+ * identity it must still have when a process opens it (device, inode,
+ * owner; mode 0700), and the inode of the control file in it (same
+ * device), which a process checks on the file it opens. Read once, when
+ * the shim loads. */
 #define FSPROF_ENV "FSPROF_SHM"
 #define FSPROF_CTL_NAME "control"
 #define FSPROF_EXE_MAX 512

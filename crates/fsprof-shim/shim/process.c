@@ -101,10 +101,15 @@ static int setup_process(void)
     uint32_t euid = (uint32_t)syscall(SYS_geteuid);
     long dirfd = -1;
     if (g_ctl == NULL) {
-        dirfd = fsprof_open_run_dir();
-        /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
-        if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
-            return off_for_good(dirfd);
+        /* The directory is opened only where the file cannot be opened
+         * without it, or where a counter file must be made in it (below);
+         * a trace opens it where it needs it. */
+        if (fsprof_attach_control_direct() != 0) {
+            dirfd = fsprof_open_run_dir();
+            /* Nowhere to say why; `fsprof run` reports the exec'ing side. */
+            if (dirfd < 0 || fsprof_attach_control(dirfd) != 0)
+                return off_for_good(dirfd);
+        }
     } else {
         /* A forked child: the parent's pages of the file are not mapped
          * here. */
@@ -137,9 +142,9 @@ static int setup_process(void)
         fsprof_lost(FSPROF_LOST_SETUP, (int)-err, euid, NULL);
         return 0;
     }
-    /* The trace's first chunk is made in the directory still open here (an
-     * exec'd image's), rather than opening and checking it again; the
-     * trace closes it. */
+    /* The trace's first chunk is made in the directory if it is still
+     * open here, rather than opening and checking it again; the trace
+     * closes it. */
     fsprof_trace_process(&g_ctl->next_seq, g_proc, dirfd);
     return 1;
 }

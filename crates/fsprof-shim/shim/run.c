@@ -54,8 +54,8 @@ HIDDEN void fsprof_capture_env(void)
     const char *v = getenv(FSPROF_ENV);
     if (!v)
         return;
-    uint64_t f[3];
-    for (int k = 0; k < 3; k++) {
+    uint64_t f[4];
+    for (int k = 0; k < 4; k++) {
         if (!fsprof_parse_u64(&v, &f[k]) || *v != ':')
             return;
         v++;
@@ -71,6 +71,7 @@ HIDDEN void fsprof_capture_env(void)
     g_run.dev = f[0];
     g_run.ino = f[1];
     g_run.uid = (uint32_t)f[2];
+    g_run.ctl_ino = f[3];
     g_run.ok = 1;
 }
 
@@ -164,19 +165,21 @@ static void *map_control(long fd, uint64_t size, uint32_t *blocks)
     return m;
 }
 
-HIDDEN long fsprof_attach_control(long dirfd)
+/* Maps the control file open at fd (closed here) and takes its
+ * parameters. The file must be the one `fsprof run` made: its device and
+ * inode, owner and mode; whichever way it was opened, that is what makes it
+ * the run's. */
+static long attach_control_fd(long fd)
 {
-    long fd = syscall(SYS_openat, dirfd, FSPROF_CTL_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
     struct stat st;
     const uint64_t max_size = FSPROF_ARENA_OFF + (uint64_t)FSPROF_MAX_BLOCKS * FSPROF_FIRST_CHUNK;
     void *m = MAP_FAILED;
     long err = -EINVAL;
     uint32_t blocks = 0;
-    if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == g_run.uid &&
-        (st.st_mode & 077) == 0 && st.st_size >= (off_t)sizeof(struct fsprof_control) &&
-        (uint64_t)st.st_size <= max_size) {
+    if (syscall(SYS_fstat, fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_dev == g_run.dev && (uint64_t)st.st_ino == g_run.ctl_ino &&
+        st.st_uid == g_run.uid && (st.st_mode & 077) == 0 &&
+        st.st_size >= (off_t)sizeof(struct fsprof_control) && (uint64_t)st.st_size <= max_size) {
         m = map_control(fd, (uint64_t)st.st_size, &blocks);
         if (m == MAP_FAILED)
             err = -errno;
@@ -204,6 +207,57 @@ HIDDEN long fsprof_attach_control(long dirfd)
     g_arena_blocks = blocks < h.max_blocks ? blocks : h.max_blocks;
     fsprof_apply_params(&h, g_thr_copy);
     return 0;
+}
+
+HIDDEN long fsprof_attach_control(long dirfd)
+{
+    long fd = syscall(SYS_openat, dirfd, FSPROF_CTL_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    return attach_control_fd(fd);
+}
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+/* struct open_how and RESOLVE_* of <linux/openat2.h>, which older
+ * headers lack. */
+struct open_how_v0 {
+    uint64_t flags, mode, resolve;
+};
+#define RESOLVE_NO_MAGICLINKS_V0 0x02
+#define RESOLVE_NO_SYMLINKS_V0 0x04
+
+/* Three system calls fewer than through the directory (its open, fstat
+ * and close), in every exec'd process: the file's own identity, checked as
+ * it is checked when opened through the directory, is what says it is the
+ * run's. The directory's check kept a process from following a symbolic
+ * link to someone else's directory before it opened anything there; here
+ * no link is followed in any part of the path (openat2, Linux 5.6), and
+ * the file opened is only looked at, not written, before its identity is
+ * checked. A path with a link in it (a /dev/shm that is a link), a kernel
+ * without openat2 or a path too long for the buffer: -errno, and the
+ * caller goes through the directory. */
+HIDDEN long fsprof_attach_control_direct(void)
+{
+    if (!g_run.ok)
+        return -ENOENT;
+    char path[192];
+    size_t n = strlen(g_run.path), c = sizeof FSPROF_CTL_NAME;
+    if (n + 1 + c > sizeof path)
+        return -ENAMETOOLONG;
+    memcpy(path, g_run.path, n);
+    path[n] = '/';
+    memcpy(path + n + 1, FSPROF_CTL_NAME, c);
+    struct open_how_v0 how = {
+        .flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+        .mode = 0,
+        .resolve = RESOLVE_NO_SYMLINKS_V0 | RESOLVE_NO_MAGICLINKS_V0,
+    };
+    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+    if (fd < 0)
+        return -errno;
+    return attach_control_fd(fd);
 }
 
 HIDDEN long fsprof_take_block(void)

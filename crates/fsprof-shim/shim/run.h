@@ -16,6 +16,8 @@
  * name alone. */
 struct run_id {
     uint64_t dev, ino;
+    /* The control file's inode (its device is the directory's). */
+    uint64_t ctl_ino;
     uint32_t uid;
     int ok;
     /* NUL-terminated; in a short buffer beside these fields where it fits
@@ -42,6 +44,10 @@ HIDDEN void fsprof_ctl_touch(struct fsprof_control *c);
 /* Maps the control file under the run directory and takes its
  * parameters; 0, or -errno (-EINVAL: not a valid control file). */
 HIDDEN long fsprof_attach_control(long dirfd);
+/* The same, the file opened by its whole path with no symbolic link
+ * followed anywhere in it, without opening the directory; -errno where
+ * that cannot be done (the caller then goes through the directory). */
+HIDDEN long fsprof_attach_control_direct(void);
 /* The next arena block on offer (its number), taken; -1 if there is none.
  * Its bytes are zero, reserved and mapped. */
 HIDDEN long fsprof_take_block(void);

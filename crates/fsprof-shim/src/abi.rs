@@ -7,8 +7,8 @@ use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 pub const ABI_VERSION: u32 = 9;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
-/// Environment variable describing the run directory:
-/// `<dev>:<ino>:<uid>:<path>` (see [`env_value`]).
+/// Environment variable describing the run directory and its control file:
+/// `<dev>:<ino>:<uid>:<ctl_ino>:<path>` (see [`env_value`]).
 pub const ENV: &str = "FSPROF_SHM";
 pub const CTL_NAME: &str = "control";
 pub const EXE_MAX: usize = 512;
@@ -344,9 +344,16 @@ pub fn counter_name(k: usize) -> Option<(Option<&'static str>, &'static str)> {
     Some((Some(NONFILE_CLASSES[j % classes]), op))
 }
 
-/// The value of [`ENV`] for a run directory with this identity.
-pub fn env_value(dev: u64, ino: u64, uid: u32, path: &std::path::Path) -> std::ffi::OsString {
-    let mut v = std::ffi::OsString::from(format!("{dev}:{ino}:{uid}:"));
+/// The value of [`ENV`] for a run directory with this identity whose
+/// control file is inode `ctl_ino` (on the directory's device).
+pub fn env_value(
+    dev: u64,
+    ino: u64,
+    uid: u32,
+    ctl_ino: u64,
+    path: &std::path::Path,
+) -> std::ffi::OsString {
+    let mut v = std::ffi::OsString::from(format!("{dev}:{ino}:{uid}:{ctl_ino}:"));
     v.push(path.as_os_str());
     v
 }

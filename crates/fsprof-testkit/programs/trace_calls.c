@@ -95,9 +95,9 @@ static void spin(int n)
 /* Chunk files (t<seq>) in the run directory. */
 static int chunk_files(void)
 {
-    /* FSPROF_SHM is <dev>:<ino>:<uid>:<path> */
+    /* FSPROF_SHM is <dev>:<ino>:<uid>:<ctl_ino>:<path> */
     const char *dir = getenv("FSPROF_SHM");
-    for (int colons = 0; dir && colons < 3; dir++)
+    for (int colons = 0; dir && colons < 4; dir++)
         colons += *dir == ':';
     DIR *d = dir ? opendir(dir) : NULL;
     int n = 0;

@@ -108,8 +108,9 @@ impl RunDir {
                 _ => a.make_ready(1),
             }
         }
+        let ctl_ino = file.metadata()?.ino();
         d.control = Some(file);
-        d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), &d.path);
+        d.env = abi::env_value(meta.dev(), meta.ino(), meta.uid(), ctl_ino, &d.path);
         Ok(d)
     }
 

@@ -469,7 +469,7 @@ fn a_new_profile_gets_the_umask_fsprof_was_started_with() {
 #[test]
 fn the_run_directory_is_removed_at_the_end() {
     for extra in ["", "touch \"$d/p-left-by-a-process\"; "] {
-        let script = format!("d=${{FSPROF_SHM#*:*:*:}}; {extra}printf %s \"$d\"");
+        let script = format!("d=${{FSPROF_SHM#*:*:*:*:}}; {extra}printf %s \"$d\"");
         let o = fsprof()
             .args(["run", "-q", "-o", "/dev/null", "--", "sh", "-c", &script])
             .output()

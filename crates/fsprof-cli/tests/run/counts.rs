@@ -131,7 +131,7 @@ fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
     // longer than the harvest period; then count the counter files left
     // in the run directory and the arena blocks the control file holds.
     let script = "for b in 1 2 3; do for i in $(seq 100); do cat /etc/hostname; done >/dev/null; \
-                  sleep 0.7; done; d=${FSPROF_SHM#*:*:*:}; ls \"$d\" | grep -c '^p'; \
+                  sleep 0.7; done; d=${FSPROF_SHM#*:*:*:*:}; ls \"$d\" | grep -c '^p'; \
                   stat -c %s \"$d/control\"";
     let (out, path) = run_profiled(dir.path(), &["sh", "-c", script]);
     assert_ok(&out);
@@ -185,7 +185,7 @@ fn a_block_given_back_holds_nothing_of_its_last_process() {
     // whose states the shim then keeps at the block's end.
     let script = "for b in 1 2; do for i in $(seq 40); do sh ./s.sh; cat <data; \
                   bash -c 'exec 70<data; read -u 70 x'; done >/dev/null; \
-                  sleep 0.3; done; c=\"${FSPROF_SHM#*:*:*:}/control\"; \
+                  sleep 0.3; done; c=\"${FSPROF_SHM#*:*:*:*:}/control\"; \
                   cat \"$c\" >one; sleep 0.1; cat \"$c\" >two";
     let out = fsprof()
         .args(["run", "-q", "-o", "p.json", "--", "sh", "-c", script])

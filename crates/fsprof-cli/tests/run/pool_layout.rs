@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     }
     wait(NULL);
     const char *v = getenv(FSPROF_ENV);
-    for (int k = 0; v && k < 3; k++)
+    for (int k = 0; v && k < 4; k++)
         v = strchr(v, ':') ? strchr(v, ':') + 1 : NULL;
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", v ? v : "", FSPROF_CTL_NAME);

@@ -65,10 +65,10 @@ fn start_daemon(dir: &Path) -> PathBuf {
             .arg(dir),
     );
     let env = std::fs::read_to_string(dir.join("shm")).unwrap();
-    // <dev>:<ino>:<uid>:<path> (fsprof before 0.2 put the bare path)
+    // <dev>:<ino>:<uid>:<ctl_ino>:<path> (fsprof before 0.2 put the bare path)
     let path = match env.starts_with('/') {
         true => env.as_str(),
-        false => env.splitn(4, ':').nth(3).expect("dev:ino:uid:path"),
+        false => env.splitn(5, ':').nth(4).expect("dev:ino:uid:ctl_ino:path"),
     };
     let path = PathBuf::from(path);
     assert!(path.starts_with("/"), "{env}");
@@ -183,7 +183,7 @@ D=$1; FSPROF=$2
 mount -t tmpfs -o mode=0777,size=64m fsprof-test /dev/shm
 "$FSPROF" run -q -o "$D/p.json" -- /usr/bin/python3 "$D/daemon.py" "$D"
 env=$(cat "$D/shm")
-case $env in /*) run=$env ;; *) run=${env#*:*:*:} ;; esac
+case $env in /*) run=$env ;; *) run=${env#*:*:*:*:} ;; esac
 test ! -e "$run"
 setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
 import os, sys
@@ -236,7 +236,7 @@ fn symlinked_run_directory_after_the_run_is_not_followed() {
 fn a_control_file_shrunk_by_the_program_does_not_kill_fsprof() {
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("p.json");
-    let script = r#"d=${FSPROF_SHM#*:}; d=${d#*:}; d=${d#*:}
+    let script = r#"d=${FSPROF_SHM#*:}; d=${d#*:}; d=${d#*:}; d=${d#*:}
         cat /etc/hostname >/dev/null
         exec env -u LD_PRELOAD sh -c ': > "$1/control" || exit 9; sleep 0.5; exit 3' sh "$d""#;
     let out = fsprof()

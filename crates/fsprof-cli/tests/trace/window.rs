@@ -4,7 +4,7 @@
 //! file, and the trace holds every call of both, in order.
 
 /// Counts the chunk files (`t<seq>`) in the run directory (the path after
-/// FSPROF_SHM's third colon) after a few calls, and again after enough
+/// FSPROF_SHM's fourth colon) after a few calls, and again after enough
 /// calls to outgrow the window; each open is of a numbered name, so that
 /// the trace shows the order.
 const OUTGROW: &str = r#"#define _GNU_SOURCE
@@ -16,7 +16,7 @@ const OUTGROW: &str = r#"#define _GNU_SOURCE
 #include <unistd.h>
 static int chunk_files(void) {
     const char *v = getenv("FSPROF_SHM");
-    for (int colons = 0; v && *v && colons < 3; v++) colons += *v == ':';
+    for (int colons = 0; v && *v && colons < 4; v++) colons += *v == ':';
     DIR *d = v ? opendir(v) : NULL;
     if (!d) return -1;
     int n = 0;
