@@ -33,28 +33,57 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-/* This file's arrays, side by side (each page of .bss a process touches
- * is a fault): the names of the process image (below, fill_names: written
- * at a process's first fork, not at start-up), then the chunk table and
- * the slot records, which every profiled process writes. */
+/* What every profiled process writes of this file's arrays: the chunk
+ * table and its first thread's slot record (most processes have one
+ * thread). Each page of .bss a process writes is a fault (in a forked
+ * child, a copy of the page), and in one array with the others they lay
+ * across two pages; here they lie in one, the first page boundary in
+ * g_hot_room, wherever the linker put it. (Aligning the array instead
+ * would align all of .lbss, and move the descriptor classes off the page
+ * of .bss every process has written.) */
+struct hot {
+    struct chunk chunks[MAX_CHUNKS];
+    struct slot_rec first;
+} __attribute__((may_alias));
+_Static_assert(sizeof(struct hot) <= 4096, "the chunk table and slot record 1 fit in a page");
+static char g_hot_room[sizeof(struct hot) + 4095] BIG_BSS;
+
+static struct hot *hot(void)
+{
+    return (struct hot *)(((uintptr_t)g_hot_room + 4095) & ~(uintptr_t)4095);
+}
+
+/* The rest, in .lbss: the names of the process image (below, fill_names:
+ * written at a process's first fork, not at start-up), the private slot
+ * records of the other threads (slot record k at priv[k - 2]) and the one
+ * threads share when private ones run out (slot 0, its `sh` NULL until
+ * made). Not in thread-local storage: a library with this much
+ * initial-exec TLS could not be dlopen'ed (fsprof's self-test does);
+ * untouched pages cost nothing. g_nslots counts them here, whatever the
+ * pool's header says. */
 static struct {
     char exe[FSPROF_EXE_MAX];
     char cmd[FSPROF_CMDLINE_MAX];
-    struct chunk chunks[MAX_CHUNKS];
-    /* The private part of slot record k (record.h): 0 is the one threads
-     * share when private ones run out (its `sh` NULL until made). In .bss,
-     * not in thread-local storage: a library with this much initial-exec
-     * TLS could not be dlopen'ed (fsprof's self-test does); untouched
-     * pages cost nothing. g_nslots counts them here, whatever the pool's
-     * header says. */
-    struct slot_rec recs[FSPROF_MAX_SLOTS];
+    struct slot_rec shared;
+    struct slot_rec priv[FSPROF_MAX_SLOTS - 2];
 } g_start BIG_BSS;
+
+/* The private part of slot record k, 1 <= k < FSPROF_MAX_SLOTS. */
+static struct slot_rec *priv_rec(uint32_t k)
+{
+    return k == 1 ? &hot()->first : &g_start.priv[k - 2];
+}
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
 /* Bytes handed out from the end of the first chunk (tables), while it is
  * the only one: its free room is [g_used, FIRST_CHUNK - g_top_used). */
 static uint64_t g_top_used;
 static uint64_t g_seq;   /* names the file: p<seq> */
+/* This image's pid, as its set-up read it (0 before). A forked child
+ * keeps its parent's as its ppid: one system call fewer at its set-up,
+ * and the parent it was forked from even if that has ended and the child
+ * been handed to another by then (getppid would say that one). */
+static int32_t g_pid, g_fork_parent;
 static uint64_t g_fdev, g_fino;
 static int g_in_block;   /* the first chunk is an arena block */
 static int g_has_file;   /* p<seq> exists (always, when not in a block) */
@@ -78,7 +107,7 @@ static int g_shared_rec_used;
 static void clear_shared_rec(void)
 {
     if (g_shared_rec_used) {
-        memset(&g_start.recs[0], 0, sizeof g_start.recs[0]);
+        memset(&g_start.shared, 0, sizeof g_start.shared);
         g_shared_rec_used = 0;
     }
 }
@@ -97,13 +126,13 @@ static void unlock(void)
 /* The end of the last chunk's free room. */
 static uint64_t room_end(void)
 {
-    struct chunk *ch = &g_start.chunks[g_nchunks - 1];
+    struct chunk *ch = &hot()->chunks[g_nchunks - 1];
     return ch->off + ch->len - (g_nchunks == 1 ? g_top_used : 0);
 }
 
 static void *alloc_in_last(uint64_t n, uint32_t *off)
 {
-    struct chunk *ch = &g_start.chunks[g_nchunks - 1];
+    struct chunk *ch = &hot()->chunks[g_nchunks - 1];
     uint64_t at = (g_used + 63) & ~(uint64_t)63;
     if (at + n > room_end())
         return NULL;
@@ -170,7 +199,7 @@ static long create_later_file(void)
 /* Adds a chunk of at least n bytes at the end of the pool. 0 or -errno. */
 static long grow(uint64_t n)
 {
-    struct chunk *last = &g_start.chunks[g_nchunks - 1];
+    struct chunk *last = &hot()->chunks[g_nchunks - 1];
     uint64_t end = last->off + last->len;
     uint64_t len = last->len * 2 > FSPROF_MAX_CHUNK ? FSPROF_MAX_CHUNK : last->len * 2;
     if (len < n)
@@ -190,7 +219,7 @@ static long grow(uint64_t n)
     syscall(SYS_close, fd);
     if (err != 0)
         return err;
-    g_start.chunks[g_nchunks++] = (struct chunk){m, end, len};
+    hot()->chunks[g_nchunks++] = (struct chunk){m, end, len};
     g_used = end;
     return 0;
 }
@@ -221,14 +250,14 @@ static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
 {
     uint64_t len = (skew + n + 4095) & ~(uint64_t)4095;
     if (g_nchunks == 1 && !g_full) {
-        uint64_t at = g_start.chunks[0].len - g_top_used;
+        uint64_t at = hot()->chunks[0].len - g_top_used;
         if (at >= len && at - len >= g_used) {
             g_top_used += len;
             /* What `fsprof run` zeroes before it offers the block again. */
             if (g_in_block)
                 __atomic_store_n(&g_proc->top_used, (uint32_t)g_top_used, __ATOMIC_RELAXED);
             *off = (uint32_t)(at - len + skew);
-            return g_start.chunks[0].addr + (at - len + skew);
+            return hot()->chunks[0].addr + (at - len + skew);
         }
     }
     return pool_alloc(n, off);
@@ -240,7 +269,7 @@ HIDDEN char *fsprof_pool_block_top(uint64_t n)
         return NULL;
     g_top_used = n;
     __atomic_store_n(&g_proc->top_used, (uint32_t)n, __ATOMIC_RELAXED);
-    return g_start.chunks[0].addr + FSPROF_FIRST_CHUNK - n;
+    return hot()->chunks[0].addr + FSPROF_FIRST_CHUNK - n;
 }
 
 /* Where a value table starts after a page boundary: its rows of calls of
@@ -277,7 +306,7 @@ static struct slot_shared *new_slot(uint32_t k, int shared)
 static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
     g_seq = seq;
-    g_start.chunks[0] = (struct chunk){map, 0, len};
+    hot()->chunks[0] = (struct chunk){map, 0, len};
     g_nchunks = 1;
     g_used = FSPROF_PROC_HDR_SIZE;
     g_top_used = 0;
@@ -467,7 +496,8 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->corr_val = FSPROF_CORR_VAL;
     p->slot_size = (uint32_t)sizeof(struct slot_shared);
     p->pid = pid;
-    p->ppid = (int32_t)syscall(SYS_getppid);
+    p->ppid = g_fork_parent > 0 ? g_fork_parent : (int32_t)syscall(SYS_getppid);
+    g_pid = pid;
     p->start_ns = fsprof_start_ns();
     p->seq = seq;
     fill_names(p);
@@ -555,9 +585,11 @@ HIDDEN long fsprof_pool_create_in_block(long k)
 
 HIDDEN void fsprof_pool_forget(void)
 {
+    g_fork_parent = g_pid;
+    g_pid = 0;
     /* An arena block is part of the control file's mapping, kept. */
     for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
-        syscall(SYS_munmap, g_start.chunks[k].addr, g_start.chunks[k].len);
+        syscall(SYS_munmap, hot()->chunks[k].addr, hot()->chunks[k].len);
     g_nchunks = 0;
     g_top_used = 0;
     g_in_block = 0;
@@ -583,22 +615,22 @@ HIDDEN struct slot_rec *fsprof_pool_thread_slot(void)
     t_in_slow = 1;
     lock();
     uint32_t k = g_nslots;
-    struct slot_shared *sh = k < g_max_slots ? new_slot(k, 0) : NULL;
+    struct slot_shared *sh = k > 0 && k < g_max_slots ? new_slot(k, 0) : NULL;
     struct slot_rec *s;
     if (sh != NULL) {
-        s = &g_start.recs[k];
+        s = priv_rec(k);
         g_nslots = k + 1;
         memset(s, 0, sizeof *s);
         s->sh = sh;
     } else {
-        s = &g_start.recs[0];
+        s = &g_start.shared;
         g_shared_rec_used = 1;
         if (s->sh == NULL)
             s->sh = new_slot(0, 1);
         if (s->sh == NULL)
             s = NULL;
     }
-    t_shared = s == &g_start.recs[0];
+    t_shared = s == &g_start.shared;
     unlock();
     t_slot = s;
     t_in_slow = 0;
