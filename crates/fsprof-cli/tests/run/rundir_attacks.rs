@@ -253,3 +253,54 @@ fn a_control_file_shrunk_by_the_program_does_not_kill_fsprof() {
     );
     assert!(profile.exists(), "the profile is written: {stderr}");
 }
+
+/// How many processes of a run ran `/usr/bin/cat`, when the shell of the
+/// run starts it twice: once with `FSPROF_SHM` as `rewrite` (a shell
+/// expression in `$FSPROF_SHM` and `$1`, a path in a private directory)
+/// makes it, once as the run gave it.
+fn cats_joined(rewrite: &str) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    let script = format!(
+        "FSPROF_SHM=\"{rewrite}\" /usr/bin/cat /etc/hostname >/dev/null; /usr/bin/cat /etc/hostname >/dev/null"
+    );
+    succeeds(
+        fsprof()
+            .args(["run", "-q", "-o"])
+            .arg(&profile)
+            .args(["--", "sh", "-c", &script, "sh"])
+            .arg(dir.path().join("link")),
+    );
+    let p = fsprof_testkit::profiles::load(&profile);
+    p.processes
+        .iter()
+        .filter(|pr| pr.exe == "/usr/bin/cat")
+        .count()
+}
+
+/// An exec'd process opens the control file by its whole path, with no
+/// symbolic link followed in any part of it: the run directory reached
+/// through a link (here to the very run directory, whose identity then
+/// passes every check) is not joined.
+#[test]
+fn a_run_directory_reached_through_a_symbolic_link_is_not_joined() {
+    let linked = r#"$(ln -s "${FSPROF_SHM#*:*:*:*:}" "$1" && echo "${FSPROF_SHM%%:/*}:$1")"#;
+    assert_eq!(
+        cats_joined(linked),
+        1,
+        "only the cat that had the run's own path"
+    );
+}
+
+/// The control file is accepted by its inode, which FSPROF_SHM records,
+/// whichever way it was opened: a control file at the run's path that is
+/// not the one the run made is not joined.
+#[test]
+fn a_control_file_that_is_not_the_runs_is_not_joined() {
+    let other = r#"$(echo "$FSPROF_SHM" | awk -F: '{ $4 = $4 + 1; print }' OFS=:)"#;
+    assert_eq!(
+        cats_joined(other),
+        1,
+        "only the cat that had the run's own identity"
+    );
+}
