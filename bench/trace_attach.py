@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """When `fsprof trace` (as root) has its page-fault programs attached, and
 when the command starts and ends, from the kernel's clock (bpftrace): the
-attach thread's first and last `bpf`/`perf_event_open` call, the command's
+attach threads' first `bpf` call and last `bpf`/`perf_event_open` call
+(`fsprof-faults`, and `fsprof-ring`, which makes the ring and loads and
+attaches the end program), the command's
 `exec` and `exit_group`, fsprof's `exit_group`; medians in µs from
 fsprof's `exec`. With --other, another build takes turns with this one.
 
@@ -25,8 +27,8 @@ SCRIPT = """
 tracepoint:sched:sched_process_exec { printf("exec %s %d %llu\\n", comm, pid, nsecs); }
 tracepoint:sched:sched_process_fork /strncmp(comm, "fsprof", 6) == 0/ { printf("fork %d %d %llu\\n", pid, args->child_pid, nsecs); }
 tracepoint:syscalls:sys_enter_bpf /strncmp(comm, "fsprof-faults", 13) == 0/ { printf("att0 %d %llu\\n", pid, nsecs); }
-tracepoint:syscalls:sys_exit_bpf /strncmp(comm, "fsprof-faults", 13) == 0/ { printf("att1 %d %llu\\n", pid, nsecs); }
-tracepoint:syscalls:sys_exit_perf_event_open /strncmp(comm, "fsprof-faults", 13) == 0/ { printf("att1 %d %llu\\n", pid, nsecs); }
+tracepoint:syscalls:sys_exit_bpf /strncmp(comm, "fsprof-faults", 13) == 0 || strncmp(comm, "fsprof-ring", 11) == 0/ { printf("att1 %d %llu\\n", pid, nsecs); }
+tracepoint:syscalls:sys_exit_perf_event_open /strncmp(comm, "fsprof-faults", 13) == 0 || strncmp(comm, "fsprof-ring", 11) == 0/ { printf("att1 %d %llu\\n", pid, nsecs); }
 tracepoint:syscalls:sys_enter_exit_group { printf("exitg %d %llu\\n", pid, nsecs); }
 """
 
