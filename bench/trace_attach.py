@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import bt_session
+
 NAMES = ("fsprof-this", "fsprof-other")
 
 SCRIPT = """
@@ -85,12 +87,7 @@ def main():
             tools.append(os.path.join(tmp, NAMES[1]))
             shutil.copy(a.other, tools[1])
         out = os.path.join(tmp, "bt.out")
-        bt = subprocess.Popen(["bpftrace", "-e", SCRIPT], stdout=open(out, "w"), stderr=subprocess.STDOUT)
-        for _ in range(300):
-            time.sleep(0.1)
-            if "Attaching" in open(out).read(4096):
-                break
-        time.sleep(1)
+        bt = bt_session.start(SCRIPT, out)
         trace = os.path.join(tmp, "t.trace")
         for _ in range(a.runs):
             for t in tools:

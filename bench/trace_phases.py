@@ -32,6 +32,8 @@ import subprocess
 import tempfile
 import time
 
+import bt_session
+
 SCRIPT = r"""
 tracepoint:sched:sched_process_exec { if (@tool[pid] == 0 && strncmp(comm, "tl-", 3) == 0) { @tool[pid] = 1; printf("t0 %%d %%s %%llu\n", pid, comm, nsecs); } else if (@kid[pid]) { printf("cexec %%d %%llu\n", pid, nsecs); } }
 tracepoint:sched:sched_process_fork /@tool[pid] && args->child_pid != 0/ { @kid[args->child_pid] = pid; printf("fork %%d %%d %%llu\n", pid, args->child_pid, nsecs); }
@@ -68,12 +70,7 @@ def main():
         tools.append(("tl-" + name, ["env"] + [e[2:] for e in envs] + [dst] + [w.replace("TMP", tmp) for w in pre[1:]]))
     out = os.path.join(tmp, "bt.out")
     script = SCRIPT % {"prog": os.path.realpath(a.cmd[0])}
-    bt = subprocess.Popen(["bpftrace", "-e", script], stdout=open(out, "w"), stderr=subprocess.STDOUT)
-    for _ in range(300):
-        time.sleep(0.1)
-        if "Attaching" in open(out).read(4096):
-            break
-    time.sleep(1)
+    bt = bt_session.start(script, out)
     for _ in range(a.runs):
         for _, cmd in tools:
             time.sleep(a.gap)
