@@ -954,10 +954,8 @@ HIDDEN void fsprof_trace_contents(const void *addr, uint64_t len, int superset)
 
 /* ---- process images --------------------------------------------------------- */
 
-/* The image's cwd for its PROC record, then each inherited fd's path in
- * turn: one buffer, whose page a forked child copies (or a new image
- * zero-fills) once, not one for each. Used by the set-up only, which one
- * thread of a process runs at a time. */
+/* A cwd or a descriptor's path too long for the short buffers on the
+ * stack or in thread-local storage (cwd_of_image, record_fd). */
 static char g_tpath[FSPROF_TSTR_MAX] BIG_BSS;
 
 /* A pipe's or a socket's position: none, and lseek says so (ESPIPE)
@@ -999,8 +997,9 @@ HIDDEN void fsprof_trace_fd_known(long fd, int known)
  * lookup under /proc/<pid> in a new process makes its dentries and
  * inodes (7-18 us a `cat`, measured; two stats cost ~1 us). Any other
  * character device, a second null device made elsewhere (its own
- * inode), or a link to it is read from /proc. Its length, or -1. */
-static long dev_null_path(long fd, char *target)
+ * inode), or a link to it is read from /proc. Its length, or -1; the
+ * path itself is a constant (*target), copied nowhere. */
+static long dev_null_path(long fd, const char **target)
 {
     static const char null_path[] = "/dev/null";
     struct stat a, b;
@@ -1008,7 +1007,7 @@ static long dev_null_path(long fd, char *target)
         syscall(SYS_newfstatat, AT_FDCWD, null_path, &b, AT_SYMLINK_NOFOLLOW) != 0 ||
         a.st_dev != b.st_dev || a.st_ino != b.st_ino)
         return -1;
-    memcpy(target, null_path, sizeof null_path - 1);
+    *target = null_path;
     return (long)sizeof null_path - 1;
 }
 
@@ -1023,8 +1022,13 @@ static void record_fd(long fd)
     if (flags < 0)
         return;
     uint64_t now = now_ticks();
-    char *target = g_tpath;
-    long tl = dev_null_path(fd, target);
+    /* A path that fits is read onto the stack, whose pages are there:
+     * g_tpath's page cost each image that described a descriptor a page
+     * fault (a new image's zero page made, a forked child's copied), ~2 us
+     * of a `cat` whose stdout is /dev/null (perf, 300 cats). */
+    char near[256];
+    const char *target = NULL;
+    long tl = dev_null_path(fd, &target);
     /* /dev/null's position is 0 whatever was done to it: its lseek sets
      * it to 0 and says so (drivers/char/mem.c, null_lseek). */
     int64_t pos = 0;
@@ -1032,7 +1036,13 @@ static void record_fd(long fd)
         char name[32];
         fsprof_cat_u64(name, fsprof_cat(name, 0, sizeof name, "/proc/self/fd/"), sizeof name,
                        (uint64_t)fd);
-        tl = syscall(SYS_readlinkat, AT_FDCWD, name, target, sizeof g_tpath);
+        tl = syscall(SYS_readlinkat, AT_FDCWD, name, near, sizeof near);
+        target = near;
+        /* Filled: maybe cut; read whole into the long buffer. */
+        if (tl >= (long)sizeof near) {
+            tl = syscall(SYS_readlinkat, AT_FDCWD, name, g_tpath, sizeof g_tpath);
+            target = g_tpath;
+        }
         pos = cannot_seek(target, tl) ? -1 : syscall(SYS_lseek, fd, 0L, SEEK_CUR);
     }
     uint64_t args[3] = {(uint64_t)fd, (uint64_t)flags, (uint64_t)pos};

@@ -270,6 +270,47 @@ fn a_process_record_holds_its_working_directory_short_or_long() {
     }
 }
 
+/// Opens `data` in its working directory and moves it to number 10 with
+/// dup2 (which the trace does not see), then reads a byte through it: the
+/// read is the number's first use.
+const MOVED: &str = r#"#include <fcntl.h>
+#include <unistd.h>
+int main(void) {
+    char b;
+    int f = open("data", O_RDONLY);
+    if (f < 0 || dup2(f, 10) != 10 || read(10, &b, 1) != 1) return 2;
+    return 0;
+}
+"#;
+
+/// A descriptor's path is recorded whole whatever its length: one that
+/// fits the shim's short buffer on the stack, and one of 400 bytes and
+/// more, read again into its long one.
+#[test]
+fn a_descriptor_record_holds_its_path_short_or_long() {
+    let d = tempfile::tempdir().unwrap();
+    let long = d.path().join("d".repeat(200)).join("e".repeat(200));
+    std::fs::create_dir_all(&long).unwrap();
+    for dir in [d.path().to_path_buf(), long] {
+        std::fs::write(dir.join("data"), b"x").unwrap();
+        let (_, out) = crate::trace_source("moved", MOVED, &dir);
+        let path = records_of(&out)
+            .into_iter()
+            .find_map(|r| match r {
+                Record::Descriptor(d) if d.fd.fd == 10 => Some(d.fd.path),
+                _ => None,
+            })
+            .expect("the record of fd 10 at its first use");
+        let want = dir.join("data").canonicalize().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&path),
+            want.to_string_lossy(),
+            "{} bytes",
+            want.as_os_str().len()
+        );
+    }
+}
+
 /// Writes a byte to /dev/null, /dev/zero and a null device of its own
 /// (`mynull`, made with mknod: the same device numbers, another inode),
 /// each through a number made with dup2 (which the trace does not see), so
