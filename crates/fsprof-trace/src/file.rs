@@ -30,12 +30,20 @@ pub const FORMAT_NAME: &str = "fsprof-trace";
 /// 4: records of descriptors at their first use (kind 4); `fsprof trace`'s
 /// process records list no descriptors. A version 3 file is read as one
 /// without them.
-pub const FORMAT_VERSION: u32 = 4;
+/// 5: groups (tag 3): small blocks of several streams in one zstd frame. A
+/// version 4 file is a version 5 file without them.
+pub const FORMAT_VERSION: u32 = 5;
+/// The first version with groups.
+pub(crate) const GROUPS_SINCE: u32 = 5;
 /// The oldest version this fsprof reads.
 pub const OLDEST_READ: u32 = 2;
 
 pub(crate) const TAG_RECORDS: u32 = 1;
 pub(crate) const TAG_END: u32 = 2;
+pub(crate) const TAG_GROUP: u32 = 3;
+/// Bytes of a group's directory entry for one part: stream, rlen, count,
+/// 0 (u32 each), first start (u64).
+pub(crate) const PART_HDR: usize = 24;
 /// Bytes of a block header: tag, clen, rlen, count, stream, 0 (u32 each),
 /// first start (u64).
 pub(crate) const BLOCK_HDR: usize = 32;
@@ -58,21 +66,34 @@ pub(crate) const MAX_BLOCK_RAW: u32 = 1 << 31;
 /// packs into a few hundred bytes, make it hold a million.
 pub(crate) const MAX_BLOCK_RECORDS: u32 = 1 << 15;
 const _: () = assert!(BLOCK_RAW / 9 + 1 < MAX_BLOCK_RECORDS as usize);
-/// zstd level of the blocks: 1 compresses a capture's records at several
-/// hundred MB/s; level 3 (version 1) cost three times the CPU for ~10% less.
+/// zstd level of the blocks and groups: 1 compresses a capture's records
+/// at several hundred MB/s; level 3 (version 1) cost three times the CPU
+/// for ~10% less.
 const ZSTD_LEVEL: i32 = 1;
-/// zstd level of small blocks (most short processes' whole stream is one
-/// of a few hundred bytes): what compressing them costs is setting up the
-/// frame and its entropy tables, 5-10 us a block at level 1 on this
-/// project's test machine; level -1 (literals stored, not entropy coded)
-/// took half of that for blocks of the same size or a few bytes more.
-const ZSTD_SMALL_LEVEL: i32 = -1;
 /// Ended streams' buffers kept for new ones, and the largest kept (a
 /// block's worth, which a long thread's grew to, is let go).
 const SPARE_BUFFERS: usize = 64;
 const SPARE_CAPACITY: usize = 16 << 10;
-/// Blocks below this many bytes are small.
+/// Blocks below this many bytes are small: they go into a group, not a
+/// frame of their own. Most short processes' whole stream is one block of
+/// a few hundred bytes, and a frame of its own cost fsprof more than
+/// reading and encoding its records: ~7 us a frame (perf of the loop of
+/// 2,000 `cat`s, 4,004 frames of a median 263 bytes), most of it setting
+/// up the frame and its entropy tables, for 8% less than the records
+/// (`zstd -b -B263` of their bytes: x1.12; in 64 KiB groups x4.0).
 const SMALL_BLOCK: usize = 8 << 10;
+/// A group is written once its parts hold this many bytes (and at the
+/// end): large enough that a frame's set-up is paid for a few hundred
+/// short processes' records, small enough that ending a capture
+/// compresses little and a reader holds little.
+const GROUP_RAW: usize = 64 << 10;
+/// Bytes of records a group may hold, for readers: a writer's groups hold
+/// up to [`GROUP_RAW`] plus one small block.
+pub(crate) const MAX_GROUP_RAW: u32 = 1 << 20;
+/// Parts a group may have, for readers (a part holds at least one record
+/// of at least 4 bytes).
+pub(crate) const MAX_GROUP_PARTS: u32 = MAX_GROUP_RAW / 4;
+const _: () = assert!(GROUP_RAW + SMALL_BLOCK <= MAX_GROUP_RAW as usize);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceHeader {
@@ -184,13 +205,30 @@ pub enum TraceError {
 }
 
 /// A stream's block under way: its encoded records, their count, the first
-/// one's start and the last one's.
+/// one's start and the last one's; whether the group under way holds an
+/// earlier block of the stream.
 #[derive(Default)]
 struct Pending {
     block: Vec<u8>,
     count: u32,
     first: u64,
     prev_start: u64,
+    grouped: bool,
+}
+
+/// The group under way: small blocks of any streams, their records back to
+/// back, and one directory entry each.
+#[derive(Default)]
+struct Group {
+    raw: Vec<u8>,
+    parts: Vec<Part>,
+}
+
+struct Part {
+    stream: u32,
+    rlen: u32,
+    count: u32,
+    first: u64,
 }
 
 /// Writes a trace, block by block: [`TraceWriter::push`] for a trace that
@@ -201,10 +239,11 @@ pub struct TraceWriter {
     /// The file under a temporary name until [`TraceWriter::finish`].
     out: BufWriter<OutputFile>,
     zstd: zstd::bulk::Compressor<'static>,
-    /// For blocks of fewer than [`SMALL_BLOCK`] bytes.
-    zstd_small: zstd::bulk::Compressor<'static>,
     /// Compressed bytes of the block being written (kept between blocks).
     packed: Vec<u8>,
+    /// Blocks of fewer than [`SMALL_BLOCK`] bytes, until they are written
+    /// together.
+    group: Group,
     /// The block under way of each stream, by stream number. A capture
     /// hands on a thread's records a few at a time; they are compressed
     /// once a block's worth has come (or the thread is done).
@@ -240,16 +279,15 @@ impl TraceWriter {
         };
         // Never through a link, never over a device, FIFO or socket.
         let file = OutputFile::create_file(path, overwrite).map_err(|e| output_error(path, e))?;
-        let compressor = |level| {
-            let mut z = zstd::bulk::Compressor::new(level)?;
+        let compressor = || {
+            let mut z = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
             z.include_checksum(true)?;
             Ok(z)
         };
         Ok(StagedTrace {
             path: path.into(),
             out: BufWriter::with_capacity(1 << 16, file),
-            zstd: compressor(ZSTD_LEVEL).map_err(io)?,
-            zstd_small: compressor(ZSTD_SMALL_LEVEL).map_err(io)?,
+            zstd: compressor().map_err(io)?,
         })
     }
 }
@@ -260,7 +298,6 @@ pub struct StagedTrace {
     path: PathBuf,
     out: BufWriter<OutputFile>,
     zstd: zstd::bulk::Compressor<'static>,
-    zstd_small: zstd::bulk::Compressor<'static>,
 }
 
 impl StagedTrace {
@@ -270,7 +307,6 @@ impl StagedTrace {
             path,
             mut out,
             zstd,
-            zstd_small,
         } = self;
         let io = |e| TraceError::Io {
             path: path.clone(),
@@ -286,8 +322,8 @@ impl StagedTrace {
             path,
             out,
             zstd,
-            zstd_small,
             packed: Vec::new(),
+            group: Group::default(),
             blocks: Vec::new(),
             pending: 0,
             spare: Vec::new(),
@@ -363,16 +399,20 @@ impl TraceWriter {
         self.added(stream, grew)
     }
 
-    /// Compresses and writes the blocks under way of every stream.
+    /// Compresses and writes the blocks under way of every stream, and the
+    /// group under way.
     pub fn end_block(&mut self) -> Result<(), TraceError> {
         for s in 0..self.blocks.len() {
             self.end_stream(s as u32)?;
         }
-        Ok(())
+        self.end_group()
     }
 
-    /// Compresses and writes `stream`'s block under way (a capture ends a
-    /// thread's when the thread is gone).
+    /// Ends `stream`'s block under way (a capture ends a thread's when the
+    /// thread is gone): a small one goes into the group under way, a large
+    /// one is compressed and written as a block of its own (after the
+    /// group, if that holds an earlier block of the stream: a stream's
+    /// blocks follow one another in the file in time order).
     pub fn end_stream(&mut self, stream: u32) -> Result<(), TraceError> {
         let Some(p) = self.blocks.get_mut(stream as usize) else {
             return Ok(());
@@ -380,40 +420,99 @@ impl TraceWriter {
         if p.count == 0 {
             return Ok(());
         }
+        let rlen = p.block.len();
+        if rlen < SMALL_BLOCK {
+            self.group.raw.extend_from_slice(&p.block);
+            self.group.parts.push(Part {
+                stream,
+                rlen: rlen as u32,
+                count: p.count,
+                first: p.first,
+            });
+            p.grouped = true;
+        } else {
+            if p.grouped {
+                self.end_group()?;
+            }
+            let p = &self.blocks[stream as usize];
+            let words = [TAG_RECORDS, 0, rlen as u32, p.count, stream, 0];
+            let first = p.first;
+            self.write_frame(words, first, &[], Frame::Block(stream))?;
+        }
+        self.bytes_raw += rlen as u64;
+        self.pending -= rlen;
+        let p = &mut self.blocks[stream as usize];
+        p.block.clear();
+        p.count = 0;
+        p.prev_start = 0;
+        if self.group.raw.len() >= GROUP_RAW {
+            self.end_group()?;
+        }
+        Ok(())
+    }
+
+    /// Compresses and writes the group under way, if it has parts.
+    fn end_group(&mut self) -> Result<(), TraceError> {
+        if self.group.parts.is_empty() {
+            return Ok(());
+        }
+        let mut dir = Vec::with_capacity(self.group.parts.len() * PART_HDR);
+        for part in &self.group.parts {
+            for v in [part.stream, part.rlen, part.count, 0] {
+                dir.extend_from_slice(&v.to_le_bytes());
+            }
+            dir.extend_from_slice(&part.first.to_le_bytes());
+            if let Some(p) = self.blocks.get_mut(part.stream as usize) {
+                p.grouped = false;
+            }
+        }
+        let words = [
+            TAG_GROUP,
+            0,
+            self.group.raw.len() as u32,
+            self.group.parts.len() as u32,
+            0,
+            0,
+        ];
+        self.write_frame(words, 0, &dir, Frame::Group)?;
+        self.group.raw.clear();
+        self.group.parts.clear();
+        Ok(())
+    }
+
+    /// Writes a block header (`words`, whose `clen` is filled in here, and
+    /// `first`), `dir`, and the zstd frame of `what`'s records.
+    fn write_frame(
+        &mut self,
+        mut words: [u32; 6],
+        first: u64,
+        dir: &[u8],
+        what: Frame,
+    ) -> Result<(), TraceError> {
         let io = |e| TraceError::Io {
             path: self.path.clone(),
             source: e,
         };
+        let raw = match what {
+            Frame::Block(s) => &self.blocks[s as usize].block,
+            Frame::Group => &self.group.raw,
+        };
         self.packed.clear();
         self.packed
-            .reserve(zstd::zstd_safe::compress_bound(p.block.len()));
-        let zstd = match p.block.len() < SMALL_BLOCK {
-            true => &mut self.zstd_small,
-            false => &mut self.zstd,
-        };
-        zstd.compress_to_buffer(&p.block, &mut self.packed)
+            .reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        self.zstd
+            .compress_to_buffer(raw, &mut self.packed)
             .map_err(io)?;
+        words[1] = (dir.len() + self.packed.len()) as u32;
         let mut hdr = [0u8; BLOCK_HDR];
-        let words = [
-            TAG_RECORDS,
-            self.packed.len() as u32,
-            p.block.len() as u32,
-            p.count,
-            stream,
-            0,
-        ];
         for (i, v) in words.into_iter().enumerate() {
             hdr[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
-        hdr[24..].copy_from_slice(&p.first.to_le_bytes());
+        hdr[24..].copy_from_slice(&first.to_le_bytes());
         self.out.write_all(&hdr).map_err(io)?;
+        self.out.write_all(dir).map_err(io)?;
         self.out.write_all(&self.packed).map_err(io)?;
-        self.bytes_raw += p.block.len() as u64;
-        self.bytes_file += (BLOCK_HDR + self.packed.len()) as u64;
-        self.pending -= p.block.len();
-        p.block.clear();
-        p.count = 0;
-        p.prev_start = 0;
+        self.bytes_file += (BLOCK_HDR + dir.len() + self.packed.len()) as u64;
         Ok(())
     }
 
@@ -487,6 +586,13 @@ impl TraceWriter {
             self.bytes_file + (BLOCK_HDR + json.len()) as u64,
         ))
     }
+}
+
+/// Whose records a frame holds.
+#[derive(Clone, Copy)]
+enum Frame {
+    Block(u32),
+    Group,
 }
 
 /// An output error as a trace error: "exists" keeps its own variant.

@@ -17,21 +17,41 @@ use std::path::{Path, PathBuf};
 use crate::codec::{self, Reader};
 use crate::event::Record;
 use crate::file::{
-    TraceError, TraceHeader, TraceSummary, BLOCK_HDR, FORMAT_NAME, FORMAT_VERSION, MAGIC,
-    MAX_BLOCK_RAW, MAX_BLOCK_RECORDS, MAX_JSON, OLDEST_READ, TAG_END, TAG_RECORDS,
+    TraceError, TraceHeader, TraceSummary, BLOCK_HDR, FORMAT_NAME, FORMAT_VERSION, GROUPS_SINCE,
+    MAGIC, MAX_BLOCK_RAW, MAX_BLOCK_RECORDS, MAX_GROUP_PARTS, MAX_GROUP_RAW, MAX_JSON, OLDEST_READ,
+    PART_HDR, TAG_END, TAG_GROUP, TAG_RECORDS,
 };
 use crate::resolve::Resolver;
 
-/// Where a block of records is, and what its header says.
+/// Where a block of records is, and what its header says: a block of its
+/// own, or a part of a group (its records at `offset` of the group's).
 #[derive(Clone, Copy, Debug)]
 struct BlockRef {
-    /// Offset of the block's header.
+    /// Offset of the block's (or its group's) header.
     at: u64,
     clen: u32,
     rlen: u32,
     count: u32,
     first_ns: u64,
+    part: Option<PartRef>,
 }
+
+/// Where a part's records are in its group.
+#[derive(Clone, Copy, Debug)]
+struct PartRef {
+    /// Its place in the group's directory (orders parts of one group).
+    index: u32,
+    offset: u32,
+    /// Bytes of the group's records, and where its frame is.
+    group_rlen: u32,
+    frame_at: u64,
+    frame_len: u32,
+}
+
+/// Groups decompressed lately, by offset: the parts of a group are mostly
+/// short processes' streams, which start at about the same time, so that
+/// the reader needs a group's records several times in a row.
+const GROUPS_KEPT: usize = 4;
 
 /// A stream with a block loaded.
 struct Active {
@@ -53,6 +73,8 @@ pub struct TraceReader {
     resolver: Resolver,
     /// Bytes of decompressed blocks read so far.
     pub raw_bytes: u64,
+    /// The records of the groups read last (offset, bytes), newest last.
+    groups: VecDeque<(u64, std::rc::Rc<Vec<u8>>)>,
 }
 
 impl TraceReader {
@@ -91,11 +113,15 @@ impl TraceReader {
         if header.ops.len() > u16::MAX as usize {
             return Err(corrupt(path, 16, "op table is implausibly long"));
         }
-        let (streams, summary) = scan(&file, path, 16 + hlen as u64, size)?;
+        let groups = version >= GROUPS_SINCE;
+        let (streams, summary) = scan(&file, path, 16 + hlen as u64, size, groups)?;
         let mut waiting: Vec<VecDeque<BlockRef>> = streams.into_values().collect();
         // Latest first, so that pop() gives the earliest stream; ties by
         // file position, so that the order never depends on hashing.
-        waiting.sort_by_key(|q| Reverse((q[0].first_ns, q[0].at)));
+        waiting.sort_by_key(|q| {
+            let part = q[0].part.map_or(0, |p| p.index);
+            Reverse((q[0].first_ns, q[0].at, part))
+        });
         Ok(TraceReader {
             path: path.into(),
             file,
@@ -106,6 +132,7 @@ impl TraceReader {
             heap: BinaryHeap::new(),
             resolver: Resolver::default(),
             raw_bytes: 0,
+            groups: VecDeque::new(),
         })
     }
 
@@ -121,24 +148,19 @@ impl TraceReader {
     /// Decompresses and decodes one block; checks that it holds exactly
     /// its count of records and starts when its header says.
     fn load(&mut self, b: &BlockRef) -> Result<VecDeque<Record>, TraceError> {
-        let mut z = vec![0u8; b.clen as usize];
-        self.file
-            .read_exact_at(&mut z, b.at + BLOCK_HDR as u64)
-            .map_err(|e| TraceError::Io {
-                path: self.path.clone(),
-                source: e,
-            })?;
-        // Streamed, so that a header claiming a huge length costs nothing
-        // until the frame actually holds that much.
-        let mut raw = Vec::new();
-        zstd::stream::read::Decoder::new(&z[..])
-            .and_then(|d| d.take(b.rlen as u64 + 1).read_to_end(&mut raw))
-            .map_err(|e| self.corrupt(b.at, &format!("block does not decompress: {e}")))?;
-        if raw.len() != b.rlen as usize {
-            return Err(self.corrupt(b.at, "block decompresses to another length"));
-        }
-        self.raw_bytes += raw.len() as u64;
-        let mut r = Reader::new(&raw);
+        let (group, raw);
+        let bytes: &[u8] = match b.part {
+            None => {
+                raw = self.decompress(b.at, b.at + BLOCK_HDR as u64, b.clen, b.rlen)?;
+                self.raw_bytes += raw.len() as u64;
+                &raw
+            }
+            Some(p) => {
+                group = self.group(b.at, p)?;
+                &group[p.offset as usize..(p.offset + b.rlen) as usize]
+            }
+        };
+        let mut r = Reader::new(bytes);
         let mut prev = 0;
         let mut out = VecDeque::with_capacity(b.count as usize);
         for _ in 0..b.count {
@@ -153,6 +175,49 @@ impl TraceReader {
             return Err(self.corrupt(b.at, "block's first record is not when its header says"));
         }
         Ok(out)
+    }
+
+    /// The `rlen` bytes of records the zstd frame of `clen` bytes at
+    /// `frame_at` holds (of the block at `at`).
+    fn decompress(
+        &self,
+        at: u64,
+        frame_at: u64,
+        clen: u32,
+        rlen: u32,
+    ) -> Result<Vec<u8>, TraceError> {
+        let mut z = vec![0u8; clen as usize];
+        self.file
+            .read_exact_at(&mut z, frame_at)
+            .map_err(|e| TraceError::Io {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        // Streamed, so that a header claiming a huge length costs nothing
+        // until the frame actually holds that much.
+        let mut raw = Vec::new();
+        zstd::stream::read::Decoder::new(&z[..])
+            .and_then(|d| d.take(rlen as u64 + 1).read_to_end(&mut raw))
+            .map_err(|e| self.corrupt(at, &format!("block does not decompress: {e}")))?;
+        if raw.len() != rlen as usize {
+            return Err(self.corrupt(at, "block decompresses to another length"));
+        }
+        Ok(raw)
+    }
+
+    /// The records of the group at `at` (of which `p` is a part).
+    fn group(&mut self, at: u64, p: PartRef) -> Result<std::rc::Rc<Vec<u8>>, TraceError> {
+        if let Some((_, g)) = self.groups.iter().find(|(a, _)| *a == at) {
+            return Ok(g.clone());
+        }
+        let raw = self.decompress(at, p.frame_at, p.frame_len, p.group_rlen)?;
+        let raw = std::rc::Rc::new(raw);
+        self.raw_bytes += raw.len() as u64;
+        if self.groups.len() == GROUPS_KEPT {
+            self.groups.pop_front();
+        }
+        self.groups.push_back((at, raw.clone()));
+        Ok(raw)
     }
 
     /// The next record by start time, from the stream that has it.
@@ -252,13 +317,15 @@ impl Iterator for TraceReader {
     }
 }
 
-/// Reads the block headers from `at` to the end block: each stream's
-/// blocks in file order, and the summary.
+/// Reads the block headers (and groups' directories) from `at` to the end
+/// block: each stream's blocks in file order, and the summary. `groups`:
+/// the file's version has them.
 fn scan(
     file: &File,
     path: &Path,
     mut at: u64,
     size: u64,
+    groups: bool,
 ) -> Result<(HashMap<u32, VecDeque<BlockRef>>, TraceSummary), TraceError> {
     let mut streams: HashMap<u32, VecDeque<BlockRef>> = HashMap::new();
     loop {
@@ -318,12 +385,107 @@ fn scan(
                     rlen,
                     count,
                     first_ns,
+                    part: None,
                 });
                 at = end;
+            }
+            TAG_GROUP if groups => {
+                if stream != 0 {
+                    return Err(corrupt(path, at, "group header is implausible"));
+                }
+                let header = Header {
+                    at,
+                    clen,
+                    rlen,
+                    count,
+                };
+                for part in group_parts(file, path, header, size)? {
+                    streams.entry(part.0).or_default().push_back(part.1);
+                }
+                at += (BLOCK_HDR as u64) + clen as u64;
             }
             t => return Err(corrupt(path, at, &format!("unknown block kind {t}"))),
         }
     }
+}
+
+/// What a block header says of a group at `at`.
+struct Header {
+    at: u64,
+    clen: u32,
+    rlen: u32,
+    count: u32,
+}
+
+/// The parts of the group `h` says (its stream, and where its records
+/// are), in directory order, once the header and directory are checked.
+fn group_parts(
+    file: &File,
+    path: &Path,
+    h: Header,
+    size: u64,
+) -> Result<Vec<(u32, BlockRef)>, TraceError> {
+    let Header {
+        at,
+        clen,
+        rlen,
+        count,
+    } = h;
+    if rlen > MAX_GROUP_RAW
+        || count == 0
+        || count > MAX_GROUP_PARTS
+        || count as u64 * PART_HDR as u64 >= clen as u64
+    {
+        return Err(corrupt(path, at, "group header is implausible"));
+    }
+    if at + (BLOCK_HDR as u64) + clen as u64 > size {
+        return Err(truncated(
+            path,
+            format!("the block at byte {at} is cut short"),
+        ));
+    }
+    let dir_at = at + BLOCK_HDR as u64;
+    let what = format!("the group at byte {at} is cut short");
+    let dir_len = count * PART_HDR as u32;
+    let dir = read_block_bytes(file, path, dir_at, dir_len, size, &what)?;
+    let mut parts = Vec::with_capacity(count as usize);
+    let mut offset = 0u32;
+    for (index, e) in dir.chunks_exact(PART_HDR).enumerate() {
+        let word = |i: usize| u32::from_le_bytes(e[4 * i..4 * i + 4].try_into().unwrap());
+        let (stream, prlen, pcount) = (word(0), word(1), word(2));
+        let first_ns = u64::from_le_bytes(e[16..].try_into().unwrap());
+        // As a block's, and inside the group's records.
+        if pcount == 0
+            || pcount > MAX_BLOCK_RECORDS
+            || pcount as u64 * 4 > prlen as u64
+            || offset as u64 + prlen as u64 > rlen as u64
+        {
+            return Err(corrupt(path, at, "group directory is implausible"));
+        }
+        let part = PartRef {
+            index: index as u32,
+            offset,
+            group_rlen: rlen,
+            frame_at: dir_at + dir_len as u64,
+            frame_len: clen - dir_len,
+        };
+        parts.push((
+            stream,
+            BlockRef {
+                at,
+                clen,
+                rlen: prlen,
+                count: pcount,
+                first_ns,
+                part: Some(part),
+            },
+        ));
+        offset += prlen;
+    }
+    if offset != rlen {
+        return Err(corrupt(path, at, "group directory is implausible"));
+    }
+    Ok(parts)
 }
 
 /// `len` bytes at `at`, or a truncation error saying `what`.

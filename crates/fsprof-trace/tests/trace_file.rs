@@ -238,3 +238,119 @@ proptest! {
         }
     }
 }
+
+/// The tags of a trace file's blocks, in file order, with each block's
+/// count (a group's: its parts).
+fn block_tags(path: &std::path::Path) -> Vec<(u32, u32)> {
+    let b = std::fs::read(path).unwrap();
+    let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let mut at = 16 + word(12) as usize;
+    let mut tags = Vec::new();
+    while at < b.len() {
+        tags.push((word(at), word(at + 12)));
+        at += 32 + word(at + 4) as usize;
+    }
+    tags
+}
+
+/// A capture of many short processes: each thread's stream is one small
+/// block, ended when the thread is gone; some threads are long, and one
+/// short thread goes on after its first small block with a large one.
+fn short_and_long_streams(path: &std::path::Path) -> Vec<Record> {
+    let mut w = TraceWriter::create(path, &TraceHeader::new("shim", "none"), true).unwrap();
+    let mut all = Vec::new();
+    let mut push = |w: &mut TraceWriter, stream: u32, r: Record| {
+        w.push_to(stream, &r).unwrap();
+        all.push(r);
+    };
+    for s in 1..=600u32 {
+        let pid = s as i32;
+        // Apart in time: no two records start at once.
+        let t0 = u64::from(s) * 1_000_000;
+        push(&mut w, s, call(pid, pid, t0, "openat", -100, Some("f")));
+        push(&mut w, s, call(pid, pid, t0 + 7, "fstat", 3, None));
+        if s % 100 == 0 {
+            // A long thread: blocks of its own.
+            for i in 0..3_000 {
+                push(&mut w, s, call(pid, pid, t0 + 10 + i, "read", 3, None));
+            }
+        }
+        w.close_stream(s).unwrap();
+        if s == 5 {
+            // The same stream again: a large block after its small one.
+            for i in 0..3_000 {
+                push(&mut w, s, call(pid, pid, t0 + 100_000 + i, "read", 3, None));
+            }
+            w.close_stream(s).unwrap();
+        }
+    }
+    w.finish(0, 1).unwrap();
+    all.sort_by_key(|r| r.start_ns());
+    all
+}
+
+/// Short processes' small blocks are written together, a few hundred to a
+/// frame (groups, version 5), large ones in frames of their own; the
+/// reader gets every record once, in time order, each stream's in its
+/// own order (a stream's large block written after the group that holds
+/// its small one).
+#[test]
+fn small_blocks_of_many_streams_are_grouped_and_read_back_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("g.trace");
+    let want = short_and_long_streams(&path);
+    let tags = block_tags(&path);
+    let groups: Vec<u32> = tags.iter().filter(|t| t.0 == 3).map(|t| t.1).collect();
+    let parts: u32 = groups.iter().sum();
+    assert!(
+        !groups.is_empty() && groups.len() < 20 && parts >= 594,
+        "{tags:?}"
+    );
+    assert!(tags.iter().any(|t| t.0 == 1), "{tags:?}");
+    let got = read_all(&path).unwrap();
+    let first_off = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert_eq!(
+        (got.len(), first_off),
+        (want.len(), None),
+        "the first record out of place: {:?}",
+        first_off.map(|i| (&got[i], &want[i]))
+    );
+}
+
+/// Version 4 files (no groups) are read as before; a group in one is
+/// refused, and so is a group whose directory does not add up to its
+/// records, in one line.
+#[test]
+fn version_4_files_are_read_and_groups_checked() {
+    let d = tempfile::tempdir().unwrap();
+    // Large blocks only: what a version 4 writer wrote.
+    let path = write(d.path(), 30_000);
+    assert!(block_tags(&path).iter().all(|t| t.0 != 3));
+    let mut b = std::fs::read(&path).unwrap();
+    b[8..12].copy_from_slice(&4u32.to_le_bytes());
+    std::fs::write(&path, &b).unwrap();
+    assert_eq!(read_all(&path).unwrap(), records(30_000));
+
+    let grouped = d.path().join("g.trace");
+    short_and_long_streams(&grouped);
+    let mut b = std::fs::read(&grouped).unwrap();
+    b[8..12].copy_from_slice(&4u32.to_le_bytes());
+    std::fs::write(&grouped, &b).unwrap();
+    let e = read_all(&grouped).unwrap_err().to_string();
+    assert!(e.contains("unknown block kind 3"), "{e}");
+
+    // The first group's first part one byte longer.
+    let mut b = std::fs::read(&grouped).unwrap();
+    b[8..12].copy_from_slice(&5u32.to_le_bytes());
+    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let mut at = 16 + word(&b, 12) as usize;
+    while word(&b, at) != 3 {
+        at += 32 + word(&b, at + 4) as usize;
+    }
+    let rlen = word(&b, at + 32 + 4) + 1;
+    b[at + 36..at + 40].copy_from_slice(&rlen.to_le_bytes());
+    std::fs::write(&grouped, &b).unwrap();
+    let e = read_all(&grouped).unwrap_err().to_string();
+    assert!(e.contains("group directory is implausible"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

@@ -13,7 +13,7 @@ use crate::engine::Target;
 use crate::seeds;
 
 #[rustfmt::skip]
-const TOKENS: &[&[u8]] = &[b"fsprtrc\0", b"\x02\0\0\0", b"\x01\0\0\0", b"\"ops\":[", b"\"origin_ns\":", b"\"records\":", b"\"format_version\":", b"\"data\":\"full\""];
+const TOKENS: &[&[u8]] = &[b"fsprtrc\0", b"\x02\0\0\0", b"\x01\0\0\0", b"\x03\0\0\0", b"\x05\0\0\0", b"\"ops\":[", b"\"origin_ns\":", b"\"records\":", b"\"format_version\":", b"\"data\":\"full\""];
 
 pub const TARGET: Target = Target::new("trace", seeds::trace_files, TOKENS, check, 400);
 
