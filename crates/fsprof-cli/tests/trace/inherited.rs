@@ -248,11 +248,8 @@ fn closing_or_flushing_nothing_records_no_descriptor_and_a_flush_that_writes_doe
 /// the shim's first buffer) and longer than that buffer (read again).
 #[test]
 fn a_process_record_holds_its_working_directory_short_or_long() {
-    let d = tempfile::tempdir().unwrap();
-    let long = d.path().join("d".repeat(200)).join("e".repeat(200));
-    std::fs::create_dir_all(&long).unwrap();
-    for dir in [d.path().to_path_buf(), long] {
-        let (_, out) = crate::trace_source("cwd", "int main(void) { return 0; }", &dir);
+    in_a_short_and_a_long_dir(|dir| {
+        let (_, out) = crate::trace_source("cwd", "int main(void) { return 0; }", dir);
         let cwd = records_of(&out)
             .into_iter()
             .find_map(|r| match r {
@@ -260,14 +257,30 @@ fn a_process_record_holds_its_working_directory_short_or_long() {
                 _ => None,
             })
             .expect("the program's process record");
-        let want = dir.canonicalize().unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&cwd),
-            want.to_string_lossy(),
-            "{} bytes",
-            want.as_os_str().len()
-        );
+        assert_names(&cwd, dir);
+    });
+}
+
+/// Runs `f` in a temporary directory, then in one whose path is over 400
+/// bytes long (longer than the shim's short buffers).
+fn in_a_short_and_a_long_dir(mut f: impl FnMut(&std::path::Path)) {
+    let d = tempfile::tempdir().unwrap();
+    let long = d.path().join("d".repeat(200)).join("e".repeat(200));
+    std::fs::create_dir_all(&long).unwrap();
+    for dir in [d.path(), &long] {
+        f(dir);
     }
+}
+
+/// A recorded path is what the kernel calls `want`.
+fn assert_names(got: &[u8], want: &std::path::Path) {
+    let want = want.canonicalize().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(got),
+        want.to_string_lossy(),
+        "{} bytes",
+        want.as_os_str().len()
+    );
 }
 
 /// Opens `data` in its working directory and moves it to number 10 with
@@ -288,12 +301,9 @@ int main(void) {
 /// more, read again into its long one.
 #[test]
 fn a_descriptor_record_holds_its_path_short_or_long() {
-    let d = tempfile::tempdir().unwrap();
-    let long = d.path().join("d".repeat(200)).join("e".repeat(200));
-    std::fs::create_dir_all(&long).unwrap();
-    for dir in [d.path().to_path_buf(), long] {
+    in_a_short_and_a_long_dir(|dir| {
         std::fs::write(dir.join("data"), b"x").unwrap();
-        let (_, out) = crate::trace_source("moved", MOVED, &dir);
+        let (_, out) = crate::trace_source("moved", MOVED, dir);
         let path = records_of(&out)
             .into_iter()
             .find_map(|r| match r {
@@ -301,14 +311,8 @@ fn a_descriptor_record_holds_its_path_short_or_long() {
                 _ => None,
             })
             .expect("the record of fd 10 at its first use");
-        let want = dir.join("data").canonicalize().unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&path),
-            want.to_string_lossy(),
-            "{} bytes",
-            want.as_os_str().len()
-        );
-    }
+        assert_names(&path, &dir.join("data"));
+    });
 }
 
 /// Writes a byte to /dev/null, /dev/zero and a null device of its own
