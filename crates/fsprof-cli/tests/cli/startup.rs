@@ -134,74 +134,83 @@ fn binary_is_linked_as_build_rs_says_and_the_toolchain_allows() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// The functions of the binary's symbol table (`.symtab`): name → (address,
-/// size in bytes).
-fn functions(bin: &[u8]) -> std::collections::HashMap<String, (u64, u64)> {
-    let u16_at = |at: usize| u16::from_le_bytes(bin[at..at + 2].try_into().unwrap()) as usize;
-    let u32_at = |at: usize| u32::from_le_bytes(bin[at..at + 4].try_into().unwrap()) as usize;
-    let u64_at = |at: usize| u64::from_le_bytes(bin[at..at + 8].try_into().unwrap());
-    let (shoff, shentsize, shnum) = (u64_at(40) as usize, u16_at(58), u16_at(60));
-    let section = |k: usize| shoff + k * shentsize;
-    let mut out = std::collections::HashMap::new();
-    // SHT_SYMTAB (2), its names in the section it links to.
-    for s in (0..shnum).map(section).filter(|&s| u32_at(s + 4) == 2) {
-        let (off, size) = (u64_at(s + 24) as usize, u64_at(s + 32) as usize);
-        let names = u64_at(section(u32_at(s + 40)) + 24) as usize;
-        for e in (off..off + size).step_by(24) {
-            // STT_FUNC (2) or STT_GNU_IFUNC (10), defined (st_shndx != 0).
-            if ![2, 10].contains(&(bin[e + 4] & 0xf)) || u16_at(e + 6) == 0 {
-                continue;
-            }
-            let name = &bin[names + u32_at(e)..];
-            let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
-            out.insert(
-                String::from_utf8_lossy(name).into_owned(),
-                (u64_at(e + 8), u64_at(e + 16)),
-            );
-        }
-    }
-    out
-}
+/// How the release binary's code is laid out: a debug build is linked as
+/// the compiler lays it out, so these exist only in release tests, which
+/// `scripts/test-all` runs after the debug suite (`cargo nextest run
+/// --release -p fsprof --test cli startup::`).
+#[cfg(not(debug_assertions))]
+mod release_layout {
+    use super::*;
 
-/// The functions a start runs (build.rs's `startup.order`) lie side by
-/// side, so that they fault in as a few windows of the file rather than
-/// one each (build.rs, `start_up_order`). Spread as the compiler left
-/// them they span ~9 MB of text for ~0.4 MB of code. Fails too when most
-/// names are not in the binary any more (a toolchain or dependency
-/// update changed their hashes): run `bench/startup_order.py` again.
-/// Release builds only (`cargo nextest run --release -p fsprof --test
-/// cli startup`): a debug build is linked as the compiler lays it out.
-#[test]
-fn the_start_up_functions_are_laid_out_together() {
-    if env!("FSPROF_START_UP_ORDER") != "1" {
-        eprintln!("not a release build linked by rustc's own lld: no start-up order applied");
-        return;
+    /// The functions of the binary's symbol table (`.symtab`): name → (address,
+    /// size in bytes).
+    fn functions(bin: &[u8]) -> std::collections::HashMap<String, (u64, u64)> {
+        let u16_at = |at: usize| u16::from_le_bytes(bin[at..at + 2].try_into().unwrap()) as usize;
+        let u32_at = |at: usize| u32::from_le_bytes(bin[at..at + 4].try_into().unwrap()) as usize;
+        let u64_at = |at: usize| u64::from_le_bytes(bin[at..at + 8].try_into().unwrap());
+        let (shoff, shentsize, shnum) = (u64_at(40) as usize, u16_at(58), u16_at(60));
+        let section = |k: usize| shoff + k * shentsize;
+        let mut out = std::collections::HashMap::new();
+        // SHT_SYMTAB (2), its names in the section it links to.
+        for s in (0..shnum).map(section).filter(|&s| u32_at(s + 4) == 2) {
+            let (off, size) = (u64_at(s + 24) as usize, u64_at(s + 32) as usize);
+            let names = u64_at(section(u32_at(s + 40)) + 24) as usize;
+            for e in (off..off + size).step_by(24) {
+                // STT_FUNC (2) or STT_GNU_IFUNC (10), defined (st_shndx != 0).
+                if ![2, 10].contains(&(bin[e + 4] & 0xf)) || u16_at(e + 6) == 0 {
+                    continue;
+                }
+                let name = &bin[names + u32_at(e)..];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
+                out.insert(
+                    String::from_utf8_lossy(name).into_owned(),
+                    (u64_at(e + 8), u64_at(e + 16)),
+                );
+            }
+        }
+        out
     }
-    let order =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/startup.order")).unwrap();
-    let names: Vec<&str> = order.lines().filter(|l| !l.is_empty()).collect();
-    let functions = functions(&std::fs::read(fsprof_path()).unwrap());
-    let found: Vec<(u64, u64)> = names
-        .iter()
-        .filter_map(|n| functions.get(*n).copied())
-        .collect();
-    assert!(
-        found.len() * 10 >= names.len() * 9,
-        "only {} of the {} functions of startup.order are in the binary: run `python3 bench/startup_order.py` \
-         after a release build, then build again",
-        found.len(),
-        names.len()
-    );
-    let code: u64 = found.iter().map(|f| f.1).sum();
-    let start = found.iter().map(|f| f.0).min().unwrap();
-    let end = found.iter().map(|f| f.0 + f.1).max().unwrap();
-    // Alignment and the other functions of a C object file (glibc's
-    // archives keep several in one section) lie between them.
-    assert!(
-        end - start <= 2 * code,
-        "the start-up's {code} bytes of code span {} bytes",
-        end - start
-    );
+
+    /// The functions a start runs (build.rs's `startup.order`) lie side by
+    /// side, so that they fault in as a few windows of the file rather than
+    /// one each (build.rs, `start_up_order`). Spread as the compiler left
+    /// them they span ~9 MB of text for ~0.4 MB of code. Fails too when most
+    /// names are not in the binary any more (a toolchain or dependency
+    /// update changed their hashes): run `bench/startup_order.py` again.
+    /// Release builds only (`cargo nextest run --release -p fsprof --test
+    /// cli startup`): a debug build is linked as the compiler lays it out.
+    #[test]
+    fn the_start_up_functions_are_laid_out_together() {
+        if env!("FSPROF_START_UP_ORDER") != "1" {
+            eprintln!("not a release build linked by rustc's own lld: no start-up order applied");
+            return;
+        }
+        let order =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/startup.order")).unwrap();
+        let names: Vec<&str> = order.lines().filter(|l| !l.is_empty()).collect();
+        let functions = functions(&std::fs::read(fsprof_path()).unwrap());
+        let found: Vec<(u64, u64)> = names
+            .iter()
+            .filter_map(|n| functions.get(*n).copied())
+            .collect();
+        assert!(
+            found.len() * 10 >= names.len() * 9,
+            "only {} of the {} functions of startup.order are in the binary: run `python3 bench/startup_order.py` \
+             after a release build, then build again",
+            found.len(),
+            names.len()
+        );
+        let code: u64 = found.iter().map(|f| f.1).sum();
+        let start = found.iter().map(|f| f.0).min().unwrap();
+        let end = found.iter().map(|f| f.0 + f.1).max().unwrap();
+        // Alignment and the other functions of a C object file (glibc's
+        // archives keep several in one section) lie between them.
+        assert!(
+            end - start <= 2 * code,
+            "the start-up's {code} bytes of code span {} bytes",
+            end - start
+        );
+    }
 }
 
 /// What a statically linked glibc program could lose still works: the
