@@ -225,13 +225,14 @@ def variants(args, tmp):
     return out
 
 
-def build_floor(shim, tmp, trace=False):
+def build_floor(shim, tmp, trace=False, defines=(), tag=""):
     """bench/shim_floor.c built with the shim's exported wrappers (its
     dynamic symbol table, less its own fsprof_shim_* entry points and the
     execl family, which the floor writes out by hand), and its counter
     file made on tmpfs, as a run's control file is: (library, file).
     `trace`: the floor of trace's design (-DFLOOR_TRACE), whose regions
-    also hold a window of records."""
+    also hold a window of records. `defines`: the floor's parts left out or
+    done another way (bench/floor_parts.py), built as shim_floor`tag`.so."""
     syms = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True,
                           check=True).stdout.split()[2::3]
     wrappers = [s for s in syms if not s.startswith("fsprof_shim_")]
@@ -250,13 +251,19 @@ def build_floor(shim, tmp, trace=False):
     generic = [s for s in wrappers if s not in by_hand]
     with open(os.path.join(tmp, "floor_syms.h"), "w") as f:
         f.writelines(f"W({s})\n" for s in generic)
-    lib = os.path.join(tmp, "shim_floor_trace.so" if trace else "shim_floor.so")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp]
+    lib = os.path.join(tmp, f"shim_floor{'_trace' if trace else ''}{tag}.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-builtin", "-fvisibility=hidden", "-I", tmp,
+                    "-I", os.path.join(per_process.ROOT, "crates/fsprof-shim/shim")]
                    + (["-DFLOOR_TRACE"] if trace else []) + (["-DFLOOR_PRINTF"] if has_printf else [])
-                   + ["-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"], check=True)
+                   + [d for d in defines if d.startswith("-D")]
+                   + ["-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"]
+                   + [d for d in defines if not d.startswith("-D")], check=True)
     got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                          check=True).stdout.split()[2::3]
-    assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
+    if "-DFLOOR_HIDDEN" in defines:
+        assert got == [], "the hidden floor exports symbols"
+    else:
+        assert sorted(got) == sorted(wrappers), "the floor exports other symbols than the shim's wrappers"
     size = floor_size(len(generic), trace)
     fd, counters = tempfile.mkstemp(prefix="fsprof-shim-floor-", dir="/dev/shm")
     os.ftruncate(fd, size)
@@ -583,7 +590,7 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             if tag is None:
                 tag = tags[r % len(tags)]
             res[k].append(drivers[tag].sample(argv, s, u, settle))
-    pair = [tuple(p.split(",", 1)) for p in args.pair]
+    pair = [p if isinstance(p, tuple) else tuple(p.split(",", 1)) for p in args.pair]
     report(f"{name}: {shell}", nproc, res, random.Random(27), pair)
     if args.counts and name in ("loop", "xargs"):
         full = per_process.workloads(1000)[name]

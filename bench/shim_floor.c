@@ -9,8 +9,9 @@
  *     by the bench from the installed shim's dynamic symbol table: one
  *     W(name) a line, the fsprof_shim_* entry points left out), so that
  *     the loader binds the same symbols of every program to it;
- *   - each wrapper finds its real function with dlsym(RTLD_NEXT) at its
- *     first call, as the shim does, and times it with rdtsc;
+ *   - each wrapper finds its real function at its first call as the
+ *     shim does (nextsym.c's own lookup of what dlsym(RTLD_NEXT) would
+ *     return, dlsym where that is unsure), and times it with rdtsc;
  *   - a per-op counter (calls, ticks, a log2 histogram) in a region of a
  *     shared file (FSPROF_FLOOR, on tmpfs) that the constructor opens and
  *     maps; a process takes its region at its first counted call (a
@@ -58,7 +59,13 @@ extern char *getenv(const char *name);
 extern int *__errno_location(void);
 extern int pthread_atfork(void (*)(void), void (*)(void), void (*)(void));
 
+/* FLOOR_HIDDEN (bench/floor_parts.py): the same library with nothing
+ * exported, so that no program binds to it. */
+#ifdef FLOOR_HIDDEN
+#define EXPORT __attribute__((visibility("hidden"), used))
+#else
 #define EXPORT __attribute__((visibility("default")))
+#endif
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -219,11 +226,37 @@ static inline __attribute__((always_inline)) void trace_rec(int op, uint64_t t0,
 
 typedef long (*fn6)(long, long, long, long, long, long);
 
+#ifdef FLOOR_RESOLVE_DLSYM
+/* The old way (bench/floor_parts.py "dlsym"): dlsym at every first call. */
+#define NEXT_SYM(name) dlsym(RTLD_NEXT, name)
+#elif defined(FLOOR_RESOLVE_HANDLE)
+/* The C library's handle, taken once: dlsym searches it and its
+ * dependencies only (a later preload is not seen: a cost, not a design). */
+static void *g_libc_handle;
+static void *libc_sym(const char *name)
+{
+    if (g_libc_handle == NULL)
+        g_libc_handle = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    return dlsym(g_libc_handle, name);
+}
+#define NEXT_SYM(name) libc_sym(name)
+#else
+/* The shim's own lookup (crates/fsprof-shim/shim/nextsym.c), dlsym where
+ * it is unsure, as the shim's interpose.h does. */
+#include "nextsym.c"
+static void *next_sym(const char *name)
+{
+    void *p = fsprof_next_sym(name);
+    return p != NULL ? p : dlsym(RTLD_NEXT, name);
+}
+#define NEXT_SYM(name) next_sym(name)
+#endif
+
 static fn6 resolve(void **slot, const char *name)
 {
     void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
     if (UNLIKELY(p == NULL)) {
-        p = dlsym(RTLD_NEXT, name);
+        p = NEXT_SYM(name);
         if (p == NULL)
             p = dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
         __atomic_store_n(slot, p, __ATOMIC_RELAXED);

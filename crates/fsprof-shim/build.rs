@@ -45,6 +45,7 @@ const LINK_FIRST: &[&str] = &[
     "run.c",
     "pool.c",
     "util.c",
+    "nextsym.c",
     "exec.c",
     "own.c",
     "trace.c",

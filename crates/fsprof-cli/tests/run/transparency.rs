@@ -261,3 +261,69 @@ fn fsprof_catches_no_signal_but_the_ones_its_children_reset() {
         "fsprof catches {caught:#x}; add the new handler's signal to inherited::CHANGED"
     );
 }
+
+/// `access` made to say a missing path exists, for everything else the
+/// next definition's.
+const FAKE_ACCESS: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+int access(const char *path, int mode)
+{
+    if (strcmp(path, "/fsprof-test-no-such-file") == 0)
+        return 0;
+    int (*next)(const char *, int) = (int (*)(const char *, int))dlsym(RTLD_NEXT, "access");
+    return next(path, mode);
+}
+"#;
+
+const ASK_ACCESS: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+    printf("%d %d\n", access("/fsprof-test-no-such-file", F_OK), access("/", F_OK));
+    return 0;
+}
+"#;
+
+/// A library the user preloads comes after the shim (LD_PRELOAD keeps it,
+/// behind ours), so the shim's `access` must call through to it, not past
+/// it to libc: the program sees that library's answer, and the profile
+/// counts both calls.
+#[test]
+fn a_library_the_user_preloads_still_interposes_behind_the_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = compile_source(
+        "fake_access",
+        FAKE_ACCESS,
+        dir.path(),
+        &["-shared", "-fPIC", "-ldl"],
+    );
+    let prog = compile_source("ask_access", ASK_ACCESS, dir.path(), &[]);
+    let bare = Command::new(&prog)
+        .env("LD_PRELOAD", &lib)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&bare.stdout), "0 0\n");
+    let path = dir.path().join("p.json");
+    let out = fsprof()
+        .env("LD_PRELOAD", &lib)
+        .args(["run", "-q", "-o"])
+        .arg(&path)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0 0\n",
+        "the preloaded library was skipped"
+    );
+    assert_eq!(count(&load(&path), "access"), 2);
+}
