@@ -18,6 +18,11 @@ round with bare and the empty library as bench/per_process_cpu.py does
                   library's load and size alone
   dlsym           the floor, each real function found by dlsym(RTLD_NEXT)
                   (the shim's way until the tenth session)
+  no prefork      the floor without finding, before a process's first
+                  fork, the functions a forked child calls before it execs
+                  (the shim's before_fork_in_parent): each child finds its
+                  own; "dlsym, no prefork" both (the floor until the tenth
+                  session)
   libc handle     the floor, each real function found by dlsym on a handle
                   of libc.so.6 taken once (misses a later preload: a cost,
                   not a design)
@@ -31,8 +36,14 @@ unset - empty.so (a library of this size and its constructor), hidden -
 hidden, unset (the file's open and map), and each resolution against
 the floor's.
 
+--resolve-cost N: instead, N fresh `cat`s a mode (interleaved) preloaded
+with bench/resolve_cost.c, which times finding the real functions of the
+eight wrappers a `cat` calls, cold, with the shim's own lookup and with
+dlsym(RTLD_NEXT): the medians and quartiles in us (TSC ticks over the
+TSC rate from /proc/cpuinfo's "cpu MHz", this VM's constant TSC).
+
 usage: python3 bench/floor_parts.py [--rounds N] [--only cat,loop,xargs-short] [--fsprof PATH]
-          [--fifo] [--variants "NAME;..."]
+          [--fifo] [--variants "NAME;..."] [--resolve-cost N]
 """
 import argparse
 import os
@@ -53,12 +64,43 @@ PARTS = {
     "hidden": (("-DFLOOR_HIDDEN",), True),
     "hidden, unset": (("-DFLOOR_HIDDEN",), False),
     "dlsym": (("-DFLOOR_RESOLVE_DLSYM",), True),
+    "no prefork": (("-DFLOOR_NO_PREFORK",), True),
+    "dlsym, no prefork": (("-DFLOOR_RESOLVE_DLSYM", "-DFLOOR_NO_PREFORK"), True),
     "libc handle": (("-DFLOOR_RESOLVE_HANDLE",), True),
     "now": (("-Wl,-z,now",), True),
 }
 
 PAIRS = [("floor", "floor, unset"), ("floor, unset", "hidden, unset"), ("hidden, unset", "empty.so"),
-         ("hidden", "hidden, unset"), ("dlsym", "floor"), ("floor", "libc handle"), ("floor", "now")]
+         ("hidden", "hidden, unset"), ("dlsym", "floor"), ("no prefork", "floor"), ("dlsym, no prefork", "floor"), ("floor", "libc handle"), ("floor", "now")]
+
+
+def resolve_cost(n):
+    """bench/resolve_cost.c in n fresh `cat`s per mode, interleaved."""
+    tmp = tempfile.mkdtemp(prefix="fsprof-resolve-cost-")
+    try:
+        lib = os.path.join(tmp, "resolve_cost.so")
+        ppc.subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-I",
+                            os.path.join(per_process.ROOT, "crates/fsprof-shim/shim"), "-o", lib,
+                            os.path.join(per_process.ROOT, "bench/resolve_cost.c"), "-ldl"], check=True)
+        mhz = float(next(ln.split(":")[1] for ln in open("/proc/cpuinfo") if ln.startswith("cpu MHz")))
+        cat = shutil.which("cat")
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ppc.RUN_ENV)}
+        env["LD_PRELOAD"] = lib
+        us = {"own": [], "dlsym": []}
+        for _ in range(n):
+            for mode in us:
+                r = ppc.subprocess.run([cat, "/dev/null"], env=dict(env, RC_MODE=mode), capture_output=True,
+                                       text=True, check=True)
+                ticks, found = r.stderr.split()
+                assert found == "1", r.stderr
+                us[mode].append(int(ticks) / mhz)
+        print(f"# finding the 8 real functions of a cat, cold, {n} processes a mode; load "
+              f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
+        for mode, v in us.items():
+            v.sort()
+            print(f"{mode:<6} median {v[n // 2]:6.2f} us  quartiles [{v[n // 4]:.2f}, {v[3 * n // 4]:.2f}]")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
@@ -70,7 +112,11 @@ def main():
     ap.add_argument("--settle", type=float, default=8.0)
     ap.add_argument("--fifo", action="store_true")
     ap.add_argument("--variants", default=";".join(PARTS), help="which of the floor's variants, separated by ;")
+    ap.add_argument("--resolve-cost", type=int, metavar="N", help="time finding real functions instead")
     args = ap.parse_args()
+    if args.resolve_cost:
+        resolve_cost(args.resolve_cost)
+        return
     if not os.access(args.fsprof, os.X_OK):
         sys.exit(f"{args.fsprof} not found: cargo build --release")
     chosen = args.variants.split(";")

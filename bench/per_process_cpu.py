@@ -466,7 +466,7 @@ def report(name, nproc, res, rng, pair=()):
     for num, den in quotients:
         if num in res and den in res:
             print(f"{num + ' / ' + den + ' added':<40} cpu {quotient_text(res, num, den, nproc, rng)}")
-    pairs = [("fsprof run", "fsprof run (other)"), ("fsprof run", "floor"),
+    pairs = [("fsprof run", "fsprof run (other)"), ("shim, no run", "shim, no run (other)"), ("fsprof run", "floor"),
              ("shim, no run", "floor, unset"), ("fsprof trace", "fsprof run"),
              ("fsprof trace", "fsprof trace (other)"), ("fsprof trace", "trace, calls only"),
              ("trace, calls only", "fsprof run"), ("trace floor", "floor"),

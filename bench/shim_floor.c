@@ -158,10 +158,12 @@ static void floor_child(void)
 #endif
 }
 
+static void floor_prepare(void);
+
 __attribute__((constructor)) static void floor_atfork(void)
 {
     if (getenv("FSPROF_FLOOR") != NULL)
-        pthread_atfork(NULL, NULL, floor_child);
+        pthread_atfork(floor_prepare, NULL, floor_child);
 }
 
 static __attribute__((noinline)) struct ctr *ctr_slow(int op)
@@ -281,6 +283,25 @@ static fn6 resolve(void **slot, const char *name)
     }
 #include "floor_syms.h"
 #undef W
+
+/* Before a process's first fork, the real functions a forked child
+ * usually calls before it execs, found in the parent, as the shim does
+ * (process.c, before_fork_in_parent: its wrappers.c and exec.c lists): a
+ * child that finds them itself faults in the symbol tables again.
+ * -DFLOOR_NO_PREFORK (bench/floor_parts.py): each child finds its own. */
+static void floor_prepare(void)
+{
+#ifndef FLOOR_NO_PREFORK
+    static int done;
+    if (done)
+        return;
+    done = 1;
+#define P(name) (void)resolve(&real_##name, #name)
+    P(open), P(open64), P(openat), P(close), P(fcntl), P(fflush), P(read), P(write);
+    P(chdir), P(dup2), P(dup3), P(execve), P(execvp), P(execvpe), P(execv);
+#undef P
+#endif
+}
 
 /* The execl family: the arguments gathered into an array (at most 4,096,
  * beyond which this floor gives up with E2BIG), then the v-form's wrapper,
