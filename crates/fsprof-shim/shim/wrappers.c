@@ -1,7 +1,8 @@
-/* The interposed libc entry points. Each one times the real function found
- * with dlsym(RTLD_NEXT) and files the latency under its op (ops.def); LFS
- * `64` variants, `__xstat`-style and fortified `__*_chk` aliases and the
- * `_unlocked` stdio variants fold into the op of their base function.
+/* The interposed libc entry points. Each one times the real function
+ * (what dlsym(RTLD_NEXT) returns, nextsym.c) and files the latency under
+ * its op (ops.def); LFS `64` variants, `__xstat`-style and fortified
+ * `__*_chk` aliases and the `_unlocked` stdio variants fold into the op of
+ * their base function.
  * Calls libc makes internally (fread's read, realpath's lstat) don't go
  * through these symbols and are not seen: that is the syscall layer's job.
  * Ops on a descriptor (fdops.def) are filed by what the descriptor is

@@ -307,18 +307,13 @@ fn a_library_the_user_preloads_still_interposes_behind_the_shim() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&bare.stdout), "0 0\n");
     let path = dir.path().join("p.json");
-    let out = fsprof()
-        .env("LD_PRELOAD", &lib)
-        .args(["run", "-q", "-o"])
-        .arg(&path)
-        .arg("--")
-        .arg(&prog)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        fsprof()
+            .env("LD_PRELOAD", &lib)
+            .args(["run", "-q", "-o"])
+            .arg(&path)
+            .arg("--")
+            .arg(&prog),
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -326,4 +321,29 @@ fn a_library_the_user_preloads_still_interposes_behind_the_shim() {
         "the preloaded library was skipped"
     );
     assert_eq!(count(&load(&path), "access"), 2);
+}
+
+/// A program linked against the old versioned `__xstat@GLIBC_2.2.5` (a
+/// compat symbol only in newer glibc, which dlsym cannot see) binds to
+/// the shim's `__xstat`, which must still find the real one.
+const OLD_XSTAT: &str = r#"
+#include <stdio.h>
+#include <sys/stat.h>
+extern int __xstat(int ver, const char *path, struct stat *st);
+__asm__(".symver __xstat,__xstat@GLIBC_2.2.5");
+int main(void)
+{
+    struct stat st;
+    int r = __xstat(1, "/", &st);
+    printf("%d %d\n", r, S_ISDIR(st.st_mode));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_versioned_compat_symbol_still_reaches_the_real_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = compile_source("old_xstat", OLD_XSTAT, dir.path(), &[]);
+    let p = same_behaviour(&[prog.to_str().unwrap()]);
+    assert_eq!(count(&p, "stat"), 1);
 }
