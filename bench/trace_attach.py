@@ -96,7 +96,7 @@ def main():
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         bt.send_signal(signal.SIGINT)
-        bt.wait(timeout=30)
+        bt.wait(timeout=240)  # bpftrace took >30 s to detach at idle (tenth session)
         runs = parse(out)
         load = open("/proc/loadavg").read().split()[:3]
         print(f"# load {' '.join(load)}, SCHED_FIFO; medians in us from fsprof's exec")
