@@ -238,6 +238,8 @@ struct fsprof_own {
  * cache lines, for the handful of counters a short process uses). */
 #define FSPROF_SLOT_USED_WORDS 16
 struct fsprof_slot_hdr {
+    /* 0. It held the thread's id, which nothing read: a `gettid` in every
+     * process's set-up and every new thread's. */
     uint32_t tid;
     uint32_t shared;
     uint32_t nctr;

@@ -288,7 +288,6 @@ static struct slot_shared *new_slot(uint32_t k, int shared)
     struct slot_shared *s = pool_alloc(sizeof *s, &off);
     if (s == NULL)
         return NULL;
-    s->h.tid = shared ? 0 : (uint32_t)syscall(SYS_gettid);
     s->h.shared = (uint32_t)shared;
     s->h.nctr = NCTR;
     s->h.ncorr = CORR_COUNT;

@@ -255,6 +255,7 @@ pub struct ProcHeader {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SlotHeader {
+    /// 0 (abi.h): the shim no longer asks for the thread's id.
     pub tid: u32,
     pub shared: u32,
     pub nctr: u32,

@@ -347,3 +347,38 @@ fn a_versioned_compat_symbol_still_reaches_the_real_function() {
     let p = same_behaviour(&[prog.to_str().unwrap()]);
     assert_eq!(count(&p, "stat"), 1);
 }
+
+/// A process's set-up asks the kernel for nothing the run does not use:
+/// no `gettid` (a slot record's thread id, which nothing read, cost every
+/// process and thread one). strace of `cat` under `fsprof run`, its calls
+/// counted (so the shim was there), sees none.
+#[test]
+#[ignore = "needs strace"]
+fn a_process_set_up_asks_for_no_thread_id() {
+    let strace = need_program("strace", "strace");
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("strace.log");
+    let (o, profile) = run_profiled(
+        d.path(),
+        &[
+            strace.to_str().unwrap(),
+            "-qq",
+            "-f",
+            "-e",
+            "trace=gettid",
+            "-o",
+            log.to_str().unwrap(),
+            "/bin/cat",
+            "/etc/hostname",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = load(&profile);
+    assert!(
+        p.processes.iter().any(|pr| pr.exe.ends_with("/cat")),
+        "cat was not profiled: {:?}",
+        p.processes.iter().map(|pr| &pr.exe).collect::<Vec<_>>()
+    );
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(!seen.contains("gettid"), "{seen}");
+}
