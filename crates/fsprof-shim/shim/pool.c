@@ -93,6 +93,12 @@ static uint32_t g_nslots;
 static int g_lock;
 /* The pool could not grow: stop trying (each try costs system calls). */
 static int g_full;
+/* The first chunk is a block taken before `fsprof run` reserved its pages
+ * (ControlHeader::blocks_ready): its pages are made as the pool hands them
+ * out, [0, g_made_lo) from the bottom and the last g_made_hi bytes from
+ * the top (see make_below). */
+static int g_lazy;
+static uint64_t g_made_lo, g_made_hi;
 static TLS int t_in_slow;
 
 /* Set once slot record 0, the shared one, has been used (its pointers are
@@ -130,11 +136,58 @@ static uint64_t room_end(void)
     return ch->off + ch->len - (g_nchunks == 1 ? g_top_used : 0);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Pages [from, to) of the first chunk (page-aligned) made in the file and
+ * mapped writable, in one system call; 0 where the file system has no room
+ * (or the kernel, before 5.14, cannot be asked). */
+static int make_pages(uint64_t from, uint64_t to)
+{
+    int saved = errno;
+    long rc = syscall(SYS_madvise, hot()->chunks[0].addr + from, to - from, MADV_POPULATE_WRITE);
+    errno = saved;
+    return rc == 0;
+}
+
+/* Whether the first chunk's bytes below `end` may be written. In a block
+ * taken before its pages were reserved (g_lazy), the pages up to `end` are
+ * made first, in the file: a write to a page tmpfs does not have raises
+ * SIGBUS when the file system is full, and the madvise fails instead (the
+ * caller then counts the call as dropped). `fsprof run` used to reserve
+ * the first block's 32 pages before it started the command (~34 us, and
+ * ~16 us more to free them at its end) for a process that writes a few. */
+static int make_below(uint64_t end)
+{
+    if (!g_lazy || g_nchunks != 1 || end <= g_made_lo)
+        return 1;
+    end = (end + 4095) & ~(uint64_t)4095;
+    if (!make_pages(g_made_lo, end))
+        return 0;
+    g_made_lo = end;
+    return 1;
+}
+
+/* The same for the first chunk's bytes from `start` to its end (the
+ * tables handed out from the top). */
+static int make_above(uint64_t start)
+{
+    uint64_t top = FSPROF_FIRST_CHUNK - g_made_hi;
+    if (!g_lazy || g_nchunks != 1 || start >= top)
+        return 1;
+    start &= ~(uint64_t)4095;
+    if (!make_pages(start, top))
+        return 0;
+    g_made_hi = FSPROF_FIRST_CHUNK - start;
+    return 1;
+}
+
 static void *alloc_in_last(uint64_t n, uint32_t *off)
 {
     struct chunk *ch = &hot()->chunks[g_nchunks - 1];
     uint64_t at = (g_used + 63) & ~(uint64_t)63;
-    if (at + n > room_end())
+    if (at + n > room_end() || !make_below(at + n))
         return NULL;
     g_used = at + n;
     *off = (uint32_t)at;
@@ -251,7 +304,7 @@ static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
     uint64_t len = (skew + n + 4095) & ~(uint64_t)4095;
     if (g_nchunks == 1 && !g_full) {
         uint64_t at = hot()->chunks[0].len - g_top_used;
-        if (at >= len && at - len >= g_used) {
+        if (at >= len && at - len >= g_used && make_above(at - len)) {
             g_top_used += len;
             /* What `fsprof run` zeroes before it offers the block again. */
             if (g_in_block)
@@ -265,7 +318,8 @@ static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
 
 HIDDEN char *fsprof_pool_block_top(uint64_t n)
 {
-    if (!g_in_block || g_nchunks != 1 || g_top_used != 0 || g_used + n > FSPROF_FIRST_CHUNK)
+    if (!g_in_block || g_nchunks != 1 || g_top_used != 0 || g_used + n > FSPROF_FIRST_CHUNK ||
+        !make_above(FSPROF_FIRST_CHUNK - n))
         return NULL;
     g_top_used = n;
     __atomic_store_n(&g_proc->top_used, (uint32_t)n, __ATOMIC_RELAXED);
@@ -310,6 +364,7 @@ static int pool_start(char *map, uint64_t len, uint64_t seq)
     g_used = FSPROF_PROC_HDR_SIZE;
     g_top_used = 0;
     g_full = 0;
+    g_lazy = 0;
     g_proc = (struct fsprof_proc *)map;
     clear_shared_rec();
     g_nslots = 1;
@@ -542,9 +597,6 @@ HIDDEN long fsprof_pool_create(long dirfd)
     return err;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 /* The pages of a block every process writes: its header, then its first
  * thread's slot record and counters. */
 #define BLOCK_FIRST_PAGES (3 * 4096)
@@ -553,13 +605,17 @@ HIDDEN long fsprof_pool_create_in_block(long k)
 {
     struct fsprof_proc *p = (struct fsprof_proc *)fsprof_block(k);
     int saved = errno;
-    if ((uint64_t)k >= __atomic_load_n(&g_ctl->blocks_ready, __ATOMIC_ACQUIRE)) {
-        /* Offered before `fsprof run` reserved its pages (it does so just
-         * after the command starts, off the start-up's path): all of them
-         * made here, so that no later write can fault on a page the file
-         * system does not have. Where that fails (a full file system, a
-         * kernel before 5.14) the block is left, and a file tried. */
-        long rc = syscall(SYS_madvise, p, FSPROF_FIRST_CHUNK, MADV_POPULATE_WRITE);
+    int lazy = (uint64_t)k >= __atomic_load_n(&g_ctl->blocks_ready, __ATOMIC_ACQUIRE);
+    if (lazy) {
+        /* Offered before `fsprof run` reserved its pages (it does so at
+         * its first refill, off the start-up's path): the pages every
+         * process writes made here, the others as the pool hands them out
+         * (make_below), so that no write can fault on a page the file
+         * system does not have. Making all 32 at once cost the command
+         * ~58 us; a short one writes three or four. Where even these
+         * cannot be made (a full file system, a kernel before 5.14) the
+         * block is left, and a file tried. */
+        long rc = syscall(SYS_madvise, p, BLOCK_FIRST_PAGES, MADV_POPULATE_WRITE);
         errno = saved;
         if (rc != 0)
             return FSPROF_BLOCK_UNREADY;
@@ -579,7 +635,11 @@ HIDDEN long fsprof_pool_create_in_block(long k)
     g_has_file = 0;
     fill_header(p, seq, pid);
     p->block = (uint32_t)k + 1;
-    return pool_start((char *)p, FSPROF_FIRST_CHUNK, seq);
+    long err = pool_start((char *)p, FSPROF_FIRST_CHUNK, seq);
+    g_lazy = lazy;
+    g_made_lo = BLOCK_FIRST_PAGES;
+    g_made_hi = 0;
+    return err;
 }
 
 HIDDEN void fsprof_pool_forget(void)
@@ -598,6 +658,7 @@ HIDDEN void fsprof_pool_forget(void)
     g_nslots = 1;
     g_lock = 0;
     g_full = 0;
+    g_lazy = 0;
     t_in_slow = 0;
 }
 

@@ -192,6 +192,29 @@ impl SharedMap {
         }
     }
 
+    /// Whether the file has the page holding byte `off` (`mincore`): on
+    /// tmpfs, reading a page the file does not have makes one, which on a
+    /// full file system raises SIGBUS instead. False also where the kernel
+    /// cannot say.
+    ///
+    /// # Panics
+    /// If `off` is not inside the mapping.
+    pub fn has_page(&self, off: usize) -> bool {
+        assert!(off < self.len);
+        let page = off / 4096 * 4096;
+        let mut resident = 0u8;
+        // SAFETY: one page inside this mapping, page-aligned (the mapping
+        // starts on a page); `resident` holds its one byte of answer.
+        let rc = unsafe {
+            libc::mincore(
+                self.as_ptr().add(page) as *mut libc::c_void,
+                1,
+                &mut resident,
+            )
+        };
+        rc == 0 && resident & 1 != 0
+    }
+
     /// The aligned u32 at `off`, loaded with acquire ordering (a flag that
     /// publishes what was written before it).
     ///

@@ -32,18 +32,19 @@ use crate::written::Written;
 /// only once the command has been started may come after its first forks
 /// in a loaded machine (those processes then map counter files of their
 /// own; `run::faults` counts on the four). All four are offered before the
-/// command starts, but only the first has its pages then (32 of them,
-/// allocated by `fallocate`: ~13 µs a block idle, up to 100 µs for the
-/// four under load); the other three get theirs at the first refill, off
-/// the start-up's path, so that a command that ends before it (`true`)
-/// also has one block's pages to free at the end rather than four. A
-/// process that takes a block before its pages are there
-/// (`ControlHeader::blocks_ready`) makes them itself, all at once
-/// (shim/pool.c), or uses a file where it cannot. The first block too was
-/// made ready only after the clone for a while: at low load the command's
-/// own process then got to it first in 43% of runs (fsprof wakes on the
-/// other, halted, vCPU) and made its 32 pages itself, +58 µs on the
-/// command. Two earlier ways failed: reserving three blocks only after the
+/// command starts, none with its pages (32 of them, allocated by
+/// `fallocate`: ~34 µs a block before the clone, and ~16 µs more to free
+/// them at the end): they get theirs at the first refill, off the
+/// start-up's path. A process that takes a block before its pages are
+/// there (`ControlHeader::blocks_ready`) makes the pages it writes as the
+/// shim hands them out (shim/pool.c, `make_below`: three at its set-up,
+/// one `madvise` each time it needs more), or uses a file where it cannot
+/// make even those; one that finds no room later counts its calls as
+/// dropped, as when a counter file cannot grow. Until the eleventh session
+/// the first block was made ready before the clone, because a process that
+/// took it unready made all its 32 pages at once (+58 µs on the command,
+/// which got to it first in 43% of runs when it was made only after the
+/// clone). Two earlier ways failed: reserving three blocks only after the
 /// clone (fsprof then ran on the command's CPU, and reached the offers
 /// after the command's first fork), and a gate that made the command's
 /// processes wait for fsprof (cost the command more than the start-up
@@ -325,6 +326,14 @@ impl Arena {
     /// The mapping the blocks are in and block `k`'s offset in it.
     pub fn block(&self, k: u32) -> (&SharedMap, usize) {
         (&self.map, abi::ARENA_OFF + k as usize * abi::FIRST_CHUNK)
+    }
+
+    /// Whether block `k`'s header page is there to read: always for a
+    /// ready block; for one taken before, only once its process made it
+    /// (shim/pool.c). A process that could not (a full file system) left
+    /// a hole, which reading would fill, or fault on.
+    pub fn header_made(&self, k: u32) -> bool {
+        k < self.ready || self.map.has_page(self.block(k).1)
     }
 
     /// A header word of block `k`: pid, ready, seq, file, used.

@@ -180,6 +180,14 @@ impl Collector {
         if let Some(a) = self.dir.arena_mut() {
             let mut abandoned = Vec::new();
             for t in a.taken() {
+                if !a.header_made(t.block) {
+                    // Its process could not make the page (and made a
+                    // counter file, or is lost), or is about to.
+                    if now.saturating_sub(t.seen_ns) > ABANDONED_NS {
+                        abandoned.push(t.block);
+                    }
+                    continue;
+                }
                 let word = |f| a.header_u32(t.block, f);
                 let pid = word(offset_of!(ProcHeader, pid)) as i32;
                 if word(offset_of!(ProcHeader, ready)) != 1 {

@@ -97,15 +97,14 @@ impl RunDir {
         let file = Rc::new(file);
         d.arena = Arena::new(&file, arena_blocks()).ok();
         if let Some(a) = &mut d.arena {
-            // The command's first processes find blocks on offer: the
-            // first with its pages (the command's own process takes it),
-            // the others' made at the first refill.
+            // The command's first processes find blocks on offer, their
+            // pages made at the first refill; a process that takes one
+            // before makes the pages it writes as it writes them
+            // (shim/pool.c, make_below).
             a.offer_first(fsprof_sys::clock::mono_ns());
-            // Tests take the processes' side of the race a loaded machine
-            // may lose: blocks taken before their pages are there.
-            match fsprof_sys::test_knob("FSPROF_TEST_UNREADY_BLOCKS") {
-                Some(1) => a.hold_first(),
-                _ => a.make_ready(1),
+            // Tests: never made by fsprof, every process makes its own.
+            if fsprof_sys::test_knob("FSPROF_TEST_UNREADY_BLOCKS") == Some(1) {
+                a.hold_first();
             }
         }
         let ctl_ino = file.metadata()?.ino();
@@ -332,6 +331,28 @@ fn nanos() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command starts with no block's pages reserved (processes make
+    /// theirs, shim/pool.c): the control file holds its header's pages
+    /// and nothing more, and the blocks are on offer.
+    #[test]
+    fn no_block_is_reserved_before_the_command_starts() {
+        use std::os::unix::fs::MetadataExt;
+        let base = tempfile::tempdir_in("/dev/shm").unwrap();
+        let clock = ClockParams::monotonic();
+        let layout = BucketLayout::new(fsprof_core::Resolution::DEFAULT);
+        let bytes = control_bytes(&clock, &layout);
+        let d = RunDir::create_in(base.path(), &bytes).unwrap();
+        let meta = d.path().join(abi::CTL_NAME).metadata().unwrap();
+        let header = bytes.len().next_multiple_of(4096) as u64;
+        assert!(meta.len() > header, "blocks offered");
+        assert!(
+            meta.blocks() * 512 <= header,
+            "{} bytes",
+            meta.blocks() * 512
+        );
+        assert_eq!(d.arena().unwrap().ready(), 0);
+    }
 
     #[test]
     fn only_our_dead_runs_directories_are_removed() {

@@ -99,8 +99,8 @@ fn run_in_small_shm(
 #[test]
 #[ignore = "needs root, unshare"]
 fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
-    // Room for the control file, not for a process's counters.
-    let (dir, o) = run_with_small_shm(48, FULL_CMD);
+    // Room for the control file, not for a process's first pages.
+    let (dir, o) = run_with_small_shm(NO_ROOM_KIB, FULL_CMD);
     let err = stderr(&o);
     assert!(
         err.contains("were not profiled") && err.contains("is full"),
@@ -113,6 +113,10 @@ fn full_dev_shm_leaves_the_program_unprofiled_not_killed() {
 /// What [`FULL_CMD`] runs in a /dev/shm with no room for a process's
 /// counters.
 const FULL_CMD: &str = "cat /etc/hostname; exit 3";
+
+/// Free KiB in the small /dev/shm that hold the control file (its header:
+/// four pages) and not the three pages a process writes first.
+const NO_ROOM_KIB: u32 = 24;
 
 /// [`FULL_CMD`] ran as it does bare (its status and output), never killed
 /// by a SIGBUS, and its processes (sh and cat) are named as unprofiled
@@ -158,9 +162,53 @@ fn blocks_taken_before_their_pages_are_made_never_fault() {
     for op in ["openat", "read", "close"] {
         assert_eq!(count(&late, op), count(&in_time, op), "{op}");
     }
-    // Room for the control file, not for a block.
-    let (dir, o) = run_in_small_shm(48, FULL_CMD, &tmp, &unready);
+    // Room for the control file, not for a block's first pages.
+    let (dir, o) = run_in_small_shm(NO_ROOM_KIB, FULL_CMD, &tmp, &unready);
     ran_unprofiled_for_a_full_shm(dir.path(), &o);
+}
+
+/// A process in a block taken before its pages were made makes each page
+/// as the shim hands it out (shim/pool.c, `make_below`): with room for
+/// the control file and the first pages of `sh` and of the `ls` it
+/// execs (ten pages), `ls` is profiled, and the calls it made once
+/// /dev/shm was full are counted as dropped, with the reason; it is never
+/// killed by a SIGBUS on a page the file system does not have.
+#[test]
+#[ignore = "needs root, unshare"]
+fn a_block_that_runs_out_of_room_drops_calls_not_the_program() {
+    let tmp = std::env::temp_dir();
+    let (dir, o) = run_in_small_shm(40, "exec ls -l /etc >/dev/null", &tmp, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "135 is SIGBUS: {err}");
+    assert!(
+        err.contains("were not counted") && err.contains("is full"),
+        "{err}"
+    );
+    let p = load(&dir.path().join("p.json"));
+    assert!(
+        p.processes.iter().any(|p| p.exe.ends_with("/ls")),
+        "{:?}",
+        p.processes
+    );
+}
+
+/// A process that could not make even its block's first page leaves a
+/// hole where its header would be: fsprof does not read it (in a full
+/// /dev/shm that read would fault, and look like a file shrunk under
+/// fsprof). Here `sh` gets the last pages and `cat` none.
+#[test]
+#[ignore = "needs root, unshare"]
+fn a_block_left_without_pages_is_not_read() {
+    let (dir, o) = run_with_small_shm(NO_ROOM_KIB + 4, FULL_CMD);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(!err.contains("shrank"), "{err}");
+    let p = load(&dir.path().join("p.json"));
+    assert!(
+        p.meta.unprofiled.iter().any(|u| u.reason.contains("full")),
+        "cat: {:?}",
+        p.meta.unprofiled
+    );
 }
 
 #[test]
