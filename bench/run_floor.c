@@ -12,7 +12,8 @@
  *     (create, a 12,896-byte write, a 128 MiB shared mapping, the file
  *     made longer by four 128 KiB blocks, sparse: the blocks the shim's
  *     processes write their counters to, offered before their pages are
- *     reserved; then fallocate of the first block's pages);
+ *     reserved; a process makes the pages it writes, shim/pool.c: since
+ *     the eleventh session fsprof reserves none before the clone);
  *   - the command found on PATH (one statx per directory, as fsprof does);
  *   - pinned to this CPU, clone(CLONE_VM|CLONE_VFORK) whose child gives
  *     the mask back and execve's the command with the shim preloaded
@@ -125,7 +126,7 @@ int main(int argc, char **argv) {
     size_t map_len = 134283264;
     void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c, 0);
     int arena = c;
-    if (map == MAP_FAILED || ftruncate(arena, 65536 + 524288) != 0 || fallocate(arena, 0, 65536, 131072) != 0) return 127;
+    if (map == MAP_FAILED || ftruncate(arena, 65536 + 524288) != 0) return 127;
 
     /* The command found, its environment made. */
     if (find_on_path(argv[2], prog) != 0) return 127;

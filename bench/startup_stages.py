@@ -90,6 +90,7 @@ def parse(path):
     cur = {}  # pid of a tool -> its run
     forked = {}  # pid of a task a tool forked -> (its run, when)
     child = {}  # pid of a command (a forked task that exec'd) -> its tool's run
+    rounds = {}
     for t, p in ev:
         kind, pid = p[0], int(p[1])
         if kind == "execve":
@@ -97,7 +98,10 @@ def parse(path):
             if pid in forked:
                 forked[pid][0].setdefault("cexecve", t)
         elif kind == "exec" and p[3] in runs:
-            cur[pid] = {"name": p[3], "t0": last_execve.get(pid, t), "exec": t, "sys": []}
+            # The round: how many runs of this tool started before it.
+            rounds[p[3]] = rounds.get(p[3], -1) + 1
+            cur[pid] = {"name": p[3], "t0": last_execve.get(pid, t), "exec": t, "sys": [],
+                        "round": rounds[p[3]]}
         elif kind == "exec" and pid in forked:
             r, at = forked.pop(pid)
             r["fork"], r["cexec"] = at, t
@@ -204,7 +208,7 @@ def main():
         print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs"
               + (f", {len(runs[OTHER])} of the other build ({a.other})" if a.other else "") + ", us")
         head = f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}"
-        print(head + (f" {'other':>8} {'o-this':>8}" if a.other else ""))
+        print(head + (f" {'other':>8} {'o-this':>8}  {'paired o-this [95%]':>22}" if a.other else ""))
         for b0, b1, name in STAGES:
             def med(rs):
                 return st.median(r[b1] - r[b0] for r in rs) / 1e3
@@ -212,12 +216,29 @@ def main():
             line = f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}"
             if a.other:
                 o = med(runs[OTHER])
-                line += f" {o:8.1f} {o - t:+8.1f}"
+                line += f" {o:8.1f} {o - t:+8.1f}  {paired(runs[OTHER], runs[TOOL], b0, b1)}"
             print(line)
+        if a.other:
+            print("# paired: the median of the differences of runs made in the same round (the two took turns "
+                  "at running first), with its 95% interval (order statistics); an interval that holds 0 is not resolved")
         if a.syscalls:
             syscalls(runs[TOOL])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def paired(other, this, b0, b1):
+    """Median of other - this over runs paired by their round, and a
+    distribution-free 95% interval of that median (the order statistics
+    n/2 -+ 1.96 sqrt(n)/2 of the sorted differences)."""
+    this_by_round = {r["round"]: r for r in this}
+    d = sorted((o[b1] - o[b0] - (t[b1] - t[b0])) / 1e3
+               for o in other if (t := this_by_round.get(o["round"])) is not None)
+    if len(d) < 10:
+        return ""
+    n = len(d)
+    k = max(0, int(n / 2 - 1.96 * n ** 0.5 / 2))
+    return f"{st.median(d):+7.1f} [{d[k]:+.1f}, {d[n - 1 - k]:+.1f}]"
 
 
 def syscalls(runs):
