@@ -28,6 +28,11 @@ round with bare and the empty library as bench/per_process_cpu.py does
                   not a design)
   now             the floor linked with -z now (its few imports bound at
                   load, not at their first call)
+  separate code   the floor linked as a library is by default (-z
+                  separate-code: the headers, code and constants each a
+                  segment of their own), not as the shim is (build.rs's
+                  LINK_FLAGS, shim/layout.ld: one read-only executable
+                  segment, the constants before the code)
 
 Printed as per_process_cpu.py prints, with the parts as paired
 differences: floor - floor, unset (the file, its pages and the counting),
@@ -68,10 +73,12 @@ PARTS = {
     "dlsym, no prefork": (("-DFLOOR_RESOLVE_DLSYM", "-DFLOOR_NO_PREFORK"), True),
     "libc handle": (("-DFLOOR_RESOLVE_HANDLE",), True),
     "now": (("-Wl,-z,now",), True),
+    "separate code": ((ppc.DEFAULT_LINK,), True),
 }
 
 PAIRS = [("floor", "floor, unset"), ("floor, unset", "hidden, unset"), ("hidden, unset", "empty.so"),
-         ("hidden", "hidden, unset"), ("dlsym", "floor"), ("no prefork", "floor"), ("dlsym, no prefork", "floor"), ("floor", "libc handle"), ("floor", "now")]
+         ("hidden", "hidden, unset"), ("dlsym", "floor"), ("no prefork", "floor"), ("dlsym, no prefork", "floor"), ("floor", "libc handle"), ("floor", "now"),
+         ("separate code", "floor")]
 
 
 def resolve_cost(n):

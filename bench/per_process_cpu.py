@@ -225,6 +225,16 @@ def variants(args, tmp):
     return out
 
 
+# The floor is linked as the shim is (crates/fsprof-shim/build.rs,
+# LINK_FLAGS and shim/layout.ld: one read-only executable segment, the
+# constants before the code): how a library is linked is no part of the
+# design, and a floor linked as by default would charge the shim's design
+# two mmaps and page faults that it need not pay.
+FLOOR_LINK = ["-Wl,-z,noseparate-code", "-Wl,-z,relro",
+              "-Wl,-T," + os.path.join(per_process.ROOT, "crates/fsprof-shim/shim/layout.ld")]
+DEFAULT_LINK = "default link"
+
+
 def build_floor(shim, tmp, trace=False, defines=(), tag=""):
     """bench/shim_floor.c built with the shim's exported wrappers (its
     dynamic symbol table, less its own fsprof_shim_* entry points and the
@@ -232,7 +242,9 @@ def build_floor(shim, tmp, trace=False, defines=(), tag=""):
     file made on tmpfs, as a run's control file is: (library, file).
     `trace`: the floor of trace's design (-DFLOOR_TRACE), whose regions
     also hold a window of records. `defines`: the floor's parts left out or
-    done another way (bench/floor_parts.py), built as shim_floor`tag`.so."""
+    done another way (bench/floor_parts.py), built as shim_floor`tag`.so;
+    DEFAULT_LINK among them links it as a library is by default rather
+    than as the shim is (FLOOR_LINK)."""
     syms = subprocess.run(["nm", "-D", "--defined-only", shim], capture_output=True, text=True,
                           check=True).stdout.split()[2::3]
     wrappers = [s for s in syms if not s.startswith("fsprof_shim_")]
@@ -257,7 +269,8 @@ def build_floor(shim, tmp, trace=False, defines=(), tag=""):
                    + (["-DFLOOR_TRACE"] if trace else []) + (["-DFLOOR_PRINTF"] if has_printf else [])
                    + [d for d in defines if d.startswith("-D")]
                    + ["-o", lib, os.path.join(per_process.ROOT, "bench/shim_floor.c"), "-ldl"]
-                   + [d for d in defines if not d.startswith("-D")], check=True)
+                   + ([] if DEFAULT_LINK in defines else FLOOR_LINK)
+                   + [d for d in defines if not d.startswith("-D") and d != DEFAULT_LINK], check=True)
     got = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                          check=True).stdout.split()[2::3]
     if "-DFLOOR_HIDDEN" in defines:

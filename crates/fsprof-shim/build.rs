@@ -52,10 +52,30 @@ const LINK_FIRST: &[&str] = &[
     "mapwrite.c",
 ];
 
+/// How the shim is linked, besides `-shared`: its load costs every process
+/// that preloads it. One read-only, executable segment and the constants
+/// at the front (shim/layout.ld): two mmaps and two page faults fewer a
+/// process than the default's separate code; `fsprof run` -13.4 us a
+/// process [-16.8, -10.3] on a shell loop of `cat`s, -20.5 [-23.3, -17.3]
+/// on `xargs wc` (docs/benchmarks/history.md, eleventh session, floor11).
+/// `tests/link_layout.rs` checks the built shim's segments.
+const LINK_FLAGS: &[&str] = &[
+    "-Wl,-soname,libfsprof_shim.so",
+    "-Wl,--no-undefined",
+    // No DT_FINI: the C runtime's _fini does nothing on x86-64
+    // (destructors run from .fini_array), and it lies at the far
+    // end of the text, a page fault of its own in every exiting
+    // process (shim/layout.h).
+    "-Wl,-fini=fsprof_no_fini",
+    "-Wl,-z,noseparate-code",
+    "-Wl,-z,relro",
+];
+
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("shim");
-    // Every C file and header in shim/ is part of the shim.
+    // Every C file and header in shim/ is part of the shim, and its
+    // linker script (layout.ld).
     let mut sources: Vec<PathBuf> = fs::read_dir(&dir)
         .expect("read shim/")
         .map(|e| e.expect("read shim/").path())
@@ -83,17 +103,10 @@ fn main() {
     let objects = compile(&cc, &sources, &gen, &obj);
     let so = out.join("libfsprof_shim.so");
     let status = Command::new(&cc)
-        .args([
-            "-shared",
-            "-Wl,-soname,libfsprof_shim.so",
-            "-Wl,--no-undefined",
-            // No DT_FINI: the C runtime's _fini does nothing on x86-64
-            // (destructors run from .fini_array), and it lies at the far
-            // end of the text, a page fault of its own in every exiting
-            // process (shim/layout.h).
-            "-Wl,-fini=fsprof_no_fini",
-            "-o",
-        ])
+        .arg("-shared")
+        .args(LINK_FLAGS)
+        .arg(format!("-Wl,-T,{}", dir.join("layout.ld").display()))
+        .arg("-o")
         .arg(&so)
         .args(&objects)
         .args(["-ldl", "-lpthread"])

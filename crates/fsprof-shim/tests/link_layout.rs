@@ -1,0 +1,160 @@
+//! How the built shim is linked (build.rs's `LINK_FLAGS`, shim/layout.ld):
+//! what every process that preloads it pays to load it. These are facts of
+//! the linker's output that no other test would notice lost: the shim
+//! works the same linked either way, only slower to load.
+//!
+//! The ELF tables are read by hand (a few fixed offsets of ELF64, as
+//! fsprof-cli's `startup::release_layout` does): the workspace has no ELF
+//! crate, and these three lookups do not call for one.
+
+use fsprof_shim::SHIM_SO;
+
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+const PF_X: u32 = 1;
+const PF_W: u32 = 2;
+const DT_NULL: u64 = 0;
+const DT_FINI: u64 = 13;
+/// The kernel's fault-around window (`fault_around_bytes`): one read fault
+/// maps the file's cached pages of the 64 KiB around it.
+const FAULT_WINDOW: u64 = 64 * 1024;
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// A program header: (type, flags, file offset, address, size in memory).
+struct Segment {
+    kind: u32,
+    flags: u32,
+    offset: u64,
+    addr: u64,
+    mem_size: u64,
+}
+
+fn segments(so: &[u8]) -> Vec<Segment> {
+    let (phoff, phentsize, phnum) = (
+        u64_at(so, 32) as usize,
+        u16_at(so, 54) as usize,
+        u16_at(so, 56),
+    );
+    (0..phnum as usize)
+        .map(|k| phoff + k * phentsize)
+        .map(|p| Segment {
+            kind: u32_at(so, p),
+            flags: u32_at(so, p + 4),
+            offset: u64_at(so, p + 8),
+            addr: u64_at(so, p + 16),
+            mem_size: u64_at(so, p + 40),
+        })
+        .collect()
+}
+
+/// The address and size of the section named `name`.
+fn section(so: &[u8], name: &str) -> Option<(u64, u64)> {
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(so, 40) as usize,
+        u16_at(so, 58) as usize,
+        u16_at(so, 60) as usize,
+        u16_at(so, 62) as usize,
+    );
+    let header = |k: usize| shoff + k * shentsize;
+    let names = u64_at(so, header(shstrndx) + 24) as usize;
+    (0..shnum).map(header).find_map(|s| {
+        let n = &so[names + u32_at(so, s) as usize..];
+        let n = &n[..n.iter().position(|&b| b == 0).unwrap()];
+        (n == name.as_bytes()).then(|| (u64_at(so, s + 16), u64_at(so, s + 32)))
+    })
+}
+
+fn is_elf64_le(so: &[u8]) -> bool {
+    so.starts_with(b"\x7fELF\x02\x01")
+}
+
+/// One mmap for the headers, code and constants, one for the data: the
+/// default (`-z separate-code`) maps four segments, the headers, the code
+/// and the constants each in a VMA of its own that faults in on its own.
+/// Nothing is mapped writable and executable, and the GOT and constructor
+/// table still become read-only once relocated (RELRO).
+#[test]
+fn the_shim_loads_as_two_segments_with_relro() {
+    assert!(is_elf64_le(SHIM_SO));
+    let segs = segments(SHIM_SO);
+    let loads: Vec<&Segment> = segs.iter().filter(|s| s.kind == PT_LOAD).collect();
+    let described: Vec<String> = loads
+        .iter()
+        .map(|s| {
+            format!(
+                "{:#x}+{:#x} {}{}",
+                s.addr,
+                s.mem_size,
+                if s.flags & PF_W != 0 { "w" } else { "-" },
+                if s.flags & PF_X != 0 { "x" } else { "-" }
+            )
+        })
+        .collect();
+    assert_eq!(
+        loads.len(),
+        2,
+        "the shim's loadable segments: {described:?} (is -z noseparate-code still in build.rs's LINK_FLAGS?)"
+    );
+    assert_eq!(
+        (loads[0].offset, loads[0].flags & (PF_W | PF_X)),
+        (0, PF_X),
+        "the first segment holds the headers and the code, not writable: {described:?}"
+    );
+    assert_eq!(
+        loads[1].flags & (PF_W | PF_X),
+        PF_W,
+        "the second segment holds the data, not executable: {described:?}"
+    );
+    let relro = segs.iter().find(|s| s.kind == PT_GNU_RELRO);
+    assert!(
+        relro.is_some_and(|r| r.addr >= loads[1].addr && r.mem_size > 0),
+        "no RELRO part in the shim's data segment (is -z relro still in build.rs's LINK_FLAGS?)"
+    );
+}
+
+/// The constants lie before the code, within the fault-around window of
+/// the program headers the loader reads first, so that one fault maps
+/// both (shim/layout.ld); behind 360 KiB of code they fault in on their
+/// own in every process that reads one (the constructor's getenv does).
+#[test]
+fn the_constants_share_the_headers_fault_window() {
+    let (rodata, rodata_size) = section(SHIM_SO, ".rodata").expect("a .rodata section");
+    let (text, _) = section(SHIM_SO, ".text").expect("a .text section");
+    assert!(
+        rodata < text && rodata + rodata_size <= FAULT_WINDOW,
+        ".rodata at {rodata:#x}+{rodata_size:#x}, .text at {text:#x}: is shim/layout.ld still passed to the linker?"
+    );
+}
+
+/// No DT_FINI (build.rs, `-fini=fsprof_no_fini`): glibc calls a library's
+/// _fini at exit, which does nothing on x86-64 and lies at the far end of
+/// the text, a fault of its own in every exiting process.
+#[test]
+fn the_shim_has_no_fini_function() {
+    let dynamic = segments(SHIM_SO)
+        .into_iter()
+        .find(|s| s.kind == PT_DYNAMIC)
+        .expect("a dynamic segment");
+    let tags: Vec<u64> = (dynamic.offset as usize..)
+        .step_by(16)
+        .map(|e| u64_at(SHIM_SO, e))
+        .take_while(|&t| t != DT_NULL)
+        .collect();
+    assert!(!tags.is_empty());
+    assert!(
+        !tags.contains(&DT_FINI),
+        "the shim has a DT_FINI entry: is -fini=fsprof_no_fini still in build.rs's LINK_FLAGS?"
+    );
+}
