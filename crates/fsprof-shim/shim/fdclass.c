@@ -65,6 +65,21 @@ HIDDEN uint32_t fsprof_fd_classify(int fd)
     return c;
 }
 
+/* The class an fstat of fd gave (`ok`: it succeeded, with st_mode
+ * `mode`; a failed one says a file, as fsprof_fd_classify does),
+ * remembered as that function remembers it. */
+HIDDEN uint32_t fsprof_fd_stat_class(int fd, int ok, uint32_t mode)
+{
+    if (!ok)
+        return FSPROF_FD_FILE;
+    uint32_t c = class_of_mode(mode);
+    uint8_t expect = FSPROF_FD_UNKNOWN;
+    if ((unsigned)fd < FSPROF_FD_CLASSES_MAX)
+        __atomic_compare_exchange_n(&g_fdclass[fd], &expect, (uint8_t)c, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+    return c;
+}
+
 static uint32_t known_class(int fd)
 {
     if ((unsigned)fd >= FSPROF_FD_CLASSES_MAX)

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -98,9 +99,14 @@ static int setup_process(void)
     }
     if (!g_run.ok)
         return off_for_good(-1);
-    uint32_t euid = (uint32_t)syscall(SYS_geteuid);
+    uint32_t euid;
     long dirfd = -1;
     if (g_ctl == NULL) {
+        /* A new image: its effective uid as execve set it, from the
+         * auxiliary vector (a system call fewer). Only another library's
+         * constructor could have changed it since, and the open below is
+         * checked against the process's credentials as they are now. */
+        euid = (uint32_t)getauxval(AT_EUID);
         /* The directory is opened only where the file cannot be opened
          * without it, or where a counter file must be made in it (below);
          * a trace opens it where it needs it. */
@@ -111,8 +117,9 @@ static int setup_process(void)
                 return off_for_good(dirfd);
         }
     } else {
-        /* A forked child: the parent's pages of the file are not mapped
-         * here. */
+        /* A forked child: its parent may have changed its uid since it
+         * started. The parent's pages of the file are not mapped here. */
+        euid = (uint32_t)syscall(SYS_geteuid);
         fsprof_ctl_touch(g_ctl);
     }
     if (__atomic_load_n(&g_ctl->state, __ATOMIC_ACQUIRE) != FSPROF_RUN_ACTIVE)

@@ -245,10 +245,29 @@ static inline __attribute__((always_inline)) uint32_t fd_class(int fd)
     return c;
 }
 
+/* Whether `fd` is in the table with no class yet. */
+static inline __attribute__((always_inline)) int fd_unclassified(int fd)
+{
+    return (unsigned)fd < FSPROF_FD_CLASSES_MAX &&
+           __atomic_load_n(&g_fdclass[fd], __ATOMIC_RELAXED) == FSPROF_FD_UNKNOWN;
+}
+
+/* The class of fd from what an fstat of it said (fdclass.c). */
+HIDDEN COLD uint32_t fsprof_fd_stat_class(int fd, int ok, uint32_t mode);
+
 static inline __attribute__((always_inline)) void fd_set_class(int fd, uint32_t c)
 {
     if ((unsigned)fd < FSPROF_FD_CLASSES_MAX)
         __atomic_store_n(&g_fdclass[fd], (uint8_t)c, __ATOMIC_RELAXED);
+}
+
+/* The counter of op `op` (fd op number `fdop`) on a descriptor of class
+ * `cls`: the op's own on a file, else its non-file twin of that class. */
+static inline __attribute__((always_inline)) uint32_t fd_ctr_idx(int op, int fdop, uint32_t cls)
+{
+    return LIKELY(cls == FSPROF_FD_FILE)
+               ? (uint32_t)op
+               : OP_COUNT + (uint32_t)fdop * FSPROF_NONFILE_CLASSES + cls - 2;
 }
 
 /* Like call_begin for op `op` (fd op number `fdop`) on descriptor `fd`:
@@ -262,10 +281,7 @@ call_begin_fd(int op, int fdop, int fd, int *is_file)
         return NULL;
     uint32_t cls = fd_class(fd);
     *is_file = cls == FSPROF_FD_FILE;
-    uint32_t idx = LIKELY(*is_file)
-                       ? (uint32_t)op
-                       : OP_COUNT + (uint32_t)fdop * FSPROF_NONFILE_CLASSES + cls - 2;
-    return ctr_enter(s, idx);
+    return ctr_enter(s, fd_ctr_idx(op, fdop, cls));
 }
 
 static inline __attribute__((always_inline)) void record_private(struct fsprof_ctr *c, uint64_t ns,

@@ -348,16 +348,14 @@ fn a_versioned_compat_symbol_still_reaches_the_real_function() {
     assert_eq!(count(&p, "stat"), 1);
 }
 
-/// A process's set-up asks the kernel for nothing the run does not use:
-/// no `gettid` (a slot record's thread id, which nothing read, cost every
-/// process and thread one). strace of `cat` under `fsprof run`, its calls
-/// counted (so the shim was there), sees none.
-#[test]
-#[ignore = "needs strace"]
-fn a_process_set_up_asks_for_no_thread_id() {
+/// `cat /etc/hostname` under `strace -f -e trace=CALLS` under `fsprof run`
+/// (its stdout the test's pipe): the profile, in which `cat` was
+/// profiled, and what strace saw.
+fn strace_cat_under_run(calls: &str) -> (fsprof_core::Profile, String) {
     let strace = need_program("strace", "strace");
     let d = tempfile::tempdir().unwrap();
     let log = d.path().join("strace.log");
+    let trace = format!("trace={calls}");
     let (o, profile) = run_profiled(
         d.path(),
         &[
@@ -365,7 +363,7 @@ fn a_process_set_up_asks_for_no_thread_id() {
             "-qq",
             "-f",
             "-e",
-            "trace=gettid",
+            &trace,
             "-o",
             log.to_str().unwrap(),
             "/bin/cat",
@@ -379,6 +377,45 @@ fn a_process_set_up_asks_for_no_thread_id() {
         "cat was not profiled: {:?}",
         p.processes.iter().map(|pr| &pr.exe).collect::<Vec<_>>()
     );
-    let seen = std::fs::read_to_string(&log).unwrap();
+    (p, std::fs::read_to_string(&log).unwrap())
+}
+
+/// A process's set-up asks the kernel for nothing the run does not use:
+/// no `gettid` (a slot record's thread id, which nothing read, cost every
+/// process and thread one). strace of `cat` under `fsprof run`, its calls
+/// counted (so the shim was there), sees none.
+#[test]
+#[ignore = "needs strace"]
+fn a_process_set_up_asks_for_no_thread_id() {
+    let (_, seen) = strace_cat_under_run("gettid");
     assert!(!seen.contains("gettid"), "{seen}");
+}
+
+/// Nor what it already knows: an exec'd image's effective uid is in its
+/// auxiliary vector (no `geteuid`), and a descriptor it inherited is
+/// classified by the program's own first `fstat` of it, not by one of
+/// the shim's just before (`cat`'s first call on its stdout, a pipe here).
+/// That fstat is still counted, under the class its own result gave.
+#[test]
+#[ignore = "needs strace"]
+fn an_exec_d_image_asks_neither_its_uid_nor_its_stdout_twice() {
+    let (p, seen) = strace_cat_under_run("geteuid,fstat,newfstatat");
+    let cat = p
+        .processes
+        .iter()
+        .find(|pr| pr.exe.ends_with("/cat"))
+        .expect("cat was profiled");
+    let pipe_fstat = cat
+        .layers
+        .iter()
+        .find(|l| l.name == "user-nonfile")
+        .and_then(|l| l.op("pipe_fstat"))
+        .map_or(0, |o| o.post);
+    assert_eq!(pipe_fstat, 1, "{cat:?}");
+    assert!(!seen.contains("geteuid"), "{seen}");
+    let stdout_stats = seen
+        .lines()
+        .filter(|l| l.contains("fstat(1,") || l.contains("newfstatat(1,"))
+        .count();
+    assert_eq!(stdout_stats, 1, "{seen}");
 }
