@@ -53,6 +53,9 @@ pub struct Collector {
     /// `fsprof trace` reads process images' first chunks in their blocks:
     /// a block is taken back only once that is done.
     hold_windows: bool,
+    /// The command fsprof started, while it has not been reaped
+    /// ([`Collector::command_unreaped`]).
+    command: Option<i32>,
     pub notes: Vec<String>,
 }
 
@@ -82,8 +85,24 @@ impl Collector {
             next_blocks_ns: 0,
             written: Box::default(),
             hold_windows: false,
+            command: None,
             notes: Vec::new(),
         }
+    }
+
+    /// `pid`, fsprof's own child, is not reaped while the capture runs:
+    /// its pid exists (a zombie, at worst), and the folds during the run
+    /// (every [`BLOCKS_NS`]) do not ask the kernel (a `kill(pid, 0)` at
+    /// every wake-up, on top of the capture's own `wait4` for the same
+    /// process). At the end ([`Collector::finish`]) a pool still taken
+    /// for live is read where it is, as a fold would read it.
+    pub fn command_unreaped(&mut self, pid: i32) {
+        self.command = Some(pid);
+    }
+
+    /// Whether `pid` may still write its counters.
+    fn exists(&self, pid: i32) -> bool {
+        self.command == Some(pid) || pid_exists(pid)
     }
 
     pub fn dir(&self) -> &RunDir {
@@ -153,7 +172,7 @@ impl Collector {
             // zombie counts as alive (harmless: it is harvested once
             // reaped); a pid reused by an unrelated process only delays
             // the harvest.
-            if (newest[&p.pid] <= p.seq && pid_exists(p.pid)) || self.held(&p) {
+            if (newest[&p.pid] <= p.seq && self.exists(p.pid)) || self.held(&p) {
                 live.push(p);
                 continue;
             }
@@ -177,6 +196,7 @@ impl Collector {
     fn pools(&mut self, now: u64, files: bool) -> Vec<Pool> {
         let mut pools = Vec::new();
         let mut later = Vec::new();
+        let command = self.command;
         if let Some(a) = self.dir.arena_mut() {
             let mut abandoned = Vec::new();
             for t in a.taken() {
@@ -191,7 +211,7 @@ impl Collector {
                 let word = |f| a.header_u32(t.block, f);
                 let pid = word(offset_of!(ProcHeader, pid)) as i32;
                 if word(offset_of!(ProcHeader, ready)) != 1 {
-                    let dead = pid <= 0 || !pid_exists(pid);
+                    let dead = pid <= 0 || !(command == Some(pid) || pid_exists(pid));
                     if dead && now.saturating_sub(t.seen_ns) > ABANDONED_NS {
                         abandoned.push(t.block);
                     }

@@ -168,7 +168,10 @@ impl Source for UserSource {
         ]
     }
 
-    fn start(&mut self, _command: Option<i32>) -> Result<String, SourceError> {
+    fn start(&mut self, command: Option<i32>) -> Result<String, SourceError> {
+        if let Some(pid) = command {
+            self.collector.command_unreaped(pid);
+        }
         self.collector.dir().remove_stale_beside();
         // Measured on the other core while the command runs.
         let (clock, resolution) = (&self.clock, self.resolution);

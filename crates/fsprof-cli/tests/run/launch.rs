@@ -41,3 +41,42 @@ fn the_default_profile_file_is_unseen_while_the_command_runs() {
         assert_eq!(mode & 0o002, 0, "never world-writable");
     }
 }
+
+/// While the command runs, fsprof does not ask the kernel whether its own
+/// child exists (its `wait4` already watches it, and an unreaped child's
+/// pid is always there): a `kill(pid, 0)` at every wake-up, every 5 ms,
+/// was one of the two. strace of fsprof's own thread over a command that
+/// sleeps 0.3 s sees the command cloned and never sent signal 0; the
+/// command's calls are still counted.
+#[test]
+#[ignore = "needs strace"]
+fn fsprof_does_not_ask_whether_its_own_command_lives() {
+    let strace = fsprof_testkit::need_program("strace", "strace");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let profile = dir.path().join("p.json");
+    let o = std::process::Command::new(strace)
+        .args(["-qq", "-e", "trace=kill,clone,clone3,vfork", "-o"])
+        .arg(&log)
+        .arg(fsprof_testkit::fsprof_path())
+        .args(["run", "-q", "-o"])
+        .arg(&profile)
+        .args(["--", "sh", "-c", "sleep 0.3; cat /etc/hostname"])
+        .env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let seen = std::fs::read_to_string(&log).unwrap();
+    // clone(...) = PID, clone3(...) = PID or vfork() = PID: the command.
+    let command = seen
+        .lines()
+        .filter(|l| {
+            !l.contains("CLONE_THREAD") && (l.starts_with("clone") || l.starts_with("vfork"))
+        })
+        .filter_map(|l| l.rsplit("= ").next()?.trim().parse::<i32>().ok())
+        .next()
+        .unwrap_or_else(|| panic!("no command started: {seen}"));
+    let asked = format!("kill({command}, 0)");
+    assert!(!seen.contains(&asked), "{seen}");
+    assert!(fsprof_testkit::count(&load(&profile), "read") >= 1);
+}
