@@ -6,8 +6,9 @@
  * sees (open -> file, pipe -> pipe, socket -> socket, dup -> the class of
  * the original), forgotten when it is closed, and otherwise found with one
  * fstat the first time a call uses it (inherited descriptors such as a
- * piped stdin, or ones libc opened internally). One byte per descriptor,
- * per process: no system call on the hot path. */
+ * piped stdin, or ones libc opened internally); when that first call is
+ * itself an fstat, from its own result (wrappers.c). One byte per
+ * descriptor, per process: no system call on the hot path. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
