@@ -23,6 +23,7 @@ use fsprof_shim::trace_abi as tabi;
 use fsprof_user::{SetupError, UserOptions, UserSource};
 
 use crate::chunks::{self, TickClock};
+use crate::dirwatch::DirWatch;
 use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::mapped::MappedCapture;
 use fsprof_kernel::faults::FaultSession;
@@ -148,6 +149,13 @@ pub struct TraceSource {
     dir: Option<fsprof_sys::dir::HeldDir>,
     /// The chunk files of the last listing (kept between harvests).
     listed: Vec<u64>,
+    /// Says whether a chunk file may have been made since the last
+    /// listing; `None`: none could be set up, or it failed (the directory
+    /// is then listed at every harvest).
+    watch: Option<DirWatch>,
+    /// The last listing found a chunk file its shim had not finished
+    /// making (no magic yet): list again, whatever the watch says.
+    relist: bool,
     /// CLOCK_MONOTONIC ns when the user source's upkeep is next due.
     user_upkeep_due: u64,
     /// Newest process image seen per pid: chunks of older images are done.
@@ -202,6 +210,8 @@ impl TraceSource {
             body: Vec::new(),
             dir: None,
             listed: Vec::new(),
+            watch: None,
+            relist: false,
             user_upkeep_due: 0,
             newest_image: HashMap::new(),
             slots_taken: 0,
@@ -266,6 +276,15 @@ impl TraceSource {
         let mut found = Vec::new();
         let mut seqs = std::mem::take(&mut self.listed);
         seqs.clear();
+        if self.no_new_files(every) {
+            self.listed = seqs;
+            self.find_windows(every, &mut found);
+            for (seq, path, chunk) in found {
+                self.take_chunk(seq, path, chunk);
+            }
+            return;
+        }
+        self.relist = false;
         if self.list_run_dir(&mut seqs).is_err() {
             self.listed = seqs;
             return;
@@ -285,7 +304,8 @@ impl TraceSource {
                     *e = (*e).max(info.proc_seq);
                     found.push((seq, Some(path), chunk));
                 }
-                Ok(None) => {}
+                // Its shim is still making it.
+                Ok(None) => self.relist = true,
                 Err(e) => {
                     self.notes.push(format!("skipped a trace chunk: {e}"));
                     let _ = std::fs::remove_file(&path);
@@ -301,11 +321,33 @@ impl TraceSource {
         }
     }
 
+    /// Whether the run directory can be left unlisted at this harvest: it
+    /// was listed before, nothing there was half made, and its watch saw
+    /// no chunk file made or renamed into it since (the events queued
+    /// until now are taken either way, before any listing). Never at the
+    /// end (`every`).
+    fn no_new_files(&mut self, every: bool) -> bool {
+        let Some(w) = self.watch.as_mut() else {
+            return false;
+        };
+        match w.made_since(|name| chunk_seq(name).is_some()) {
+            Ok(made) => !made && !every && !self.relist && self.dir.is_some(),
+            // Listed at every harvest from now on, as without a watch.
+            Err(_) => {
+                self.watch = None;
+                false
+            }
+        }
+    }
+
     /// The sequence numbers of the chunk files in the run directory, into
     /// `seqs`, and the free slots there into `slots_taken`: through the
     /// directory held open since the first listing.
     fn list_run_dir(&mut self, seqs: &mut Vec<u64>) -> io::Result<()> {
         if self.dir.is_none() {
+            // Watched first: a file made after the watch is an event,
+            // one made before it is in the listing.
+            self.watch = DirWatch::new(self.user.run_dir()).ok();
             self.dir = Some(fsprof_sys::dir::HeldDir::open(self.user.run_dir())?);
         }
         let dir = self.dir.as_mut().expect("opened above");

@@ -19,6 +19,7 @@ pub mod capture;
 pub mod chunks;
 pub mod codec;
 pub mod compile;
+mod dirwatch;
 pub mod event;
 pub mod file;
 pub mod import;
