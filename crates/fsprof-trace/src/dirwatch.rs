@@ -89,3 +89,43 @@ impl DirWatch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk_name(name: &[u8]) -> bool {
+        name.first() == Some(&b't')
+    }
+
+    #[test]
+    fn a_file_made_or_renamed_in_since_the_last_look_is_seen_once() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("t0"), b"before the watch").unwrap();
+        let mut w = DirWatch::new(d.path()).unwrap();
+        assert!(!w.made_since(chunk_name).unwrap(), "nothing made yet");
+        std::fs::write(d.path().join("t1"), b"").unwrap();
+        assert!(w.made_since(chunk_name).unwrap(), "a chunk file made");
+        assert!(!w.made_since(chunk_name).unwrap(), "taken at the last look");
+        // Another name (a free slot handed back) is not asked for.
+        std::fs::write(d.path().join("f0"), b"").unwrap();
+        assert!(!w.made_since(chunk_name).unwrap(), "a free slot");
+        // A shim takes a free slot by renaming it to its chunk's name.
+        std::fs::rename(d.path().join("f0"), d.path().join("t2")).unwrap();
+        assert!(w.made_since(chunk_name).unwrap(), "a slot renamed in");
+        // Writes and deletions make no entry.
+        std::fs::write(d.path().join("t1"), b"records").unwrap();
+        std::fs::remove_file(d.path().join("t0")).unwrap();
+        assert!(!w.made_since(chunk_name).unwrap(), "no entry made");
+    }
+
+    #[test]
+    fn a_watch_whose_directory_is_gone_fails() {
+        let d = tempfile::tempdir().unwrap();
+        let sub = d.path().join("run");
+        std::fs::create_dir(&sub).unwrap();
+        let mut w = DirWatch::new(&sub).unwrap();
+        std::fs::remove_dir(&sub).unwrap();
+        assert!(w.made_since(chunk_name).is_err());
+    }
+}
