@@ -274,20 +274,26 @@ impl TraceSource {
     /// at the end, when the run has given every block back).
     fn find_chunks(&mut self, every: bool) {
         let mut found = Vec::new();
-        let mut seqs = std::mem::take(&mut self.listed);
-        seqs.clear();
-        if self.no_new_files(every) {
-            self.listed = seqs;
-            self.find_windows(every, &mut found);
-            for (seq, path, chunk) in found {
-                self.take_chunk(seq, path, chunk);
-            }
+        if !self.no_new_files(every) && !self.find_files(&mut found) {
             return;
         }
+        self.find_windows(every, &mut found);
+        // After every new chunk was seen: a process image is known to be
+        // gone once a newer one of its pid has written a chunk.
+        for (seq, path, chunk) in found {
+            self.take_chunk(seq, path, chunk);
+        }
+    }
+
+    /// Adds to `found` the chunk files of the run directory not being
+    /// harvested yet; false if it could not be listed.
+    fn find_files(&mut self, found: &mut Vec<Found>) -> bool {
+        let mut seqs = std::mem::take(&mut self.listed);
+        seqs.clear();
         self.relist = false;
-        if self.list_run_dir(&mut seqs).is_err() {
-            self.listed = seqs;
-            return;
+        let listed = self.list_run_dir(&mut seqs).is_ok();
+        if !listed {
+            seqs.clear();
         }
         for &seq in &seqs {
             if self.live.contains_key(&seq) {
@@ -313,12 +319,7 @@ impl TraceSource {
             }
         }
         self.listed = seqs;
-        self.find_windows(every, &mut found);
-        // After every new chunk was seen: a process image is known to be
-        // gone once a newer one of its pid has written a chunk.
-        for (seq, path, chunk) in found {
-            self.take_chunk(seq, path, chunk);
-        }
+        listed
     }
 
     /// Whether the run directory can be left unlisted at this harvest: it
