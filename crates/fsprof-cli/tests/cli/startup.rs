@@ -193,10 +193,14 @@ mod release_layout {
             .iter()
             .filter_map(|n| functions.get(*n).copied())
             .collect();
+        // All but a few: the names of fsprof's own crates do not depend on
+        // the checkout (one codegen unit each, Cargo.toml), so only a
+        // dependency's renamed function (`NAME.llvm.<hash>`) or a change of
+        // the start-up's code may be missing.
         assert!(
-            found.len() * 10 >= names.len() * 9,
+            found.len() * 100 >= names.len() * 98,
             "only {} of the {} functions of startup.order are in the binary: run `python3 bench/startup_order.py` \
-             after a release build, then build again",
+             after a release build, then build again (or a crate of the start-up lost `codegen-units = 1`)",
             found.len(),
             names.len()
         );
