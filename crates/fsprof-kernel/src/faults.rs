@@ -47,6 +47,7 @@
 //! arrive), every followed process is marked from the start, as before.
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::attach::{map, prog_name};
 use crate::drainer::Drainer;
@@ -414,7 +415,14 @@ pub struct FaultSession {
     // Attachments first: detached before the programs and maps go.
     _atts: Vec<Attachment>,
     _progs: Vec<Prog>,
+    /// The fault programs, where [`FaultSession::attach`] attached them
+    /// (else whoever attaches them holds them).
+    faults: Option<FaultsAttached>,
     ring: Drainer,
+    /// The ring's descriptor, held for [`FaultSession::fault_load`].
+    ring_fd: OwnedFd,
+    ring_bytes: usize,
+    cpus: Vec<i32>,
     lost: Map,
     targets: crate::follow::Tree,
     _starts: Map,
@@ -531,38 +539,19 @@ struct EndProg {
     name: String,
 }
 
-/// The ring; the kernel's task layout, sent on `layout` (it is parsed
-/// from BTF, ~0.13 ms, while the other thread makes the maps this one
-/// waits for); then the end programs on the ring and on the maps whose
-/// descriptors (`starts`, `counts`) `fds` gives once they are made (None:
-/// they could not be, and the ring alone is made, to be closed), attached
-/// to their software events on each of `cpus`.
-fn ring_and_ends(
+/// The ring, and the kernel's task layout, sent on `layout` (it is
+/// parsed from BTF, ~0.13 ms, while the other thread makes the maps).
+fn ring_and_layout(
     size: usize,
-    cpus: &[i32],
     layout: std::sync::mpsc::Sender<Option<crate::follow::TaskLayout>>,
-    fds: impl FnOnce() -> Option<(i32, i32)>,
-) -> Result<(Ring, Started), Error> {
+) -> Result<Ring, Error> {
     let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
         name: "fsprof_fring".into(),
         err,
         hint: "",
     })?;
     let _ = layout.send(crate::follow::TaskLayout::vmlinux());
-    let (st, c) = fds().ok_or_else(|| Error::Map {
-        name: "fsprof_fstarts".into(),
-        err: io::Error::other("not made"),
-        hint: "",
-    })?;
-    let ends = end_progs(
-        st,
-        RingRef {
-            fd: ring.fd(),
-            bytes: size,
-        },
-        c,
-    )?;
-    Ok((ring, attach_ends(ends, cpus)?))
+    Ok(ring)
 }
 
 /// Attaches each end program to its software events on each of `cpus`.
@@ -583,15 +572,13 @@ fn attach_ends(ends: Vec<EndProg>, cpus: &[i32]) -> Result<Started, Error> {
     Ok(out)
 }
 
-/// Programs loaded and their attachments: those of [`start_progs`], or
-/// the end programs ([`attach_ends`]).
+/// Programs loaded and their attachments: the followers', or the fault
+/// programs' ([`FaultProgs::attach`]).
 #[derive(Default)]
 struct Started {
     progs: Vec<Prog>,
     atts: Vec<Attachment>,
-    around: bool,
-    marks: bool,
-    /// The fault programs share one ([`crate::progs::by_cookie`]).
+    /// The raw tracepoint programs share one ([`crate::progs::by_cookie`]).
     shared: bool,
 }
 
@@ -599,10 +586,10 @@ struct Started {
 /// to, its instructions.
 type RawPart = (&'static str, Vec<&'static str>, Vec<Insn>);
 
-/// The fault programs on `m`, raw: fault-around (if the kernel has it)
-/// and the start (on `page_fault_kernel` too where it is).
-fn fault_parts(m: &Maps, around: bool, marks: bool) -> Vec<RawPart> {
-    let (t, st, c) = (m.targets.fd(), m.starts.fd(), m.counts.fd());
+/// The fault programs on the maps `t` (followed), `st` (starts), `c`
+/// (counters), raw: fault-around (if the kernel has it) and the start (on
+/// `page_fault_kernel` too where it is).
+fn fault_parts(t: i32, st: i32, c: i32, around: bool, marks: bool) -> Vec<RawPart> {
     let mut faults = Vec::new();
     if around {
         // Raw: a perf tracepoint event costs 80 ms to close (the kernel
@@ -633,43 +620,67 @@ fn follower_parts(m: &Maps, l: crate::follow::TaskLayout) -> Vec<RawPart> {
     ]
 }
 
-/// The parts in one program ([`one_program`]), else one by one.
-fn group(parts: Vec<RawPart>) -> Result<Started, Error> {
-    match one_program(&parts) {
-        Some(s) => Ok(s),
-        None => one_by_one(parts),
-    }
+/// Raw tracepoint parts, loaded as one program where the kernel can
+/// ([`load_shared`]), else left to be loaded one by one as they are
+/// attached.
+struct RawLoaded {
+    parts: Vec<RawPart>,
+    shared: Option<Prog>,
 }
 
-/// Every part in one program, each attachment's cookie the index of its
-/// part; None where the kernel refuses it (no raw tracepoint cookies
-/// before Linux 6.10, or a tracepoint with fewer arguments than a part
-/// reads), to load them one by one.
-fn one_program(parts: &[RawPart]) -> Option<Started> {
+/// Loads `parts` ahead of their attach.
+fn load_raw(parts: Vec<RawPart>) -> RawLoaded {
+    let shared = load_shared(&parts);
+    RawLoaded { parts, shared }
+}
+
+/// Attaches what [`load_raw`] loaded: the shared program, each
+/// attachment's cookie the index of its part; where the kernel refuses a
+/// cookie (none on raw tracepoints before Linux 6.10, or a tracepoint with
+/// fewer arguments than a part reads), each part loaded and attached on
+/// its own.
+fn attach_raw(l: RawLoaded) -> Result<Started, Error> {
+    if let Some(prog) = l.shared {
+        let mut atts = Vec::new();
+        let all = l.parts.iter().enumerate().all(|(i, (_, tps, _))| {
+            tps.iter().all(|tp| {
+                sys::attach_raw_tracepoint_cookie(&prog, tp, i as u64)
+                    .map(|a| atts.push(a))
+                    .is_ok()
+            })
+        });
+        if all {
+            return Ok(Started {
+                progs: vec![prog],
+                atts,
+                shared: true,
+            });
+        }
+    }
+    one_by_one(l.parts)
+}
+
+/// The parts in one program ([`load_raw`], [`attach_raw`]).
+fn group(parts: Vec<RawPart>) -> Result<Started, Error> {
+    attach_raw(load_raw(parts))
+}
+
+/// Every part in one program, told apart by its attachments' cookies;
+/// None where the kernel refuses to load it (no cookie helper for raw
+/// tracepoints before Linux 6.10).
+fn load_shared(parts: &[RawPart]) -> Option<Prog> {
     // The test knob `FSPROF_TEST_RAW_APART` loads them one by one, as an
     // older kernel does: that path's tests, and the floor's comparison.
     if parts.len() < 2 || fsprof_sys::test_knob("FSPROF_TEST_RAW_APART").is_some_and(|n| n > 0) {
         return None;
     }
     let code: Vec<Vec<Insn>> = parts.iter().map(|p| p.2.clone()).collect();
-    let prog = Prog::load(
+    Prog::load(
         &prog_name(parts[0].0),
         sys::PROG_RAW_TRACEPOINT,
         &crate::progs::by_cookie(&code),
     )
-    .ok()?;
-    let mut atts = Vec::new();
-    for (i, (_, tps, _)) in parts.iter().enumerate() {
-        for tp in tps {
-            atts.push(sys::attach_raw_tracepoint_cookie(&prog, tp, i as u64).ok()?);
-        }
-    }
-    Some(Started {
-        progs: vec![prog],
-        atts,
-        shared: true,
-        ..Started::default()
-    })
+    .ok()
 }
 
 /// Each part loaded and attached on its own.
@@ -691,35 +702,134 @@ fn one_by_one(parts: Vec<RawPart>) -> Result<Started, Error> {
     Ok(s)
 }
 
-/// Loads and attaches the fault-around and start programs on `m`, then
-/// the fork and exit programs, each pair as one program where the kernel
-/// can ([`one_program`]): those two need the kernel's task layout, which
+/// The fork and exit programs on `m`, loaded and attached (as one program
+/// where the kernel can): those need the kernel's task layout, which
 /// `task_layout` parses meanwhile (BTF, ~0.2 ms). Without it, the fork is
 /// followed by a perf tracepoint program of its own.
-fn start_progs(
+fn start_followers(
     root: &std::path::Path,
     task_layout: impl FnOnce() -> Option<crate::follow::TaskLayout>,
     m: &Maps,
 ) -> Result<Started, Error> {
-    let around = tracefs::exists(root, "filemap", "mm_filemap_map_pages");
-    let marks = tracefs::exists(root, "exceptions", "page_fault_kernel");
-    let mut s = group(fault_parts(m, around, marks))?;
-    let followers = match task_layout() {
-        Some(l) => group(follower_parts(m, l))?,
+    match task_layout() {
+        Some(l) => group(follower_parts(m, l)),
         None => {
             let mut f = Started::default();
             for (prog, att) in m.targets.programs(None, root)? {
                 f.progs.push(prog);
                 f.atts.push(att);
             }
-            f
+            Ok(f)
         }
-    };
-    s.progs.extend(followers.progs);
-    s.atts.extend(followers.atts);
-    s.around = around;
-    s.marks = marks;
-    Ok(s)
+    }
+}
+
+/// A descriptor of the session's, held by [`FaultLoad`] on its own: the
+/// programs it loads refer to the maps by descriptor, and the session may
+/// be closed (its numbers reused) while they are loaded on another thread.
+fn dup(fd: i32) -> Result<OwnedFd, Error> {
+    // SAFETY: `fd` is one of the session's maps, open while it is borrowed.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+        .try_clone_to_owned()
+        .map_err(|err| Error::Map {
+            name: "fsprof_fault maps".into(),
+            err,
+            hint: "",
+        })
+}
+
+/// What the fault programs of a session are made of, to be loaded
+/// ([`FaultLoad::load`]) and attached later, on any thread: the session's
+/// maps and ring, held.
+pub struct FaultLoad {
+    targets: OwnedFd,
+    starts: OwnedFd,
+    counts: OwnedFd,
+    ring: OwnedFd,
+    ring_bytes: usize,
+    around: bool,
+    marks: bool,
+    cpus: Vec<i32>,
+}
+
+/// The fault programs loaded (verified) and not attached: they run on no
+/// fault until [`FaultProgs::attach`].
+pub struct FaultProgs {
+    raw: RawLoaded,
+    ends: Vec<EndProg>,
+    cpus: Vec<i32>,
+}
+
+/// The fault programs attached: every fault of the machine runs them
+/// until this is dropped (detached, then closed).
+pub struct FaultsAttached {
+    // Attachments first: detached before the programs go.
+    _atts: Vec<Attachment>,
+    progs: Vec<Prog>,
+    /// The fault-around and start programs are one program
+    /// ([`crate::progs::by_cookie`]).
+    pub shared: bool,
+}
+
+impl FaultLoad {
+    /// Loads the fault-around, start and end programs on the session's
+    /// maps (~0.3 ms of the kernel's verifying on this project's 2-CPU
+    /// test machine), attaching none.
+    pub fn load(self) -> Result<FaultProgs, Error> {
+        let (t, st, c) = (
+            self.targets.as_raw_fd(),
+            self.starts.as_raw_fd(),
+            self.counts.as_raw_fd(),
+        );
+        let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
+        let ring = RingRef {
+            fd: self.ring.as_raw_fd(),
+            bytes: self.ring_bytes,
+        };
+        let ends = end_progs(st, ring, c)?;
+        Ok(FaultProgs {
+            raw,
+            ends,
+            cpus: self.cpus,
+        })
+    }
+}
+
+impl FaultProgs {
+    /// Attaches them: the end programs to the software events of each
+    /// CPU, the others to their raw tracepoints (~0.6 ms on this
+    /// project's 2-CPU test machine, most of it the kernel's patching of
+    /// each tracepoint's call site).
+    pub fn attach(self) -> Result<FaultsAttached, Error> {
+        // The ends first: a start kept before its end is attached would
+        // stay in flight, and the early stop of the end and around
+        // programs (`C_IN_FLIGHT`) would be off for the rest of the run.
+        let ends = attach_ends(self.ends, &self.cpus)?;
+        let raw = attach_raw(self.raw)?;
+        let mut a = FaultsAttached {
+            _atts: ends.atts,
+            progs: ends.progs,
+            shared: raw.shared,
+        };
+        a._atts.extend(raw.atts);
+        a.progs.extend(raw.progs);
+        Ok(a)
+    }
+}
+
+impl FaultsAttached {
+    /// [`FaultSession::missed`] of these programs.
+    pub fn missed(&self) -> u64 {
+        self.progs
+            .iter()
+            .filter_map(|p| p.recursion_misses().ok())
+            .sum()
+    }
+
+    /// [`FaultSession::run_stats`] of these programs.
+    pub fn run_stats(&self) -> Vec<sys::RunStats> {
+        self.progs.iter().filter_map(|p| p.run_stats().ok()).collect()
+    }
 }
 
 impl FaultSession {
@@ -743,91 +853,102 @@ impl FaultSession {
         self.targets.add_as(pid, value)
     }
 
-    /// Loads and attaches the programs, following no process yet.
+    /// Loads and attaches every program, following no process yet.
     pub fn attach() -> Result<FaultSession, Error> {
+        let mut s = Self::prepare()?;
+        let faults = s.fault_load()?.load()?.attach()?;
+        s.shared = faults.shared;
+        s.faults = Some(faults);
+        Ok(s)
+    }
+
+    /// Makes the maps and the ring and attaches the fork and exit
+    /// followers, following no process yet; the fault programs are
+    /// [`FaultSession::fault_load`]'s, to load and attach apart: until
+    /// they are attached no fault runs any program, and the tree is
+    /// followed all the same, so that they can be attached the moment a
+    /// followed process first maps a file.
+    pub fn prepare() -> Result<FaultSession, Error> {
         privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
         let cpus = online_cpus();
         let ring_size = ring_bytes(cpus.len());
-        // Outside the scope: the ring's thread loads programs with the
-        // maps' descriptors, so the maps are closed only once it is joined,
-        // error or not.
-        let mut maps = None;
-        let (started, (ring, ends)) = std::thread::scope(|scope| {
-            // The event ring (its pages allocated, zeroed and mapped), the
-            // kernel's task layout for the fork and exit programs, then the
-            // end program, which needs the ring, loaded and attached to
-            // the software events of every CPU, are made on a thread of
-            // their own, started first, while this one makes the maps and
-            // loads and attaches the others: the kernel's work is most of
-            // attaching (each program load ~50-120 µs on this project's
-            // 2-CPU test machine), and attaching is on the path before the
-            // held command starts. That thread's part is the shorter
-            // (~0.5 ms against ~1.2), so the end program's attachments
-            // (~0.2 ms on that machine: an event and a link per CPU and
-            // event) are its, not this one's after the join. A third
-            // thread for the layout waited for a CPU there (~0.4 ms), and
-            // this one for it. The order the programs are attached in does
-            // not matter: no process is followed before `follow`, so no
-            // start is kept before every end is attached.
-            let (tx, rx) = std::sync::mpsc::channel();
-            let (layout_tx, layout_rx) = std::sync::mpsc::channel();
-            let ends = std::thread::Builder::new()
+        // The event ring (its pages allocated, zeroed and mapped) and the
+        // kernel's task layout for the fork and exit programs are made on
+        // a thread of their own, started first, while this one makes the
+        // maps: the kernel's work is most of it, and it is on the path
+        // before the held command starts.
+        let (layout_tx, layout_rx) = std::sync::mpsc::channel();
+        let (ring, m, followers) = std::thread::scope(|scope| {
+            let ring_job = std::thread::Builder::new()
                 .name("fsprof-ring".into())
-                .spawn_scoped(scope, {
-                    let cpus = &cpus;
-                    move || ring_and_ends(ring_size, cpus, layout_tx, || rx.recv().ok())
-                });
-            let root = tracefs::root()?;
-            // The start program is attached raw, by name.
-            if !tracefs::exists(&root, "exceptions", "page_fault_user") {
-                return Err(Error::NoTracepoint {
-                    name: "exceptions:page_fault_user".into(),
-                    why: "this kernel does not have it".into(),
-                });
-            }
-            let m = maps.insert(Maps::create(cpus.len())?);
-            let fds = (m.starts.fd(), m.counts.fd());
-            let _ = tx.send(fds);
-            // Parsed here if the ring's thread could not (no thread, no
-            // ring).
-            let task_layout = || {
-                layout_rx
-                    .recv()
-                    .unwrap_or_else(|_| crate::follow::TaskLayout::vmlinux())
-            };
-            let started = start_progs(&root, task_layout, m);
-            let ends = match ends {
-                // Loading panics only on a bug: the panic is passed on.
-                Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => {
-                    ring_and_ends(ring_size, &cpus, std::sync::mpsc::channel().0, || Some(fds))
+                .spawn_scoped(scope, move || ring_and_layout(ring_size, layout_tx));
+            let made = (|| {
+                let root = tracefs::root()?;
+                // The start program is attached raw, by name.
+                if !tracefs::exists(&root, "exceptions", "page_fault_user") {
+                    return Err(Error::NoTracepoint {
+                        name: "exceptions:page_fault_user".into(),
+                        why: "this kernel does not have it".into(),
+                    });
                 }
+                let m = Maps::create(cpus.len())?;
+                let around = tracefs::exists(&root, "filemap", "mm_filemap_map_pages");
+                let marks = tracefs::exists(&root, "exceptions", "page_fault_kernel");
+                // Parsed here if the ring's thread could not (no thread).
+                let task_layout = || {
+                    layout_rx
+                        .recv()
+                        .unwrap_or_else(|_| crate::follow::TaskLayout::vmlinux())
+                };
+                let f = start_followers(&root, task_layout, &m)?;
+                Ok::<_, Error>((m, f, around, marks))
+            })();
+            let ring = match ring_job {
+                // Making the ring panics only on a bug: the panic is
+                // passed on.
+                Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => ring_and_layout(ring_size, std::sync::mpsc::channel().0),
             };
-            Ok::<_, Error>((started?, ends?))
+            let (m, f, around, marks) = made?;
+            Ok::<_, Error>((ring?, (m, around, marks), f))
         })?;
-        let m = maps.expect("made in the scope");
+        let (m, around, marks) = m;
+        let ring_fd = dup(ring.fd())?;
         let ring = Drainer::start(ring).map_err(|err| Error::Map {
             name: "fsprof_fring".into(),
             err,
             hint: "",
         })?;
-        let mut s = FaultSession {
-            _atts: Vec::new(),
-            _progs: Vec::new(),
+        Ok(FaultSession {
+            _atts: followers.atts,
+            _progs: followers.progs,
+            faults: None,
             ring,
+            ring_fd,
+            ring_bytes: ring_size,
+            cpus,
             lost: m.counts,
             targets: m.targets,
             _starts: m.starts,
-            around: started.around,
-            marks: started.marks,
-            shared: false,
-        };
-        s.shared = started.shared;
-        s._progs.extend(started.progs);
-        s._atts.extend(started.atts);
-        s._progs.extend(ends.progs);
-        s._atts.extend(ends.atts);
-        Ok(s)
+            around,
+            marks,
+            shared: followers.shared,
+        })
+    }
+
+    /// What the fault programs are made of, their maps held: to load and
+    /// attach on any thread, while the session follows the tree.
+    pub fn fault_load(&self) -> Result<FaultLoad, Error> {
+        Ok(FaultLoad {
+            targets: dup(self.targets.fd())?,
+            starts: dup(self._starts.fd())?,
+            counts: dup(self.lost.fd())?,
+            ring: dup(self.ring_fd.as_raw_fd())?,
+            ring_bytes: self.ring_bytes,
+            around: self.around,
+            marks: self.marks,
+            cpus: self.cpus.clone(),
+        })
     }
 
     /// Hands on the faults reported since the last call, in the order
@@ -847,16 +968,20 @@ impl FaultSession {
         self._progs
             .iter()
             .filter_map(|p| p.recursion_misses().ok())
-            .sum()
+            .sum::<u64>()
+            + self.faults.as_ref().map_or(0, FaultsAttached::missed)
     }
 
     /// Each program's run-time statistics (zero unless the kernel's are on,
     /// [`sys::enable_stats`]): what following faults costs per fault.
     pub fn run_stats(&self) -> Vec<sys::RunStats> {
-        self._progs
+        let mut v: Vec<sys::RunStats> = self
+            ._progs
             .iter()
             .filter_map(|p| p.run_stats().ok())
-            .collect()
+            .collect();
+        v.extend(self.faults.iter().flat_map(FaultsAttached::run_stats));
+        v
     }
 
     fn counter(&self, i: i32) -> u64 {

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 9
+#define FSPROF_ABI_VERSION 10
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<ctl_ino>:<path>: the run directory and the
@@ -72,6 +72,22 @@ enum fsprof_fd_class {
 /* Descriptors whose class is remembered (one byte each, per process). */
 #define FSPROF_FD_CLASSES_MAX 65536
 
+/* The control file's `faults` word. NONE: no page faults are followed
+ * (`fsprof run`, or a trace without the privileges). ARMED: the programs
+ * are loaded, or being loaded, and not attached; a process about to map a
+ * file requests them (REQUESTED) and waits for ATTACHED or FAILED, for at
+ * most FSPROF_FAULTS_WAIT_MS; one that stops waiting leaves STALLED, so
+ * that the next do not wait (fsprof attaches all the same). */
+enum fsprof_faults {
+    FSPROF_FAULTS_NONE = 0,
+    FSPROF_FAULTS_ARMED = 1,
+    FSPROF_FAULTS_REQUESTED = 2,
+    FSPROF_FAULTS_ATTACHED = 3,
+    FSPROF_FAULTS_FAILED = 4,
+    FSPROF_FAULTS_STALLED = 5,
+};
+#define FSPROF_FAULTS_WAIT_MS 250
+
 enum fsprof_clock { FSPROF_CLOCK_MONOTONIC = 0, FSPROF_CLOCK_TSC = 1 };
 enum fsprof_run_state { FSPROF_RUN_ACTIVE = 0, FSPROF_RUN_ENDED = 1 };
 
@@ -136,6 +152,12 @@ struct fsprof_control {
     uint32_t files;
     uint32_t ring[FSPROF_RING]; /* offer i is block ring[i % FSPROF_RING] */
     struct fsprof_lost lost[FSPROF_LOST_MAX];
+    /* `fsprof trace`'s page-fault programs, a futex word
+     * (enum fsprof_faults): attached when a traced process first maps a
+     * file, which waits for them (trace.c, fsprof_trace_mark_mapping). */
+    uint32_t faults;
+    /* atomic: process images that stopped waiting for them */
+    uint32_t faults_late;
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
 };
 
@@ -269,6 +291,7 @@ struct fsprof_abi_layout {
     uint32_t off_ctl_blocks_ready, off_ctl_files;
     uint32_t off_proc_block, off_proc_file, off_proc_used;
     uint32_t arena_off, ring, max_blocks;
+    uint32_t off_ctl_faults, off_ctl_faults_late, faults_wait_ms;
 };
 
 _Static_assert(sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8 <= FSPROF_ARENA_OFF,

@@ -77,6 +77,9 @@ EXPORT void fsprof_shim_abi(struct fsprof_abi_layout *out)
     out->arena_off = FSPROF_ARENA_OFF;
     out->ring = FSPROF_RING;
     out->max_blocks = FSPROF_MAX_BLOCKS;
+    out->off_ctl_faults = offsetof(struct fsprof_control, faults);
+    out->off_ctl_faults_late = offsetof(struct fsprof_control, faults_late);
+    out->faults_wait_ms = FSPROF_FAULTS_WAIT_MS;
 }
 
 static __attribute__((noinline)) long fsprof_noop(long x)

@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1202,19 +1204,83 @@ HIDDEN FSPROF_COMMON_TEXT void fsprof_trace_after_fork(void)
     }
 }
 
+/* The page-fault programs, once the control file's word says how they
+ * are: requested if no process has yet, and waited for, at most
+ * FSPROF_FAULTS_WAIT_MS (a stuck or dead fsprof must not hang the
+ * program). A process that stops waiting leaves FSPROF_FAULTS_STALLED, so
+ * that the next do not wait, and is counted once per image: its faults
+ * until the attach are not in the trace, which says so. Every byte of the
+ * word is the traced processes' too: any value but ARMED and REQUESTED
+ * ends the wait. */
+static uint32_t faults_wait(uint32_t *w, uint32_t s)
+{
+    static int late;
+    if (s == FSPROF_FAULTS_ARMED)
+        __atomic_compare_exchange_n(w, &s, FSPROF_FAULTS_REQUESTED, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+    /* All of them: fsprof's thread waits on the word beside other
+     * processes' waiters. */
+    syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += FSPROF_FAULTS_WAIT_MS / 1000;
+    end.tv_nsec += (long)(FSPROF_FAULTS_WAIT_MS % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    for (;;) {
+        s = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        if (s != FSPROF_FAULTS_ARMED && s != FSPROF_FAULTS_REQUESTED)
+            return s;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct timespec rel = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+        if (rel.tv_nsec < 0) {
+            rel.tv_sec--;
+            rel.tv_nsec += 1000000000L;
+        }
+        if (rel.tv_sec < 0)
+            break;
+        /* Woken, timed out, interrupted by a signal or the word changed:
+         * looked at again. */
+        syscall(SYS_futex, w, FUTEX_WAIT, s, &rel, NULL, 0);
+    }
+    if (__atomic_compare_exchange_n(w, &s, FSPROF_FAULTS_STALLED, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+        s = FSPROF_FAULTS_STALLED;
+    }
+    if (s == FSPROF_FAULTS_STALLED && !__atomic_exchange_n(&late, 1, __ATOMIC_RELAXED))
+        __atomic_fetch_add(&g_ctl->faults_late, 1, __ATOMIC_RELAXED);
+    return s;
+}
+
 /* Once per process image (a fork keeps the parent's, as the kernel's mark
- * does): faccessat(2) of FSPROF_TMAP_MARK, which fails with EFAULT and does
- * nothing else. Raw, errno kept. Threads racing here mark twice, which is
- * harmless. */
+ * does), once the page-fault programs are attached (faults_wait; the
+ * mark is their start program's, which is not attached before):
+ * faccessat(2) of FSPROF_TMAP_MARK, which fails with EFAULT and does
+ * nothing else. Called before the mapping is made: none of its faults
+ * comes before the programs are on. A process that went on without them
+ * marks at its next file mapping, if they are on by then. Raw, errno
+ * kept. Threads racing here mark twice, which is harmless. */
 HIDDEN void fsprof_trace_mark_mapping(void)
 {
     static int marked;
     if (__atomic_load_n(&marked, __ATOMIC_RELAXED))
         return;
+    if (!g_ctl)
+        return;
     int e = errno;
-    syscall(SYS_faccessat, AT_FDCWD, (const char *)FSPROF_TMAP_MARK, F_OK);
+    uint32_t *w = &g_ctl->faults;
+    uint32_t s = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    if (s == FSPROF_FAULTS_ARMED || s == FSPROF_FAULTS_REQUESTED)
+        s = faults_wait(w, s);
+    if (s == FSPROF_FAULTS_ATTACHED)
+        syscall(SYS_faccessat, AT_FDCWD, (const char *)FSPROF_TMAP_MARK, F_OK);
+    /* NONE and FAILED: no programs to mark for. */
+    if (s != FSPROF_FAULTS_STALLED)
+        __atomic_store_n(&marked, 1, __ATOMIC_RELAXED);
     errno = e;
-    __atomic_store_n(&marked, 1, __ATOMIC_RELAXED);
 }
 
 EXPORT void fsprof_shim_trace_abi(struct fsprof_trace_layout *out)

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 9;
+pub const ABI_VERSION: u32 = 10;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory and its control file:
@@ -106,6 +106,15 @@ pub fn corr_cell(v: u64, n: usize) -> usize {
 pub const CLOCK_MONOTONIC: u32 = 0;
 pub const CLOCK_TSC: u32 = 1;
 
+/// The control file's `faults` word (`shim/abi.h`, enum fsprof_faults).
+pub const FAULTS_NONE: u32 = 0;
+pub const FAULTS_ARMED: u32 = 1;
+pub const FAULTS_REQUESTED: u32 = 2;
+pub const FAULTS_ATTACHED: u32 = 3;
+pub const FAULTS_FAILED: u32 = 4;
+pub const FAULTS_STALLED: u32 = 5;
+/// How long a process about to map a file waits for the programs.
+pub const FAULTS_WAIT_MS: u32 = 250;
 pub const RUN_ACTIVE: u32 = 0;
 pub const RUN_ENDED: u32 = 1;
 
@@ -175,6 +184,11 @@ pub struct ControlHeader {
     /// Offer `i` is block `ring[i % RING]`.
     pub ring: [u32; RING],
     pub lost: [Lost; LOST_MAX],
+    /// `fsprof trace`'s page-fault programs, a futex word ([`FAULTS_NONE`]
+    /// ...): attached when a traced process first maps a file.
+    pub faults: u32,
+    /// Process images that stopped waiting for them (atomic, the shim's).
+    pub faults_late: u32,
     // thresholds: [u64; nbuckets] follow
 }
 
@@ -201,6 +215,8 @@ impl Default for ControlHeader {
             files: 0,
             ring: [0; RING],
             lost: [Lost::default(); LOST_MAX],
+            faults: FAULTS_NONE,
+            faults_late: 0,
         }
     }
 }
@@ -414,6 +430,9 @@ pub struct Layout {
     pub arena_off: u32,
     pub ring: u32,
     pub max_blocks: u32,
+    pub off_ctl_faults: u32,
+    pub off_ctl_faults_late: u32,
+    pub faults_wait_ms: u32,
 }
 
 /// The layout this crate assumes, to compare with [`Layout`] from the shim.
@@ -477,6 +496,9 @@ pub fn expected_layout() -> Layout {
         arena_off: ARENA_OFF as u32,
         ring: RING as u32,
         max_blocks: MAX_BLOCKS,
+        off_ctl_faults: offset_of!(ControlHeader, faults) as u32,
+        off_ctl_faults_late: offset_of!(ControlHeader, faults_late) as u32,
+        faults_wait_ms: FAULTS_WAIT_MS,
         corr_op_index: {
             let mut idx = [0u32; CORR_MAX_OPS];
             for (k, name) in CORR_OPS.iter().enumerate() {

@@ -25,6 +25,7 @@ use fsprof_user::{SetupError, UserOptions, UserSource};
 use crate::chunks::{self, TickClock};
 use crate::dirwatch::DirWatch;
 use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
+use crate::faultword;
 use crate::mapped::MappedCapture;
 use fsprof_kernel::faults::FaultSession;
 
@@ -58,19 +59,30 @@ pub struct TraceOptions {
     pub attach: Option<MappedAttach>,
 }
 
-/// The page-fault programs being loaded and attached on a thread of their
-/// own (as root), or why the trace will not have the faults.
+/// The page-fault programs being made ready on a thread of their own (as
+/// root; [`crate::faultword`]), or why the trace will not have the faults.
 pub struct MappedAttach {
-    job: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
+    job: Option<Attaching>,
     note: Option<String>,
 }
 
+/// The thread that makes the fault session (the command is held until it
+/// is made), then loads the fault programs and attaches them when a
+/// traced process asks.
+struct Attaching {
+    made: std::sync::mpsc::Receiver<Result<FaultSession, String>>,
+    control: std::sync::mpsc::Sender<Option<std::fs::File>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    job: std::thread::JoinHandle<faultword::Attached>,
+}
+
 impl MappedAttach {
-    /// Starts loading and attaching. The held command waits for the
-    /// attach (~1 ms of the kernel's work), so the earlier it starts the
-    /// sooner the command does: a caller starts it before it checks its
-    /// outputs and sets up the rest. Threads inherit the signal mask: call
-    /// it after the stop signals are blocked ([`fsprof_capture::Capture::new`]).
+    /// Starts making the session. The held command waits for its maps and
+    /// fork followers (~0.8 ms of the kernel's work), so the earlier it
+    /// starts the sooner the command does: a caller starts it before it
+    /// checks its outputs and sets up the rest. Threads inherit the signal
+    /// mask: call it after the stop signals are blocked
+    /// ([`fsprof_capture::Capture::new`]).
     pub fn start() -> MappedAttach {
         if let Err(missing) = fsprof_kernel::privs::check(fsprof_kernel::privs::effective_caps()) {
             return MappedAttach {
@@ -78,19 +90,26 @@ impl MappedAttach {
                 note: Some(format!("loads and stores through file mappings are not in this trace: following page faults needs root (missing {missing}); it holds the mmap, msync and munmap calls")),
             };
         }
+        let (made_tx, made) = std::sync::mpsc::channel();
+        let (control, control_rx) = std::sync::mpsc::channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let job = std::thread::Builder::new()
             .name("fsprof-faults".into())
-            .spawn(|| {
-                // A test's slow attach: the command must wait for it.
-                if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
-                    std::thread::sleep(std::time::Duration::from_millis(ms.min(5000).into()));
-                }
-                MappedCapture::attach()
+            .spawn({
+                let stop = stop.clone();
+                move || faultword::attacher(made_tx, control_rx, stop)
             })
-            // No thread: attached when the capture starts, as it would be
-            // on one.
-            .ok();
-        MappedAttach { job, note: None }
+            .ok()
+            .map(|job| Attaching {
+                made,
+                control,
+                stop,
+                job,
+            });
+        let note = job.is_none().then(|| {
+            "loads and stores through file mappings are not in this trace: no thread to attach the page-fault programs on".to_string()
+        });
+        MappedAttach { job, note }
     }
 }
 
@@ -169,9 +188,12 @@ pub struct TraceSource {
     outcome: Option<TraceOutcome>,
     /// Page faults on file mappings, when they can be followed (root).
     mapped: Option<MappedCapture>,
-    /// Loading and attaching the page-fault programs, under way while the
-    /// capture sets up the rest and starts the command (held until then).
-    attaching: Option<std::thread::JoinHandle<Result<FaultSession, String>>>,
+    /// Making the fault session, under way while the capture sets up the
+    /// rest and starts the command (held until it is made); then loading
+    /// the fault programs and attaching them on request.
+    attaching: Option<Attaching>,
+    /// The thread that attaches them, once the session is made.
+    attacher: Option<Attaching>,
     /// Why they are not, for the trace's header and the notes.
     mapped_note: Option<String>,
     layout: fsprof_core::BucketLayout,
@@ -197,6 +219,11 @@ impl TraceSource {
         } = opts.attach.unwrap_or_else(MappedAttach::start);
         let mut user = UserSource::new(&opts.user)?;
         user.hold_trace_windows();
+        if let Some(a) = &attaching {
+            // The thread waits on the control file's word for requests.
+            let file = user.arena().and_then(|a| a.shared().1.try_clone().ok());
+            let _ = a.control.send(file);
+        }
         let source = TraceSource {
             user,
             data: opts.data,
@@ -221,6 +248,7 @@ impl TraceSource {
             outcome: None,
             mapped: None,
             attaching,
+            attacher: None,
             mapped_note,
             layout,
         };
@@ -626,22 +654,71 @@ fn mapped_note(around: bool) -> String {
 }
 
 impl TraceSource {
-    /// The page-fault programs, once attached (waits for the thread that
-    /// attaches them), or why not.
+    /// The fault session, once made (waits for the thread that makes it),
+    /// or why not.
     fn join_mapped(&mut self) {
-        let Some(job) = self.attaching.take() else {
-            if self.mapped.is_none() && self.mapped_note.is_none() {
-                match MappedCapture::attach() {
-                    Ok(s) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
-                    Err(e) => self.mapped_not_captured(&e),
-                }
-            }
+        let Some(a) = self.attaching.take() else {
             return;
         };
-        match job.join() {
-            Ok(Ok(s)) => self.mapped = Some(MappedCapture::new(s, self.layout.clone())),
-            Ok(Err(e)) => self.mapped_not_captured(&e),
-            Err(_) => self.mapped_not_captured("loading the page-fault programs failed"),
+        match a.made.recv() {
+            Ok(Ok(s)) => {
+                self.mapped = Some(MappedCapture::new(s, self.layout.clone()));
+                self.attacher = Some(a);
+            }
+            Ok(Err(e)) => {
+                let _ = a.job.join();
+                self.mapped_not_captured(&e)
+            }
+            Err(_) => {
+                let _ = a.job.join();
+                self.mapped_not_captured("making the page-fault session failed")
+            }
+        }
+    }
+
+    /// Says that the fault programs are to be attached on request (the
+    /// control file's word, [`faultword`]), before the command is let go;
+    /// without a control file, waits for the thread to attach them.
+    fn arm_mapped(&mut self) {
+        if self.mapped.is_none() {
+            return;
+        }
+        match self.user.arena().map(|a| a.shared().0) {
+            Some(map) => {
+                // Not over a value the thread (or a process) wrote first.
+                let _ = faultword::word(&map).compare_exchange(
+                    fsprof_shim::abi::FAULTS_NONE,
+                    fsprof_shim::abi::FAULTS_ARMED,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                );
+            }
+            None => self.end_attacher(),
+        }
+    }
+
+    /// Stops the attaching thread and takes the programs it attached.
+    fn end_attacher(&mut self) {
+        let Some(a) = self.attacher.take() else {
+            return;
+        };
+        a.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(map) = self.user.arena().map(|a| a.shared().0) {
+            faultword::futex_wake(faultword::word(&map));
+        }
+        let attached = a.job.join();
+        let Some(m) = self.mapped.as_mut() else {
+            return;
+        };
+        match attached {
+            Ok(Ok(Some(f))) => m.attached(f),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => self.notes.push(format!(
+                "loads and stores through file mappings are not in this trace: attaching the page-fault programs failed: {e}"
+            )),
+            Err(_) => self
+                .notes
+                .push("attaching the page-fault programs failed".into()),
         }
     }
 
@@ -661,6 +738,13 @@ impl TraceSource {
 
     /// The faults' ops in the profile's user layer, lost faults counted.
     fn finish_mapped(&mut self, fin: &mut Finish, writer: &mut TraceWriter) {
+        let late = self.user.arena().map_or(0, |a| faultword::late(&a.shared().0));
+        if late > 0 && self.mapped.is_some() {
+            fin.warnings.push(format!(
+                "{late} process(es) went on after waiting {} ms for the page-fault programs to be attached: their loads and stores through file mappings until then are not in the trace",
+                fsprof_shim::abi::FAULTS_WAIT_MS
+            ));
+        }
         let Some(m) = &self.mapped else {
             fin.notes.extend(self.mapped_note.clone());
             return;
@@ -733,6 +817,7 @@ impl Source for TraceSource {
         if let Some(pid) = command {
             self.start_mapped(pid);
         }
+        self.arm_mapped();
         let c = self.user.clock();
         self.clock = Some(if c.kind == fsprof_shim::abi::CLOCK_TSC {
             let (tsc, mono) = fsprof_sys::clock::tsc_mono_pair();
@@ -773,6 +858,7 @@ impl Source for TraceSource {
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
         let mut fin = self.user.finish(how)?;
         self.harvest(true);
+        self.end_attacher();
         let mut writer = self.writer.take().ok_or("the trace was never started")?;
         writer.set_origin(how.start_mono_ns);
         self.finish_mapped(&mut fin, &mut writer);

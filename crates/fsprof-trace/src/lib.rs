@@ -21,6 +21,7 @@ pub mod codec;
 pub mod compile;
 mod dirwatch;
 pub mod event;
+pub mod faultword;
 pub mod file;
 pub mod import;
 mod initial;

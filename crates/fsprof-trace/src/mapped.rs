@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use fsprof_core::histogram::OpStats;
 use fsprof_core::BucketLayout;
-use fsprof_kernel::faults::{Fault, FaultSession};
+use fsprof_kernel::faults::{Fault, FaultSession, FaultsAttached};
 
 use crate::codec::CallRef;
 use crate::event::{Access, Mapped, ProcessInfo, Record, MAPPED_OPS};
@@ -91,6 +91,9 @@ fn after_its_mmap(made: &[(u64, u64, u64, u64)], f: &Fault) -> u64 {
 /// Page faults of the traced processes, on their way into the trace.
 pub struct MappedCapture {
     session: FaultSession,
+    /// The fault programs, once a process asked for them
+    /// ([`crate::faultword`]).
+    attached: Option<FaultsAttached>,
     /// Drained from the ring, waiting for the chunks harvested after.
     pending: Vec<Fault>,
     ranges: HashMap<i32, Ranges>,
@@ -105,16 +108,11 @@ pub struct MappedCapture {
 }
 
 impl MappedCapture {
-    /// Loads and attaches the page-fault programs, following no process
-    /// yet, or says why not.
-    pub fn attach() -> Result<FaultSession, String> {
-        FaultSession::attach().map_err(|e| e.to_string())
-    }
-
     /// The capture of the faults an attached session reports.
     pub fn new(session: FaultSession, layout: BucketLayout) -> MappedCapture {
         MappedCapture {
             session,
+            attached: None,
             pending: Vec::new(),
             ranges: HashMap::new(),
             made: HashMap::new(),
@@ -123,6 +121,12 @@ impl MappedCapture {
             layout,
             outside: 0,
         }
+    }
+
+    /// The fault programs, attached apart from the session: kept (and
+    /// dropped) with it.
+    pub fn attached(&mut self, f: FaultsAttached) {
+        self.attached = Some(f);
     }
 
     /// Follows `pid` and the children it forks.
@@ -234,7 +238,9 @@ impl MappedCapture {
     /// Faults the kernel reported none of (the ring was full, or a
     /// program was skipped).
     pub fn lost(&self) -> u64 {
-        self.session.lost() + self.session.missed()
+        self.session.lost()
+            + self.session.missed()
+            + self.attached.as_ref().map_or(0, FaultsAttached::missed)
     }
 
     /// Processes of the tree not followed (the map of followed processes

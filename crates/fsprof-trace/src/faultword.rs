@@ -1,0 +1,146 @@
+//! The page-fault programs of `fsprof trace`, attached when a traced
+//! process first maps a file rather than before the command starts.
+//!
+//! Attached, the programs run on every page fault of the machine, and their
+//! filter's lookup on each fault of every followed process: ~10 µs of CPU
+//! for each short process that maps no file (a shell loop of `cat`), and
+//! the attach itself (~0.6 ms of the kernel's patching of the tracepoints
+//! and the software events of each CPU) held the command's start. So the
+//! maps, the ring and the fork and exit followers are made before the
+//! command is let go (the tree must be followed from its first fork), the
+//! fault programs are loaded (verified) on a thread of their own while the
+//! command starts, and attached only once a process asks, through the
+//! control file's `faults` word (`shim/abi.h`, enum fsprof_faults): the
+//! shim's `mmap` wrapper, before a process's first file mapping, moves it
+//! from ARMED to REQUESTED, wakes this thread (a futex on the shared
+//! mapping) and waits, bounded, for ATTACHED. Faults of a mapping come
+//! after its `mmap` returns, so none is missed by waiting there.
+//!
+//! The word is written by the traced processes too: a request is only a
+//! request (the programs are attached once, whatever the word says next),
+//! and what the shim counts in `faults_late` is only a count for a note.
+//! Futexes by hand (`libc::syscall`): no crate waits on a word of a shared
+//! file mapping with a timeout, and std's own futex is private to it.
+
+use std::fs::File;
+use std::mem::offset_of;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fsprof_kernel::faults::{FaultProgs, FaultSession, FaultsAttached};
+use fsprof_shim::abi::{self, ControlHeader};
+use fsprof_sys::mmap::SharedMap;
+
+/// Where the word is in the control file.
+pub const WORD: usize = offset_of!(ControlHeader, faults);
+/// Where the shim counts the process images that stopped waiting.
+pub const LATE: usize = offset_of!(ControlHeader, faults_late);
+
+/// How long the attaching thread waits on the word before it looks at
+/// whether the capture is over (it is woken for that too; this bounds a
+/// lost wake-up).
+const POLL: Duration = Duration::from_millis(100);
+
+/// `futex(FUTEX_WAIT)` on `w` while it holds `cur`, for at most `timeout`.
+/// Shared (not private): the shim's processes map the same file.
+fn futex_wait(w: &AtomicU32, cur: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `w` is a live aligned word; the kernel only reads it and ts.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            w.as_ptr(),
+            libc::FUTEX_WAIT,
+            cur,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0,
+        );
+    }
+}
+
+/// Wakes every waiter on `w`.
+pub fn futex_wake(w: &AtomicU32) {
+    // SAFETY: as in `futex_wait`; FUTEX_WAKE reads no memory.
+    unsafe {
+        libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, i32::MAX, 0, 0, 0);
+    }
+}
+
+/// The word in `map` (a mapping of the control file from its start).
+pub fn word(map: &SharedMap) -> &AtomicU32 {
+    &map.u32_words(WORD, 1)[0]
+}
+
+/// The process images the shim counted as having gone on without the
+/// programs (hostile: any number, reported as such).
+pub fn late(map: &SharedMap) -> u32 {
+    map.u32_words(LATE, 1)[0].load(Ordering::Relaxed)
+}
+
+/// What the attaching thread hands back when the capture is over.
+pub type Attached = Result<Option<FaultsAttached>, String>;
+
+/// The attaching thread's side: once `session` is made (sent on `made`,
+/// the command held until then), loads the fault programs, then waits for
+/// the control file (`control`: None if the capture has none, and then
+/// attaches at once) and for a request on its word, or for `stop`.
+/// Returns the attached programs (None: never asked for).
+pub fn attacher(
+    made: std::sync::mpsc::Sender<Result<FaultSession, String>>,
+    control: std::sync::mpsc::Receiver<Option<File>>,
+    stop: Arc<AtomicBool>,
+) -> Attached {
+    let session = FaultSession::prepare().map_err(|e| e.to_string());
+    let load = session
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|s| s.fault_load().map_err(|e| e.to_string()));
+    if made.send(session).is_err() {
+        return Ok(None);
+    }
+    let progs = load.and_then(|l| l.load().map_err(|e| e.to_string()));
+    let control = control.recv().ok().flatten();
+    let map = control
+        .as_ref()
+        .and_then(|f| SharedMap::new_writable(f, LATE + 4).ok());
+    let Some(map) = map else {
+        // Nowhere to be asked: attached at once (the capture waits).
+        return progs.and_then(|p| attach(p).map(Some));
+    };
+    let w = word(&map);
+    // A test knob attaches as soon as loaded, without waiting for a
+    // request: the variant measured against this one (docs/benchmarks.md).
+    let eager = fsprof_sys::test_knob("FSPROF_TEST_FAULTS_EAGER").is_some_and(|n| n > 0);
+    loop {
+        let cur = w.load(Ordering::Acquire);
+        if stop.load(Ordering::Acquire) {
+            return progs.map(|_| None);
+        }
+        if eager || (cur != abi::FAULTS_NONE && cur != abi::FAULTS_ARMED) {
+            break;
+        }
+        futex_wait(w, cur, POLL);
+    }
+    // A test's slow attach: the first mapping must wait for it, up to the
+    // shim's bound.
+    if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
+        std::thread::sleep(Duration::from_millis(ms.min(5000).into()));
+    }
+    let attached = progs.and_then(attach);
+    let state = match attached {
+        Ok(_) => abi::FAULTS_ATTACHED,
+        Err(_) => abi::FAULTS_FAILED,
+    };
+    w.store(state, Ordering::Release);
+    futex_wake(w);
+    attached.map(Some)
+}
+
+fn attach(p: FaultProgs) -> Result<FaultsAttached, String> {
+    p.attach().map_err(|e| e.to_string())
+}
