@@ -757,7 +757,9 @@ pub struct FaultLoad {
 pub struct FaultProgs {
     raw: RawLoaded,
     ends: Vec<EndProg>,
-    cpus: Vec<i32>,
+    /// The maps' descriptors in `raw`'s instructions, held: where the
+    /// parts are loaded one by one, they are loaded as they are attached.
+    maps: FaultLoad,
 }
 
 /// The fault programs attached: every fault of the machine runs them
@@ -790,7 +792,7 @@ impl FaultLoad {
         Ok(FaultProgs {
             raw,
             ends,
-            cpus: self.cpus,
+            maps: self,
         })
     }
 }
@@ -804,7 +806,7 @@ impl FaultProgs {
         // The ends first: a start kept before its end is attached would
         // stay in flight, and the early stop of the end and around
         // programs (`C_IN_FLIGHT`) would be off for the rest of the run.
-        let ends = attach_ends(self.ends, &self.cpus)?;
+        let ends = attach_ends(self.ends, &self.maps.cpus)?;
         let raw = attach_raw(self.raw)?;
         let mut a = FaultsAttached {
             _atts: ends.atts,

@@ -363,3 +363,85 @@ fn the_raw_tracepoint_programs_are_one_where_the_kernel_has_cookies() {
         kernel_version()
     );
 }
+
+/// Forks a child when told to (a byte on standard input: the session
+/// follows it then, its fault programs not attached yet); when told again,
+/// tells the child (a pipe), which marks itself and reads a mapping of the
+/// file.
+const FORKED_EARLY: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define LEN (16 * 4096)
+int main(int argc, char **argv) {
+    int go[2];
+    char c;
+    if (pipe(go) || read(0, &c, 1) != 1) return 4;
+    pid_t k = fork();
+    if (k == 0) {
+        char c;
+        if (read(go[0], &c, 1) != 1) _exit(5);
+        int fd = open(argv[1], O_RDONLY);
+        syscall(SYS_faccessat, AT_FDCWD, (const char *)MARK, F_OK);
+        volatile char *m = mmap(0, LEN, PROT_READ, MAP_PRIVATE, fd, 0);
+        unsigned s = 0;
+        for (int i = 0; i < 16; i++) s += m[i * 4096];
+        dprintf(1, "%p\n", (void *)m);
+        _exit(s == 12345);
+    }
+    if (read(0, &c, 1) != 1) return 2;
+    if (write(go[1], "g", 1) != 1) return 3;
+    int st;
+    waitpid(k, &st, 0);
+    printf("%d\n", k);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 6;
+}
+"#;
+
+/// The fault programs attached after the tree is followed (as `fsprof
+/// trace` attaches them, when a process first maps a file): a child
+/// forked before the attach, while no fault program ran, is followed all
+/// the same, and its faults after its mark are reported.
+#[test]
+#[ignore = "needs root"]
+fn a_child_forked_before_the_fault_programs_are_attached_is_followed() {
+    need_root("eBPF");
+    let src = FORKED_EARLY.replace(
+        "MARK",
+        &format!("{:#x}", fsprof_kernel::faults::MAPPING_MARK),
+    );
+    let (_d, exe, file) = program_and_file("forked_early", &src, 16);
+    let mut child = Command::new(&exe)
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut s = FaultSession::prepare().unwrap();
+    s.follow(child.id() as i32).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"f").unwrap();
+    // The fork happens while nothing but the followers is attached.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let attached = s.fault_load().unwrap().load().unwrap().attach().unwrap();
+    stdin.write_all(b"g").unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let w: Vec<&str> = text.split_whitespace().collect();
+    let base = u64::from_str_radix(w[0].trim_start_matches("0x"), 16).unwrap();
+    let kid: i32 = w[1].parse().unwrap();
+    let mut faults: Vec<Fault> = Vec::new();
+    s.drain(|f| faults.push(f));
+    let read: Vec<&Fault> = faults
+        .iter()
+        .filter(|f| f.pid == kid && f.addr >= base && f.addr < base + 16 * 4096)
+        .collect();
+    assert!(!read.is_empty(), "child {kid}: {faults:?} started {} marks {} in flight {} lost {}", s.started(), s.marks_taken(), s.in_flight(), s.lost());
+    assert_eq!(s.marks_taken().min(1), 1);
+    assert_eq!(attached.missed(), 0);
+}

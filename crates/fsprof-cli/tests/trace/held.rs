@@ -1,13 +1,14 @@
-//! The command of `fsprof trace` (as root) is held before its `execve`
-//! until the page-fault programs are attached, however late that is: the
-//! attach starts before the command line's outputs are checked and runs
-//! beside the rest of the set-up, and the command must still wait for
-//! it. With the attach delayed 300 ms (a test knob), a program that writes
-//! a file and reads every page of it through a mapping, a few ms of work,
-//! still has each of those pages in the trace; one let go before the
-//! attach would have read them all, unseen, well before it.
+//! The page-fault programs of `fsprof trace` (as root) are attached when a
+//! traced process first maps a file (crates/fsprof-trace/src/faultword.rs):
+//! the process waits in its `mmap` for the attach, however late it is up
+//! to the shim's bound, and loses no first touch; past the bound it goes
+//! on, and the capture says its faults until then are missing; a run
+//! whose processes map no file never attaches them. The attach is
+//! delayed by a test knob (`FSPROF_TEST_ATTACH_DELAY_MS`): the program,
+//! a few ms of work, would otherwise read every page before it.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use fsprof_testkit::{fsprof, need_root};
 use fsprof_trace::event::{Access, Record};
@@ -39,10 +40,10 @@ int main(int argc, char **argv) {
 }
 "#;
 
-#[test]
-#[ignore = "needs root (eBPF)"]
-fn a_late_attach_still_sees_every_page_the_command_reads() {
-    need_root("eBPF");
+/// The scan traced with the attach delayed `delay_ms`: fsprof's output,
+/// and the pages of the data file the trace has reads of (fault-around
+/// ranges included) with the number of faults.
+fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>, usize) {
     let (_keep, dir) = fsprof_testkit::canonical_tempdir();
     let (data, out) = (dir.join("data"), dir.join("t.trace"));
     let exe = fsprof_testkit::compile_source("scan", SCAN_C, &dir, &[]);
@@ -52,12 +53,14 @@ fn a_late_attach_still_sees_every_page_the_command_reads() {
         .arg("--")
         .arg(&exe)
         .arg(&data)
-        .env("FSPROF_TEST_ATTACH_DELAY_MS", "300")
+        .env("FSPROF_TEST_ATTACH_DELAY_MS", delay_ms.to_string())
         .current_dir(&dir)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
+    // The sum of i for i in 0..256: the program's result is its own.
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "32640", "{stderr}");
     let mut seen = BTreeSet::new();
     let mut faults = 0;
     for rec in TraceReader::open(&out).unwrap_or_else(|e| panic!("{e}")) {
@@ -75,6 +78,73 @@ fn a_late_attach_still_sees_every_page_the_command_reads() {
             _ => {}
         }
     }
+    (o, seen, faults)
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
+fn a_first_mapping_waits_for_a_late_attach_and_loses_no_first_touch() {
+    need_root("eBPF");
+    // Well within the shim's bound (250 ms).
+    let (o, seen, faults) = scan_with_attach_delay(100);
+    let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(faults > 0, "no fault of the command was traced: {stderr}");
     assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+    assert!(!stderr.contains("went on after waiting"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
+fn an_attach_later_than_the_bound_lets_the_program_go_on_and_says_so() {
+    need_root("eBPF");
+    let t = std::time::Instant::now();
+    let (o, seen, faults) = scan_with_attach_delay(1500);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("1 process(es) went on after waiting 250 ms"),
+        "{stderr}"
+    );
+    // It read every page while the programs were still off.
+    assert_eq!((faults, seen.len()), (0, 0), "{stderr}");
+    // fsprof waited for its thread, not the program for fsprof.
+    assert!(t.elapsed().as_millis() >= 1500, "{:?}", t.elapsed());
+}
+
+/// The links of fsprof's descriptors, as `/proc/PID/fdinfo` names them:
+/// what the command, fsprof's child, prints of its parent's.
+const LINKS: &str = r#"for f in /proc/$PPID/fdinfo/*; do sed -n 's/^tp_name:[[:space:]]*/link /p' "$f"; done"#;
+
+/// `fsprof trace -- sh -c SCRIPT` in `dir`: its standard output.
+fn traced_sh(dir: &Path, script: &str) -> String {
+    let o = fsprof()
+        .args(["trace", "-q", "-f", "-o"])
+        .arg(dir.join("t.trace"))
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
+fn processes_that_map_no_file_leave_the_fault_programs_unattached() {
+    need_root("eBPF");
+    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
+    let exe = fsprof_testkit::compile_source("scan", SCAN_C, &dir, &[]);
+    let quiet = traced_sh(
+        &dir,
+        &format!("for i in 1 2 3 4 5 6 7 8; do cat /etc/hostname >/dev/null; done; {LINKS}"),
+    );
+    // The tree is followed from the start; no fault program is on.
+    assert!(quiet.contains("link sched_process_fork"), "{quiet}");
+    assert!(!quiet.contains("link page_fault_user"), "{quiet}");
+    let mapping = traced_sh(&dir, &format!("{} data >/dev/null; {LINKS}", exe.display()));
+    assert!(mapping.contains("link page_fault_user"), "{mapping}");
+    assert!(mapping.contains("link sched_process_fork"), "{mapping}");
 }
