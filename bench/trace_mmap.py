@@ -20,13 +20,16 @@ tracing the calls costs (fsprof's own start and end included). `run`
 (`fsprof run`, the calls' latency profile without a trace) gives what
 any fsprof command costs the same program.
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--eager] [--rounds N] [--dir DIR] [--fifo] [--gap S]
   --other PATH  another build's `trace --data digest` in the same rounds, and
            its difference to this build's, paired by round
   --floor PATH  crates/fsprof-kernel/examples/fault_floor (release), the
            floor of following faults: the same programs and maps, the
            command started once they are attached, and nothing of fsprof
-           (root)
+           (root); and its --overlap, the floor of fsprof trace's order
+           (the fault programs attached beside the command's start)
+  --eager  also this build's trace with the fault programs attached as soon
+           as they are loaded (the variant of the attach on request)
   --gap S  wait S seconds (default 0.1) before each timed run, so that a
            trace does not wait for the grace period of the one before it
   --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
@@ -77,6 +80,8 @@ CALLS_ONLY = "trace --data digest, no caps"
 BARE_NO_CAPS = "bare, no caps"
 OTHER = "other: trace --data digest"
 FLOOR = "floor: same programs, no fsprof"
+DESIGN_FLOOR = "floor, attach overlapped"
+EAGER = "trace --data digest, attach at once"
 
 
 def variants(d, cmd, name):
@@ -90,6 +95,16 @@ def variants(d, cmd, name):
         out[OTHER] = [ARGS.other, "trace", "-f", "--data", "digest", "-o", trace, "--"] + cmd
     if ARGS.floor:
         out[FLOOR] = [ARGS.floor] + cmd
+        # fsprof trace's own order: the fault programs attached beside the
+        # command's start, not before it (fault_floor.rs's --overlap).
+        out[DESIGN_FLOOR] = [ARGS.floor, "--overlap"] + cmd
+    if ARGS.eager:
+        trace = os.path.join(d, f"{name.split()[0]}-eager.trace")
+        # The variant the attach on request was chosen against: attached
+        # as soon as loaded (test knob), in the environment, not through
+        # env(1), whose exec would be in the time.
+        out[EAGER] = [{"FSPROF_TEST_FAULTS_EAGER": "1"}, ARGS.fsprof, "trace", "-f", "--data",
+                      "digest", "-o", trace, "--"] + cmd
     if os.geteuid() == 0 and shutil.which("setpriv"):
         trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
         out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
@@ -107,8 +122,12 @@ def wall(cmd):
     # would charge to every traced run and no user running one trace
     # pays. Every variant, bare included, waits the same --gap first.
     time.sleep(ARGS.gap)
+    env = None
+    if isinstance(cmd[0], dict):
+        env, cmd = {**os.environ, **cmd[0]}, cmd[1:]
     t = time.perf_counter()
-    subprocess.run(pre + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(pre + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                   env=env)
     return time.perf_counter() - t
 
 
@@ -133,6 +152,9 @@ def measure(d, name, cmd):
     if FLOOR in med:
         print(f"medians: the floor +{med[FLOOR] - med['bare']:.2f} ms over bare; fsprof trace "
               f"+{med['trace --data digest'] - med[FLOOR]:.2f} ms over the floor")
+    if DESIGN_FLOOR in med:
+        print(f"medians: the overlapped floor +{med[DESIGN_FLOOR] - med['bare']:.2f} ms over bare; "
+              f"fsprof trace +{med['trace --data digest'] - med[DESIGN_FLOOR]:.2f} ms over it")
     if OTHER in times:
         diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
         print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
@@ -152,6 +174,9 @@ def main():
     p.add_argument("--fifo", action="store_true")
     p.add_argument("--other", help="another build (main before a change), traced in the same rounds")
     p.add_argument("--floor", help="examples/fault_floor: the same programs without fsprof (root)")
+    p.add_argument("--eager", action="store_true",
+                   help="also this build's trace with the fault programs attached at once "
+                        "(FSPROF_TEST_FAULTS_EAGER), not on a process's request")
     ARGS = p.parse_args()
     if not shutil.which("sqlite3"):
         sys.exit("trace_mmap.py: sqlite3 is not installed (apt-get install sqlite3)")

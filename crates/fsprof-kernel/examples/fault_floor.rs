@@ -12,7 +12,15 @@
 //! only once its shim maps a file): a few more events than `fsprof trace`
 //! sends for the same program.
 //!
-//! usage: target/release/examples/fault_floor CMD [ARGS...]   (root)
+//! `--overlap` first is the floor of `fsprof trace`'s own order (the fault
+//! programs attached when a process first maps a file, crates/fsprof-trace
+//! faultword.rs): the maps and the fork followers made before the command
+//! starts, the fault programs loaded and attached on a thread while it
+//! starts, and the command not held for them. A lower bound, not a
+//! capture: without a shim nothing waits at the first `mmap`, so faults
+//! before the attach are missed where `fsprof trace` waits for it.
+//!
+//! usage: target/release/examples/fault_floor [--overlap] CMD [ARGS...]   (root)
 //! (`cargo build --release -p fsprof-kernel --example fault_floor`);
 //! prints the faults reported to standard error; exits with the
 //! command's status.
@@ -42,6 +50,27 @@ fn main() {
         eprintln!("usage: fault_floor CMD [ARGS...]");
         exit(2);
     };
+    if cmd == "--overlap" {
+        let Some((cmd, rest)) = rest.split_first() else {
+            eprintln!("usage: fault_floor --overlap CMD [ARGS...]");
+            exit(2);
+        };
+        let mut s = session(FaultSession::prepare());
+        if let Err(e) = s.follow_every_fault(std::process::id() as i32) {
+            eprintln!("fault_floor: {e}");
+            exit(2);
+        }
+        let load = session_part(s.fault_load());
+        let attach = std::thread::spawn(move || load.load()?.attach());
+        let status = spawn(cmd, rest);
+        let attached = attach.join().expect("the attach does not panic");
+        let attached = session_part(attached);
+        let mut faults = 0u64;
+        s.drain(|_| faults += 1);
+        eprintln!("fault_floor: {faults} fault(s) reported, {} lost", s.lost());
+        drop(attached);
+        exit(status);
+    }
     let split = std::env::var("FSPROF_FLOOR_SPLIT").ok();
     let Some(split) = split else {
         let mut s = session(FaultSession::start(std::process::id() as i32));
@@ -94,6 +123,10 @@ fn main() {
 }
 
 fn session(s: Result<FaultSession, fsprof_kernel::Error>) -> FaultSession {
+    session_part(s)
+}
+
+fn session_part<T>(s: Result<T, fsprof_kernel::Error>) -> T {
     s.unwrap_or_else(|e| {
         eprintln!("fault_floor: {e}");
         exit(2)

@@ -840,8 +840,14 @@ impl FaultSession {
     /// Every fault is reported, marked or not.
     pub fn start(pid: i32) -> Result<FaultSession, Error> {
         let s = Self::attach()?;
-        s.follow_as(pid, FOLLOWED | MAPS_FILES)?;
+        s.follow_every_fault(pid)?;
         Ok(s)
+    }
+
+    /// Adds a process (and its children) whose every fault is reported,
+    /// marked or not.
+    pub fn follow_every_fault(&self, pid: i32) -> Result<(), Error> {
+        self.follow_as(pid, FOLLOWED | MAPS_FILES)
     }
 
     /// Adds a process (and the children it forks from now on), whose
