@@ -846,7 +846,10 @@ impl FaultsAttached {
 
     /// [`FaultSession::run_stats`] of these programs.
     pub fn run_stats(&self) -> Vec<sys::RunStats> {
-        self.progs.iter().filter_map(|p| p.run_stats().ok()).collect()
+        self.progs
+            .iter()
+            .filter_map(|p| p.run_stats().ok())
+            .collect()
     }
 }
 

@@ -441,7 +441,14 @@ fn a_child_forked_before_the_fault_programs_are_attached_is_followed() {
         .iter()
         .filter(|f| f.pid == kid && f.addr >= base && f.addr < base + 16 * 4096)
         .collect();
-    assert!(!read.is_empty(), "child {kid}: {faults:?} started {} marks {} in flight {} lost {}", s.started(), s.marks_taken(), s.in_flight(), s.lost());
+    assert!(
+        !read.is_empty(),
+        "child {kid}: {faults:?} started {} marks {} in flight {} lost {}",
+        s.started(),
+        s.marks_taken(),
+        s.in_flight(),
+        s.lost()
+    );
     assert_eq!(s.marks_taken().min(1), 1);
     assert_eq!(attached.missed(), 0);
 }

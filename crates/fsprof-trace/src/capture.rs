@@ -24,8 +24,8 @@ use fsprof_user::{SetupError, UserOptions, UserSource};
 
 use crate::chunks::{self, TickClock};
 use crate::dirwatch::DirWatch;
-use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::faultword;
+use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::mapped::MappedCapture;
 use fsprof_kernel::faults::FaultSession;
 
@@ -738,7 +738,10 @@ impl TraceSource {
 
     /// The faults' ops in the profile's user layer, lost faults counted.
     fn finish_mapped(&mut self, fin: &mut Finish, writer: &mut TraceWriter) {
-        let late = self.user.arena().map_or(0, |a| faultword::late(&a.shared().0));
+        let late = self
+            .user
+            .arena()
+            .map_or(0, |a| faultword::late(&a.shared().0));
         if late > 0 && self.mapped.is_some() {
             fin.warnings.push(format!(
                 "{late} process(es) went on after waiting {} ms for the page-fault programs to be attached: their loads and stores through file mappings until then are not in the trace",

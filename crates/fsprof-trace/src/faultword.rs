@@ -67,7 +67,15 @@ fn futex_wait(w: &AtomicU32, cur: u32, timeout: Duration) {
 pub fn futex_wake(w: &AtomicU32) {
     // SAFETY: as in `futex_wait`; FUTEX_WAKE reads no memory.
     unsafe {
-        libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, i32::MAX, 0, 0, 0);
+        libc::syscall(
+            libc::SYS_futex,
+            w.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            0,
+            0,
+            0,
+        );
     }
 }
 

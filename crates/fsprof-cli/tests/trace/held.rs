@@ -60,7 +60,11 @@ fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     // The sum of i for i in 0..256: the program's result is its own.
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "32640", "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "32640",
+        "{stderr}"
+    );
     let mut seen = BTreeSet::new();
     let mut faults = 0;
     for rec in TraceReader::open(&out).unwrap_or_else(|e| panic!("{e}")) {
@@ -112,7 +116,8 @@ fn an_attach_later_than_the_bound_lets_the_program_go_on_and_says_so() {
 
 /// The links of fsprof's descriptors, as `/proc/PID/fdinfo` names them:
 /// what the command, fsprof's child, prints of its parent's.
-const LINKS: &str = r#"for f in /proc/$PPID/fdinfo/*; do sed -n 's/^tp_name:[[:space:]]*/link /p' "$f"; done"#;
+const LINKS: &str =
+    r#"for f in /proc/$PPID/fdinfo/*; do sed -n 's/^tp_name:[[:space:]]*/link /p' "$f"; done"#;
 
 /// `fsprof trace -- sh -c SCRIPT` in `dir`: its standard output.
 fn traced_sh(dir: &Path, script: &str) -> String {
@@ -123,11 +128,7 @@ fn traced_sh(dir: &Path, script: &str) -> String {
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }
 
