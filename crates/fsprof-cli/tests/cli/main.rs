@@ -11,6 +11,7 @@ mod broken_stderr;
 mod closed_stdout;
 mod docs;
 mod errors;
+mod markdown;
 mod no_lost_runs;
 mod output_symlinks;
 mod output_targets;
