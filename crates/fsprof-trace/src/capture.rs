@@ -169,9 +169,12 @@ pub struct TraceSource {
     /// The chunk files of the last listing (kept between harvests).
     listed: Vec<u64>,
     /// Says whether a chunk file may have been made since the last
-    /// listing; `None`: none could be set up, or it failed (the directory
-    /// is then listed at every harvest).
+    /// listing; `None`: not made yet ([`WATCH_AFTER`]), none could be set
+    /// up, or it failed (the directory is then listed at every harvest).
     watch: Option<DirWatch>,
+    /// Listings made without a watch; at [`WATCH_AFTER`] one is tried,
+    /// once.
+    unwatched: u32,
     /// The last listing found a chunk file its shim had not finished
     /// making (no magic yet): list again, whatever the watch says.
     relist: bool,
@@ -238,6 +241,7 @@ impl TraceSource {
             dir: None,
             listed: Vec::new(),
             watch: None,
+            unwatched: 0,
             relist: false,
             user_upkeep_due: 0,
             newest_image: HashMap::new(),
@@ -374,10 +378,15 @@ impl TraceSource {
     /// directory held open since the first listing.
     fn list_run_dir(&mut self, seqs: &mut Vec<u64>) -> io::Result<()> {
         if self.dir.is_none() {
-            // Watched first: a file made after the watch is an event,
-            // one made before it is in the listing.
-            self.watch = DirWatch::new(self.user.run_dir()).ok();
             self.dir = Some(fsprof_sys::dir::HeldDir::open(self.user.run_dir())?);
+        }
+        if self.watch.is_none() && self.unwatched < WATCH_AFTER {
+            self.unwatched += 1;
+            if self.unwatched == WATCH_AFTER {
+                // Watched before this listing: a file made after the
+                // watch is an event, one made before it is in the listing.
+                self.watch = DirWatch::new(self.user.run_dir()).ok();
+            }
         }
         let dir = self.dir.as_mut().expect("opened above");
         let mut slots = 0u64;
@@ -640,6 +649,14 @@ fn chunk_seq(name: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
+/// Listings of the run directory made before it is watched
+/// ([`DirWatch`]): about a second of harvests. Closing an inotify
+/// descriptor waits for an SRCU grace period, 5 ms at idle on this
+/// project's test machine (`perf trace` of a trace's end), which a short
+/// trace, listing a few times, would pay for nothing; a long one saves
+/// the listing at every harvest after the first second.
+const WATCH_AFTER: u32 = 200;
+
 /// Where the kernel cannot tell which processes map files: what that costs.
 const UNFILTERED_NOTE: &str = "this kernel has no exceptions:page_fault_kernel tracepoint, so every page fault of the traced processes was sent to fsprof, not only those of processes that map files (about 1 µs more for each fault of the others)";
 
@@ -868,8 +885,12 @@ impl Source for TraceSource {
         // Detached (the programs' links, events and maps closed) on a
         // thread of their own while the trace and the profile are written:
         // 0.2-0.3 ms of every trace's end on this project's test machine.
+        // The watch too: its close waits for a grace period (WATCH_AFTER).
+        let watch = self.watch.take();
         if let Some(m) = self.mapped.take() {
-            let _ = std::thread::Builder::new().spawn(move || drop(m));
+            let _ = std::thread::Builder::new().spawn(move || drop((m, watch)));
+        } else if watch.is_some() {
+            let _ = std::thread::Builder::new().spawn(move || drop(watch));
         }
         writer.set_pending_peak(self.peak_pending);
         let (summary, file_bytes) = writer.finish(self.dropped, how.duration_ns)?;

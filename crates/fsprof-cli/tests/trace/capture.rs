@@ -404,3 +404,36 @@ fn trace_show_refuses_corrupt_traces_in_one_line() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// The inotify descriptors `fsprof trace` makes, by strace, tracing `cmd`.
+fn inotify_inits_tracing(cmd: &[&str]) -> String {
+    let strace = fsprof_testkit::need_program("strace", "strace");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let o = std::process::Command::new(strace)
+        .args(["-f", "-e", "trace=inotify_init,inotify_init1", "-o"])
+        .arg(&log)
+        .arg(fsprof_testkit::fsprof_path())
+        .args(["trace", "-q", "-o"])
+        .arg(dir.path().join("t.trace"))
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(log).unwrap()
+}
+
+/// The run directory is watched (inotify) only once a trace has listed
+/// it for about a second: closing the watch waits for a grace period,
+/// 5 ms at idle, which a short trace would pay at its end for nothing
+/// (capture.rs, WATCH_AFTER); a long one is watched, and lists the
+/// directory only when a chunk file was made in it.
+#[test]
+#[ignore = "needs strace"]
+fn only_a_trace_longer_than_a_second_watches_its_run_directory() {
+    let short = inotify_inits_tracing(&["true"]);
+    assert!(!short.contains("inotify_init"), "{short}");
+    let long = inotify_inits_tracing(&["sleep", "2"]);
+    assert_eq!(long.matches("inotify_init1(").count(), 1, "{long}");
+}
