@@ -6,9 +6,11 @@
  * sees (open -> file, pipe -> pipe, socket -> socket, dup -> the class of
  * the original), forgotten when it is closed, and otherwise found with one
  * fstat the first time a call uses it (inherited descriptors such as a
- * piped stdin, or ones libc opened internally); when that first call is
- * itself an fstat, from its own result (wrappers.c). One byte per
- * descriptor, per process: no system call on the hot path. */
+ * piped stdin, or ones libc opened internally). One byte per descriptor,
+ * per process: no system call on the hot path. Classifying from the
+ * program's own first fstat instead (one system call fewer for `cat`'s
+ * stdout) made every fstat's wrapper 15 ns slower: tried and reverted in
+ * the eleventh session (docs/benchmarks/history.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -63,21 +65,6 @@ HIDDEN uint32_t fsprof_fd_classify(int fd)
     __atomic_compare_exchange_n(&g_fdclass[fd], &expect, (uint8_t)c, 0, __ATOMIC_RELAXED,
                                 __ATOMIC_RELAXED);
     errno = saved_errno;
-    return c;
-}
-
-/* The class an fstat of fd gave (`ok`: it succeeded, with st_mode
- * `mode`; a failed one says a file, as fsprof_fd_classify does),
- * remembered as that function remembers it. */
-HIDDEN uint32_t fsprof_fd_stat_class(int fd, int ok, uint32_t mode)
-{
-    if (!ok)
-        return FSPROF_FD_FILE;
-    uint32_t c = class_of_mode(mode);
-    uint8_t expect = FSPROF_FD_UNKNOWN;
-    if ((unsigned)fd < FSPROF_FD_CLASSES_MAX)
-        __atomic_compare_exchange_n(&g_fdclass[fd], &expect, (uint8_t)c, 0, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED);
     return c;
 }
 

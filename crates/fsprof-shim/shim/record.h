@@ -245,16 +245,6 @@ static inline __attribute__((always_inline)) uint32_t fd_class(int fd)
     return c;
 }
 
-/* Whether `fd` is in the table with no class yet. */
-static inline __attribute__((always_inline)) int fd_unclassified(int fd)
-{
-    return (unsigned)fd < FSPROF_FD_CLASSES_MAX &&
-           __atomic_load_n(&g_fdclass[fd], __ATOMIC_RELAXED) == FSPROF_FD_UNKNOWN;
-}
-
-/* The class of fd from what an fstat of it said (fdclass.c). */
-HIDDEN COLD uint32_t fsprof_fd_stat_class(int fd, int ok, uint32_t mode);
-
 static inline __attribute__((always_inline)) void fd_set_class(int fd, uint32_t c)
 {
     if ((unsigned)fd < FSPROF_FD_CLASSES_MAX)

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,56 +280,8 @@ WRAP(lstat, int, lstat, (const char *p, struct stat *s), (p, s), M1)
 WRAP(lstat, int, lstat64, (const char *p, struct stat64 *s), (p, s), M1)
 WRAP(lstat, int, __lxstat, (int v, const char *p, struct stat *s), (v, p, s), M1)
 WRAP(lstat, int, __lxstat64, (int v, const char *p, struct stat64 *s), (v, p, s), M1)
-/* An fstat of a descriptor the shim has not classified yet (an inherited
- * one: `cat`'s first call on its stdout is an fstat) is classified from
- * its own result, not from an fstat of the shim's just before it
- * (fdclass.c): timed and counted as the wrappers count it, only entered
- * after the call, once its result tells the class. What a process pays
- * for an inherited descriptor is then one fstat, not two. Traced calls
- * take the usual path: their record is set up before the call. The real
- * function is found here, not in the wrapper, and not by a call to
- * real_fn: either was a copy of real_fn out of line, on a page of text no
- * other call touches (a fault in every `cat`). */
-_Static_assert(sizeof(struct stat) == sizeof(struct stat64) &&
-                   offsetof(struct stat, st_mode) == offsetof(struct stat64, st_mode),
-               "fstat64 fills the same layout");
-static COLD __attribute__((noinline)) int fstat_classifying(int fd, struct stat *st,
-                                                            void **real_slot, const char *name)
-{
-    /* real_fn, written out: a cold function calls it out of line. */
-    void *p = __atomic_load_n(real_slot, __ATOMIC_RELAXED);
-    if (p == NULL) {
-        p = fsprof_resolve(name);
-        __atomic_store_n(real_slot, p, __ATOMIC_RELAXED);
-    }
-    int (*real)(int, struct stat *) = (int (*)(int, struct stat *))p;
-    uint64_t e = own_begin();
-    struct slot_rec *s = my_slot();
-    if (s == NULL)
-        return real(fd, st);
-    uint64_t t0 = now_ticks();
-    int r = real(fd, st);
-    uint64_t t1 = now_ticks();
-    uint32_t c = fsprof_fd_stat_class(fd, r == 0, r == 0 ? (uint32_t)st->st_mode : 0);
-    struct fsprof_ctr *ctr = ctr_enter(s, fd_ctr_idx(OP_fstat, FDOP_fstat, c));
-    if (ctr != NULL) {
-        call_end(ctr, t0, t1, r == -1);
-        own_end(e, t0, t1);
-    }
-    return r;
-}
-
-#define WRAP_FSTAT(name, stat_t)                                                         \
-    static int (*real_##name)(int, stat_t *);                                            \
-    WRAPPER(name) int name(int fd, stat_t *s)                                            \
-    {                                                                                    \
-        if (UNLIKELY(fd_unclassified(fd)) && !g_trace)                                   \
-            return fstat_classifying(fd, (struct stat *)s, (void **)&real_##name, #name); \
-        int file_ = 1;                                                                   \
-        WRAPPED(OP_fstat, name, FD_CTR(fstat, fd), int, M1, (fd, s), (void)0, (void)0);  \
-    }
-WRAP_FSTAT(fstat, struct stat)
-WRAP_FSTAT(fstat64, struct stat64)
+WRAP_FD(fstat, int, fstat, (int fd, struct stat *s), (fd, s), M1, fd)
+WRAP_FD(fstat, int, fstat64, (int fd, struct stat64 *s), (fd, s), M1, fd)
 WRAP_FD(fstat, int, __fxstat, (int v, int fd, struct stat *s), (v, fd, s), M1, fd)
 WRAP_FD(fstat, int, __fxstat64, (int v, int fd, struct stat64 *s), (v, fd, s), M1, fd)
 WRAP(fstatat, int, fstatat, (int d, const char *p, struct stat *s, int f), (d, p, s, f), M1)
