@@ -71,6 +71,29 @@ pub fn fsprof() -> Command {
     c
 }
 
+/// `strace OPTS -o DIR/strace.log fsprof ARGS`, fsprof run as [`fsprof`]
+/// runs it: its output and what strace logged (strace missing fails the
+/// test, [`need_program`]).
+pub fn strace_fsprof<S: AsRef<std::ffi::OsStr>>(
+    dir: &Path,
+    opts: &[&str],
+    args: &[S],
+) -> (Output, String) {
+    let strace = need_program("strace", "strace");
+    let log = dir.join("strace.log");
+    let o = Command::new(strace)
+        .args(opts)
+        .arg("-o")
+        .arg(&log)
+        .arg(fsprof_path())
+        .args(args)
+        .env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test")
+        .output()
+        .unwrap();
+    let seen = std::fs::read_to_string(&log).unwrap_or_default();
+    (o, seen)
+}
+
 /// `fsprof report --format html -o HTML PROFILE`: fails the test unless
 /// it exits 0; the page it wrote.
 #[track_caller]

@@ -51,22 +51,23 @@ fn the_default_profile_file_is_unseen_while_the_command_runs() {
 #[test]
 #[ignore = "needs strace"]
 fn fsprof_does_not_ask_whether_its_own_command_lives() {
-    let strace = fsprof_testkit::need_program("strace", "strace");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("strace.log");
     let profile = dir.path().join("p.json");
-    let o = std::process::Command::new(strace)
-        .args(["-qq", "-e", "trace=kill,clone,clone3,vfork", "-o"])
-        .arg(&log)
-        .arg(fsprof_testkit::fsprof_path())
-        .args(["run", "-q", "-o"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", "sleep 0.3; cat /etc/hostname"])
-        .env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test")
-        .output()
-        .unwrap();
+    let (o, seen) = fsprof_testkit::strace_fsprof(
+        dir.path(),
+        &["-qq", "-e", "trace=kill,clone,clone3,vfork"],
+        &[
+            "run",
+            "-q",
+            "-o",
+            profile.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; cat /etc/hostname",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
-    let seen = std::fs::read_to_string(&log).unwrap();
     // clone(...) = PID, clone3(...) = PID or vfork() = PID: the command.
     let command = seen
         .lines()

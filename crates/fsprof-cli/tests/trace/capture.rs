@@ -407,21 +407,17 @@ fn trace_show_refuses_corrupt_traces_in_one_line() {
 
 /// The inotify descriptors `fsprof trace` makes, by strace, tracing `cmd`.
 fn inotify_inits_tracing(cmd: &[&str]) -> String {
-    let strace = fsprof_testkit::need_program("strace", "strace");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("strace.log");
-    let o = std::process::Command::new(strace)
-        .args(["-f", "-e", "trace=inotify_init,inotify_init1", "-o"])
-        .arg(&log)
-        .arg(fsprof_testkit::fsprof_path())
-        .args(["trace", "-q", "-o"])
-        .arg(dir.path().join("t.trace"))
-        .arg("--")
-        .args(cmd)
-        .output()
-        .unwrap();
+    let out = dir.path().join("t.trace");
+    let mut args = vec!["trace", "-q", "-o", out.to_str().unwrap(), "--"];
+    args.extend(cmd);
+    let (o, seen) = fsprof_testkit::strace_fsprof(
+        dir.path(),
+        &["-f", "-e", "trace=inotify_init,inotify_init1"],
+        &args,
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::read_to_string(log).unwrap()
+    seen
 }
 
 /// The run directory is watched (inotify) only once a trace has listed
