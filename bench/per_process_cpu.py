@@ -503,6 +503,20 @@ def report(name, nproc, res, rng, pair=()):
         print(f"{'  of it fsprof':<40} cpu {own(every):+.1f} us/proc [{lo:+.1f}, {hi:+.1f}]")
 
 
+def split_pair(spec, names):
+    """`--pair A,B` as (A, B): at the one comma that leaves a variant's
+    name on each side. Names have commas of their own ("shim, no run",
+    "floor, unset"), so the first comma is not always the one; an
+    argument no comma splits into two variants, or that two commas do,
+    is refused before any round is measured."""
+    cuts = [(spec[:i], spec[i + 1:]) for i, c in enumerate(spec) if c == ","]
+    fits = [ab for ab in cuts if ab[0] in names and ab[1] in names]
+    if len(fits) == 1:
+        return fits[0]
+    why = "is split by more than one comma into" if fits else "is not two variants A,B of"
+    sys.exit(f"--pair {spec!r} {why}: {', '.join(repr(n) for n in names)}")
+
+
 def self_test():
     """The quotient on made-up rounds: resolved, with an interval around
     the true quotient, when the empty library's cost stands out of the
@@ -527,6 +541,17 @@ def self_test():
     # Noise of its own, ten times the effect: not resolved either.
     res["empty.so"] = rounds(40, 400, n=200)
     assert quotient(res, "fsprof run", "empty.so", 1, random.Random(27)) is None
+    # --pair splits where both sides are variants, not at the first comma.
+    names = ["bare", "shim, no run", "floor, unset", "floor", "fsprof run"]
+    assert split_pair("shim, no run,floor, unset", names) == ("shim, no run", "floor, unset")
+    assert split_pair("fsprof run,shim, no run", names) == ("fsprof run", "shim, no run")
+    for bad, ok in (("floor,nothing", names), ("a,b,c", ["a", "c", "a,b", "b,c"])):
+        try:
+            split_pair(bad, ok)
+        except SystemExit as e:
+            assert str(e).startswith(f"--pair {bad!r}"), e
+        else:
+            raise AssertionError(f"{bad} was split")
     print("self-test passed")
 
 
@@ -603,7 +628,8 @@ def run_workload(args, tmp, name, drivers, vs, bash):
             if tag is None:
                 tag = tags[r % len(tags)]
             res[k].append(drivers[tag].sample(argv, s, u, settle))
-    pair = [p if isinstance(p, tuple) else tuple(p.split(",", 1)) for p in args.pair]
+    # floor_parts.py hands its pairs over split already.
+    pair = [p if isinstance(p, tuple) else split_pair(p, vs) for p in args.pair]
     report(f"{name}: {shell}", nproc, res, random.Random(27), pair)
     if args.counts and name in ("loop", "xargs"):
         full = per_process.workloads(1000)[name]
@@ -660,6 +686,8 @@ def main():
         subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", os.path.join(tmp, "empty.so"),
                         os.path.join(tmp, "empty.c")], check=True)
         vs = variants(args, tmp)
+        for p in args.pair:  # a bad one refused before the rounds, not after
+            split_pair(p, vs)
         drivers[""] = Driver(args.fsprof, tmp, "", args.fifo)
         if args.other:
             drivers["other"] = Driver(args.other, tmp, "other", args.fifo)
