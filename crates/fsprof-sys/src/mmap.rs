@@ -192,29 +192,6 @@ impl SharedMap {
         }
     }
 
-    /// Whether the file has the page holding byte `off` (`mincore`): on
-    /// tmpfs, reading a page the file does not have makes one, which on a
-    /// full file system raises SIGBUS instead. False also where the kernel
-    /// cannot say.
-    ///
-    /// # Panics
-    /// If `off` is not inside the mapping.
-    pub fn has_page(&self, off: usize) -> bool {
-        assert!(off < self.len);
-        let page = off / 4096 * 4096;
-        let mut resident = 0u8;
-        // SAFETY: one page inside this mapping, page-aligned (the mapping
-        // starts on a page); `resident` holds its one byte of answer.
-        let rc = unsafe {
-            libc::mincore(
-                self.as_ptr().add(page) as *mut libc::c_void,
-                1,
-                &mut resident,
-            )
-        };
-        rc == 0 && resident & 1 != 0
-    }
-
     /// The aligned u32 at `off`, loaded with acquire ordering (a flag that
     /// publishes what was written before it).
     ///
@@ -226,6 +203,25 @@ impl SharedMap {
         // SAFETY: as in `u64_at`.
         unsafe { AtomicU32::from_ptr(self.as_ptr().add(off) as *mut u32) }.load(Ordering::Acquire)
     }
+}
+
+/// Whether `file` has the page holding byte `off`, asked of the file
+/// (`lseek` SEEK_DATA), never by touching it: on tmpfs a load from a hole
+/// through a shared mapping makes a page (taking the traced program's
+/// room on /dev/shm), and on a full one raises SIGBUS instead, which
+/// fsprof's guard answers with a private page of zeros that no later
+/// write of the file shows through (crate::mapfault). A page written
+/// since it was made, or swapped out since, is there (`mincore` says a
+/// swapped-out page is not); a hole is not, nor, on tmpfs, a page
+/// `fallocate` reserved that nothing has written yet. False also where
+/// the kernel cannot say. Moves the descriptor's offset, which fsprof's
+/// readers of shared files never use (they read at offsets).
+pub fn file_has_page(file: &File, off: u64) -> bool {
+    let Ok(at) = libc::off_t::try_from(off) else {
+        return false;
+    };
+    // SAFETY: lseek on a descriptor the caller holds open.
+    unsafe { libc::lseek(file.as_raw_fd(), at, libc::SEEK_DATA) == at }
 }
 
 impl Drop for SharedMap {
@@ -271,6 +267,38 @@ mod tests {
             let bad = std::panic::catch_unwind(|| m.copy_words(off, &mut vec![0u8; n]));
             assert!(bad.is_err(), "{n} bytes at {off} are refused");
         }
+    }
+
+    /// A tmpfs file (memfd) of four pages: one written through a
+    /// mapping, one with pwrite, one reserved by fallocate and never
+    /// written, one a hole; asking makes no page.
+    #[test]
+    fn says_which_pages_a_tmpfs_file_has_without_making_any() {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        // SAFETY: a new anonymous tmpfs file, owned by the File.
+        let f = unsafe {
+            let fd = libc::memfd_create(c"fsprof-test".as_ptr(), libc::MFD_CLOEXEC);
+            assert!(fd >= 0, "{}", io::Error::last_os_error());
+            File::from_raw_fd(fd)
+        };
+        f.set_len(4 * 4096).unwrap();
+        let m = SharedMap::new_writable(&f, 4 * 4096).unwrap();
+        m.store_u64(0, 1);
+        f.write_all_at(&[1], 4096 + 5).unwrap();
+        // SAFETY: fallocate on a descriptor we own, in the file.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 2 * 4096, 4096) };
+        assert_eq!(rc, 0);
+        let blocks = f.metadata().unwrap().blocks();
+        let has: Vec<bool> = (0..4).map(|k| file_has_page(&f, k * 4096 + 8)).collect();
+        assert_eq!(has, [true, true, false, false]);
+        assert_eq!(
+            f.metadata().unwrap().blocks(),
+            blocks,
+            "no page made by asking"
+        );
+        assert!(!file_has_page(&f, 5 * 4096), "past the end");
+        assert!(!file_has_page(&f, u64::MAX), "past off_t");
     }
 
     #[test]

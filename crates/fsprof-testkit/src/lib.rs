@@ -94,6 +94,27 @@ pub fn strace_fsprof<S: AsRef<std::ffi::OsStr>>(
     (o, seen)
 }
 
+/// `fsprof ARGS -- sh -c CMD` in `dir`, in a private mount namespace
+/// whose /dev/shm is a 1 MiB tmpfs with `free_kib` left (as root, with
+/// unshare): the command, for the caller to add its environment to.
+pub fn in_small_shm(dir: &Path, free_kib: u32, args: &[&str], cmd: &str) -> Command {
+    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
+    need_program("unshare", "util-linux");
+    let fill = 1024 - free_kib;
+    let script = format!(
+        "mount -t tmpfs -o size=1m fsprof-test /dev/shm && \
+         dd if=/dev/zero of=/dev/shm/fill bs=1k count={fill} 2>/dev/null; \
+         exec \"$0\" \"$@\" -- sh -c '{cmd}'"
+    );
+    let mut c = Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .arg(fsprof_path())
+        .args(args)
+        .env("XDG_CONFIG_HOME", "/nonexistent-fsprof-test")
+        .current_dir(dir);
+    c
+}
+
 /// `fsprof report --format html -o HTML PROFILE`: fails the test unless
 /// it exits 0; the page it wrote.
 #[track_caller]

@@ -417,7 +417,10 @@ impl TraceSource {
         };
         for k in blocks {
             let base = a.window(k);
-            if map.u64_acquire_at(base) != tabi::TCHUNK_MAGIC
+            // Not read where its process made no window (a hole: read, it
+            // would be made, or raise SIGBUS on a full /dev/shm).
+            if !a.window_made(k)
+                || map.u64_acquire_at(base) != tabi::TCHUNK_MAGIC
                 || self.live.contains_key(&map.u64_at(base + WINDOW_SEQ))
             {
                 continue;

@@ -292,7 +292,24 @@ impl Arena {
     /// process wrote decides only when its block comes back, never whether
     /// fsprof reads out of bounds.
     pub fn window_busy(&self, k: u32) -> bool {
-        !self.ended() && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
+        !self.ended()
+            && self.window_made(k)
+            && self.map.u64_acquire_at(self.window(k)) == tabi::TCHUNK_MAGIC
+    }
+
+    /// Whether block `k`'s trace window has its first page, as
+    /// [`Arena::header_made`] asks of its header: a process in a block
+    /// taken before its pages were made makes the window's pages when it
+    /// takes the window (shim/pool.c, `make_above`), and leaves holes
+    /// where the file system had no room, or where it never traced.
+    pub fn window_made(&self, k: u32) -> bool {
+        self.page_made(k, self.window(k))
+    }
+
+    /// Whether the page at `off` of block `k` is there to read: always in
+    /// a ready block; in one taken before, only once its process made it.
+    fn page_made(&self, k: u32, off: usize) -> bool {
+        k < self.ready || fsprof_sys::mmap::file_has_page(&self.file, off as u64)
     }
 
     /// The blocks whose pages are there: the ready ones, and those above
@@ -333,7 +350,7 @@ impl Arena {
     /// (shim/pool.c). A process that could not (a full file system) left
     /// a hole, which reading would fill, or fault on.
     pub fn header_made(&self, k: u32) -> bool {
-        k < self.ready || self.map.has_page(self.block(k).1)
+        self.page_made(k, self.block(k).1)
     }
 
     /// A header word of block `k`: pid, ready, seq, file, used.
@@ -438,6 +455,54 @@ mod tests {
         let all = AT_START as u32;
         assert_eq!((ready(&a), a.ready()), (all, all));
         assert!(allocated() >= before + (AT_START * abi::FIRST_CHUNK) as u64);
+    }
+
+    /// A control file of an active run on tmpfs (a memfd), where a load
+    /// from a hole through the mapping makes a page.
+    fn active_control_on_tmpfs() -> Rc<File> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: a new anonymous tmpfs file, owned by the File.
+        let file = unsafe {
+            let fd = libc::memfd_create(c"fsprof-arena-test".as_ptr(), libc::MFD_CLOEXEC);
+            assert!(fd >= 0, "{}", io::Error::last_os_error());
+            File::from_raw_fd(fd)
+        };
+        file.write_all_at(&vec![0u8; abi::ARENA_OFF], 0).unwrap();
+        let state = offset_of!(ControlHeader, state) as u64;
+        file.write_all_at(&abi::RUN_ACTIVE.to_ne_bytes(), state)
+            .unwrap();
+        Rc::new(file)
+    }
+
+    /// A block taken before its pages were made, whose process made its
+    /// header's page and no window (shim/pool.c: no room for it): its
+    /// window is not read, so no page is made there (on a full /dev/shm
+    /// the read would raise SIGBUS); once the process has written its
+    /// window, the window is there and busy.
+    #[test]
+    fn a_window_its_process_did_not_make_is_not_read() {
+        use std::os::unix::fs::MetadataExt;
+        let file = active_control_on_tmpfs();
+        // Room for the first blocks only: a refill reserves (and makes)
+        // no more.
+        let mut a = Arena::new(&file, AT_START as u32).unwrap();
+        a.hold_first();
+        a.offer_first(0);
+        let head = offset_of!(ControlHeader, ring_head) as u64;
+        file.write_all_at(&1u64.to_ne_bytes(), head).unwrap();
+        a.refill(1);
+        assert_eq!((a.ready(), a.taken()[0].block), (0, 0));
+        let base = a.block(0).1 as u64;
+        file.write_all_at(&7u32.to_ne_bytes(), base).unwrap();
+        let pages = || file.metadata().unwrap().blocks();
+        let before = pages();
+        assert!(a.header_made(0));
+        assert!(!a.window_made(0) && !a.window_busy(0));
+        assert_eq!(pages(), before, "a page made in the window's hole");
+        let magic = tabi::TCHUNK_MAGIC.to_ne_bytes();
+        file.write_all_at(&magic, a.window(0) as u64).unwrap();
+        assert!(a.window_made(0) && a.window_busy(0));
+        assert!(!a.header_made(1), "block 1 is untouched");
     }
 
     /// Processes that started without a block (the offers ran out, they

@@ -76,21 +76,10 @@ fn run_in_small_shm(
     tmpdir: &Path,
     env: &[(&str, &str)],
 ) -> (tempfile::TempDir, Output) {
-    need_root("mounts a small tmpfs on /dev/shm in a private namespace");
-    need_program("unshare", "util-linux");
     let dir = tempfile::tempdir().unwrap();
-    let fill = 1024 - free_kib;
-    let script = format!(
-        "mount -t tmpfs -o size=1m fsprof-test /dev/shm && \
-         dd if=/dev/zero of=/dev/shm/fill bs=1k count={fill} 2>/dev/null; \
-         exec \"$0\" run -q -o p.json -- sh -c '{cmd}'"
-    );
-    let o = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .arg(fsprof_path())
+    let o = fsprof_testkit::in_small_shm(dir.path(), free_kib, &["run", "-q", "-o", "p.json"], cmd)
         .env("TMPDIR", tmpdir)
         .envs(env.iter().copied())
-        .current_dir(dir.path())
         .output()
         .unwrap();
     (dir, o)

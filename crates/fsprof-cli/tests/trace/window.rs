@@ -63,3 +63,37 @@ fn a_short_process_makes_no_chunk_file_and_a_longer_one_goes_on_in_one() {
     let want: Vec<String> = (0..400).map(|i| format!("/etc/hostname-{i}")).collect();
     assert_eq!(opened, want);
 }
+
+/// A process in a block taken before its pages were made makes its
+/// window's pages when it takes the window, and leaves a hole where
+/// /dev/shm has no room (shim/pool.c, `make_above`); fsprof never reads
+/// that hole (arena.rs, `Arena::window_made`). Here `sh` gets its
+/// header's pages and not its window's, the processes after it not even
+/// a header's, and then `dd` fills /dev/shm: a read of a hole would raise
+/// SIGBUS, which fsprof's guard answers with a page of zeros that it
+/// takes for a file shrunk under it (fsprof-sys mapfault.rs), and that
+/// no later write of the file shows through.
+#[test]
+#[ignore = "needs root, unshare"]
+fn a_window_its_process_could_not_make_is_not_read() {
+    let d = tempfile::tempdir().unwrap();
+    let cmd = "cat /etc/hostname >/dev/null; \
+               dd if=/dev/zero of=/dev/shm/more bs=4k 2>/dev/null; sleep 0.3; exit 3";
+    // Room for the control file and sh's first three pages, not for a
+    // window's four.
+    let args = ["trace", "-q", "-f", "-o", "t.trace"];
+    let o = fsprof_testkit::in_small_shm(d.path(), 36, &args, cmd)
+        .env("FSPROF_TEST_UNREADY_BLOCKS", "1")
+        .output()
+        .unwrap();
+    let err = fsprof_testkit::stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "135 is SIGBUS: {err}");
+    assert!(!err.contains("shrank"), "{err}");
+    let p = fsprof_testkit::load(&d.path().join("t.json"));
+    assert!(
+        p.processes.iter().any(|p| p.exe.ends_with("sh")),
+        "sh had its block's header: {:?}",
+        p.processes
+    );
+    crate::capture::records(&d.path().join("t.trace"));
+}
