@@ -17,7 +17,10 @@
    given: issue-time error (median, p90, p99), the share of the summed
    error the report blames on "behind" (the replayer's per-command cost),
    the replay threads' CPU per command (calls included), the replayer's
-   own time between calls due back to back, and the fidelity table's EMD
+   own time between calls due back to back, where the CPU per command
+   went (the sleeps' CPU, measured around them; the wall time per command
+   of the calls, of the replayer's own work and of the pre-spin before a
+   command's time), and the fidelity table's EMD
    per op (trace vs replay latencies); also `--afap` (the CPU per command
    without a paced replay's spinning). The tar runs once untraced before
    it is traced (a warm cache), and is traced again in every round: the
@@ -366,6 +369,8 @@ def tar_replay(tmp):
               f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us (rounds {min(t['error']['p99_ns'] for t in ts) / 1e3:.1f}..{max(t['error']['p99_ns'] for t in ts) / 1e3:.1f}); behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
               f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us (min {min(t['cpu_ns'] / t['issued'] for t in ts) / 1e3:.2f}); "
               f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}{between}")
+        if "time_split" in ts[0]:
+            print(f"{'':<12} " + cpu_split(ts))
         ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
         emd = {op: statistics.median(f["score"] for r in rs for f in r["fidelity"] if f["op"] == op and f["score"] is not None) for op in ops}
         print(f"{'':<12} fidelity EMD (trace vs replay), median: " + ", ".join(f"{op} {v:.2f}" for op, v in emd.items()))
@@ -377,6 +382,22 @@ def tar_replay(tmp):
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
     pooled(traces, runs)
     print("compile:", " ".join(comp.split()))
+
+
+def cpu_split(ts):
+    """The CPU per command split (medians over the rounds, per command):
+    the CPU around the sleeps (measured around each), and the wall time
+    of the calls, of the replayer's own work between calls due back to
+    back, and of the pre-spin (waiting on the CPU for a command's time:
+    the traced program's own time between its calls, and its calls'
+    excess over the replay's); the CPU less the pre-spin, the calls' and
+    the replayer's, is what a paced replay costs beyond waiting."""
+    med = lambda f: statistics.median(f(t) / t["issued"] for t in ts) / 1e3
+    x = lambda k: (lambda t: t["time_split"][k])
+    return (f"CPU per command {med(lambda t: t['cpu_ns']):.2f} us: sleeping and waking {med(x('sleep_cpu_ns')):.3f} us "
+            f"({statistics.median(t['time_split']['sleeps'] for t in ts):.0f} sleeps); wall time per command: calls {med(x('calls_ns')):.2f} us, "
+            f"the replayer's own work {med(x('own_ns')):.3f} us, pre-spin {med(x('spin_ns')):.2f} us; "
+            f"CPU less the pre-spin {med(lambda t: t['cpu_ns'] - t['time_split']['spin_ns']):.2f} us")
 
 
 def pooled(traces, runs):

@@ -112,6 +112,34 @@ pub struct Run {
     pub realtime_threads: u64,
     /// Replay threads (traced threads with commands to replay).
     pub threads: u64,
+    /// Where the replay threads' time went, next to `cpu_ns`.
+    pub split: TimeSplit,
+}
+
+/// Where the replay threads' time from their start to their last call's
+/// return went, summed over the threads (ns, wall time): with their CPU
+/// time ([`Run::cpu_ns`]) it splits the CPU per command into the calls,
+/// the replayer's own work, the pre-spin before commands' times, and,
+/// as what is left, the sleeps and their wake-ups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TimeSplit {
+    /// In the calls, from the clock read before each to the one after.
+    pub calls_ns: u64,
+    /// From a call's return to the next call's issue where that one was
+    /// due by then (all, with --afap): the replayer's own work per
+    /// command.
+    pub own_ns: u64,
+    /// From a call's return to the next call's issue where that one was
+    /// not due yet and the thread did not sleep: its preparation and the
+    /// spin to its time, on the CPU throughout (less any preemption).
+    pub spin_ns: u64,
+    /// The same for the waits that slept (the sleep, the wake-up and the
+    /// spin after it), and how many there were.
+    pub slept_ns: u64,
+    pub sleeps: u64,
+    /// CPU time from just before each sleep to just after its wake-up
+    /// (CLOCK_THREAD_CPUTIME_ID): what sleeping costs on the CPU.
+    pub sleep_cpu_ns: u64,
 }
 
 /// Whether a replayed result matches the traced one.
@@ -190,6 +218,8 @@ struct Rec {
 }
 
 const ISSUED: u8 = 1;
+/// The wait for its time slept ([`TimeSplit`]).
+const SLEPT: u8 = 8;
 
 /// A completion counter on a cache line of its own: a thread bumps its
 /// counter after every command, and sharing a line with another thread's
@@ -428,7 +458,7 @@ impl Engine<'_> {
         }
         slots.close_all();
         let to_ns = ToNs::new(begin, end);
-        let (outcomes, elapsed_ns) = self.outcomes(&progs, &recs, start, to_ns);
+        let (outcomes, elapsed_ns, split) = self.outcomes(&progs, &recs, start, to_ns);
         progress(c.commands.len() as u64);
         Ok(Run {
             outcomes,
@@ -439,6 +469,10 @@ impl Engine<'_> {
             cpu_ns: recs.iter().map(|r| r.1.cpu_ns).sum(),
             realtime_threads: recs.iter().filter(|r| r.1.realtime).count() as u64,
             threads: progs.iter().filter(|p| !p.steps.is_empty()).count() as u64,
+            split: TimeSplit {
+                sleep_cpu_ns: recs.iter().map(|r| r.1.sleep_cpu_ns).sum(),
+                ..split
+            },
         })
     }
 
@@ -473,6 +507,7 @@ impl Engine<'_> {
         let mut pacer = Pacer {
             ticks,
             anchor: ticks.anchor(),
+            sleep_cpu_ns: 0,
         };
         let mut now = spin_until(pacer.anchor.ticks(sh.start), ticks);
         let usage = Usage::now();
@@ -485,7 +520,7 @@ impl Engine<'_> {
                 let mut waited = false;
                 for &(u, idx) in &prog.waits[w0..w1] {
                     match wait_for(&sh.done[u as usize].0, idx, sh.abort) {
-                        None => return (recs, Usage::now().since(usage)),
+                        None => return (recs, Usage::now().since(usage, &pacer)),
                         Some(w) => waited |= w,
                     }
                 }
@@ -528,24 +563,28 @@ impl Engine<'_> {
         sh.done[t]
             .0
             .store(prog.steps.len() as u32, Ordering::Release);
-        (recs, Usage::now().since(usage))
+        (recs, Usage::now().since(usage, &pacer))
     }
 
-    /// The records in ns, per command in the compiled order, and the
-    /// elapsed time from the start to the last command's return.
+    /// The records in ns, per command in the compiled order, the elapsed
+    /// time from the start to the last command's return, and where the
+    /// threads' time went.
     fn outcomes(
         &self,
         progs: &[Program],
         recs: &[(Vec<Rec>, Usage)],
         start: u64,
         to_ns: ToNs,
-    ) -> (Vec<Outcome>, u64) {
+    ) -> (Vec<Outcome>, u64, TimeSplit) {
         let c = self.compiled;
         let mut out = vec![Outcome::default(); c.commands.len()];
         let mut last = start;
+        let mut split = TimeSplit::default();
         for (prog, (recs, _)) in progs.iter().zip(recs) {
             let mut lag = Lag::default();
             let mut prev_end = None;
+            // A thread's CPU time is counted from the start on.
+            let mut prev = start;
             for (step, r) in prog.steps.iter().zip(recs) {
                 let Some(kind) = step.kind.filter(|_| r.flags & ISSUED != 0) else {
                     continue;
@@ -563,6 +602,17 @@ impl Engine<'_> {
                     .map(|e| t0.saturating_sub(e));
                 prev_end = Some(t1);
                 let latency_ns = to_ns.span(r.t0, r.t1);
+                let gap = t0.saturating_sub(prev);
+                if target.is_none_or(|tg| tg <= prev) {
+                    split.own_ns += gap;
+                } else if r.flags & SLEPT != 0 {
+                    split.slept_ns += gap;
+                    split.sleeps += 1;
+                } else {
+                    split.spin_ns += gap;
+                }
+                split.calls_ns += latency_ns;
+                prev = t1;
                 let parts = target.map_or(Parts::default(), |tg| {
                     lag.step(tg, t0, latency_ns, cmd.dur_ns, r.flags)
                 });
@@ -589,7 +639,7 @@ impl Engine<'_> {
                 last = last.max(t1);
             }
         }
-        (out, last - start)
+        (out, last - start, split)
     }
 }
 
@@ -688,6 +738,9 @@ fn spin_until(due: u64, ticks: Ticks) -> u64 {
 struct Pacer {
     ticks: Ticks,
     anchor: Anchor,
+    /// The thread's CPU time from before each sleep to after its
+    /// wake-up, summed ([`TimeSplit::sleep_cpu_ns`]).
+    sleep_cpu_ns: u64,
 }
 
 impl Pacer {
@@ -704,29 +757,50 @@ impl Pacer {
             *flags |= PREP_LATE;
             return;
         }
-        wait_until(due_ns, now, &mut self.anchor, self.ticks);
+        self.until(due_ns, now, flags);
+    }
+
+    /// Waits for a command due at `due_ns` (CLOCK_MONOTONIC) from `now`
+    /// (ticks): sleeps until [`SPIN_NS`] before, takes a fresh anchor,
+    /// then spins on the tick clock (pre-spin). The tick count it stopped
+    /// at.
+    ///
+    /// The margin is fixed, not fitted to how late wake-ups end: a margin
+    /// that followed them down to 10 µs (so that a dense burst slept
+    /// through gaps it spins through now) was measured against this one
+    /// on the traced tar replay under `--realtime` (bench/trace_replay.py
+    /// part 5, docs/benchmarks/trace-replay.md): p99 error 859 vs 247 µs,
+    /// every cached op's latency further from the trace (fstat EMD 0.74
+    /// vs 0.36), and no CPU saved — a thread that sleeps comes back to
+    /// caches other tasks have used. So the thread spins through gaps
+    /// under 150 µs.
+    fn until(&mut self, due_ns: u64, now: u64, flags: &mut u8) -> u64 {
+        let due = self.anchor.ticks(due_ns);
+        if due.saturating_sub(now) as f64 > SPIN_NS as f64 * self.ticks.per_ns {
+            *flags |= SLEPT;
+            // Read around the sleep only (a few per replay), inside the
+            // margin before the command's time: the sleeps' share of the
+            // CPU per command, measured rather than inferred.
+            let c0 = thread_cpu_ns();
+            sleep_until(due_ns - SPIN_NS);
+            self.sleep_cpu_ns += thread_cpu_ns().saturating_sub(c0);
+            self.anchor = self.ticks.anchor();
+        }
+        spin_until(self.anchor.ticks(due_ns), self.ticks)
     }
 }
 
-/// Waits for a command due at `due_ns` (CLOCK_MONOTONIC) from `now`
-/// (ticks): sleeps until [`SPIN_NS`] before, takes a fresh anchor, then
-/// spins on the tick clock (pre-spin). The tick count it stopped at.
-///
-/// The margin is fixed, not fitted to how late wake-ups end: a margin
-/// that followed them down to 10 µs (so that a dense burst slept through
-/// gaps it spins through now) was measured against this one on the
-/// traced tar replay under `--realtime` (bench/trace_replay.py part 5,
-/// docs/benchmarks/trace-replay.md): p99 error 859 vs 247 µs, every
-/// cached op's latency further from the trace (fstat EMD 0.74 vs 0.36),
-/// and no CPU saved — a thread that sleeps comes back to caches other
-/// tasks have used. So the thread spins through gaps under 150 µs.
-fn wait_until(due_ns: u64, now: u64, anchor: &mut Anchor, ticks: Ticks) -> u64 {
-    let due = anchor.ticks(due_ns);
-    if due.saturating_sub(now) as f64 > SPIN_NS as f64 * ticks.per_ns {
-        sleep_until(due_ns - SPIN_NS);
-        *anchor = ticks.anchor();
-    }
-    spin_until(anchor.ticks(due_ns), ticks)
+/// The calling thread's CPU time, ns (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; the clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec.max(0) as u64)
 }
 
 /// This thread's resource use so far.
@@ -738,6 +812,8 @@ struct Usage {
     cpu_ns: u64,
     /// The thread ran under SCHED_FIFO.
     realtime: bool,
+    /// CPU time around its sleeps ([`TimeSplit::sleep_cpu_ns`]).
+    sleep_cpu_ns: u64,
 }
 
 /// Puts the calling thread under SCHED_FIFO at priority `prio`.
@@ -770,14 +846,16 @@ impl Usage {
             preempted: u.involuntary_switches,
             cpu_ns: u.cpu_ns,
             realtime: false,
+            sleep_cpu_ns: 0,
         }
     }
 
-    fn since(self, before: Usage) -> Usage {
+    fn since(self, before: Usage, pacer: &Pacer) -> Usage {
         Usage {
             preempted: self.preempted.saturating_sub(before.preempted),
             cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
             realtime: false,
+            sleep_cpu_ns: pacer.sleep_cpu_ns,
         }
     }
 }
@@ -894,8 +972,28 @@ mod tests {
                 "{} < {span}",
                 run.elapsed_ns
             );
+            // The thread's time is accounted for, wall time from the start
+            // to its last return; the nine bursts after a pause slept
+            // (fewer only if one was over 19 ms late), and sleeping cost
+            // CPU time, less than it lasted.
+            let x = run.split;
+            let sum = x.calls_ns + x.own_ns + x.spin_ns + x.slept_ns;
+            assert!(
+                sum.abs_diff(run.elapsed_ns) < slack,
+                "{x:?} {}",
+                run.elapsed_ns
+            );
+            assert!((1..=9).contains(&x.sleeps), "{x:?}");
+            assert!(x.slept_ns >= x.sleeps * 19_000_000 / speed as u64, "{x:?}");
+            assert!(x.sleep_cpu_ns > 0 && x.sleep_cpu_ns < x.slept_ns, "{x:?}");
         }
         let run = engine(Pace::Afap).run(&mut |_| {}).unwrap();
+        let x = run.split;
+        assert_eq!(
+            (x.sleeps, x.spin_ns, x.slept_ns, x.sleep_cpu_ns),
+            (0, 0, 0, 0)
+        );
+        assert!(x.own_ns > 0 && x.calls_ns > 0, "{x:?}");
         assert!(run.outcomes.iter().all(|o| o.issued && o.error_ns == 0));
         assert!(run.elapsed_ns < *t.last().unwrap(), "{}", run.elapsed_ns);
     }

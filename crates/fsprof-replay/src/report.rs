@@ -17,7 +17,7 @@ use fsprof_core::{BucketLayout, Profile, Resolution};
 use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
 use fsprof_trace::show::errno_name;
 
-use crate::engine::{Late, Pace, Run};
+use crate::engine::{Late, Pace, Run, TimeSplit};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Mismatch {
@@ -122,6 +122,9 @@ pub struct TimingReport {
     pub preemptions: u64,
     /// CPU time (user and system) of the replay threads from the start.
     pub cpu_ns: u64,
+    /// Where their time went: the calls, the replayer's own work, the
+    /// waits for the commands' times.
+    pub time_split: TimeSplit,
     /// Replay threads that ran under SCHED_FIFO (`--realtime`), of `threads`.
     pub realtime_threads: u64,
     pub threads: u64,
@@ -224,6 +227,7 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
         between_calls: Quantiles::of_sorted(&between),
         preemptions: run.preemptions,
         cpu_ns: run.cpu_ns,
+        time_split: run.split,
         realtime_threads: run.realtime_threads,
         threads: run.threads,
         mismatches: m.count,
@@ -474,6 +478,27 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
 }
 
 impl TimingReport {
+    /// The CPU per command: the sleeps' share (measured around them),
+    /// and the wall time per command of the calls, the replayer's own
+    /// work and the pre-spin, which the rest of the CPU went to (less
+    /// what the threads spent blocked in calls or preempted).
+    fn cpu_text(&self) -> String {
+        let n = self.issued.max(1) as f64;
+        let x = &self.time_split;
+        let per = |ns: u64| format_ns(ns as f64 / n);
+        format!(
+            "CPU per command {}: {} sleeping and waking ({} sleep(s)), {} else; wall time per command: calls {}, the replayer's own work {}, pre-spin {}, waits that slept {}",
+            per(self.cpu_ns),
+            per(x.sleep_cpu_ns),
+            x.sleeps,
+            per(self.cpu_ns.saturating_sub(x.sleep_cpu_ns)),
+            per(x.calls_ns),
+            per(x.own_ns),
+            per(x.spin_ns),
+            per(x.slept_ns),
+        )
+    }
+
     /// The paced replays' part of [`TimingReport::text`]: the error, its
     /// causes, and the per-second table.
     fn paced_text(&self, s: &mut String) {
@@ -584,6 +609,7 @@ impl TimingReport {
             "  the replayer's own time between calls due back to back: {}",
             t.between_calls.text()
         );
+        let _ = writeln!(s, "  {}", t.cpu_text());
         if t.pace != "afap" {
             t.paced_text(&mut s);
         }
@@ -759,9 +785,17 @@ mod tests {
             aborted: false,
             tsc_hz: None,
             preemptions: 3,
-            cpu_ns: 5,
+            cpu_ns: 10_000,
             realtime_threads: 0,
             threads: 1,
+            split: TimeSplit {
+                calls_ns: 4_000,
+                own_ns: 600,
+                spin_ns: 2_000,
+                slept_ns: 400_000,
+                sleeps: 2,
+                sleep_cpu_ns: 3_000,
+            },
         };
         let t = timing(&c, &run, Pace::Speed(1.0));
         assert_eq!(
@@ -790,6 +824,10 @@ mod tests {
         );
         let text = t.text();
         assert!(text.contains("preempted 3 time(s)"), "{text}");
+        assert!(
+            text.contains("CPU per command 2.50µs: 750ns sleeping and waking (2 sleep(s)), 1.75µs else; wall time per command: calls 1.00µs, the replayer's own work 150ns, pre-spin 500ns, waits that slept 100µs"),
+            "{text}"
+        );
         assert!(
             text.contains("less the calls' and the machine's parts (slower calls, stalls, late wake-ups): median 20.0µs"),
             "{text}"
@@ -836,6 +874,7 @@ mod tests {
             between_calls: Quantiles::default(),
             preemptions: 0,
             cpu_ns: 0,
+            time_split: TimeSplit::default(),
             realtime_threads: 0,
             threads: 1,
             mismatches: 0,
