@@ -381,7 +381,32 @@ def tar_replay(tmp):
         print(f"{'':<12} EMD from the same tar traced again in the round, median: " + median_emd(vs_again[k], CACHED))
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
     pooled(traces, runs)
+    wakeups(tmp)
     print("compile:", " ".join(comp.split()))
+
+
+def spin_us():
+    """The replayer's pre-spin margin, from its source (engine::SPIN_NS)."""
+    import re
+    with open(os.path.join(ROOT, "crates/fsprof-replay/src/engine.rs")) as f:
+        m = re.search(r"pub const SPIN_NS: u64 = ([0-9_]+);", f.read())
+    return int(m.group(1).replace("_", "")) / 1e3 if m else float("nan")
+
+
+def wakeups(tmp):
+    """How late the replay thread's sleeps end on this machine now
+    (bench/wakeup.c: absolute sleeps of 200 us at 1 ns timer slack, as the
+    replayer sleeps), and under SCHED_FIFO as root: what the pre-spin
+    margin must cover, and what each sleep costs on the CPU."""
+    exe = os.path.join(tmp, "wakeup")
+    run(["cc", "-O2", "-o", exe, os.path.join(ROOT, "bench/wakeup.c")])
+    modes = {"": []}
+    if os.geteuid() == 0 and shutil.which("chrt") and not ARGS.no_rt:
+        modes[", under SCHED_FIFO"] = ["chrt", "-f", "10"]
+    for name, wrap in modes.items():
+        q = [int(x) / 1e3 for x in run(wrap + [exe, "2000", "200000"]).stdout.split()]
+        print(f"{'wake-ups':<12} 2000 sleeps of 200 us{name}, load {os.getloadavg()[0]:.1f}: late by median {q[0]:.1f} us, p90 {q[1]:.1f}, "
+              f"p99 {q[2]:.1f}, p99.9 {q[3]:.1f}, max {q[4]:.1f}; CPU per sleep {q[5]:.1f} us (the pre-spin margin: {spin_us():.0f} us)")
 
 
 def cpu_split(ts):
