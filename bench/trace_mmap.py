@@ -37,6 +37,7 @@ usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--eage
 """
 import argparse
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -137,6 +138,14 @@ def mapped_reads(trace):
     return sum(1 for line in show.splitlines() if '"mapped_read"' in line)
 
 
+def boot_median(xs, n=2000):
+    """95% percentile-bootstrap interval of the median of xs (a fixed seed:
+    the same rounds give the same interval)."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
 def measure(d, name, cmd):
     v = variants(d, cmd, name)
     times = interleaved(v, ARGS.rounds, measure=wall, warm=1)
@@ -157,8 +166,11 @@ def measure(d, name, cmd):
               f"fsprof trace +{med['trace --data digest'] - med[DESIGN_FLOOR]:.2f} ms over it")
     if OTHER in times:
         diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
+        lo, hi = boot_median(diff)
+        wins = sum(x > 0 for x in diff)
         print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
-              f"(rounds {min(diff) * 1e3:+.2f}..{max(diff) * 1e3:+.2f})")
+              f"[95% {lo * 1e3:+.2f}, {hi * 1e3:+.2f}] (rounds {min(diff) * 1e3:+.2f}..{max(diff) * 1e3:+.2f}; "
+              f"this build faster in {wins} of {len(diff)})")
     n = mapped_reads(os.path.join(d, f"{name.split()[0]}-digest.trace"))
     print(f"mapped reads in the last --data digest trace: {n}")
 

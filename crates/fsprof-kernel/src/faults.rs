@@ -50,20 +50,25 @@
 //!
 //! Even stopping at the lookup, the start program costs each followed
 //! process ~10 µs of CPU over its ~70 faults, and the end programs run on
-//! every fault of the machine. [`FaultSession::prepare`] makes the maps
-//! and the ring and attaches only the fork and exit followers (the tree
-//! must be followed from its first fork); the fault programs are
-//! [`FaultSession::fault_load`]'s, loaded ([`FaultLoad::load`]) and
-//! attached ([`FaultProgs::attach`]) on any thread, later: `fsprof trace`
-//! attaches them when a traced process first maps a file (fsprof-trace's
-//! `faultword`). Measured on this project's 2-CPU test machine (attach_floor,
-//! load 12): the followers' part ~0.6 ms (the followed map 205 µs, a load
-//! 120 µs, two raw attaches ~110 µs each), the fault programs' loads ~0.35
-//! ms, their attaches ~0.6 ms (~128 µs a raw tracepoint, ~48 µs a
-//! software event per CPU: the kernel patches each call site).
+//! every fault of the machine. [`FaultSession::prepare`] makes the map of
+//! followed processes and attaches only the fork and exit followers (the
+//! tree must be followed from its first fork); the fault programs are
+//! [`FaultSession::fault_load`]'s, made with their own maps and ring and
+//! loaded ([`FaultLoad::load`]), and attached ([`FaultProgs::attach`]) on
+//! any thread, later: `fsprof trace` loads them while the command starts
+//! and attaches them when a traced process first maps a file
+//! (fsprof-trace's `faultword`). Measured on this project's 2-CPU test
+//! machine (attach_floor, load 12): the followers' part ~0.6 ms (the
+//! followed map 205 µs, a load 120 µs, two raw attaches ~110 µs each), the
+//! fault programs' maps and ring ~0.3 ms, their loads ~0.35 ms, their
+//! attaches ~0.6-0.9 ms (~150-200 µs a raw tracepoint, ~20-90 µs a software
+//! event per CPU: the kernel patches each call site, one at a time, so
+//! that attaching the two kinds on two threads
+//! ([`FaultProgs::attach_beside`]) saves only ~0.1 ms).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
 
 use crate::attach::{map, prog_name};
 use crate::drainer::Drainer;
@@ -434,14 +439,12 @@ pub struct FaultSession {
     /// The fault programs, where [`FaultSession::attach`] attached them
     /// (else whoever attaches them holds them).
     faults: Option<FaultsAttached>,
-    ring: Drainer,
-    /// The ring's descriptor, held for [`FaultSession::fault_load`].
-    ring_fd: OwnedFd,
-    ring_bytes: usize,
+    /// The fault programs' own maps and ring, made where they are loaded
+    /// ([`FaultLoad::load`]): not on the path before a held command
+    /// starts.
+    parts: Arc<OnceLock<FaultParts>>,
     cpus: Vec<i32>,
-    lost: Map,
     targets: crate::follow::Tree,
-    _starts: Map,
     /// Whether fault-around ranges are reported (the kernel has the
     /// tracepoint).
     pub around: bool,
@@ -520,29 +523,55 @@ pub(crate) fn online_cpus() -> Vec<i32> {
     cpus
 }
 
-/// The maps the programs share: the followed processes, the faults in
-/// progress, the counters.
-struct Maps {
-    targets: crate::follow::Tree,
-    starts: Map,
-    counts: Map,
+/// The map of followed processes, which the fork and exit followers keep
+/// from before the command starts.
+fn create_targets() -> Result<crate::follow::Tree, Error> {
+    crate::follow::Tree::create(
+        "fsprof_ftargets",
+        "fsprof_ftcounts",
+        crate::follow::TRACE_ENTRIES,
+    )
 }
 
-impl Maps {
-    fn create(cpus: usize) -> Result<Maps, Error> {
-        let targets = crate::follow::Tree::create(
-            "fsprof_ftargets",
-            "fsprof_ftcounts",
-            crate::follow::TRACE_ENTRIES,
-        )?;
+/// What only the fault programs use: the faults in progress, the
+/// counters, and the event ring with its reader. Made with the programs'
+/// load ([`FaultLoad::load`]), after the held command was let go: the
+/// faults map (~150 µs of the kernel's preallocating on this project's
+/// 2-CPU test machine), the ring (~150 µs, allocated, zeroed and mapped)
+/// and the reader's thread were on the path before it starts.
+struct FaultParts {
+    starts: Map,
+    counts: Map,
+    ring: Drainer,
+}
+
+impl FaultParts {
+    fn create(cpus: usize, ring_size: usize) -> Result<(FaultParts, RingRef), Error> {
         let starts = starts_entries(cpus);
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let counts = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
-        Ok(Maps {
-            targets,
-            starts,
-            counts,
-        })
+        let ring = Ring::create(&prog_name("fring"), ring_size).map_err(ring_err)?;
+        let at = RingRef {
+            fd: ring.fd(),
+            bytes: ring_size,
+        };
+        let ring = Drainer::start(ring).map_err(ring_err)?;
+        Ok((
+            FaultParts {
+                starts,
+                counts,
+                ring,
+            },
+            at,
+        ))
+    }
+}
+
+fn ring_err(err: io::Error) -> Error {
+    Error::Map {
+        name: "fsprof_fring".into(),
+        err,
+        hint: "",
     }
 }
 
@@ -553,21 +582,6 @@ struct EndProg {
     prog: Prog,
     events: Vec<(u64, Option<u64>)>,
     name: String,
-}
-
-/// The ring, and the kernel's task layout, sent on `layout` (it is
-/// parsed from BTF, ~0.13 ms, while the other thread makes the maps).
-fn ring_and_layout(
-    size: usize,
-    layout: std::sync::mpsc::Sender<Option<crate::follow::TaskLayout>>,
-) -> Result<Ring, Error> {
-    let ring = Ring::create(&prog_name("fring"), size).map_err(|err| Error::Map {
-        name: "fsprof_fring".into(),
-        err,
-        hint: "",
-    })?;
-    let _ = layout.send(crate::follow::TaskLayout::vmlinux());
-    Ok(ring)
 }
 
 /// Attaches each end program to its software events on each of `cpus`.
@@ -627,9 +641,9 @@ fn fault_parts(t: i32, st: i32, c: i32, around: bool, marks: bool) -> Vec<RawPar
 /// arguments as it reads (the kernel refuses it with EINVAL), and the
 /// fault programs read a third argument, which the scheduler's
 /// tracepoints do not have.
-fn follower_parts(m: &Maps, l: crate::follow::TaskLayout) -> Vec<RawPart> {
+fn follower_parts(targets: &crate::follow::Tree, l: crate::follow::TaskLayout) -> Vec<RawPart> {
     let (fork, exit) = ("sched_process_fork", "sched_process_exit");
-    let (t, counts) = (m.targets.fd(), m.targets.counts_fd());
+    let (t, counts) = (targets.fd(), targets.counts_fd());
     vec![
         (fork, vec![fork], crate::follow::fork_prog(&l, t, counts)),
         (exit, vec![exit], crate::follow::exit_prog(&l, t)),
@@ -718,20 +732,19 @@ fn one_by_one(parts: Vec<RawPart>) -> Result<Started, Error> {
     Ok(s)
 }
 
-/// The fork and exit programs on `m`, loaded and attached (as one program
-/// where the kernel can): those need the kernel's task layout, which
-/// `task_layout` parses meanwhile (BTF, ~0.2 ms). Without it, the fork is
-/// followed by a perf tracepoint program of its own.
+/// The fork and exit programs on `targets`, loaded and attached (as one
+/// program where the kernel can), with the kernel's task layout (parsed
+/// from BTF here, ~0.2 ms). Without it, the fork is followed by a perf
+/// tracepoint program of its own.
 fn start_followers(
     root: &std::path::Path,
-    task_layout: impl FnOnce() -> Option<crate::follow::TaskLayout>,
-    m: &Maps,
+    targets: &crate::follow::Tree,
 ) -> Result<Started, Error> {
-    match task_layout() {
-        Some(l) => group(follower_parts(m, l)),
+    match crate::follow::TaskLayout::vmlinux() {
+        Some(l) => group(follower_parts(targets, l)),
         None => {
             let mut f = Started::default();
-            for (prog, att) in m.targets.programs(None, root)? {
+            for (prog, att) in targets.programs(None, root)? {
                 f.progs.push(prog);
                 f.atts.push(att);
             }
@@ -756,12 +769,11 @@ fn dup(fd: i32) -> Result<OwnedFd, Error> {
 
 /// What the fault programs of a session are made of, to be loaded
 /// ([`FaultLoad::load`]) and attached later, on any thread: the session's
-/// maps and ring, held.
+/// map of followed processes, held, and where their own maps and ring go
+/// once made.
 pub struct FaultLoad {
     targets: OwnedFd,
-    starts: OwnedFd,
-    counts: OwnedFd,
-    ring: OwnedFd,
+    parts: Arc<OnceLock<FaultParts>>,
     ring_bytes: usize,
     around: bool,
     marks: bool,
@@ -784,27 +796,32 @@ pub struct FaultsAttached {
     // Attachments first: detached before the programs go.
     _atts: Vec<Attachment>,
     progs: Vec<Prog>,
+    /// Held until these are dropped: closing them on the attach's path
+    /// was ~13 µs a descriptor before the waiting process was woken.
+    _maps: FaultLoad,
     /// The fault-around and start programs are one program
     /// ([`crate::progs::by_cookie`]).
     pub shared: bool,
 }
 
 impl FaultLoad {
-    /// Loads the fault-around, start and end programs on the session's
-    /// maps (~0.3 ms of the kernel's verifying on this project's 2-CPU
-    /// test machine), attaching none.
+    /// Makes the programs' maps and ring (the session's from then on) and
+    /// loads the fault-around, start and end programs on them (~0.3 ms of
+    /// the kernel's verifying on this project's 2-CPU test machine),
+    /// attaching none. Once a session.
     pub fn load(self) -> Result<FaultProgs, Error> {
-        let (t, st, c) = (
-            self.targets.as_raw_fd(),
-            self.starts.as_raw_fd(),
-            self.counts.as_raw_fd(),
-        );
-        let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
-        let ring = RingRef {
-            fd: self.ring.as_raw_fd(),
-            bytes: self.ring_bytes,
-        };
+        let (parts, ring) = FaultParts::create(self.cpus.len(), self.ring_bytes)?;
+        let (st, c) = (parts.starts.fd(), parts.counts.fd());
         let ends = end_progs(st, ring, c)?;
+        let t = self.targets.as_raw_fd();
+        let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
+        if self.parts.set(parts).is_err() {
+            return Err(Error::Map {
+                name: "fsprof_fstarts".into(),
+                err: io::Error::other("the session's fault programs were loaded already"),
+                hint: "",
+            });
+        }
         Ok(FaultProgs {
             raw,
             ends,
@@ -819,19 +836,83 @@ impl FaultProgs {
     /// project's 2-CPU test machine, most of it the kernel's patching of
     /// each tracepoint's call site).
     pub fn attach(self) -> Result<FaultsAttached, Error> {
-        // The ends first: a start kept before its end is attached would
-        // stay in flight, and the early stop of the end and around
-        // programs (`C_IN_FLIGHT`) would be off for the rest of the run.
-        let ends = attach_ends(self.ends, &self.maps.cpus)?;
-        let raw = attach_raw(self.raw)?;
+        self.attach_beside(None)
+    }
+
+    /// [`FaultProgs::attach`], the end programs' events attached by
+    /// `helper`'s thread while this one attaches the raw tracepoints,
+    /// where that cannot keep a fault's start before its end's attach:
+    /// where marks arrive ([`FaultSession::marks`]), no followed process
+    /// is marked before the start program is attached and the shim marks
+    /// only once told that all are. The two halves are ~0.4 and ~0.5 ms
+    /// of a process's first file mapping's wait on this project's 2-CPU
+    /// test machine (perf trace), and that process waits with its CPU
+    /// idle.
+    pub fn attach_beside(self, helper: Option<&EndsAttacher>) -> Result<FaultsAttached, Error> {
+        let cpus = self.maps.cpus.clone();
+        let ends = match helper.filter(|_| self.maps.marks) {
+            Some(h) => match h.tx.send((self.ends, cpus.clone())) {
+                Ok(()) => Ends2::Beside(h),
+                Err(back) => Ends2::Here((back.0).0),
+            },
+            None => Ends2::Here(self.ends),
+        };
+        let (ends, raw) = match ends {
+            // The ends first: a start kept before its end is attached
+            // would stay in flight, and the early stop of the end and
+            // around programs (`C_IN_FLIGHT`) would be off for the rest
+            // of the run.
+            Ends2::Here(e) => (attach_ends(e, &cpus)?, attach_raw(self.raw)?),
+            Ends2::Beside(h) => {
+                let raw = attach_raw(self.raw);
+                let ends = h.rx.recv().unwrap_or_else(|_| {
+                    Err(attach_err("fault_end")(io::Error::other(
+                        "the thread attaching the end programs is gone",
+                    )))
+                });
+                (ends?, raw?)
+            }
+        };
         let mut a = FaultsAttached {
             _atts: ends.atts,
             progs: ends.progs,
+            _maps: self.maps,
             shared: raw.shared,
         };
         a._atts.extend(raw.atts);
         a.progs.extend(raw.progs);
         Ok(a)
+    }
+}
+
+/// Where the end programs' events are attached.
+enum Ends2<'a> {
+    Here(Vec<EndProg>),
+    Beside(&'a EndsAttacher),
+}
+
+/// A thread made ready, off the attach's path (a thread's start was ~0.1
+/// ms there), to attach the end programs beside the raw tracepoints
+/// ([`FaultProgs::attach_beside`]). It ends when dropped.
+pub struct EndsAttacher {
+    tx: std::sync::mpsc::SyncSender<(Vec<EndProg>, Vec<i32>)>,
+    rx: std::sync::mpsc::Receiver<Result<Started, Error>>,
+}
+
+impl EndsAttacher {
+    pub fn start() -> io::Result<EndsAttacher> {
+        let (tx, job_rx) = std::sync::mpsc::sync_channel::<(Vec<EndProg>, Vec<i32>)>(1);
+        let (job_tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("fsprof-fends".into())
+            .spawn(move || {
+                for (ends, cpus) in job_rx {
+                    if job_tx.send(attach_ends(ends, &cpus)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(EndsAttacher { tx, rx })
     }
 }
 
@@ -850,6 +931,68 @@ impl FaultsAttached {
             .iter()
             .filter_map(|p| p.run_stats().ok())
             .collect()
+    }
+}
+
+/// A session's start: the checks, the tracefs lookups and the map of
+/// followed processes, before the followers ([`Begun::finish`]).
+struct Begun {
+    root: std::path::PathBuf,
+    cpus: Vec<i32>,
+    targets: crate::follow::Tree,
+    around: bool,
+    marks: bool,
+}
+
+impl Begun {
+    fn new() -> Result<Begun, Error> {
+        privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
+        let root = tracefs::root()?;
+        // The start program is attached raw, by name.
+        if !tracefs::exists(&root, "exceptions", "page_fault_user") {
+            return Err(Error::NoTracepoint {
+                name: "exceptions:page_fault_user".into(),
+                why: "this kernel does not have it".into(),
+            });
+        }
+        let around = tracefs::exists(&root, "filemap", "mm_filemap_map_pages");
+        let marks = tracefs::exists(&root, "exceptions", "page_fault_kernel");
+        Ok(Begun {
+            root,
+            cpus: online_cpus(),
+            targets: create_targets()?,
+            around,
+            marks,
+        })
+    }
+
+    /// [`FaultSession::fault_load`] before the session is made.
+    fn fault_load(&self, parts: Arc<OnceLock<FaultParts>>) -> Result<FaultLoad, Error> {
+        Ok(FaultLoad {
+            targets: dup(self.targets.fd())?,
+            parts,
+            ring_bytes: ring_bytes(self.cpus.len()),
+            around: self.around,
+            marks: self.marks,
+            cpus: self.cpus.clone(),
+        })
+    }
+
+    /// Attaches the fork and exit followers: the session, its fault
+    /// programs' maps and ring in `parts` once loaded.
+    fn finish(self, parts: Arc<OnceLock<FaultParts>>) -> Result<FaultSession, Error> {
+        let followers = start_followers(&self.root, &self.targets)?;
+        Ok(FaultSession {
+            _atts: followers.atts,
+            _progs: followers.progs,
+            faults: None,
+            parts,
+            cpus: self.cpus,
+            targets: self.targets,
+            around: self.around,
+            marks: self.marks,
+            shared: followers.shared,
+        })
     }
 }
 
@@ -880,98 +1023,93 @@ impl FaultSession {
         self.targets.add_as(pid, value)
     }
 
-    /// Loads and attaches every program, following no process yet.
+    /// Loads and attaches every program, following no process yet, on
+    /// two threads (the floor's order before the attach on request,
+    /// `fault_floor`, bench/fault_floor_split.py): one makes the fault
+    /// programs' maps and ring and loads and attaches the end program,
+    /// while this one attaches the fork and exit followers, then the
+    /// fault-around and start programs on those maps. No process is
+    /// followed yet, so no start is kept before its end is attached.
     pub fn attach() -> Result<FaultSession, Error> {
-        let mut s = Self::prepare()?;
-        let faults = s.fault_load()?.load()?.attach()?;
+        let begun = Begun::new()?;
+        let cell: Arc<OnceLock<FaultParts>> = Arc::default();
+        let held = begun.fault_load(cell.clone())?;
+        let (t, around, marks, cpus) = (
+            held.targets.as_raw_fd(),
+            begun.around,
+            begun.marks,
+            begun.cpus.clone(),
+        );
+        let (s, faults) = std::thread::scope(|scope| {
+            let (fds_tx, fds_rx) = std::sync::mpsc::channel();
+            let ends_cell = cell.clone();
+            let job = std::thread::Builder::new()
+                .name("fsprof-fends".into())
+                .spawn_scoped(scope, move || {
+                    let (parts, ring) = FaultParts::create(cpus.len(), ring_bytes(cpus.len()))?;
+                    let (st, c) = (parts.starts.fd(), parts.counts.fd());
+                    // A fresh cell: set once, here.
+                    let _ = ends_cell.set(parts);
+                    let _ = fds_tx.send((st, c));
+                    attach_ends(end_progs(st, ring, c)?, &cpus)
+                });
+            let s = begun.finish(cell.clone());
+            let raw = fds_rx
+                .recv()
+                .ok()
+                .map(|(st, c)| attach_raw(load_raw(fault_parts(t, st, c, around, marks))));
+            // Loading panics only on a bug: the panic is passed on.
+            let ends = job
+                .ok()
+                .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (s, ends.map(|e| (e, raw)))
+        });
+        let mut s = s?;
+        let faults = match faults {
+            Some((ends, raw)) => {
+                let ends = ends?;
+                // The maps are made before their descriptors are sent.
+                let raw =
+                    raw.ok_or_else(|| attach_err("fault_start")(io::Error::other("no maps")))??;
+                let mut a = FaultsAttached {
+                    _atts: ends.atts,
+                    progs: ends.progs,
+                    _maps: held,
+                    shared: raw.shared,
+                };
+                a._atts.extend(raw.atts);
+                a.progs.extend(raw.progs);
+                a
+            }
+            // No thread: one after the other.
+            None => s.fault_load()?.load()?.attach()?,
+        };
         s.shared = faults.shared;
         s.faults = Some(faults);
         Ok(s)
     }
 
-    /// Makes the maps and the ring and attaches the fork and exit
+    /// Makes the map of followed processes and attaches the fork and exit
     /// followers, following no process yet; the fault programs are
-    /// [`FaultSession::fault_load`]'s, to load and attach apart: until
-    /// they are attached no fault runs any program, and the tree is
-    /// followed all the same, so that they can be attached the moment a
-    /// followed process first maps a file.
+    /// [`FaultSession::fault_load`]'s, to load (with their own maps and
+    /// ring) and attach apart: until they are attached no fault runs any
+    /// program, and the tree is followed all the same, so that they can be
+    /// attached the moment a followed process first maps a file. On one
+    /// thread: a second one, started while fsprof sets up the command,
+    /// waited for a CPU until this one blocked (perf trace, this project's
+    /// 2-CPU test machine), so that it only added its start.
     pub fn prepare() -> Result<FaultSession, Error> {
-        privs::check(privs::effective_caps()).map_err(|missing| Error::Privileges { missing })?;
-        let cpus = online_cpus();
-        let ring_size = ring_bytes(cpus.len());
-        // The event ring (its pages allocated, zeroed and mapped) and the
-        // kernel's task layout for the fork and exit programs are made on
-        // a thread of their own, started first, while this one makes the
-        // maps: the kernel's work is most of it, and it is on the path
-        // before the held command starts.
-        let (layout_tx, layout_rx) = std::sync::mpsc::channel();
-        let (ring, m, followers) = std::thread::scope(|scope| {
-            let ring_job = std::thread::Builder::new()
-                .name("fsprof-ring".into())
-                .spawn_scoped(scope, move || ring_and_layout(ring_size, layout_tx));
-            let made = (|| {
-                let root = tracefs::root()?;
-                // The start program is attached raw, by name.
-                if !tracefs::exists(&root, "exceptions", "page_fault_user") {
-                    return Err(Error::NoTracepoint {
-                        name: "exceptions:page_fault_user".into(),
-                        why: "this kernel does not have it".into(),
-                    });
-                }
-                let m = Maps::create(cpus.len())?;
-                let around = tracefs::exists(&root, "filemap", "mm_filemap_map_pages");
-                let marks = tracefs::exists(&root, "exceptions", "page_fault_kernel");
-                // Parsed here if the ring's thread could not (no thread).
-                let task_layout = || {
-                    layout_rx
-                        .recv()
-                        .unwrap_or_else(|_| crate::follow::TaskLayout::vmlinux())
-                };
-                let f = start_followers(&root, task_layout, &m)?;
-                Ok::<_, Error>((m, f, around, marks))
-            })();
-            let ring = match ring_job {
-                // Making the ring panics only on a bug: the panic is
-                // passed on.
-                Ok(job) => job.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => ring_and_layout(ring_size, std::sync::mpsc::channel().0),
-            };
-            let (m, f, around, marks) = made?;
-            Ok::<_, Error>((ring?, (m, around, marks), f))
-        })?;
-        let (m, around, marks) = m;
-        let ring_fd = dup(ring.fd())?;
-        let ring = Drainer::start(ring).map_err(|err| Error::Map {
-            name: "fsprof_fring".into(),
-            err,
-            hint: "",
-        })?;
-        Ok(FaultSession {
-            _atts: followers.atts,
-            _progs: followers.progs,
-            faults: None,
-            ring,
-            ring_fd,
-            ring_bytes: ring_size,
-            cpus,
-            lost: m.counts,
-            targets: m.targets,
-            _starts: m.starts,
-            around,
-            marks,
-            shared: followers.shared,
-        })
+        Begun::new()?.finish(Arc::default())
     }
 
-    /// What the fault programs are made of, their maps held: to load and
-    /// attach on any thread, while the session follows the tree.
+    /// What the fault programs are made of, the map of followed processes
+    /// held: to load and attach on any thread, while the session follows
+    /// the tree.
     pub fn fault_load(&self) -> Result<FaultLoad, Error> {
         Ok(FaultLoad {
             targets: dup(self.targets.fd())?,
-            starts: dup(self._starts.fd())?,
-            counts: dup(self.lost.fd())?,
-            ring: dup(self.ring_fd.as_raw_fd())?,
-            ring_bytes: self.ring_bytes,
+            parts: self.parts.clone(),
+            ring_bytes: ring_bytes(self.cpus.len()),
             around: self.around,
             marks: self.marks,
             cpus: self.cpus.clone(),
@@ -979,9 +1117,13 @@ impl FaultSession {
     }
 
     /// Hands on the faults reported since the last call, in the order
-    /// they ended (each thread's in its own order); returns how many.
+    /// they ended (each thread's in its own order); returns how many
+    /// (none before the fault programs are loaded).
     pub fn drain(&mut self, mut f: impl FnMut(Fault)) -> usize {
-        self.ring.drain(|b| {
+        let Some(p) = self.parts.get() else {
+            return 0;
+        };
+        p.ring.drain(|b| {
             if let Some(x) = Fault::parse(b) {
                 f(x)
             }
@@ -1011,10 +1153,11 @@ impl FaultSession {
         v
     }
 
+    /// A counter of the fault programs (0 before they are loaded).
     fn counter(&self, i: i32) -> u64 {
-        self.lost
-            .lookup(&(i as u32).to_le_bytes())
-            .ok()
+        self.parts
+            .get()
+            .and_then(|p| p.counts.lookup(&(i as u32).to_le_bytes()).ok())
             .flatten()
             .map_or(0, |v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
     }

@@ -77,8 +77,9 @@ struct Attaching {
 }
 
 impl MappedAttach {
-    /// Starts making the session. The held command waits for its maps and
-    /// fork followers (~0.8 ms of the kernel's work), so the earlier it
+    /// Starts making the session. The held command waits for its map of
+    /// followed processes and fork followers (~0.7 ms of the kernel's
+    /// work; the fault programs' maps and ring come after), so the earlier it
     /// starts the sooner the command does: a caller starts it before it
     /// checks its outputs and sets up the rest. Threads inherit the signal
     /// mask: call it after the stop signals are blocked

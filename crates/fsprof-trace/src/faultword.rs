@@ -6,10 +6,11 @@
 //! for each short process that maps no file (a shell loop of `cat`), and
 //! the attach itself (~0.6 ms of the kernel's patching of the tracepoints
 //! and the software events of each CPU) held the command's start. So the
-//! maps, the ring and the fork and exit followers are made before the
-//! command is let go (the tree must be followed from its first fork), the
-//! fault programs are loaded (verified) on a thread of their own while the
-//! command starts, and attached only once a process asks, through the
+//! map of followed processes and the fork and exit followers are made
+//! before the command is let go (the tree must be followed from its first
+//! fork), the fault programs' own maps and event ring are made and the
+//! programs loaded (verified) on a thread of their own while the command
+//! starts, and attached only once a process asks, through the
 //! control file's `faults` word (`shim/abi.h`, enum fsprof_faults): the
 //! shim's `mmap` wrapper, before a process's first file mapping, moves it
 //! from ARMED to REQUESTED, wakes this thread (a futex on the shared
@@ -28,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fsprof_kernel::faults::{FaultProgs, FaultSession, FaultsAttached};
+use fsprof_kernel::faults::{EndsAttacher, FaultProgs, FaultSession, FaultsAttached};
 use fsprof_shim::abi::{self, ControlHeader};
 use fsprof_sys::mmap::SharedMap;
 
@@ -112,13 +113,15 @@ pub fn attacher(
         return Ok(None);
     }
     let progs = load.and_then(|l| l.load().map_err(|e| e.to_string()));
+    // Started while the command starts, not while a process waits.
+    let helper = EndsAttacher::start().ok();
     let control = control.recv().ok().flatten();
     let map = control
         .as_ref()
         .and_then(|f| SharedMap::new_writable(f, LATE + 4).ok());
     let Some(map) = map else {
         // Nowhere to be asked: attached at once (the capture waits).
-        return progs.and_then(|p| attach(p).map(Some));
+        return progs.and_then(|p| attach(p, helper.as_ref()).map(Some));
     };
     let w = word(&map);
     // A test knob attaches as soon as loaded, without waiting for a
@@ -139,7 +142,7 @@ pub fn attacher(
     if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
         std::thread::sleep(Duration::from_millis(ms.min(5000).into()));
     }
-    let attached = progs.and_then(attach);
+    let attached = progs.and_then(|p| attach(p, helper.as_ref()));
     let state = match attached {
         Ok(_) => abi::FAULTS_ATTACHED,
         Err(_) => abi::FAULTS_FAILED,
@@ -149,6 +152,6 @@ pub fn attacher(
     attached.map(Some)
 }
 
-fn attach(p: FaultProgs) -> Result<FaultsAttached, String> {
-    p.attach().map_err(|e| e.to_string())
+fn attach(p: FaultProgs, helper: Option<&EndsAttacher>) -> Result<FaultsAttached, String> {
+    p.attach_beside(helper).map_err(|e| e.to_string())
 }
