@@ -418,11 +418,12 @@ def cpu_split(ts):
     excess over the replay's); the CPU less the pre-spin, the calls' and
     the replayer's, is what a paced replay costs beyond waiting."""
     med = lambda f: statistics.median(f(t) / t["issued"] for t in ts) / 1e3
-    x = lambda k: (lambda t: t["time_split"][k])
+    x = lambda k: (lambda t: t["time_split"].get(k, 0))
+    spin = lambda t: t["time_split"]["spin_ns"] + t["time_split"].get("woken_spin_ns", 0)
     return (f"CPU per command {med(lambda t: t['cpu_ns']):.2f} us: sleeping and waking {med(x('sleep_cpu_ns')):.3f} us "
             f"({statistics.median(t['time_split']['sleeps'] for t in ts):.0f} sleeps); wall time per command: calls {med(x('calls_ns')):.2f} us, "
-            f"the replayer's own work {med(x('own_ns')):.3f} us, pre-spin {med(x('spin_ns')):.2f} us; "
-            f"CPU less the pre-spin {med(lambda t: t['cpu_ns'] - t['time_split']['spin_ns']):.2f} us")
+            f"the replayer's own work {med(x('own_ns')):.3f} us, pre-spin {med(spin):.2f} us ({med(x('woken_spin_ns')):.2f} after a sleep); "
+            f"CPU less the pre-spin {med(lambda t: t['cpu_ns'] - spin(t)):.2f} us")
 
 
 def pooled(traces, runs):

@@ -147,6 +147,9 @@ pub struct TimeSplit {
     /// CPU time from just before each sleep to just after its wake-up
     /// (CLOCK_THREAD_CPUTIME_ID): what sleeping costs on the CPU.
     pub sleep_cpu_ns: u64,
+    /// Of `slept_ns`, the spin from each wake-up to the command's time:
+    /// pre-spin too, on the CPU.
+    pub woken_spin_ns: u64,
 }
 
 /// Whether a replayed result matches the traced one.
@@ -478,6 +481,10 @@ impl Engine<'_> {
             threads: progs.iter().filter(|p| !p.steps.is_empty()).count() as u64,
             split: TimeSplit {
                 sleep_cpu_ns: recs.iter().map(|r| r.1.sleep_cpu_ns).sum(),
+                woken_spin_ns: recs
+                    .iter()
+                    .map(|r| to_ns.span(0, r.1.woken_spin_ticks))
+                    .sum(),
                 ..split
             },
         })
@@ -515,6 +522,7 @@ impl Engine<'_> {
             ticks,
             anchor: ticks.anchor(),
             sleep_cpu_ns: 0,
+            woken_spin_ticks: 0,
         };
         let mut now = spin_until(pacer.anchor.ticks(sh.start), ticks);
         let usage = Usage::now();
@@ -748,6 +756,8 @@ struct Pacer {
     /// The thread's CPU time from before each sleep to after its
     /// wake-up, summed ([`TimeSplit::sleep_cpu_ns`]).
     sleep_cpu_ns: u64,
+    /// The spins from the wake-ups to the commands' times, in ticks.
+    woken_spin_ticks: u64,
 }
 
 impl Pacer {
@@ -792,6 +802,9 @@ impl Pacer {
             sleep_until(due_ns - SPIN_NS);
             self.sleep_cpu_ns += thread_cpu_ns().saturating_sub(c0);
             self.anchor = self.ticks.anchor();
+            let stop = spin_until(self.anchor.ticks(due_ns), self.ticks);
+            self.woken_spin_ticks += stop.saturating_sub(self.anchor.ticks);
+            return stop;
         }
         spin_until(self.anchor.ticks(due_ns), self.ticks)
     }
@@ -821,6 +834,8 @@ struct Usage {
     realtime: bool,
     /// CPU time around its sleeps ([`TimeSplit::sleep_cpu_ns`]).
     sleep_cpu_ns: u64,
+    /// Its spins after waking, in ticks.
+    woken_spin_ticks: u64,
 }
 
 /// Puts the calling thread under SCHED_FIFO at priority `prio`.
@@ -854,6 +869,7 @@ impl Usage {
             cpu_ns: u.cpu_ns,
             realtime: false,
             sleep_cpu_ns: 0,
+            woken_spin_ticks: 0,
         }
     }
 
@@ -863,6 +879,7 @@ impl Usage {
             cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
             realtime: false,
             sleep_cpu_ns: pacer.sleep_cpu_ns,
+            woken_spin_ticks: pacer.woken_spin_ticks,
         }
     }
 }
@@ -993,12 +1010,20 @@ mod tests {
             );
             assert!((1..=9).contains(&x.sleeps), "{x:?}");
             assert!(x.sleep_cpu_ns > 0 && x.sleep_cpu_ns < x.slept_ns, "{x:?}");
+            // Each sleep ends before its margin does: a spin follows it.
+            assert!(x.woken_spin_ns > 0 && x.woken_spin_ns < x.slept_ns, "{x:?}");
         }
         let run = engine(Pace::Afap).run(&mut |_| {}).unwrap();
         let x = run.split;
         assert_eq!(
-            (x.sleeps, x.spin_ns, x.slept_ns, x.sleep_cpu_ns),
-            (0, 0, 0, 0)
+            (
+                x.sleeps,
+                x.spin_ns,
+                x.slept_ns,
+                x.sleep_cpu_ns,
+                x.woken_spin_ns
+            ),
+            (0, 0, 0, 0, 0)
         );
         assert!(x.own_ns > 0 && x.calls_ns > 0, "{x:?}");
         assert!(run.outcomes.iter().all(|o| o.issued && o.error_ns == 0));

@@ -480,22 +480,24 @@ pub fn profiles(c: &Compiled, run: &Run) -> (Profile, Profile) {
 impl TimingReport {
     /// The CPU per command: the sleeps' share (measured around them),
     /// and the wall time per command of the calls, the replayer's own
-    /// work and the pre-spin, which the rest of the CPU went to (less
-    /// what the threads spent blocked in calls or preempted).
+    /// work and the pre-spin (before a command's time, with or without a
+    /// sleep before it), which the rest of the CPU went to (less what the
+    /// threads spent blocked in calls or preempted).
     fn cpu_text(&self) -> String {
         let n = self.issued.max(1) as f64;
         let x = &self.time_split;
         let per = |ns: u64| format_ns(ns as f64 / n);
         format!(
-            "CPU per command {}: {} sleeping and waking ({} sleep(s)), {} else; wall time per command: calls {}, the replayer's own work {}, pre-spin {}, waits that slept {}",
+            "CPU per command {}: {} sleeping and waking ({} sleep(s)), {} else; wall time per command: calls {}, the replayer's own work {}, pre-spin {} ({} of it after a sleep), asleep {}",
             per(self.cpu_ns),
             per(x.sleep_cpu_ns),
             x.sleeps,
             per(self.cpu_ns.saturating_sub(x.sleep_cpu_ns)),
             per(x.calls_ns),
             per(x.own_ns),
-            per(x.spin_ns),
-            per(x.slept_ns),
+            per(x.spin_ns + x.woken_spin_ns),
+            per(x.woken_spin_ns),
+            per(x.slept_ns.saturating_sub(x.woken_spin_ns)),
         )
     }
 
@@ -795,6 +797,7 @@ mod tests {
                 slept_ns: 400_000,
                 sleeps: 2,
                 sleep_cpu_ns: 3_000,
+                woken_spin_ns: 200_000,
             },
         };
         let t = timing(&c, &run, Pace::Speed(1.0));
@@ -825,7 +828,7 @@ mod tests {
         let text = t.text();
         assert!(text.contains("preempted 3 time(s)"), "{text}");
         assert!(
-            text.contains("CPU per command 2.50µs: 750ns sleeping and waking (2 sleep(s)), 1.75µs else; wall time per command: calls 1.00µs, the replayer's own work 150ns, pre-spin 500ns, waits that slept 100µs"),
+            text.contains("CPU per command 2.50µs: 750ns sleeping and waking (2 sleep(s)), 1.75µs else; wall time per command: calls 1.00µs, the replayer's own work 150ns, pre-spin 50.5µs (50.0µs of it after a sleep), asleep 50.0µs"),
             "{text}"
         );
         assert!(
