@@ -28,6 +28,11 @@ struct Elf {
     needed: Vec<String>,
     /// PT_GNU_RELRO's link-time address and size in memory.
     relro: Option<(usize, usize)>,
+    /// DT_RELACOUNT: how many relative relocations (one pointer written
+    /// each at every start of a static PIE) lead its relocation table.
+    /// Read only by a release-build test (a debug build keeps more code).
+    #[cfg_attr(debug_assertions, allow(dead_code))]
+    relative: Option<usize>,
 }
 
 fn elf(bin: &[u8]) -> Elf {
@@ -71,6 +76,7 @@ fn elf(bin: &[u8]) -> Elf {
         relro: of_type(0x6474_e552)
             .next()
             .map(|h| (u64_at(h + 16), u64_at(h + 40))),
+        relative: dynamic.iter().find(|d| d.0 == 0x6fff_fff9).map(|d| d.1),
     }
 }
 
@@ -215,6 +221,31 @@ mod release_layout {
             end - start
         );
     }
+}
+
+/// The static PIE's self-relocation stays bounded: glibc's start writes
+/// one pointer per relative relocation (`DT_RELACOUNT`), ~13 instructions
+/// each, into pages that the entry point then has to copy (`src/entry.rs`);
+/// at 19,462 they were 56% of the user-space instructions of `run -q --
+/// true`. A `const` table with pointers is copied into every codegen unit
+/// that names it (the libc op table was nine copies, 1,751 relocations),
+/// and a dependency's feature can bring thousands: find where they come
+/// from before raising the bound (docs/benchmarks/history.md, reloc12).
+/// Release builds only: a debug build keeps much more code.
+#[cfg(not(debug_assertions))]
+#[test]
+fn the_static_pie_relocates_few_pointers_at_start() {
+    if env!("FSPROF_LINKED") != "static-pie" {
+        eprintln!("not a glibc static PIE: nothing relocated by fsprof itself");
+        return;
+    }
+    let e = elf(&std::fs::read(fsprof_path()).unwrap());
+    let relative = e.relative.expect("a static PIE has DT_RELACOUNT");
+    // 17,711 when this was written, with the op table a `static`.
+    assert!(
+        relative <= 19_000,
+        "{relative} relative relocations at start (readelf -d: RELACOUNT); see this test's doc"
+    );
 }
 
 /// What a statically linked glibc program could lose still works: the
