@@ -34,8 +34,8 @@ const CFLAGS: &[&str] = &[
 ];
 
 /// The C files whose code a process runs at start-up and on its first
-/// calls, linked first (in this order) so that their code lies together
-/// at the front of the text (shim/layout.h); the other files follow.
+/// calls, linked first (in this order); shim/layout.ld places their code
+/// in the file's first 64 KiB, the other files' after it.
 /// fdclass.c comes first for its data too: the descriptor classes then
 /// follow the small variables, and a process's first descriptors share
 /// their page.

@@ -3,9 +3,11 @@
  * every wrapper it calls; each 64 KiB of text it touches costs it one page
  * fault (the kernel maps a file's pages around a fault 64 KiB at a time),
  * and a forked child faults the pages in again. So the wrappers that
- * nearly every process calls are put together in `.text.hot.fsprof`, which
- * the linker places at the front of the text with the start-up code
- * (build.rs links the set-up files first), and each wrapper keeps its
+ * nearly every process calls each get a section of their own, which
+ * shim/layout.ld places with the set-up code and the constructors in the
+ * first 64 KiB of the file, the window of the loader's first fault (the
+ * wrappers a `cat` calls first, those of a shell's child and `find` after
+ * the set-up code); and each wrapper keeps its
  * rarely taken paths beside it (-fno-reorder-blocks-and-partition) rather
  * than in a `.cold` part at the far end of the text.
  *
@@ -18,37 +20,40 @@
 #define FSPROF_LAYOUT_H
 
 #define FSPROF_COMMON_TEXT __attribute__((section(".text.hot.fsprof")))
+/* A common wrapper's own section, so that shim/layout.ld can order the
+ * wrappers among themselves and the set-up code. */
+#define FSPROF_WRAPPER_TEXT(name) __attribute__((section(".text.hot.fsprof." #name)))
 
-/* WRAPPER_PLACE(name) is FSPROF_COMMON_TEXT when COMMON_<name> is defined
- * below (as `~, FSPROF_COMMON_TEXT`), else nothing. */
+/* WRAPPER_PLACE(name) is FSPROF_WRAPPER_TEXT(name) when COMMON_<name> is
+ * defined below (as `~, FSPROF_WRAPPER_TEXT(name)`), else nothing. */
 #define WRAPPER_PLACE(name) LAYOUT_SECOND(COMMON_##name, , )
 #define LAYOUT_SECOND(...) LAYOUT_SECOND_(__VA_ARGS__)
 #define LAYOUT_SECOND_(a, b, ...) b
 
-#define COMMON_open ~, FSPROF_COMMON_TEXT
-#define COMMON_open64 ~, FSPROF_COMMON_TEXT
-#define COMMON_openat ~, FSPROF_COMMON_TEXT
-#define COMMON___open_2 ~, FSPROF_COMMON_TEXT
-#define COMMON_close ~, FSPROF_COMMON_TEXT
-#define COMMON_read ~, FSPROF_COMMON_TEXT
-#define COMMON_write ~, FSPROF_COMMON_TEXT
-#define COMMON_fstat ~, FSPROF_COMMON_TEXT
-#define COMMON_stat ~, FSPROF_COMMON_TEXT
-#define COMMON_lstat ~, FSPROF_COMMON_TEXT
-#define COMMON_fstatat ~, FSPROF_COMMON_TEXT
-#define COMMON_lseek ~, FSPROF_COMMON_TEXT
-#define COMMON_fcntl ~, FSPROF_COMMON_TEXT
-#define COMMON_fflush ~, FSPROF_COMMON_TEXT
-#define COMMON_fclose ~, FSPROF_COMMON_TEXT
-#define COMMON_fopen ~, FSPROF_COMMON_TEXT
-#define COMMON_posix_fadvise ~, FSPROF_COMMON_TEXT
-#define COMMON_access ~, FSPROF_COMMON_TEXT
-#define COMMON_readdir ~, FSPROF_COMMON_TEXT
-#define COMMON_opendir ~, FSPROF_COMMON_TEXT
-#define COMMON_closedir ~, FSPROF_COMMON_TEXT
-#define COMMON_dup2 ~, FSPROF_COMMON_TEXT
-#define COMMON_pipe ~, FSPROF_COMMON_TEXT
-#define COMMON_execve ~, FSPROF_COMMON_TEXT
-#define COMMON_execvp ~, FSPROF_COMMON_TEXT
+#define COMMON_open ~, FSPROF_WRAPPER_TEXT(open)
+#define COMMON_open64 ~, FSPROF_WRAPPER_TEXT(open64)
+#define COMMON_openat ~, FSPROF_WRAPPER_TEXT(openat)
+#define COMMON___open_2 ~, FSPROF_WRAPPER_TEXT(__open_2)
+#define COMMON_close ~, FSPROF_WRAPPER_TEXT(close)
+#define COMMON_read ~, FSPROF_WRAPPER_TEXT(read)
+#define COMMON_write ~, FSPROF_WRAPPER_TEXT(write)
+#define COMMON_fstat ~, FSPROF_WRAPPER_TEXT(fstat)
+#define COMMON_stat ~, FSPROF_WRAPPER_TEXT(stat)
+#define COMMON_lstat ~, FSPROF_WRAPPER_TEXT(lstat)
+#define COMMON_fstatat ~, FSPROF_WRAPPER_TEXT(fstatat)
+#define COMMON_lseek ~, FSPROF_WRAPPER_TEXT(lseek)
+#define COMMON_fcntl ~, FSPROF_WRAPPER_TEXT(fcntl)
+#define COMMON_fflush ~, FSPROF_WRAPPER_TEXT(fflush)
+#define COMMON_fclose ~, FSPROF_WRAPPER_TEXT(fclose)
+#define COMMON_fopen ~, FSPROF_WRAPPER_TEXT(fopen)
+#define COMMON_posix_fadvise ~, FSPROF_WRAPPER_TEXT(posix_fadvise)
+#define COMMON_access ~, FSPROF_WRAPPER_TEXT(access)
+#define COMMON_readdir ~, FSPROF_WRAPPER_TEXT(readdir)
+#define COMMON_opendir ~, FSPROF_WRAPPER_TEXT(opendir)
+#define COMMON_closedir ~, FSPROF_WRAPPER_TEXT(closedir)
+#define COMMON_dup2 ~, FSPROF_WRAPPER_TEXT(dup2)
+#define COMMON_pipe ~, FSPROF_WRAPPER_TEXT(pipe)
+#define COMMON_execve ~, FSPROF_WRAPPER_TEXT(execve)
+#define COMMON_execvp ~, FSPROF_WRAPPER_TEXT(execvp)
 
 #endif

@@ -7,6 +7,8 @@
 //! fsprof-cli's `startup::release_layout` does): the workspace has no ELF
 //! crate, and these three lookups do not call for one.
 
+use std::collections::HashMap;
+
 use fsprof_shim::SHIM_SO;
 
 const PT_LOAD: u32 = 1;
@@ -74,6 +76,36 @@ fn section(so: &[u8], name: &str) -> Option<(u64, u64)> {
         let n = &n[..n.iter().position(|&b| b == 0).unwrap()];
         (n == name.as_bytes()).then(|| (u64_at(so, s + 16), u64_at(so, s + 32)))
     })
+}
+
+/// The functions of the shim's symbol table (`.symtab`): name → (address,
+/// size in bytes).
+fn functions(so: &[u8]) -> HashMap<String, (u64, u64)> {
+    let (shoff, shentsize, shnum) = (
+        u64_at(so, 40) as usize,
+        u16_at(so, 58) as usize,
+        u16_at(so, 60) as usize,
+    );
+    let header = |k: usize| shoff + k * shentsize;
+    let mut out = HashMap::new();
+    // SHT_SYMTAB (2), its names in the section it links to.
+    for s in (0..shnum).map(header).filter(|&s| u32_at(so, s + 4) == 2) {
+        let (off, size) = (u64_at(so, s + 24) as usize, u64_at(so, s + 32) as usize);
+        let names = u64_at(so, header(u32_at(so, s + 40) as usize) + 24) as usize;
+        for e in (off..off + size).step_by(24) {
+            // STT_FUNC (2), defined (st_shndx != 0).
+            if so[e + 4] & 0xf != 2 || u16_at(so, e + 6) == 0 {
+                continue;
+            }
+            let name = &so[names + u32_at(so, e) as usize..];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
+            out.insert(
+                String::from_utf8_lossy(name).into_owned(),
+                (u64_at(so, e + 8), u64_at(so, e + 16)),
+            );
+        }
+    }
+    out
 }
 
 fn is_elf64_le(so: &[u8]) -> bool {
@@ -148,6 +180,95 @@ fn the_code_starts_on_a_page() {
     assert!(
         init % 4096 == 0 && rodata < init,
         ".init at {init:#x}, .rodata at {rodata:#x}: is shim/layout.ld's ALIGN still there?"
+    );
+}
+
+/// The functions a `cat` under `fsprof run` runs (valgrind --tool=callgrind,
+/// the eleventh session) and those a shell's child runs between fork and
+/// exec: the C runtime's and the shim's constructors and destructors, the
+/// set-up, the real functions' lookup, the wrappers it calls.
+const A_SHORT_PROCESS_RUNS: &[&str] = &[
+    "frame_dummy",
+    "__do_global_dtors_aux",
+    "fsprof_init",
+    "nextsym_init",
+    "set_fork_hook",
+    "stream_gap_at_exit",
+    "fsprof_mapwrite_at_exit",
+    "fsprof_next_sym",
+    "fsprof_resolve",
+    "fsprof_slot_slow",
+    "fsprof_ctr_slow",
+    "fsprof_corr_slow",
+    "fsprof_fd_slow",
+    "fsprof_fd_classify",
+    "fsprof_own_fire",
+    "fsprof_trace_process",
+    "process_ready",
+    "before_fork_in_parent",
+    "after_fork_in_child",
+    "fsprof_capture_env",
+    "fsprof_open_run_dir",
+    "fsprof_control_valid",
+    "fsprof_attach_control",
+    "fsprof_attach_control_direct",
+    "attach_control_fd",
+    "fsprof_take_block",
+    "fsprof_block",
+    "fsprof_pool_thread_slot",
+    "fsprof_pool_create_in_block",
+    "fsprof_pool_argv",
+    "fsprof_pool_names_kept",
+    "pool_alloc",
+    "pool_alloc_table",
+    "fill_header",
+    "copy_argv",
+    "alloc_in_last",
+    "fsprof_parse_u64",
+    "fsprof_start_ns",
+    "fd_new",
+    "fsprof_fd_opened",
+    "env_for",
+    "open",
+    "read",
+    "write",
+    "fstat",
+    "close",
+    "posix_fadvise",
+    "fclose",
+    "fflush",
+    "dup2",
+    "execve",
+];
+
+/// What a short process runs of the shim lies in the first 64 KiB of the
+/// file (shim/layout.ld), which the loader's first fault, on the program
+/// headers, maps whole: a `cat` then faults in none of the shim's code
+/// on its own. Laid out as the linker would (the set-up files' code after
+/// every common wrapper, the C runtime's behind them) it spans 0x4000 to
+/// 0x12000, two or three faults. Fails too when most of the names are gone
+/// (renamed): list what a short process runs now.
+#[test]
+fn what_a_short_process_runs_lies_in_the_headers_fault_window() {
+    let functions = functions(SHIM_SO);
+    let found: Vec<(&str, u64, u64)> = A_SHORT_PROCESS_RUNS
+        .iter()
+        .filter_map(|n| functions.get(*n).map(|&(a, s)| (*n, a, s)))
+        .collect();
+    assert!(
+        found.len() * 4 >= A_SHORT_PROCESS_RUNS.len() * 3,
+        "only {} of the {} functions a short process runs are in the shim: update A_SHORT_PROCESS_RUNS",
+        found.len(),
+        A_SHORT_PROCESS_RUNS.len()
+    );
+    let outside: Vec<String> = found
+        .iter()
+        .filter(|(_, a, s)| a + s > FAULT_WINDOW)
+        .map(|(n, a, s)| format!("{n} at {a:#x}+{s:#x}"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "past the first {FAULT_WINDOW:#x} bytes (is shim/layout.ld's .text.fsprof.first still there?): {outside:?}"
     );
 }
 
