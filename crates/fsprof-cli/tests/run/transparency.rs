@@ -362,6 +362,8 @@ fn strace_cat_under_run(calls: &str) -> (fsprof_core::Profile, String) {
             strace.to_str().unwrap(),
             "-qq",
             "-f",
+            // Descriptors with their paths: which file a call was on.
+            "-y",
             "-e",
             &trace,
             "-o",
@@ -411,4 +413,33 @@ fn an_exec_d_image_asks_not_for_its_uid() {
         .map_or(0, |o| o.post);
     assert_eq!(pipe_fstat, 1, "{cat:?}");
     assert!(!seen.contains("geteuid"), "{seen}");
+}
+
+/// An exec'd image checks the control file with a statx that asks for no
+/// time (shim/run.c, ctl_stat): an fstat marked the file's ctime as seen,
+/// and the kernel then gave the next write to the file a fine-grained time,
+/// the timestamps updated again at the next process's first write fault.
+/// strace of `cat` under `fsprof run`: the control file is looked at, and
+/// never with fstat or a statx asking for a time.
+#[test]
+#[ignore = "needs strace"]
+fn an_exec_d_image_asks_the_control_file_for_no_time() {
+    let (_, seen) = strace_cat_under_run("fstat,newfstatat,statx");
+    let on_control: Vec<&str> = seen.lines().filter(|l| l.contains("/control>")).collect();
+    assert!(
+        !on_control.is_empty(),
+        "the control file was not looked at: {seen}"
+    );
+    for l in &on_control {
+        // The call's arguments, not the answer: the kernel says which
+        // times it has (stx_mask=...|STATX_ATIME) whatever was asked.
+        let asked = l.split(", {").next().unwrap();
+        assert!(
+            asked.contains("statx(")
+                && !["TIME", "STATX_BASIC_STATS", "STATX_ALL"]
+                    .iter()
+                    .any(|t| asked.contains(t)),
+            "{l}"
+        );
+    }
 }
