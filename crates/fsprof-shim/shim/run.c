@@ -16,7 +16,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -172,6 +171,15 @@ struct ctl_stat {
     uint32_t mode, uid;
 };
 
+/* st_dev of a device's numbers, as glibc's makedev makes it: written out,
+ * since <sys/sysmacros.h>'s makedev is a call into libc here
+ * (-D__NO_INLINE__), a symbol more for every process's loader to bind. */
+static uint64_t dev_of(uint32_t major, uint32_t minor)
+{
+    return ((uint64_t)(major & 0xfffff000u) << 32) | ((uint64_t)(major & 0xfffu) << 8) |
+           ((uint64_t)(minor & 0xffffff00u) << 12) | (minor & 0xffu);
+}
+
 #define CTL_STATX_MASK (STATX_TYPE | STATX_MODE | STATX_UID | STATX_INO | STATX_SIZE)
 
 /* The control file's identity and size from a statx that asks for no
@@ -188,7 +196,7 @@ static int ctl_stat(long fd, struct ctl_stat *c)
     struct statx sx;
     if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, CTL_STATX_MASK, &sx) == 0 &&
         (sx.stx_mask & CTL_STATX_MASK) == CTL_STATX_MASK) {
-        c->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+        c->dev = dev_of(sx.stx_dev_major, sx.stx_dev_minor);
         c->ino = sx.stx_ino;
         c->size = sx.stx_size;
         c->mode = sx.stx_mode;
