@@ -187,9 +187,9 @@ static uint64_t dev_of(uint32_t major, uint32_t minor)
  * seen, and the kernel (multigrain timestamps, Linux 6.13) then gives the
  * file's next change a fine-grained time: the next process's first write
  * to the control page or its block updated the file's times anew, where
- * within a clock tick it leaves them (two write faults after an fstat
- * 5.35 us, after this statx 4.80, after none 4.80: history, twelfth
- * session, runproc12). Where statx is refused or answers short (a seccomp
+ * within a clock tick it leaves them (bench/ctl_fault.c mgtime: two
+ * write faults after an fstat 5.1-5.3 us, after a getpid 4.6-4.7, after
+ * this statx 3.3-3.4). Where statx is refused or answers short (a seccomp
  * filter, a kernel before 4.11): fstat. 0, or -1. */
 static int ctl_stat(long fd, struct ctl_stat *c)
 {
