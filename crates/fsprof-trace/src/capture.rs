@@ -68,12 +68,15 @@ pub struct MappedAttach {
 
 /// The thread that makes the fault session (the command is held until it
 /// is made), then loads the fault programs and attaches them when a
-/// traced process asks.
+/// traced process asks, then closes what the capture hands it at its end
+/// ([`faultword::attacher`]). Never joined: it ends when these are
+/// dropped.
 struct Attaching {
     made: std::sync::mpsc::Receiver<Result<FaultSession, String>>,
     control: std::sync::mpsc::Sender<Option<std::fs::File>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    job: std::thread::JoinHandle<faultword::Attached>,
+    done: std::sync::mpsc::Receiver<faultword::Attached>,
+    later: std::sync::mpsc::Sender<faultword::Closing>,
 }
 
 impl MappedAttach {
@@ -94,18 +97,21 @@ impl MappedAttach {
         let (made_tx, made) = std::sync::mpsc::channel();
         let (control, control_rx) = std::sync::mpsc::channel();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let (later, later_rx) = std::sync::mpsc::channel();
         let job = std::thread::Builder::new()
             .name("fsprof-faults".into())
             .spawn({
                 let stop = stop.clone();
-                move || faultword::attacher(made_tx, control_rx, stop)
+                move || faultword::attacher(made_tx, control_rx, stop, done_tx, later_rx)
             })
             .ok()
-            .map(|job| Attaching {
+            .map(|_| Attaching {
                 made,
                 control,
                 stop,
-                job,
+                done,
+                later,
             });
         let note = job.is_none().then(|| {
             "loads and stores through file mappings are not in this trace: no thread to attach the page-fault programs on".to_string()
@@ -198,6 +204,9 @@ pub struct TraceSource {
     attaching: Option<Attaching>,
     /// The thread that attaches them, once the session is made.
     attacher: Option<Attaching>,
+    /// The attaching thread, once it attached: it closes the fault
+    /// programs and the watch at the end.
+    closer: Option<std::sync::mpsc::Sender<faultword::Closing>>,
     /// Why they are not, for the trace's header and the notes.
     mapped_note: Option<String>,
     layout: fsprof_core::BucketLayout,
@@ -254,6 +263,7 @@ impl TraceSource {
             mapped: None,
             attaching,
             attacher: None,
+            closer: None,
             mapped_note,
             layout,
         };
@@ -686,14 +696,11 @@ impl TraceSource {
                 self.mapped = Some(MappedCapture::new(s, self.layout.clone()));
                 self.attacher = Some(a);
             }
-            Ok(Err(e)) => {
-                let _ = a.job.join();
-                self.mapped_not_captured(&e)
-            }
-            Err(_) => {
-                let _ = a.job.join();
-                self.mapped_not_captured("making the page-fault session failed")
-            }
+            // Dropping `a` ends the thread: it waits for the control file,
+            // which a wait for it here would never send
+            // (held::a_fault_session_that_cannot_be_made_leaves_a_trace_of_the_calls).
+            Ok(Err(e)) => self.mapped_not_captured(&e),
+            Err(_) => self.mapped_not_captured("making the page-fault session failed"),
         }
     }
 
@@ -727,7 +734,8 @@ impl TraceSource {
         if let Some(map) = self.user.arena().map(|a| a.shared().0) {
             faultword::futex_wake(faultword::word(&map));
         }
-        let attached = a.job.join();
+        let attached = a.done.recv();
+        self.closer = Some(a.later);
         let Some(m) = self.mapped.as_mut() else {
             return;
         };
@@ -886,15 +894,25 @@ impl Source for TraceSource {
         let mut writer = self.writer.take().ok_or("the trace was never started")?;
         writer.set_origin(how.start_mono_ns);
         self.finish_mapped(&mut fin, &mut writer);
-        // Detached (the programs' links, events and maps closed) on a
-        // thread of their own while the trace and the profile are written:
-        // 0.2-0.3 ms of every trace's end on this project's test machine.
-        // The watch too: its close waits for a grace period (WATCH_AFTER).
+        // Detached (the programs' links, events and maps closed) on
+        // another thread while the trace and the profile are written: 0.2-0.3
+        // ms of every trace's end on this project's test machine. The watch
+        // too: its close waits for a grace period (WATCH_AFTER). On the
+        // attaching thread, which waits for them: a new thread's start was
+        // ~0.1 ms of fsprof's main thread at the end (perf trace).
         let watch = self.watch.take();
-        if let Some(m) = self.mapped.take() {
-            let _ = std::thread::Builder::new().spawn(move || drop((m, watch)));
-        } else if watch.is_some() {
-            let _ = std::thread::Builder::new().spawn(move || drop(watch));
+        let closing: Option<faultword::Closing> = match self.mapped.take() {
+            Some(m) => Some(Box::new((m, watch))),
+            None => watch.map(|w| Box::new(w) as faultword::Closing),
+        };
+        if let Some(c) = closing {
+            let c = match self.closer.take() {
+                Some(to) => to.send(c).err().map(|e| e.0),
+                None => Some(c),
+            };
+            if let Some(c) = c {
+                let _ = std::thread::Builder::new().spawn(move || drop(c));
+            }
         }
         writer.set_pending_peak(self.peak_pending);
         let (summary, file_bytes) = writer.finish(self.dropped, how.duration_ns)?;

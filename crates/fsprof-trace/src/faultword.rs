@@ -94,17 +94,43 @@ pub fn late(map: &SharedMap) -> u32 {
 /// What the attaching thread hands back when the capture is over.
 pub type Attached = Result<Option<FaultsAttached>, String>;
 
+/// What the capture hands the attaching thread to close at its end.
+pub type Closing = Box<dyn Send>;
+
+/// The attaching thread: [`attach_on_request`], its outcome sent on
+/// `done`; then it closes what comes on `later` (the capture's fault
+/// programs and maps at its end: their closes wait for the kernel, not on
+/// fsprof's main thread) and ends.
+pub fn attacher(
+    made: std::sync::mpsc::Sender<Result<FaultSession, String>>,
+    control: std::sync::mpsc::Receiver<Option<File>>,
+    stop: Arc<AtomicBool>,
+    done: std::sync::mpsc::Sender<Attached>,
+    later: std::sync::mpsc::Receiver<Closing>,
+) {
+    if done.send(attach_on_request(made, control, stop)).is_ok() {
+        drop(later.recv());
+    }
+}
+
 /// The attaching thread's side: once `session` is made (sent on `made`,
 /// the command held until then), loads the fault programs, then waits for
 /// the control file (`control`: None if the capture has none, and then
 /// attaches at once) and for a request on its word, or for `stop`.
 /// Returns the attached programs (None: never asked for).
-pub fn attacher(
+fn attach_on_request(
     made: std::sync::mpsc::Sender<Result<FaultSession, String>>,
     control: std::sync::mpsc::Receiver<Option<File>>,
     stop: Arc<AtomicBool>,
 ) -> Attached {
-    let session = FaultSession::prepare().map_err(|e| e.to_string());
+    // A test knob fails the session as a kernel that lacks what it needs
+    // does: the capture goes on without the faults.
+    let session = if fsprof_sys::test_knob("FSPROF_TEST_FAULT_SESSION_FAILS").is_some_and(|n| n > 0)
+    {
+        Err("made to fail by FSPROF_TEST_FAULT_SESSION_FAILS".to_string())
+    } else {
+        FaultSession::prepare().map_err(|e| e.to_string())
+    };
     let load = session
         .as_ref()
         .map_err(Clone::clone)

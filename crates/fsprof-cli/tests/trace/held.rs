@@ -40,24 +40,25 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The scan traced with the attach delayed `delay_ms`: fsprof's output,
-/// and the pages of the data file the trace has reads of (fault-around
-/// ranges included) with the number of faults.
-fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>, usize) {
-    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
-    let (data, out) = (dir.join("data"), dir.join("t.trace"));
-    let exe = fsprof_testkit::compile_source("scan", SCAN_C, &dir, &[]);
-    let o = fsprof()
-        .args(["trace", "-f", "-o"])
-        .arg(&out)
+/// `fsprof trace -f -o DIR/t.trace -- SCAN DIR/data` in `dir` (the scan
+/// compiled there), with the test knob `knob` set.
+fn traced_scan(dir: &Path, knob: (&str, &str)) -> std::process::Command {
+    let exe = fsprof_testkit::compile_source("scan", SCAN_C, dir, &[]);
+    let mut c = fsprof();
+    c.args(["trace", "-f", "-o"])
+        .arg(dir.join("t.trace"))
         .arg("--")
         .arg(&exe)
-        .arg(&data)
-        .env("FSPROF_TEST_ATTACH_DELAY_MS", delay_ms.to_string())
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
+        .arg(dir.join("data"))
+        .env(knob.0, knob.1)
+        .current_dir(dir);
+    c
+}
+
+/// Asserts that the traced scan succeeded with its own result; its
+/// fsprof's standard error.
+fn ran_as_itself(o: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{stderr}");
     // The sum of i for i in 0..256: the program's result is its own.
     assert_eq!(
@@ -65,6 +66,19 @@ fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>
         "32640",
         "{stderr}"
     );
+    stderr
+}
+
+/// The scan traced with the attach delayed `delay_ms`: fsprof's output,
+/// and the pages of the data file the trace has reads of (fault-around
+/// ranges included) with the number of faults.
+fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>, usize) {
+    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
+    let (data, out) = (dir.join("data"), dir.join("t.trace"));
+    let o = traced_scan(&dir, ("FSPROF_TEST_ATTACH_DELAY_MS", &delay_ms.to_string()))
+        .output()
+        .unwrap();
+    ran_as_itself(&o);
     let mut seen = BTreeSet::new();
     let mut faults = 0;
     for rec in TraceReader::open(&out).unwrap_or_else(|e| panic!("{e}")) {
@@ -148,4 +162,31 @@ fn processes_that_map_no_file_leave_the_fault_programs_unattached() {
     let mapping = traced_sh(&dir, &format!("{} data >/dev/null; {LINKS}", exe.display()));
     assert!(mapping.contains("link page_fault_user"), "{mapping}");
     assert!(mapping.contains("link sched_process_fork"), "{mapping}");
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
+fn a_fault_session_that_cannot_be_made_leaves_a_trace_of_the_calls() {
+    need_root("eBPF");
+    let (_keep, dir) = fsprof_testkit::canonical_tempdir();
+    let mut child = traced_scan(&dir, ("FSPROF_TEST_FAULT_SESSION_FAILS", "1"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A capture that waited for the attaching thread, which waited for a
+    // control file never sent, hung here.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fsprof trace did not end within 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stderr = ran_as_itself(&child.wait_with_output().unwrap());
+    assert!(
+        stderr.contains("loads and stores through file mappings are not in this trace"),
+        "{stderr}"
+    );
 }
