@@ -429,9 +429,11 @@ static uint64_t next_chunk_size(uint64_t need)
     return size;
 }
 
-/* A chunk file of `size` bytes named `name` in the run directory, mapped;
- * MAP_FAILED if there is none. */
-static void *chunk_file(const char *name, uint64_t size)
+/* A chunk file of at least *size bytes named `name` in the run directory,
+ * mapped, its size in *size (a free file claimed can be larger: its header
+ * must say the file's size, or `fsprof trace` skips it as corrupt, and the
+ * whole of it is unmapped when it is sealed); MAP_FAILED if there is none. */
+static void *chunk_file(const char *name, uint64_t *size)
 {
     /* Under the run directory as run.c verifies it (never by name
      * alone), with the chunk's pages reserved: a full tmpfs fails here,
@@ -445,15 +447,15 @@ static void *chunk_file(const char *name, uint64_t size)
     int fresh = 0;
     void *m = MAP_FAILED;
     if (room_for_chunk(dirfd, &freed)) {
-        fd = claim_free(dirfd, name, &size, freed);
+        fd = claim_free(dirfd, name, size, freed);
         fresh = fd < 0;
         if (fresh)
             fd = syscall(SYS_openat, dirfd, name,
                          O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     }
     if (fd >= 0) {
-        if (!fresh || fsprof_reserve(fd, 0, size) == 0)
-            m = (void *)syscall(SYS_mmap, 0, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED,
+        if (!fresh || fsprof_reserve(fd, 0, *size) == 0)
+            m = (void *)syscall(SYS_mmap, 0, (size_t)*size, PROT_READ | PROT_WRITE, MAP_SHARED,
                                 fd, 0);
         syscall(SYS_close, fd);
         if (m == MAP_FAILED)
@@ -486,7 +488,7 @@ static int chunk_open(uint64_t need)
         char name[32];
         size_t n = fsprof_cat(name, 0, sizeof name, "t");
         fsprof_cat_u64(name, n, sizeof name, seq);
-        m = chunk_file(name, size);
+        m = chunk_file(name, &size);
         if (m == MAP_FAILED)
             return 0;
     }

@@ -356,7 +356,9 @@ impl TraceSource {
                 // Its shim is still making it.
                 Ok(None) => self.relist = true,
                 Err(e) => {
-                    self.notes.push(format!("skipped a trace chunk: {e}"));
+                    self.notes.push(format!(
+                        "skipped a trace chunk, whose records are not in the trace: {e}"
+                    ));
                     let _ = std::fs::remove_file(&path);
                 }
             }
@@ -445,7 +447,9 @@ impl TraceSource {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    self.notes.push(format!("skipped a trace chunk: {e}"));
+                    self.notes.push(format!(
+                        "skipped a trace chunk, whose records are not in the trace: {e}"
+                    ));
                     // Its block can be taken back.
                     map.zero(base, tabi::TCHUNK_HDR);
                 }

@@ -297,7 +297,12 @@ fn checked(
     // The committed count is not checked here: the thread may be storing
     // it while it is copied. `read` checks what is read against the size.
     if h.size != len as u64 {
-        return Err("chunk header disagrees with the file's size".into());
+        // Never from the shim (a claimed free file's header says its size,
+        // as a new one's does): a chunk that is not the shim's.
+        return Err(format!(
+            "its header says {} bytes, and it has {len}",
+            h.size
+        ));
     }
     let info = ChunkInfo {
         proc_seq: h.proc_seq,

@@ -97,3 +97,58 @@ fn a_window_its_process_could_not_make_is_not_read() {
     );
     crate::capture::records(&d.path().join("t.trace"));
 }
+
+/// A thread fills its window and its first chunk files, which `fsprof
+/// trace` hands back once sealed (f0: 64 KiB, f1: 128 KiB, ...); then a
+/// thread claims f0 for its first chunk (64 KiB) and a third one f1, a
+/// file larger than it asked for. The chunk's header says the file's
+/// size: it said the size asked for, and `fsprof trace` skipped the
+/// chunk as corrupt ("chunk header disagrees with the file's size"),
+/// every call of the third thread lost (seen tracing `strace -f`).
+const CLAIMS: &str = r#"#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void opens(const char *who, int n) {
+    char name[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "/etc/hostname-%s-%d", who, i);
+        int fd = open(name, O_RDONLY);
+        if (fd >= 0) close(fd);
+    }
+}
+static void *thread(void *who) {
+    opens(who, 3);
+    return NULL;
+}
+int main(void) {
+    opens("a", 4000);
+    usleep(200000);
+    const char *who[] = {"b", "c"};
+    for (int k = 0; k < 2; k++) {
+        pthread_t t;
+        pthread_create(&t, NULL, thread, (void *)who[k]);
+        pthread_join(t, NULL);
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_thread_that_claims_a_larger_free_chunk_file_is_traced() {
+    let d = tempfile::tempdir().unwrap();
+    let (out, t) = crate::trace_source("claims", CLAIMS, d.path());
+    let err = fsprof_testkit::stderr(&out);
+    assert!(!err.contains("skipped"), "{err}");
+    let (_, calls, _) = crate::capture::records(&t);
+    for who in ["a", "b", "c"] {
+        let prefix = format!("/etc/hostname-{who}-");
+        let n = calls
+            .iter()
+            .filter(|c| c.op.is("open"))
+            .filter_map(|c| c.path.as_ref())
+            .filter(|p| p.starts_with(prefix.as_bytes()))
+            .count();
+        assert_eq!(n, if who == "a" { 4000 } else { 3 }, "{who}: {err}");
+    }
+}
