@@ -926,6 +926,12 @@ impl Source for TraceSource {
                 summary.dropped
             ));
         }
+        let lost = uncounted_loss(&fin.layers, &summary);
+        if lost > 0 {
+            fin.warnings.push(format!(
+                "{lost} call(s) the profile counted are not in the trace, and no process could say so (no room for its trace chunks: is /dev/shm full?)"
+            ));
+        }
         fin.notes.append(&mut self.notes);
         self.outcome = Some(TraceOutcome {
             path: self.output.clone(),
@@ -938,5 +944,56 @@ impl Source for TraceSource {
 
     fn amend_meta(&mut self, meta: &mut Meta) {
         self.user.amend_meta(meta);
+    }
+}
+
+/// The calls the run's profile counted that the trace neither holds nor
+/// counts as dropped. The shim counts a record it could not write in the
+/// next chunk it makes; a process that can make no chunk at all (a full
+/// /dev/shm) leaves that count nowhere, and its calls would be missing
+/// from the trace without a word. The profile counts every call the trace
+/// records (trace capture tests: `assert_profile_matches`), so any excess
+/// is such a loss. Accesses through mappings are not calls.
+fn uncounted_loss(layers: &[Layer], summary: &TraceSummary) -> u64 {
+    let profiled = layers
+        .iter()
+        .filter(|l| l.name == fsprof_core::profile::layer::USER)
+        .flat_map(|l| &l.ops)
+        .filter(|o| !crate::event::MAPPED_OPS.contains(&o.name.as_str()))
+        .fold(0u64, |t, o| t.saturating_add(o.post));
+    profiled.saturating_sub(summary.calls.saturating_add(summary.dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsprof_core::histogram::OpStats;
+
+    fn user(ops: &[(&str, u64)]) -> Vec<Layer> {
+        let mut l = Layer::new(fsprof_core::profile::layer::USER);
+        for &(name, post) in ops {
+            let mut o = OpStats::new(name);
+            o.post = post;
+            l.ops.push(o);
+        }
+        vec![l]
+    }
+
+    #[test]
+    fn calls_missing_from_the_trace_and_uncounted_are_a_loss() {
+        let layers = user(&[("openat", 5), ("read", 4), ("mapped_read", 9)]);
+        let summary = |calls, dropped| TraceSummary {
+            calls,
+            dropped,
+            ..TraceSummary::default()
+        };
+        assert_eq!(uncounted_loss(&layers, &summary(9, 0)), 0);
+        assert_eq!(uncounted_loss(&layers, &summary(6, 3)), 0);
+        assert_eq!(uncounted_loss(&layers, &summary(0, 0)), 9);
+        assert_eq!(uncounted_loss(&layers, &summary(6, 1)), 2);
+        // Another layer's calls are not the trace's.
+        let mut kernel = user(&[("vfs_read", 50)]);
+        kernel[0].name = "kernel".into();
+        assert_eq!(uncounted_loss(&kernel, &summary(0, 0)), 0);
     }
 }

@@ -96,6 +96,12 @@ fn a_window_its_process_could_not_make_is_not_read() {
         p.processes
     );
     crate::capture::records(&d.path().join("t.trace"));
+    // sh's calls, counted in its block, had no chunk to go to, nor a
+    // chunk to count them in: the trace says it lacks them.
+    assert!(
+        err.contains("are not in the trace, and no process could say so"),
+        "{err}"
+    );
 }
 
 /// A thread fills its window and its first chunk files, which `fsprof
