@@ -172,28 +172,37 @@ fn floor_pow2_frac(i: i64, r: u32) -> u64 {
 }
 
 /// Whether `n^r <= 2^e`, computed with multi-word integers.
+///
+/// The limbs live on the stack: `n < 2^64`, so `n^r` has at most `r` of
+/// them, and `r` is at most 16 (`Resolution::ALLOWED`). With a `Vec`
+/// each of the ~130 calls for a `fsprof run`'s bucket table allocated and
+/// freed: `BucketLayout::new` took 36.5k of the 426k instructions of `run
+/// -q -- true`, 15.1k without (docs/benchmarks/history.md, reloc12).
 fn pow_le_pow2(n: u64, r: u32, e: u32) -> bool {
-    let mut limbs: Vec<u64> = vec![1];
+    let mut limbs = [0u64; 17];
+    limbs[0] = 1;
+    let mut len = 1;
     for _ in 0..r {
         let mut carry: u128 = 0;
-        for limb in limbs.iter_mut() {
+        for limb in &mut limbs[..len] {
             let v = (*limb as u128) * (n as u128) + carry;
             *limb = v as u64;
             carry = v >> 64;
         }
         if carry > 0 {
-            limbs.push(carry as u64);
+            limbs[len] = carry as u64;
+            len += 1;
         }
     }
-    while limbs.len() > 1 && *limbs.last().unwrap() == 0 {
-        limbs.pop();
+    while len > 1 && limbs[len - 1] == 0 {
+        len -= 1;
     }
-    let top = *limbs.last().unwrap();
+    let top = limbs[len - 1];
     if top == 0 {
         return true;
     }
-    let bits = (limbs.len() as u32 - 1) * 64 + (64 - top.leading_zeros());
-    let power_of_two = top.is_power_of_two() && limbs[..limbs.len() - 1].iter().all(|&l| l == 0);
+    let bits = (len as u32 - 1) * 64 + (64 - top.leading_zeros());
+    let power_of_two = top.is_power_of_two() && limbs[..len - 1].iter().all(|&l| l == 0);
     // 2^e has e+1 bits; anything shorter is smaller, equal length only if equal.
     bits < e + 1 || (bits == e + 1 && power_of_two)
 }
