@@ -274,6 +274,20 @@ impl Arena {
         Some(first)
     }
 
+    /// Whether a process of the run cut the control file, or wrote over
+    /// its header (the shim never does either). fsprof's reads past a cut
+    /// raise SIGBUS, which its guard counts (fsprof-sys mapfault.rs), but
+    /// only where it reads, and its next refill makes the file long again:
+    /// cut before any block was made ready, the file left fsprof nothing
+    /// to fault on, and the run looked as if no process had loaded the
+    /// shim. The header's magic, written before the command started, is
+    /// gone from a file cut and made long again.
+    pub fn control_damaged(&self) -> bool {
+        let reserved = abi::ARENA_OFF as u64 + u64::from(self.reserved) * abi::FIRST_CHUNK as u64;
+        self.file.metadata().is_ok_and(|m| m.len() < reserved)
+            || self.map.u64_at(offset_of!(ControlHeader, magic)) != abi::CTL_MAGIC
+    }
+
     /// The arena's mapping and the control file it maps, for `fsprof
     /// trace`'s reader of the blocks' windows.
     pub fn shared(&self) -> (Rc<SharedMap>, Rc<File>) {
@@ -503,6 +517,29 @@ mod tests {
         file.write_all_at(&magic, a.window(0) as u64).unwrap();
         assert!(a.window_made(0) && a.window_busy(0));
         assert!(!a.header_made(1), "block 1 is untouched");
+    }
+
+    /// A process of the run that cuts the control file before any block is
+    /// ready leaves fsprof nothing to fault on, and the refill makes the
+    /// file long again: the header's lost magic still tells.
+    #[test]
+    fn a_control_file_cut_and_made_long_again_is_seen() {
+        let file = active_control_on_tmpfs();
+        let magic = offset_of!(ControlHeader, magic) as u64;
+        file.write_all_at(&abi::CTL_MAGIC.to_ne_bytes(), magic)
+            .unwrap();
+        let mut a = Arena::new(&file, AT_START as u32).unwrap();
+        a.hold_first();
+        a.offer_first(0);
+        assert!(!a.control_damaged());
+        file.set_len(0).unwrap();
+        assert!(a.control_damaged(), "cut");
+        file.set_len((abi::ARENA_OFF + AT_START * abi::FIRST_CHUNK) as u64)
+            .unwrap();
+        assert!(a.control_damaged(), "cut and made long again");
+        file.write_all_at(&abi::CTL_MAGIC.to_ne_bytes(), magic)
+            .unwrap();
+        assert!(!a.control_damaged());
     }
 
     /// Processes that started without a block (the offers ran out, they

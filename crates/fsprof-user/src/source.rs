@@ -210,9 +210,16 @@ impl Source for UserSource {
         notes.extend(notes::nonfile(&layers));
         let mut warnings = Vec::new();
         let shrunk = fsprof_sys::mapfault::replaced_pages() - self.replaced_before;
-        if shrunk > 0 {
+        let cut = self
+            .arena()
+            .is_some_and(crate::arena::Arena::control_damaged);
+        if shrunk > 0 || cut {
+            let zeros = match shrunk {
+                0 => String::new(),
+                n => format!(": {n} page(s) read as zeros"),
+            };
             warnings.push(format!(
-                "a process of the run shrank a file fsprof had mapped (the control file, a counter file or a trace chunk): {shrunk} page(s) read as zeros, so counts may be missing"
+                "a process of the run shrank or overwrote a file fsprof had mapped (the control file, a counter file or a trace chunk){zeros}, so counts may be missing"
             ));
         }
         Ok(Finish {
