@@ -404,7 +404,7 @@ impl Engine<'_> {
         let ticks = Ticks { tsc, per_ns };
         // Each thread's state, its parent directories opened now: before
         // the start is set, so that opening them cannot delay it.
-        let mut locals: Vec<Option<Local>> = progs
+        let locals: Vec<Option<Local>> = progs
             .iter()
             .map(|prog| {
                 let mut local = Local::new();
@@ -424,41 +424,7 @@ impl Engine<'_> {
             ticks,
             start,
         };
-        let recs: Vec<(Vec<Rec>, Usage)> = std::thread::scope(|sc| {
-            let handles: Vec<_> = progs
-                .iter()
-                .enumerate()
-                // A thread whose traced calls were all left out at
-                // compile time has nothing to do.
-                .filter(|(_, prog)| !prog.steps.is_empty())
-                .map(|(t, prog)| {
-                    let shared = &shared;
-                    let local = locals[t].take().unwrap_or_default();
-                    let body = move || self.thread(t, prog, local, shared);
-                    (t, sc.spawn(move || guarded(shared.abort, body)))
-                })
-                .collect();
-            while handles.iter().any(|(_, h)| !h.is_finished()) {
-                progress(
-                    done.iter()
-                        .map(|d| d.0.load(Ordering::Relaxed) as u64)
-                        .sum(),
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let mut recs: Vec<(Vec<Rec>, Usage)> = progs
-                .iter()
-                .map(|_| (Vec::new(), Usage::default()))
-                .collect();
-            let mut panicked = None;
-            for (t, h) in handles {
-                match h.join() {
-                    Ok(Ok(r)) => recs[t] = r,
-                    Ok(Err(p)) | Err(p) => panicked = Some(ThreadPanic::new(t, &*p)),
-                }
-            }
-            panicked.map_or(Ok(recs), Err)
-        })?;
+        let recs = self.run_threads(&progs, locals, &shared, progress)?;
         // The pairs are each uncertain by ~100 ns: 10 ms apart at least,
         // the rate through them is exact to 1e-5.
         let mut end = ticks.pair();
@@ -487,6 +453,53 @@ impl Engine<'_> {
                     .sum(),
                 ..split
             },
+        })
+    }
+
+    /// Runs each program on its own thread, reporting progress meanwhile:
+    /// each thread's records and resource use, or the first panic.
+    fn run_threads(
+        &self,
+        progs: &[Program],
+        mut locals: Vec<Option<Local>>,
+        shared: &Shared,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Vec<(Vec<Rec>, Usage)>, ThreadPanic> {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = progs
+                .iter()
+                .enumerate()
+                // A thread whose traced calls were all left out at
+                // compile time has nothing to do.
+                .filter(|(_, prog)| !prog.steps.is_empty())
+                .map(|(t, prog)| {
+                    let local = locals[t].take().unwrap_or_default();
+                    let body = move || self.thread(t, prog, local, shared);
+                    (t, sc.spawn(move || guarded(shared.abort, body)))
+                })
+                .collect();
+            while handles.iter().any(|(_, h)| !h.is_finished()) {
+                progress(
+                    shared
+                        .done
+                        .iter()
+                        .map(|d| d.0.load(Ordering::Relaxed) as u64)
+                        .sum(),
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let mut recs: Vec<(Vec<Rec>, Usage)> = progs
+                .iter()
+                .map(|_| (Vec::new(), Usage::default()))
+                .collect();
+            let mut panicked = None;
+            for (t, h) in handles {
+                match h.join() {
+                    Ok(Ok(r)) => recs[t] = r,
+                    Ok(Err(p)) | Err(p) => panicked = Some(ThreadPanic::new(t, &*p)),
+                }
+            }
+            panicked.map_or(Ok(recs), Err)
         })
     }
 
