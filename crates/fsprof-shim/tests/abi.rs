@@ -28,14 +28,26 @@ fn install_is_idempotent_and_writable_by_us_alone() {
     );
 }
 
+/// Where the tests install the shim: one directory for the whole test
+/// process (a loaded shim is never unloaded). A copy of the shim loaded from
+/// another path takes static TLS of its own (its variables are
+/// initial-exec, as a preloaded library's should be), and glibc keeps
+/// room for few such copies: under `cargo test`, which runs these tests
+/// as threads of one process, one directory a thread failed with "cannot
+/// allocate memory in static TLS block" (nextest runs each test in its
+/// own process). A path already loaded is loaded again without new TLS.
 fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "fsprof-shim-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("fsprof-shim-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        // Installed before any test's own install, which then finds it
+        // there: install's temporary name is one per process, so threads
+        // writing it at once would collide.
+        install(&d).unwrap();
+        d
+    })
+    .clone()
 }
 
 #[test]
