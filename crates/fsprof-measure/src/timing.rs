@@ -44,7 +44,7 @@ use fsprof_core::buckets::{BucketLayout, Resolution};
 use fsprof_core::histogram::{Histogram, OpStats};
 use fsprof_core::stats::Summary;
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, TscRate};
-use fsprof_sys::usage::{runqueue_wait_ns, this_thread};
+use fsprof_sys::usage::{runqueue_wait_ns, this_thread, thread_cpu_ns};
 
 /// The clock a loop reads: ticks now, ns afterwards.
 #[derive(Clone, Copy, Debug)]
@@ -334,17 +334,6 @@ fn busiest_since(before: &std::collections::BTreeMap<u32, (String, u64)>) -> Vec
     grew.truncate(OTHERS);
     grew.append(&mut kernel);
     grew
-}
-
-/// The calling thread's CPU time, ns (`CLOCK_THREAD_CPUTIME_ID`).
-fn thread_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// What the timing loop adds to each operation, measured on this machine

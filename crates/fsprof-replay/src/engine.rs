@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use fsprof_sys::clock::{mono_ns, rdtsc, tsc_is_invariant, tsc_mono_pair, TscRate};
+use fsprof_sys::usage::thread_cpu_ns;
 use fsprof_trace::replayfile::{Compiled, CMD_SETUP, CMD_UNVERIFIED};
 
 use crate::exec::{DataArgs, Exec, Kind, Local, PathTable, Slots};
@@ -813,7 +814,9 @@ impl Pacer {
             // CPU per command, measured rather than inferred.
             let c0 = thread_cpu_ns();
             sleep_until(due_ns - SPIN_NS);
-            self.sleep_cpu_ns += thread_cpu_ns().saturating_sub(c0);
+            if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
+                self.sleep_cpu_ns += c1.saturating_sub(c0);
+            }
             self.anchor = self.ticks.anchor();
             let stop = spin_until(self.anchor.ticks(due_ns), self.ticks);
             self.woken_spin_ticks += stop.saturating_sub(self.anchor.ticks);
@@ -821,19 +824,6 @@ impl Pacer {
         }
         spin_until(self.anchor.ticks(due_ns), self.ticks)
     }
-}
-
-/// The calling thread's CPU time, ns (CLOCK_THREAD_CPUTIME_ID).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer; the clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec.max(0) as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec.max(0) as u64)
 }
 
 /// This thread's resource use so far.

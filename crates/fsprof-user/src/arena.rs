@@ -283,8 +283,9 @@ impl Arena {
     /// shim. The header's magic, written before the command started, is
     /// gone from a file cut and made long again.
     pub fn control_damaged(&self) -> bool {
-        let reserved = abi::ARENA_OFF as u64 + u64::from(self.reserved) * abi::FIRST_CHUNK as u64;
-        self.file.metadata().is_ok_and(|m| m.len() < reserved)
+        // Where the blocks reserved end: the file is at least that long.
+        let end = self.block(self.reserved).1 as u64;
+        self.file.metadata().is_ok_and(|m| m.len() < end)
             || self.map.u64_at(offset_of!(ControlHeader, magic)) != abi::CTL_MAGIC
     }
 
