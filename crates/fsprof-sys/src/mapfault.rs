@@ -11,7 +11,12 @@
 //!   there is answered by mapping a private page of zeros over the
 //!   faulting page, and the access is retried: it reads zeros, as if the
 //!   process had written them, and the readers already treat every word
-//!   as hostile. The pages so replaced are counted ([`replaced_pages`]).
+//!   as hostile. The pages so replaced are counted ([`replaced_pages`]),
+//!   and the last [`RECENT`] remembered by address
+//!   ([`pages_replaced_since`]): a replaced page stays detached from the
+//!   file after the file is made long again, so the owner of a mapping
+//!   that is reused (the arena's blocks) must know which pages no longer
+//!   show the file.
 //! - **Touches** ([`guarded`]): the replayer's loads and stores through its
 //!   own mappings of replayed files, which can be shorter than the traced
 //!   ones. A SIGBUS (or a SIGSEGV: a touch racing another thread's
@@ -33,18 +38,75 @@
 //! retried and faulted again).
 
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 
-/// Mappings that can be covered at once: fsprof holds one per process
-/// that has a counter file of its own or a live trace chunk. A mapping
-/// made when all are taken is not covered.
-const SLOTS: usize = 4096;
+/// Mappings a table of ranges holds. fsprof holds one mapping per process
+/// that has a counter file of its own or a live trace chunk; when every
+/// slot is taken, another table is chained on, so no mapping goes
+/// uncovered (one uncovered, cut by its writer, would kill fsprof).
+const SLOTS: usize = 1024;
 
-/// (start, end) of each covered mapping; start 0: a free slot.
-static RANGES: [(AtomicUsize, AtomicUsize); SLOTS] =
-    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS];
+/// (start, end) of each covered mapping; start 0: a free slot. Tables are
+/// only ever added, never freed: the handler walks them without a lock.
+struct Ranges {
+    slots: [(AtomicUsize, AtomicUsize); SLOTS],
+    next: AtomicPtr<Ranges>,
+}
+
+impl Ranges {
+    const fn new() -> Ranges {
+        Ranges {
+            slots: [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS],
+            next: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This table and the ones chained after it.
+    fn chain(&'static self) -> impl Iterator<Item = &'static Ranges> {
+        std::iter::successors(Some(self), |t| {
+            // SAFETY: a chained table is leaked, never freed or moved.
+            unsafe { t.next.load(Ordering::Acquire).as_ref() }
+        })
+    }
+
+    /// The table after this one, chained on if there is none yet.
+    fn next_or_new(&'static self) -> &'static Ranges {
+        let next = self.next.load(Ordering::Acquire);
+        // SAFETY: a chained table is leaked, never freed or moved.
+        if let Some(t) = unsafe { next.as_ref() } {
+            return t;
+        }
+        let new = Box::into_raw(Box::new(Ranges::new()));
+        match self.next.compare_exchange(
+            std::ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: leaked just now, never freed.
+            Ok(_) => unsafe { &*new },
+            Err(theirs) => {
+                // SAFETY: ours was never published; theirs is leaked.
+                unsafe {
+                    drop(Box::from_raw(new));
+                    &*theirs
+                }
+            }
+        }
+    }
+}
+
+static RANGES: Ranges = Ranges::new();
 static REPLACED: AtomicU64 = AtomicU64::new(0);
+/// Pages of covered mappings the handler remembers by address.
+pub const RECENT: usize = 64;
+/// The addresses of replaced pages: the n-th replaced (from 0) at `n %
+/// RECENT`. Written before [`REPLACED`] counts it.
+static RECENT_PAGES: [AtomicUsize; RECENT] = [const { AtomicUsize::new(0) }; RECENT];
+/// Replacements begun: a slot of [`RECENT_PAGES`] is claimed here, so two
+/// handlers at once (two of fsprof's threads) never write one slot.
+static BEGUN: AtomicU64 = AtomicU64::new(0);
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
 thread_local! {
@@ -57,7 +119,7 @@ thread_local! {
 }
 
 /// A covered mapping; uncovered on drop (before it is unmapped).
-pub struct Covered(Option<usize>);
+pub struct Covered(Option<&'static (AtomicUsize, AtomicUsize)>);
 
 /// Covers `len` bytes at `start` (a live mapping of a shared file).
 pub fn cover(start: usize, len: usize) -> Covered {
@@ -67,26 +129,37 @@ pub fn cover(start: usize, len: usize) -> Covered {
     let Some(end) = start.checked_add(len) else {
         return Covered(None);
     };
-    let free = RANGES.iter().position(|(s, e)| {
-        s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-            && {
-                e.store(end, Ordering::Release);
-                true
-            }
-    });
-    Covered(free)
+    let mut table: &'static Ranges = &RANGES;
+    loop {
+        // A plain load first: a failed compare-exchange on each taken slot
+        // would be a locked instruction per live mapping.
+        let free = table.slots.iter().find(|(s, _)| {
+            s.load(Ordering::Relaxed) == 0
+                && s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+        });
+        if let Some(slot) = free {
+            slot.1.store(end, Ordering::Release);
+            return Covered(Some(slot));
+        }
+        table = table.next_or_new();
+    }
 }
 
 impl Covered {
     /// Uncovers the mapping: before it is unmapped, so that a mapping made
     /// later at the same address is never taken for it.
     pub fn release(&mut self) {
-        if let Some(k) = self.0.take() {
+        if let Some((start, end)) = self.0.take() {
             // The end first: a handler between the two stores sees no range.
-            RANGES[k].1.store(0, Ordering::Release);
-            RANGES[k].0.store(0, Ordering::Release);
+            end.store(0, Ordering::Release);
+            start.store(0, Ordering::Release);
         }
+    }
+
+    /// Whether the mapping is covered (the handler could be installed).
+    pub fn is_covered(&self) -> bool {
+        self.0.is_some()
     }
 }
 
@@ -99,6 +172,27 @@ impl Drop for Covered {
 /// Pages of covered mappings replaced by zeros since fsprof started.
 pub fn replaced_pages() -> u64 {
     REPLACED.load(Ordering::Relaxed)
+}
+
+/// The pages of covered mappings replaced since `mark` (a
+/// [`replaced_pages`] reading), by address, and the count now, the next
+/// mark; no addresses if more were replaced than are remembered (or a
+/// handler on another thread is between claiming a slot and counting).
+pub fn pages_replaced_since(mark: u64) -> (Option<Vec<usize>>, u64) {
+    let now = REPLACED.load(Ordering::Acquire);
+    let begun = BEGUN.load(Ordering::Acquire);
+    if begun != now || now.saturating_sub(mark) > RECENT as u64 {
+        return (None, now);
+    }
+    let pages = (mark..now)
+        .map(|n| RECENT_PAGES[(n % RECENT as u64) as usize].load(Ordering::Acquire))
+        .collect();
+    // Slots rewritten while they were read (a handler claimed more since)
+    // are not the ones counted.
+    match BEGUN.load(Ordering::Acquire) == begun {
+        true => (Some(pages), now),
+        false => (None, now),
+    }
 }
 
 /// Installs the handler for touches (SIGBUS and SIGSEGV), once per
@@ -215,12 +309,16 @@ fn answer(sig: libc::c_int, addr: usize) -> bool {
         return true;
     }
     let covered = sig == libc::SIGBUS
-        && RANGES.iter().any(|(s, e)| {
-            let start = s.load(Ordering::Acquire);
-            start != 0 && addr >= start && addr < e.load(Ordering::Acquire)
+        && RANGES.chain().any(|t| {
+            t.slots.iter().any(|(s, e)| {
+                let start = s.load(Ordering::Acquire);
+                start != 0 && addr >= start && addr < e.load(Ordering::Acquire)
+            })
         });
     if covered && zero_page_over(addr, page) {
-        REPLACED.fetch_add(1, Ordering::Relaxed);
+        let n = BEGUN.fetch_add(1, Ordering::AcqRel);
+        RECENT_PAGES[(n % RECENT as u64) as usize].store(addr & !(page - 1), Ordering::Release);
+        REPLACED.fetch_add(1, Ordering::AcqRel);
         return true;
     }
     false
@@ -255,6 +353,7 @@ mod tests {
     /// zeros, and the pages are counted; fsprof is not killed.
     #[test]
     fn a_file_shrunk_under_its_mapping_reads_as_zeros() {
+        let _one = REPLACING.lock();
         let page = PAGE.load(Ordering::Relaxed).max(4096);
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(&vec![0xab; 2 * page]).unwrap();
@@ -266,6 +365,37 @@ mod tests {
         m.store_u64(16, 7);
         assert_eq!(m.u64_at(16), 7, "a store lands in the page of zeros");
         assert!(replaced_pages() >= before + 2, "both pages counted");
+    }
+
+    /// The tests that replace pages, one at a time (cargo test runs them
+    /// as threads of one process, and each reads the count).
+    static REPLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// The pages replaced are told by address, the next mark with them; a
+    /// mark older than the pages remembered tells none.
+    #[test]
+    fn the_pages_replaced_are_told_by_address() {
+        let _one = REPLACING.lock();
+        let page = PAGE.load(Ordering::Relaxed).max(4096);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&vec![0xab; 3 * page]).unwrap();
+        let m = SharedMap::new_writable(&f, 3 * page).unwrap();
+        let mark = replaced_pages();
+        f.set_len(page as u64).unwrap();
+        assert_eq!(m.u64_at(2 * page), 0);
+        let (pages, now) = pages_replaced_since(mark);
+        let base = m.as_ptr() as usize;
+        let pages = pages.expect("one page replaced since the mark");
+        assert_eq!(pages, [base + 2 * page], "{base:x}");
+        assert!(now > mark);
+        assert_eq!(pages_replaced_since(now).0, Some(vec![]));
+        // More than are remembered since the mark: none told.
+        let n = RECENT + 1;
+        f.set_len((n * page) as u64).unwrap();
+        let many = SharedMap::new_writable(&f, n * page).unwrap();
+        f.set_len(0).unwrap();
+        (0..n).for_each(|k| assert_eq!(many.u64_at(k * page), 0));
+        assert_eq!(pages_replaced_since(now).0, None);
     }
 
     /// Forks a child that runs `f` then exits 0: the signal that killed
@@ -286,6 +416,27 @@ mod tests {
             true => libc::WTERMSIG(status),
             false => 0,
         }
+    }
+
+    /// More mappings than one table of ranges holds are all covered: a
+    /// file cut under a mapping made after them reads as zeros in a child
+    /// that holds them all, which is not killed.
+    #[test]
+    fn mappings_past_one_table_are_covered() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&[0xab; 8192]).unwrap();
+        let sig = killed_by(|| {
+            let held: Vec<Covered> = (0..SLOTS + 8)
+                .map(|k| cover(0x1000_0000 + k * 0x1000, 0x1000))
+                .collect();
+            let m = SharedMap::new_writable(&f, 8192).unwrap();
+            f.set_len(0).unwrap();
+            if !held.iter().all(Covered::is_covered) || m.u64_at(4096) != 0 {
+                // SAFETY: ends the forked child, as a failure.
+                unsafe { libc::abort() };
+            }
+        });
+        assert_eq!(sig, 0, "the child was killed by signal {sig}");
     }
 
     /// A SIGBUS outside every covered mapping and touch is not swallowed:

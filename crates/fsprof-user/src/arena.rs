@@ -95,6 +95,18 @@ pub struct Arena {
     target: usize,
     /// The control header's process count at the last refill.
     seen_seq: u64,
+    /// [`fsprof_sys::mapfault::replaced_pages`] when the arena last
+    /// looked at which pages its guard replaced.
+    replaced_mark: u64,
+    /// Blocks with a page the guard replaced by zeros: fsprof's mapping of
+    /// that page no longer shows the file (even after the file is made
+    /// long again), so a process given the block would write counts fsprof
+    /// reads as zeros. Never offered again.
+    detached: Vec<u32>,
+    /// More pages were replaced than the guard remembers (a process of the
+    /// run cut the control file again and again): no freed block is
+    /// offered again, as any may hold a detached page.
+    reuse_unsafe: bool,
 }
 
 impl Arena {
@@ -118,6 +130,9 @@ impl Arena {
             full: false,
             target: AT_START,
             seen_seq: 0,
+            replaced_mark: fsprof_sys::mapfault::replaced_pages(),
+            detached: Vec::new(),
+            reuse_unsafe: false,
         })
     }
 
@@ -411,7 +426,30 @@ impl Arena {
                 self.map.zero(base + abi::FIRST_CHUNK - top, top);
             }
         }
-        self.free.push(block);
+        if self.may_reuse(block) {
+            self.free.push(block);
+        }
+    }
+
+    /// Whether freed block `block` shows the file in fsprof's mapping: no
+    /// page of it was replaced by the guard (a process of the run cut the
+    /// control file while fsprof read the block, fsprof-sys mapfault.rs).
+    fn may_reuse(&mut self, block: u32) -> bool {
+        let (pages, now) = fsprof_sys::mapfault::pages_replaced_since(self.replaced_mark);
+        self.replaced_mark = now;
+        let base = self.map.as_ptr() as usize;
+        match pages {
+            None => self.reuse_unsafe = true,
+            Some(pages) => {
+                let blocks = pages.into_iter().filter_map(|p| {
+                    let off = p.checked_sub(base + abi::ARENA_OFF)?;
+                    let k = off / abi::FIRST_CHUNK;
+                    (off < self.map.len() - abi::ARENA_OFF).then_some(k as u32)
+                });
+                self.detached.extend(blocks);
+            }
+        }
+        !self.reuse_unsafe && !self.detached.contains(&block)
     }
 }
 
@@ -541,6 +579,39 @@ mod tests {
         file.write_all_at(&abi::CTL_MAGIC.to_ne_bytes(), magic)
             .unwrap();
         assert!(!a.control_damaged());
+    }
+
+    /// A block whose page fsprof's guard replaced while reading it (a
+    /// process of the run cut the control file) is not offered again once
+    /// the file is long again: fsprof's mapping of that page shows zeros,
+    /// not what the block's next process would write. A block read without
+    /// a fault is.
+    #[test]
+    fn a_block_read_through_a_cut_is_not_offered_again() {
+        let file = active_control_on_tmpfs();
+        let mut a = Arena::new(&file, AT_START as u32).unwrap();
+        a.offer_first(0);
+        a.make_ready(AT_START as u32);
+        let head = offset_of!(ControlHeader, ring_head) as u64;
+        file.write_all_at(&2u64.to_ne_bytes(), head).unwrap();
+        a.refill(1);
+        let taken: Vec<u32> = a.taken().iter().map(|t| t.block).collect();
+        assert_eq!(taken, [0, 1]);
+        let long = file.metadata().unwrap().len();
+        // Block 1's process cuts the file in the middle of block 1;
+        // fsprof's read of its header faults there, and block 1's header
+        // page is replaced.
+        let cut = a.block(1).1 as u64;
+        file.set_len(cut).unwrap();
+        assert_eq!(a.header_u32(1, offset_of!(ProcHeader, used)), 0);
+        file.set_len(long).unwrap();
+        a.give_back(0, None);
+        a.give_back(1, None);
+        assert!(a.free.contains(&0), "block 0 was read whole");
+        assert!(!a.free.contains(&1), "block 1 offered again: {:?}", a.free);
+        let block1 = a.block(1).1 as u64;
+        file.write_all_at(&9u32.to_ne_bytes(), block1).unwrap();
+        assert_eq!(a.header_u32(1, 0), 0, "the page is detached from the file");
     }
 
     /// Processes that started without a block (the offers ran out, they
