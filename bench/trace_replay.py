@@ -31,8 +31,8 @@
    (fdopendir, closedir: 29) differs from a second run of itself by about
    0.3-0.4 by chance alone; the replay's own sampling-noise line says how
    much for each op, and the pooled lines compare all rounds' replays with
-   all traces at once (the merged histograms' EMD and compare's shift test
-   against the spread between runs), with the traces split in halves and
+   all traces at once (compare's EMD of the merged sides, the table's
+   measure, and its shift test against the spread between runs), with the traces split in halves and
    two random samples of one run's calls as their floors.
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
@@ -40,7 +40,7 @@
    of the whole command (the program, and fsprof turning records into the
    trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt] [--keep]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt] [--keep] [--self-test]
 
 As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
 part 2 the replays with `--realtime` (the replay threads under
@@ -430,16 +430,22 @@ def pooled(traces, runs):
     """The rounds pooled, where one replay's fidelity table compares two
     single runs: an op of 29 calls (fdopendir, closedir) differs between
     two samples of the same program by about as much as the target allows.
-    Per op: the plain EMD of the merged histograms of all traces and all
-    replays of a mode (what is left is a difference of the replay, not the
-    sampling noise of one run), the sampling noise of that pooled
-    comparison, and `compare TRACES --vs REPLAYS`'s shift test (is the
-    replay slower or faster than the program by more than the program's
-    own runs spread). The floors: the traces split in halves compared the
-    same way, and the EMD two samples of an op's per-run count of calls
-    drawn from the pooled traces have."""
-    print(f"pooled over the rounds ({len(traces)} traces: the first and each round's); per op: EMD of the merged histograms "
-          "[its sampling noise] and compare's shift of the second side in powers of two (p):")
+    Per op: `compare TRACES --vs REPLAYS`'s EMD of the merged sides (the
+    fidelity table's measure: refined inside the buckets by the exact
+    means where an op is one peak, the plain bucket EMD otherwise; what
+    is left is a difference of the replay, not the sampling noise of one
+    run), the sampling noise of the merged histograms, and compare's shift
+    test (is the replay slower or faster than the program by more than the
+    program's own runs spread). The floors: the traces split in halves
+    compared the same way, and the plain EMD two samples of an op's
+    per-run count of calls drawn from the pooled traces have.
+
+    The plain bucket EMD of the merged histograms, which these lines
+    printed before, is not the table's: an op whose calls sit at a
+    bucket's edge reads 0.6-0.9 there for a shift of 0.3 (fstat's ~550 ns
+    against the 512 ns edge at resolution 1)."""
+    print(f"pooled over the rounds ({len(traces)} traces: the first and each round's); per op: compare's EMD of the merged sides "
+          "(the fidelity table's) [the merged histograms' sampling noise] and compare's shift of the second side in powers of two (p):")
     hist = merged_histograms(traces)
     for k, rs in runs.items():
         profiles = [r["profile"] for r in rs]
@@ -448,7 +454,7 @@ def pooled(traces, runs):
     print(f"{'tar vs tar':<12} the traces split in halves: "
           + pooled_line(merged_histograms(halves[0]), merged_histograms(halves[1]), compare_runs(*halves)))
     counts = op_counts(traces[0])
-    print(f"{'sampling':<12} EMD of two samples of one run's calls from the pooled traces (median of 200 pairs): " + ", ".join(
+    print(f"{'sampling':<12} plain EMD of two samples of one run's calls from the pooled traces (median of 200 pairs): " + ", ".join(
         f"{op} {sampling_emd(hist[op], counts[op]):.2f} (n {counts[op]})" for op in CACHED if op in hist and op in counts))
 
 
@@ -458,10 +464,12 @@ def pooled_line(ha, hb, shifts):
         if op not in ha or op not in hb:
             continue
         a, b = ha[op], hb[op]
-        line = f"{op} {plain_emd(a, b):.2f} [{emd_noise(a, b):.2f}]"
+        if op not in shifts or shifts[op][2] is None:
+            continue
+        line = f"{op} {shifts[op][2]:.2f} [{emd_noise(a, b):.2f}]"
         # compare tests no shift for an op too small to matter in its
         # layer (fdopendir, closedir).
-        if op in shifts and not math.isnan(shifts[op][0]):
+        if not math.isnan(shifts[op][0]):
             line += f" {shifts[op][0]:+.2f} ({shifts[op][1]:.2g})"
         out.append(line)
     return ", ".join(out)
@@ -476,11 +484,6 @@ def cdf_pairs(a, b):
         yield ca, cb
 
 
-def plain_emd(a, b):
-    """EMD in buckets of two {bucket: calls} histograms (distance::emd)."""
-    return sum(abs(x - y) for x, y in cdf_pairs(a, b))
-
-
 def emd_noise(a, b):
     """What sampling alone puts between them (distance::emd_noise)."""
     na, nb = sum(a.values()), sum(b.values())
@@ -490,7 +493,8 @@ def emd_noise(a, b):
 
 def compare_runs(a, b):
     """`fsprof compare A... --vs B...`: per op of the user layer, the shift
-    test's effect (B over A, powers of two) and p-value."""
+    test's effect (B over A, powers of two) and p-value, and the EMD of the
+    merged sides (compare's score, the fidelity table's measure)."""
     p = subprocess.run([ARGS.fsprof, "compare"] + a + ["--vs"] + b + ["--format", "json"], capture_output=True, text=True)
     if p.returncode not in (0, 1):
         raise subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)
@@ -499,7 +503,7 @@ def compare_runs(a, b):
         if o["layer"] != "user":
             continue
         shift = [c for c in o["checks"] if c["test"] == "shift"]
-        out[o["op"]] = (shift[0]["effect"], shift[0]["p_value"]) if shift else (float("nan"), float("nan"))
+        out[o["op"]] = ((shift[0]["effect"], shift[0]["p_value"]) if shift else (float("nan"), float("nan"))) + (o["score"],)
     return out
 
 
@@ -572,6 +576,46 @@ def compare_emd(a, b):
     return {o["op"]: o["score"] for o in ops if o["layer"] == "user" and o["score"] is not None}
 
 
+def made_up_profile(path, latencies):
+    """A profile of one op, fstat, of these latencies (ns), recorded as the
+    shim files them at resolution 1 (bucket i: [2^i, 2^(i+1)) ns)."""
+    idx = [int(math.log2(ns)) for ns in latencies]
+    lo = min(idx)
+    counts = [idx.count(i) for i in range(lo, max(idx) + 1)]
+    op = {"name": "fstat", "pre": len(latencies), "post": len(latencies), "errors": 0, "total_ns": sum(latencies),
+          "min_ns": min(latencies), "max_ns": max(latencies), "histogram": {"zero": 0, "offset": lo, "counts": counts}}
+    prof = {"format": "fsprof-profile", "format_version": 1,
+            "meta": {"fsprof_version": "0.1.0", "tool": "run", "command": ["made-up"], "host": "self-test", "kernel": "",
+                     "start_time": "2026-11-29T00:00:00.000Z", "start_unix_ns": 0, "duration_ns": 10_000_000,
+                     "clock": {"source": "tsc", "tsc_hz": 2.4e9}, "resolution": 1},
+            "layers": [{"name": "user", "ops": [op]}]}
+    with open(path, "w") as f:
+        json.dump(prof, f)
+    return path
+
+
+def self_test():
+    """The pooled lines print the fidelity table's EMD (compare's, refined
+    by the exact means), not the plain bucket EMD: made-up traces of an
+    fstat at ~550 ns and replays of it at ~480 ns (0.2 powers of two
+    faster, across the 512 ns bucket edge) must read 0.2 there, where the
+    plain EMD of the merged histograms reads 1.00."""
+    tmp = tempfile.mkdtemp(prefix="fsprof-bench-trace-selftest-")
+    try:
+        rng = random.Random(13)
+        traces = [made_up_profile(os.path.join(tmp, f"t{i}.json"), [rng.randint(530, 570) for _ in range(1000)]) for i in range(4)]
+        replays = [made_up_profile(os.path.join(tmp, f"r{i}.json"), [rng.randint(460, 500) for _ in range(1000)]) for i in range(4)]
+        hist_t, hist_r = merged_histograms(traces), merged_histograms(replays)
+        line = pooled_line(hist_t, hist_r, compare_runs(traces, replays))
+        want = abs(math.log2(480 / 550))
+        got = float(line.split()[1])
+        if abs(got - want) > 0.02:
+            sys.exit(f"self-test failed: the pooled line reads {line!r}, want the table's EMD {want:.2f}")
+        print(f"self-test passed: {line}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -583,6 +627,7 @@ def main():
     ap.add_argument("--parts", default="1,2,3,4,5", help="which of the five measurements to run")
     ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
     ap.add_argument("--keep", action="store_true", help="keep the working directory (traces, each replay's profile and timing report) and print its path")
+    ap.add_argument("--self-test", action="store_true", help="check on made-up profiles that the pooled lines print the fidelity table's EMD")
     ARGS = ap.parse_args()
     # The commands run in the bench's own directories.
     ARGS.fsprof = os.path.abspath(ARGS.fsprof)
@@ -590,6 +635,8 @@ def main():
         ARGS.baseline = os.path.abspath(ARGS.baseline)
     if not os.path.exists(ARGS.fsprof):
         sys.exit(f"{ARGS.fsprof} not found: run `cargo build --release` first")
+    if ARGS.self_test:
+        return self_test()
     tmp = tempfile.mkdtemp(prefix="fsprof-bench-trace-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
     try:
         parts = set(ARGS.parts.split(","))

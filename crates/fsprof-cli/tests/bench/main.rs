@@ -5,6 +5,7 @@
 
 mod per_process_bench;
 mod slow_runs;
+mod trace_replay_bench;
 
 use std::path::Path;
 use std::process::Output;
