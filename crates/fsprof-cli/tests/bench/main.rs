@@ -12,6 +12,27 @@ use std::process::Output;
 
 use fsprof_testkit::{fsprof, html_report};
 
+/// Runs the script `bench/NAME` with `args` under python3; fails the test
+/// unless it exits 0 and prints `passed` (the scripts' self-tests).
+pub(crate) fn bench_script_passes(name: &str, args: &[&std::ffi::OsStr], passed: &str) {
+    let python = fsprof_testkit::need_program("python3", "python3");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench")
+        .join(name);
+    let o = std::process::Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(passed));
+}
+
 fn one_error_line(o: &Output, needle: &str) {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);

@@ -5,30 +5,12 @@
 //! script checks this itself on made-up rounds (`--self-test`); the
 //! machine's figures are the bench's, not a test's.
 
-use std::process::Command;
-
 use fsprof_testkit::need_program;
 
 /// Runs `bench/per_process_cpu.py` with `args`; fails the test unless it
 /// exits 0 and prints `passed`.
 fn script_passes(args: &[&std::ffi::OsStr], passed: &str) {
-    let python = need_program("python3", "python3");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../bench/per_process_cpu.py"
-    );
-    let o = Command::new(python)
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(String::from_utf8_lossy(&o.stdout).contains(passed));
+    crate::bench_script_passes("per_process_cpu.py", args, passed);
 }
 
 #[test]
