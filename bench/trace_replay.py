@@ -378,7 +378,7 @@ def tar_replay(tmp):
         if any(noise.values()):
             print(f"{'':<12} the same comparison's sampling noise (the EMD chance alone gives these counts of calls), median: "
                   + ", ".join(f"{op} {statistics.median(v):.2f}" for op, v in noise.items() if v))
-        print(f"{'':<12} EMD from the same tar traced again in the round, median: " + median_emd(vs_again[k], CACHED))
+        print(f"{'':<12} the replays against the same tar traced again in their round (not the first trace against it), EMD median: " + median_emd(vs_again[k], CACHED))
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
     pooled(traces, runs)
     wakeups(tmp)
