@@ -20,12 +20,14 @@ starts threads before it).
 
 With --other PATH, another build (main before a change, say) runs in the
 same loop (the two take turns at running first), and gets a column of its own and
-its difference to this build. With --design-floor instead, the "other" is
-bench/run_floor.c (static C making `fsprof run -q`'s system calls, shim
-inactive): stage by stage, what fsprof adds over the system calls its
-design makes.
+its difference to this build. --other may be given several times (build
+options side by side, say): each round runs them all, each round's order
+rotated by one, and each gets its own table against this build. With
+--design-floor instead, the "other" is bench/run_floor.c (static C making
+`fsprof run -q`'s system calls, shim inactive): stage by stage, what
+fsprof adds over the system calls its design makes.
 
-usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH | --design-floor] [--syscalls] [--fifo]
+usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH ... | --design-floor] [--syscalls] [--fifo]
                                            [--trace] [--cmd "PROGRAM ARGS"]
 Needs bpftrace, cc and a release build.
 """
@@ -45,8 +47,9 @@ LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vlaunch.c")
 # The floor of run's design (--design-floor), as bench/startup.sh --floor builds it.
 RUN_FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_floor.c")
 
-# Both tools are copied under these names (a comm is 15 bytes at most),
-# so the tracepoints can tell them apart from everything else.
+# The tools are copied under these names (a comm is 15 bytes at most),
+# so the tracepoints can tell them apart from everything else; the k-th
+# --other is OTHER + k after the first.
 TOOL, OTHER, FLOOR = "fsp-stages", "fsp-stages-o", "floor-stages"
 
 STAGES = [
@@ -78,14 +81,18 @@ tracepoint:raw_syscalls:sys_exit /comm == "{TOOL}"/ {{ printf("X %d %llu %d\\n",
     return s
 
 
-def parse(path):
+def other_name(k):
+    return OTHER if k == 0 else f"{OTHER}{k}"
+
+
+def parse(path, others=1):
     ev = []
     for line in open(path):
         p = line.split()
         if len(p) >= 3 and p[0] in ("execve", "exec", "fork", "exitg", "exit", "E", "X"):
             ev.append((int(p[2]), p))
     ev.sort(key=lambda e: e[0])
-    runs = {TOOL: [], OTHER: [], FLOOR: []}
+    runs = {TOOL: [], FLOOR: [], **{other_name(k): [] for k in range(others)}}
     last_execve = {}
     cur = {}  # pid of a tool -> its run
     forked = {}  # pid of a task a tool forked -> (its run, when)
@@ -142,7 +149,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--fsprof", default="target/release/fsprof")
-    ap.add_argument("--other", help="another build, timed in the same loop")
+    ap.add_argument("--other", action="append", default=[],
+                    help="another build, timed in the same loop (may be repeated)")
     ap.add_argument("--design-floor", action="store_true",
                     help="as the other: bench/run_floor.c, static C making run's system calls")
     ap.add_argument("--syscalls", action="store_true")
@@ -159,12 +167,12 @@ def main():
     try:
         tool = os.path.join(tmp, TOOL)
         shutil.copy(os.path.abspath(a.fsprof), tool)
-        other = os.path.join(tmp, OTHER)
-        if a.other:
-            shutil.copy(os.path.abspath(a.other), other)
-        elif a.design_floor:
-            subprocess.run(["cc", "-O2", "-static", "-o", other, RUN_FLOOR], check=True)
-            a.other = "bench/run_floor.c"
+        others = [os.path.join(tmp, other_name(k)) for k in range(max(1, len(a.other)))]
+        for path, copy in zip(others, a.other):
+            shutil.copy(os.path.abspath(copy), path)
+        if a.design_floor:
+            subprocess.run(["cc", "-O2", "-static", "-o", others[0], RUN_FLOOR], check=True)
+            a.other = ["bench/run_floor.c"]
         floor = os.path.join(tmp, FLOOR)
         subprocess.run(["cc", "-O2", "-static", "-o", floor, LAUNCHER], check=True)
         cwd = os.path.join(tmp, "cwd")
@@ -190,34 +198,27 @@ def main():
         # detach waits for it: 0.15 s between traces.
         pause = "sleep 0.15; " if a.trace else ""
         this = f'{pause}{tool} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
-        that = f'{pause}{other} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
+        those = [f'{pause}{o} {sub} -- {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; ' for o in others]
         if a.design_floor:
-            that = f'{other} {shim} {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; '
-        # The two builds take turns at running first after the floor.
-        body = (f'if [ $((i % 2)) = 0 ]; then {this}{that}else {that}{this}fi; ' if a.other else this)
+            those = [f'{others[0]} {shim} {cmd} >/dev/null 2>&1; rm -f fsprof-*.json; ']
+        # The builds take turns at running first after the floor: round i
+        # runs them in their order rotated by i (two: alternately).
+        tools = [this] + those[:len(a.other)]
+        n = len(tools)
+        body = f"case $((i % {n})) in " + "".join(
+            f"{r}) {''.join(tools[r:] + tools[:r])};; " for r in range(n)) + "esac; "
         loop = f'for i in $(seq {a.runs}); do {floor} --preload {shim} {cmd} >/dev/null; {body}done'
         pre = ["chrt", "-f", "50"] if a.fifo else []
         subprocess.run(pre + ["sh", "-c", loop], cwd=cwd, check=True)
         time.sleep(1)
         bt.send_signal(signal.SIGINT)
         bt.wait(timeout=30)
-        runs = parse(out)
+        runs = parse(out, len(others))
         load = open("/proc/loadavg").read().split()[:3]
         print(f"# {os.path.basename(a.fsprof)} ({subprocess.run([a.fsprof, '--version'], capture_output=True, text=True).stdout.strip()}); "
               f"load {' '.join(load)}{', SCHED_FIFO' if a.fifo else ''}")
-        print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs"
-              + (f", {len(runs[OTHER])} of the other build ({a.other})" if a.other else "") + ", us")
-        head = f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}"
-        print(head + (f" {'other':>8} {'o-this':>8}  {'paired o-this [95%]':>22}" if a.other else ""))
-        for b0, b1, name in STAGES:
-            def med(rs):
-                return st.median(r[b1] - r[b0] for r in rs) / 1e3
-            f, t = med(runs[FLOOR]), med(runs[TOOL])
-            line = f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}"
-            if a.other:
-                o = med(runs[OTHER])
-                line += f" {o:8.1f} {o - t:+8.1f}  {paired(runs[OTHER], runs[TOOL], b0, b1)}"
-            print(line)
+        for k, path in enumerate(a.other or [None]):
+            table(runs, other_name(k) if path else None, path)
         if a.other:
             print("# paired: the median of the differences of runs made in the same round (the two took turns "
                   "at running first), with its 95% interval (order statistics); an interval that holds 0 is not resolved")
@@ -225,6 +226,24 @@ def main():
             syscalls(runs[TOOL])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def table(runs, other, path):
+    """This build beside the floor, stage by stage, and beside `other`
+    (a key of `runs`, with `path` its build) when there is one."""
+    print(f"# medians over {len(runs[FLOOR])} floor and {len(runs[TOOL])} fsprof runs"
+          + (f", {len(runs[other])} of the other build ({path})" if other else "") + ", us")
+    head = f"{'stage':<36} {'floor':>8} {'fsprof':>8} {'added':>8}"
+    print(head + (f" {'other':>8} {'o-this':>8}  {'paired o-this [95%]':>22}" if other else ""))
+    for b0, b1, name in STAGES:
+        def med(rs):
+            return st.median(r[b1] - r[b0] for r in rs) / 1e3
+        f, t = med(runs[FLOOR]), med(runs[TOOL])
+        line = f"{name:<36} {f:8.1f} {t:8.1f} {t - f:+8.1f}"
+        if other:
+            o = med(runs[other])
+            line += f" {o:8.1f} {o - t:+8.1f}  {paired(runs[other], runs[TOOL], b0, b1)}"
+        print(line)
 
 
 def paired(other, this, b0, b1):
