@@ -63,8 +63,13 @@
 //! fault programs' maps and ring ~0.3 ms, their loads ~0.35 ms, their
 //! attaches ~0.6-0.9 ms (~150-200 µs a raw tracepoint, ~20-90 µs a software
 //! event per CPU: the kernel patches each call site, one at a time, so
-//! that attaching the two kinds on two threads
-//! ([`FaultProgs::attach_beside`]) saves only ~0.1 ms).
+//! that attaching the two kinds on two threads saved only ~0.1 ms). So
+//! the end programs' events are opened with the load, disabled (their
+//! call sites patched then, beside the command's start), and only
+//! enabled on request, a call on each event's CPU; the raw tracepoints
+//! have no such state: attached is patched. Open, the events cost every
+//! fault of the machine a look-up, so a caller closes them when no
+//! request is likely soon ([`FaultProgs::close_waiting_events`]).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -586,20 +591,39 @@ struct EndProg {
 
 /// Attaches each end program to its software events on each of `cpus`.
 fn attach_ends(ends: Vec<EndProg>, cpus: &[i32]) -> Result<Started, Error> {
-    let mut out = Started::default();
+    let atts = open_ends(&ends, cpus)?;
+    enable_ends(&atts)?;
+    Ok(Started {
+        progs: ends.into_iter().map(|e| e.prog).collect(),
+        atts,
+        shared: false,
+    })
+}
+
+/// [`attach_ends`]'s events opened disabled, each with its program
+/// ([`sys::prepare_software_event`]): the kernel's patching of their call
+/// sites, ~0.4 ms of the first mapping's wait on this project's 2-CPU
+/// test machine when done on request, is done before it; no program runs
+/// until [`enable_ends`].
+fn open_ends(ends: &[EndProg], cpus: &[i32]) -> Result<Vec<Attachment>, Error> {
+    let mut atts = Vec::new();
     for end in ends {
         for &(config, cookie) in &end.events {
             for &cpu in cpus {
-                let att = match cookie {
-                    Some(c) => sys::attach_software_event_cookie(&end.prog, config, cpu, c),
-                    None => sys::attach_software_event(&end.prog, config, cpu),
-                };
-                out.atts.push(att.map_err(attach_err(&end.name))?);
+                let att = sys::prepare_software_event(&end.prog, config, cpu, cookie);
+                atts.push(att.map_err(attach_err(&end.name))?);
             }
         }
-        out.progs.push(end.prog);
     }
-    Ok(out)
+    Ok(atts)
+}
+
+/// Enables the events [`open_ends`] opened.
+fn enable_ends(atts: &[Attachment]) -> Result<(), Error> {
+    for att in atts {
+        att.enable().map_err(attach_err("fault_end"))?;
+    }
+    Ok(())
 }
 
 /// Programs loaded and their attachments: the followers', or the fault
@@ -785,6 +809,10 @@ pub struct FaultLoad {
 pub struct FaultProgs {
     raw: RawLoaded,
     ends: Vec<EndProg>,
+    /// Their events, opened disabled with the load ([`open_ends`]); none
+    /// once [`FaultProgs::close_waiting_events`] closed them.
+    events: Vec<Attachment>,
+    cpus: Vec<i32>,
     /// The maps' descriptors in `raw`'s instructions, held: where the
     /// parts are loaded one by one, they are loaded as they are attached.
     maps: FaultLoad,
@@ -813,6 +841,7 @@ impl FaultLoad {
         let (parts, ring) = FaultParts::create(self.cpus.len(), self.ring_bytes)?;
         let (st, c) = (parts.starts.fd(), parts.counts.fd());
         let ends = end_progs(st, ring, c)?;
+        let events = open_ends(&ends, &self.cpus)?;
         let t = self.targets.as_raw_fd();
         let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
         if self.parts.set(parts).is_err() {
@@ -825,57 +854,30 @@ impl FaultLoad {
         Ok(FaultProgs {
             raw,
             ends,
+            events,
+            cpus: self.cpus.clone(),
             maps: self,
         })
     }
 }
 
 impl FaultProgs {
-    /// Attaches them: the end programs to the software events of each
-    /// CPU, the others to their raw tracepoints (~0.6 ms on this
-    /// project's 2-CPU test machine, most of it the kernel's patching of
-    /// each tracepoint's call site).
-    pub fn attach(self) -> Result<FaultsAttached, Error> {
-        self.attach_beside(None)
-    }
-
-    /// [`FaultProgs::attach`], the end programs' events attached by
-    /// `helper`'s thread while this one attaches the raw tracepoints,
-    /// where that cannot keep a fault's start before its end's attach:
-    /// where marks arrive ([`FaultSession::marks`]), no followed process
-    /// is marked before the start program is attached and the shim marks
-    /// only once told that all are. The two halves are ~0.4 and ~0.5 ms
-    /// of a process's first file mapping's wait on this project's 2-CPU
-    /// test machine (perf trace), and that process waits with its CPU
-    /// idle.
-    pub fn attach_beside(self, helper: Option<&EndsAttacher>) -> Result<FaultsAttached, Error> {
-        let cpus = self.maps.cpus.clone();
-        let ends = match helper.filter(|_| self.maps.marks) {
-            Some(h) => match h.tx.send((self.ends, cpus.clone())) {
-                Ok(()) => Ends2::Beside(h),
-                Err(back) => Ends2::Here((back.0).0),
-            },
-            None => Ends2::Here(self.ends),
-        };
-        let (ends, raw) = match ends {
-            // The ends first: a start kept before its end is attached
-            // would stay in flight, and the early stop of the end and
-            // around programs (`C_IN_FLIGHT`) would be off for the rest
-            // of the run.
-            Ends2::Here(e) => (attach_ends(e, &cpus)?, attach_raw(self.raw)?),
-            Ends2::Beside(h) => {
-                let raw = attach_raw(self.raw);
-                let ends = h.rx.recv().unwrap_or_else(|_| {
-                    Err(attach_err("fault_end")(io::Error::other(
-                        "the thread attaching the end programs is gone",
-                    )))
-                });
-                (ends?, raw?)
-            }
-        };
+    /// Attaches them: enables the end programs' events (opened with the
+    /// load, or now if they were closed), then attaches the others to
+    /// their raw tracepoints (~0.5 ms on this project's 2-CPU test
+    /// machine, most of it the kernel's patching of each tracepoint's call
+    /// site). The ends first: a start kept before its end is enabled would
+    /// stay in flight, and the early stop of the end and around programs
+    /// (`C_IN_FLIGHT`) would be off for the rest of the run.
+    pub fn attach(mut self) -> Result<FaultsAttached, Error> {
+        if self.events.is_empty() {
+            self.events = open_ends(&self.ends, &self.cpus)?;
+        }
+        enable_ends(&self.events)?;
+        let raw = attach_raw(self.raw)?;
         let mut a = FaultsAttached {
-            _atts: ends.atts,
-            progs: ends.progs,
+            _atts: self.events,
+            progs: self.ends.into_iter().map(|e| e.prog).collect(),
             _maps: self.maps,
             shared: raw.shared,
         };
@@ -883,36 +885,21 @@ impl FaultProgs {
         a.progs.extend(raw.progs);
         Ok(a)
     }
-}
 
-/// Where the end programs' events are attached.
-enum Ends2<'a> {
-    Here(Vec<EndProg>),
-    Beside(&'a EndsAttacher),
-}
+    /// Closes the end programs' events opened with the load, to be opened
+    /// again by [`FaultProgs::attach`]: opened, even disabled, they cost
+    /// every page fault of the machine the kernel's look-up of its CPU's
+    /// enabled events (+0.12 µs a fault beside a trace that waits,
+    /// bench/faults_beside.py, on this project's 2-CPU test machine), so
+    /// they are kept only while a first mapping is likely to come soon.
+    pub fn close_waiting_events(&mut self) {
+        self.events.clear();
+    }
 
-/// A thread made ready, off the attach's path (a thread's start was ~0.1
-/// ms there), to attach the end programs beside the raw tracepoints
-/// ([`FaultProgs::attach_beside`]). It ends when dropped.
-pub struct EndsAttacher {
-    tx: std::sync::mpsc::SyncSender<(Vec<EndProg>, Vec<i32>)>,
-    rx: std::sync::mpsc::Receiver<Result<Started, Error>>,
-}
-
-impl EndsAttacher {
-    pub fn start() -> io::Result<EndsAttacher> {
-        let (tx, job_rx) = std::sync::mpsc::sync_channel::<(Vec<EndProg>, Vec<i32>)>(1);
-        let (job_tx, rx) = std::sync::mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("fsprof-fends".into())
-            .spawn(move || {
-                for (ends, cpus) in job_rx {
-                    if job_tx.send(attach_ends(ends, &cpus)).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(EndsAttacher { tx, rx })
+    /// Whether the end programs' events are open ([`FaultLoad::load`]
+    /// opens them; [`FaultProgs::close_waiting_events`] closes them).
+    pub fn events_open(&self) -> bool {
+        !self.events.is_empty()
     }
 }
 

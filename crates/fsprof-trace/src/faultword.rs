@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fsprof_kernel::faults::{EndsAttacher, FaultProgs, FaultSession, FaultsAttached};
+use fsprof_kernel::faults::{FaultProgs, FaultSession, FaultsAttached};
 use fsprof_shim::abi::{self, ControlHeader};
 use fsprof_sys::mmap::SharedMap;
 
@@ -97,6 +97,21 @@ pub type Attached = Result<Option<FaultsAttached>, String>;
 /// What the capture hands the attaching thread to close at its end.
 pub type Closing = Box<dyn Send>;
 
+/// How long the end programs' events, opened disabled with their load
+/// (the kernel's patching of their call sites done then, not while a
+/// process waits), stay open without a request: open, they cost every
+/// page fault of the machine ~0.1 µs (fsprof-kernel's
+/// `FaultProgs::close_waiting_events`), and a program that maps files
+/// does so at its start (the 256 MiB scan ~1 ms after its exec, SQLite a
+/// few ms), while one that never does (a shell loop of `cat`) would pay
+/// it on every fault of its run. Then closed, opened again on request.
+/// The test knob `FSPROF_TEST_EVENTS_OPEN_MS` sets it.
+fn events_open_for() -> Duration {
+    const EVENTS_OPEN_FOR: Duration = Duration::from_millis(100);
+    fsprof_sys::test_knob("FSPROF_TEST_EVENTS_OPEN_MS")
+        .map_or(EVENTS_OPEN_FOR, |ms| Duration::from_millis(ms.into()))
+}
+
 /// The attaching thread: [`attach_on_request`], its outcome sent on
 /// `done`; then it closes what comes on `later` (the capture's fault
 /// programs and maps at its end: their closes wait for the kernel, not on
@@ -138,37 +153,51 @@ fn attach_on_request(
     if made.send(session).is_err() {
         return Ok(None);
     }
+    // The end programs' events opened with it, disabled: enabled on
+    // request.
     let progs = load.and_then(|l| l.load().map_err(|e| e.to_string()));
-    // Started while the command starts, not while a process waits.
-    let helper = EndsAttacher::start().ok();
     let control = control.recv().ok().flatten();
     let map = control
         .as_ref()
         .and_then(|f| SharedMap::new_writable(f, LATE + 4).ok());
     let Some(map) = map else {
         // Nowhere to be asked: attached at once (the capture waits).
-        return progs.and_then(|p| attach(p, helper.as_ref()).map(Some));
+        return progs.and_then(|p| attach(p).map(Some));
     };
     let w = word(&map);
     // A test knob attaches as soon as loaded, without waiting for a
     // request: the variant measured against this one (docs/benchmarks.md).
     let eager = fsprof_sys::test_knob("FSPROF_TEST_FAULTS_EAGER").is_some_and(|n| n > 0);
+    let close_events_at = std::time::Instant::now() + events_open_for();
+    let mut progs = progs;
     loop {
         let cur = w.load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
             return progs.map(|_| None);
         }
+        // Before the request is looked at: a request at the deadline has
+        // them opened again (`FSPROF_TEST_EVENTS_OPEN_MS=0` tests that).
+        let left = close_events_at.saturating_duration_since(std::time::Instant::now());
+        let open = progs.as_ref().is_ok_and(|p| p.events_open());
+        if let (true, true, Ok(p)) = (open, left.is_zero(), progs.as_mut()) {
+            p.close_waiting_events();
+        }
         if eager || (cur != abi::FAULTS_NONE && cur != abi::FAULTS_ARMED) {
             break;
         }
-        futex_wait(w, cur, POLL);
+        let wait = if open && !left.is_zero() {
+            left.min(POLL)
+        } else {
+            POLL
+        };
+        futex_wait(w, cur, wait);
     }
     // A test's slow attach: the first mapping must wait for it, up to the
     // shim's bound.
     if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
         std::thread::sleep(Duration::from_millis(ms.min(5000).into()));
     }
-    let attached = progs.and_then(|p| attach(p, helper.as_ref()));
+    let attached = progs.and_then(attach);
     let state = match attached {
         Ok(_) => abi::FAULTS_ATTACHED,
         Err(_) => abi::FAULTS_FAILED,
@@ -178,6 +207,6 @@ fn attach_on_request(
     attached.map(Some)
 }
 
-fn attach(p: FaultProgs, helper: Option<&EndsAttacher>) -> Result<FaultsAttached, String> {
-    p.attach_beside(helper).map_err(|e| e.to_string())
+fn attach(p: FaultProgs) -> Result<FaultsAttached, String> {
+    p.attach().map_err(|e| e.to_string())
 }

@@ -73,11 +73,14 @@ fn ran_as_itself(o: &std::process::Output) -> String {
 /// and the pages of the data file the trace has reads of (fault-around
 /// ranges included) with the number of faults.
 fn scan_with_attach_delay(delay_ms: u32) -> (std::process::Output, BTreeSet<u64>, usize) {
+    scan_with(("FSPROF_TEST_ATTACH_DELAY_MS", &delay_ms.to_string()))
+}
+
+/// [`scan_with_attach_delay`] with the test knob `knob` set.
+fn scan_with(knob: (&str, &str)) -> (std::process::Output, BTreeSet<u64>, usize) {
     let (_keep, dir) = fsprof_testkit::canonical_tempdir();
     let (data, out) = (dir.join("data"), dir.join("t.trace"));
-    let o = traced_scan(&dir, ("FSPROF_TEST_ATTACH_DELAY_MS", &delay_ms.to_string()))
-        .output()
-        .unwrap();
+    let o = traced_scan(&dir, knob).output().unwrap();
     ran_as_itself(&o);
     let mut seen = BTreeSet::new();
     let mut faults = 0;
@@ -109,6 +112,18 @@ fn a_first_mapping_waits_for_a_late_attach_and_loses_no_first_touch() {
     assert!(faults > 0, "no fault of the command was traced: {stderr}");
     assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
     assert!(!stderr.contains("went on after waiting"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
+fn a_first_mapping_after_the_waiting_events_were_closed_loses_no_first_touch() {
+    need_root("eBPF");
+    // The end programs' events, opened with their load, closed before any
+    // request (as after 100 ms without one): the attach opens them again.
+    let (o, seen, faults) = scan_with(("FSPROF_TEST_EVENTS_OPEN_MS", "0"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(faults > 0, "no fault of the command was traced: {stderr}");
+    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
 }
 
 #[test]
