@@ -889,6 +889,10 @@ impl Source for TraceSource {
             }
         }
         self.harvest(false);
+        // Off the end's path, while the command runs.
+        if let Some(w) = self.writer.as_mut() {
+            w.warm();
+        }
     }
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
