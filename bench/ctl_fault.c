@@ -10,10 +10,17 @@
  *           statx asking for no time, after a getpid (multigrain
  *           timestamps: an fstat marks the ctime as seen, and the file's
  *           next change then takes a fine-grained time)
+ *   populate  writes to PAGES pages of the file that exist (as a reserved
+ *           arena block's do), the page table there: a write fault each,
+ *           against one MADV_POPULATE_WRITE of them first (as the shim
+ *           made every block's first pages; now only a block's whose
+ *           pages `fsprof run` has not made yet), against none
  *
  *   cc -O2 -o /tmp/ctl_fault bench/ctl_fault.c && /tmp/ctl_fault region 3000
+ *   /tmp/ctl_fault populate 3000 3
  *
- * docs/benchmarks/history.md, twelfth session, runproc12. */
+ * docs/benchmarks/history.md, twelfth session, runproc12 (region, mgtime);
+ * thirteenth, runproc13 (populate). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,6 +32,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 static double now_ns(void)
 {
@@ -92,13 +103,32 @@ static int mgtime_child(int v)
     return status_of(now_ns() - a);
 }
 
+static int g_pages;
+
+static int populate_child(int v)
+{
+    double a = now_ns();
+    if (v == 1)
+        madvise(beside_anon, (size_t)g_pages * 4096, MADV_POPULATE_WRITE);
+    if (v != 2)
+        for (int k = 0; k < g_pages; k++)
+            touch(beside_anon + k * 4096);
+    return status_of(now_ns() - a);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "region") && strcmp(argv[1], "mgtime"))) {
-        fprintf(stderr, "usage: ctl_fault region|mgtime N\n");
+    int populate = argc == 4 && strcmp(argv[1], "populate") == 0;
+    if (!populate && (argc != 3 || (strcmp(argv[1], "region") && strcmp(argv[1], "mgtime")))) {
+        fprintf(stderr, "usage: ctl_fault region|mgtime N | populate N PAGES\n");
         return 2;
     }
     int n = atoi(argv[2]);
+    g_pages = populate ? atoi(argv[3]) : 0;
+    if (populate && (g_pages < 1 || g_pages > 64)) {
+        fprintf(stderr, "ctl_fault: PAGES from 1 to 64\n");
+        return 2;
+    }
     double m[3];
     char path[64];
     snprintf(path, sizeof path, "/dev/shm/ctl_fault-%d", (int)getpid());
@@ -109,7 +139,23 @@ int main(int argc, char **argv)
     }
     unlink(path);
     now_ns();
-    if (argv[1][0] == 'r') {
+    if (populate) {
+        /* The file's pages made (a parent's read maps none of them in a
+         * child), beside an anonymous page the parent wrote: the child
+         * has the page table, as a process has for its block. */
+        char *base = mmap(0, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *r = (char *)(((unsigned long)base + (2 << 20) - 1) & ~((2UL << 20) - 1));
+        char *anon = mmap(r, 4096, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        anon[0] = 1;
+        if (fallocate(fd, 0, 0, 1 << 20) != 0) {
+            perror("fallocate");
+            return 1;
+        }
+        beside_anon = mmap(r + 65536, 1 << 20, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_SHARED, fd, 0);
+        means_us(n, populate_child, m);
+        printf("%d pages written: a write fault each %.2f us, one madvise(MADV_POPULATE_WRITE) first %.2f, none %.2f\n",
+               g_pages, m[0], m[1], m[2]);
+    } else if (argv[1][0] == 'r') {
         /* Two 2 MiB regions: an anonymous page and a file page in the
          * first, a file page alone in the second. */
         char *base = mmap(0, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

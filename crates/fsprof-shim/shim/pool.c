@@ -619,13 +619,13 @@ HIDDEN long fsprof_pool_create_in_block(long k)
         errno = saved;
         if (rc != 0)
             return FSPROF_BLOCK_UNREADY;
-    } else {
-        /* Mapped writable in one system call (Linux 5.14; refused before,
-         * which changes nothing): a write fault apiece costs several times
-         * more. The pages exist, `fsprof run` reserved them. */
-        syscall(SYS_madvise, p, BLOCK_FIRST_PAGES, MADV_POPULATE_WRITE);
-        errno = saved;
     }
+    /* A reserved block's pages exist (`fsprof run` made them): they are
+     * left to fault in as they are first written. Mapping them first with
+     * one MADV_POPULATE_WRITE cost more than the faults it saves: three
+     * pages 10.9 us against 6.3 in an exec'd process, 26.4 against 6.7 in
+     * a forked child (bench/ctl_fault.c populate, thirteenth session),
+     * and a process with few counters writes two. */
     /* Whose block it is, first: `fsprof run` can tell a block whose taker
      * died before its header was complete. */
     int32_t pid = (int32_t)syscall(SYS_getpid);
