@@ -7,6 +7,12 @@ until it clones the command, the command's execve, the command itself,
 the wake-up at its exit, the tool's work after it, and the tool's exit.
 The runs of the two alternate; medians over the runs.
 
+A process's exit is timed where its parent learns of it: the SIGCHLD it
+sends (signal_generate), after its memory and files are released. On
+this kernel (6.18) sched_process_exit fires before `exit_mm` and
+`exit_files`: ending there, work a tool leaves to its own exit (an
+unmapping, a last close) was not counted at all.
+
 With --syscalls, also fsprof's system calls one by one (start, gap since
 the previous one, duration; medians over the runs with the most common
 sequence): where inside a stage the time goes. Tracing every system call
@@ -71,7 +77,7 @@ tracepoint:syscalls:sys_enter_execve { printf("execve %d %llu\\n", pid, nsecs); 
 tracepoint:sched:sched_process_exec { printf("exec %d %llu %s\\n", pid, nsecs, comm); }
 tracepoint:sched:sched_process_fork { printf("fork %d %llu %d\\n", args->parent_pid, nsecs, args->child_pid); }
 tracepoint:syscalls:sys_enter_exit_group { printf("exitg %d %llu\\n", pid, nsecs); }
-tracepoint:sched:sched_process_exit { printf("exit %d %llu\\n", args->pid, nsecs); }
+tracepoint:signal:signal_generate /args->sig == 17/ { printf("exit %d %llu\\n", pid, nsecs); }
 """
     if syscalls:
         s += f"""
