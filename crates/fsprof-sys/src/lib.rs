@@ -21,7 +21,9 @@
 //! - [`dir`]: a directory held open and listed again from its start;
 //! - [`mountinfo`]: the mount table, which mount a path is on;
 //! - [`usage`]: the calling thread's CPU time and involuntary switches;
-//! - [`diag`]: diagnostics on standard error that never fail the run.
+//! - [`diag`]: diagnostics on standard error that never fail the run;
+//! - [`keeper`]: a process that holds fsprof's memory and one file past
+//!   fsprof's exit, so that their release is off the user's wait.
 //!
 //! Everything here is a thin, documented wrapper over a system call or a
 //! `/proc`/`/sys` file; no policy about profiles lives here.
@@ -33,6 +35,7 @@ pub mod diag;
 pub mod dir;
 pub mod host;
 pub mod inherited;
+pub mod keeper;
 pub mod mapfault;
 pub mod mmap;
 pub mod mountinfo;

@@ -109,6 +109,10 @@ impl Collector {
         &self.dir
     }
 
+    pub fn dir_mut(&mut self) -> &mut RunDir {
+        &mut self.dir
+    }
+
     /// Blocks whose trace window is still being read are not taken back
     /// ([`crate::arena::Arena::window_busy`]).
     pub fn hold_trace_windows(&mut self) {

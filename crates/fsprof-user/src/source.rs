@@ -86,6 +86,18 @@ impl UserSource {
         self.collector.dir().path()
     }
 
+    /// For a process that exits right after dropping this source: the
+    /// run directory is removed, the control file's mapping and
+    /// descriptor are left to the exit ([`crate::rundir::RunDir::leave_to_exit`]).
+    pub fn leave_to_exit(&mut self) {
+        self.collector.dir_mut().leave_to_exit();
+    }
+
+    /// The control file's descriptor (for fsprof_sys::keeper).
+    pub fn control_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.collector.dir().control_fd()
+    }
+
     /// The clock the shim times with.
     /// The arena of blocks processes take (None: it could not be mapped).
     pub fn arena(&self) -> Option<&crate::arena::Arena> {

@@ -107,6 +107,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     // Last before the command, so that nothing of ours reads them back.
     let cold = start_cold(&a.cold)?;
+    live.keep = source.control_fd();
     let mut outcome = match capture.run(&mut source, &mut live) {
         Ok(o) => o,
         Err(e) => return failed(e),
@@ -153,6 +154,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
     // allocation at a time cost milliseconds of the user's wait (the run
     // directory, in `source`, is still removed).
     std::mem::forget(outcome);
+    // The mapping and the control file go with fsprof's memory, which the
+    // keeper made at the command's start holds until fsprof has exited.
+    source.leave_to_exit();
     Ok(status)
 }
 
@@ -169,6 +173,10 @@ struct RunProgress {
     /// Its file, made unnamed while the command starts (on the other CPU:
     /// `fsprof_sys::process`, `OnThisCpu`), not at the run's end.
     file: Option<Unnamed>,
+    /// The control file, for the keeper made once the command runs
+    /// (fsprof_sys::keeper): its pages and fsprof's memory are then
+    /// released after fsprof's exit, not before.
+    keep: Option<std::os::fd::RawFd>,
 }
 
 impl Progress for RunProgress {
@@ -176,6 +184,9 @@ impl Progress for RunProgress {
         if self.make_file {
             // Not possible here (no O_TMPFILE): made at the end as before.
             self.file = Unnamed::make(std::path::Path::new(".")).ok();
+        }
+        if let Some(fd) = self.keep.take() {
+            fsprof_sys::keeper::keep_after_exit(fd);
         }
     }
 

@@ -10,6 +10,7 @@ mod cold;
 mod counts;
 mod faults;
 mod intervals;
+mod keeper;
 mod killed;
 mod launch;
 mod layout;

@@ -1,0 +1,113 @@
+//! A process that holds fsprof's address space and one descriptor until
+//! fsprof has exited, so that their release is not on the user's wait.
+//!
+//! Why: after `fsprof run`'s command exits, the user waits for fsprof's
+//! own exit, and the kernel tears down fsprof's address space (`exit_mm`)
+//! and closes its last descriptors (the control file's last close frees
+//! its pages) before it tells fsprof's parent. A process that shares the
+//! address space (`CLONE_VM`) and holds the control file makes both a
+//! count going down at fsprof's exit; the release itself happens when the
+//! keeper dies, which the kernel makes it do at fsprof's exit
+//! (`PR_SET_PDEATHSIG`), beside the user's next command rather than
+//! before it. The keeper is made while the command runs.
+//!
+//! The keeper shares fsprof's memory, so it runs only a few system calls
+//! that cannot fail (no `errno` written into the thread-local storage it
+//! shares with fsprof's main thread) on a stack of its own, with every
+//! signal blocked: only SIGKILL ends it. It holds no descriptor but the
+//! one given: a pipe fsprof writes (standard output, say) ends when
+//! fsprof exits, as before. Hand-written: no crate makes a `CLONE_VM`
+//! process.
+
+use std::os::fd::RawFd;
+
+/// The keeper's name (its `comm`).
+pub const NAME: &std::ffi::CStr = c"fsprof-keeper";
+
+/// The keeper's stack: it makes a few system calls.
+const STACK: usize = 16 * 1024;
+
+/// What the keeper reads (in the shared memory, never freed).
+struct Keep {
+    parent: libc::pid_t,
+    fd: RawFd,
+}
+
+/// Starts a keeper of this process's memory and of `fd`. False when it
+/// could not be started (the release then stays where it was).
+pub fn keep_after_exit(fd: RawFd) -> bool {
+    // The keeper's `close_range` (Linux 5.9) must not fail: asked here
+    // first, on a range that closes nothing.
+    // SAFETY: closes no descriptor (first > any open one).
+    let max = libc::c_uint::MAX;
+    if fd < 0 || unsafe { libc::syscall(libc::SYS_close_range, max, max, 0) } != 0 {
+        return false;
+    }
+    // Leaked: the keeper uses both until it dies, after this process.
+    // SAFETY: an anonymous private mapping; owned by the keeper from here.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return false;
+    }
+    let keep = Box::leak(Box::new(Keep {
+        // SAFETY: getpid has no preconditions.
+        parent: unsafe { libc::getpid() },
+        fd,
+    }));
+    let top = (stack as usize + STACK) & !15;
+    // SAFETY: sigset_t is plain data; the keeper starts with every signal
+    // blocked (its mask is a copy of this thread's at the clone) and runs
+    // `keeper` on its own stack with `keep`, both leaked above.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            keeper,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD,
+            (keep as *mut Keep).cast(),
+        );
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        pid
+    };
+    pid > 0
+}
+
+/// The keeper: dies with its parent, holds nothing but the memory and the
+/// descriptor, and sleeps until then. (The calls' glibc wrappers read
+/// the thread-local storage, shared with fsprof's thread, only where a
+/// call fails, which these do not.)
+extern "C" fn keeper(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the leaked `Keep`; the calls below cannot fail with
+    // these arguments (so no errno is written), and `pause` never returns
+    // with every signal blocked (a stop and continue restarts it).
+    unsafe {
+        let k = &*arg.cast::<Keep>();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        // Named for `ps` (and the tests): otherwise a second `fsprof`.
+        libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
+        if libc::getppid() != k.parent {
+            // fsprof is gone already: nothing left to wait for.
+            return 0;
+        }
+        let fd = k.fd as libc::c_uint;
+        if fd > 0 {
+            libc::syscall(libc::SYS_close_range, 0, fd - 1, 0);
+        }
+        libc::syscall(libc::SYS_close_range, fd + 1, libc::c_uint::MAX, 0);
+        loop {
+            libc::pause();
+        }
+    }
+}
