@@ -38,9 +38,10 @@ struct Keep {
 pub fn keep_after_exit(fd: RawFd) -> bool {
     // The keeper's `close_range` (Linux 5.9) must not fail: asked here
     // first, on a range that closes nothing.
-    // SAFETY: closes no descriptor (first > any open one).
     let max = libc::c_uint::MAX;
-    if fd < 0 || unsafe { libc::syscall(libc::SYS_close_range, max, max, 0) } != 0 {
+    // SAFETY: closes no descriptor (no descriptor is that high).
+    let has_close_range = unsafe { libc::syscall(libc::SYS_close_range, max, max, 0) } == 0;
+    if fd < 0 || !has_close_range {
         return false;
     }
     // Leaked: the keeper uses both until it dies, after this process.

@@ -55,7 +55,7 @@ fn the_keeper_holds_only_the_control_file_and_ends_with_fsprof() {
         "n=0; until [ -e {m} ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 3; sleep 0.01; done",
         m = marker.display()
     );
-    let mut fsprof = fsprof()
+    let fsprof = fsprof()
         .args(["run", "-q", "-o"])
         .arg(&out)
         .args(["--", "sh", "-c", &script])
