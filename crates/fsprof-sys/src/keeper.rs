@@ -24,6 +24,10 @@ use std::os::fd::RawFd;
 /// The keeper's name (its `comm`).
 pub const NAME: &std::ffi::CStr = c"fsprof-keeper";
 
+/// `close_range`'s flags (and its first descriptor, 0), as a full-width
+/// variadic word.
+const NO_FLAGS: libc::c_ulong = 0;
+
 /// The keeper's stack: it makes a few system calls.
 const STACK: usize = 16 * 1024;
 
@@ -38,9 +42,10 @@ struct Keep {
 pub fn keep_after_exit(fd: RawFd) -> bool {
     // The keeper's `close_range` (Linux 5.9) must not fail: asked here
     // first, on a range that closes nothing.
-    let max = libc::c_uint::MAX;
+    // Variadic arguments as the kernel reads them: full-width words.
+    let max = libc::c_ulong::from(libc::c_uint::MAX);
     // SAFETY: closes no descriptor (no descriptor is that high).
-    let has_close_range = unsafe { libc::syscall(libc::SYS_close_range, max, max, 0) } == 0;
+    let has_close_range = unsafe { libc::syscall(libc::SYS_close_range, max, max, NO_FLAGS) } == 0;
     if fd < 0 || !has_close_range {
         return false;
     }
@@ -95,18 +100,20 @@ extern "C" fn keeper(arg: *mut libc::c_void) -> libc::c_int {
     // with every signal blocked (a stop and continue restarts it).
     unsafe {
         let k = &*arg.cast::<Keep>();
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        // Variadic: full-width words, or the kernel may see stray high bits.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
         // Named for `ps` (and the tests): otherwise a second `fsprof`.
         libc::prctl(libc::PR_SET_NAME, NAME.as_ptr());
         if libc::getppid() != k.parent {
             // fsprof is gone already: nothing left to wait for.
             return 0;
         }
-        let fd = k.fd as libc::c_uint;
+        let fd = k.fd as libc::c_ulong;
+        let max = libc::c_ulong::from(libc::c_uint::MAX);
         if fd > 0 {
-            libc::syscall(libc::SYS_close_range, 0, fd - 1, 0);
+            libc::syscall(libc::SYS_close_range, NO_FLAGS, fd - 1, NO_FLAGS);
         }
-        libc::syscall(libc::SYS_close_range, fd + 1, libc::c_uint::MAX, 0);
+        libc::syscall(libc::SYS_close_range, fd + 1, max, NO_FLAGS);
         loop {
             libc::pause();
         }
