@@ -70,22 +70,11 @@ pub fn keep_after_exit(fd: RawFd) -> bool {
         fd,
     }));
     let top = (stack as usize + STACK) & !15;
-    // SAFETY: sigset_t is plain data; the keeper starts with every signal
-    // blocked (its mask is a copy of this thread's at the clone) and runs
+    // SAFETY: the keeper starts with every signal blocked and runs
     // `keeper` on its own stack with `keep`, both leaked above.
-    let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            keeper,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::SIGCHLD,
-            (keep as *mut Keep).cast(),
-        );
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        pid
+    let (pid, _) = unsafe {
+        let arg = (keep as *mut Keep).cast();
+        crate::process::clone_with_signals_blocked(keeper, top, libc::CLONE_VM | libc::SIGCHLD, arg)
     };
     pid > 0
 }

@@ -517,22 +517,12 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
     // memory prepared before, and fsprof is suspended until it exec'd or
     // exited (CLONE_VFORK), so `args` and `stack` outlive its use of them.
     let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            vfork_child,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&mut args as *mut VforkArgs).cast(),
-        );
-        let clone_errno = *libc::__errno_location();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(clone_errno);
+        let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+        let arg = (&mut args as *mut VforkArgs).cast();
+        match clone_with_signals_blocked(vfork_child, top, flags, arg) {
+            (pid, _) if pid >= 0 => pid,
+            (_, clone_errno) => return Err(clone_errno),
         }
-        pid
     };
     drop(stack);
     let errno = args.errno;
@@ -551,6 +541,36 @@ fn vfork_exec(p: &Prepared) -> Result<i32, i32> {
         return Err(errno);
     }
     Ok(pid)
+}
+
+/// `clone(f, stack_top, flags, arg)` with every signal blocked in the
+/// calling thread across it, so the child starts with every signal
+/// blocked (no handler of fsprof's runs in a child that shares its
+/// memory); the pid (or -1) and the clone's errno.
+///
+/// # Safety
+/// As `clone`: `f` runs on the stack below `stack_top` with `arg`, both
+/// alive for as long as the child uses them.
+// Inlined: on `run`'s start-up path (vfork_exec), whose functions
+// startup.order lays out by name.
+#[inline(always)]
+pub(crate) unsafe fn clone_with_signals_blocked(
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    stack_top: usize,
+    flags: libc::c_int,
+    arg: *mut libc::c_void,
+) -> (libc::pid_t, i32) {
+    // SAFETY: sigset_t is plain data; the clone's safety is the caller's.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(f, stack_top as *mut libc::c_void, flags, arg);
+        let clone_errno = *libc::__errno_location();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        (pid, clone_errno)
+    }
 }
 
 /// The [`vfork_exec`] child.
