@@ -24,7 +24,9 @@ its median over the rounds; "run / empty.so added" is the quotient of the
 two medians, with its interval from resampling whole rounds. The target is
 judged on wall time (what a user waits for, as hyperfine measures it); CPU
 time (user + system of every process of the tree, fsprof's own included,
-from wait4) is printed beside it. A quotient whose empty.so interval
+from wait4; the script is its children's subreaper, so a process that
+outlives its parent, as `fsprof run`'s keeper does, is reaped and counted
+here too) is printed beside it. A quotient whose empty.so interval
 includes zero is printed as "not resolved": add rounds (or --target, which
 spends them on the three variants the quotient needs). With 10 rounds or
 more, the same is printed for each variant's fastest tenth of runs (its
@@ -157,6 +159,29 @@ def fresh(tmp):
             pass
 
 
+def become_subreaper():
+    """Orphans of the commands measured (fsprof run's keeper, which tears
+    down fsprof's memory after fsprof has exited) become this script's
+    children, so their CPU is counted by `reap_orphans`."""
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+
+
+def reap_orphans():
+    """CPU s of every child left (orphans reparented here), once each has
+    ended."""
+    cpu = 0.0
+    while True:
+        try:
+            _, _, ru = os.wait4(-1, 0)
+        except ChildProcessError:
+            return cpu
+        cpu += ru.ru_utime + ru.ru_stime
+
+
 def measure(argv, env, fifo, tmp=None):
     """(wall s, cpu s) of the command and everything it started."""
     if tmp is not None:
@@ -170,7 +195,7 @@ def measure(argv, env, fifo, tmp=None):
     wall = time.perf_counter() - t
     if status != 0:
         sys.exit(f"failed ({status}): {' '.join(argv)}")
-    return wall, ru.ru_utime + ru.ru_stime
+    return wall, ru.ru_utime + ru.ru_stime + reap_orphans()
 
 
 def processes(fsprof, tmp, shell):
@@ -178,6 +203,7 @@ def processes(fsprof, tmp, shell):
     prof = os.path.join(tmp, "count.json")
     subprocess.run([fsprof, "run", "-q", "-f", "-o", prof, "--", "bash", "-c", shell],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    reap_orphans()
     return len(json.load(open(prof))["processes"])
 
 
@@ -318,6 +344,7 @@ def report(name, nproc, times):
 
 
 def main():
+    become_subreaper()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--loop", type=int, default=1000)
