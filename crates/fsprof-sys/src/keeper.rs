@@ -31,6 +31,13 @@ const NO_FLAGS: libc::c_ulong = 0;
 /// The keeper's stack: it makes a few system calls.
 const STACK: usize = 16 * 1024;
 
+/// Whether a keeper is to be made (see [`keep_after_exit`]).
+fn wanted() -> bool {
+    let under_valgrind = std::env::var_os("LD_PRELOAD")
+        .is_some_and(|p| p.as_encoded_bytes().windows(10).any(|w| w == b"vgpreload_"));
+    std::env::var_os("FSPROF_NO_KEEPER").is_none() && !under_valgrind
+}
+
 /// What the keeper reads (in the shared memory, never freed).
 struct Keep {
     parent: libc::pid_t,
@@ -38,8 +45,14 @@ struct Keep {
 }
 
 /// Starts a keeper of this process's memory and of `fd`. False when it
-/// could not be started (the release then stays where it was).
+/// could not be started (the release then stays where it was), or is not
+/// wanted: `FSPROF_NO_KEEPER` set, or fsprof runs under valgrind, which
+/// kills its client at a `CLONE_VM` clone that is not a thread
+/// (bench/startup_order.py runs fsprof under callgrind).
 pub fn keep_after_exit(fd: RawFd) -> bool {
+    if !wanted() {
+        return false;
+    }
     // The keeper's `close_range` (Linux 5.9) must not fail: asked here
     // first, on a range that closes nothing.
     // Variadic arguments as the kernel reads them: full-width words.

@@ -86,3 +86,36 @@ fn the_keeper_holds_only_the_control_file_and_ends_with_fsprof() {
     until("the keeper released fsprof's memory", || released(k));
     assert!(load(&out).processes.len() >= 2);
 }
+
+/// `FSPROF_NO_KEEPER` (and valgrind, which cannot run a `CLONE_VM`
+/// process that is not a thread) makes no keeper: fsprof releases its
+/// memory at its own exit, as before.
+#[test]
+fn no_keeper_is_made_when_asked_for_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.json");
+    let marker = dir.path().join("go");
+    let script = format!(
+        "n=0; until [ -e {m} ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 3; sleep 0.01; done",
+        m = marker.display()
+    );
+    let fsprof = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .env("FSPROF_NO_KEEPER", "1")
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    until("the command started", || {
+        !children_named(fsprof.id(), "sh").is_empty()
+    });
+    // The keeper would be made right after the command started.
+    std::thread::sleep(Duration::from_millis(300));
+    let name = fsprof_sys::keeper::NAME.to_str().unwrap();
+    let keepers = children_named(fsprof.id(), name);
+    std::fs::write(&marker, b"").unwrap();
+    let o = fsprof.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(keepers.is_empty(), "a keeper was made: {keepers:?}");
+}
