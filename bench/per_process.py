@@ -168,18 +168,27 @@ def become_subreaper():
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): errno {ctypes.get_errno()}")
+    global SUBREAPER
+    SUBREAPER = True
+
+
+# Whether this script reaps orphans: only its own `main` makes it so. A
+# script that imports it (per_process_cpu.py) keeps long-lived children,
+# which `reap_orphans` would wait for forever.
+SUBREAPER = False
 
 
 def reap_orphans():
     """CPU s of every child left (orphans reparented here), once each has
-    ended."""
+    ended; nothing unless this script is a subreaper."""
     cpu = 0.0
-    while True:
+    while SUBREAPER:
         try:
             _, _, ru = os.wait4(-1, 0)
         except ChildProcessError:
             return cpu
         cpu += ru.ru_utime + ru.ru_stime
+    return cpu
 
 
 def measure(argv, env, fifo, tmp=None):
