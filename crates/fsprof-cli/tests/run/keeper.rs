@@ -45,24 +45,32 @@ fn until(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn the_keeper_holds_only_the_control_file_and_ends_with_fsprof() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("p.json");
-    let marker = dir.path().join("go");
-    // The command waits for the test to have looked.
+/// `fsprof run -o DIR/p.json` (its standard output a pipe) of a command
+/// that waits until the test makes the marker it is given back (the test
+/// looks first); `with` adds to the command line.
+fn run_until_marked(
+    dir: &Path,
+    with: impl FnOnce(&mut std::process::Command) -> &mut std::process::Command,
+) -> (std::process::Child, std::path::PathBuf) {
+    let marker = dir.join("go");
     let script = format!(
         "n=0; until [ -e {m} ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 3; sleep 0.01; done",
         m = marker.display()
     );
-    let fsprof = fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(&out)
+    let mut cmd = fsprof();
+    cmd.args(["run", "-q", "-o"])
+        .arg(dir.join("p.json"))
         .args(["--", "sh", "-c", &script])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped());
+    (with(&mut cmd).spawn().unwrap(), marker)
+}
+
+#[test]
+fn the_keeper_holds_only_the_control_file_and_ends_with_fsprof() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fsprof, marker) = run_until_marked(dir.path(), |c| c);
+    let out = dir.path().join("p.json");
     let name = fsprof_sys::keeper::NAME.to_str().unwrap();
     let mut keeper = Vec::new();
     until("the keeper started", || {
@@ -93,20 +101,7 @@ fn the_keeper_holds_only_the_control_file_and_ends_with_fsprof() {
 #[test]
 fn no_keeper_is_made_when_asked_for_none() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("p.json");
-    let marker = dir.path().join("go");
-    let script = format!(
-        "n=0; until [ -e {m} ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 3; sleep 0.01; done",
-        m = marker.display()
-    );
-    let fsprof = fsprof()
-        .args(["run", "-q", "-o"])
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
-        .env("FSPROF_NO_KEEPER", "1")
-        .current_dir(dir.path())
-        .spawn()
-        .unwrap();
+    let (fsprof, marker) = run_until_marked(dir.path(), |c| c.env("FSPROF_NO_KEEPER", "1"));
     until("the command started", || {
         !children_named(fsprof.id(), "sh").is_empty()
     });
