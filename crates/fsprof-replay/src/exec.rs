@@ -232,8 +232,8 @@ impl DataArgs {
 /// Per-thread state: scratch memory for reads and generated write data,
 /// and the parent directories of recent path calls.
 pub struct Local {
-    buf: Vec<u8>,
-    zeros: Vec<u8>,
+    buf: PageBuf,
+    zeros: PageBuf,
     /// By directory (index into [`PathTable`]'s directories): an `O_PATH`
     /// descriptor opened under the root.
     dirs: Vec<Option<OwnedFd>>,
@@ -257,8 +257,8 @@ const MAX_CACHED_DIRS: usize = 64;
 impl Local {
     pub fn new() -> Local {
         Local {
-            buf: Vec::new(),
-            zeros: Vec::new(),
+            buf: PageBuf::default(),
+            zeros: PageBuf::default(),
             dirs: Vec::new(),
             open_dirs: 0,
             gen: 0,
@@ -266,19 +266,11 @@ impl Local {
     }
 
     fn read_buf(&mut self, n: u64) -> &mut [u8] {
-        let n = (n as usize).min(MAX_BUF);
-        if self.buf.len() < n {
-            self.buf.resize(n, 0);
-        }
-        &mut self.buf[..n]
+        self.buf.get((n as usize).min(MAX_BUF))
     }
 
     fn zeros(&mut self, n: u64) -> &[u8] {
-        let n = (n as usize).min(MAX_BUF);
-        if self.zeros.len() < n {
-            self.zeros.resize(n, 0);
-        }
-        &self.zeros[..n]
+        self.zeros.get((n as usize).min(MAX_BUF))
     }
 
     /// Sizes the scratch memory for reads and generated writes of up to
@@ -292,6 +284,36 @@ impl Local {
     fn forget_dirs(&mut self) {
         self.dirs.iter_mut().for_each(|d| *d = None);
         self.open_dirs = 0;
+    }
+}
+
+/// Scratch memory that starts on a page boundary. Where in its page a
+/// read's buffer starts changes the kernel's copy into it: tar's reads
+/// of /usr/include/linux (whole files, 10 KiB a call) into a buffer 16
+/// bytes past a page boundary, which is where glibc puts a chunk it
+/// maps for a large `malloc`, took twice as long as into one at a page's
+/// start (mean +0.95..+1.13 powers of two, median 5,316 against 2,670
+/// ticks; 2,064 bytes past: +0.31; 32, 48, 976, 1,072, 2,048, 4,080:
+/// within 0.04; bench/read_offset.c); a `Vec` lands wherever the replay
+/// thread's heap puts it. The trace does not keep a call's buffer
+/// address; the buffers of tar, cat, cp and dd start on a page (tar
+/// reads at multiples of 512 bytes from there), so the replay's do.
+#[derive(Default)]
+struct PageBuf {
+    mem: Vec<u8>,
+}
+
+const PAGE: usize = 4096;
+
+impl PageBuf {
+    /// `n` bytes from the first page boundary in the memory, grown (and
+    /// written: its pages faulted in) when short.
+    fn get(&mut self, n: usize) -> &mut [u8] {
+        if self.mem.len() < n + PAGE {
+            self.mem.resize(n + PAGE, 0);
+        }
+        let off = (PAGE - self.mem.as_ptr() as usize % PAGE) % PAGE;
+        &mut self.mem[off..off + n]
     }
 }
 
@@ -1490,6 +1512,21 @@ impl<'a> Exec<'a> {
 mod tests {
     use super::*;
     use fsprof_trace::replayfile::Command;
+
+    /// Reads land at a page's start and generated writes come from one,
+    /// however malloc placed the memory and however it grew.
+    #[test]
+    fn scratch_memory_starts_on_a_page() {
+        let mut local = Local::new();
+        for n in [1u64, 100, 3285, 10240, 70_000, 512] {
+            let p = local.read_buf(n).as_ptr() as usize;
+            assert_eq!(p % PAGE, 0, "read buffer of {n} at {p:#x}");
+            assert_eq!(local.read_buf(n).len(), n as usize);
+            let z = local.zeros(n);
+            assert_eq!(z.as_ptr() as usize % PAGE, 0, "zeros of {n}");
+            assert!(z.iter().all(|&b| b == 0));
+        }
+    }
 
     /// `stat`s of `paths`, one thread.
     fn stats(paths: &[String]) -> Compiled {
