@@ -33,7 +33,16 @@
    much for each op, and the pooled lines compare all rounds' replays with
    all traces at once (compare's EMD of the merged sides, the table's
    measure, and its shift test against the spread between runs), with the traces split in halves and
-   two random samples of one run's calls as their floors.
+   two random samples of one run's calls as their floors. Two more
+   floors: the CPU per command of the same calls made back to back by a
+   C loop through glibc (bench/replay_floor.c, on the replay's root, in
+   every round), beside which the replayer's CPU per command is printed
+   as a ratio; and the issue-time error of the trace "replayed" with
+   each call taking what it took in the round's new trace by a replayer
+   of no cost whose wake-ups are all on time (the program against
+   itself): a faithful replay's calls vary from run to run as the
+   program's do, and each one slower than traced delays every call queued
+   behind it until the program's own time between calls has absorbed it.
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
@@ -340,12 +349,26 @@ def tar_replay(tmp):
     again, vs_again = [], {k: [] for k in runs}
     first = os.path.join(tmp, "tar.json")
     traces = [first]
+    # The floor of the CPU per command: the same calls from a C loop, on
+    # the root the round's last replay left (its files in the cache as a
+    # replay's are), in every round.
+    floor_exe = os.path.join(tmp, "replay_floor")
+    run(["cc", "-O2", "-o", floor_exe, os.path.join(ROOT, "bench/replay_floor.c")])
+    floors, floor_calls_n, calls = [], 0, None
+    selfs, first_calls = [], None
     for r in range(ARGS.rounds):
         for k, b in bins.items():
             for m, extra in modes.items():
                 runs[k + m].append(timing(tmp, replay, root, ["--verify", "warn"] + extra, binary=b))
+        calls = calls or floor_calls(trace_calls(trace), root)
+        f, floor_calls_n = floor_cpu(floor_exe, calls, root)
+        floors.append(f)
         prof = retrace(tmp, work, r)
         traces.append(prof)
+        first_calls = first_calls or trace_calls(trace)
+        e = itself(first_calls, trace_calls(prof[:-len(".json")] + ".trace"))
+        if e:
+            selfs.append([e[len(e) * q // 100] for q in (50, 90, 99)])
         again.append(compare_emd(first, prof))
         for k in runs:
             vs_again[k].append(compare_emd(prof, runs[k][-1]["profile"]))
@@ -357,6 +380,9 @@ def tar_replay(tmp):
     # slower_ns: calls that ran longer than traced by < 50 us each, which
     # builds before it counted as "behind".
     parts = ["behind_ns", "slower_ns", "stalled_ns", "constraint_ns", "wakeup_ns"]
+    floor_us = statistics.median(floors) / 1e3
+    print(f"{'floor':<12} the same calls made back to back by a C loop through glibc (bench/replay_floor.c, {floor_calls_n} calls, "
+          f"no pacing, timing or recording): CPU per command median {floor_us:.2f} us (rounds {min(floors) / 1e3:.2f}..{max(floors) / 1e3:.2f})")
     for k, rs in runs.items():
         ts = [r["timing"] for r in rs]
         med = lambda f: statistics.median(f(t) for t in ts)
@@ -369,6 +395,8 @@ def tar_replay(tmp):
               f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us (rounds {min(t['error']['p99_ns'] for t in ts) / 1e3:.1f}..{max(t['error']['p99_ns'] for t in ts) / 1e3:.1f}); behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
               f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us (min {min(t['cpu_ns'] / t['issued'] for t in ts) / 1e3:.2f}); "
               f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}{between}")
+        print(f"{'':<12} CPU per command over the calls' floor (the same calls from a C loop, median {floor_us:.2f} us): "
+              f"{med(lambda t: t['cpu_ns'] / t['issued']) / 1e3 / floor_us:.2f}x")
         if "time_split" in ts[0]:
             print(f"{'':<12} " + cpu_split(ts))
         ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
@@ -379,10 +407,77 @@ def tar_replay(tmp):
             print(f"{'':<12} the same comparison's sampling noise (the EMD chance alone gives these counts of calls), median: "
                   + ", ".join(f"{op} {statistics.median(v):.2f}" for op, v in noise.items() if v))
         print(f"{'':<12} the replays against the same tar traced again in their round (not the first trace against it), EMD median: " + median_emd(vs_again[k], CACHED))
+    if selfs:
+        q = [statistics.median(x[k] for x in selfs) / 1e3 for k in range(3)]
+        print(f"{'itself':<12} the trace replayed with each call taking what it took in the round's new trace (the program against itself: "
+              f"no replayer's time, every wake-up on time): error median {q[0]:.1f} us, p90 {q[1]:.1f} us, p99 {q[2]:.1f} us "
+              f"(rounds {min(x[2] for x in selfs) / 1e3:.1f}..{max(x[2] for x in selfs) / 1e3:.1f}; {len(selfs)} of {ARGS.rounds} rounds made the same calls)")
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
     pooled(traces, runs)
     wakeups(tmp)
     print("compile:", " ".join(comp.split()))
+
+
+def trace_calls(trace):
+    """The trace's calls in order (`fsprof trace show --format jsonl`)."""
+    p = run([ARGS.fsprof, "trace", "show", "--format", "jsonl", trace])
+    return [e for e in map(json.loads, p.stdout.splitlines()) if e.get("type") == "call"]
+
+
+def itself(a, b):
+    """The issue-time errors (ns, sorted) of a replay of trace `a` whose
+    every call takes what the same call took in trace `b` (the same
+    program run again), made by a replayer of no cost of its own whose
+    every wake-up is on time: each call is issued at its traced time or
+    when the one before returns, whichever is later. What a faithful
+    replay cannot get under, since its calls vary from run to run as the
+    program's do: a call slower than traced delays every call queued
+    behind it, a faster one does not bring the next one forward."""
+    if [x["op"] for x in a] != [x["op"] for x in b]:
+        return None
+    errs, free = [], 0
+    for x, y in zip(a, b):
+        t = max(x["start_ns"], free)
+        errs.append(t - x["start_ns"])
+        free = t + y["duration_ns"]
+    return sorted(errs)
+
+
+def floor_calls(calls, root):
+    """The trace's calls as bench/replay_floor.c reads them: descriptors as
+    traced, a path given relative to a traced directory descriptor as it
+    was, any other under the replay's root (where the replay made them:
+    root + the resolved path). Calls on what the replay does not make
+    either (/proc, /sys, /dev, stdio, streams) are left out."""
+    out = []
+    for e in calls:
+        op, fd, res = e["op"], e.get("fd", -100), e.get("resolved", "")
+        if res.startswith(("/proc", "/sys", "/dev", "pipe:")):
+            continue
+        under = lambda: root + res
+        # A name in a traced directory descriptor stays relative to it.
+        name = lambda: e["path"] if fd != -100 and not e["path"].startswith("/") else under()
+        if op == "openat" and e["ret"] >= 0:
+            out.append(f"o {fd} {e.get('flags', 0)} {e.get('mode', 0)} {e['ret']} {name()}")
+        elif op == "creat" and e["ret"] >= 0:
+            out.append(f"k {e.get('mode', 0o644)} {e['ret']} {under()}")
+        elif op == "fstatat":
+            out.append(f"a {fd} {e.get('flags', 0)} {name()}")
+        elif op in ("read", "write") and fd >= 0:
+            out.append(f"{op[0]} {fd} {e.get('len', 0)}")
+        elif op in ("fstat", "close", "fdopendir", "readdir", "closedir") and fd >= 0:
+            out.append(f"{dict(fstat='s', close='c', fdopendir='D', readdir='d', closedir='C')[op]} {fd}")
+    return "\n".join(out) + "\n"
+
+
+def floor_cpu(exe, calls, root, passes=3):
+    """The calls' own CPU per command (ns) from bench/replay_floor.c: the
+    median of the passes after the first (which warms the replay root's
+    caches as the replays before it did), and how many calls a pass
+    makes."""
+    out = run([exe, root, str(passes)], input=calls).stdout.split("\n")
+    rows = [[int(x) for x in l.split()] for l in out if l.strip()]
+    return statistics.median(r[1] / r[0] for r in rows[1:]), rows[0][0]
 
 
 def spin_us():
@@ -594,6 +689,45 @@ def made_up_profile(path, latencies):
     return path
 
 
+def self_test_floors(tmp):
+    """The two floors on made-up calls: itself() delays a call behind a
+    slower one and never brings one forward; floor_calls() keeps a name
+    relative to its traced directory, puts other paths under the root and
+    leaves /proc out; replay_floor.c makes the calls (the file it writes
+    has the written size after each pass)."""
+    call = lambda op, t, d, **kw: dict(op=op, start_ns=t, duration_ns=d, **kw)
+    a = [call("fstat", 0, 50), call("fstat", 100, 50), call("fstat", 200, 50), call("fstat", 300, 50)]
+    b = [call("fstat", 0, 50), call("fstat", 0, 150), call("fstat", 0, 10), call("fstat", 0, 50)]
+    got = itself(a, b)
+    if got != [0, 0, 0, 50]:
+        sys.exit(f"self-test failed: itself() gave {got}, want [0, 0, 0, 50]")
+    if itself(a, b[:3] + [call("close", 0, 50)]) is not None:
+        sys.exit("self-test failed: itself() paired different calls")
+    root = os.path.join(tmp, "root")
+    os.makedirs(os.path.join(root, "d"))
+    calls = [call("fopen", 0, 1, path="/proc/filesystems", resolved="/proc/filesystems", ret=3),
+             call("creat", 0, 1, path="out", resolved="/d/out", mode=0o644, ret=3),
+             call("openat", 0, 1, fd=-100, path="/d", resolved="/d", flags=os.O_RDONLY | os.O_DIRECTORY, ret=4),
+             call("fstatat", 0, 1, fd=4, path="out", resolved="/d/out", flags=0x100),
+             call("write", 0, 1, fd=3, len=5000, resolved="/d/out"),
+             call("close", 0, 1, fd=3, resolved="/d/out"),
+             call("openat", 0, 1, fd=4, path="out", resolved="/d/out", flags=os.O_RDONLY, ret=3),
+             call("read", 0, 1, fd=3, len=4096, resolved="/d/out"),
+             call("close", 0, 1, fd=3, resolved="/d/out"),
+             call("close", 0, 1, fd=4, resolved="/d")]
+    lines = floor_calls(calls, root).splitlines()
+    want = [f"k 420 3 {root}/d/out", f"o -100 {os.O_RDONLY | os.O_DIRECTORY} 0 4 {root}/d", "a 4 256 out", "w 3 5000", "c 3",
+            f"o 4 {os.O_RDONLY} 0 3 out", "r 3 4096", "c 3", "c 4"]
+    if lines != want:
+        sys.exit(f"self-test failed: floor_calls() gave {lines}, want {want}")
+    exe = os.path.join(tmp, "replay_floor")
+    run(["cc", "-O2", "-o", exe, os.path.join(ROOT, "bench/replay_floor.c")])
+    cpu, n = floor_cpu(exe, "\n".join(lines) + "\n", root, passes=2)
+    if n != len(lines) or cpu <= 0 or os.path.getsize(os.path.join(root, "d/out")) != 5000:
+        sys.exit(f"self-test failed: replay_floor made {n} calls, {cpu} ns each, left a file of {os.path.getsize(os.path.join(root, 'd/out'))} bytes")
+    print(f"self-test passed: itself() {got}; floor_calls() and replay_floor.c ({cpu:.0f} ns a call)")
+
+
 def self_test():
     """The pooled lines print the fidelity table's EMD (compare's, refined
     by the exact means), not the plain bucket EMD: made-up traces of an
@@ -612,6 +746,7 @@ def self_test():
         if abs(got - want) > 0.02:
             sys.exit(f"self-test failed: the pooled line reads {line!r}, want the table's EMD {want:.2f}")
         print(f"self-test passed: {line}")
+        self_test_floors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -3,7 +3,10 @@
 //! buckets by the exact means), not the plain bucket EMD, which reads a
 //! small shift across a bucket's edge as a whole bucket. The script checks
 //! this itself on made-up profiles (`--self-test`) with this build's
-//! `fsprof compare`.
+//! `fsprof compare`, and, on made-up calls, its two floors: the replay
+//! of the program against itself (a call behind a slower one is late, none
+//! is early) and the C loop of the same calls (bench/replay_floor.c: the
+//! calls it is given are made, under the root).
 
 #[test]
 #[ignore = "needs python3"]
