@@ -399,6 +399,12 @@ def tar_replay(tmp):
               f"{med(lambda t: t['cpu_ns'] / t['issued']) / 1e3 / floor_us:.2f}x")
         if "time_split" in ts[0]:
             print(f"{'':<12} " + cpu_split(ts))
+        if "largest_excesses" in ts[0]:
+            # What makes the p99 (each delays the calls queued behind it),
+            # in the round whose p99 is the median.
+            mid = sorted(ts, key=lambda t: t["error"]["p99_ns"])[len(ts) // 2]
+            print(f"{'':<12} the calls that ran longest beyond their traced time, in the round of the median p99: " + "; ".join(
+                f"{e['op']} #{e['command']} {e['traced_ns'] / 1e3:.1f} -> {e['replayed_ns'] / 1e3:.1f} us" for e in mid["largest_excesses"]))
         ops = sorted({f["op"] for r in rs for f in r["fidelity"] if f["score"] is not None})
         emd = {op: statistics.median(f["score"] for r in rs for f in r["fidelity"] if f["op"] == op and f["score"] is not None) for op in ops}
         print(f"{'':<12} fidelity EMD (trace vs replay), median: " + ", ".join(f"{op} {v:.2f}" for op, v in emd.items()))
