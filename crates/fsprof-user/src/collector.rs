@@ -16,11 +16,13 @@ use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use fsprof_core::profile::Layer;
 use fsprof_shim::abi::ProcHeader;
 use fsprof_sys::clock::mono_ns;
 use fsprof_sys::process::pid_exists;
 
 use crate::arena::ABANDONED_NS;
+use crate::layers::merged;
 use crate::reader::{read_block, read_process, ProcessCounters};
 use crate::rundir::RunDir;
 use crate::written::Written;
@@ -304,12 +306,13 @@ impl Collector {
         }
     }
 
-    /// Every process seen so far, in creation order: the harvested ones and
+    /// The layers of every process seen so far: the harvested ones and
     /// the current counters of the others.
-    pub fn snapshot(&mut self) -> Vec<ProcessCounters> {
+    pub fn snapshot(&mut self) -> Vec<Layer> {
         self.harvest();
-        let done = self.done.clone();
-        self.with_live(done)
+        let pools = self.pools(mono_ns(), true);
+        let live = self.read_live(pools, Vec::new());
+        merged(self.done.iter().chain(&live))
     }
 
     /// [`Collector::snapshot`] at the end of the run, which hands the
@@ -326,12 +329,6 @@ impl Collector {
         let live = self.fold_ended(pools);
         let done = std::mem::take(&mut self.done);
         self.read_live(live, done)
-    }
-
-    /// `all` and the current counters of the processes not harvested.
-    fn with_live(&mut self, all: Vec<ProcessCounters>) -> Vec<ProcessCounters> {
-        let pools = self.pools(mono_ns(), true);
-        self.read_live(pools, all)
     }
 
     /// `all` and the current counters of `pools`, in creation order.

@@ -6,6 +6,7 @@
 pub mod arena;
 pub mod clock;
 mod collector;
+mod layers;
 mod notes;
 pub mod reader;
 pub mod rundir;

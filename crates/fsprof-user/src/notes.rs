@@ -8,7 +8,7 @@ use fsprof_core::profile::{layer, Layer, Unprofiled};
 use fsprof_core::units::format_ns;
 use fsprof_sys::process::pid_exists;
 
-use crate::reader::ProcessCounters;
+use crate::reader::{Counted, ProcessCounters};
 use crate::rundir::{LostProcess, LostWhy};
 
 /// Calls entered but not returned: in a process that ended (it died inside
@@ -23,13 +23,14 @@ pub fn unfinished(procs: &[ProcessCounters]) -> Vec<String> {
     // op -> (calls in ended processes, calls in running ones, their pids)
     let mut by_op: BTreeMap<&str, (u64, u64, Vec<i32>)> = BTreeMap::new();
     for p in procs {
-        let mut ops = p.ops.iter().filter(|o| o.unfinished() > 0).peekable();
+        let unfinished = |c: &&Counted| c.is_file() && c.unfinished() > 0;
+        let mut ops = p.counted.iter().filter(unfinished).peekable();
         if ops.peek().is_none() {
             continue; // asking the kernel about 2,000 pids costs ms at the end
         }
         let running = newest[&p.pid] == p.seq && pid_exists(p.pid);
         for op in ops {
-            let e = by_op.entry(op.name.as_str()).or_default();
+            let e = by_op.entry(op.name()).or_default();
             if running {
                 e.1 += op.unfinished();
                 if !e.2.contains(&p.pid) {

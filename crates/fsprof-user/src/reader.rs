@@ -19,6 +19,7 @@ use std::sync::atomic::{
     Ordering::{Acquire, Relaxed},
 };
 
+use fsprof_core::buckets::MIN_INDEX;
 use fsprof_core::{Correlations, Histogram, JointHistogram, OpStats};
 use fsprof_shim::abi::FD_OPS;
 use fsprof_shim::abi::{self, CtrHeader, OwnSample, ProcHeader, SlotHeader};
@@ -27,21 +28,31 @@ use fsprof_sys::mmap::SharedMap;
 
 use crate::written::{ones, Written};
 
-/// One process image's counters, summed over its threads.
+/// One process image's counters, summed over its threads, kept flat:
+/// four allocations a process, whatever its ops. The profile's types (an
+/// op's name, histogram and value cells each an allocation of their own)
+/// are built once, at the end ([`ProcessCounters::ops`]): made for every
+/// ended process as it was folded, they were a sixth of fsprof's own CPU
+/// per short process (docs/benchmarks/history.md, "runproc13").
 #[derive(Clone, Debug)]
 pub struct ProcessCounters {
     pub seq: u64,
     pub pid: i32,
     pub ppid: i32,
-    pub exe: String,
-    pub argv: Vec<String>,
+    /// The executable's path, then the command line (NUL-separated), as
+    /// the shim wrote them: `exe_len` bytes of path.
+    names: Vec<u8>,
+    exe_len: usize,
     pub start_mono_ns: u64,
     pub threads: u32,
-    /// File-system ops.
-    pub ops: Vec<OpStats>,
-    /// Calls on pipes, sockets, devices and other non-files, named
-    /// `<class>_<op>` (`pipe_read`).
-    pub nonfile: Vec<OpStats>,
+    /// The counters it used, in counter order: file-system ops, then the
+    /// calls on pipes, sockets, devices and other non-files.
+    pub counted: Vec<Counted>,
+    /// The counters' latency buckets, each counter's a run of them.
+    buckets: Vec<u64>,
+    /// The data ops' value cells (latency, value, calls), each counter's
+    /// two runs of them (size, seek) sorted.
+    cells: Vec<Cell>,
     /// Calls not counted for want of room for their counters, and the
     /// errno of the first failure to make room.
     pub dropped: u64,
@@ -49,6 +60,128 @@ pub struct ProcessCounters {
     /// The shim's own cost timed inside a sample of the calls, summed over
     /// the threads.
     pub own: OwnSample,
+}
+
+/// One counter of a process: its op's counts, and where its buckets and
+/// value cells lie in the process's.
+#[derive(Clone, Debug, Default)]
+pub struct Counted {
+    /// The counter index ([`abi::counter_name`]).
+    pub counter: u32,
+    pub pre: u64,
+    pub post: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    /// Calls of 0 ns; the least (above 0) and greatest latencies.
+    pub zero: u64,
+    min: u64,
+    max: u64,
+    /// The histogram's first bucket index ([`Histogram::offset`]).
+    offset: i32,
+    buckets: std::ops::Range<u32>,
+    size: std::ops::Range<u32>,
+    seek: std::ops::Range<u32>,
+}
+
+impl Counted {
+    /// Whether it counts a file-system op (else a call on a non-file).
+    pub fn is_file(&self) -> bool {
+        (self.counter as usize) < OPS.len()
+    }
+
+    /// Its op's name: the op's, or `<class>_<op>` for a non-file twin.
+    pub fn name(&self) -> &'static str {
+        COUNTER_NAMES
+            .get(self.counter as usize)
+            .and_then(Option::as_ref)
+            .map_or("", |(_, n)| n.as_str())
+    }
+
+    /// The latency buckets, from bucket index [`Counted::offset`].
+    pub fn buckets<'a>(&self, p: &'a ProcessCounters) -> &'a [u64] {
+        &p.buckets[range(&self.buckets)]
+    }
+
+    pub fn offset(&self) -> i32 {
+        self.offset
+    }
+
+    /// The least and greatest latency, when it filed any call.
+    pub fn extremes(&self) -> Option<(u64, u64)> {
+        let min = if self.zero > 0 { 0 } else { self.min };
+        (self.zero > 0 || !self.buckets.is_empty()).then_some((min, self.max))
+    }
+
+    /// The value cells by request size and by seek distance.
+    pub fn cells<'a>(&self, p: &'a ProcessCounters) -> [&'a [Cell]; 2] {
+        [&p.cells[range(&self.size)], &p.cells[range(&self.seek)]]
+    }
+
+    /// Calls entered and not returned.
+    pub fn unfinished(&self) -> u64 {
+        self.pre.saturating_sub(self.post)
+    }
+}
+
+/// A value cell: latency index, value index, calls ([`JointHistogram`]).
+pub type Cell = (i32, i32, u64);
+
+fn range(r: &std::ops::Range<u32>) -> std::ops::Range<usize> {
+    r.start as usize..r.end as usize
+}
+
+impl ProcessCounters {
+    /// The executable's path (lossy UTF-8).
+    pub fn exe(&self) -> String {
+        String::from_utf8_lossy(&self.names[..self.exe_len]).into_owned()
+    }
+
+    /// The command line's arguments (lossy UTF-8), empty ones left out.
+    pub fn argv(&self) -> Vec<String> {
+        self.names[self.exe_len..]
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    }
+
+    /// Counter `c` as the profile's op.
+    pub fn op(&self, c: &Counted) -> OpStats {
+        let counts = c.buckets(self);
+        let (min_ns, max_ns) = c.extremes().unzip();
+        let [size, seek] = c.cells(self);
+        let correlations = (!size.is_empty() || !seek.is_empty()).then(|| Correlations {
+            size: JointHistogram {
+                cells: size.to_vec(),
+            },
+            seek: JointHistogram {
+                cells: seek.to_vec(),
+            },
+        });
+        OpStats {
+            name: c.name().to_string(),
+            pre: c.pre,
+            post: c.post,
+            errors: c.errors,
+            total_ns: c.total_ns,
+            min_ns,
+            max_ns,
+            histogram: Histogram {
+                zero: c.zero,
+                offset: if counts.is_empty() { 0 } else { c.offset },
+                counts: counts.to_vec(),
+            },
+            correlations,
+        }
+    }
+
+    /// The file-system ops and the non-file ones, in counter order.
+    pub fn ops(&self) -> (Vec<OpStats>, Vec<OpStats>) {
+        let (file, nonfile): (Vec<&Counted>, Vec<&Counted>) =
+            self.counted.iter().partition(|c| c.is_file());
+        let ops = |cs: Vec<&Counted>| cs.into_iter().map(|c| self.op(c)).collect();
+        (ops(file), ops(nonfile))
+    }
 }
 
 /// A process's pool, mapped read-only: its first chunk (a whole counter
@@ -155,22 +288,39 @@ fn header_written(h: &ProcHeader, w: &mut Written) {
 /// Sums of one counter index over the threads.
 #[derive(Clone)]
 struct Acc {
-    op: OpStats,
-    zero: u64,
-    min: u64,
-    max: u64,
+    op: Counted,
     buckets: Vec<u64>,
+    /// The buckets added to: all others are zero.
+    touched: std::ops::Range<usize>,
 }
 
 impl Acc {
-    /// Empty, with `nbuckets` buckets; keeps its buckets' memory.
+    /// Empty, with `nbuckets` buckets; keeps its buckets' memory, and
+    /// zeroes only those the last pool added to.
     fn reset(&mut self, nbuckets: usize) {
-        self.op = OpStats::default();
-        self.zero = 0;
-        self.min = u64::MAX;
-        self.max = 0;
-        self.buckets.clear();
-        self.buckets.resize(nbuckets, 0);
+        self.op = Counted {
+            min: u64::MAX,
+            ..Counted::default()
+        };
+        if self.buckets.len() == nbuckets {
+            let t = self.touched.start.min(nbuckets)..self.touched.end.min(nbuckets);
+            self.buckets[t].fill(0);
+        } else {
+            self.buckets.clear();
+            self.buckets.resize(nbuckets, 0);
+        }
+        self.touched = 0..0;
+    }
+
+    /// Marks buckets `r` added to.
+    fn touch(&mut self, r: &std::ops::Range<usize>) {
+        if r.is_empty() {
+            return;
+        }
+        self.touched = match self.touched.is_empty() {
+            true => r.clone(),
+            false => self.touched.start.min(r.start)..self.touched.end.max(r.end),
+        };
     }
 }
 
@@ -181,7 +331,8 @@ impl Acc {
 /// process (malloc and calloc, docs/benchmarks/overhead.md, "the shim's
 /// design floor"). Each accumulator is emptied when it is taken
 /// ([`Acc::reset`]), never when it is given back, so what one pool left
-/// in it cannot reach the next.
+/// in it cannot reach the next; the value cells likewise
+/// ([`Accs::start`]).
 struct Accs {
     /// Per counter index: 1 + its place in `accs`, or 0 if unused.
     at: Vec<u32>,
@@ -189,6 +340,8 @@ struct Accs {
     accs: Vec<Acc>,
     /// The counter indices in use, in the order first seen.
     used: Vec<u32>,
+    /// The value cells of each data op ([`abi::CORR_OPS`]).
+    corr: Vec<Correlations>,
 }
 
 impl Accs {
@@ -197,16 +350,23 @@ impl Accs {
             at: Vec::new(),
             accs: Vec::new(),
             used: Vec::new(),
+            corr: Vec::new(),
         }
     }
 
-    /// Ready for a pool of `nctr` counters: nothing in use.
-    fn start(&mut self, nctr: usize) {
+    /// Ready for a pool of `nctr` counters and `ncorr` value tables:
+    /// nothing in use.
+    fn start(&mut self, nctr: usize, ncorr: usize) {
         for &k in &self.used {
             self.at[k as usize] = 0;
         }
         self.used.clear();
         self.at.resize(nctr, 0);
+        self.corr.resize_with(ncorr, Correlations::default);
+        for c in &mut self.corr {
+            c.size.cells.clear();
+            c.seek.cells.clear();
+        }
     }
 
     /// Counter `k`'s accumulator, taken (and emptied) at its first use.
@@ -216,11 +376,9 @@ impl Accs {
                 let i = self.used.len();
                 if i == self.accs.len() {
                     self.accs.push(Acc {
-                        op: OpStats::default(),
-                        zero: 0,
-                        min: u64::MAX,
-                        max: 0,
+                        op: Counted::default(),
                         buckets: Vec::new(),
+                        touched: 0..0,
                     });
                 }
                 self.accs[i].reset(nbuckets);
@@ -239,15 +397,23 @@ thread_local! {
     static ACCS: std::cell::RefCell<Accs> = const { std::cell::RefCell::new(Accs::new()) };
 }
 
+/// A counter's value tables (their place in [`abi::CORR_OPS`]), and its
+/// op's name.
+type CounterName = (Option<usize>, String);
+
 /// The name of every counter index: the op's, or `<class>_<op>` for a
-/// non-file twin; made once rather than formatted for every process.
-static COUNTER_NAMES: std::sync::LazyLock<Vec<Option<(bool, String)>>> =
+/// non-file twin, and its value tables' place in [`abi::CORR_OPS`] if it
+/// is a data op's; made once rather than for every process.
+static COUNTER_NAMES: std::sync::LazyLock<Vec<Option<CounterName>>> =
     std::sync::LazyLock::new(|| {
         (0..abi::nctr())
             .map(|k| {
                 abi::counter_name(k).map(|(class, name)| match class {
-                    None => (true, name.to_string()),
-                    Some(c) => (false, format!("{c}_{name}")),
+                    None => (
+                        abi::CORR_OPS.iter().position(|n| *n == name),
+                        name.to_string(),
+                    ),
+                    Some(c) => (None, format!("{c}_{name}")),
                 })
             })
             .collect()
@@ -324,28 +490,25 @@ fn read_pool(
         header_written(&h, w);
     }
     let Slots {
-        ops,
-        nonfile,
+        counted,
+        buckets,
+        cells,
         threads,
         own,
     } = read_slots(m, &h, written);
-    let exe =
-        String::from_utf8_lossy(&h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)]).into_owned();
-    let argv = h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)]
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let exe = &h.exe[..(h.exe_len as usize).min(abi::EXE_MAX)];
+    let cmdline = &h.cmdline[..(h.cmdline_len as usize).min(abi::CMDLINE_MAX)];
     Ok(Some(ProcessCounters {
         seq: h.seq,
         pid: h.pid,
         ppid: h.ppid,
-        exe,
-        argv,
+        names: [exe, cmdline].concat(),
+        exe_len: exe.len(),
         start_mono_ns: h.start_ns,
         threads,
-        ops,
-        nonfile,
+        counted,
+        buckets,
+        cells,
         dropped: m.u64_at(offset_of!(ProcHeader, dropped)).unwrap_or(0),
         dropped_err: h.dropped_err,
         own,
@@ -379,8 +542,9 @@ fn check_header(h: &ProcHeader, nbuckets: u32) -> Result<(), &'static str> {
 
 /// What the slots of one counter file hold, summed.
 struct Slots {
-    ops: Vec<OpStats>,
-    nonfile: Vec<OpStats>,
+    counted: Vec<Counted>,
+    buckets: Vec<u64>,
+    cells: Vec<Cell>,
     /// Private thread slots.
     threads: u32,
     own: OwnSample,
@@ -392,7 +556,7 @@ struct Slots {
 /// slot record, counter and value table read is noted in `written`.
 fn read_slots(m: &Mapping, h: &ProcHeader, written: Option<&mut Written>) -> Slots {
     ACCS.with_borrow_mut(|accs| {
-        accs.start(abi::nctr());
+        accs.start(abi::nctr(), abi::CORR_OPS.len());
         read_slots_into(m, h, written, accs)
     })
 }
@@ -411,7 +575,6 @@ fn read_slots_into(
     let nctr = abi::nctr();
     let ncorr = abi::CORR_OPS.len();
     let slot_size = h.slot_size as usize;
-    let mut corr: Vec<Correlations> = vec![Correlations::default(); ncorr];
     let mut threads = 0u32;
     let mut own = OwnSample::default();
     let dir = m.u32_words(abi::SLOT_DIR_OFF, nslots).unwrap_or(&[]);
@@ -453,7 +616,7 @@ fn read_slots_into(
             let ctr = ctr_offs[CORR_OP_INDEX[c]].load(Acquire) as usize;
             let ended = written.is_some();
             for rows in row_runs(value_rows(m, ctr, h.nbuckets, ended)) {
-                add_correlations(m, off, rows.clone(), &mut corr[c]);
+                add_correlations(m, off, rows.clone(), &mut acc.corr[c]);
                 if let Some(w) = written.as_deref_mut() {
                     w.dirty(
                         off + rows.start() * abi::CORR_ROW,
@@ -466,10 +629,11 @@ fn read_slots_into(
             }
         }
     }
-    let (ops, nonfile) = finish_ops(acc, corr);
+    let (counted, buckets, cells) = finish_ops(acc);
     Slots {
-        ops,
-        nonfile,
+        counted,
+        buckets,
+        cells,
         threads,
         own,
     }
@@ -569,26 +733,28 @@ fn add_counter(
         return;
     }
     let a = accs.get(k, nbuckets as usize);
-    a.op.pre = a.op.pre.saturating_add(pre);
-    a.op.post =
-        a.op.post
-            .saturating_add(word(field(offset_of!(CtrHeader, post))));
-    a.op.errors =
-        a.op.errors
-            .saturating_add(word(field(offset_of!(CtrHeader, errors))));
-    a.op.total_ns =
-        a.op.total_ns
-            .saturating_add(word(field(offset_of!(CtrHeader, total_ns))));
+    let o = &mut a.op;
+    o.pre = o.pre.saturating_add(pre);
+    o.post = o
+        .post
+        .saturating_add(word(field(offset_of!(CtrHeader, post))));
+    o.errors = o
+        .errors
+        .saturating_add(word(field(offset_of!(CtrHeader, errors))));
+    o.total_ns = o
+        .total_ns
+        .saturating_add(word(field(offset_of!(CtrHeader, total_ns))));
     let mn = word(field(offset_of!(CtrHeader, min_ns)));
     if mn != 0 {
-        a.min = a.min.min(mn);
+        o.min = o.min.min(mn);
     }
-    a.max = a.max.max(word(field(offset_of!(CtrHeader, max_ns))));
-    a.zero = a
+    o.max = o.max.max(word(field(offset_of!(CtrHeader, max_ns))));
+    o.zero = o
         .zero
         .saturating_add(word(field(offset_of!(CtrHeader, zero))));
     let buckets = words.get(size_of::<CtrHeader>() / 8..).unwrap_or(&[]);
     let filled = filled.start.min(buckets.len())..filled.end.min(buckets.len());
+    a.touch(&filled);
     for (b, w) in a.buckets[filled.clone()].iter_mut().zip(&buckets[filled]) {
         *b = b.saturating_add(w.load(Relaxed));
     }
@@ -705,34 +871,50 @@ fn add_correlations(
     }
 }
 
-/// The accumulated counters as ops, in counter order: file ops (with
-/// their value tables) and the non-file twins.
-fn finish_ops(accs: &mut Accs, mut corr: Vec<Correlations>) -> (Vec<OpStats>, Vec<OpStats>) {
+/// Where the next item of `v` goes, as a counter's range (a pool's few
+/// thousand items at most).
+fn at<T>(v: &[T]) -> u32 {
+    u32::try_from(v.len()).unwrap_or(u32::MAX)
+}
+
+/// The accumulated counters, in counter order, with their buckets (those
+/// between the first and the last that hold a call) and value cells laid
+/// end to end.
+fn finish_ops(accs: &mut Accs) -> (Vec<Counted>, Vec<u64>, Vec<Cell>) {
     accs.used.sort_unstable();
-    let (mut ops, mut nonfile) = (Vec::with_capacity(accs.used.len()), Vec::new());
+    let mut counted = Vec::with_capacity(accs.used.len());
+    let (mut buckets, mut cells) = (Vec::new(), Vec::new());
     for &k in &accs.used {
-        let a = &mut accs.accs[accs.at[k as usize] as usize - 1];
-        let Some((file, name)) = &COUNTER_NAMES[k as usize] else {
+        let a = &accs.accs[accs.at[k as usize] as usize - 1];
+        let Some((corr, _)) = &COUNTER_NAMES[k as usize] else {
             continue;
         };
-        let mut op = std::mem::take(&mut a.op);
-        op.name.clone_from(name);
-        op.histogram = Histogram::from_slots(a.zero, &a.buckets);
-        if op.histogram.total() > 0 {
-            op.min_ns = Some(if a.zero > 0 { 0 } else { a.min });
-            op.max_ns = Some(a.max);
+        let t = a.touched.start.min(a.buckets.len())..a.touched.end.min(a.buckets.len());
+        let slots = &a.buckets[t.clone()];
+        let mut op = Counted {
+            counter: k,
+            ..a.op.clone()
+        };
+        if let (Some(first), Some(last)) = (
+            slots.iter().position(|&c| c != 0),
+            slots.iter().rposition(|&c| c != 0),
+        ) {
+            op.offset = (t.start + first) as i32 + MIN_INDEX;
+            let start = at(&buckets);
+            buckets.extend_from_slice(&slots[first..=last]);
+            op.buckets = start..at(&buckets);
         }
-        if *file {
-            if let Some(c) = abi::CORR_OPS.iter().position(|n| n == name) {
-                let t = std::mem::take(&mut corr[c]);
-                op.correlations = (!t.is_empty()).then_some(t);
+        if let Some(c) = corr {
+            let c = &accs.corr[*c];
+            for (kind, joint) in [(&mut op.size, &c.size), (&mut op.seek, &c.seek)] {
+                let start = at(&cells);
+                cells.extend_from_slice(&joint.cells);
+                *kind = start..at(&cells);
             }
-            ops.push(op);
-        } else {
-            nonfile.push(op);
         }
+        counted.push(op);
     }
-    (ops, nonfile)
+    (counted, buckets, cells)
 }
 
 #[cfg(test)]

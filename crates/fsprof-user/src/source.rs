@@ -8,12 +8,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use fsprof_capture::{Caps, Ended, Finish, Source, SourceError};
-use fsprof_core::profile::{layer, Layer, Meta, Overhead, Process, SampledOverhead, Unprofiled};
+use fsprof_core::profile::{layer, Layer, Meta, Overhead, SampledOverhead, Unprofiled};
 use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install, SelfTest};
 
 use crate::clock::{ClockChoice, ClockError, ClockParams, MAX_DRIFT};
 use crate::collector::{Collector, REFILL_NS};
+use crate::layers::{merged, process};
 use crate::notes;
 use crate::reader::ProcessCounters;
 use crate::rundir::{control_bytes, RunDir};
@@ -198,7 +199,7 @@ impl Source for UserSource {
     }
 
     fn snapshot(&mut self) -> Result<Vec<Layer>, SourceError> {
-        Ok(merged(&self.collector.snapshot()))
+        Ok(self.collector.snapshot())
     }
 
     fn upkeep(&mut self) {
@@ -238,8 +239,8 @@ impl Source for UserSource {
             clock: self.clock.describe(),
             overhead,
             processes: procs
-                .into_iter()
-                .map(|p| to_process(p, how.start_mono_ns))
+                .iter()
+                .map(|p| process(p, how.start_mono_ns))
                 .collect(),
             layers,
             notes,
@@ -294,45 +295,4 @@ fn preload_value(shim: &Path) -> OsString {
         }
     }
     v
-}
-
-/// The user layer (file-system ops) and, when there were any, the calls on
-/// non-files in a layer of their own.
-fn merged(procs: &[ProcessCounters]) -> Vec<Layer> {
-    let mut user = Layer::new(layer::USER);
-    let mut nonfile = Layer::new(layer::USER_NONFILE);
-    for p in procs {
-        for op in &p.ops {
-            user.op_mut(&op.name).merge(op);
-        }
-        for op in &p.nonfile {
-            nonfile.op_mut(&op.name).merge(op);
-        }
-    }
-    layers_of(user, nonfile)
-}
-
-fn layers_of(mut user: Layer, mut nonfile: Layer) -> Vec<Layer> {
-    user.normalize();
-    nonfile.normalize();
-    let mut out = vec![user];
-    if !nonfile.ops.is_empty() {
-        out.push(nonfile);
-    }
-    out
-}
-
-fn to_process(p: ProcessCounters, start_mono: u64) -> Process {
-    let mut user = Layer::new(layer::USER);
-    user.ops = p.ops;
-    let mut nonfile = Layer::new(layer::USER_NONFILE);
-    nonfile.ops = p.nonfile;
-    Process {
-        pid: p.pid,
-        ppid: p.ppid,
-        exe: p.exe,
-        argv: p.argv,
-        start_ns: p.start_mono_ns.saturating_sub(start_mono),
-        layers: layers_of(user, nonfile),
-    }
 }

@@ -283,3 +283,60 @@ fn two_thousand_processes_with_offers_running_out() {
 fn two_thousand_processes_with_files_only() {
     spawn_tree_counts_exactly(Some("0"));
 }
+
+/// The run's layers are its processes' layers merged op by op (every
+/// field: counts, extremes, buckets and value cells), though the run sums
+/// them by counter index, never by name: processes of several threads,
+/// reads of many sizes and seeks, calls on pipes and files.
+#[test]
+fn the_run_layers_are_the_sum_of_its_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), vec![b'x'; 300_000]).unwrap();
+    let script = "for i in 1 2 3; do cat data | wc -c; \
+                  dd if=data of=/dev/null bs=$((i * 4000)) skip=$i 2>/dev/null; \
+                  head -c 70000 data >out$i; done; python3 -c \"\
+import os, threading
+def work(k):
+    f = os.open('data', os.O_RDONLY)
+    for j in range(40): os.pread(f, 1 << (j % 17), (j * 7919 * k) % 250000)
+    os.close(f)
+t = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
+[x.start() for x in t]; [x.join() for x in t]\"";
+    let out = dir.path().join("p.json");
+    let o = fsprof()
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let p = load(&out);
+    assert!(p.processes.len() >= 10, "{} processes", p.processes.len());
+    let mut summed: Vec<fsprof_core::Layer> = Vec::new();
+    for pr in &p.processes {
+        for l in &pr.layers {
+            match summed.iter_mut().find(|s| s.name == l.name) {
+                Some(s) => s.merge(l),
+                None => summed.push(l.clone()),
+            }
+        }
+    }
+    for s in &mut summed {
+        s.normalize();
+    }
+    let pread = user_op(&p, "pread").expect("pread counted");
+    assert_eq!(pread.count(), 160);
+    let cells = pread
+        .correlations
+        .as_ref()
+        .map_or(0, |c| c.size.cells.len());
+    assert!(cells >= 10, "{cells} size cells");
+    for l in &p.layers {
+        let s = summed.iter().find(|s| s.name == l.name).unwrap();
+        assert_eq!(s.ops.len(), l.ops.len(), "layer {}", l.name);
+        for (a, b) in l.ops.iter().zip(&s.ops) {
+            assert_eq!(a, b, "layer {}", l.name);
+        }
+    }
+}

@@ -17,11 +17,12 @@ pub const TARGET: Target = Target::new("counters", seeds::counter_files, TOKENS,
 pub fn check(bytes: &[u8]) {
     match read_process(&file_with(bytes), COUNTER_BUCKETS) {
         Ok(Some(p)) => {
+            let (ops, nonfile) = p.ops();
             let mut profile = fsprof_core::Profile::new(Default::default());
             let layer = profile.layer_mut(fsprof_core::layer::USER);
-            layer.ops = p.ops;
+            layer.ops = ops;
             layer.normalize();
-            profile.layer_mut(fsprof_core::layer::USER_NONFILE).ops = p.nonfile;
+            profile.layer_mut(fsprof_core::layer::USER_NONFILE).ops = nonfile;
             let _ = fsprof_report::after_capture(&profile, 5);
         }
         Ok(None) => {}
