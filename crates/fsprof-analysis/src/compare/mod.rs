@@ -6,7 +6,11 @@
 //!    the layer's calls are below [`CompareOptions::negligible`] (default
 //!    1%), or when it has fewer than [`CompareOptions::min_calls`] calls on
 //!    both sides (one call is no distribution). Ops whose counts and
-//!    histograms are equal are `identical`.
+//!    histograms are equal are `identical`. An op on one side only is
+//!    `added` or `removed` however few its calls: there is no distribution
+//!    to compare, but its being there is the change, and one `sync` that
+//!    holds most of a side's time must not be skipped while its time
+//!    counts in the layer's total that every other op's share is taken of.
 //! 2. **Peaks are compared.** The peaks of each side ([`crate::peaks`]) are
 //!    compared: a peak of B over a bucket range where A had less than half
 //!    its share of calls (within a power of two) is `new`, the reverse
@@ -90,8 +94,8 @@ pub struct CompareOptions {
     /// Phase 1: share of the layer's latency and calls below which an op is
     /// negligible (in both profiles). Default 0.01.
     pub negligible: f64,
-    /// Phase 1: ops with fewer calls than this on both sides are
-    /// negligible. Default 10.
+    /// Phase 1: ops with fewer calls than this on both sides (and some on
+    /// each) are negligible. Default 10.
     pub min_calls: u64,
     /// Phase 2: smallest share of the op's latency a new/gone peak must
     /// hold (on its side) to count; the op's total latency must also have
@@ -560,7 +564,7 @@ fn compare_op(
     let (ca, cb) = (a.op.count(), b.op.count());
     let status = if (ca == 0 && cb == 0)
         || (a.negligible(opts.negligible) && b.negligible(opts.negligible))
-        || (ca < opts.min_calls && cb < opts.min_calls)
+        || (ca > 0 && cb > 0 && ca < opts.min_calls && cb < opts.min_calls)
     {
         Status::Negligible
     } else if ca == 0 {

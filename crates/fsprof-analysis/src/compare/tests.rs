@@ -84,6 +84,28 @@ fn added_and_removed_ops_rank_first() {
     assert!((d.shift.unwrap() - 3.0).abs() < 1e-9, "{d:?}");
 }
 
+/// One `sync` of 143 ms that B made and A did not, 97% of B's latency,
+/// is the change, however few its calls: before, it was "too few calls"
+/// and skipped, while its time stayed in B's total and pushed the op that
+/// did move under the material share (the browser test's flake, thirteenth
+/// session). With a call on each side there is still no distribution to
+/// compare.
+#[test]
+fn one_call_on_one_side_only_is_a_change_when_it_holds_the_time() {
+    let copy = |n| op("copy_file_range", &[(13, n)]);
+    let a = profile(vec![copy(400)]);
+    let b = profile(vec![copy(400), op("sync", &[(27, 1)])]);
+    let c = compare_profiles(&a, &b, &CompareOptions::default());
+    let sync = c.ops.iter().find(|o| o.op == "sync").unwrap();
+    assert_eq!((sync.status, sync.interesting), (Status::Added, true));
+    assert_eq!(c.exit_code(), 1);
+    let a = profile(vec![copy(400), op("sync", &[(20, 1)])]);
+    let c = compare_profiles(&a, &b, &CompareOptions::default());
+    let sync = c.ops.iter().find(|o| o.op == "sync").unwrap();
+    assert_eq!(sync.status, Status::Negligible);
+    assert_eq!(sync.finding, Finding::TooFewCalls);
+}
+
 #[test]
 fn emd_is_in_powers_of_two_at_any_resolution() {
     let mut a = profile(vec![op("read", &[(40, 100)])]);
