@@ -113,11 +113,14 @@ fn cc_file(name: &str) -> Option<PathBuf> {
 /// "fsprof's own start-up"). Weighed again with figures paired in one
 /// loop ("Start-up, seventh session"): the fixed address saves ~0.13 ms
 /// before the clone and ~0.17 ms in all of `fsprof run -q -- true`, once
-/// per run, not per process of the command; it would not bring the run
-/// within its +0.3 ms target either (the static C program that makes the
-/// same system calls is already +0.23 ms over the launcher), and it would
-/// give every gadget in 10 MB of code a known address in a root process
-/// that reads other users' shared memory. Packed relative relocations
+/// per run, not per process of the command. Again on the fat-LTO build
+/// (history, "### start14": one object linked both ways): −0.16 to −0.21
+/// ms before the clone, −0.19 to −0.27 ms in all, which does bring the run
+/// within its +0.3 ms target (+0.15 ms over the launcher, the PIE +0.40 in
+/// the same loop at load 8). Still the PIE: the fixed address would give
+/// every gadget in 10 MB of code a known address in a root process that
+/// reads other users' shared memory, for 0.2 ms once per run (not per
+/// process of the command). Packed relative relocations
 /// (`-z pack-relative-relocs`) were measured twice with no gain: the time
 /// is in copying and writing the pages, not in reading the table.
 /// `FSPROF_LINK=static` links at a fixed address instead, with no
