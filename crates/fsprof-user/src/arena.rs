@@ -415,9 +415,7 @@ impl Arena {
         // file would cost a page-cache look-up, lock and copy a page.
         match written {
             Some(w) => {
-                for (off, len) in w.to_zero(used, top_used) {
-                    self.map.zero(base + off, len);
-                }
+                w.zero_each(used, top_used, |off, len| self.map.zero(base + off, len));
             }
             None => {
                 let n = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK);

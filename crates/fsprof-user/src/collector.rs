@@ -52,6 +52,9 @@ pub struct Collector {
     next_blocks_ns: u64,
     /// What of the block being folded its process may have written.
     written: Box<Written>,
+    /// The newest pool of each pid, kept (emptied) from one fold to the
+    /// next: made anew, it was an allocation and a rehash at every wake-up.
+    newest: HashMap<i32, u64>,
     /// `fsprof trace` reads process images' first chunks in their blocks:
     /// a block is taken back only once that is done.
     hold_windows: bool,
@@ -86,6 +89,7 @@ impl Collector {
             next_harvest_ns: 0,
             next_blocks_ns: 0,
             written: Box::default(),
+            newest: HashMap::new(),
             hold_windows: false,
             command: None,
             notes: Vec::new(),
@@ -167,7 +171,8 @@ impl Collector {
     /// others.
     fn fold_ended(&mut self, pools: Vec<Pool>) -> Vec<Pool> {
         let mut live = Vec::new();
-        let mut newest: HashMap<i32, u64> = HashMap::new();
+        let mut newest = std::mem::take(&mut self.newest);
+        newest.clear();
         for p in &pools {
             let e = newest.entry(p.pid).or_insert(p.seq);
             *e = (*e).max(p.seq);
@@ -193,6 +198,7 @@ impl Collector {
                 }
             }
         }
+        self.newest = newest;
         live
     }
 

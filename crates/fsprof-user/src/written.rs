@@ -107,12 +107,13 @@ impl Written {
     /// multiple of 8: what may have been written, and what no allocation
     /// covers of the two parts the pool handed out: between the header
     /// page and `used`, and the last `top_used` bytes (its tables; both
-    /// clamped to the block).
-    pub fn to_zero(&self, used: usize, top_used: usize) -> Vec<(usize, usize)> {
+    /// clamped to the block). Handed to `zero` one range at a time,
+    /// neighbours joined (a list of them was an allocation a process).
+    pub fn zero_each(&self, used: usize, top_used: usize, mut zero: impl FnMut(usize, usize)) {
         let lo = abi::PROC_HDR_SIZE / 8;
         let hi = used.clamp(abi::PROC_HDR_SIZE, abi::FIRST_CHUNK).div_ceil(8);
         let top = (abi::FIRST_CHUNK - top_used.min(abi::FIRST_CHUNK)).max(abi::PROC_HDR_SIZE) / 8;
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
         // Limbs that can hold a word to zero: those marked, and those of
         // the two parts handed out (where no allocation may cover a word).
         let mut limbs = self.touched;
@@ -129,12 +130,26 @@ impl Written {
                 let n = (!(bits >> bit)).trailing_zeros() as usize;
                 bits &= !span(bit, n);
                 let (off, len) = (8 * (64 * k + bit), 8 * n);
-                match runs.last_mut() {
+                match &mut run {
                     Some(last) if last.0 + last.1 == off => last.1 += len,
-                    _ => runs.push((off, len)),
+                    _ => {
+                        if let Some((o, n)) = run.replace((off, len)) {
+                            zero(o, n);
+                        }
+                    }
                 }
             }
         }
+        if let Some((o, n)) = run {
+            zero(o, n);
+        }
+    }
+
+    /// [`Written::zero_each`]'s ranges, listed.
+    #[cfg(test)]
+    fn to_zero(&self, used: usize, top_used: usize) -> Vec<(usize, usize)> {
+        let mut runs = Vec::new();
+        self.zero_each(used, top_used, |off, len| runs.push((off, len)));
         runs
     }
 }
