@@ -275,6 +275,18 @@ impl TraceSource {
         self.outcome.as_ref()
     }
 
+    /// The control file's descriptor (for fsprof_sys::keeper).
+    pub fn control_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.user.control_fd()
+    }
+
+    /// For a process that exits right after dropping this source: the
+    /// run directory is removed, the control file's mapping and
+    /// descriptor are left to the exit (`UserSource::leave_to_exit`).
+    pub fn leave_to_exit(&mut self) {
+        self.user.leave_to_exit();
+    }
+
     /// Moves the records committed since the last harvest into the trace,
     /// and deletes the chunks that are done (all of them when `all`).
     fn harvest(&mut self, all: bool) {

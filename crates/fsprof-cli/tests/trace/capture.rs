@@ -282,6 +282,25 @@ fn chunks_are_moved_out_of_the_run_directory_while_the_program_runs() {
     );
 }
 
+/// `fsprof trace` makes the keeper (fsprof_sys::keeper) once its command
+/// runs, as `fsprof run` does: the control file's mapping and fsprof's
+/// memory are released after its exit, not on the user's wait. The
+/// command, fsprof's child, looks for it among its siblings.
+#[test]
+fn a_trace_leaves_its_memory_to_a_keeper() {
+    let d = tempfile::tempdir().unwrap();
+    let look = "sleep 0.3; pgrep -P $PPID -x fsprof-keeper >/dev/null && echo kept";
+    let o = fsprof()
+        .args(["trace", "-q", "-f", "-o"])
+        .arg(d.path().join("t.trace"))
+        .args(["--", "sh", "-c", look])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "kept");
+}
+
 /// Memory stays bounded when fsprof falls behind (here: stopped with
 /// SIGSTOP while the program records ~14 MiB): a thread that needs a new
 /// chunk while FSPROF_TRACE_PENDING_MAX chunk files wait, waits. Resumed
