@@ -20,7 +20,7 @@ tracing the calls costs (fsprof's own start and end included). `run`
 (`fsprof run`, the calls' latency profile without a trace) gives what
 any fsprof command costs the same program.
 
-usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--eager] [--rounds N] [--dir DIR] [--fifo] [--gap S]
+usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--eager] [--knob VAR=VALUE]... [--only scan|sqlite] [--lean] [--rounds N] [--dir DIR] [--fifo] [--gap S]
   --other PATH  another build's `trace --data digest` in the same rounds, and
            its difference to this build's, paired by round
   --floor PATH  crates/fsprof-kernel/examples/fault_floor (release), the
@@ -30,6 +30,13 @@ usage: bench/trace_mmap.py [--fsprof PATH] [--other PATH] [--floor PATH] [--eage
            (the fault programs attached beside the command's start)
   --eager  also this build's trace with the fault programs attached as soon
            as they are loaded (the variant of the attach on request)
+  --knob VAR=VALUE  also this build's trace with VAR=VALUE in its environment
+           (a test knob, e.g. FSPROF_TEST_RAW_ON_REQUEST=1, or
+           FSPROF_NO_KEEPER=1), and its difference to this build's trace,
+           paired by round; repeatable
+  --only W  one workload: scan or sqlite
+  --lean   only bare, this build's --data digest trace, --other's and the
+           --knob variants: paired comparisons over many rounds
   --gap S  wait S seconds (default 0.1) before each timed run, so that a
            trace does not wait for the grace period of the one before it
   --fifo   every command under SCHED_FIFO (chrt -f 50; root): on a busy
@@ -83,10 +90,19 @@ OTHER = "other: trace --data digest"
 FLOOR = "floor: same programs, no fsprof"
 DESIGN_FLOOR = "floor, attach overlapped"
 EAGER = "trace --data digest, attach at once"
+TRACE = "trace --data digest"
 
 
 def variants(d, cmd, name):
     out = {"bare": cmd}
+    if ARGS.lean:
+        trace = os.path.join(d, f"{name.split()[0]}-digest.trace")
+        out[TRACE] = [ARGS.fsprof, "trace", "-f", "--data", "digest", "-o", trace, "--"] + cmd
+        if ARGS.other:
+            trace = os.path.join(d, f"{name.split()[0]}-other.trace")
+            out[OTHER] = [ARGS.other, "trace", "-f", "--data", "digest", "-o", trace, "--"] + cmd
+        knobs(out, d, cmd, name)
+        return out
     out["run"] = [ARGS.fsprof, "run", "-f", "-o", os.path.join(d, f"{name.split()[0]}-run.json"), "--"] + cmd
     for data in ("digest", "full"):
         trace = os.path.join(d, f"{name.split()[0]}-{data}.trace")
@@ -106,11 +122,21 @@ def variants(d, cmd, name):
         # env(1), whose exec would be in the time.
         out[EAGER] = [{"FSPROF_TEST_FAULTS_EAGER": "1"}, ARGS.fsprof, "trace", "-f", "--data",
                       "digest", "-o", trace, "--"] + cmd
+    knobs(out, d, cmd, name)
     if os.geteuid() == 0 and shutil.which("setpriv"):
         trace = os.path.join(d, f"{name.split()[0]}-nocaps.trace")
         out[CALLS_ONLY] = NO_CAPS + [ARGS.fsprof, "trace", "-f", "-o", trace, "--"] + cmd
         out[BARE_NO_CAPS] = NO_CAPS + cmd
     return out
+
+
+def knobs(out, d, cmd, name):
+    """The --knob variants into `out`."""
+    for knob in ARGS.knob:
+        var, _, val = knob.partition("=")
+        trace = os.path.join(d, f"{name.split()[0]}-{var}.trace")
+        out[f"{TRACE}, {knob}"] = [{var: val}, ARGS.fsprof, "trace", "-f", "--data", "digest",
+                                   "-o", trace, "--"] + cmd
 
 
 def wall(cmd):
@@ -146,6 +172,17 @@ def boot_median(xs, n=2000):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+def paired(what, other, this):
+    """The median of other - this, paired by round, with its interval and
+    the rounds `this` won."""
+    diff = [o - t for o, t in zip(other, this)]
+    lo, hi = boot_median(diff)
+    wins = sum(x > 0 for x in diff)
+    print(f"{what} (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
+          f"[95% {lo * 1e3:+.2f}, {hi * 1e3:+.2f}] (rounds {min(diff) * 1e3:+.2f}..{max(diff) * 1e3:+.2f}; "
+          f"this build faster in {wins} of {len(diff)})")
+
+
 def measure(d, name, cmd):
     v = variants(d, cmd, name)
     times = interleaved(v, ARGS.rounds, measure=wall, warm=1)
@@ -165,12 +202,9 @@ def measure(d, name, cmd):
         print(f"medians: the overlapped floor +{med[DESIGN_FLOOR] - med['bare']:.2f} ms over bare; "
               f"fsprof trace +{med['trace --data digest'] - med[DESIGN_FLOOR]:.2f} ms over it")
     if OTHER in times:
-        diff = [o - t for o, t in zip(times[OTHER], times["trace --data digest"])]
-        lo, hi = boot_median(diff)
-        wins = sum(x > 0 for x in diff)
-        print(f"other build minus this one (--data digest, paired by round): median {statistics.median(diff) * 1e3:+.2f} ms "
-              f"[95% {lo * 1e3:+.2f}, {hi * 1e3:+.2f}] (rounds {min(diff) * 1e3:+.2f}..{max(diff) * 1e3:+.2f}; "
-              f"this build faster in {wins} of {len(diff)})")
+        paired("other build minus this one", times[OTHER], times[TRACE])
+    for knob in ARGS.knob:
+        paired(f"this build with {knob} minus without", times[f"{TRACE}, {knob}"], times[TRACE])
     n = mapped_reads(os.path.join(d, f"{name.split()[0]}-digest.trace"))
     print(f"mapped reads in the last --data digest trace: {n}")
 
@@ -186,6 +220,10 @@ def main():
     p.add_argument("--fifo", action="store_true")
     p.add_argument("--other", help="another build (main before a change), traced in the same rounds")
     p.add_argument("--floor", help="examples/fault_floor: the same programs without fsprof (root)")
+    p.add_argument("--knob", action="append", default=[],
+                   help="VAR=VALUE: also this build's trace with it in its environment")
+    p.add_argument("--only", choices=("scan", "sqlite"))
+    p.add_argument("--lean", action="store_true")
     p.add_argument("--eager", action="store_true",
                    help="also this build's trace with the fault programs attached at once "
                         "(FSPROF_TEST_FAULTS_EAGER), not on a process's request")
@@ -198,8 +236,10 @@ def main():
           f"{os.cpu_count()} CPUs{', SCHED_FIFO' if ARGS.fifo else ''}")
     with tempfile.TemporaryDirectory(dir=ARGS.dir) as d:
         exe, data, db = make_inputs(d)
-        measure(d, "mmap scan 256 MiB", [exe, data])
-        measure(d, "sqlite mmap_size", ["sqlite3", db, QUERIES])
+        if ARGS.only != "sqlite":
+            measure(d, "mmap scan 256 MiB", [exe, data])
+        if ARGS.only != "scan":
+            measure(d, "sqlite mmap_size", ["sqlite3", db, QUERIES])
 
 
 if __name__ == "__main__":

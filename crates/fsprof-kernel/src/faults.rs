@@ -67,9 +67,13 @@
 //! the end programs' events are opened with the load, disabled (their
 //! call sites patched then, beside the command's start), and only
 //! enabled on request, a call on each event's CPU; the raw tracepoints
-//! have no such state: attached is patched. Open, the events cost every
-//! fault of the machine a look-up, so a caller closes them when no
-//! request is likely soon ([`FaultProgs::close_waiting_events`]).
+//! have no such state (attached is patched), so the start and
+//! fault-around programs are attached with the load behind a gate, a
+//! counter the start program looks at first (`C_GATE`), which the
+//! request opens: the scan's first `mmap` waited 921 → 476 µs (median of
+//! 25, bpftrace, load 9). Open or attached, they cost every fault of the
+//! machine a look-up, so a caller closes and detaches them when no
+//! request is likely soon ([`FaultProgs::close_waiting`]).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -223,6 +227,7 @@ fn ring_bytes(cpus: usize) -> usize {
 /// no miss was counted); the raw tracepoint formats no record.
 pub fn start_prog(targets: i32, starts: i32, counters: i32) -> Vec<Insn> {
     let (mut a, out) = begin();
+    gate_closed(&mut a, counters, out);
     crate::progs::emit_filter(&mut a, &Filter::Targets { map_fd: targets }, out);
     a.mov(R9, R0);
     data_fault(&mut a, out);
@@ -283,7 +288,12 @@ const C_STARTS: i32 = 1;
 const C_OTHER_END: i32 = 2;
 const C_MARKS: i32 = 3;
 const C_IN_FLIGHT: i32 = 4;
-const COUNTERS: u32 = 5;
+/// Non-zero once the fault programs are asked for ([`FaultProgs::attach`]):
+/// until then the start program, attached with the load, stops at this
+/// array lookup (inlined by the verifier), before its filter's hash
+/// lookup, keeping no start, and so marking no process.
+const C_GATE: i32 = 5;
+const COUNTERS: u32 = 6;
 
 /// counters[i] += 1. Clobbers r0-r5.
 fn count(a: &mut crate::insn::Asm, counters: i32, i: i32) {
@@ -299,6 +309,15 @@ fn add_to(a: &mut crate::insn::Asm, counters: i32, i: i32, delta: i32) {
     a.mov_imm(R1, delta);
     a.atomic_add64(R0, 0, R1);
     a.bind(skip);
+}
+
+/// On to `out` while the gate ([`C_GATE`]) is closed. Clobbers r0-r5.
+fn gate_closed(a: &mut crate::insn::Asm, counters: i32, out: crate::insn::Label) {
+    a.st_imm(Size::W, R10, KEY, C_GATE);
+    lookup(a, counters, KEY);
+    a.jmp_imm(Jmp::Eq, R0, 0, out);
+    a.ldx(Size::DW, R1, R0, 0);
+    a.jmp_imm(Jmp::Eq, R1, 0, out);
 }
 
 /// On to `out` while no fault is in progress. Clobbers r0-r5.
@@ -572,6 +591,20 @@ impl FaultParts {
     }
 }
 
+impl FaultParts {
+    /// Lets the start program keep faults from now on ([`C_GATE`]).
+    fn open_gate(&self) -> Result<(), Error> {
+        let key = (C_GATE as u32).to_le_bytes();
+        self.counts
+            .update(&key, &1u64.to_ne_bytes(), sys::BPF_ANY)
+            .map_err(|err| Error::Map {
+                name: "fsprof_fcounts".into(),
+                err,
+                hint: "",
+            })
+    }
+}
+
 fn ring_err(err: io::Error) -> Error {
     Error::Map {
         name: "fsprof_fring".into(),
@@ -693,30 +726,35 @@ fn load_raw(parts: Vec<RawPart>) -> RawLoaded {
 /// cookie (none on raw tracepoints before Linux 6.10, or a tracepoint with
 /// fewer arguments than a part reads), each part loaded and attached on
 /// its own.
-fn attach_raw(l: RawLoaded) -> Result<Started, Error> {
-    if let Some(prog) = l.shared {
+/// The shared program stays `l`'s (it may be attached again), and is not
+/// in the result's `progs`.
+fn attach_raw(l: &RawLoaded) -> Result<Started, Error> {
+    if let Some(prog) = &l.shared {
         let mut atts = Vec::new();
         let all = l.parts.iter().enumerate().all(|(i, (_, tps, _))| {
             tps.iter().all(|tp| {
-                sys::attach_raw_tracepoint_cookie(&prog, tp, i as u64)
+                sys::attach_raw_tracepoint_cookie(prog, tp, i as u64)
                     .map(|a| atts.push(a))
                     .is_ok()
             })
         });
         if all {
             return Ok(Started {
-                progs: vec![prog],
+                progs: Vec::new(),
                 atts,
                 shared: true,
             });
         }
     }
-    one_by_one(l.parts)
+    one_by_one(&l.parts)
 }
 
 /// The parts in one program ([`load_raw`], [`attach_raw`]).
 fn group(parts: Vec<RawPart>) -> Result<Started, Error> {
-    attach_raw(load_raw(parts))
+    let l = load_raw(parts);
+    let mut s = attach_raw(&l)?;
+    s.progs.extend(l.shared);
+    Ok(s)
 }
 
 /// Every part in one program, told apart by its attachments' cookies;
@@ -738,10 +776,10 @@ fn load_shared(parts: &[RawPart]) -> Option<Prog> {
 }
 
 /// Each part loaded and attached on its own.
-fn one_by_one(parts: Vec<RawPart>) -> Result<Started, Error> {
+fn one_by_one(parts: &[RawPart]) -> Result<Started, Error> {
     let mut s = Started::default();
     for (name, tps, code) in parts {
-        let (prog, att) = crate::attach::raw_program(name, &code)?;
+        let (prog, att) = crate::attach::raw_program(name, code)?;
         s.atts.push(att);
         for tp in &tps[1..] {
             let att = sys::attach_raw_tracepoint(&prog, tp).map_err(|err| Error::Attach {
@@ -804,13 +842,21 @@ pub struct FaultLoad {
     cpus: Vec<i32>,
 }
 
-/// The fault programs loaded (verified) and not attached: they run on no
-/// fault until [`FaultProgs::attach`].
+/// The fault programs loaded (verified), the start and fault-around
+/// programs attached behind a closed gate (`C_GATE`) and the end
+/// programs' events opened disabled: they keep no fault until
+/// [`FaultProgs::attach`].
 pub struct FaultProgs {
     raw: RawLoaded,
+    /// `raw`'s attachments, made with the load (the kernel's patching of
+    /// the tracepoints, ~0.4 ms on this project's 2-CPU test machine, done
+    /// while the command starts, not while its first mapping waits); None
+    /// once [`FaultProgs::close_waiting`] detached them, or where the
+    /// attach failed (tried again, and reported, on request).
+    raw_atts: Option<Started>,
     ends: Vec<EndProg>,
     /// Their events, opened disabled with the load ([`open_ends`]); none
-    /// once [`FaultProgs::close_waiting_events`] closed them.
+    /// once [`FaultProgs::close_waiting`] closed them.
     events: Vec<Attachment>,
     cpus: Vec<i32>,
     /// The maps' descriptors in `raw`'s instructions, held: where the
@@ -835,8 +881,9 @@ pub struct FaultsAttached {
 impl FaultLoad {
     /// Makes the programs' maps and ring (the session's from then on) and
     /// loads the fault-around, start and end programs on them (~0.3 ms of
-    /// the kernel's verifying on this project's 2-CPU test machine),
-    /// attaching none. Once a session.
+    /// the kernel's verifying on this project's 2-CPU test machine); the
+    /// end programs' events opened disabled and the others attached behind
+    /// the closed gate: none keeps a fault yet. Once a session.
     pub fn load(self) -> Result<FaultProgs, Error> {
         let (parts, ring) = FaultParts::create(self.cpus.len(), self.ring_bytes)?;
         let (st, c) = (parts.starts.fd(), parts.counts.fd());
@@ -844,6 +891,10 @@ impl FaultLoad {
         let events = open_ends(&ends, &self.cpus)?;
         let t = self.targets.as_raw_fd();
         let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
+        // A test knob leaves them to the request, as before (the variant
+        // this one was measured against, docs/benchmarks.md).
+        let late = fsprof_sys::test_knob("FSPROF_TEST_RAW_ON_REQUEST").is_some_and(|n| n > 0);
+        let raw_atts = if late { None } else { attach_raw(&raw).ok() };
         if self.parts.set(parts).is_err() {
             return Err(Error::Map {
                 name: "fsprof_fstarts".into(),
@@ -853,6 +904,7 @@ impl FaultLoad {
         }
         Ok(FaultProgs {
             raw,
+            raw_atts,
             ends,
             events,
             cpus: self.cpus.clone(),
@@ -863,18 +915,24 @@ impl FaultLoad {
 
 impl FaultProgs {
     /// Attaches them: enables the end programs' events (opened with the
-    /// load, or now if they were closed), then attaches the others to
-    /// their raw tracepoints (~0.5 ms on this project's 2-CPU test
-    /// machine, most of it the kernel's patching of each tracepoint's call
-    /// site). The ends first: a start kept before its end is enabled would
-    /// stay in flight, and the early stop of the end and around programs
-    /// (`C_IN_FLIGHT`) would be off for the rest of the run.
+    /// load, or now if they were closed), attaches the others to their
+    /// raw tracepoints unless the load did (~0.4 ms on this project's
+    /// 2-CPU test machine, most of it the kernel's patching of each
+    /// tracepoint's call site), then opens the gate. The ends before the
+    /// gate: a start kept before its end is enabled would stay in flight,
+    /// and the early stop of the end and around programs (`C_IN_FLIGHT`)
+    /// would be off for the rest of the run.
     pub fn attach(mut self) -> Result<FaultsAttached, Error> {
         if self.events.is_empty() {
             self.events = open_ends(&self.ends, &self.cpus)?;
         }
         enable_ends(&self.events)?;
-        let raw = attach_raw(self.raw)?;
+        let raw = match self.raw_atts.take() {
+            Some(r) => r,
+            None => attach_raw(&self.raw)?,
+        };
+        let gate = self.maps.parts.get().map(FaultParts::open_gate);
+        gate.unwrap_or_else(|| Err(attach_err("fault_start")(io::Error::other("no maps"))))?;
         let mut a = FaultsAttached {
             _atts: self.events,
             progs: self.ends.into_iter().map(|e| e.prog).collect(),
@@ -883,23 +941,26 @@ impl FaultProgs {
         };
         a._atts.extend(raw.atts);
         a.progs.extend(raw.progs);
+        a.progs.extend(self.raw.shared);
         Ok(a)
     }
 
-    /// Closes the end programs' events opened with the load, to be opened
-    /// again by [`FaultProgs::attach`]: opened, even disabled, they cost
-    /// every page fault of the machine the kernel's look-up of its CPU's
-    /// enabled events (+0.12 µs a fault beside a trace that waits,
+    /// Detaches the start and fault-around programs and closes the end
+    /// programs' events, to be attached and opened again by
+    /// [`FaultProgs::attach`]: behind their gate the former still run on
+    /// every page fault of the machine, and the events, opened even
+    /// disabled, cost each fault the kernel's look-up of its CPU's enabled
+    /// events (+0.12 µs a fault beside a trace that waits,
     /// bench/faults_beside.py, on this project's 2-CPU test machine), so
     /// they are kept only while a first mapping is likely to come soon.
-    pub fn close_waiting_events(&mut self) {
+    pub fn close_waiting(&mut self) {
         self.events.clear();
+        self.raw_atts = None;
     }
 
-    /// Whether the end programs' events are open ([`FaultLoad::load`]
-    /// opens them; [`FaultProgs::close_waiting_events`] closes them).
-    pub fn events_open(&self) -> bool {
-        !self.events.is_empty()
+    /// Whether anything [`FaultProgs::close_waiting`] closes is open.
+    pub fn waiting(&self) -> bool {
+        !self.events.is_empty() || self.raw_atts.is_some()
     }
 }
 
@@ -1044,7 +1105,7 @@ impl FaultSession {
             let raw = fds_rx
                 .recv()
                 .ok()
-                .map(|(st, c)| attach_raw(load_raw(fault_parts(t, st, c, around, marks))));
+                .map(|(st, c)| group(fault_parts(t, st, c, around, marks)));
             // Loading panics only on a bug: the panic is passed on.
             let ends = job
                 .ok()
@@ -1058,6 +1119,11 @@ impl FaultSession {
                 // The maps are made before their descriptors are sent.
                 let raw =
                     raw.ok_or_else(|| attach_err("fault_start")(io::Error::other("no maps")))??;
+                // The ends are attached (joined above).
+                let gate = cell.get().map(FaultParts::open_gate);
+                gate.unwrap_or_else(|| {
+                    Err(attach_err("fault_start")(io::Error::other("no maps")))
+                })?;
                 let mut a = FaultsAttached {
                     _atts: ends.atts,
                     progs: ends.progs,

@@ -452,3 +452,76 @@ fn a_child_forked_before_the_fault_programs_are_attached_is_followed() {
     assert_eq!(s.marks_taken().min(1), 1);
     assert_eq!(attached.missed(), 0);
 }
+
+/// Reads byte 0 of 16 pages of `argv[1]` through a private mapping at
+/// each byte of standard input ('a', then 'b'), printing each mapping's
+/// address.
+const TWICE: &str = r#"#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    unsigned s = 0;
+    char c;
+    for (int round = 0; round < 2; round++) {
+        if (read(0, &c, 1) != 1) return 2;
+        volatile unsigned char *p = mmap(0, 16 * 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) return 3;
+        madvise((void *)p, 16 * 4096, MADV_RANDOM);
+        for (int i = 0; i < 16; i++) s += p[i * 4096];
+        printf("%p ", (void *)p);
+        fflush(stdout);
+    }
+    printf("%u\n", s);
+    return 0;
+}
+"#;
+
+/// The fault programs loaded (`fsprof trace` attaches the start and
+/// fault-around programs then, behind a closed gate) keep no fault of a
+/// process followed as marked until they are attached: no start in flight
+/// that no end would take, and none reported.
+#[test]
+#[ignore = "needs root"]
+fn loaded_fault_programs_keep_no_fault_until_attached() {
+    need_root("eBPF");
+    let (_d, exe, file) = program_and_file("twice", TWICE, 16);
+    let mut child = Command::new(&exe)
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut s = FaultSession::prepare().unwrap();
+    s.follow_every_fault(child.id() as i32).unwrap();
+    let loaded = s.fault_load().unwrap().load().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"a").unwrap();
+    // Its reads of the first mapping are done once it has printed it.
+    let mut out = child.stdout.take().unwrap();
+    let mut first = Vec::new();
+    let mut b = [0u8; 1];
+    while std::io::Read::read(&mut out, &mut b).unwrap() == 1 && b[0] != b' ' {
+        first.push(b[0]);
+    }
+    assert_eq!((s.started(), s.in_flight()), (0, 0));
+    let attached = loaded.attach().unwrap();
+    stdin.write_all(b"b").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let hex = |a: &str| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
+    let (a, b) = (
+        hex(std::str::from_utf8(&first).unwrap()),
+        hex(rest.split_whitespace().next().unwrap()),
+    );
+    let mut faults: Vec<Fault> = Vec::new();
+    s.drain(|f| faults.push(f));
+    let within = |f: &Fault, base: u64| f.addr >= base && f.addr < base + 16 * 4096;
+    assert!(!faults.iter().any(|f| within(f, a)), "{faults:?}");
+    assert!(faults.iter().any(|f| within(f, b)), "{faults:?}");
+    assert_eq!(s.in_flight(), 0);
+    drop(attached);
+}

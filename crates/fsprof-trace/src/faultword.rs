@@ -10,7 +10,11 @@
 //! before the command is let go (the tree must be followed from its first
 //! fork), the fault programs' own maps and event ring are made and the
 //! programs loaded (verified) on a thread of their own while the command
-//! starts, and attached only once a process asks, through the
+//! starts, the start and fault-around programs attached then too, behind
+//! a closed gate (fsprof-kernel's `FaultProgs`: the kernel's patching of
+//! the tracepoints, ~0.4 ms, was most of a first mapping's wait), and the
+//! gate opened and the end programs' events enabled only once a process
+//! asks, through the
 //! control file's `faults` word (`shim/abi.h`, enum fsprof_faults): the
 //! shim's `mmap` wrapper, before a process's first file mapping, moves it
 //! from ARMED to REQUESTED, wakes this thread (a futex on the shared
@@ -97,15 +101,16 @@ pub type Attached = Result<Option<FaultsAttached>, String>;
 /// What the capture hands the attaching thread to close at its end.
 pub type Closing = Box<dyn Send>;
 
-/// How long the end programs' events, opened disabled with their load
-/// (the kernel's patching of their call sites done then, not while a
-/// process waits), stay open without a request: open, they cost every
-/// page fault of the machine ~0.1 µs (fsprof-kernel's
-/// `FaultProgs::close_waiting_events`), and a program that maps files
-/// does so at its start (the 256 MiB scan ~1 ms after its exec, SQLite a
-/// few ms), while one that never does (a shell loop of `cat`) would pay
-/// it on every fault of its run. Then closed, opened again on request.
-/// The test knob `FSPROF_TEST_EVENTS_OPEN_MS` sets it.
+/// How long the fault programs, attached behind their closed gate and
+/// their end programs' events opened disabled with their load (the
+/// kernel's patching of their call sites done then, not while a process
+/// waits), stay so without a request: they cost every page fault of the
+/// machine (fsprof-kernel's `FaultProgs::close_waiting`), and a program
+/// that maps files does so at its start (the 256 MiB scan ~1 ms after its
+/// exec, SQLite a few ms), while one that never does (a shell loop of
+/// `cat`) would pay it on every fault of its run. Then detached and
+/// closed, attached and opened again on request. The test knob
+/// `FSPROF_TEST_EVENTS_OPEN_MS` sets it.
 fn events_open_for() -> Duration {
     const EVENTS_OPEN_FOR: Duration = Duration::from_millis(100);
     fsprof_sys::test_knob("FSPROF_TEST_EVENTS_OPEN_MS")
@@ -123,7 +128,12 @@ pub fn attacher(
     done: std::sync::mpsc::Sender<Attached>,
     later: std::sync::mpsc::Receiver<Closing>,
 ) {
-    if done.send(attach_on_request(made, control, stop)).is_ok() {
+    let (attached, unused) = attach_on_request(made, control, stop);
+    let sent = done.send(attached).is_ok();
+    // Programs never asked for, detached after the capture has its
+    // answer: their links' closes are the kernel's patching again.
+    drop(unused);
+    if sent {
         drop(later.recv());
     }
 }
@@ -132,12 +142,13 @@ pub fn attacher(
 /// the command held until then), loads the fault programs, then waits for
 /// the control file (`control`: None if the capture has none, and then
 /// attaches at once) and for a request on its word, or for `stop`.
-/// Returns the attached programs (None: never asked for).
+/// Returns the attached programs (None: never asked for), and the
+/// programs loaded and never asked for, to be closed once that is sent.
 fn attach_on_request(
     made: std::sync::mpsc::Sender<Result<FaultSession, String>>,
     control: std::sync::mpsc::Receiver<Option<File>>,
     stop: Arc<AtomicBool>,
-) -> Attached {
+) -> (Attached, Option<FaultProgs>) {
     // A test knob fails the session as a kernel that lacks what it needs
     // does: the capture goes on without the faults.
     let session = if fsprof_sys::test_knob("FSPROF_TEST_FAULT_SESSION_FAILS").is_some_and(|n| n > 0)
@@ -151,7 +162,7 @@ fn attach_on_request(
         .map_err(Clone::clone)
         .and_then(|s| s.fault_load().map_err(|e| e.to_string()));
     if made.send(session).is_err() {
-        return Ok(None);
+        return (Ok(None), None);
     }
     // The end programs' events opened with it, disabled: enabled on
     // request.
@@ -162,7 +173,7 @@ fn attach_on_request(
         .and_then(|f| SharedMap::new_writable(f, LATE + 4).ok());
     let Some(map) = map else {
         // Nowhere to be asked: attached at once (the capture waits).
-        return progs.and_then(|p| attach(p).map(Some));
+        return (progs.and_then(|p| attach(p).map(Some)), None);
     };
     let w = word(&map);
     // A test knob attaches as soon as loaded, without waiting for a
@@ -173,14 +184,18 @@ fn attach_on_request(
     loop {
         let cur = w.load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
-            return progs.map(|_| None);
+            return match progs {
+                Ok(p) => (Ok(None), Some(p)),
+                Err(e) => (Err(e), None),
+            };
         }
         // Before the request is looked at: a request at the deadline has
-        // them opened again (`FSPROF_TEST_EVENTS_OPEN_MS=0` tests that).
+        // them attached and opened again (`FSPROF_TEST_EVENTS_OPEN_MS=0`
+        // tests that).
         let left = close_events_at.saturating_duration_since(std::time::Instant::now());
-        let open = progs.as_ref().is_ok_and(|p| p.events_open());
+        let open = progs.as_ref().is_ok_and(|p| p.waiting());
         if let (true, true, Ok(p)) = (open, left.is_zero(), progs.as_mut()) {
-            p.close_waiting_events();
+            p.close_waiting();
         }
         if eager || (cur != abi::FAULTS_NONE && cur != abi::FAULTS_ARMED) {
             break;
@@ -204,7 +219,7 @@ fn attach_on_request(
     };
     w.store(state, Ordering::Release);
     futex_wake(w);
-    attached.map(Some)
+    (attached.map(Some), None)
 }
 
 fn attach(p: FaultProgs) -> Result<FaultsAttached, String> {

@@ -3,7 +3,8 @@
 //! the process waits in its `mmap` for the attach, however late it is up
 //! to the shim's bound, and loses no first touch; past the bound it goes
 //! on, and the capture says its faults until then are missing; a run
-//! whose processes map no file never attaches them. The attach is
+//! whose processes map no file keeps them behind their gate (no fault
+//! kept) and detaches them 100 ms after their load. The attach is
 //! delayed by a test knob (`FSPROF_TEST_ATTACH_DELAY_MS`): the program,
 //! a few ms of work, would otherwise read every page before it.
 
@@ -168,9 +169,13 @@ fn processes_that_map_no_file_leave_the_fault_programs_unattached() {
     need_root("eBPF");
     let (_keep, dir) = fsprof_testkit::canonical_tempdir();
     let exe = fsprof_testkit::compile_source("scan", SCAN_C, &dir, &[]);
+    // Past the 100 ms the fault programs wait behind their gate for a
+    // first mapping: detached.
     let quiet = traced_sh(
         &dir,
-        &format!("for i in 1 2 3 4 5 6 7 8; do cat /etc/hostname >/dev/null; done; {LINKS}"),
+        &format!(
+            "for i in 1 2 3 4 5 6 7 8; do cat /etc/hostname >/dev/null; done; sleep 0.4; {LINKS}"
+        ),
     );
     // The tree is followed from the start; no fault program is on.
     assert!(quiet.contains("link sched_process_fork"), "{quiet}");
