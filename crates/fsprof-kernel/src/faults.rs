@@ -311,22 +311,23 @@ fn add_to(a: &mut crate::insn::Asm, counters: i32, i: i32, delta: i32) {
     a.bind(skip);
 }
 
-/// On to `out` while the gate ([`C_GATE`]) is closed. Clobbers r0-r5.
-fn gate_closed(a: &mut crate::insn::Asm, counters: i32, out: crate::insn::Label) {
-    a.st_imm(Size::W, R10, KEY, C_GATE);
+/// On to `out` while counters[i] is 0. Clobbers r0-r5.
+fn while_zero(a: &mut crate::insn::Asm, counters: i32, i: i32, out: crate::insn::Label) {
+    a.st_imm(Size::W, R10, KEY, i);
     lookup(a, counters, KEY);
     a.jmp_imm(Jmp::Eq, R0, 0, out);
     a.ldx(Size::DW, R1, R0, 0);
     a.jmp_imm(Jmp::Eq, R1, 0, out);
 }
 
+/// On to `out` while the gate ([`C_GATE`]) is closed. Clobbers r0-r5.
+fn gate_closed(a: &mut crate::insn::Asm, counters: i32, out: crate::insn::Label) {
+    while_zero(a, counters, C_GATE, out);
+}
+
 /// On to `out` while no fault is in progress. Clobbers r0-r5.
 fn none_in_flight(a: &mut crate::insn::Asm, counters: i32, out: crate::insn::Label) {
-    a.st_imm(Size::W, R10, KEY, C_IN_FLIGHT);
-    lookup(a, counters, KEY);
-    a.jmp_imm(Jmp::Eq, R0, 0, out);
-    a.ldx(Size::DW, R1, R0, 0);
-    a.jmp_imm(Jmp::Eq, R1, 0, out);
+    while_zero(a, counters, C_IN_FLIGHT, out);
 }
 
 /// `mm_filemap_map_pages` during a fault of a followed thread: the range

@@ -4,7 +4,7 @@
 //! of a shared mapping; the session reports exactly those faults.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use fsprof_kernel::faults::{Fault, FaultSession};
@@ -401,6 +401,18 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// `exe file` started, its standard input and output piped, and a fault
+/// session prepared (the followers only) that follows nothing yet.
+fn prepared_beside(exe: &Path, file: &Path) -> (std::process::Child, FaultSession) {
+    let child = Command::new(exe)
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, FaultSession::prepare().unwrap())
+}
+
 /// The fault programs attached after the tree is followed (as `fsprof
 /// trace` attaches them, when a process first maps a file): a child
 /// forked before the attach, while no fault program ran, is followed all
@@ -414,13 +426,7 @@ fn a_child_forked_before_the_fault_programs_are_attached_is_followed() {
         &format!("{:#x}", fsprof_kernel::faults::MAPPING_MARK),
     );
     let (_d, exe, file) = program_and_file("forked_early", &src, 16);
-    let mut child = Command::new(&exe)
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut s = FaultSession::prepare().unwrap();
+    let (mut child, mut s) = prepared_beside(&exe, &file);
     s.follow(child.id() as i32).unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"f").unwrap();
@@ -487,13 +493,7 @@ int main(int argc, char **argv) {
 fn loaded_fault_programs_keep_no_fault_until_attached() {
     need_root("eBPF");
     let (_d, exe, file) = program_and_file("twice", TWICE, 16);
-    let mut child = Command::new(&exe)
-        .arg(&file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut s = FaultSession::prepare().unwrap();
+    let (mut child, mut s) = prepared_beside(&exe, &file);
     s.follow_every_fault(child.id() as i32).unwrap();
     let loaded = s.fault_load().unwrap().load().unwrap();
     let mut stdin = child.stdin.take().unwrap();
