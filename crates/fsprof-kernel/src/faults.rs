@@ -849,11 +849,12 @@ pub struct FaultLoad {
 /// [`FaultProgs::attach`].
 pub struct FaultProgs {
     raw: RawLoaded,
-    /// `raw`'s attachments, made with the load (the kernel's patching of
-    /// the tracepoints, ~0.4 ms on this project's 2-CPU test machine, done
-    /// while the command starts, not while its first mapping waits); None
-    /// once [`FaultProgs::close_waiting`] detached them, or where the
-    /// attach failed (tried again, and reported, on request).
+    /// `raw`'s attachments, made after the load ([`FaultProgs::attach_waiting`]:
+    /// the kernel's patching of the tracepoints, ~0.4 ms on this project's
+    /// 2-CPU test machine, done while the command starts, not while its
+    /// first mapping waits); None before, once [`FaultProgs::close_waiting`]
+    /// detached them, or where the attach failed (tried again, and
+    /// reported, on request).
     raw_atts: Option<Started>,
     ends: Vec<EndProg>,
     /// Their events, opened disabled with the load ([`open_ends`]); none
@@ -882,9 +883,8 @@ pub struct FaultsAttached {
 impl FaultLoad {
     /// Makes the programs' maps and ring (the session's from then on) and
     /// loads the fault-around, start and end programs on them (~0.3 ms of
-    /// the kernel's verifying on this project's 2-CPU test machine); the
-    /// end programs' events opened disabled and the others attached behind
-    /// the closed gate: none keeps a fault yet. Once a session.
+    /// the kernel's verifying on this project's 2-CPU test machine), the
+    /// end programs' events opened disabled: none runs yet. Once a session.
     pub fn load(self) -> Result<FaultProgs, Error> {
         let (parts, ring) = FaultParts::create(self.cpus.len(), self.ring_bytes)?;
         let (st, c) = (parts.starts.fd(), parts.counts.fd());
@@ -892,10 +892,6 @@ impl FaultLoad {
         let events = open_ends(&ends, &self.cpus)?;
         let t = self.targets.as_raw_fd();
         let raw = load_raw(fault_parts(t, st, c, self.around, self.marks));
-        // A test knob leaves them to the request, as before (the variant
-        // this one was measured against, docs/benchmarks.md).
-        let late = fsprof_sys::test_knob("FSPROF_TEST_RAW_ON_REQUEST").is_some_and(|n| n > 0);
-        let raw_atts = if late { None } else { attach_raw(&raw).ok() };
         if self.parts.set(parts).is_err() {
             return Err(Error::Map {
                 name: "fsprof_fstarts".into(),
@@ -905,7 +901,7 @@ impl FaultLoad {
         }
         Ok(FaultProgs {
             raw,
-            raw_atts,
+            raw_atts: None,
             ends,
             events,
             cpus: self.cpus.clone(),
@@ -944,6 +940,20 @@ impl FaultProgs {
         a.progs.extend(raw.progs);
         a.progs.extend(self.raw.shared);
         Ok(a)
+    }
+
+    /// Attaches the start and fault-around programs behind their closed
+    /// gate, so that [`FaultProgs::attach`] need not: none keeps a fault
+    /// yet. Apart from the load, so that a capture over by then skips it
+    /// (its end waits for the thread that attaches). A failure is left to
+    /// the attach, which tries again and reports it. The test knob
+    /// `FSPROF_TEST_RAW_ON_REQUEST` leaves them to the request, as before
+    /// (the variant this was measured against, docs/benchmarks.md).
+    pub fn attach_waiting(&mut self) {
+        let late = fsprof_sys::test_knob("FSPROF_TEST_RAW_ON_REQUEST").is_some_and(|n| n > 0);
+        if self.raw_atts.is_none() && !late {
+            self.raw_atts = attach_raw(&self.raw).ok();
+        }
     }
 
     /// Detaches the start and fault-around programs and closes the end

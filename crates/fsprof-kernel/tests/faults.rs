@@ -495,7 +495,8 @@ fn loaded_fault_programs_keep_no_fault_until_attached() {
     let (_d, exe, file) = program_and_file("twice", TWICE, 16);
     let (mut child, mut s) = prepared_beside(&exe, &file);
     s.follow_every_fault(child.id() as i32).unwrap();
-    let loaded = s.fault_load().unwrap().load().unwrap();
+    let mut loaded = s.fault_load().unwrap().load().unwrap();
+    loaded.attach_waiting();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"a").unwrap();
     // Its reads of the first mapping are done once it has printed it.

@@ -166,7 +166,10 @@ fn attach_on_request(
     }
     // The end programs' events opened with it, disabled: enabled on
     // request.
-    let progs = load.and_then(|l| l.load().map_err(|e| e.to_string()));
+    let mut progs = load.and_then(|l| l.load().map_err(|e| e.to_string()));
+    if let (false, Ok(p)) = (stop.load(Ordering::Acquire), progs.as_mut()) {
+        p.attach_waiting();
+    }
     let control = control.recv().ok().flatten();
     let map = control
         .as_ref()
@@ -180,7 +183,6 @@ fn attach_on_request(
     // request: the variant measured against this one (docs/benchmarks.md).
     let eager = fsprof_sys::test_knob("FSPROF_TEST_FAULTS_EAGER").is_some_and(|n| n > 0);
     let close_events_at = std::time::Instant::now() + events_open_for();
-    let mut progs = progs;
     loop {
         let cur = w.load(Ordering::Acquire);
         if stop.load(Ordering::Acquire) {
