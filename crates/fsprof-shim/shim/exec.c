@@ -150,26 +150,26 @@ static char *const *env_for(const char *what, char *const envp[], struct env_cop
     release(&c_);                                                                        \
     return r_
 
-static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execve)(const char *, char *const[], char *const[]) REAL_PLACE(execve);
 WRAPPER(execve) int execve(const char *path, char *const argv[], char *const envp[])
 {
     WITH_ENV(path, envp, REAL(execve)(path, argv, env));
 }
 
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]) REAL_PLACE(execvpe);
 WRAPPER(execvpe) int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     WITH_ENV(file, envp, REAL(execvpe)(file, argv, env));
 }
 
-static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
+static int (*real_execveat)(int, const char *, char *const[], char *const[], int) REAL_PLACE(execveat);
 WRAPPER(execveat)
 int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
     WITH_ENV(path, envp, REAL(execveat)(dirfd, path, argv, env, flags));
 }
 
-static int (*real_fexecve)(int, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]) REAL_PLACE(fexecve);
 WRAPPER(fexecve) int fexecve(int fd, char *const argv[], char *const envp[])
 {
     WITH_ENV(argv[0] ? argv[0] : "(fexecve)", envp, REAL(fexecve)(fd, argv, env));
@@ -178,7 +178,7 @@ WRAPPER(fexecve) int fexecve(int fd, char *const argv[], char *const envp[])
 /* The forms without an envp use environ; they are forwarded to the forms
  * with one only when the shim must be taken out. */
 #define WITHOUT_ENVP(name, with_envp)                                                    \
-    static int (*real_##name)(const char *, char *const[]);                              \
+    static int (*real_##name)(const char *, char *const[]) REAL_PLACE(name);             \
     WRAPPER(name) int name(const char *what, char *const argv[])                         \
     {                                                                                    \
         uint32_t euid;                                                                   \
@@ -228,7 +228,8 @@ WRAPPER(execle) int execle(const char *path, const char *arg, ...)
 }
 
 static int (*real_posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-                               const posix_spawnattr_t *, char *const[], char *const[]);
+                               const posix_spawnattr_t *, char *const[], char *const[])
+    REAL_PLACE(posix_spawn);
 WRAPPER(posix_spawn)
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                 const posix_spawnattr_t *at, char *const argv[], char *const envp[])
@@ -237,7 +238,8 @@ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *
 }
 
 static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-                                const posix_spawnattr_t *, char *const[], char *const[]);
+                                const posix_spawnattr_t *, char *const[], char *const[])
+    REAL_PLACE(posix_spawnp);
 WRAPPER(posix_spawnp)
 int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                  const posix_spawnattr_t *at, char *const argv[], char *const envp[])

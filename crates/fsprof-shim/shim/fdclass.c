@@ -91,7 +91,7 @@ static void fd_new(int fd, uint32_t c)
 /* Creators the shim does not time (they are not file-system operations):
  * forwarded unchanged, the new descriptors classified. */
 #define CREATOR(type, name, params, args, cls)                                           \
-    static type(*real_##name) params;                                                    \
+    static type(*real_##name) params REAL_PLACE(name);                                   \
     WRAPPER(name) type name params                                                       \
     {                                                                                    \
         type r = REAL(name) args;                                                        \
@@ -115,7 +115,7 @@ CREATOR(int, memfd_create, (const char *n, unsigned f), (n, f), FSPROF_FD_FILE)
 CREATOR(int, signalfd, (int fd, const sigset_t *m, int f), (fd, m, f), FSPROF_FD_OTHER)
 
 #define PAIR_CREATOR(name, params, args, fds, cls)                                       \
-    static int(*real_##name) params;                                                     \
+    static int(*real_##name) params REAL_PLACE(name);                                    \
     WRAPPER(name) int name params                                                        \
     {                                                                                    \
         int r = REAL(name) args;                                                         \
@@ -129,7 +129,7 @@ PAIR_CREATOR(pipe, (int p[2]), (p), p, FSPROF_FD_PIPE)
 PAIR_CREATOR(pipe2, (int p[2], int f), (p, f), p, FSPROF_FD_PIPE)
 PAIR_CREATOR(socketpair, (int d, int t, int pr, int sv[2]), (d, t, pr, sv), sv, FSPROF_FD_SOCKET)
 
-static int (*real_dup)(int);
+static int (*real_dup)(int) REAL_PLACE(dup);
 WRAPPER(dup) int dup(int fd)
 {
     uint32_t c = known_class(fd);

@@ -33,10 +33,14 @@
 #define PM_PFN ((1ULL << 55) - 1)
 #define KPF_DIRTY (1ULL << 4)
 
+/* In .lbss, off the page of .bss every process writes (pool.c's first
+ * slot record needs the room): a process writes it only when it maps a
+ * file shared and writable under a full trace; reading it (at a full
+ * trace's exit) maps the zero page. */
 static struct {
     uintptr_t addr; /* 0: free */
     uint64_t len;
-} g_wmaps[WMAPS];
+} g_wmaps[WMAPS] BIG_BSS;
 static int g_wlock;
 
 /* The table's lock, never waited for long: a signal handler that maps or

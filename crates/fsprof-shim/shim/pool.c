@@ -33,24 +33,23 @@ struct chunk {
     char *addr;
     uint64_t off, len;
 };
-/* What every profiled process writes of this file's arrays: the chunk
- * table and its first thread's slot record (most processes have one
- * thread). Each page of .bss a process writes is a fault (in a forked
- * child, a copy of the page), and in one array with the others they lay
- * across two pages; here they lie in one, the first page boundary in
- * g_hot_room, wherever the linker put it. (Aligning the array instead
- * would align all of .lbss, and move the descriptor classes off the page
- * of .bss every process has written.) */
-struct hot {
-    struct chunk chunks[MAX_CHUNKS];
-    struct slot_rec first;
-} __attribute__((may_alias));
-_Static_assert(sizeof(struct hot) <= 4096, "the chunk table and slot record 1 fit in a page");
-static char g_hot_room[sizeof(struct hot) + 4095] BIG_BSS;
+/* What every profiled process writes of this file's state: the first
+ * chunk's entry and the first thread's slot record (most processes have
+ * one thread). In .bss with the small variables, on the page of .bss the
+ * loader has already written (it zeroes the rest of the file's last
+ * page); on a page of .lbss of their own they cost every process a fault,
+ * a page zero-filled in an exec'd image or copied in a forked child, 2-3
+ * us (tests/link_layout.rs checks where they lie; layout.h's REAL_PLACE
+ * makes their room). The later chunks' entries, written only as the pool
+ * grows, are in .lbss. */
+static struct chunk g_chunk0;
+static struct slot_rec g_first_rec;
+static struct chunk g_more_chunks[MAX_CHUNKS - 1] BIG_BSS;
 
-static struct hot *hot(void)
+/* Chunk k of the pool. */
+static struct chunk *chunk(int k)
 {
-    return (struct hot *)(((uintptr_t)g_hot_room + 4095) & ~(uintptr_t)4095);
+    return k == 0 ? &g_chunk0 : &g_more_chunks[k - 1];
 }
 
 /* The rest, in .lbss: the names of the process image (below, fill_names:
@@ -71,7 +70,7 @@ static struct {
 /* The private part of slot record k, 1 <= k < FSPROF_MAX_SLOTS. */
 static struct slot_rec *priv_rec(uint32_t k)
 {
-    return k == 1 ? &hot()->first : &g_start.priv[k - 2];
+    return k == 1 ? &g_first_rec : &g_start.priv[k - 2];
 }
 static int g_nchunks;
 static uint64_t g_used;  /* next free byte of the last chunk */
@@ -132,7 +131,7 @@ static void unlock(void)
 /* The end of the last chunk's free room. */
 static uint64_t room_end(void)
 {
-    struct chunk *ch = &hot()->chunks[g_nchunks - 1];
+    struct chunk *ch = chunk(g_nchunks - 1);
     return ch->off + ch->len - (g_nchunks == 1 ? g_top_used : 0);
 }
 
@@ -146,7 +145,7 @@ static uint64_t room_end(void)
 static int make_pages(uint64_t from, uint64_t to)
 {
     int saved = errno;
-    long rc = syscall(SYS_madvise, hot()->chunks[0].addr + from, to - from, MADV_POPULATE_WRITE);
+    long rc = syscall(SYS_madvise, g_chunk0.addr + from, to - from, MADV_POPULATE_WRITE);
     errno = saved;
     return rc == 0;
 }
@@ -185,7 +184,7 @@ static int make_above(uint64_t start)
 
 static void *alloc_in_last(uint64_t n, uint32_t *off)
 {
-    struct chunk *ch = &hot()->chunks[g_nchunks - 1];
+    struct chunk *ch = chunk(g_nchunks - 1);
     uint64_t at = (g_used + 63) & ~(uint64_t)63;
     if (at + n > room_end() || !make_below(at + n))
         return NULL;
@@ -252,7 +251,7 @@ static long create_later_file(void)
 /* Adds a chunk of at least n bytes at the end of the pool. 0 or -errno. */
 static long grow(uint64_t n)
 {
-    struct chunk *last = &hot()->chunks[g_nchunks - 1];
+    struct chunk *last = chunk(g_nchunks - 1);
     uint64_t end = last->off + last->len;
     uint64_t len = last->len * 2 > FSPROF_MAX_CHUNK ? FSPROF_MAX_CHUNK : last->len * 2;
     if (len < n)
@@ -272,7 +271,7 @@ static long grow(uint64_t n)
     syscall(SYS_close, fd);
     if (err != 0)
         return err;
-    hot()->chunks[g_nchunks++] = (struct chunk){m, end, len};
+    *chunk(g_nchunks++) = (struct chunk){m, end, len};
     g_used = end;
     return 0;
 }
@@ -303,14 +302,14 @@ static void *pool_alloc_table(uint64_t n, uint64_t skew, uint32_t *off)
 {
     uint64_t len = (skew + n + 4095) & ~(uint64_t)4095;
     if (g_nchunks == 1 && !g_full) {
-        uint64_t at = hot()->chunks[0].len - g_top_used;
+        uint64_t at = g_chunk0.len - g_top_used;
         if (at >= len && at - len >= g_used && make_above(at - len)) {
             g_top_used += len;
             /* What `fsprof run` zeroes before it offers the block again. */
             if (g_in_block)
                 __atomic_store_n(&g_proc->top_used, (uint32_t)g_top_used, __ATOMIC_RELAXED);
             *off = (uint32_t)(at - len + skew);
-            return hot()->chunks[0].addr + (at - len + skew);
+            return g_chunk0.addr + (at - len + skew);
         }
     }
     return pool_alloc(n, off);
@@ -323,7 +322,7 @@ HIDDEN char *fsprof_pool_block_top(uint64_t n)
         return NULL;
     g_top_used = n;
     __atomic_store_n(&g_proc->top_used, (uint32_t)n, __ATOMIC_RELAXED);
-    return hot()->chunks[0].addr + FSPROF_FIRST_CHUNK - n;
+    return g_chunk0.addr + FSPROF_FIRST_CHUNK - n;
 }
 
 /* Where a value table starts after a page boundary: its rows of calls of
@@ -359,7 +358,7 @@ static struct slot_shared *new_slot(uint32_t k, int shared)
 static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
     g_seq = seq;
-    hot()->chunks[0] = (struct chunk){map, 0, len};
+    g_chunk0 = (struct chunk){map, 0, len};
     g_nchunks = 1;
     g_used = FSPROF_PROC_HDR_SIZE;
     g_top_used = 0;
@@ -648,7 +647,7 @@ HIDDEN void fsprof_pool_forget(void)
     g_pid = 0;
     /* An arena block is part of the control file's mapping, kept. */
     for (int k = g_in_block ? 1 : 0; k < g_nchunks; k++)
-        syscall(SYS_munmap, hot()->chunks[k].addr, hot()->chunks[k].len);
+        syscall(SYS_munmap, chunk(k)->addr, chunk(k)->len);
     g_nchunks = 0;
     g_top_used = 0;
     g_in_block = 0;

@@ -94,7 +94,7 @@
     TIMED_SEQ(own_begin(), ctr, type, failed, REAL(name) args, counted, after, (void)0)
 
 #define WRAP(op, type, name, params, args, failed)                                       \
-    static type(*real_##name) params;                                                    \
+    static type(*real_##name) params REAL_PLACE(name);                                   \
     WRAPPER(name) type name params                                                       \
     {                                                                                    \
         WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, (void)0); \
@@ -109,7 +109,7 @@
 
 /* Like WRAP_FD, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_FD_THEN(op, type, name, params, args, failed, fdexpr, after)                \
-    static type(*real_##name) params;                                                    \
+    static type(*real_##name) params REAL_PLACE(name);                                   \
     WRAPPER(name) type name params                                                       \
     {                                                                                    \
         int file_ = 1;                                                                   \
@@ -123,7 +123,7 @@
 #define WRAP_DATA(op, type, name, params, args, failed, ...)                             \
     WRAP_DATA_(op, type, name, params, args, failed, __VA_ARGS__)
 #define WRAP_DATA_(op, type, name, params, args, failed, fd, off, size, done)            \
-    static type(*real_##name) params;                                                    \
+    static type(*real_##name) params REAL_PLACE(name);                                   \
     WRAPPER(name) type name params                                                       \
     {                                                                                    \
         int file_ = 0;                                                                   \
@@ -134,7 +134,7 @@
 
 /* Like WRAP, then `after` runs with the result `r` (profiled or not). */
 #define WRAP_THEN(op, type, name, params, args, failed, after)                           \
-    static type(*real_##name) params;                                                    \
+    static type(*real_##name) params REAL_PLACE(name);                                   \
     WRAPPER(name) type name params                                                       \
     {                                                                                    \
         WRAPPED(OP_##op, name, call_begin(OP_##op), type, failed, args, (void)0, after); \
@@ -169,7 +169,7 @@ static inline uint64_t iov_total(const struct iovec *v, int n)
 /* Opens: the new descriptor is a file (fdclass.c). */
 #define OPENED fsprof_fd_opened(r, path)
 #define WRAP_OPEN(name)                                                                  \
-    static int (*real_##name)(const char *, int, ...);                                   \
+    static int (*real_##name)(const char *, int, ...) REAL_PLACE(name);                  \
     WRAPPER(name) int name(const char *path, int flags, ...)                             \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
@@ -180,7 +180,7 @@ WRAP_OPEN(open)
 WRAP_OPEN(open64)
 
 #define WRAP_OPENAT(name)                                                                \
-    static int (*real_##name)(int, const char *, int, ...);                              \
+    static int (*real_##name)(int, const char *, int, ...) REAL_PLACE(name);             \
     WRAPPER(name) int name(int dirfd, const char *path, int flags, ...)                  \
     {                                                                                    \
         MODE_ARG(flags);                                                                 \
@@ -205,7 +205,7 @@ WRAP_THEN(creat, int, creat64, (const char *path, mode_t mode), (path, mode), M1
 
 /* Filed by what the descriptor was; then it is forgotten (after the call
  * when tracing: a number reused meanwhile is only looked at again). */
-static int (*real_close)(int);
+static int (*real_close)(int) REAL_PLACE(close);
 WRAPPER(close) int close(int fd)
 {
     int file_ = 1;
@@ -323,7 +323,7 @@ WRAP(posix_fadvise, int, posix_fadvise, (int fd, off_t o, off_t n, int a), (fd, 
 WRAP(posix_fadvise, int, posix_fadvise64, (int fd, off64_t o, off64_t n, int a), (fd, o, n, a),
      NONZERO)
 
-static void (*real_sync)(void);
+static void (*real_sync)(void) REAL_PLACE(sync);
 static inline __attribute__((always_inline)) int call_sync(void)
 {
     REAL(sync)();
@@ -432,7 +432,7 @@ static inline __attribute__((always_inline)) void *readdir_call(void *(*fn)(DIR 
 }
 
 #define WRAP_READDIR(name, ent)                                                          \
-    static ent *(*real_##name)(DIR *);                                                   \
+    static ent *(*real_##name)(DIR *) REAL_PLACE(name);                                  \
     WRAPPER(name) ent *name(DIR *d)                                                      \
     {                                                                                    \
         int failed_ = 0;                                                                 \
@@ -488,7 +488,7 @@ static int map_forget(void *addr)
 }
 
 #define WRAP_MMAP(name, off_type)                                                        \
-    static void *(*real_##name)(void *, size_t, int, int, int, off_type);                \
+    static void *(*real_##name)(void *, size_t, int, int, int, off_type) REAL_PLACE(name); \
     WRAPPER(name) void *name(void *a, size_t n, int prot, int flags, int fd, off_type off) \
     {                                                                                    \
         if ((flags & MAP_ANONYMOUS) || fd < 0)                                           \
@@ -504,7 +504,7 @@ static int map_forget(void *addr)
 WRAP_MMAP(mmap, off_t)
 WRAP_MMAP(mmap64, off64_t)
 
-static int (*real_munmap)(void *, size_t);
+static int (*real_munmap)(void *, size_t) REAL_PLACE(munmap);
 WRAPPER(munmap) int munmap(void *a, size_t n)
 {
     if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
@@ -515,7 +515,7 @@ WRAPPER(munmap) int munmap(void *a, size_t n)
 }
 
 /* With --data full the bytes of the written pages are taken first. */
-static int (*real_msync)(void *, size_t, int);
+static int (*real_msync)(void *, size_t, int) REAL_PLACE(msync);
 WRAPPER(msync) int msync(void *a, size_t n, int f)
 {
     if (UNLIKELY(g_trace == FSPROF_TDATA_FULL))
@@ -533,7 +533,7 @@ WRAPPER(msync) int msync(void *a, size_t n, int f)
 /* fcntl's third argument is an int or a pointer depending on the command;
  * passing it on as a long is how libc itself forwards it. */
 #define WRAP_FCNTL(name)                                                                 \
-    static int (*real_##name)(int, int, ...);                                            \
+    static int (*real_##name)(int, int, ...) REAL_PLACE(name);                           \
     WRAPPER(name) int name(int fd, int cmd, ...)                                         \
     {                                                                                    \
         va_list ap;                                                                      \
@@ -555,7 +555,7 @@ WRAP_FCNTL(fcntl64)
 #define DUP_MOVED(fd, to, r)                                                             \
     if ((r) >= 0 && (fd) != (to))                                                        \
     fsprof_fd_dup((fd), (r))
-static int (*real_dup2)(int, int);
+static int (*real_dup2)(int, int) REAL_PLACE(dup2);
 WRAPPER(dup2) int dup2(int fd, int to)
 {
     TRACED_CALL(OP_dup2, "dup2", (fd, to, 0), call_begin(OP_dup2), int, M1, REAL(dup2)(fd, to),
@@ -585,7 +585,7 @@ WRAP_THEN(freopen, FILE *, freopen64, (const char *p, const char *m, FILE *f), (
           STREAM_OPENED(p))
 WRAP_FD(fdopen, FILE *, fdopen, (int fd, const char *m), (fd, m), ISNULL, fd)
 /* The stream's descriptor is forgotten with it. */
-static int (*real_fclose)(FILE *);
+static int (*real_fclose)(FILE *) REAL_PLACE(fclose);
 WRAPPER(fclose) int fclose(FILE *f)
 {
     int fd = FD_OF(f), file_ = 1;
@@ -777,8 +777,8 @@ WRAPPER(__vfprintf_chk) int __vfprintf_chk(FILE *f, int flag, const char *fmt, v
     return stream_printf("__vfprintf_chk", f, flag < 0 ? 0 : flag, fmt, ap);
 }
 
-static int (*real_vdprintf)(int, const char *, va_list);
-static int (*real___vdprintf_chk)(int, int, const char *, va_list);
+static int (*real_vdprintf)(int, const char *, va_list) REAL_PLACE(vdprintf);
+static int (*real___vdprintf_chk)(int, int, const char *, va_list) REAL_PLACE(__vdprintf_chk);
 /* dprintf's family on descriptor `fd`, as stream_printf. */
 static int fd_printf(const char *name, int fd, int flag, const char *fmt, va_list ap)
 {
@@ -821,7 +821,7 @@ static void put_line(struct fsprof_tpre *p, struct outbuf *b, int r, const char 
     p->nout = n;
 }
 
-static int (*real_puts)(const char *);
+static int (*real_puts)(const char *) REAL_PLACE(puts);
 WRAPPER(puts) int puts(const char *s)
 {
     FILE *f = stdout;
@@ -844,7 +844,7 @@ static inline void put_char(struct fsprof_tpre *p, struct outbuf *b, int r, int 
 }
 
 #define WRAP_PUTC(name, params, args, c, f)                                              \
-    static int(*real_##name) params;                                                     \
+    static int(*real_##name) params REAL_PLACE(name);                                    \
     WRAPPER(name) int name params                                                        \
     {                                                                                    \
         FILE *f_of_ = (f);                                                               \

@@ -21,6 +21,8 @@ const DT_FINI: u64 = 13;
 /// The kernel's fault-around window (`fault_around_bytes`): one read fault
 /// maps the file's cached pages of the 64 KiB around it.
 const FAULT_WINDOW: u64 = 64 * 1024;
+const STT_OBJECT: u8 = 1;
+const STT_FUNC: u8 = 2;
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
@@ -40,6 +42,7 @@ struct Segment {
     flags: u32,
     offset: u64,
     addr: u64,
+    file_size: u64,
     mem_size: u64,
 }
 
@@ -56,6 +59,7 @@ fn segments(so: &[u8]) -> Vec<Segment> {
             flags: u32_at(so, p + 4),
             offset: u64_at(so, p + 8),
             addr: u64_at(so, p + 16),
+            file_size: u64_at(so, p + 32),
             mem_size: u64_at(so, p + 40),
         })
         .collect()
@@ -81,6 +85,12 @@ fn section(so: &[u8], name: &str) -> Option<(u64, u64)> {
 /// The functions of the shim's symbol table (`.symtab`): name → (address,
 /// size in bytes).
 fn functions(so: &[u8]) -> HashMap<String, (u64, u64)> {
+    symbols(so, STT_FUNC)
+}
+
+/// The symbols of type `kind` of the shim's symbol table (`.symtab`), as
+/// [`functions`].
+fn symbols(so: &[u8], kind: u8) -> HashMap<String, (u64, u64)> {
     let (shoff, shentsize, shnum) = (
         u64_at(so, 40) as usize,
         u16_at(so, 58) as usize,
@@ -93,8 +103,8 @@ fn functions(so: &[u8]) -> HashMap<String, (u64, u64)> {
         let (off, size) = (u64_at(so, s + 24) as usize, u64_at(so, s + 32) as usize);
         let names = u64_at(so, header(u32_at(so, s + 40) as usize) + 24) as usize;
         for e in (off..off + size).step_by(24) {
-            // STT_FUNC (2), defined (st_shndx != 0).
-            if so[e + 4] & 0xf != 2 || u16_at(so, e + 6) == 0 {
+            // Of the type asked for, defined (st_shndx != 0).
+            if so[e + 4] & 0xf != kind || u16_at(so, e + 6) == 0 {
                 continue;
             }
             let name = &so[names + u32_at(so, e) as usize..];
@@ -290,5 +300,56 @@ fn the_shim_has_no_fini_function() {
     assert!(
         !tags.contains(&DT_FINI),
         "the shim has a DT_FINI entry: is -fini=fsprof_no_fini still in build.rs's LINK_FLAGS?"
+    );
+}
+
+/// What every profiled process writes of the shim's own memory at its
+/// start: its state, its pool's first chunk and its first thread's slot
+/// record (shim/pool.c), the classes of its first descriptors.
+const EVERY_PROCESS_WRITES: &[&str] = &[
+    "g_state",
+    "g_run",
+    "g_path_short",
+    "g_ctl",
+    "g_proc",
+    "g_chunk0",
+    "g_first_rec",
+    "real_read",
+    "real_close",
+];
+
+/// All of it lies on the page of .bss that the loader writes in every
+/// process (it zeroes the rest of the page that holds the file's last
+/// bytes of data), so that none of it is a page fault of its own: a page
+/// zero-filled in an exec'd image, copied in a forked child, ~2-3 us
+/// (docs/benchmarks/history.md, fourteenth session, shim14). The first 64
+/// descriptors' classes too.
+#[test]
+fn what_every_process_writes_lies_on_the_page_the_loader_writes() {
+    let data = segments(SHIM_SO)
+        .into_iter()
+        .find(|s| s.kind == PT_LOAD && s.flags & PF_W != 0)
+        .expect("a writable segment");
+    let page = (data.addr + data.file_size) & !0xfff;
+    let objects = symbols(SHIM_SO, STT_OBJECT);
+    let mut places: Vec<(&str, u64, u64)> = EVERY_PROCESS_WRITES
+        .iter()
+        .map(|n| {
+            let &(a, s) = objects
+                .get(*n)
+                .unwrap_or_else(|| panic!("no {n} in the shim: update EVERY_PROCESS_WRITES"));
+            (*n, a, s)
+        })
+        .collect();
+    let &(classes, _) = objects.get("g_fdclass").expect("no g_fdclass in the shim");
+    places.push(("g_fdclass[..64]", classes, 64));
+    let outside: Vec<String> = places
+        .iter()
+        .filter(|(_, a, s)| *a < page || a + s > page + 0x1000)
+        .map(|(n, a, s)| format!("{n} at {a:#x}+{s:#x}"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "off the page the loader writes ({page:#x}; .bss and .lbss in shim/*.c: what went into .bss?): {outside:?}"
     );
 }
