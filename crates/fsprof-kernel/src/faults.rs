@@ -590,13 +590,15 @@ impl FaultParts {
             at,
         ))
     }
-}
 
-impl FaultParts {
-    /// Lets the start program keep faults from now on ([`C_GATE`]).
-    fn open_gate(&self) -> Result<(), Error> {
+    /// Lets the start program of the maps in `parts` keep faults from now
+    /// on ([`C_GATE`]); the maps are made before any program is attached.
+    fn open_gate(parts: &OnceLock<FaultParts>) -> Result<(), Error> {
+        let Some(p) = parts.get() else {
+            return Err(attach_err("fault_start")(io::Error::other("no maps")));
+        };
         let key = (C_GATE as u32).to_le_bytes();
-        self.counts
+        p.counts
             .update(&key, &1u64.to_ne_bytes(), sys::BPF_ANY)
             .map_err(|err| Error::Map {
                 name: "fsprof_fcounts".into(),
@@ -928,8 +930,7 @@ impl FaultProgs {
             Some(r) => r,
             None => attach_raw(&self.raw)?,
         };
-        let gate = self.maps.parts.get().map(FaultParts::open_gate);
-        gate.unwrap_or_else(|| Err(attach_err("fault_start")(io::Error::other("no maps"))))?;
+        FaultParts::open_gate(&self.maps.parts)?;
         let mut a = FaultsAttached {
             _atts: self.events,
             progs: self.ends.into_iter().map(|e| e.prog).collect(),
@@ -1131,10 +1132,7 @@ impl FaultSession {
                 let raw =
                     raw.ok_or_else(|| attach_err("fault_start")(io::Error::other("no maps")))??;
                 // The ends are attached (joined above).
-                let gate = cell.get().map(FaultParts::open_gate);
-                gate.unwrap_or_else(|| {
-                    Err(attach_err("fault_start")(io::Error::other("no maps")))
-                })?;
+                FaultParts::open_gate(&cell)?;
                 let mut a = FaultsAttached {
                     _atts: ends.atts,
                     progs: ends.progs,

@@ -14,7 +14,7 @@ use fsprof_capture::meta;
 use fsprof_core::profile::{Clock, ClockSource, Layer, Meta};
 use fsprof_core::units::format_ns;
 use fsprof_core::{BucketLayout, Profile, Resolution};
-use fsprof_trace::replayfile::{Compiled, CMD_FIRST_ACCESS};
+use fsprof_trace::replayfile::{Command, Compiled, CMD_FIRST_ACCESS};
 use fsprof_trace::show::errno_name;
 
 use crate::engine::{Late, Pace, Run, TimeSplit};
@@ -51,6 +51,12 @@ pub struct Excess {
 /// How many of the largest excesses a report names.
 const EXCESSES: usize = 5;
 
+/// A command's path, as text (lossy UTF-8).
+fn path_text(c: &Compiled, cmd: &Command) -> Option<String> {
+    cmd.path
+        .map(|p| String::from_utf8_lossy(&c.strings[p as usize]).into_owned())
+}
+
 /// The calls that ran longest beyond their traced duration, largest
 /// first.
 fn largest_excesses(c: &Compiled, run: &Run) -> Vec<Excess> {
@@ -70,9 +76,7 @@ fn largest_excesses(c: &Compiled, run: &Run) -> Vec<Excess> {
             Excess {
                 command: i,
                 op: cmd.op.name().into(),
-                path: cmd
-                    .path
-                    .map(|p| String::from_utf8_lossy(&c.strings[p as usize]).into_owned()),
+                path: path_text(c, cmd),
                 t_ns: cmd.t_ns,
                 traced_ns: cmd.dur_ns,
                 replayed_ns: run.outcomes[i].latency_ns,
@@ -417,9 +421,7 @@ impl Mismatches {
                     command: i,
                     thread: cmd.thread,
                     op: cmd.op.name().into(),
-                    path: cmd
-                        .path
-                        .map(|p| String::from_utf8_lossy(&c.strings[p as usize]).into_owned()),
+                    path: path_text(c, cmd),
                     t_ns: cmd.t_ns,
                     expected: result_text(cmd.ret, cmd.errno),
                     got: result_text(o.ret, o.errno),

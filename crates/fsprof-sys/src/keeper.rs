@@ -38,6 +38,25 @@ fn wanted() -> bool {
     std::env::var_os("FSPROF_NO_KEEPER").is_none() && !under_valgrind
 }
 
+/// A keeper of a control file, made once, when the capture's command
+/// runs (a capture's `Progress::started`, which `run` and `trace` both
+/// see); None: none to make.
+#[derive(Default)]
+pub struct OnStart(Option<RawFd>);
+
+impl OnStart {
+    pub fn new(fd: Option<RawFd>) -> OnStart {
+        OnStart(fd)
+    }
+
+    /// Makes the keeper ([`keep_after_exit`]) the first time only.
+    pub fn start(&mut self) {
+        if let Some(fd) = self.0.take() {
+            keep_after_exit(fd);
+        }
+    }
+}
+
 /// What the keeper reads (in the shared memory, never freed).
 struct Keep {
     parent: libc::pid_t,

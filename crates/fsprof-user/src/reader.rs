@@ -303,13 +303,19 @@ impl Acc {
             ..Counted::default()
         };
         if self.buckets.len() == nbuckets {
-            let t = self.touched.start.min(nbuckets)..self.touched.end.min(nbuckets);
+            let t = self.touched();
             self.buckets[t].fill(0);
         } else {
             self.buckets.clear();
             self.buckets.resize(nbuckets, 0);
         }
         self.touched = 0..0;
+    }
+
+    /// The buckets added to since the last reset, within the buckets.
+    fn touched(&self) -> std::ops::Range<usize> {
+        let n = self.buckets.len();
+        self.touched.start.min(n)..self.touched.end.min(n)
     }
 
     /// Marks buckets `r` added to.
@@ -889,7 +895,7 @@ fn finish_ops(accs: &mut Accs) -> (Vec<Counted>, Vec<u64>, Vec<Cell>) {
         let Some((corr, _)) = &COUNTER_NAMES[k as usize] else {
             continue;
         };
-        let t = a.touched.start.min(a.buckets.len())..a.touched.end.min(a.buckets.len());
+        let t = a.touched();
         let slots = &a.buckets[t.clone()];
         let mut op = Counted {
             counter: k,

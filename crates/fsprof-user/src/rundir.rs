@@ -121,6 +121,16 @@ impl RunDir {
         &self.path
     }
 
+    /// For a process that exits right after dropping this: the drop then
+    /// removes the directory but leaves the mapping and the control file
+    /// to the process's exit (an `munmap` of the arena and a last
+    /// `close`, which frees the file's pages, were ~40 and ~30 µs of
+    /// every `fsprof run`'s end), where a keeper (fsprof_sys::keeper)
+    /// takes both off the exit's path too.
+    pub fn leave_to_exit(&mut self) {
+        self.left_to_exit = true;
+    }
+
     /// The control file's descriptor.
     pub fn control_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
@@ -209,18 +219,6 @@ impl RunDir {
             .collect();
         files.sort();
         Ok(files)
-    }
-}
-
-impl RunDir {
-    /// For a process that exits right after dropping this: the drop then
-    /// removes the directory but leaves the mapping and the control file
-    /// to the process's exit (an `munmap` of the arena and a last
-    /// `close`, which frees the file's pages, were ~40 and ~30 µs of
-    /// every `fsprof run`'s end), where a keeper (fsprof_sys::keeper)
-    /// takes both off the exit's path too.
-    pub fn leave_to_exit(&mut self) {
-        self.left_to_exit = true;
     }
 }
 

@@ -107,7 +107,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     // Last before the command, so that nothing of ours reads them back.
     let cold = start_cold(&a.cold)?;
-    live.keep = source.control_fd();
+    live.keep = fsprof_sys::keeper::OnStart::new(source.control_fd());
     let mut outcome = match capture.run(&mut source, &mut live) {
         Ok(o) => o,
         Err(e) => return failed(e),
@@ -176,7 +176,7 @@ struct RunProgress {
     /// The control file, for the keeper made once the command runs
     /// (fsprof_sys::keeper): its pages and fsprof's memory are then
     /// released after fsprof's exit, not before.
-    keep: Option<std::os::fd::RawFd>,
+    keep: fsprof_sys::keeper::OnStart,
 }
 
 impl Progress for RunProgress {
@@ -185,9 +185,7 @@ impl Progress for RunProgress {
             // Not possible here (no O_TMPFILE): made at the end as before.
             self.file = Unnamed::make(std::path::Path::new(".")).ok();
         }
-        if let Some(fd) = self.keep.take() {
-            fsprof_sys::keeper::keep_after_exit(fd);
-        }
+        self.keep.start();
     }
 
     fn sampled(&mut self, _elapsed_ns: u64, layers: &[Layer]) {

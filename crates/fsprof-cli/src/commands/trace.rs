@@ -135,9 +135,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         force: a.force,
         attach: Some(attach),
     })?;
-    let mut progress = TraceProgress {
-        keep: source.control_fd(),
-    };
+    let mut progress = TraceProgress(fsprof_sys::keeper::OnStart::new(source.control_fd()));
     let outcome = match capture.run(&mut source, &mut progress) {
         Ok(o) => o,
         Err(e) => return failed(e),
@@ -170,15 +168,11 @@ fn record(a: TraceArgs) -> Result<i32> {
 /// Makes the keeper (fsprof_sys::keeper) once the command runs: fsprof's
 /// memory and the control file are then released after fsprof's exit,
 /// not before it.
-struct TraceProgress {
-    keep: Option<std::os::fd::RawFd>,
-}
+struct TraceProgress(fsprof_sys::keeper::OnStart);
 
 impl Progress for TraceProgress {
     fn started(&mut self, _what: &str) {
-        if let Some(fd) = self.keep.take() {
-            fsprof_sys::keeper::keep_after_exit(fd);
-        }
+        self.0.start();
     }
 }
 
