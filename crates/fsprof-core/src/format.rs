@@ -159,7 +159,7 @@ fn validate(p: &Profile) -> Result<(), String> {
 /// Processes from which a profile's are written by more than one thread.
 const SPLIT_PROCESSES: usize = 256;
 
-/// serde_json's pretty text of `profile`, in one string.
+/// The text of `profile`, in one string ([`to_json_parts`]).
 pub fn to_json(profile: &Profile) -> String {
     let parts = to_json_parts(profile);
     if parts.len() == 1 {
@@ -172,22 +172,19 @@ pub fn to_json(profile: &Profile) -> String {
     out
 }
 
-/// serde_json's pretty text of `profile`, in parts to be written one
-/// after the other. A profile of many processes (a build, a shell loop) is
-/// mostly their detail, written at the end of the run while the user
-/// waits: ~9 µs a process here, on one CPU. Those are written in parts on
-/// as many threads as there are CPUs, between the text of the rest, byte
-/// for byte what one thread writes. Kept apart, the parts are not copied
-/// again into one string (7 MB and its page faults for a loop of 1,000
-/// `cat`s) on their way to the file.
+/// The text of `profile`, in parts to be written one after the other:
+/// serde_json's pretty text, but for the processes, each of which is one
+/// line of compact JSON. A profile of many processes (a build, a shell
+/// loop) is mostly their detail, written at the end of the run while the
+/// user waits; pretty, a histogram's every bucket took a line of its own,
+/// and a loop of 3,000 `cat`s wrote 15.9 MB (2.7 times the compact text),
+/// the kernel's copy of it an eighth of fsprof's main thread over the
+/// whole run. A line a process also reads well with grep. Many processes
+/// are written in parts on as many threads as there are CPUs, byte for
+/// byte what one thread writes; kept apart, the parts are not copied again
+/// into one string on their way to the file.
 pub fn to_json_parts(profile: &Profile) -> Vec<String> {
-    // The process count first: asking for the CPUs reads the cgroup's
-    // quota files (eight system calls, ~30 µs of every short run's end).
-    if profile.processes.len() < SPLIT_PROCESSES {
-        return vec![pretty(profile, 64 * 1024)];
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads < 2 {
+    if profile.processes.is_empty() {
         return vec![pretty(profile, 64 * 1024)];
     }
     // Every field but the processes, which come last (and are left out
@@ -207,21 +204,31 @@ pub fn to_json_parts(profile: &Profile) -> Vec<String> {
         .len();
     head.truncate(body);
     head.push_str(",\n  \"processes\": [");
-    let per = profile.processes.len().div_ceil(threads);
     let mut parts = vec![head];
-    std::thread::scope(|s| {
-        let workers: Vec<_> = profile
-            .processes
-            .chunks(per)
-            .enumerate()
-            .map(|(k, chunk)| s.spawn(move || processes_text(chunk, k == 0)))
-            .collect();
-        parts.extend(
-            workers
-                .into_iter()
-                .map(|w| w.join().expect("writing processes does not panic")),
-        );
-    });
+    // The process count first: asking for the CPUs reads the cgroup's
+    // quota files (eight system calls, ~30 µs of every short run's end).
+    let threads = match profile.processes.len() < SPLIT_PROCESSES {
+        true => 1,
+        false => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    if threads < 2 {
+        parts.push(processes_text(&profile.processes, true));
+    } else {
+        let per = profile.processes.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = profile
+                .processes
+                .chunks(per)
+                .enumerate()
+                .map(|(k, chunk)| s.spawn(move || processes_text(chunk, k == 0)))
+                .collect();
+            parts.extend(
+                workers
+                    .into_iter()
+                    .map(|w| w.join().expect("writing processes does not panic")),
+            );
+        });
+    }
     parts.push("\n  ]\n}".to_owned());
     parts
 }
@@ -236,108 +243,20 @@ fn pretty<T: serde::Serialize>(value: &T, capacity: usize) -> String {
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
-/// The elements of the processes array as serde_json writes them there:
-/// each on a new line, two levels in, separated by commas (one before the
-/// first too unless `first`).
+/// The elements of the processes array, each on a line of its own two
+/// levels in, separated by commas (one before the first too unless
+/// `first`).
 fn processes_text(processes: &[crate::profile::Process], first: bool) -> String {
-    let mut out = Vec::with_capacity(processes.len() * 4096);
+    // About 900 bytes a short process (a `cat`: five ops).
+    let mut out = Vec::with_capacity(processes.len() * 1024);
     for (k, p) in processes.iter().enumerate() {
         if k > 0 || !first {
             out.push(b',');
         }
         out.extend_from_slice(b"\n    ");
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, TwoIn::default());
-        serde::Serialize::serialize(p, &mut ser).expect("a process always serializes");
+        serde_json::to_writer(&mut out, p).expect("a process always serializes");
     }
     String::from_utf8(out).expect("serde_json writes UTF-8")
-}
-
-/// serde_json's pretty formatter (two spaces a level) starting two levels
-/// in, where the processes' elements are, so that a process's text needs
-/// no indenting after serde_json wrote it: a writer that indented it on
-/// the way, newline by newline, held a third of the samples of the end of
-/// a run of 2,000 processes (perf).
-#[derive(Default)]
-struct TwoIn {
-    /// Levels below the processes array.
-    depth: usize,
-    has_value: bool,
-}
-
-impl TwoIn {
-    fn indent<W: ?Sized + io::Write>(&self, w: &mut W) -> io::Result<()> {
-        const SPACES: &[u8] = &[b' '; 64];
-        let mut n = 2 * (self.depth + 2);
-        while n > 0 {
-            let k = n.min(SPACES.len());
-            w.write_all(&SPACES[..k])?;
-            n -= k;
-        }
-        Ok(())
-    }
-
-    fn open<W: ?Sized + io::Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
-        self.depth += 1;
-        self.has_value = false;
-        w.write_all(bracket)
-    }
-
-    fn close<W: ?Sized + io::Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
-        self.depth -= 1;
-        if self.has_value {
-            w.write_all(b"\n")?;
-            self.indent(w)?;
-        }
-        w.write_all(bracket)
-    }
-
-    fn valued(&mut self) -> io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-
-    fn element<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        w.write_all(if first { b"\n" } else { b",\n" })?;
-        self.indent(w)
-    }
-}
-
-impl serde_json::ser::Formatter for TwoIn {
-    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.open(w, b"[")
-    }
-
-    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.open(w, b"{")
-    }
-
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, f: bool) -> io::Result<()> {
-        self.element(w, f)
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, f: bool) -> io::Result<()> {
-        self.element(w, f)
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        w.write_all(b": ")
-    }
-
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
-        self.valued()
-    }
-
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
-        self.valued()
-    }
-
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.close(w, b"]")
-    }
-
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.close(w, b"}")
-    }
 }
 
 /// Writes `profile` to `path` atomically: readers never see a half-written
@@ -378,8 +297,8 @@ mod tests {
         p
     }
 
-    /// The pre-sized writer gives serde_json's own pretty text, byte for
-    /// byte, for a profile bigger than the first allocation too.
+    /// A profile without processes is serde_json's pretty text, byte for
+    /// byte, bigger than the first allocation too.
     #[test]
     fn to_json_is_serde_jsons_pretty_text() {
         let mut p = sample();
@@ -399,10 +318,12 @@ mod tests {
         );
     }
 
-    /// A profile of many processes, written in parts on several threads,
-    /// is serde_json's pretty text byte for byte.
+    /// A profile's processes are each a line of compact JSON after the
+    /// pretty text of the rest; many of them, written in parts on several
+    /// threads, are the bytes one thread writes; the text, in one string
+    /// or written to a file, reads back as the profile.
     #[test]
-    fn many_processes_are_serde_jsons_pretty_text() {
+    fn processes_are_written_a_line_each() {
         let mut p = sample();
         p.intervals.push(crate::profile::Interval {
             start_ns: 0,
@@ -423,15 +344,38 @@ mod tests {
                 },
             });
         }
-        let whole = serde_json::to_string_pretty(&p).unwrap();
-        assert_eq!(to_json(&p), whole);
+        let check = |p: &Profile| {
+            let text = to_json(p);
+            assert_eq!(parse_profile(text.as_bytes(), Path::new("x")).unwrap(), *p);
+            let mut rest = p.clone();
+            rest.processes.clear();
+            let head = serde_json::to_string_pretty(&rest).unwrap();
+            let head = head.strip_suffix("\n}").unwrap();
+            assert!(text.starts_with(head), "{text}");
+            let lines: Vec<&str> = text[head.len()..].lines().collect();
+            assert_eq!(lines.len(), p.processes.len() + 4, "{text}");
+            for (line, want) in lines[2..].iter().zip(&p.processes) {
+                let line = line.strip_prefix("    ").unwrap();
+                let line = line.strip_suffix(',').unwrap_or(line);
+                let got: crate::profile::Process = serde_json::from_str(line).unwrap();
+                assert_eq!(got, *want);
+            }
+            text
+        };
+        let whole = check(&p);
+        let parts = to_json_parts(&p);
+        assert!(parts.len() > 3, "written on one thread");
+        let one = processes_text(&p.processes, true);
+        assert_eq!(parts[1..parts.len() - 1].concat(), one);
         // Written to a file part after part: the same bytes.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.json");
         write_profile(&path, &p, false).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), whole);
         p.processes.truncate(SPLIT_PROCESSES - 1);
-        assert_eq!(to_json(&p), serde_json::to_string_pretty(&p).unwrap());
+        check(&p);
+        p.processes.truncate(1);
+        check(&p);
     }
 
     #[test]
