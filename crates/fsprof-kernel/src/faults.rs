@@ -84,7 +84,7 @@ use crate::drainer::Drainer;
 use crate::insn::{helper, Alu, Insn, Jmp, Size, R0, R1, R10, R2, R3, R4, R6, R7, R8, R9};
 use crate::privs;
 use crate::progs::{begin, delete, end, lookup, update, Filter};
-use crate::ring::Ring;
+use crate::ring::RingMap;
 use crate::sys::{self, Attachment, Map, Prog};
 use crate::tracefs;
 use crate::Error;
@@ -567,7 +567,15 @@ fn create_targets() -> Result<crate::follow::Tree, Error> {
 struct FaultParts {
     starts: Map,
     counts: Map,
-    ring: Drainer,
+    /// The ring's reader, started once the programs are attached and
+    /// whoever waited for them woken ([`FaultProgs::attach_then`]): the
+    /// programs write into the ring without it, and its start (the ring's
+    /// data pages mapped twice, a thread) was ~0.1-0.2 ms of a first
+    /// mapping's wait. Until then a drain finds nothing, and the records
+    /// wait in the ring, which holds thousands.
+    ring: OnceLock<Drainer>,
+    /// The ring until its reader starts.
+    unread: std::sync::Mutex<Option<RingMap>>,
 }
 
 impl FaultParts {
@@ -575,20 +583,37 @@ impl FaultParts {
         let starts = starts_entries(cpus);
         let starts = map("fsprof_fstarts", sys::MAP_LRU_HASH, 8, VAL_SIZE, starts, 0)?;
         let counts = map("fsprof_fcounts", sys::MAP_ARRAY, 4, 8, COUNTERS, 0)?;
-        let ring = Ring::create(&prog_name("fring"), ring_size).map_err(ring_err)?;
+        let ring = RingMap::create(&prog_name("fring"), ring_size).map_err(ring_err)?;
         let at = RingRef {
             fd: ring.fd(),
             bytes: ring_size,
         };
-        let ring = Drainer::start(ring).map_err(ring_err)?;
         Ok((
             FaultParts {
                 starts,
                 counts,
-                ring,
+                ring: OnceLock::new(),
+                unread: std::sync::Mutex::new(Some(ring)),
             },
             at,
         ))
+    }
+
+    /// Starts the ring's reader of the maps in `parts`, once.
+    fn read(parts: &OnceLock<FaultParts>) -> Result<(), Error> {
+        let Some(p) = parts.get() else {
+            return Err(ring_err(io::Error::other("no maps")));
+        };
+        let mut unread = p
+            .unread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(ring) = unread.take() else {
+            return Ok(());
+        };
+        let reader = Drainer::start(ring.read().map_err(ring_err)?).map_err(ring_err)?;
+        let _ = p.ring.set(reader);
+        Ok(())
     }
 
     /// Lets the start program of the maps in `parts` keep faults from now
@@ -921,7 +946,15 @@ impl FaultProgs {
     /// gate: a start kept before its end is enabled would stay in flight,
     /// and the early stop of the end and around programs (`C_IN_FLIGHT`)
     /// would be off for the rest of the run.
-    pub fn attach(mut self) -> Result<FaultsAttached, Error> {
+    pub fn attach(self) -> Result<FaultsAttached, Error> {
+        self.attach_then(|| {})
+    }
+
+    /// [`FaultProgs::attach`], calling `attached` as soon as the programs
+    /// keep faults (to wake whoever waits for them), then starting the
+    /// ring's reader (`FaultParts::ring`); an error starting it (after
+    /// `attached`) detaches them again.
+    pub fn attach_then(mut self, attached: impl FnOnce()) -> Result<FaultsAttached, Error> {
         if self.events.is_empty() {
             self.events = open_ends(&self.ends, &self.cpus)?;
         }
@@ -940,6 +973,13 @@ impl FaultProgs {
         a._atts.extend(raw.atts);
         a.progs.extend(raw.progs);
         a.progs.extend(self.raw.shared);
+        attached();
+        // A test's slow reader: the ring keeps what the programs write
+        // until it starts, and a capture's last drain waits for it.
+        if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_READER_DELAY_MS") {
+            std::thread::sleep(std::time::Duration::from_millis(ms.min(5000).into()));
+        }
+        FaultParts::read(&a._maps.parts)?;
         Ok(a)
     }
 
@@ -1133,6 +1173,7 @@ impl FaultSession {
                     raw.ok_or_else(|| attach_err("fault_start")(io::Error::other("no maps")))??;
                 // The ends are attached (joined above).
                 FaultParts::open_gate(&cell)?;
+                FaultParts::read(&cell)?;
                 let mut a = FaultsAttached {
                     _atts: ends.atts,
                     progs: ends.progs,
@@ -1180,12 +1221,13 @@ impl FaultSession {
 
     /// Hands on the faults reported since the last call, in the order
     /// they ended (each thread's in its own order); returns how many
-    /// (none before the fault programs are loaded).
+    /// (none before the fault programs are attached and the ring's reader
+    /// started: those made until then are handed on after).
     pub fn drain(&mut self, mut f: impl FnMut(Fault)) -> usize {
-        let Some(p) = self.parts.get() else {
+        let Some(p) = self.parts.get().and_then(|p| p.ring.get()) else {
             return 0;
         };
-        p.ring.drain(|b| {
+        p.drain(|b| {
             if let Some(x) = Fault::parse(b) {
                 f(x)
             }

@@ -909,8 +909,11 @@ impl Source for TraceSource {
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {
         let mut fin = self.user.finish(how)?;
-        self.harvest(true);
+        // The attaching thread first: it starts the fault ring's reader
+        // after it woke the processes that waited for the attach, and the
+        // last harvest drains that ring.
         self.end_attacher();
+        self.harvest(true);
         let mut writer = self.writer.take().ok_or("the trace was never started")?;
         writer.set_origin(how.start_mono_ns);
         self.finish_mapped(&mut fin, &mut writer);

@@ -214,13 +214,19 @@ fn attach_on_request(
     if let Some(ms) = fsprof_sys::test_knob("FSPROF_TEST_ATTACH_DELAY_MS") {
         std::thread::sleep(Duration::from_millis(ms.min(5000).into()));
     }
-    let attached = progs.and_then(attach);
-    let state = match attached {
-        Ok(_) => abi::FAULTS_ATTACHED,
-        Err(_) => abi::FAULTS_FAILED,
+    // The waiting processes are woken as soon as the programs keep
+    // faults; the ring's reader is started after.
+    let wake = |state| {
+        w.store(state, Ordering::Release);
+        futex_wake(w);
     };
-    w.store(state, Ordering::Release);
-    futex_wake(w);
+    let attached = progs.and_then(|p| {
+        p.attach_then(|| wake(abi::FAULTS_ATTACHED))
+            .map_err(|e| e.to_string())
+    });
+    if attached.is_err() {
+        wake(abi::FAULTS_FAILED);
+    }
     (attached.map(Some), None)
 }
 

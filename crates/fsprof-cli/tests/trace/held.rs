@@ -117,6 +117,19 @@ fn a_first_mapping_waits_for_a_late_attach_and_loses_no_first_touch() {
 
 #[test]
 #[ignore = "needs root (eBPF)"]
+fn faults_made_before_the_rings_reader_starts_are_in_the_trace() {
+    need_root("eBPF");
+    // The reader starts after the waiting process is woken; here 300 ms
+    // after, when the scan (a few ms) is long over: the capture's last
+    // drain waits for it, and the ring kept every fault until then.
+    let (o, seen, faults) = scan_with(("FSPROF_TEST_READER_DELAY_MS", "300"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(faults > 0, "no fault of the command was traced: {stderr}");
+    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+}
+
+#[test]
+#[ignore = "needs root (eBPF)"]
 fn a_first_mapping_after_the_waiting_events_were_closed_loses_no_first_touch() {
     need_root("eBPF");
     // The end programs' events, opened with their load, closed before any
