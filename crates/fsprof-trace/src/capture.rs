@@ -25,7 +25,7 @@ use fsprof_user::{SetupError, UserOptions, UserSource};
 use crate::chunks::{self, TickClock};
 use crate::dirwatch::DirWatch;
 use crate::faultword;
-use crate::file::{TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
+use crate::file::{Spent, TraceHeader, TraceSummary, TraceWriter, MAPPED_BY_FAULTS};
 use crate::mapped::MappedCapture;
 use fsprof_kernel::faults::FaultSession;
 
@@ -164,6 +164,9 @@ pub struct TraceSource {
     start_unix_ns: u64,
     /// Created when the capture starts (its header says when).
     writer: Option<TraceWriter>,
+    /// Its compressor and buffers once it finished, until this is dropped
+    /// or left to the exit ([`TraceSource::leave_to_exit`]).
+    spent: Option<Spent>,
     /// Stream number of each thread of each process image (proc_seq, tid).
     streams: HashMap<(u64, i32), u32>,
     /// Chunk files being harvested, by sequence number (a thread's
@@ -245,6 +248,7 @@ impl TraceSource {
             clock: None,
             start_unix_ns: 0,
             writer: None,
+            spent: None,
             streams: HashMap::new(),
             live: Default::default(),
             body: Vec::new(),
@@ -282,9 +286,11 @@ impl TraceSource {
 
     /// For a process that exits right after dropping this source: the
     /// run directory is removed, the control file's mapping and
-    /// descriptor are left to the exit (`UserSource::leave_to_exit`).
+    /// descriptor are left to the exit (`UserSource::leave_to_exit`), and
+    /// so is the finished trace writer's memory.
     pub fn leave_to_exit(&mut self) {
         self.user.leave_to_exit();
+        std::mem::forget(self.spent.take());
     }
 
     /// Moves the records committed since the last harvest into the trace,
@@ -938,7 +944,8 @@ impl Source for TraceSource {
             }
         }
         writer.set_pending_peak(self.peak_pending);
-        let (summary, file_bytes) = writer.finish(self.dropped, how.duration_ns)?;
+        let (summary, file_bytes, spent) = writer.finish_leaving(self.dropped, how.duration_ns)?;
+        self.spent = Some(spent);
         if summary.dropped > 0 {
             fin.warnings.push(format!(
                 "{} call(s) were not recorded in the trace (the run directory was full, or a signal handler called into a call being recorded)",
