@@ -337,7 +337,10 @@ fn a_trace_does_not_free_its_writers_memory_before_it_exits() {
         text.contains("\"t.trace\""),
         "no rename of the trace in the log"
     );
-    assert!(after.is_empty(), "freed after the trace was written: {after:?}");
+    assert!(
+        after.is_empty(),
+        "freed after the trace was written: {after:?}"
+    );
 }
 
 /// Memory stays bounded when fsprof falls behind (here: stopped with

@@ -103,15 +103,22 @@ fn scan_with(knob: (&str, &str)) -> (std::process::Output, BTreeSet<u64>, usize)
     (o, seen, faults)
 }
 
+/// Asserts that the scan traced with `knob` has a read of every page of
+/// its data file; fsprof's standard error.
+fn every_page_read_with(knob: (&str, &str)) -> String {
+    let (o, seen, faults) = scan_with(knob);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(faults > 0, "no fault of the command was traced: {stderr}");
+    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+    stderr
+}
+
 #[test]
 #[ignore = "needs root (eBPF)"]
 fn a_first_mapping_waits_for_a_late_attach_and_loses_no_first_touch() {
     need_root("eBPF");
     // Well within the shim's bound (250 ms).
-    let (o, seen, faults) = scan_with_attach_delay(100);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(faults > 0, "no fault of the command was traced: {stderr}");
-    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+    let stderr = every_page_read_with(("FSPROF_TEST_ATTACH_DELAY_MS", "100"));
     assert!(!stderr.contains("went on after waiting"), "{stderr}");
 }
 
@@ -122,10 +129,7 @@ fn faults_made_before_the_rings_reader_starts_are_in_the_trace() {
     // The reader starts after the waiting process is woken; here 300 ms
     // after, when the scan (a few ms) is long over: the capture's last
     // drain waits for it, and the ring kept every fault until then.
-    let (o, seen, faults) = scan_with(("FSPROF_TEST_READER_DELAY_MS", "300"));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(faults > 0, "no fault of the command was traced: {stderr}");
-    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+    every_page_read_with(("FSPROF_TEST_READER_DELAY_MS", "300"));
 }
 
 #[test]
@@ -134,10 +138,7 @@ fn a_first_mapping_after_the_waiting_events_were_closed_loses_no_first_touch() {
     need_root("eBPF");
     // The end programs' events, opened with their load, closed before any
     // request (as after 100 ms without one): the attach opens them again.
-    let (o, seen, faults) = scan_with(("FSPROF_TEST_EVENTS_OPEN_MS", "0"));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(faults > 0, "no fault of the command was traced: {stderr}");
-    assert_eq!(seen, (0..256).collect(), "{faults} faults: {stderr}");
+    every_page_read_with(("FSPROF_TEST_EVENTS_OPEN_MS", "0"));
 }
 
 #[test]
