@@ -8,9 +8,11 @@
 //! So the ring holds what the programs make in the time it takes the
 //! thread to be woken, not what they make between two of the owner's
 //! reads: the page-fault ring ([`crate::faults`]) is made small, which the
-//! kernel allocates, zeroes and maps on the path before a traced command
-//! starts (2 MiB took ~0.55 ms on this project's 2-CPU test machine,
-//! 512 KiB ~0.15 ms). A program that faults slowly never wakes the thread.
+//! kernel allocates and zeroes on the path before a traced command's
+//! first mapping goes on (2 MiB took ~0.55 ms on this project's 2-CPU test
+//! machine, 512 KiB ~0.15 ms, mapped for this reader included; the
+//! mapping and this thread now come after). A program that faults slowly
+//! never wakes the thread.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
