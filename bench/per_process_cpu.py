@@ -39,7 +39,8 @@ A sample's CPU time is its whole tree's (user + system, from wait4: the
 kernel's sum_exec_runtime, not ticks) plus fsprof's own CPU from the
 sample's start until the next (the sum over fsprof's threads of
 /proc/PID/task/*/schedstat, after a settle of --settle ms: fsprof folds
-ended processes' blocks every 5 ms, on the other CPU). Every variant pays
+ended processes' blocks every 10 ms (every 5 before the fifteenth
+session), on the other CPU). Every variant pays
 fsprof's idle wake-ups alike; under a run fsprof also reads and zeroes
 each process's block, which is the run's cost too.
 
@@ -664,7 +665,7 @@ def main():
                     help="the shim's design floor (bench/shim_floor.c) as variants too")
     ap.add_argument("--trace-floor", action="store_true",
                     help="the floor of trace's design (shim_floor.c with a record of every call) and the floor")
-    ap.add_argument("--settle", type=float, default=8.0, help="ms after each sample for fsprof's folding")
+    ap.add_argument("--settle", type=float, default=14.0, help="ms after each sample for fsprof's folding")
     ap.add_argument("--counts", action="store_true", help="system calls a process too (perf stat)")
     ap.add_argument("--fifo", action="store_true")
     ap.add_argument("--trace", action="store_true", help="fsprof trace too (a driver under it)")

@@ -31,8 +31,13 @@ use crate::written::Written;
 /// blocks a second, twice what started in the last period is kept on
 /// offer). Until the first top-up only the few blocks reserved at the start
 /// are on offer: at 20 ms, the first ~40 processes of `find | xargs -n4 wc`
-/// made counter files. A wake-up costs fsprof a few microseconds.
-pub const REFILL_NS: u64 = 5_000_000;
+/// made counter files (at 10 ms, 0 or 1 of them in six runs, none in a
+/// storm of 300 `true &`). A wake-up costs fsprof ~25 µs on this VM (the
+/// sleep's timer and two context switches: `fsprof run -- sleep 2` used
+/// 11-13 ms of CPU, `-- true` 1.3): at 5 ms they were a quarter of
+/// fsprof's main thread over a loop of 1,000 `cat`s, whose 10 ms is 3.9
+/// ms less of it (docs/benchmarks/history.md, own15).
+pub const REFILL_NS: u64 = 10_000_000;
 /// How often ended processes' blocks are folded into memory and given
 /// back, so that the arena holds about what runs (a kill(2) a block; a
 /// block reserved anew costs the page allocation and zeroing a block
