@@ -32,7 +32,6 @@
 
 /* Declared here, not from <stdlib.h> and <sys/auxv.h>: bench/shim_floor.c
  * includes this file and no header that declares a wrapped function. */
-extern char *getenv(const char *name);
 extern unsigned long getauxval(unsigned long type);
 extern long syscall(long number, ...);
 extern void abort(void);
@@ -67,7 +66,7 @@ __attribute__((constructor)) static void nextsym_init(void)
 {
     /* An auditor sees (and may change) every dlsym binding; with
      * LD_DYNAMIC_WEAK a weak definition yields to a later global one. */
-    if (getenv("LD_AUDIT") != NULL || getenv("LD_DYNAMIC_WEAK") != NULL)
+    if (fsprof_env("LD_AUDIT") != NULL || fsprof_env("LD_DYNAMIC_WEAK") != NULL)
         return;
     const struct link_map *l = _r_debug.r_map;
     if (l == NULL || l->l_ld == NULL)

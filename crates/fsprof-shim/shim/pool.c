@@ -468,12 +468,12 @@ HIDDEN void fsprof_pool_argv(int argc, char **argv)
 static void keep_names(const struct fsprof_proc *from)
 {
     if (from != NULL) {
-        memcpy(g_start.exe, from->exe, g_exe_len);
-        memcpy(g_start.cmd, from->cmdline, g_cmd_len);
+        fsprof_copy(g_start.exe, from->exe, g_exe_len);
+        fsprof_copy(g_start.cmd, from->cmdline, g_cmd_len);
         return;
     }
     if (g_execfn != NULL)
-        memcpy(g_start.exe, g_execfn, g_exe_len);
+        fsprof_copy(g_start.exe, g_execfn, g_exe_len);
     if (g_argv != NULL)
         g_cmd_len = copy_argv(g_start.cmd);
 }
@@ -519,15 +519,15 @@ static void fill_names(struct fsprof_proc *p)
     }
     if (g_argv != NULL || g_execfn != NULL) {
         /* Lent (the constructor's set-up): straight into the header. */
-        memcpy(p->exe, g_execfn != NULL ? g_execfn : g_start.exe, g_exe_len);
+        fsprof_copy(p->exe, g_execfn != NULL ? g_execfn : g_start.exe, g_exe_len);
         if (g_argv != NULL)
             g_cmd_len = copy_argv(p->cmdline);
         else
-            memcpy(p->cmdline, g_start.cmd, g_cmd_len);
+            fsprof_copy(p->cmdline, g_start.cmd, g_cmd_len);
         g_names_in = p;
     } else {
-        memcpy(p->exe, g_start.exe, g_exe_len);
-        memcpy(p->cmdline, g_start.cmd, g_cmd_len);
+        fsprof_copy(p->exe, g_start.exe, g_exe_len);
+        fsprof_copy(p->cmdline, g_start.cmd, g_cmd_len);
     }
     p->exe_len = g_exe_len;
     p->cmdline_len = g_cmd_len;
@@ -772,7 +772,7 @@ HIDDEN struct fsprof_fd_state *fsprof_fd_slow(struct slot_rec *s, int fd)
         f = n == FSPROF_FD_FEW ? pool_alloc(size, &off) : pool_alloc_table(size, 0, &off);
         if (f) {
             if (s->fd_n)
-                memcpy(f, s->fd, s->fd_n * sizeof *f);
+                fsprof_copy(f, s->fd, s->fd_n * sizeof *f);
             /* The entries first, then their number: a signal handler on
              * this thread reads them in the other order. */
             __atomic_store_n(&s->fd, f, __ATOMIC_RELEASE);

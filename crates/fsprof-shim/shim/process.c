@@ -22,8 +22,11 @@ static int g_state = ST_UNINIT;
 /* Off for good, in this process and its children: no run, a control file
  * that is not valid, a run that has ended. */
 static int g_off_for_good;
-/* The thread setting up (pthread_self: no system call). */
-static pthread_t g_setup_thread;
+/* Set on the thread setting up, while it does: a signal handler that
+ * interrupts the set-up must not wait for it. A flag of the thread's own,
+ * not its pthread_self: that is a libc function more for the loader to
+ * bind in every new image (~1 us: docs/benchmarks/history.md, shim15). */
+static TLS int t_setting_up;
 static int g_atfork_done;
 
 HIDDEN void (*g_before_first_fork[FSPROF_FORK_HOOKS])(void);
@@ -169,15 +172,16 @@ static int process_ready(void)
             int expect = ST_UNINIT;
             if (__atomic_compare_exchange_n(&g_state, &expect, ST_BUSY, 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                g_setup_thread = pthread_self();
+                t_setting_up = 1;
                 int ok = setup_process();
+                t_setting_up = 0;
                 __atomic_store_n(&g_state, ok ? ST_READY : ST_OFF, __ATOMIC_RELEASE);
             }
             continue;
         }
         /* Another thread is setting up. If it is this thread (a signal
          * handler interrupted the set-up), don't wait for ourselves. */
-        if (pthread_equal(g_setup_thread, pthread_self()))
+        if (t_setting_up)
             return 0;
         syscall(SYS_sched_yield);
     }

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "nextsym.h"
 #include "run.h"
 #include "util.h"
 
@@ -51,7 +52,7 @@ HIDDEN void fsprof_capture_env(void)
     if (g_env_done)
         return;
     g_env_done = 1;
-    const char *v = getenv(FSPROF_ENV);
+    const char *v = fsprof_env(FSPROF_ENV);
     if (!v)
         return;
     uint64_t f[4];
@@ -66,8 +67,9 @@ HIDDEN void fsprof_capture_env(void)
     if (f[2] > UINT32_MAX || n == 0 || n >= sizeof g_path_long || v[0] != '/')
         return;
     char *path = n < sizeof g_path_short ? g_path_short : g_path_long;
-    memcpy(path, v, n + 1);
+    fsprof_copy(path, v, n + 1);
     g_run.path = path;
+    g_run.path_len = n;
     g_run.dev = f[0];
     g_run.ino = f[1];
     g_run.uid = (uint32_t)f[2];
@@ -248,8 +250,14 @@ static long attach_control_fd(long fd)
     /* At one bucket per power of two the hot path computes the bucket
      * (bucket_slot): the thresholds, a page of the file and one of this
      * process's memory, are not needed. */
-    if (h.resolution > 1)
-        memcpy(g_thr_copy, (char *)m + sizeof(struct fsprof_control), (size_t)h.nbuckets * 8);
+    if (h.resolution > 1) {
+        const uint64_t *thr = (const uint64_t *)((char *)m + sizeof(struct fsprof_control));
+        for (uint32_t j = 0; j < h.nbuckets; j++) {
+            g_thr_copy[j] = thr[j];
+            /* Not a memcpy call (fsprof_copy says why). */
+            __asm__("" : "+r"(thr));
+        }
+    }
     g_ctl = m;
     g_max_slots = h.max_slots;
     g_arena_blocks = blocks < h.max_blocks ? blocks : h.max_blocks;
@@ -291,12 +299,12 @@ HIDDEN long fsprof_attach_control_direct(void)
     if (!g_run.ok)
         return -ENOENT;
     char path[192];
-    size_t n = strlen(g_run.path), c = sizeof FSPROF_CTL_NAME;
+    size_t n = g_run.path_len, c = sizeof FSPROF_CTL_NAME;
     if (n + 1 + c > sizeof path)
         return -ENAMETOOLONG;
-    memcpy(path, g_run.path, n);
+    fsprof_copy(path, g_run.path, n);
     path[n] = '/';
-    memcpy(path + n + 1, FSPROF_CTL_NAME, c);
+    fsprof_copy(path + n + 1, FSPROF_CTL_NAME, c);
     struct open_how_v0 how = {
         .flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
         .mode = 0,
@@ -349,7 +357,7 @@ HIDDEN void fsprof_lost(uint32_t what, int err, uint32_t uid, const char *exe)
         uint32_t n = 0;
         while (exe[n] && n < FSPROF_LOST_EXE)
             n++;
-        memcpy(l->exe, exe, n);
+        fsprof_copy(l->exe, exe, n);
         l->exe_len = n;
     } else {
         long e = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", l->exe, FSPROF_LOST_EXE);

@@ -23,6 +23,7 @@ struct run_id {
     /* NUL-terminated; in a short buffer beside these fields where it fits
      * (run.c). */
     const char *path;
+    size_t path_len;
 };
 extern HIDDEN struct run_id g_run;
 /* The run's control file, mapped; NULL until attached. */

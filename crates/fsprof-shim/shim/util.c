@@ -30,6 +30,17 @@ HIDDEN size_t fsprof_cat_u64(char *dst, size_t at, size_t cap, uint64_t v)
     return at;
 }
 
+HIDDEN void fsprof_copy(void *dst, const void *src, size_t n)
+{
+    char *d = dst;
+    const char *s = src;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = s[i];
+        /* Opaque to the compiler, which would make the loop a memcpy call. */
+        __asm__("" : "+r"(d));
+    }
+}
+
 HIDDEN int fsprof_parse_u64(const char **s, uint64_t *out)
 {
     const char *p = *s;

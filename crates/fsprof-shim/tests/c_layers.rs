@@ -48,8 +48,9 @@ fn cycle(g: &Graph) -> Option<Vec<String>> {
         .find_map(|n| visit(g, n, &mut state, &mut Vec::new()))
 }
 
-/// File → the files whose global symbols it uses.
-fn symbol_graph() -> Graph {
+/// Every object's global symbols: which file defines each, and which
+/// symbols each file uses (`nm` on the objects build.rs compiled).
+fn symbols() -> (BTreeMap<String, String>, Vec<(String, String)>) {
     let mut defined: BTreeMap<String, String> = BTreeMap::new();
     let mut used: Vec<(String, String)> = Vec::new();
     let mut objects: Vec<_> = std::fs::read_dir(OBJ)
@@ -81,14 +82,19 @@ fn symbol_graph() -> Graph {
             }
         }
     }
+    (defined, used)
+}
+
+/// File → the files whose global symbols it uses.
+fn symbol_graph() -> Graph {
+    let (defined, used) = symbols();
+    let objects: BTreeSet<&String> = defined
+        .values()
+        .chain(used.iter().map(|(f, _)| f))
+        .collect();
     let mut g: Graph = objects
-        .iter()
-        .map(|o| {
-            (
-                format!("{}.c", o.file_stem().unwrap().to_string_lossy()),
-                BTreeSet::new(),
-            )
-        })
+        .into_iter()
+        .map(|f| (f.clone(), BTreeSet::new()))
         .collect();
     for (file, sym) in used {
         if let Some(def) = defined.get(&sym).filter(|d| **d != file) {
@@ -162,6 +168,46 @@ fn the_c_files_call_each_other_in_one_direction() {
         }
     }
     assert!(g["util.c"].is_empty(), "util.c uses {:?}", g["util.c"]);
+}
+
+/// What the process set-up's files may call in libc. Each libc function is
+/// a symbol the loader binds, in every new image, at its first call (~1
+/// us: the lookup, its page of the symbol tables, an IFUNC's resolver); a
+/// copy, a string's length or the environment are read by hand instead
+/// (util.c's fsprof_copy, nextsym.c's fsprof_env). getenv, strlen, memcpy
+/// and pthread_self here cost a `cat` 3 us (fifteenth session).
+const SETUP_LIBC: &[&str] = &[
+    "__errno_location",
+    "__register_atfork",
+    "pthread_atfork",
+    "getauxval",
+    "syscall",
+    "clock_gettime",
+    "environ",
+    "_r_debug",
+    "_DYNAMIC",
+    "__dso_handle",
+    "_GLOBAL_OFFSET_TABLE_",
+    // nextsym.c's fallbacks, where its own lookup is unsure
+    "dlsym",
+    "dlvsym",
+    "abort",
+];
+
+#[test]
+fn the_process_set_up_binds_few_libc_functions() {
+    let (defined, used) = symbols();
+    let setup = ["process.c", "run.c", "pool.c", "util.c", "nextsym.c"];
+    let extra: Vec<String> = used
+        .iter()
+        .filter(|(f, sym)| {
+            setup.contains(&f.as_str())
+                && !defined.contains_key(sym)
+                && !SETUP_LIBC.contains(&sym.as_str())
+        })
+        .map(|(f, sym)| format!("{f}: {sym}"))
+        .collect();
+    assert!(extra.is_empty(), "the set-up calls into libc: {extra:?}");
 }
 
 #[test]
