@@ -12,6 +12,7 @@ pub mod format;
 pub mod histogram;
 pub mod layer;
 pub mod merge;
+pub mod name_table;
 mod named;
 pub mod ops;
 pub mod output;

@@ -61,12 +61,18 @@ impl Op {
 
     /// The kernel's opcode number.
     pub fn code(self) -> u32 {
-        OPCODES[self.index()].0
+        self.row().0
     }
 
     /// The name in profiles (`lookup`, `read`, `readdirplus`, ...).
     pub fn name(self) -> &'static str {
-        OPCODES[self.index()].1
+        self.row().1
+    }
+
+    // Through the core's packed rows: indexing OPCODES at run time would
+    // put a table of pointers back into the binary (fsprof_core::name_table).
+    fn row(self) -> (u32, &'static str) {
+        fsprof_core::ops::fuse::row(self.index()).unwrap_or((0, ""))
     }
 }
 

@@ -384,8 +384,8 @@ impl Builder<'_> {
         for nr in 0..progs::MAX_SYSCALLS {
             let name = syscall::name(nr);
             let never_returns = syscall::NEVER_RETURN.contains(&name.as_str());
-            let on = !never_returns
-                && (self.o.all_syscalls || syscall::FILE_SYSCALLS.contains(&name.as_str()));
+            let on =
+                !never_returns && (self.o.all_syscalls || syscall::FILE_SYSCALLS.contains(&name));
             if on {
                 update(&mask, "fsprof_sysmask", &nr.to_le_bytes(), &[1])?;
             }

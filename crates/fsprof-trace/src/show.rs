@@ -642,8 +642,13 @@ fn csv_call(c: &Call) -> String {
         .join(",")
 }
 
-/// Linux errno names (x86-64 / generic numbering).
-const ERRNO_NAMES: &[&str] = &[
+fsprof_core::name_table! {
+    /// Linux errno names (x86-64 / generic numbering), without a pointer
+    /// per name in the binary.
+    static ERRNO_NAMES = ERRNO_LIST;
+}
+
+const ERRNO_LIST: &[&str] = &[
     "0",
     "EPERM",
     "ENOENT",
@@ -783,7 +788,10 @@ const ERRNO_NAMES: &[&str] = &[
 pub fn errno_name(e: i32) -> String {
     match e {
         -1 => "E?".into(),
-        e if e > 0 && (e as usize) < ERRNO_NAMES.len() => ERRNO_NAMES[e as usize].into(),
+        e if e > 0 => match ERRNO_NAMES.get(e as usize) {
+            Some(n) => n.into(),
+            None => format!("E{e}"),
+        },
         e => format!("E{e}"),
     }
 }
@@ -791,8 +799,7 @@ pub fn errno_name(e: i32) -> String {
 /// The errno for a name strace prints (`ENOENT`), if it is one.
 pub fn errno_from_name(name: &str) -> Option<i32> {
     ERRNO_NAMES
-        .iter()
-        .position(|n| *n == name)
+        .position(name)
         .filter(|&i| i > 0)
         .map(|i| i as i32)
 }

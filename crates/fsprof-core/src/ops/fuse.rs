@@ -57,17 +57,33 @@ pub const OPCODES: &[(u32, &str)] = &[
     (4096, "cuse_init"),
 ];
 
+// OPCODES is read at compile time only: at run time, its numbers and its
+// names packed without a pointer per name (crate::name_table).
+const COUNT: usize = OPCODES.len();
+static CODES: [u32; COUNT] = crate::name_table::firsts(OPCODES);
+const OPCODE_NAMES: [&str; COUNT] = crate::name_table::seconds(OPCODES);
+crate::name_table! { static NAMES = &OPCODE_NAMES; }
+
+/// Row `i` of [`OPCODES`]: the opcode and its name.
+pub fn row(i: usize) -> Option<(u32, &'static str)> {
+    Some((*CODES.get(i)?, NAMES.get(i)?))
+}
+
 /// The name of FUSE opcode `op`; `opcode_N` for one this table lacks.
 pub fn name(op: u32) -> String {
-    match OPCODES.iter().find(|(n, _)| *n == op) {
-        Some((_, s)) => s.to_string(),
+    match CODES
+        .iter()
+        .position(|&n| n == op)
+        .and_then(|i| NAMES.get(i))
+    {
+        Some(s) => s.to_string(),
         None => format!("opcode_{op}"),
     }
 }
 
 /// The opcode of the FUSE op named `name`.
 pub fn opcode(name: &str) -> Option<u32> {
-    OPCODES.iter().find(|(_, s)| *s == name).map(|(n, _)| *n)
+    NAMES.position(name).and_then(|i| CODES.get(i).copied())
 }
 
 #[cfg(test)]

@@ -7,24 +7,25 @@
 //! the installed UAPI header). Numbers missing from the table are named
 //! `syscall_N`, as strace names numbers it does not know.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use super::Role::*;
 use super::{libc, Args, Direction};
 
 pub use super::syscall_table::X86_64;
 
-fn by_nr() -> &'static HashMap<u32, &'static str> {
-    static T: OnceLock<HashMap<u32, &'static str>> = OnceLock::new();
-    T.get_or_init(|| X86_64.iter().copied().collect())
-}
+// X86_64 is read at compile time only: at run time, its numbers and its
+// names packed without a pointer per name (crate::name_table).
+const COUNT: usize = X86_64.len();
+static NUMBERS: [u32; COUNT] = crate::name_table::firsts(X86_64);
+const X86_64_NAMES: [&str; COUNT] = crate::name_table::seconds(X86_64);
+crate::name_table! { static NAMES = &X86_64_NAMES; }
 
 /// The name strace prints for syscall `nr`.
 pub fn name(nr: u32) -> String {
     if cfg!(target_arch = "x86_64") {
-        if let Some(n) = by_nr().get(&nr) {
-            return (*n).to_string();
+        // The table is sorted by number (a test checks it).
+        let found = NUMBERS.binary_search(&nr).ok().and_then(|i| NAMES.get(i));
+        if let Some(n) = found {
+            return n.to_string();
         }
     }
     format!("syscall_{nr}")
@@ -32,13 +33,18 @@ pub fn name(nr: u32) -> String {
 
 /// The number of the syscall strace calls `name`.
 pub fn nr(name: &str) -> Option<u32> {
-    X86_64.iter().find(|(_, n)| *n == name).map(|(nr, _)| *nr)
+    NAMES.position(name).and_then(|i| NUMBERS.get(i).copied())
 }
 
-/// Syscalls recorded by default: those that take a path, a file descriptor
-/// of a file or directory, or move file data. `--all-syscalls` records the
-/// rest (memory, signals, sockets, scheduling) too.
-pub const FILE_SYSCALLS: &[&str] = &[
+crate::name_table! {
+    /// Syscalls recorded by default: those that take a path, a file
+    /// descriptor of a file or directory, or move file data.
+    /// `--all-syscalls` records the rest (memory, signals, sockets,
+    /// scheduling) too.
+    pub static FILE_SYSCALLS = FILE_SYSCALL_LIST;
+}
+
+const FILE_SYSCALL_LIST: &[&str] = &[
     "read",
     "write",
     "open",
@@ -209,11 +215,11 @@ mod tests {
 
     #[test]
     fn every_default_syscall_is_known() {
-        for n in FILE_SYSCALLS {
+        for n in FILE_SYSCALLS.iter() {
             assert!(nr(n).is_some(), "{n} is not in the syscall table");
         }
         for n in NEVER_RETURN {
-            assert!(nr(n).is_some() && !FILE_SYSCALLS.contains(&n), "{n}");
+            assert!(nr(n).is_some() && !FILE_SYSCALLS.contains(n), "{n}");
         }
     }
 

@@ -46,7 +46,7 @@ pub struct Parser {
 /// argument's role is; the syscall takes the same arguments in the same
 /// order. Other syscalls are counted as ignored.
 #[rustfmt::skip]
-const SAME_NAME: &[&str] = &[
+const SAME_NAME_LIST: &[&str] = &[
     "open", "openat", "creat", "close", "read", "write", "pread", "pwrite", "readv", "writev",
     "preadv", "pwritev", "lseek", "stat", "lstat", "fstat", "statx", "access", "faccessat",
     "fsync", "fdatasync", "sync", "syncfs", "truncate", "ftruncate", "fallocate", "mkdir",
@@ -55,6 +55,8 @@ const SAME_NAME: &[&str] = &[
     "chown", "fchown", "lchown", "fchownat", "utimensat", "chdir", "fchdir", "getdents64",
     "statfs", "fstatfs", "fcntl", "flock", "sendfile", "copy_file_range", "mknod", "mknodat",
 ];
+
+fsprof_core::name_table! { static SAME_NAME = SAME_NAME_LIST; }
 
 /// Syscalls imported under another op's name.
 const RENAMED: &[(&str, &str)] = &[
@@ -96,8 +98,8 @@ const BUFFERS: &[(&str, usize, Arg)] = &[
 
 /// syscall → (op, what each argument is, by position; `None`: ignored).
 fn syscall(name: &str) -> Option<(&'static str, Vec<Option<Arg>>)> {
-    let op = match SAME_NAME.iter().find(|n| **n == name) {
-        Some(n) => *n,
+    let op = match SAME_NAME.iter().find(|n| *n == name) {
+        Some(n) => n,
         None => RENAMED.iter().find(|(n, _)| *n == name)?.1,
     };
     let o = ops::libc::find(op)?;
