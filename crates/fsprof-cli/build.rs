@@ -173,6 +173,18 @@ fn link_static() -> Option<&'static str> {
         println!("cargo:rustc-link-arg-bin=fsprof=-no-pie");
     }
     println!("cargo:rustc-link-arg-bin=fsprof=-L{}", dir.display());
+    // Each segment at a page-aligned address (lld pads the file, by less
+    // than a page a segment). Left packed, `.data` and `.bss` start at an
+    // offset into a page that any change in the size of the code or the
+    // constants before them moves, and where their hot variables fall
+    // across page boundaries moves with it: glibc's exit list and the
+    // `__exit_funcs_done` it writes at exit, or the first entry of its
+    // pthread key table, on a page of their own cost a run two page faults
+    // more (+11 µs after the command's exit, docs/benchmarks/history.md,
+    // start15). Aligned, their pages depend on the writable data alone;
+    // and the RELRO segment, which the entry point copies whole pages of,
+    // starts on a page instead of sharing a partial first one.
+    println!("cargo:rustc-link-arg-bin=fsprof=-Wl,-z,separate-loadable-segments");
     Some(if pie { "static-pie" } else { "static" })
 }
 
