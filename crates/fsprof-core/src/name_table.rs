@@ -91,22 +91,27 @@ impl<const BYTES: usize, const N: usize> NameTable<BYTES, N> {
 
     /// Name `i`, as it was in the list.
     pub fn get(&self, i: usize) -> Option<&str> {
+        // Whole names, cut where one `&str` ended: always UTF-8.
+        std::str::from_utf8(self.bytes_of(i)?).ok()
+    }
+
+    fn bytes_of(&self, i: usize) -> Option<&[u8]> {
         let end = usize::from(*self.ends.get(i)?);
         let start = match i.checked_sub(1) {
             Some(before) => usize::from(*self.ends.get(before)?),
             None => 0,
         };
-        // Whole names, cut where one `&str` ended: always UTF-8.
-        std::str::from_utf8(self.bytes.get(start..end)?).ok()
+        self.bytes.get(start..end)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         (0..N).filter_map(|i| self.get(i))
     }
 
-    /// Where `name` is in the list.
+    /// Where `name` is in the list: its bytes compared, no name checked
+    /// for UTF-8 on the way (strace's import asks once a line).
     pub fn position(&self, name: &str) -> Option<usize> {
-        self.iter().position(|n| n == name)
+        (0..N).position(|i| self.bytes_of(i) == Some(name.as_bytes()))
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -115,7 +120,9 @@ impl<const BYTES: usize, const N: usize> NameTable<BYTES, N> {
 }
 
 /// `name_table! { /// doc  pub static NAME = LIST; }`: a [`NameTable`]
-/// static of the `&[&str]` const `LIST`.
+/// static of the `&[&str]` const `LIST`; `name_table! { static (NUMBERS,
+/// NAMES) = PAIRS; }`: the numbers of the `&[(u32, &str)]` const `PAIRS`
+/// and a [`NameTable`] of its names.
 #[macro_export]
 macro_rules! name_table {
     ($(#[$m:meta])* $vis:vis static $name:ident = $list:expr;) => {
@@ -124,6 +131,15 @@ macro_rules! name_table {
             { $crate::name_table::total_len($list) },
             { $list.len() },
         > = $crate::name_table::NameTable::new($list);
+    };
+    // A `(number, name)` table: its numbers, and its names packed, index
+    // for index.
+    ($(#[$m:meta])* $vis:vis static ($nums:ident, $names:ident) = $pairs:expr;) => {
+        $vis static $nums: [u32; $pairs.len()] = $crate::name_table::firsts($pairs);
+        $crate::name_table! {
+            $(#[$m])*
+            $vis static $names = &$crate::name_table::seconds::<{ $pairs.len() }>($pairs);
+        }
     };
 }
 

@@ -788,11 +788,11 @@ const ERRNO_LIST: &[&str] = &[
 pub fn errno_name(e: i32) -> String {
     match e {
         -1 => "E?".into(),
-        e if e > 0 => match ERRNO_NAMES.get(e as usize) {
-            Some(n) => n.into(),
-            None => format!("E{e}"),
-        },
-        e => format!("E{e}"),
+        e => usize::try_from(e)
+            .ok()
+            .filter(|&i| i > 0)
+            .and_then(|i| ERRNO_NAMES.get(i))
+            .map_or_else(|| format!("E{e}"), str::to_owned),
     }
 }
 

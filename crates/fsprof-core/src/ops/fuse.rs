@@ -59,10 +59,7 @@ pub const OPCODES: &[(u32, &str)] = &[
 
 // OPCODES is read at compile time only: at run time, its numbers and its
 // names packed without a pointer per name (crate::name_table).
-const COUNT: usize = OPCODES.len();
-static CODES: [u32; COUNT] = crate::name_table::firsts(OPCODES);
-const OPCODE_NAMES: [&str; COUNT] = crate::name_table::seconds(OPCODES);
-crate::name_table! { static NAMES = &OPCODE_NAMES; }
+crate::name_table! { static (CODES, NAMES) = OPCODES; }
 
 /// Row `i` of [`OPCODES`]: the opcode and its name.
 pub fn row(i: usize) -> Option<(u32, &'static str)> {

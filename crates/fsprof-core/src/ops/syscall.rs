@@ -14,10 +14,7 @@ pub use super::syscall_table::X86_64;
 
 // X86_64 is read at compile time only: at run time, its numbers and its
 // names packed without a pointer per name (crate::name_table).
-const COUNT: usize = X86_64.len();
-static NUMBERS: [u32; COUNT] = crate::name_table::firsts(X86_64);
-const X86_64_NAMES: [&str; COUNT] = crate::name_table::seconds(X86_64);
-crate::name_table! { static NAMES = &X86_64_NAMES; }
+crate::name_table! { static (NUMBERS, NAMES) = X86_64; }
 
 /// The name strace prints for syscall `nr`.
 pub fn name(nr: u32) -> String {

@@ -98,7 +98,7 @@ const BUFFERS: &[(&str, usize, Arg)] = &[
 
 /// syscall → (op, what each argument is, by position; `None`: ignored).
 fn syscall(name: &str) -> Option<(&'static str, Vec<Option<Arg>>)> {
-    let op = match SAME_NAME.iter().find(|n| *n == name) {
+    let op = match SAME_NAME.position(name).and_then(|i| SAME_NAME.get(i)) {
         Some(n) => n,
         None => RENAMED.iter().find(|(n, _)| *n == name)?.1,
     };
