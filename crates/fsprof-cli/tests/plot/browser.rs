@@ -183,10 +183,24 @@ fn kernel_report_shows_units_and_block_wait_in_chromium() {
     // On the build's disk: /tmp may be a tmpfs, without direct I/O.
     let dir = disk_tempdir();
     let p = dir.path().join("k.json");
+    // The file's blocks allocated before the run, bypassing the page cache,
+    // and overwritten in place (conv=notrunc): direct writes into a new
+    // file also spend their time allocating, and into cached pages
+    // invalidating them, which on a fast device was most of it (16-33%
+    // waited).
+    let f = dir.path().join("f");
+    succeeds(Command::new("dd").args([
+        "if=/dev/zero",
+        &format!("of={}", f.display()),
+        "bs=64k",
+        "count=160",
+        "oflag=direct,sync",
+        "status=none",
+    ]));
     let work = format!(
-        "dd if=/dev/zero of={f} bs=64k count=160 oflag=direct status=none && sleep 0.2 && \
+        "dd if=/dev/zero of={f} bs=64k count=160 oflag=direct conv=notrunc status=none && sleep 0.2 && \
          dd if={f} of=/dev/null bs=64k iflag=direct status=none",
-        f = dir.path().join("f").display()
+        f = f.display()
     );
     succeeds(
         fsprof()
@@ -279,9 +293,14 @@ fn kernel_report_shows_units_and_block_wait_in_chromium() {
             );
         }
     }
+    // Direct I/O waits on the device for a share of its time that the
+    // device sets: over half on this project's VM until its disk got
+    // faster (a 64 KiB request ~47 us of a ~200 us call: 16-76% waited in
+    // nine runs, 2026-11-30). What is checked here is that the wait is
+    // attributed to the calls at all (none would be 0).
     for op in ["read", "write"] {
         let w = waits.op(op).map_or(0, |o| o.total_ns) as f64;
         let t = sys.op(op).unwrap().total_ns as f64;
-        assert!(w / t > 0.5, "direct {op}s waited {w} of {t} ns");
+        assert!(w / t > 0.1, "direct {op}s waited {w} of {t} ns");
     }
 }
