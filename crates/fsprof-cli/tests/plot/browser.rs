@@ -169,6 +169,23 @@ fn is_bytes(t: &str) -> bool {
         })
 }
 
+/// A 10 MiB file in `dir` with its blocks allocated, not in the page
+/// cache, to be overwritten in place (conv=notrunc): direct writes into a
+/// new file also spend their time allocating, and into cached pages
+/// invalidating them, which on a fast device was most of it.
+fn allocated_file(dir: &Path) -> PathBuf {
+    let f = dir.join("f");
+    succeeds(Command::new("dd").args([
+        "if=/dev/zero",
+        &format!("of={}", f.display()),
+        "bs=64k",
+        "count=160",
+        "oflag=direct,sync",
+        "status=none",
+    ]));
+    f
+}
+
 /// Issue 24 §6 on the page a reader opens: a kernel profile with the
 /// syscall and block layers (direct-I/O writes and reads, so the calls
 /// wait for the device). Each "Over time" chart says what its axis is and
@@ -183,20 +200,7 @@ fn kernel_report_shows_units_and_block_wait_in_chromium() {
     // On the build's disk: /tmp may be a tmpfs, without direct I/O.
     let dir = disk_tempdir();
     let p = dir.path().join("k.json");
-    // The file's blocks allocated before the run, bypassing the page cache,
-    // and overwritten in place (conv=notrunc): direct writes into a new
-    // file also spend their time allocating, and into cached pages
-    // invalidating them, which on a fast device was most of it (16-33%
-    // waited).
-    let f = dir.path().join("f");
-    succeeds(Command::new("dd").args([
-        "if=/dev/zero",
-        &format!("of={}", f.display()),
-        "bs=64k",
-        "count=160",
-        "oflag=direct,sync",
-        "status=none",
-    ]));
+    let f = allocated_file(dir.path());
     let work = format!(
         "dd if=/dev/zero of={f} bs=64k count=160 oflag=direct conv=notrunc status=none && sleep 0.2 && \
          dd if={f} of=/dev/null bs=64k iflag=direct status=none",
