@@ -3,9 +3,10 @@
 #ifndef FSPROF_ABI_H
 #define FSPROF_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 10
+#define FSPROF_ABI_VERSION 11
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<ctl_ino>:<path>: the run directory and the
@@ -158,6 +159,13 @@ struct fsprof_control {
     uint32_t faults;
     /* atomic: process images that stopped waiting for them */
     uint32_t faults_late;
+    /* The offers' low water, so that `fsprof run` sleeps until the ring
+     * runs low rather than waking on a timer: a process whose take leaves
+     * exactly `wake_at` offers (0: none does) adds 1 to `wake` and wakes
+     * its futex waiters. Written by `fsprof run` (wake_at) and by any
+     * process (wake): fsprof trusts neither. */
+    uint32_t wake;
+    uint32_t wake_at;
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
 };
 
@@ -296,6 +304,13 @@ struct fsprof_abi_layout {
 
 _Static_assert(sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8 <= FSPROF_ARENA_OFF,
                "the control block fits before the arena");
+/* The layout test compares the control header's size: the low water's
+ * words, checked here to be its last two (as src/abi.rs checks too), need
+ * no code of their own in fsprof_shim_abi(), whose growth moves the hot
+ * wrappers after it within their cache lines (tests/link_layout.rs). */
+_Static_assert(offsetof(struct fsprof_control, wake) + 4 == offsetof(struct fsprof_control, wake_at) &&
+                   offsetof(struct fsprof_control, wake_at) + 4 == sizeof(struct fsprof_control),
+               "wake and wake_at end the control header");
 _Static_assert(sizeof(struct fsprof_proc) <= FSPROF_SLOT_DIR_OFF, "the header fits before the slots");
 
 struct fsprof_selftest {

@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 10;
+pub const ABI_VERSION: u32 = 11;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory and its control file:
@@ -189,6 +189,12 @@ pub struct ControlHeader {
     pub faults: u32,
     /// Process images that stopped waiting for them (atomic, the shim's).
     pub faults_late: u32,
+    /// The offers' low water: a process whose take leaves exactly
+    /// `wake_at` offers (0: none does) adds 1 to `wake` and wakes its
+    /// futex waiters (`fsprof run`, asleep until the ring runs low).
+    /// Written by any process: fsprof trusts neither word.
+    pub wake: u32,
+    pub wake_at: u32,
     // thresholds: [u64; nbuckets] follow
 }
 
@@ -217,6 +223,8 @@ impl Default for ControlHeader {
             lost: [Lost::default(); LOST_MAX],
             faults: FAULTS_NONE,
             faults_late: 0,
+            wake: 0,
+            wake_at: 0,
         }
     }
 }
@@ -512,6 +520,12 @@ pub fn expected_layout() -> Layout {
     }
 }
 
+// The low water's words end the control header, in this order (shim/abi.h
+// asserts the same; the layout test compares the header's size).
+const _: () = assert!(
+    std::mem::offset_of!(ControlHeader, wake) + 4 == std::mem::offset_of!(ControlHeader, wake_at)
+        && std::mem::offset_of!(ControlHeader, wake_at) + 4 == std::mem::size_of::<ControlHeader>()
+);
 const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
 const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
 const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
