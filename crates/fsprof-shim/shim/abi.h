@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 11
+#define FSPROF_ABI_VERSION 12
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<ctl_ino>:<path>: the run directory and the
@@ -151,6 +151,16 @@ struct fsprof_control {
     /* atomic: counter files (p<seq>) processes made, counted before each
      * is: the run's end reads the run directory only if there were any. */
     uint32_t files;
+    /* The offers' low water, so that `fsprof run` sleeps until the ring
+     * runs low rather than waking on a timer: a process whose take leaves
+     * exactly `wake_at` offers (0: none does) adds 1 to `wake` and wakes
+     * its futex waiters. Beside ring_head, in the line and page the take
+     * touches anyway (at the header's end, a process's read of wake_at
+     * faulted in three more pages of the control file). Written by
+     * `fsprof run` (wake_at) and by any process (wake): fsprof trusts
+     * neither. */
+    uint32_t wake;
+    uint32_t wake_at;
     uint32_t ring[FSPROF_RING]; /* offer i is block ring[i % FSPROF_RING] */
     struct fsprof_lost lost[FSPROF_LOST_MAX];
     /* `fsprof trace`'s page-fault programs, a futex word
@@ -159,13 +169,6 @@ struct fsprof_control {
     uint32_t faults;
     /* atomic: process images that stopped waiting for them */
     uint32_t faults_late;
-    /* The offers' low water, so that `fsprof run` sleeps until the ring
-     * runs low rather than waking on a timer: a process whose take leaves
-     * exactly `wake_at` offers (0: none does) adds 1 to `wake` and wakes
-     * its futex waiters. Written by `fsprof run` (wake_at) and by any
-     * process (wake): fsprof trusts neither. */
-    uint32_t wake;
-    uint32_t wake_at;
     uint64_t thresholds[]; /* nbuckets: floor(2^((j-1)/r)) */
 };
 
@@ -304,13 +307,15 @@ struct fsprof_abi_layout {
 
 _Static_assert(sizeof(struct fsprof_control) + FSPROF_MAX_NBUCKETS * 8 <= FSPROF_ARENA_OFF,
                "the control block fits before the arena");
-/* The layout test compares the control header's size: the low water's
- * words, checked here to be its last two (as src/abi.rs checks too), need
- * no code of their own in fsprof_shim_abi(), whose growth moves the hot
- * wrappers after it within their cache lines (tests/link_layout.rs). */
-_Static_assert(offsetof(struct fsprof_control, wake) + 4 == offsetof(struct fsprof_control, wake_at) &&
-                   offsetof(struct fsprof_control, wake_at) + 4 == sizeof(struct fsprof_control),
-               "wake and wake_at end the control header");
+/* The layout test compares the offsets of `files` and `ring`: the low
+ * water's words, checked here to lie between them (as src/abi.rs checks
+ * too), need no code of their own in fsprof_shim_abi(), whose growth moves
+ * the hot wrappers after it within their cache lines
+ * (tests/link_layout.rs). */
+_Static_assert(offsetof(struct fsprof_control, files) + 4 == offsetof(struct fsprof_control, wake) &&
+                   offsetof(struct fsprof_control, wake) + 4 == offsetof(struct fsprof_control, wake_at) &&
+                   offsetof(struct fsprof_control, wake_at) + 4 == offsetof(struct fsprof_control, ring),
+               "wake and wake_at lie between files and ring");
 _Static_assert(sizeof(struct fsprof_proc) <= FSPROF_SLOT_DIR_OFF, "the header fits before the slots");
 
 struct fsprof_selftest {

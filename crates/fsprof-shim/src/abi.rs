@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 11;
+pub const ABI_VERSION: u32 = 12;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory and its control file:
@@ -181,6 +181,13 @@ pub struct ControlHeader {
     pub blocks_ready: u32,
     /// Counter files processes made (atomic, counted before each is).
     pub files: u32,
+    /// The offers' low water: a process whose take leaves exactly
+    /// `wake_at` offers (0: none does) adds 1 to `wake` and wakes its
+    /// futex waiters (`fsprof run`, asleep until the ring runs low).
+    /// Beside `ring_head`, in the page the take touches anyway. Written by
+    /// any process: fsprof trusts neither word.
+    pub wake: u32,
+    pub wake_at: u32,
     /// Offer `i` is block `ring[i % RING]`.
     pub ring: [u32; RING],
     pub lost: [Lost; LOST_MAX],
@@ -189,12 +196,6 @@ pub struct ControlHeader {
     pub faults: u32,
     /// Process images that stopped waiting for them (atomic, the shim's).
     pub faults_late: u32,
-    /// The offers' low water: a process whose take leaves exactly
-    /// `wake_at` offers (0: none does) adds 1 to `wake` and wakes its
-    /// futex waiters (`fsprof run`, asleep until the ring runs low).
-    /// Written by any process: fsprof trusts neither word.
-    pub wake: u32,
-    pub wake_at: u32,
     // thresholds: [u64; nbuckets] follow
 }
 
@@ -219,12 +220,12 @@ impl Default for ControlHeader {
             ring_tail: 0,
             blocks_ready: 0,
             files: 0,
+            wake: 0,
+            wake_at: 0,
             ring: [0; RING],
             lost: [Lost::default(); LOST_MAX],
             faults: FAULTS_NONE,
             faults_late: 0,
-            wake: 0,
-            wake_at: 0,
         }
     }
 }
@@ -520,11 +521,14 @@ pub fn expected_layout() -> Layout {
     }
 }
 
-// The low water's words end the control header, in this order (shim/abi.h
-// asserts the same; the layout test compares the header's size).
+// The low water's words lie between `files` and `ring`, in this order
+// (shim/abi.h asserts the same; the layout test compares those two).
 const _: () = assert!(
-    std::mem::offset_of!(ControlHeader, wake) + 4 == std::mem::offset_of!(ControlHeader, wake_at)
-        && std::mem::offset_of!(ControlHeader, wake_at) + 4 == std::mem::size_of::<ControlHeader>()
+    std::mem::offset_of!(ControlHeader, files) + 4 == std::mem::offset_of!(ControlHeader, wake)
+        && std::mem::offset_of!(ControlHeader, wake) + 4
+            == std::mem::offset_of!(ControlHeader, wake_at)
+        && std::mem::offset_of!(ControlHeader, wake_at) + 4
+            == std::mem::offset_of!(ControlHeader, ring)
 );
 const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
 const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
