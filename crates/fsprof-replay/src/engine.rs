@@ -58,6 +58,20 @@ pub enum Reads {
     Skip,
 }
 
+/// What a replay thread does at a command's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Calls {
+    /// Makes the traced call.
+    Made,
+    /// Makes no call: spins for the call's traced duration instead and
+    /// takes the traced result as its own (`--dry-timing`). The schedule,
+    /// the waits, the clock reads and the records are the replay's own, so
+    /// its issue-time error is what this machine's scheduler and stolen
+    /// time alone put on a replay of this trace: the floor under a real
+    /// replay's, whose calls also vary from the traced ones.
+    Dry,
+}
+
 /// Sleep until this long before a command's time, then spin. It covers
 /// how late this VM's timer wake-ups end (bench/wakeup.c, printed by
 /// bench/trace_replay.py part 5; 1 ns timer slack): at load 8 under
@@ -122,6 +136,8 @@ pub struct Run {
     pub threads: u64,
     /// Where the replay threads' time went, next to `cpu_ns`.
     pub split: TimeSplit,
+    /// No call was made ([`Calls::Dry`]).
+    pub dry: bool,
 }
 
 /// Where the replay threads' time from their start to their last call's
@@ -180,6 +196,11 @@ pub struct Engine<'a> {
     pub reads: Reads,
     /// SCHED_FIFO priority for the replay threads (`--realtime`).
     pub realtime: Option<i32>,
+    pub calls: Calls,
+    /// Spin this long after each call, as replayer work of its own: a
+    /// deliberately slower replayer, for checking that a bench tells one
+    /// from the other (0: none; not with [`Calls::Dry`]).
+    pub added_ns: u64,
 }
 
 /// One command of a thread's program, laid out before the start: what the
@@ -398,9 +419,14 @@ impl Engine<'_> {
             crate::touch::guard();
         }
         let tsc = tsc_is_invariant();
-        let per_ns = match self.pace {
-            Pace::Speed(_) if tsc => TscRate::calibrate(None).hz / 1e9,
-            _ => 1.0,
+        // A dry replay spins for traced durations, and the knob for an
+        // added cost spins too, at any pace.
+        let timed =
+            matches!(self.pace, Pace::Speed(_)) || self.calls == Calls::Dry || self.added_ns > 0;
+        let per_ns = if tsc && timed {
+            TscRate::calibrate(None).hz / 1e9
+        } else {
+            1.0
         };
         let ticks = Ticks { tsc, per_ns };
         // Each thread's state, its parent directories opened now: before
@@ -454,6 +480,7 @@ impl Engine<'_> {
                     .sum(),
                 ..split
             },
+            dry: self.calls == Calls::Dry,
         })
     }
 
@@ -508,11 +535,18 @@ impl Engine<'_> {
     /// time on.
     fn thread(&self, t: usize, prog: &Program, local: Local, sh: &Shared) -> (Vec<Rec>, Usage) {
         let realtime = self.realtime.is_some_and(|p| set_fifo(p).is_ok());
-        let (recs, usage) = self.thread_loop(t, prog, local, sh);
+        let (recs, usage) = match (self.calls, self.added_ns) {
+            (Calls::Made, 0) => self.thread_loop::<false, false>(t, prog, local, sh),
+            (Calls::Made, _) => self.thread_loop::<false, true>(t, prog, local, sh),
+            (Calls::Dry, _) => self.thread_loop::<true, false>(t, prog, local, sh),
+        };
         (recs, Usage { realtime, ..usage })
     }
 
-    fn thread_loop(
+    /// `DRY`: [`Calls::Dry`]; `SLOWED`: [`Engine::added_ns`] (not with a
+    /// dry replay). Loops of their own, so that the real one has no branch
+    /// for either.
+    fn thread_loop<const DRY: bool, const SLOWED: bool>(
         &self,
         t: usize,
         prog: &Program,
@@ -531,6 +565,7 @@ impl Engine<'_> {
         }
         let strict = self.verify == Verify::Strict;
         let (ticks, exec) = (sh.ticks, sh.exec);
+        let added = (self.added_ns as f64 * ticks.per_ns) as u64;
         sleep_until(sh.start.saturating_sub(SPIN_NS));
         let mut pacer = Pacer {
             ticks,
@@ -566,17 +601,27 @@ impl Engine<'_> {
             }
             if let Some(kind) = step.kind {
                 let early = paced && now < pacer.anchor.ticks(due_ns);
-                let mut ready = exec.ready(kind, &step.args, step.cmd, &mut local);
-                if early {
-                    pacer.wait(
-                        due_ns,
-                        || ready.is_whole() && exec.prepare(kind, step.cmd, &mut local),
-                        &mut flags,
-                    );
-                }
-                let (t0, got, t1) =
-                    ready.fire(exec, kind, &step.args, step.cmd, &mut local, || ticks.now());
-                now = t1;
+                let (t0, got, t1) = if DRY {
+                    if early {
+                        pacer.wait(due_ns, || false, &mut flags);
+                    }
+                    self.dry_call(step.cmd, ticks)
+                } else {
+                    let mut ready = exec.ready(kind, &step.args, step.cmd, &mut local);
+                    if early {
+                        pacer.wait(
+                            due_ns,
+                            || ready.is_whole() && exec.prepare(kind, step.cmd, &mut local),
+                            &mut flags,
+                        );
+                    }
+                    ready.fire(exec, kind, &step.args, step.cmd, &mut local, || ticks.now())
+                };
+                now = if SLOWED {
+                    spin_until(t1 + added, ticks)
+                } else {
+                    t1
+                };
                 (r.t0, r.t1, r.ret, r.errno, r.flags) = (t0, t1, got.0, got.1, flags);
                 if strict {
                     let cmd = &self.compiled.commands[step.cmd as usize];
@@ -593,6 +638,16 @@ impl Engine<'_> {
             .0
             .store(prog.steps.len() as u32, Ordering::Release);
         (recs, Usage::now().since(usage, &pacer))
+    }
+
+    /// A dry command ([`Calls::Dry`]): the clock read, a spin for the
+    /// call's traced duration, the clock read again; the traced result.
+    #[inline(always)]
+    fn dry_call(&self, cmd: u32, ticks: Ticks) -> (u64, (i64, i32), u64) {
+        let c = &self.compiled.commands[cmd as usize];
+        let t0 = ticks.now();
+        let t1 = spin_until(t0 + (c.dur_ns as f64 * ticks.per_ns) as u64, ticks);
+        (t0, (c.ret, c.errno), t1)
     }
 
     /// The records in ns, per command in the compiled order, the elapsed
@@ -975,6 +1030,8 @@ mod tests {
             verify: Verify::Strict,
             reads: Reads::Current,
             realtime: None,
+            calls: Calls::Made,
+            added_ns: 0,
         };
         // The (ticks, ns) anchors and the line through the run's two pairs
         // agree to well under this.
@@ -1046,21 +1103,116 @@ mod tests {
         let compiled = noops(&t);
         let dir = tempfile::tempdir().unwrap();
         let root = Root::open(dir.path()).unwrap();
-        let run = Engine {
-            compiled: &compiled,
-            root: &root,
-            pace: Pace::Speed(1.0),
-            verify: Verify::Strict,
-            reads: Reads::Current,
-            realtime: None,
-        }
-        .run(&mut |_| {})
-        .unwrap();
+        let run = strict(&compiled, &root, Pace::Speed(1.0), Calls::Made, 0)
+            .run(&mut |_| {})
+            .unwrap();
         // The 100 µs gaps spun through (or run late, on a loaded
         // machine: then due at once), the pause slept.
         let x = run.split;
         assert_eq!(x.sleeps, 1, "{x:?}");
         assert!(x.slept_ns > 0, "{x:?}");
+    }
+
+    /// An engine verifying strictly, reads replayed, not real-time.
+    fn strict<'a>(
+        compiled: &'a Compiled,
+        root: &'a Root,
+        pace: Pace,
+        calls: Calls,
+        added_ns: u64,
+    ) -> Engine<'a> {
+        Engine {
+            compiled,
+            root,
+            pace,
+            verify: Verify::Strict,
+            reads: Reads::Current,
+            realtime: None,
+            calls,
+            added_ns,
+        }
+    }
+
+    /// `mkdir /dK` traced at K × 100 µs, each taking 30 µs, one thread.
+    fn mkdirs(n: u32) -> Compiled {
+        use fsprof_trace::replayfile::{Command, ReplayHeader};
+        Compiled {
+            header: ReplayHeader {
+                threads: 1,
+                duration_ns: (n as u64 - 1) * 100_000,
+                ..Default::default()
+            },
+            strings: (0..n).map(|k| format!("/d{k}").into_bytes()).collect(),
+            commands: (0..n)
+                .map(|k| Command {
+                    t_ns: k as u64 * 100_000,
+                    dur_ns: 30_000,
+                    op: fsprof_trace::event::Op::from_name("mkdir").unwrap(),
+                    path: Some(k),
+                    mode: 0o755,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A dry replay makes no call (the root stays empty where the real one
+    /// makes every directory), each command lasting its traced duration
+    /// with its traced result, on the replay's schedule.
+    #[test]
+    fn a_dry_replay_makes_no_call_and_spins_for_the_traced_durations() {
+        let compiled = mkdirs(20);
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let engine = |calls| strict(&compiled, &root, Pace::Speed(1.0), calls, 0);
+        let run = engine(Calls::Dry).run(&mut |_| {}).unwrap();
+        assert!(!run.aborted);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        for (k, o) in run.outcomes.iter().enumerate() {
+            assert!(o.issued && !o.mismatch && o.ret == 0, "{o:?}");
+            // The clock's two reads around the spin add a few dozen ns;
+            // a preemption inside it, more.
+            assert!(o.latency_ns >= 30_000 - 100, "{k}: {o:?}");
+            assert!(o.issued_ns + 2_000 >= k as u64 * 100_000, "{k}: {o:?}");
+        }
+        let median = {
+            let mut l: Vec<u64> = run.outcomes.iter().map(|o| o.latency_ns).collect();
+            l.sort_unstable();
+            l[l.len() / 2]
+        };
+        assert!(median < 40_000, "{median}");
+        let run = engine(Calls::Made).run(&mut |_| {}).unwrap();
+        assert!(!run.aborted);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 20);
+    }
+
+    /// The knob for a slower replayer adds its time after every call:
+    /// each command as fast as possible starts that long after the one
+    /// before returned.
+    #[test]
+    fn added_ns_delays_each_next_command_by_as_much() {
+        let compiled = noops(&[0; 50]);
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let run = |added_ns| {
+            strict(&compiled, &root, Pace::Afap, Calls::Made, added_ns)
+                .run(&mut |_| {})
+                .unwrap()
+        };
+        let between =
+            |r: &Run| -> Vec<u64> { r.outcomes.iter().filter_map(|o| o.between_ns).collect() };
+        let slow = run(20_000);
+        assert_eq!(between(&slow).len(), 49);
+        assert!(
+            between(&slow).iter().all(|&b| b >= 19_900),
+            "{:?}",
+            between(&slow)
+        );
+        let fast = run(0);
+        let mut b = between(&fast);
+        b.sort_unstable();
+        assert!(b[b.len() / 2] < 5_000, "{b:?}");
     }
 
     #[test]
@@ -1090,6 +1242,8 @@ mod tests {
             verify: Verify::Off,
             reads: Reads::Current,
             realtime: None,
+            calls: Calls::Made,
+            added_ns: 0,
         };
         let progs = e.programs();
         let published: Vec<usize> = progs[0]

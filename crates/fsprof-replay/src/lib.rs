@@ -25,7 +25,7 @@ use fsprof_analysis::compare::{compare_profiles, CompareOptions, Comparison};
 use fsprof_core::Profile;
 use fsprof_trace::replayfile::Compiled;
 
-pub use engine::{Pace, Reads, Verify};
+pub use engine::{Calls, Pace, Reads, Verify};
 use report::TimingReport;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +52,11 @@ pub struct ReplayOptions {
     pub reads: Reads,
     /// Run the replay threads under SCHED_FIFO at this priority.
     pub realtime: Option<i32>,
+    /// Make the calls, or spin for their traced durations ([`Calls::Dry`]).
+    pub calls: Calls,
+    /// A deliberately slower replayer: this much spin after each call
+    /// ([`engine::Engine::added_ns`]).
+    pub added_ns: u64,
     /// The most the replay may allocate under the root ([`budget`]);
     /// None: half the free space there.
     pub max_bytes: Option<u64>,
@@ -125,6 +130,8 @@ pub fn replay(
         verify: opts.verify,
         reads: opts.reads,
         realtime: opts.realtime,
+        calls: opts.calls,
+        added_ns: opts.added_ns,
     };
     let run = engine.run(progress)?;
     let file_size_limited = limit.active();

@@ -143,6 +143,9 @@ pub struct LateCauses {
 #[derive(Clone, Debug, Serialize)]
 pub struct TimingReport {
     pub pace: String,
+    /// `--dry-timing`: no call was made, each command spun for its traced
+    /// duration (the timing floor).
+    pub dry_timing: bool,
     /// The trace's calls the replay holds (set-up commands not counted).
     pub commands: u64,
     pub issued: u64,
@@ -264,6 +267,7 @@ pub fn timing(c: &Compiled, run: &Run, pace: Pace) -> TimingReport {
             Pace::Afap => "afap".into(),
             Pace::Speed(s) => format!("speed {s}"),
         },
+        dry_timing: run.dry,
         commands: c.commands.len() as u64 - setup,
         issued: errors.len() as u64,
         setup,
@@ -645,10 +649,15 @@ impl TimingReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "fsprof: replayed {} of {} command(s) ({}): elapsed {} vs traced {}{}{}",
+            "fsprof: replayed {} of {} command(s) ({}{}): elapsed {} vs traced {}{}{}",
             t.issued,
             t.commands,
             t.pace,
+            if t.dry_timing {
+                ", dry: no calls made, each spun for its traced duration"
+            } else {
+                ""
+            },
             format_ns(t.elapsed_ns as f64),
             format_ns(t.traced_ns as f64),
             if t.setup > 0 {
@@ -869,6 +878,7 @@ mod tests {
             realtime_threads: 0,
             threads: 1,
             split: TimeSplit::default(),
+            dry: false,
         };
         let t = timing(&c, &run, Pace::Speed(1.0));
         let got: Vec<(usize, u64)> = t
@@ -955,6 +965,7 @@ mod tests {
                 sleep_cpu_ns: 3_000,
                 woken_spin_ns: 200_000,
             },
+            dry: false,
         };
         let t = timing(&c, &run, Pace::Speed(1.0));
         assert_eq!(
@@ -1017,6 +1028,7 @@ mod tests {
             .record(&layout, 500, false);
         let fidelity = compare_profiles(&a, &b, &CompareOptions::default());
         let timing = TimingReport {
+            dry_timing: false,
             pace: "speed 1".into(),
             commands: 4,
             issued: 4,
