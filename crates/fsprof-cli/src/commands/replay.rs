@@ -15,7 +15,9 @@ use fsprof_capture::Steps;
 use fsprof_core::format::{to_json, write_atomic};
 use fsprof_core::units::format_bytes;
 use fsprof_replay::report::TimingFile;
-use fsprof_replay::{load, replay as run_replay, Pace, Reads, ReplayOptions, Replayed, Verify};
+use fsprof_replay::{
+    load, replay as run_replay, Calls, Pace, Reads, ReplayOptions, Replayed, Verify,
+};
 
 use super::bar::Bar;
 use crate::args::TextOrJson;
@@ -62,6 +64,16 @@ pub struct ReplayArgs {
     /// throttling still leaves other tasks 5% of each CPU)
     #[arg(long)]
     pub realtime: bool,
+    /// Make no calls: spin for each call's traced duration instead and take
+    /// its traced result (the timing floor: what the schedule, the replayer
+    /// and this machine put on the issue-time error without the calls'
+    /// variation; nothing is made under the root but --prepare's state)
+    #[arg(long)]
+    pub dry_timing: bool,
+    /// A test knob: spin NS ns after each call, as a deliberately slower
+    /// replayer (bench/trace_replay.py's check that it resolves one)
+    #[arg(long, value_name = "NS", default_value_t = 0, hide = true)]
+    pub added_ns: u64,
     /// Replace PROFILE and FILE if they exist
     #[arg(short, long)]
     pub force: bool,
@@ -166,6 +178,12 @@ fn options(a: &ReplayArgs) -> ReplayOptions {
             ReadsArg::Skip => Reads::Skip,
         },
         realtime: a.realtime.then_some(REALTIME_PRIORITY),
+        calls: if a.dry_timing {
+            Calls::Dry
+        } else {
+            Calls::Made
+        },
+        added_ns: a.added_ns,
         max_bytes: a.max_bytes,
     }
 }
