@@ -43,13 +43,29 @@
    itself): a faithful replay's calls vary from run to run as the
    program's do, and each one slower than traced delays every call queued
    behind it until the program's own time between calls has absorbed it.
+   The machine's floor under the issue-time error, in the same rounds:
+   the replay by the build under test with --dry-timing (no calls; each
+   command spins for its traced duration: the schedule, the replayer's
+   timing and this machine without the calls' variation), and a meter of
+   the time the machine takes from a thread spinning as long as the trace
+   lasts (bench/hiccup.c) with the traced schedule played against it (no
+   replayer at all). Then the errors pooled over the rounds (the rounds'
+   CDFs averaged: p99 and the shares late by more than 10 us, 100 us,
+   1 ms, with intervals from resampling the rounds), and rows compared
+   round by round: the median of the paired rounds' differences with its
+   sign-test interval, "resolved" when it leaves out 0 (a median p99 over
+   7-11 rounds does not tell one build from another on this VM: the same
+   build against a copy of itself read 106 and 887 us). --slowed NS adds
+   the build under test spinning NS ns after each call: checked with
+   --baseline a copy of the binary (must read "not resolved") and
+   --slowed 1000 (must read "resolved").
 4. Per-call cost of recording: bench/percall.c's loop of cached calls,
    bare vs `fsprof run` vs `fsprof trace --data digest`: the program's own
    ns per call (wall time, from inside the loop) and the CPU time per call
    of the whole command (the program, and fsprof turning records into the
    trace), from the children's rusage.
 
-usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt] [--keep] [--self-test]
+usage: bench/trace_replay.py [--fsprof PATH] [--baseline PATH] [--rounds N] [--n N] [--parts 1,2,3,4,5] [--skip-overhead] [--no-rt] [--slowed NS] [--keep] [--self-test]
 
 As root, part 1 also runs both sides under SCHED_FIFO (chrt -f 10) and
 part 2 the replays with `--realtime` (the replay threads under
@@ -57,6 +73,7 @@ SCHED_FIFO), interleaved, to show how much of a figure the machine's load
 accounts for.
 """
 import argparse
+import bisect
 import collections
 import json
 import math
@@ -325,19 +342,36 @@ def tar_replay(tmp):
     fsprof(["trace", "-f", "--data", "digest", "-o", trace, "--", "tar", "-cf", "out.tar", "/usr/include/linux"], work)
     replay = os.path.join(tmp, "tar.replay")
     comp = fsprof(["compile", trace, "-o", replay, "-f"], tmp).stderr
-    bins = {"fsprof": ARGS.fsprof}
+    bins = {"fsprof": (ARGS.fsprof, [])}
     if ARGS.baseline:
-        bins = {"baseline": ARGS.baseline, "fsprof": ARGS.fsprof}
+        bins = {"baseline": (ARGS.baseline, []), "fsprof": (ARGS.fsprof, [])}
     # As root, each binary also under --realtime (its replay threads under
     # SCHED_FIFO): what is left of the error when other processes cannot
     # take the CPU away, on a machine that is not idle.
     modes = {"": []}
     if os.geteuid() == 0 and not ARGS.no_rt:
         modes[" rt"] = ["--realtime"]
+    paced = dict(modes)
     # As fast as possible: the CPU per command without the spinning of a
     # paced replay (the replayer's cost and the calls', nothing else).
     modes[" afap"] = ["--afap"]
-    runs = {k + m: [] for k in bins for m in modes}
+    bin_modes = {k: modes for k in bins}
+    # The floor: the same replay by the build under test making no calls,
+    # each command spinning for its traced duration instead (--dry-timing):
+    # the schedule, the replayer's timing and this machine, without the
+    # calls' variation from the trace.
+    bins["dry"] = (ARGS.fsprof, ["--dry-timing"])
+    bin_modes["dry"] = paced
+    # A deliberately slower replayer (the check that the pooled figure
+    # resolves one): the build under test spinning --slowed ns after each
+    # call.
+    if ARGS.slowed:
+        bins["slowed"] = (ARGS.fsprof, ["--added-ns", str(ARGS.slowed)])
+        bin_modes["slowed"] = paced
+    runs = {k + m: [] for k in bins for m in bin_modes[k]}
+    hiccup_exe = os.path.join(tmp, "hiccup")
+    run(["cc", "-O2", "-o", hiccup_exe, os.path.join(ROOT, "bench/hiccup.c")])
+    meters = {"hiccups" + m: [] for m in paced}
     root = os.path.join(tmp, "tarroot")
     loads = []
     # The floor of the fidelity table: the same tar traced again in each
@@ -362,15 +396,19 @@ def tar_replay(tmp):
         order = list(bins.items())
         if r % 2:
             order.reverse()
-        for k, b in order:
-            for m, extra in modes.items():
-                runs[k + m].append(timing(tmp, replay, root, ["--verify", "warn"] + extra, binary=b))
+        for k, (b, own) in order:
+            for m, extra in bin_modes[k].items():
+                runs[k + m].append(timing(tmp, replay, root, ["--verify", "warn"] + own + extra, binary=b))
+        first_calls = first_calls or trace_calls(trace)
+        span = first_calls[-1]["start_ns"] - first_calls[0]["start_ns"]
+        for m in paced:
+            gaps = hiccups(hiccup_exe, span + 5_000_000, ["chrt", "-f", "10"] if m else [])
+            meters["hiccups" + m].append((gaps, against_hiccups(first_calls, gaps)))
         calls = calls or floor_calls(trace_calls(trace), root)
         f, floor_calls_n = floor_cpu(floor_exe, calls, root)
         floors.append(f)
         prof = retrace(tmp, work, r)
         traces.append(prof)
-        first_calls = first_calls or trace_calls(trace)
         e = itself(first_calls, trace_calls(prof[:-len(".json")] + ".trace"))
         if e:
             selfs.append([e[len(e) * q // 100] for q in (50, 90, 99)])
@@ -400,6 +438,11 @@ def tar_replay(tmp):
               f"p99 {med(lambda t: t['error']['p99_ns']) / 1e3:6.1f} us (rounds {min(t['error']['p99_ns'] for t in ts) / 1e3:.1f}..{max(t['error']['p99_ns'] for t in ts) / 1e3:.1f}); behind {share('behind_ns') * 100:4.1f}%, slower calls {share('slower_ns') * 100:4.1f}%, "
               f"stalled {share('stalled_ns') * 100:4.1f}%, woke late {share('wakeup_ns') * 100:4.1f}%; CPU per command {med(lambda t: t['cpu_ns'] / t['issued']) / 1e3:.2f} us (min {min(t['cpu_ns'] / t['issued'] for t in ts) / 1e3:.2f}); "
               f"preempted {med(lambda t: t['preemptions']):.0f}; mismatches {[t['mismatches'] for t in ts]}{between}")
+        if k.startswith("dry"):
+            # No calls: the rest (calls' CPU, excesses, fidelity) is the
+            # trace's own by construction.
+            print(f"{'':<12} the floor: the same replay by {os.path.basename(ARGS.fsprof)} with --dry-timing (no calls; each command spins for its traced duration)")
+            continue
         print(f"{'':<12} CPU per command over the calls' floor (the same calls from a C loop, median {floor_us:.2f} us): "
               f"{med(lambda t: t['cpu_ns'] / t['issued']) / 1e3 / floor_us:.2f}x")
         if "time_split" in ts[0]:
@@ -424,9 +467,180 @@ def tar_replay(tmp):
               f"no replayer's time, every wake-up on time; its run-to-run variation, not a floor): error median {q[0]:.1f} us, p90 {q[1]:.1f} us, p99 {q[2]:.1f} us "
               f"(rounds {min(x[2] for x in selfs) / 1e3:.1f}..{max(x[2] for x in selfs) / 1e3:.1f}; {len(selfs)} of {ARGS.rounds} rounds made the same calls)")
     print(f"{'tar again':<12} fidelity EMD (trace vs the same tar traced again: the floor), median: " + median_emd(again, CACHED))
-    pooled(traces, runs)
+    for k, ms in meters.items():
+        print(f"{k:<12} " + hiccup_line(ms, span))
+    pooled_errors(runs, meters)
+    pooled(traces, {k: v for k, v in runs.items() if not k.startswith("dry")})
     wakeups(tmp)
     print("compile:", " ".join(comp.split()))
+
+
+def hiccups(exe, span_ns, wrap):
+    """The gaps (offset ns, length ns) a thread spinning for span_ns met
+    (bench/hiccup.c; gaps of 1 us and more)."""
+    rows = [tuple(map(int, l.split())) for l in run(wrap + [exe, str(span_ns), "1000"]).stdout.splitlines() if l.strip()]
+    return rows[:-1]
+
+
+def against_hiccups(calls, gaps):
+    """The issue-time errors (ns, sorted) of the traced schedule played by a
+    replayer of no cost whose calls take their traced durations, on a CPU
+    that loses these gaps (from the replay's start): a call is issued at
+    its traced time or when the one before returns, whichever is later,
+    and later still when a gap holds the CPU then; a gap during a call
+    lengthens it. What this machine alone puts on a replay of the trace."""
+    base = calls[0]["start_ns"]
+    errs, free, j = [], 0, 0
+
+    def advance(t, need):
+        nonlocal j
+        while j < len(gaps) and gaps[j][0] + gaps[j][1] <= t:
+            j += 1
+        if j < len(gaps) and gaps[j][0] <= t:
+            t = gaps[j][0] + gaps[j][1]
+            j += 1
+        end = t + need
+        while j < len(gaps) and gaps[j][0] < end:
+            end += gaps[j][1]
+            j += 1
+        return t, end
+
+    for c in calls:
+        due = c["start_ns"] - base
+        issue, free = advance(max(due, free), c["duration_ns"])
+        errs.append(issue - due)
+    return sorted(errs)
+
+
+def hiccup_line(ms, span):
+    """The meter's rounds: what it lost, and the schedule played against it."""
+    med = lambda f: statistics.median(f(g) for g, _ in ms)
+    p99 = [e[len(e) * 99 // 100] / 1e3 for _, e in ms]
+    return (f"a thread spinning {span / 1e6 + 5:.0f} ms in each round (bench/hiccup.c, after the replays): gaps of 10 us or more a median "
+            f"{med(lambda g: sum(x[1] >= 10_000 for x in g)):.0f} (100 us or more {med(lambda g: sum(x[1] >= 100_000 for x in g)):.0f}), "
+            f"the longest {med(lambda g: max((x[1] for x in g), default=0)) / 1e3:.0f} us, time lost {med(lambda g: sum(x[1] for x in g)) / (span + 5e6) * 100:.2f}%; "
+            f"the traced schedule played on a CPU losing them (no replayer, the calls as traced): error p99 median "
+            f"{statistics.median(p99):.1f} us (rounds {min(p99):.1f}..{max(p99):.1f})")
+
+
+# The edges of the timing report's CDF (report::cdf): 1-2-5 from 100 ns.
+CDF_EDGES = [m * 10 ** e for e in range(2, 11) for m in (1, 2, 5)]
+
+
+def cdf_of(errors):
+    """A sorted list of errors as the report's CDF."""
+    out = []
+    for edge in CDF_EDGES:
+        within = bisect.bisect_right(errors, edge)
+        out.append((edge, within / len(errors)))
+        if within == len(errors):
+            break
+    return out
+
+
+def within(cdf, edge):
+    """The share of commands issued within edge ns (1 past the CDF's end)."""
+    return next((f for e, f in cdf if e == edge), 1.0 if edge > cdf[-1][0] else 0.0)
+
+
+def pooled_stats(cdfs):
+    """Over rounds' CDFs (their commands weighted alike): the p99 (ns,
+    interpolated between the CDF's 1-2-5 edges) and the shares late by more
+    than 10 us, 100 us and 1 ms."""
+    f = [statistics.fmean(within(c, e) for c in cdfs) for e in CDF_EDGES]
+    p99 = float(CDF_EDGES[-1])
+    for i, x in enumerate(f):
+        if x >= 0.99:
+            if i == 0:
+                p99 = float(CDF_EDGES[0])
+            else:
+                # The tail taken as exponential between the two edges (the
+                # log of the share late, linear in the error); linear where
+                # nothing is late at the upper edge.
+                (x0, f0), (x1, f1) = (CDF_EDGES[i - 1], f[i - 1]), (CDF_EDGES[i], x)
+                if f1 < 1:
+                    w = (math.log(1 - f0) - math.log(0.01)) / (math.log(1 - f0) - math.log(1 - f1))
+                else:
+                    w = (0.99 - f0) / (f1 - f0)
+                p99 = x0 + w * (x1 - x0)
+            break
+    late = lambda e: 1 - f[CDF_EDGES.index(e)]
+    return {"p99": p99, "10us": late(10_000), "100us": late(100_000), "1ms": late(1_000_000)}
+
+
+def boot(cdfs, n=2000):
+    """95% intervals of pooled_stats over the rounds resampled."""
+    rng = random.Random(16)
+    idx = range(len(cdfs))
+    draws = collections.defaultdict(list)
+    for _ in range(n):
+        for k, v in pooled_stats([cdfs[rng.choice(idx)] for _ in idx]).items():
+            draws[k].append(v)
+    return {k: (sorted(v)[int(n * 0.025)], sorted(v)[int(n * 0.975) - 1]) for k, v in draws.items()}
+
+
+def round_stats(cdf, p99):
+    """One round's figures: its p99 (ns) and the shares late by more than
+    10 us and 100 us."""
+    return {"p99": p99, "10us": 1 - within(cdf, 10_000), "100us": 1 - within(cdf, 100_000)}
+
+
+def sign_interval(d):
+    """The median of paired differences and its distribution-free 95%
+    interval (order statistics of the sign test): a round in which a stall
+    hit one side only is an outlier either way, and moves neither the
+    median nor the interval's ends much. None with fewer than 6 rounds."""
+    d, n = sorted(d), len(d)
+    cdf, k = 0.0, 0
+    while True:
+        cdf += math.comb(n, k) / 2 ** n
+        if 2 * cdf > 0.05:
+            break
+        k += 1
+    if k == 0:
+        return statistics.median(d), None
+    return statistics.median(d), (d[k - 1], d[n - k])
+
+
+def resolved(iv):
+    if iv is None:
+        return "too few rounds"
+    lo, hi = iv
+    return "not resolved" if lo <= 0 <= hi else ("resolved: higher" if lo > 0 else "resolved: lower")
+
+
+def pooled_errors(runs, meters):
+    """The issue-time errors of all rounds pooled (the rounds' CDFs averaged)
+    per row, with 95% intervals from resampling the rounds; and the rows
+    that tell builds apart compared round by round. The p99 of one round
+    swings by an order of magnitude on this VM with the same binary (a
+    stall of a few ms makes a round's); the median of the paired rounds'
+    differences, with its sign-test interval, does not follow one round."""
+    rows = {k: [(r["timing"]["cdf"], r["timing"]["error"]["p99_ns"]) for r in rs] for k, rs in runs.items() if not k.endswith("afap")}
+    for k, ms in meters.items():
+        rows[k] = [(cdf_of(e), e[len(e) * 99 // 100]) for _, e in ms]
+    n = len(next(iter(rows.values())))
+    print(f"pooled issue-time errors over the {n} rounds (their CDFs averaged; [95% interval] from resampling the rounds):")
+    for k, rs in rows.items():
+        c = [x[0] for x in rs]
+        st, iv = pooled_stats(c), boot(c)
+        print(f"{k:<12} p99 {st['p99'] / 1e3:7.1f} us [{iv['p99'][0] / 1e3:.1f}, {iv['p99'][1] / 1e3:.1f}]; late by more than 10 us "
+              f"{st['10us'] * 100:.2f}% [{iv['10us'][0] * 100:.2f}, {iv['10us'][1] * 100:.2f}], 100 us {st['100us'] * 100:.2f}% "
+              f"[{iv['100us'][0] * 100:.2f}, {iv['100us'][1] * 100:.2f}], 1 ms {st['1ms'] * 100:.2f}%")
+    pairs = [("fsprof", "baseline"), ("slowed", "fsprof"), ("fsprof", "dry"), ("dry", "hiccups")]
+    pairs += [(a + " rt", b + " rt") for a, b in pairs]
+    print("paired by round (the median of the rounds' differences [95% interval from the sign test]; resolved when it leaves out 0):")
+    for a, b in pairs:
+        if a not in rows or b not in rows:
+            continue
+        sa, sb = [round_stats(*x) for x in rows[a]], [round_stats(*x) for x in rows[b]]
+        out = []
+        for key, name, scale, unit in [("p99", "p99", 1e-3, " us"), ("100us", "late by more than 100 us", 100, " points"),
+                                       ("10us", "by more than 10 us", 100, " points")]:
+            m, iv = sign_interval([x[key] - y[key] for x, y in zip(sa, sb)])
+            span = f" [{iv[0] * scale:+.2f}, {iv[1] * scale:+.2f}]" if iv else ""
+            out.append(f"{name} {m * scale:+.2f}{unit}{span} ({resolved(iv)})")
+        print(f"{a + ' - ' + b:<24} " + "; ".join(out))
 
 
 def trace_calls(trace):
@@ -741,6 +955,39 @@ def self_test_floors(tmp):
     print(f"self-test passed: itself() {got}; floor_calls() and replay_floor.c ({cpu:.0f} ns a call)")
 
 
+def self_test_pooled():
+    """against_hiccups() delays a call caught by a gap and every call queued
+    behind it, and lengthens a call a gap falls in; the pooled figure
+    finds the p99 between the CDF's edges, calls rounds of one distribution
+    against a copy of themselves not resolved and rounds 30 us later
+    resolved."""
+    call = lambda t, d: dict(start_ns=t, duration_ns=d)
+    calls = [call(1000, 100), call(1100, 100), call(1200, 100), call(5000, 100)]
+    # A gap of 250 ns from 1050 (inside the first call): the first call
+    # ends at 1350, the two queued behind it 250 ns late, the last on time.
+    got = against_hiccups(calls, [(50, 250)])
+    if got != [0, 0, 250, 250]:
+        sys.exit(f"self-test failed: against_hiccups() gave {got}, want [0, 0, 250, 250]")
+    got = against_hiccups(calls, [(3900, 300)])
+    if got != [0, 0, 0, 200]:
+        sys.exit(f"self-test failed: against_hiccups() (a gap at a call's time) gave {got}, want [0, 0, 0, 200]")
+    rng = random.Random(5)
+    rounds = lambda shift: [cdf_of(sorted(int(rng.expovariate(1 / 8000)) + (shift if rng.random() < 0.05 else 0) for _ in range(6000)))
+                            for _ in range(9)]
+    a, b, c = rounds(0), rounds(0), rounds(30_000)
+    st = pooled_stats(a)
+    # An exponential of mean 8 us: p99 8 us x ln 100 = 36.8 us.
+    if not 34_000 < st["p99"] < 40_000 or not 0.28 < st["10us"] < 0.30:
+        sys.exit(f"self-test failed: pooled_stats() gave {st}")
+    diff = lambda x, y, key: sign_interval([round_stats(p, None)[key] - round_stats(q, None)[key] for p, q in zip(x, y)])
+    same, later = diff(b, a, "10us"), diff(c, a, "10us")
+    if resolved(same[1]) != "not resolved" or resolved(later[1]) != "resolved: higher" or resolved(diff(c, a, "100us")[1]) != "not resolved":
+        sys.exit(f"self-test failed: sign_interval() gave {same} against a copy, {later} 30 us later")
+    if sign_interval([1.0] * 5)[1] is not None or sign_interval(list(range(6)))[1] != (0, 5):
+        sys.exit("self-test failed: sign_interval()'s order statistics")
+    print(f"self-test passed: against_hiccups(); pooled p99 {st['p99'] / 1e3:.1f} us; late by more than 10 us, a copy {same}, 30 us later {later}")
+
+
 def self_test():
     """The pooled lines print the fidelity table's EMD (compare's, refined
     by the exact means), not the plain bucket EMD: made-up traces of an
@@ -760,6 +1007,7 @@ def self_test():
             sys.exit(f"self-test failed: the pooled line reads {line!r}, want the table's EMD {want:.2f}")
         print(f"self-test passed: {line}")
         self_test_floors(tmp)
+        self_test_pooled()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -774,6 +1022,8 @@ def main():
     ap.add_argument("--skip-overhead", action="store_true", help="the same as --parts 1,2")
     ap.add_argument("--parts", default="1,2,3,4,5", help="which of the five measurements to run")
     ap.add_argument("--no-rt", action="store_true", help="parts 1 and 2 without the SCHED_FIFO rounds")
+    ap.add_argument("--slowed", type=int, default=0, metavar="NS",
+                    help="part 5: also replay with the build under test spinning NS ns after each call (a deliberately slower replayer: the pooled figure must resolve it)")
     ap.add_argument("--keep", action="store_true", help="keep the working directory (traces, each replay's profile and timing report) and print its path")
     ap.add_argument("--self-test", action="store_true", help="check on made-up profiles that the pooled lines print the fidelity table's EMD")
     ARGS = ap.parse_args()
