@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod entry;
 mod files;
+mod png;
 mod quick;
 #[cfg(all(not(test), target_env = "musl"))]
 mod relro;

@@ -283,7 +283,7 @@ fn write_plot(
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"));
     let bytes = if is_png {
-        fsprof_plot::svg_to_png(&svg, 2.0)?
+        crate::png::svg_to_png(&svg, 2.0)?
     } else {
         svg.into_bytes()
     };

@@ -98,7 +98,7 @@ pub fn plot(a: PlotArgs) -> Result<i32> {
     let peaks: Option<fsprof_plot::PeakFinder> = (!a.no_peaks).then_some(&finder);
     let svg = fsprof_plot::plot_svg(&profile, &req, peaks)?;
     let bytes = if png {
-        fsprof_plot::svg_to_png(&svg, a.scale)?
+        crate::png::svg_to_png(&svg, a.scale)?
     } else {
         svg.into_bytes()
     };

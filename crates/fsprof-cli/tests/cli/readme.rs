@@ -26,8 +26,8 @@ const NOT_RUN: &[(&str, &str)] = &[
         "a release build of the workspace; CI builds the same crate",
     ),
     (
-        "sudo install -m 0755 ~/.cargo/bin/fsprof /usr/local/bin/fsprof",
-        "copies the binary cargo install made; would change the machine",
+        "sudo install -m 0755 ~/.cargo/bin/fsprof ~/.cargo/bin/fsprof-render /usr/local/bin/",
+        "copies the binaries cargo install made; would change the machine",
     ),
     (
         "sudo install -Dm644 dist/agent.toml /etc/fsprof/agent.toml && sudo install -m644 dist/fsprof-agent.service /etc/systemd/system/",

@@ -80,6 +80,85 @@ fn elf(bin: &[u8]) -> Elf {
     }
 }
 
+/// The functions of the binary's symbol table (`.symtab`): name → (address,
+/// size in bytes).
+fn functions(bin: &[u8]) -> std::collections::HashMap<String, (u64, u64)> {
+    let u16_at = |at: usize| u16::from_le_bytes(bin[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(bin[at..at + 4].try_into().unwrap()) as usize;
+    let u64_at = |at: usize| u64::from_le_bytes(bin[at..at + 8].try_into().unwrap());
+    let (shoff, shentsize, shnum) = (u64_at(40) as usize, u16_at(58), u16_at(60));
+    let section = |k: usize| shoff + k * shentsize;
+    let mut out = std::collections::HashMap::new();
+    // SHT_SYMTAB (2), its names in the section it links to.
+    for s in (0..shnum).map(section).filter(|&s| u32_at(s + 4) == 2) {
+        let (off, size) = (u64_at(s + 24) as usize, u64_at(s + 32) as usize);
+        let names = u64_at(section(u32_at(s + 40)) + 24) as usize;
+        for e in (off..off + size).step_by(24) {
+            // STT_FUNC (2) or STT_GNU_IFUNC (10), defined (st_shndx != 0).
+            if ![2, 10].contains(&(bin[e + 4] & 0xf)) || u16_at(e + 6) == 0 {
+                continue;
+            }
+            let name = &bin[names + u32_at(e)..];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
+            out.insert(
+                String::from_utf8_lossy(name).into_owned(),
+                (u64_at(e + 8), u64_at(e + 16)),
+            );
+        }
+    }
+    out
+}
+
+/// The crates of the PNG renderer (resvg and what it draws text with),
+/// as their names appear in mangled symbols (`<length><name>`, in legacy
+/// and v0 mangling alike).
+const RENDERER_CRATES: [&str; 6] = [
+    "5resvg",
+    "4usvg",
+    "9rustybuzz",
+    "10ttf_parser",
+    "6fontdb",
+    "9tiny_skia",
+];
+
+/// fsprof links no part of the PNG renderer: it runs `fsprof-render`
+/// beside it (`src/png.rs`), so that the renderer's relocated data is not
+/// copied at every fsprof start (docs/benchmarks/history.md, start15 and
+/// start16). The renderer itself has them (so that a change of their
+/// names fails here rather than passing unseen).
+#[test]
+fn fsprof_links_no_part_of_the_png_renderer() {
+    let linked = |bin: &Path| {
+        let functions = functions(&std::fs::read(bin).unwrap());
+        assert!(
+            !functions.is_empty(),
+            "{} has no symbol table",
+            bin.display()
+        );
+        let mut found: Vec<String> = functions
+            .into_keys()
+            .filter(|f| RENDERER_CRATES.iter().any(|c| f.contains(c)))
+            .collect();
+        found.sort();
+        found
+    };
+    let fsprof = fsprof_path();
+    let found = linked(&fsprof);
+    assert!(
+        found.is_empty(),
+        "fsprof links {} functions of the PNG renderer, e.g. {:?}",
+        found.len(),
+        &found[..found.len().min(5)]
+    );
+    let renderer = linked(&fsprof.with_file_name("fsprof-render"));
+    for c in RENDERER_CRATES {
+        assert!(
+            renderer.iter().any(|f| f.contains(c)),
+            "fsprof-render has no function of {c}"
+        );
+    }
+}
+
 /// Where the C toolchain has glibc's static archives, the binary is
 /// linked as a static PIE (no dynamic loader; its own code and data at a
 /// random address), or statically at a fixed address when
@@ -147,35 +226,6 @@ fn binary_is_linked_as_build_rs_says_and_the_toolchain_allows() {
 #[cfg(not(debug_assertions))]
 mod release_layout {
     use super::*;
-
-    /// The functions of the binary's symbol table (`.symtab`): name → (address,
-    /// size in bytes).
-    fn functions(bin: &[u8]) -> std::collections::HashMap<String, (u64, u64)> {
-        let u16_at = |at: usize| u16::from_le_bytes(bin[at..at + 2].try_into().unwrap()) as usize;
-        let u32_at = |at: usize| u32::from_le_bytes(bin[at..at + 4].try_into().unwrap()) as usize;
-        let u64_at = |at: usize| u64::from_le_bytes(bin[at..at + 8].try_into().unwrap());
-        let (shoff, shentsize, shnum) = (u64_at(40) as usize, u16_at(58), u16_at(60));
-        let section = |k: usize| shoff + k * shentsize;
-        let mut out = std::collections::HashMap::new();
-        // SHT_SYMTAB (2), its names in the section it links to.
-        for s in (0..shnum).map(section).filter(|&s| u32_at(s + 4) == 2) {
-            let (off, size) = (u64_at(s + 24) as usize, u64_at(s + 32) as usize);
-            let names = u64_at(section(u32_at(s + 40)) + 24) as usize;
-            for e in (off..off + size).step_by(24) {
-                // STT_FUNC (2) or STT_GNU_IFUNC (10), defined (st_shndx != 0).
-                if ![2, 10].contains(&(bin[e + 4] & 0xf)) || u16_at(e + 6) == 0 {
-                    continue;
-                }
-                let name = &bin[names + u32_at(e)..];
-                let name = &name[..name.iter().position(|&b| b == 0).unwrap()];
-                out.insert(
-                    String::from_utf8_lossy(name).into_owned(),
-                    (u64_at(e + 8), u64_at(e + 16)),
-                );
-            }
-        }
-        out
-    }
 
     /// The functions a start runs (build.rs's `startup.order`) lie side by
     /// side, so that they fault in as a few windows of the file rather than

@@ -3,3 +3,4 @@
 
 mod browser;
 mod command;
+mod png;
