@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     match render() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{e}");
+            fsprof_sys::diag!("{e}");
             ExitCode::from(2)
         }
     }
