@@ -1107,10 +1107,17 @@ mod tests {
             .run(&mut |_| {})
             .unwrap();
         // The 100 µs gaps spun through (or run late, on a loaded
-        // machine: then due at once), the pause slept.
+        // machine: then due at once), the pause slept — unless the thread
+        // got past the burst less than the margin before the pause's end
+        // (started 20 ms late at load 11 once): then it spins or is due.
         let x = run.split;
-        assert_eq!(x.sleeps, 1, "{x:?}");
-        assert!(x.slept_ns > 0, "{x:?}");
+        let o = &run.outcomes[3];
+        if o.issued_ns + o.latency_ns + SPIN_NS < 20_000_000 {
+            assert_eq!(x.sleeps, 1, "{x:?}");
+            assert!(x.slept_ns > 0, "{x:?}");
+        } else {
+            assert_eq!(x.sleeps, 0, "{x:?}");
+        }
     }
 
     /// An engine verifying strictly, reads replayed, not real-time.
