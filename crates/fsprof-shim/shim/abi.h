@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FSPROF_ABI_VERSION 12
+#define FSPROF_ABI_VERSION 13
 #define FSPROF_CTL_MAGIC 0x314c544352505346ULL  /* "FSPRCTL1" */
 #define FSPROF_PROC_MAGIC 0x3143525052505346ULL /* "FSPRPRC1" */
 /* FSPROF_SHM=<dev>:<ino>:<uid>:<ctl_ino>:<path>: the run directory and the
@@ -188,9 +188,11 @@ struct fsprof_ctr {
 
 /* A process image's pool only grows, in chunks reserved with fallocate
  * before use (so that touching a counter never needs a page tmpfs may not
- * have): the header, then the slot directory at FSPROF_SLOT_DIR_OFF, then
- * slot records, counters and value tables in the order they were first
- * needed. In the first chunk the small records (slot records, counters)
+ * have): the header, then the first thread's slot record (slot 1, at
+ * FSPROF_PROC_HDR_SIZE, on the header's page: most processes have one
+ * thread, and a page of its own cost each a fault), then the other slot
+ * records, the slot directory (`dir_off`), counters and value tables in
+ * the order they were first needed. In the first chunk the small records (slot records, counters)
  * are handed out from its start up (`used`) and the tables (value tables,
  * the fd states) from its end down (`top_used`), so that a short process's
  * counters share a few pages instead of lying between its tables. Every offset is from the start of the pool. Its first chunk,
@@ -198,8 +200,7 @@ struct fsprof_ctr {
  * file p<seq>; later chunks are in p<seq> at their pool offset (below
  * them, a file made for later chunks only is a hole). Every byte below
  * the file's size is allocated but that hole. */
-#define FSPROF_PROC_HDR_SIZE 4096
-#define FSPROF_SLOT_DIR_OFF 3072
+#define FSPROF_PROC_HDR_SIZE 2688
 #define FSPROF_MAX_SLOTS 256
 #define FSPROF_FIRST_CHUNK (128 * 1024)
 #define FSPROF_MAX_CHUNK (8 * 1024 * 1024)
@@ -216,9 +217,14 @@ struct fsprof_proc {
     uint32_t max_slots;   /* entries of the slot directory */
     int32_t pid;
     int32_t ppid;
-    uint64_t start_ns;    /* CLOCK_MONOTONIC */
+    /* The run's clock when the image set up: TSC ticks when the control
+     * file's clock is the TSC (fsprof converts them with its rate, refined
+     * over the run), else CLOCK_MONOTONIC ns. A tick is a few cycles to
+     * read; CLOCK_MONOTONIC cost a new process a system call (~1.2 us on
+     * this VM: the vDSO's first read costs a page fault instead). */
+    uint64_t start_ticks;
     uint64_t seq;
-    uint32_t nslots;      /* atomic: slot directory entries written */
+    uint32_t nslots;      /* atomic: 1 + the last private slot published (release) */
     uint32_t ready;       /* 1 once the header is complete (release) */
     uint64_t dropped;     /* atomic: calls not counted (no room for counters) */
     int32_t dropped_err;  /* errno of the first failure to make room */
@@ -232,6 +238,12 @@ struct fsprof_proc {
     uint32_t file;        /* 1 once p<seq> exists (before any offset into it is published) */
     uint32_t used;        /* atomic: bytes of the first chunk handed out so far from its start */
     uint32_t top_used;    /* atomic: bytes of the first chunk handed out from its end */
+    /* The slot directory: max_slots uint32_t, entry k the offset of slot
+     * record k (0 until written; entry 1 unused: slot 1 is at
+     * FSPROF_PROC_HDR_SIZE). Made when a process first needs a slot other
+     * than slot 1, and published (release) before any entry is; 0 until
+     * then. Slot records 0..nslots-1 exist, slot 1's once nslots >= 2. */
+    uint32_t dir_off;
     char exe[FSPROF_EXE_MAX];
     char cmdline[FSPROF_CMDLINE_MAX];
 };
@@ -316,7 +328,8 @@ _Static_assert(offsetof(struct fsprof_control, files) + 4 == offsetof(struct fsp
                    offsetof(struct fsprof_control, wake) + 4 == offsetof(struct fsprof_control, wake_at) &&
                    offsetof(struct fsprof_control, wake_at) + 4 == offsetof(struct fsprof_control, ring),
                "wake and wake_at lie between files and ring");
-_Static_assert(sizeof(struct fsprof_proc) <= FSPROF_SLOT_DIR_OFF, "the header fits before the slots");
+_Static_assert(sizeof(struct fsprof_proc) <= FSPROF_PROC_HDR_SIZE, "the header fits before the slots");
+_Static_assert(FSPROF_PROC_HDR_SIZE % 64 == 0, "slot 1 starts a cache line");
 
 struct fsprof_selftest {
     double per_call_ns;       /* bookkeeping added around one call */

@@ -333,38 +333,67 @@ HIDDEN char *fsprof_pool_block_top(uint64_t n)
 _Static_assert(6 * CORR_ROW_BYTES <= 4096, "six rows fit in a page");
 _Static_assert(CORR_SKEW % 8 == 0, "tables stay word-aligned");
 
-/* A new slot record, published at entry k of the slot directory (entry 0
- * is the shared slot's, counted from the start); NULL if none. */
+/* The slot directory, made and published at its first use. Found again
+ * from its offset in the header, which this process alone writes (a
+ * variable of its own would move every later one in .bss: fstat's
+ * wrapper read +3 ns a call with one), but which is shared: only an
+ * offset inside one of the pool's chunks is taken. */
+static uint32_t *slot_dir(void)
+{
+    uint32_t off = __atomic_load_n(&g_proc->dir_off, __ATOMIC_RELAXED);
+    uint64_t n = (uint64_t)g_max_slots * 4;
+    if (off == 0) {
+        uint32_t *d = pool_alloc(n, &off);
+        if (d != NULL)
+            __atomic_store_n(&g_proc->dir_off, off, __ATOMIC_RELEASE);
+        return d;
+    }
+    for (int k = 0; k < g_nchunks; k++) {
+        struct chunk *ch = chunk(k);
+        if (off >= ch->off && off - ch->off <= ch->len - n && off % 4 == 0)
+            return (uint32_t *)(ch->addr + (off - ch->off));
+    }
+    return NULL;
+}
+
+/* A new slot record k (1: the first thread's, in its reserved place on
+ * the header's page; else published at entry k of the slot directory),
+ * counted in nslots unless it is slot 0, the shared one; NULL if none. */
 static struct slot_shared *new_slot(uint32_t k, int shared)
 {
-    uint32_t off;
-    struct slot_shared *s = pool_alloc(sizeof *s, &off);
-    if (s == NULL)
+    uint32_t off = FSPROF_PROC_HDR_SIZE;
+    uint32_t *dir = NULL;
+    struct slot_shared *s = (struct slot_shared *)((char *)g_proc + off);
+    if (k != 1 && ((dir = slot_dir()) == NULL || (s = pool_alloc(sizeof *s, &off)) == NULL))
         return NULL;
     s->h.shared = (uint32_t)shared;
     s->h.nctr = NCTR;
     s->h.ncorr = CORR_COUNT;
-    uint32_t *dir = (uint32_t *)((char *)g_proc + FSPROF_SLOT_DIR_OFF);
-    __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
+    if (dir != NULL)
+        __atomic_store_n(&dir[k], off, __ATOMIC_RELEASE);
     if (k > 0)
         __atomic_store_n(&g_proc->nslots, k + 1, __ATOMIC_RELEASE);
     return s;
 }
 
 /* Takes over the first chunk of a new pool, its header filled in, then
- * marks the header ready. Entry 0 of the slot directory is kept for the
- * slot the threads share when private ones run out, made only then: most
- * processes have one thread, and its slot record is a page. */
+ * marks the header ready. Slot 1's room is kept after the header; the
+ * slot the threads share when private ones run out (slot 0) and the
+ * directory are made only when needed: most processes have one thread. */
 static int pool_start(char *map, uint64_t len, uint64_t seq)
 {
     g_seq = seq;
     g_chunk0 = (struct chunk){map, 0, len};
     g_nchunks = 1;
-    g_used = FSPROF_PROC_HDR_SIZE;
+    g_used = FSPROF_PROC_HDR_SIZE + sizeof(struct slot_shared);
     g_top_used = 0;
     g_full = 0;
     g_lazy = 0;
     g_proc = (struct fsprof_proc *)map;
+    /* What `fsprof run` zeroes before it offers the block again: slot 1's
+     * room, written before its slot is counted. */
+    if (g_in_block)
+        __atomic_store_n(&g_proc->used, (uint32_t)g_used, __ATOMIC_RELAXED);
     clear_shared_rec();
     g_nslots = 1;
     g_proc->nslots = 1;
@@ -551,7 +580,13 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->pid = pid;
     p->ppid = g_fork_parent > 0 ? g_fork_parent : (int32_t)syscall(SYS_getppid);
     g_pid = pid;
-    p->start_ns = fsprof_start_ns();
+    /* A tick read under the TSC; under CLOCK_MONOTONIC the vDSO's, whose
+     * first read's page fault the process's first timed call pays anyway. */
+#if defined(__x86_64__)
+    p->start_ticks = g_clock == FSPROF_CLOCK_TSC ? __builtin_ia32_rdtsc() : fsprof_mono_ns();
+#else
+    p->start_ticks = fsprof_mono_ns();
+#endif
     p->seq = seq;
     fill_names(p);
 }

@@ -63,6 +63,9 @@ struct slot_shared {
 };
 _Static_assert(NCTR + CORR_COUNT <= 64 * FSPROF_SLOT_USED_WORDS,
                "a bit of the slot's bitmap for every offset");
+/* A process with one thread writes one page for its header and slot. */
+_Static_assert(FSPROF_PROC_HDR_SIZE + sizeof(struct slot_shared) <= 4096,
+               "slot 1 shares the header's page");
 
 /* The shim's own pointers to a slot's counters, so that the hot path finds
  * a counter with one load. They live in this process's memory (pool.c),

@@ -65,14 +65,6 @@ HIDDEN uint64_t fsprof_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-HIDDEN uint64_t fsprof_start_ns(void)
-{
-    struct timespec ts;
-    if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 HIDDEN uint32_t fsprof_read_small_file(const char *path, char *buf, uint32_t cap)
 {
     long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);

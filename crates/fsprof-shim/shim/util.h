@@ -24,10 +24,6 @@ HIDDEN void fsprof_copy(void *dst, const void *src, size_t n);
 HIDDEN int fsprof_parse_u64(const char **s, uint64_t *out);
 /* CLOCK_MONOTONIC in ns. */
 HIDDEN uint64_t fsprof_mono_ns(void);
-/* The same read with a system call (about 0.15 us here), for a process's
- * start: the vDSO's first call in a process costs a page fault (1-2 us),
- * of its data page, or of its code in a forked child. */
-HIDDEN uint64_t fsprof_start_ns(void);
 /* Up to cap bytes of a small file (/proc/self/cmdline); 0 when it cannot
  * be read. */
 HIDDEN uint32_t fsprof_read_small_file(const char *path, char *buf, uint32_t cap);

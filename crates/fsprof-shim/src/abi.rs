@@ -4,7 +4,7 @@
 
 use fsprof_core::ops::libc::{DATA_OPS, DATA_OP_COUNT, OPS};
 
-pub const ABI_VERSION: u32 = 12;
+pub const ABI_VERSION: u32 = 13;
 pub const CTL_MAGIC: u64 = 0x314c_5443_5250_5346; // "FSPRCTL1"
 pub const PROC_MAGIC: u64 = 0x3143_5250_5250_5346; // "FSPRPRC1"
 /// Environment variable describing the run directory and its control file:
@@ -26,12 +26,13 @@ pub const TICK_SHIFT: u32 = 32;
 pub const MAX_SLOTS_LIMIT: u32 = 256;
 pub const MAX_RESOLUTION: u32 = 16;
 
-/// Counter-file layout: a header, the slot directory (u32 file offsets of
-/// the slot records) at [`SLOT_DIR_OFF`], then records, counters and value
+/// Counter-file layout: a header, the first thread's slot record (slot 1)
+/// at [`PROC_HDR_SIZE`] on the same page, then the other records, the
+/// slot directory (u32 file offsets of the slot records, at
+/// [`ProcHeader::dir_off`], made for a second slot), counters and value
 /// tables carved from chunks reserved before use. Every byte below the
 /// file's size is allocated.
-pub const PROC_HDR_SIZE: usize = 4096;
-pub const SLOT_DIR_OFF: usize = 3072;
+pub const PROC_HDR_SIZE: usize = 2688;
 /// Bytes of a new process's first chunk (header included): an arena block,
 /// or the start of its own file; later chunks double, up to 8 MiB.
 pub const FIRST_CHUNK: usize = 128 * 1024;
@@ -247,7 +248,9 @@ pub struct ProcHeader {
     pub max_slots: u32,
     pub pid: i32,
     pub ppid: i32,
-    pub start_ns: u64,
+    /// The run's clock when the image set up: TSC ticks under the TSC
+    /// clock, CLOCK_MONOTONIC ns under the monotonic one.
+    pub start_ticks: u64,
     pub seq: u64,
     pub nslots: u32,
     pub ready: u32,
@@ -271,6 +274,9 @@ pub struct ProcHeader {
     pub used: u32,
     /// Bytes of the first chunk handed out from its end (its tables).
     pub top_used: u32,
+    /// The slot directory's offset (`max_slots` u32 entries, entry 1
+    /// unused); 0 until a process makes a slot other than slot 1.
+    pub dir_off: u32,
     pub exe: [u8; EXE_MAX],
     pub cmdline: [u8; CMDLINE_MAX],
 }
@@ -530,8 +536,7 @@ const _: () = assert!(
         && std::mem::offset_of!(ControlHeader, wake_at) + 4
             == std::mem::offset_of!(ControlHeader, ring)
 );
-const _: () = assert!(std::mem::size_of::<ProcHeader>() <= SLOT_DIR_OFF);
-const _: () = assert!(SLOT_DIR_OFF + 4 * MAX_SLOTS_LIMIT as usize <= PROC_HDR_SIZE);
+const _: () = assert!(std::mem::size_of::<ProcHeader>() <= PROC_HDR_SIZE);
 const _: () = assert!(MAX_SLOTS <= MAX_SLOTS_LIMIT);
 const _: () = assert!(CORR_OPS.len() <= CORR_MAX_OPS);
 const _: () = assert!(

@@ -235,7 +235,7 @@ const A_SHORT_PROCESS_RUNS: &[&str] = &[
     "copy_argv",
     "alloc_in_last",
     "fsprof_parse_u64",
-    "fsprof_start_ns",
+    "new_slot",
     "fd_new",
     "fsprof_fd_opened",
     "env_for",

@@ -146,6 +146,20 @@ impl TscRate {
         drift
     }
 
+    /// CLOCK_MONOTONIC ns at TSC reading `ticks`, from the reference
+    /// pair at this rate. A reading from before the pair (a hostile
+    /// counter file's, or a CPU whose counter lags) is extrapolated back,
+    /// never below 0.
+    pub fn mono_ns(&self, ticks: u64) -> u64 {
+        let (t0, m0) = self.start;
+        let ns = |d: u64| (d as f64 * 1e9 / self.hz) as u64;
+        if ticks >= t0 {
+            m0.saturating_add(ns(ticks - t0))
+        } else {
+            m0.saturating_sub(ns(t0 - ticks))
+        }
+    }
+
     /// Keeps the rate for later runs of this boot, when this run measured
     /// it (a rate read from the cache and not refined is already there).
     pub fn save(&self, cache: &Path) {
@@ -192,6 +206,22 @@ fn read_cached_rate(cache: &Path) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TSC reading becomes CLOCK_MONOTONIC ns from the reference pair
+    /// at the rate, before the pair as after it, saturating at both ends.
+    #[test]
+    fn tsc_readings_convert_from_the_reference_pair() {
+        let r = TscRate {
+            hz: 2e9,
+            start: (1_000_000, 5_000),
+            measured: false,
+        };
+        assert_eq!(r.mono_ns(1_000_000), 5_000);
+        assert_eq!(r.mono_ns(1_000_000 + 2_000_000_000), 1_000_005_000);
+        assert_eq!(r.mono_ns(1_000_000 - 2_000), 4_000);
+        assert_eq!(r.mono_ns(0), 0);
+        assert!(r.mono_ns(u64::MAX) > u64::MAX / 2 - (1 << 20));
+    }
 
     #[test]
     fn monotonic_clock_advances_with_sleep() {

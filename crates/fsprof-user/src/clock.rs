@@ -107,6 +107,17 @@ impl ClockParams {
         drift
     }
 
+    /// CLOCK_MONOTONIC ns at a reading `ticks` of the shim's clock: under
+    /// the TSC, from the calibration's reference pair at the rate refined
+    /// over the run (so converted at the run's end); under the monotonic
+    /// clock, the reading itself.
+    pub fn mono_ns(&self, ticks: u64) -> u64 {
+        match &self.rate {
+            Some(r) if self.kind == abi::CLOCK_TSC => r.mono_ns(ticks),
+            _ => ticks,
+        }
+    }
+
     pub fn describe(&self) -> Clock {
         Clock {
             source: if self.kind == abi::CLOCK_TSC {

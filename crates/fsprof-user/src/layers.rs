@@ -133,8 +133,9 @@ fn layers_of(mut user: Layer, mut nonfile: Layer) -> Vec<Layer> {
     out
 }
 
-/// Process `p`'s own layers, its start relative to the capture's.
-pub fn process(p: &ProcessCounters, start_mono: u64) -> Process {
+/// Process `p`'s own layers, its start relative to the capture's
+/// (`start_mono`, CLOCK_MONOTONIC ns; `mono_ns` converts the run's clock).
+pub fn process(p: &ProcessCounters, start_mono: u64, mono_ns: impl Fn(u64) -> u64) -> Process {
     let (ops, nonfile_ops) = p.ops();
     let mut user = Layer::new(layer::USER);
     user.ops = ops;
@@ -145,7 +146,7 @@ pub fn process(p: &ProcessCounters, start_mono: u64) -> Process {
         ppid: p.ppid,
         exe: p.exe(),
         argv: p.argv(),
-        start_ns: p.start_mono_ns.saturating_sub(start_mono),
+        start_ns: mono_ns(p.start_ticks).saturating_sub(start_mono),
         layers: layers_of(user, nonfile),
     }
 }

@@ -43,7 +43,9 @@ pub struct ProcessCounters {
     /// the shim wrote them: `exe_len` bytes of path.
     names: Vec<u8>,
     exe_len: usize,
-    pub start_mono_ns: u64,
+    /// The run's clock when the image set up (abi.rs, `start_ticks`):
+    /// [`crate::clock::ClockParams::mono_ns`] makes it CLOCK_MONOTONIC ns.
+    pub start_ticks: u64,
     pub threads: u32,
     /// The counters it used, in counter order: file-system ops, then the
     /// calls on pipes, sockets, devices and other non-files.
@@ -273,16 +275,35 @@ impl Mapping<'_> {
     }
 }
 
-/// Notes what of the header page the shim writes: its fields, the names
-/// as long as their lengths, and the slot directory's entries (one more
-/// than it counts: a process may die between publishing a slot and
-/// counting it).
+/// Notes what of the header the shim writes: its fields, the names as
+/// long as their lengths, and, once it is made, the slot directory's
+/// entries (one more than it counts: a process may die between publishing
+/// a slot and counting it).
 fn header_written(h: &ProcHeader, w: &mut Written) {
     w.dirty(0, offset_of!(ProcHeader, exe));
     w.dirty(offset_of!(ProcHeader, exe), h.exe_len as usize);
     w.dirty(offset_of!(ProcHeader, cmdline), h.cmdline_len as usize);
-    let entries = (h.nslots as usize + 1).min(abi::MAX_SLOTS_LIMIT as usize);
-    w.dirty(abi::SLOT_DIR_OFF, 4 * entries);
+    let dir = h.dir_off as usize;
+    if dir >= abi::PROC_HDR_SIZE {
+        let entries = (h.nslots as usize + 1).min(h.max_slots as usize);
+        w.allocation(dir, 4 * h.max_slots as usize);
+        w.dirty(dir, 4 * entries);
+    }
+}
+
+/// The offsets of slot records 0..`nslots` (0: none there yet): slot 1's
+/// own place after the header, the others' from the slot directory,
+/// which a process makes only for a second slot.
+fn slot_records<'m>(m: &'m Mapping, nslots: usize) -> impl Iterator<Item = usize> + 'm {
+    let dir_off = m.u32_at(offset_of!(ProcHeader, dir_off)).unwrap_or(0) as usize;
+    let dir = (dir_off >= abi::PROC_HDR_SIZE)
+        .then(|| m.u32_words(dir_off, nslots))
+        .flatten();
+    (0..nslots).map(move |k| match (k, dir) {
+        (1, _) => abi::PROC_HDR_SIZE,
+        (_, Some(d)) => d[k].load(Acquire) as usize,
+        (_, None) => 0,
+    })
 }
 
 /// Sums of one counter index over the threads.
@@ -510,7 +531,7 @@ fn read_pool(
         ppid: h.ppid,
         names: [exe, cmdline].concat(),
         exe_len: exe.len(),
-        start_mono_ns: h.start_ns,
+        start_ticks: h.start_ticks,
         threads,
         counted,
         buckets,
@@ -583,9 +604,7 @@ fn read_slots_into(
     let slot_size = h.slot_size as usize;
     let mut threads = 0u32;
     let mut own = OwnSample::default();
-    let dir = m.u32_words(abi::SLOT_DIR_OFF, nslots).unwrap_or(&[]);
-    for entry in dir {
-        let rec = entry.load(Relaxed) as usize;
+    for rec in slot_records(m, nslots) {
         if rec < abi::PROC_HDR_SIZE || !m.holds(rec, slot_size) {
             continue; // not published yet, or beyond what is mapped
         }

@@ -240,7 +240,7 @@ impl Source for UserSource {
             overhead,
             processes: procs
                 .iter()
-                .map(|p| process(p, how.start_mono_ns))
+                .map(|p| process(p, how.start_mono_ns, |t| self.clock.mono_ns(t)))
                 .collect(),
             layers,
             notes,

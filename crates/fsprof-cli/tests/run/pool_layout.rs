@@ -53,9 +53,27 @@ static void read_self(const char *path, char *buf, long cap)
         syscall(SYS_close, f);
 }
 
+/* Where the shim's mapping of the control file starts (0: not found). */
+static uint64_t g_shim_ctl;
+
+/* Of the n pages from `at`, those mapped in this process
+ * (/proc/self/pagemap's present bit); -1 if unknown. */
+static int pages_mapped(uint64_t at, int n)
+{
+    uint64_t e[32];
+    long pm = syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY);
+    if (n > 32 || syscall(SYS_pread64, pm, e, n * 8, (long)(at / 4096 * 8)) != n * 8)
+        return -1;
+    syscall(SYS_close, pm);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += (int)(e[i] >> 63);
+    return k;
+}
+
 /* Pages of the first 64 KiB (the control header, its offer ring, lost
  * table and thresholds) of the shim's mapping of the control file that
- * are mapped in this process (/proc/self/pagemap's present bit). */
+ * are mapped in this process. */
 static int control_pages_mapped(void)
 {
     static char maps[1 << 16];
@@ -65,14 +83,8 @@ static int control_pages_mapped(void)
         return -1;
     while (l > maps && l[-1] != '\n')
         l--;
-    uint64_t start = strtoull(l, NULL, 16), e[16];
-    long pm = syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY);
-    if (syscall(SYS_pread64, pm, e, sizeof e, (long)(start / 4096 * 8)) != sizeof e)
-        return -1;
-    int n = 0;
-    for (int k = 0; k < 16; k++)
-        n += (int)(e[k] >> 63);
-    return n;
+    g_shim_ctl = strtoull(l, NULL, 16);
+    return pages_mapped(g_shim_ctl, 16);
 }
 
 /* KiB of the shim's own writable memory (its data and .bss, the mapping
@@ -132,7 +144,14 @@ int main(int argc, char **argv)
         struct fsprof_proc *p = (void *)(m + FSPROF_ARENA_OFF + k * FSPROF_FIRST_CHUNK);
         if (p->pid != getpid() || !p->ready)
             continue;
-        uint32_t rec = ((uint32_t *)((char *)p + FSPROF_SLOT_DIR_OFF))[1];
+        /* Slot 1, the first thread's, on the header's page. */
+        uint32_t rec = p->nslots >= 2 ? FSPROF_PROC_HDR_SIZE : 0;
+        if (rec == 0)
+            return 5;
+        /* Of its block's first 16 pages (the header's, the slot
+         * record's, the counters'), those the shim's mapping has here. */
+        int low = g_shim_ctl ? pages_mapped(g_shim_ctl + ((char *)p - m), 16) : -1;
+        printf("low_pages %d\ndir_off %u\n", low, p->dir_off);
         uint32_t *offs = (uint32_t *)((char *)p + rec + sizeof(struct fsprof_slot_hdr));
         uint32_t end = 0;
         for (uint32_t i = 0; i < p->nctr; i++)

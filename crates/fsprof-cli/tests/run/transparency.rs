@@ -476,3 +476,32 @@ fn a_process_in_a_reserved_block_does_not_populate_it() {
         .collect();
     assert!(populated.is_empty(), "{populated:?}\n{seen}");
 }
+
+/// An image takes its start time from the run's clock: under the TSC a
+/// tick read, not a `clock_gettime` system call (~1.2 us of every new
+/// process on this VM; shim/pool.c, fill_header), which fsprof converts at
+/// the run's end. strace of a `cat` exec'd 0.2 s into the run: no
+/// `clock_gettime` where the run's clock is the TSC, and the process
+/// placed where it started whatever the clock.
+#[test]
+#[ignore = "needs strace"]
+fn an_image_reads_its_start_time_without_a_system_call() {
+    let (p, seen) = strace_under_run(
+        "clock_gettime",
+        &["/bin/sh", "-c", "sleep 0.2; exec /bin/cat /etc/hostname"],
+    );
+    let cat = p
+        .processes
+        .iter()
+        .find(|pr| pr.exe.ends_with("/cat"))
+        .expect("cat was profiled");
+    assert!(
+        (200_000_000..=p.meta.duration_ns).contains(&cat.start_ns),
+        "cat started at {} ns of a {} ns run",
+        cat.start_ns,
+        p.meta.duration_ns
+    );
+    if p.meta.clock.source == fsprof_core::profile::ClockSource::Tsc {
+        assert!(!seen.contains("clock_gettime"), "{seen}");
+    }
+}

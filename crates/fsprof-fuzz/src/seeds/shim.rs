@@ -128,14 +128,16 @@ pub fn counter_files() -> Vec<Vec<u8>> {
     use fsprof_shim::abi::{self, CtrHeader, OwnSample, SlotHeader};
     let nb = COUNTER_BUCKETS;
     let (ctr, slot) = (abi::ctr_size(nb), abi::slot_size().next_multiple_of(64));
-    let mut f = bytes_of(&proc_header(nb, ctr));
-    f.resize(abi::PROC_HDR_SIZE, 0);
-    let slots = [abi::PROC_HDR_SIZE, abi::PROC_HDR_SIZE + slot];
-    for (s, &at) in slots.iter().enumerate() {
-        let d = abi::SLOT_DIR_OFF + 4 * s;
-        f[d..d + 4].copy_from_slice(&(at as u32).to_ne_bytes());
-    }
-    let counters = slots[1] + slot;
+    // Slot 1 after the header, the shared slot 0 after it, then the
+    // directory (its 4 entries: max_slots), which names slot 0.
+    let slots = [abi::PROC_HDR_SIZE + slot, abi::PROC_HDR_SIZE];
+    let dir = slots[0] + slot;
+    let mut h = proc_header(nb, ctr);
+    h.dir_off = dir as u32;
+    let mut f = bytes_of(&h);
+    f.resize(dir + 64, 0);
+    f[dir..dir + 4].copy_from_slice(&(slots[0] as u32).to_ne_bytes());
+    let counters = dir + 64;
     let table = counters + 2 * ctr;
     f.resize(table + abi::corr_size(), 0);
     let read = fsprof_shim::OPS
@@ -220,7 +222,7 @@ fn proc_header(nb: u32, ctr: usize) -> fsprof_shim::abi::ProcHeader {
         max_slots: 4,
         pid: 42,
         ppid: 1,
-        start_ns: 1_000,
+        start_ticks: 1_000,
         seq: 3,
         nslots: 2,
         ready: 1,
@@ -237,6 +239,7 @@ fn proc_header(nb: u32, ctr: usize) -> fsprof_shim::abi::ProcHeader {
         file: 1,
         used: 0,
         top_used: 0,
+        dir_off: 0,
         exe: [0; abi::EXE_MAX],
         cmdline: [0; abi::CMDLINE_MAX],
     };
