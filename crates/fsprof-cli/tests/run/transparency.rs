@@ -389,6 +389,13 @@ fn strace_under_run(calls: &str, command: &[&str]) -> (fsprof_core::Profile, Str
     (p, std::fs::read_to_string(&log).unwrap())
 }
 
+/// [`strace_cat_under_run`] of a `cat` a shell execs `sleep` seconds into
+/// the run.
+fn strace_cat_exec_d_after(sleep: &str, calls: &str) -> (fsprof_core::Profile, String) {
+    let script = format!("sleep {sleep}; exec /bin/cat /etc/hostname");
+    strace_under_run(calls, &["/bin/sh", "-c", &script])
+}
+
 /// A process's set-up asks the kernel for nothing the run does not use:
 /// no `gettid` (a slot record's thread id, which nothing read, cost every
 /// process and thread one). strace of `cat` under `fsprof run`, its calls
@@ -460,10 +467,7 @@ fn an_exec_d_image_asks_the_control_file_for_no_time() {
 #[test]
 #[ignore = "needs strace"]
 fn a_process_in_a_reserved_block_does_not_populate_it() {
-    let (_, seen) = strace_under_run(
-        "execve,madvise",
-        &["/bin/sh", "-c", "sleep 0.3; exec /bin/cat /etc/hostname"],
-    );
+    let (_, seen) = strace_cat_exec_d_after("0.3", "execve,madvise");
     let exec = seen
         .lines()
         .position(|l| l.contains("execve(\"/bin/cat\""))
@@ -486,10 +490,7 @@ fn a_process_in_a_reserved_block_does_not_populate_it() {
 #[test]
 #[ignore = "needs strace"]
 fn an_image_reads_its_start_time_without_a_system_call() {
-    let (p, seen) = strace_under_run(
-        "clock_gettime",
-        &["/bin/sh", "-c", "sleep 0.2; exec /bin/cat /etc/hostname"],
-    );
+    let (p, seen) = strace_cat_exec_d_after("0.2", "clock_gettime");
     let cat = p
         .processes
         .iter()
