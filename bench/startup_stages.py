@@ -24,6 +24,11 @@ With --trace, the tool runs `trace -q -f -o FILE -- CMD` rather than
 The clone is then the one of the child that execs the command (fsprof
 starts threads before it).
 
+With --output NAME, `run` writes its profile with `-f -o NAME` (in the
+loop's directory: each run replaces the last one's file, as trace's
+`-f -o` does) rather than under a new default name: the end of a run
+with `-o FILE`.
+
 With --other PATH, another build (main before a change, say) runs in the
 same loop (the two take turns at running first), and gets a column of its own and
 its difference to this build. --other may be given several times (build
@@ -34,7 +39,7 @@ rotated by one, and each gets its own table against this build. With
 fsprof adds over the system calls its design makes.
 
 usage: sudo python3 bench/startup_stages.py [--runs N] [--fsprof PATH] [--other PATH ... | --design-floor] [--syscalls] [--fifo]
-                                           [--trace] [--cmd "PROGRAM ARGS"]
+                                           [--trace] [--cmd "PROGRAM ARGS"] [--output NAME]
 Needs bpftrace, cc and a release build.
 """
 import argparse
@@ -163,6 +168,7 @@ def main():
     ap.add_argument("--fifo", action="store_true", help="run the loop under chrt -f 50")
     ap.add_argument("--trace", action="store_true", help="time `trace` rather than `run`")
     ap.add_argument("--cmd", default="true", help="the command (default true)")
+    ap.add_argument("--output", metavar="NAME", help="run with `-f -o NAME` (see the module doc)")
     a = ap.parse_args()
     if a.design_floor and (a.other or a.trace):
         sys.exit("--design-floor is run's floor: not with --other or --trace")
@@ -200,6 +206,8 @@ def main():
                 break
         time.sleep(1)
         sub = "trace -q -f -o t.trace" if a.trace else "run -q"
+        if a.output and not a.trace:
+            sub = f"run -q -f -o {a.output}"
         # A trace attaching within an RCU grace period of the last one's
         # detach waits for it: 0.15 s between traces.
         pause = "sleep 0.15; " if a.trace else ""

@@ -32,8 +32,8 @@ pub mod testing;
 
 pub use progress::{Progress, Silent, Steps};
 pub use save::{
-    default_name, first_free, is_stdio, name_part, name_stamp, save, save_into, Output, SaveError,
-    Saved,
+    default_name, first_free, is_stdio, name_part, name_stamp, save, save_into, Made, Output,
+    SaveError, Saved,
 };
 pub use session::{Capture, CaptureError, Outcome, Plan};
 pub use source::{Caps, Ended, Finish, Source, SourceError};

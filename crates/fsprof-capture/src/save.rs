@@ -1,10 +1,13 @@
 //! Where a capture's profile is written, so that a run is never lost and
 //! nothing the user had is overwritten.
 //!
-//! - `-o FILE` needs `--force` to replace FILE; [`Output::check`] refuses,
+//! - `-o FILE` needs `--force` to replace FILE; [`Output::prepare`] refuses,
 //!   before anything runs, a FILE that exists, whose directory does not
 //!   exist or cannot be written (tried for real: root may not create files
-//!   in `/proc` or on a read-only mount whatever the mode bits say).
+//!   in `/proc` or on a read-only mount whatever the mode bits say), and
+//!   makes FILE's file then, unnamed until the profile is in it (see
+//!   [`fsprof_core::output::OutputFile::create_ahead`]): the capture's end
+//!   only writes it.
 //! - `-o -` writes the profile to standard output.
 //! - Without `-o`, the profile goes to the current directory under the
 //!   one default name, `fsprof-<kind>-<program>-<UTC start>.json`
@@ -18,8 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use fsprof_core::format::{to_json_parts, FormatError};
-use fsprof_core::output::write_atomic_parts;
-use fsprof_core::output::OutputTarget;
+use fsprof_core::output::{write_atomic_parts, OutputFile};
 use fsprof_core::unnamed::Unnamed;
 use fsprof_core::Profile;
 
@@ -57,6 +59,19 @@ pub enum SaveError {
     },
 }
 
+/// The profile's file, made before the capture; see [`save_into`].
+#[derive(Default)]
+pub enum Made {
+    /// Nothing made: the file is made when the profile is written.
+    #[default]
+    Nothing,
+    /// For the default name in the current directory, made while the
+    /// command started ([`fsprof_core::unnamed`]).
+    Default(Unnamed),
+    /// `-o FILE`'s file, made by [`Output::prepare`].
+    File(OutputFile),
+}
+
 /// Most default names tried (`NAME.json`, `NAME-2.json`, ...).
 const MAX_TRIES: u32 = 1000;
 
@@ -71,13 +86,18 @@ impl Output {
     /// (a directory, a socket...), or whose directory does not exist or
     /// does not let us create a file; `-o -` when standard output was
     /// closed at start. The default name needs no check: it falls back to
-    /// `$TMPDIR`.
-    pub fn check(&self) -> Result<(), SaveError> {
+    /// `$TMPDIR`. The file FILE will be, made by trying (root may not make
+    /// files in /proc or on a read-only mount whatever the mode bits say),
+    /// is kept for [`save_into`] (`Made::File`): the end of a capture
+    /// then only writes. A device, a FIFO or one of fsprof's descriptors
+    /// is written into when the profile is: nothing is made for them.
+    pub fn prepare(&self) -> Result<Made, SaveError> {
         let Some(out) = self.path.as_deref() else {
-            return Ok(());
+            return Ok(Made::Nothing);
         };
         if is_stdio(out) {
-            return Ok(fsprof_core::output::check_std(1)?);
+            fsprof_core::output::check_std(1)?;
+            return Ok(Made::Nothing);
         }
         let dir = parent_dir(out);
         if !dir.is_dir() {
@@ -86,18 +106,23 @@ impl Output {
                 dir: dir.to_path_buf(),
             });
         }
-        let target = fsprof_core::output::check_output(out, self.force)?;
-        // A device, a FIFO or one of fsprof's descriptors is written into:
-        // nothing is created in its directory, so there is nothing to try
-        // (for `-o /dev/null` the try was a file made and removed in /dev).
-        if matches!(target, OutputTarget::Stream | OutputTarget::Descriptor(_)) {
-            return Ok(());
+        match OutputFile::create_ahead(out, self.force) {
+            Ok(Some(file)) => Ok(Made::File(file)),
+            Ok(None) => Ok(Made::Nothing),
+            Err(FormatError::Write { source, .. }) => Err(SaveError::NotWritable {
+                file: out.to_path_buf(),
+                dir: dir.to_path_buf(),
+                source,
+            }),
+            Err(e) => Err(e.into()),
         }
-        can_create_in(dir).map_err(|source| SaveError::NotWritable {
-            file: out.to_path_buf(),
-            dir: dir.to_path_buf(),
-            source,
-        })
+    }
+
+    /// [`Output::prepare`]'s checks, for a command that writes its
+    /// profile soon (nothing is kept: a file made is removed, or was
+    /// never named).
+    pub fn check(&self) -> Result<(), SaveError> {
+        self.prepare().map(drop)
     }
 }
 
@@ -129,18 +154,18 @@ pub fn save(
     kind: &str,
     program: Option<&str>,
 ) -> Result<Saved, SaveError> {
-    save_into(p, out, kind, program, None)
+    save_into(p, out, kind, program, Made::Nothing)
 }
 
-/// [`save`], into `made` when the profile goes under the default name
-/// in the current directory and `made` was made there (while the
-/// command ran: [`fsprof_core::unnamed`]).
+/// [`save`], into `made` when it was made for where the profile goes:
+/// `-o FILE`'s file ([`Output::prepare`]) or the default name's (while
+/// the command started: [`fsprof_core::unnamed`]).
 pub fn save_into(
     p: &Profile,
     out: &Output,
     kind: &str,
     program: Option<&str>,
-    made: Option<Unnamed>,
+    made: Made,
 ) -> Result<Saved, SaveError> {
     // In parts, each written in turn: a profile of thousands of processes
     // is megabytes, not copied once more into one string.
@@ -160,14 +185,17 @@ pub fn save_into(
                 fallback_from: None,
             });
         }
-        Some(path) => match write_atomic_parts(path, &json, out.force) {
+        Some(path) => match write_parts(made, path, &json, out.force) {
             Ok(()) => return Ok(saved(path.clone())),
             // Never replace a file the user did not let us replace.
             Err(e @ FormatError::Exists { .. }) => return Err(e.into()),
             Err(e) => e.to_string(),
         },
         None => {
-            let linked = made.map(|u| u.link_first_free(&json, names(&base, "json")));
+            let linked = match made {
+                Made::Default(u) => Some(u.link_first_free(&json, names(&base, "json"))),
+                _ => None,
+            };
             if let Some(Ok(Some(name))) = linked {
                 return Ok(saved(PathBuf::from(name)));
             }
@@ -179,6 +207,14 @@ pub fn save_into(
         }
     };
     fall_back(&fallback_dir(), &base, &json, first)
+}
+
+/// `json` into `-o FILE`'s file made ahead, else by the usual way.
+fn write_parts(made: Made, path: &Path, json: &[&[u8]], force: bool) -> Result<(), FormatError> {
+    match made {
+        Made::File(f) => f.write_and_commit(json),
+        _ => write_atomic_parts(path, json, force),
+    }
 }
 
 /// Why the profile could not go under the default name in the current
@@ -260,25 +296,6 @@ fn parent_dir(file: &Path) -> &Path {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     }
-}
-
-/// Creates and removes a file in `dir`: the only reliable answer to "may
-/// I write here" (access(2) says yes to root on read-only file systems and
-/// in /proc).
-fn can_create_in(dir: &Path) -> io::Result<()> {
-    let probe = dir.join(format!(
-        ".fsprof-probe-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)?;
-    std::fs::remove_file(&probe)
 }
 
 /// The one default name of what a capture writes:

@@ -127,14 +127,7 @@ pub fn write_atomic_parts(
     parts: &[&[u8]],
     overwrite: bool,
 ) -> Result<(), FormatError> {
-    let mut f = OutputFile::create(path, overwrite)?;
-    for bytes in parts {
-        f.write_all(bytes).map_err(|source| FormatError::Write {
-            path: path.to_owned(),
-            source,
-        })?;
-    }
-    f.commit()
+    OutputFile::create(path, overwrite)?.write_and_commit(parts)
 }
 
 /// An output being written: a temporary file renamed onto its name by
@@ -149,7 +142,9 @@ pub struct OutputFile {
 /// The temporary file of an [`OutputFile`] and where it goes.
 struct Staged {
     place: Place,
-    tmp: CString,
+    /// Its name in the directory; `None` while it has none (made with
+    /// `O_TMPFILE`, [`OutputFile::create_ahead`]).
+    tmp: Option<CString>,
     overwrite: bool,
     mode: libc::mode_t,
     placed: bool,
@@ -159,6 +154,48 @@ impl OutputFile {
     /// Opens `path` for output: a file, a stream or a descriptor.
     pub fn create(path: &Path, overwrite: bool) -> Result<OutputFile, FormatError> {
         Self::open(path, overwrite, true)
+    }
+
+    /// [`OutputFile::create`] long before the output is written (a
+    /// capture's profile, written at its end): the checks, and for a file
+    /// the file itself, are done now, so that a name that cannot be
+    /// written fails before the capture, and its end only writes. The
+    /// file is made unnamed (`O_TMPFILE`) where the file system can:
+    /// nothing appears in its directory meanwhile and a process killed
+    /// before [`OutputFile::commit`] leaves nothing; elsewhere it is the
+    /// usual temporary name. `None` for a stream or a descriptor, opened
+    /// when written (a FIFO's reader may come later).
+    pub fn create_ahead(path: &Path, overwrite: bool) -> Result<Option<OutputFile>, FormatError> {
+        let place = locate(path)?;
+        let (target, st) = classify(&place)?;
+        match target {
+            OutputTarget::Stream | OutputTarget::Descriptor(_) => Ok(None),
+            OutputTarget::Regular | OutputTarget::Symlink if !overwrite => {
+                Err(FormatError::Exists {
+                    path: path.to_owned(),
+                })
+            }
+            OutputTarget::New | OutputTarget::Regular | OutputTarget::Symlink => {
+                let mode = staged_mode(target, st.as_ref());
+                match crate::unnamed::make_in(place.dir.as_raw_fd(), mode) {
+                    Ok(file) => Ok(Some(OutputFile {
+                        file,
+                        path: place.path.clone(),
+                        staged: Some(Staged {
+                            place,
+                            tmp: None,
+                            overwrite,
+                            mode,
+                            placed: false,
+                        }),
+                    })),
+                    Err(e) if crate::unnamed::unsupported(&e) => {
+                        stage(place, overwrite, mode).map(Some)
+                    }
+                    Err(e) => Err(place.werr(e)),
+                }
+            }
+        }
     }
 
     /// Like [`OutputFile::create`] for files that must be regular files
@@ -184,12 +221,7 @@ impl OutputFile {
                 })
             }
             OutputTarget::New | OutputTarget::Regular | OutputTarget::Symlink => {
-                // The replaced file's permission bits, else the umask's.
-                let mode = match (target, st) {
-                    (OutputTarget::Regular, Some(st)) => st.st_mode & 0o777,
-                    _ => 0o666 & !umask(),
-                } & !0o002;
-                return stage(place, overwrite, mode);
+                return stage(place, overwrite, staged_mode(target, st.as_ref()));
             }
         };
         Ok(OutputFile {
@@ -204,17 +236,52 @@ impl OutputFile {
         &self.file
     }
 
+    /// Writes `parts`, then [`OutputFile::commit`]s.
+    pub fn write_and_commit(mut self, parts: &[&[u8]]) -> Result<(), FormatError> {
+        for bytes in parts {
+            self.file
+                .write_all(bytes)
+                .map_err(|source| FormatError::Write {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        self.commit()
+    }
+
     /// Puts a written file in place under its name (streams and
     /// descriptors have nothing to put in place).
     pub fn commit(mut self) -> Result<(), FormatError> {
         let Some(s) = self.staged.as_mut() else {
             return Ok(());
         };
-        // SAFETY: fchmod on the descriptor we hold.
-        if unsafe { libc::fchmod(self.file.as_raw_fd(), s.mode) } != 0 {
-            return Err(s.place.werr(io::Error::last_os_error()));
-        }
         let (dir, name) = (s.place.dir.as_raw_fd(), s.place.name.as_c_str());
+        if s.tmp.is_none() {
+            // Unnamed, its bits set when it was made: a link never
+            // replaces, so without --force (or with nothing there) the
+            // link is all; to replace, it is given a temporary name first.
+            match crate::unnamed::link(&self.file, dir, name) {
+                Ok(()) => {
+                    s.placed = true;
+                    return Ok(());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !s.overwrite => {
+                    return Err(FormatError::Exists {
+                        path: self.path.clone(),
+                    })
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                    s.tmp = Some(link_temporary(&self.file, &s.place)?);
+                }
+                Err(e) => return Err(s.place.werr(e)),
+            }
+        } else {
+            // SAFETY: fchmod on the descriptor we hold.
+            if unsafe { libc::fchmod(self.file.as_raw_fd(), s.mode) } != 0 {
+                return Err(s.place.werr(io::Error::last_os_error()));
+            }
+        }
+        let tmp = s.tmp.as_deref().expect("named by now");
         if s.overwrite {
             // A rename would replace whatever is there now: only a file or
             // a link may be (something else may have appeared meanwhile).
@@ -225,12 +292,12 @@ impl OutputFile {
                 Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(s.place.werr(e)),
                 _ => {}
             }
-            replace(dir, &s.tmp, name).map_err(|e| match e {
+            replace(dir, tmp, name).map_err(|e| match e {
                 Replace::Io(e) => s.place.werr(e),
                 Replace::Now(what) => s.place.refuse(format!("it is now {what}")),
             })?;
         } else {
-            rename_noreplace(dir, &s.tmp, name).map_err(|e| match e.kind() {
+            rename_noreplace(dir, tmp, name).map_err(|e| match e.kind() {
                 io::ErrorKind::AlreadyExists => FormatError::Exists {
                     path: self.path.clone(),
                 },
@@ -254,10 +321,11 @@ impl Write for OutputFile {
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if let Some(s) = self.staged.as_ref().filter(|s| !s.placed) {
+        let staged = self.staged.as_ref().filter(|s| !s.placed);
+        if let Some((s, tmp)) = staged.and_then(|s| Some((s, s.tmp.as_ref()?))) {
             // Not committed (an error on the way): leave nothing behind.
             // SAFETY: a NUL-terminated name relative to the held directory.
-            unsafe { libc::unlinkat(s.place.dir.as_raw_fd(), s.tmp.as_ptr(), 0) };
+            unsafe { libc::unlinkat(s.place.dir.as_raw_fd(), tmp.as_ptr(), 0) };
         }
     }
 }
@@ -459,45 +527,75 @@ fn open_stream(p: &Place, st: &libc::stat) -> Result<File, FormatError> {
 /// Temporary files made by this process so far (names must differ).
 static TEMPS: AtomicU32 = AtomicU32::new(0);
 
-/// Creates the temporary file beside NAME in the held directory.
-fn stage(place: Place, overwrite: bool, mode: libc::mode_t) -> Result<OutputFile, FormatError> {
+/// The permission bits of the file that goes under NAME: those of the
+/// regular file it replaces, else the umask's; never world-write.
+fn staged_mode(target: OutputTarget, st: Option<&libc::stat>) -> libc::mode_t {
+    let mode = match (target, st) {
+        (OutputTarget::Regular, Some(st)) => st.st_mode & 0o777,
+        _ => 0o666 & !umask(),
+    };
+    mode & !0o002
+}
+
+/// Calls `make` with temporary names beside NAME until it does not say
+/// `EEXIST` (a name left by an earlier process of the same pid, or
+/// planted); the name it took and what it made.
+fn temporary<T>(
+    place: &Place,
+    mut make: impl FnMut(&CStr) -> io::Result<T>,
+) -> Result<(CString, T), FormatError> {
     // A short prefix of NAME keeps the temporary name within NAME_MAX.
     let stem: Vec<u8> = place.name.to_bytes().iter().take(200).copied().collect();
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     for _ in 0..100 {
         let mut tmp = b".".to_vec();
         tmp.extend_from_slice(&stem);
         let n = TEMPS.fetch_add(1, Relaxed);
         tmp.extend_from_slice(format!(".tmp-{}-{n}", std::process::id()).as_bytes());
         let tmp = CString::new(tmp).expect("no NUL in a file name");
-        // SAFETY: a NUL-terminated name relative to the held directory.
-        let fd = unsafe { libc::openat(place.dir.as_raw_fd(), tmp.as_ptr(), flags, 0o600) };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            // A name left by an earlier process of the same pid, or planted.
-            if e.raw_os_error() == Some(libc::EEXIST) {
-                continue;
-            }
-            return Err(place.werr(e));
+        match make(&tmp) {
+            Ok(made) => return Ok((tmp, made)),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+            Err(e) => return Err(place.werr(e)),
         }
-        let path = place.path.clone();
-        return Ok(OutputFile {
-            // SAFETY: a descriptor openat just gave us.
-            file: unsafe { File::from_raw_fd(fd) },
-            staged: Some(Staged {
-                place,
-                tmp,
-                overwrite,
-                mode,
-                placed: false,
-            }),
-            path,
-        });
     }
     Err(place.werr(io::Error::new(
         io::ErrorKind::AlreadyExists,
         "no free temporary name in its directory",
     )))
+}
+
+/// Creates the temporary file beside NAME in the held directory.
+fn stage(place: Place, overwrite: bool, mode: libc::mode_t) -> Result<OutputFile, FormatError> {
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let (tmp, file) = temporary(&place, |tmp| {
+        // SAFETY: a NUL-terminated name relative to the held directory.
+        let fd = unsafe { libc::openat(place.dir.as_raw_fd(), tmp.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor openat just gave us.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    })?;
+    Ok(OutputFile {
+        file,
+        path: place.path.clone(),
+        staged: Some(Staged {
+            place,
+            tmp: Some(tmp),
+            overwrite,
+            mode,
+            placed: false,
+        }),
+    })
+}
+
+/// Gives an unnamed `file` a temporary name beside NAME (to be swapped
+/// with what NAME is: [`replace`]).
+fn link_temporary(file: &File, place: &Place) -> Result<CString, FormatError> {
+    temporary(place, |tmp| {
+        crate::unnamed::link(file, place.dir.as_raw_fd(), tmp)
+    })
+    .map(|(tmp, ())| tmp)
 }
 
 /// Why [`replace`] failed.
@@ -693,6 +791,16 @@ mod tests {
         tempfile::tempdir().unwrap()
     }
 
+    /// The names in `dir`, sorted.
+    fn sorted_names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
     fn mode(p: &Path) -> u32 {
         fs::symlink_metadata(p).unwrap().mode() & 0o7777
     }
@@ -817,14 +925,7 @@ mod tests {
     fn a_replaced_file_is_removed_and_a_directory_is_swapped_back() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("p.json");
-        let names = || {
-            let mut v: Vec<_> = fs::read_dir(d.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            v.sort();
-            v
-        };
+        let names = || sorted_names(d.path());
         for body in ["1", "22", "333"] {
             write_atomic(&f, body.as_bytes(), true).unwrap();
             assert_eq!(fs::read_to_string(&f).unwrap(), body);
@@ -859,6 +960,45 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["p.json"]);
+    }
+
+    /// A file made ahead ([`OutputFile::create_ahead`]) has no name until
+    /// its commit: nothing appears in the directory, a drop leaves
+    /// nothing; the commit names it without `--force` only where nothing
+    /// is (not even what appeared meanwhile), and with `--force` replaces
+    /// a file keeping its bits. A stream is left to be opened when written.
+    #[test]
+    fn a_file_made_ahead_is_unnamed_until_its_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let names = || sorted_names(d.path());
+        let (p, q) = (d.path().join("p.json"), d.path().join("q.json"));
+        let mut out = OutputFile::create_ahead(&p, false).unwrap().unwrap();
+        assert!(names().is_empty());
+        out.write_all(b"1").unwrap();
+        out.commit().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "1");
+        assert!(matches!(
+            OutputFile::create_ahead(&p, false),
+            Err(FormatError::Exists { .. })
+        ));
+        // Wider than the umask (022 here) lets a new file be.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o664)).unwrap();
+        let mut out = OutputFile::create_ahead(&p, true).unwrap().unwrap();
+        out.write_all(b"2").unwrap();
+        assert_eq!(names(), ["p.json"]);
+        out.commit().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "2");
+        assert_eq!(mode(&p), 0o664);
+        let mut late = OutputFile::create_ahead(&q, false).unwrap().unwrap();
+        late.write_all(b"late").unwrap();
+        fs::write(&q, "theirs").unwrap();
+        assert!(matches!(late.commit(), Err(FormatError::Exists { .. })));
+        assert_eq!(fs::read_to_string(&q).unwrap(), "theirs");
+        drop(OutputFile::create_ahead(&d.path().join("r.json"), true).unwrap());
+        assert_eq!(names(), ["p.json", "q.json"]);
+        assert!(OutputFile::create_ahead(Path::new("/dev/null"), false)
+            .unwrap()
+            .is_none());
     }
 
     /// `/dev/fd/N` and `/proc/self/fd/N` (process substitution) are the

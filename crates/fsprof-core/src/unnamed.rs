@@ -13,10 +13,10 @@
 //! system has no `O_TMPFILE` nothing is made, and the profile is written
 //! as any other output.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -39,18 +39,8 @@ impl Unnamed {
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
             .open(dir)?
             .into();
-        let flags = libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC;
-        let mode = libc::c_uint::from(crate::output::new_file_mode());
-        // SAFETY: "." relative to the directory held; owned below.
-        let f = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, mode) };
-        if f < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Unnamed {
-            dir,
-            // SAFETY: a descriptor openat just gave us.
-            file: unsafe { File::from_raw_fd(f) },
-        })
+        let file = make_in(dir.as_raw_fd(), crate::output::new_file_mode())?;
+        Ok(Unnamed { dir, file })
     }
 
     /// Writes `parts` and links the file under the first of `names` that
@@ -64,12 +54,10 @@ impl Unnamed {
         for p in parts {
             self.file.write_all(p)?;
         }
-        let proc_path = CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-            .expect("no NUL in a number");
         for name in names {
             let cname = CString::new(name.as_bytes())
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))?;
-            match self.link(&cname, &proc_path) {
+            match link(&self.file, self.dir.as_raw_fd(), &cname) {
                 Ok(()) => return Ok(Some(name)),
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
                 Err(e) => return Err(e),
@@ -77,43 +65,75 @@ impl Unnamed {
         }
         Ok(None)
     }
+}
 
-    /// Gives the file `name` in the directory: by its descriptor where
-    /// fsprof may (`AT_EMPTY_PATH` needs CAP_DAC_READ_SEARCH: root), else
-    /// through `/proc/self/fd`.
-    fn link(&self, name: &CString, proc_path: &CString) -> io::Result<()> {
-        let dir = self.dir.as_raw_fd();
-        // SAFETY: NUL-terminated names; descriptors we hold.
-        let rc = unsafe {
-            libc::linkat(
-                self.file.as_raw_fd(),
-                c"".as_ptr(),
-                dir,
-                name.as_ptr(),
-                libc::AT_EMPTY_PATH,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
+/// An unnamed file open for writing in directory `dir`, with permission
+/// bits `mode` (which the umask cannot narrow: set again by descriptor).
+pub(crate) fn make_in(dir: RawFd, mode: libc::mode_t) -> io::Result<File> {
+    let flags = libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC;
+    // SAFETY: "." relative to the directory held; owned below.
+    let f = unsafe { libc::openat(dir, c".".as_ptr(), flags, libc::c_uint::from(mode)) };
+    if f < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor openat just gave us.
+    let file = unsafe { File::from_raw_fd(f) };
+    // The umask applied to openat's mode: a replaced file's bits may be
+    // wider than it allows (`0664` under umask 022).
+    if mode & !crate::output::new_file_mode() & 0o777 != 0 {
+        // SAFETY: fchmod on the descriptor we hold.
+        if unsafe { libc::fchmod(file.as_raw_fd(), mode) } != 0 {
+            return Err(io::Error::last_os_error());
         }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ENOENT) {
-            return Err(e);
-        }
-        // SAFETY: as above.
-        let rc = unsafe {
-            libc::linkat(
-                libc::AT_FDCWD,
-                proc_path.as_ptr(),
-                dir,
-                name.as_ptr(),
-                libc::AT_SYMLINK_FOLLOW,
-            )
-        };
-        match rc {
-            0 => Ok(()),
-            _ => Err(io::Error::last_os_error()),
-        }
+    }
+    Ok(file)
+}
+
+/// Whether an error of [`make_in`] means the file system (or kernel) has
+/// no `O_TMPFILE`, rather than that no file may be made there.
+pub(crate) fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+    )
+}
+
+/// Gives the unnamed `file` the name `name` in `dir` (never over anything:
+/// `EEXIST`): by its descriptor where fsprof may (`AT_EMPTY_PATH` needs
+/// CAP_DAC_READ_SEARCH: root), else through `/proc/self/fd`.
+pub(crate) fn link(file: &File, dir: RawFd, name: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated names; descriptors we hold.
+    let rc = unsafe {
+        libc::linkat(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            dir,
+            name.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ENOENT) {
+        return Err(e);
+    }
+    let proc_path =
+        CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a number");
+    // SAFETY: as above.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            dir,
+            name.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 

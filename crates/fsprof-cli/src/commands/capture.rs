@@ -3,8 +3,7 @@
 //! the capture printed after it.
 
 use anyhow::Result;
-use fsprof_capture::{save_into, CaptureError, Outcome, Output, Saved};
-use fsprof_core::unnamed::Unnamed;
+use fsprof_capture::{save_into, CaptureError, Made, Outcome, Output, Saved};
 
 use crate::args::OutputArgs;
 
@@ -31,14 +30,14 @@ pub fn failed(e: CaptureError) -> Result<i32> {
 /// Writes the profile, then the capture's notes and warnings. A profile
 /// that could not go where it was asked to, and went to the temporary
 /// directory instead, is said so here; callers print where it went.
-/// `made`: the file made while the command ran, for a profile that goes
-/// under the default name ([`fsprof_capture::save_into`]).
+/// `made`: the profile's file made before the end
+/// ([`fsprof_capture::save_into`]).
 pub fn save_and_tell(
     outcome: &Outcome,
     out: &Output,
     kind: &str,
     program: Option<&str>,
-    made: Option<Unnamed>,
+    made: Made,
 ) -> Result<Saved> {
     let saved = save_into(&outcome.profile, out, kind, program, made);
     for n in &outcome.notes {

@@ -135,7 +135,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         anyhow::bail!("--format is for --probe-report; a capture writes a profile (JSON) with -o");
     }
     let out = output(&a.out);
-    out.check()?;
+    let made = out.prepare()?;
     let opts = options(&a)?;
     let capture = Capture::new(Plan {
         tool: "kernel".into(),
@@ -150,7 +150,7 @@ pub fn kernel(a: KernelArgs) -> Result<i32> {
         Err(e) => return failed(e),
     };
     let program = a.command.first().map(|c| c.to_string_lossy().into_owned());
-    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref(), None);
+    let saved = save_and_tell(&outcome, &out, "kernel", program.as_deref(), made);
     if !a.summary.quiet {
         fsprof_sys::diag_nonl!("{}", after_capture(&outcome.profile, a.summary.top)?);
     }

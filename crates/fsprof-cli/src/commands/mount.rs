@@ -198,7 +198,7 @@ fn serve_and_capture(
         },
         "mount",
         None,
-        None,
+        fsprof_capture::Made::Nothing,
     )?;
     if foreground && !a.quiet {
         let opts = ReportOptions {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use fsprof_capture::{meta, Capture, Plan, Progress};
+use fsprof_capture::{meta, Capture, Made, Plan, Progress};
 use fsprof_core::profile::Layer;
 use fsprof_core::unnamed::Unnamed;
 use fsprof_core::{Profile, Resolution};
@@ -75,9 +75,10 @@ fn start_cold(a: &ColdArgs) -> Result<Option<String>> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    // Refuse an existing -o before running anything: the run may be long.
+    // Refuse an existing -o before running anything (the run may be
+    // long), and make its file now: the run's end only writes it.
     let out = output(&a.out);
-    out.check()?;
+    let made = out.prepare()?;
     let resolution = a.capture.resolution;
     // Before the metrics server starts its threads (see Capture::new).
     let capture = Capture::new(Plan {
@@ -126,7 +127,10 @@ pub fn run(a: RunArgs) -> Result<i32> {
     }
     drop(server);
     let cmd = a.command[0].to_string_lossy();
-    let made = live.file.take();
+    let made = match live.file.take() {
+        Some(u) => Made::Default(u),
+        None => made,
+    };
     let saved = save_and_tell(&outcome, &out, "run", Some(&cmd), made);
     // A profile of nothing because fsprof saw nothing is a warning, which
     // -q keeps; one of a command that made no call stands for the report,

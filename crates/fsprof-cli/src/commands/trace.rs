@@ -120,7 +120,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         ),
         force: a.force,
     };
-    profile.check()?;
+    let made = profile.prepare()?;
     let mut source = TraceSource::new(TraceOptions {
         user: UserOptions {
             resolution,
@@ -140,7 +140,7 @@ fn record(a: TraceArgs) -> Result<i32> {
         Ok(o) => o,
         Err(e) => return failed(e),
     };
-    let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd), None)?;
+    let path = save_and_tell(&outcome, &profile, "trace", Some(&cmd), made)?;
     if let Some(t) = source.outcome() {
         fsprof_sys::diag!(
             "fsprof: trace written to {}: {} call(s) in {} process image(s), {} bytes",

@@ -2,6 +2,8 @@
 //! (on the other CPU), unseen by the command. (That fsprof gets its CPU
 //! mask back: `cli::startup`.)
 
+use std::os::unix::process::ExitStatusExt;
+
 use fsprof_testkit::{load, stderr};
 
 /// Without `-o`, the profile's file is made while the command runs, but
@@ -80,4 +82,92 @@ fn fsprof_does_not_ask_whether_its_own_command_lives() {
     let asked = format!("kill({command}, 0)");
     assert!(!seen.contains(&asked), "{seen}");
     assert!(fsprof_testkit::count(&load(&profile), "read") >= 1);
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `-o FILE`'s file is made before the command starts, unnamed: the
+/// command sees nothing new beside FILE (with `-f`, the file it replaces
+/// is still there, whole), and fsprof killed during the run leaves that
+/// file as it was and nothing else.
+#[test]
+fn an_output_files_file_is_unseen_and_a_killed_run_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.json");
+    std::fs::write(&p, "mine").unwrap();
+    let o = fsprof_testkit::fsprof()
+        .args(["run", "-q", "-f", "-o", "p.json", "--", "sh", "-c"])
+        .arg("ls -a; cat p.json")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        ".\n..\np.json\nmine",
+        "what the command saw"
+    );
+    load(&p);
+    std::fs::write(&p, "mine").unwrap();
+    // fsprof is the command's parent; SIGKILL leaves it no end.
+    let o = fsprof_testkit::fsprof()
+        .args(["run", "-q", "-f", "-o", "p.json", "--", "sh", "-c"])
+        .arg("kill -9 $PPID")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{}", stderr(&o));
+    assert_eq!(names(dir.path()), ["p.json"]);
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "mine");
+}
+
+/// The end of the run only writes `-o FILE`'s file: strace of fsprof sees
+/// it made (`O_TMPFILE` in FILE's directory) before the command's
+/// `execve`, and after the command's exit no file created, only the link
+/// that names it.
+#[test]
+#[ignore = "needs strace"]
+fn an_output_files_file_is_made_before_the_command_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    let (o, seen) = fsprof_testkit::strace_fsprof(
+        dir.path(),
+        &["-f", "-qq", "-e", "trace=openat,execve,linkat,renameat2"],
+        &[
+            "run",
+            "-q",
+            "-o",
+            profile.to_str().unwrap(),
+            "--",
+            "cat",
+            "/etc/hostname",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    load(&profile);
+    let lines: Vec<&str> = seen.lines().collect();
+    let at = |what: &dyn Fn(&str) -> bool| lines.iter().position(|l| what(l));
+    let made = at(&|l| l.contains("O_TMPFILE")).unwrap_or_else(|| panic!("{seen}"));
+    let exec =
+        at(&|l| l.contains("execve(") && l.contains("/cat\"")).unwrap_or_else(|| panic!("{seen}"));
+    assert!(made < exec, "made after the command started:\n{seen}");
+    let after: Vec<&&str> = lines[exec..]
+        .iter()
+        .filter(|l| l.contains("O_CREAT") && l.contains("p.json"))
+        .collect();
+    assert!(after.is_empty(), "created at the end: {after:?}");
+    assert!(
+        lines[exec..]
+            .iter()
+            .any(|l| l.contains("linkat(") && l.contains("p.json")),
+        "{seen}"
+    );
 }
