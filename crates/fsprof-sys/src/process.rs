@@ -89,8 +89,11 @@ impl LaunchError {
 
 /// How long [`Child::wait_parked`] waits for the child to reach its gate.
 const PARK_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often [`Child::wait_parked`] looks at the child's current syscall.
+/// How often [`Child::wait_parked`] looks at the child's current syscall
+/// once it has looked [`PARK_SPINS`] times in a row.
 const PARK_POLL: Duration = Duration::from_micros(200);
+/// Looks (with a yield between them) before [`PARK_POLL`]'s sleeps.
+const PARK_SPINS: u32 = 50;
 
 /// Where a command name without a slash is looked up when PATH is unset
 /// (glibc's default).
@@ -104,9 +107,18 @@ pub struct Child {
     /// The write end of the pipe the child waits on before `execve`.
     gate: Option<OwnedFd>,
     /// The read end of the close-on-exec pipe a failed `execve` reports on.
+    /// A held child first writes one byte there ([`PARKED`]) just before
+    /// it waits on its gate.
     exec_errors: Option<OwnedFd>,
+    /// Whether that byte has been read (or there is none to read).
+    parked: std::cell::Cell<bool>,
     reaped: Option<ExitStatus>,
 }
+
+/// The byte a held child writes to its error pipe just before the `read`
+/// of its gate: [`Child::wait_parked`] sleeps in a `read` until it comes,
+/// rather than polling the child's state.
+const PARKED: u8 = b'P';
 
 /// Everything the child needs, allocated before `fork`: after it, the
 /// child of a multi-threaded process may only make async-signal-safe calls.
@@ -236,6 +248,39 @@ fn resolve(cmd: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
     first_file
 }
 
+/// Reads a held child's [`PARKED`] byte from its error pipe, waiting at
+/// most `timeout` (`None`: until it comes); false if it did not come (the
+/// child is gone, or slow).
+fn read_parked(errs: &OwnedFd, timeout: Option<Duration>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: errs.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms = deadline.map_or(-1, |d| {
+            let left = d.saturating_duration_since(Instant::now());
+            i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
+        });
+        // SAFETY: one pollfd, ours.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n <= 0 {
+            return false;
+        }
+        let mut b = 0u8;
+        // SAFETY: reading one byte into a one-byte buffer from our pipe.
+        let r = unsafe { libc::read(errs.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
+        if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return r == 1 && b == PARKED;
+    }
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: fds is a valid two-int array.
@@ -277,6 +322,7 @@ impl Child {
                 name,
                 gate: None,
                 exec_errors: None,
+                parked: std::cell::Cell::new(true),
                 reaped: None,
             }),
             Err(e) => Err(LaunchError::from_exec_errno(name, e)),
@@ -309,6 +355,7 @@ impl Child {
             name,
             gate: Some(gate_w),
             exec_errors: Some(err_r),
+            parked: std::cell::Cell::new(false),
             reaped: None,
         })
     }
@@ -318,17 +365,38 @@ impl Child {
     }
 
     /// Waits (up to 5 s) until the held child sits in the `read` of its
-    /// gate, so that whatever attaches next sees nothing of the launcher.
+    /// gate, so that whatever attaches next sees nothing of the launcher:
+    /// asleep until the child's [`PARKED`] byte (sent just before that
+    /// `read`), then looking at its current system call until it is the
+    /// `read` (the few instructions between the two; polling alone slept
+    /// 200 µs at a time, 1–2 times a `trace` start).
     pub fn wait_parked(&self) {
-        let read_nr = libc::SYS_read.to_string();
         let deadline = Instant::now() + PARK_TIMEOUT;
+        if !self.parked.get() {
+            let Some(errs) = self.exec_errors.as_ref() else {
+                return;
+            };
+            if !read_parked(errs, Some(PARK_TIMEOUT)) {
+                return; // gone, or not there in time: as before, go on
+            }
+            self.parked.set(true);
+        }
+        let read_nr = libc::SYS_read.to_string();
+        let mut looks = 0u32;
         while Instant::now() < deadline {
             if let Ok(s) = std::fs::read_to_string(format!("/proc/{}/syscall", self.pid)) {
                 if s.split_whitespace().next() == Some(read_nr.as_str()) {
                     return;
                 }
             }
-            std::thread::sleep(PARK_POLL);
+            looks += 1;
+            // The child runs on the other CPU or after a yield; a child
+            // not in its `read` after this many looks is not running.
+            if looks < PARK_SPINS {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(PARK_POLL);
+            }
         }
     }
 
@@ -342,6 +410,11 @@ impl Child {
         let Some(errs) = self.exec_errors.take() else {
             return Ok(());
         };
+        // Not waited for: its byte comes before any errno (and surely
+        // comes: the gate is open).
+        if !self.parked.get() && !read_parked(&errs, None) {
+            return Ok(());
+        }
         let mut buf = [0u8; 4];
         let n = loop {
             // SAFETY: reading at most 4 bytes into a 4-byte buffer.
@@ -608,6 +681,8 @@ unsafe fn exec_child(p: &Prepared, gate: i32, errors: i32) -> ! {
         // The signal state fsprof was started with, before the wait: a
         // Ctrl-C while held ends the child as it would the command.
         inherited::restore();
+        // Then nothing but the gate's `read` (Child::wait_parked).
+        libc::write(errors, (&PARKED as *const u8).cast(), 1);
         let mut b = 0u8;
         let n = loop {
             let n = libc::read(gate, (&mut b as *mut u8).cast(), 1);
