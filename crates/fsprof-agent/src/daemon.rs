@@ -214,7 +214,7 @@ fn main_loop(
                 interval = r.lock().settings.collect_interval;
             }
             Wake::Stop(s) => return Some(s.signo),
-            Wake::Timeout | Wake::Child => {}
+            Wake::Timeout | Wake::Child | Wake::Bell => {}
         }
         let now = Instant::now();
         if now >= next {

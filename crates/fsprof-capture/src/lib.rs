@@ -35,5 +35,5 @@ pub use save::{
     default_name, first_free, is_stdio, name_part, name_stamp, save, save_into, Made, Output,
     SaveError, Saved,
 };
-pub use session::{Capture, CaptureError, Outcome, Plan};
+pub use session::{Capture, CaptureError, Outcome, Plan, BELL_GAP};
 pub use source::{Caps, Ended, Finish, Source, SourceError};

@@ -20,6 +20,7 @@
 //!   without one, 128 + the stop signal, or 0.
 
 use std::ffi::OsString;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fsprof_core::profile::{ExitStatus, Interval, Layer, Tool};
@@ -33,8 +34,15 @@ use crate::progress::Progress;
 use crate::source::{Caps, Ended, Source, SourceError};
 
 /// The longest the loop sleeps: how soon it notices a command whose
-/// SIGCHLD went elsewhere, or a source that has ended.
+/// SIGCHLD went elsewhere, or a source that has ended. A source with a
+/// bell ([`Source::bell`], `fsprof run`) sleeps until its upkeep is due
+/// instead: SIGCHLD comes to the waiting thread's handler, and an idle
+/// run wakes a few times a second, not ten.
 const POLL: Duration = Duration::from_millis(100);
+/// The least time between two upkeeps that a bell asks for: a process that
+/// rings it again and again costs fsprof at most an upkeep every
+/// `BELL_GAP`, as the 5 ms tick of the fifteenth session did at most.
+pub const BELL_GAP: Duration = Duration::from_millis(2);
 
 /// What to capture and for how long.
 #[derive(Clone, Debug)]
@@ -228,6 +236,12 @@ impl Watch<'_> {
     ) -> Result<Stop, CaptureError> {
         let mut interrupted = None;
         let mut next_upkeep = self.caps.upkeep_ns;
+        let gap = BELL_GAP.as_nanos() as u64;
+        // The bell's value at the last upkeep, and when that was: 0 before
+        // the first, as the source made it (the command runs already, and
+        // may have rung it).
+        let mut heard = source.bell().map(|_| 0);
+        let mut last_upkeep = 0;
         loop {
             if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait()) {
                 return Ok(Stop {
@@ -239,10 +253,17 @@ impl Watch<'_> {
             if source.ended() || self.deadline.is_some_and(|d| now >= d) {
                 break;
             }
+            // Read before the upkeep: a ring after it is heard next time.
+            let bell = source.bell().map(|w| w.load(Ordering::Acquire));
+            let rang = bell != heard;
+            let soonest = last_upkeep + gap;
             if let (Some(due), Some(every)) = (next_upkeep, self.caps.upkeep_ns) {
-                if now >= due {
+                if now >= due || (rang && now >= soonest) {
+                    heard = bell;
                     source.upkeep();
-                    next_upkeep = Some(now + every);
+                    last_upkeep = now;
+                    let next = source.next_upkeep_ns().map_or(every, |n| n.min(every));
+                    next_upkeep = Some(now + next);
                 }
             }
             if sampler.due(now) {
@@ -250,12 +271,28 @@ impl Watch<'_> {
                 progress.sampled(now, &layers);
                 sampler.record(now, layers);
             }
-            let wake = [sampler.next, self.deadline, next_upkeep]
+            // Rung too soon after the last upkeep: the next is at `soonest`,
+            // and the bell is not listened to until then.
+            let early = (bell != heard).then_some(soonest);
+            let listen = match (source.bell(), heard) {
+                (Some(w), Some(v)) if early.is_none() => Some((w, v)),
+                _ => None,
+            };
+            let poll = if listen.is_some() || heard.is_some() {
+                Duration::MAX
+            } else {
+                POLL
+            };
+            let wake = [sampler.next, self.deadline, next_upkeep, early]
                 .into_iter()
                 .flatten()
                 .map(|t| Duration::from_nanos(t.saturating_sub(now)))
-                .fold(POLL, Duration::min);
-            if let Wake::Stop(sig) = self.signals.wait(wake) {
+                .fold(poll, Duration::min);
+            let woke = match heard {
+                Some(_) => self.signals.wait_bell(wake, listen),
+                None => self.signals.wait(wake),
+            };
+            if let Wake::Stop(sig) = woke {
                 match self.child.as_deref() {
                     Some(_) if sig.from_terminal => {}
                     Some(c) if interrupted.is_none() => {

@@ -1,6 +1,7 @@
 //! What a capture source is to the capture loop.
 
 use std::ffi::OsString;
+use std::sync::atomic::AtomicU32;
 
 use fsprof_core::profile::{Clock, ExitStatus, Layer, Meta, Overhead, Process};
 
@@ -69,8 +70,24 @@ pub trait Source {
     /// Everything counted since the start, as cumulative layers.
     fn snapshot(&mut self) -> Result<Vec<Layer>, SourceError>;
 
-    /// Periodic housekeeping (see [`Caps::upkeep_ns`]).
+    /// Periodic housekeeping (see [`Caps::upkeep_ns`]), and whenever
+    /// [`Source::bell`] rings.
     fn upkeep(&mut self) {}
+
+    /// When the next [`Source::upkeep`] is wanted, in ns from the last,
+    /// if sooner than [`Caps::upkeep_ns`].
+    fn next_upkeep_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// A futex word of a shared mapping that others change (and wake)
+    /// when an upkeep is wanted at once: the capture sleeps until then or
+    /// [`Caps::upkeep_ns`] rather than polling. Written by the profiled
+    /// processes: it can only wake the capture early (at most every
+    /// [`crate::BELL_GAP`]) or fail to.
+    fn bell(&self) -> Option<&AtomicU32> {
+        None
+    }
 
     /// True once the source has nothing more to capture: the process it
     /// followed is gone, its workload is done.

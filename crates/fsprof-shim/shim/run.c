@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -316,6 +317,22 @@ HIDDEN long fsprof_attach_control_direct(void)
     return attach_control_fd(fd);
 }
 
+/* `fsprof run` sleeps until the ring runs low (or a long timer), not on a
+ * 10 ms tick: the take that leaves exactly `wake_at` offers wakes it, one
+ * system call in the one process of a refill's offers that crosses the
+ * mark (as the ring drains one take at a time, one take sees it). The
+ * words are every process's to write: fsprof only wakes early or late. */
+static void low_water(struct fsprof_control *c, uint64_t left)
+{
+    uint32_t at = __atomic_load_n(&c->wake_at, __ATOMIC_RELAXED);
+    if (at == 0 || left != at)
+        return;
+    /* Bumped first: a waiter that read the word before is not put to sleep
+     * by a wake it would miss. */
+    __atomic_fetch_add(&c->wake, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &c->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 HIDDEN long fsprof_take_block(void)
 {
     struct fsprof_control *c = g_ctl;
@@ -330,8 +347,10 @@ HIDDEN long fsprof_take_block(void)
          * reuse the entry for a later offer. */
         uint32_t k = __atomic_load_n(&c->ring[h % FSPROF_RING], __ATOMIC_RELAXED);
         if (__atomic_compare_exchange_n(&c->ring_head, &h, h + 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+                                        __ATOMIC_ACQUIRE)) {
+            low_water(c, t - h - 1);
             return k < g_arena_blocks ? (long)k : -1;
+        }
     }
 }
 

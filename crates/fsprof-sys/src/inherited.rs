@@ -78,6 +78,7 @@ pub unsafe fn restore() {
         for (sig, act) in CHANGED.iter().zip(actions.iter()) {
             libc::sigaction(*sig, act, std::ptr::null_mut());
         }
+        crate::signals::restore_dispositions();
         libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
         // A standard descriptor the user closed (`>&-`) is closed in the
         // command too, not the /dev/null the runtime put there for fsprof.

@@ -898,13 +898,12 @@ impl Source for TraceSource {
     }
 
     fn upkeep(&mut self) {
-        // The user source's own upkeep keeps its slower pace.
+        // The user source's own upkeep keeps its slower pace (a trace does
+        // not sleep on the offers' low water, as `fsprof run` does).
         let now = fsprof_sys::clock::mono_ns();
-        if let Some(every) = self.user.caps().upkeep_ns {
-            if now >= self.user_upkeep_due {
-                self.user.upkeep();
-                self.user_upkeep_due = now + every;
-            }
+        if now >= self.user_upkeep_due {
+            self.user.upkeep();
+            self.user_upkeep_due = now + fsprof_user::REFILL_NS;
         }
         self.harvest(false);
         // Off the end's path, while the command runs.

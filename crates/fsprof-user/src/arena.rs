@@ -55,6 +55,16 @@ const AT_START: usize = 4;
 /// since the last time, so that a fork storm (a shell loop takes ~2,000 a
 /// second) finds blocks, and a quiet program holds few.
 const MAX_ON_OFFER: usize = 256;
+/// With the bell on ([`Arena::set_bell`]): the offers are topped up to
+/// twice what started in this long at the rate seen since the last top-up,
+/// and the low water is a quarter of them, so that a steady stream of
+/// processes wakes fsprof every ~1.5 times this. A loop of `cat`s takes
+/// ~1,000 blocks a second: ~40 offers, a wake every ~30 ms, where the 10
+/// ms tick woke 100 times a second (a wake-up ~25 µs of fsprof's CPU on
+/// this VM, docs/benchmarks/history.md, own15). Not longer: a block
+/// reserved costs ~50 µs (its pages allocated and zeroed, and freed at the
+/// end), and at 50 ms the test loop of 300 `cat`s reserved ~150 blocks.
+const WAKE_GAP_NS: u64 = 20_000_000;
 /// Blocks reserved at once when none is free (fewer when fewer are
 /// needed).
 const BATCH: u32 = 16;
@@ -95,6 +105,10 @@ pub struct Arena {
     target: usize,
     /// The control header's process count at the last refill.
     seen_seq: u64,
+    /// When the offers were last topped up (CLOCK_MONOTONIC ns).
+    topped_ns: u64,
+    /// Processes wake fsprof at the low water (`ControlHeader::wake_at`).
+    bell: bool,
     /// [`fsprof_sys::mapfault::replaced_pages`] when the arena last
     /// looked at which pages its guard replaced.
     replaced_mark: u64,
@@ -130,6 +144,8 @@ impl Arena {
             full: false,
             target: AT_START,
             seen_seq: 0,
+            topped_ns: 0,
+            bell: true,
             replaced_mark: fsprof_sys::mapfault::replaced_pages(),
             detached: Vec::new(),
             reuse_unsafe: false,
@@ -137,10 +153,27 @@ impl Arena {
     }
 
     /// Ends the run ([`crate::rundir::RunDir::end`]): the shim reads the
-    /// state with acquire ordering.
+    /// state with acquire ordering. Nobody listens to the bell any more.
     pub fn end(&self) {
+        self.map.store_u32(offset_of!(ControlHeader, wake_at), 0);
         self.map
             .store_u32_release(offset_of!(ControlHeader, state), abi::RUN_ENDED);
+    }
+
+    /// Whether processes ring the bell at the low water: `fsprof run`
+    /// sleeps on it; `fsprof trace`, which keeps its 10 ms upkeep, does not
+    /// (a process would pay a system call for nobody).
+    pub fn set_bell(&mut self, on: bool) {
+        self.bell = on;
+        if !on {
+            self.map.store_u32(offset_of!(ControlHeader, wake_at), 0);
+        }
+    }
+
+    /// The word processes bump and wake at the low water (and fsprof
+    /// itself, when a top-up leaves the offers below it).
+    pub fn bell(&self) -> &std::sync::atomic::AtomicU32 {
+        &self.map.u32_words(offset_of!(ControlHeader, wake), 1)[0]
     }
 
     /// Whether fsprof has ended the run ([`crate::rundir::RunDir::end`]).
@@ -230,7 +263,27 @@ impl Arena {
         let seq = self.map.u64_acquire_at(offset_of!(ControlHeader, next_seq));
         let started = seq.saturating_sub(self.seen_seq).min(MAX_ON_OFFER as u64) as usize;
         self.seen_seq = self.seen_seq.max(seq);
-        self.target = self.target.max(2 * taken.max(started)).min(MAX_ON_OFFER);
+        let demand = taken.max(started);
+        // With the bell, a top-up comes when the offers are low: what was
+        // taken since the last is three quarters of them by design, and
+        // twice that would grow them at every wake. The rate decides
+        // (WAKE_GAP_NS), and twice what started only when the offers ran
+        // out (fsprof was late, processes made counter files).
+        let since = now_ns.saturating_sub(self.topped_ns).max(1);
+        self.topped_ns = now_ns;
+        let want = match self.bell {
+            true => {
+                let for_gap = (2 * demand as u64).saturating_mul(WAKE_GAP_NS) / since;
+                let ran_out = taken >= self.offered.len();
+                (for_gap.min(MAX_ON_OFFER as u64) as usize).max(if ran_out {
+                    2 * demand
+                } else {
+                    0
+                })
+            }
+            false => 2 * demand,
+        };
+        self.target = self.target.max(want).min(MAX_ON_OFFER);
         for _ in 0..taken {
             if let Some(block) = self.offered.pop_front() {
                 self.taken.push(Taken {
@@ -260,6 +313,29 @@ impl Arena {
             // Release: the zeroed blocks and the entries before the count.
             self.map
                 .store_u64(offset_of!(ControlHeader, ring_tail), self.tail);
+        }
+        if self.bell && !ended {
+            self.set_low_water();
+        }
+    }
+
+    /// A quarter of the offers made is the low water. Offers taken meanwhile may
+    /// already have passed it, and no take would ring: fsprof rings the
+    /// bell itself then (the capture's next upkeep comes after its
+    /// `BELL_GAP`), unless the offers fell short of the target (no block
+    /// to offer: only ended processes' folds give some back, at the
+    /// upkeep that follows activity, and a bell rung at every upkeep
+    /// would make that every `BELL_GAP`).
+    fn set_low_water(&self) {
+        let at = (self.offered.len() / 4).max(1) as u32;
+        self.map.store_u32(offset_of!(ControlHeader, wake_at), at);
+        let head = self
+            .map
+            .u64_acquire_at(offset_of!(ControlHeader, ring_head));
+        let short = self.offered.len() < self.target;
+        if !short && self.tail.saturating_sub(head) <= at as u64 {
+            self.bell()
+                .fetch_add(1, std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -628,11 +704,72 @@ mod tests {
             .unwrap();
         let seq = offset_of!(ControlHeader, next_seq) as u64;
         file.write_all_at(&40u64.to_ne_bytes(), seq).unwrap();
-        a.refill(1);
+        // A top-up a whole WAKE_GAP after the last: twice what started.
+        a.refill(WAKE_GAP_NS);
         assert_eq!(a.offered.len(), 80);
         // A count that goes back (written by a process) moves nothing.
         file.write_all_at(&3u64.to_ne_bytes(), seq).unwrap();
-        a.refill(2);
+        a.refill(2 * WAKE_GAP_NS);
         assert_eq!(a.offered.len(), 80);
+    }
+
+    /// The low water is a quarter of the offers, and the offers are topped
+    /// up to last twice WAKE_GAP at the rate they were taken: a top-up a
+    /// tenth of it after the last, with twelve offers taken, offers 240,
+    /// low water 60 (at a whole WAKE_GAP, 2 x 12 = 24 would have been the
+    /// target, and the bell would ring every 18 takes). Without the bell
+    /// (`fsprof trace`) neither: no low water, and twice what was taken.
+    #[test]
+    fn the_low_water_is_a_quarter_of_the_offers_made_for_the_rate_seen() {
+        let low = offset_of!(ControlHeader, wake_at);
+        let head = offset_of!(ControlHeader, ring_head) as u64;
+        for bell in [true, false] {
+            let file = active_control();
+            let mut a = Arena::new(&file, 512).unwrap();
+            a.set_bell(bell);
+            a.refill(WAKE_GAP_NS);
+            assert_eq!(a.offered.len(), AT_START);
+            let at = if bell { AT_START as u32 / 4 } else { 0 };
+            assert_eq!(a.map.u32_at(low), at);
+            // Twelve taken (the four offered, and the ring read as if
+            // there were more: only what was offered counts).
+            file.write_all_at(&(AT_START as u64).to_ne_bytes(), head)
+                .unwrap();
+            let seq = offset_of!(ControlHeader, next_seq) as u64;
+            file.write_all_at(&12u64.to_ne_bytes(), seq).unwrap();
+            a.refill(WAKE_GAP_NS + WAKE_GAP_NS / 10);
+            let (offers, at) = if bell { (240, 60) } else { (24, 0) };
+            assert_eq!((a.offered.len(), a.map.u32_at(low)), (offers, at));
+        }
+    }
+
+    /// Offers taken past the low water while fsprof topped them up would
+    /// ring no bell (no take leaves exactly `wake_at` offers): fsprof rings
+    /// it itself. Not when the offers fell short of the target (the arena
+    /// is full): a bell rung at every upkeep would make one every
+    /// BELL_GAP.
+    #[test]
+    fn offers_taken_past_the_low_water_ring_the_bell() {
+        use std::sync::atomic::Ordering;
+        let head = offset_of!(ControlHeader, ring_head) as u64;
+        for (blocks, rings) in [(512, true), (AT_START as u32, false)] {
+            let file = active_control();
+            let mut a = Arena::new(&file, blocks).unwrap();
+            a.refill(WAKE_GAP_NS);
+            let rung = a.bell().load(Ordering::Relaxed);
+            // The four offers taken, and seven of the next top-up's as
+            // soon as it publishes them (before it sets the low water):
+            // one of its eight left, its low water (two) already passed.
+            let tail = a.tail;
+            file.write_all_at(&(tail + 7).to_ne_bytes(), head).unwrap();
+            a.top_up(2 * WAKE_GAP_NS, true);
+            let now = a.bell().load(Ordering::Relaxed);
+            assert_eq!(
+                now != rung,
+                rings,
+                "{blocks} blocks, {} offered",
+                a.offered.len()
+            );
+        }
     }
 }

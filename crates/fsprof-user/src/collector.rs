@@ -27,22 +27,30 @@ use crate::reader::{read_block, read_process, ProcessCounters};
 use crate::rundir::RunDir;
 use crate::written::Written;
 
-/// How often the arena's offers are topped up (a fork storm takes ~2,000
-/// blocks a second, twice what started in the last period is kept on
-/// offer). Until the first top-up only the few blocks reserved at the start
-/// are on offer: at 20 ms, the first ~40 processes of `find | xargs -n4 wc`
-/// made counter files (at 10 ms, 0 or 1 of them in six runs, none in a
-/// storm of 300 `true &`). A wake-up costs fsprof ~25 µs on this VM (the
-/// sleep's timer and two context switches: `fsprof run -- sleep 2` used
-/// 11-13 ms of CPU, `-- true` 1.3): at 5 ms they were a quarter of
-/// fsprof's main thread over a loop of 1,000 `cat`s, whose 10 ms is 3.9
-/// ms less of it (docs/benchmarks/history.md, own15).
+/// How often `fsprof trace` tops the arena's offers up and folds ended
+/// processes (a fork storm takes ~2,000 blocks a second, twice what
+/// started in the last period is kept on offer). Until the first top-up
+/// only the few blocks reserved at the start are on offer: at 20 ms, the
+/// first ~40 processes of `find | xargs -n4 wc` made counter files (at 10
+/// ms, 0 or 1 of them in six runs, none in a storm of 300 `true &`). A
+/// wake-up costs fsprof ~25 µs on this VM (the sleep's timer and two
+/// context switches: `fsprof run -- sleep 2` used 11-13 ms of CPU, `--
+/// true` 1.3): at 5 ms they were a quarter of fsprof's main thread over a
+/// loop of 1,000 `cat`s (docs/benchmarks/history.md, own15). `fsprof run`
+/// sleeps until the offers run low instead ([`Collector::bell`]).
 pub const REFILL_NS: u64 = 10_000_000;
-/// How often ended processes' blocks are folded into memory and given
-/// back, so that the arena holds about what runs (a kill(2) a block; a
-/// block reserved anew costs the page allocation and zeroing a block
-/// given back does not).
-const BLOCKS_NS: u64 = REFILL_NS;
+/// `fsprof run`'s upkeep when no process rang the bell: this long after
+/// an upkeep that found processes had started or ended, so that the
+/// blocks of the last ones of a burst are given back soon after it (the
+/// arena holds about what runs: a block reserved anew costs the page
+/// allocation and zeroing a block given back does not) ...
+const AFTER_ACTIVITY_NS: u64 = 100_000_000;
+/// ... and this long after one that found nothing to do: `fsprof run --
+/// sleep 2` wakes a few times, not 200. It also bounds how long a process
+/// that keeps the bell from ringing (it writes the low water or the word)
+/// leaves the offers empty: its run's processes make counter files
+/// meanwhile, and are counted as exactly.
+const IDLE_NS: u64 = 1_000_000_000;
 /// How often ended processes' counter files are (a directory read, then
 /// an open a file).
 const HARVEST_NS: u64 = 500_000_000;
@@ -54,7 +62,12 @@ pub struct Collector {
     /// Processes whose counters are final, in no particular order.
     done: Vec<ProcessCounters>,
     next_harvest_ns: u64,
-    next_blocks_ns: u64,
+    /// The last upkeep found processes that had started (the offers were
+    /// taken) or ended (their blocks folded).
+    active: bool,
+    /// `FSPROF_TEST_UPKEEP_MS`: the upkeep without the bell, for tests
+    /// (very long: only the bell keeps the offers up).
+    upkeep_ns: Option<u64>,
     /// What of the block being folded its process may have written.
     written: Box<Written>,
     /// The newest pool of each pid, kept (emptied) from one fold to the
@@ -92,7 +105,9 @@ impl Collector {
             nbuckets,
             done: Vec::new(),
             next_harvest_ns: 0,
-            next_blocks_ns: 0,
+            active: false,
+            upkeep_ns: fsprof_sys::test_knob("FSPROF_TEST_UPKEEP_MS")
+                .map(|ms| u64::from(ms) * 1_000_000),
             written: Box::default(),
             newest: HashMap::new(),
             hold_windows: false,
@@ -125,9 +140,32 @@ impl Collector {
     }
 
     /// Blocks whose trace window is still being read are not taken back
-    /// ([`crate::arena::Arena::window_busy`]).
+    /// ([`crate::arena::Arena::window_busy`]). `fsprof trace` keeps its
+    /// upkeep every [`REFILL_NS`]: nobody listens to the bell.
     pub fn hold_trace_windows(&mut self) {
         self.hold_windows = true;
+        if let Some(a) = self.dir.arena_mut() {
+            a.set_bell(false);
+        }
+    }
+
+    /// The word processes ring when the offers run low (None: no arena).
+    pub fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        self.dir.arena().map(crate::arena::Arena::bell)
+    }
+
+    /// The longest the next upkeep may wait (the bell may ask sooner).
+    pub fn upkeep_ns(&self) -> u64 {
+        self.upkeep_ns.unwrap_or(IDLE_NS)
+    }
+
+    /// When the next upkeep is wanted if the bell does not ring.
+    pub fn next_upkeep_ns(&self) -> u64 {
+        match self.upkeep_ns {
+            Some(ns) => ns,
+            None if self.active => AFTER_ACTIVITY_NS,
+            None => IDLE_NS,
+        }
     }
 
     /// Whether `p`'s block must wait for `fsprof trace`.
@@ -138,21 +176,16 @@ impl Collector {
         }
     }
 
-    /// Tops up the arena's offers; every [`BLOCKS_NS`] and
-    /// [`HARVEST_NS`], folds the counters of processes that ended into
-    /// memory.
+    /// Folds the counters of processes that ended into memory, gives
+    /// their blocks back and tops up the arena's offers; every
+    /// [`HARVEST_NS`], the counter files' too.
     pub fn upkeep(&mut self) {
         let now = mono_ns();
-        if now >= self.next_harvest_ns {
-            self.harvest();
+        let files = now >= self.next_harvest_ns;
+        if files {
             self.next_harvest_ns = now + HARVEST_NS;
-            self.next_blocks_ns = now + BLOCKS_NS;
-        } else if now >= self.next_blocks_ns {
-            self.harvest_from(false);
-            self.next_blocks_ns = now + BLOCKS_NS;
-        } else if let Some(a) = self.dir.arena_mut() {
-            a.refill(now);
         }
+        self.active = self.harvest_from(files);
     }
 
     /// Moves the counters of processes that cannot write any more into
@@ -161,14 +194,19 @@ impl Collector {
         self.harvest_from(true);
     }
 
-    /// [`Collector::harvest`], of the arena's blocks only unless `files`.
-    fn harvest_from(&mut self, files: bool) {
+    /// [`Collector::harvest`], of the arena's blocks only unless `files`;
+    /// whether a process had ended or taken an offer since the last.
+    fn harvest_from(&mut self, files: bool) -> bool {
         let now = mono_ns();
         let pools = self.pools(now, files);
-        self.fold_ended(pools);
-        if let Some(a) = self.dir.arena_mut() {
-            a.refill(now);
-        }
+        let n = pools.len();
+        let folded = n - self.fold_ended(pools).len();
+        let Some(a) = self.dir.arena_mut() else {
+            return folded > 0;
+        };
+        let taken = a.taken().len();
+        a.refill(now);
+        folded > 0 || a.taken().len() != taken
     }
 
     /// Folds the pools whose process cannot write any more into memory

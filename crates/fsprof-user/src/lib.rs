@@ -15,4 +15,5 @@ mod source;
 mod written;
 
 pub use clock::{ClockChoice, ClockError};
+pub use collector::REFILL_NS;
 pub use source::{SetupError, UserOptions, UserSource};

@@ -13,7 +13,7 @@ use fsprof_core::{BucketLayout, Resolution};
 use fsprof_shim::{abi, install, SelfTest};
 
 use crate::clock::{ClockChoice, ClockError, ClockParams, MAX_DRIFT};
-use crate::collector::{Collector, REFILL_NS};
+use crate::collector::Collector;
 use crate::layers::{merged, process};
 use crate::notes;
 use crate::reader::ProcessCounters;
@@ -170,7 +170,7 @@ impl Source for UserSource {
         Caps {
             needs_command: true,
             hold_command: false,
-            upkeep_ns: Some(REFILL_NS),
+            upkeep_ns: Some(self.collector.upkeep_ns()),
         }
     }
 
@@ -204,6 +204,14 @@ impl Source for UserSource {
 
     fn upkeep(&mut self) {
         self.collector.upkeep();
+    }
+
+    fn next_upkeep_ns(&self) -> Option<u64> {
+        Some(self.collector.next_upkeep_ns())
+    }
+
+    fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        self.collector.bell()
     }
 
     fn finish(&mut self, how: &Ended) -> Result<Finish, SourceError> {

@@ -340,3 +340,59 @@ t = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
         }
     }
 }
+
+/// The offers' low water alone keeps blocks on offer: with the upkeep's
+/// timer an hour away (`FSPROF_TEST_UPKEEP_MS`), 300 `cat`s one after the
+/// other, far more than the four blocks offered at the start, all take
+/// arena blocks: the
+/// shim made no counter file, and each is in the profile. The bell rang
+/// far fewer times than there were takes (one take of a top-up's offers
+/// rings it), and the blocks were handed out again.
+#[test]
+fn the_low_water_alone_keeps_blocks_on_offer() {
+    use fsprof_shim::abi::{ControlHeader, ARENA_OFF, FIRST_CHUNK};
+    let dir = tempfile::tempdir().unwrap();
+    let word = |f: usize| format!("$(od -An -tu4 -j{f} -N4 \"$c\")");
+    let script = format!(
+        "for i in $(seq 300); do cat /etc/hostname; done >/dev/null; \
+         c=\"${{FSPROF_SHM#*:*:*:*:}}/control\"; \
+         echo {} {} {} $(stat -c %s \"$c\")",
+        word(std::mem::offset_of!(ControlHeader, files)),
+        word(std::mem::offset_of!(ControlHeader, ring_head)),
+        word(std::mem::offset_of!(ControlHeader, wake)),
+    );
+    let out = fsprof()
+        .args(["run", "-q", "-o", "p.json", "--", "sh", "-c", &script])
+        .env("FSPROF_TEST_UPKEEP_MS", "3600000")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<usize> = text
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let [files, taken, rings, size] = v[..] else {
+        panic!("{text}");
+    };
+    let blocks = (size - ARENA_OFF) / FIRST_CHUNK;
+    assert_eq!(
+        files, 0,
+        "{files} counter files made ({taken} offers taken)"
+    );
+    assert!(taken >= 300, "{taken} offers taken");
+    eprintln!("{files} files, {taken} offers taken, {rings} rings, {blocks} blocks");
+    assert!(
+        rings > 0 && rings * 10 < taken,
+        "the bell rang {rings} times for {taken} takes"
+    );
+    assert!(blocks < taken, "{blocks} blocks for {taken} takes");
+    let p = load(&dir.path().join("p.json"));
+    let cats = p
+        .processes
+        .iter()
+        .filter(|pr| pr.exe.ends_with("/cat"))
+        .count();
+    assert_eq!(cats, 300, "every process is in the profile");
+}
