@@ -343,9 +343,10 @@ t = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
 
 /// The offers' low water alone keeps blocks on offer: with the upkeep's
 /// timer an hour away (`FSPROF_TEST_UPKEEP_MS`), 300 `cat`s one after the
-/// other, far more than the four blocks offered at the start, all take
-/// arena blocks: the
-/// shim made no counter file, and each is in the profile. The bell rang
+/// other, far more than the four blocks offered at the start, take arena
+/// blocks (a few may make counter files where a loaded machine kept fsprof
+/// from the CPU until the offers ran out; without the bell all but the
+/// first four do), and each is in the profile. The bell rang
 /// far fewer times than there were takes (one take of a top-up's offers
 /// rings it), and the blocks were handed out again.
 #[test]
@@ -377,12 +378,11 @@ fn the_low_water_alone_keeps_blocks_on_offer() {
         panic!("{text}");
     };
     let blocks = (size - ARENA_OFF) / FIRST_CHUNK;
-    assert_eq!(
-        files, 0,
+    assert!(
+        files <= 10,
         "{files} counter files made ({taken} offers taken)"
     );
     assert!(taken >= 300, "{taken} offers taken");
-    eprintln!("{files} files, {taken} offers taken, {rings} rings, {blocks} blocks");
     assert!(
         rings > 0 && rings * 10 < taken,
         "the bell rang {rings} times for {taken} takes"
