@@ -235,7 +235,10 @@ impl Watch<'_> {
         progress: &mut dyn Progress,
     ) -> Result<Stop, CaptureError> {
         let mut interrupted = None;
-        let mut next_upkeep = self.caps.upkeep_ns;
+        let mut next_upkeep = match (source.next_upkeep_ns(), self.caps.upkeep_ns) {
+            (Some(n), Some(every)) => Some(n.min(every)),
+            (_, every) => every,
+        };
         let gap = BELL_GAP.as_nanos() as u64;
         // The bell's value at the last upkeep, and when that was: 0 before
         // the first, as the source made it (the command runs already, and

@@ -65,6 +65,7 @@ pub struct Collector {
     /// The last upkeep found processes that had started (the offers were
     /// taken) or ended (their blocks folded).
     active: bool,
+    upkept: bool,
     /// `FSPROF_TEST_UPKEEP_MS`: the upkeep without the bell, for tests
     /// (very long: only the bell keeps the offers up).
     upkeep_ns: Option<u64>,
@@ -106,6 +107,7 @@ impl Collector {
             done: Vec::new(),
             next_harvest_ns: 0,
             active: false,
+            upkept: false,
             upkeep_ns: fsprof_sys::test_knob("FSPROF_TEST_UPKEEP_MS")
                 .map(|ms| u64::from(ms) * 1_000_000),
             written: Box::default(),
@@ -159,10 +161,15 @@ impl Collector {
         self.upkeep_ns.unwrap_or(IDLE_NS)
     }
 
-    /// When the next upkeep is wanted if the bell does not ring.
+    /// When the next upkeep is wanted if the bell does not ring: the first
+    /// [`REFILL_NS`] after the start, which gives the blocks offered at
+    /// the start their pages (the few processes before make the pages
+    /// they write themselves: shim/pool.c, make_below) as the 10 ms tick
+    /// did, whether or not three of them ring the bell first.
     pub fn next_upkeep_ns(&self) -> u64 {
         match self.upkeep_ns {
             Some(ns) => ns,
+            None if !self.upkept => REFILL_NS,
             None if self.active => AFTER_ACTIVITY_NS,
             None => IDLE_NS,
         }
@@ -186,6 +193,7 @@ impl Collector {
             self.next_harvest_ns = now + HARVEST_NS;
         }
         self.active = self.harvest_from(files);
+        self.upkept = true;
     }
 
     /// Moves the counters of processes that cannot write any more into
