@@ -318,19 +318,12 @@ mod tests {
         assert_eq!(sigs.wait_bell(short, Some((&word, 7))), Wake::Timeout);
         assert_eq!(sigs.wait_bell(short, Some((&word, 6))), Wake::Bell);
         let w = word.clone();
-        let ringer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+        let rung = soon(&sigs, &word, 7, move || {
             w.fetch_add(1, Ordering::SeqCst);
             // SAFETY: a live aligned word; FUTEX_WAKE reads no memory.
             unsafe { libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, 1, 0, 0, 0) };
         });
-        let t = std::time::Instant::now();
-        assert_eq!(
-            sigs.wait_bell(Duration::from_secs(10), Some((&word, 7))),
-            Wake::Bell
-        );
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        ringer.join().unwrap();
+        assert_eq!(rung, Wake::Bell);
         // SAFETY: signalling this thread, where SIGTERM is blocked.
         unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGTERM) };
         let stop = Wake::Stop(StopSignal {
@@ -343,17 +336,29 @@ mod tests {
         );
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() } as usize;
-        let kicker = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+        let kicked = soon(&sigs, &word, 8, move || {
             // SAFETY: the main test thread, alive in its wait.
             unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGCHLD) };
         });
+        assert_eq!(kicked, Wake::Child);
+    }
+
+    /// What a 10 s `wait_bell` on `word` holding `v` wakes for when
+    /// another thread does `f` 50 ms into it (well before the 10 s).
+    fn soon(
+        sigs: &StopSignals,
+        word: &AtomicU32,
+        v: u32,
+        f: impl FnOnce() + Send + 'static,
+    ) -> Wake {
         let t = std::time::Instant::now();
-        assert_eq!(
-            sigs.wait_bell(Duration::from_secs(10), Some((&word, 8))),
-            Wake::Child
-        );
+        let other = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            f();
+        });
+        let got = sigs.wait_bell(Duration::from_secs(10), Some((word, v)));
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-        kicker.join().unwrap();
+        other.join().unwrap();
+        got
     }
 }

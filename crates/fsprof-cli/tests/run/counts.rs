@@ -149,12 +149,7 @@ fn ended_processes_are_folded_in_and_their_blocks_and_files_released() {
     let blocks = (control_size - fsprof_shim::abi::ARENA_OFF) / fsprof_shim::abi::FIRST_CHUNK;
     assert!(blocks < 250, "{blocks} arena blocks for 300 processes");
     let p = load(&path);
-    let cats = p
-        .processes
-        .iter()
-        .filter(|pr| pr.exe.ends_with("/cat"))
-        .count();
-    assert_eq!(cats, 300, "every process is still in the profile");
+    assert_eq!(cats(&p), 300, "every process is still in the profile");
     assert!(count(&p, "read") >= 600);
     let rep = fsprof_core::check::check_profile(&p);
     assert!(rep.ok(), "{:?}", rep.errors);
@@ -389,10 +384,13 @@ fn the_low_water_alone_keeps_blocks_on_offer() {
     );
     assert!(blocks < taken, "{blocks} blocks for {taken} takes");
     let p = load(&dir.path().join("p.json"));
-    let cats = p
-        .processes
+    assert_eq!(cats(&p), 300, "every process is in the profile");
+}
+
+/// The profile's processes that ran `cat`.
+fn cats(p: &fsprof_core::Profile) -> usize {
+    p.processes
         .iter()
         .filter(|pr| pr.exe.ends_with("/cat"))
-        .count();
-    assert_eq!(cats, 300, "every process is in the profile");
+        .count()
 }
