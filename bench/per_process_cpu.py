@@ -124,10 +124,11 @@ def tree_cpu_ns(pid):
 
 
 # The control header's words (crates/fsprof-shim/shim/abi.h) the driver
-# needs to ring `fsprof run`'s bell: abi_version, and the wake word of ABI
-# 12 (the sixteenth session's), beside ring_head.
+# needs to ring `fsprof run`'s bell: abi_version, and the wake word, by ABI
+# (12 and 13, the sixteenth session's: beside ring_head; a later ABI that
+# moves it adds its offset here, else the driver rings nothing).
 CTL_ABI_VERSION = 8
-CTL_WAKE = {12: 96}
+CTL_WAKE = {12: 96, 13: 96}
 
 
 class Bell:
