@@ -235,10 +235,11 @@ impl Watch<'_> {
         progress: &mut dyn Progress,
     ) -> Result<Stop, CaptureError> {
         let mut interrupted = None;
-        let mut next_upkeep = match (source.next_upkeep_ns(), self.caps.upkeep_ns) {
-            (Some(n), Some(every)) => Some(n.min(every)),
-            (_, every) => every,
+        // The source may want its next upkeep sooner than every `every`.
+        let upkeep_in = |source: &dyn Source, every: u64| {
+            source.next_upkeep_ns().map_or(every, |n| n.min(every))
         };
+        let mut next_upkeep = self.caps.upkeep_ns.map(|every| upkeep_in(&*source, every));
         let gap = BELL_GAP.as_nanos() as u64;
         // The bell's value at the last upkeep, and when that was: 0 before
         // the first, as the source made it (the command runs already, and
@@ -265,8 +266,7 @@ impl Watch<'_> {
                     heard = bell;
                     source.upkeep();
                     last_upkeep = now;
-                    let next = source.next_upkeep_ns().map_or(every, |n| n.min(every));
-                    next_upkeep = Some(now + next);
+                    next_upkeep = Some(now + upkeep_in(&*source, every));
                 }
             }
             if sampler.due(now) {
@@ -281,11 +281,7 @@ impl Watch<'_> {
                 (Some(w), Some(v)) if early.is_none() => Some((w, v)),
                 _ => None,
             };
-            let poll = if listen.is_some() || heard.is_some() {
-                Duration::MAX
-            } else {
-                POLL
-            };
+            let poll = if heard.is_some() { Duration::MAX } else { POLL };
             let wake = [sampler.next, self.deadline, next_upkeep, early]
                 .into_iter()
                 .flatten()

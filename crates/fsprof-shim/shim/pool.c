@@ -580,13 +580,10 @@ static void fill_header(struct fsprof_proc *p, uint64_t seq, int32_t pid)
     p->pid = pid;
     p->ppid = g_fork_parent > 0 ? g_fork_parent : (int32_t)syscall(SYS_getppid);
     g_pid = pid;
-    /* A tick read under the TSC; under CLOCK_MONOTONIC the vDSO's, whose
-     * first read's page fault the process's first timed call pays anyway. */
-#if defined(__x86_64__)
-    p->start_ticks = g_clock == FSPROF_CLOCK_TSC ? __builtin_ia32_rdtsc() : fsprof_mono_ns();
-#else
-    p->start_ticks = fsprof_mono_ns();
-#endif
+    /* The calls' own clock: a tick read under the TSC; under
+     * CLOCK_MONOTONIC the vDSO's, whose first read's page fault the
+     * process's first timed call pays anyway. */
+    p->start_ticks = now_ticks();
     p->seq = seq;
     fill_names(p);
 }
